@@ -1,0 +1,80 @@
+// Shape of one 2-D convolution and the index math every algorithm and backend shares.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
+
+#if defined(__CUDACC__)
+#define TORCHCONV_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define TORCHCONV_HOST_DEVICE inline
+#endif
+
+namespace torchconv {
+
+// Everything a kernel needs to know about a convolution, with F.conv2d's conventions:
+// input N x C x H x W, weight K x (C / groups) x R x S, output N x K x Ho x Wo, symmetric zero padding.
+struct ConvShape {
+  int64_t N, C, H, W;
+  int64_t K, R, S;
+  int64_t Ho, Wo;
+  int64_t stride_h, stride_w;
+  int64_t pad_h, pad_w;
+  int64_t dil_h, dil_w;
+  int64_t groups;
+
+  int64_t channels_per_group() const { return C / groups; }
+  int64_t filters_per_group() const { return K / groups; }
+  double flops() const { return 2.0 * N * K * channels_per_group() * R * S * Ho * Wo; }
+};
+
+// Output extent along one axis (F.conv2d's formula).
+TORCHCONV_HOST_DEVICE int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                                               int64_t dilation) {
+  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+// Input coordinate read by output coordinate `out` through filter tap `tap`.
+TORCHCONV_HOST_DEVICE int64_t input_coord(int64_t out, int64_t tap, int64_t stride, int64_t pad, int64_t dilation) {
+  return out * stride - pad + tap * dilation;
+}
+
+// Half-open range [lo, hi) of output coordinates o in [0, out_len) whose input coordinate
+// o * stride + offset lies inside [0, in_len). Lets inner loops run without bounds checks.
+struct OutputRange {
+  int64_t lo, hi;
+};
+TORCHCONV_HOST_DEVICE OutputRange valid_output_range(int64_t out_len, int64_t in_len, int64_t offset,
+                                                     int64_t stride) {
+  // smallest o with o * stride + offset >= 0
+  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  // largest o with o * stride + offset <= in_len - 1, plus one
+  int64_t last = in_len - 1 - offset;
+  int64_t hi = last < 0 ? 0 : last / stride + 1;
+  if (hi > out_len) hi = out_len;
+  if (lo > hi) lo = hi;
+  return {lo, hi};
+}
+
+// Validates F.conv2d's arguments for `algorithm` and returns the shape. Errors are Python
+// ValueError / TypeError naming the offending argument.
+ConvShape check_conv2d_forward(const char* algorithm, const at::Tensor& input, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
+
+// As above for the backward operators, and checks that grad_output has the forward output's shape.
+ConvShape check_conv2d_backward(const char* algorithm, const at::Tensor& grad_output, const at::Tensor& input,
+                                const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation, int64_t groups, at::ArrayRef<bool> output_mask);
+
+// Placeholder for a gradient the output mask did not ask for: an empty tensor (custom operators
+// cannot return None); the Python autograd glue maps it back to None.
+at::Tensor skipped_grad(const at::Tensor& like);
+
+// grad_bias of any convolution: the sum of grad_output over N, Ho and Wo.
+at::Tensor conv_bias_grad(const at::Tensor& grad_output);
+
+}  // namespace torchconv

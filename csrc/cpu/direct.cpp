@@ -1,0 +1,178 @@
+// Direct convolution on the CPU: seed 000's loop nest (Figure 3) over output tiles. Each task
+// owns a tile of kTileK output channels x kTileRows output rows (the GPU kernel's Rz x Ry register
+// tile) and accumulates it over input channels and filter taps, one filter value per channel of
+// the tile at a time.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "../conv_shape.h"
+
+namespace torchconv {
+namespace {
+
+constexpr int64_t kTileK = 4;
+constexpr int64_t kTileRows = 4;
+
+template <typename T>
+void direct_forward_kernel(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
+  const int64_t Cg = p.channels_per_group(), Kg = p.filters_per_group();
+  const int64_t k_tiles = (Kg + kTileK - 1) / kTileK;
+  const int64_t row_tiles = (p.Ho + kTileRows - 1) / kTileRows;
+  const int64_t tasks = p.N * p.groups * k_tiles * row_tiles;
+  at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> acc(kTileK * kTileRows * p.Wo);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t row_tile = task % row_tiles;
+      const int64_t k_tile = (task / row_tiles) % k_tiles;
+      const int64_t g = (task / (row_tiles * k_tiles)) % p.groups;
+      const int64_t n = task / (row_tiles * k_tiles * p.groups);
+      const int64_t k0 = g * Kg + k_tile * kTileK;
+      const int64_t nk = std::min(kTileK, g * Kg + Kg - k0);
+      const int64_t oy0 = row_tile * kTileRows;
+      const int64_t nrows = std::min(kTileRows, p.Ho - oy0);
+      auto at_acc = [&](int64_t kk, int64_t row) { return acc.data() + (kk * kTileRows + row) * p.Wo; };
+      for (int64_t kk = 0; kk < nk; ++kk)
+        for (int64_t row = 0; row < nrows; ++row)
+          std::fill_n(at_acc(kk, row), p.Wo, bias ? bias[k0 + kk] : T(0));
+
+      for (int64_t c = 0; c < Cg; ++c) {
+        const T* xc = x + ((n * p.C + g * Cg + c) * p.H) * p.W;
+        for (int64_t r = 0; r < p.R; ++r) {
+          for (int64_t s = 0; s < p.S; ++s) {
+            T wv[kTileK];
+            for (int64_t kk = 0; kk < nk; ++kk) wv[kk] = w[(((k0 + kk) * Cg + c) * p.R + r) * p.S + s];
+            const int64_t col_offset = s * p.dil_w - p.pad_w;
+            const OutputRange cols = valid_output_range(p.Wo, p.W, col_offset, p.stride_w);
+            for (int64_t row = 0; row < nrows; ++row) {
+              const int64_t iy = input_coord(oy0 + row, r, p.stride_h, p.pad_h, p.dil_h);
+              if (iy < 0 || iy >= p.H) continue;
+              const T* xrow = xc + iy * p.W + col_offset;
+              for (int64_t kk = 0; kk < nk; ++kk) {
+                T* a = at_acc(kk, row);
+                const T wk = wv[kk];
+                for (int64_t ox = cols.lo; ox < cols.hi; ++ox) a[ox] += wk * xrow[ox * p.stride_w];
+              }
+            }
+          }
+        }
+      }
+      for (int64_t kk = 0; kk < nk; ++kk)
+        for (int64_t row = 0; row < nrows; ++row)
+          std::copy_n(at_acc(kk, row), p.Wo, y + ((n * p.K + k0 + kk) * p.Ho + oy0 + row) * p.Wo);
+    }
+  });
+}
+
+// grad_input gathers, for every input pixel, the output positions whose window touched it:
+// oy = (iy + pad - r * dil) / stride when that division is exact.
+template <typename T>
+void direct_grad_input_kernel(const ConvShape& p, const T* gy, const T* w, T* gx) {
+  const int64_t Cg = p.channels_per_group(), Kg = p.filters_per_group();
+  at::parallel_for(0, p.N * p.C, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t nc = begin; nc < end; ++nc) {
+      const int64_t n = nc / p.C, c = nc % p.C, g = c / Cg, cg = c % Cg;
+      T* out = gx + nc * p.H * p.W;
+      for (int64_t iy = 0; iy < p.H; ++iy) {
+        for (int64_t ix = 0; ix < p.W; ++ix) {
+          T sum = 0;
+          for (int64_t r = 0; r < p.R; ++r) {
+            const int64_t ty = iy + p.pad_h - r * p.dil_h;
+            if (ty < 0 || ty % p.stride_h != 0 || ty / p.stride_h >= p.Ho) continue;
+            const int64_t oy = ty / p.stride_h;
+            for (int64_t s = 0; s < p.S; ++s) {
+              const int64_t tx = ix + p.pad_w - s * p.dil_w;
+              if (tx < 0 || tx % p.stride_w != 0 || tx / p.stride_w >= p.Wo) continue;
+              const int64_t ox = tx / p.stride_w;
+              for (int64_t kg = 0; kg < Kg; ++kg) {
+                const int64_t k = g * Kg + kg;
+                sum += gy[((n * p.K + k) * p.Ho + oy) * p.Wo + ox] * w[((k * Cg + cg) * p.R + r) * p.S + s];
+              }
+            }
+          }
+          out[iy * p.W + ix] = sum;
+        }
+      }
+    }
+  });
+}
+
+// grad_weight reduces over N x Ho x Wo for every (k, c, r, s).
+template <typename T>
+void direct_grad_weight_kernel(const ConvShape& p, const T* gy, const T* x, T* gw) {
+  const int64_t Cg = p.channels_per_group(), Kg = p.filters_per_group();
+  at::parallel_for(0, p.K * Cg, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t kc = begin; kc < end; ++kc) {
+      const int64_t k = kc / Cg, cg = kc % Cg, c = (k / Kg) * Cg + cg;
+      for (int64_t r = 0; r < p.R; ++r) {
+        for (int64_t s = 0; s < p.S; ++s) {
+          const int64_t col_offset = s * p.dil_w - p.pad_w;
+          const OutputRange cols = valid_output_range(p.Wo, p.W, col_offset, p.stride_w);
+          T sum = 0;
+          for (int64_t n = 0; n < p.N; ++n) {
+            for (int64_t oy = 0; oy < p.Ho; ++oy) {
+              const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
+              if (iy < 0 || iy >= p.H) continue;
+              const T* g = gy + ((n * p.K + k) * p.Ho + oy) * p.Wo;
+              const T* xrow = x + ((n * p.C + c) * p.H + iy) * p.W + col_offset;
+              for (int64_t ox = cols.lo; ox < cols.hi; ++ox) sum += g[ox] * xrow[ox * p.stride_w];
+            }
+          }
+          gw[(kc * p.R + r) * p.S + s] = sum;
+        }
+      }
+    }
+  });
+}
+
+at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                             int64_t groups) {
+  const ConvShape p = check_conv2d_forward("conv2d_direct", input, weight, bias, stride, padding, dilation, groups);
+  auto x = input.contiguous();
+  auto w = weight.contiguous();
+  auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  auto y = at::empty({p.N, p.K, p.Ho, p.Wo}, input.options());
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cpu", [&] {
+    direct_forward_kernel<scalar_t>(p, x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
+                                    b.defined() ? b.const_data_ptr<scalar_t>() : nullptr,
+                                    y.mutable_data_ptr<scalar_t>());
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const ConvShape p = check_conv2d_backward("conv2d_direct_backward", grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  auto gy = grad_output.contiguous();
+  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_backward_cpu", [&] {
+    if (output_mask[0]) {
+      gx = at::empty({p.N, p.C, p.H, p.W}, input.options());
+      auto w = weight.contiguous();
+      direct_grad_input_kernel<scalar_t>(p, gy.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
+                                         gx.mutable_data_ptr<scalar_t>());
+    }
+    if (output_mask[1]) {
+      gw = at::empty(weight.sizes(), weight.options());
+      auto x = input.contiguous();
+      direct_grad_weight_kernel<scalar_t>(p, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
+                                          gw.mutable_data_ptr<scalar_t>());
+    }
+  });
+  if (output_mask[2]) gb = conv_bias_grad(gy);
+  return {gx, gw, gb};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(torchconv, CPU, m) {
+  m.impl("conv2d_direct", &conv2d_direct_cpu);
+  m.impl("conv2d_direct_backward", &conv2d_direct_backward_cpu);
+}
+
+}  // namespace torchconv

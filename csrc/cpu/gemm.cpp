@@ -1,0 +1,215 @@
+// Unrolled GEMM (seed 002) on the CPU: im2col of a chunk of output columns into a workspace
+// bounded by the workspace limit, then one GEMM per group (at::mm). Columns are the flattened
+// (n, oy, ox) output positions, so a chunk may be smaller than one image. A 1x1, stride-1,
+// unpadded convolution needs no unroll: the input already is the matrix.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "../conv_shape.h"
+#include "../workspace.h"
+#include "gemm.h"
+
+namespace torchconv {
+namespace {
+
+bool is_pointwise(const ConvShape& p) {
+  return p.R == 1 && p.S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0;
+}
+
+// Unrolled-matrix row (c, r, s) of group g, column j <-> output position p0 + j. Visits the
+// valid (input index, column) pairs of one row in column order.
+template <typename Fn>
+void for_each_unrolled(const ConvShape& p, int64_t g, int64_t row, int64_t p0, int64_t ncols, Fn&& fn) {
+  const int64_t s = row % p.S, r = (row / p.S) % p.R, c = row / (p.R * p.S);
+  const int64_t plane = p.Ho * p.Wo;
+  int64_t n = p0 / plane, oy = (p0 % plane) / p.Wo, ox = p0 % p.Wo;
+  for (int64_t j = 0; j < ncols; ++j) {
+    const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
+    const int64_t ix = input_coord(ox, s, p.stride_w, p.pad_w, p.dil_w);
+    const bool inside = iy >= 0 && iy < p.H && ix >= 0 && ix < p.W;
+    fn(j, inside ? ((n * p.C + g * p.channels_per_group() + c) * p.H + iy) * p.W + ix : int64_t(-1));
+    if (++ox == p.Wo) {
+      ox = 0;
+      if (++oy == p.Ho) oy = 0, ++n;
+    }
+  }
+}
+
+template <typename T>
+void im2col(const ConvShape& p, int64_t g, int64_t p0, int64_t ncols, const T* x, T* col) {
+  const int64_t rows = p.channels_per_group() * p.R * p.S;
+  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      T* dst = col + row * ncols;
+      for_each_unrolled(p, g, row, p0, ncols, [&](int64_t j, int64_t src) { dst[j] = src >= 0 ? x[src] : T(0); });
+    }
+  });
+}
+
+// Adjoint of im2col: adds every unrolled entry back into the input pixel it came from. Rows of one
+// input channel are handled by one task, so no two tasks write the same pixel.
+template <typename T>
+void col2im_add(const ConvShape& p, int64_t g, int64_t p0, int64_t ncols, const T* col, T* gx) {
+  const int64_t taps = p.R * p.S;
+  at::parallel_for(0, p.channels_per_group(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c)
+      for (int64_t row = c * taps; row < (c + 1) * taps; ++row) {
+        const T* src = col + row * ncols;
+        for_each_unrolled(p, g, row, p0, ncols, [&](int64_t j, int64_t dst) {
+          if (dst >= 0) gx[dst] += src[j];
+        });
+      }
+  });
+}
+
+// Calls fn(n, q0, len, j0) for each image n overlapping output columns [p0, p0 + ncols): its
+// positions q0 .. q0 + len within the image are columns j0 .. j0 + len of the chunk.
+template <typename Fn>
+void for_each_image_segment(const ConvShape& p, int64_t p0, int64_t ncols, Fn&& fn) {
+  const int64_t plane = p.Ho * p.Wo;
+  for (int64_t q = p0; q < p0 + ncols;) {
+    const int64_t n = q / plane, q0 = q % plane, len = std::min(plane - q0, p0 + ncols - q);
+    fn(n, q0, len, q - p0);
+    q += len;
+  }
+}
+
+// Output-side matrix of group g for a column chunk: K_g x ncols, gathered from or scattered to an
+// N x K x Ho x Wo tensor.
+at::Tensor output_block(const at::Tensor& t, const ConvShape& p, int64_t g, int64_t n, int64_t q0, int64_t len) {
+  const int64_t Kg = p.filters_per_group();
+  return t.view({p.N, p.K, p.Ho * p.Wo}).select(0, n).narrow(0, g * Kg, Kg).narrow(1, q0, len);
+}
+
+// Input-side matrix of group g for a pointwise convolution: C_g x (H W) of image n.
+at::Tensor input_block(const at::Tensor& t, const ConvShape& p, int64_t g, int64_t n) {
+  const int64_t Cg = p.channels_per_group();
+  return t.view({p.N, p.C, p.H * p.W}).select(0, n).narrow(0, g * Cg, Cg);
+}
+
+at::Tensor weight_matrix(const at::Tensor& w, const ConvShape& p, int64_t g) {
+  return w.view({p.groups, p.filters_per_group(), p.channels_per_group() * p.R * p.S}).select(0, g);
+}
+
+int64_t chunk_columns(const ConvShape& p, const at::Tensor& like) {
+  const int64_t bytes_per_column =
+      (p.channels_per_group() * p.R * p.S + p.filters_per_group()) * int64_t(like.element_size());
+  return columns_per_chunk(p.N * p.Ho * p.Wo, bytes_per_column);
+}
+
+at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const ConvShape p = check_conv2d_forward("conv2d_gemm", input, weight, bias, stride, padding, dilation, groups);
+  auto x = input.contiguous();
+  auto w = weight.contiguous();
+  auto y = at::empty({p.N, p.K, p.Ho, p.Wo}, input.options());
+  const int64_t total = p.N * p.Ho * p.Wo;
+  const int64_t chunk = chunk_columns(p, input);
+  at::Tensor col;
+  for (int64_t g = 0; g < p.groups; ++g) {
+    const at::Tensor wg = weight_matrix(w, p, g);
+    if (is_pointwise(p)) {
+      for (int64_t n = 0; n < p.N; ++n) {
+        at::Tensor out = output_block(y, p, g, n, 0, p.Ho * p.Wo);
+        at::mm_out(out, wg, input_block(x, p, g, n));
+      }
+      continue;
+    }
+    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
+      const int64_t ncols = std::min(chunk, total - p0);
+      col = at::empty({wg.size(1), ncols}, input.options());
+      AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_cpu_im2col", [&] {
+        im2col<scalar_t>(p, g, p0, ncols, x.const_data_ptr<scalar_t>(), col.mutable_data_ptr<scalar_t>());
+      });
+      const at::Tensor res = at::mm(wg, col);
+      for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
+        output_block(y, p, g, n, q0, len).copy_(res.narrow(1, j0, len));
+      });
+    }
+  }
+  if (bias.has_value()) y.add_(bias->view({1, p.K, 1, 1}));
+  return y;
+}
+
+}  // namespace
+
+at::Tensor gemm_grad_weight_cpu(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input) {
+  auto x = input.contiguous();
+  auto gy = grad_output.contiguous();
+  auto gw = at::zeros({p.K, p.channels_per_group(), p.R, p.S}, input.options());
+  const int64_t total = p.N * p.Ho * p.Wo;
+  const int64_t chunk = chunk_columns(p, input);
+  for (int64_t g = 0; g < p.groups; ++g) {
+    at::Tensor gw_g = weight_matrix(gw, p, g);
+    if (is_pointwise(p)) {
+      for (int64_t n = 0; n < p.N; ++n)
+        gw_g.addmm_(output_block(gy, p, g, n, 0, p.Ho * p.Wo), input_block(x, p, g, n).t());
+      continue;
+    }
+    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
+      const int64_t ncols = std::min(chunk, total - p0);
+      auto col = at::empty({gw_g.size(1), ncols}, input.options());
+      auto gy_cols = at::empty({p.filters_per_group(), ncols}, input.options());
+      AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "gemm_grad_weight_cpu", [&] {
+        im2col<scalar_t>(p, g, p0, ncols, x.const_data_ptr<scalar_t>(), col.mutable_data_ptr<scalar_t>());
+      });
+      for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
+        gy_cols.narrow(1, j0, len).copy_(output_block(gy, p, g, n, q0, len));
+      });
+      gw_g.addmm_(gy_cols, col.t());
+    }
+  }
+  return gw;
+}
+
+namespace {
+
+at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& weight) {
+  auto gy = grad_output.contiguous();
+  auto w = weight.contiguous();
+  auto gx = at::zeros({p.N, p.C, p.H, p.W}, grad_output.options());
+  const int64_t total = p.N * p.Ho * p.Wo;
+  const int64_t chunk = chunk_columns(p, gy);
+  for (int64_t g = 0; g < p.groups; ++g) {
+    const at::Tensor wg = weight_matrix(w, p, g);
+    if (is_pointwise(p)) {
+      for (int64_t n = 0; n < p.N; ++n) {
+        at::Tensor out = input_block(gx, p, g, n);
+        at::mm_out(out, wg.t(), output_block(gy, p, g, n, 0, p.Ho * p.Wo));
+      }
+      continue;
+    }
+    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
+      const int64_t ncols = std::min(chunk, total - p0);
+      auto gy_cols = at::empty({p.filters_per_group(), ncols}, gy.options());
+      for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
+        gy_cols.narrow(1, j0, len).copy_(output_block(gy, p, g, n, q0, len));
+      });
+      const at::Tensor col = at::mm(wg.t(), gy_cols);
+      AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "gemm_grad_input_cpu", [&] {
+        col2im_add<scalar_t>(p, g, p0, ncols, col.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>());
+      });
+    }
+  }
+  return gx;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cpu(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const ConvShape p = check_conv2d_backward("conv2d_gemm_backward", grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  return {output_mask[0] ? gemm_grad_input_cpu(p, grad_output, weight) : skipped_grad(input),
+          output_mask[1] ? gemm_grad_weight_cpu(p, grad_output, input) : skipped_grad(input),
+          output_mask[2] ? conv_bias_grad(grad_output) : skipped_grad(input)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(torchconv, CPU, m) {
+  m.impl("conv2d_gemm", &conv2d_gemm_cpu);
+  m.impl("conv2d_gemm_backward", &conv2d_gemm_backward_cpu);
+}
+
+}  // namespace torchconv

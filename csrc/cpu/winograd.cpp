@@ -1,0 +1,145 @@
+// Winograd F(2x2, 3x3) on the CPU, exactly as seed 003: U = G g G^T per filter, V = B^T d B on 4x4
+// input tiles overlapping by 2, the element-wise stage as 16 GEMMs (at::bmm over the 16 points),
+// Y = A^T M A per tile, with partial tiles at the right and bottom edges. Tiles are processed in
+// chunks whose V and M fit the workspace limit.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "../conv_shape.h"
+#include "../winograd_transforms.h"
+#include "../workspace.h"
+#include "gemm.h"
+
+namespace torchconv {
+namespace {
+
+void check_winograd_shape(const char* algorithm, const ConvShape& p) {
+  TORCH_CHECK_VALUE(p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1,
+                    "torchconv.", algorithm, ": Winograd F(2x2,3x3) needs a 3x3 kernel, stride 1 and dilation 1; got "
+                    "kernel (", p.R, ", ", p.S, "), stride (", p.stride_h, ", ", p.stride_w, "), dilation (",
+                    p.dil_h, ", ", p.dil_w, ")");
+}
+
+// 3x3 stride-1 convolution of x (N x Cin x H x W) with w (Kout x Cin/groups x 3 x 3). Padding may
+// be negative (grad_input of a convolution padded by more than 2 reads a cropped grad_output), so
+// the output extent Ho x Wo is given rather than derived.
+template <typename T>
+void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int64_t groups, int64_t pad_h,
+                   int64_t pad_w, at::Tensor& y) {
+  const int64_t N = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t Kout = w.size(0), Ho = y.size(2), Wo = y.size(3);
+  const int64_t Cg = Cin / groups, Kg = Kout / groups;
+  const int64_t th = winograd_tiles(Ho), tw = winograd_tiles(Wo), total = N * th * tw;
+  const T* xp = x.const_data_ptr<T>();
+  T* yp = y.mutable_data_ptr<T>();
+
+  // U: groups x 16 x Kg x Cg.
+  auto U = at::empty({groups, kWinogradPoints, Kg, Cg}, x.options());
+  {
+    const T* wp = w.const_data_ptr<T>();
+    T* up = U.mutable_data_ptr<T>();
+    at::parallel_for(0, Kout * Cg, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t kc = begin; kc < end; ++kc) {
+        const int64_t k = kc / Cg, c = kc % Cg, g = k / Kg, kg = k % Kg;
+        T u[16];
+        winograd_filter_transform<T>(wp + kc * 9, u);
+        for (int e = 0; e < kWinogradPoints; ++e) up[((g * kWinogradPoints + e) * Kg + kg) * Cg + c] = u[e];
+      }
+    });
+  }
+
+  const int64_t chunk = columns_per_chunk(total, kWinogradPoints * (Cg + Kg) * int64_t(sizeof(T)));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t t0 = 0; t0 < total; t0 += chunk) {
+      const int64_t nt = std::min(chunk, total - t0);
+      // V: 16 x Cg x nt.
+      auto V = at::empty({kWinogradPoints, Cg, nt}, x.options());
+      T* vp = V.mutable_data_ptr<T>();
+      at::parallel_for(0, Cg * nt, 256, [&](int64_t begin, int64_t end) {
+        for (int64_t cj = begin; cj < end; ++cj) {
+          const int64_t c = cj / nt, j = cj % nt, t = t0 + j;
+          const int64_t n = t / (th * tw), ty = (t / tw) % th, tx = t % tw;
+          const T* plane = xp + (n * Cin + g * Cg + c) * H * W;
+          T d[16], v[16];
+          for (int i = 0; i < kWinogradTile; ++i) {
+            const int64_t iy = 2 * ty - pad_h + i;
+            for (int jj = 0; jj < kWinogradTile; ++jj) {
+              const int64_t ix = 2 * tx - pad_w + jj;
+              d[i * 4 + jj] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? plane[iy * W + ix] : T(0);
+            }
+          }
+          winograd_input_transform<T>(d, v);
+          for (int e = 0; e < kWinogradPoints; ++e) vp[(e * Cg + c) * nt + j] = v[e];
+        }
+      });
+      // The element-wise stage: 16 independent (Kg x Cg) . (Cg x nt) products.
+      const at::Tensor M = at::bmm(U.select(0, g), V);
+      const T* mp = M.const_data_ptr<T>();
+      at::parallel_for(0, Kg * nt, 256, [&](int64_t begin, int64_t end) {
+        for (int64_t kj = begin; kj < end; ++kj) {
+          const int64_t kg = kj / nt, j = kj % nt, t = t0 + j, k = g * Kg + kg;
+          const int64_t n = t / (th * tw), ty = (t / tw) % th, tx = t % tw;
+          T m[16], out[4];
+          for (int e = 0; e < kWinogradPoints; ++e) m[e] = mp[(e * Kg + kg) * nt + j];
+          winograd_output_transform<T>(m, out);
+          const T b = bias ? bias[k] : T(0);
+          T* plane = yp + (n * Kout + k) * Ho * Wo;
+          for (int i = 0; i < kWinogradOutput; ++i)
+            for (int jj = 0; jj < kWinogradOutput; ++jj) {
+              const int64_t oy = 2 * ty + i, ox = 2 * tx + jj;
+              if (oy < Ho && ox < Wo) plane[oy * Wo + ox] = out[i * 2 + jj] + b;
+            }
+        }
+      });
+    }
+  }
+}
+
+at::Tensor conv2d_winograd_cpu(const at::Tensor& input, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                               at::IntArrayRef dilation, int64_t groups) {
+  const ConvShape p = check_conv2d_forward("conv2d_winograd", input, weight, bias, stride, padding, dilation, groups);
+  check_winograd_shape("conv2d_winograd", p);
+  auto x = input.contiguous();
+  auto w = weight.contiguous();
+  auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  auto y = at::empty({p.N, p.K, p.Ho, p.Wo}, input.options());
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cpu", [&] {
+    winograd_conv<scalar_t>(x, w, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, p.groups, p.pad_h, p.pad_w,
+                            y);
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cpu(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const ConvShape p = check_conv2d_backward("conv2d_winograd_backward", grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  check_winograd_shape("conv2d_winograd_backward", p);
+  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
+  if (output_mask[0]) {
+    // grad_input is a 3x3 stride-1 convolution of grad_output with the filters rotated by 180
+    // degrees and C / K swapped within each group, padded by 2 - padding.
+    const int64_t Kg = p.filters_per_group(), Cg = p.channels_per_group();
+    auto w_rot = weight.view({p.groups, Kg, Cg, 3, 3}).transpose(1, 2).flip({3, 4}).reshape({p.C, Kg, 3, 3});
+    auto gy = grad_output.contiguous();
+    gx = at::empty({p.N, p.C, p.H, p.W}, input.options());
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cpu", [&] {
+      winograd_conv<scalar_t>(gy, w_rot.contiguous(), nullptr, p.groups, 2 - p.pad_h, 2 - p.pad_w, gx);
+    });
+  }
+  if (output_mask[1]) gw = gemm_grad_weight_cpu(p, grad_output, input);
+  if (output_mask[2]) gb = conv_bias_grad(grad_output);
+  return {gx, gw, gb};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(torchconv, CPU, m) {
+  m.impl("conv2d_winograd", &conv2d_winograd_cpu);
+  m.impl("conv2d_winograd_backward", &conv2d_winograd_backward_cpu);
+}
+
+}  // namespace torchconv

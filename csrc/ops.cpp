@@ -1,0 +1,50 @@
+// Operator schemas: one forward and one backward operator per algorithm, so profiler traces and
+// the dispatcher name the algorithm that ran. Kernels register per backend in cpu/ and cuda/;
+// autograd and fake (meta) implementations live in torchconv/ops.py.
+#include <Python.h>
+#include <torch/library.h>
+
+#include "workspace.h"
+
+TORCH_LIBRARY(torchconv, m) {
+  for (const char* algo : {"direct", "csg", "gemm", "winograd"}) {
+    const std::string name = std::string("conv2d_") + algo;
+    m.def((name +
+           "(Tensor input, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, int[2] dilation, "
+           "int groups) -> Tensor")
+              .c_str());
+    // Masked-off gradients come back as empty tensors.
+    m.def((name +
+           "_backward(Tensor grad_output, Tensor input, Tensor weight, int[2] stride, int[2] padding, "
+           "int[2] dilation, int groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)")
+              .c_str());
+  }
+}
+
+namespace {
+
+PyObject* set_workspace_limit(PyObject*, PyObject* arg) {
+  const long long bytes = PyLong_AsLongLong(arg);
+  if (bytes == -1 && PyErr_Occurred()) return nullptr;
+  if (bytes <= 0) {
+    PyErr_SetString(PyExc_ValueError, "torchconv.set_workspace_limit: bytes must be a positive integer");
+    return nullptr;
+  }
+  torchconv::set_workspace_limit_bytes(bytes);
+  Py_RETURN_NONE;
+}
+
+PyObject* get_workspace_limit(PyObject*, PyObject*) { return PyLong_FromLongLong(torchconv::workspace_limit_bytes()); }
+
+PyMethodDef methods[] = {
+    {"set_workspace_limit", set_workspace_limit, METH_O, "Set the per-call workspace limit in bytes."},
+    {"get_workspace_limit", get_workspace_limit, METH_NOARGS, "Per-call workspace limit in bytes."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "torchconv kernels (operators register on import)", -1,
+                          methods};
+
+}  // namespace
+
+// Importing torchconv._C loads this library, whose static initializers register the operators.
+PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module_def); }

@@ -1,0 +1,72 @@
+// Winograd F(2x2, 3x3) transforms (seed 003): Y = A^T [ (G g G^T) . (B^T d B) ] A, written out with
+// the shared sub-expressions so each transform is additions only (plus the halvings of G).
+// Shared by the CPU and CUDA kernels; all 4x4 / 3x3 / 2x2 arrays are row-major.
+#pragma once
+
+#include "conv_shape.h"
+
+namespace torchconv {
+
+constexpr int kWinogradTile = 4;    // input tile edge (alpha = m + r - 1)
+constexpr int kWinogradOutput = 2;  // output tile edge (m)
+constexpr int kWinogradPoints = 16; // alpha^2 element-wise products per tile
+
+// U = G g G^T, G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]].
+template <typename T>
+TORCHCONV_HOST_DEVICE void winograd_filter_transform(const T g[9], T u[16]) {
+  T t[4][3];  // G g
+  for (int j = 0; j < 3; ++j) {
+    const T a = g[j], b = g[3 + j], c = g[6 + j];
+    t[0][j] = a;
+    t[1][j] = T(0.5) * (a + b + c);
+    t[2][j] = T(0.5) * (a - b + c);
+    t[3][j] = c;
+  }
+  for (int i = 0; i < 4; ++i) {
+    const T a = t[i][0], b = t[i][1], c = t[i][2];
+    u[i * 4 + 0] = a;
+    u[i * 4 + 1] = T(0.5) * (a + b + c);
+    u[i * 4 + 2] = T(0.5) * (a - b + c);
+    u[i * 4 + 3] = c;
+  }
+}
+
+// V = B^T d B, B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]].
+template <typename T>
+TORCHCONV_HOST_DEVICE void winograd_input_transform(const T d[16], T v[16]) {
+  T t[16];  // B^T d
+  for (int j = 0; j < 4; ++j) {
+    const T d0 = d[j], d1 = d[4 + j], d2 = d[8 + j], d3 = d[12 + j];
+    t[j] = d0 - d2;
+    t[4 + j] = d1 + d2;
+    t[8 + j] = d2 - d1;
+    t[12 + j] = d1 - d3;
+  }
+  for (int i = 0; i < 4; ++i) {
+    const T x0 = t[i * 4], x1 = t[i * 4 + 1], x2 = t[i * 4 + 2], x3 = t[i * 4 + 3];
+    v[i * 4 + 0] = x0 - x2;
+    v[i * 4 + 1] = x1 + x2;
+    v[i * 4 + 2] = x2 - x1;
+    v[i * 4 + 3] = x1 - x3;
+  }
+}
+
+// Y = A^T m A, A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
+template <typename T>
+TORCHCONV_HOST_DEVICE void winograd_output_transform(const T m[16], T y[4]) {
+  T t[2][4];  // A^T m
+  for (int j = 0; j < 4; ++j) {
+    const T m0 = m[j], m1 = m[4 + j], m2 = m[8 + j], m3 = m[12 + j];
+    t[0][j] = m0 + m1 + m2;
+    t[1][j] = m1 - m2 - m3;
+  }
+  for (int i = 0; i < 2; ++i) {
+    y[i * 2 + 0] = t[i][0] + t[i][1] + t[i][2];
+    y[i * 2 + 1] = t[i][1] - t[i][2] - t[i][3];
+  }
+}
+
+// Number of 2x2 output tiles along an output extent (the last one may be partial).
+TORCHCONV_HOST_DEVICE int64_t winograd_tiles(int64_t out_len) { return (out_len + 1) / 2; }
+
+}  // namespace torchconv

@@ -1,0 +1,25 @@
+#include "workspace.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include <c10/util/Exception.h>
+
+namespace torchconv {
+namespace {
+std::atomic<int64_t> g_workspace_limit{kDefaultWorkspaceLimitBytes};
+}
+
+int64_t workspace_limit_bytes() { return g_workspace_limit.load(std::memory_order_relaxed); }
+
+void set_workspace_limit_bytes(int64_t bytes) {
+  TORCH_CHECK_VALUE(bytes > 0, "torchconv.set_workspace_limit: bytes must be positive, got ", bytes);
+  g_workspace_limit.store(bytes, std::memory_order_relaxed);
+}
+
+int64_t columns_per_chunk(int64_t total_columns, int64_t bytes_per_column) {
+  const int64_t fit = workspace_limit_bytes() / std::max<int64_t>(bytes_per_column, 1);
+  return std::max<int64_t>(1, std::min(total_columns, fit));
+}
+
+}  // namespace torchconv

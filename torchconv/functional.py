@@ -1,0 +1,132 @@
+"""torchconv.conv2d: F.conv2d's signature and semantics, computed by one of our algorithms."""
+import torch
+import torch.nn.functional as F
+
+from .ops import ALGORITHMS, FORWARD
+
+__all__ = ["conv2d", "select_algorithm", "unsupported_reason", "available_algorithms", "ALGORITHMS"]
+
+_DISPATCH_KEY = {"cpu": "CPU", "cuda": "CUDA"}
+_available_cache = {}
+
+
+def available_algorithms(device_type="cpu"):
+    """Algorithms with a kernel for `device_type` ("cpu" or "cuda") in this build."""
+    found = _available_cache.get(device_type)
+    if found is None:
+        key = _DISPATCH_KEY.get(device_type)
+        found = tuple(
+            a
+            for a in ALGORITHMS
+            if key is not None and torch._C._dispatch_has_kernel_for_dispatch_key(f"torchconv::conv2d_{a}", key)
+        )
+        _available_cache[device_type] = found
+    return found
+
+
+def unsupported_reason(algorithm, input, weight, stride, dilation):
+    """Why `algorithm` cannot compute this convolution, or None if it can."""
+    if algorithm == "winograd":
+        r, s = weight.shape[2], weight.shape[3]
+        if (r, s) != (3, 3) or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1):
+            return (
+                f"Winograd F(2x2,3x3) needs a 3x3 kernel, stride 1 and dilation 1; "
+                f"got kernel ({r}, {s}), stride {tuple(stride)}, dilation {tuple(dilation)}"
+            )
+    elif algorithm == "csg" and input.is_cuda and torch.are_deterministic_algorithms_enabled():
+        return (
+            "CSG sums partial results with atomicAdd, whose order varies between runs, and "
+            "torch.use_deterministic_algorithms(True) is set"
+        )
+    return None
+
+
+def select_algorithm(input, weight, stride, dilation, groups):
+    """The `algorithm="auto"` rule (measured selection replaces it in a later release):
+
+    1. winograd for 3x3, stride-1, undilated layers with at least 8 input and 8 output channels per
+       group (the transforms pay for themselves once they are amortised over channels);
+    2. gemm when the reduction C/groups*R*S is at least 16 (a GEMM needs depth to tile);
+    3. direct otherwise (depthwise and very thin layers).
+
+    Only algorithms with a kernel for the input's device that can do the shape are chosen.
+    """
+    available = available_algorithms(input.device.type)
+    k, cg, r, s = weight.shape
+    kg = k // groups
+    order = []
+    if (r, s) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and cg >= 8 and kg >= 8:
+        order.append("winograd")
+    if cg * r * s >= 16:
+        order.append("gemm")
+    order += ["direct", "gemm"]
+    for algo in order:
+        if algo in available:
+            return algo
+    raise NotImplementedError(
+        f"torchconv: no algorithm has a kernel for device type '{input.device.type}' in this build "
+        f"(available: {available or 'none'})"
+    )
+
+
+def _pair(value, name):
+    if isinstance(value, int):
+        return (value, value)
+    value = tuple(value)
+    if len(value) == 1:
+        return (value[0], value[0])
+    if len(value) != 2 or not all(isinstance(v, int) for v in value):
+        raise ValueError(f"torchconv.conv2d: {name} must be an int or a pair of ints, got {value}")
+    return value
+
+
+def _string_padding(input, weight, padding, stride, dilation):
+    """'valid' / 'same' -> symmetric integer padding (and the input, padded on the bottom/right by
+    one when 'same' needs an odd total, exactly as F.conv2d does)."""
+    if padding == "valid":
+        return input, (0, 0)
+    if padding != "same":
+        raise ValueError(f"torchconv.conv2d: padding must be an int, a pair, 'same' or 'valid'; got {padding!r}")
+    if stride != (1, 1):
+        raise ValueError("torchconv.conv2d: padding='same' is not supported for strided convolutions")
+    total = [dilation[i] * (weight.shape[2 + i] - 1) for i in range(2)]
+    left = tuple(t // 2 for t in total)
+    extra = [t - 2 * l for t, l in zip(total, left)]
+    if any(extra):
+        input = F.pad(input, [0, extra[1], 0, extra[0]])
+    return input, left
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algorithm="auto"):
+    """Drop-in for ``torch.nn.functional.conv2d`` that runs one of torchconv's algorithms.
+
+    algorithm: "auto" (see :func:`select_algorithm`), "direct", "csg", "gemm" or "winograd".
+    Asking explicitly for an algorithm that cannot do the shape raises ValueError.
+    """
+    ndim = input.dim()
+    if ndim == 3:
+        input = input.unsqueeze(0)
+    elif ndim != 4:
+        raise ValueError(
+            f"torchconv.conv2d: input must be 3-D (C, H, W) or 4-D (N, C, H, W), got {ndim}-D with shape "
+            f"{tuple(input.shape)}"
+        )
+    if weight.dim() != 4:
+        raise ValueError(f"torchconv.conv2d: weight must be 4-D (K, C / groups, R, S), got shape {tuple(weight.shape)}")
+    stride = _pair(stride, "stride")
+    dilation = _pair(dilation, "dilation")
+    if isinstance(padding, str):
+        input, padding = _string_padding(input, weight, padding, stride, dilation)
+    else:
+        padding = _pair(padding, "padding")
+
+    if algorithm == "auto":
+        algorithm = select_algorithm(input, weight, stride, dilation, groups)
+    else:
+        if algorithm not in FORWARD:
+            raise ValueError(f"torchconv.conv2d: unknown algorithm {algorithm!r}; choose 'auto' or one of {ALGORITHMS}")
+        reason = unsupported_reason(algorithm, input, weight, stride, dilation)
+        if reason is not None:
+            raise ValueError(f"torchconv.conv2d: algorithm '{algorithm}' cannot compute this convolution: {reason}")
+    out = FORWARD[algorithm](input, weight, bias, stride, padding, dilation, groups)
+    return out.squeeze(0) if ndim == 3 else out

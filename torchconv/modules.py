@@ -1,0 +1,72 @@
+"""torchconv.Conv2d, a drop-in nn.Conv2d, and convert(), which swaps it into an existing model."""
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .functional import conv2d
+from .ops import ALGORITHMS
+
+__all__ = ["Conv2d", "convert"]
+
+
+def _check_algorithm(algorithm):
+    if algorithm != "auto" and algorithm not in ALGORITHMS:
+        raise ValueError(f"torchconv: unknown algorithm {algorithm!r}; choose 'auto' or one of {ALGORITHMS}")
+    return algorithm
+
+
+class Conv2d(nn.Conv2d):
+    """nn.Conv2d computed by a torchconv algorithm. Same constructor (plus ``algorithm``), same
+    parameters and state_dict keys, every padding_mode."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None, algorithm="auto"):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+        self.algorithm = _check_algorithm(algorithm)
+
+    def _conv_forward(self, input, weight, bias):
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups, self.algorithm)
+        return conv2d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups, self.algorithm)
+
+    def extra_repr(self):
+        return super().extra_repr() + f", algorithm={self.algorithm!r}"
+
+    @classmethod
+    def from_conv(cls, conv, algorithm="auto"):
+        """A torchconv.Conv2d that shares `conv`'s parameters, buffers, hooks and training mode."""
+        new = cls.__new__(cls)
+        # Copy the module's state; the containers are copied so the two modules can diverge later,
+        # but the Parameter objects themselves are shared.
+        new.__dict__.update({k: (v.copy() if isinstance(v, dict) else v) for k, v in conv.__dict__.items()})
+        new.algorithm = _check_algorithm(algorithm)
+        return new
+
+
+def convert(module, algorithm="auto"):
+    """Replace every ``nn.Conv2d`` in `module` (at any depth) by a ``torchconv.Conv2d`` sharing its
+    parameters; returns the converted module (the same object unless `module` itself is a conv).
+
+    Subclasses of nn.Conv2d with their own forward are left alone; existing torchconv.Conv2d modules
+    get `algorithm`. A conv used at several places stays one shared module.
+    """
+    _check_algorithm(algorithm)
+    memo = {}
+
+    def swap(m):
+        if isinstance(m, Conv2d):
+            m.algorithm = algorithm
+            return m
+        if type(m) is nn.Conv2d:
+            if id(m) not in memo:
+                memo[id(m)] = Conv2d.from_conv(m, algorithm)
+            return memo[id(m)]
+        for name, child in list(m._modules.items()):
+            if child is not None:
+                new = swap(child)
+                if new is not child:
+                    m._modules[name] = new
+        return m
+
+    return swap(module)
