@@ -18,7 +18,8 @@ def want_cuda():
         return forced not in ("0", "", "false", "False")
     import torch
 
-    return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+    home = cpp_extension.CUDA_HOME
+    return torch.version.cuda is not None and home is not None and os.path.exists(os.path.join(home, "bin", "nvcc"))
 
 
 def extension():

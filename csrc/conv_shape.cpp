@@ -1,5 +1,8 @@
 #include "conv_shape.h"
 
+#include <atomic>
+#include <limits>
+
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
@@ -91,6 +94,19 @@ ConvShape check_conv2d_backward(const char* algorithm, const at::Tensor& grad_ou
                     p.Ho, ", ", p.Wo, "], got ", grad_output.sizes());
   TORCH_CHECK_VALUE(output_mask.size() == 3, "torchconv.", algorithm, ": output_mask must have 3 elements");
   return p;
+}
+
+namespace {
+std::atomic<bool> g_poison{false};
+}
+
+void set_poison_outputs(bool on) { g_poison.store(on, std::memory_order_relaxed); }
+bool poison_outputs() { return g_poison.load(std::memory_order_relaxed); }
+
+at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  at::Tensor t = at::empty(sizes, options);
+  if (poison_outputs()) t.fill_(std::numeric_limits<double>::quiet_NaN());
+  return t;
 }
 
 at::Tensor skipped_grad(const at::Tensor& like) { return at::empty({0}, like.options()); }

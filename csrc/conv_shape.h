@@ -70,6 +70,12 @@ ConvShape check_conv2d_backward(const char* algorithm, const at::Tensor& grad_ou
                                 const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
                                 at::IntArrayRef dilation, int64_t groups, at::ArrayRef<bool> output_mask);
 
+// Allocates an operator's output. While poisoning is on (tests turn it on), the tensor is filled
+// with NaN first, so any element a kernel forgets to write shows up in the comparison.
+at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options);
+void set_poison_outputs(bool on);
+bool poison_outputs();
+
 // Placeholder for a gradient the output mask did not ask for: an empty tensor (custom operators
 // cannot return None); the Python autograd glue maps it back to None.
 at::Tensor skipped_grad(const at::Tensor& like);

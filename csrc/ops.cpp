@@ -4,6 +4,7 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "conv_shape.h"
 #include "workspace.h"
 
 TORCH_LIBRARY(torchconv, m) {
@@ -36,9 +37,18 @@ PyObject* set_workspace_limit(PyObject*, PyObject* arg) {
 
 PyObject* get_workspace_limit(PyObject*, PyObject*) { return PyLong_FromLongLong(torchconv::workspace_limit_bytes()); }
 
+PyObject* set_poison_outputs(PyObject*, PyObject* arg) {
+  const int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  torchconv::set_poison_outputs(on != 0);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
     {"set_workspace_limit", set_workspace_limit, METH_O, "Set the per-call workspace limit in bytes."},
     {"get_workspace_limit", get_workspace_limit, METH_NOARGS, "Per-call workspace limit in bytes."},
+    {"set_poison_outputs", set_poison_outputs, METH_O,
+     "Testing aid: fill every operator output with NaN before the kernel writes it."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "torchconv kernels (operators register on import)", -1,

@@ -155,7 +155,7 @@ at::Tensor conv2d_csg_cpu(const at::Tensor& input, const at::Tensor& weight, con
                     .permute({0, 2, 3, 4, 1})
                     .contiguous();
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
-  auto y = at::empty({p.N, p.K, p.Ho, p.Wo}, input.options());
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   const int64_t splits = split_count(p.channels_per_group());
   auto partial = at::empty({splits, p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_cpu", [&] {
@@ -179,7 +179,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_csg_backward_cpu(
       auto w = weight.contiguous();
       const int64_t splits = split_count(p.filters_per_group());
       auto partial = at::empty({splits, p.N, p.C, p.H, p.W}, input.options());
-      gx = at::empty({p.N, p.C, p.H, p.W}, input.options());
+      gx = new_output({p.N, p.C, p.H, p.W}, input.options());
       csg_grad_input_kernel<scalar_t>(p, splits, gy.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
                                       partial.mutable_data_ptr<scalar_t>());
       reduce_partials<scalar_t>(partial.const_data_ptr<scalar_t>(), splits, gx.numel(), 1, 1, nullptr,
@@ -189,7 +189,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_csg_backward_cpu(
       auto x = input.contiguous();
       const int64_t splits = split_count(p.N);
       auto partial = at::empty({splits, p.K, p.channels_per_group(), p.R, p.S}, input.options());
-      gw = at::empty(weight.sizes(), weight.options());
+      gw = new_output(weight.sizes(), weight.options());
       csg_grad_weight_kernel<scalar_t>(p, splits, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
                                        partial.mutable_data_ptr<scalar_t>());
       reduce_partials<scalar_t>(partial.const_data_ptr<scalar_t>(), splits, gw.numel(), 1, 1, nullptr,

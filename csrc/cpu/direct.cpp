@@ -134,7 +134,7 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
   auto x = input.contiguous();
   auto w = weight.contiguous();
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
-  auto y = at::empty({p.N, p.K, p.Ho, p.Wo}, input.options());
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cpu", [&] {
     direct_forward_kernel<scalar_t>(p, x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
                                     b.defined() ? b.const_data_ptr<scalar_t>() : nullptr,
@@ -152,13 +152,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
   at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_backward_cpu", [&] {
     if (output_mask[0]) {
-      gx = at::empty({p.N, p.C, p.H, p.W}, input.options());
+      gx = new_output({p.N, p.C, p.H, p.W}, input.options());
       auto w = weight.contiguous();
       direct_grad_input_kernel<scalar_t>(p, gy.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
                                          gx.mutable_data_ptr<scalar_t>());
     }
     if (output_mask[1]) {
-      gw = at::empty(weight.sizes(), weight.options());
+      gw = new_output(weight.sizes(), weight.options());
       auto x = input.contiguous();
       direct_grad_weight_kernel<scalar_t>(p, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
                                           gw.mutable_data_ptr<scalar_t>());

@@ -103,7 +103,7 @@ at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, co
   const ConvShape p = check_conv2d_forward("conv2d_gemm", input, weight, bias, stride, padding, dilation, groups);
   auto x = input.contiguous();
   auto w = weight.contiguous();
-  auto y = at::empty({p.N, p.K, p.Ho, p.Wo}, input.options());
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   const int64_t total = p.N * p.Ho * p.Wo;
   const int64_t chunk = chunk_columns(p, input);
   at::Tensor col;

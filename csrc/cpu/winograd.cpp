@@ -104,7 +104,7 @@ at::Tensor conv2d_winograd_cpu(const at::Tensor& input, const at::Tensor& weight
   auto x = input.contiguous();
   auto w = weight.contiguous();
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
-  auto y = at::empty({p.N, p.K, p.Ho, p.Wo}, input.options());
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cpu", [&] {
     winograd_conv<scalar_t>(x, w, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, p.groups, p.pad_h, p.pad_w,
                             y);
@@ -125,7 +125,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cpu(
     const int64_t Kg = p.filters_per_group(), Cg = p.channels_per_group();
     auto w_rot = weight.view({p.groups, Kg, Cg, 3, 3}).transpose(1, 2).flip({3, 4}).reshape({p.C, Kg, 3, 3});
     auto gy = grad_output.contiguous();
-    gx = at::empty({p.N, p.C, p.H, p.W}, input.options());
+    gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cpu", [&] {
       winograd_conv<scalar_t>(gy, w_rot.contiguous(), nullptr, p.groups, 2 - p.pad_h, 2 - p.pad_w, gx);
     });

@@ -1,0 +1,50 @@
+"""Shared test helpers. Every test that touches a kernel is parametrized over devices; CUDA cases
+skip when no GPU is present, and cases whose algorithm has no kernel for the device skip with the
+dispatcher's message as the reason."""
+import contextlib
+
+import pytest
+import torch
+
+import torchconv
+
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+]
+ALGORITHMS = torchconv.ALGORITHMS
+TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
+
+
+@pytest.fixture(autouse=True)
+def poison_outputs():
+    """Every operator output starts as NaN, so an element a kernel does not write fails the check."""
+    torchconv._C.set_poison_outputs(True)
+    yield
+    torchconv._C.set_poison_outputs(False)
+
+
+@contextlib.contextmanager
+def skip_if_no_kernel(algorithm, device):
+    """Runs the body; if the algorithm has no kernel for the device yet, skips with the dispatcher's
+    error (which must say so clearly)."""
+    if algorithm not in torchconv.available_algorithms(torch.device(device).type):
+        with pytest.raises(NotImplementedError, match=f"conv2d_{algorithm}") as err:
+            yield
+        pytest.skip(f"no {device} kernel for '{algorithm}' in this build: {str(err.value).splitlines()[0]}")
+    else:
+        yield
+
+
+def rel_err(out, ref):
+    """||out - ref|| / ||ref||, computed in float64."""
+    out, ref = out.double().cpu(), ref.double().cpu()
+    denom = ref.norm().item()
+    return (out - ref).norm().item() / (denom if denom > 0 else 1.0)
+
+
+def assert_close_rel(out, ref, dtype, what=""):
+    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)} != {tuple(ref.shape)}"
+    assert not torch.isnan(out).any(), f"{what}: output has NaN (unwritten elements?)"
+    err = rel_err(out, ref)
+    assert err < TOLERANCE[dtype], f"{what}: relative error {err:.3e} >= {TOLERANCE[dtype]:.0e}"

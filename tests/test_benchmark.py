@@ -1,0 +1,27 @@
+"""The benchmark harness runs (a smoke suite here) and writes JSON in the stable shape later tools read."""
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+import bench  # noqa: E402
+
+ROW_KEYS = {"suite", "layer", "N", "C", "K", "H", "W", "R", "S", "stride", "padding", "algorithm", "config", "mode",
+            "dtype", "ms", "tflops", "cudnn_ms", "ratio", "rel_err"}
+META_KEYS = {"gpu", "torch", "cudnn", "cuda", "date", "fp32_peak_tflops"}
+
+
+def test_smoke_benchmark_writes_results(tmp_path):
+    rows = bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "2", "--warmup", "1",
+                       "--out-dir", str(tmp_path), "--tag", "smoke"])
+    data = json.loads((tmp_path / "smoke.json").read_text())
+    assert META_KEYS <= set(data["meta"])
+    assert data["rows"] and all(ROW_KEYS <= set(r) for r in data["rows"])
+    assert {r["mode"] for r in rows} == {"fwd", "fwdbwd"}
+    ours = [r for r in data["rows"] if r["algorithm"] != "aten"]
+    assert {r["algorithm"] for r in ours} == {"direct", "csg", "gemm", "winograd"}
+    assert all(r["rel_err"] < 1e-5 for r in ours)
+    assert all(abs(r["ratio"] - r["cudnn_ms"] / r["ms"]) < 1e-12 for r in data["rows"])
+    assert (tmp_path / "smoke.md").read_text().startswith("# torchconv benchmark")

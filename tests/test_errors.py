@@ -1,0 +1,90 @@
+"""Bad input raises a clear Python exception that names the argument; never a crash."""
+import pytest
+import torch
+
+import torchconv
+from conftest import ALGORITHMS
+
+X = torch.randn(2, 4, 8, 8)
+W = torch.randn(6, 4, 3, 3)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (dict(input=torch.randn(4, 8)), ValueError, "input must be 3-D .* or 4-D"),
+        (dict(input=torch.randn(1, 2, 4, 8, 8)), ValueError, "input must be"),
+        (dict(weight=torch.randn(6, 4, 3)), ValueError, "weight must be 4-D"),
+        (dict(weight=torch.randn(6, 4, 3, 3, dtype=torch.float64)), TypeError, "weight dtype"),
+        (dict(input=X.int(), weight=W.int()), TypeError, "input dtype must be float32 or float64"),
+        (dict(bias=torch.randn(6, dtype=torch.float64)), TypeError, "bias dtype"),
+        (dict(bias=torch.randn(5)), ValueError, "bias must be 1-D"),
+        (dict(groups=3), ValueError, "divisible by groups"),
+        (dict(weight=torch.randn(6, 3, 3, 3)), ValueError, "input channels"),
+        (dict(input=torch.randn(1, 4, 2, 2)), ValueError, "larger than the padded input"),
+        (dict(stride=0), ValueError, "stride must be positive"),
+        (dict(dilation=(1, 0)), ValueError, "dilation must be positive"),
+        (dict(padding=-1), ValueError, "padding must be non-negative"),
+        (dict(padding="full"), ValueError, "padding must be"),
+        (dict(stride=2, padding="same"), ValueError, "'same' is not supported for strided"),
+        (dict(groups=0), ValueError, "groups must be positive"),
+    ],
+)
+def test_bad_arguments(algorithm, kwargs, exc, match):
+    args = dict(input=X, weight=W, bias=None, stride=1, padding=0, dilation=1, groups=1)
+    args.update(kwargs)
+    if algorithm == "winograd" and match in ("stride must be positive", "dilation must be positive"):
+        pytest.skip("winograd rejects non-unit stride/dilation before the value check")
+    with pytest.raises(exc, match=match):
+        torchconv.conv2d(**args, algorithm=algorithm)
+
+
+def test_unknown_algorithm():
+    with pytest.raises(ValueError, match="unknown algorithm 'fft'"):
+        torchconv.conv2d(X, W, algorithm="fft")
+
+
+@pytest.mark.parametrize(
+    "weight, kwargs",
+    [(torch.randn(6, 4, 5, 5), {}), (W, dict(stride=2)), (W, dict(dilation=2)), (torch.randn(6, 4, 3, 1), {})],
+)
+def test_winograd_rejects_what_it_cannot_do(weight, kwargs):
+    with pytest.raises(ValueError, match="algorithm 'winograd' cannot compute .* 3x3 kernel, stride 1 and dilation 1"):
+        torchconv.conv2d(X, weight, **kwargs, algorithm="winograd")
+    # The operator itself (bypassing the Python front end) refuses too.
+    with pytest.raises(ValueError, match="Winograd F\\(2x2,3x3\\) needs a 3x3 kernel"):
+        torch.ops.torchconv.conv2d_winograd(X, weight, None, [kwargs.get("stride", 1)] * 2, [0, 0],
+                                            [kwargs.get("dilation", 1)] * 2, 1)
+
+
+def test_auto_never_picks_an_algorithm_that_cannot_do_the_shape():
+    for weight, stride, dilation in [(torch.randn(8, 8, 5, 5), (1, 1), (1, 1)), (torch.randn(8, 8, 3, 3), (2, 2), (1, 1)),
+                                     (torch.randn(8, 8, 3, 3), (1, 1), (2, 2))]:
+        algo = torchconv.select_algorithm(torch.empty(1, 8, 9, 9), weight, stride, dilation, 1)
+        assert torchconv.unsupported_reason(algo, torch.empty(1, 8, 9, 9), weight, stride, dilation) is None
+
+
+def test_operator_errors_name_the_argument():
+    """The C++ checks stand on their own for callers of torch.ops.torchconv.* directly."""
+    with pytest.raises(ValueError, match="grad_output must have the output's shape"):
+        torch.ops.torchconv.conv2d_direct_backward(torch.randn(2, 6, 5, 5), X, W, [1, 1], [0, 0], [1, 1], 1,
+                                                   [True, True, True])
+    with pytest.raises(ValueError, match="stride must have 2 elements"):
+        torch.ops.torchconv.conv2d_gemm(X, W, None, [1, 1, 1], [0, 0], [1, 1], 1)
+
+
+def test_workspace_limit_must_be_positive():
+    with pytest.raises(ValueError, match="bytes must be"):
+        torchconv.set_workspace_limit(0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device for a device mismatch")
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_device_mismatch(algorithm):
+    if algorithm not in torchconv.available_algorithms("cuda"):
+        pytest.skip(f"no CUDA kernel for '{algorithm}' yet")
+    with pytest.raises(ValueError, match="weight is on cpu but input is on cuda"):
+        torchconv.conv2d(X.cuda(), W, algorithm=algorithm)
+    with pytest.raises(ValueError, match="bias is on cpu"):
+        torchconv.conv2d(X.cuda(), W.cuda(), torch.randn(6), algorithm=algorithm)

@@ -1,0 +1,133 @@
+"""torchconv.Conv2d is a drop-in nn.Conv2d and convert() swaps it into any model."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torchconv
+from conftest import ALGORITHMS, DEVICES, skip_if_no_kernel
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.branches = nn.ModuleList([nn.Conv2d(c, c, 3, padding=1, bias=False), nn.Conv2d(c, c, 1)])
+        self.bn = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.branches[0](x) + self.branches[1](x)) + x)
+
+
+class SmallResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 5, stride=2, padding=2), nn.ReLU())
+        self.blocks = nn.ModuleDict({"a": Block(16), "b": Block(16)})
+        self.down = nn.Conv2d(16, 24, 3, stride=2, padding=1, padding_mode="reflect")
+        self.dw = nn.Conv2d(24, 24, 3, padding="same", groups=24, dilation=2)
+        self.fc = nn.Linear(24, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = self.blocks["b"](self.blocks["a"](x))
+        x = self.dw(torch.relu(self.down(x)))
+        return self.fc(x.mean((2, 3)))
+
+
+def conv_modules(model):
+    return [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ["auto", "direct", "csg", "gemm"])
+def test_convert_matches_original(algorithm, device):
+    torch.manual_seed(0)
+    original = SmallResNet().to(device).double()
+    model = torchconv.convert(copy.deepcopy(original), algorithm=algorithm)
+    convs = conv_modules(model)
+    assert len(convs) == 7 and all(type(m) is torchconv.Conv2d for m in convs)
+    x = torch.randn(2, 3, 31, 27, dtype=torch.float64, device=device)
+    with skip_if_no_kernel(algorithm if algorithm != "auto" else "direct", device):
+        out = model(x)
+    ref = original(x)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    for (name, p), (_, q) in zip(model.named_parameters(), original.named_parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-9, atol=1e-9, msg=name)
+
+
+def test_convert_shares_parameters_and_mode():
+    model = SmallResNet().eval()
+    weights = [m.weight for m in conv_modules(model)]
+    converted = torchconv.convert(model, algorithm="gemm")
+    assert converted is model
+    assert [m.weight for m in conv_modules(converted)] == weights
+    assert all(not m.training for m in converted.modules())
+    assert all(m.algorithm == "gemm" for m in conv_modules(converted))
+
+
+def test_convert_keeps_shared_modules_shared_and_handles_a_bare_conv():
+    conv = nn.Conv2d(4, 4, 3)
+    seq = nn.Sequential(conv, nn.ReLU(), conv)
+    torchconv.convert(seq)
+    assert seq[0] is seq[2] and isinstance(seq[0], torchconv.Conv2d)
+    bare = torchconv.convert(nn.Conv2d(2, 3, 1))
+    assert isinstance(bare, torchconv.Conv2d)
+
+
+def test_state_dict_round_trip():
+    ours = torchconv.Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2, algorithm="direct")
+    theirs = nn.Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2)
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    theirs.load_state_dict(ours.state_dict())
+    torch.testing.assert_close(theirs.weight, ours.weight)
+    fresh = torchconv.Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2)
+    fresh.load_state_dict(theirs.state_dict())
+    torch.testing.assert_close(fresh.bias, theirs.bias)
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect", "replicate", "circular"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_padding_modes(padding_mode, algorithm):
+    torch.manual_seed(1)
+    theirs = nn.Conv2d(3, 5, 3, padding=(1, 2) if algorithm != "winograd" else 1, padding_mode=padding_mode).double()
+    ours = torchconv.Conv2d(3, 5, 3, padding=theirs.padding, padding_mode=padding_mode, algorithm=algorithm).double()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(2, 3, 9, 11, dtype=torch.float64)
+    torch.testing.assert_close(ours(x), theirs(x), rtol=1e-10, atol=1e-10)
+
+
+def test_to_and_double_and_repr():
+    m = torchconv.Conv2d(3, 4, 3, algorithm="winograd")
+    m = m.double()
+    assert m.weight.dtype == torch.float64
+    out = m(torch.randn(1, 3, 8, 8, dtype=torch.float64))
+    assert out.dtype == torch.float64
+    m = m.to(torch.float32)
+    assert m(torch.randn(1, 3, 8, 8)).dtype == torch.float32
+    assert "algorithm='winograd'" in repr(m)
+    assert "algorithm='auto'" in repr(torchconv.Conv2d(1, 1, 1))
+
+
+def test_train_step_matches_nn_conv2d():
+    torch.manual_seed(3)
+    original = SmallResNet().double()
+    ours = torchconv.convert(copy.deepcopy(original))
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (original, ours)]
+    x, target = torch.randn(4, 3, 20, 20, dtype=torch.float64), torch.randint(0, 10, (4,))
+    for _ in range(3):
+        for model, opt in zip((original, ours), opts):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), target).backward()
+            opt.step()
+    for p, q in zip(ours.parameters(), original.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-10)
+
+
+def test_unknown_algorithm_in_module():
+    with pytest.raises(ValueError, match="algorithm"):
+        torchconv.Conv2d(3, 3, 3, algorithm="fft")
+    with pytest.raises(ValueError, match="algorithm"):
+        torchconv.convert(nn.Conv2d(3, 3, 3), algorithm="fft")

@@ -1,0 +1,82 @@
+"""The operators themselves: schema, fake (meta) kernels and autograd registrations pass
+torch.library.opcheck; torch.compile(fullgraph=True) traces a model built from torchconv.Conv2d;
+the profiler names the algorithm that ran."""
+import pytest
+import torch
+import torch.nn as nn
+
+import torchconv
+from conftest import ALGORITHMS, DEVICES, skip_if_no_kernel
+
+
+def sample(device, requires_grad):
+    x = torch.randn(2, 4, 7, 6, dtype=torch.float64, device=device, requires_grad=requires_grad)
+    w = torch.randn(6, 2, 3, 3, dtype=torch.float64, device=device, requires_grad=requires_grad)
+    b = torch.randn(6, dtype=torch.float64, device=device, requires_grad=requires_grad)
+    return x, w, b
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_opcheck_forward(algorithm, device):
+    op = getattr(torch.ops.torchconv, f"conv2d_{algorithm}").default
+    x, w, b = sample(device, requires_grad=True)
+    with skip_if_no_kernel(algorithm, device):
+        op(x, w, b, [1, 1], [1, 1], [1, 1], 2)
+    for bias in (b, None):
+        torch.library.opcheck(op, (x, w, bias, [1, 1], [1, 1], [1, 1], 2))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_opcheck_backward(algorithm, device):
+    op = getattr(torch.ops.torchconv, f"conv2d_{algorithm}_backward").default
+    x, w, _ = sample(device, requires_grad=True)
+    gy = torch.randn(2, 6, 7, 6, dtype=torch.float64, device=device, requires_grad=True)
+    with skip_if_no_kernel(algorithm, device):
+        op(gy, x, w, [1, 1], [1, 1], [1, 1], 2, [True, True, True])
+    for mask in ([True, True, True], [True, False, False], [False, True, True]):
+        torch.library.opcheck(op, (gy, x, w, [1, 1], [1, 1], [1, 1], 2, mask))
+
+
+class SmallNet(nn.Module):
+    def __init__(self, algorithm):
+        super().__init__()
+        self.conv1 = torchconv.Conv2d(3, 8, 3, padding=1, algorithm=algorithm)
+        self.conv2 = torchconv.Conv2d(8, 8, 3, padding="same", algorithm=algorithm)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.conv1(x))
+        x = torch.relu(self.conv2(x))
+        return self.head(x.mean((2, 3)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ["auto", "gemm"])
+def test_torch_compile_fullgraph(algorithm, device):
+    torch._dynamo.reset()
+    model = SmallNet(algorithm).to(device)
+    x = torch.randn(2, 3, 12, 10, device=device)
+    with skip_if_no_kernel(algorithm if algorithm != "auto" else torchconv.select_algorithm(
+            x, model.conv1.weight, (1, 1), (1, 1), 1), device):
+        eager = model(x)
+    compiled = torch.compile(model, fullgraph=True)
+    out = compiled(x)
+    torch.testing.assert_close(out, eager, rtol=1e-4, atol=1e-5)
+    out.sum().backward()
+    assert model.conv1.weight.grad is not None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_profiler_names_the_algorithm(algorithm, device):
+    x = torch.randn(1, 4, 8, 8, device=device, requires_grad=True)
+    w = torch.randn(4, 4, 3, 3, device=device, requires_grad=True)
+    with skip_if_no_kernel(algorithm, device):
+        torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm)
+    with torch.profiler.profile() as prof:
+        torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm).sum().backward()
+    names = {e.key for e in prof.key_averages()}
+    assert f"torchconv::conv2d_{algorithm}" in names
+    assert f"torchconv::conv2d_{algorithm}_backward" in names
