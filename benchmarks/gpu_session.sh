@@ -9,9 +9,9 @@ OUT="${OUT:-$PWD/gpu_out}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 LOG="$OUT/session.log"
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
+{ which python python3; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
   python -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'; } 2>&1 | tee "$LOG"
-MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 TORCHCONV_PTXAS_VERBOSE=1 pip install --no-build-isolation --no-deps -v -e . > "$OUT/build.log" 2>&1 \
+MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 TORCHCONV_PTXAS_VERBOSE=1 python -m pip install --no-build-isolation --no-deps -v -e . > "$OUT/build.log" 2>&1 \
   || { tail -50 "$OUT/build.log"; exit 1; }
 echo "== ptxas" >> "$LOG"
 grep -E "Compiling entry|Used [0-9]+ registers|spill" "$OUT/build.log" | sed 's/^ *//' >> "$LOG" || true
