@@ -3,7 +3,8 @@
 # compute-sanitizer over selected CUDA tests, then benchmark runs. Writes at most 8 files to $OUT
 # (default ./gpu_out): session.log, build.log, tests.log, bench.log and the results JSON/Markdown.
 #   bash benchmarks/gpu_session.sh "--suite resnet,yolo --tag rn" "--suite big --mode fwd --tag big"
-# SANITIZE="tests/test_x.py -k cuda" runs memcheck and racecheck over those tests (unset: skipped).
+# MEMCHECK="tests/test_x.py -k cuda" / RACECHECK="..." run compute-sanitizer over those tests (unset: skipped).
+# OVERHEAD=1 measures host overhead per call against F.conv2d.
 set -uo pipefail
 OUT="${OUT:-$PWD/gpu_out}"
 mkdir -p "$OUT"
@@ -17,14 +18,15 @@ echo "== ptxas" >> "$LOG"
 grep -E "Compiling entry|Used [0-9]+ registers|spill" "$OUT/build.log" | sed 's/^ *//' >> "$LOG" || true
 python -m pytest tests -q -rs -p no:cacheprovider > "$OUT/tests.log" 2>&1; echo "pytest rc=$?" >> "$OUT/tests.log"
 { echo "== tests"; tail -3 "$OUT/tests.log"; } | tee -a "$LOG"
-if [ -n "${SANITIZE:-}" ]; then
-  for tool in memcheck racecheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 python -m pytest -q -x -p no:cacheprovider $SANITIZE \
-      > "$OUT/sanitizer.tmp" 2>&1; rc=$?
-    { echo "== compute-sanitizer $tool rc=$rc ($SANITIZE)"; grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer.tmp" | tail -3; } | tee -a "$LOG"
-  done
-  rm -f "$OUT/sanitizer.tmp"
-fi
+for tool in memcheck racecheck; do
+  sel=$([ $tool = memcheck ] && echo "${MEMCHECK:-}" || echo "${RACECHECK:-}")
+  [ -z "$sel" ] && continue
+  compute-sanitizer --tool $tool --error-exitcode 9 python -m pytest -q -p no:cacheprovider $sel \
+    > "$OUT/sanitizer.tmp" 2>&1; rc=$?
+  { echo "== compute-sanitizer $tool rc=$rc ($sel)"; grep -E "ERROR SUMMARY|passed|failed|Error" "$OUT/sanitizer.tmp" | tail -5; } | tee -a "$LOG"
+done
+rm -f "$OUT/sanitizer.tmp"
+[ -n "${OVERHEAD:-}" ] && python benchmarks/overhead.py 2>&1 | tee -a "$LOG"
 for args in "$@"; do
   echo "== bench $args" | tee -a "$OUT/bench.log"
   python benchmarks/bench.py --out-dir "$OUT" $args >> "$OUT/bench.log" 2>&1; echo "bench rc=$?" | tee -a "$OUT/bench.log"

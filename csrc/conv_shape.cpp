@@ -1,6 +1,7 @@
 #include "conv_shape.h"
 
 #include <atomic>
+#include <string>
 #include <limits>
 
 #include <ATen/ops/empty.h>
@@ -9,12 +10,20 @@
 namespace torchconv {
 namespace {
 
+// "[a, b, c]": shapes in messages are formatted here rather than streamed as ArrayRef (a test on the
+// torch 2.11 GPU build crashed in the first check that streamed one).
+std::string dims(at::IntArrayRef v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 void check_pair(const char* algorithm, const char* name, at::IntArrayRef v, int64_t min_value) {
   TORCH_CHECK_VALUE(v.size() == 2, "torchconv.", algorithm, ": ", name, " must have 2 elements (h, w), got ",
                     v.size());
   for (int64_t x : v) {
     TORCH_CHECK_VALUE(x >= min_value, "torchconv.", algorithm, ": ", name, " must be ",
-                      min_value == 0 ? "non-negative" : "positive", ", got ", v);
+                      min_value == 0 ? "non-negative" : "positive", ", got ", dims(v));
   }
 }
 
@@ -31,9 +40,9 @@ ConvShape check_conv2d_forward(const char* algorithm, const at::Tensor& input, c
                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   TORCH_CHECK_VALUE(input.dim() == 4, "torchconv.", algorithm, ": input must be 4-D (N, C, H, W), got ",
-                    input.dim(), "-D with shape ", input.sizes());
+                    input.dim(), "-D with shape ", dims(input.sizes()));
   TORCH_CHECK_VALUE(weight.dim() == 4, "torchconv.", algorithm,
-                    ": weight must be 4-D (K, C / groups, R, S), got shape ", weight.sizes());
+                    ": weight must be 4-D (K, C / groups, R, S), got shape ", dims(weight.sizes()));
   TORCH_CHECK_TYPE(input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble, "torchconv.",
                    algorithm, ": input dtype must be float32 or float64, got ", input.scalar_type());
   check_float_tensor(algorithm, "weight", weight, input);
@@ -63,10 +72,10 @@ ConvShape check_conv2d_forward(const char* algorithm, const at::Tensor& input, c
   TORCH_CHECK_VALUE(p.K % groups == 0, "torchconv.", algorithm, ": weight.size(0) (", p.K,
                     " output channels) must be divisible by groups (", groups, ")");
   TORCH_CHECK_VALUE(weight.size(1) == p.C / groups, "torchconv.", algorithm, ": weight of shape ",
-                    weight.sizes(), " expects ", weight.size(1) * groups, " input channels with groups=", groups,
+                    dims(weight.sizes()), " expects ", weight.size(1) * groups, " input channels with groups=", groups,
                     ", but input has ", p.C, " channels");
   TORCH_CHECK_VALUE(p.K > 0 && p.R > 0 && p.S > 0, "torchconv.", algorithm,
-                    ": weight must have non-zero size, got ", weight.sizes());
+                    ": weight must have non-zero size, got ", dims(weight.sizes()));
   const int64_t span_h = p.dil_h * (p.R - 1) + 1;
   const int64_t span_w = p.dil_w * (p.S - 1) + 1;
   TORCH_CHECK_VALUE(p.H + 2 * p.pad_h >= span_h && p.W + 2 * p.pad_w >= span_w, "torchconv.", algorithm,
@@ -76,7 +85,7 @@ ConvShape check_conv2d_forward(const char* algorithm, const at::Tensor& input, c
     const at::Tensor& b = *bias;
     check_float_tensor(algorithm, "bias", b, input);
     TORCH_CHECK_VALUE(b.dim() == 1 && b.size(0) == p.K, "torchconv.", algorithm,
-                      ": bias must be 1-D with weight.size(0) = ", p.K, " elements, got shape ", b.sizes());
+                      ": bias must be 1-D with weight.size(0) = ", p.K, " elements, got shape ", dims(b.sizes()));
   }
   p.Ho = conv_output_size(p.H, p.R, p.stride_h, p.pad_h, p.dil_h);
   p.Wo = conv_output_size(p.W, p.S, p.stride_w, p.pad_w, p.dil_w);
@@ -91,7 +100,7 @@ ConvShape check_conv2d_backward(const char* algorithm, const at::Tensor& grad_ou
   TORCH_CHECK_VALUE(grad_output.dim() == 4 && grad_output.size(0) == p.N && grad_output.size(1) == p.K &&
                         grad_output.size(2) == p.Ho && grad_output.size(3) == p.Wo,
                     "torchconv.", algorithm, ": grad_output must have the output's shape [", p.N, ", ", p.K, ", ",
-                    p.Ho, ", ", p.Wo, "], got ", grad_output.sizes());
+                    p.Ho, ", ", p.Wo, "], got ", dims(grad_output.sizes()));
   TORCH_CHECK_VALUE(output_mask.size() == 3, "torchconv.", algorithm, ": output_mask must have 3 elements");
   return p;
 }

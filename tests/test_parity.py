@@ -98,6 +98,10 @@ EDGE_CASES = [
     dict(N=1, C=7, K=1, H=13, W=11, R=3, S=3, stride=(2, 1), padding=1, dilation=(1, 1), groups=1, bias=True),
     dict(N=3, C=37, K=41, H=9, W=10, R=3, S=3, stride=(1, 1), padding=0, dilation=(1, 1), groups=1, bias=True),
     dict(N=2, C=8, K=8, H=12, W=7, R=3, S=3, stride=(1, 1), padding=2, dilation=(1, 1), groups=8, bias=True),
+    dict(N=1, C=2, K=3, H=2, W=4103, R=3, S=3, stride=(1, 1), padding=1, dilation=(1, 1), groups=1, bias=True),
+    dict(N=64, C=3, K=5, H=7, W=6, R=3, S=3, stride=(1, 1), padding=1, dilation=(1, 1), groups=1, bias=False),
+    dict(N=2, C=5, K=6, H=19, W=23, R=13, S=13, stride=(1, 1), padding=6, dilation=(1, 1), groups=1, bias=True),
+    dict(N=1, C=4, K=33, H=29, W=31, R=9, S=9, stride=(1, 1), padding=0, dilation=(1, 1), groups=1, bias=True),
 ]
 
 

@@ -1,0 +1,382 @@
+// Direct convolution on the GPU (seed 000): block tiling TX x TY x TZ over output columns, rows and
+// channels, register tiling RX x RY x RK per thread, and per input channel an input tile (with its
+// halo) and a filter tile staged in shared memory. Zero padding happens in the tile loads, so the
+// input is never copied. For square filters of size 1..13 with unit stride and dilation the filter
+// loops are unrolled at compile time and each thread keeps a sliding window of an input row in
+// registers; every other shape runs the same kernel with run-time sizes.
+//
+// grad_input of a stride-1 convolution is itself a direct convolution (grad_output with the filters
+// rotated 180 degrees and C / K swapped), so it reuses the forward kernel; strided layers gather
+// per input pixel. grad_weight reduces over N x Ho x Wo in parallel slices.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "../conv_shape.h"
+#include "launch.cuh"
+
+namespace torchconv {
+namespace cuda {
+namespace {
+
+// One direct-convolution launch. Padding may be negative (grad_input of a layer padded by more than
+// the filter's reach), so the output extent is given, not derived.
+struct DirectArgs {
+  const void* x;
+  const void* w;
+  const void* bias;
+  void* y;
+  int N, C, H, W;  // input
+  int K, R, S;     // weight: K x C/groups x R x S
+  int Ho, Wo;      // output
+  int sh, sw, ph, pw, dh, dw;
+  int groups;
+};
+
+using DirectWide = TileConfig<16, 8, 2, 4, 2, 8>;     // float: 64 x 16 outputs x 16 channels per block
+using DirectWideF64 = TileConfig<16, 8, 2, 2, 2, 4>;  // double: half the registers per accumulator
+using DirectDepthwise = TileConfig<32, 8, 1, 2, 2, 1>; // one output channel per group
+
+template <typename Cfg>
+struct TileGeometry {
+  int in_h, in_w, pitch;
+  __host__ __device__ TileGeometry(int R, int S, int sh, int sw, int dh, int dw)
+      : in_h((Cfg::kTileH - 1) * sh + (R - 1) * dh + 1),
+        in_w((Cfg::kTileW - 1) * sw + (S - 1) * dw + 1),
+        pitch(round_up(in_w, 4)) {}
+  template <typename T>
+  __host__ __device__ size_t smem_bytes(int R, int S) const {
+    return (size_t(in_h) * pitch + size_t(Cfg::kTileK) * R * S) * sizeof(T);
+  }
+};
+
+// Loads RK consecutive filter values; 16-byte loads where the layout guarantees alignment.
+template <typename T, int RK>
+__device__ __forceinline__ void load_filter_values(const T* src, T (&dst)[RK]) {
+  if constexpr (std::is_same_v<T, float> && RK % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < RK; i += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(src + i);
+      dst[i] = v.x, dst[i + 1] = v.y, dst[i + 2] = v.z, dst[i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < RK; ++i) dst[i] = src[i];
+  }
+}
+
+// KR, KS > 0: compile-time filter size with unit stride and dilation. KR = KS = 0: anything.
+template <typename T, typename Cfg, int KR, int KS>
+__global__ void __launch_bounds__(Cfg::kThreads) direct_forward_kernel(const DirectArgs a) {
+  constexpr bool kFixed = KR > 0;
+  constexpr int RX = Cfg::RX, RY = Cfg::RY, RK = Cfg::RK;
+  const int R = kFixed ? KR : a.R, S = kFixed ? KS : a.S;
+  const int sh = kFixed ? 1 : a.sh, sw = kFixed ? 1 : a.sw;
+  const int dh = kFixed ? 1 : a.dh, dw = kFixed ? 1 : a.dw;
+  const TileGeometry<Cfg> geo(R, S, sh, sw, dh, dw);
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* s_in = reinterpret_cast<T*>(smem_raw);
+  T* s_w = s_in + geo.in_h * geo.pitch;  // [R * S][kTileK]
+
+  const int Cg = a.C / a.groups, Kg = a.K / a.groups;
+  const int tiles_x = int(ceil_div(a.Wo, Cfg::kTileW)), tiles_y = int(ceil_div(a.Ho, Cfg::kTileH));
+  const int k_tiles = int(ceil_div(Kg, Cfg::kTileK));
+  int64_t b = blockIdx.x;
+  const int tile_x = int(b % tiles_x);
+  b /= tiles_x;
+  const int tile_y = int(b % tiles_y);
+  b /= tiles_y;
+  const int k_tile = int(b % k_tiles);
+  b /= k_tiles;
+  const int g = int(b % a.groups);
+  const int n = int(b / a.groups);
+
+  const int ox0 = tile_x * Cfg::kTileW, oy0 = tile_y * Cfg::kTileH, kg0 = k_tile * Cfg::kTileK;
+  const int iy0 = oy0 * sh - a.ph, ix0 = ox0 * sw - a.pw;
+  const int tid = threadIdx.x;
+  const int tx = tid % Cfg::TX, ty = (tid / Cfg::TX) % Cfg::TY, tz = tid / (Cfg::TX * Cfg::TY);
+
+  const T* x = static_cast<const T*>(a.x);
+  const T* w = static_cast<const T*>(a.w);
+  T acc[RY][RX][RK];
+#pragma unroll
+  for (int i = 0; i < RY; ++i)
+#pragma unroll
+    for (int j = 0; j < RX; ++j)
+#pragma unroll
+      for (int k = 0; k < RK; ++k) acc[i][j][k] = T(0);
+
+  const int in_elems = geo.in_h * geo.in_w;
+  const int rs = R * S;
+  for (int c = 0; c < Cg; ++c) {
+    const T* xc = x + (int64_t(n) * a.C + g * Cg + c) * a.H * a.W;
+    for (int i = tid; i < in_elems; i += Cfg::kThreads) {
+      const int r = i / geo.in_w, q = i - r * geo.in_w;
+      const int iy = iy0 + r, ix = ix0 + q;
+      s_in[r * geo.pitch + q] = (iy >= 0 && iy < a.H && ix >= 0 && ix < a.W) ? xc[int64_t(iy) * a.W + ix] : T(0);
+    }
+    for (int i = tid; i < Cfg::kTileK * rs; i += Cfg::kThreads) {
+      const int kk = i / rs, t = i - kk * rs;
+      const int kg = kg0 + kk;
+      s_w[t * Cfg::kTileK + kk] = kg < Kg ? w[(int64_t(g * Kg + kg) * Cg + c) * rs + t] : T(0);
+    }
+    __syncthreads();
+
+    if constexpr (kFixed) {
+      // Unit stride: output column ox reads input columns ox .. ox + S - 1, so a thread's RX columns
+      // share one register window of RX + S - 1 input values per row.
+      constexpr int kWindow = RX + KS - 1;
+#pragma unroll 1
+      for (int r = 0; r < KR; ++r) {
+        T in[RY][kWindow];
+#pragma unroll
+        for (int ry = 0; ry < RY; ++ry)
+#pragma unroll
+          for (int i = 0; i < kWindow; ++i) in[ry][i] = s_in[(ty * RY + ry + r) * geo.pitch + tx * RX + i];
+#pragma unroll
+        for (int s = 0; s < KS; ++s) {
+          T f[RK];
+          load_filter_values<T, RK>(s_w + (r * KS + s) * Cfg::kTileK + tz * RK, f);
+#pragma unroll
+          for (int ry = 0; ry < RY; ++ry)
+#pragma unroll
+            for (int rx = 0; rx < RX; ++rx)
+#pragma unroll
+              for (int rk = 0; rk < RK; ++rk) acc[ry][rx][rk] = fma(in[ry][rx + s], f[rk], acc[ry][rx][rk]);
+        }
+      }
+    } else {
+      for (int r = 0; r < R; ++r) {
+        for (int s = 0; s < S; ++s) {
+          T f[RK];
+          load_filter_values<T, RK>(s_w + (r * S + s) * Cfg::kTileK + tz * RK, f);
+#pragma unroll
+          for (int ry = 0; ry < RY; ++ry)
+#pragma unroll
+            for (int rx = 0; rx < RX; ++rx) {
+              const T v = s_in[((ty * RY + ry) * sh + r * dh) * geo.pitch + (tx * RX + rx) * sw + s * dw];
+#pragma unroll
+              for (int rk = 0; rk < RK; ++rk) acc[ry][rx][rk] = fma(v, f[rk], acc[ry][rx][rk]);
+            }
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  T* y = static_cast<T*>(a.y);
+  const T* bias = static_cast<const T*>(a.bias);
+#pragma unroll
+  for (int rk = 0; rk < RK; ++rk) {
+    const int kg = kg0 + tz * RK + rk;
+    if (kg >= Kg) continue;
+    const int k = g * Kg + kg;
+    const T b_k = bias ? bias[k] : T(0);
+    T* yk = y + (int64_t(n) * a.K + k) * a.Ho * a.Wo;
+#pragma unroll
+    for (int ry = 0; ry < RY; ++ry) {
+      const int oy = oy0 + ty * RY + ry;
+      if (oy >= a.Ho) continue;
+#pragma unroll
+      for (int rx = 0; rx < RX; ++rx) {
+        const int ox = ox0 + tx * RX + rx;
+        if (ox < a.Wo) yk[int64_t(oy) * a.Wo + ox] = acc[ry][rx][rk] + b_k;
+      }
+    }
+  }
+}
+
+template <typename T, typename Cfg, int KR, int KS>
+void launch_direct(const DirectArgs& a) {
+  const int Kg = a.K / a.groups;
+  const int64_t blocks = ceil_div(a.Wo, Cfg::kTileW) * ceil_div(a.Ho, Cfg::kTileH) * ceil_div(Kg, Cfg::kTileK) *
+                         int64_t(a.groups) * a.N;
+  if (blocks == 0) return;
+  TORCH_CHECK_VALUE(blocks < (int64_t(1) << 31), "torchconv.conv2d_direct: problem too large for one launch");
+  const TileGeometry<Cfg> geo(a.R, a.S, KR ? 1 : a.sh, KR ? 1 : a.sw, KR ? 1 : a.dh, KR ? 1 : a.dw);
+  const size_t smem = geo.template smem_bytes<T>(a.R, a.S);
+  auto kernel = direct_forward_kernel<T, Cfg, KR, KS>;
+  ensure_dynamic_smem(kernel, smem, "conv2d_direct");
+  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Picks the tile config and the compile-time filter size (the documented rule: depthwise-like
+// layers with one filter per group use the one-channel tile; double uses the smaller register tile).
+template <typename T>
+void run_direct(const DirectArgs& a) {
+  using Wide = std::conditional_t<std::is_same_v<T, double>, DirectWideF64, DirectWide>;
+  const bool unit = a.sh == 1 && a.sw == 1 && a.dh == 1 && a.dw == 1;
+  if (a.K / a.groups == 1) {
+    if (unit && a.R == 3 && a.S == 3) return launch_direct<T, DirectDepthwise, 3, 3>(a);
+    return launch_direct<T, DirectDepthwise, 0, 0>(a);
+  }
+  if (unit && a.R == a.S) {
+    switch (a.R) {
+      case 1: return launch_direct<T, Wide, 1, 1>(a);
+      case 3: return launch_direct<T, Wide, 3, 3>(a);
+      case 5: return launch_direct<T, Wide, 5, 5>(a);
+      case 7: return launch_direct<T, Wide, 7, 7>(a);
+      case 9: return launch_direct<T, Wide, 9, 9>(a);
+      case 11: return launch_direct<T, Wide, 11, 11>(a);
+      case 13: return launch_direct<T, Wide, 13, 13>(a);
+      default: break;
+    }
+  }
+  launch_direct<T, Wide, 0, 0>(a);
+}
+
+DirectArgs make_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, at::Tensor& y, int sh, int sw,
+                     int ph, int pw, int dh, int dw, int groups) {
+  DirectArgs a;
+  a.x = x.const_data_ptr();
+  a.w = w.const_data_ptr();
+  a.bias = bias.defined() ? bias.const_data_ptr() : nullptr;
+  a.y = y.mutable_data_ptr();
+  a.N = int(x.size(0)), a.C = int(x.size(1)), a.H = int(x.size(2)), a.W = int(x.size(3));
+  a.K = int(w.size(0)), a.R = int(w.size(2)), a.S = int(w.size(3));
+  a.Ho = int(y.size(2)), a.Wo = int(y.size(3));
+  a.sh = sh, a.sw = sw, a.ph = ph, a.pw = pw, a.dh = dh, a.dw = dw, a.groups = groups;
+  return a;
+}
+
+// grad_input of a strided layer: each thread gathers one input pixel from the outputs whose window
+// covered it (oy = (iy + pad - r * dil) / stride when exact).
+template <typename T>
+__global__ void direct_grad_input_gather_kernel(const T* __restrict__ gy, const T* __restrict__ w, T* __restrict__ gx,
+                                                const ConvShape p) {
+  const int64_t total = p.N * p.C * p.H * p.W;
+  const int64_t Cg = p.C / p.groups, Kg = p.K / p.groups;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ix = i % p.W, iy = (i / p.W) % p.H, c = (i / (p.W * p.H)) % p.C, n = i / (p.W * p.H * p.C);
+    const int64_t g = c / Cg, cg = c % Cg;
+    T sum = 0;
+    for (int64_t r = 0; r < p.R; ++r) {
+      const int64_t ty = iy + p.pad_h - r * p.dil_h;
+      if (ty < 0 || ty % p.stride_h != 0 || ty / p.stride_h >= p.Ho) continue;
+      const int64_t oy = ty / p.stride_h;
+      for (int64_t s = 0; s < p.S; ++s) {
+        const int64_t tx = ix + p.pad_w - s * p.dil_w;
+        if (tx < 0 || tx % p.stride_w != 0 || tx / p.stride_w >= p.Wo) continue;
+        const int64_t ox = tx / p.stride_w;
+        for (int64_t kg = 0; kg < Kg; ++kg) {
+          const int64_t k = g * Kg + kg;
+          sum += gy[((n * p.K + k) * p.Ho + oy) * p.Wo + ox] * w[((k * Cg + cg) * p.R + r) * p.S + s];
+        }
+      }
+    }
+    gx[i] = sum;
+  }
+}
+
+// grad_weight: thread per weight element, blockIdx.y selects a slice of the N x Ho reduction;
+// slices are summed afterwards (deterministically).
+template <typename T>
+__global__ void direct_grad_weight_kernel(const T* __restrict__ gy, const T* __restrict__ x, T* __restrict__ partial,
+                                          const ConvShape p, int64_t rows_per_slice) {
+  const int64_t Cg = p.C / p.groups, Kg = p.K / p.groups;
+  const int64_t numel = p.K * Cg * p.R * p.S;
+  const int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (e >= numel) return;
+  const int64_t s = e % p.S, r = (e / p.S) % p.R, cg = (e / (p.S * p.R)) % Cg, k = e / (p.S * p.R * Cg);
+  const int64_t c = (k / Kg) * Cg + cg;
+  const int64_t col_offset = s * p.dil_w - p.pad_w;
+  const OutputRange cols = valid_output_range(p.Wo, p.W, col_offset, p.stride_w);
+  const int64_t row_begin = blockIdx.y * rows_per_slice;
+  const int64_t row_end = min(row_begin + rows_per_slice, p.N * p.Ho);
+  T sum = 0;
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const int64_t n = row / p.Ho, oy = row % p.Ho;
+    const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
+    if (iy < 0 || iy >= p.H) continue;
+    const T* g_row = gy + ((n * p.K + k) * p.Ho + oy) * p.Wo;
+    const T* x_row = x + ((n * p.C + c) * p.H + iy) * p.W + col_offset;
+    for (int64_t ox = cols.lo; ox < cols.hi; ++ox) sum += g_row[ox] * x_row[ox * p.stride_w];
+  }
+  partial[blockIdx.y * numel + e] = sum;
+}
+
+at::Tensor conv2d_direct_cuda(const at::Tensor& input, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                              at::IntArrayRef dilation, int64_t groups) {
+  const ConvShape p = check_conv2d_forward("conv2d_direct", input, weight, bias, stride, padding, dilation, groups);
+  const c10::cuda::CUDAGuard guard(input.device());
+  auto x = input.contiguous();
+  auto w = weight.contiguous();
+  auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
+  const DirectArgs a = make_args(x, w, b, y, int(p.stride_h), int(p.stride_w), int(p.pad_h), int(p.pad_w),
+                                 int(p.dil_h), int(p.dil_w), int(p.groups));
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cuda", [&] { run_direct<scalar_t>(a); });
+  return y;
+}
+
+at::Tensor direct_grad_input_cuda(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& weight) {
+  auto gy = grad_output.contiguous();
+  auto gx = new_output({p.N, p.C, p.H, p.W}, grad_output.options());
+  if (gx.numel() == 0) return gx;
+  if (p.stride_h == 1 && p.stride_w == 1) {
+    // A stride-1 convolution's grad_input is a direct convolution of grad_output with the filters
+    // rotated by 180 degrees and C / K swapped within each group, padded by dil * (R - 1) - pad.
+    const int64_t Kg = p.filters_per_group(), Cg = p.channels_per_group();
+    auto w_rot = weight.view({p.groups, Kg, Cg, p.R, p.S}).transpose(1, 2).flip({3, 4}).reshape({p.C, Kg, p.R, p.S})
+                     .contiguous();
+    const DirectArgs a = make_args(gy, w_rot, at::Tensor(), gx, 1, 1, int(p.dil_h * (p.R - 1) - p.pad_h),
+                                   int(p.dil_w * (p.S - 1) - p.pad_w), int(p.dil_h), int(p.dil_w), int(p.groups));
+    AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_input_cuda", [&] { run_direct<scalar_t>(a); });
+    return gx;
+  }
+  auto w = weight.contiguous();
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>(ceil_div(gx.numel(), threads), 132 * 32);
+  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_input_gather_cuda", [&] {
+    direct_grad_input_gather_kernel<scalar_t><<<unsigned(blocks), threads, 0, current_stream()>>>(
+        gy.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(), p);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return gx;
+}
+
+at::Tensor direct_grad_weight_cuda(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                   const at::Tensor& weight) {
+  auto gy = grad_output.contiguous();
+  auto x = input.contiguous();
+  const int64_t numel = weight.numel();
+  const int threads = 128;
+  // Enough slices of the N x Ho reduction that about 64 K threads run at once.
+  const int64_t rows = p.N * p.Ho;
+  const int64_t slices = std::max<int64_t>(1, std::min<int64_t>(rows, ceil_div(65536, numel)));
+  const int64_t rows_per_slice = std::max<int64_t>(1, ceil_div(rows, slices));
+  const int64_t used_slices = std::max<int64_t>(1, ceil_div(rows, rows_per_slice));
+  auto partial = at::empty({used_slices, numel}, input.options());
+  const dim3 grid(unsigned(ceil_div(numel, threads)), unsigned(used_slices));
+  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_weight_cuda", [&] {
+    direct_grad_weight_kernel<scalar_t><<<grid, threads, 0, current_stream()>>>(
+        gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<scalar_t>(), p,
+        rows_per_slice);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return partial.sum(0).view(weight.sizes());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const ConvShape p = check_conv2d_backward("conv2d_direct_backward", grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  const c10::cuda::CUDAGuard guard(input.device());
+  return {output_mask[0] ? direct_grad_input_cuda(p, grad_output, weight) : skipped_grad(input),
+          output_mask[1] ? direct_grad_weight_cuda(p, grad_output, input, weight) : skipped_grad(input),
+          output_mask[2] ? conv_bias_grad(grad_output) : skipped_grad(input)};
+}
+
+}  // namespace
+}  // namespace cuda
+
+TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
+  m.impl("conv2d_direct", &cuda::conv2d_direct_cuda);
+  m.impl("conv2d_direct_backward", &cuda::conv2d_direct_backward_cuda);
+}
+
+}  // namespace torchconv

@@ -1,0 +1,45 @@
+// Launch helpers shared by the CUDA kernels: tile configurations, grid sizing, shared-memory
+// opt-in and the post-launch error check.
+#pragma once
+
+#include <cstdint>
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <cuda_runtime.h>
+
+namespace torchconv {
+namespace cuda {
+
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int round_up(int a, int b) { return (a + b - 1) / b * b; }
+
+// A thread-block tile: TX x TY x TZ threads, each owning an RY x RX x RK register tile of
+// (output rows) x (output columns) x (output channels). The block covers TY*RY rows, TX*RX columns
+// and TZ*RK channels of the output.
+template <int TX_, int TY_, int TZ_, int RX_, int RY_, int RK_>
+struct TileConfig {
+  static constexpr int TX = TX_, TY = TY_, TZ = TZ_;
+  static constexpr int RX = RX_, RY = RY_, RK = RK_;
+  static constexpr int kThreads = TX * TY * TZ;
+  static constexpr int kTileW = TX * RX, kTileH = TY * RY, kTileK = TZ * RK;
+};
+
+// Allows `kernel` to use `bytes` of dynamic shared memory (over 48 KiB needs an opt-in once per
+// kernel and device); errors clearly when the device cannot provide it.
+template <typename Kernel>
+void ensure_dynamic_smem(Kernel kernel, size_t bytes, const char* what) {
+  if (bytes <= 48 * 1024) return;
+  int device = 0, limit = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  TORCH_CHECK_VALUE(bytes <= size_t(limit), "torchconv.", what, ": the tile for this filter size, stride and dilation "
+                    "needs ", bytes, " bytes of shared memory, more than the device's ", limit);
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+}  // namespace cuda
+}  // namespace torchconv
