@@ -21,7 +21,7 @@ python -m pytest tests -q -rs -p no:cacheprovider > "$OUT/tests.log" 2>&1; echo 
 for tool in memcheck racecheck; do
   sel=$([ $tool = memcheck ] && echo "${MEMCHECK:-}" || echo "${RACECHECK:-}")
   [ -z "$sel" ] && continue
-  compute-sanitizer --tool $tool --error-exitcode 9 python -m pytest -q -p no:cacheprovider $sel \
+  eval compute-sanitizer --tool $tool --error-exitcode 9 python -m pytest -q -p no:cacheprovider $sel \
     > "$OUT/sanitizer.tmp" 2>&1; rc=$?
   { echo "== compute-sanitizer $tool rc=$rc ($sel)"; grep -E "ERROR SUMMARY|passed|failed|Error" "$OUT/sanitizer.tmp" | tail -5; } | tee -a "$LOG"
 done

@@ -10,20 +10,14 @@
 namespace torchconv {
 namespace {
 
-// "[a, b, c]": shapes in messages are formatted here rather than streamed as ArrayRef (a test on the
-// torch 2.11 GPU build crashed in the first check that streamed one).
-std::string dims(at::IntArrayRef v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
+std::string num(int64_t v) { return std::to_string(v); }
 
 void check_pair(const char* algorithm, const char* name, at::IntArrayRef v, int64_t min_value) {
   TORCH_CHECK_VALUE(v.size() == 2, "torchconv.", algorithm, ": ", name, " must have 2 elements (h, w), got ",
-                    v.size());
+                    num(int64_t(v.size())));
   for (int64_t x : v) {
     TORCH_CHECK_VALUE(x >= min_value, "torchconv.", algorithm, ": ", name, " must be ",
-                      min_value == 0 ? "non-negative" : "positive", ", got ", dims(v));
+                      min_value == 0 ? "non-negative" : "positive", ", got ", shape_str(v));
   }
 }
 
@@ -40,16 +34,16 @@ ConvShape check_conv2d_forward(const char* algorithm, const at::Tensor& input, c
                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   TORCH_CHECK_VALUE(input.dim() == 4, "torchconv.", algorithm, ": input must be 4-D (N, C, H, W), got ",
-                    input.dim(), "-D with shape ", dims(input.sizes()));
+                    num(input.dim()), "-D with shape ", shape_str(input.sizes()));
   TORCH_CHECK_VALUE(weight.dim() == 4, "torchconv.", algorithm,
-                    ": weight must be 4-D (K, C / groups, R, S), got shape ", dims(weight.sizes()));
+                    ": weight must be 4-D (K, C / groups, R, S), got shape ", shape_str(weight.sizes()));
   TORCH_CHECK_TYPE(input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble, "torchconv.",
                    algorithm, ": input dtype must be float32 or float64, got ", input.scalar_type());
   check_float_tensor(algorithm, "weight", weight, input);
   check_pair(algorithm, "stride", stride, 1);
   check_pair(algorithm, "padding", padding, 0);
   check_pair(algorithm, "dilation", dilation, 1);
-  TORCH_CHECK_VALUE(groups >= 1, "torchconv.", algorithm, ": groups must be positive, got ", groups);
+  TORCH_CHECK_VALUE(groups >= 1, "torchconv.", algorithm, ": groups must be positive, got ", num(groups));
 
   ConvShape p;
   p.N = input.size(0);
@@ -67,25 +61,26 @@ ConvShape check_conv2d_forward(const char* algorithm, const at::Tensor& input, c
   p.dil_w = dilation[1];
   p.groups = groups;
 
-  TORCH_CHECK_VALUE(p.C % groups == 0, "torchconv.", algorithm, ": input channels (", p.C,
-                    ") must be divisible by groups (", groups, ")");
-  TORCH_CHECK_VALUE(p.K % groups == 0, "torchconv.", algorithm, ": weight.size(0) (", p.K,
-                    " output channels) must be divisible by groups (", groups, ")");
+  TORCH_CHECK_VALUE(p.C % groups == 0, "torchconv.", algorithm, ": input channels (", num(p.C),
+                    ") must be divisible by groups (", num(groups), ")");
+  TORCH_CHECK_VALUE(p.K % groups == 0, "torchconv.", algorithm, ": weight.size(0) (", num(p.K),
+                    " output channels) must be divisible by groups (", num(groups), ")");
   TORCH_CHECK_VALUE(weight.size(1) == p.C / groups, "torchconv.", algorithm, ": weight of shape ",
-                    dims(weight.sizes()), " expects ", weight.size(1) * groups, " input channels with groups=", groups,
-                    ", but input has ", p.C, " channels");
+                    shape_str(weight.sizes()), " expects ", num(weight.size(1) * groups), " input channels with groups=",
+                    num(groups),
+                    ", but input has ", num(p.C), " channels");
   TORCH_CHECK_VALUE(p.K > 0 && p.R > 0 && p.S > 0, "torchconv.", algorithm,
-                    ": weight must have non-zero size, got ", dims(weight.sizes()));
+                    ": weight must have non-zero size, got ", shape_str(weight.sizes()));
   const int64_t span_h = p.dil_h * (p.R - 1) + 1;
   const int64_t span_w = p.dil_w * (p.S - 1) + 1;
   TORCH_CHECK_VALUE(p.H + 2 * p.pad_h >= span_h && p.W + 2 * p.pad_w >= span_w, "torchconv.", algorithm,
-                    ": kernel of size (", span_h, ", ", span_w, ") after dilation is larger than the padded input (",
-                    p.H + 2 * p.pad_h, ", ", p.W + 2 * p.pad_w, ")");
+                    ": kernel of size (", num(span_h), ", ", num(span_w), ") after dilation is larger than the padded input (",
+                    num(p.H + 2 * p.pad_h), ", ", num(p.W + 2 * p.pad_w), ")");
   if (bias.has_value()) {
     const at::Tensor& b = *bias;
     check_float_tensor(algorithm, "bias", b, input);
     TORCH_CHECK_VALUE(b.dim() == 1 && b.size(0) == p.K, "torchconv.", algorithm,
-                      ": bias must be 1-D with weight.size(0) = ", p.K, " elements, got shape ", dims(b.sizes()));
+                      ": bias must be 1-D with weight.size(0) = ", num(p.K), " elements, got shape ", shape_str(b.sizes()));
   }
   p.Ho = conv_output_size(p.H, p.R, p.stride_h, p.pad_h, p.dil_h);
   p.Wo = conv_output_size(p.W, p.S, p.stride_w, p.pad_w, p.dil_w);
@@ -99,8 +94,8 @@ ConvShape check_conv2d_backward(const char* algorithm, const at::Tensor& grad_ou
   check_float_tensor(algorithm, "grad_output", grad_output, input);
   TORCH_CHECK_VALUE(grad_output.dim() == 4 && grad_output.size(0) == p.N && grad_output.size(1) == p.K &&
                         grad_output.size(2) == p.Ho && grad_output.size(3) == p.Wo,
-                    "torchconv.", algorithm, ": grad_output must have the output's shape [", p.N, ", ", p.K, ", ",
-                    p.Ho, ", ", p.Wo, "], got ", dims(grad_output.sizes()));
+                    "torchconv.", algorithm, ": grad_output must have the output's shape ",
+                    shape_str({p.N, p.K, p.Ho, p.Wo}), ", got ", shape_str(grad_output.sizes()));
   TORCH_CHECK_VALUE(output_mask.size() == 3, "torchconv.", algorithm, ": output_mask must have 3 elements");
   return p;
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/ArrayRef.h>
@@ -57,6 +58,16 @@ TORCHCONV_HOST_DEVICE OutputRange valid_output_range(int64_t out_len, int64_t in
   if (hi > out_len) hi = out_len;
   if (lo > hi) lo = hi;
   return {lo, hi};
+}
+
+// "[a, b, c]". Numbers in error messages are formatted with std::to_string, never streamed: on the
+// GPU image (extension built by GCC 13 against torch 2.11) `ostream << int64_t` inside this library
+// crashed with SIGSEGV in the first check that failed (2026-11-25; cuda-gdb showed
+// std::basic_ostream::_M_insert<long> in our .so).
+inline std::string shape_str(at::IntArrayRef v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
 }
 
 // Validates F.conv2d's arguments for `algorithm` and returns the shape. Errors are Python

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string>
 
 #include <c10/util/Exception.h>
 
@@ -13,7 +14,7 @@ std::atomic<int64_t> g_workspace_limit{kDefaultWorkspaceLimitBytes};
 int64_t workspace_limit_bytes() { return g_workspace_limit.load(std::memory_order_relaxed); }
 
 void set_workspace_limit_bytes(int64_t bytes) {
-  TORCH_CHECK_VALUE(bytes > 0, "torchconv.set_workspace_limit: bytes must be positive, got ", bytes);
+  TORCH_CHECK_VALUE(bytes > 0, "torchconv.set_workspace_limit: bytes must be positive, got ", std::to_string(bytes));
   g_workspace_limit.store(bytes, std::memory_order_relaxed);
 }
 

@@ -17,8 +17,8 @@ namespace {
 void check_winograd_shape(const char* algorithm, const ConvShape& p) {
   TORCH_CHECK_VALUE(p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1,
                     "torchconv.", algorithm, ": Winograd F(2x2,3x3) needs a 3x3 kernel, stride 1 and dilation 1; got "
-                    "kernel (", p.R, ", ", p.S, "), stride (", p.stride_h, ", ", p.stride_w, "), dilation (",
-                    p.dil_h, ", ", p.dil_w, ")");
+                    "kernel ", shape_str({p.R, p.S}), ", stride ", shape_str({p.stride_h, p.stride_w}), ", dilation ",
+                    shape_str({p.dil_h, p.dil_w}));
 }
 
 // 3x3 stride-1 convolution of x (N x Cin x H x W) with w (Kout x Cin/groups x 3 x 3). Padding may

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
@@ -35,7 +36,8 @@ void ensure_dynamic_smem(Kernel kernel, size_t bytes, const char* what) {
   C10_CUDA_CHECK(cudaGetDevice(&device));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   TORCH_CHECK_VALUE(bytes <= size_t(limit), "torchconv.", what, ": the tile for this filter size, stride and dilation "
-                    "needs ", bytes, " bytes of shared memory, more than the device's ", limit);
+                    "needs ", std::to_string(bytes), " bytes of shared memory, more than the device's ",
+                    std::to_string(limit));
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
