@@ -4,6 +4,7 @@
 # (default ./gpu_out): session.log, build.log, tests.log, bench.log and the results JSON/Markdown.
 #   bash benchmarks/gpu_session.sh "--suite resnet,yolo --tag rn" "--suite big --mode fwd --tag big"
 # MEMCHECK="tests/test_x.py -k cuda" / RACECHECK="..." run compute-sanitizer over those tests (unset: skipped).
+# PYTEST_SEL="tests -k cuda" narrows the test run (default: all of tests/).
 # OVERHEAD=1 measures host overhead per call against F.conv2d.
 set -uo pipefail
 OUT="${OUT:-$PWD/gpu_out}"
@@ -16,7 +17,7 @@ MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 TORCHCONV_PTXAS_VERBOSE=1 python -m pip ins
   || { tail -50 "$OUT/build.log"; exit 1; }
 echo "== ptxas" >> "$LOG"
 grep -E "Compiling entry|Used [0-9]+ registers|spill" "$OUT/build.log" | sed 's/^ *//' >> "$LOG" || true
-python -m pytest tests -q -rs -p no:cacheprovider > "$OUT/tests.log" 2>&1; echo "pytest rc=$?" >> "$OUT/tests.log"
+eval python -m pytest ${PYTEST_SEL:-tests} -q -rs -p no:cacheprovider > "$OUT/tests.log" 2>&1; echo "pytest rc=$?" >> "$OUT/tests.log"
 { echo "== tests"; tail -3 "$OUT/tests.log"; } | tee -a "$LOG"
 for tool in memcheck racecheck; do
   sel=$([ $tool = memcheck ] && echo "${MEMCHECK:-}" || echo "${RACECHECK:-}")

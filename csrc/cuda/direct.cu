@@ -33,7 +33,11 @@ struct DirectArgs {
   int groups;
 };
 
-using DirectWide = TileConfig<16, 8, 2, 4, 2, 8>;     // float: 64 x 16 outputs x 16 channels per block
+// float: 64 x 16 outputs x 16 channels per block. Two blocks per SM (128 registers) where the
+// filter loops fit without spilling (R = 1, 9, 11, 13, run-time sizes); one block for R = 3, 5, 7,
+// which spill 40-60 bytes under the 128-register cap.
+using DirectWide = TileConfig<16, 8, 2, 4, 2, 8, 2>;
+using DirectWideOneBlock = TileConfig<16, 8, 2, 4, 2, 8, 1>;
 using DirectWideF64 = TileConfig<16, 8, 2, 2, 2, 4>;  // double: half the registers per accumulator
 using DirectDepthwise = TileConfig<32, 8, 1, 2, 2, 1>; // one output channel per group
 
@@ -44,9 +48,12 @@ struct TileGeometry {
       : in_h((Cfg::kTileH - 1) * sh + (R - 1) * dh + 1),
         in_w((Cfg::kTileW - 1) * sw + (S - 1) * dw + 1),
         pitch(round_up(in_w, 4)) {}
+  // One stage: the input tile (rows padded to `pitch`) followed by the filter tile [R * S][kTileK].
+  __host__ __device__ int stage_elems(int R, int S) const { return in_h * pitch + Cfg::kTileK * R * S; }
+  // Two stages: the next channel's tiles load while the current one is computed.
   template <typename T>
   __host__ __device__ size_t smem_bytes(int R, int S) const {
-    return (size_t(in_h) * pitch + size_t(Cfg::kTileK) * R * S) * sizeof(T);
+    return 2 * size_t(stage_elems(R, S)) * sizeof(T);
   }
 };
 
@@ -67,7 +74,7 @@ __device__ __forceinline__ void load_filter_values(const T* src, T (&dst)[RK]) {
 
 // KR, KS > 0: compile-time filter size with unit stride and dilation. KR = KS = 0: anything.
 template <typename T, typename Cfg, int KR, int KS>
-__global__ void __launch_bounds__(Cfg::kThreads) direct_forward_kernel(const DirectArgs a) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward_kernel(const DirectArgs a) {
   constexpr bool kFixed = KR > 0;
   constexpr int RX = Cfg::RX, RY = Cfg::RY, RK = Cfg::RK;
   const int R = kFixed ? KR : a.R, S = kFixed ? KS : a.S;
@@ -76,19 +83,21 @@ __global__ void __launch_bounds__(Cfg::kThreads) direct_forward_kernel(const Dir
   const TileGeometry<Cfg> geo(R, S, sh, sw, dh, dw);
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* s_in = reinterpret_cast<T*>(smem_raw);
-  T* s_w = s_in + geo.in_h * geo.pitch;  // [R * S][kTileK]
+  T* const smem = reinterpret_cast<T*>(smem_raw);
+  const int stage = geo.stage_elems(R, S);
 
   const int Cg = a.C / a.groups, Kg = a.K / a.groups;
   const int tiles_x = int(ceil_div(a.Wo, Cfg::kTileW)), tiles_y = int(ceil_div(a.Ho, Cfg::kTileH));
   const int k_tiles = int(ceil_div(Kg, Cfg::kTileK));
+  // Output-channel tiles vary fastest, so the blocks that read the same input tile run together and
+  // share it through L2 instead of each fetching it from DRAM.
   int64_t b = blockIdx.x;
+  const int k_tile = int(b % k_tiles);
+  b /= k_tiles;
   const int tile_x = int(b % tiles_x);
   b /= tiles_x;
   const int tile_y = int(b % tiles_y);
   b /= tiles_y;
-  const int k_tile = int(b % k_tiles);
-  b /= k_tiles;
   const int g = int(b % a.groups);
   const int n = int(b / a.groups);
 
@@ -109,19 +118,37 @@ __global__ void __launch_bounds__(Cfg::kThreads) direct_forward_kernel(const Dir
 
   const int in_elems = geo.in_h * geo.in_w;
   const int rs = R * S;
-  for (int c = 0; c < Cg; ++c) {
+  // Issues the asynchronous loads of channel c's input and filter tiles into stage `buf`.
+  auto load_tiles = [&](int c, int buf) {
+    T* s_in = smem + buf * stage;
+    T* s_w = s_in + geo.in_h * geo.pitch;
     const T* xc = x + (int64_t(n) * a.C + g * Cg + c) * a.H * a.W;
     for (int i = tid; i < in_elems; i += Cfg::kThreads) {
       const int r = i / geo.in_w, q = i - r * geo.in_w;
       const int iy = iy0 + r, ix = ix0 + q;
-      s_in[r * geo.pitch + q] = (iy >= 0 && iy < a.H && ix >= 0 && ix < a.W) ? xc[int64_t(iy) * a.W + ix] : T(0);
+      const bool inside = iy >= 0 && iy < a.H && ix >= 0 && ix < a.W;
+      cp_async_or_zero(s_in + r * geo.pitch + q, inside ? xc + int64_t(iy) * a.W + ix : xc, inside);
     }
     for (int i = tid; i < Cfg::kTileK * rs; i += Cfg::kThreads) {
       const int kk = i / rs, t = i - kk * rs;
       const int kg = kg0 + kk;
-      s_w[t * Cfg::kTileK + kk] = kg < Kg ? w[(int64_t(g * Kg + kg) * Cg + c) * rs + t] : T(0);
+      const T* src = w + (int64_t(g * Kg + min(kg, Kg - 1)) * Cg + c) * rs + t;
+      cp_async_or_zero(s_w + t * Cfg::kTileK + kk, src, kg < Kg);
+    }
+    cp_async_commit();
+  };
+
+  load_tiles(0, 0);
+  for (int c = 0; c < Cg; ++c) {
+    if (c + 1 < Cg) {
+      load_tiles(c + 1, (c + 1) & 1);
+      cp_async_wait<1>();  // channel c's group is complete; c + 1's may still be in flight
+    } else {
+      cp_async_wait<0>();
     }
     __syncthreads();
+    const T* s_in = smem + (c & 1) * stage;
+    const T* s_w = s_in + geo.in_h * geo.pitch;
 
     if constexpr (kFixed) {
       // Unit stride: output column ox reads input columns ox .. ox + S - 1, so a thread's RX columns
@@ -206,7 +233,9 @@ void launch_direct(const DirectArgs& a) {
 // layers with one filter per group use the one-channel tile; double uses the smaller register tile).
 template <typename T>
 void run_direct(const DirectArgs& a) {
-  using Wide = std::conditional_t<std::is_same_v<T, double>, DirectWideF64, DirectWide>;
+  constexpr bool kDouble = std::is_same_v<T, double>;
+  using Wide = std::conditional_t<kDouble, DirectWideF64, DirectWide>;
+  using WideSmallFilter = std::conditional_t<kDouble, DirectWideF64, DirectWideOneBlock>;
   const bool unit = a.sh == 1 && a.sw == 1 && a.dh == 1 && a.dw == 1;
   if (a.K / a.groups == 1) {
     if (unit && a.R == 3 && a.S == 3) return launch_direct<T, DirectDepthwise, 3, 3>(a);
@@ -215,9 +244,9 @@ void run_direct(const DirectArgs& a) {
   if (unit && a.R == a.S) {
     switch (a.R) {
       case 1: return launch_direct<T, Wide, 1, 1>(a);
-      case 3: return launch_direct<T, Wide, 3, 3>(a);
-      case 5: return launch_direct<T, Wide, 5, 5>(a);
-      case 7: return launch_direct<T, Wide, 7, 7>(a);
+      case 3: return launch_direct<T, WideSmallFilter, 3, 3>(a);
+      case 5: return launch_direct<T, WideSmallFilter, 5, 5>(a);
+      case 7: return launch_direct<T, WideSmallFilter, 7, 7>(a);
       case 9: return launch_direct<T, Wide, 9, 9>(a);
       case 11: return launch_direct<T, Wide, 11, 11>(a);
       case 13: return launch_direct<T, Wide, 13, 13>(a);

@@ -19,10 +19,12 @@ constexpr int round_up(int a, int b) { return (a + b - 1) / b * b; }
 // A thread-block tile: TX x TY x TZ threads, each owning an RY x RX x RK register tile of
 // (output rows) x (output columns) x (output channels). The block covers TY*RY rows, TX*RX columns
 // and TZ*RK channels of the output.
-template <int TX_, int TY_, int TZ_, int RX_, int RY_, int RK_>
+// kMinBlocks is the occupancy target passed to __launch_bounds__ (it caps registers per thread).
+template <int TX_, int TY_, int TZ_, int RX_, int RY_, int RK_, int kMinBlocks_ = 1>
 struct TileConfig {
   static constexpr int TX = TX_, TY = TY_, TZ = TZ_;
   static constexpr int RX = RX_, RY = RY_, RK = RK_;
+  static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr int kThreads = TX * TY * TZ;
   static constexpr int kTileW = TX * RX, kTileH = TY * RY, kTileK = TZ * RK;
 };
@@ -39,6 +41,22 @@ void ensure_dynamic_smem(Kernel kernel, size_t bytes, const char* what) {
                     "needs ", std::to_string(bytes), " bytes of shared memory, more than the device's ",
                     std::to_string(limit));
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+// Asynchronous global -> shared copy of one element (4 or 8 bytes) that writes zero instead when
+// `valid` is false (the zero padding of a tile), so tile loads overlap the math on the previous tile.
+template <typename T>
+__device__ __forceinline__ void cp_async_or_zero(T* smem, const T* gmem, bool valid) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "cp.async copies 4, 8 or 16 bytes");
+  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? int(sizeof(T)) : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(saddr), "l"(gmem), "n"(sizeof(T)),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
 inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
