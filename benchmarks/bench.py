@@ -158,9 +158,12 @@ def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log):
 
 
 def profile_layer(layer, n, algorithms, dtype, device):
-    """Per-kernel GPU time (us per forward) of each algorithm and cuDNN on one layer."""
+    """Per-kernel time (µs per forward) of each algorithm and the reference library on one layer,
+    from torch.profiler: GPU kernels on a GPU, operators on a CPU."""
     from torch.profiler import ProfilerActivity, profile
 
+    on_gpu = device.type == "cuda"
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     x = torch.randn(n, layer.C, layer.HW, layer.HW, dtype=dtype, device=device)
     w = torch.randn(layer.K, layer.C, layer.R, layer.R, dtype=dtype, device=device)
     conv = (layer.stride, layer.pad, 1, 1)
@@ -173,17 +176,19 @@ def profile_layer(layer, n, algorithms, dtype, device):
             lambda: torchconv.conv2d(x, w, None, *conv, algorithm=algo))
         for _ in range(3):
             fn()
-        torch.cuda.synchronize()
+        sync()
         reps = 10
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CUDA if on_gpu else ProfilerActivity.CPU]) as prof:
             for _ in range(reps):
                 fn()
-            torch.cuda.synchronize()
+            sync()
         kernels = {}
         for e in prof.key_averages():
-            if e.device_type.name == "CUDA" and e.device_time_total > 0:
-                kernels[e.key] = e.device_time_total / reps
-        out[algo] = dict(sorted(kernels.items(), key=lambda kv: -kv[1]))
+            t = e.self_device_time_total if on_gpu else e.self_cpu_time_total
+            if t > 0 and (not on_gpu or e.device_type.name == "CUDA"):
+                kernels[e.key] = t / reps
+        label = algo if algo != "cudnn" or on_gpu else "aten"
+        out[label] = dict(sorted(kernels.items(), key=lambda kv: -kv[1]))
     return out
 
 
@@ -202,7 +207,7 @@ def write_markdown(path, meta, rows, profiles):
                      f"{r['stride']} | {r['mode']} | {r['algorithm']} | {r['ms']:.4f} | {r['tflops']:.2f} | {pct} | "
                      f"{r['cudnn_ms']:.4f} | {r['ratio']:.2f} | {err} |")
     if profiles:
-        lines += ["", "## Per-kernel GPU time (µs per forward, torch.profiler)", ""]
+        lines += ["", "## Per-kernel time (µs per forward, torch.profiler: GPU kernels on a GPU, operators on a CPU)", ""]
         for key, per_algo in profiles.items():
             lines.append(f"### {key}")
             for algo, kernels in per_algo.items():
@@ -241,7 +246,7 @@ def main(argv=None):
                                        lambda s: print(s, flush=True)):
                     row["suite"] = suite
                     rows.append(row)
-                if args.profile and on_gpu:
+                if args.profile:
                     profiles[f"{suite}/{layer.name}/N{n}"] = profile_layer(layer, n, algorithms, dtype, device)
 
     os.makedirs(args.out_dir, exist_ok=True)

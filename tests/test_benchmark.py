@@ -25,3 +25,13 @@ def test_smoke_benchmark_writes_results(tmp_path):
     assert all(r["rel_err"] < 1e-5 for r in ours)
     assert all(abs(r["ratio"] - r["cudnn_ms"] / r["ms"]) < 1e-12 for r in data["rows"])
     assert (tmp_path / "smoke.md").read_text().startswith("# torchconv benchmark")
+
+
+def test_profile_mode_reports_per_kernel_times(tmp_path):
+    bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup", "0", "--mode", "fwd",
+                "--algorithms", "cudnn,direct,gemm", "--profile", "--out-dir", str(tmp_path), "--tag", "prof"])
+    data = json.loads((tmp_path / "prof.json").read_text())
+    layer = data["profile"]["smoke/S1/N1"]
+    assert set(layer) == {"aten", "direct", "gemm"}
+    assert any("torchconv::conv2d_direct" in k for k in layer["direct"])
+    assert "Per-kernel time" in (tmp_path / "prof.md").read_text()
