@@ -16,7 +16,7 @@
 
 namespace torchconv {
 
-// Everything a kernel needs to know about a convolution, with F.conv2d's conventions:
+// Everything a kernel needs to know about a convolution, with PyTorch's conv2d conventions:
 // input N x C x H x W, weight K x (C / groups) x R x S, output N x K x Ho x Wo, symmetric zero padding.
 struct ConvShape {
   int64_t N, C, H, W;
@@ -32,7 +32,7 @@ struct ConvShape {
   double flops() const { return 2.0 * N * K * channels_per_group() * R * S * Ho * Wo; }
 };
 
-// Output extent along one axis (F.conv2d's formula).
+// Output extent along one axis (PyTorch's conv2d formula).
 TORCHCONV_HOST_DEVICE int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
                                                int64_t dilation) {
   return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
@@ -70,7 +70,7 @@ inline std::string shape_str(at::IntArrayRef v) {
   return s + "]";
 }
 
-// Validates F.conv2d's arguments for `algorithm` and returns the shape. Errors are Python
+// Validates PyTorch conv2d's arguments for `algorithm` and returns the shape. Errors are Python
 // ValueError / TypeError naming the offending argument.
 ConvShape check_conv2d_forward(const char* algorithm, const at::Tensor& input, const at::Tensor& weight,
                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,

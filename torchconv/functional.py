@@ -1,4 +1,4 @@
-"""torchconv.conv2d: F.conv2d's signature and semantics, computed by one of our algorithms."""
+"""torchconv.conv2d: the signature and semantics of PyTorch's conv2d, computed by one of our algorithms."""
 import torch
 import torch.nn.functional as F
 
@@ -82,7 +82,7 @@ def _pair(value, name):
 
 def _string_padding(input, weight, padding, stride, dilation):
     """'valid' / 'same' -> symmetric integer padding (and the input, padded on the bottom/right by
-    one when 'same' needs an odd total, exactly as F.conv2d does)."""
+    one when 'same' needs an odd total, exactly as PyTorch's conv2d does)."""
     if padding == "valid":
         return input, (0, 0)
     if padding != "same":
@@ -98,7 +98,7 @@ def _string_padding(input, weight, padding, stride, dilation):
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algorithm="auto"):
-    """Drop-in for ``torch.nn.functional.conv2d`` that runs one of torchconv's algorithms.
+    """Drop-in for PyTorch's functional conv2d that runs one of torchconv's algorithms.
 
     algorithm: "auto" (see :func:`select_algorithm`), "direct", "csg", "gemm" or "winograd".
     Asking explicitly for an algorithm that cannot do the shape raises ValueError.

@@ -17,7 +17,7 @@ ALGORITHMS = ("direct", "csg", "gemm", "winograd")
 
 
 def conv2d_output_size(input_size, weight_size, stride, padding, dilation):
-    """(Ho, Wo) of F.conv2d for an (N, C, H, W) input and a (K, C/g, R, S) weight."""
+    """(Ho, Wo) of PyTorch's conv2d for an (N, C, H, W) input and a (K, C/g, R, S) weight."""
     return tuple(
         (input_size[2 + i] + 2 * padding[i] - dilation[i] * (weight_size[2 + i] - 1) - 1) // stride[i] + 1
         for i in range(2)
