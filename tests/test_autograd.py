@@ -31,28 +31,21 @@ def make_inputs(case, device):
     return (x, wt, b), (stride, padding, dilation, groups)
 
 
+# gradcheck on every case; gradgradcheck (slower) on the first three.
+CHECKS = [(torch.autograd.gradcheck, i) for i in range(len(CASES))] + [(torch.autograd.gradgradcheck, i) for i in range(3)]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
-def test_gradcheck(case, algorithm, device):
+@pytest.mark.parametrize("check, index", CHECKS, ids=[f"{c.__name__}-case{i}" for c, i in CHECKS])
+def test_gradcheck(check, index, algorithm, device):
+    case = CASES[index]
     if not supports(algorithm, case):
         pytest.skip("not a Winograd shape")
     tensors, conv = make_inputs(case, device)
     fn = lambda x, w, b: torchconv.conv2d(x, w, b, *conv, algorithm=algorithm)
     with skip_if_no_kernel(algorithm, device):
-        assert torch.autograd.gradcheck(fn, tensors)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("case", CASES[:3], ids=[f"case{i}" for i in range(3)])
-def test_gradgradcheck(case, algorithm, device):
-    if not supports(algorithm, case):
-        pytest.skip("not a Winograd shape")
-    tensors, conv = make_inputs(case, device)
-    fn = lambda x, w, b: torchconv.conv2d(x, w, b, *conv, algorithm=algorithm)
-    with skip_if_no_kernel(algorithm, device):
-        assert torch.autograd.gradgradcheck(fn, tensors)
+        assert check(fn, tensors)
 
 
 @pytest.mark.parametrize("device", DEVICES)

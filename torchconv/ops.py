@@ -105,4 +105,3 @@ _register()
 
 # The forward operators, by algorithm name (the dispatcher entry points torchconv.conv2d calls).
 FORWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}").default for algo in ALGORITHMS}
-BACKWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}_backward").default for algo in ALGORITHMS}
