@@ -33,13 +33,16 @@ def parse_args(argv=None):
                    "a GPU, smoke on a CPU)")
     p.add_argument("--algorithms", default="cudnn," + ",".join(torchconv.ALGORITHMS),
                    help="comma list; 'cudnn' times the reference library (cuDNN on a GPU, ATen's CPU "
-                   "convolution, reported as 'aten', on a CPU)")
+                   "convolution, reported as 'aten', on a CPU); 'algo:variant' picks a variant "
+                   "(e.g. winograd:staged, see torchconv.variants)")
     p.add_argument("--batch", default=None, help="comma list of N (default 1,32 on a GPU, 2 on a CPU)")
     p.add_argument("--mode", default="fwd,fwdbwd", help="fwd and/or fwdbwd")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=25)
     p.add_argument("--profile", action="store_true", help="also report per-kernel GPU time under torch.profiler")
+    p.add_argument("--stages", action="store_true",
+                   help="per row, the time of each of our kernels (the algorithm's stages) under torch.profiler")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     p.add_argument("--tag", default=None, help="file name stem (default: suites-device-date)")
@@ -72,6 +75,55 @@ def timer(device, warmup, reps):
         return statistics.median(samples)
 
     return time_cuda if device.type == "cuda" else time_cpu
+
+
+def split_spec(spec):
+    """'winograd:staged' -> ('winograd', 'staged'); 'direct' -> ('direct', None)."""
+    algo, _, variant = spec.partition(":")
+    return algo, variant or None
+
+
+class use_variant:
+    """Runs the body with `algorithm` set to `variant` (no-op for None), restoring the previous one."""
+
+    def __init__(self, algorithm, variant):
+        self.algorithm, self.variant, self.old = algorithm, variant, None
+
+    def __enter__(self):
+        if self.variant:
+            self.old = torchconv.get_variant(self.algorithm)
+            torchconv.set_variant(self.algorithm, self.variant)
+
+    def __exit__(self, *exc):
+        if self.variant:
+            torchconv.set_variant(self.algorithm, self.old)
+
+
+def short_kernel_name(name):
+    """'void ns::(anonymous namespace)::winograd_fused_forward_kernel<float, ...>(...)' -> 'winograd_fused_forward_kernel'."""
+    head = name.split("<", 1)[0].split("(", 1)[0]
+    return head.rsplit("::", 1)[-1].replace("void ", "").strip() or name[:60]
+
+
+def kernel_times(fn, device, reps=10):
+    """µs per call of each GPU kernel (operators on a CPU) that fn launches, from torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    on_gpu = device.type == "cuda"
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    for _ in range(3):
+        fn()
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA if on_gpu else ProfilerActivity.CPU]) as prof:
+        for _ in range(reps):
+            fn()
+        sync()
+    kernels = {}
+    for e in prof.key_averages():
+        t = e.self_device_time_total if on_gpu else e.self_cpu_time_total
+        if t > 0 and (not on_gpu or e.device_type.name == "CUDA"):
+            kernels[e.key] = t / reps
+    return dict(sorted(kernels.items(), key=lambda kv: -kv[1]))
 
 
 def reference_output(x, w, layer):
@@ -111,7 +163,7 @@ def environment(device):
     return meta
 
 
-def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log):
+def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log, stages=False):
     gen = torch.Generator(device="cpu").manual_seed(0)
     x = torch.randn(n, layer.C, layer.HW, layer.HW, generator=gen, dtype=dtype).to(device)
     w = (torch.randn(layer.K, layer.C, layer.R, layer.R, generator=gen, dtype=dtype) / (layer.C * layer.R**2) ** 0.5).to(device)
@@ -133,7 +185,9 @@ def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log):
     for mode in modes:
         mode_flops = flops * (3 if mode == "fwdbwd" else 1)
         cudnn_ms = time_fn(runner("cudnn", mode))
-        for algo in algorithms:
+        for spec in algorithms:
+            algo, variant = split_spec(spec)
+            workspace, stage_us = None, None
             if algo == "cudnn":
                 ms, err = cudnn_ms, None
             else:
@@ -144,51 +198,47 @@ def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log):
                     continue
                 if ref is None:
                     ref = reference_output(x, w, layer)
-                err = rel_err(torchconv.conv2d(x, w, None, *conv, algorithm=algo), ref)
-                ms = time_fn(runner(algo, mode))
+                with use_variant(algo, variant):
+                    err = rel_err(torchconv.conv2d(x, w, None, *conv, algorithm=algo), ref)
+                    workspace = torchconv._C.last_workspace_bytes()
+                    fn = runner(algo, mode)
+                    if mode == "fwdbwd":
+                        fn()
+                        workspace = max(workspace, torchconv._C.last_workspace_bytes())
+                    ms = time_fn(fn)
+                    if stages:
+                        stage_us = {short_kernel_name(k): round(v, 2) for k, v in kernel_times(fn, device).items()}
             tflops = mode_flops / (ms * 1e-3) / 1e12
-            label = algo if algo != "cudnn" or device.type == "cuda" else "aten"
+            label = spec if algo != "cudnn" or device.type == "cuda" else "aten"
             rows.append(dict(suite=None, layer=layer.name, N=n, C=layer.C, K=layer.K, H=layer.HW, W=layer.HW,
                              R=layer.R, S=layer.R, stride=layer.stride, padding=layer.pad, algorithm=label,
-                             config="default", mode=mode, dtype=str(dtype).replace("torch.", ""), ms=ms,
-                             tflops=tflops, cudnn_ms=cudnn_ms, ratio=cudnn_ms / ms, rel_err=err))
-            log(f"  {layer.name:>5} N={n:<3} {mode:<6} {algo:<9} {ms:9.4f} ms {tflops:7.2f} TFLOP/s "
-                f"x{cudnn_ms / ms:5.2f} vs ref" + (f"  err {err:.1e}" if err is not None else ""))
+                             config=variant or "default", mode=mode, dtype=str(dtype).replace("torch.", ""), ms=ms,
+                             tflops=tflops, cudnn_ms=cudnn_ms, ratio=cudnn_ms / ms, rel_err=err,
+                             workspace_bytes=workspace, stages_us=stage_us))
+            log(f"  {layer.name:>5} N={n:<3} {mode:<6} {spec:<15} {ms:9.4f} ms {tflops:7.2f} TFLOP/s "
+                f"x{cudnn_ms / ms:5.2f} vs ref" + (f"  err {err:.1e}" if err is not None else "")
+                + (f"  ws {workspace / 2**20:.1f} MiB" if workspace else "")
+                + (f"  stages {stage_us}" if stage_us else ""))
     return rows
 
 
 def profile_layer(layer, n, algorithms, dtype, device):
     """Per-kernel time (µs per forward) of each algorithm and the reference library on one layer,
     from torch.profiler: GPU kernels on a GPU, operators on a CPU."""
-    from torch.profiler import ProfilerActivity, profile
-
-    on_gpu = device.type == "cuda"
-    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     x = torch.randn(n, layer.C, layer.HW, layer.HW, dtype=dtype, device=device)
     w = torch.randn(layer.K, layer.C, layer.R, layer.R, dtype=dtype, device=device)
     conv = (layer.stride, layer.pad, 1, 1)
     out = {}
-    for algo in algorithms:
+    for spec in algorithms:
+        algo, variant = split_spec(spec)
         if algo != "cudnn" and (algo not in torchconv.available_algorithms(device.type)
                                 or torchconv.unsupported_reason(algo, x, w, (layer.stride,) * 2, (1, 1))):
             continue
         fn = (lambda: F.conv2d(x, w, None, *conv)) if algo == "cudnn" else (
             lambda: torchconv.conv2d(x, w, None, *conv, algorithm=algo))
-        for _ in range(3):
-            fn()
-        sync()
-        reps = 10
-        with profile(activities=[ProfilerActivity.CUDA if on_gpu else ProfilerActivity.CPU]) as prof:
-            for _ in range(reps):
-                fn()
-            sync()
-        kernels = {}
-        for e in prof.key_averages():
-            t = e.self_device_time_total if on_gpu else e.self_cpu_time_total
-            if t > 0 and (not on_gpu or e.device_type.name == "CUDA"):
-                kernels[e.key] = t / reps
-        label = algo if algo != "cudnn" or on_gpu else "aten"
-        out[label] = dict(sorted(kernels.items(), key=lambda kv: -kv[1]))
+        label = spec if algo != "cudnn" or device.type == "cuda" else "aten"
+        with use_variant(algo, variant):
+            out[label] = kernel_times(fn, device)
     return out
 
 
@@ -206,6 +256,14 @@ def write_markdown(path, meta, rows, profiles):
         lines.append(f"| {r['suite']} | {r['layer']} | {r['N']} | {r['C']} | {r['K']} | {r['H']} | {r['R']} | "
                      f"{r['stride']} | {r['mode']} | {r['algorithm']} | {r['ms']:.4f} | {r['tflops']:.2f} | {pct} | "
                      f"{r['cudnn_ms']:.4f} | {r['ratio']:.2f} | {err} |")
+    staged = [r for r in rows if r.get("stages_us") or r.get("workspace_bytes")]
+    if staged:
+        lines += ["", "## Workspace and time per stage (µs per call, torch.profiler)", "",
+                  "| layer | N | mode | algorithm | workspace MiB | stages |", "|---|---|---|---|---|---|"]
+        for r in staged:
+            st = "; ".join(f"{k} {v:.1f}" for k, v in (r.get("stages_us") or {}).items())
+            ws = (r.get("workspace_bytes") or 0) / 2**20
+            lines.append(f"| {r['layer']} | {r['N']} | {r['mode']} | {r['algorithm']} | {ws:.1f} | {st} |")
     if profiles:
         lines += ["", "## Per-kernel time (µs per forward, torch.profiler: GPU kernels on a GPU, operators on a CPU)", ""]
         for key, per_algo in profiles.items():
@@ -229,9 +287,12 @@ def main(argv=None):
     suites = (args.suite or ("resnet,yolo" if on_gpu else "smoke")).split(",")
     batches = [int(b) for b in (args.batch or ("1,32" if on_gpu else "2")).split(",")]
     algorithms = [a for a in args.algorithms.split(",") if a]
-    for a in algorithms:
+    for spec in algorithms:
+        a, variant = split_spec(spec)
         if a != "cudnn" and a not in torchconv.ALGORITHMS:
             raise SystemExit(f"unknown algorithm {a!r}")
+        if variant and variant not in torchconv.variants(a):
+            raise SystemExit(f"unknown variant {variant!r} of {a!r} (known: {torchconv.variants(a)})")
     modes = args.mode.split(",")
     dtype = getattr(torch, args.dtype)
     time_fn = timer(device, args.warmup, args.reps)
@@ -243,7 +304,7 @@ def main(argv=None):
         for layer in SUITES[suite]:
             for n in ([layer.N] if layer.N else batches):
                 for row in bench_layer(layer, n, algorithms, modes, dtype, device, time_fn,
-                                       lambda s: print(s, flush=True)):
+                                       lambda s: print(s, flush=True), stages=args.stages):
                     row["suite"] = suite
                     rows.append(row)
                 if args.profile:

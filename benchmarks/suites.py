@@ -55,10 +55,13 @@ YOLO = [
     Layer("Y19", 512, 1024, 17, 1),
 ]
 
+# The 3x3 stride-1 layers of both suites (Winograd's shapes; the Winograd issue's bar is over these).
+WINOGRAD = [layer for layer in YOLO + RESNET if layer.R == 3 and layer.stride == 1]
+
 # Seed 000: N = 1, C = K = 64, 4096 x 4096, valid convolution.
 BIG = [Layer(f"big{r}", 64, 64, 4096, r, 1, padding=0, N=1) for r in (3, 9, 13)]
 
 # A tiny suite that runs in seconds on a CPU (the harness's smoke test).
 SMOKE = [Layer("S1", 8, 4, 16, 3), Layer("S2", 16, 8, 12, 1), Layer("S3", 8, 8, 15, 5, 2)]
 
-SUITES = {"resnet": RESNET, "yolo": YOLO, "big": BIG, "smoke": SMOKE}
+SUITES = {"resnet": RESNET, "yolo": YOLO, "winograd": WINOGRAD, "big": BIG, "smoke": SMOKE}

@@ -5,6 +5,8 @@
 #include <torch/library.h>
 
 #include "conv_shape.h"
+#include "variant.h"
+#include "weight_cache.h"
 #include "workspace.h"
 
 TORCH_LIBRARY(torchconv, m) {
@@ -44,11 +46,64 @@ PyObject* set_poison_outputs(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+// c10 errors raised inside a raw C-API function become the matching Python exception.
+template <typename F>
+PyObject* translate_errors(F&& body) {
+  try {
+    return body();
+  } catch (const c10::ValueError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+  }
+  return nullptr;
+}
+
+PyObject* set_variant(PyObject*, PyObject* args) {
+  const char *algorithm = nullptr, *name = nullptr;
+  if (!PyArg_ParseTuple(args, "ss", &algorithm, &name)) return nullptr;
+  return translate_errors([&]() -> PyObject* {
+    torchconv::set_variant(algorithm, name);
+    Py_RETURN_NONE;
+  });
+}
+
+PyObject* get_variant(PyObject*, PyObject* arg) {
+  const char* algorithm = PyUnicode_AsUTF8(arg);
+  if (!algorithm) return nullptr;
+  return translate_errors([&]() -> PyObject* { return PyUnicode_FromString(torchconv::get_variant(algorithm).c_str()); });
+}
+
+PyObject* variants(PyObject*, PyObject* arg) {
+  const char* algorithm = PyUnicode_AsUTF8(arg);
+  if (!algorithm) return nullptr;
+  return translate_errors([&]() -> PyObject* {
+    const auto& names = torchconv::variants(algorithm);
+    PyObject* tuple = PyTuple_New(Py_ssize_t(names.size()));
+    for (size_t i = 0; i < names.size(); ++i) PyTuple_SET_ITEM(tuple, i, PyUnicode_FromString(names[i].c_str()));
+    return tuple;
+  });
+}
+
+PyObject* last_workspace_bytes(PyObject*, PyObject*) { return PyLong_FromLongLong(torchconv::last_workspace_bytes()); }
+PyObject* weight_cache_size(PyObject*, PyObject*) { return PyLong_FromLongLong(torchconv::weight_cache_size()); }
+PyObject* clear_weight_cache(PyObject*, PyObject*) {
+  torchconv::clear_weight_cache();
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
     {"set_workspace_limit", set_workspace_limit, METH_O, "Set the per-call workspace limit in bytes."},
     {"get_workspace_limit", get_workspace_limit, METH_NOARGS, "Per-call workspace limit in bytes."},
     {"set_poison_outputs", set_poison_outputs, METH_O,
      "Testing aid: fill every operator output with NaN before the kernel writes it."},
+    {"set_variant", set_variant, METH_VARARGS, "set_variant(algorithm, name): choose an algorithm's variant."},
+    {"get_variant", get_variant, METH_O, "The variant an algorithm runs."},
+    {"variants", variants, METH_O, "An algorithm's variants, default first."},
+    {"last_workspace_bytes", last_workspace_bytes, METH_NOARGS,
+     "Scratch bytes the last operator call on this thread allocated."},
+    {"weight_cache_size", weight_cache_size, METH_NOARGS, "Entries in the per-weight transform cache."},
+    {"clear_weight_cache", clear_weight_cache, METH_NOARGS, "Drop every cached filter transform."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "torchconv kernels (operators register on import)", -1,

@@ -66,6 +66,45 @@ TORCHCONV_HOST_DEVICE void winograd_output_transform(const T m[16], T y[4]) {
   }
 }
 
+// The adjoints of the output and filter transforms, for grad_weight in the Winograd domain:
+// dM = A dY A^T (4x4 from a 2x2 grad_output tile) and dg = G^T dU G (3x3 from 4x4), so that
+// dg = sum over tiles of G^T [ (A dY A^T) . (B^T d B) ] G is exactly the filter gradient.
+template <typename T>
+TORCHCONV_HOST_DEVICE void winograd_output_transform_adjoint(const T dy[4], T dm[16]) {
+  T t[4][2];  // A dY
+  for (int j = 0; j < 2; ++j) {
+    const T a = dy[j], b = dy[2 + j];
+    t[0][j] = a;
+    t[1][j] = a + b;
+    t[2][j] = a - b;
+    t[3][j] = -b;
+  }
+  for (int i = 0; i < 4; ++i) {
+    const T a = t[i][0], b = t[i][1];
+    dm[i * 4 + 0] = a;
+    dm[i * 4 + 1] = a + b;
+    dm[i * 4 + 2] = a - b;
+    dm[i * 4 + 3] = -b;
+  }
+}
+
+template <typename T>
+TORCHCONV_HOST_DEVICE void winograd_filter_transform_adjoint(const T du[16], T dg[9]) {
+  T t[3][4];  // G^T dU
+  for (int j = 0; j < 4; ++j) {
+    const T u0 = du[j], u1 = du[4 + j], u2 = du[8 + j], u3 = du[12 + j];
+    t[0][j] = u0 + T(0.5) * (u1 + u2);
+    t[1][j] = T(0.5) * (u1 - u2);
+    t[2][j] = T(0.5) * (u1 + u2) + u3;
+  }
+  for (int i = 0; i < 3; ++i) {
+    const T u0 = t[i][0], u1 = t[i][1], u2 = t[i][2], u3 = t[i][3];
+    dg[i * 3 + 0] = u0 + T(0.5) * (u1 + u2);
+    dg[i * 3 + 1] = T(0.5) * (u1 - u2);
+    dg[i * 3 + 2] = T(0.5) * (u1 + u2) + u3;
+  }
+}
+
 // Number of 2x2 output tiles along an output extent (the last one may be partial).
 TORCHCONV_HOST_DEVICE int64_t winograd_tiles(int64_t out_len) { return (out_len + 1) / 2; }
 

@@ -35,3 +35,13 @@ def test_profile_mode_reports_per_kernel_times(tmp_path):
     assert set(layer) == {"aten", "direct", "gemm"}
     assert any("torchconv::conv2d_direct" in k for k in layer["direct"])
     assert "Per-kernel time" in (tmp_path / "prof.md").read_text()
+
+
+def test_variant_spec_stages_and_workspace_columns(tmp_path):
+    bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup", "0", "--mode", "fwd",
+                "--algorithms", "cudnn,winograd:staged", "--stages", "--out-dir", str(tmp_path), "--tag", "stages"])
+    data = json.loads((tmp_path / "stages.json").read_text())
+    ours = [r for r in data["rows"] if r["algorithm"] == "winograd:staged"]
+    assert ours and all(r["config"] == "staged" and r["stages_us"] for r in ours)
+    assert all("workspace_bytes" in r for r in ours)
+    assert "time per stage" in (tmp_path / "stages.md").read_text()

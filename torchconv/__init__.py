@@ -13,10 +13,13 @@ __all__ = [
     "available_algorithms",
     "conv2d",
     "convert",
+    "get_variant",
     "get_workspace_limit",
     "select_algorithm",
+    "set_variant",
     "set_workspace_limit",
     "unsupported_reason",
+    "variants",
 ]
 
 
@@ -28,3 +31,19 @@ def set_workspace_limit(nbytes):
 
 def get_workspace_limit():
     return _C.get_workspace_limit()
+
+
+def variants(algorithm):
+    """The variants of `algorithm`, default first. Winograd: 'fused' (one kernel: input transform,
+    the 16 element-wise GEMMs and output transform) and 'staged' (seed 003's pipeline: V and M in a
+    workspace bounded by the workspace limit). The CPU kernels have one variant and ignore this."""
+    return _C.variants(algorithm)
+
+
+def set_variant(algorithm, variant):
+    """Process-wide choice of `algorithm`'s variant (see `variants`)."""
+    _C.set_variant(algorithm, variant)
+
+
+def get_variant(algorithm):
+    return _C.get_variant(algorithm)

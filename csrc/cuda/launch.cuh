@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <map>
 #include <string>
+#include <utility>
 
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
@@ -29,18 +32,42 @@ struct TileConfig {
   static constexpr int kTileW = TX * RX, kTileH = TY * RY, kTileK = TZ * RK;
 };
 
-// Allows `kernel` to use `bytes` of dynamic shared memory (over 48 KiB needs an opt-in once per
-// kernel and device); errors clearly when the device cannot provide it.
+// Allows `kernel` to use `bytes` of dynamic shared memory (over 48 KiB needs an opt-in per kernel
+// and device); errors clearly when the device cannot provide it. The opt-in is remembered, so the
+// per-call path makes no driver calls once a kernel has run at its size.
 template <typename Kernel>
 void ensure_dynamic_smem(Kernel kernel, size_t bytes, const char* what) {
   if (bytes <= 48 * 1024) return;
   int device = 0, limit = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
+  // The attribute is a maximum: remember the largest size set so far per (kernel, device).
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, size_t> granted;
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = granted.find(key);
+  if (it != granted.end() && it->second >= bytes) return;
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   TORCH_CHECK_VALUE(bytes <= size_t(limit), "torchconv.", what, ": the tile for this filter size, stride and dilation "
                     "needs ", std::to_string(bytes), " bytes of shared memory, more than the device's ",
                     std::to_string(limit));
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  granted[key] = bytes;
+}
+
+// Multiprocessors of the current device (grid sizing), queried once per device.
+inline int sm_count() {
+  constexpr int kMaxDevices = 64;
+  static int counts[kMaxDevices] = {};
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= kMaxDevices) device = kMaxDevices - 1;
+  if (counts[device] == 0) {
+    int n = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    counts[device] = n;
+  }
+  return counts[device];
 }
 
 // Asynchronous global -> shared copy of one element (4 or 8 bytes) that writes zero instead when

@@ -1,0 +1,209 @@
+// The block-level tiled GEMM that the CUDA algorithms share (seed 002's joint register / shared
+// memory tiling): a thread block computes kBatch independent kM x kN output tiles, streaming the
+// reduction through shared memory in chunks of kK, double-buffered so the loads of chunk i + 1
+// overlap the math on chunk i. Each thread owns a kThreadM x kThreadN register tile of one batch
+// entry. Winograd runs its 16 element-wise GEMMs as kBatch = 16 in one block, so the block holds all
+// 16 points of a tile of (filters x tiles) and the output transform can run in its epilogue.
+//
+// What feeds the tiles is a policy (a "loader"): a loader has
+//   fetch(chunk, smem_tile)  load reduction chunk `chunk` into the idle stage: cp.async straight
+//                            into shared memory, or global loads into registers (which a loader may
+//                            also transform and store right away);
+//   store(smem_tile)         called after the math on the current stage: write what fetch left in
+//                            registers (nothing for cp.async loaders or loaders that stored already).
+// Holding a fetched tile in registers across the math hides its latency within the warp but costs
+// registers; storing at once leaves the latency to the other warps on the SM.
+// Shared tiles are laid out [batch][kK][kM] for A and [batch][kK][kN] for B (reduction-major), so
+// a thread's fragment is contiguous and read with 16-byte loads.
+#pragma once
+
+#include "launch.cuh"
+
+namespace torchconv {
+namespace cuda {
+
+template <int kBatch_, int kM_, int kN_, int kK_, int kThreadM_, int kThreadN_, int kMinBlocks_>
+struct GemmTileConfig {
+  static constexpr int kBatch = kBatch_, kM = kM_, kN = kN_, kK = kK_;
+  static constexpr int kThreadM = kThreadM_, kThreadN = kThreadN_;
+  static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr int kThreadsM = kM / kThreadM, kThreadsN = kN / kThreadN;
+  static constexpr int kThreadsPerBatch = kThreadsM * kThreadsN;
+  static constexpr int kThreads = kBatch * kThreadsPerBatch;
+  static constexpr int kTileA = kBatch * kK * kM;  // elements of one A stage
+  static constexpr int kTileB = kBatch * kK * kN;
+  static_assert(kM % kThreadM == 0 && kN % kThreadN == 0, "thread tiles must divide the block tile");
+  static_assert(kThreadM % 2 == 0 && kThreadN % 2 == 0, "fragments are read as two halves");
+
+  template <typename T>
+  static constexpr size_t mainloop_smem_bytes() {
+    return 2 * size_t(kTileA + kTileB) * sizeof(T);
+  }
+};
+
+// A thread's place in the block tile. Its kThreadM rows are two runs of kThreadM / 2, one in each
+// half of the tile (row = half * kM / 2 + tm * kThreadM / 2 + i): consecutive threads then read
+// consecutive 16-byte words, so fragment loads are free of bank conflicts even when kThreadsM > 8.
+template <typename Cfg>
+struct ThreadTile {
+  int batch, tm, tn;
+  __device__ explicit ThreadTile(int tid) {
+    batch = tid / Cfg::kThreadsPerBatch;
+    const int r = tid % Cfg::kThreadsPerBatch;
+    tm = r % Cfg::kThreadsM;
+    tn = r / Cfg::kThreadsM;
+  }
+  __device__ int row(int i) const {
+    constexpr int kHalf = Cfg::kThreadM / 2;
+    return (i / kHalf) * (Cfg::kM / 2) + tm * kHalf + i % kHalf;
+  }
+  __device__ int col(int j) const {
+    constexpr int kHalf = Cfg::kThreadN / 2;
+    return (j / kHalf) * (Cfg::kN / 2) + tn * kHalf + j % kHalf;
+  }
+};
+
+// Reads `count` consecutive elements from shared memory, in 16-byte words where the run allows.
+template <typename T, int kCount>
+__device__ __forceinline__ void load_fragment(const T* __restrict__ src, T (&dst)[kCount], int offset) {
+  if constexpr ((kCount * sizeof(T)) % 16 == 0) {
+    constexpr int kPerWord = 16 / sizeof(T);
+#pragma unroll
+    for (int v = 0; v < kCount / kPerWord; ++v) {
+      if constexpr (sizeof(T) == 4) {
+        const float4 w = reinterpret_cast<const float4*>(src)[v];
+        dst[offset + 4 * v + 0] = w.x, dst[offset + 4 * v + 1] = w.y;
+        dst[offset + 4 * v + 2] = w.z, dst[offset + 4 * v + 3] = w.w;
+      } else {
+        const double2 w = reinterpret_cast<const double2*>(src)[v];
+        dst[offset + 2 * v + 0] = w.x, dst[offset + 2 * v + 1] = w.y;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) dst[offset + i] = src[i];
+  }
+}
+
+// Sized helper: the fragment buffer is kThreadM (or kThreadN) long; each half is read separately.
+template <typename T, int kHalf, int kFull>
+__device__ __forceinline__ void load_half(const T* __restrict__ src, T (&dst)[kFull], int offset) {
+  T tmp[kHalf];
+  load_fragment<T, kHalf>(src, tmp, 0);
+#pragma unroll
+  for (int i = 0; i < kHalf; ++i) dst[offset + i] = tmp[i];
+}
+
+// 16-byte asynchronous global -> shared copy (both addresses 16-byte aligned).
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(gmem));
+}
+
+// One reduction chunk from the shared tiles into the register accumulators.
+template <typename T, typename Cfg>
+__device__ __forceinline__ void gemm_chunk(const T* __restrict__ As, const T* __restrict__ Bs, const ThreadTile<Cfg>& tt,
+                                           T (&acc)[Cfg::kThreadM][Cfg::kThreadN]) {
+  constexpr int kHalfM = Cfg::kThreadM / 2, kHalfN = Cfg::kThreadN / 2;
+  const T* a_base = As + tt.batch * Cfg::kK * Cfg::kM + tt.tm * kHalfM;
+  const T* b_base = Bs + tt.batch * Cfg::kK * Cfg::kN + tt.tn * kHalfN;
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kK; ++kk) {
+    T a[Cfg::kThreadM], b[Cfg::kThreadN];
+    load_half<T, kHalfM>(a_base + kk * Cfg::kM, a, 0);
+    load_half<T, kHalfM>(a_base + kk * Cfg::kM + Cfg::kM / 2, a, kHalfM);
+    load_half<T, kHalfN>(b_base + kk * Cfg::kN, b, 0);
+    load_half<T, kHalfN>(b_base + kk * Cfg::kN + Cfg::kN / 2, b, kHalfN);
+#pragma unroll
+    for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+      for (int j = 0; j < Cfg::kThreadN; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+  }
+}
+
+// The main loop: acc += sum over chunks [0, num_chunks) of A_chunk^T B_chunk, per batch entry.
+// `smem` holds two A stages then two B stages. Ends with a barrier, so the caller may reuse `smem`.
+template <typename T, typename Cfg, typename LoaderA, typename LoaderB>
+__device__ __forceinline__ void block_gemm(T* smem, LoaderA& la, LoaderB& lb, int num_chunks,
+                                           T (&acc)[Cfg::kThreadM][Cfg::kThreadN]) {
+  const ThreadTile<Cfg> tt(threadIdx.x);
+#pragma unroll
+  for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kThreadN; ++j) acc[i][j] = T(0);
+  if (num_chunks <= 0) return;
+  // Stage pointers by arithmetic, not arrays indexed at run time (those would live in local memory).
+  T* const a0 = smem;
+  T* const b0 = smem + 2 * Cfg::kTileA;
+
+  la.fetch(0, a0);
+  lb.fetch(0, b0);
+  cp_async_commit();
+  la.store(a0);
+  lb.store(b0);
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int c = 0; c < num_chunks; ++c) {
+    const int cur = c & 1;
+    T* const a_cur = a0 + cur * Cfg::kTileA;
+    T* const b_cur = b0 + cur * Cfg::kTileB;
+    T* const a_next = a0 + (cur ^ 1) * Cfg::kTileA;
+    T* const b_next = b0 + (cur ^ 1) * Cfg::kTileB;
+    const bool has_next = c + 1 < num_chunks;
+    if (has_next) {
+      la.fetch(c + 1, a_next);
+      lb.fetch(c + 1, b_next);
+      cp_async_commit();
+    }
+    gemm_chunk<T, Cfg>(a_cur, b_cur, tt, acc);
+    if (has_next) {
+      la.store(a_next);
+      lb.store(b_next);
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+  }
+}
+
+// fetch / store for a loader that builds its tile in registers (Derived::load(chunk) reads global
+// memory, Derived::write(tile) transforms and stores): with kHold the registers are written after
+// the math on the current stage, otherwise at once.
+template <typename Derived, typename T, bool kHold>
+struct RegisterStagedLoader {
+  __device__ void fetch(int chunk, T* tile) {
+    auto& self = static_cast<Derived&>(*this);
+    self.load(chunk);
+    if (!kHold) self.write(tile);
+  }
+  __device__ void store(T* tile) {
+    if (kHold) static_cast<Derived&>(*this).write(tile);
+  }
+};
+
+// Copies rows of a zero-padded workspace laid out [reduction][batch][ld] into a shared tile
+// [batch][kK][kCols], kCols elements from column `col0`: the cp.async loader for operands that an
+// earlier kernel prepared (transformed filters, Winograd V). `ld` and `col0` are multiples of kCols
+// and the workspace covers every chunk, so no bounds checks are needed.
+template <typename T, typename Cfg, int kCols>
+struct PaddedTileLoader {
+  const T* base;  // this block's group
+  int64_t ld;     // elements per (reduction, batch) row
+  int col0;
+
+  __device__ void fetch(int chunk, T* tile) const {
+    constexpr int kPerWord = 16 / sizeof(T);
+    constexpr int kWordsPerRow = kCols / kPerWord;
+    constexpr int kWords = Cfg::kK * Cfg::kBatch * kWordsPerRow;
+    static_assert(kCols % kPerWord == 0, "tile rows are copied in 16-byte words");
+    for (int v = threadIdx.x; v < kWords; v += Cfg::kThreads) {
+      const int row = v / kWordsPerRow, word = v % kWordsPerRow;
+      const int kk = row / Cfg::kBatch, b = row % Cfg::kBatch;
+      const T* src = base + (int64_t(chunk) * Cfg::kK + kk) * Cfg::kBatch * ld + b * ld + col0 + word * kPerWord;
+      cp_async_16(tile + (b * Cfg::kK + kk) * kCols + word * kPerWord, src);
+    }
+  }
+  __device__ void store(T*) const {}
+};
+
+}  // namespace cuda
+}  // namespace torchconv

@@ -1,0 +1,714 @@
+// Winograd F(2x2, 3x3) on the GPU (seed 003): Y = A^T [ (G g G^T) . (B^T d B) ] A, the element-wise
+// stage run as 16 GEMMs M[e] = U[e] V[e] (e over the 16 points of a 4x4 tile), 2.25x fewer
+// multiplications than a direct 3x3 convolution.
+//
+// Two variants (torchconv.set_variant("winograd", ...)):
+//   fused  (default) one kernel per launch: the GEMM's B tiles are input tiles transformed in
+//          registers on their way to shared memory, the block computes all 16 points of a
+//          (32 filters x 32 tiles) output block, and its epilogue runs the output transform and adds
+//          the bias. Nothing but the transformed filters touches memory between the stages.
+//   staged seed 003's pipeline: an input-transform kernel writes V, the batched GEMM writes M, an
+//          output-transform kernel writes Y; V and M live in a workspace bounded by the workspace
+//          limit (the batch's tiles are processed in chunks).
+// Both run the block GEMM of tile_gemm.cuh with kBatch = 16. The transformed filters U are cached per
+// weight (weight_cache.h), so inference pays the filter transform once.
+//
+// Backward: grad_input of a 3x3 stride-1 convolution is a 3x3 stride-1 convolution of grad_output with
+// the filters rotated 180 degrees and C / K swapped, padded by 2 - padding: the same kernels with
+// their own cached U. grad_weight stays in the Winograd domain:
+//   dg = sum over tiles of G^T [ (A dY A^T) . (B^T d B) ] G,
+// i.e. 16 GEMMs dU[e] = dM[e] V[e]^T reducing over the tiles, with both operands transformed on the
+// fly; the tile reduction is split across blocks and the slices summed in a fixed order.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <type_traits>
+
+#include "../conv_shape.h"
+#include "../variant.h"
+#include "../weight_cache.h"
+#include "../winograd_transforms.h"
+#include "../workspace.h"
+#include "tile_gemm.cuh"
+
+namespace torchconv {
+namespace cuda {
+namespace {
+
+// 16 points x 32 filters x 32 tiles per block, 8 x 8 outputs per thread, 8 reduction steps per
+// chunk: 64 KiB of double-buffered tiles, two blocks per SM (128 registers).
+using WinogradTileF32 = GemmTileConfig<kWinogradPoints, 32, 32, 8, 8, 8, 2>;
+// double: 16 x 16 per block, 4 x 4 per thread (the same 256 threads and shared memory).
+using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
+template <typename T>
+using WinogradTile = std::conditional_t<std::is_same_v<T, double>, WinogradTileF64, WinogradTileF32>;
+
+// A 3x3 stride-1 convolution as the kernels see it. Padding may be negative (grad_input of a layer
+// padded by more than 2 reads a cropped grad_output), so the output extent is given, not derived.
+struct WinogradConv {
+  int N, C, H, W;  // input; C counts all groups
+  int K, Ho, Wo;   // output
+  int pad_h, pad_w, groups;
+  int tiles_h, tiles_w;  // 2x2 output tiles per image (the last row / column may be partial)
+
+  TORCHCONV_HOST_DEVICE int Cg() const { return C / groups; }
+  TORCHCONV_HOST_DEVICE int Kg() const { return K / groups; }
+  TORCHCONV_HOST_DEVICE int64_t tiles() const { return int64_t(N) * tiles_h * tiles_w; }
+};
+
+// Image, tile row and tile column of tile p.
+struct TileCoord {
+  int n, ty, tx;
+};
+__device__ __forceinline__ TileCoord tile_coord(const WinogradConv& cv, int64_t p) {
+  const int per_image = cv.tiles_h * cv.tiles_w;
+  const int n = int(p / per_image), rem = int(p % per_image);
+  return {n, rem / cv.tiles_w, rem % cv.tiles_w};
+}
+
+// The 4x4 input patch at (iy0, ix0) of one plane, zero outside the image (the padding).
+template <typename T>
+__device__ __forceinline__ void load_input_patch(const T* __restrict__ plane, const WinogradConv& cv, int iy0, int ix0,
+                                                 bool valid, T (&d)[16]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int iy = iy0 + i;
+    const bool row_ok = valid && iy >= 0 && iy < cv.H;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int ix = ix0 + j;
+      d[i * 4 + j] = (row_ok && ix >= 0 && ix < cv.W) ? plane[int64_t(iy) * cv.W + ix] : T(0);
+    }
+  }
+}
+
+// Writes the 16 points of one (reduction step, column) entry into a [16][kK][kCols] shared tile.
+template <typename T, int kK, int kCols>
+__device__ __forceinline__ void store_points(const T (&v)[16], T* tile, int kk, int col) {
+#pragma unroll
+  for (int e = 0; e < kWinogradPoints; ++e) tile[(e * kK + kk) * kCols + col] = v[e];
+}
+
+// Forward B operand: V = B^T d B of kN consecutive tiles for kK input channels per chunk. Each
+// thread keeps the same tiles for the whole reduction, so it decodes them once into a patch origin
+// and a bit mask of the patch rows and columns inside the image (few registers: the fused kernel
+// holds a 64-value accumulator tile next to this).
+template <typename T, typename Cfg, bool kHold = false>
+struct InputTileLoader : RegisterStagedLoader<InputTileLoader<T, Cfg, kHold>, T, kHold> {
+  static constexpr int kPairs = Cfg::kK * Cfg::kN;
+  static constexpr int kPerThread = (kPairs + Cfg::kThreads - 1) / Cfg::kThreads;
+  int W, Cg;
+  int64_t plane;  // H * W
+  const T* origin[kPerThread];  // patch origin in the group's first channel (may lie outside the image)
+  unsigned inside[kPerThread];  // bit i: patch row i is inside; bit 4 + j: column j; 0: no tile
+  T d[kPerThread][16];
+
+  __device__ InputTileLoader(const T* x, const WinogradConv& cv, int g, int64_t p0)
+      : W(cv.W), Cg(cv.Cg()), plane(int64_t(cv.H) * cv.W) {
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int i = threadIdx.x + q * Cfg::kThreads;
+      const int64_t p = p0 + i % Cfg::kN;
+      const bool ok = i < kPairs && p < cv.tiles();
+      const TileCoord t = tile_coord(cv, ok ? p : 0);
+      const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
+      unsigned mask = 0;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        mask |= unsigned(iy0 + r >= 0 && iy0 + r < cv.H) << r;
+        mask |= unsigned(ix0 + r >= 0 && ix0 + r < cv.W) << (4 + r);
+      }
+      inside[q] = ok ? mask : 0u;
+      origin[q] = x + (int64_t(t.n) * cv.C + int64_t(g) * cv.Cg()) * plane + int64_t(iy0) * cv.W + ix0;
+    }
+  }
+  __device__ void load(int chunk) {
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int i = threadIdx.x + q * Cfg::kThreads;
+      const int c = chunk * Cfg::kK + i / Cfg::kN;
+      const unsigned mask = c < Cg ? inside[q] : 0u;
+      const T* src = origin[q] + c * plane;
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+          d[q][r * 4 + s] = ((mask >> r) & (mask >> (4 + s)) & 1u) ? src[r * W + s] : T(0);
+    }
+  }
+  __device__ void write(T* tile) {
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int i = threadIdx.x + q * Cfg::kThreads;
+      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
+      T v[16];
+      winograd_input_transform<T>(d[q], v);
+      store_points<T, Cfg::kK, Cfg::kN>(v, tile, i / Cfg::kN, i % Cfg::kN);
+    }
+  }
+};
+
+// grad_weight B operand: V of kN input channels for kK consecutive tiles per chunk (the reduction
+// runs over tiles). Lanes run along tiles, so neighbouring threads read neighbouring patches.
+template <typename T, typename Cfg, bool kHold = false>
+struct InputByTileLoader : RegisterStagedLoader<InputByTileLoader<T, Cfg, kHold>, T, kHold> {
+  static constexpr int kPairs = Cfg::kK * Cfg::kN;
+  static constexpr int kPerThread = (kPairs + Cfg::kThreads - 1) / Cfg::kThreads;
+  const T* x;
+  WinogradConv cv;
+  int64_t tile_begin, tile_end;
+  int channel0;  // first channel of this block, all groups counted
+  int channels_end;
+  T d[kPerThread][16];
+
+  __device__ void load(int chunk) {
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int i = threadIdx.x + q * Cfg::kThreads;
+      const int64_t p = tile_begin + int64_t(chunk) * Cfg::kK + i % Cfg::kK;
+      const int c = channel0 + i / Cfg::kK;
+      const bool ok = i < kPairs && p < tile_end && c < channels_end;
+      const TileCoord t = tile_coord(cv, ok ? p : 0);
+      const T* plane = x + (int64_t(t.n) * cv.C + (ok ? c : 0)) * cv.H * cv.W;
+      load_input_patch(plane, cv, 2 * t.ty - cv.pad_h, 2 * t.tx - cv.pad_w, ok, d[q]);
+    }
+  }
+  __device__ void write(T* tile) {
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int i = threadIdx.x + q * Cfg::kThreads;
+      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
+      T v[16];
+      winograd_input_transform<T>(d[q], v);
+      store_points<T, Cfg::kK, Cfg::kN>(v, tile, i % Cfg::kK, i / Cfg::kK);
+    }
+  }};
+
+// grad_weight A operand: dM = A dY A^T of kM filters for kK consecutive tiles per chunk. Output
+// positions past Ho / Wo (a partial tile) were never produced, so their gradient is zero.
+template <typename T, typename Cfg, bool kHold = false>
+struct GradOutputTileLoader : RegisterStagedLoader<GradOutputTileLoader<T, Cfg, kHold>, T, kHold> {
+  static constexpr int kPairs = Cfg::kK * Cfg::kM;
+  static constexpr int kPerThread = (kPairs + Cfg::kThreads - 1) / Cfg::kThreads;
+  const T* gy;
+  WinogradConv cv;
+  int64_t tile_begin, tile_end;
+  int filter0;  // first filter of this block, all groups counted
+  int filters_end;
+  T dy[kPerThread][4];
+
+  __device__ void load(int chunk) {
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int i = threadIdx.x + q * Cfg::kThreads;
+      const int64_t p = tile_begin + int64_t(chunk) * Cfg::kK + i % Cfg::kK;
+      const int k = filter0 + i / Cfg::kK;
+      const bool ok = i < kPairs && p < tile_end && k < filters_end;
+      const TileCoord t = tile_coord(cv, ok ? p : 0);
+      const int oy = 2 * t.ty, ox = 2 * t.tx;
+      const T* plane = gy + (int64_t(t.n) * cv.K + (ok ? k : 0)) * cv.Ho * cv.Wo;
+#pragma unroll
+      for (int a = 0; a < 2; ++a)
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          const bool in = ok && oy + a < cv.Ho && ox + b < cv.Wo;
+          dy[q][a * 2 + b] = in ? plane[int64_t(oy + a) * cv.Wo + ox + b] : T(0);
+        }
+    }
+  }
+  __device__ void write(T* tile) {
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int i = threadIdx.x + q * Cfg::kThreads;
+      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
+      T dm[16];
+      winograd_output_transform_adjoint<T>(dy[q], dm);
+      store_points<T, Cfg::kK, Cfg::kM>(dm, tile, i % Cfg::kK, i / Cfg::kK);
+    }
+  }};
+
+// Transformed filters U = G g G^T laid out [group][reduction (padded)][16][filter (padded)], zero in
+// the padding, so the GEMM loads whole tiles with cp.async and no bounds checks. `rotated` builds
+// grad_input's filters instead: rotated 180 degrees with C and K swapped within each group.
+struct FilterLayout {
+  int groups, Kg, Cg;  // of the forward weight
+  bool rotated;
+  int reduction, outputs;  // per group: (Cg, Kg), or (Kg, Cg) when rotated
+  int reduction_pad, outputs_pad;
+};
+
+template <typename T>
+__global__ void winograd_filter_transform_kernel(const T* __restrict__ w, T* __restrict__ u, const FilterLayout f) {
+  const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int m = int(i % f.outputs_pad), r = int((i / f.outputs_pad) % f.reduction_pad);
+    const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
+    T uu[16];
+    if (m < f.outputs && r < f.reduction) {
+      const int k = f.rotated ? r : m, c = f.rotated ? m : r;
+      const T* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
+      T taps[9];
+#pragma unroll
+      for (int t = 0; t < 9; ++t) taps[t] = src[f.rotated ? 8 - t : t];
+      winograd_filter_transform<T>(taps, uu);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 16; ++e) uu[e] = T(0);
+    }
+    T* dst = u + (int64_t(g) * f.reduction_pad + r) * kWinogradPoints * f.outputs_pad + m;
+#pragma unroll
+    for (int e = 0; e < 16; ++e) dst[int64_t(e) * f.outputs_pad] = uu[e];
+  }
+}
+
+template <typename T>
+struct ForwardArgs {
+  const T* x;
+  const T* u;  // transformed filters, FilterLayout
+  const T* bias;
+  T* y;
+  WinogradConv cv;
+  int reduction_pad, outputs_pad;
+  int k_tiles, p_tiles;
+};
+
+// Blocks run filter tiles fastest, so the blocks that share an input tile run together and read it
+// from L2 rather than DRAM.
+struct BlockCoord {
+  int kt, pt, g;
+};
+__device__ __forceinline__ BlockCoord block_coord(int k_tiles, int p_tiles) {
+  int b = blockIdx.x;
+  const int kt = b % k_tiles;
+  b /= k_tiles;
+  return {kt, b % p_tiles, b / p_tiles};
+}
+
+// Shared-memory row stride of the epilogue's M tile: padded by one 16-byte word against conflicts.
+template <typename T, typename Cfg>
+constexpr int epilogue_ld() {
+  return Cfg::kN + 16 / int(sizeof(T));
+}
+template <typename T, typename Cfg>
+constexpr size_t fused_smem_bytes() {
+  const size_t epilogue = size_t(kWinogradPoints) * Cfg::kM * epilogue_ld<T, Cfg>() * sizeof(T);
+  const size_t mainloop = Cfg::template mainloop_smem_bytes<T>();
+  return epilogue > mainloop ? epilogue : mainloop;
+}
+
+// Y = A^T M A + bias for one (filter, tile), M read from `m` with `stride` between points.
+template <typename T>
+__device__ __forceinline__ void write_output_tile(const T* m, int64_t stride, const WinogradConv& cv, int k, int64_t p,
+                                                  const T* bias, T* y) {
+  T mm[16], out[4];
+#pragma unroll
+  for (int e = 0; e < 16; ++e) mm[e] = m[e * stride];
+  winograd_output_transform<T>(mm, out);
+  const T b = bias ? bias[k] : T(0);
+  const TileCoord t = tile_coord(cv, p);
+  const int oy = 2 * t.ty, ox = 2 * t.tx;
+  T* dst = y + ((int64_t(t.n) * cv.K + k) * cv.Ho + oy) * cv.Wo + ox;
+  const bool right = ox + 1 < cv.Wo, below = oy + 1 < cv.Ho;
+  dst[0] = out[0] + b;
+  if (right) dst[1] = out[1] + b;
+  if (below) {
+    dst[cv.Wo] = out[2] + b;
+    if (right) dst[cv.Wo + 1] = out[3] + b;
+  }
+}
+
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_fused_forward_kernel(const ForwardArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
+  const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
+  PaddedTileLoader<T, Cfg, Cfg::kM> la{a.u + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.outputs_pad,
+                                       a.outputs_pad, bc.kt * Cfg::kM};
+  InputTileLoader<T, Cfg> lb(a.x, a.cv, bc.g, p0);
+  T acc[Cfg::kThreadM][Cfg::kThreadN];
+  block_gemm<T, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
+
+  // Epilogue: the block's 16 x kM x kN points go through shared memory so that each thread can
+  // gather the 16 points of one (filter, tile) for the output transform.
+  constexpr int kLd = epilogue_ld<T, Cfg>();
+  const ThreadTile<Cfg> tt(threadIdx.x);
+#pragma unroll
+  for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kThreadN; ++j) smem[(tt.batch * Cfg::kM + tt.row(i)) * kLd + tt.col(j)] = acc[i][j];
+  __syncthreads();
+  const int Kg = a.cv.Kg();
+  const int64_t tiles = a.cv.tiles();
+  for (int q = threadIdx.x; q < Cfg::kM * Cfg::kN; q += Cfg::kThreads) {
+    const int m = q / Cfg::kN, n = q % Cfg::kN;
+    const int k = bc.kt * Cfg::kM + m;
+    const int64_t p = p0 + n;
+    if (k >= Kg || p >= tiles) continue;
+    write_output_tile(smem + m * kLd + n, int64_t(Cfg::kM) * kLd, a.cv, bc.g * Kg + k, p, a.bias, a.y);
+  }
+}
+
+// ---- staged variant -------------------------------------------------------------------------
+
+// V for tiles [tile0, tile0 + tiles_pad) laid out [group][channel (padded)][16][tiles_pad], zero in
+// the padding.
+template <typename T>
+__global__ void winograd_input_transform_kernel(const T* __restrict__ x, T* __restrict__ v, const WinogradConv cv,
+                                                int64_t tile0, int64_t tile_count, int tiles_pad, int channels_pad) {
+  const int64_t total = int64_t(cv.groups) * channels_pad * tiles_pad;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int j = int(i % tiles_pad), c = int((i / tiles_pad) % channels_pad);
+    const int g = int(i / (int64_t(tiles_pad) * channels_pad));
+    const bool ok = j < tile_count && c < cv.Cg();
+    const TileCoord t = tile_coord(cv, ok ? tile0 + j : 0);
+    const T* plane = x + (int64_t(t.n) * cv.C + g * cv.Cg() + (ok ? c : 0)) * cv.H * cv.W;
+    T d[16], vv[16];
+    load_input_patch(plane, cv, 2 * t.ty - cv.pad_h, 2 * t.tx - cv.pad_w, ok, d);
+    winograd_input_transform<T>(d, vv);
+    T* dst = v + (int64_t(g) * channels_pad + c) * kWinogradPoints * tiles_pad + j;
+#pragma unroll
+    for (int e = 0; e < 16; ++e) dst[int64_t(e) * tiles_pad] = vv[e];
+  }
+}
+
+template <typename T>
+struct StagedGemmArgs {
+  const T* u;  // FilterLayout
+  const T* v;  // [group][channels_pad][16][tiles_pad]
+  T* m;        // [group][16][outputs_pad][tiles_pad]
+  int groups, reduction_pad, outputs_pad, tiles_pad;
+  int k_tiles, p_tiles;
+};
+
+// The 16 batched GEMMs M[e] = U[e] V[e] of one group per block column, all 16 points per block.
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) winograd_batched_gemm_kernel(const StagedGemmArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
+  PaddedTileLoader<T, Cfg, Cfg::kM> la{a.u + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.outputs_pad,
+                                       a.outputs_pad, bc.kt * Cfg::kM};
+  PaddedTileLoader<T, Cfg, Cfg::kN> lb{a.v + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.tiles_pad,
+                                       a.tiles_pad, bc.pt * Cfg::kN};
+  T acc[Cfg::kThreadM][Cfg::kThreadN];
+  block_gemm<T, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
+  const ThreadTile<Cfg> tt(threadIdx.x);
+  T* out = a.m + ((int64_t(bc.g) * kWinogradPoints + tt.batch) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad +
+           bc.pt * Cfg::kN;
+#pragma unroll
+  for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kThreadN; ++j) out[int64_t(tt.row(i)) * a.tiles_pad + tt.col(j)] = acc[i][j];
+}
+
+template <typename T>
+__global__ void winograd_output_transform_kernel(const T* __restrict__ m, const T* __restrict__ bias, T* __restrict__ y,
+                                                 const WinogradConv cv, int64_t tile0, int64_t tile_count,
+                                                 int tiles_pad, int outputs_pad) {
+  const int Kg = cv.Kg();
+  const int64_t total = int64_t(cv.K) * tile_count;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = i % tile_count;
+    const int k = int(i / tile_count), g = k / Kg, kg = k % Kg;
+    const T* src = m + (int64_t(g) * kWinogradPoints * outputs_pad + kg) * tiles_pad + j;
+    write_output_tile(src, int64_t(outputs_pad) * tiles_pad, cv, k, tile0 + j, bias, y);
+  }
+}
+
+// ---- grad_weight ----------------------------------------------------------------------------
+
+template <typename T>
+struct WeightGradArgs {
+  const T* x;
+  const T* gy;
+  T* partial;  // [split][group][16][Kpad][Cpad]
+  WinogradConv cv;
+  int k_pad, c_pad;
+  int k_tiles, c_tiles;
+  int64_t tiles_per_split;
+};
+
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_weight_grad_kernel(const WeightGradArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  int b = blockIdx.x;
+  const int kt = b % a.k_tiles;
+  b /= a.k_tiles;
+  const int ct = b % a.c_tiles;
+  b /= a.c_tiles;
+  const int g = b % a.cv.groups, split = b / a.cv.groups;
+  const int64_t tile_begin = split * a.tiles_per_split;
+  const int64_t tile_end = min(tile_begin + a.tiles_per_split, a.cv.tiles());
+  const int Kg = a.cv.Kg(), Cg = a.cv.Cg();
+  GradOutputTileLoader<T, Cfg> la{{}, a.gy, a.cv, tile_begin, tile_end, g * Kg + kt * Cfg::kM, (g + 1) * Kg};
+  InputByTileLoader<T, Cfg> lb{{}, a.x, a.cv, tile_begin, tile_end, g * Cg + ct * Cfg::kN, (g + 1) * Cg};
+  const int chunks = int((tile_end - tile_begin + Cfg::kK - 1) / Cfg::kK);
+  T acc[Cfg::kThreadM][Cfg::kThreadN];
+  block_gemm<T, Cfg>(smem, la, lb, chunks, acc);
+  const ThreadTile<Cfg> tt(threadIdx.x);
+  T* out = a.partial +
+           ((int64_t(split * a.cv.groups + g) * kWinogradPoints + tt.batch) * a.k_pad + kt * Cfg::kM) * a.c_pad +
+           ct * Cfg::kN;
+#pragma unroll
+  for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kThreadN; ++j) out[int64_t(tt.row(i)) * a.c_pad + tt.col(j)] = acc[i][j];
+}
+
+// Sums the split slices in order (deterministic) and maps dU back to the filter: dg = G^T dU G.
+template <typename T>
+__global__ void winograd_weight_grad_finish_kernel(const T* __restrict__ partial, T* __restrict__ gw, int splits,
+                                                   int groups, int Kg, int Cg, int k_pad, int c_pad) {
+  const int64_t total = int64_t(groups) * Kg * Cg;
+  const int64_t split_stride = int64_t(groups) * kWinogradPoints * k_pad * c_pad;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int c = int(i % Cg), k = int(i / Cg);  // k over all groups
+    const int g = k / Kg, kg = k % Kg;
+    const T* src = partial + (int64_t(g) * kWinogradPoints * k_pad + kg) * c_pad + c;
+    T du[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e) du[e] = T(0);
+    for (int s = 0; s < splits; ++s)
+#pragma unroll
+      for (int e = 0; e < 16; ++e) du[e] += src[s * split_stride + int64_t(e) * k_pad * c_pad];
+    T dg[9];
+    winograd_filter_transform_adjoint<T>(du, dg);
+#pragma unroll
+    for (int t = 0; t < 9; ++t) gw[i * 9 + t] = dg[t];
+  }
+}
+
+// ---- host side ------------------------------------------------------------------------------
+
+// Grid of a grid-stride elementwise kernel.
+unsigned elementwise_blocks(int64_t total, int threads) {
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>(ceil_div(total, threads), int64_t(sm_count()) * 16)));
+}
+
+void check_grid(int64_t blocks, const char* what) {
+  TORCH_CHECK_VALUE(blocks < (int64_t(1) << 31), "torchconv.", what, ": problem too large for one launch (",
+                    std::to_string(blocks), " blocks)");
+}
+
+WinogradConv make_conv(const at::Tensor& x, int64_t K, int64_t Ho, int64_t Wo, int64_t pad_h, int64_t pad_w,
+                       int64_t groups) {
+  WinogradConv cv;
+  cv.N = int(x.size(0)), cv.C = int(x.size(1)), cv.H = int(x.size(2)), cv.W = int(x.size(3));
+  cv.K = int(K), cv.Ho = int(Ho), cv.Wo = int(Wo);
+  cv.pad_h = int(pad_h), cv.pad_w = int(pad_w), cv.groups = int(groups);
+  cv.tiles_h = int(winograd_tiles(Ho)), cv.tiles_w = int(winograd_tiles(Wo));
+  TORCH_CHECK_VALUE(cv.tiles() < (int64_t(1) << 31), "torchconv.conv2d_winograd: ", std::to_string(cv.tiles()),
+                    " output tiles is more than one launch can index (2^31)");
+  return cv;
+}
+
+template <typename T>
+FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotated) {
+  using Cfg = WinogradTile<T>;
+  FilterLayout f;
+  f.groups = int(groups), f.Kg = int(weight.size(0) / groups), f.Cg = int(weight.size(1)), f.rotated = rotated;
+  f.reduction = rotated ? f.Kg : f.Cg;
+  f.outputs = rotated ? f.Cg : f.Kg;
+  f.reduction_pad = round_up(f.reduction, Cfg::kK);
+  f.outputs_pad = round_up(f.outputs, Cfg::kM);
+  return f;
+}
+
+// U for `weight`, cached until the weight changes.
+template <typename T>
+at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
+  const std::string tag = std::string("winograd_u/") + (f.rotated ? "rotated/" : "") + std::to_string(f.groups);
+  return cached_weight_transform(weight, tag, [&] {
+    auto w = weight.contiguous();
+    auto u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad}, weight.options());
+    const int64_t total = u.numel() / kWinogradPoints;
+    winograd_filter_transform_kernel<T><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
+        w.const_data_ptr<T>(), u.mutable_data_ptr<T>(), f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return u;
+  });
+}
+
+template <typename T>
+void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
+               at::Tensor& y) {
+  using Cfg = WinogradTile<T>;
+  ForwardArgs<T> a;
+  a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
+  a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
+  a.k_tiles = int(ceil_div(cv.Kg(), Cfg::kM));
+  const int64_t p_tiles = ceil_div(cv.tiles(), Cfg::kN);
+  const int64_t blocks = int64_t(a.k_tiles) * p_tiles * cv.groups;
+  check_grid(blocks, "conv2d_winograd");
+  a.p_tiles = int(p_tiles);
+  constexpr size_t smem = fused_smem_bytes<T, Cfg>();
+  auto kernel = winograd_fused_forward_kernel<T, Cfg>;
+  ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
+  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  record_workspace_bytes(0);
+}
+
+template <typename T>
+void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
+                at::Tensor& y) {
+  using Cfg = WinogradTile<T>;
+  const int64_t tiles = cv.tiles();
+  // V and M per tile column; a chunk is a whole number of block tiles (at least one).
+  const int64_t bytes_per_tile = int64_t(kWinogradPoints) * cv.groups * (f.reduction_pad + f.outputs_pad) * sizeof(T);
+  int64_t chunk = columns_per_chunk(tiles, bytes_per_tile);
+  if (chunk < tiles) chunk = std::max<int64_t>(Cfg::kN, chunk / Cfg::kN * Cfg::kN);
+  chunk = std::min(chunk, tiles);
+  const int64_t chunk_pad = ceil_div(chunk, Cfg::kN) * Cfg::kN;
+  auto v = at::empty({int64_t(cv.groups) * f.reduction_pad * kWinogradPoints * chunk_pad}, x.options());
+  auto m = at::empty({int64_t(cv.groups) * kWinogradPoints * f.outputs_pad * chunk_pad}, x.options());
+  record_workspace_bytes((v.numel() + m.numel()) * int64_t(sizeof(T)));
+  auto gemm = winograd_batched_gemm_kernel<T, Cfg>;
+  constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
+  ensure_dynamic_smem(gemm, smem, "conv2d_winograd");
+  for (int64_t t0 = 0; t0 < tiles; t0 += chunk) {
+    const int64_t count = std::min<int64_t>(chunk, tiles - t0);
+    const int tiles_pad = round_up(int(count), Cfg::kN);
+    winograd_input_transform_kernel<T>
+        <<<elementwise_blocks(int64_t(cv.groups) * f.reduction_pad * tiles_pad, 256), 256, 0, current_stream()>>>(
+            x.const_data_ptr<T>(), v.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, f.reduction_pad);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    StagedGemmArgs<T> a;
+    a.u = u.const_data_ptr<T>(), a.v = v.const_data_ptr<T>(), a.m = m.mutable_data_ptr<T>();
+    a.groups = cv.groups, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad, a.tiles_pad = tiles_pad;
+    a.k_tiles = f.outputs_pad / Cfg::kM, a.p_tiles = tiles_pad / Cfg::kN;
+    const int64_t blocks = int64_t(a.k_tiles) * a.p_tiles * cv.groups;
+    check_grid(blocks, "conv2d_winograd");
+    gemm<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    winograd_output_transform_kernel<T><<<elementwise_blocks(int64_t(cv.K) * count, 256), 256, 0, current_stream()>>>(
+        m.const_data_ptr<T>(), bias, y.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, f.outputs_pad);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+// One 3x3 stride-1 convolution of x into y (whose size is given) with transformed filters u.
+template <typename T>
+void winograd_conv(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias,
+                   const WinogradConv& cv, at::Tensor& y) {
+  if (cv.tiles() == 0 || cv.K == 0) return;
+  if (winograd_variant() == WinogradVariant::kStaged) return run_staged<T>(x, u, f, bias, cv, y);
+  run_fused<T>(x, u, f, bias, cv, y);
+}
+
+template <typename T>
+at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                int64_t* workspace) {
+  using Cfg = WinogradTile<T>;
+  auto gy = grad_output.contiguous();
+  auto x = input.contiguous();
+  auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options());
+  const WinogradConv cv = make_conv(x, p.K, p.Ho, p.Wo, p.pad_h, p.pad_w, p.groups);
+  const int Kg = cv.Kg(), Cg = cv.Cg();
+  const int64_t tiles = cv.tiles();
+  if (tiles == 0) {
+    gw.zero_();
+    return gw;
+  }
+  WeightGradArgs<T> a;
+  a.x = x.const_data_ptr<T>(), a.gy = gy.const_data_ptr<T>(), a.cv = cv;
+  a.k_pad = round_up(Kg, Cfg::kM), a.c_pad = round_up(Cg, Cfg::kN);
+  a.k_tiles = a.k_pad / Cfg::kM, a.c_tiles = a.c_pad / Cfg::kN;
+  // Split the tile reduction until the grid fills the GPU about four times over, keeping at least
+  // 8 chunks per slice and the slices within the workspace limit.
+  const int64_t base_blocks = int64_t(a.k_tiles) * a.c_tiles * cv.groups;
+  const int64_t slice_bytes = base_blocks * Cfg::kM * Cfg::kN * kWinogradPoints * int64_t(sizeof(T));
+  const int64_t max_by_work = std::max<int64_t>(1, tiles / (8 * Cfg::kK));
+  const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
+  const int64_t want = ceil_div(4 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
+  int64_t splits = std::max<int64_t>(1, std::min({want, max_by_work, max_by_memory}));
+  a.tiles_per_split = round_up(int(ceil_div(tiles, splits)), Cfg::kK);
+  splits = ceil_div(tiles, a.tiles_per_split);
+  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+  *workspace = partial.numel() * int64_t(sizeof(T));
+  a.partial = partial.mutable_data_ptr<T>();
+  const int64_t blocks = base_blocks * splits;
+  check_grid(blocks, "conv2d_winograd_backward");
+  constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
+  auto kernel = winograd_weight_grad_kernel<T, Cfg>;
+  ensure_dynamic_smem(kernel, smem, "conv2d_winograd_backward");
+  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  winograd_weight_grad_finish_kernel<T><<<elementwise_blocks(p.K * Cg, 256), 256, 0, current_stream()>>>(
+      partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), int(splits), cv.groups, Kg, Cg, a.k_pad, a.c_pad);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return gw;
+}
+
+void check_winograd_shape(const char* algorithm, const ConvShape& p) {
+  TORCH_CHECK_VALUE(p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1,
+                    "torchconv.", algorithm, ": Winograd F(2x2,3x3) needs a 3x3 kernel, stride 1 and dilation 1; got "
+                    "kernel ", shape_str({p.R, p.S}), ", stride ", shape_str({p.stride_h, p.stride_w}), ", dilation ",
+                    shape_str({p.dil_h, p.dil_w}));
+}
+
+at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const ConvShape p = check_conv2d_forward("conv2d_winograd", input, weight, bias, stride, padding, dilation, groups);
+  check_winograd_shape("conv2d_winograd", p);
+  const c10::cuda::CUDAGuard guard(input.device());
+  auto x = input.contiguous();
+  auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cuda", [&] {
+    const FilterLayout f = filter_layout<scalar_t>(weight, p.groups, /*rotated=*/false);
+    const WinogradConv cv = make_conv(x, p.K, p.Ho, p.Wo, p.pad_h, p.pad_w, p.groups);
+    if (cv.tiles() == 0) return record_workspace_bytes(0);
+    const at::Tensor u = transformed_filters<scalar_t>(weight, f);
+    winograd_conv<scalar_t>(x, u, f, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, cv, y);
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const ConvShape p = check_conv2d_backward("conv2d_winograd_backward", grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  check_winograd_shape("conv2d_winograd_backward", p);
+  const c10::cuda::CUDAGuard guard(input.device());
+  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
+  int64_t workspace = 0;
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_backward_cuda", [&] {
+    if (output_mask[0]) {
+      gx = new_output({p.N, p.C, p.H, p.W}, input.options());
+      auto gy = grad_output.contiguous();
+      const WinogradConv cv = make_conv(gy, p.C, p.H, p.W, 2 - p.pad_h, 2 - p.pad_w, p.groups);
+      if (cv.tiles() > 0) {
+        const FilterLayout f = filter_layout<scalar_t>(weight, p.groups, /*rotated=*/true);
+        const at::Tensor u = transformed_filters<scalar_t>(weight, f);
+        winograd_conv<scalar_t>(gy, u, f, nullptr, cv, gx);
+        workspace = last_workspace_bytes();
+      }
+    }
+    if (output_mask[1]) {
+      int64_t bytes = 0;
+      gw = winograd_grad_weight<scalar_t>(p, grad_output, input, &bytes);
+      workspace = std::max(workspace, bytes);
+    }
+  });
+  if (output_mask[2]) gb = conv_bias_grad(grad_output);
+  record_workspace_bytes(workspace);
+  return {gx, gw, gb};
+}
+
+}  // namespace
+}  // namespace cuda
+
+TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
+  m.impl("conv2d_winograd", &cuda::conv2d_winograd_cuda);
+  m.impl("conv2d_winograd_backward", &cuda::conv2d_winograd_backward_cuda);
+}
+
+}  // namespace torchconv

@@ -1,0 +1,23 @@
+// Process-wide choice between the variants of one algorithm (torchconv.set_variant). The first
+// variant listed is the default.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace torchconv {
+
+// Winograd: "fused" runs the input transform, the 16 element-wise GEMMs and the output transform
+// in one kernel (no V / M workspace); "staged" is seed 003's pipeline: an input-transform kernel
+// writes V, a batched GEMM writes M, an output-transform kernel writes Y, in batch chunks that fit
+// the workspace limit.
+enum class WinogradVariant : int { kFused = 0, kStaged = 1 };
+
+WinogradVariant winograd_variant();
+
+// The variants of `algorithm` ("winograd"), default first; ValueError for an unknown algorithm.
+const std::vector<std::string>& variants(const std::string& algorithm);
+std::string get_variant(const std::string& algorithm);
+void set_variant(const std::string& algorithm, const std::string& name);
+
+}  // namespace torchconv

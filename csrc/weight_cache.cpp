@@ -1,0 +1,77 @@
+#include "weight_cache.h"
+
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include <c10/core/TensorImpl.h>
+#include <c10/util/intrusive_ptr.h>
+
+namespace torchconv {
+namespace {
+
+struct Entry {
+  c10::weak_intrusive_ptr<c10::TensorImpl> owner;
+  uint32_t version;
+  const void* data;
+  std::vector<int64_t> sizes, strides;
+  at::Tensor value;
+};
+
+using Key = std::pair<const c10::TensorImpl*, std::string>;
+
+// Bounded: a process that creates many short-lived weights (gradcheck, tuning) drops dead entries
+// first and starts over if live ones alone exceed the bound.
+constexpr size_t kMaxEntries = 512;
+
+std::mutex g_mutex;
+std::map<Key, Entry>& cache() {
+  static auto* entries = new std::map<Key, Entry>();  // never destroyed: outlives static tensors
+  return *entries;
+}
+
+bool matches(const Entry& e, const at::Tensor& w, uint32_t version) {
+  if (e.owner.expired() || e.version != version || e.data != w.const_data_ptr()) return false;
+  return e.sizes == w.sizes().vec() && e.strides == w.strides().vec();
+}
+
+void evict_if_full(std::map<Key, Entry>& entries) {
+  if (entries.size() < kMaxEntries) return;
+  for (auto it = entries.begin(); it != entries.end();) it = it->second.owner.expired() ? entries.erase(it) : ++it;
+  if (entries.size() >= kMaxEntries) entries.clear();
+}
+
+}  // namespace
+
+at::Tensor cached_weight_transform(const at::Tensor& weight, const std::string& tag,
+                                   const std::function<at::Tensor()>& compute) {
+  if (weight.is_inference()) return compute();
+  c10::TensorImpl* impl = weight.unsafeGetTensorImpl();
+  const uint32_t version = impl->version_counter().current_version();
+  const Key key{impl, tag};
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = cache().find(key);
+    if (it != cache().end() && matches(it->second, weight, version)) return it->second.value;
+  }
+  at::Tensor value = compute();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto& entries = cache();
+  evict_if_full(entries);
+  entries.insert_or_assign(key, Entry{c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()), version,
+                       weight.const_data_ptr(), weight.sizes().vec(), weight.strides().vec(), value});
+  return value;
+}
+
+int64_t weight_cache_size() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return int64_t(cache().size());
+}
+
+void clear_weight_cache() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  cache().clear();
+}
+
+}  // namespace torchconv

@@ -1,0 +1,173 @@
+"""Winograd F(2x2,3x3) specifics. On CUDA two variants compute the same convolution: 'fused' (one
+kernel, the default) and 'staged' (V and M in a workspace bounded by the workspace limit); both must
+match F.conv2d forward and backward on 3x3 stride-1 shapes with any padding (negative padding
+inside grad_input included), groups, partial 2x2 tiles, C and K off the 32-wide tiles, batch 1 and
+more. The transformed filters are cached per weight and must follow in-place updates. The CPU
+kernel has one variant; the variant API and its errors are tested there too."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchconv
+from conftest import assert_close_rel
+from test_parity import WINOGRAD_GRID, case_id
+
+VARIANTS = torchconv.variants("winograd")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+# 3x3 stride-1 shapes beyond the random grid: (N, C, K, H, W, padding, groups, bias)
+SHAPES = [
+    (1, 1, 1, 1, 1, 1, 1, True),  # one pixel, one partial tile
+    (2, 3, 5, 1, 9, 1, 1, False),  # H = 1
+    (3, 37, 41, 9, 10, 0, 1, True),  # padding 0, C and K off the tile
+    (1, 70, 67, 13, 11, 2, 1, True),  # padding 2, odd H and W
+    (2, 8, 12, 7, 8, 3, 4, True),  # padding 3: grad_input runs with padding -1; groups
+    (1, 64, 96, 29, 31, 1, 1, False),  # many tiles: several tile blocks and filter blocks
+    (5, 16, 16, 6, 5, (1, 2), 2, True),  # asymmetric padding
+]
+
+
+def shape_id(s):
+    return "N{}C{}K{}H{}W{}p{}g{}b{:d}".format(*s).replace(" ", "")
+
+
+@pytest.fixture(params=VARIANTS)
+def variant(request):
+    old = torchconv.get_variant("winograd")
+    torchconv.set_variant("winograd", request.param)
+    yield request.param
+    torchconv.set_variant("winograd", old)
+
+
+def check_forward_backward(n, c, k, h, w, padding, groups, bias, device, dtype, what):
+    x = torch.randn(n, c, h, w, dtype=torch.float64)
+    wt = torch.randn(k, c // groups, 3, 3, dtype=torch.float64)
+    b = torch.randn(k, dtype=torch.float64) if bias else None
+    leaves = [t.requires_grad_() for t in (x, wt, b) if t is not None]
+    ref = F.conv2d(x, wt, b, 1, padding, 1, groups)
+    gy = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad(ref, leaves, gy)
+    ours = [t.detach().to(device, dtype).requires_grad_() for t in leaves]
+    xd, wd, bd = ours[0], ours[1], (ours[2] if bias else None)
+    out = torchconv.conv2d(xd, wd, bd, 1, padding, 1, groups, algorithm="winograd")
+    assert_close_rel(out, ref, dtype, f"{what} forward")
+    grads = torch.autograd.grad(out, ours, gy.to(device, dtype))
+    for name, g, r in zip(("grad_input", "grad_weight", "grad_bias"), grads, ref_grads):
+        assert_close_rel(g, r, dtype, f"{what} {name}")
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_cuda_variants_forward_backward(shape, dtype, variant):
+    check_forward_backward(*shape, "cuda", dtype, f"{variant} {shape_id(shape)}")
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", WINOGRAD_GRID, ids=case_id)
+def test_cuda_variants_on_parity_grid(case, variant):
+    padding = case["padding"]
+    if padding in ("same", "valid"):
+        padding = 1 if padding == "same" else 0
+    check_forward_backward(case["N"], case["C"], case["K"], case["H"], case["W"], padding, case["groups"],
+                           case["bias"], "cuda", torch.float32, f"{variant} {case_id(case)}")
+
+
+@needs_cuda
+def test_float32_error_on_a_resnet_layer(variant):
+    """A ResNet-sized layer (C = K = 128, 28 x 28, batch 4): FP32 error under 1e-5 against float64."""
+    check_forward_backward(4, 128, 128, 28, 28, 1, 1, True, "cuda", torch.float32, variant)
+
+
+@needs_cuda
+def test_filter_transform_cache_follows_the_weight():
+    torchconv._C.clear_weight_cache()
+    x = torch.randn(2, 16, 10, 9, device="cuda", dtype=torch.float64)
+    w = torch.randn(24, 16, 3, 3, device="cuda", dtype=torch.float64)
+    conv = lambda: torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    assert_close_rel(conv(), F.conv2d(x, w, None, 1, 1), torch.float64, "first call")
+    size = torchconv._C.weight_cache_size()
+    assert size >= 1
+    conv()
+    assert torchconv._C.weight_cache_size() == size, "a second call with the same weight must hit the cache"
+    with torch.no_grad():
+        w.mul_(-0.5).add_(1.0)  # in place: bumps the version counter
+    assert_close_rel(conv(), F.conv2d(x, w, None, 1, 1), torch.float64, "after an in-place update")
+    w2 = torch.randn_like(w)
+    assert_close_rel(torchconv.conv2d(x, w2, None, 1, 1, algorithm="winograd"), F.conv2d(x, w2, None, 1, 1),
+                     torch.float64, "another weight")
+
+
+@needs_cuda
+def test_filter_transform_cache_with_a_training_loop():
+    """SGD steps update the weight in place; every step's output must use the current weight."""
+    torch.manual_seed(0)
+    layer = torchconv.Conv2d(8, 8, 3, padding=1, algorithm="winograd").cuda().double()
+    opt = torch.optim.SGD(layer.parameters(), lr=0.1)
+    x = torch.randn(2, 8, 7, 6, device="cuda", dtype=torch.float64)
+    for step in range(3):
+        out = layer(x)
+        assert_close_rel(out, F.conv2d(x, layer.weight, layer.bias, 1, 1), torch.float64, f"step {step}")
+        opt.zero_grad()
+        out.square().sum().backward()
+        opt.step()
+
+
+@needs_cuda
+def test_inference_tensors_are_not_cached():
+    with torch.inference_mode():
+        x = torch.randn(1, 8, 6, 6, device="cuda", dtype=torch.float64)
+        w = torch.randn(8, 8, 3, 3, device="cuda", dtype=torch.float64)
+        torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+        w.add_(1.0)  # inference tensors have no version counter to notice this
+        out = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    assert_close_rel(out, F.conv2d(x, w, None, 1, 1), torch.float64, "inference tensor")
+
+
+@needs_cuda
+def test_staged_workspace_is_capped_and_reported():
+    x = torch.randn(3, 16, 23, 19, device="cuda", dtype=torch.float64)
+    w = torch.randn(12, 16, 3, 3, device="cuda", dtype=torch.float64)
+    old_limit, old_variant = torchconv.get_workspace_limit(), torchconv.get_variant("winograd")
+    try:
+        torchconv.set_variant("winograd", "staged")
+        torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+        full = torchconv._C.last_workspace_bytes()
+        assert full > 0
+        torchconv.set_workspace_limit(full // 8)
+        out = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+        capped = torchconv._C.last_workspace_bytes()
+        assert 0 < capped <= full // 8
+        torchconv.set_variant("winograd", "fused")
+        torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+        assert torchconv._C.last_workspace_bytes() == 0, "the fused variant needs no V / M workspace"
+    finally:
+        torchconv.set_workspace_limit(old_limit)
+        torchconv.set_variant("winograd", old_variant)
+    assert_close_rel(out, F.conv2d(x, w, None, 1, 1), torch.float64, "staged in chunks")
+
+
+@needs_cuda
+def test_backward_is_deterministic(variant):
+    x = torch.randn(4, 32, 20, 18, device="cuda", requires_grad=True)
+    w = torch.randn(40, 32, 3, 3, device="cuda", requires_grad=True)
+    gy = torch.randn(4, 40, 20, 18, device="cuda")
+    first = torch.autograd.grad(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), (x, w), gy)
+    second = torch.autograd.grad(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), (x, w), gy)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+def test_variant_api():
+    assert VARIANTS == ("fused", "staged")
+    assert torchconv.get_variant("winograd") == "fused"
+    with pytest.raises(ValueError, match="variant must be one of 'fused', 'staged'"):
+        torchconv.set_variant("winograd", "tiled")
+    with pytest.raises(ValueError, match="algorithm must be one with variants"):
+        torchconv.set_variant("csg", "fused")
+    assert torchconv.get_variant("winograd") == "fused"
+
+
+@pytest.mark.parametrize("shape", SHAPES[:3], ids=shape_id)
+def test_cpu_ignores_the_variant(shape, variant):
+    check_forward_backward(*shape, "cpu", torch.float64, f"cpu {variant}")
