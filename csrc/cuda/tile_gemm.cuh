@@ -6,13 +6,12 @@
 // 16 points of a tile of (filters x tiles) and the output transform can run in its epilogue.
 //
 // What feeds the tiles is a policy (a "loader"): a loader has
-//   fetch(chunk, smem_tile)  load reduction chunk `chunk` into the idle stage: cp.async straight
-//                            into shared memory, or global loads into registers (which a loader may
-//                            also transform and store right away);
-//   store(smem_tile)         called after the math on the current stage: write what fetch left in
-//                            registers (nothing for cp.async loaders or loaders that stored already).
-// Holding a fetched tile in registers across the math hides its latency within the warp but costs
-// registers; storing at once leaves the latency to the other warps on the SM.
+//   fetch(chunk, smem_tile)  start loading reduction chunk `chunk` for the idle stage (cp.async:
+//                            straight into the tile, or into a staging area of the loader's own);
+//   store(smem_tile)         called after the math on the current stage: finish the tile (wait for
+//                            the thread's copies, transform staged data into the tile; nothing for
+//                            plain cp.async loaders).
+// Either way the loads of the next chunk overlap the math on this one without holding registers.
 // Shared tiles are laid out [batch][kK][kM] for A and [batch][kK][kN] for B (reduction-major), so
 // a thread's fragment is contiguous and read with 16-byte loads.
 #pragma once
@@ -107,7 +106,7 @@ __device__ __forceinline__ void gemm_chunk(const T* __restrict__ As, const T* __
   constexpr int kHalfM = Cfg::kThreadM / 2, kHalfN = Cfg::kThreadN / 2;
   const T* a_base = As + tt.batch * Cfg::kK * Cfg::kM + tt.tm * kHalfM;
   const T* b_base = Bs + tt.batch * Cfg::kK * Cfg::kN + tt.tn * kHalfN;
-#pragma unroll
+#pragma unroll 2
   for (int kk = 0; kk < Cfg::kK; ++kk) {
     T a[Cfg::kThreadM], b[Cfg::kThreadN];
     load_half<T, kHalfM>(a_base + kk * Cfg::kM, a, 0);
@@ -164,21 +163,6 @@ __device__ __forceinline__ void block_gemm(T* smem, LoaderA& la, LoaderB& lb, in
     __syncthreads();
   }
 }
-
-// fetch / store for a loader that builds its tile in registers (Derived::load(chunk) reads global
-// memory, Derived::write(tile) transforms and stores): with kHold the registers are written after
-// the math on the current stage, otherwise at once.
-template <typename Derived, typename T, bool kHold>
-struct RegisterStagedLoader {
-  __device__ void fetch(int chunk, T* tile) {
-    auto& self = static_cast<Derived&>(*this);
-    self.load(chunk);
-    if (!kHold) self.write(tile);
-  }
-  __device__ void store(T* tile) {
-    if (kHold) static_cast<Derived&>(*this).write(tile);
-  }
-};
 
 // Copies rows of a zero-padded workspace laid out [reduction][batch][ld] into a shared tile
 // [batch][kK][kCols], kCols elements from column `col0`: the cp.async loader for operands that an

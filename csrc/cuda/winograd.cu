@@ -51,9 +51,12 @@ struct WinogradConv {
   int K, Ho, Wo;   // output
   int pad_h, pad_w, groups;
   int tiles_h, tiles_w;  // 2x2 output tiles per image (the last row / column may be partial)
+  // Derived on the host, so kernels read them as constants instead of spending registers.
+  int cg, kg;        // channels and filters per group
+  int64_t in_plane;  // H * W
 
-  TORCHCONV_HOST_DEVICE int Cg() const { return C / groups; }
-  TORCHCONV_HOST_DEVICE int Kg() const { return K / groups; }
+  TORCHCONV_HOST_DEVICE int Cg() const { return cg; }
+  TORCHCONV_HOST_DEVICE int Kg() const { return kg; }
   TORCHCONV_HOST_DEVICE int64_t tiles() const { return int64_t(N) * tiles_h * tiles_w; }
 };
 
@@ -90,22 +93,34 @@ __device__ __forceinline__ void store_points(const T (&v)[16], T* tile, int kk, 
   for (int e = 0; e < kWinogradPoints; ++e) tile[(e * kK + kk) * kCols + col] = v[e];
 }
 
+// The transform loaders stage raw patches in shared memory with cp.async (zero-filled outside the
+// image or past the problem's end), laid out [value][pair] so neighbouring threads write neighbouring
+// words. fetch() issues the copies for the next chunk before the math on the current one; store()
+// then waits for the thread's own copies, transforms them and writes the GEMM tile. Each thread
+// reads back only what it copied itself, so no barrier is needed in between, and the global loads
+// overlap the math without holding registers (the 8 x 8 accumulator tile needs them).
+template <typename T>
+__device__ __forceinline__ void stage_copy(T* raw, int pairs, int pair, int value, const T* src, bool valid,
+                                           const T* safe) {
+  cp_async_or_zero(raw + value * pairs + pair, valid ? src : safe, valid);
+}
+
 // Forward B operand: V = B^T d B of kN consecutive tiles for kK input channels per chunk. Each
 // thread keeps the same tiles for the whole reduction, so it decodes them once into a patch origin
-// and a bit mask of the patch rows and columns inside the image (few registers: the fused kernel
-// holds a 64-value accumulator tile next to this).
-template <typename T, typename Cfg, bool kHold = false>
-struct InputTileLoader : RegisterStagedLoader<InputTileLoader<T, Cfg, kHold>, T, kHold> {
+// and a bit mask of the patch rows and columns inside the image.
+template <typename T, typename Cfg>
+struct InputTileLoader {
   static constexpr int kPairs = Cfg::kK * Cfg::kN;
   static constexpr int kPerThread = (kPairs + Cfg::kThreads - 1) / Cfg::kThreads;
-  int W, Cg;
-  int64_t plane;  // H * W
+  static constexpr int kStageElems = 16 * kPairs;
+  const T* x;
+  T* raw;
+  const WinogradConv& cv;  // the kernel parameter: its fields stay constants, not registers
   const T* origin[kPerThread];  // patch origin in the group's first channel (may lie outside the image)
   unsigned inside[kPerThread];  // bit i: patch row i is inside; bit 4 + j: column j; 0: no tile
-  T d[kPerThread][16];
 
-  __device__ InputTileLoader(const T* x, const WinogradConv& cv, int g, int64_t p0)
-      : W(cv.W), Cg(cv.Cg()), plane(int64_t(cv.H) * cv.W) {
+  __device__ InputTileLoader(const T* x_, T* raw_, const WinogradConv& cv_, int g, int64_t p0)
+      : x(x_), raw(raw_), cv(cv_) {
 #pragma unroll
     for (int q = 0; q < kPerThread; ++q) {
       const int i = threadIdx.x + q * Cfg::kThreads;
@@ -120,30 +135,34 @@ struct InputTileLoader : RegisterStagedLoader<InputTileLoader<T, Cfg, kHold>, T,
         mask |= unsigned(ix0 + r >= 0 && ix0 + r < cv.W) << (4 + r);
       }
       inside[q] = ok ? mask : 0u;
-      origin[q] = x + (int64_t(t.n) * cv.C + int64_t(g) * cv.Cg()) * plane + int64_t(iy0) * cv.W + ix0;
+      origin[q] = x + (int64_t(t.n) * cv.C + int64_t(g) * cv.Cg()) * cv.in_plane + int64_t(iy0) * cv.W + ix0;
     }
   }
-  __device__ void load(int chunk) {
-#pragma unroll
-    for (int q = 0; q < kPerThread; ++q) {
-      const int i = threadIdx.x + q * Cfg::kThreads;
-      const int c = chunk * Cfg::kK + i / Cfg::kN;
-      const unsigned mask = c < Cg ? inside[q] : 0u;
-      const T* src = origin[q] + c * plane;
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int s = 0; s < 4; ++s)
-          d[q][r * 4 + s] = ((mask >> r) & (mask >> (4 + s)) & 1u) ? src[r * W + s] : T(0);
-    }
-  }
-  __device__ void write(T* tile) {
+  __device__ void fetch(int chunk, T*) {
 #pragma unroll
     for (int q = 0; q < kPerThread; ++q) {
       const int i = threadIdx.x + q * Cfg::kThreads;
       if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
-      T v[16];
-      winograd_input_transform<T>(d[q], v);
+      const int c = chunk * Cfg::kK + i / Cfg::kN;
+      const unsigned mask = c < cv.Cg() ? inside[q] : 0u;
+      const T* src = origin[q] + c * cv.in_plane;
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+          stage_copy(raw, kPairs, i, r * 4 + s, src + r * cv.W + s, (mask >> r) & (mask >> (4 + s)) & 1u, x);
+    }
+  }
+  __device__ void store(T* tile) {
+    cp_async_wait<0>();
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int i = threadIdx.x + q * Cfg::kThreads;
+      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
+      T d[16], v[16];
+#pragma unroll
+      for (int e = 0; e < 16; ++e) d[e] = raw[e * kPairs + i];
+      winograd_input_transform<T>(d, v);
       store_points<T, Cfg::kK, Cfg::kN>(v, tile, i / Cfg::kN, i % Cfg::kN);
     }
   }
@@ -151,82 +170,99 @@ struct InputTileLoader : RegisterStagedLoader<InputTileLoader<T, Cfg, kHold>, T,
 
 // grad_weight B operand: V of kN input channels for kK consecutive tiles per chunk (the reduction
 // runs over tiles). Lanes run along tiles, so neighbouring threads read neighbouring patches.
-template <typename T, typename Cfg, bool kHold = false>
-struct InputByTileLoader : RegisterStagedLoader<InputByTileLoader<T, Cfg, kHold>, T, kHold> {
+template <typename T, typename Cfg>
+struct InputByTileLoader {
   static constexpr int kPairs = Cfg::kK * Cfg::kN;
   static constexpr int kPerThread = (kPairs + Cfg::kThreads - 1) / Cfg::kThreads;
+  static constexpr int kStageElems = 16 * kPairs;
   const T* x;
-  WinogradConv cv;
+  T* raw;
+  const WinogradConv& cv;  // the kernel parameter
   int64_t tile_begin, tile_end;
   int channel0;  // first channel of this block, all groups counted
   int channels_end;
-  T d[kPerThread][16];
 
-  __device__ void load(int chunk) {
-#pragma unroll
-    for (int q = 0; q < kPerThread; ++q) {
-      const int i = threadIdx.x + q * Cfg::kThreads;
-      const int64_t p = tile_begin + int64_t(chunk) * Cfg::kK + i % Cfg::kK;
-      const int c = channel0 + i / Cfg::kK;
-      const bool ok = i < kPairs && p < tile_end && c < channels_end;
-      const TileCoord t = tile_coord(cv, ok ? p : 0);
-      const T* plane = x + (int64_t(t.n) * cv.C + (ok ? c : 0)) * cv.H * cv.W;
-      load_input_patch(plane, cv, 2 * t.ty - cv.pad_h, 2 * t.tx - cv.pad_w, ok, d[q]);
-    }
-  }
-  __device__ void write(T* tile) {
+  __device__ void fetch(int chunk, T*) {
 #pragma unroll
     for (int q = 0; q < kPerThread; ++q) {
       const int i = threadIdx.x + q * Cfg::kThreads;
       if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
-      T v[16];
-      winograd_input_transform<T>(d[q], v);
+      const int64_t p = tile_begin + int64_t(chunk) * Cfg::kK + i % Cfg::kK;
+      const int c = channel0 + i / Cfg::kK;
+      const bool ok = p < tile_end && c < channels_end;
+      const TileCoord t = tile_coord(cv, ok ? p : 0);
+      const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
+      const T* src = x + (int64_t(t.n) * cv.C + (ok ? c : 0)) * cv.in_plane + int64_t(iy0) * cv.W + ix0;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const bool row_ok = ok && iy0 + r >= 0 && iy0 + r < cv.H;
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+          stage_copy(raw, kPairs, i, r * 4 + s, src + r * cv.W + s, row_ok && ix0 + s >= 0 && ix0 + s < cv.W, x);
+      }
+    }
+  }
+  __device__ void store(T* tile) {
+    cp_async_wait<0>();
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int i = threadIdx.x + q * Cfg::kThreads;
+      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
+      T d[16], v[16];
+#pragma unroll
+      for (int e = 0; e < 16; ++e) d[e] = raw[e * kPairs + i];
+      winograd_input_transform<T>(d, v);
       store_points<T, Cfg::kK, Cfg::kN>(v, tile, i % Cfg::kK, i / Cfg::kK);
     }
-  }};
+  }
+};
 
 // grad_weight A operand: dM = A dY A^T of kM filters for kK consecutive tiles per chunk. Output
 // positions past Ho / Wo (a partial tile) were never produced, so their gradient is zero.
-template <typename T, typename Cfg, bool kHold = false>
-struct GradOutputTileLoader : RegisterStagedLoader<GradOutputTileLoader<T, Cfg, kHold>, T, kHold> {
+template <typename T, typename Cfg>
+struct GradOutputTileLoader {
   static constexpr int kPairs = Cfg::kK * Cfg::kM;
   static constexpr int kPerThread = (kPairs + Cfg::kThreads - 1) / Cfg::kThreads;
+  static constexpr int kStageElems = 4 * kPairs;
   const T* gy;
-  WinogradConv cv;
+  T* raw;
+  const WinogradConv& cv;  // the kernel parameter
   int64_t tile_begin, tile_end;
   int filter0;  // first filter of this block, all groups counted
   int filters_end;
-  T dy[kPerThread][4];
 
-  __device__ void load(int chunk) {
-#pragma unroll
-    for (int q = 0; q < kPerThread; ++q) {
-      const int i = threadIdx.x + q * Cfg::kThreads;
-      const int64_t p = tile_begin + int64_t(chunk) * Cfg::kK + i % Cfg::kK;
-      const int k = filter0 + i / Cfg::kK;
-      const bool ok = i < kPairs && p < tile_end && k < filters_end;
-      const TileCoord t = tile_coord(cv, ok ? p : 0);
-      const int oy = 2 * t.ty, ox = 2 * t.tx;
-      const T* plane = gy + (int64_t(t.n) * cv.K + (ok ? k : 0)) * cv.Ho * cv.Wo;
-#pragma unroll
-      for (int a = 0; a < 2; ++a)
-#pragma unroll
-        for (int b = 0; b < 2; ++b) {
-          const bool in = ok && oy + a < cv.Ho && ox + b < cv.Wo;
-          dy[q][a * 2 + b] = in ? plane[int64_t(oy + a) * cv.Wo + ox + b] : T(0);
-        }
-    }
-  }
-  __device__ void write(T* tile) {
+  __device__ void fetch(int chunk, T*) {
 #pragma unroll
     for (int q = 0; q < kPerThread; ++q) {
       const int i = threadIdx.x + q * Cfg::kThreads;
       if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
-      T dm[16];
-      winograd_output_transform_adjoint<T>(dy[q], dm);
+      const int64_t p = tile_begin + int64_t(chunk) * Cfg::kK + i % Cfg::kK;
+      const int k = filter0 + i / Cfg::kK;
+      const bool ok = p < tile_end && k < filters_end;
+      const TileCoord t = tile_coord(cv, ok ? p : 0);
+      const int oy = 2 * t.ty, ox = 2 * t.tx;
+      const T* src = gy + ((int64_t(t.n) * cv.K + (ok ? k : 0)) * cv.Ho + oy) * cv.Wo + ox;
+#pragma unroll
+      for (int a = 0; a < 2; ++a)
+#pragma unroll
+        for (int b = 0; b < 2; ++b)
+          stage_copy(raw, kPairs, i, a * 2 + b, src + a * cv.Wo + b, ok && oy + a < cv.Ho && ox + b < cv.Wo, gy);
+    }
+  }
+  __device__ void store(T* tile) {
+    cp_async_wait<0>();
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int i = threadIdx.x + q * Cfg::kThreads;
+      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
+      T dy[4], dm[16];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dy[e] = raw[e * kPairs + i];
+      winograd_output_transform_adjoint<T>(dy, dm);
       store_points<T, Cfg::kK, Cfg::kM>(dm, tile, i % Cfg::kK, i / Cfg::kK);
     }
-  }};
+  }
+};
 
 // Transformed filters U = G g G^T laid out [group][reduction (padded)][16][filter (padded)], zero in
 // the padding, so the GEMM loads whole tiles with cp.async and no bounds checks. `rotated` builds
@@ -293,8 +329,14 @@ constexpr int epilogue_ld() {
 template <typename T, typename Cfg>
 constexpr size_t fused_smem_bytes() {
   const size_t epilogue = size_t(kWinogradPoints) * Cfg::kM * epilogue_ld<T, Cfg>() * sizeof(T);
-  const size_t mainloop = Cfg::template mainloop_smem_bytes<T>();
+  const size_t mainloop =
+      Cfg::template mainloop_smem_bytes<T>() + InputTileLoader<T, Cfg>::kStageElems * sizeof(T);
   return epilogue > mainloop ? epilogue : mainloop;
+}
+template <typename T, typename Cfg>
+constexpr size_t weight_grad_smem_bytes() {
+  return Cfg::template mainloop_smem_bytes<T>() +
+         (GradOutputTileLoader<T, Cfg>::kStageElems + InputByTileLoader<T, Cfg>::kStageElems) * sizeof(T);
 }
 
 // Y = A^T M A + bias for one (filter, tile), M read from `m` with `stride` between points.
@@ -327,7 +369,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
   PaddedTileLoader<T, Cfg, Cfg::kM> la{a.u + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.outputs_pad,
                                        a.outputs_pad, bc.kt * Cfg::kM};
-  InputTileLoader<T, Cfg> lb(a.x, a.cv, bc.g, p0);
+  InputTileLoader<T, Cfg> lb(a.x, smem + Cfg::kTileA * 2 + Cfg::kTileB * 2, a.cv, bc.g, p0);
   T acc[Cfg::kThreadM][Cfg::kThreadN];
   block_gemm<T, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
 
@@ -445,8 +487,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int64_t tile_begin = split * a.tiles_per_split;
   const int64_t tile_end = min(tile_begin + a.tiles_per_split, a.cv.tiles());
   const int Kg = a.cv.Kg(), Cg = a.cv.Cg();
-  GradOutputTileLoader<T, Cfg> la{{}, a.gy, a.cv, tile_begin, tile_end, g * Kg + kt * Cfg::kM, (g + 1) * Kg};
-  InputByTileLoader<T, Cfg> lb{{}, a.x, a.cv, tile_begin, tile_end, g * Cg + ct * Cfg::kN, (g + 1) * Cg};
+  T* const stage = smem + Cfg::kTileA * 2 + Cfg::kTileB * 2;
+  GradOutputTileLoader<T, Cfg> la{a.gy, stage, a.cv, tile_begin, tile_end, g * Kg + kt * Cfg::kM, (g + 1) * Kg};
+  InputByTileLoader<T, Cfg> lb{a.x, stage + GradOutputTileLoader<T, Cfg>::kStageElems, a.cv, tile_begin, tile_end,
+                               g * Cg + ct * Cfg::kN, (g + 1) * Cg};
   const int chunks = int((tile_end - tile_begin + Cfg::kK - 1) / Cfg::kK);
   T acc[Cfg::kThreadM][Cfg::kThreadN];
   block_gemm<T, Cfg>(smem, la, lb, chunks, acc);
@@ -502,6 +546,7 @@ WinogradConv make_conv(const at::Tensor& x, int64_t K, int64_t Ho, int64_t Wo, i
   cv.K = int(K), cv.Ho = int(Ho), cv.Wo = int(Wo);
   cv.pad_h = int(pad_h), cv.pad_w = int(pad_w), cv.groups = int(groups);
   cv.tiles_h = int(winograd_tiles(Ho)), cv.tiles_w = int(winograd_tiles(Wo));
+  cv.cg = cv.C / cv.groups, cv.kg = cv.K / cv.groups, cv.in_plane = int64_t(cv.H) * cv.W;
   TORCH_CHECK_VALUE(cv.tiles() < (int64_t(1) << 31), "torchconv.conv2d_winograd: ", std::to_string(cv.tiles()),
                     " output tiles is more than one launch can index (2^31)");
   return cv;
@@ -634,7 +679,7 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   a.partial = partial.mutable_data_ptr<T>();
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_winograd_backward");
-  constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
+  constexpr size_t smem = weight_grad_smem_bytes<T, Cfg>();
   auto kernel = winograd_weight_grad_kernel<T, Cfg>;
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd_backward");
   kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
