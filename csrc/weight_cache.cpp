@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/intrusive_ptr.h>
 
@@ -47,7 +47,7 @@ void evict_if_full(std::map<Key, Entry>& entries) {
 
 at::Tensor cached_weight_transform(const at::Tensor& weight, const std::string& tag,
                                    const std::function<at::Tensor()>& compute) {
-  if (weight.is_inference() || (at::GradMode::is_enabled() && weight.requires_grad())) return compute();
+  if (weight.is_inference() || (weight.requires_grad() && !c10::InferenceMode::is_enabled())) return compute();
   c10::TensorImpl* impl = weight.unsafeGetTensorImpl();
   const uint32_t version = impl->version_counter().current_version();
   const Key key{impl, tag};

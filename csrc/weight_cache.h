@@ -2,13 +2,14 @@
 // weight tensor and recomputed when the weight changes, so inference does not pay the transform on
 // every call and training is never stale.
 //
-// The cache serves calls that autograd does not record for the weight: under torch.no_grad() or
-// with a weight that does not require grad (inference, and backward passes). A recorded call
-// (grad mode on, weight requires grad: a training forward) recomputes, which costs nothing extra
-// there since an optimizer changes the weight every step, and keeps writes through `weight.data`
-// (which bypass the version counter: gradcheck perturbs inputs that way) from ever being served
-// stale. Writes through `.data` between inference calls are, as for autograd's saved tensors,
-// invisible: call torchconv.clear_weight_cache() after them.
+// The cache serves inference: weights that do not require grad (frozen or deployed models), and any
+// weight inside torch.inference_mode(). A weight that requires grad outside inference mode (training,
+// and plain torch.no_grad() evaluation of a trainable model) is transformed on every call. Grad mode
+// cannot tell these apart inside an operator (autograd runs operator bodies under no_grad), and a
+// trainable weight may be written through `weight.data`, which bypasses the version counter (gradcheck
+// perturbs its inputs that way); recomputing is the only answer that is never stale. Writes through
+// `.data` to a cached weight are, as for autograd's saved tensors, invisible: call
+// torchconv.clear_weight_cache() after them.
 #pragma once
 
 #include <functional>
@@ -22,7 +23,7 @@ namespace torchconv {
 // and `tag` while the weight is unchanged: same TensorImpl (held weakly, so a freed weight's address
 // cannot alias a new one), same version counter (bumped by every in-place write, e.g. an optimizer
 // step), same data pointer, sizes and strides. Inference tensors have no version counter and are
-// never cached; nor are calls autograd records (see above).
+// never cached (nor are trainable weights outside inference mode, see above).
 at::Tensor cached_weight_transform(const at::Tensor& weight, const std::string& tag,
                                    const std::function<at::Tensor()>& compute);
 

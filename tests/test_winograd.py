@@ -114,6 +114,36 @@ def test_filter_transform_cache_with_a_training_loop():
 
 
 @needs_cuda
+def test_trainable_weights_are_transformed_every_call():
+    """A weight that requires grad (outside inference mode) may be written through .data, which no
+    version counter sees (gradcheck does it): it is never served from the cache."""
+    torchconv._C.clear_weight_cache()
+    x = torch.randn(1, 8, 6, 7, device="cuda", dtype=torch.float64)
+    w = torch.randn(8, 8, 3, 3, device="cuda", dtype=torch.float64, requires_grad=True)
+    torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    assert torchconv._C.weight_cache_size() == 0
+    w.data.add_(1.0)
+    with torch.no_grad():
+        out = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    assert_close_rel(out, F.conv2d(x, w.detach(), None, 1, 1), torch.float64, "after a .data write")
+
+
+@needs_cuda
+def test_inference_mode_caches_parameters_until_they_change():
+    torchconv._C.clear_weight_cache()
+    layer = torchconv.Conv2d(8, 16, 3, padding=1, algorithm="winograd").cuda().double().eval()
+    x = torch.randn(2, 8, 9, 5, device="cuda", dtype=torch.float64)
+    with torch.inference_mode():
+        layer(x)
+    assert torchconv._C.weight_cache_size() == 1
+    other = torch.nn.Conv2d(8, 16, 3, padding=1).cuda().double()
+    layer.load_state_dict(other.state_dict())  # copy_ under no_grad: bumps the version counter
+    with torch.inference_mode():
+        out = layer(x)
+    assert_close_rel(out, other(x), torch.float64, "after load_state_dict")
+
+
+@needs_cuda
 def test_inference_tensors_are_not_cached():
     with torch.inference_mode():
         x = torch.randn(1, 8, 6, 6, device="cuda", dtype=torch.float64)

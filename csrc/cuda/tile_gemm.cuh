@@ -12,8 +12,8 @@
 //                            the thread's copies, transform staged data into the tile; nothing for
 //                            plain cp.async loaders).
 // Either way the loads of the next chunk overlap the math on this one without holding registers.
-// Shared tiles are laid out [batch][kK][kM] for A and [batch][kK][kN] for B (reduction-major), so
-// a thread's fragment is contiguous and read with 16-byte loads.
+// Shared tiles are laid out [batch][kK][kLdA] for A and [batch][kK][kLdB] for B (reduction-major,
+// rows of kM / kN padded by kSkew), so a thread's fragment is contiguous and read with 16-byte loads.
 #pragma once
 
 #include "launch.cuh"
@@ -29,8 +29,12 @@ struct GemmTileConfig {
   static constexpr int kThreadsM = kM / kThreadM, kThreadsN = kN / kThreadN;
   static constexpr int kThreadsPerBatch = kThreadsM * kThreadsN;
   static constexpr int kThreads = kBatch * kThreadsPerBatch;
-  static constexpr int kTileA = kBatch * kK * kM;  // elements of one A stage
-  static constexpr int kTileB = kBatch * kK * kN;
+  // Shared rows are padded by kSkew elements (16 bytes or more, keeping 16-byte alignment): a loader
+  // whose lanes write down a column of the tile (the grad_weight loaders) then hits distinct banks.
+  static constexpr int kSkew = 4;
+  static constexpr int kLdA = kM + kSkew, kLdB = kN + kSkew;
+  static constexpr int kTileA = kBatch * kK * kLdA;  // elements of one A stage
+  static constexpr int kTileB = kBatch * kK * kLdB;
   static_assert(kM % kThreadM == 0 && kN % kThreadN == 0, "thread tiles must divide the block tile");
   static_assert(kThreadM % 2 == 0 && kThreadN % 2 == 0, "fragments are read as two halves");
 
@@ -104,15 +108,15 @@ template <typename T, typename Cfg>
 __device__ __forceinline__ void gemm_chunk(const T* __restrict__ As, const T* __restrict__ Bs, const ThreadTile<Cfg>& tt,
                                            T (&acc)[Cfg::kThreadM][Cfg::kThreadN]) {
   constexpr int kHalfM = Cfg::kThreadM / 2, kHalfN = Cfg::kThreadN / 2;
-  const T* a_base = As + tt.batch * Cfg::kK * Cfg::kM + tt.tm * kHalfM;
-  const T* b_base = Bs + tt.batch * Cfg::kK * Cfg::kN + tt.tn * kHalfN;
+  const T* a_base = As + tt.batch * Cfg::kK * Cfg::kLdA + tt.tm * kHalfM;
+  const T* b_base = Bs + tt.batch * Cfg::kK * Cfg::kLdB + tt.tn * kHalfN;
 #pragma unroll 2
   for (int kk = 0; kk < Cfg::kK; ++kk) {
     T a[Cfg::kThreadM], b[Cfg::kThreadN];
-    load_half<T, kHalfM>(a_base + kk * Cfg::kM, a, 0);
-    load_half<T, kHalfM>(a_base + kk * Cfg::kM + Cfg::kM / 2, a, kHalfM);
-    load_half<T, kHalfN>(b_base + kk * Cfg::kN, b, 0);
-    load_half<T, kHalfN>(b_base + kk * Cfg::kN + Cfg::kN / 2, b, kHalfN);
+    load_half<T, kHalfM>(a_base + kk * Cfg::kLdA, a, 0);
+    load_half<T, kHalfM>(a_base + kk * Cfg::kLdA + Cfg::kM / 2, a, kHalfM);
+    load_half<T, kHalfN>(b_base + kk * Cfg::kLdB, b, 0);
+    load_half<T, kHalfN>(b_base + kk * Cfg::kLdB + Cfg::kN / 2, b, kHalfN);
 #pragma unroll
     for (int i = 0; i < Cfg::kThreadM; ++i)
 #pragma unroll
@@ -165,10 +169,10 @@ __device__ __forceinline__ void block_gemm(T* smem, LoaderA& la, LoaderB& lb, in
 }
 
 // Copies rows of a zero-padded workspace laid out [reduction][batch][ld] into a shared tile
-// [batch][kK][kCols], kCols elements from column `col0`: the cp.async loader for operands that an
+// [batch][kK][kLd], kCols elements from column `col0`: the cp.async loader for operands that an
 // earlier kernel prepared (transformed filters, Winograd V). `ld` and `col0` are multiples of kCols
 // and the workspace covers every chunk, so no bounds checks are needed.
-template <typename T, typename Cfg, int kCols>
+template <typename T, typename Cfg, int kCols, int kLd>
 struct PaddedTileLoader {
   const T* base;  // this block's group
   int64_t ld;     // elements per (reduction, batch) row
@@ -183,7 +187,7 @@ struct PaddedTileLoader {
       const int row = v / kWordsPerRow, word = v % kWordsPerRow;
       const int kk = row / Cfg::kBatch, b = row % Cfg::kBatch;
       const T* src = base + (int64_t(chunk) * Cfg::kK + kk) * Cfg::kBatch * ld + b * ld + col0 + word * kPerWord;
-      cp_async_16(tile + (b * Cfg::kK + kk) * kCols + word * kPerWord, src);
+      cp_async_16(tile + (b * Cfg::kK + kk) * kLd + word * kPerWord, src);
     }
   }
   __device__ void store(T*) const {}

@@ -23,6 +23,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <cstdlib>
 #include <type_traits>
 
 #include "../conv_shape.h"
@@ -36,13 +37,43 @@ namespace torchconv {
 namespace cuda {
 namespace {
 
-// 16 points x 32 filters x 32 tiles per block, 8 x 8 outputs per thread, 8 reduction steps per
-// chunk: 64 KiB of double-buffered tiles, two blocks per SM (128 registers).
+// Tile configs. All 16 points of a (filters x tiles) block live in one block, 8 x 8 outputs per
+// thread, 8 reduction steps per chunk.
+// float, 32 filters x 32 tiles: 256 threads, two blocks per SM (128 registers each).
 using WinogradTileF32 = GemmTileConfig<kWinogradPoints, 32, 32, 8, 8, 8, 2>;
-// double: 16 x 16 per block, 4 x 4 per thread (the same 256 threads and shared memory).
+// float, 32 filters x 64 tiles: 512 threads, one block per SM; half the transformed-filter traffic
+// per multiply-add (each U tile read from L2 feeds twice the tiles).
+using WinogradTileF32Wide = GemmTileConfig<kWinogradPoints, 32, 64, 8, 8, 8, 1>;
+// double: 16 x 16 per block, 4 x 4 per thread (256 threads).
 using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
+static_assert(WinogradTileF32::kM == WinogradTileF32Wide::kM && WinogradTileF32::kK == WinogradTileF32Wide::kK,
+              "the float configs share one transformed-filter layout");
 template <typename T>
-using WinogradTile = std::conditional_t<std::is_same_v<T, double>, WinogradTileF64, WinogradTileF32>;
+using WinogradFilterTile = std::conditional_t<std::is_same_v<T, double>, WinogradTileF64, WinogradTileF32>;
+
+// The float config, chosen once per process: TORCHCONV_WINOGRAD_TILE=32x32 or 32x64 (each config can
+// be timed on its own); the default is the one the committed benchmark measured faster.
+bool wide_float_tiles() {
+  static const bool wide = [] {
+    const char* env = std::getenv("TORCHCONV_WINOGRAD_TILE");
+    if (env == nullptr) return true;
+    const std::string v(env);
+    TORCH_CHECK_VALUE(v == "32x32" || v == "32x64", "TORCHCONV_WINOGRAD_TILE must be 32x32 or 32x64, got '", v, "'");
+    return v == "32x64";
+  }();
+  return wide;
+}
+
+// Calls f(Cfg{}) with the tile config for T.
+template <typename T, typename F>
+void with_tile_config(F&& f) {
+  if constexpr (std::is_same_v<T, double>) {
+    f(WinogradTileF64{});
+  } else {
+    if (wide_float_tiles()) return f(WinogradTileF32Wide{});
+    f(WinogradTileF32{});
+  }
+}
 
 // A 3x3 stride-1 convolution as the kernels see it. Padding may be negative (grad_input of a layer
 // padded by more than 2 reads a cropped grad_output), so the output extent is given, not derived.
@@ -86,11 +117,11 @@ __device__ __forceinline__ void load_input_patch(const T* __restrict__ plane, co
   }
 }
 
-// Writes the 16 points of one (reduction step, column) entry into a [16][kK][kCols] shared tile.
-template <typename T, int kK, int kCols>
+// Writes the 16 points of one (reduction step, column) entry into a [16][kK][kLd] shared tile.
+template <typename T, int kK, int kLd>
 __device__ __forceinline__ void store_points(const T (&v)[16], T* tile, int kk, int col) {
 #pragma unroll
-  for (int e = 0; e < kWinogradPoints; ++e) tile[(e * kK + kk) * kCols + col] = v[e];
+  for (int e = 0; e < kWinogradPoints; ++e) tile[(e * kK + kk) * kLd + col] = v[e];
 }
 
 // The transform loaders stage raw patches in shared memory with cp.async (zero-filled outside the
@@ -163,7 +194,7 @@ struct InputTileLoader {
 #pragma unroll
       for (int e = 0; e < 16; ++e) d[e] = raw[e * kPairs + i];
       winograd_input_transform<T>(d, v);
-      store_points<T, Cfg::kK, Cfg::kN>(v, tile, i / Cfg::kN, i % Cfg::kN);
+      store_points<T, Cfg::kK, Cfg::kLdB>(v, tile, i / Cfg::kN, i % Cfg::kN);
     }
   }
 };
@@ -212,7 +243,7 @@ struct InputByTileLoader {
 #pragma unroll
       for (int e = 0; e < 16; ++e) d[e] = raw[e * kPairs + i];
       winograd_input_transform<T>(d, v);
-      store_points<T, Cfg::kK, Cfg::kN>(v, tile, i % Cfg::kK, i / Cfg::kK);
+      store_points<T, Cfg::kK, Cfg::kLdB>(v, tile, i % Cfg::kK, i / Cfg::kK);
     }
   }
 };
@@ -259,7 +290,7 @@ struct GradOutputTileLoader {
 #pragma unroll
       for (int e = 0; e < 4; ++e) dy[e] = raw[e * kPairs + i];
       winograd_output_transform_adjoint<T>(dy, dm);
-      store_points<T, Cfg::kK, Cfg::kM>(dm, tile, i % Cfg::kK, i / Cfg::kK);
+      store_points<T, Cfg::kK, Cfg::kLdA>(dm, tile, i % Cfg::kK, i / Cfg::kK);
     }
   }
 };
@@ -367,7 +398,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   T* smem = reinterpret_cast<T*>(smem_raw);
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
   const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
-  PaddedTileLoader<T, Cfg, Cfg::kM> la{a.u + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.outputs_pad,
+  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{a.u + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.outputs_pad,
                                        a.outputs_pad, bc.kt * Cfg::kM};
   InputTileLoader<T, Cfg> lb(a.x, smem + Cfg::kTileA * 2 + Cfg::kTileB * 2, a.cv, bc.g, p0);
   T acc[Cfg::kThreadM][Cfg::kThreadN];
@@ -431,9 +462,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) winograd_batch
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
-  PaddedTileLoader<T, Cfg, Cfg::kM> la{a.u + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.outputs_pad,
+  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{a.u + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.outputs_pad,
                                        a.outputs_pad, bc.kt * Cfg::kM};
-  PaddedTileLoader<T, Cfg, Cfg::kN> lb{a.v + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.tiles_pad,
+  PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb{a.v + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.tiles_pad,
                                        a.tiles_pad, bc.pt * Cfg::kN};
   T acc[Cfg::kThreadM][Cfg::kThreadN];
   block_gemm<T, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
@@ -554,7 +585,7 @@ WinogradConv make_conv(const at::Tensor& x, int64_t K, int64_t Ho, int64_t Wo, i
 
 template <typename T>
 FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotated) {
-  using Cfg = WinogradTile<T>;
+  using Cfg = WinogradFilterTile<T>;
   FilterLayout f;
   f.groups = int(groups), f.Kg = int(weight.size(0) / groups), f.Cg = int(weight.size(1)), f.rotated = rotated;
   f.reduction = rotated ? f.Kg : f.Cg;
@@ -579,10 +610,9 @@ at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) 
   });
 }
 
-template <typename T>
+template <typename T, typename Cfg>
 void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
                at::Tensor& y) {
-  using Cfg = WinogradTile<T>;
   ForwardArgs<T> a;
   a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
   a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
@@ -599,10 +629,9 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
   record_workspace_bytes(0);
 }
 
-template <typename T>
+template <typename T, typename Cfg>
 void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
                 at::Tensor& y) {
-  using Cfg = WinogradTile<T>;
   const int64_t tiles = cv.tiles();
   // V and M per tile column; a chunk is a whole number of block tiles (at least one).
   const int64_t bytes_per_tile = int64_t(kWinogradPoints) * cv.groups * (f.reduction_pad + f.outputs_pad) * sizeof(T);
@@ -642,14 +671,17 @@ template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias,
                    const WinogradConv& cv, at::Tensor& y) {
   if (cv.tiles() == 0 || cv.K == 0) return;
-  if (winograd_variant() == WinogradVariant::kStaged) return run_staged<T>(x, u, f, bias, cv, y);
-  run_fused<T>(x, u, f, bias, cv, y);
+  const bool staged = winograd_variant() == WinogradVariant::kStaged;
+  with_tile_config<T>([&](auto cfg) {
+    using Cfg = decltype(cfg);
+    if (staged) return run_staged<T, Cfg>(x, u, f, bias, cv, y);
+    run_fused<T, Cfg>(x, u, f, bias, cv, y);
+  });
 }
 
-template <typename T>
+template <typename T, typename Cfg>
 at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                 int64_t* workspace) {
-  using Cfg = WinogradTile<T>;
   auto gy = grad_output.contiguous();
   auto x = input.contiguous();
   auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options());
@@ -739,7 +771,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     }
     if (output_mask[1]) {
       int64_t bytes = 0;
-      gw = winograd_grad_weight<scalar_t>(p, grad_output, input, &bytes);
+      with_tile_config<scalar_t>([&](auto cfg) {
+        gw = winograd_grad_weight<scalar_t, decltype(cfg)>(p, grad_output, input, &bytes);
+      });
       workspace = std::max(workspace, bytes);
     }
   });
