@@ -101,7 +101,7 @@ class use_variant:
 
 def short_kernel_name(name):
     """'void ns::(anonymous namespace)::winograd_fused_forward_kernel<float, ...>(...)' -> 'winograd_fused_forward_kernel'."""
-    head = name.split("<", 1)[0].split("(", 1)[0]
+    head = name.replace("(anonymous namespace)::", "").split("<", 1)[0].split("(", 1)[0]
     return head.rsplit("::", 1)[-1].replace("void ", "").strip() or name[:60]
 
 

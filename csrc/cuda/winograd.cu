@@ -56,7 +56,7 @@ using WinogradFilterTile = std::conditional_t<std::is_same_v<T, double>, Winogra
 bool wide_float_tiles() {
   static const bool wide = [] {
     const char* env = std::getenv("TORCHCONV_WINOGRAD_TILE");
-    if (env == nullptr) return true;
+    if (env == nullptr) return false;
     const std::string v(env);
     TORCH_CHECK_VALUE(v == "32x32" || v == "32x64", "TORCHCONV_WINOGRAD_TILE must be 32x32 or 32x64, got '", v, "'");
     return v == "32x64";
@@ -535,23 +535,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     for (int j = 0; j < Cfg::kThreadN; ++j) out[int64_t(tt.row(i)) * a.c_pad + tt.col(j)] = acc[i][j];
 }
 
-// Sums the split slices in order (deterministic) and maps dU back to the filter: dg = G^T dU G.
+// Sums the split slices of dU column by column, in split order (deterministic), into slice 0. One
+// thread per element of a slice keeps every load coalesced and the grid wide even when K x C is small
+// and the tile reduction was split hundreds of ways.
 template <typename T>
-__global__ void winograd_weight_grad_finish_kernel(const T* __restrict__ partial, T* __restrict__ gw, int splits,
-                                                   int groups, int Kg, int Cg, int k_pad, int c_pad) {
+__global__ void winograd_split_sum_kernel(T* __restrict__ partial, int splits, int64_t slice) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < slice; j += int64_t(gridDim.x) * blockDim.x) {
+    T sum = partial[j];
+#pragma unroll 4
+    for (int s = 1; s < splits; ++s) sum += partial[s * slice + j];
+    partial[j] = sum;
+  }
+}
+
+// Maps dU (summed, in slice 0) back to the filter: dg = G^T dU G.
+template <typename T>
+__global__ void winograd_weight_grad_finish_kernel(const T* __restrict__ du_sum, T* __restrict__ gw, int groups,
+                                                   int Kg, int Cg, int k_pad, int c_pad) {
   const int64_t total = int64_t(groups) * Kg * Cg;
-  const int64_t split_stride = int64_t(groups) * kWinogradPoints * k_pad * c_pad;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int c = int(i % Cg), k = int(i / Cg);  // k over all groups
     const int g = k / Kg, kg = k % Kg;
-    const T* src = partial + (int64_t(g) * kWinogradPoints * k_pad + kg) * c_pad + c;
-    T du[16];
+    const T* src = du_sum + (int64_t(g) * kWinogradPoints * k_pad + kg) * c_pad + c;
+    T du[16], dg[9];
 #pragma unroll
-    for (int e = 0; e < 16; ++e) du[e] = T(0);
-    for (int s = 0; s < splits; ++s)
-#pragma unroll
-      for (int e = 0; e < 16; ++e) du[e] += src[s * split_stride + int64_t(e) * k_pad * c_pad];
-    T dg[9];
+    for (int e = 0; e < 16; ++e) du[e] = src[int64_t(e) * k_pad * c_pad];
     winograd_filter_transform_adjoint<T>(du, dg);
 #pragma unroll
     for (int t = 0; t < 9; ++t) gw[i * 9 + t] = dg[t];
@@ -696,13 +704,14 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   a.x = x.const_data_ptr<T>(), a.gy = gy.const_data_ptr<T>(), a.cv = cv;
   a.k_pad = round_up(Kg, Cfg::kM), a.c_pad = round_up(Cg, Cfg::kN);
   a.k_tiles = a.k_pad / Cfg::kM, a.c_tiles = a.c_pad / Cfg::kN;
-  // Split the tile reduction until the grid fills the GPU about four times over, keeping at least
-  // 8 chunks per slice and the slices within the workspace limit.
+  // Split the tile reduction until the grid fills the GPU about twice over, keeping at least 8 chunks
+  // per slice and the slices within the workspace limit (each slice costs a write and a read of
+  // 16 x K x C values).
   const int64_t base_blocks = int64_t(a.k_tiles) * a.c_tiles * cv.groups;
   const int64_t slice_bytes = base_blocks * Cfg::kM * Cfg::kN * kWinogradPoints * int64_t(sizeof(T));
   const int64_t max_by_work = std::max<int64_t>(1, tiles / (8 * Cfg::kK));
   const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
-  const int64_t want = ceil_div(4 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
+  const int64_t want = ceil_div(2 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
   int64_t splits = std::max<int64_t>(1, std::min({want, max_by_work, max_by_memory}));
   a.tiles_per_split = round_up(int(ceil_div(tiles, splits)), Cfg::kK);
   splits = ceil_div(tiles, a.tiles_per_split);
@@ -716,8 +725,14 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd_backward");
   kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (splits > 1) {
+    const int64_t slice = slice_bytes / int64_t(sizeof(T));
+    winograd_split_sum_kernel<T><<<elementwise_blocks(slice, 256), 256, 0, current_stream()>>>(
+        partial.mutable_data_ptr<T>(), int(splits), slice);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
   winograd_weight_grad_finish_kernel<T><<<elementwise_blocks(p.K * Cg, 256), 256, 0, current_stream()>>>(
-      partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), int(splits), cv.groups, Kg, Cg, a.k_pad, a.c_pad);
+      partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, Kg, Cg, a.k_pad, a.c_pad);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gw;
 }
