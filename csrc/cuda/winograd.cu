@@ -177,11 +177,18 @@ struct InputTileLoader {
       const int c = chunk * Cfg::kK + i / Cfg::kN;
       const unsigned mask = c < cv.Cg() ? inside[q] : 0u;
       const T* src = origin[q] + c * cv.in_plane;
+      if (mask == 0xFFu) {  // the whole patch is inside the image: no per-value predicates
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
+        for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int s = 0; s < 4; ++s)
-          stage_copy(raw, kPairs, i, r * 4 + s, src + r * cv.W + s, (mask >> r) & (mask >> (4 + s)) & 1u, x);
+          for (int s = 0; s < 4; ++s) cp_async(raw + (r * 4 + s) * kPairs + i, src + r * cv.W + s);
+      } else {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int s = 0; s < 4; ++s)
+            stage_copy(raw, kPairs, i, r * 4 + s, src + r * cv.W + s, (mask >> r) & (mask >> (4 + s)) & 1u, x);
+      }
     }
   }
   __device__ void store(T* tile) {
@@ -224,12 +231,19 @@ struct InputByTileLoader {
       const TileCoord t = tile_coord(cv, ok ? p : 0);
       const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
       const T* src = x + (int64_t(t.n) * cv.C + (ok ? c : 0)) * cv.in_plane + int64_t(iy0) * cv.W + ix0;
+      if (ok && iy0 >= 0 && iy0 + 3 < cv.H && ix0 >= 0 && ix0 + 3 < cv.W) {  // whole patch inside
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const bool row_ok = ok && iy0 + r >= 0 && iy0 + r < cv.H;
+        for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int s = 0; s < 4; ++s)
-          stage_copy(raw, kPairs, i, r * 4 + s, src + r * cv.W + s, row_ok && ix0 + s >= 0 && ix0 + s < cv.W, x);
+          for (int s = 0; s < 4; ++s) cp_async(raw + (r * 4 + s) * kPairs + i, src + r * cv.W + s);
+      } else {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const bool row_ok = ok && iy0 + r >= 0 && iy0 + r < cv.H;
+#pragma unroll
+          for (int s = 0; s < 4; ++s)
+            stage_copy(raw, kPairs, i, r * 4 + s, src + r * cv.W + s, row_ok && ix0 + s >= 0 && ix0 + s < cv.W, x);
+        }
       }
     }
   }
