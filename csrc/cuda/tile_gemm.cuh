@@ -181,14 +181,21 @@ struct PaddedTileLoader {
   __device__ void fetch(int chunk, T* tile) const {
     constexpr int kPerWord = 16 / sizeof(T);
     constexpr int kWordsPerRow = kCols / kPerWord;
-    constexpr int kWords = Cfg::kK * Cfg::kBatch * kWordsPerRow;
+    constexpr int kRows = Cfg::kK * Cfg::kBatch;  // (reduction step, batch) rows per chunk
+    constexpr int kRowsPerPass = Cfg::kThreads / kWordsPerRow;
     static_assert(kCols % kPerWord == 0, "tile rows are copied in 16-byte words");
-    for (int v = threadIdx.x; v < kWords; v += Cfg::kThreads) {
-      const int row = v / kWordsPerRow, word = v % kWordsPerRow;
-      const int kk = row / Cfg::kBatch, b = row % Cfg::kBatch;
-      const T* src = base + (int64_t(chunk) * Cfg::kK + kk) * Cfg::kBatch * ld + b * ld + col0 + word * kPerWord;
-      cp_async_16(tile + (b * Cfg::kK + kk) * kLd + word * kPerWord, src);
-    }
+    static_assert(Cfg::kThreads % kWordsPerRow == 0 && kRows % kRowsPerPass == 0 && kRowsPerPass % Cfg::kBatch == 0,
+                  "each pass of the block copies whole reduction steps");
+    // A thread copies the same word of rows row0, row0 + kRowsPerPass, ...: one base address per
+    // chunk and constant strides, so the per-chunk index math is a few instructions.
+    const unsigned tid = threadIdx.x;
+    const unsigned row0 = tid / kWordsPerRow, word = tid % kWordsPerRow;
+    const unsigned b = row0 % Cfg::kBatch, kk0 = row0 / Cfg::kBatch;
+    const T* src = base + (int64_t(chunk) * kRows + row0) * ld + col0 + word * kPerWord;
+    T* dst = tile + (b * Cfg::kK + kk0) * kLd + word * kPerWord;
+#pragma unroll
+    for (int pass = 0; pass < kRows / kRowsPerPass; ++pass)
+      cp_async_16(dst + pass * (kRowsPerPass / Cfg::kBatch) * kLd, src + int64_t(pass) * kRowsPerPass * ld);
   }
   __device__ void store(T*) const {}
 };
