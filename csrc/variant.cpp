@@ -16,7 +16,7 @@ struct Choice {
 std::map<std::string, Choice>& table() {
   static auto* t = [] {
     auto* m = new std::map<std::string, Choice>();
-    (*m)["winograd"].names = {"fused", "staged"};
+    (*m)["winograd"].names = {"auto", "fused", "staged"};
     return m;
   }();
   return *t;

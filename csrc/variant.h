@@ -10,8 +10,8 @@ namespace torchconv {
 // Winograd: "fused" runs the input transform, the 16 element-wise GEMMs and the output transform
 // in one kernel (no V / M workspace); "staged" is seed 003's pipeline: an input-transform kernel
 // writes V, a batched GEMM writes M, an output-transform kernel writes Y, in batch chunks that fit
-// the workspace limit.
-enum class WinogradVariant : int { kFused = 0, kStaged = 1 };
+// the workspace limit; "auto" (default) picks one per call by the rule in cuda/winograd.cu.
+enum class WinogradVariant : int { kAuto = 0, kFused = 1, kStaged = 2 };
 
 WinogradVariant winograd_variant();
 

@@ -1,5 +1,6 @@
 """Winograd F(2x2,3x3) specifics. On CUDA two variants compute the same convolution: 'fused' (one
-kernel, the default) and 'staged' (V and M in a workspace bounded by the workspace limit); both must
+kernel) and 'staged' (V and M in a workspace bounded by the workspace limit), and 'auto' (the
+default) picks one per call (staged once C*K/(C+K) >= 128, e.g. C = K = 256); all must
 match F.conv2d forward and backward on 3x3 stride-1 shapes with any padding (negative padding
 inside grad_input included), groups, partial 2x2 tiles, C and K off the 32-wide tiles, batch 1 and
 more. The transformed filters are cached per weight and must follow in-place updates. The CPU
@@ -71,6 +72,17 @@ def test_cuda_variants_on_parity_grid(case, variant):
         padding = 1 if padding == "same" else 0
     check_forward_backward(case["N"], case["C"], case["K"], case["H"], case["W"], padding, case["groups"],
                            case["bias"], "cuda", torch.float32, f"{variant} {case_id(case)}")
+
+
+@needs_cuda
+def test_auto_picks_staged_for_wide_layers():
+    """The auto rule is observable through the workspace: staged allocates V and M, fused nothing."""
+    x = torch.randn(1, 256, 6, 6, device="cuda")
+    for c, k, staged in ((256, 256, True), (64, 64, False), (128, 256, False)):
+        w = torch.randn(k, c, 3, 3, device="cuda")
+        out = torchconv.conv2d(x[:, :c], w, None, 1, 1, algorithm="winograd")
+        assert (torchconv._C.last_workspace_bytes() > 0) == staged, (c, k)
+        assert_close_rel(out, F.conv2d(x[:, :c].double(), w.double(), None, 1, 1), torch.float32, f"auto {c}x{k}")
 
 
 @needs_cuda
@@ -189,13 +201,13 @@ def test_backward_is_deterministic(variant):
 
 
 def test_variant_api():
-    assert VARIANTS == ("fused", "staged")
-    assert torchconv.get_variant("winograd") == "fused"
-    with pytest.raises(ValueError, match="variant must be one of 'fused', 'staged'"):
+    assert VARIANTS == ("auto", "fused", "staged")
+    assert torchconv.get_variant("winograd") == "auto"
+    with pytest.raises(ValueError, match="variant must be one of 'auto', 'fused', 'staged'"):
         torchconv.set_variant("winograd", "tiled")
     with pytest.raises(ValueError, match="algorithm must be one with variants"):
         torchconv.set_variant("csg", "fused")
-    assert torchconv.get_variant("winograd") == "fused"
+    assert torchconv.get_variant("winograd") == "auto"
 
 
 @pytest.mark.parametrize("shape", SHAPES[:3], ids=shape_id)

@@ -34,8 +34,9 @@ def get_workspace_limit():
 
 
 def variants(algorithm):
-    """The variants of `algorithm`, default first. Winograd: 'fused' (one kernel: input transform,
-    the 16 element-wise GEMMs and output transform) and 'staged' (seed 003's pipeline: V and M in a
+    """The variants of `algorithm`, default first. Winograd: 'auto' (picks per call: staged once
+    C*K/(C+K) >= 128 per group, fused below), 'fused' (one kernel: input transform, the 16
+    element-wise GEMMs and output transform) and 'staged' (seed 003's pipeline: V and M in a
     workspace bounded by the workspace limit). The CPU kernels have one variant and ignore this."""
     return _C.variants(algorithm)
 

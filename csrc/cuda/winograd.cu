@@ -2,7 +2,7 @@
 // stage run as 16 GEMMs M[e] = U[e] V[e] (e over the 16 points of a 4x4 tile), 2.25x fewer
 // multiplications than a direct 3x3 convolution.
 //
-// Two variants (torchconv.set_variant("winograd", ...)):
+// Two variants (torchconv.set_variant("winograd", ...); "auto", the default, picks per call):
 //   fused  (default) one kernel per launch: the GEMM's B tiles are input tiles transformed in
 //          registers on their way to shared memory, the block computes all 16 points of a
 //          (32 filters x 32 tiles) output block, and its epilogue runs the output transform and adds
@@ -688,12 +688,24 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
   }
 }
 
+// The "auto" rule. The fused kernel transforms each input tile once per block of 32 filters, so its
+// transform work grows with K and costs about a third of its time at any size; the staged pipeline
+// transforms once but writes and reads V and M, traffic per tile that grows with C + K while the
+// GEMM work grows with C x K. Staged therefore wins once C K / (C + K) is large: on the H100 the
+// crossover sat between Y8 (C = 128, K = 256: fused 1.67 ms, staged 2.03 ms at N = 32) and R9
+// (C = K = 256: a tie), and staged won Y12, Y18 and R12 by 9-25% (benchmarks/notes-winograd.md).
+bool prefer_staged(const WinogradConv& cv) {
+  const int64_t c = cv.Cg(), k = cv.Kg();
+  return c * k >= 128 * (c + k);
+}
+
 // One 3x3 stride-1 convolution of x into y (whose size is given) with transformed filters u.
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias,
                    const WinogradConv& cv, at::Tensor& y) {
   if (cv.tiles() == 0 || cv.K == 0) return;
-  const bool staged = winograd_variant() == WinogradVariant::kStaged;
+  const WinogradVariant variant = winograd_variant();
+  const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
   with_tile_config<T>([&](auto cfg) {
     using Cfg = decltype(cfg);
     if (staged) return run_staged<T, Cfg>(x, u, f, bias, cv, y);
