@@ -101,7 +101,7 @@ PyMethodDef methods[] = {
     {"get_variant", get_variant, METH_O, "The variant an algorithm runs."},
     {"variants", variants, METH_O, "An algorithm's variants, default first."},
     {"last_workspace_bytes", last_workspace_bytes, METH_NOARGS,
-     "Scratch bytes the last operator call on this thread allocated."},
+     "Scratch bytes the last operator call in the process allocated."},
     {"weight_cache_size", weight_cache_size, METH_NOARGS, "Entries in the per-weight transform cache."},
     {"clear_weight_cache", clear_weight_cache, METH_NOARGS, "Drop every cached filter transform."},
     {nullptr, nullptr, 0, nullptr}};

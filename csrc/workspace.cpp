@@ -9,11 +9,12 @@
 namespace torchconv {
 namespace {
 std::atomic<int64_t> g_workspace_limit{kDefaultWorkspaceLimitBytes};
-thread_local int64_t t_last_workspace_bytes = 0;
+// Process-wide, not per thread: autograd runs backward operators on its own device threads.
+std::atomic<int64_t> g_last_workspace_bytes{0};
 }  // namespace
 
-void record_workspace_bytes(int64_t bytes) { t_last_workspace_bytes = bytes; }
-int64_t last_workspace_bytes() { return t_last_workspace_bytes; }
+void record_workspace_bytes(int64_t bytes) { g_last_workspace_bytes.store(bytes, std::memory_order_relaxed); }
+int64_t last_workspace_bytes() { return g_last_workspace_bytes.load(std::memory_order_relaxed); }
 
 int64_t workspace_limit_bytes() { return g_workspace_limit.load(std::memory_order_relaxed); }
 

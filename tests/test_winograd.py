@@ -183,6 +183,9 @@ def test_staged_workspace_is_capped_and_reported():
         torchconv.set_variant("winograd", "fused")
         torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
         assert torchconv._C.last_workspace_bytes() == 0, "the fused variant needs no V / M workspace"
+        xg = x.detach().requires_grad_()
+        torch.autograd.grad(torchconv.conv2d(xg, w.requires_grad_(), None, 1, 1, algorithm="winograd").sum(), (xg, w))
+        assert torchconv._C.last_workspace_bytes() > 0, "grad_weight's split slices are workspace (seen across threads)"
     finally:
         torchconv.set_workspace_limit(old_limit)
         torchconv.set_variant("winograd", old_variant)
