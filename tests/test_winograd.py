@@ -180,6 +180,14 @@ def test_staged_workspace_is_capped_and_reported():
         out = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
         capped = torchconv._C.last_workspace_bytes()
         assert 0 < capped <= full // 8
+        # grad_weight staged in chunks of tiles: later chunks add to the slices of the first.
+        xs, ws = x.detach().requires_grad_(), w.detach().requires_grad_()
+        gys = torch.randn(3, 12, 23, 19, device="cuda", dtype=torch.float64)
+        grads = torch.autograd.grad(torchconv.conv2d(xs, ws, None, 1, 1, algorithm="winograd"), (xs, ws), gys)
+        xr, wr = x.detach().cpu().requires_grad_(), w.detach().cpu().requires_grad_()
+        refs = torch.autograd.grad(F.conv2d(xr, wr, None, 1, 1), (xr, wr), gys.cpu())
+        for g, r, name in zip(grads, refs, ("grad_input", "grad_weight")):
+            assert_close_rel(g, r, torch.float64, f"staged {name} in chunks")
         torchconv.set_variant("winograd", "fused")
         torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
         assert torchconv._C.last_workspace_bytes() == 0, "the fused variant needs no V / M workspace"

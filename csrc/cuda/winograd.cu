@@ -38,39 +38,34 @@ namespace cuda {
 namespace {
 
 // Tile configs. All 16 points of a (filters x tiles) block live in one block, 8 x 8 outputs per
-// thread, 8 reduction steps per chunk.
-// float, 32 filters x 32 tiles: 256 threads, two blocks per SM (128 registers each).
+// thread.
+// float, 32 filters x 32 tiles, 8 reduction steps per chunk: 256 threads, two blocks per SM (128
+// registers each). (A 32 x 64 tile with 512 threads measured 4% slower over the suite on the H100.)
 using WinogradTileF32 = GemmTileConfig<kWinogradPoints, 32, 32, 8, 8, 8, 2>;
-// float, 32 filters x 64 tiles: 512 threads, one block per SM; half the transformed-filter traffic
-// per multiply-add (each U tile read from L2 feeds twice the tiles).
-using WinogradTileF32Wide = GemmTileConfig<kWinogradPoints, 32, 64, 8, 8, 8, 1>;
+// float, 4 reduction steps per chunk: layers with at most 4 input channels per group (an RGB stem),
+// where an 8-step chunk would be mostly zero padding.
+using WinogradTileF32Thin = GemmTileConfig<kWinogradPoints, 32, 32, 4, 8, 8, 2>;
 // double: 16 x 16 per block, 4 x 4 per thread (256 threads).
 using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
-static_assert(WinogradTileF32::kM == WinogradTileF32Wide::kM && WinogradTileF32::kK == WinogradTileF32Wide::kK,
-              "the float configs share one transformed-filter layout");
-template <typename T>
-using WinogradFilterTile = std::conditional_t<std::is_same_v<T, double>, WinogradTileF64, WinogradTileF32>;
 
-// The float config, chosen once per process: TORCHCONV_WINOGRAD_TILE=32x32 or 32x64 (each config can
-// be timed on its own); the default is the one the committed benchmark measured faster.
-bool wide_float_tiles() {
-  static const bool wide = [] {
-    const char* env = std::getenv("TORCHCONV_WINOGRAD_TILE");
-    if (env == nullptr) return false;
-    const std::string v(env);
-    TORCH_CHECK_VALUE(v == "32x32" || v == "32x64", "TORCHCONV_WINOGRAD_TILE must be 32x32 or 32x64, got '", v, "'");
-    return v == "32x64";
-  }();
-  return wide;
-}
-
-// Calls f(Cfg{}) with the tile config for T.
+// Calls f(Cfg{}) with the tile config for T and a convolution reducing over `reduction` channels
+// per group (the documented rule; each config is selectable on its own through
+// TORCHCONV_WINOGRAD_TILE=default|thin for timing).
 template <typename T, typename F>
-void with_tile_config(F&& f) {
+void with_tile_config(int reduction, F&& f) {
   if constexpr (std::is_same_v<T, double>) {
     f(WinogradTileF64{});
   } else {
-    if (wide_float_tiles()) return f(WinogradTileF32Wide{});
+    static const int forced = [] {
+      const char* env = std::getenv("TORCHCONV_WINOGRAD_TILE");
+      if (env == nullptr) return 0;
+      const std::string v(env);
+      TORCH_CHECK_VALUE(v == "default" || v == "thin", "TORCHCONV_WINOGRAD_TILE must be default or thin, got '", v,
+                        "'");
+      return v == "thin" ? 2 : 1;
+    }();
+    const bool thin = forced ? forced == 2 : reduction <= 4;
+    if (thin) return f(WinogradTileF32Thin{});
     f(WinogradTileF32{});
   }
 }
@@ -518,6 +513,22 @@ struct WeightGradArgs {
   int64_t tiles_per_split;
 };
 
+// Writes (or adds) a block's 16 x kM x kN accumulator tile to dU slice `slice` ([16][k_pad][c_pad]).
+template <typename T, typename Cfg>
+__device__ __forceinline__ void store_weight_grad_slice(const T (&acc)[Cfg::kThreadM][Cfg::kThreadN], T* partial,
+                                                        int slice, int k_pad, int c_pad, int kt, int ct,
+                                                        bool accumulate) {
+  const ThreadTile<Cfg> tt(threadIdx.x);
+  T* out = partial + ((int64_t(slice) * kWinogradPoints + tt.batch) * k_pad + kt * Cfg::kM) * c_pad + ct * Cfg::kN;
+#pragma unroll
+  for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kThreadN; ++j) {
+      T* o = out + int64_t(tt.row(i)) * c_pad + tt.col(j);
+      *o = accumulate ? *o + acc[i][j] : acc[i][j];
+    }
+}
+
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_weight_grad_kernel(const WeightGradArgs<T> a) {
@@ -539,14 +550,91 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int chunks = int((tile_end - tile_begin + Cfg::kK - 1) / Cfg::kK);
   T acc[Cfg::kThreadM][Cfg::kThreadN];
   block_gemm<T, Cfg>(smem, la, lb, chunks, acc);
-  const ThreadTile<Cfg> tt(threadIdx.x);
-  T* out = a.partial +
-           ((int64_t(split * a.cv.groups + g) * kWinogradPoints + tt.batch) * a.k_pad + kt * Cfg::kM) * a.c_pad +
-           ct * Cfg::kN;
+  store_weight_grad_slice<T, Cfg>(acc, a.partial, split * a.cv.groups + g, a.k_pad, a.c_pad, kt, ct, false);
+}
+
+// Staged grad_weight: the operands come transformed from a workspace, V^T as [group][tile][16][c_pad]
+// and dM^T as [group][tile][16][k_pad] (tiles padded to a whole chunk with zeros), so both tile
+// loaders are plain row copies; the tiles of the batch arrive in workspace-sized chunks and every
+// chunk after the first adds to the slices (in stream order, so the sum stays deterministic).
+template <typename T>
+struct StagedWeightGradArgs {
+  const T* vt;
+  const T* dmt;
+  T* partial;
+  int groups, k_pad, c_pad, tiles_pad, tiles_per_split;
+  int k_tiles, c_tiles;
+  bool accumulate;
+};
+
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_weight_grad_gemm_kernel(const StagedWeightGradArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  int b = blockIdx.x;
+  const int kt = b % a.k_tiles;
+  b /= a.k_tiles;
+  const int ct = b % a.c_tiles;
+  b /= a.c_tiles;
+  const int g = b % a.groups, split = b / a.groups;
+  const int tile_begin = split * a.tiles_per_split;
+  const int tiles = min(a.tiles_per_split, a.tiles_pad - tile_begin);
+  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{
+      a.dmt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.k_pad, a.k_pad, kt * Cfg::kM};
+  PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb{
+      a.vt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.c_pad, a.c_pad, ct * Cfg::kN};
+  T acc[Cfg::kThreadM][Cfg::kThreadN];
+  block_gemm<T, Cfg>(smem, la, lb, tiles / Cfg::kK, acc);
+  store_weight_grad_slice<T, Cfg>(acc, a.partial, split * a.groups + g, a.k_pad, a.c_pad, kt, ct, a.accumulate);
+}
+
+// V^T for the staged grad_weight: one thread per (group, tile, channel), channels fastest so the
+// 16 points are written coalesced.
+template <typename T>
+__global__ void winograd_input_transform_by_tile_kernel(const T* __restrict__ x, T* __restrict__ vt,
+                                                        const WinogradConv cv, int64_t tile0, int64_t count,
+                                                        int tiles_pad, int c_pad) {
+  const int64_t total = int64_t(cv.groups) * tiles_pad * c_pad;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int c = int(i % c_pad), j = int((i / c_pad) % tiles_pad), g = int(i / (int64_t(c_pad) * tiles_pad));
+    const bool ok = j < count && c < cv.Cg();
+    const TileCoord t = tile_coord(cv, ok ? tile0 + j : 0);
+    const T* plane = x + (int64_t(t.n) * cv.C + g * cv.Cg() + (ok ? c : 0)) * cv.in_plane;
+    T d[16], v[16];
+    load_input_patch(plane, cv, 2 * t.ty - cv.pad_h, 2 * t.tx - cv.pad_w, ok, d);
+    winograd_input_transform<T>(d, v);
+    T* dst = vt + (int64_t(g) * tiles_pad + j) * kWinogradPoints * c_pad + c;
 #pragma unroll
-  for (int i = 0; i < Cfg::kThreadM; ++i)
+    for (int e = 0; e < 16; ++e) dst[int64_t(e) * c_pad] = v[e];
+  }
+}
+
+// dM^T = (A dY A^T) for the staged grad_weight, one thread per (group, tile, filter).
+template <typename T>
+__global__ void winograd_grad_output_transform_kernel(const T* __restrict__ gy, T* __restrict__ dmt,
+                                                      const WinogradConv cv, int64_t tile0, int64_t count,
+                                                      int tiles_pad, int k_pad) {
+  const int64_t total = int64_t(cv.groups) * tiles_pad * k_pad;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int k = int(i % k_pad), j = int((i / k_pad) % tiles_pad), g = int(i / (int64_t(k_pad) * tiles_pad));
+    const bool ok = j < count && k < cv.Kg();
+    const TileCoord t = tile_coord(cv, ok ? tile0 + j : 0);
+    const int oy = 2 * t.ty, ox = 2 * t.tx;
+    const T* plane = gy + (int64_t(t.n) * cv.K + g * cv.Kg() + (ok ? k : 0)) * cv.Ho * cv.Wo;
+    T dy[4], dm[16];
 #pragma unroll
-    for (int j = 0; j < Cfg::kThreadN; ++j) out[int64_t(tt.row(i)) * a.c_pad + tt.col(j)] = acc[i][j];
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const bool in = ok && oy + a < cv.Ho && ox + b < cv.Wo;
+        dy[a * 2 + b] = in ? plane[int64_t(oy + a) * cv.Wo + ox + b] : T(0);
+      }
+    winograd_output_transform_adjoint<T>(dy, dm);
+    T* dst = dmt + (int64_t(g) * tiles_pad + j) * kWinogradPoints * k_pad + k;
+#pragma unroll
+    for (int e = 0; e < 16; ++e) dst[int64_t(e) * k_pad] = dm[e];
+  }
 }
 
 // Sums the split slices of dU column by column, in split order (deterministic), into slice 0. One
@@ -605,9 +693,8 @@ WinogradConv make_conv(const at::Tensor& x, int64_t K, int64_t Ho, int64_t Wo, i
   return cv;
 }
 
-template <typename T>
+template <typename Cfg>
 FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotated) {
-  using Cfg = WinogradFilterTile<T>;
   FilterLayout f;
   f.groups = int(groups), f.Kg = int(weight.size(0) / groups), f.Cg = int(weight.size(1)), f.rotated = rotated;
   f.reduction = rotated ? f.Kg : f.Cg;
@@ -620,7 +707,8 @@ FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotate
 // U for `weight`, cached until the weight changes.
 template <typename T>
 at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
-  const std::string tag = std::string("winograd_u/") + (f.rotated ? "rotated/" : "") + std::to_string(f.groups);
+  const std::string tag = std::string("winograd_u/") + (f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" +
+                          std::to_string(f.reduction_pad) + "x" + std::to_string(f.outputs_pad);
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
     auto u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad}, weight.options());
@@ -699,18 +787,32 @@ bool prefer_staged(const WinogradConv& cv) {
   return c * k >= 128 * (c + k);
 }
 
-// One 3x3 stride-1 convolution of x into y (whose size is given) with transformed filters u.
+// One 3x3 stride-1 convolution of x into y (whose size is given) with the filters of `weight`
+// (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
 template <typename T>
-void winograd_conv(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias,
-                   const WinogradConv& cv, at::Tensor& y) {
-  if (cv.tiles() == 0 || cv.K == 0) return;
+void winograd_conv(const at::Tensor& x, const at::Tensor& weight, bool rotated, const T* bias, const WinogradConv& cv,
+                   at::Tensor& y) {
+  if (cv.tiles() == 0 || cv.K == 0) return record_workspace_bytes(0);
   const WinogradVariant variant = winograd_variant();
   const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
-  with_tile_config<T>([&](auto cfg) {
+  with_tile_config<T>(cv.Cg(), [&](auto cfg) {
     using Cfg = decltype(cfg);
+    const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, rotated);
+    const at::Tensor u = transformed_filters<T>(weight, f);
     if (staged) return run_staged<T, Cfg>(x, u, f, bias, cv, y);
     run_fused<T, Cfg>(x, u, f, bias, cv, y);
   });
+}
+
+// Slices the tile reduction is split into: enough that the grid fills the GPU about twice over,
+// at least 8 chunks per slice, and the slices within the workspace limit (each costs a write and a
+// read of 16 x K x C values).
+template <typename Cfg>
+int64_t weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t slice_bytes) {
+  const int64_t max_by_work = std::max<int64_t>(1, tiles / (8 * Cfg::kK));
+  const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
+  const int64_t want = ceil_div(2 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
+  return std::max<int64_t>(1, std::min({want, max_by_work, max_by_memory}));
 }
 
 template <typename T, typename Cfg>
@@ -726,31 +828,74 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
     gw.zero_();
     return gw;
   }
-  WeightGradArgs<T> a;
-  a.x = x.const_data_ptr<T>(), a.gy = gy.const_data_ptr<T>(), a.cv = cv;
-  a.k_pad = round_up(Kg, Cfg::kM), a.c_pad = round_up(Cg, Cfg::kN);
-  a.k_tiles = a.k_pad / Cfg::kM, a.c_tiles = a.c_pad / Cfg::kN;
-  // Split the tile reduction until the grid fills the GPU about twice over, keeping at least 8 chunks
-  // per slice and the slices within the workspace limit (each slice costs a write and a read of
-  // 16 x K x C values).
-  const int64_t base_blocks = int64_t(a.k_tiles) * a.c_tiles * cv.groups;
+  const int k_pad = round_up(Kg, Cfg::kM), c_pad = round_up(Cg, Cfg::kN);
+  const int k_tiles = k_pad / Cfg::kM, c_tiles = c_pad / Cfg::kN;
+  const int64_t base_blocks = int64_t(k_tiles) * c_tiles * cv.groups;
   const int64_t slice_bytes = base_blocks * Cfg::kM * Cfg::kN * kWinogradPoints * int64_t(sizeof(T));
-  const int64_t max_by_work = std::max<int64_t>(1, tiles / (8 * Cfg::kK));
-  const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
-  const int64_t want = ceil_div(2 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
-  int64_t splits = std::max<int64_t>(1, std::min({want, max_by_work, max_by_memory}));
-  a.tiles_per_split = round_up(int(ceil_div(tiles, splits)), Cfg::kK);
-  splits = ceil_div(tiles, a.tiles_per_split);
-  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
-  *workspace = partial.numel() * int64_t(sizeof(T));
-  a.partial = partial.mutable_data_ptr<T>();
-  const int64_t blocks = base_blocks * splits;
-  check_grid(blocks, "conv2d_winograd_backward");
-  constexpr size_t smem = weight_grad_smem_bytes<T, Cfg>();
-  auto kernel = winograd_weight_grad_kernel<T, Cfg>;
-  ensure_dynamic_smem(kernel, smem, "conv2d_winograd_backward");
-  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  constexpr size_t gemm_smem = Cfg::template mainloop_smem_bytes<T>();
+  const WinogradVariant variant = winograd_variant();
+  const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
+  at::Tensor partial;
+  int64_t splits = 0;
+  if (!staged) {
+    // Both operands transformed on the fly inside the GEMM.
+    splits = weight_grad_splits<Cfg>(tiles, base_blocks, slice_bytes);
+    WeightGradArgs<T> a;
+    a.x = x.const_data_ptr<T>(), a.gy = gy.const_data_ptr<T>(), a.cv = cv;
+    a.k_pad = k_pad, a.c_pad = c_pad, a.k_tiles = k_tiles, a.c_tiles = c_tiles;
+    a.tiles_per_split = round_up(int(ceil_div(tiles, splits)), Cfg::kK);
+    splits = ceil_div(tiles, a.tiles_per_split);
+    partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+    *workspace = partial.numel() * int64_t(sizeof(T));
+    a.partial = partial.mutable_data_ptr<T>();
+    const int64_t blocks = base_blocks * splits;
+    check_grid(blocks, "conv2d_winograd_backward");
+    constexpr size_t smem = weight_grad_smem_bytes<T, Cfg>();
+    auto kernel = winograd_weight_grad_kernel<T, Cfg>;
+    ensure_dynamic_smem(kernel, smem, "conv2d_winograd_backward");
+    kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  } else {
+    // V^T and dM^T transformed once per tile into a workspace, in chunks of tiles that fit half the
+    // limit (the slices get the other half).
+    const int64_t bytes_per_tile = int64_t(kWinogradPoints) * cv.groups * (c_pad + k_pad) * int64_t(sizeof(T));
+    int64_t chunk = columns_per_chunk(tiles, 2 * bytes_per_tile);
+    if (chunk < tiles) chunk = std::max<int64_t>(Cfg::kK, chunk / Cfg::kK * Cfg::kK);
+    chunk = std::min(chunk, tiles);
+    const int64_t chunk_pad = ceil_div(chunk, Cfg::kK) * Cfg::kK;
+    TORCH_CHECK_VALUE(chunk_pad < (int64_t(1) << 31), "torchconv.conv2d_winograd_backward: tile chunk too large");
+    splits = weight_grad_splits<Cfg>(chunk_pad, base_blocks, 2 * slice_bytes);
+    auto vt = at::empty({int64_t(cv.groups) * chunk_pad * kWinogradPoints * c_pad}, x.options());
+    auto dmt = at::empty({int64_t(cv.groups) * chunk_pad * kWinogradPoints * k_pad}, x.options());
+    partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+    *workspace = (vt.numel() + dmt.numel() + partial.numel()) * int64_t(sizeof(T));
+    auto kernel = winograd_weight_grad_gemm_kernel<T, Cfg>;
+    ensure_dynamic_smem(kernel, gemm_smem, "conv2d_winograd_backward");
+    for (int64_t t0 = 0; t0 < tiles; t0 += chunk) {
+      const int64_t count = std::min<int64_t>(chunk, tiles - t0);
+      const int tiles_pad = round_up(int(count), Cfg::kK);
+      winograd_input_transform_by_tile_kernel<T>
+          <<<elementwise_blocks(int64_t(cv.groups) * tiles_pad * c_pad, 256), 256, 0, current_stream()>>>(
+              x.const_data_ptr<T>(), vt.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, c_pad);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      winograd_grad_output_transform_kernel<T>
+          <<<elementwise_blocks(int64_t(cv.groups) * tiles_pad * k_pad, 256), 256, 0, current_stream()>>>(
+              gy.const_data_ptr<T>(), dmt.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, k_pad);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      StagedWeightGradArgs<T> a;
+      a.vt = vt.const_data_ptr<T>(), a.dmt = dmt.const_data_ptr<T>(), a.partial = partial.mutable_data_ptr<T>();
+      a.groups = cv.groups, a.k_pad = k_pad, a.c_pad = c_pad, a.tiles_pad = tiles_pad;
+      a.k_tiles = k_tiles, a.c_tiles = c_tiles, a.accumulate = t0 > 0;
+      a.tiles_per_split = round_up(int(ceil_div(tiles_pad, splits)), Cfg::kK);
+      // The first chunk is the largest, so it writes every slice the later ones add to.
+      const int64_t used = ceil_div(tiles_pad, a.tiles_per_split);
+      const int64_t blocks = base_blocks * used;
+      check_grid(blocks, "conv2d_winograd_backward");
+      kernel<<<unsigned(blocks), Cfg::kThreads, gemm_smem, current_stream()>>>(a);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      if (t0 == 0) splits = used;
+    }
+  }
   if (splits > 1) {
     const int64_t slice = slice_bytes / int64_t(sizeof(T));
     winograd_split_sum_kernel<T><<<elementwise_blocks(slice, 256), 256, 0, current_stream()>>>(
@@ -758,7 +903,7 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   winograd_weight_grad_finish_kernel<T><<<elementwise_blocks(p.K * Cg, 256), 256, 0, current_stream()>>>(
-      partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, Kg, Cg, a.k_pad, a.c_pad);
+      partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, Kg, Cg, k_pad, c_pad);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gw;
 }
@@ -780,11 +925,8 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cuda", [&] {
-    const FilterLayout f = filter_layout<scalar_t>(weight, p.groups, /*rotated=*/false);
     const WinogradConv cv = make_conv(x, p.K, p.Ho, p.Wo, p.pad_h, p.pad_w, p.groups);
-    if (cv.tiles() == 0) return record_workspace_bytes(0);
-    const at::Tensor u = transformed_filters<scalar_t>(weight, f);
-    winograd_conv<scalar_t>(x, u, f, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, cv, y);
+    winograd_conv<scalar_t>(x, weight, /*rotated=*/false, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, cv, y);
   });
   return y;
 }
@@ -803,18 +945,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
       gx = new_output({p.N, p.C, p.H, p.W}, input.options());
       auto gy = grad_output.contiguous();
       const WinogradConv cv = make_conv(gy, p.C, p.H, p.W, 2 - p.pad_h, 2 - p.pad_w, p.groups);
-      if (cv.tiles() > 0) {
-        const FilterLayout f = filter_layout<scalar_t>(weight, p.groups, /*rotated=*/true);
-        const at::Tensor u = transformed_filters<scalar_t>(weight, f);
-        winograd_conv<scalar_t>(gy, u, f, nullptr, cv, gx);
-        workspace = last_workspace_bytes();
-      }
+      winograd_conv<scalar_t>(gy, weight, /*rotated=*/true, nullptr, cv, gx);
+      workspace = last_workspace_bytes();
     }
     if (output_mask[1]) {
       int64_t bytes = 0;
-      with_tile_config<scalar_t>([&](auto cfg) {
-        gw = winograd_grad_weight<scalar_t, decltype(cfg)>(p, grad_output, input, &bytes);
-      });
+      gw = winograd_grad_weight<scalar_t, std::conditional_t<std::is_same_v<scalar_t, double>, WinogradTileF64,
+                                                               WinogradTileF32>>(p, grad_output, input, &bytes);
       workspace = std::max(workspace, bytes);
     }
   });
