@@ -168,44 +168,6 @@ __device__ __forceinline__ void block_gemm(T* smem, LoaderA& la, LoaderB& lb, in
   }
 }
 
-// The main loop for operands that are plain cp.async copies (no staging, store() unused), with
-// kStages buffers: the copies of chunk c + kStages - 1 are in flight while chunk c is multiplied, so
-// the wait at the top of each chunk rarely stalls. `smem` holds kStages A stages then kStages B stages.
-template <typename T, typename Cfg, int kStages, typename LoaderA, typename LoaderB>
-__device__ __forceinline__ void block_gemm_pipelined(T* smem, LoaderA& la, LoaderB& lb, int num_chunks,
-                                                     T (&acc)[Cfg::kThreadM][Cfg::kThreadN]) {
-  static_assert(kStages >= 2, "at least double buffering");
-  const ThreadTile<Cfg> tt(threadIdx.x);
-#pragma unroll
-  for (int i = 0; i < Cfg::kThreadM; ++i)
-#pragma unroll
-    for (int j = 0; j < Cfg::kThreadN; ++j) acc[i][j] = T(0);
-  if (num_chunks <= 0) return;
-  T* const a0 = smem;
-  T* const b0 = smem + kStages * Cfg::kTileA;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < num_chunks) {
-      la.fetch(s, a0 + s * Cfg::kTileA);
-      lb.fetch(s, b0 + s * Cfg::kTileB);
-    }
-    cp_async_commit();  // one group per stage, empty or not, so the wait count below stays exact
-  }
-  for (int c = 0; c < num_chunks; ++c) {
-    cp_async_wait<kStages - 2>();  // chunk c has landed (this thread's copies)...
-    __syncthreads();               // ...everyone's, and everyone is done with chunk c - 1's buffer
-    const int next = c + kStages - 1;
-    if (next < num_chunks) {
-      la.fetch(next, a0 + (next % kStages) * Cfg::kTileA);
-      lb.fetch(next, b0 + (next % kStages) * Cfg::kTileB);
-    }
-    cp_async_commit();
-    gemm_chunk<T, Cfg>(a0 + (c % kStages) * Cfg::kTileA, b0 + (c % kStages) * Cfg::kTileB, tt, acc);
-  }
-  cp_async_wait<0>();
-  __syncthreads();
-}
-
 // Copies rows of a zero-padded workspace laid out [reduction][batch][ld] into a shared tile
 // [batch][kK][kLd], kCols elements from column `col0`: the cp.async loader for operands that an
 // earlier kernel prepared (transformed filters, Winograd V). `ld` and `col0` are multiples of kCols

@@ -48,15 +48,6 @@ using WinogradTileF32Thin = GemmTileConfig<kWinogradPoints, 32, 32, 4, 8, 8, 2>;
 // double: 16 x 16 per block, 4 x 4 per thread (256 threads).
 using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
 
-// Buffers of the GEMMs whose operands come from a workspace (staged variant): three for float (2 x
-// 108 KiB per SM), two for double, whose tiles are larger.
-template <typename T>
-constexpr int kCopyStages = sizeof(T) == 4 ? 3 : 2;
-template <typename T, typename Cfg>
-constexpr size_t pipelined_smem_bytes() {
-  return size_t(kCopyStages<T>) * (Cfg::kTileA + Cfg::kTileB) * sizeof(T);
-}
-
 // Calls f(Cfg{}) with the tile config for T and a convolution reducing over `reduction` channels
 // per group (the documented rule; each config is selectable on its own through
 // TORCHCONV_WINOGRAD_TILE=default|thin for timing).
@@ -485,7 +476,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) winograd_batch
   PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb{a.v + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.tiles_pad,
                                        a.tiles_pad, bc.pt * Cfg::kN};
   T acc[Cfg::kThreadM][Cfg::kThreadN];
-  block_gemm_pipelined<T, Cfg, kCopyStages<T>>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
+  block_gemm<T, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
   const ThreadTile<Cfg> tt(threadIdx.x);
   T* out = a.m + ((int64_t(bc.g) * kWinogradPoints + tt.batch) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad +
            bc.pt * Cfg::kN;
@@ -594,7 +585,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb{
       a.vt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.c_pad, a.c_pad, ct * Cfg::kN};
   T acc[Cfg::kThreadM][Cfg::kThreadN];
-  block_gemm_pipelined<T, Cfg, kCopyStages<T>>(smem, la, lb, tiles / Cfg::kK, acc);
+  block_gemm<T, Cfg>(smem, la, lb, tiles / Cfg::kK, acc);
   store_weight_grad_slice<T, Cfg>(acc, a.partial, split * a.groups + g, a.k_pad, a.c_pad, kt, ct, a.accumulate);
 }
 
@@ -762,7 +753,7 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
   auto m = at::empty({int64_t(cv.groups) * kWinogradPoints * f.outputs_pad * chunk_pad}, x.options());
   record_workspace_bytes((v.numel() + m.numel()) * int64_t(sizeof(T)));
   auto gemm = winograd_batched_gemm_kernel<T, Cfg>;
-  constexpr size_t smem = pipelined_smem_bytes<T, Cfg>();
+  constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
   ensure_dynamic_smem(gemm, smem, "conv2d_winograd");
   for (int64_t t0 = 0; t0 < tiles; t0 += chunk) {
     const int64_t count = std::min<int64_t>(chunk, tiles - t0);
@@ -841,7 +832,7 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   const int k_tiles = k_pad / Cfg::kM, c_tiles = c_pad / Cfg::kN;
   const int64_t base_blocks = int64_t(k_tiles) * c_tiles * cv.groups;
   const int64_t slice_bytes = base_blocks * Cfg::kM * Cfg::kN * kWinogradPoints * int64_t(sizeof(T));
-  constexpr size_t gemm_smem = pipelined_smem_bytes<T, Cfg>();
+  constexpr size_t gemm_smem = Cfg::template mainloop_smem_bytes<T>();
   const WinogradVariant variant = winograd_variant();
   const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
   at::Tensor partial;
