@@ -45,27 +45,37 @@ using WinogradTileF32 = GemmTileConfig<kWinogradPoints, 32, 32, 8, 8, 8, 2>;
 // float, 4 reduction steps per chunk: layers with at most 4 input channels per group (an RGB stem),
 // where an 8-step chunk would be mostly zero padding.
 using WinogradTileF32Thin = GemmTileConfig<kWinogradPoints, 32, 32, 4, 8, 8, 2>;
+// float, 64 filters x 32 tiles: 512 threads, one block per SM. The fused kernel transforms each input
+// tile once per block of filters, so twice the filters per block halves that work per multiply-add.
+using WinogradTileF32Tall = GemmTileConfig<kWinogradPoints, 64, 32, 8, 8, 8, 1>;
 // double: 16 x 16 per block, 4 x 4 per thread (256 threads).
 using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
 
+// TORCHCONV_WINOGRAD_TILE=default|thin|tall forces one float config (to time each on its own; tall
+// applies to the fused variant only).
+int forced_float_tile() {
+  static const int forced = [] {
+    const char* env = std::getenv("TORCHCONV_WINOGRAD_TILE");
+    if (env == nullptr) return 0;
+    const std::string v(env);
+    TORCH_CHECK_VALUE(v == "default" || v == "thin" || v == "tall",
+                      "TORCHCONV_WINOGRAD_TILE must be default, thin or tall, got '", v, "'");
+    return v == "default" ? 1 : v == "thin" ? 2 : 3;
+  }();
+  return forced;
+}
+
 // Calls f(Cfg{}) with the tile config for T and a convolution reducing over `reduction` channels
-// per group (the documented rule; each config is selectable on its own through
-// TORCHCONV_WINOGRAD_TILE=default|thin for timing).
+// per group into `outputs` channels per group.
 template <typename T, typename F>
-void with_tile_config(int reduction, F&& f) {
+void with_tile_config(int reduction, int outputs, bool staged, F&& f) {
   if constexpr (std::is_same_v<T, double>) {
     f(WinogradTileF64{});
   } else {
-    static const int forced = [] {
-      const char* env = std::getenv("TORCHCONV_WINOGRAD_TILE");
-      if (env == nullptr) return 0;
-      const std::string v(env);
-      TORCH_CHECK_VALUE(v == "default" || v == "thin", "TORCHCONV_WINOGRAD_TILE must be default or thin, got '", v,
-                        "'");
-      return v == "thin" ? 2 : 1;
-    }();
-    const bool thin = forced ? forced == 2 : reduction <= 4;
-    if (thin) return f(WinogradTileF32Thin{});
+    const int forced = forced_float_tile();
+    if (forced == 2 || (!forced && reduction <= 4)) return f(WinogradTileF32Thin{});
+    if (!staged && forced == 3) return f(WinogradTileF32Tall{});
+    (void)outputs;
     f(WinogradTileF32{});
   }
 }
@@ -795,7 +805,7 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, bool rotated, 
   if (cv.tiles() == 0 || cv.K == 0) return record_workspace_bytes(0);
   const WinogradVariant variant = winograd_variant();
   const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
-  with_tile_config<T>(cv.Cg(), [&](auto cfg) {
+  with_tile_config<T>(cv.Cg(), cv.Kg(), staged, [&](auto cfg) {
     using Cfg = decltype(cfg);
     const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, rotated);
     const at::Tensor u = transformed_filters<T>(weight, f);
