@@ -25,6 +25,7 @@ SHAPES = [
     (2, 8, 12, 7, 8, 3, 4, True),  # padding 3: grad_input runs with padding -1; groups
     (1, 64, 96, 29, 31, 1, 1, False),  # many tiles: several tile blocks and filter blocks
     (5, 16, 16, 6, 5, (1, 2), 2, True),  # asymmetric padding
+    (4, 64, 72, 120, 118, 1, 1, True),  # enough 64-filter blocks for the tall fused config (H100 rule)
 ]
 
 

@@ -51,35 +51,6 @@ using WinogradTileF32Tall = GemmTileConfig<kWinogradPoints, 64, 32, 8, 8, 8, 1>;
 // double: 16 x 16 per block, 4 x 4 per thread (256 threads).
 using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
 
-// TORCHCONV_WINOGRAD_TILE=default|thin|tall forces one float config (to time each on its own; tall
-// applies to the fused variant only).
-int forced_float_tile() {
-  static const int forced = [] {
-    const char* env = std::getenv("TORCHCONV_WINOGRAD_TILE");
-    if (env == nullptr) return 0;
-    const std::string v(env);
-    TORCH_CHECK_VALUE(v == "default" || v == "thin" || v == "tall",
-                      "TORCHCONV_WINOGRAD_TILE must be default, thin or tall, got '", v, "'");
-    return v == "default" ? 1 : v == "thin" ? 2 : 3;
-  }();
-  return forced;
-}
-
-// Calls f(Cfg{}) with the tile config for T and a convolution reducing over `reduction` channels
-// per group into `outputs` channels per group.
-template <typename T, typename F>
-void with_tile_config(int reduction, int outputs, bool staged, F&& f) {
-  if constexpr (std::is_same_v<T, double>) {
-    f(WinogradTileF64{});
-  } else {
-    const int forced = forced_float_tile();
-    if (forced == 2 || (!forced && reduction <= 4)) return f(WinogradTileF32Thin{});
-    if (!staged && forced == 3) return f(WinogradTileF32Tall{});
-    (void)outputs;
-    f(WinogradTileF32{});
-  }
-}
-
 // A 3x3 stride-1 convolution as the kernels see it. Padding may be negative (grad_input of a layer
 // padded by more than 2 reads a cropped grad_output), so the output extent is given, not derived.
 struct WinogradConv {
@@ -95,6 +66,46 @@ struct WinogradConv {
   TORCHCONV_HOST_DEVICE int Kg() const { return kg; }
   TORCHCONV_HOST_DEVICE int64_t tiles() const { return int64_t(N) * tiles_h * tiles_w; }
 };
+
+// TORCHCONV_WINOGRAD_TILE=default|thin|tall forces one float config (to time each on its own; tall
+// applies to the fused variant only).
+int forced_float_tile() {
+  static const int forced = [] {
+    const char* env = std::getenv("TORCHCONV_WINOGRAD_TILE");
+    if (env == nullptr) return 0;
+    const std::string v(env);
+    TORCH_CHECK_VALUE(v == "default" || v == "thin" || v == "tall",
+                      "TORCHCONV_WINOGRAD_TILE must be default, thin or tall, got '", v, "'");
+    return v == "default" ? 1 : v == "thin" ? 2 : 3;
+  }();
+  return forced;
+}
+
+// Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
+//   thin  when it reduces over at most 4 channels per group;
+//   tall  for the fused variant when C and K per group are both at least 64 and the 64-filter
+//         blocks still fill the GPU at least 2.5 times (one block per SM). Measured on the H100
+//         (run 11, same run, N = 32 / N = 1): tall won Y8 1.29x vs 1.23x, R2 1.54 vs 1.48, R6 0.96
+//         vs 0.88; it lost where blocks are few (N = 1: R6 0.64 vs 0.91, Y4 1.47 vs 1.64) or the
+//         reduction is short (Y2, C = 32: 1.09 vs 1.20);
+//   default otherwise.
+template <typename T, typename F>
+void with_tile_config(const WinogradConv& cv, bool staged, F&& f) {
+  if constexpr (std::is_same_v<T, double>) {
+    f(WinogradTileF64{});
+  } else {
+    const int forced = forced_float_tile();
+    if (forced == 2 || (!forced && cv.Cg() <= 4)) return f(WinogradTileF32Thin{});
+    if (!staged) {
+      using Tall = WinogradTileF32Tall;
+      const int64_t tall_blocks = ceil_div(cv.Kg(), Tall::kM) * ceil_div(cv.tiles(), Tall::kN) * cv.groups;
+      const bool tall = forced ? forced == 3
+                               : cv.Cg() >= 64 && cv.Kg() >= 64 && 2 * tall_blocks >= 5 * int64_t(sm_count());
+      if (tall) return f(Tall{});
+    }
+    f(WinogradTileF32{});
+  }
+}
 
 // Image, tile row and tile column of tile p.
 struct TileCoord {
@@ -805,7 +816,7 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, bool rotated, 
   if (cv.tiles() == 0 || cv.K == 0) return record_workspace_bytes(0);
   const WinogradVariant variant = winograd_variant();
   const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
-  with_tile_config<T>(cv.Cg(), cv.Kg(), staged, [&](auto cfg) {
+  with_tile_config<T>(cv, staged, [&](auto cfg) {
     using Cfg = decltype(cfg);
     const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, rotated);
     const at::Tensor u = transformed_filters<T>(weight, f);
