@@ -1,11 +1,21 @@
 // Winograd F(2x2, 3x3) transforms (seed 003): Y = A^T [ (G g G^T) . (B^T d B) ] A, written out with
-// the shared sub-expressions so each transform is additions only (plus the halvings of G).
-// Shared by the CPU and CUDA kernels; all 4x4 / 3x3 / 2x2 arrays are row-major.
+// the shared sub-expressions so each transform is additions only (plus the halvings of G), and the
+// shape check. Shared by the CPU and CUDA kernels; all 4x4 / 3x3 / 2x2 arrays are row-major.
 #pragma once
+
+#include <c10/util/Exception.h>
 
 #include "conv_shape.h"
 
 namespace torchconv {
+
+// The shapes F(2x2,3x3) computes; anything else is a clear error naming what is off.
+inline void check_winograd_shape(const char* algorithm, const ConvShape& p) {
+  TORCH_CHECK_VALUE(p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1,
+                    "torchconv.", algorithm, ": Winograd F(2x2,3x3) needs a 3x3 kernel, stride 1 and dilation 1; got "
+                    "kernel ", shape_str({p.R, p.S}), ", stride ", shape_str({p.stride_h, p.stride_w}), ", dilation ",
+                    shape_str({p.dil_h, p.dil_w}));
+}
 
 constexpr int kWinogradTile = 4;    // input tile edge (alpha = m + r - 1)
 constexpr int kWinogradOutput = 2;  // output tile edge (m)

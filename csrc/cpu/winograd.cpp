@@ -14,13 +14,6 @@
 namespace torchconv {
 namespace {
 
-void check_winograd_shape(const char* algorithm, const ConvShape& p) {
-  TORCH_CHECK_VALUE(p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1,
-                    "torchconv.", algorithm, ": Winograd F(2x2,3x3) needs a 3x3 kernel, stride 1 and dilation 1; got "
-                    "kernel ", shape_str({p.R, p.S}), ", stride ", shape_str({p.stride_h, p.stride_w}), ", dilation ",
-                    shape_str({p.dil_h, p.dil_w}));
-}
-
 // 3x3 stride-1 convolution of x (N x Cin x H x W) with w (Kout x Cin/groups x 3 x 3). Padding may
 // be negative (grad_input of a convolution padded by more than 2 reads a cropped grad_output), so
 // the output extent Ho x Wo is given rather than derived.

@@ -152,6 +152,56 @@ __device__ __forceinline__ void stage_copy(T* raw, int pairs, int pair, int valu
   cp_async_or_zero(raw + value * pairs + pair, valid ? src : safe, valid);
 }
 
+// Calls f(pair, slot) for each (reduction step, column) pair of a chunk that this thread stages:
+// pairs threadIdx.x, threadIdx.x + kThreads, ... below kPairs; `slot` counts them.
+template <int kPairs, int kThreads, typename F>
+__device__ __forceinline__ void for_each_pair(F&& f) {
+#pragma unroll
+  for (int slot = 0; slot < (kPairs + kThreads - 1) / kThreads; ++slot) {
+    const int i = threadIdx.x + slot * kThreads;
+    if (kPairs % kThreads == 0 || i < kPairs) f(i, slot);
+  }
+}
+
+// Bit r: patch row r lies inside the image; bit 4 + s: patch column s does.
+__device__ __forceinline__ unsigned patch_mask(int iy0, int ix0, const WinogradConv& cv) {
+  unsigned mask = 0;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    mask |= unsigned(iy0 + r >= 0 && iy0 + r < cv.H) << r;
+    mask |= unsigned(ix0 + r >= 0 && ix0 + r < cv.W) << (4 + r);
+  }
+  return mask;
+}
+
+// Stages the 4x4 input patch at `src` (rows cv.W apart) for pair `pair`, zero where `mask` says the
+// value lies outside the image; a patch wholly inside takes copies without per-value predicates.
+template <typename T>
+__device__ __forceinline__ void stage_input_patch(T* raw, int pairs, int pair, const T* src, unsigned mask,
+                                                  const WinogradConv& cv, const T* safe) {
+  if (mask == 0xFFu) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int s = 0; s < 4; ++s) cp_async(raw + (r * 4 + s) * pairs + pair, src + r * cv.W + s);
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+      stage_copy(raw, pairs, pair, r * 4 + s, src + r * cv.W + s, (mask >> r) & (mask >> (4 + s)) & 1u, safe);
+}
+
+// V = B^T d B of the patch staged for pair `pair`.
+template <typename T>
+__device__ __forceinline__ void transform_staged_patch(const T* raw, int pairs, int pair, T (&v)[16]) {
+  T d[16];
+#pragma unroll
+  for (int e = 0; e < 16; ++e) d[e] = raw[e * pairs + pair];
+  winograd_input_transform<T>(d, v);
+}
+
 // Forward B operand: V = B^T d B of kN consecutive tiles for kK input channels per chunk. Each
 // thread keeps the same tiles for the whole reduction, so it decodes them once into a patch origin
 // and a bit mask of the patch rows and columns inside the image.
@@ -175,50 +225,23 @@ struct InputTileLoader {
       const bool ok = i < kPairs && p < cv.tiles();
       const TileCoord t = tile_coord(cv, ok ? p : 0);
       const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
-      unsigned mask = 0;
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        mask |= unsigned(iy0 + r >= 0 && iy0 + r < cv.H) << r;
-        mask |= unsigned(ix0 + r >= 0 && ix0 + r < cv.W) << (4 + r);
-      }
-      inside[q] = ok ? mask : 0u;
+      inside[q] = ok ? patch_mask(iy0, ix0, cv) : 0u;
       origin[q] = x + (int64_t(t.n) * cv.C + int64_t(g) * cv.Cg()) * cv.in_plane + int64_t(iy0) * cv.W + ix0;
     }
   }
   __device__ void fetch(int chunk, T*) {
-#pragma unroll
-    for (int q = 0; q < kPerThread; ++q) {
-      const int i = threadIdx.x + q * Cfg::kThreads;
-      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
+    for_each_pair<kPairs, Cfg::kThreads>([&](int i, int slot) {
       const int c = chunk * Cfg::kK + i / Cfg::kN;
-      const unsigned mask = c < cv.Cg() ? inside[q] : 0u;
-      const T* src = origin[q] + c * cv.in_plane;
-      if (mask == 0xFFu) {  // the whole patch is inside the image: no per-value predicates
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int s = 0; s < 4; ++s) cp_async(raw + (r * 4 + s) * kPairs + i, src + r * cv.W + s);
-      } else {
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int s = 0; s < 4; ++s)
-            stage_copy(raw, kPairs, i, r * 4 + s, src + r * cv.W + s, (mask >> r) & (mask >> (4 + s)) & 1u, x);
-      }
-    }
+      stage_input_patch(raw, kPairs, i, origin[slot] + c * cv.in_plane, c < cv.Cg() ? inside[slot] : 0u, cv, x);
+    });
   }
   __device__ void store(T* tile) {
     cp_async_wait<0>();
-#pragma unroll
-    for (int q = 0; q < kPerThread; ++q) {
-      const int i = threadIdx.x + q * Cfg::kThreads;
-      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
-      T d[16], v[16];
-#pragma unroll
-      for (int e = 0; e < 16; ++e) d[e] = raw[e * kPairs + i];
-      winograd_input_transform<T>(d, v);
+    for_each_pair<kPairs, Cfg::kThreads>([&](int i, int /*slot*/) {
+      T v[16];
+      transform_staged_patch(raw, kPairs, i, v);
       store_points<T, Cfg::kK, Cfg::kLdB>(v, tile, i / Cfg::kN, i % Cfg::kN);
-    }
+    });
   }
 };
 
@@ -227,7 +250,6 @@ struct InputTileLoader {
 template <typename T, typename Cfg>
 struct InputByTileLoader {
   static constexpr int kPairs = Cfg::kK * Cfg::kN;
-  static constexpr int kPerThread = (kPairs + Cfg::kThreads - 1) / Cfg::kThreads;
   static constexpr int kStageElems = 16 * kPairs;
   const T* x;
   T* raw;
@@ -237,44 +259,23 @@ struct InputByTileLoader {
   int channels_end;
 
   __device__ void fetch(int chunk, T*) {
-#pragma unroll
-    for (int q = 0; q < kPerThread; ++q) {
-      const int i = threadIdx.x + q * Cfg::kThreads;
-      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
+    for_each_pair<kPairs, Cfg::kThreads>([&](int i, int /*slot*/) {
       const int64_t p = tile_begin + int64_t(chunk) * Cfg::kK + i % Cfg::kK;
       const int c = channel0 + i / Cfg::kK;
       const bool ok = p < tile_end && c < channels_end;
       const TileCoord t = tile_coord(cv, ok ? p : 0);
       const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
       const T* src = x + (int64_t(t.n) * cv.C + (ok ? c : 0)) * cv.in_plane + int64_t(iy0) * cv.W + ix0;
-      if (ok && iy0 >= 0 && iy0 + 3 < cv.H && ix0 >= 0 && ix0 + 3 < cv.W) {  // whole patch inside
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int s = 0; s < 4; ++s) cp_async(raw + (r * 4 + s) * kPairs + i, src + r * cv.W + s);
-      } else {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const bool row_ok = ok && iy0 + r >= 0 && iy0 + r < cv.H;
-#pragma unroll
-          for (int s = 0; s < 4; ++s)
-            stage_copy(raw, kPairs, i, r * 4 + s, src + r * cv.W + s, row_ok && ix0 + s >= 0 && ix0 + s < cv.W, x);
-        }
-      }
-    }
+      stage_input_patch(raw, kPairs, i, src, ok ? patch_mask(iy0, ix0, cv) : 0u, cv, x);
+    });
   }
   __device__ void store(T* tile) {
     cp_async_wait<0>();
-#pragma unroll
-    for (int q = 0; q < kPerThread; ++q) {
-      const int i = threadIdx.x + q * Cfg::kThreads;
-      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
-      T d[16], v[16];
-#pragma unroll
-      for (int e = 0; e < 16; ++e) d[e] = raw[e * kPairs + i];
-      winograd_input_transform<T>(d, v);
+    for_each_pair<kPairs, Cfg::kThreads>([&](int i, int /*slot*/) {
+      T v[16];
+      transform_staged_patch(raw, kPairs, i, v);
       store_points<T, Cfg::kK, Cfg::kLdB>(v, tile, i % Cfg::kK, i / Cfg::kK);
-    }
+    });
   }
 };
 
@@ -283,7 +284,6 @@ struct InputByTileLoader {
 template <typename T, typename Cfg>
 struct GradOutputTileLoader {
   static constexpr int kPairs = Cfg::kK * Cfg::kM;
-  static constexpr int kPerThread = (kPairs + Cfg::kThreads - 1) / Cfg::kThreads;
   static constexpr int kStageElems = 4 * kPairs;
   const T* gy;
   T* raw;
@@ -293,10 +293,7 @@ struct GradOutputTileLoader {
   int filters_end;
 
   __device__ void fetch(int chunk, T*) {
-#pragma unroll
-    for (int q = 0; q < kPerThread; ++q) {
-      const int i = threadIdx.x + q * Cfg::kThreads;
-      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
+    for_each_pair<kPairs, Cfg::kThreads>([&](int i, int /*slot*/) {
       const int64_t p = tile_begin + int64_t(chunk) * Cfg::kK + i % Cfg::kK;
       const int k = filter0 + i / Cfg::kK;
       const bool ok = p < tile_end && k < filters_end;
@@ -308,20 +305,17 @@ struct GradOutputTileLoader {
 #pragma unroll
         for (int b = 0; b < 2; ++b)
           stage_copy(raw, kPairs, i, a * 2 + b, src + a * cv.Wo + b, ok && oy + a < cv.Ho && ox + b < cv.Wo, gy);
-    }
+    });
   }
   __device__ void store(T* tile) {
     cp_async_wait<0>();
-#pragma unroll
-    for (int q = 0; q < kPerThread; ++q) {
-      const int i = threadIdx.x + q * Cfg::kThreads;
-      if (kPairs % Cfg::kThreads != 0 && i >= kPairs) continue;
+    for_each_pair<kPairs, Cfg::kThreads>([&](int i, int /*slot*/) {
       T dy[4], dm[16];
 #pragma unroll
       for (int e = 0; e < 4; ++e) dy[e] = raw[e * kPairs + i];
       winograd_output_transform_adjoint<T>(dy, dm);
       store_points<T, Cfg::kK, Cfg::kLdA>(dm, tile, i % Cfg::kK, i / Cfg::kK);
-    }
+    });
   }
 };
 
@@ -927,13 +921,6 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
       partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, Kg, Cg, k_pad, c_pad);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gw;
-}
-
-void check_winograd_shape(const char* algorithm, const ConvShape& p) {
-  TORCH_CHECK_VALUE(p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1,
-                    "torchconv.", algorithm, ": Winograd F(2x2,3x3) needs a 3x3 kernel, stride 1 and dilation 1; got "
-                    "kernel ", shape_str({p.R, p.S}), ", stride ", shape_str({p.stride_h, p.stride_w}), ", dilation ",
-                    shape_str({p.dil_h, p.dil_w}));
 }
 
 at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weight,
