@@ -23,7 +23,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <type_traits>
 
@@ -395,17 +394,13 @@ constexpr size_t weight_grad_smem_bytes() {
          (GradOutputTileLoader<T, Cfg>::kStageElems + InputByTileLoader<T, Cfg>::kStageElems) * sizeof(T);
 }
 
-// Y = A^T M A + bias for one (filter, tile), M read from `m` with `stride` between points (summing
-// `splits` partial M, `split_stride` apart).
+// Y = A^T M A + bias for one (filter, tile), M read from `m` with `stride` between points.
 template <typename T>
 __device__ __forceinline__ void write_output_tile(const T* m, int64_t stride, const WinogradConv& cv, int k, int64_t p,
-                                                  const T* bias, T* y, int splits = 1, int64_t split_stride = 0) {
+                                                  const T* bias, T* y) {
   T mm[16], out[4];
 #pragma unroll
   for (int e = 0; e < 16; ++e) mm[e] = m[e * stride];
-  for (int s = 1; s < splits; ++s)  // partial sums of a reduction split across blocks, in order
-#pragma unroll
-    for (int e = 0; e < 16; ++e) mm[e] += m[s * split_stride + e * stride];
   winograd_output_transform<T>(mm, out);
   const T b = bias ? bias[k] : T(0);
   const TileCoord t = tile_coord(cv, p);
@@ -480,9 +475,8 @@ template <typename T>
 struct StagedGemmArgs {
   const T* u;  // FilterLayout
   const T* v;  // [group][channels_pad][16][tiles_pad]
-  T* m;        // [split][group][16][outputs_pad][tiles_pad]
+  T* m;        // [group][16][outputs_pad][tiles_pad]
   int groups, reduction_pad, outputs_pad, tiles_pad;
-  int splits, chunks_per_split;  // the channel reduction split across blocks when the grid is short
   int k_tiles, p_tiles;
 };
 
@@ -491,21 +485,15 @@ template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) winograd_batched_gemm_kernel(const StagedGemmArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
-  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);  // bc.g counts groups x splits
-  const int g = bc.g % a.groups, split = bc.g / a.groups;
-  const int chunk0 = split * a.chunks_per_split;
-  const int chunks = min(a.chunks_per_split, a.reduction_pad / Cfg::kK - chunk0);
-  const int64_t row0 = int64_t(g) * a.reduction_pad + int64_t(chunk0) * Cfg::kK;  // first (channel) row
-  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{a.u + row0 * kWinogradPoints * a.outputs_pad, a.outputs_pad,
-                                                  bc.kt * Cfg::kM};
-  PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb{a.v + row0 * kWinogradPoints * a.tiles_pad, a.tiles_pad,
-                                                  bc.pt * Cfg::kN};
+  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
+  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{a.u + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.outputs_pad,
+                                       a.outputs_pad, bc.kt * Cfg::kM};
+  PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb{a.v + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.tiles_pad,
+                                       a.tiles_pad, bc.pt * Cfg::kN};
   T acc[Cfg::kThreadM][Cfg::kThreadN];
-  block_gemm<T, Cfg>(smem, la, lb, chunks, acc);
+  block_gemm<T, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
   const ThreadTile<Cfg> tt(threadIdx.x);
-  T* out = a.m +
-           ((int64_t(split * a.groups + g) * kWinogradPoints + tt.batch) * a.outputs_pad + bc.kt * Cfg::kM) *
-               a.tiles_pad +
+  T* out = a.m + ((int64_t(bc.g) * kWinogradPoints + tt.batch) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad +
            bc.pt * Cfg::kN;
 #pragma unroll
   for (int i = 0; i < Cfg::kThreadM; ++i)
@@ -516,15 +504,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) winograd_batch
 template <typename T>
 __global__ void winograd_output_transform_kernel(const T* __restrict__ m, const T* __restrict__ bias, T* __restrict__ y,
                                                  const WinogradConv cv, int64_t tile0, int64_t tile_count,
-                                                 int tiles_pad, int outputs_pad, int splits) {
+                                                 int tiles_pad, int outputs_pad) {
   const int Kg = cv.Kg();
   const int64_t total = int64_t(cv.K) * tile_count;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = i % tile_count;
     const int k = int(i / tile_count), g = k / Kg, kg = k % Kg;
     const T* src = m + (int64_t(g) * kWinogradPoints * outputs_pad + kg) * tiles_pad + j;
-    write_output_tile(src, int64_t(outputs_pad) * tiles_pad, cv, k, tile0 + j, bias, y, splits,
-                      int64_t(cv.groups) * kWinogradPoints * outputs_pad * tiles_pad);
+    write_output_tile(src, int64_t(outputs_pad) * tiles_pad, cv, k, tile0 + j, bias, y);
   }
 }
 
@@ -771,25 +758,14 @@ template <typename T, typename Cfg>
 void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
                 at::Tensor& y) {
   const int64_t tiles = cv.tiles();
-  // A grid short of two waves splits the channel reduction across blocks (up to 4 ways, at least 4
-  // chunks each); the output transform sums the partial M. On the H100, R9 (C = K = 256, 14 x 14,
-  // N = 32) had 392 blocks for 264 slots: 1.48 waves.
-  const int reduction_chunks = f.reduction_pad / Cfg::kK;
-  const int64_t base_blocks = int64_t(f.outputs_pad / Cfg::kM) * ceil_div(tiles, Cfg::kN) * cv.groups;
-  const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
-  const int max_splits = std::max(1, std::min(4, reduction_chunks / 4));
-  int splits = base_blocks >= 2 * slots ? 1 : int(std::min<int64_t>(ceil_div(2 * slots, base_blocks), max_splits));
-  const int chunks_per_split = int(ceil_div(reduction_chunks, splits));
-  splits = int(ceil_div(reduction_chunks, chunks_per_split));
   // V and M per tile column; a chunk is a whole number of block tiles (at least one).
-  const int64_t bytes_per_tile =
-      int64_t(kWinogradPoints) * cv.groups * (f.reduction_pad + int64_t(splits) * f.outputs_pad) * sizeof(T);
+  const int64_t bytes_per_tile = int64_t(kWinogradPoints) * cv.groups * (f.reduction_pad + f.outputs_pad) * sizeof(T);
   int64_t chunk = columns_per_chunk(tiles, bytes_per_tile);
   if (chunk < tiles) chunk = std::max<int64_t>(Cfg::kN, chunk / Cfg::kN * Cfg::kN);
   chunk = std::min(chunk, tiles);
   const int64_t chunk_pad = ceil_div(chunk, Cfg::kN) * Cfg::kN;
   auto v = at::empty({int64_t(cv.groups) * f.reduction_pad * kWinogradPoints * chunk_pad}, x.options());
-  auto m = at::empty({int64_t(splits) * cv.groups * kWinogradPoints * f.outputs_pad * chunk_pad}, x.options());
+  auto m = at::empty({int64_t(cv.groups) * kWinogradPoints * f.outputs_pad * chunk_pad}, x.options());
   record_workspace_bytes((v.numel() + m.numel()) * int64_t(sizeof(T)));
   auto gemm = winograd_batched_gemm_kernel<T, Cfg>;
   constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
@@ -804,14 +780,13 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
     StagedGemmArgs<T> a;
     a.u = u.const_data_ptr<T>(), a.v = v.const_data_ptr<T>(), a.m = m.mutable_data_ptr<T>();
     a.groups = cv.groups, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad, a.tiles_pad = tiles_pad;
-    a.splits = splits, a.chunks_per_split = chunks_per_split;
     a.k_tiles = f.outputs_pad / Cfg::kM, a.p_tiles = tiles_pad / Cfg::kN;
-    const int64_t blocks = int64_t(a.k_tiles) * a.p_tiles * cv.groups * splits;
+    const int64_t blocks = int64_t(a.k_tiles) * a.p_tiles * cv.groups;
     check_grid(blocks, "conv2d_winograd");
     gemm<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     winograd_output_transform_kernel<T><<<elementwise_blocks(int64_t(cv.K) * count, 256), 256, 0, current_stream()>>>(
-        m.const_data_ptr<T>(), bias, y.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, f.outputs_pad, splits);
+        m.const_data_ptr<T>(), bias, y.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, f.outputs_pad);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
