@@ -60,6 +60,33 @@ TORCHCONV_HOST_DEVICE OutputRange valid_output_range(int64_t out_len, int64_t in
   return {lo, hi};
 }
 
+// grad_input at input pixel (n, c, iy, ix), gathered: the sum, over the output positions whose
+// window read the pixel (oy = (iy + pad - r * dil) / stride where that division is exact) and the
+// filters of its group, of grad_output x weight. Shared by the CPU kernel and the CUDA kernel for
+// strided layers (stride-1 layers run a rotated-filter convolution on the GPU instead).
+template <typename T>
+TORCHCONV_HOST_DEVICE T gather_grad_input(const ConvShape& p, const T* gy, const T* w, int64_t n, int64_t c,
+                                          int64_t iy, int64_t ix) {
+  const int64_t Cg = p.C / p.groups, Kg = p.K / p.groups;
+  const int64_t g = c / Cg, cg = c % Cg;
+  T sum = 0;
+  for (int64_t r = 0; r < p.R; ++r) {
+    const int64_t ty = iy + p.pad_h - r * p.dil_h;
+    if (ty < 0 || ty % p.stride_h != 0 || ty / p.stride_h >= p.Ho) continue;
+    const int64_t oy = ty / p.stride_h;
+    for (int64_t s = 0; s < p.S; ++s) {
+      const int64_t tx = ix + p.pad_w - s * p.dil_w;
+      if (tx < 0 || tx % p.stride_w != 0 || tx / p.stride_w >= p.Wo) continue;
+      const int64_t ox = tx / p.stride_w;
+      for (int64_t kg = 0; kg < Kg; ++kg) {
+        const int64_t k = g * Kg + kg;
+        sum += gy[((n * p.K + k) * p.Ho + oy) * p.Wo + ox] * w[((k * Cg + cg) * p.R + r) * p.S + s];
+      }
+    }
+  }
+  return sum;
+}
+
 // "[a, b, c]". Numbers in error messages are formatted with std::to_string, never streamed: on the
 // GPU image (extension built by GCC 13 against torch 2.11) `ostream << int64_t` inside this library
 // crashed with SIGSEGV in the first check that failed (2026-11-25; cuda-gdb showed

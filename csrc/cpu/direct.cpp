@@ -66,35 +66,16 @@ void direct_forward_kernel(const ConvShape& p, const T* x, const T* w, const T* 
   });
 }
 
-// grad_input gathers, for every input pixel, the output positions whose window touched it:
-// oy = (iy + pad - r * dil) / stride when that division is exact.
+// grad_input gathers, for every input pixel, the output positions whose window touched it
+// (gather_grad_input in conv_shape.h).
 template <typename T>
 void direct_grad_input_kernel(const ConvShape& p, const T* gy, const T* w, T* gx) {
-  const int64_t Cg = p.channels_per_group(), Kg = p.filters_per_group();
   at::parallel_for(0, p.N * p.C, 1, [&](int64_t begin, int64_t end) {
     for (int64_t nc = begin; nc < end; ++nc) {
-      const int64_t n = nc / p.C, c = nc % p.C, g = c / Cg, cg = c % Cg;
+      const int64_t n = nc / p.C, c = nc % p.C;
       T* out = gx + nc * p.H * p.W;
-      for (int64_t iy = 0; iy < p.H; ++iy) {
-        for (int64_t ix = 0; ix < p.W; ++ix) {
-          T sum = 0;
-          for (int64_t r = 0; r < p.R; ++r) {
-            const int64_t ty = iy + p.pad_h - r * p.dil_h;
-            if (ty < 0 || ty % p.stride_h != 0 || ty / p.stride_h >= p.Ho) continue;
-            const int64_t oy = ty / p.stride_h;
-            for (int64_t s = 0; s < p.S; ++s) {
-              const int64_t tx = ix + p.pad_w - s * p.dil_w;
-              if (tx < 0 || tx % p.stride_w != 0 || tx / p.stride_w >= p.Wo) continue;
-              const int64_t ox = tx / p.stride_w;
-              for (int64_t kg = 0; kg < Kg; ++kg) {
-                const int64_t k = g * Kg + kg;
-                sum += gy[((n * p.K + k) * p.Ho + oy) * p.Wo + ox] * w[((k * Cg + cg) * p.R + r) * p.S + s];
-              }
-            }
-          }
-          out[iy * p.W + ix] = sum;
-        }
-      }
+      for (int64_t iy = 0; iy < p.H; ++iy)
+        for (int64_t ix = 0; ix < p.W; ++ix) out[iy * p.W + ix] = gather_grad_input(p, gy, w, n, c, iy, ix);
     }
   });
 }

@@ -270,32 +270,15 @@ DirectArgs make_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   return a;
 }
 
-// grad_input of a strided layer: each thread gathers one input pixel from the outputs whose window
-// covered it (oy = (iy + pad - r * dil) / stride when exact).
+// grad_input of a strided layer: each thread gathers one input pixel (gather_grad_input in
+// conv_shape.h, shared with the CPU kernel).
 template <typename T>
 __global__ void direct_grad_input_gather_kernel(const T* __restrict__ gy, const T* __restrict__ w, T* __restrict__ gx,
                                                 const ConvShape p) {
   const int64_t total = p.N * p.C * p.H * p.W;
-  const int64_t Cg = p.C / p.groups, Kg = p.K / p.groups;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ix = i % p.W, iy = (i / p.W) % p.H, c = (i / (p.W * p.H)) % p.C, n = i / (p.W * p.H * p.C);
-    const int64_t g = c / Cg, cg = c % Cg;
-    T sum = 0;
-    for (int64_t r = 0; r < p.R; ++r) {
-      const int64_t ty = iy + p.pad_h - r * p.dil_h;
-      if (ty < 0 || ty % p.stride_h != 0 || ty / p.stride_h >= p.Ho) continue;
-      const int64_t oy = ty / p.stride_h;
-      for (int64_t s = 0; s < p.S; ++s) {
-        const int64_t tx = ix + p.pad_w - s * p.dil_w;
-        if (tx < 0 || tx % p.stride_w != 0 || tx / p.stride_w >= p.Wo) continue;
-        const int64_t ox = tx / p.stride_w;
-        for (int64_t kg = 0; kg < Kg; ++kg) {
-          const int64_t k = g * Kg + kg;
-          sum += gy[((n * p.K + k) * p.Ho + oy) * p.Wo + ox] * w[((k * Cg + cg) * p.R + r) * p.S + s];
-        }
-      }
-    }
-    gx[i] = sum;
+    gx[i] = gather_grad_input(p, gy, w, n, c, iy, ix);
   }
 }
 
