@@ -26,6 +26,17 @@ SHAPES = [
     (1, 64, 96, 29, 31, 1, 1, False),  # many tiles: several tile blocks and filter blocks
     (5, 16, 16, 6, 5, (1, 2), 2, True),  # asymmetric padding
     (4, 64, 72, 120, 118, 1, 1, True),  # enough 64-filter blocks for the tall fused config (H100 rule)
+    # At most 4 channels per group reduce in the shallow kernel (one tile per thread, no GEMM; the
+    # fused variant):
+    (2, 3, 40, 18, 20, 1, 1, True),  # RGB stem, even Wo (paired stores); 40 filters: a partial filter block
+    (3, 3, 32, 37, 45, 1, 1, True),  # odd H and W: partial tiles, unpaired stores
+    (1, 2, 3, 5, 600, 0, 1, False),  # a row of 299 tiles: two tile blocks; grad_input reduces over K = 3
+    (2, 12, 12, 11, 14, 1, 12, True),  # depthwise: one channel and one filter per group
+    (2, 8, 4, 9, 9, 2, 2, True),  # 4 channels and 2 filters per group, padding 2
+    # At most 4 filters per group run the narrow kernel (also grad_input of the shallow shapes above):
+    (1, 150, 2, 9, 13, 0, 1, True),  # 150 channels: three refills of the filters in shared memory
+    (2, 20, 6, 10, 7, 1, 2, False),  # 10 channels and 3 filters per group
+    (2, 7, 9, 11, 6, 1, 1, True),  # 7 channels: the GEMM forward, grad_weight in 8-channel blocks
 ]
 
 

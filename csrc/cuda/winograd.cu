@@ -48,6 +48,10 @@ using WinogradTileF32Thin = GemmTileConfig<kWinogradPoints, 32, 32, 4, 8, 8, 2>;
 // float, 64 filters x 32 tiles: 512 threads, one block per SM. The fused kernel transforms each input
 // tile once per block of filters, so twice the filters per block halves that work per multiply-add.
 using WinogradTileF32Tall = GemmTileConfig<kWinogradPoints, 64, 32, 8, 8, 8, 1>;
+// float grad_weight with at most 8 channels per group (an RGB stem): 32 filters x 8 channels per
+// block, 8 x 2 per thread (256 threads, three blocks per SM). The default's 32-channel tile would be
+// 10/11 padding for C = 3, and the GEMM on padding was most of Y0's 3.3 ms grad_weight.
+using WinogradWeightGradNarrow = GemmTileConfig<kWinogradPoints, 32, 8, 8, 8, 2, 3>;
 // double: 16 x 16 per block, 4 x 4 per thread (256 threads).
 using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
 
@@ -82,7 +86,8 @@ int forced_float_tile() {
 }
 
 // Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
-//   thin  when it reduces over at most 4 channels per group;
+//   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
+//         when a config is forced; otherwise such layers run the shallow kernel below);
 //   tall  for the fused variant when C and K per group are both at least 64 and the 64-filter
 //         blocks still fill the GPU at least 2.5 times (one block per SM). Measured on the H100
 //         (run 11, same run, N = 32 / N = 1): tall won Y8 1.29x vs 1.23x, R2 1.54 vs 1.48, R6 0.96
@@ -448,6 +453,180 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
 }
 
+// ---- shallow reduction (at most 4 channels per group) -----------------------------------------
+
+// An RGB stem (C = 3) or the grad_input of a layer with few filters per group reduces over so few
+// channels that a GEMM block is mostly padding and its epilogue's trip through shared memory costs
+// more than the products (Y0 on the H100: 1.45 ms, 3x its DRAM bound). Here each thread owns one
+// tile: it transforms the tile's <= 4 input patches once into registers, then for each filter of
+// its block forms the 16 products, runs the output transform and writes the 2x2 outputs. Lanes run
+// along neighbouring tiles, so each warp writes two 256-byte rows per filter; the block's filters
+// sit in shared memory and every lane reads the same word (a broadcast).
+constexpr int kShallowThreads = 256;  // tiles per block
+constexpr int kShallowFilters = 32;   // filters per block
+constexpr int kShallowMaxReduction = 4;
+// The filter layout's padding (FilterLayout rounds to these).
+struct WinogradShallowTile {
+  static constexpr int kK = kShallowMaxReduction, kM = kShallowFilters;
+};
+
+template <typename T>
+struct ShallowArgs {
+  const T* x;
+  const T* u;  // transformed filters, FilterLayout of WinogradShallowTile
+  const T* bias;
+  T* y;
+  WinogradConv cv;
+  int reduction_pad, outputs_pad;
+  int k_blocks, p_blocks;
+};
+
+template <typename T>
+struct PairOf;
+template <>
+struct PairOf<float> {
+  using type = float2;
+};
+template <>
+struct PairOf<double> {
+  using type = double2;
+};
+
+// Row `row` of a 2x2 output tile; one vector store when both columns exist and are aligned.
+template <typename T>
+__device__ __forceinline__ void write_output_row(T* dst, T left, T right, bool has_right, bool aligned) {
+  if (has_right && aligned) {
+    *reinterpret_cast<typename PairOf<T>::type*>(dst) = {left, right};
+  } else {
+    dst[0] = left;
+    if (has_right) dst[1] = right;
+  }
+}
+
+template <typename T, int kReduction>
+__global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
+    winograd_shallow_forward_kernel(const ShallowArgs<T> a) {
+  __shared__ __align__(16) T us[kShallowFilters][kReduction][kWinogradPoints];
+  const WinogradConv& cv = a.cv;
+  const int kb = blockIdx.x % a.k_blocks;
+  const int rest = blockIdx.x / a.k_blocks;
+  const int pb = rest % a.p_blocks, g = rest / a.p_blocks;
+  const int k0 = kb * kShallowFilters;
+  const int filters = min(kShallowFilters, cv.Kg() - k0);
+
+  // The block's filters, [filter][channel][point], from [group][channel][point][filter].
+  const T* ug = a.u + int64_t(g) * a.reduction_pad * kWinogradPoints * a.outputs_pad + k0;
+  for (int i = threadIdx.x; i < kShallowFilters * kReduction * kWinogradPoints; i += kShallowThreads) {
+    const int k = i % kShallowFilters, ce = i / kShallowFilters;
+    us[k][ce / kWinogradPoints][ce % kWinogradPoints] = ug[int64_t(ce) * a.outputs_pad + k];
+  }
+
+  const int64_t p = int64_t(pb) * kShallowThreads + threadIdx.x;
+  const bool active = p < cv.tiles();
+  const TileCoord t = tile_coord(cv, active ? p : 0);
+  const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
+  T v[kReduction][kWinogradPoints];
+#pragma unroll
+  for (int c = 0; c < kReduction; ++c) {
+    const T* plane = a.x + (int64_t(t.n) * cv.C + int64_t(g) * cv.Cg() + c) * cv.in_plane;
+    T d[16];
+    load_input_patch(plane, cv, iy0, ix0, active && c < cv.Cg(), d);
+    winograd_input_transform<T>(d, v[c]);
+  }
+  __syncthreads();
+  if (!active) return;
+
+  const int oy = 2 * t.ty, ox = 2 * t.tx;
+  const bool has_right = ox + 1 < cv.Wo, has_below = oy + 1 < cv.Ho;
+  const bool aligned = (cv.Wo % 2) == 0;  // ox is even, so the pair starts on a vector boundary
+  const int k_first = g * cv.Kg() + k0;
+  T* dst = a.y + ((int64_t(t.n) * cv.K + k_first) * cv.Ho + oy) * cv.Wo + ox;
+  const int64_t out_plane = int64_t(cv.Ho) * cv.Wo;
+#pragma unroll 2
+  for (int k = 0; k < filters; ++k, dst += out_plane) {
+    T m[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e) m[e] = us[k][0][e] * v[0][e];
+#pragma unroll
+    for (int c = 1; c < kReduction; ++c)
+#pragma unroll
+      for (int e = 0; e < 16; ++e) m[e] += us[k][c][e] * v[c][e];
+    T out[4];
+    winograd_output_transform<T>(m, out);
+    const T b = a.bias ? a.bias[k_first + k] : T(0);
+    write_output_row(dst, out[0] + b, out[1] + b, has_right, aligned);
+    if (has_below) write_output_row(dst + cv.Wo, out[2] + b, out[3] + b, has_right, aligned);
+  }
+}
+
+// ---- narrow output (at most 4 filters per group) ----------------------------------------------
+
+// The mirror case: few filters per group (grad_input of an RGB stem, whose "filters" are its 3 input
+// channels; a 1-3 channel output head). A 32-filter GEMM tile would be mostly padding (Y0's grad_input
+// took 3.2 ms, 7x its DRAM bound). Each thread owns one tile and keeps the 16 products of each
+// filter in registers while it walks the reduction: load the channel's patch (neighbouring lanes read
+// overlapping patches, so L1 serves most of it), transform it, multiply-add into every filter's
+// products. The filters of a run of channels sit in shared memory, read as broadcasts.
+constexpr int kNarrowMaxOutputs = 4;
+constexpr int kNarrowChannels = 64;  // reduction channels per shared-memory refill
+
+template <typename T, int kOutputs>
+__global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
+    winograd_narrow_forward_kernel(const ShallowArgs<T> a) {
+  __shared__ __align__(16) T us[kNarrowChannels][kWinogradPoints][kOutputs];
+  const WinogradConv& cv = a.cv;
+  const int pb = blockIdx.x % a.p_blocks, g = blockIdx.x / a.p_blocks;
+  const int64_t p = int64_t(pb) * kShallowThreads + threadIdx.x;
+  const bool active = p < cv.tiles();
+  const TileCoord t = tile_coord(cv, active ? p : 0);
+  const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
+  const T* plane = a.x + (int64_t(t.n) * cv.C + int64_t(g) * cv.Cg()) * cv.in_plane;
+  const T* ug = a.u + int64_t(g) * a.reduction_pad * kWinogradPoints * a.outputs_pad;
+
+  T m[kOutputs][kWinogradPoints];
+#pragma unroll
+  for (int o = 0; o < kOutputs; ++o)
+#pragma unroll
+    for (int e = 0; e < kWinogradPoints; ++e) m[o][e] = T(0);
+  for (int c0 = 0; c0 < cv.Cg(); c0 += kNarrowChannels) {
+    const int count = min(kNarrowChannels, cv.Cg() - c0);
+    __syncthreads();  // the previous run's filters are no longer read
+    for (int i = threadIdx.x; i < count * kWinogradPoints * kOutputs; i += kShallowThreads) {
+      const int o = i % kOutputs, ce = i / kOutputs;
+      us[ce / kWinogradPoints][ce % kWinogradPoints][o] = ug[(int64_t(c0) * kWinogradPoints + ce) * a.outputs_pad + o];
+    }
+    __syncthreads();
+    if (!active) continue;
+    // Two channels in flight where the registers allow (with 3-4 filters they would spill).
+#pragma unroll(kOutputs <= 2 ? 2 : 1)
+    for (int c = 0; c < count; ++c) {
+      T d[16], v[16];
+      load_input_patch(plane + int64_t(c0 + c) * cv.in_plane, cv, iy0, ix0, true, d);
+      winograd_input_transform<T>(d, v);
+#pragma unroll
+      for (int e = 0; e < kWinogradPoints; ++e)
+#pragma unroll
+        for (int o = 0; o < kOutputs; ++o) m[o][e] += us[c][e][o] * v[e];
+    }
+  }
+  if (!active) return;
+
+  const int oy = 2 * t.ty, ox = 2 * t.tx;
+  const bool has_right = ox + 1 < cv.Wo, has_below = oy + 1 < cv.Ho;
+  const bool aligned = (cv.Wo % 2) == 0;
+  const int k_first = g * cv.Kg();
+  T* dst = a.y + ((int64_t(t.n) * cv.K + k_first) * cv.Ho + oy) * cv.Wo + ox;
+  const int64_t out_plane = int64_t(cv.Ho) * cv.Wo;
+#pragma unroll
+  for (int o = 0; o < kOutputs; ++o, dst += out_plane) {
+    T out[4];
+    winograd_output_transform<T>(m[o], out);
+    const T b = a.bias ? a.bias[k_first + o] : T(0);
+    write_output_row(dst, out[0] + b, out[1] + b, has_right, aligned);
+    if (has_below) write_output_row(dst + cv.Wo, out[2] + b, out[3] + b, has_right, aligned);
+  }
+}
+
 // ---- staged variant -------------------------------------------------------------------------
 
 // V for tiles [tile0, tile0 + tiles_pad) laid out [group][channel (padded)][16][tiles_pad], zero in
@@ -791,6 +970,58 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
   }
 }
 
+template <typename T, int kReduction>
+void launch_shallow(const ShallowArgs<T>& a, int64_t blocks) {
+  winograd_shallow_forward_kernel<T, kReduction><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void run_shallow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
+                 at::Tensor& y) {
+  ShallowArgs<T> a;
+  a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
+  a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
+  a.k_blocks = int(ceil_div(cv.Kg(), kShallowFilters));
+  const int64_t p_blocks = ceil_div(cv.tiles(), kShallowThreads);
+  const int64_t blocks = int64_t(a.k_blocks) * p_blocks * cv.groups;
+  check_grid(blocks, "conv2d_winograd");
+  a.p_blocks = int(p_blocks);
+  switch (cv.Cg()) {
+    case 1: launch_shallow<T, 1>(a, blocks); break;
+    case 2: launch_shallow<T, 2>(a, blocks); break;
+    case 3: launch_shallow<T, 3>(a, blocks); break;
+    default: launch_shallow<T, 4>(a, blocks); break;
+  }
+  record_workspace_bytes(0);
+}
+
+template <typename T, int kOutputs>
+void launch_narrow(const ShallowArgs<T>& a, int64_t blocks) {
+  winograd_narrow_forward_kernel<T, kOutputs><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void run_narrow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
+                at::Tensor& y) {
+  ShallowArgs<T> a;
+  a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
+  a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
+  a.k_blocks = 1;
+  const int64_t p_blocks = ceil_div(cv.tiles(), kShallowThreads);
+  const int64_t blocks = p_blocks * cv.groups;
+  check_grid(blocks, "conv2d_winograd");
+  a.p_blocks = int(p_blocks);
+  switch (cv.Kg()) {
+    case 1: launch_narrow<T, 1>(a, blocks); break;
+    case 2: launch_narrow<T, 2>(a, blocks); break;
+    case 3: launch_narrow<T, 3>(a, blocks); break;
+    default: launch_narrow<T, 4>(a, blocks); break;
+  }
+  record_workspace_bytes(0);
+}
+
 // The "auto" rule. The fused kernel transforms each input tile once per block of 32 filters, so its
 // transform work grows with K and costs about a third of its time at any size; the staged pipeline
 // transforms once but writes and reads V and M, traffic per tile that grows with C + K while the
@@ -810,6 +1041,14 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, bool rotated, 
   if (cv.tiles() == 0 || cv.K == 0) return record_workspace_bytes(0);
   const WinogradVariant variant = winograd_variant();
   const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
+  // A shallow reduction or a narrow output runs its own fused kernel, one tile per thread, unless a
+  // GEMM tile config is forced (so that both can be timed).
+  if (!staged && (std::is_same_v<T, double> || !forced_float_tile())) {
+    const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, rotated);
+    if (cv.Cg() >= 1 && cv.Cg() <= kShallowMaxReduction)
+      return run_shallow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y);
+    if (cv.Kg() <= kNarrowMaxOutputs) return run_narrow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y);
+  }
   with_tile_config<T>(cv, staged, [&](auto cfg) {
     using Cfg = decltype(cfg);
     const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, rotated);
@@ -958,8 +1197,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     }
     if (output_mask[1]) {
       int64_t bytes = 0;
-      gw = winograd_grad_weight<scalar_t, std::conditional_t<std::is_same_v<scalar_t, double>, WinogradTileF64,
-                                                               WinogradTileF32>>(p, grad_output, input, &bytes);
+      if constexpr (std::is_same_v<scalar_t, double>) {
+        gw = winograd_grad_weight<scalar_t, WinogradTileF64>(p, grad_output, input, &bytes);
+      } else if (p.channels_per_group() <= WinogradWeightGradNarrow::kN) {
+        gw = winograd_grad_weight<scalar_t, WinogradWeightGradNarrow>(p, grad_output, input, &bytes);
+      } else {
+        gw = winograd_grad_weight<scalar_t, WinogradTileF32>(p, grad_output, input, &bytes);
+      }
       workspace = std::max(workspace, bytes);
     }
   });
