@@ -1,7 +1,8 @@
 """Host overhead per call: torchconv.Conv2d vs nn.Conv2d on a tiny layer, where launch cost dominates.
 
-Times many back-to-back forward calls (inference, no grad) with one synchronize at the end: the
-result is µs per call of host work (Python, dispatch, allocation, launch) when the GPU keeps up.
+Times many back-to-back calls with one synchronize at the end: the result is µs per call of host
+work (Python, dispatch, autograd, allocation, launch) when the GPU keeps up. Forward under no_grad
+(inference), then forward + backward (training).
 """
 import time
 
@@ -38,6 +39,21 @@ def main():
             rows.append((f"torch.ops.torchconv.conv2d_{algo}", per_call_us(
                 lambda: op(x, m.weight, m.bias, [1, 1], [1, 1], [1, 1], 1))))
     print("host overhead, µs per forward call (1x8x8x8, 3x3, no grad):")
+    for name, us in rows:
+        print(f"  {name:<40} {us:7.1f}")
+
+    # Training: forward + backward through autograd (grad_input, grad_weight, grad_bias).
+    xg = x.clone().requires_grad_()
+    rows = []
+    y = ref(xg)
+    gy = torch.ones_like(y)
+    rows.append(("nn.Conv2d (cuDNN)", per_call_us(
+        lambda: torch.autograd.grad(ref(xg), (xg, ref.weight, ref.bias), gy), calls=1000)))
+    for algo in torchconv.available_algorithms("cuda"):
+        m = torchconv.Conv2d(8, 8, 3, padding=1, algorithm=algo).to(device)
+        rows.append((f"torchconv.Conv2d ({algo})", per_call_us(
+            lambda: torch.autograd.grad(m(xg), (xg, m.weight, m.bias), gy), calls=1000)))
+    print("host overhead, µs per forward + backward (1x8x8x8, 3x3, grads of input, weight, bias):")
     for name, us in rows:
         print(f"  {name:<40} {us:7.1f}")
 
