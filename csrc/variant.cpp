@@ -16,6 +16,7 @@ struct Choice {
 std::map<std::string, Choice>& table() {
   static auto* t = [] {
     auto* m = new std::map<std::string, Choice>();
+    (*m)["gemm"].names = {"implicit", "explicit"};
     (*m)["winograd"].names = {"auto", "fused", "staged"};
     return m;
   }();
@@ -37,6 +38,10 @@ Choice& choice(const std::string& algorithm) {
 
 WinogradVariant winograd_variant() {
   return static_cast<WinogradVariant>(choice("winograd").index.load(std::memory_order_relaxed));
+}
+
+GemmVariant gemm_variant() {
+  return static_cast<GemmVariant>(choice("gemm").index.load(std::memory_order_relaxed));
 }
 
 const std::vector<std::string>& variants(const std::string& algorithm) { return choice(algorithm).names; }

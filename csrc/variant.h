@@ -15,7 +15,13 @@ enum class WinogradVariant : int { kAuto = 0, kFused = 1, kStaged = 2 };
 
 WinogradVariant winograd_variant();
 
-// The variants of `algorithm` ("winograd"), default first; ValueError for an unknown algorithm.
+// Unrolled GEMM: "implicit" (default) gathers the unrolled matrix inside the GEMM's tile loader;
+// "explicit" writes it for a chunk of columns into a workspace bounded by the workspace limit first.
+enum class GemmVariant : int { kImplicit = 0, kExplicit = 1 };
+
+GemmVariant gemm_variant();
+
+// The variants of `algorithm` ("gemm", "winograd"), default first; ValueError for an unknown algorithm.
 const std::vector<std::string>& variants(const std::string& algorithm);
 std::string get_variant(const std::string& algorithm);
 void set_variant(const std::string& algorithm, const std::string& name);

@@ -37,7 +37,10 @@ def variants(algorithm):
     """The variants of `algorithm`, default first. Winograd: 'auto' (picks per call: staged once
     C*K/(C+K) >= 128 per group, fused below), 'fused' (one kernel: input transform, the 16
     element-wise GEMMs and output transform) and 'staged' (seed 003's pipeline: V and M in a
-    workspace bounded by the workspace limit). The CPU kernels have one variant and ignore this."""
+    workspace bounded by the workspace limit). GEMM: 'implicit' (the GEMM gathers the unrolled
+    matrix from the input as it loads its tiles) and 'explicit' (an unroll kernel writes it for a
+    chunk of columns into a workspace bounded by the workspace limit, then the GEMM reads it).
+    The CPU kernels have one variant and ignore this."""
     return _C.variants(algorithm)
 
 

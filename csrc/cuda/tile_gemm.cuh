@@ -182,10 +182,13 @@ struct PaddedTileLoader {
     constexpr int kPerWord = 16 / sizeof(T);
     constexpr int kWordsPerRow = kCols / kPerWord;
     constexpr int kRows = Cfg::kK * Cfg::kBatch;  // (reduction step, batch) rows per chunk
-    constexpr int kRowsPerPass = Cfg::kThreads / kWordsPerRow;
+    // Narrow tiles have fewer words per chunk than the block has threads: the rest sit out.
+    constexpr int kThreadRows = Cfg::kThreads / kWordsPerRow;
+    constexpr int kRowsPerPass = kThreadRows < kRows ? kThreadRows : kRows;
     static_assert(kCols % kPerWord == 0, "tile rows are copied in 16-byte words");
     static_assert(Cfg::kThreads % kWordsPerRow == 0 && kRows % kRowsPerPass == 0 && kRowsPerPass % Cfg::kBatch == 0,
                   "each pass of the block copies whole reduction steps");
+    if (kThreadRows > kRows && threadIdx.x >= kRows * kWordsPerRow) return;
     // A thread copies the same word of rows row0, row0 + kRowsPerPass, ...: one base address per
     // chunk and constant strides, so the per-chunk index math is a few instructions.
     const unsigned tid = threadIdx.x;

@@ -1,0 +1,834 @@
+// Unrolled GEMM on the GPU (seed 002): a convolution as the GEMM
+//   Y[group][filter][column] = sum over rho of A[group][rho][filter] * X^[group][rho][column],
+// rho = (c, r, s) over the C/groups x R x S filter taps and a column = one output position (n, oy, ox).
+// X^ is the unrolled (im2col) matrix: X^[(c, r, s)][(n, oy, ox)] = x[n][c][oy*sh - ph + r*dh][ox*sw - pw + s*dw],
+// zero in the padding. Two variants (torchconv.set_variant("gemm", ...)):
+//   implicit (default) the GEMM's B-tile loader gathers X^ straight from the input, so the unrolled
+//            matrix exists only as index math (seed 002's kernel fusion, its 37% cut); a 1x1 stride-1
+//            unpadded layer is a plain GEMM and its loader copies 16-byte words of the input;
+//   explicit an unroll kernel writes X^ for a chunk of columns into a workspace bounded by the
+//            workspace limit, then the same GEMM reads it with row copies; chunks repeat until done.
+// Both run the block GEMM of tile_gemm.cuh (kBatch = 1; 8 x 8 outputs per thread, double-buffered
+// shared tiles), with the bias added where the outputs are written.
+//
+// Backward, on the same kernels:
+//   grad_input is the transposed convolution: a GEMM with the filters as A[(k, r, s)][c] and the
+//     "transposed gather" of grad_output as B: column (n, iy, ix) reads gy[n][k][oy][ox] with
+//     oy = (iy + ph - r*dh) / sh where that division is exact. Deterministic (no col2im scatter).
+//   grad_weight[filter][rho] = sum over columns of gy[filter][column] * X^[rho][column]: a GEMM
+//     reducing over N*Ho*Wo, split across blocks so the grid fills the GPU; the slices are summed in
+//     a fixed order.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <type_traits>
+
+#include "../conv_shape.h"
+#include "../variant.h"
+#include "../weight_cache.h"
+#include "../workspace.h"
+#include "tile_gemm.cuh"
+
+namespace torchconv {
+namespace cuda {
+namespace {
+
+// Tile configs (filters x columns per block, reduction steps per chunk, thread tile, blocks/SM).
+// float, 16 reduction steps per chunk (8 measured 3-7% slower on every layer of the N = 32 suite,
+// run 20: twice the barriers, waits and tap decodes per multiply-add):
+//   large  128 x 128, 256 threads;
+//   medium 64 x 128, 128 threads: groups with <= 64 filters, or too few large blocks to fill the GPU;
+//   small  64 x 64, 64 threads: small grids (late layers, batch 1);
+//   narrow 16 x 128, 4 x 4 per thread, 128 threads: <= 16 rows per group (grad_input of an RGB stem
+//          has 3), where a 64-row tile would be 95% padding.
+using GemmLargeF32 = GemmTileConfig<1, 128, 128, 16, 8, 8, 2>;
+using GemmMediumF32 = GemmTileConfig<1, 64, 128, 16, 8, 8, 4>;
+using GemmSmallF32 = GemmTileConfig<1, 64, 64, 16, 8, 8, 6>;
+using GemmNarrowF32 = GemmTileConfig<1, 16, 128, 16, 4, 4, 4>;
+// grad_weight (rows = filters, columns = C/groups x R x S, reduction over N x Ho x Wo), 8 steps per
+// chunk (each thread holds one packed tap per pass, 16 steps would spill): 128 x 128, and 64 x 64
+// for layers with <= 64 filters and taps (a 128 x 128 block would be 3/4 padding on ResNet's 1x1s).
+using GemmWeightGradLargeF32 = GemmTileConfig<1, 128, 128, 8, 8, 8, 2>;
+using GemmWeightGradSmallF32 = GemmTileConfig<1, 64, 64, 8, 8, 8, 4>;
+// double: 64 x 64, 4 x 4 per thread, 256 threads.
+using GemmF64 = GemmTileConfig<1, 64, 64, 8, 4, 4, 2>;
+// The weight matrix is padded for the widest filter tile and the reduction chunk, so that every
+// config reads the same cached matrix.
+constexpr int kWeightRowPad = 128;
+constexpr int kReductionPad = 16;  // the deepest chunk
+
+// The GEMM's view of a convolution. Forward and grad_weight gather from the input; grad_input
+// gathers from grad_output with the transposed index map. "Columns" are the positions of the tensor
+// the GEMM writes (forward: N x Ho x Wo; grad_input: N x H x W).
+struct GatherConv {
+  int N;
+  int src_C, src_H, src_W;  // the tensor the B operand is gathered from
+  int col_H, col_W;         // the positions the columns run over
+  int out_C;                // channels of the tensor the GEMM writes (all groups)
+  int R, S, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  int groups;
+  int channels;   // gathered channels per group (the reduction runs over channels x R x S)
+  int outputs;    // GEMM rows per group (filters; grad_input: input channels)
+  int reduction;  // channels * R * S
+  bool transposed;
+  int64_t src_plane, col_plane, columns;
+};
+
+// Filter tap (r, s) and channel c of reduction index rho, with compile-time R, S where given (0: runtime).
+template <int kR, int kS>
+struct Tap {
+  int c, r, s;
+  Tap() = default;
+  __device__ __forceinline__ Tap(const GatherConv& cv, int rho) {
+    const int R = kR ? kR : cv.R, S = kS ? kS : cv.S;
+    c = rho / (R * S);
+    const int rs = rho - c * R * S;
+    r = rs / S;
+    s = rs - r * S;
+  }
+  __device__ __forceinline__ void next(const GatherConv& cv) {
+    const int R = kR ? kR : cv.R, S = kS ? kS : cv.S;
+    if (++s == S) {
+      s = 0;
+      if (++r == R) r = 0, ++c;
+    }
+  }
+};
+
+// A column decoded once: its image's offset in the source tensor (group's first channel) and the
+// origin the taps are added to. Columns and offsets within one image fit 32 bits (check_sizes).
+struct Column {
+  int64_t base;
+  int y0, x0;
+  bool valid;
+};
+__device__ __forceinline__ Column decode_column(const GatherConv& cv, int j, int g) {
+  Column col;
+  col.valid = j < cv.columns;
+  if (!col.valid) j = 0;
+  const int plane = int(cv.col_plane);
+  const int n = j / plane, q = j - n * plane;
+  const int y = q / cv.col_W, x = q - y * cv.col_W;
+  col.base = (int64_t(n) * cv.src_C + int64_t(g) * cv.channels) * cv.src_plane;
+  if (cv.transposed) {
+    col.y0 = y + cv.pad_h, col.x0 = x + cv.pad_w;
+  } else {
+    col.y0 = y * cv.stride_h - cv.pad_h, col.x0 = x * cv.stride_w - cv.pad_w;
+  }
+  return col;
+}
+
+// Offset in the source of X^[rho][column] (rho decoded into `t`), or -1 where it is zero padding:
+// the general index map (any filter size; strided transposed gathers need the exact division).
+template <bool kTransposed, int kR, int kS>
+__device__ __forceinline__ int64_t gather_offset(const GatherConv& cv, const Column& col, const Tap<kR, kS>& t) {
+  int iy, ix;
+  if constexpr (!kTransposed) {
+    iy = col.y0 + t.r * cv.dil_h;
+    ix = col.x0 + t.s * cv.dil_w;
+  } else {
+    // Output position of grad_output that input pixel (y, x) received through tap (r, s).
+    int ty = col.y0 - t.r * cv.dil_h, tx = col.x0 - t.s * cv.dil_w;
+    if (ty < 0 || tx < 0 || ty % cv.stride_h || tx % cv.stride_w) return -1;
+    iy = ty / cv.stride_h, ix = tx / cv.stride_w;
+  }
+  if (!col.valid || t.c >= cv.channels || iy < 0 || iy >= cv.src_H || ix < 0 || ix >= cv.src_W) return -1;
+  return col.base + int64_t(t.c) * cv.src_plane + int64_t(iy) * cv.src_W + ix;
+}
+
+// B operand, implicit, general index map (runtime filter size, or a strided transposed gather).
+// Each thread owns one column of the tile (decoded once) and kRowsPerThread consecutive reduction
+// steps of each chunk. Lanes run along columns: neighbouring output positions.
+template <typename T, typename Cfg, bool kTransposed>
+struct GatherTileLoader {
+  static constexpr int kRowsPerThread = Cfg::kK * Cfg::kN / Cfg::kThreads;
+  static_assert(kRowsPerThread >= 1 && Cfg::kK * Cfg::kN % Cfg::kThreads == 0, "whole rows per thread");
+  const T* src;
+  const GatherConv& cv;  // the kernel parameter: its fields stay constants
+  Column col;
+  int tile_col, row0;
+
+  __device__ GatherTileLoader(const T* src_, const GatherConv& cv_, int g, int col0) : src(src_), cv(cv_) {
+    tile_col = threadIdx.x % Cfg::kN;
+    row0 = threadIdx.x / Cfg::kN * kRowsPerThread;
+    col = decode_column(cv, col0 + tile_col, g);
+  }
+  __device__ void fetch(int chunk, T* tile) {
+    Tap<0, 0> t(cv, chunk * Cfg::kK + row0);
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int64_t off = gather_offset<kTransposed>(cv, col, t);
+      cp_async_or_zero(tile + (row0 + i) * Cfg::kLdB + tile_col, off >= 0 ? src + off : src, off >= 0);
+      if (i + 1 < kRowsPerThread) t.next(cv);
+    }
+  }
+  __device__ void store(T*) {}
+};
+
+// B operand, implicit, compile-time kR x kS filter whose taps are a linear map of (r, s): the
+// forward gather at any stride and dilation, and the stride-1 transposed gather (grad_input of a
+// stride-1 layer, whose taps run backwards). A thread decodes its column once into a pointer and a
+// bit mask of the taps that land inside the source (CUTLASS's "optimized" iterator idea); per
+// element it is then a mask test, a channel bound and an add.
+template <typename T, typename Cfg, int kR, int kS>
+struct TapMaskTileLoader {
+  static constexpr int kTaps = kR * kS;
+  static_assert(kTaps <= 32, "the tap mask is 32 bits");
+  static constexpr int kRowsPerThread = Cfg::kK * Cfg::kN / Cfg::kThreads;
+  static_assert(kRowsPerThread >= 1 && Cfg::kK * Cfg::kN % Cfg::kThreads == 0, "whole rows per thread");
+  const T* src;      // a valid address (the zero-fill source)
+  const T* origin;   // this column's tap (0, 0) in the group's channel 0 (may lie outside the image)
+  const GatherConv& cv;
+  unsigned mask;     // bit r * kS + s: tap (r, s) lands inside the source; 0 for a column past the end
+  int tap_dy, tap_dx;  // offset of one filter row / column step
+  int tile_col, row0;
+
+  __device__ TapMaskTileLoader(const T* src_, const GatherConv& cv_, int g, int col0) : src(src_), cv(cv_) {
+    tile_col = threadIdx.x % Cfg::kN;
+    row0 = threadIdx.x / Cfg::kN * kRowsPerThread;
+    const Column col = decode_column(cv, col0 + tile_col, g);
+    const int sign = cv.transposed ? -1 : 1;
+    tap_dy = sign * cv.dil_h * cv.src_W, tap_dx = sign * cv.dil_w;
+    unsigned rows = 0, cols = 0;
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int iy = col.y0 + sign * r * cv.dil_h;
+      rows |= unsigned(iy >= 0 && iy < cv.src_H) << r;
+    }
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+      const int ix = col.x0 + sign * s * cv.dil_w;
+      cols |= unsigned(ix >= 0 && ix < cv.src_W) << s;
+    }
+    mask = 0;
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int s = 0; s < kS; ++s) mask |= ((rows >> r) & (cols >> s) & 1u) << (r * kS + s);
+    if (!col.valid) mask = 0;
+    origin = src + col.base + (int64_t(col.y0) * cv.src_W + col.x0);
+  }
+  __device__ void fetch(int chunk, T* tile) {
+    const int rho0 = chunk * Cfg::kK + row0;
+    int c = rho0 / kTaps, rs = rho0 - c * kTaps;
+    int r = rs / kS, s = rs - r * kS;
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const bool ok = ((mask >> rs) & 1u) && c < cv.channels;
+      const T* p = origin + (c * int(cv.src_plane) + r * tap_dy + s * tap_dx);
+      cp_async_or_zero(tile + (row0 + i) * Cfg::kLdB + tile_col, ok ? p : src, ok);
+      if (i + 1 < kRowsPerThread) {
+        ++rs;
+        if (++s == kS) {
+          s = 0;
+          if (++r == kR) r = 0, rs = 0, ++c;
+        }
+      }
+    }
+  }
+  __device__ void store(T*) {}
+};
+
+// B operand of a 1x1, stride-1, unpadded layer: X^ is the input itself, [c][n, q]. Each thread copies
+// 16-byte words (kPerWord consecutive positions of one image: the host checks that H*W is a multiple
+// of kPerWord and the input is 16-byte aligned).
+template <typename T, typename Cfg>
+struct PointwiseTileLoader {
+  static constexpr int kPerWord = 16 / sizeof(T);
+  static constexpr int kWordsPerRow = Cfg::kN / kPerWord;
+  static constexpr int kRowsPerPass = Cfg::kThreads / kWordsPerRow;
+  static_assert(Cfg::kThreads % kWordsPerRow == 0 && Cfg::kK % kRowsPerPass == 0, "whole rows per pass");
+  const T* src;
+  const GatherConv& cv;
+  const T* word;  // this thread's word in channel 0 of the group, or nullptr past the last column
+  int word_col, row0;
+
+  __device__ PointwiseTileLoader(const T* src_, const GatherConv& cv_, int g, int col0) : src(src_), cv(cv_) {
+    word_col = threadIdx.x % kWordsPerRow * kPerWord;
+    row0 = threadIdx.x / kWordsPerRow;
+    const int64_t j = col0 + word_col;
+    if (j < cv.columns) {
+      const int64_t n = j / cv.col_plane, q = j - n * cv.col_plane;
+      word = src + (n * cv.src_C + int64_t(g) * cv.channels) * cv.src_plane + q;
+    } else {
+      word = nullptr;
+    }
+  }
+  __device__ void fetch(int chunk, T* tile) {
+#pragma unroll
+    for (int pass = 0; pass < Cfg::kK / kRowsPerPass; ++pass) {
+      const int row = row0 + pass * kRowsPerPass;
+      const int c = chunk * Cfg::kK + row;
+      T* dst = tile + row * Cfg::kLdB + word_col;
+      if (word != nullptr && c < cv.channels) {
+        cp_async_16(dst, word + int64_t(c) * cv.src_plane);
+      } else {
+#pragma unroll
+        for (int v = 0; v < kPerWord; ++v) dst[v] = T(0);
+      }
+    }
+  }
+  __device__ void store(T*) {}
+};
+
+template <typename T>
+struct GemmConvArgs {
+  const T* src;   // gathered tensor (implicit) or the unrolled chunk [group][reduction_pad][cols_pad] (explicit)
+  const T* a;     // weight matrix [group][reduction_pad][kWeightRowPad-padded rows]
+  const T* bias;  // or nullptr
+  T* out;
+  GatherConv cv;
+  int reduction_pad, rows_pad;
+  int m_tiles, n_tiles;
+  int64_t col_begin;  // first column of this launch (explicit chunks)
+  int64_t cols_pad;   // explicit: row length of the unrolled chunk
+};
+
+// Writes a thread's kThreadM x kThreadN outputs: out[n][group * outputs + m][q] for column (n, q),
+// plus the bias. Each half of the thread's columns is a run of kThreadN / 2 consecutive columns:
+// one vector store per row when the run lies in one image and is aligned.
+template <typename T, typename Cfg>
+__device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][Cfg::kThreadN], const GemmConvArgs<T>& a,
+                                                  int g, int m0, int col0) {
+  const GatherConv& cv = a.cv;
+  const ThreadTile<Cfg> tt(threadIdx.x);
+  constexpr int kRun = Cfg::kThreadN / 2;
+  constexpr bool kVector = kRun * sizeof(T) == 16;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int plane = int(cv.col_plane);
+    const int j0 = col0 + tt.col(h * kRun);
+    if (j0 >= cv.columns) continue;
+    const int n = j0 / plane, q0 = j0 - n * plane;
+    const bool whole = kVector && q0 + kRun <= plane && (plane % kRun) == 0;
+    T* base = a.out + (int64_t(n) * cv.out_C + int64_t(g) * cv.outputs) * plane + q0;
+#pragma unroll
+    for (int i = 0; i < Cfg::kThreadM; ++i) {
+      const int m = m0 + tt.row(i);
+      if (m >= cv.outputs) continue;
+      const T b = a.bias ? a.bias[g * cv.outputs + m] : T(0);
+      T* dst = base + int64_t(m) * cv.col_plane;
+      if (whole) {
+        if constexpr (sizeof(T) == 4) {
+          *reinterpret_cast<float4*>(dst) = make_float4(acc[i][h * kRun] + b, acc[i][h * kRun + 1] + b,
+                                                        acc[i][h * kRun + 2] + b, acc[i][h * kRun + 3] + b);
+        } else {
+          *reinterpret_cast<double2*>(dst) = make_double2(acc[i][h * kRun] + b, acc[i][h * kRun + 1] + b);
+        }
+      } else {
+        // The run may cross into the next image (or past the end): one column at a time.
+#pragma unroll
+        for (int v = 0; v < kRun; ++v) {
+          const int j = j0 + v;
+          if (j >= cv.columns) break;
+          const int nn = j / plane, q = j - nn * plane;
+          a.out[(int64_t(nn) * cv.out_C + int64_t(g) * cv.outputs + m) * plane + q] = acc[i][h * kRun + v] + b;
+        }
+      }
+    }
+  }
+}
+
+// Blocks run filter tiles fastest, so the blocks that gather the same columns run together and
+// find them in L2.
+template <typename T, typename Cfg, typename MakeLoaderB>
+__device__ __forceinline__ void gemm_conv_block(const GemmConvArgs<T>& a, MakeLoaderB&& make_b) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  int b = blockIdx.x;
+  const int mt = b % a.m_tiles;
+  b /= a.m_tiles;
+  const int nt = b % a.n_tiles, g = b / a.n_tiles;
+  const int m0 = mt * Cfg::kM;
+  const int col0 = nt * Cfg::kN;
+  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{a.a + int64_t(g) * a.reduction_pad * a.rows_pad, a.rows_pad, m0};
+  auto lb = make_b(g, col0);
+  T acc[Cfg::kThreadM][Cfg::kThreadN];
+  block_gemm<T, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
+  store_output_tile<T, Cfg>(acc, a, g, m0, int(a.col_begin) + col0);
+}
+
+template <typename T, typename Cfg, int kR, int kS>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_conv_tap_mask_kernel(const GemmConvArgs<T> a) {
+  gemm_conv_block<T, Cfg>(a, [&](int g, int col0) { return TapMaskTileLoader<T, Cfg, kR, kS>(a.src, a.cv, g, col0); });
+}
+
+template <typename T, typename Cfg, bool kTransposed>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_conv_gather_kernel(const GemmConvArgs<T> a) {
+  gemm_conv_block<T, Cfg>(a, [&](int g, int col0) { return GatherTileLoader<T, Cfg, kTransposed>(a.src, a.cv, g, col0); });
+}
+
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_conv_pointwise_kernel(const GemmConvArgs<T> a) {
+  gemm_conv_block<T, Cfg>(a, [&](int g, int col0) { return PointwiseTileLoader<T, Cfg>(a.src, a.cv, g, col0); });
+}
+
+// Explicit variant: B rows copied from the unrolled chunk [group][reduction_pad][cols_pad].
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_conv_unrolled_kernel(const GemmConvArgs<T> a) {
+  gemm_conv_block<T, Cfg>(a, [&](int g, int col0) {
+    return PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB>{a.src + int64_t(g) * a.reduction_pad * a.cols_pad, a.cols_pad,
+                                                        int(col0)};
+  });
+}
+
+// Explicit variant's unroll: X^ for columns [col_begin, col_begin + count) of every group into
+// [group][reduction_pad][cols_pad], zero in the padding (rows past the reduction, columns past count).
+template <typename T>
+__global__ void gemm_unroll_kernel(const T* __restrict__ src, T* __restrict__ col, const GatherConv cv,
+                                   int reduction_pad, int64_t cols_pad, int64_t col_begin, int64_t count) {
+  const int64_t total = int64_t(cv.groups) * reduction_pad * cols_pad;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = i % cols_pad;
+    const int rho = int((i / cols_pad) % reduction_pad);
+    const int g = int(i / (cols_pad * reduction_pad));
+    T v = T(0);
+    if (j < count && rho < cv.reduction) {
+      const Column c = decode_column(cv, int(col_begin + j), g);
+      const Tap<0, 0> t(cv, rho);
+      const int64_t off = cv.transposed ? gather_offset<true>(cv, c, t) : gather_offset<false>(cv, c, t);
+      if (off >= 0) v = src[off];
+    }
+    col[i] = v;
+  }
+}
+
+// A[group][rho][m]: the GEMM's A operand from a K x C/groups x R x S weight, zero-padded.
+//   forward:    m = filter k, rho = (c, r, s):  A = w[g*Kg + k][c][r][s]
+//   transposed: m = channel c, rho = (k, r, s): A = w[g*Kg + k][c][r][s]   (grad_input)
+template <typename T>
+__global__ void gemm_weight_matrix_kernel(const T* __restrict__ w, T* __restrict__ a, int groups, int Kg, int Cg,
+                                          int taps, bool transposed, int reduction_pad, int rows_pad) {
+  const int64_t total = int64_t(groups) * reduction_pad * rows_pad;
+  const int outputs = transposed ? Cg : Kg, reduction = (transposed ? Kg : Cg) * taps;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int m = int(i % rows_pad);
+    const int rho = int((i / rows_pad) % reduction_pad);
+    const int g = int(i / (int64_t(rows_pad) * reduction_pad));
+    T v = T(0);
+    if (m < outputs && rho < reduction) {
+      const int ch = rho / taps, tap = rho % taps;
+      const int k = transposed ? ch : m, c = transposed ? m : ch;
+      v = w[(int64_t(g * Kg + k) * Cg + c) * taps + tap];
+    }
+    a[i] = v;
+  }
+}
+
+// ---- grad_weight ---------------------------------------------------------------------------------
+
+// dW[group][filter][rho] = sum over columns j of gy[n][group*Kg + filter][q] * X^[rho][j]: rows are
+// filters, columns are rho, the reduction runs over columns j in chunks of kK.
+template <typename T>
+struct WeightGradArgs {
+  const T* x;
+  const T* gy;
+  T* partial;  // [split][group][k_pad][rho_pad]
+  GatherConv cv;
+  int k_pad, rho_pad, m_tiles, n_tiles;
+  int64_t columns_per_split;
+};
+
+// A operand: gy for kK consecutive columns x kM filters. Lanes run along columns (coalesced rows of
+// grad_output) and write down the tile's columns (the padded rows keep the banks distinct).
+template <typename T, typename Cfg>
+struct GradOutputColumnLoader {
+  static constexpr int kPasses = Cfg::kK * Cfg::kM / Cfg::kThreads;
+  static_assert(Cfg::kThreads % Cfg::kK == 0 && kPasses >= 1, "whole filters per pass");
+  const T* gy;
+  const GatherConv& cv;
+  int64_t col_begin, col_end;
+  int filter0;  // group's first filter + block's first
+  int filters_end;
+
+  __device__ void fetch(int chunk, T* tile) {
+    const int kk = threadIdx.x % Cfg::kK;
+    const int j = int(col_begin) + chunk * Cfg::kK + kk;
+    const bool col_ok = j < col_end;
+    const int plane = int(cv.col_plane);
+    const int jj = col_ok ? j : 0;
+    const int n = jj / plane, q = jj - n * plane;
+    const T* src = gy + int64_t(n) * cv.out_C * plane + q;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int m = threadIdx.x / Cfg::kK + pass * (Cfg::kThreads / Cfg::kK);
+      const int k = filter0 + m;
+      const bool ok = col_ok && k < filters_end;
+      cp_async_or_zero(tile + kk * Cfg::kLdA + m, ok ? src + int64_t(k) * cv.col_plane : gy, ok);
+    }
+  }
+  __device__ void store(T*) {}
+};
+
+// B operand: X^ transposed, kK consecutive columns x kN reduction indices. A thread owns fixed
+// reduction indices, decoded once into the tap's offset in the image and its (row, column)
+// displacement packed in 16-bit halves; per chunk it decodes its column, then each element is two
+// shifts, four compares and an add.
+template <typename T, typename Cfg, int kR, int kS>
+struct UnrolledTransposeLoader {
+  static constexpr int kPasses = Cfg::kK * Cfg::kN / Cfg::kThreads;
+  static_assert(Cfg::kThreads % Cfg::kK == 0 && kPasses >= 1, "whole columns per pass");
+  static constexpr int kOutside = 0x7FFF;  // a displacement no image reaches: reduction padding
+  const T* x;
+  const GatherConv& cv;
+  int64_t col_begin, col_end;
+  int g;
+  int tap_offset[kPasses];  // c * H * W + r * dil_h * W + s * dil_w
+  int tap_shift[kPasses];   // (r * dil_h) << 16 | (s * dil_w)
+
+  __device__ UnrolledTransposeLoader(const T* x_, const GatherConv& cv_, int64_t begin, int64_t end, int g_, int rho0)
+      : x(x_), cv(cv_), col_begin(begin), col_end(end), g(g_) {
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const Tap<kR, kS> t(cv, rho0 + threadIdx.x / Cfg::kK + pass * (Cfg::kThreads / Cfg::kK));
+      const int dy = t.r * cv.dil_h, dx = t.s * cv.dil_w;
+      tap_offset[pass] = t.c * int(cv.src_plane) + dy * cv.src_W + dx;
+      tap_shift[pass] = t.c < cv.channels ? (dy << 16 | dx) : (kOutside << 16 | kOutside);
+    }
+  }
+  __device__ void fetch(int chunk, T* tile) {
+    const int kk = threadIdx.x % Cfg::kK;
+    const int j = int(col_begin) + chunk * Cfg::kK + kk;
+    Column col = decode_column(cv, j, g);
+    const bool col_ok = col.valid && j < col_end;
+    const T* origin = x + col.base + (int64_t(col.y0) * cv.src_W + col.x0);
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int n = threadIdx.x / Cfg::kK + pass * (Cfg::kThreads / Cfg::kK);
+      const int iy = col.y0 + (tap_shift[pass] >> 16), ix = col.x0 + (tap_shift[pass] & 0xFFFF);
+      const bool ok = col_ok && iy >= 0 && iy < cv.src_H && ix >= 0 && ix < cv.src_W;
+      cp_async_or_zero(tile + kk * Cfg::kLdB + n, ok ? origin + tap_offset[pass] : x, ok);
+    }
+  }
+  __device__ void store(T*) {}
+};
+
+template <typename T, typename Cfg, int kR, int kS>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_weight_grad_kernel(const WeightGradArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  int b = blockIdx.x;
+  const int mt = b % a.m_tiles;
+  b /= a.m_tiles;
+  const int nt = b % a.n_tiles;
+  b /= a.n_tiles;
+  const int g = b % a.cv.groups, split = b / a.cv.groups;
+  const int64_t begin = split * a.columns_per_split;
+  const int64_t end = min(begin + a.columns_per_split, a.cv.columns);
+  GradOutputColumnLoader<T, Cfg> la{a.gy, a.cv, begin, end, g * a.cv.outputs + mt * Cfg::kM, (g + 1) * a.cv.outputs};
+  UnrolledTransposeLoader<T, Cfg, kR, kS> lb(a.x, a.cv, begin, end, g, nt * Cfg::kN);
+  T acc[Cfg::kThreadM][Cfg::kThreadN];
+  block_gemm<T, Cfg>(smem, la, lb, int(ceil_div(end - begin, Cfg::kK)), acc);
+  const ThreadTile<Cfg> tt(threadIdx.x);
+  T* out = a.partial + (int64_t(split) * a.cv.groups + g) * a.k_pad * a.rho_pad;
+#pragma unroll
+  for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kThreadN; ++j)
+      out[int64_t(mt * Cfg::kM + tt.row(i)) * a.rho_pad + nt * Cfg::kN + tt.col(j)] = acc[i][j];
+}
+
+// dW[g*Kg + k][rho] = sum of the slices in a fixed order (deterministic).
+template <typename T>
+__global__ void gemm_weight_grad_finish_kernel(const T* __restrict__ partial, T* __restrict__ gw, int splits, int groups,
+                                               int Kg, int reduction, int k_pad, int rho_pad) {
+  const int64_t total = int64_t(groups) * Kg * reduction;
+  const int64_t slice = int64_t(groups) * k_pad * rho_pad;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int rho = int(i % reduction);
+    const int k = int((i / reduction) % Kg);
+    const int g = int(i / (int64_t(reduction) * Kg));
+    const T* src = partial + (int64_t(g) * k_pad + k) * rho_pad + rho;
+    T sum = T(0);
+    for (int s = 0; s < splits; ++s) sum += src[s * slice];
+    gw[i] = sum;
+  }
+}
+
+// ---- host side ------------------------------------------------------------------------------------
+
+unsigned elementwise_blocks(int64_t total, int threads) {
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>(ceil_div(total, threads), int64_t(sm_count()) * 16)));
+}
+
+void check_grid(int64_t blocks, const char* what) {
+  TORCH_CHECK_VALUE(blocks < (int64_t(1) << 31), "torchconv.", what, ": problem too large for one launch (",
+                    std::to_string(blocks), " blocks)");
+}
+
+// The forward convolution as the GEMM sees it.
+GatherConv forward_gather(const ConvShape& p) {
+  GatherConv cv;
+  cv.N = int(p.N), cv.src_C = int(p.C), cv.src_H = int(p.H), cv.src_W = int(p.W);
+  cv.col_H = int(p.Ho), cv.col_W = int(p.Wo), cv.out_C = int(p.K);
+  cv.R = int(p.R), cv.S = int(p.S), cv.stride_h = int(p.stride_h), cv.stride_w = int(p.stride_w);
+  cv.pad_h = int(p.pad_h), cv.pad_w = int(p.pad_w), cv.dil_h = int(p.dil_h), cv.dil_w = int(p.dil_w);
+  cv.groups = int(p.groups), cv.channels = int(p.channels_per_group()), cv.outputs = int(p.filters_per_group());
+  cv.reduction = cv.channels * cv.R * cv.S;
+  cv.transposed = false;
+  cv.src_plane = p.H * p.W, cv.col_plane = p.Ho * p.Wo, cv.columns = p.N * p.Ho * p.Wo;
+  return cv;
+}
+
+// grad_input: columns over the input positions, gathered from grad_output.
+GatherConv transposed_gather(const ConvShape& p) {
+  GatherConv cv = forward_gather(p);
+  cv.src_C = int(p.K), cv.src_H = int(p.Ho), cv.src_W = int(p.Wo);
+  cv.col_H = int(p.H), cv.col_W = int(p.W), cv.out_C = int(p.C);
+  cv.channels = int(p.filters_per_group()), cv.outputs = int(p.channels_per_group());
+  cv.reduction = cv.channels * cv.R * cv.S;
+  cv.transposed = true;
+  cv.src_plane = p.Ho * p.Wo, cv.col_plane = p.H * p.W, cv.columns = p.N * p.H * p.W;
+  return cv;
+}
+
+void check_sizes(const GatherConv& cv, const char* what) {
+  TORCH_CHECK_VALUE(cv.columns < (int64_t(1) << 31) && int64_t(cv.reduction) * kReductionPad < (int64_t(1) << 31) &&
+                        int64_t(cv.src_C) * cv.src_plane < (int64_t(1) << 31) &&
+                        int64_t(cv.dil_h) * (cv.R - 1) < 0x7FFF && int64_t(cv.dil_w) * (cv.S - 1) < 0x7FFF,
+                    "torchconv.", what, ": ", std::to_string(cv.columns), " output positions, a reduction of ",
+                    std::to_string(cv.reduction), ", an image of ", std::to_string(int64_t(cv.src_C) * cv.src_plane),
+                    " elements or a dilated filter span over 32766 is more than its indexing allows");
+}
+
+// The A operand for `weight`, cached until the weight changes (frozen weights / inference mode).
+template <typename T>
+at::Tensor weight_matrix(const at::Tensor& weight, const GatherConv& cv, int& reduction_pad, int& rows_pad) {
+  reduction_pad = round_up(cv.reduction, kReductionPad);
+  rows_pad = round_up(cv.outputs, kWeightRowPad);
+  const int rp = reduction_pad, mp = rows_pad;
+  const std::string tag = std::string("gemm_a/") + (cv.transposed ? "transposed/" : "") + std::to_string(cv.groups);
+  return cached_weight_transform(weight, tag, [&] {
+    auto w = weight.contiguous();
+    auto a = at::empty({int64_t(cv.groups) * rp * mp}, weight.options());
+    const int Kg = int(weight.size(0)) / cv.groups, Cg = int(weight.size(1));
+    gemm_weight_matrix_kernel<T><<<elementwise_blocks(a.numel(), 256), 256, 0, current_stream()>>>(
+        w.const_data_ptr<T>(), a.mutable_data_ptr<T>(), cv.groups, Kg, Cg, cv.R * cv.S, cv.transposed, rp, mp);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return a;
+  });
+}
+
+// TORCHCONV_GEMM_TILE=large|medium|small|narrow forces one float forward config (so each can be
+// timed alone).
+int forced_gemm_tile() {
+  static const int forced = [] {
+    const char* env = std::getenv("TORCHCONV_GEMM_TILE");
+    if (env == nullptr) return 0;
+    const std::string v(env);
+    const char* names[] = {"large", "medium", "small", "narrow"};
+    for (int i = 0; i < 4; ++i)
+      if (v == names[i]) return i + 1;
+    TORCH_CHECK_VALUE(false, "TORCHCONV_GEMM_TILE must be large, medium, small or narrow, got '", v, "'");
+    return 0;
+  }();
+  return forced;
+}
+
+// The config rule (float): the largest tile whose grid still fills the GPU about twice over (at its
+// blocks per SM); 64-row tiles where a group has at most 64 rows (a 128-row tile would be half padding).
+template <typename T, typename F>
+void with_gemm_config(const GatherConv& cv, F&& f) {
+  if constexpr (std::is_same_v<T, double>) {
+    f(GemmF64{});
+  } else {
+    auto blocks = [&](auto cfg) {
+      using Cfg = decltype(cfg);
+      return ceil_div(cv.outputs, Cfg::kM) * ceil_div(cv.columns, Cfg::kN) * cv.groups;
+    };
+    const int64_t sms = sm_count();
+    int pick = forced_gemm_tile();
+    if (pick == 0) {
+      if (cv.outputs <= GemmNarrowF32::kM) pick = 4;
+      else if (cv.outputs > 64 && blocks(GemmLargeF32{}) >= 2 * GemmLargeF32::kMinBlocks * sms) pick = 1;
+      else if (blocks(GemmMediumF32{}) >= GemmMediumF32::kMinBlocks * sms) pick = 2;
+      else pick = 3;
+    }
+    switch (pick) {
+      case 1: return f(GemmLargeF32{});
+      case 2: return f(GemmMediumF32{});
+      case 4: return f(GemmNarrowF32{});
+      default: return f(GemmSmallF32{});
+    }
+  }
+}
+
+bool is_pointwise(const GatherConv& cv) {
+  return cv.R == 1 && cv.S == 1 && cv.stride_h == 1 && cv.stride_w == 1 && cv.pad_h == 0 && cv.pad_w == 0 &&
+         !cv.transposed;
+}
+
+template <typename T, typename Cfg, typename Kernel>
+void launch_gemm(Kernel kernel, GemmConvArgs<T>& a, int64_t columns) {
+  a.m_tiles = int(ceil_div(a.cv.outputs, Cfg::kM));
+  const int64_t n_tiles = ceil_div(columns, Cfg::kN);
+  const int64_t blocks = int64_t(a.m_tiles) * n_tiles * a.cv.groups;
+  check_grid(blocks, "conv2d_gemm");
+  a.n_tiles = int(n_tiles);
+  constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
+  ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
+  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// out = the convolution described by `cv` of `src` with the A operand of `weight` (+ bias).
+template <typename T>
+void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, const GatherConv& cv, at::Tensor& out) {
+  if (cv.columns == 0 || cv.outputs == 0) return record_workspace_bytes(0);
+  GemmConvArgs<T> a;
+  const at::Tensor am = weight_matrix<T>(weight, cv, a.reduction_pad, a.rows_pad);
+  a.a = am.const_data_ptr<T>(), a.bias = bias, a.out = out.mutable_data_ptr<T>(), a.cv = cv;
+  a.col_begin = 0, a.cols_pad = 0;
+  const bool explicit_unroll = gemm_variant() == GemmVariant::kExplicit;
+  with_gemm_config<T>(cv, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    if (!explicit_unroll) {
+      a.src = src.const_data_ptr<T>();
+      record_workspace_bytes(0);
+      constexpr int kPerWord = 16 / sizeof(T);
+      const bool aligned = reinterpret_cast<uintptr_t>(a.src) % 16 == 0 && cv.src_plane % kPerWord == 0;
+      if (is_pointwise(cv) && aligned) return launch_gemm<T, Cfg>(gemm_conv_pointwise_kernel<T, Cfg>, a, cv.columns);
+      // Tap masks where the taps are a linear map: forward, or transposed at stride 1.
+      const bool linear = !cv.transposed || (cv.stride_h == 1 && cv.stride_w == 1);
+      if (linear && cv.R == 1 && cv.S == 1) return launch_gemm<T, Cfg>(gemm_conv_tap_mask_kernel<T, Cfg, 1, 1>, a, cv.columns);
+      if (linear && cv.R == 3 && cv.S == 3) return launch_gemm<T, Cfg>(gemm_conv_tap_mask_kernel<T, Cfg, 3, 3>, a, cv.columns);
+      if (cv.transposed) return launch_gemm<T, Cfg>(gemm_conv_gather_kernel<T, Cfg, true>, a, cv.columns);
+      return launch_gemm<T, Cfg>(gemm_conv_gather_kernel<T, Cfg, false>, a, cv.columns);
+    }
+    // Explicit: unroll chunks of columns (whole block tiles) that fit the workspace limit.
+    const int64_t bytes_per_column = int64_t(cv.groups) * a.reduction_pad * int64_t(sizeof(T));
+    int64_t chunk = columns_per_chunk(cv.columns, bytes_per_column);
+    chunk = std::max<int64_t>(Cfg::kN, chunk / Cfg::kN * Cfg::kN);
+    chunk = std::min<int64_t>(chunk, ceil_div(cv.columns, Cfg::kN) * Cfg::kN);
+    at::Tensor col = at::empty({int64_t(cv.groups) * a.reduction_pad * chunk}, src.options());
+    record_workspace_bytes(col.numel() * int64_t(sizeof(T)));
+    a.src = col.const_data_ptr<T>(), a.cols_pad = chunk;
+    for (int64_t j0 = 0; j0 < cv.columns; j0 += chunk) {
+      const int64_t count = std::min(chunk, cv.columns - j0);
+      gemm_unroll_kernel<T><<<elementwise_blocks(col.numel(), 256), 256, 0, current_stream()>>>(
+          src.const_data_ptr<T>(), col.mutable_data_ptr<T>(), cv, a.reduction_pad, chunk, j0, count);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      a.col_begin = j0;
+      launch_gemm<T, Cfg>(gemm_conv_unrolled_kernel<T, Cfg>, a, count);
+    }
+  });
+}
+
+// Column slices of the grad_weight reduction: enough that the grid fills the GPU about twice, at
+// least 16 chunks per slice, and the slices within the workspace limit.
+template <typename Cfg>
+int64_t weight_grad_splits(int64_t columns, int64_t base_blocks, int64_t slice_bytes) {
+  const int64_t max_by_work = std::max<int64_t>(1, columns / (16 * Cfg::kK));
+  const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
+  const int64_t want = ceil_div(2 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
+  return std::max<int64_t>(1, std::min({want, max_by_work, max_by_memory}));
+}
+
+template <typename T, typename Cfg>
+at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input) {
+  auto gy = grad_output.contiguous();
+  auto x = input.contiguous();
+  auto gw = new_output({p.K, p.channels_per_group(), p.R, p.S}, input.options());
+  const GatherConv cv = forward_gather(p);
+  check_sizes(cv, "conv2d_gemm_backward");
+  if (gw.numel() == 0) return gw;
+  if (cv.columns == 0) {
+    gw.zero_();
+    return gw;
+  }
+  WeightGradArgs<T> a;
+  a.x = x.const_data_ptr<T>(), a.gy = gy.const_data_ptr<T>(), a.cv = cv;
+  a.k_pad = round_up(cv.outputs, Cfg::kM), a.rho_pad = round_up(cv.reduction, Cfg::kN);
+  a.m_tiles = a.k_pad / Cfg::kM, a.n_tiles = a.rho_pad / Cfg::kN;
+  const int64_t base_blocks = int64_t(a.m_tiles) * a.n_tiles * cv.groups;
+  const int64_t slice_bytes = int64_t(cv.groups) * a.k_pad * a.rho_pad * int64_t(sizeof(T));
+  int64_t splits = weight_grad_splits<Cfg>(cv.columns, base_blocks, slice_bytes);
+  a.columns_per_split = round_up(int(ceil_div(cv.columns, splits)), Cfg::kK);
+  splits = ceil_div(cv.columns, a.columns_per_split);
+  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+  record_workspace_bytes(partial.numel() * int64_t(sizeof(T)));
+  a.partial = partial.mutable_data_ptr<T>();
+  const int64_t blocks = base_blocks * splits;
+  check_grid(blocks, "conv2d_gemm_backward");
+  constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
+  auto launch = [&](auto kernel) {
+    ensure_dynamic_smem(kernel, smem, "conv2d_gemm_backward");
+    kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (cv.R == 1 && cv.S == 1) launch(gemm_weight_grad_kernel<T, Cfg, 1, 1>);
+  else if (cv.R == 3 && cv.S == 3) launch(gemm_weight_grad_kernel<T, Cfg, 3, 3>);
+  else launch(gemm_weight_grad_kernel<T, Cfg, 0, 0>);
+  gemm_weight_grad_finish_kernel<T><<<elementwise_blocks(gw.numel(), 256), 256, 0, current_stream()>>>(
+      partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), int(splits), cv.groups, cv.outputs, cv.reduction, a.k_pad,
+      a.rho_pad);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return gw;
+}
+
+at::Tensor conv2d_gemm_cuda(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const ConvShape p = check_conv2d_forward("conv2d_gemm", input, weight, bias, stride, padding, dilation, groups);
+  const c10::cuda::CUDAGuard guard(input.device());
+  auto x = input.contiguous();
+  auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
+  const GatherConv cv = forward_gather(p);
+  check_sizes(cv, "conv2d_gemm");
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_cuda", [&] {
+    if (cv.reduction == 0) {
+      // No input channels: the output is the bias.
+      if (b.defined()) y.copy_(b.view({1, p.K, 1, 1}).expand_as(y));
+      else y.zero_();
+      return record_workspace_bytes(0);
+    }
+    gemm_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, cv, y);
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const ConvShape p = check_conv2d_backward("conv2d_gemm_backward", grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  const c10::cuda::CUDAGuard guard(input.device());
+  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
+  int64_t workspace = 0;
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_backward_cuda", [&] {
+    if (output_mask[0]) {
+      gx = new_output({p.N, p.C, p.H, p.W}, input.options());
+      const GatherConv cv = transposed_gather(p);
+      check_sizes(cv, "conv2d_gemm_backward");
+      if (cv.reduction == 0) gx.zero_();
+      else gemm_conv<scalar_t>(grad_output.contiguous(), weight, nullptr, cv, gx);
+      workspace = last_workspace_bytes();
+    }
+    if (output_mask[1]) {
+      if constexpr (std::is_same_v<scalar_t, double>) {
+        gw = gemm_grad_weight<scalar_t, GemmF64>(p, grad_output, input);
+      } else if (p.filters_per_group() <= 64 && p.channels_per_group() * p.R * p.S <= 64) {
+        gw = gemm_grad_weight<scalar_t, GemmWeightGradSmallF32>(p, grad_output, input);
+      } else {
+        gw = gemm_grad_weight<scalar_t, GemmWeightGradLargeF32>(p, grad_output, input);
+      }
+      workspace = std::max(workspace, last_workspace_bytes());
+    }
+  });
+  if (output_mask[2]) gb = conv_bias_grad(grad_output);
+  record_workspace_bytes(workspace);
+  return {gx, gw, gb};
+}
+
+}  // namespace
+}  // namespace cuda
+
+TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
+  m.impl("conv2d_gemm", &cuda::conv2d_gemm_cuda);
+  m.impl("conv2d_gemm_backward", &cuda::conv2d_gemm_backward_cuda);
+}
+
+}  // namespace torchconv

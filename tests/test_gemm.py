@@ -1,0 +1,137 @@
+"""Unrolled-GEMM specifics. On CUDA two variants compute the same convolution: 'implicit' (the
+default: the GEMM gathers the unrolled matrix from the input while loading its tiles; a 1x1
+stride-1 unpadded layer copies 16-byte words of the input when H*W allows) and 'explicit' (an
+unroll kernel writes the matrix for a chunk of columns into a workspace bounded by the workspace
+limit, then the GEMM reads it). Both must match F.conv2d forward and backward (grad_input through
+the transposed gather, grad_weight through the split reduction over N*Ho*Wo) on every shape
+F.conv2d takes: any filter size, stride, padding, dilation, groups, C and K off the tiles, H != W,
+batch 1 and more, in float32 and float64. The variant API is tested here too."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchconv
+from conftest import assert_close_rel
+
+VARIANTS = torchconv.variants("gemm")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+# (N, C, K, H, W, R, S, stride, padding, dilation, groups, bias)
+SHAPES = [
+    (2, 64, 96, 14, 14, 1, 1, 1, 0, 1, 1, True),  # 1x1, H*W = 196 (a multiple of 4): 16-byte input copies
+    (3, 37, 41, 7, 7, 1, 1, 1, 0, 1, 1, False),  # 1x1, H*W = 49: element copies; C and K off the tiles
+    (1, 130, 200, 9, 11, 1, 1, 2, 0, 1, 1, True),  # 1x1 stride 2: gathered; K over one 128-row tile
+    (2, 16, 24, 17, 13, 3, 3, 1, 1, 1, 1, True),  # 3x3, H != W, prime sizes
+    (1, 24, 40, 19, 23, 3, 3, 2, 1, 1, 1, False),  # 3x3 stride 2: grad_input gathers only even positions
+    (2, 3, 64, 31, 29, 7, 7, 2, 3, 1, 1, True),  # 7x7 stride 2 stem (runtime filter size)
+    (1, 12, 20, 16, 15, 3, 5, 1, (2, 1), (2, 1), 1, True),  # non-square filter, dilation, asymmetric padding
+    (2, 8, 12, 10, 9, 3, 3, (2, 1), 2, 1, 4, True),  # groups, asymmetric stride, padding 2
+    (2, 16, 16, 12, 12, 3, 3, 1, 1, 1, 16, False),  # depthwise
+    (4, 5, 3, 6, 5, 2, 2, 1, 0, 1, 1, True),  # even filter, K = 3
+    (1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, False),  # one pixel
+]
+
+
+def shape_id(s):
+    return "N{}C{}K{}H{}W{}R{}S{}s{}p{}d{}g{}b{:d}".format(*s).replace(" ", "")
+
+
+@pytest.fixture(params=VARIANTS)
+def variant(request):
+    old = torchconv.get_variant("gemm")
+    torchconv.set_variant("gemm", request.param)
+    yield request.param
+    torchconv.set_variant("gemm", old)
+
+
+def check_forward_backward(shape, device, dtype, what):
+    n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
+    x = torch.randn(n, c, h, w, dtype=torch.float64)
+    wt = torch.randn(k, c // groups, r, s, dtype=torch.float64)
+    b = torch.randn(k, dtype=torch.float64) if bias else None
+    leaves = [t.requires_grad_() for t in (x, wt, b) if t is not None]
+    ref = F.conv2d(x, wt, b, stride, padding, dilation, groups)
+    gy = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad(ref, leaves, gy)
+    ours = [t.detach().to(device, dtype).requires_grad_() for t in leaves]
+    out = torchconv.conv2d(ours[0], ours[1], ours[2] if bias else None, stride, padding, dilation, groups,
+                           algorithm="gemm")
+    assert_close_rel(out, ref, dtype, f"{what} forward")
+    grads = torch.autograd.grad(out, ours, gy.to(device, dtype))
+    for name, g, ref_g in zip(("grad_input", "grad_weight", "grad_bias"), grads, ref_grads):
+        assert_close_rel(g, ref_g, dtype, f"{what} {name}")
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_cuda_variants_forward_backward(shape, dtype, variant):
+    check_forward_backward(shape, "cuda", dtype, f"{variant} {shape_id(shape)}")
+
+
+@needs_cuda
+@pytest.mark.parametrize("filters", [64, 200, 300])
+def test_cuda_tile_configs(filters, variant):
+    """Grids of different sizes take the different tile configs (64 or 128 filters per block, 64 or
+    128 columns): a large batch, and a small one with the same layer."""
+    for n in (1, 16):
+        check_forward_backward((n, 48, filters, 30, 28, 3, 3, 1, 1, 1, 1, True), "cuda", torch.float32,
+                               f"{variant} N{n} K{filters}")
+
+
+@needs_cuda
+def test_explicit_workspace_is_capped_and_reported():
+    """The explicit variant unrolls chunks of columns within the workspace limit (here smaller than
+    one image's unrolled matrix: 16*9 rows x 23*19 columns x 8 bytes = 503 kB) and reports what it used;
+    the implicit variant uses none."""
+    x = torch.randn(3, 16, 23, 19, dtype=torch.float64, device="cuda")
+    w = torch.randn(12, 16, 3, 3, dtype=torch.float64, device="cuda")
+    ref = F.conv2d(x.cpu(), w.cpu(), None, 1, 1)
+    old_limit, old_variant = torchconv.get_workspace_limit(), torchconv.get_variant("gemm")
+    try:
+        torchconv.set_variant("gemm", "explicit")
+        torchconv.set_workspace_limit(64 * 1024)
+        out = torchconv.conv2d(x, w, None, 1, 1, algorithm="gemm")
+        used = torchconv._C.last_workspace_bytes()
+        assert 0 < used <= 64 * 1024
+        assert_close_rel(out, ref, torch.float64, "explicit, capped")
+        torchconv.set_variant("gemm", "implicit")
+        torchconv.conv2d(x, w, None, 1, 1, algorithm="gemm")
+        assert torchconv._C.last_workspace_bytes() == 0
+    finally:
+        torchconv.set_workspace_limit(old_limit)
+        torchconv.set_variant("gemm", old_variant)
+
+
+@needs_cuda
+def test_backward_is_deterministic(variant):
+    x = torch.randn(4, 32, 20, 18, device="cuda", requires_grad=True)
+    w = torch.randn(40, 32, 3, 3, device="cuda", requires_grad=True)
+    gy = torch.randn(4, 40, 10, 9, device="cuda")
+    first = torch.autograd.grad(torchconv.conv2d(x, w, None, 2, 1, algorithm="gemm"), (x, w), gy)
+    second = torch.autograd.grad(torchconv.conv2d(x, w, None, 2, 1, algorithm="gemm"), (x, w), gy)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+@needs_cuda
+def test_unaligned_input_view():
+    """A 1x1 layer on an input whose storage starts off a 16-byte boundary takes element copies."""
+    base = torch.randn(2 * 32 * 8 * 8 + 1, device="cuda")
+    x = base[1:].view(2, 32, 8, 8)
+    w = torch.randn(20, 32, 1, 1, device="cuda")
+    out = torchconv.conv2d(x, w, algorithm="gemm")
+    assert_close_rel(out, F.conv2d(x.double(), w.double()), torch.float32, "unaligned 1x1")
+
+
+def test_variant_api():
+    assert VARIANTS == ("implicit", "explicit")
+    assert torchconv.get_variant("gemm") == "implicit"
+    with pytest.raises(ValueError, match="variant must be one of 'implicit', 'explicit'"):
+        torchconv.set_variant("gemm", "fused")
+    assert torchconv.get_variant("gemm") == "implicit"
+
+
+@pytest.mark.parametrize("shape", SHAPES[:4], ids=shape_id)
+def test_cpu_ignores_the_variant(shape, variant):
+    check_forward_backward(shape, "cpu", torch.float64, f"cpu {variant}")
