@@ -83,7 +83,7 @@ def test_cuda_tile_configs(filters, variant):
 def test_explicit_workspace_is_capped_and_reported():
     """The explicit variant unrolls chunks of columns within the workspace limit (here smaller than
     one image's unrolled matrix: 16*9 rows x 23*19 columns x 8 bytes = 503 kB) and reports what it used;
-    the implicit variant uses none."""
+    the implicit variant uses at most the split-reduction slices, also within the limit."""
     x = torch.randn(3, 16, 23, 19, dtype=torch.float64, device="cuda")
     w = torch.randn(12, 16, 3, 3, dtype=torch.float64, device="cuda")
     ref = F.conv2d(x.cpu(), w.cpu(), None, 1, 1)
@@ -97,7 +97,32 @@ def test_explicit_workspace_is_capped_and_reported():
         assert_close_rel(out, ref, torch.float64, "explicit, capped")
         torchconv.set_variant("gemm", "implicit")
         torchconv.conv2d(x, w, None, 1, 1, algorithm="gemm")
+        assert torchconv._C.last_workspace_bytes() <= 64 * 1024  # split-reduction slices only
+    finally:
+        torchconv.set_workspace_limit(old_limit)
+        torchconv.set_variant("gemm", old_variant)
+
+
+@needs_cuda
+def test_split_reduction_on_small_grids():
+    """A grid too small to fill the GPU (one 7x7 image, 512 channels of 3x3 taps: a few blocks)
+    splits the reduction across blocks into workspace slices, summed in a fixed order with the bias
+    added once: right, bitwise repeatable, and the same answer when the limit leaves no room to split."""
+    x = torch.randn(1, 512, 7, 7, device="cuda")
+    w = torch.randn(100, 512, 3, 3, device="cuda")
+    b = torch.randn(100, device="cuda")
+    ref = F.conv2d(x.double(), w.double(), b.double(), 1, 1)
+    old_limit, old_variant = torchconv.get_workspace_limit(), torchconv.get_variant("gemm")
+    try:
+        torchconv.set_variant("gemm", "implicit")
+        out = torchconv.conv2d(x, w, b, 1, 1, algorithm="gemm")
+        assert torchconv._C.last_workspace_bytes() >= 2 * out.numel() * 4  # at least two slices
+        assert_close_rel(out, ref, torch.float32, "split")
+        assert torch.equal(out, torchconv.conv2d(x, w, b, 1, 1, algorithm="gemm"))
+        torchconv.set_workspace_limit(1)
+        unsplit = torchconv.conv2d(x, w, b, 1, 1, algorithm="gemm")
         assert torchconv._C.last_workspace_bytes() == 0
+        assert_close_rel(unsplit, ref, torch.float32, "unsplit")
     finally:
         torchconv.set_workspace_limit(old_limit)
         torchconv.set_variant("gemm", old_variant)

@@ -285,15 +285,19 @@ struct GemmConvArgs {
   int m_tiles, n_tiles;
   int64_t col_begin;  // first column of this launch (explicit chunks)
   int64_t cols_pad;   // explicit: row length of the unrolled chunk
+  // Split reduction (small grids): split s sums reduction chunks [s * chunks_per_split, ...) into
+  // partial + s * out_numel (no bias); a second kernel adds the slices in order and the bias.
+  int splits, chunks_per_split;
+  T* partial;
+  int64_t out_numel;
 };
 
 // Writes a thread's kThreadM x kThreadN outputs: out[n][group * outputs + m][q] for column (n, q),
 // plus the bias. Each half of the thread's columns is a run of kThreadN / 2 consecutive columns:
 // one vector store per row when the run lies in one image and is aligned.
 template <typename T, typename Cfg>
-__device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][Cfg::kThreadN], const GemmConvArgs<T>& a,
-                                                  int g, int m0, int col0) {
-  const GatherConv& cv = a.cv;
+__device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][Cfg::kThreadN], const GatherConv& cv,
+                                                  T* out, const T* bias, int g, int m0, int col0) {
   const ThreadTile<Cfg> tt(threadIdx.x);
   constexpr int kRun = Cfg::kThreadN / 2;
   constexpr bool kVector = kRun * sizeof(T) == 16;
@@ -304,12 +308,12 @@ __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][
     if (j0 >= cv.columns) continue;
     const int n = j0 / plane, q0 = j0 - n * plane;
     const bool whole = kVector && q0 + kRun <= plane && (plane % kRun) == 0;
-    T* base = a.out + (int64_t(n) * cv.out_C + int64_t(g) * cv.outputs) * plane + q0;
+    T* base = out + (int64_t(n) * cv.out_C + int64_t(g) * cv.outputs) * plane + q0;
 #pragma unroll
     for (int i = 0; i < Cfg::kThreadM; ++i) {
       const int m = m0 + tt.row(i);
       if (m >= cv.outputs) continue;
-      const T b = a.bias ? a.bias[g * cv.outputs + m] : T(0);
+      const T b = bias ? bias[g * cv.outputs + m] : T(0);
       T* dst = base + int64_t(m) * cv.col_plane;
       if (whole) {
         if constexpr (sizeof(T) == 4) {
@@ -325,10 +329,36 @@ __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][
           const int j = j0 + v;
           if (j >= cv.columns) break;
           const int nn = j / plane, q = j - nn * plane;
-          a.out[(int64_t(nn) * cv.out_C + int64_t(g) * cv.outputs + m) * plane + q] = acc[i][h * kRun + v] + b;
+          out[(int64_t(nn) * cv.out_C + int64_t(g) * cv.outputs + m) * plane + q] = acc[i][h * kRun + v] + b;
         }
       }
     }
+  }
+}
+
+// A loader that starts at reduction chunk `offset` (a split of the reduction).
+template <typename Loader>
+struct ChunkOffset {
+  Loader inner;
+  int offset;
+  template <typename T>
+  __device__ void fetch(int chunk, T* tile) {
+    inner.fetch(chunk + offset, tile);
+  }
+  template <typename T>
+  __device__ void store(T* tile) {
+    inner.store(tile);
+  }
+};
+
+// out = sum of the split slices in order + bias.
+template <typename T>
+__global__ void gemm_split_sum_kernel(const T* __restrict__ partial, T* __restrict__ out, const T* __restrict__ bias,
+                                      int splits, int64_t numel, int channels, int64_t plane) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * blockDim.x) {
+    T sum = bias ? bias[(i / plane) % channels] : T(0);
+    for (int s = 0; s < splits; ++s) sum += partial[s * numel + i];
+    out[i] = sum;
   }
 }
 
@@ -341,14 +371,23 @@ __device__ __forceinline__ void gemm_conv_block(const GemmConvArgs<T>& a, MakeLo
   int b = blockIdx.x;
   const int mt = b % a.m_tiles;
   b /= a.m_tiles;
-  const int nt = b % a.n_tiles, g = b / a.n_tiles;
+  const int nt = b % a.n_tiles;
+  b /= a.n_tiles;
+  const int g = b % a.cv.groups, split = b / a.cv.groups;
   const int m0 = mt * Cfg::kM;
   const int col0 = nt * Cfg::kN;
-  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{a.a + int64_t(g) * a.reduction_pad * a.rows_pad, a.rows_pad, m0};
-  auto lb = make_b(g, col0);
+  const int chunk0 = split * a.chunks_per_split;
+  const int chunks = min(a.chunks_per_split, a.reduction_pad / Cfg::kK - chunk0);
+  ChunkOffset<PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA>> la{
+      {a.a + int64_t(g) * a.reduction_pad * a.rows_pad, a.rows_pad, m0}, chunk0};
+  ChunkOffset<decltype(make_b(g, col0))> lb{make_b(g, col0), chunk0};
   T acc[Cfg::kThreadM][Cfg::kThreadN];
-  block_gemm<T, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
-  store_output_tile<T, Cfg>(acc, a, g, m0, int(a.col_begin) + col0);
+  block_gemm<T, Cfg>(smem, la, lb, chunks, acc);
+  if (a.splits > 1) {
+    store_output_tile<T, Cfg>(acc, a.cv, a.partial + split * a.out_numel, nullptr, g, m0, int(a.col_begin) + col0);
+  } else {
+    store_output_tile<T, Cfg>(acc, a.cv, a.out, a.bias, g, m0, int(a.col_begin) + col0);
+  }
 }
 
 template <typename T, typename Cfg, int kR, int kS>
@@ -628,8 +667,11 @@ int forced_gemm_tile() {
   return forced;
 }
 
-// The config rule (float): the largest tile whose grid still fills the GPU about twice over (at its
-// blocks per SM); 64-row tiles where a group has at most 64 rows (a 128-row tile would be half padding).
+// The config rule (float), from the run-21 sweep (every config forced over the N = 32 and N = 1
+// suites, benchmarks/notes-gemm.md): medium won or tied almost everywhere, 1x1 layers by up to 28%
+// (Y13: 1.26x vs 0.98x for large); large won only 3x3 layers with >= 256 filters and a reduction of
+// >= 1024 (Y8, Y12: +5-7%) on grids of two waves or more; narrow where a group has <= 16 rows. A
+// grid short of its waves then splits the reduction (gemm_splits).
 template <typename T, typename F>
 void with_gemm_config(const GatherConv& cv, F&& f) {
   if constexpr (std::is_same_v<T, double>) {
@@ -643,9 +685,9 @@ void with_gemm_config(const GatherConv& cv, F&& f) {
     int pick = forced_gemm_tile();
     if (pick == 0) {
       if (cv.outputs <= GemmNarrowF32::kM) pick = 4;
-      else if (cv.outputs > 64 && blocks(GemmLargeF32{}) >= 2 * GemmLargeF32::kMinBlocks * sms) pick = 1;
-      else if (blocks(GemmMediumF32{}) >= GemmMediumF32::kMinBlocks * sms) pick = 2;
-      else pick = 3;
+      else if (cv.outputs >= 256 && cv.reduction >= 1024 && blocks(GemmLargeF32{}) >= 2 * GemmLargeF32::kMinBlocks * sms)
+        pick = 1;
+      else pick = 2;
     }
     switch (pick) {
       case 1: return f(GemmLargeF32{});
@@ -661,17 +703,51 @@ bool is_pointwise(const GatherConv& cv) {
          !cv.transposed;
 }
 
+// Reduction splits for a grid of `blocks` (the rule): none while the grid fills at least half of
+// the GPU's block slots (blocks per SM x SMs); below that, enough splits to bring it to about one
+// wave, with at least 4 chunks per split and the slices within the workspace limit. Run 22 tried a
+// wave-quantization model that also split grids of one to two waves (R2, R6 at N = 32): the slice
+// traffic and the extra kernel cost more than the idle slots (R2 1.08x -> 0.91x, R6 0.61x -> 0.55x),
+// while grids short of the SMs gained up to 2x (R12 N = 32 0.78x -> 1.16x, R10 N = 1 0.30x -> 1.78x).
+template <typename T, typename Cfg>
+int gemm_splits(int64_t blocks, int chunks, int64_t out_bytes) {
+  const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
+  if (2 * blocks >= slots) return 1;
+  const int64_t max_by_work = std::max(1, chunks / 4);
+  const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / std::max<int64_t>(1, out_bytes));
+  return int(std::max<int64_t>(1, std::min({slots / blocks, max_by_work, max_by_memory, int64_t(32)})));
+}
+
 template <typename T, typename Cfg, typename Kernel>
-void launch_gemm(Kernel kernel, GemmConvArgs<T>& a, int64_t columns) {
+void launch_gemm(Kernel kernel, GemmConvArgs<T>& a, int64_t columns, at::Tensor* partial = nullptr,
+                 const at::Tensor* out = nullptr) {
   a.m_tiles = int(ceil_div(a.cv.outputs, Cfg::kM));
   const int64_t n_tiles = ceil_div(columns, Cfg::kN);
   const int64_t blocks = int64_t(a.m_tiles) * n_tiles * a.cv.groups;
-  check_grid(blocks, "conv2d_gemm");
   a.n_tiles = int(n_tiles);
+  const int chunks = a.reduction_pad / Cfg::kK;
+  a.splits = 1, a.chunks_per_split = chunks, a.partial = nullptr, a.out_numel = 0;
+  if (partial != nullptr) {
+    const int64_t out_bytes = out->numel() * int64_t(sizeof(T));
+    const int splits = gemm_splits<T, Cfg>(blocks, chunks, out_bytes);
+    if (splits > 1) {
+      a.chunks_per_split = int(ceil_div(chunks, splits));
+      a.splits = int(ceil_div(chunks, a.chunks_per_split));
+      *partial = at::empty({a.splits * out->numel()}, out->options());
+      a.partial = partial->mutable_data_ptr<T>(), a.out_numel = out->numel();
+      record_workspace_bytes(partial->numel() * int64_t(sizeof(T)));
+    }
+  }
+  check_grid(blocks * a.splits, "conv2d_gemm");
   constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
-  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+  kernel<<<unsigned(blocks * a.splits), Cfg::kThreads, smem, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (a.splits > 1) {
+    gemm_split_sum_kernel<T><<<elementwise_blocks(a.out_numel, 256), 256, 0, current_stream()>>>(
+        a.partial, a.out, a.bias, a.splits, a.out_numel, a.cv.out_C, a.cv.col_plane);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
 }
 
 // out = the convolution described by `cv` of `src` with the A operand of `weight` (+ bias).
@@ -690,13 +766,15 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
       record_workspace_bytes(0);
       constexpr int kPerWord = 16 / sizeof(T);
       const bool aligned = reinterpret_cast<uintptr_t>(a.src) % 16 == 0 && cv.src_plane % kPerWord == 0;
-      if (is_pointwise(cv) && aligned) return launch_gemm<T, Cfg>(gemm_conv_pointwise_kernel<T, Cfg>, a, cv.columns);
+      at::Tensor partial;
+      auto launch = [&](auto kernel) { launch_gemm<T, Cfg>(kernel, a, cv.columns, &partial, &out); };
+      if (is_pointwise(cv) && aligned) return launch(gemm_conv_pointwise_kernel<T, Cfg>);
       // Tap masks where the taps are a linear map: forward, or transposed at stride 1.
       const bool linear = !cv.transposed || (cv.stride_h == 1 && cv.stride_w == 1);
-      if (linear && cv.R == 1 && cv.S == 1) return launch_gemm<T, Cfg>(gemm_conv_tap_mask_kernel<T, Cfg, 1, 1>, a, cv.columns);
-      if (linear && cv.R == 3 && cv.S == 3) return launch_gemm<T, Cfg>(gemm_conv_tap_mask_kernel<T, Cfg, 3, 3>, a, cv.columns);
-      if (cv.transposed) return launch_gemm<T, Cfg>(gemm_conv_gather_kernel<T, Cfg, true>, a, cv.columns);
-      return launch_gemm<T, Cfg>(gemm_conv_gather_kernel<T, Cfg, false>, a, cv.columns);
+      if (linear && cv.R == 1 && cv.S == 1) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 1, 1>);
+      if (linear && cv.R == 3 && cv.S == 3) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 3, 3>);
+      if (cv.transposed) return launch(gemm_conv_gather_kernel<T, Cfg, true>);
+      return launch(gemm_conv_gather_kernel<T, Cfg, false>);
     }
     // Explicit: unroll chunks of columns (whole block tiles) that fit the workspace limit.
     const int64_t bytes_per_column = int64_t(cv.groups) * a.reduction_pad * int64_t(sizeof(T));
