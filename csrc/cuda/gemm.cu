@@ -570,20 +570,40 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_weight_gr
       out[int64_t(mt * Cfg::kM + tt.row(i)) * a.rho_pad + nt * Cfg::kN + tt.col(j)] = acc[i][j];
 }
 
-// dW[g*Kg + k][rho] = sum of the slices in a fixed order (deterministic).
+// dW[g*Kg + k][rho] = sum of the slices in a fixed order (deterministic). Layers with few weights
+// and many slices (ResNet's 64 x 64 1x1: 4096 weights, hundreds of slices) would leave a thread
+// summing hundreds of values in sequence, so kFinishLanes lanes share each weight: lane l sums
+// slices l, l + kFinishLanes, ..., then the lanes are added in lane order through shared memory.
+constexpr int kFinishLanes = 8;
+constexpr int kFinishThreads = 256;
 template <typename T>
-__global__ void gemm_weight_grad_finish_kernel(const T* __restrict__ partial, T* __restrict__ gw, int splits, int groups,
-                                               int Kg, int reduction, int k_pad, int rho_pad) {
+__global__ void __launch_bounds__(kFinishThreads) gemm_weight_grad_finish_kernel(
+    const T* __restrict__ partial, T* __restrict__ gw, int splits, int groups, int Kg, int reduction, int k_pad,
+    int rho_pad) {
+  __shared__ T lanes[kFinishThreads];
+  constexpr int kPerBlock = kFinishThreads / kFinishLanes;
   const int64_t total = int64_t(groups) * Kg * reduction;
   const int64_t slice = int64_t(groups) * k_pad * rho_pad;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int rho = int(i % reduction);
-    const int k = int((i / reduction) % Kg);
-    const int g = int(i / (int64_t(reduction) * Kg));
-    const T* src = partial + (int64_t(g) * k_pad + k) * rho_pad + rho;
+  const int lane = threadIdx.x % kFinishLanes, slot = threadIdx.x / kFinishLanes;
+  for (int64_t base = int64_t(blockIdx.x) * kPerBlock; base < total; base += int64_t(gridDim.x) * kPerBlock) {
+    const int64_t i = base + slot;
     T sum = T(0);
-    for (int s = 0; s < splits; ++s) sum += src[s * slice];
-    gw[i] = sum;
+    if (i < total) {
+      const int rho = int(i % reduction);
+      const int k = int((i / reduction) % Kg);
+      const int g = int(i / (int64_t(reduction) * Kg));
+      const T* src = partial + (int64_t(g) * k_pad + k) * rho_pad + rho;
+      for (int s = lane; s < splits; s += kFinishLanes) sum += src[s * slice];
+    }
+    lanes[threadIdx.x] = sum;
+    __syncthreads();
+    if (lane == 0 && i < total) {
+      T out = T(0);
+#pragma unroll
+      for (int l = 0; l < kFinishLanes; ++l) out += lanes[threadIdx.x + l];
+      gw[i] = out;
+    }
+    __syncthreads();
   }
 }
 
@@ -705,7 +725,8 @@ bool is_pointwise(const GatherConv& cv) {
 
 // Reduction splits for a grid of `blocks` (the rule): none while the grid fills at least half of
 // the GPU's block slots (blocks per SM x SMs); below that, enough splits to bring it to about one
-// wave, with at least 4 chunks per split and the slices within the workspace limit. Run 22 tried a
+// wave, with at least 8 chunks per split (fewer left R11's blocks mostly pipeline fill) and the
+// slices within the workspace limit. Run 22 tried a
 // wave-quantization model that also split grids of one to two waves (R2, R6 at N = 32): the slice
 // traffic and the extra kernel cost more than the idle slots (R2 1.08x -> 0.91x, R6 0.61x -> 0.55x),
 // while grids short of the SMs gained up to 2x (R12 N = 32 0.78x -> 1.16x, R10 N = 1 0.30x -> 1.78x).
@@ -713,7 +734,7 @@ template <typename T, typename Cfg>
 int gemm_splits(int64_t blocks, int chunks, int64_t out_bytes) {
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
   if (2 * blocks >= slots) return 1;
-  const int64_t max_by_work = std::max(1, chunks / 4);
+  const int64_t max_by_work = std::max(1, chunks / 8);
   const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / std::max<int64_t>(1, out_bytes));
   return int(std::max<int64_t>(1, std::min({slots / blocks, max_by_work, max_by_memory, int64_t(32)})));
 }
@@ -776,8 +797,15 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
       if (cv.transposed) return launch(gemm_conv_gather_kernel<T, Cfg, true>);
       return launch(gemm_conv_gather_kernel<T, Cfg, false>);
     }
-    // Explicit: unroll chunks of columns (whole block tiles) that fit the workspace limit.
+    // Explicit: unroll chunks of columns (whole block tiles) that fit the workspace limit. One
+    // tile of columns is the least the GEMM can consume: a limit below it is an error, not exceeded.
     const int64_t bytes_per_column = int64_t(cv.groups) * a.reduction_pad * int64_t(sizeof(T));
+    TORCH_CHECK_VALUE(Cfg::kN * bytes_per_column <= workspace_limit_bytes(),
+                      "torchconv.conv2d_gemm: the explicit variant unrolls at least one tile of ",
+                      std::to_string(Cfg::kN), " columns (", std::to_string(Cfg::kN * bytes_per_column),
+                      " bytes for this layer), more than the workspace limit of ",
+                      std::to_string(workspace_limit_bytes()),
+                      " bytes; raise it with torchconv.set_workspace_limit or use the implicit variant");
     int64_t chunk = columns_per_chunk(cv.columns, bytes_per_column);
     chunk = std::max<int64_t>(Cfg::kN, chunk / Cfg::kN * Cfg::kN);
     chunk = std::min<int64_t>(chunk, ceil_div(cv.columns, Cfg::kN) * Cfg::kN);
@@ -840,7 +868,8 @@ at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, c
   if (cv.R == 1 && cv.S == 1) launch(gemm_weight_grad_kernel<T, Cfg, 1, 1>);
   else if (cv.R == 3 && cv.S == 3) launch(gemm_weight_grad_kernel<T, Cfg, 3, 3>);
   else launch(gemm_weight_grad_kernel<T, Cfg, 0, 0>);
-  gemm_weight_grad_finish_kernel<T><<<elementwise_blocks(gw.numel(), 256), 256, 0, current_stream()>>>(
+  gemm_weight_grad_finish_kernel<T><<<elementwise_blocks(gw.numel() * kFinishLanes, kFinishThreads), kFinishThreads, 0,
+                                       current_stream()>>>(
       partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), int(splits), cv.groups, cv.outputs, cv.reduction, a.k_pad,
       a.rho_pad);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
