@@ -3,7 +3,8 @@ default: the GEMM gathers the unrolled matrix from the input while loading its t
 stride-1 unpadded layer copies 16-byte words of the input when H*W allows) and 'explicit' (an
 unroll kernel writes the matrix for a chunk of columns into a workspace bounded by the workspace
 limit, then the GEMM reads it). Both must match F.conv2d forward and backward (grad_input through
-the transposed gather, grad_weight through the split reduction over N*Ho*Wo) on every shape
+the transposed gather, once per output phase for strided layers; grad_weight through the split
+reduction over N*Ho*Wo) on every shape
 F.conv2d takes: any filter size, stride, padding, dilation, groups, C and K off the tiles, H != W,
 batch 1 and more, in float32 and float64. The variant API is tested here too."""
 import pytest
@@ -29,6 +30,11 @@ SHAPES = [
     (2, 16, 16, 12, 12, 3, 3, 1, 1, 1, 16, False),  # depthwise
     (4, 5, 3, 6, 5, 2, 2, 1, 0, 1, 1, True),  # even filter, K = 3
     (1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, False),  # one pixel
+    # Strided grad_input runs once per output phase with the taps that reach it:
+    (2, 6, 10, 13, 12, 3, 3, 2, 2, 2, 1, True),  # stride 2, dilation 2: odd phases receive nothing (zero)
+    (1, 5, 7, 17, 16, 5, 5, 3, 1, 1, 1, False),  # stride 3, 5x5: 1-2 taps per phase and axis
+    (2, 4, 6, 10, 11, 1, 1, 3, 0, 1, 1, True),  # 1x1 stride 3: 8 of 9 phases are zero
+    (1, 3, 8, 35, 33, 11, 11, 4, 2, 1, 1, True),  # 11x11 stride 4: 121 taps forward (general gather), 3x3 per phase
 ]
 
 

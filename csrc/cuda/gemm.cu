@@ -14,7 +14,9 @@
 // Backward, on the same kernels:
 //   grad_input is the transposed convolution: a GEMM with the filters as A[(k, r, s)][c] and the
 //     "transposed gather" of grad_output as B: column (n, iy, ix) reads gy[n][k][oy][ox] with
-//     oy = (iy + ph - r*dh) / sh where that division is exact. Deterministic (no col2im scatter).
+//     oy = (iy + ph - r*dh) / sh where that division is exact. A strided layer runs it once per output
+//     phase (iy mod sh, ix mod sw), each with only the taps whose division is exact, so no product is
+//     a structural zero. Deterministic (no col2im scatter).
 //   grad_weight[filter][rho] = sum over columns of gy[filter][column] * X^[rho][column]: a GEMM
 //     reducing over N*Ho*Wo, split across blocks so the grid fills the GPU; the slices are summed in
 //     a fixed order.
@@ -22,8 +24,10 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <numeric>
 #include <type_traits>
 
 #include "../conv_shape.h"
@@ -60,21 +64,35 @@ using GemmF64 = GemmTileConfig<1, 64, 64, 8, 4, 4, 2>;
 constexpr int kWeightRowPad = 128;
 constexpr int kReductionPad = 16;  // the deepest chunk
 
-// The GEMM's view of a convolution. Forward and grad_weight gather from the input; grad_input
-// gathers from grad_output with the transposed index map. "Columns" are the positions of the tensor
-// the GEMM writes (forward: N x Ho x Wo; grad_input: N x H x W).
+// The GEMM's view of a convolution: a linear map from (column, tap) to a source position, written
+// once for every case. Column (y, x) with tap (r, s) reads the source at
+//   (y * col_sy + col_oy + r * tap_sy,  x * col_sx + col_ox + s * tap_sx)
+// (zero outside it) and writes the output at (y * out_sy + out_oy, x * out_sx + out_ox):
+//   forward / grad_weight: columns = output positions, col_s = stride, col_o = -pad, tap_s = dilation;
+//   grad_input, stride 1:  columns = input pixels, col_s = 1, col_o = +pad, tap_s = -dilation (the taps
+//                          run backwards over grad_output);
+//   grad_input, stride s:  one launch per output phase (iy mod s, ix mod s): columns = that phase's
+//                          pixels, taps = the filter taps whose (iy + pad - r * dil) is a multiple of s,
+//                          which step through grad_output linearly again (see phase_gather).
 struct GatherConv {
   int N;
   int src_C, src_H, src_W;  // the tensor the B operand is gathered from
-  int col_H, col_W;         // the positions the columns run over
-  int out_C;                // channels of the tensor the GEMM writes (all groups)
-  int R, S, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  int col_H, col_W;         // the grid the columns run over
+  int out_C, out_H, out_W;  // the tensor the GEMM writes (all groups)
+  int R, S;                 // taps per axis in this launch
+  int col_sy, col_sx, col_oy, col_ox, tap_sy, tap_sx;
+  int out_sy, out_sx, out_oy, out_ox;
+  bool dense_out;  // the columns are the output plane itself (out_s = 1, out_o = 0): vector stores
+  // The weight taps of this launch: launch tap (i, j) is filter tap (tap_r0 + i * tap_dr,
+  // tap_s0 + j * tap_ds); `transposed`: the GEMM's rows are input channels (grad_input).
+  bool transposed;
+  int tap_r0, tap_dr, tap_s0, tap_ds;
+  int phase;  // grad_input phase index (iy mod s) * s + (ix mod s), -1 otherwise: names the cached A
   int groups;
   int channels;   // gathered channels per group (the reduction runs over channels x R x S)
   int outputs;    // GEMM rows per group (filters; grad_input: input channels)
   int reduction;  // channels * R * S
-  bool transposed;
-  int64_t src_plane, col_plane, columns;
+  int64_t src_plane, col_plane, out_plane, columns;
 };
 
 // Filter tap (r, s) and channel c of reduction index rho, with compile-time R, S where given (0: runtime).
@@ -99,7 +117,7 @@ struct Tap {
 };
 
 // A column decoded once: its image's offset in the source tensor (group's first channel) and the
-// origin the taps are added to. Columns and offsets within one image fit 32 bits (check_sizes).
+// source position of its tap (0, 0). Columns and offsets within one image fit 32 bits (check_sizes).
 struct Column {
   int64_t base;
   int y0, x0;
@@ -113,36 +131,22 @@ __device__ __forceinline__ Column decode_column(const GatherConv& cv, int j, int
   const int n = j / plane, q = j - n * plane;
   const int y = q / cv.col_W, x = q - y * cv.col_W;
   col.base = (int64_t(n) * cv.src_C + int64_t(g) * cv.channels) * cv.src_plane;
-  if (cv.transposed) {
-    col.y0 = y + cv.pad_h, col.x0 = x + cv.pad_w;
-  } else {
-    col.y0 = y * cv.stride_h - cv.pad_h, col.x0 = x * cv.stride_w - cv.pad_w;
-  }
+  col.y0 = y * cv.col_sy + cv.col_oy, col.x0 = x * cv.col_sx + cv.col_ox;
   return col;
 }
 
-// Offset in the source of X^[rho][column] (rho decoded into `t`), or -1 where it is zero padding:
-// the general index map (any filter size; strided transposed gathers need the exact division).
-template <bool kTransposed, int kR, int kS>
+// Offset in the source of X^[rho][column] (rho decoded into `t`), or -1 where it is zero padding.
+template <int kR, int kS>
 __device__ __forceinline__ int64_t gather_offset(const GatherConv& cv, const Column& col, const Tap<kR, kS>& t) {
-  int iy, ix;
-  if constexpr (!kTransposed) {
-    iy = col.y0 + t.r * cv.dil_h;
-    ix = col.x0 + t.s * cv.dil_w;
-  } else {
-    // Output position of grad_output that input pixel (y, x) received through tap (r, s).
-    int ty = col.y0 - t.r * cv.dil_h, tx = col.x0 - t.s * cv.dil_w;
-    if (ty < 0 || tx < 0 || ty % cv.stride_h || tx % cv.stride_w) return -1;
-    iy = ty / cv.stride_h, ix = tx / cv.stride_w;
-  }
+  const int iy = col.y0 + t.r * cv.tap_sy, ix = col.x0 + t.s * cv.tap_sx;
   if (!col.valid || t.c >= cv.channels || iy < 0 || iy >= cv.src_H || ix < 0 || ix >= cv.src_W) return -1;
   return col.base + int64_t(t.c) * cv.src_plane + int64_t(iy) * cv.src_W + ix;
 }
 
-// B operand, implicit, general index map (runtime filter size, or a strided transposed gather).
-// Each thread owns one column of the tile (decoded once) and kRowsPerThread consecutive reduction
-// steps of each chunk. Lanes run along columns: neighbouring output positions.
-template <typename T, typename Cfg, bool kTransposed>
+// B operand, implicit, any number of taps (more than the tap mask's 32). Each thread owns one column
+// of the tile (decoded once) and kRowsPerThread consecutive reduction steps of each chunk. Lanes run
+// along columns: neighbouring output positions.
+template <typename T, typename Cfg>
 struct GatherTileLoader {
   static constexpr int kRowsPerThread = Cfg::kK * Cfg::kN / Cfg::kThreads;
   static_assert(kRowsPerThread >= 1 && Cfg::kK * Cfg::kN % Cfg::kThreads == 0, "whole rows per thread");
@@ -160,7 +164,7 @@ struct GatherTileLoader {
     Tap<0, 0> t(cv, chunk * Cfg::kK + row0);
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
-      const int64_t off = gather_offset<kTransposed>(cv, col, t);
+      const int64_t off = gather_offset(cv, col, t);
       cp_async_or_zero(tile + (row0 + i) * Cfg::kLdB + tile_col, off >= 0 ? src + off : src, off >= 0);
       if (i + 1 < kRowsPerThread) t.next(cv);
     }
@@ -168,15 +172,14 @@ struct GatherTileLoader {
   __device__ void store(T*) {}
 };
 
-// B operand, implicit, compile-time kR x kS filter whose taps are a linear map of (r, s): the
-// forward gather at any stride and dilation, and the stride-1 transposed gather (grad_input of a
-// stride-1 layer, whose taps run backwards). A thread decodes its column once into a pointer and a
-// bit mask of the taps that land inside the source (CUTLASS's "optimized" iterator idea); per
-// element it is then a mask test, a channel bound and an add.
+// B operand, implicit, at most 32 taps (compile-time 1x1 or 3x3, or runtime with kR = kS = 0). A
+// thread decodes its column once into a pointer and a bit mask of the taps that land inside the
+// source (CUTLASS's "optimized" iterator idea); per element it is then a mask test, a channel bound
+// and an add.
 template <typename T, typename Cfg, int kR, int kS>
 struct TapMaskTileLoader {
-  static constexpr int kTaps = kR * kS;
-  static_assert(kTaps <= 32, "the tap mask is 32 bits");
+  static constexpr int kMaxTaps = 32;
+  static_assert(kR * kS <= kMaxTaps, "the tap mask is 32 bits");
   static constexpr int kRowsPerThread = Cfg::kK * Cfg::kN / Cfg::kThreads;
   static_assert(kRowsPerThread >= 1 && Cfg::kK * Cfg::kN % Cfg::kThreads == 0, "whole rows per thread");
   const T* src;      // a valid address (the zero-fill source)
@@ -190,31 +193,32 @@ struct TapMaskTileLoader {
     tile_col = threadIdx.x % Cfg::kN;
     row0 = threadIdx.x / Cfg::kN * kRowsPerThread;
     const Column col = decode_column(cv, col0 + tile_col, g);
-    const int sign = cv.transposed ? -1 : 1;
-    tap_dy = sign * cv.dil_h * cv.src_W, tap_dx = sign * cv.dil_w;
+    const int R = kR ? kR : cv.R, S = kS ? kS : cv.S;
+    tap_dy = cv.tap_sy * cv.src_W, tap_dx = cv.tap_sx;
     unsigned rows = 0, cols = 0;
 #pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      const int iy = col.y0 + sign * r * cv.dil_h;
+    for (int r = 0; r < (kR ? kR : kMaxTaps); ++r) {
+      if (!kR && r >= R) break;
+      const int iy = col.y0 + r * cv.tap_sy;
       rows |= unsigned(iy >= 0 && iy < cv.src_H) << r;
     }
 #pragma unroll
-    for (int s = 0; s < kS; ++s) {
-      const int ix = col.x0 + sign * s * cv.dil_w;
+    for (int s = 0; s < (kS ? kS : kMaxTaps); ++s) {
+      if (!kS && s >= S) break;
+      const int ix = col.x0 + s * cv.tap_sx;
       cols |= unsigned(ix >= 0 && ix < cv.src_W) << s;
     }
     mask = 0;
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-#pragma unroll
-      for (int s = 0; s < kS; ++s) mask |= ((rows >> r) & (cols >> s) & 1u) << (r * kS + s);
+    for (int r = 0; r < R; ++r)
+      for (int s = 0; s < S; ++s) mask |= ((rows >> r) & (cols >> s) & 1u) << (r * S + s);
     if (!col.valid) mask = 0;
     origin = src + col.base + (int64_t(col.y0) * cv.src_W + col.x0);
   }
   __device__ void fetch(int chunk, T* tile) {
+    const int R = kR ? kR : cv.R, S = kS ? kS : cv.S, taps = R * S;
     const int rho0 = chunk * Cfg::kK + row0;
-    int c = rho0 / kTaps, rs = rho0 - c * kTaps;
-    int r = rs / kS, s = rs - r * kS;
+    int c = rho0 / taps, rs = rho0 - c * taps;
+    int r = rs / S, s = rs - r * S;
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
       const bool ok = ((mask >> rs) & 1u) && c < cv.channels;
@@ -222,9 +226,9 @@ struct TapMaskTileLoader {
       cp_async_or_zero(tile + (row0 + i) * Cfg::kLdB + tile_col, ok ? p : src, ok);
       if (i + 1 < kRowsPerThread) {
         ++rs;
-        if (++s == kS) {
+        if (++s == S) {
           s = 0;
-          if (++r == kR) r = 0, rs = 0, ++c;
+          if (++r == R) r = 0, rs = 0, ++c;
         }
       }
     }
@@ -292,30 +296,46 @@ struct GemmConvArgs {
   int64_t out_numel;
 };
 
-// Writes a thread's kThreadM x kThreadN outputs: out[n][group * outputs + m][q] for column (n, q),
-// plus the bias. Each half of the thread's columns is a run of kThreadN / 2 consecutive columns:
-// one vector store per row when the run lies in one image and is aligned.
+// Writes a thread's kThreadM x kThreadN outputs, plus the bias. Dense outputs (the columns are the
+// output plane): each half of the thread's columns is a run of kThreadN / 2 consecutive columns, one
+// vector store per row when the run lies in one image and is aligned. A phase of a strided
+// grad_input writes every sh-th row and sw-th column: element stores at the mapped positions.
 template <typename T, typename Cfg>
 __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][Cfg::kThreadN], const GatherConv& cv,
                                                   T* out, const T* bias, int g, int m0, int col0) {
   const ThreadTile<Cfg> tt(threadIdx.x);
   constexpr int kRun = Cfg::kThreadN / 2;
   constexpr bool kVector = kRun * sizeof(T) == 16;
+  const int plane = int(cv.col_plane);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int plane = int(cv.col_plane);
     const int j0 = col0 + tt.col(h * kRun);
     if (j0 >= cv.columns) continue;
-    const int n = j0 / plane, q0 = j0 - n * plane;
-    const bool whole = kVector && q0 + kRun <= plane && (plane % kRun) == 0;
-    T* base = out + (int64_t(n) * cv.out_C + int64_t(g) * cv.outputs) * plane + q0;
+    // Offset of each column of the run in its image's output plane, and the image.
+    int64_t image[kRun];
+    int pos[kRun];
+#pragma unroll
+    for (int v = 0; v < kRun; ++v) {
+      const int j = min(j0 + v, int(cv.columns) - 1);
+      const int n = j / plane, q = j - n * plane;
+      image[v] = int64_t(n) * cv.out_C * cv.out_plane;
+      if (cv.dense_out) {
+        pos[v] = q;
+      } else {
+        const int y = q / cv.col_W, x = q - y * cv.col_W;
+        pos[v] = (y * cv.out_sy + cv.out_oy) * cv.out_W + x * cv.out_sx + cv.out_ox;
+      }
+    }
+    const bool whole = kVector && cv.dense_out && j0 + kRun <= cv.columns && image[kRun - 1] == image[0] &&
+                       (plane % kRun) == 0;
 #pragma unroll
     for (int i = 0; i < Cfg::kThreadM; ++i) {
       const int m = m0 + tt.row(i);
       if (m >= cv.outputs) continue;
       const T b = bias ? bias[g * cv.outputs + m] : T(0);
-      T* dst = base + int64_t(m) * cv.col_plane;
+      const int64_t channel = (int64_t(g) * cv.outputs + m) * cv.out_plane;
       if (whole) {
+        T* dst = out + image[0] + channel + pos[0];
         if constexpr (sizeof(T) == 4) {
           *reinterpret_cast<float4*>(dst) = make_float4(acc[i][h * kRun] + b, acc[i][h * kRun + 1] + b,
                                                         acc[i][h * kRun + 2] + b, acc[i][h * kRun + 3] + b);
@@ -323,14 +343,9 @@ __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][
           *reinterpret_cast<double2*>(dst) = make_double2(acc[i][h * kRun] + b, acc[i][h * kRun + 1] + b);
         }
       } else {
-        // The run may cross into the next image (or past the end): one column at a time.
 #pragma unroll
-        for (int v = 0; v < kRun; ++v) {
-          const int j = j0 + v;
-          if (j >= cv.columns) break;
-          const int nn = j / plane, q = j - nn * plane;
-          out[(int64_t(nn) * cv.out_C + int64_t(g) * cv.outputs + m) * plane + q] = acc[i][h * kRun + v] + b;
-        }
+        for (int v = 0; v < kRun; ++v)
+          if (j0 + v < cv.columns) out[image[v] + channel + pos[v]] = acc[i][h * kRun + v] + b;
       }
     }
   }
@@ -395,9 +410,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_conv_tap_
   gemm_conv_block<T, Cfg>(a, [&](int g, int col0) { return TapMaskTileLoader<T, Cfg, kR, kS>(a.src, a.cv, g, col0); });
 }
 
-template <typename T, typename Cfg, bool kTransposed>
+template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_conv_gather_kernel(const GemmConvArgs<T> a) {
-  gemm_conv_block<T, Cfg>(a, [&](int g, int col0) { return GatherTileLoader<T, Cfg, kTransposed>(a.src, a.cv, g, col0); });
+  gemm_conv_block<T, Cfg>(a, [&](int g, int col0) { return GatherTileLoader<T, Cfg>(a.src, a.cv, g, col0); });
 }
 
 template <typename T, typename Cfg>
@@ -427,31 +442,32 @@ __global__ void gemm_unroll_kernel(const T* __restrict__ src, T* __restrict__ co
     T v = T(0);
     if (j < count && rho < cv.reduction) {
       const Column c = decode_column(cv, int(col_begin + j), g);
-      const Tap<0, 0> t(cv, rho);
-      const int64_t off = cv.transposed ? gather_offset<true>(cv, c, t) : gather_offset<false>(cv, c, t);
+      const int64_t off = gather_offset(cv, c, Tap<0, 0>(cv, rho));
       if (off >= 0) v = src[off];
     }
     col[i] = v;
   }
 }
 
-// A[group][rho][m]: the GEMM's A operand from a K x C/groups x R x S weight, zero-padded.
-//   forward:    m = filter k, rho = (c, r, s):  A = w[g*Kg + k][c][r][s]
-//   transposed: m = channel c, rho = (k, r, s): A = w[g*Kg + k][c][r][s]   (grad_input)
+// A[group][rho][m]: the GEMM's A operand from a K x C/groups x Rw x Sw weight, zero-padded, over the
+// launch's taps (i, j) < (R, S), filter tap (r0 + i * dr, s0 + j * ds):
+//   forward:    m = filter k, rho = (c, i, j):  A = w[g*Kg + k][c][r][s]
+//   transposed: m = channel c, rho = (k, i, j): A = w[g*Kg + k][c][r][s]   (grad_input)
 template <typename T>
-__global__ void gemm_weight_matrix_kernel(const T* __restrict__ w, T* __restrict__ a, int groups, int Kg, int Cg,
-                                          int taps, bool transposed, int reduction_pad, int rows_pad) {
-  const int64_t total = int64_t(groups) * reduction_pad * rows_pad;
-  const int outputs = transposed ? Cg : Kg, reduction = (transposed ? Kg : Cg) * taps;
+__global__ void gemm_weight_matrix_kernel(const T* __restrict__ w, T* __restrict__ a, int Kg, int Cg, int Rw, int Sw,
+                                          const GatherConv cv, int reduction_pad, int rows_pad) {
+  const int64_t total = int64_t(cv.groups) * reduction_pad * rows_pad;
+  const int taps = cv.R * cv.S;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int m = int(i % rows_pad);
     const int rho = int((i / rows_pad) % reduction_pad);
     const int g = int(i / (int64_t(rows_pad) * reduction_pad));
     T v = T(0);
-    if (m < outputs && rho < reduction) {
+    if (m < cv.outputs && rho < cv.reduction) {
       const int ch = rho / taps, tap = rho % taps;
-      const int k = transposed ? ch : m, c = transposed ? m : ch;
-      v = w[(int64_t(g * Kg + k) * Cg + c) * taps + tap];
+      const int r = cv.tap_r0 + (tap / cv.S) * cv.tap_dr, s = cv.tap_s0 + (tap % cv.S) * cv.tap_ds;
+      const int k = cv.transposed ? ch : m, c = cv.transposed ? m : ch;
+      v = w[((int64_t(g * Kg + k) * Cg + c) * Rw + r) * Sw + s];
     }
     a[i] = v;
   }
@@ -523,7 +539,7 @@ struct UnrolledTransposeLoader {
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const Tap<kR, kS> t(cv, rho0 + threadIdx.x / Cfg::kK + pass * (Cfg::kThreads / Cfg::kK));
-      const int dy = t.r * cv.dil_h, dx = t.s * cv.dil_w;
+      const int dy = t.r * cv.tap_sy, dx = t.s * cv.tap_sx;
       tap_offset[pass] = t.c * int(cv.src_plane) + dy * cv.src_W + dx;
       tap_shift[pass] = t.c < cv.channels ? (dy << 16 | dx) : (kOutside << 16 | kOutside);
     }
@@ -622,32 +638,84 @@ void check_grid(int64_t blocks, const char* what) {
 GatherConv forward_gather(const ConvShape& p) {
   GatherConv cv;
   cv.N = int(p.N), cv.src_C = int(p.C), cv.src_H = int(p.H), cv.src_W = int(p.W);
-  cv.col_H = int(p.Ho), cv.col_W = int(p.Wo), cv.out_C = int(p.K);
-  cv.R = int(p.R), cv.S = int(p.S), cv.stride_h = int(p.stride_h), cv.stride_w = int(p.stride_w);
-  cv.pad_h = int(p.pad_h), cv.pad_w = int(p.pad_w), cv.dil_h = int(p.dil_h), cv.dil_w = int(p.dil_w);
+  cv.col_H = int(p.Ho), cv.col_W = int(p.Wo);
+  cv.out_C = int(p.K), cv.out_H = int(p.Ho), cv.out_W = int(p.Wo);
+  cv.R = int(p.R), cv.S = int(p.S);
+  cv.col_sy = int(p.stride_h), cv.col_sx = int(p.stride_w), cv.col_oy = -int(p.pad_h), cv.col_ox = -int(p.pad_w);
+  cv.tap_sy = int(p.dil_h), cv.tap_sx = int(p.dil_w);
+  cv.out_sy = cv.out_sx = 1, cv.out_oy = cv.out_ox = 0, cv.dense_out = true;
+  cv.transposed = false, cv.tap_r0 = cv.tap_s0 = 0, cv.tap_dr = cv.tap_ds = 1, cv.phase = -1;
   cv.groups = int(p.groups), cv.channels = int(p.channels_per_group()), cv.outputs = int(p.filters_per_group());
   cv.reduction = cv.channels * cv.R * cv.S;
-  cv.transposed = false;
-  cv.src_plane = p.H * p.W, cv.col_plane = p.Ho * p.Wo, cv.columns = p.N * p.Ho * p.Wo;
+  cv.src_plane = p.H * p.W, cv.col_plane = p.Ho * p.Wo, cv.out_plane = p.Ho * p.Wo, cv.columns = p.N * p.Ho * p.Wo;
   return cv;
 }
 
-// grad_input: columns over the input positions, gathered from grad_output.
+// grad_input of a stride-1 layer: columns over the input pixels, gathered from grad_output with the
+// taps running backwards (oy = iy + pad - r * dil).
 GatherConv transposed_gather(const ConvShape& p) {
   GatherConv cv = forward_gather(p);
   cv.src_C = int(p.K), cv.src_H = int(p.Ho), cv.src_W = int(p.Wo);
-  cv.col_H = int(p.H), cv.col_W = int(p.W), cv.out_C = int(p.C);
+  cv.col_H = int(p.H), cv.col_W = int(p.W);
+  cv.out_C = int(p.C), cv.out_H = int(p.H), cv.out_W = int(p.W);
+  cv.col_sy = cv.col_sx = 1, cv.col_oy = int(p.pad_h), cv.col_ox = int(p.pad_w);
+  cv.tap_sy = -int(p.dil_h), cv.tap_sx = -int(p.dil_w);
+  cv.transposed = true;
   cv.channels = int(p.filters_per_group()), cv.outputs = int(p.channels_per_group());
   cv.reduction = cv.channels * cv.R * cv.S;
-  cv.transposed = true;
-  cv.src_plane = p.Ho * p.Wo, cv.col_plane = p.H * p.W, cv.columns = p.N * p.H * p.W;
+  cv.src_plane = p.Ho * p.Wo, cv.col_plane = p.H * p.W, cv.out_plane = p.H * p.W, cv.columns = p.N * p.H * p.W;
+  return cv;
+}
+
+// One output phase of a strided grad_input along one axis: input positions i = phase + stride * t
+// receive from taps r with (i + pad - r * dil) a multiple of the stride, i.e. r = r0, r0 + dr, ...
+// with dr = stride / gcd(stride, dil), reading grad_output at t + d0 - (index) * (dr * dil / stride).
+struct PhaseAxis {
+  int count;   // positions t in the phase
+  int taps;    // filter taps that reach them (0: the phase receives nothing)
+  int r0, dr;  // first tap and tap step
+  int d0, step;  // grad_output offset of tap 0 and its change per tap index
+};
+PhaseAxis phase_axis(int64_t in_len, int64_t kernel, int64_t stride, int64_t pad, int64_t dil, int phase) {
+  PhaseAxis a{};
+  a.count = phase < in_len ? int((in_len - phase + stride - 1) / stride) : 0;
+  a.dr = int(stride / std::gcd(stride, dil));
+  a.r0 = -1;
+  for (int r = 0; r < std::min<int64_t>(kernel, a.dr); ++r)
+    if (((phase + pad - r * dil) % stride + stride) % stride == 0) a.r0 = r;
+  if (a.r0 < 0) return a;
+  a.taps = int((kernel - 1 - a.r0) / a.dr + 1);
+  a.d0 = int((phase + pad - a.r0 * dil) / stride);  // exact
+  a.step = -int(a.dr * dil / stride);
+  return a;
+}
+
+// grad_input phase (py, px) of a strided layer: a stride-1 transposed gather over that phase's
+// pixels with its own taps, written to every stride-th pixel. `empty` when no tap reaches it.
+GatherConv phase_gather(const ConvShape& p, int py, int px, bool* empty) {
+  GatherConv cv = transposed_gather(p);
+  const PhaseAxis y = phase_axis(p.H, p.R, p.stride_h, p.pad_h, p.dil_h, py);
+  const PhaseAxis x = phase_axis(p.W, p.S, p.stride_w, p.pad_w, p.dil_w, px);
+  *empty = y.taps == 0 || x.taps == 0 || y.count == 0 || x.count == 0;
+  cv.R = y.taps, cv.S = x.taps;
+  cv.tap_r0 = y.r0, cv.tap_dr = y.dr, cv.tap_s0 = x.r0, cv.tap_ds = x.dr;
+  cv.col_H = y.count, cv.col_W = x.count;
+  cv.col_sy = cv.col_sx = 1, cv.col_oy = y.d0, cv.col_ox = x.d0;
+  cv.tap_sy = y.step, cv.tap_sx = x.step;
+  cv.out_sy = int(p.stride_h), cv.out_sx = int(p.stride_w), cv.out_oy = py, cv.out_ox = px;
+  cv.dense_out = false;
+  cv.phase = py * int(p.stride_w) + px;
+  cv.reduction = cv.channels * cv.R * cv.S;
+  cv.col_plane = int64_t(y.count) * x.count, cv.columns = p.N * cv.col_plane;
   return cv;
 }
 
 void check_sizes(const GatherConv& cv, const char* what) {
   TORCH_CHECK_VALUE(cv.columns < (int64_t(1) << 31) && int64_t(cv.reduction) * kReductionPad < (int64_t(1) << 31) &&
                         int64_t(cv.src_C) * cv.src_plane < (int64_t(1) << 31) &&
-                        int64_t(cv.dil_h) * (cv.R - 1) < 0x7FFF && int64_t(cv.dil_w) * (cv.S - 1) < 0x7FFF,
+                        int64_t(cv.out_C) * cv.out_plane < (int64_t(1) << 31) &&
+                        int64_t(std::abs(cv.tap_sy)) * (cv.R - 1) < 0x7FFF &&
+                        int64_t(std::abs(cv.tap_sx)) * (cv.S - 1) < 0x7FFF,
                     "torchconv.", what, ": ", std::to_string(cv.columns), " output positions, a reduction of ",
                     std::to_string(cv.reduction), ", an image of ", std::to_string(int64_t(cv.src_C) * cv.src_plane),
                     " elements or a dilated filter span over 32766 is more than its indexing allows");
@@ -659,13 +727,14 @@ at::Tensor weight_matrix(const at::Tensor& weight, const GatherConv& cv, int& re
   reduction_pad = round_up(cv.reduction, kReductionPad);
   rows_pad = round_up(cv.outputs, kWeightRowPad);
   const int rp = reduction_pad, mp = rows_pad;
-  const std::string tag = std::string("gemm_a/") + (cv.transposed ? "transposed/" : "") + std::to_string(cv.groups);
+  const std::string tag = std::string("gemm_a/") + (cv.transposed ? "transposed/" : "") +
+                          (cv.phase >= 0 ? "phase" + std::to_string(cv.phase) + "/" : "") + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
     auto a = at::empty({int64_t(cv.groups) * rp * mp}, weight.options());
     const int Kg = int(weight.size(0)) / cv.groups, Cg = int(weight.size(1));
     gemm_weight_matrix_kernel<T><<<elementwise_blocks(a.numel(), 256), 256, 0, current_stream()>>>(
-        w.const_data_ptr<T>(), a.mutable_data_ptr<T>(), cv.groups, Kg, Cg, cv.R * cv.S, cv.transposed, rp, mp);
+        w.const_data_ptr<T>(), a.mutable_data_ptr<T>(), Kg, Cg, int(weight.size(2)), int(weight.size(3)), cv, rp, mp);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return a;
   });
@@ -718,9 +787,10 @@ void with_gemm_config(const GatherConv& cv, F&& f) {
   }
 }
 
+// The source planes are the column planes themselves (1x1, stride 1, no padding, either direction).
 bool is_pointwise(const GatherConv& cv) {
-  return cv.R == 1 && cv.S == 1 && cv.stride_h == 1 && cv.stride_w == 1 && cv.pad_h == 0 && cv.pad_w == 0 &&
-         !cv.transposed;
+  return cv.R == 1 && cv.S == 1 && cv.col_sy == 1 && cv.col_sx == 1 && cv.col_oy == 0 && cv.col_ox == 0 &&
+         cv.src_H == cv.col_H && cv.src_W == cv.col_W && cv.dense_out;
 }
 
 // Reduction splits for a grid of `blocks` (the rule): none while the grid fills at least half of
@@ -787,15 +857,16 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
       record_workspace_bytes(0);
       constexpr int kPerWord = 16 / sizeof(T);
       const bool aligned = reinterpret_cast<uintptr_t>(a.src) % 16 == 0 && cv.src_plane % kPerWord == 0;
+      // Split slices are output-sized: only for launches that write the whole output (not phases).
       at::Tensor partial;
-      auto launch = [&](auto kernel) { launch_gemm<T, Cfg>(kernel, a, cv.columns, &partial, &out); };
+      auto launch = [&](auto kernel) {
+        launch_gemm<T, Cfg>(kernel, a, cv.columns, cv.dense_out ? &partial : nullptr, &out);
+      };
       if (is_pointwise(cv) && aligned) return launch(gemm_conv_pointwise_kernel<T, Cfg>);
-      // Tap masks where the taps are a linear map: forward, or transposed at stride 1.
-      const bool linear = !cv.transposed || (cv.stride_h == 1 && cv.stride_w == 1);
-      if (linear && cv.R == 1 && cv.S == 1) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 1, 1>);
-      if (linear && cv.R == 3 && cv.S == 3) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 3, 3>);
-      if (cv.transposed) return launch(gemm_conv_gather_kernel<T, Cfg, true>);
-      return launch(gemm_conv_gather_kernel<T, Cfg, false>);
+      if (cv.R == 1 && cv.S == 1) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 1, 1>);
+      if (cv.R == 3 && cv.S == 3) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 3, 3>);
+      if (cv.R * cv.S <= 32) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 0, 0>);
+      return launch(gemm_conv_gather_kernel<T, Cfg>);
     }
     // Explicit: unroll chunks of columns (whole block tiles) that fit the workspace limit. One
     // tile of columns is the least the GEMM can consume: a limit below it is an error, not exceeded.
@@ -908,11 +979,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_backward_cuda", [&] {
     if (output_mask[0]) {
       gx = new_output({p.N, p.C, p.H, p.W}, input.options());
-      const GatherConv cv = transposed_gather(p);
-      check_sizes(cv, "conv2d_gemm_backward");
-      if (cv.reduction == 0) gx.zero_();
-      else gemm_conv<scalar_t>(grad_output.contiguous(), weight, nullptr, cv, gx);
-      workspace = last_workspace_bytes();
+      auto gy = grad_output.contiguous();
+      if (p.stride_h == 1 && p.stride_w == 1) {
+        const GatherConv cv = transposed_gather(p);
+        check_sizes(cv, "conv2d_gemm_backward");
+        if (cv.reduction == 0) gx.zero_();
+        else gemm_conv<scalar_t>(gy, weight, nullptr, cv, gx);
+        workspace = last_workspace_bytes();
+      } else {
+        // One stride-1 transposed gather per output phase, each with only the taps that reach it
+        // (a quarter of the work at stride 2); phases no tap reaches are zero.
+        for (int py = 0; py < p.stride_h; ++py)
+          for (int px = 0; px < p.stride_w; ++px) {
+            bool empty = false;
+            const GatherConv cv = phase_gather(p, py, px, &empty);
+            if (empty || cv.reduction == 0) {
+              if (py < p.H && px < p.W) gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
+              continue;
+            }
+            check_sizes(cv, "conv2d_gemm_backward");
+            gemm_conv<scalar_t>(gy, weight, nullptr, cv, gx);
+            workspace = std::max(workspace, last_workspace_bytes());
+          }
+      }
     }
     if (output_mask[1]) {
       if constexpr (std::is_same_v<scalar_t, double>) {
