@@ -588,15 +588,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_weight_gr
 
 // dW[g*Kg + k][rho] = sum of the slices in a fixed order (deterministic). Layers with few weights
 // and many slices (ResNet's 64 x 64 1x1: 4096 weights, hundreds of slices) would leave a thread
-// summing hundreds of values in sequence, so kFinishLanes lanes share each weight: lane l sums
-// slices l, l + kFinishLanes, ..., then the lanes are added in lane order through shared memory.
-constexpr int kFinishLanes = 8;
+// summing hundreds of values in sequence, so there kLanes = 8 lanes share each weight: lane l sums
+// slices l, l + kLanes, ..., then the lanes are added in lane order through shared memory. With few
+// slices (R10: 2.4 M weights, 4 slices) one thread per weight keeps every load in flight (the
+// 8-lane form took 142 us there, run 26).
 constexpr int kFinishThreads = 256;
-template <typename T>
+constexpr int kFinishLanesMinSplits = 64;
+template <typename T, int kLanes>
 __global__ void __launch_bounds__(kFinishThreads) gemm_weight_grad_finish_kernel(
     const T* __restrict__ partial, T* __restrict__ gw, int splits, int groups, int Kg, int reduction, int k_pad,
     int rho_pad) {
-  __shared__ T lanes[kFinishThreads];
+  constexpr int kFinishLanes = kLanes;
+  __shared__ T lanes[kLanes > 1 ? kFinishThreads : 1];
   constexpr int kPerBlock = kFinishThreads / kFinishLanes;
   const int64_t total = int64_t(groups) * Kg * reduction;
   const int64_t slice = int64_t(groups) * k_pad * rho_pad;
@@ -610,6 +613,10 @@ __global__ void __launch_bounds__(kFinishThreads) gemm_weight_grad_finish_kernel
       const int g = int(i / (int64_t(reduction) * Kg));
       const T* src = partial + (int64_t(g) * k_pad + k) * rho_pad + rho;
       for (int s = lane; s < splits; s += kFinishLanes) sum += src[s * slice];
+    }
+    if constexpr (kLanes == 1) {
+      if (i < total) gw[i] = sum;
+      continue;
     }
     lanes[threadIdx.x] = sum;
     __syncthreads();
@@ -939,10 +946,13 @@ at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, c
   if (cv.R == 1 && cv.S == 1) launch(gemm_weight_grad_kernel<T, Cfg, 1, 1>);
   else if (cv.R == 3 && cv.S == 3) launch(gemm_weight_grad_kernel<T, Cfg, 3, 3>);
   else launch(gemm_weight_grad_kernel<T, Cfg, 0, 0>);
-  gemm_weight_grad_finish_kernel<T><<<elementwise_blocks(gw.numel() * kFinishLanes, kFinishThreads), kFinishThreads, 0,
-                                       current_stream()>>>(
-      partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), int(splits), cv.groups, cv.outputs, cv.reduction, a.k_pad,
-      a.rho_pad);
+  auto finish = [&](auto kernel, int lanes) {
+    kernel<<<elementwise_blocks(gw.numel() * lanes, kFinishThreads), kFinishThreads, 0, current_stream()>>>(
+        partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), int(splits), cv.groups, cv.outputs, cv.reduction,
+        a.k_pad, a.rho_pad);
+  };
+  if (splits >= kFinishLanesMinSplits) finish(gemm_weight_grad_finish_kernel<T, 8>, 8);
+  else finish(gemm_weight_grad_finish_kernel<T, 1>, 1);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gw;
 }
