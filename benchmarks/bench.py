@@ -207,7 +207,12 @@ def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log, stages
                         workspace = max(workspace, torchconv._C.last_workspace_bytes())
                     ms = time_fn(fn)
                     if stages:
-                        stage_us = {short_kernel_name(k): round(v, 2) for k, v in kernel_times(fn, device).items()}
+                        # Instantiations of one kernel template (e.g. a forward and a grad_input tile
+                        # config) share a short name: their times add up.
+                        stage_us = {}
+                        for k, v in kernel_times(fn, device).items():
+                            name = short_kernel_name(k)
+                            stage_us[name] = round(stage_us.get(name, 0.0) + v, 2)
             tflops = mode_flops / (ms * 1e-3) / 1e12
             label = spec if algo != "cudnn" or device.type == "cuda" else "aten"
             rows.append(dict(suite=None, layer=layer.name, N=n, C=layer.C, K=layer.K, H=layer.HW, W=layer.HW,

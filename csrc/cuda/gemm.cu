@@ -52,10 +52,10 @@ using GemmLargeF32 = GemmTileConfig<1, 128, 128, 16, 8, 8, 2>;
 using GemmMediumF32 = GemmTileConfig<1, 64, 128, 16, 8, 8, 4>;
 using GemmSmallF32 = GemmTileConfig<1, 64, 64, 16, 8, 8, 6>;
 using GemmNarrowF32 = GemmTileConfig<1, 16, 128, 16, 4, 4, 4>;
-// grad_weight (rows = filters, columns = C/groups x R x S, reduction over N x Ho x Wo), 8 steps per
-// chunk (each thread holds one packed tap per pass, 16 steps would spill): 128 x 128, and 64 x 64
+// grad_weight (rows = filters, columns = C/groups x R x S, reduction over N x Ho x Wo): 128 x 128
+// with 16 steps per chunk (each thread: 2 column cursors x 4 packed taps), and 64 x 64 with 8 steps
 // for layers with <= 64 filters and taps (a 128 x 128 block would be 3/4 padding on ResNet's 1x1s).
-using GemmWeightGradLargeF32 = GemmTileConfig<1, 128, 128, 8, 8, 8, 2>;
+using GemmWeightGradLargeF32 = GemmTileConfig<1, 128, 128, 16, 8, 8, 2>;
 using GemmWeightGradSmallF32 = GemmTileConfig<1, 64, 64, 8, 8, 8, 4>;
 // double: 64 x 64, 4 x 4 per thread, 256 threads.
 using GemmF64 = GemmTileConfig<1, 64, 64, 8, 4, 4, 2>;
@@ -487,6 +487,25 @@ struct WeightGradArgs {
   int64_t columns_per_split;
 };
 
+// A column of the grad_weight reduction, stepped through the (n, y, x) grid without divisions: a
+// block fetches its chunks in order, so each fetch moves a thread's columns on by kK positions
+// (the divisions by Ho * Wo and Wo per fetch were a quarter of the loaders' instructions).
+struct ColumnCursor {
+  int j, n, y, x;
+  __device__ void start(const GatherConv& cv, int j0) {
+    j = j0;
+    const int plane = int(cv.col_plane);
+    n = j0 / plane;
+    const int q = j0 - n * plane;
+    y = q / cv.col_W, x = q - y * cv.col_W;
+  }
+  __device__ void advance(const GatherConv& cv, int step) {
+    j += step, x += step;
+    while (x >= cv.col_W) x -= cv.col_W, ++y;
+    while (y >= cv.col_H) y -= cv.col_H, ++n;
+  }
+};
+
 // A operand: gy for kK consecutive columns x kM filters. Lanes run along columns (coalesced rows of
 // grad_output) and write down the tile's columns (the padded rows keep the banks distinct).
 template <typename T, typename Cfg>
@@ -495,18 +514,20 @@ struct GradOutputColumnLoader {
   static_assert(Cfg::kThreads % Cfg::kK == 0 && kPasses >= 1, "whole filters per pass");
   const T* gy;
   const GatherConv& cv;
-  int64_t col_begin, col_end;
+  int col_end;
   int filter0;  // group's first filter + block's first
   int filters_end;
+  ColumnCursor col;
 
-  __device__ void fetch(int chunk, T* tile) {
+  __device__ GradOutputColumnLoader(const T* gy_, const GatherConv& cv_, int begin, int end, int filter0_,
+                                    int filters_end_)
+      : gy(gy_), cv(cv_), col_end(end), filter0(filter0_), filters_end(filters_end_) {
+    col.start(cv, begin + int(threadIdx.x % Cfg::kK));
+  }
+  __device__ void fetch(int /*chunk: fetched in order*/, T* tile) {
     const int kk = threadIdx.x % Cfg::kK;
-    const int j = int(col_begin) + chunk * Cfg::kK + kk;
-    const bool col_ok = j < col_end;
-    const int plane = int(cv.col_plane);
-    const int jj = col_ok ? j : 0;
-    const int n = jj / plane, q = jj - n * plane;
-    const T* src = gy + int64_t(n) * cv.out_C * plane + q;
+    const bool col_ok = col.j < col_end;
+    const T* src = gy + int64_t(col.n) * cv.out_C * cv.col_plane + col.y * cv.col_W + col.x;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int m = threadIdx.x / Cfg::kK + pass * (Cfg::kThreads / Cfg::kK);
@@ -514,48 +535,60 @@ struct GradOutputColumnLoader {
       const bool ok = col_ok && k < filters_end;
       cp_async_or_zero(tile + kk * Cfg::kLdA + m, ok ? src + int64_t(k) * cv.col_plane : gy, ok);
     }
+    col.advance(cv, Cfg::kK);
   }
   __device__ void store(T*) {}
 };
 
-// B operand: X^ transposed, kK consecutive columns x kN reduction indices. A thread owns fixed
-// reduction indices, decoded once into the tap's offset in the image and its (row, column)
-// displacement packed in 16-bit halves; per chunk it decodes its column, then each element is two
-// shifts, four compares and an add.
+// B operand: X^ transposed, kK consecutive columns x kN reduction indices. Lanes run along 8
+// columns; a thread owns kK / 8 columns (cursors) and kTaps fixed reduction indices, decoded once
+// into the tap's offset in the image and its (row, column) displacement packed in 16-bit halves, so
+// each element is two shifts, four compares and an add.
 template <typename T, typename Cfg, int kR, int kS>
 struct UnrolledTransposeLoader {
-  static constexpr int kPasses = Cfg::kK * Cfg::kN / Cfg::kThreads;
-  static_assert(Cfg::kThreads % Cfg::kK == 0 && kPasses >= 1, "whole columns per pass");
+  static constexpr int kColumnLanes = 8;
+  static constexpr int kColumns = Cfg::kK / kColumnLanes;  // columns per thread
+  static constexpr int kTapGroups = Cfg::kThreads / kColumnLanes;
+  static constexpr int kTaps = Cfg::kN / kTapGroups;  // reduction indices per thread
+  static_assert(Cfg::kK % kColumnLanes == 0 && Cfg::kN % kTapGroups == 0 && kTaps >= 1, "whole taps per thread");
   static constexpr int kOutside = 0x7FFF;  // a displacement no image reaches: reduction padding
   const T* x;
   const GatherConv& cv;
-  int64_t col_begin, col_end;
+  int col_end;
   int g;
-  int tap_offset[kPasses];  // c * H * W + r * dil_h * W + s * dil_w
-  int tap_shift[kPasses];   // (r * dil_h) << 16 | (s * dil_w)
+  int tap_offset[kTaps];  // c * H * W + dy * W + dx
+  int tap_shift[kTaps];   // dy << 16 | dx
+  ColumnCursor cols[kColumns];
 
-  __device__ UnrolledTransposeLoader(const T* x_, const GatherConv& cv_, int64_t begin, int64_t end, int g_, int rho0)
-      : x(x_), cv(cv_), col_begin(begin), col_end(end), g(g_) {
+  __device__ UnrolledTransposeLoader(const T* x_, const GatherConv& cv_, int begin, int end, int g_, int rho0)
+      : x(x_), cv(cv_), col_end(end), g(g_) {
 #pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass) {
-      const Tap<kR, kS> t(cv, rho0 + threadIdx.x / Cfg::kK + pass * (Cfg::kThreads / Cfg::kK));
-      const int dy = t.r * cv.tap_sy, dx = t.s * cv.tap_sx;
-      tap_offset[pass] = t.c * int(cv.src_plane) + dy * cv.src_W + dx;
-      tap_shift[pass] = t.c < cv.channels ? (dy << 16 | dx) : (kOutside << 16 | kOutside);
+    for (int t = 0; t < kTaps; ++t) {
+      const Tap<kR, kS> tap(cv, rho0 + threadIdx.x / kColumnLanes + t * kTapGroups);
+      const int dy = tap.r * cv.tap_sy, dx = tap.s * cv.tap_sx;
+      tap_offset[t] = tap.c * int(cv.src_plane) + dy * cv.src_W + dx;
+      tap_shift[t] = tap.c < cv.channels ? (dy << 16 | dx) : (kOutside << 16 | kOutside);
     }
-  }
-  __device__ void fetch(int chunk, T* tile) {
-    const int kk = threadIdx.x % Cfg::kK;
-    const int j = int(col_begin) + chunk * Cfg::kK + kk;
-    Column col = decode_column(cv, j, g);
-    const bool col_ok = col.valid && j < col_end;
-    const T* origin = x + col.base + (int64_t(col.y0) * cv.src_W + col.x0);
 #pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass) {
-      const int n = threadIdx.x / Cfg::kK + pass * (Cfg::kThreads / Cfg::kK);
-      const int iy = col.y0 + (tap_shift[pass] >> 16), ix = col.x0 + (tap_shift[pass] & 0xFFFF);
-      const bool ok = col_ok && iy >= 0 && iy < cv.src_H && ix >= 0 && ix < cv.src_W;
-      cp_async_or_zero(tile + kk * Cfg::kLdB + n, ok ? origin + tap_offset[pass] : x, ok);
+    for (int c = 0; c < kColumns; ++c) cols[c].start(cv, begin + int(threadIdx.x % kColumnLanes) + c * kColumnLanes);
+  }
+  __device__ void fetch(int /*chunk: fetched in order*/, T* tile) {
+#pragma unroll
+    for (int c = 0; c < kColumns; ++c) {
+      const int kk = threadIdx.x % kColumnLanes + c * kColumnLanes;
+      const ColumnCursor& col = cols[c];
+      const bool col_ok = col.j < col_end;
+      const int y0 = col.y * cv.col_sy + cv.col_oy, x0 = col.x * cv.col_sx + cv.col_ox;
+      const T* origin = x + (int64_t(col.n) * cv.src_C + int64_t(g) * cv.channels) * cv.src_plane +
+                        (int64_t(y0) * cv.src_W + x0);
+#pragma unroll
+      for (int t = 0; t < kTaps; ++t) {
+        const int n = threadIdx.x / kColumnLanes + t * kTapGroups;
+        const int iy = y0 + (tap_shift[t] >> 16), ix = x0 + (tap_shift[t] & 0xFFFF);
+        const bool ok = col_ok && iy >= 0 && iy < cv.src_H && ix >= 0 && ix < cv.src_W;
+        cp_async_or_zero(tile + kk * Cfg::kLdB + n, ok ? origin + tap_offset[t] : x, ok);
+      }
+      cols[c].advance(cv, Cfg::kK);
     }
   }
   __device__ void store(T*) {}
@@ -571,9 +604,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_weight_gr
   const int nt = b % a.n_tiles;
   b /= a.n_tiles;
   const int g = b % a.cv.groups, split = b / a.cv.groups;
-  const int64_t begin = split * a.columns_per_split;
-  const int64_t end = min(begin + a.columns_per_split, a.cv.columns);
-  GradOutputColumnLoader<T, Cfg> la{a.gy, a.cv, begin, end, g * a.cv.outputs + mt * Cfg::kM, (g + 1) * a.cv.outputs};
+  const int begin = int(split * a.columns_per_split);
+  const int end = int(min(begin + a.columns_per_split, a.cv.columns));
+  GradOutputColumnLoader<T, Cfg> la(a.gy, a.cv, begin, end, g * a.cv.outputs + mt * Cfg::kM, (g + 1) * a.cv.outputs);
   UnrolledTransposeLoader<T, Cfg, kR, kS> lb(a.x, a.cv, begin, end, g, nt * Cfg::kN);
   T acc[Cfg::kThreadM][Cfg::kThreadN];
   block_gemm<T, Cfg>(smem, la, lb, int(ceil_div(end - begin, Cfg::kK)), acc);
