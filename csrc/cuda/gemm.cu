@@ -53,9 +53,11 @@ using GemmMediumF32 = GemmTileConfig<1, 64, 128, 16, 8, 8, 4>;
 using GemmSmallF32 = GemmTileConfig<1, 64, 64, 16, 8, 8, 6>;
 using GemmNarrowF32 = GemmTileConfig<1, 16, 128, 16, 4, 4, 4>;
 // grad_weight (rows = filters, columns = C/groups x R x S, reduction over N x Ho x Wo): 128 x 128
-// with 16 steps per chunk (each thread: 2 column cursors x 4 packed taps), and 64 x 64 with 8 steps
-// for layers with <= 64 filters and taps (a 128 x 128 block would be 3/4 padding on ResNet's 1x1s).
+// with 16 steps per chunk (each thread: 2 column cursors x 4 packed taps); 64 x 128 for layers with
+// <= 64 filters (a 128-row block would be half padding: Y2's grad_weight, 7 ms); 64 x 64 with 8
+// steps when the taps are <= 64 too (ResNet's 64-channel 1x1s).
 using GemmWeightGradLargeF32 = GemmTileConfig<1, 128, 128, 16, 8, 8, 2>;
+using GemmWeightGradMediumF32 = GemmTileConfig<1, 64, 128, 16, 8, 8, 3>;
 using GemmWeightGradSmallF32 = GemmTileConfig<1, 64, 64, 8, 8, 8, 4>;
 // double: 64 x 64, 4 x 4 per thread, 256 threads.
 using GemmF64 = GemmTileConfig<1, 64, 64, 8, 4, 4, 2>;
@@ -1051,6 +1053,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
         gw = gemm_grad_weight<scalar_t, GemmF64>(p, grad_output, input);
       } else if (p.filters_per_group() <= 64 && p.channels_per_group() * p.R * p.S <= 64) {
         gw = gemm_grad_weight<scalar_t, GemmWeightGradSmallF32>(p, grad_output, input);
+      } else if (p.filters_per_group() <= 64) {
+        gw = gemm_grad_weight<scalar_t, GemmWeightGradMediumF32>(p, grad_output, input);
       } else {
         gw = gemm_grad_weight<scalar_t, GemmWeightGradLargeF32>(p, grad_output, input);
       }
