@@ -48,3 +48,35 @@ def assert_close_rel(out, ref, dtype, what=""):
     assert not torch.isnan(out).any(), f"{what}: output has NaN (unwritten elements?)"
     err = rel_err(out, ref)
     assert err < TOLERANCE[dtype], f"{what}: relative error {err:.3e} >= {TOLERANCE[dtype]:.0e}"
+
+
+@contextlib.contextmanager
+def using_variant(algorithm, variant):
+    """Runs the body with `algorithm`'s variant set, restoring the previous one after."""
+    old = torchconv.get_variant(algorithm)
+    torchconv.set_variant(algorithm, variant)
+    try:
+        yield variant
+    finally:
+        torchconv.set_variant(algorithm, old)
+
+
+def check_forward_backward(algorithm, shape, device, dtype, what):
+    """One convolution on `device` in `dtype` against F.conv2d in float64: the output and the
+    gradients of input, weight and bias (for a random grad_output), each by relative error.
+    shape = (N, C, K, H, W, R, S, stride, padding, dilation, groups, bias)."""
+    n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
+    x = torch.randn(n, c, h, w, dtype=torch.float64)
+    wt = torch.randn(k, c // groups, r, s, dtype=torch.float64)
+    b = torch.randn(k, dtype=torch.float64) if bias else None
+    leaves = [t.requires_grad_() for t in (x, wt, b) if t is not None]
+    ref = torch.nn.functional.conv2d(x, wt, b, stride, padding, dilation, groups)
+    gy = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad(ref, leaves, gy)
+    ours = [t.detach().to(device, dtype).requires_grad_() for t in leaves]
+    out = torchconv.conv2d(ours[0], ours[1], ours[2] if bias else None, stride, padding, dilation, groups,
+                           algorithm=algorithm)
+    assert_close_rel(out, ref, dtype, f"{what} forward")
+    grads = torch.autograd.grad(out, ours, gy.to(device, dtype))
+    for name, g, ref_g in zip(("grad_input", "grad_weight", "grad_bias"), grads, ref_grads):
+        assert_close_rel(g, ref_g, dtype, f"{what} {name}")

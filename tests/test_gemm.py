@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_close_rel
+from conftest import assert_close_rel, using_variant
+from conftest import check_forward_backward as conftest_check
 
 VARIANTS = torchconv.variants("gemm")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -44,28 +45,12 @@ def shape_id(s):
 
 @pytest.fixture(params=VARIANTS)
 def variant(request):
-    old = torchconv.get_variant("gemm")
-    torchconv.set_variant("gemm", request.param)
-    yield request.param
-    torchconv.set_variant("gemm", old)
+    with using_variant("gemm", request.param) as v:
+        yield v
 
 
 def check_forward_backward(shape, device, dtype, what):
-    n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
-    x = torch.randn(n, c, h, w, dtype=torch.float64)
-    wt = torch.randn(k, c // groups, r, s, dtype=torch.float64)
-    b = torch.randn(k, dtype=torch.float64) if bias else None
-    leaves = [t.requires_grad_() for t in (x, wt, b) if t is not None]
-    ref = F.conv2d(x, wt, b, stride, padding, dilation, groups)
-    gy = torch.randn_like(ref)
-    ref_grads = torch.autograd.grad(ref, leaves, gy)
-    ours = [t.detach().to(device, dtype).requires_grad_() for t in leaves]
-    out = torchconv.conv2d(ours[0], ours[1], ours[2] if bias else None, stride, padding, dilation, groups,
-                           algorithm="gemm")
-    assert_close_rel(out, ref, dtype, f"{what} forward")
-    grads = torch.autograd.grad(out, ours, gy.to(device, dtype))
-    for name, g, ref_g in zip(("grad_input", "grad_weight", "grad_bias"), grads, ref_grads):
-        assert_close_rel(g, ref_g, dtype, f"{what} {name}")
+    conftest_check("gemm", shape, device, dtype, what)
 
 
 @needs_cuda

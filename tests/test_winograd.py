@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_close_rel
+from conftest import assert_close_rel, using_variant
+from conftest import check_forward_backward as conftest_check
 from test_parity import WINOGRAD_GRID, case_id
 
 VARIANTS = torchconv.variants("winograd")
@@ -46,27 +47,12 @@ def shape_id(s):
 
 @pytest.fixture(params=VARIANTS)
 def variant(request):
-    old = torchconv.get_variant("winograd")
-    torchconv.set_variant("winograd", request.param)
-    yield request.param
-    torchconv.set_variant("winograd", old)
+    with using_variant("winograd", request.param) as v:
+        yield v
 
 
 def check_forward_backward(n, c, k, h, w, padding, groups, bias, device, dtype, what):
-    x = torch.randn(n, c, h, w, dtype=torch.float64)
-    wt = torch.randn(k, c // groups, 3, 3, dtype=torch.float64)
-    b = torch.randn(k, dtype=torch.float64) if bias else None
-    leaves = [t.requires_grad_() for t in (x, wt, b) if t is not None]
-    ref = F.conv2d(x, wt, b, 1, padding, 1, groups)
-    gy = torch.randn_like(ref)
-    ref_grads = torch.autograd.grad(ref, leaves, gy)
-    ours = [t.detach().to(device, dtype).requires_grad_() for t in leaves]
-    xd, wd, bd = ours[0], ours[1], (ours[2] if bias else None)
-    out = torchconv.conv2d(xd, wd, bd, 1, padding, 1, groups, algorithm="winograd")
-    assert_close_rel(out, ref, dtype, f"{what} forward")
-    grads = torch.autograd.grad(out, ours, gy.to(device, dtype))
-    for name, g, r in zip(("grad_input", "grad_weight", "grad_bias"), grads, ref_grads):
-        assert_close_rel(g, r, dtype, f"{what} {name}")
+    conftest_check("winograd", (n, c, k, h, w, 3, 3, 1, padding, 1, groups, bias), device, dtype, what)
 
 
 @needs_cuda
