@@ -353,6 +353,20 @@ __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][
   }
 }
 
+// A block's place in a grid of (row tile, column tile, group, split): row tiles fastest, so the
+// blocks that gather the same columns run together and find them in L2.
+struct BlockTile {
+  int mt, nt, g, split;
+};
+__device__ __forceinline__ BlockTile block_tile(int m_tiles, int n_tiles, int groups) {
+  int b = blockIdx.x;
+  BlockTile t;
+  t.mt = b % m_tiles, b /= m_tiles;
+  t.nt = b % n_tiles, b /= n_tiles;
+  t.g = b % groups, t.split = b / groups;
+  return t;
+}
+
 // A loader that starts at reduction chunk `offset` (a split of the reduction).
 template <typename Loader>
 struct ChunkOffset {
@@ -379,18 +393,12 @@ __global__ void gemm_split_sum_kernel(const T* __restrict__ partial, T* __restri
   }
 }
 
-// Blocks run filter tiles fastest, so the blocks that gather the same columns run together and
-// find them in L2.
 template <typename T, typename Cfg, typename MakeLoaderB>
 __device__ __forceinline__ void gemm_conv_block(const GemmConvArgs<T>& a, MakeLoaderB&& make_b) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
-  int b = blockIdx.x;
-  const int mt = b % a.m_tiles;
-  b /= a.m_tiles;
-  const int nt = b % a.n_tiles;
-  b /= a.n_tiles;
-  const int g = b % a.cv.groups, split = b / a.cv.groups;
+  const BlockTile bt = block_tile(a.m_tiles, a.n_tiles, a.cv.groups);
+  const int mt = bt.mt, nt = bt.nt, g = bt.g, split = bt.split;
   const int m0 = mt * Cfg::kM;
   const int col0 = nt * Cfg::kN;
   const int chunk0 = split * a.chunks_per_split;
@@ -600,12 +608,8 @@ template <typename T, typename Cfg, int kR, int kS>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_weight_grad_kernel(const WeightGradArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
-  int b = blockIdx.x;
-  const int mt = b % a.m_tiles;
-  b /= a.m_tiles;
-  const int nt = b % a.n_tiles;
-  b /= a.n_tiles;
-  const int g = b % a.cv.groups, split = b / a.cv.groups;
+  const BlockTile bt = block_tile(a.m_tiles, a.n_tiles, a.cv.groups);
+  const int mt = bt.mt, nt = bt.nt, g = bt.g, split = bt.split;
   const int begin = int(split * a.columns_per_split);
   const int end = int(min(begin + a.columns_per_split, a.cv.columns));
   GradOutputColumnLoader<T, Cfg> la(a.gy, a.cv, begin, end, g * a.cv.outputs + mt * Cfg::kM, (g + 1) * a.cv.outputs);
@@ -666,15 +670,6 @@ __global__ void __launch_bounds__(kFinishThreads) gemm_weight_grad_finish_kernel
 }
 
 // ---- host side ------------------------------------------------------------------------------------
-
-unsigned elementwise_blocks(int64_t total, int threads) {
-  return unsigned(std::max<int64_t>(1, std::min<int64_t>(ceil_div(total, threads), int64_t(sm_count()) * 16)));
-}
-
-void check_grid(int64_t blocks, const char* what) {
-  TORCH_CHECK_VALUE(blocks < (int64_t(1) << 31), "torchconv.", what, ": problem too large for one launch (",
-                    std::to_string(blocks), " blocks)");
-}
 
 // The forward convolution as the GEMM sees it.
 GatherConv forward_gather(const ConvShape& p) {

@@ -70,6 +70,18 @@ inline int sm_count() {
   return counts[device];
 }
 
+// Grid of a grid-stride elementwise kernel: enough blocks for `total` items, at most 16 per SM.
+inline unsigned elementwise_blocks(int64_t total, int threads) {
+  const int64_t want = ceil_div(total, threads), cap = int64_t(sm_count()) * 16;
+  return unsigned(want < 1 ? 1 : want < cap ? want : cap);
+}
+
+// A clear error instead of a launch failure for grids past CUDA's 2^31 - 1 blocks.
+inline void check_grid(int64_t blocks, const char* what) {
+  TORCH_CHECK_VALUE(blocks < (int64_t(1) << 31), "torchconv.", what, ": problem too large for one launch (",
+                    std::to_string(blocks), " blocks)");
+}
+
 // Asynchronous global -> shared copy of one element (4 or 8 bytes) that writes zero instead when
 // `valid` is false (the zero padding of a tile), so tile loads overlap the math on the previous tile.
 template <typename T>

@@ -864,16 +864,6 @@ __global__ void winograd_weight_grad_finish_kernel(const T* __restrict__ du_sum,
 
 // ---- host side ------------------------------------------------------------------------------
 
-// Grid of a grid-stride elementwise kernel.
-unsigned elementwise_blocks(int64_t total, int threads) {
-  return unsigned(std::max<int64_t>(1, std::min<int64_t>(ceil_div(total, threads), int64_t(sm_count()) * 16)));
-}
-
-void check_grid(int64_t blocks, const char* what) {
-  TORCH_CHECK_VALUE(blocks < (int64_t(1) << 31), "torchconv.", what, ": problem too large for one launch (",
-                    std::to_string(blocks), " blocks)");
-}
-
 WinogradConv make_conv(const at::Tensor& x, int64_t K, int64_t Ho, int64_t Wo, int64_t pad_h, int64_t pad_w,
                        int64_t groups) {
   WinogradConv cv;
