@@ -1,6 +1,6 @@
 // Operator schemas: one forward and one backward operator per algorithm, so profiler traces and
 // the dispatcher name the algorithm that ran. Kernels register per backend in cpu/ and cuda/;
-// autograd and fake (meta) implementations live in torchconv/ops.py.
+// autograd in autograd.cpp; fake (meta) implementations in torchconv/ops.py.
 #include <Python.h>
 #include <torch/library.h>
 

@@ -1,0 +1,116 @@
+"""Is a small layer host-bound or GPU-bound? For each layer, per forward call:
+
+  events  the benchmark's number (CUDA events around back-to-back calls, median),
+  host    host time to issue one call while the GPU is kept busy (a long sleep kernel in front),
+  gpu     GPU time of one call replayed from a CUDA graph (no host in the way),
+
+for cuDNN and for torchconv's gemm with and without the split reduction (a 1-byte workspace limit
+forbids splitting). events ~ max(host, gpu) says which one bounds the layer.
+
+  python benchmarks/debug/probe_host_gpu.py --layers R3,R5,R8,R11 --batch 32
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, __file__.rsplit("/", 2)[0])
+import torchconv  # noqa: E402
+from suites import SUITES  # noqa: E402
+
+
+def events_ms(fn, reps=50):
+    for _ in range(5):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def host_us(fn, calls=200):
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(2e8))  # ~100 ms of GPU work ahead of the calls: the host never waits
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t = (time.perf_counter() - t0) / calls * 1e6
+    torch.cuda.synchronize()
+    return t
+
+
+def graph_us(fn, calls=20):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                fn()
+    except Exception as exc:  # report, do not stop the probe
+        return f"graph failed: {type(exc).__name__}: {exc}"[:120]
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(10):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--layers", default="R3,R5,R8,R11")
+    p.add_argument("--batch", default="32")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    layers = {l.name: l for suite in SUITES.values() for l in suite}
+    rows = []
+    default_limit = torchconv.get_workspace_limit()
+    for n in [int(b) for b in args.batch.split(",")]:
+        for name in args.layers.split(","):
+            l = layers[name]
+            x = torch.randn(n, l.C, l.HW, l.HW, device="cuda")
+            w = torch.randn(l.K, l.C, l.R, l.R, device="cuda") / (l.C * l.R**2) ** 0.5
+            conv = (l.stride, l.pad, 1, 1)
+            cases = {
+                "cudnn": (lambda: F.conv2d(x, w, None, *conv), default_limit),
+                "gemm": (lambda: torchconv.conv2d(x, w, None, *conv, algorithm="gemm"), default_limit),
+                "gemm op": (lambda: torch.ops.torchconv.conv2d_gemm.default(x, w, None, [l.stride] * 2, [l.pad] * 2,
+                                                                            [1, 1], 1), default_limit),
+                "gemm no split": (lambda: torchconv.conv2d(x, w, None, *conv, algorithm="gemm"), 1),
+            }
+            for case, (fn, limit) in cases.items():
+                torchconv.set_workspace_limit(limit)
+                row = dict(layer=name, N=n, case=case, events_us=events_ms(fn) * 1e3, host_us=host_us(fn),
+                           gpu_us=graph_us(fn))
+                torchconv.set_workspace_limit(default_limit)
+                rows.append(row)
+                g = row["gpu_us"]
+                print(f"{name:>4} N={n:<3} {case:<14} events {row['events_us']:7.1f}  host {row['host_us']:6.1f}  "
+                      f"gpu {g if isinstance(g, str) else f'{g:6.1f}'}", flush=True)
+    if args.out:
+        json.dump(rows, open(args.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

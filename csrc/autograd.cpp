@@ -1,0 +1,196 @@
+// Autograd for every algorithm's operators, in C++ so that a forward call costs no Python beyond
+// torchconv.conv2d itself (the Python register_autograd path added ~5 µs per forward and ~90 µs per
+// training step of host time, which is most of a small layer's cost; benchmarks/notes-gemm.md).
+//
+// Each algorithm has a forward operator conv2d_<algo> and a backward operator
+// conv2d_<algo>_backward returning (grad_input, grad_weight, grad_bias) under an output mask. The
+// backward operator is differentiable too, written with the same two operators, so gradients of
+// any order run on the algorithm's own kernels:
+//   grad_input  = B_in(grad_out, weight)   linear in grad_out and in weight,
+//   grad_weight = B_w(input, grad_out)     linear in input and in grad_out,
+//   grad_bias   = sum(grad_out),
+// and the adjoint of B_in / B_w with respect to grad_out is the forward convolution.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <array>
+
+namespace torchconv {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+using ForwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, at::IntArrayRef,
+                              at::IntArrayRef, at::IntArrayRef, int64_t);
+using BackwardSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                   const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+                                                                   at::IntArrayRef, int64_t, std::array<bool, 3>);
+
+constexpr const char* kAlgorithms[] = {"direct", "csg", "gemm", "winograd"};
+constexpr int kNumAlgorithms = 4;
+
+// The operator pair of one algorithm, looked up once.
+struct ConvOperators {
+  c10::TypedOperatorHandle<ForwardSig> forward;
+  c10::TypedOperatorHandle<BackwardSig> backward;
+};
+
+const ConvOperators& operators(int64_t algo) {
+  static const std::array<ConvOperators, kNumAlgorithms> table = [] {
+    auto find = [](int i) {
+      const std::string name = std::string("torchconv::conv2d_") + kAlgorithms[i];
+      auto& d = c10::Dispatcher::singleton();
+      return ConvOperators{d.findSchemaOrThrow(name.c_str(), "").typed<ForwardSig>(),
+                           d.findSchemaOrThrow((name + "_backward").c_str(), "").typed<BackwardSig>()};
+    };
+    return std::array<ConvOperators, kNumAlgorithms>{find(0), find(1), find(2), find(3)};
+  }();
+  return table[algo];
+}
+
+// Stride, padding, dilation and groups, carried from a forward to its backward.
+struct ConvParams {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups;
+
+  void save(AutogradContext* ctx) const {
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["dilation"] = dilation;
+    ctx->saved_data["groups"] = groups;
+  }
+  static ConvParams load(AutogradContext* ctx) {
+    return {ctx->saved_data["stride"].toIntVector(), ctx->saved_data["padding"].toIntVector(),
+            ctx->saved_data["dilation"].toIntVector(), ctx->saved_data["groups"].toInt()};
+  }
+};
+
+at::Tensor forward_op(int64_t algo, const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
+                      const ConvParams& c) {
+  return operators(algo).forward.call(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_op(int64_t algo, const at::Tensor& gy, const at::Tensor& x,
+                                                           const at::Tensor& w, const ConvParams& c,
+                                                           std::array<bool, 3> mask) {
+  return operators(algo).backward.call(gy, x, w, c.stride, c.padding, c.dilation, c.groups, mask);
+}
+
+class Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, const ConvParams& conv, int64_t algo) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto out = forward_op(algo, input, weight, bias, conv);
+    ctx->save_for_backward({input, weight});
+    conv.save(ctx);
+    ctx->saved_data["has_bias"] = bias.has_value();
+    ctx->saved_data["algo"] = algo;
+    return {out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto conv = ConvParams::load(ctx);
+    const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                                      ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)};
+    auto [gx, gw, gb] = backward_op(ctx->saved_data["algo"].toInt(), grads[0], saved[0], saved[1], conv, mask);
+    return {mask[0] ? gx : at::Tensor(), mask[1] ? gw : at::Tensor(), mask[2] ? gb : at::Tensor(), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+class Conv2dBackwardFunction : public torch::autograd::Function<Conv2dBackwardFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& input,
+                               const at::Tensor& weight, const ConvParams& conv, std::array<bool, 3> mask,
+                               int64_t algo) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto [gx, gw, gb] = backward_op(algo, grad_output, input, weight, conv, mask);
+    // Gradients nobody asked for stay undefined in backward() instead of becoming zero tensors
+    // that would cost a convolution each.
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({grad_output, input, weight});
+    conv.save(ctx);
+    ctx->saved_data["mask"] = int64_t(mask[0]) | int64_t(mask[1]) << 1 | int64_t(mask[2]) << 2;
+    ctx->saved_data["algo"] = algo;
+    return {gx, gw, gb};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &grad_output = saved[0], &input = saved[1], &weight = saved[2];
+    const auto conv = ConvParams::load(ctx);
+    const int64_t algo = ctx->saved_data["algo"].toInt(), mask = ctx->saved_data["mask"].toInt();
+    // A masked-off output is an empty tensor: its incoming gradient carries nothing.
+    auto incoming = [&](int i) { return (mask >> i & 1) && grads[i].defined() ? grads[i] : at::Tensor(); };
+    const at::Tensor gg_input = incoming(0), gg_weight = incoming(1), gg_bias = incoming(2);
+
+    at::Tensor d_grad_output, d_input, d_weight;
+    if (ctx->needs_input_grad(0)) {
+      auto add = [&](const at::Tensor& term) { d_grad_output = d_grad_output.defined() ? d_grad_output + term : term; };
+      if (gg_input.defined()) add(forward_op(algo, gg_input, weight, std::nullopt, conv));
+      if (gg_weight.defined()) add(forward_op(algo, input, gg_weight, std::nullopt, conv));
+      if (gg_bias.defined()) add(gg_bias.view({1, -1, 1, 1}).expand_as(grad_output));
+    }
+    if (ctx->needs_input_grad(1) && gg_weight.defined())
+      d_input = std::get<0>(backward_op(algo, grad_output, input, gg_weight, conv, {true, false, false}));
+    if (ctx->needs_input_grad(2) && gg_input.defined())
+      d_weight = std::get<1>(backward_op(algo, grad_output, gg_input, weight, conv, {false, true, false}));
+    return {d_grad_output, d_input, d_weight, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+bool any_requires_grad(std::initializer_list<const at::Tensor*> tensors) {
+  for (const at::Tensor* t : tensors)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+// The Autograd-key kernels. Without a gradient to track (inference, frozen layers) they go straight
+// to the backend kernel: no graph node, no saved tensors.
+template <int kAlgo>
+at::Tensor conv2d_autograd(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const at::Tensor none;
+  if (!at::GradMode::is_enabled() || !any_requires_grad({&input, &weight, bias.has_value() ? &*bias : &none})) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return operators(kAlgo).forward.call(input, weight, bias, stride, padding, dilation, groups);
+  }
+  const ConvParams conv{stride.vec(), padding.vec(), dilation.vec(), groups};
+  return Conv2dFunction::apply(input, weight, bias, conv, int64_t(kAlgo))[0];
+}
+
+template <int kAlgo>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward_autograd(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  if (!at::GradMode::is_enabled() || !any_requires_grad({&grad_output, &input, &weight})) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return operators(kAlgo).backward.call(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
+  }
+  const ConvParams conv{stride.vec(), padding.vec(), dilation.vec(), groups};
+  auto out = Conv2dBackwardFunction::apply(grad_output, input, weight, conv, output_mask, int64_t(kAlgo));
+  return {out[0], out[1], out[2]};
+}
+
+template <int kAlgo>
+void register_algorithm(torch::Library& m) {
+  const std::string name = std::string("conv2d_") + kAlgorithms[kAlgo];
+  m.impl(name.c_str(), TORCH_FN(conv2d_autograd<kAlgo>));
+  m.impl((name + "_backward").c_str(), TORCH_FN(conv2d_backward_autograd<kAlgo>));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(torchconv, Autograd, m) {
+  register_algorithm<0>(m);
+  register_algorithm<1>(m);
+  register_algorithm<2>(m);
+  register_algorithm<3>(m);
+}
+
+}  // namespace torchconv
