@@ -43,6 +43,8 @@ def parse_args(argv=None):
     p.add_argument("--profile", action="store_true", help="also report per-kernel GPU time under torch.profiler")
     p.add_argument("--stages", action="store_true",
                    help="per row, the time of each of our kernels (the algorithm's stages) under torch.profiler")
+    p.add_argument("--tune", action="store_true",
+                   help="torchconv.set_tuning(True): CSG times its candidate configs and splits per shape")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     p.add_argument("--tag", default=None, help="file name stem (default: suites-device-date)")
@@ -159,6 +161,7 @@ def environment(device):
         "fp32_peak_tflops": FP32_PEAK_TFLOPS if device.type == "cuda" else None,
         "torchconv": torchconv.__version__,
         "reference": "cudnn" if device.type == "cuda" else "aten-cpu",
+        "tuning": torchconv.get_tuning(),
     }
     return meta
 
@@ -187,7 +190,7 @@ def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log, stages
         cudnn_ms = time_fn(runner("cudnn", mode))
         for spec in algorithms:
             algo, variant = split_spec(spec)
-            workspace, stage_us = None, None
+            workspace, stage_us, plan = None, None, None
             if algo == "cudnn":
                 ms, err = cudnn_ms, None
             else:
@@ -205,6 +208,8 @@ def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log, stages
                     if mode == "fwdbwd":
                         fn()
                         workspace = max(workspace, torchconv._C.last_workspace_bytes())
+                    # CSG's config and split per pass (tuned with --tune, else the rule's).
+                    plan = torchconv._C.last_choice() if algo == "csg" else None
                     ms = time_fn(fn)
                     if stages:
                         # Instantiations of one kernel template (e.g. a forward and a grad_input tile
@@ -219,10 +224,11 @@ def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log, stages
                              R=layer.R, S=layer.R, stride=layer.stride, padding=layer.pad, algorithm=label,
                              config=variant or "default", mode=mode, dtype=str(dtype).replace("torch.", ""), ms=ms,
                              tflops=tflops, cudnn_ms=cudnn_ms, ratio=cudnn_ms / ms, rel_err=err,
-                             workspace_bytes=workspace, stages_us=stage_us))
+                             workspace_bytes=workspace, stages_us=stage_us, plan=plan))
             log(f"  {layer.name:>5} N={n:<3} {mode:<6} {spec:<15} {ms:9.4f} ms {tflops:7.2f} TFLOP/s "
                 f"x{cudnn_ms / ms:5.2f} vs ref" + (f"  err {err:.1e}" if err is not None else "")
                 + (f"  ws {workspace / 2**20:.1f} MiB" if workspace else "")
+                + (f"  plan {plan}" if plan else "")
                 + (f"  stages {stage_us}" if stage_us else ""))
     return rows
 
@@ -261,14 +267,15 @@ def write_markdown(path, meta, rows, profiles):
         lines.append(f"| {r['suite']} | {r['layer']} | {r['N']} | {r['C']} | {r['K']} | {r['H']} | {r['R']} | "
                      f"{r['stride']} | {r['mode']} | {r['algorithm']} | {r['ms']:.4f} | {r['tflops']:.2f} | {pct} | "
                      f"{r['cudnn_ms']:.4f} | {r['ratio']:.2f} | {err} |")
-    staged = [r for r in rows if r.get("stages_us") or r.get("workspace_bytes")]
+    staged = [r for r in rows if r.get("stages_us") or r.get("workspace_bytes") or r.get("plan")]
     if staged:
         lines += ["", "## Workspace and time per stage (µs per call, torch.profiler)", "",
-                  "| layer | N | mode | algorithm | workspace MiB | stages |", "|---|---|---|---|---|---|"]
+                  "| layer | N | mode | algorithm | workspace MiB | plan | stages |", "|---|---|---|---|---|---|---|"]
         for r in staged:
             st = "; ".join(f"{k} {v:.1f}" for k, v in (r.get("stages_us") or {}).items())
             ws = (r.get("workspace_bytes") or 0) / 2**20
-            lines.append(f"| {r['layer']} | {r['N']} | {r['mode']} | {r['algorithm']} | {ws:.1f} | {st} |")
+            lines.append(f"| {r['layer']} | {r['N']} | {r['mode']} | {r['algorithm']} | {ws:.1f} | "
+                         f"{r.get('plan') or '-'} | {st} |")
     if profiles:
         lines += ["", "## Per-kernel time (µs per forward, torch.profiler: GPU kernels on a GPU, operators on a CPU)", ""]
         for key, per_algo in profiles.items():
@@ -289,6 +296,8 @@ def main(argv=None):
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.benchmark = True
+    if args.tune:
+        torchconv.set_tuning(True)
     suites = (args.suite or ("resnet,yolo" if on_gpu else "smoke")).split(",")
     batches = [int(b) for b in (args.batch or ("1,32" if on_gpu else "2")).split(",")]
     algorithms = [a for a in args.algorithms.split(",") if a]

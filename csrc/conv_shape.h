@@ -1,7 +1,9 @@
 // Shape of one 2-D convolution and the index math every algorithm and backend shares.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <optional>
 #include <string>
 
@@ -58,6 +60,30 @@ TORCHCONV_HOST_DEVICE OutputRange valid_output_range(int64_t out_len, int64_t in
   if (hi > out_len) hi = out_len;
   if (lo > hi) lo = hi;
   return {lo, hi};
+}
+
+// One output phase of a strided grad_input along one axis: input positions i = phase + stride * t
+// receive from taps r with (i + pad - r * dil) a multiple of the stride, i.e. r = r0, r0 + dr, ...
+// with dr = stride / gcd(stride, dil), reading grad_output at t + d0 - (index) * (dr * dil / stride).
+// The GEMM and CSG kernels run a strided grad_input as one stride-1 launch per phase.
+struct PhaseAxis {
+  int count;     // positions t in the phase
+  int taps;      // filter taps that reach them (0: the phase receives nothing)
+  int r0, dr;    // first tap and tap step
+  int d0, step;  // grad_output offset of tap 0 and its change per tap index
+};
+inline PhaseAxis phase_axis(int64_t in_len, int64_t kernel, int64_t stride, int64_t pad, int64_t dil, int phase) {
+  PhaseAxis a{};
+  a.count = phase < in_len ? int((in_len - phase + stride - 1) / stride) : 0;
+  a.dr = int(stride / std::gcd(stride, dil));
+  a.r0 = -1;
+  for (int r = 0; r < std::min<int64_t>(kernel, a.dr); ++r)
+    if (((phase + pad - r * dil) % stride + stride) % stride == 0) a.r0 = r;
+  if (a.r0 < 0) return a;
+  a.taps = int((kernel - 1 - a.r0) / a.dr + 1);
+  a.d0 = int((phase + pad - a.r0 * dil) / stride);  // exact
+  a.step = -int(a.dr * dil / stride);
+  return a;
 }
 
 // grad_input at input pixel (n, c, iy, ix), gathered: the sum, over the output positions whose

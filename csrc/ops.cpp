@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include "conv_shape.h"
+#include "tuning.h"
 #include "variant.h"
 #include "weight_cache.h"
 #include "workspace.h"
@@ -92,6 +93,20 @@ PyObject* clear_weight_cache(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+PyObject* set_tuning(PyObject*, PyObject* arg) {
+  const int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  torchconv::set_tuning_enabled(on != 0);
+  Py_RETURN_NONE;
+}
+PyObject* get_tuning(PyObject*, PyObject*) { return PyBool_FromLong(torchconv::tuning_enabled()); }
+PyObject* tuned_choice_count(PyObject*, PyObject*) { return PyLong_FromLongLong(torchconv::tuned_choice_count()); }
+PyObject* clear_tuned_choices(PyObject*, PyObject*) {
+  torchconv::clear_tuned_choices();
+  Py_RETURN_NONE;
+}
+PyObject* last_choice(PyObject*, PyObject*) { return PyUnicode_FromString(torchconv::last_choice().c_str()); }
+
 PyMethodDef methods[] = {
     {"set_workspace_limit", set_workspace_limit, METH_O, "Set the per-call workspace limit in bytes."},
     {"get_workspace_limit", get_workspace_limit, METH_NOARGS, "Per-call workspace limit in bytes."},
@@ -104,6 +119,11 @@ PyMethodDef methods[] = {
      "Scratch bytes the last operator call in the process allocated."},
     {"weight_cache_size", weight_cache_size, METH_NOARGS, "Entries in the per-weight transform cache."},
     {"clear_weight_cache", clear_weight_cache, METH_NOARGS, "Drop every cached filter transform."},
+    {"set_tuning", set_tuning, METH_O, "Time the candidate configs of a shape on first use (CSG) instead of a rule."},
+    {"get_tuning", get_tuning, METH_NOARGS, "Whether tuning is on."},
+    {"tuned_choice_count", tuned_choice_count, METH_NOARGS, "Shapes with a tuned choice in this process."},
+    {"clear_tuned_choices", clear_tuned_choices, METH_NOARGS, "Forget every tuned choice."},
+    {"last_choice", last_choice, METH_NOARGS, "The config and split the last CSG launch ran, e.g. 'forward:wide/splits=8'."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "torchconv kernels (operators register on import)", -1,

@@ -13,9 +13,11 @@ __all__ = [
     "available_algorithms",
     "conv2d",
     "convert",
+    "get_tuning",
     "get_variant",
     "get_workspace_limit",
     "select_algorithm",
+    "set_tuning",
     "set_variant",
     "set_workspace_limit",
     "unsupported_reason",
@@ -31,6 +33,18 @@ def set_workspace_limit(nbytes):
 
 def get_workspace_limit():
     return _C.get_workspace_limit()
+
+
+def set_tuning(enabled):
+    """Measured choice of tile config and split, in the spirit of ``torch.backends.cudnn.benchmark``:
+    with tuning on, the first CSG call with a new shape (and dtype and GPU) times its candidate
+    configs and splits and keeps the fastest for later calls; off (the default), a rule picks.
+    ``torchconv._C.last_choice()`` names the plan the last CSG launch ran."""
+    _C.set_tuning(bool(enabled))
+
+
+def get_tuning():
+    return _C.get_tuning()
 
 
 def variants(algorithm):

@@ -79,6 +79,7 @@ def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--layers", default="R3,R5,R8,R11")
     p.add_argument("--batch", default="32")
+    p.add_argument("--algorithms", default="gemm", help="torchconv algorithms to probe besides cuDNN")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     torch.backends.cudnn.benchmark = True
@@ -92,13 +93,14 @@ def main(argv=None):
             x = torch.randn(n, l.C, l.HW, l.HW, device="cuda")
             w = torch.randn(l.K, l.C, l.R, l.R, device="cuda") / (l.C * l.R**2) ** 0.5
             conv = (l.stride, l.pad, 1, 1)
-            cases = {
-                "cudnn": (lambda: F.conv2d(x, w, None, *conv), default_limit),
-                "gemm": (lambda: torchconv.conv2d(x, w, None, *conv, algorithm="gemm"), default_limit),
-                "gemm op": (lambda: torch.ops.torchconv.conv2d_gemm.default(x, w, None, [l.stride] * 2, [l.pad] * 2,
-                                                                            [1, 1], 1), default_limit),
-                "gemm no split": (lambda: torchconv.conv2d(x, w, None, *conv, algorithm="gemm"), 1),
-            }
+            cases = {"cudnn": (lambda: F.conv2d(x, w, None, *conv), default_limit)}
+            for algo in args.algorithms.split(","):
+                op = getattr(torch.ops.torchconv, f"conv2d_{algo}").default
+                cases[algo] = (lambda algo=algo: torchconv.conv2d(x, w, None, *conv, algorithm=algo), default_limit)
+                cases[f"{algo} op"] = (lambda op=op: op(x, w, None, [l.stride] * 2, [l.pad] * 2, [1, 1], 1),
+                                       default_limit)
+                if algo == "gemm":
+                    cases["gemm no split"] = (lambda: torchconv.conv2d(x, w, None, *conv, algorithm="gemm"), 1)
             for case, (fn, limit) in cases.items():
                 torchconv.set_workspace_limit(limit)
                 row = dict(layer=name, N=n, case=case, events_us=events_ms(fn) * 1e3, host_us=host_us(fn),

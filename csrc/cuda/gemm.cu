@@ -704,29 +704,6 @@ GatherConv transposed_gather(const ConvShape& p) {
   return cv;
 }
 
-// One output phase of a strided grad_input along one axis: input positions i = phase + stride * t
-// receive from taps r with (i + pad - r * dil) a multiple of the stride, i.e. r = r0, r0 + dr, ...
-// with dr = stride / gcd(stride, dil), reading grad_output at t + d0 - (index) * (dr * dil / stride).
-struct PhaseAxis {
-  int count;   // positions t in the phase
-  int taps;    // filter taps that reach them (0: the phase receives nothing)
-  int r0, dr;  // first tap and tap step
-  int d0, step;  // grad_output offset of tap 0 and its change per tap index
-};
-PhaseAxis phase_axis(int64_t in_len, int64_t kernel, int64_t stride, int64_t pad, int64_t dil, int phase) {
-  PhaseAxis a{};
-  a.count = phase < in_len ? int((in_len - phase + stride - 1) / stride) : 0;
-  a.dr = int(stride / std::gcd(stride, dil));
-  a.r0 = -1;
-  for (int r = 0; r < std::min<int64_t>(kernel, a.dr); ++r)
-    if (((phase + pad - r * dil) % stride + stride) % stride == 0) a.r0 = r;
-  if (a.r0 < 0) return a;
-  a.taps = int((kernel - 1 - a.r0) / a.dr + 1);
-  a.d0 = int((phase + pad - a.r0 * dil) / stride);  // exact
-  a.step = -int(a.dr * dil / stride);
-  return a;
-}
-
 // grad_input phase (py, px) of a strided layer: a stride-1 transposed gather over that phase's
 // pixels with its own taps, written to every stride-th pixel. `empty` when no tap reaches it.
 GatherConv phase_gather(const ConvShape& p, int py, int px, bool* empty) {
@@ -832,7 +809,11 @@ bool is_pointwise(const GatherConv& cv) {
 
 // Reduction splits for a grid of `blocks` (the rule): none while the grid fills at least half of
 // the GPU's block slots (blocks per SM x SMs); below that, enough splits to bring it to about one
-// wave, with at least 8 chunks per split (fewer left R11's blocks mostly pipeline fill) and the
+// wave, with at least 8 chunks per split (fewer left R11's blocks mostly pipeline fill) -- 16 once
+// the grid already covers half the SMs: there a split only doubles the blocks per SM, which pays
+// for the slice traffic and the sum kernel on a long reduction (R12 at N = 32, 288 chunks: 0.78x ->
+// 1.16x) but not a short one (R11 at N = 32, 104 blocks of 16 chunks: 27.1 us unsplit vs 32.4 us
+// split on the GPU, run 30; R11 at N = 1, 8 blocks, still gains: 20.8 -> 13.5 us) -- and the
 // slices within the workspace limit. Run 22 tried a
 // wave-quantization model that also split grids of one to two waves (R2, R6 at N = 32): the slice
 // traffic and the extra kernel cost more than the idle slots (R2 1.08x -> 0.91x, R6 0.61x -> 0.55x),
@@ -841,7 +822,8 @@ template <typename T, typename Cfg>
 int gemm_splits(int64_t blocks, int chunks, int64_t out_bytes) {
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
   if (2 * blocks >= slots) return 1;
-  const int64_t max_by_work = std::max(1, chunks / 8);
+  const int min_chunks_per_split = 2 * blocks >= sm_count() ? 16 : 8;
+  const int64_t max_by_work = std::max(1, chunks / min_chunks_per_split);
   const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / std::max<int64_t>(1, out_bytes));
   return int(std::max<int64_t>(1, std::min({slots / blocks, max_by_work, max_by_memory, int64_t(32)})));
 }

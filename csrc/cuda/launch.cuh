@@ -70,6 +70,23 @@ inline int sm_count() {
   return counts[device];
 }
 
+// Name of the current device (keys of tuned choices), queried once per device.
+inline const std::string& device_name() {
+  constexpr int kMaxDevices = 64;
+  static std::string names[kMaxDevices];
+  static std::mutex mutex;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= kMaxDevices) device = kMaxDevices - 1;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (names[device].empty()) {
+    cudaDeviceProp prop;
+    C10_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    names[device] = prop.name;
+  }
+  return names[device];
+}
+
 // Grid of a grid-stride elementwise kernel: enough blocks for `total` items, at most 16 per SM.
 inline unsigned elementwise_blocks(int64_t total, int threads) {
   const int64_t want = ceil_div(total, threads), cap = int64_t(sm_count()) * 16;
@@ -98,6 +115,11 @@ __device__ __forceinline__ void cp_async(T* smem, const T* gmem) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "cp.async copies 4, 8 or 16 bytes");
   const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(saddr), "l"(gmem), "n"(sizeof(T)));
+}
+// 16-byte asynchronous global -> shared copy (both addresses 16-byte aligned).
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(gmem));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>

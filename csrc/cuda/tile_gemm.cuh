@@ -97,12 +97,6 @@ __device__ __forceinline__ void load_half(const T* __restrict__ src, T (&dst)[kF
   for (int i = 0; i < kHalf; ++i) dst[offset + i] = tmp[i];
 }
 
-// 16-byte asynchronous global -> shared copy (both addresses 16-byte aligned).
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
-  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(gmem));
-}
-
 // One reduction chunk from the shared tiles into the register accumulators.
 template <typename T, typename Cfg>
 __device__ __forceinline__ void gemm_chunk(const T* __restrict__ As, const T* __restrict__ Bs, const ThreadTile<Cfg>& tt,

@@ -1,0 +1,848 @@
+// C Split Globally (seed 001, chapters 4-8) on the GPU: the convolution for layers with too little
+// parallel work in K, H and W to fill the GPU (batch-1 inference above all). The reduction over
+// input channels is split across the grid; the splits add their partial sums into a zeroed output
+// with atomicAdd (one split: plain stores).
+//
+// Forward block: kBK filters x kBH x kBW output pixels of one image over one channel slice.
+//   - The 32 lanes of a warp own 32 x kTK filters and the same kTH x kTW pixels, so every input
+//     element a warp reads is one shared-memory broadcast, reused by all its filters.
+//   - Warps tile H and W; per channel the block stages its input patch (with halo, zero padding
+//     filled by cp.async) and its filters re-laid [group][channel][tap][filter] -- the seed's
+//     C, R, S, K order -- so a warp's filter loads are one contiguous run.
+//   - Each thread keeps kTK x kTH x kTW sums in registers. For the common filter widths and strides
+//     (compile-time kS, kSX) it holds one filter row (kS x kTK values) and slides over an input row
+//     segment in registers; other shapes read the patch element by element.
+//   - Several channels are staged per barrier, double-buffered.
+//   - Sums go back through shared memory with the filter innermost so global stores run along rows.
+// What the seed assumed away is handled: any K (lanes past K compute zeros and store nothing), any
+// H and W (partial tiles), batch > 1, stride, padding, dilation, groups, bias (added by split 0).
+//
+// grad_input is a convolution whose reduction runs over K: the same kernel with the filters re-laid
+// transposed and flipped. A strided layer runs once per output phase (iy mod s, ix mod s) with only
+// the taps that reach it (conv_shape.h: phase_axis), written to every s-th pixel.
+// grad_weight reduces over N x Ho x Wo: pixel tiles are split across the grid and the partial sums
+// added with atomicAdd. Atomics make results order-dependent: under
+// torch.use_deterministic_algorithms(True) these operators raise (PyTorch's alert).
+//
+// Tile shapes are named configs; the split and config come from a rule, or, with
+// torchconv.set_tuning(True), from timing the candidates once per shape (cached per shape, dtype
+// and GPU).
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../conv_shape.h"
+#include "../tuning.h"
+#include "../weight_cache.h"
+#include "launch.cuh"
+#include "tile_gemm.cuh"
+
+namespace torchconv {
+namespace cuda {
+namespace {
+
+// Forward / grad_input block tile: warps kWarpsH x kWarpsW over the pixels, 32 lanes x kTK filters
+// each, kTH x kTW pixels per thread.
+template <int kWarpsH_, int kWarpsW_, int kTK_, int kTH_, int kTW_, int kMinBlocks_>
+struct CsgTileConfig {
+  static constexpr int kWarpsH = kWarpsH_, kWarpsW = kWarpsW_;
+  static constexpr int kTK = kTK_, kTH = kTH_, kTW = kTW_, kMinBlocks = kMinBlocks_;
+  static constexpr int kThreads = 32 * kWarpsH * kWarpsW;
+  static constexpr int kBK = 32 * kTK, kBH = kWarpsH * kTH, kBW = kWarpsW * kTW;
+};
+
+using CsgWide = CsgTileConfig<2, 2, 4, 4, 4, 3>;    // 128 filters x 8 x 8 pixels
+using CsgMedium = CsgTileConfig<2, 2, 2, 4, 4, 4>;  // 64 filters x 8 x 8
+using CsgThin = CsgTileConfig<2, 4, 1, 4, 4, 2>;    // 32 filters x 8 x 16 (few filters, large planes)
+using CsgF64 = CsgTileConfig<2, 2, 2, 2, 4, 2>;     // double: 64 filters x 4 x 8
+constexpr const char* kConfigNames[] = {"wide", "medium", "thin"};
+
+// kN consecutive elements from a 16-byte-aligned shared-memory address: 16-byte loads, then the
+// remainder (an input row segment: every lane of a warp reads the same one, a broadcast).
+template <typename T, int kN>
+__device__ __forceinline__ void load_aligned_run(const T* __restrict__ src, T (&dst)[kN]) {
+  constexpr int kPerWord = 16 / sizeof(T), kWords = kN / kPerWord;
+  T head[kWords * kPerWord > 0 ? kWords * kPerWord : 1];
+  if constexpr (kWords > 0) load_fragment<T, kWords * kPerWord>(src, head, 0);
+#pragma unroll
+  for (int i = 0; i < kWords * kPerWord; ++i) dst[i] = head[i];
+#pragma unroll
+  for (int i = kWords * kPerWord; i < kN; ++i) dst[i] = src[i];
+}
+
+// The filter rows are padded to a multiple of the widest block so every config copies whole rows.
+constexpr int kFilterRowPad = 128;
+
+// One launch: out[n][g*Kg + k][y*out_sy + out_oy][x*out_sx + out_ox] (+)= sum over the reduction
+// channels c of group g and the taps (j, i) of
+//   F[g][c][j][i][k] * src[n][g*Cg + c][y*col_sy + col_oy + j*tap_sy][x*col_sx + col_ox + i*tap_sx]
+// for (y, x) in [0, col_H) x [0, col_W). Tap steps are positive (grad_input flips its filters).
+struct CsgConv {
+  int N, groups;
+  int Cg;             // reduction channels per group
+  int Kg, k_pad;      // outputs per group, filter row length
+  int src_C, src_H, src_W;
+  int R, S, tap_sy, tap_sx;
+  int col_H, col_W, col_sy, col_sx, col_oy, col_ox;
+  int out_C, out_H, out_W, out_sy, out_sx, out_oy, out_ox;
+};
+
+template <typename T>
+struct CsgArgs {
+  const T* src;
+  const T* filt;
+  const T* bias;
+  T* out;
+  CsgConv cv;
+  int tiles_w, tiles_h, tiles_k;
+  int channels_per_split, channels_per_stage;
+  int patch_w, pitch, patch_elems, stage_elems;  // pitch: patch row stride (a multiple of 4)
+  bool atomic;
+};
+
+template <typename T, typename Cfg, int kS, int kSX>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) csg_conv_kernel(const CsgArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  const CsgConv& cv = a.cv;
+  int b = blockIdx.x;
+  const int tx = b % a.tiles_w;
+  b /= a.tiles_w;
+  const int ty = b % a.tiles_h;
+  b /= a.tiles_h;
+  const int tk = b % a.tiles_k;
+  b /= a.tiles_k;
+  const int g = b % cv.groups;
+  b /= cv.groups;
+  const int n = b % cv.N, split = b / cv.N;
+  const int c_begin = split * a.channels_per_split;
+  const int c_count = min(cv.Cg - c_begin, a.channels_per_split);
+  const int k0 = tk * Cfg::kBK, y0 = ty * Cfg::kBH, x0 = tx * Cfg::kBW;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wy = warp / Cfg::kWarpsW, wx = warp % Cfg::kWarpsW;
+  const int S = kS > 0 ? kS : cv.S;
+  const int RS = cv.R * S;
+  const int patch_h = (Cfg::kBH - 1) * cv.col_sy + (cv.R - 1) * cv.tap_sy + 1;
+  const int patch_plane = patch_h * a.patch_w;
+  const int iy0 = y0 * cv.col_sy + cv.col_oy, ix0 = x0 * cv.col_sx + cv.col_ox;
+  const T* src = a.src + (int64_t(n) * cv.src_C + int64_t(g) * cv.Cg + c_begin) * cv.src_H * cv.src_W;
+  const T* filt = a.filt + (int64_t(g) * cv.Cg + c_begin) * RS * cv.k_pad + k0;
+
+  auto load_stage = [&](int stage, T* buf) {
+    const int c0 = stage * a.channels_per_stage;
+    const int cc = min(a.channels_per_stage, c_count - c0);
+    for (int e = threadIdx.x; e < cc * patch_plane; e += Cfg::kThreads) {
+      const int ch = e / patch_plane, rem = e - ch * patch_plane;
+      const int py = rem / a.patch_w, px = rem - py * a.patch_w;
+      const int iy = iy0 + py, ix = ix0 + px;
+      const bool valid = unsigned(iy) < unsigned(cv.src_H) && unsigned(ix) < unsigned(cv.src_W);
+      const T* from = valid ? src + (int64_t(c0 + ch) * cv.src_H + iy) * cv.src_W + ix : src;
+      cp_async_or_zero(buf + ch * a.patch_elems + py * a.pitch + px, from, valid);
+    }
+    constexpr int kPerWord = 16 / sizeof(T), kRowWords = Cfg::kBK / kPerWord;
+    T* fbuf = buf + a.channels_per_stage * a.patch_elems;
+    const T* fsrc = filt + int64_t(c0) * RS * cv.k_pad;
+    for (int e = threadIdx.x; e < cc * RS * kRowWords; e += Cfg::kThreads) {
+      const int row = e / kRowWords, word = e - row * kRowWords;
+      cp_async_16(fbuf + row * Cfg::kBK + word * kPerWord, fsrc + int64_t(row) * cv.k_pad + word * kPerWord);
+    }
+  };
+
+  T acc[Cfg::kTK][Cfg::kTH][Cfg::kTW];
+#pragma unroll
+  for (int t = 0; t < Cfg::kTK; ++t)
+#pragma unroll
+    for (int h = 0; h < Cfg::kTH; ++h)
+#pragma unroll
+      for (int w = 0; w < Cfg::kTW; ++w) acc[t][h][w] = T(0);
+
+  const int sx = kSX > 0 ? kSX : cv.col_sx;
+  const int stages = int(ceil_div(c_count, a.channels_per_stage));
+  load_stage(0, smem);
+  cp_async_commit();
+  for (int st = 0; st < stages; ++st) {
+    const T* buf = smem + (st & 1) * a.stage_elems;
+    if (st + 1 < stages) {
+      load_stage(st + 1, smem + ((st + 1) & 1) * a.stage_elems);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int cc = min(a.channels_per_stage, c_count - st * a.channels_per_stage);
+    const T* fbuf = buf + a.channels_per_stage * a.patch_elems;
+    for (int ch = 0; ch < cc; ++ch) {
+      const T* patch = buf + ch * a.patch_elems + wy * Cfg::kTH * cv.col_sy * a.pitch + wx * Cfg::kTW * sx;
+      const T* frow = fbuf + ch * RS * Cfg::kBK + lane * Cfg::kTK;
+      for (int r = 0; r < cv.R; ++r) {
+        const T* prow = patch + r * cv.tap_sy * a.pitch;
+        const T* fr = frow + r * S * Cfg::kBK;
+        if constexpr (kS > 0) {
+          // One filter row in registers; each input row segment is read once for all kS taps.
+          constexpr int kSeg = (Cfg::kTW - 1) * kSX + kS;
+          T f[kS][Cfg::kTK];
+#pragma unroll
+          for (int i = 0; i < kS; ++i) load_fragment<T, Cfg::kTK>(fr + i * Cfg::kBK, f[i], 0);
+#pragma unroll
+          for (int h = 0; h < Cfg::kTH; ++h) {
+            T seg[kSeg];
+            load_aligned_run<T, kSeg>(prow + h * cv.col_sy * a.pitch, seg);
+#pragma unroll
+            for (int i = 0; i < kS; ++i)
+#pragma unroll
+              for (int w = 0; w < Cfg::kTW; ++w)
+#pragma unroll
+                for (int t = 0; t < Cfg::kTK; ++t) acc[t][h][w] = fma(seg[w * kSX + i], f[i][t], acc[t][h][w]);
+          }
+        } else {
+          for (int i = 0; i < S; ++i) {
+            T f[Cfg::kTK];
+            load_fragment<T, Cfg::kTK>(fr + i * Cfg::kBK, f, 0);
+            const T* p = prow + i * cv.tap_sx;
+#pragma unroll
+            for (int h = 0; h < Cfg::kTH; ++h)
+#pragma unroll
+              for (int w = 0; w < Cfg::kTW; ++w) {
+                const T v = p[h * cv.col_sy * a.pitch + w * cv.col_sx];
+#pragma unroll
+                for (int t = 0; t < Cfg::kTK; ++t) acc[t][h][w] = fma(v, f[t], acc[t][h][w]);
+              }
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // Write-back through shared memory (the seed's): the block's sums go in pixel-major with the
+  // filter innermost, padded by one word (the reads, 32 consecutive pixels of one filter, are free of
+  // bank conflicts; the writes, once per block, conflict kTK-way), so the global stores and atomics
+  // run along output rows instead of across 32 filter planes per instruction.
+  constexpr int kPixels = Cfg::kBH * Cfg::kBW, kLd = Cfg::kBK + 1;
+#pragma unroll
+  for (int t = 0; t < Cfg::kTK; ++t)
+#pragma unroll
+    for (int h = 0; h < Cfg::kTH; ++h)
+#pragma unroll
+      for (int w = 0; w < Cfg::kTW; ++w)
+        smem[((wy * Cfg::kTH + h) * Cfg::kBW + wx * Cfg::kTW + w) * kLd + lane * Cfg::kTK + t] = acc[t][h][w];
+  __syncthreads();
+  const bool with_bias = a.bias != nullptr && split == 0;
+  T* out = a.out + (int64_t(n) * cv.out_C + int64_t(g) * cv.Kg) * cv.out_H * cv.out_W;
+  for (int e = threadIdx.x; e < Cfg::kBK * kPixels; e += Cfg::kThreads) {
+    const int kk = e / kPixels, pix = e - kk * kPixels;
+    const int k = k0 + kk, y = y0 + pix / Cfg::kBW, x = x0 + pix % Cfg::kBW;
+    if (k >= cv.Kg || y >= cv.col_H || x >= cv.col_W) continue;
+    const T v = smem[pix * kLd + kk] + (with_bias ? a.bias[g * cv.Kg + k] : T(0));
+    T* o = out + (int64_t(k) * cv.out_H + y * cv.out_sy + cv.out_oy) * cv.out_W + x * cv.out_sx + cv.out_ox;
+    if (a.atomic) atomicAdd(o, v);
+    else *o = v;
+  }
+}
+
+// Which filter taps a launch uses and how the filter is re-laid for it. Forward: reduction = input
+// channels, outputs = filters, taps as they are. Transposed (grad_input): reduction = filters,
+// outputs = input channels, the taps of one phase (r = r0 + j*dr, s = s0 + i*ds) in reverse order
+// so that the launch's tap steps are positive.
+struct FilterMap {
+  bool transposed;
+  int r0, dr, taps_r, s0, ds, taps_s;
+};
+
+// F[g][c][j][i][o] (o padded to k_pad with zeros) from the weight K x Cg x R x S.
+template <typename T>
+__global__ void csg_filter_layout_kernel(const T* __restrict__ w, T* __restrict__ f, int groups, int Kg, int Cg,
+                                         int R, int S, FilterMap m, int k_pad) {
+  const int reduction = m.transposed ? Kg : Cg, outputs = m.transposed ? Cg : Kg;
+  const int64_t total = int64_t(groups) * reduction * m.taps_r * m.taps_s * k_pad;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = e;
+    const int o = int(rest % k_pad);
+    rest /= k_pad;
+    const int i = int(rest % m.taps_s);
+    rest /= m.taps_s;
+    const int j = int(rest % m.taps_r);
+    rest /= m.taps_r;
+    const int c = int(rest % reduction);
+    const int g = int(rest / reduction);
+    T v = T(0);
+    if (o < outputs) {
+      const int r = m.transposed ? m.r0 + (m.taps_r - 1 - j) * m.dr : j;
+      const int s = m.transposed ? m.s0 + (m.taps_s - 1 - i) * m.ds : i;
+      const int k = m.transposed ? c : o, ch = m.transposed ? o : c;
+      v = w[((int64_t(g) * Kg + k) * Cg + ch) * R * S + r * S + s];
+    }
+    f[e] = v;
+  }
+}
+
+template <typename T>
+at::Tensor filter_layout(const at::Tensor& weight, int groups, const FilterMap& m, int phase) {
+  const int Kg = int(weight.size(0)) / groups, Cg = int(weight.size(1));
+  const int outputs = m.transposed ? Cg : Kg, reduction = m.transposed ? Kg : Cg;
+  const int k_pad = round_up(outputs, kFilterRowPad);
+  const std::string tag = m.transposed ? "csg/t" + std::to_string(phase) + "/" + std::to_string(groups)
+                                       : "csg/f/" + std::to_string(groups);
+  return cached_weight_transform(weight, tag, [&] {
+    auto w = weight.contiguous();
+    auto f = at::empty({int64_t(groups) * reduction * m.taps_r * m.taps_s * k_pad}, weight.options());
+    csg_filter_layout_kernel<T><<<elementwise_blocks(f.numel(), 256), 256, 0, current_stream()>>>(
+        w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), groups, Kg, Cg, int(weight.size(2)), int(weight.size(3)), m,
+        k_pad);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return f;
+  });
+}
+
+// ---- launch, rule and tuner -----------------------------------------------------------------
+
+constexpr const char* kPassNames[] = {"forward", "grad_input"};
+constexpr int kForward = 0, kGradInput = 1;
+
+// Zeroes a contiguous output for the atomics (a memset: cheaper on the host than an ATen fill).
+void zero_output(at::Tensor& out) {
+  C10_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, out.numel() * out.element_size(), current_stream()));
+}
+
+// A split: how many channel slices the reduction is cut into, and the tile config.
+struct CsgPlan {
+  int config;  // index into kConfigNames (float); ignored for double
+  int splits;
+};
+
+// Shared memory for the staged channels: about 24 KiB per stage (two stages, so two or three
+// blocks share an SM), at least one channel, at most 8 channels per barrier.
+constexpr int kStageBytes = 24 * 1024;
+
+template <typename T, typename Cfg>
+struct CsgGeometry {
+  int tiles_w, tiles_h, tiles_k, patch_w, pitch, patch_elems, per_channel;
+  CsgGeometry(const CsgConv& cv) {
+    tiles_w = int(ceil_div(cv.col_W, Cfg::kBW));
+    tiles_h = int(ceil_div(cv.col_H, Cfg::kBH));
+    tiles_k = int(ceil_div(cv.Kg, Cfg::kBK));
+    patch_w = (Cfg::kBW - 1) * cv.col_sx + (cv.S - 1) * cv.tap_sx + 1;
+    const int patch_h = (Cfg::kBH - 1) * cv.col_sy + (cv.R - 1) * cv.tap_sy + 1;
+    pitch = round_up(patch_w, 4);
+    patch_elems = patch_h * pitch;
+    per_channel = patch_elems + cv.R * cv.S * Cfg::kBK;
+  }
+  int64_t base_blocks(const CsgConv& cv) const { return int64_t(tiles_w) * tiles_h * tiles_k * cv.groups * cv.N; }
+};
+
+// The rule: enough channel splits that the grid fills every SM about twice over at the config's
+// occupancy, keeping at least 4 channels per split (each split's partial sums cost one atomic per
+// output).
+template <typename T, typename Cfg>
+int rule_splits(const CsgConv& cv) {
+  const CsgGeometry<T, Cfg> geo(cv);
+  const int64_t target = 2 * int64_t(Cfg::kMinBlocks) * sm_count();
+  const int64_t want = ceil_div(target, std::max<int64_t>(1, geo.base_blocks(cv)));
+  const int64_t most = std::max(1, cv.Cg / 4);
+  return int(std::max<int64_t>(1, std::min<int64_t>(want, most)));
+}
+
+template <typename T, typename Cfg, int kS, int kSX>
+void launch_csg_kernel(const CsgArgs<T>& a, int64_t blocks, size_t smem) {
+  auto kernel = csg_conv_kernel<T, Cfg, kS, kSX>;
+  ensure_dynamic_smem(kernel, smem, "conv2d_csg");
+  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Runs one launch of `cv` with config Cfg cut into `splits` channel slices. The output must be
+// zeroed first when splits > 1 (the caller does it once for all phases).
+template <typename T, typename Cfg>
+void run_csg(const T* src, const T* filt, const T* bias, T* out, const CsgConv& cv, int splits) {
+  const CsgGeometry<T, Cfg> geo(cv);
+  CsgArgs<T> a;
+  a.src = src, a.filt = filt, a.bias = bias, a.out = out, a.cv = cv;
+  a.tiles_w = geo.tiles_w, a.tiles_h = geo.tiles_h, a.tiles_k = geo.tiles_k;
+  a.channels_per_split = int(ceil_div(cv.Cg, splits));
+  splits = int(ceil_div(cv.Cg, a.channels_per_split));
+  a.atomic = splits > 1;
+  const int fit = kStageBytes / int(geo.per_channel * sizeof(T));
+  a.channels_per_stage = std::max(1, std::min({fit, 8, a.channels_per_split}));
+  a.patch_w = geo.patch_w, a.pitch = geo.pitch, a.patch_elems = geo.patch_elems;
+  a.stage_elems = a.channels_per_stage * geo.per_channel;
+  const size_t epilogue = size_t(Cfg::kBH * Cfg::kBW) * (Cfg::kBK + 1);
+  const size_t smem = std::max(2 * size_t(a.stage_elems), epilogue) * sizeof(T);
+  const int64_t blocks = geo.base_blocks(cv) * splits;
+  check_grid(blocks, "conv2d_csg");
+  if constexpr (std::is_same_v<T, float>) {
+    if (cv.tap_sx == 1 && cv.S == 3 && cv.col_sx == 1) return launch_csg_kernel<T, Cfg, 3, 1>(a, blocks, smem);
+    if (cv.tap_sx == 1 && cv.S == 3 && cv.col_sx == 2) return launch_csg_kernel<T, Cfg, 3, 2>(a, blocks, smem);
+    if (cv.tap_sx == 1 && cv.S == 7 && cv.col_sx == 2) return launch_csg_kernel<T, Cfg, 7, 2>(a, blocks, smem);
+    if (cv.S == 1 && cv.col_sx == 1) return launch_csg_kernel<T, Cfg, 1, 1>(a, blocks, smem);
+  }
+  launch_csg_kernel<T, Cfg, 0, 0>(a, blocks, smem);
+}
+
+template <typename T>
+void run_plan(const T* src, const T* filt, const T* bias, T* out, const CsgConv& cv, const CsgPlan& plan) {
+  if constexpr (std::is_same_v<T, double>) {
+    run_csg<T, CsgF64>(src, filt, bias, out, cv, plan.splits);
+  } else {
+    switch (plan.config) {
+      case 0: return run_csg<T, CsgWide>(src, filt, bias, out, cv, plan.splits);
+      case 1: return run_csg<T, CsgMedium>(src, filt, bias, out, cv, plan.splits);
+      default: return run_csg<T, CsgThin>(src, filt, bias, out, cv, plan.splits);
+    }
+  }
+}
+
+// Config rule (float): thin for at most 32 filters per group, else medium. With every candidate
+// timed over the batch-1 suites (run 4 of 2026-11-26, tuning on), medium won 15 of 22 layers
+// including every one with 64-512 filters; wide won only three layers with 512-1024 channels
+// (Y13, Y18, Y19), thin R1, R3, R7 and Y0.
+template <typename T>
+CsgPlan rule_plan(const CsgConv& cv) {
+  if constexpr (std::is_same_v<T, double>) {
+    return {0, rule_splits<T, CsgF64>(cv)};
+  } else {
+    if (cv.Kg <= 32) return {2, rule_splits<T, CsgThin>(cv)};
+    return {1, rule_splits<T, CsgMedium>(cv)};
+  }
+}
+
+// Candidates the tuner times: every float config, each at its rule's split and at 1/4, 1/2 and 2x it.
+template <typename T>
+std::vector<CsgPlan> candidate_plans(const CsgConv& cv) {
+  std::vector<CsgPlan> plans;
+  auto add = [&](int config, int base) {
+    for (int s : {base / 4, base / 2, base, base * 2}) {
+      s = std::max(1, std::min(s, cv.Cg));
+      bool seen = false;
+      for (const auto& p : plans) seen |= p.config == config && p.splits == s;
+      if (!seen) plans.push_back({config, s});
+    }
+  };
+  if constexpr (std::is_same_v<T, double>) {
+    add(0, rule_splits<T, CsgF64>(cv));
+  } else {
+    add(0, rule_splits<T, CsgWide>(cv));
+    add(1, rule_splits<T, CsgMedium>(cv));
+    add(2, rule_splits<T, CsgThin>(cv));
+  }
+  return plans;
+}
+
+const char* config_name(const CsgPlan& plan, bool is_double) { return is_double ? "f64" : kConfigNames[plan.config]; }
+
+std::string plan_name(const CsgPlan& plan, bool is_double) {
+  return std::string(config_name(plan, is_double)) + "/splits=" + std::to_string(plan.splits);
+}
+
+std::string conv_key(const CsgConv& cv, bool is_double, const char* pass) {
+  const int v[] = {cv.N,      cv.groups, cv.Cg,     cv.Kg,     cv.src_H,  cv.src_W,  cv.R,      cv.S,
+                   cv.tap_sy, cv.tap_sx, cv.col_H,  cv.col_W,  cv.col_sy, cv.col_sx, cv.col_oy, cv.col_ox,
+                   cv.out_sy, cv.out_sx};
+  std::string key = std::string(pass) + (is_double ? "/f64/" : "/f32/") + device_name();
+  for (int x : v) key += "," + std::to_string(x);
+  return key;
+}
+
+// Tuned plans by shape: a fixed-size key, so the per-call look-up builds no strings.
+using PlanKey = std::array<int, 20>;
+PlanKey plan_key(const CsgConv& cv, bool is_double, int pass) {
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  return {cv.N,      cv.groups, cv.Cg,     cv.Kg,     cv.src_H,  cv.src_W,  cv.R,      cv.S,     cv.tap_sy, cv.tap_sx,
+          cv.col_H,  cv.col_W,  cv.col_sy, cv.col_sx, cv.col_oy, cv.col_ox, cv.out_sy, int(is_double), pass, device};
+}
+std::mutex g_plans_mutex;
+std::map<PlanKey, CsgPlan> g_plans;
+
+// Times every candidate plan of `cv` (into a scratch output) and returns the fastest.
+template <typename T>
+CsgPlan tune_plan(const T* src, const T* filt, const at::Tensor& out, const CsgConv& cv) {
+  CsgPlan best = rule_plan<T>(cv);
+  float best_ms = -1;
+  at::Tensor scratch = at::empty_like(out);
+  T* out_ptr = scratch.mutable_data_ptr<T>();
+  cudaEvent_t start, stop;
+  C10_CUDA_CHECK(cudaEventCreate(&start));
+  C10_CUDA_CHECK(cudaEventCreate(&stop));
+  for (const auto& p : candidate_plans<T>(cv)) {
+    auto once = [&] {
+      if (p.splits > 1) scratch.zero_();
+      run_plan<T>(src, filt, nullptr, out_ptr, cv, p);
+    };
+    once();  // warm-up (and the shared-memory opt-in)
+    C10_CUDA_CHECK(cudaEventRecord(start, current_stream()));
+    constexpr int kReps = 3;
+    for (int i = 0; i < kReps; ++i) once();
+    C10_CUDA_CHECK(cudaEventRecord(stop, current_stream()));
+    C10_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    C10_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (best_ms < 0 || ms < best_ms) best_ms = ms, best = p;
+  }
+  C10_CUDA_CHECK(cudaEventDestroy(start));
+  C10_CUDA_CHECK(cudaEventDestroy(stop));
+  return best;
+}
+
+// Picks the plan for `cv`: with tuning on, the tuned one (timing the candidates the first time a
+// shape is seen on this GPU; the registry in tuning.h also holds it by name), else the rule.
+template <typename T>
+CsgPlan choose_plan(const T* src, const T* filt, const at::Tensor& out, const CsgConv& cv, int pass) {
+  constexpr bool is_double = std::is_same_v<T, double>;
+  if (!tuning_enabled()) return rule_plan<T>(cv);
+  const PlanKey key = plan_key(cv, is_double, pass);
+  {
+    std::lock_guard<std::mutex> lock(g_plans_mutex);
+    auto it = g_plans.find(key);
+    if (it != g_plans.end()) return it->second;
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &capture));
+  if (capture != cudaStreamCaptureStatusNone) return rule_plan<T>(cv);  // no timing inside a graph
+  const std::string name = conv_key(cv, is_double, kPassNames[pass]);
+  CsgPlan plan{-1, 0};
+  std::string known;
+  if (tuned_choice(name, &known))
+    for (const auto& p : candidate_plans<T>(cv))
+      if (plan_name(p, is_double) == known) plan = p;
+  if (plan.config < 0) {
+    plan = tune_plan<T>(src, filt, out, cv);
+    record_tuned_choice(name, plan_name(plan, is_double));
+  }
+  std::lock_guard<std::mutex> lock(g_plans_mutex);
+  g_plans[key] = plan;
+  return plan;
+}
+
+// Runs `cv` into `out` (zeroing it first when the plan splits and the caller has not), records the
+// plan for the benchmark.
+template <typename T>
+void csg_conv(const T* src, const T* filt, const T* bias, at::Tensor& out, const CsgConv& cv, int pass, bool zeroed) {
+  const CsgPlan plan = choose_plan<T>(src, filt, out, cv, pass);
+  record_last_choice(kPassNames[pass], config_name(plan, std::is_same_v<T, double>), plan.splits);
+  if (plan.splits > 1 && !zeroed) zero_output(out);
+  run_plan<T>(src, filt, bias, out.mutable_data_ptr<T>(), cv, plan);
+}
+
+CsgConv forward_conv(const ConvShape& p) {
+  CsgConv cv{};
+  cv.N = int(p.N), cv.groups = int(p.groups);
+  cv.Cg = int(p.channels_per_group()), cv.Kg = int(p.filters_per_group());
+  cv.k_pad = round_up(cv.Kg, kFilterRowPad);
+  cv.src_C = int(p.C), cv.src_H = int(p.H), cv.src_W = int(p.W);
+  cv.R = int(p.R), cv.S = int(p.S), cv.tap_sy = int(p.dil_h), cv.tap_sx = int(p.dil_w);
+  cv.col_H = int(p.Ho), cv.col_W = int(p.Wo);
+  cv.col_sy = int(p.stride_h), cv.col_sx = int(p.stride_w), cv.col_oy = -int(p.pad_h), cv.col_ox = -int(p.pad_w);
+  cv.out_C = int(p.K), cv.out_H = int(p.Ho), cv.out_W = int(p.Wo);
+  cv.out_sy = cv.out_sx = 1, cv.out_oy = cv.out_ox = 0;
+  return cv;
+}
+
+void check_sizes(const ConvShape& p, const char* what) {
+  TORCH_CHECK_VALUE(p.N * p.C * p.H * p.W < (int64_t(1) << 31) && p.N * p.K * p.Ho * p.Wo < (int64_t(1) << 31) &&
+                        p.K * p.C * p.R * p.S < (int64_t(1) << 31) / kFilterRowPad,
+                    "torchconv.", what, ": tensors of 2^31 or more elements are not supported by the CSG kernels");
+}
+
+void alert_atomics(const char* what) {
+  at::globalContext().alertNotDeterministic(what);
+}
+
+// ---- grad_weight ------------------------------------------------------------------------------
+
+// grad_weight block: kWarps x kTK filters x 32 input channels (one per lane) x one filter row's
+// kS taps, summed over a run of kBH x kBW pixel tiles; the runs ("splits") cover N x Ho x Wo across
+// the grid and add their partial sums with atomicAdd. Every lane reads the same grad_output values
+// (broadcast) and its own channel's input row (an odd channel pitch keeps the 32 lanes on 32 banks).
+template <int kWarps_, int kTK_, int kBH_, int kBW_, int kMinBlocks_>
+struct CsgWeightGradConfig {
+  static constexpr int kWarps = kWarps_, kTK = kTK_, kBH = kBH_, kBW = kBW_, kMinBlocks = kMinBlocks_;
+  static constexpr int kThreads = 32 * kWarps, kBK = kWarps * kTK, kBC = 32;
+};
+using CsgWeightGradF32 = CsgWeightGradConfig<4, 4, 4, 8, 4>;
+using CsgWeightGradF64 = CsgWeightGradConfig<4, 2, 4, 8, 2>;
+
+template <typename T>
+struct CsgWeightGradArgs {
+  const T* x;
+  const T* gy;
+  T* gw;
+  int N, C, H, W, K, Ho, Wo, Cg, Kg, groups;
+  int R, S, sh, sw, ph, pw, dh, dw;
+  int tiles_w, tiles_h, k_tiles, c_tiles, tap_groups;
+  int64_t pixel_tiles;
+  int64_t tiles_per_split;
+  int patch_w, chan_pitch, stage_elems;
+  bool atomic;
+};
+
+template <typename T, typename Cfg, int kS, int kSX>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) csg_weight_grad_kernel(const CsgWeightGradArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  constexpr int kTaps = kS > 0 ? kS : 1;  // taps per block along S (runtime shapes: one tap)
+  int b = blockIdx.x;
+  const int ct = b % a.c_tiles;
+  b /= a.c_tiles;
+  const int kt = b % a.k_tiles;
+  b /= a.k_tiles;
+  const int tap_group = b % (a.R * a.tap_groups);
+  b /= a.R * a.tap_groups;
+  const int g = b % a.groups;
+  const int split = b / a.groups;
+  const int r = tap_group / a.tap_groups, s0 = (tap_group % a.tap_groups) * kTaps;
+  const int c0 = ct * Cfg::kBC, k0 = kt * Cfg::kBK;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t tile_begin = split * a.tiles_per_split;
+  const int64_t tile_end = min(a.pixel_tiles, tile_begin + a.tiles_per_split);
+  const int tiles_plane = a.tiles_w * a.tiles_h;
+  const int sx = kSX > 0 ? kSX : a.sw;
+
+  // Stage: grad_output [kBK][kBH][kBW], then the input rows [32 channels][kBH][patch_w] at
+  // chan_pitch per channel.
+  auto load_stage = [&](int64_t tile, T* buf) {
+    const int n = int(tile / tiles_plane), rest = int(tile % tiles_plane);
+    const int oy0 = (rest / a.tiles_w) * Cfg::kBH, ox0 = (rest % a.tiles_w) * Cfg::kBW;
+    constexpr int kGy = Cfg::kBK * Cfg::kBH * Cfg::kBW;
+    for (int e = threadIdx.x; e < kGy; e += Cfg::kThreads) {
+      const int k = e / (Cfg::kBH * Cfg::kBW), yx = e % (Cfg::kBH * Cfg::kBW);
+      const int oy = oy0 + yx / Cfg::kBW, ox = ox0 + yx % Cfg::kBW;
+      const bool valid = k0 + k < a.Kg && oy < a.Ho && ox < a.Wo;
+      const T* from = valid ? a.gy + ((int64_t(n) * a.K + g * a.Kg + k0 + k) * a.Ho + oy) * a.Wo + ox : a.gy;
+      cp_async_or_zero(buf + e, from, valid);
+    }
+    T* xs = buf + kGy;
+    const int row_elems = Cfg::kBH * a.patch_w;
+    const int ix0 = ox0 * a.sw - a.pw + s0 * a.dw;
+    for (int e = threadIdx.x; e < Cfg::kBC * row_elems; e += Cfg::kThreads) {
+      const int c = e / row_elems, yx = e % row_elems;
+      const int yy = yx / a.patch_w, xx = yx % a.patch_w;
+      const int iy = (oy0 + yy) * a.sh - a.ph + r * a.dh, ix = ix0 + xx;
+      const bool valid = c0 + c < a.Cg && unsigned(iy) < unsigned(a.H) && unsigned(ix) < unsigned(a.W);
+      const T* from = valid ? a.x + ((int64_t(n) * a.C + g * a.Cg + c0 + c) * a.H + iy) * a.W + ix : a.x;
+      cp_async_or_zero(xs + c * a.chan_pitch + yx, from, valid);
+    }
+  };
+
+  T acc[Cfg::kTK][kTaps];
+#pragma unroll
+  for (int t = 0; t < Cfg::kTK; ++t)
+#pragma unroll
+    for (int i = 0; i < kTaps; ++i) acc[t][i] = T(0);
+
+  if (tile_begin < tile_end) {
+    load_stage(tile_begin, smem);
+    cp_async_commit();
+  }
+  for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
+    const T* buf = smem + ((tile - tile_begin) & 1) * a.stage_elems;
+    if (tile + 1 < tile_end) {
+      load_stage(tile + 1, smem + ((tile + 1 - tile_begin) & 1) * a.stage_elems);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const T* gys = buf + warp * Cfg::kTK * Cfg::kBH * Cfg::kBW;
+    const T* xs = buf + Cfg::kBK * Cfg::kBH * Cfg::kBW + lane * a.chan_pitch;
+#pragma unroll
+    for (int yy = 0; yy < Cfg::kBH; ++yy) {
+      T gv[Cfg::kTK][Cfg::kBW];
+#pragma unroll
+      for (int t = 0; t < Cfg::kTK; ++t)
+        load_fragment<T, Cfg::kBW>(gys + (t * Cfg::kBH + yy) * Cfg::kBW, gv[t], 0);
+      const T* xrow = xs + yy * a.patch_w;
+      if constexpr (kS > 0 && kSX > 0) {
+        constexpr int kSeg = (Cfg::kBW - 1) * kSX + kS;
+        T seg[kSeg];
+#pragma unroll
+        for (int l = 0; l < kSeg; ++l) seg[l] = xrow[l];
+#pragma unroll
+        for (int i = 0; i < kS; ++i)
+#pragma unroll
+          for (int xx = 0; xx < Cfg::kBW; ++xx)
+#pragma unroll
+            for (int t = 0; t < Cfg::kTK; ++t) acc[t][i] = fma(gv[t][xx], seg[xx * kSX + i], acc[t][i]);
+      } else {
+#pragma unroll
+        for (int xx = 0; xx < Cfg::kBW; ++xx) {
+          const T v = xrow[xx * sx];
+#pragma unroll
+          for (int t = 0; t < Cfg::kTK; ++t) acc[t][0] = fma(gv[t][xx], v, acc[t][0]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  const int c = c0 + lane;
+  if (c >= a.Cg) return;
+#pragma unroll
+  for (int t = 0; t < Cfg::kTK; ++t) {
+    const int k = k0 + warp * Cfg::kTK + t;
+    if (k >= a.Kg) continue;
+    T* dst = a.gw + ((int64_t(g) * a.Kg + k) * a.Cg + c) * a.R * a.S + r * a.S + s0;
+#pragma unroll
+    for (int i = 0; i < kTaps; ++i) {
+      if (a.atomic) atomicAdd(dst + i, acc[t][i]);
+      else dst[i] = acc[t][i];
+    }
+  }
+}
+
+template <typename T, typename Cfg, int kS, int kSX>
+void launch_weight_grad(CsgWeightGradArgs<T> a) {
+  constexpr int kTaps = kS > 0 ? kS : 1;
+  a.tap_groups = a.S / kTaps;
+  a.patch_w = (Cfg::kBW - 1) * a.sw + (kTaps - 1) * a.dw + 1;
+  a.chan_pitch = (Cfg::kBH * a.patch_w) | 1;  // odd: the 32 lanes' channels fall on 32 banks
+  a.stage_elems = round_up(Cfg::kBK * Cfg::kBH * Cfg::kBW + Cfg::kBC * a.chan_pitch, 4);
+  const size_t smem = 2 * size_t(a.stage_elems) * sizeof(T);
+  a.tiles_w = int(ceil_div(a.Wo, Cfg::kBW)), a.tiles_h = int(ceil_div(a.Ho, Cfg::kBH));
+  a.k_tiles = int(ceil_div(a.Kg, Cfg::kBK)), a.c_tiles = int(ceil_div(a.Cg, Cfg::kBC));
+  a.pixel_tiles = int64_t(a.N) * a.tiles_w * a.tiles_h;
+  const int64_t base = int64_t(a.c_tiles) * a.k_tiles * a.R * a.tap_groups * a.groups;
+  // Pixel-tile runs: enough to fill every SM about twice at the config's occupancy.
+  const int64_t target = 2 * int64_t(Cfg::kMinBlocks) * sm_count();
+  int64_t splits = std::max<int64_t>(1, std::min<int64_t>(ceil_div(target, base), a.pixel_tiles));
+  a.tiles_per_split = ceil_div(a.pixel_tiles, splits);
+  splits = ceil_div(a.pixel_tiles, a.tiles_per_split);
+  a.atomic = splits > 1;
+  const int64_t blocks = base * splits;
+  check_grid(blocks, "conv2d_csg_backward");
+  auto kernel = csg_weight_grad_kernel<T, Cfg, kS, kSX>;
+  ensure_dynamic_smem(kernel, smem, "conv2d_csg_backward");
+  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  record_last_choice("grad_weight", "pixels", int(splits));
+}
+
+template <typename T>
+void csg_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw) {
+  using Cfg = std::conditional_t<std::is_same_v<T, double>, CsgWeightGradF64, CsgWeightGradF32>;
+  CsgWeightGradArgs<T> a{};
+  a.x = x.const_data_ptr<T>(), a.gy = gy.const_data_ptr<T>(), a.gw = gw.mutable_data_ptr<T>();
+  a.N = int(p.N), a.C = int(p.C), a.H = int(p.H), a.W = int(p.W), a.K = int(p.K), a.Ho = int(p.Ho), a.Wo = int(p.Wo);
+  a.Cg = int(p.channels_per_group()), a.Kg = int(p.filters_per_group()), a.groups = int(p.groups);
+  a.R = int(p.R), a.S = int(p.S), a.sh = int(p.stride_h), a.sw = int(p.stride_w), a.ph = int(p.pad_h),
+  a.pw = int(p.pad_w), a.dh = int(p.dil_h), a.dw = int(p.dil_w);
+  if (std::is_same_v<T, float> && a.dw == 1) {
+    if (a.S == 3 && a.sw == 1) return launch_weight_grad<T, Cfg, 3, 1>(a);
+    if (a.S == 3 && a.sw == 2) return launch_weight_grad<T, Cfg, 3, 2>(a);
+    if (a.S == 7 && a.sw == 2) return launch_weight_grad<T, Cfg, 7, 2>(a);
+  }
+  launch_weight_grad<T, Cfg, 0, 0>(a);
+}
+
+// ---- operators --------------------------------------------------------------------------------
+
+at::Tensor conv2d_csg_cuda(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const ConvShape p = check_conv2d_forward("conv2d_csg", input, weight, bias, stride, padding, dilation, groups);
+  alert_atomics("torchconv.conv2d_csg (CUDA): channel splits add their partial sums with atomicAdd");
+  check_sizes(p, "conv2d_csg");
+  const c10::cuda::CUDAGuard guard(input.device());
+  auto x = input.contiguous();
+  auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
+  if (y.numel() == 0) return y;
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_cuda", [&] {
+    const CsgConv cv = forward_conv(p);
+    if (cv.Cg == 0 || cv.R == 0 || cv.S == 0) {
+      if (b.defined()) y.copy_(b.view({1, p.K, 1, 1}).expand_as(y));
+      else y.zero_();
+      return;
+    }
+    const at::Tensor f = filter_layout<scalar_t>(weight, cv.groups, FilterMap{false, 0, 1, cv.R, 0, 1, cv.S}, -1);
+    csg_conv<scalar_t>(x.const_data_ptr<scalar_t>(), f.const_data_ptr<scalar_t>(),
+                       b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, y, cv, kForward, false);
+  });
+  return y;
+}
+
+// grad_input = the transposed convolution of grad_output, CSG over K: one launch per output phase.
+template <typename T>
+void csg_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tensor& weight, at::Tensor& gx) {
+  const int sh = int(p.stride_h), sw = int(p.stride_w);
+  const bool phased = sh > 1 || sw > 1;
+  // Zero once when any phase may use atomics or receive nothing; every plan then adds.
+  bool zeroed = false;
+  auto ensure_zeroed = [&] {
+    if (!zeroed) zero_output(gx), zeroed = true;
+  };
+  for (int py = 0; py < sh; ++py) {
+    for (int px = 0; px < sw; ++px) {
+      const PhaseAxis ay = phase_axis(p.H, p.R, p.stride_h, p.pad_h, p.dil_h, py);
+      const PhaseAxis ax = phase_axis(p.W, p.S, p.stride_w, p.pad_w, p.dil_w, px);
+      if (ay.count == 0 || ax.count == 0) continue;
+      if (ay.taps == 0 || ax.taps == 0 || p.K == 0) {
+        ensure_zeroed();
+        continue;
+      }
+      CsgConv cv{};
+      cv.N = int(p.N), cv.groups = int(p.groups);
+      cv.Cg = int(p.filters_per_group()), cv.Kg = int(p.channels_per_group());
+      cv.k_pad = round_up(cv.Kg, kFilterRowPad);
+      cv.src_C = int(p.K), cv.src_H = int(p.Ho), cv.src_W = int(p.Wo);
+      cv.R = ay.taps, cv.S = ax.taps, cv.tap_sy = -ay.step, cv.tap_sx = -ax.step;
+      cv.col_H = ay.count, cv.col_W = ax.count, cv.col_sy = cv.col_sx = 1;
+      cv.col_oy = ay.d0 + (ay.taps - 1) * ay.step, cv.col_ox = ax.d0 + (ax.taps - 1) * ax.step;
+      cv.out_C = int(p.C), cv.out_H = int(p.H), cv.out_W = int(p.W);
+      cv.out_sy = sh, cv.out_sx = sw, cv.out_oy = py, cv.out_ox = px;
+      const FilterMap m{true, ay.r0, ay.dr, ay.taps, ax.r0, ax.dr, ax.taps};
+      const at::Tensor f = filter_layout<T>(weight, cv.groups, m, py * sw + px);
+      if (phased) ensure_zeroed();
+      csg_conv<T>(gy.const_data_ptr<T>(), f.const_data_ptr<T>(), nullptr, gx, cv, kGradInput, zeroed);
+    }
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_csg_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const ConvShape p = check_conv2d_backward("conv2d_csg_backward", grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  alert_atomics("torchconv.conv2d_csg_backward (CUDA): reduction splits add their partial sums with atomicAdd");
+  check_sizes(p, "conv2d_csg_backward");
+  const c10::cuda::CUDAGuard guard(input.device());
+  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
+  auto gy = grad_output.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_backward_cuda", [&] {
+    if (output_mask[0]) {
+      gx = new_output(input.sizes(), input.options());
+      if (gx.numel() > 0) csg_grad_input<scalar_t>(p, gy, weight, gx);
+    }
+    if (output_mask[1]) {
+      gw = new_output(weight.sizes(), weight.options());
+      if (gw.numel() > 0) {
+        if (gy.numel() == 0 || input.numel() == 0) {
+          gw.zero_();
+        } else {
+          auto x = input.contiguous();
+          zero_output(gw);
+          csg_weight_grad<scalar_t>(p, x, gy, gw);
+        }
+      }
+    }
+  });
+  if (output_mask[2]) gb = conv_bias_grad(grad_output);
+  return {gx, gw, gb};
+}
+
+}  // namespace
+}  // namespace cuda
+
+TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
+  m.impl("conv2d_csg", &cuda::conv2d_csg_cuda);
+  m.impl("conv2d_csg_backward", &cuda::conv2d_csg_backward_cuda);
+}
+
+}  // namespace torchconv

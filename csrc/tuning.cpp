@@ -1,0 +1,71 @@
+#include "tuning.h"
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace torchconv {
+namespace {
+std::atomic<bool> g_tuning{false};
+std::mutex g_mutex;
+std::map<std::string, std::string>& choices() {
+  static auto* m = new std::map<std::string, std::string>();
+  return *m;
+}
+struct LastChoice {
+  const char* pass = nullptr;
+  const char* config = "";
+  int splits = 0;
+};
+// One slot per pass of the last call (forward, grad_input, grad_weight); a forward clears the
+// others. Written and read under g_mutex.
+constexpr int kPasses = 3;
+LastChoice g_last[kPasses];
+}  // namespace
+
+bool tuning_enabled() { return g_tuning.load(std::memory_order_relaxed); }
+void set_tuning_enabled(bool on) { g_tuning.store(on, std::memory_order_relaxed); }
+
+bool tuned_choice(const std::string& key, std::string* choice) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = choices().find(key);
+  if (it == choices().end()) return false;
+  *choice = it->second;
+  return true;
+}
+
+void record_tuned_choice(const std::string& key, const std::string& choice) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  choices()[key] = choice;
+}
+
+int64_t tuned_choice_count() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return int64_t(choices().size());
+}
+
+void clear_tuned_choices() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  choices().clear();
+}
+
+void record_last_choice(const char* pass, const char* config, int splits) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const int slot = std::strcmp(pass, "forward") == 0 ? 0 : std::strcmp(pass, "grad_input") == 0 ? 1 : 2;
+  if (slot == 0)
+    for (auto& c : g_last) c = LastChoice{};
+  g_last[slot] = {pass, config, splits};
+}
+
+std::string last_choice() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::string text;
+  for (const auto& c : g_last) {
+    if (c.pass == nullptr) continue;
+    text += (text.empty() ? "" : " ") + std::string(c.pass) + ":" + c.config + "/splits=" + std::to_string(c.splits);
+  }
+  return text;
+}
+
+}  // namespace torchconv

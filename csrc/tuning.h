@@ -1,0 +1,26 @@
+// Measured choice of an algorithm's tile config and split (torchconv.set_tuning): the first call
+// with a shape times the candidates and remembers the winner for that shape, dtype and GPU; later
+// calls look it up. Off by default (a rule picks). The choices live for the process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace torchconv {
+
+bool tuning_enabled();
+void set_tuning_enabled(bool on);
+
+// The tuned choice for `key` (which names the shape, dtype and GPU), if one was recorded.
+bool tuned_choice(const std::string& key, std::string* choice);
+void record_tuned_choice(const std::string& key, const std::string& choice);
+int64_t tuned_choice_count();
+void clear_tuned_choices();
+
+// The plans of the last CSG call in the process, per pass ("forward:wide/splits=8
+// grad_input:medium/splits=2 grad_weight:pixels/splits=64"), for the benchmark's config column; a
+// forward clears the others. Raw values are stored; the text is built only when asked.
+void record_last_choice(const char* pass, const char* config, int splits);
+std::string last_choice();
+
+}  // namespace torchconv
