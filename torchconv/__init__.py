@@ -3,14 +3,25 @@ F(2x2,3x3)) as PyTorch operators with autograd, and a drop-in replacement for nn
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from . import _C
-from .functional import ALGORITHMS, available_algorithms, conv2d, select_algorithm, unsupported_reason
+from .functional import (ALGORITHMS, available_algorithms, candidate_algorithms, conv2d, select_algorithm,
+                         unsupported_reason)
 from .modules import Conv2d, convert
+from .tuning import clear_cache, get_benchmark, load_cache, save_cache, set_benchmark, tune
+from .explain import explain
 
 __version__ = "0.1.0"
 __all__ = [
     "ALGORITHMS",
     "Conv2d",
     "available_algorithms",
+    "candidate_algorithms",
+    "clear_cache",
+    "explain",
+    "get_benchmark",
+    "load_cache",
+    "save_cache",
+    "set_benchmark",
+    "tune",
     "conv2d",
     "convert",
     "get_tuning",

@@ -20,20 +20,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
 import torchconv  # noqa: E402
+from bench import timer  # noqa: E402
 from suites import SUITES  # noqa: E402
 
-
-def events_ms(fn, reps=50):
-    for _ in range(5):
-        fn()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends):
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+events_ms = timer(torch.device("cuda"), warmup=5, reps=50)
 
 
 def host_us(fn, calls=200):

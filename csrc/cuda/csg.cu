@@ -350,6 +350,27 @@ int rule_splits(const CsgConv& cv) {
   return int(std::max<int64_t>(1, std::min<int64_t>(want, most)));
 }
 
+// Dynamic shared memory of one launch: two stages, or the write-back tile if larger.
+template <typename T, typename Cfg>
+size_t csg_smem_bytes(const CsgGeometry<T, Cfg>& geo, int channels_per_stage) {
+  const size_t epilogue = size_t(Cfg::kBH * Cfg::kBW) * (Cfg::kBK + 1);
+  return std::max(2 * size_t(channels_per_stage) * geo.per_channel, epilogue) * sizeof(T);
+}
+
+template <typename T, typename Cfg>
+int channels_per_stage(const CsgGeometry<T, Cfg>& geo, int channels_per_split) {
+  const int fit = kStageBytes / int(geo.per_channel * sizeof(T));
+  return std::max(1, std::min({fit, 8, channels_per_split}));
+}
+
+// Whether config Cfg's tiles for `cv` fit the device's shared memory (large or widely dilated
+// filters may not; the tuner skips such configs).
+template <typename T, typename Cfg>
+bool csg_fits(const CsgConv& cv) {
+  const CsgGeometry<T, Cfg> geo(cv);
+  return csg_smem_bytes<T, Cfg>(geo, 1) <= size_t(max_dynamic_smem());
+}
+
 template <typename T, typename Cfg, int kS, int kSX>
 void launch_csg_kernel(const CsgArgs<T>& a, int64_t blocks, size_t smem) {
   auto kernel = csg_conv_kernel<T, Cfg, kS, kSX>;
@@ -369,12 +390,10 @@ void run_csg(const T* src, const T* filt, const T* bias, T* out, const CsgConv& 
   a.channels_per_split = int(ceil_div(cv.Cg, splits));
   splits = int(ceil_div(cv.Cg, a.channels_per_split));
   a.atomic = splits > 1;
-  const int fit = kStageBytes / int(geo.per_channel * sizeof(T));
-  a.channels_per_stage = std::max(1, std::min({fit, 8, a.channels_per_split}));
+  a.channels_per_stage = channels_per_stage<T, Cfg>(geo, a.channels_per_split);
   a.patch_w = geo.patch_w, a.pitch = geo.pitch, a.patch_elems = geo.patch_elems;
   a.stage_elems = a.channels_per_stage * geo.per_channel;
-  const size_t epilogue = size_t(Cfg::kBH * Cfg::kBW) * (Cfg::kBK + 1);
-  const size_t smem = std::max(2 * size_t(a.stage_elems), epilogue) * sizeof(T);
+  const size_t smem = csg_smem_bytes<T, Cfg>(geo, a.channels_per_stage);
   const int64_t blocks = geo.base_blocks(cv) * splits;
   check_grid(blocks, "conv2d_csg");
   if constexpr (std::is_same_v<T, float>) {
@@ -428,9 +447,9 @@ std::vector<CsgPlan> candidate_plans(const CsgConv& cv) {
   if constexpr (std::is_same_v<T, double>) {
     add(0, rule_splits<T, CsgF64>(cv));
   } else {
-    add(0, rule_splits<T, CsgWide>(cv));
-    add(1, rule_splits<T, CsgMedium>(cv));
-    add(2, rule_splits<T, CsgThin>(cv));
+    if (csg_fits<T, CsgWide>(cv)) add(0, rule_splits<T, CsgWide>(cv));
+    if (csg_fits<T, CsgMedium>(cv)) add(1, rule_splits<T, CsgMedium>(cv));
+    if (csg_fits<T, CsgThin>(cv)) add(2, rule_splits<T, CsgThin>(cv));
   }
   return plans;
 }

@@ -32,6 +32,21 @@ struct TileConfig {
   static constexpr int kTileW = TX * RX, kTileH = TY * RY, kTileK = TZ * RK;
 };
 
+// Largest dynamic shared memory a block may opt in to on the current device, queried once per device.
+inline int max_dynamic_smem() {
+  constexpr int kMaxDevices = 64;
+  static int limits[kMaxDevices] = {};
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= kMaxDevices) device = kMaxDevices - 1;
+  if (limits[device] == 0) {
+    int n = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    limits[device] = n;
+  }
+  return limits[device];
+}
+
 // Allows `kernel` to use `bytes` of dynamic shared memory (over 48 KiB needs an opt-in per kernel
 // and device); errors clearly when the device cannot provide it. The opt-in is remembered, so the
 // per-call path makes no driver calls once a kernel has run at its size.
@@ -47,7 +62,7 @@ void ensure_dynamic_smem(Kernel kernel, size_t bytes, const char* what) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = granted.find(key);
   if (it != granted.end() && it->second >= bytes) return;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  limit = max_dynamic_smem();
   TORCH_CHECK_VALUE(bytes <= size_t(limit), "torchconv.", what, ": the tile for this filter size, stride and dilation "
                     "needs ", std::to_string(bytes), " bytes of shared memory, more than the device's ",
                     std::to_string(limit));

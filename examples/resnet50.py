@@ -1,0 +1,208 @@
+"""torchvision's ResNet-50 (weights=None, no downloads) with every nn.Conv2d replaced by
+torchconv.Conv2d(algorithm="auto"), against the same model on cuDNN in the same process:
+
+  * inference at each --batch (default 1 and 32), under torch.inference_mode();
+  * one training step (forward, cross-entropy, backward, SGD step) at --train-batch (default 32);
+  * the logits compared with the nn.Conv2d original (relative error);
+  * cuDNN timed two ways: FP32 (TF32 off, cudnn.benchmark on: the comparison the bars use) and
+    PyTorch's default settings (TF32 allowed for convolutions, cudnn.benchmark off).
+
+torchconv runs in benchmark mode (torchconv.tune: every conv shape timed once per algorithm, the
+fastest kept) unless --no-benchmark; the measured choices are saved with --save-cache and a later
+run can skip tuning with --load-cache. Rows go to <out-dir>/<tag>.json and .md in the benchmark JSON
+shape (suite "resnet50", layer "model", algorithm "auto" / "cudnn" / "cudnn-default", mode "fwd" or
+"train"), with the per-layer torchconv.explain table at --explain-batch.
+
+  python examples/resnet50.py --out-dir benchmarks/results --tag resnet50-h100
+"""
+import argparse
+import copy
+import datetime
+import json
+import os
+import statistics
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torchconv
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batch", default="1,32", help="inference batch sizes")
+    p.add_argument("--train-batch", type=int, default=32, help="training-step batch size (0: skip)")
+    p.add_argument("--explain-batch", type=int, default=32, help="batch of the per-layer explain table (0: skip)")
+    p.add_argument("--image", type=int, default=224)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--no-benchmark", action="store_true", help="use the auto rule instead of measuring")
+    p.add_argument("--load-cache", default=None)
+    p.add_argument("--save-cache", default=None)
+    p.add_argument("--out-dir", default=None, help="write <tag>.json / .md here")
+    p.add_argument("--tag", default="resnet50")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    return p.parse_args(argv)
+
+
+def resnet50():
+    import torchvision
+
+    return torchvision.models.resnet50(weights=None)
+
+
+def cudnn_settings(fp32):
+    """fp32: TF32 off and cudnn.benchmark on; else PyTorch's defaults (TF32 convolutions, no benchmark)."""
+    torch.backends.cudnn.allow_tf32 = not fp32
+    torch.backends.cudnn.benchmark = fp32
+    torch.backends.cuda.matmul.allow_tf32 = False  # the fc layer is the same for every model
+
+
+def time_ms(fn, device, warmup, reps):
+    for _ in range(warmup):
+        fn()
+    if device.type != "cuda":
+        import time
+
+        samples = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(samples)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def rel_err(out, ref):
+    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
+
+
+def training_step(model, optimizer, x, target):
+    optimizer.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(x), target)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def environment(device):
+    return {
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
+        "cuda": torch.version.cuda,
+        "torchconv": torchconv.__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "fp32_peak_tflops": 64.6 if device.type == "cuda" else None,
+    }
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    reference = resnet50().to(device).eval()
+    ours = torchconv.convert(copy.deepcopy(reference)).eval()
+    if args.load_cache:
+        print("loaded %d cached choices (%d ignored)" % torchconv.load_cache(args.load_cache))
+    rows = []
+
+    def row(batch, mode, algorithm, ms, ref_ms, err=None):
+        r = dict(suite="resnet50", layer="model", N=batch, C=3, K=1000, H=args.image, W=args.image, R=None, S=None,
+                 stride=None, padding=None, algorithm=algorithm, config="benchmark" if algorithm == "auto" and not
+                 args.no_benchmark else "default", mode=mode, dtype="float32", ms=ms, tflops=None, cudnn_ms=ref_ms,
+                 ratio=ref_ms / ms, rel_err=err, workspace_bytes=None, stages_us=None)
+        rows.append(r)
+        print(f"  {mode:<5} N={batch:<3} {algorithm:<14} {ms:8.3f} ms   x{r['ratio']:.2f} vs cuDNN FP32"
+              + (f"   logits rel err {err:.1e}" if err is not None else ""), flush=True)
+
+    for batch in [int(b) for b in args.batch.split(",") if b]:
+        x = torch.randn(batch, 3, args.image, args.image, device=device)
+        with torch.inference_mode():
+            cudnn_settings(fp32=True)
+            ref_out = reference(x)
+            if not args.no_benchmark:
+                torchconv.tune(ours, x)
+            out = ours(x)
+            err = rel_err(out, ref_out)
+            ref_ms = time_ms(lambda: reference(x), device, args.warmup, args.reps)
+            our_ms = time_ms(lambda: ours(x), device, args.warmup, args.reps)
+            cudnn_settings(fp32=False)
+            default_ms = time_ms(lambda: reference(x), device, args.warmup, args.reps)
+        row(batch, "fwd", "cudnn", ref_ms, ref_ms)
+        row(batch, "fwd", "cudnn-default", default_ms, ref_ms)
+        row(batch, "fwd", "auto", our_ms, ref_ms, err)
+
+    if args.train_batch:
+        batch = args.train_batch
+        x = torch.randn(batch, 3, args.image, args.image, device=device)
+        target = torch.randint(0, 1000, (batch,), device=device)
+        ref_train = copy.deepcopy(reference).train()
+        our_train = torchconv.convert(copy.deepcopy(reference)).train()
+        cudnn_settings(fp32=True)
+        if not args.no_benchmark:
+            torchconv.tune(copy.deepcopy(our_train), x, train=True)  # a copy: tuning runs batch norm in train mode
+        # The first step from identical weights: the losses and logits must agree.
+        with torch.no_grad():
+            err = rel_err(our_train(x), ref_train(x))
+        ref_opt = torch.optim.SGD(ref_train.parameters(), lr=0.01, momentum=0.9)
+        our_opt = torch.optim.SGD(our_train.parameters(), lr=0.01, momentum=0.9)
+        ref_ms = time_ms(lambda: training_step(ref_train, ref_opt, x, target), device, args.warmup, args.reps)
+        our_ms = time_ms(lambda: training_step(our_train, our_opt, x, target), device, args.warmup, args.reps)
+        cudnn_settings(fp32=False)
+        default_ms = time_ms(lambda: training_step(ref_train, ref_opt, x, target), device, args.warmup, args.reps)
+        row(batch, "train", "cudnn", ref_ms, ref_ms)
+        row(batch, "train", "cudnn-default", default_ms, ref_ms)
+        row(batch, "train", "auto", our_ms, ref_ms, err)
+
+    explained = []
+    if args.explain_batch:
+        cudnn_settings(fp32=True)
+        x = torch.randn(args.explain_batch, 3, args.image, args.image, device=device)
+        print(f"\nper-layer choices at batch {args.explain_batch} (torchconv.explain):")
+        explained = torchconv.explain(ours, x)
+    if args.save_cache:
+        print(f"saved {torchconv.save_cache(args.save_cache)} cached choices to {args.save_cache}")
+    if args.out_dir:
+        write_results(args, environment(device), rows, explained)
+
+
+def write_results(args, meta, rows, explained):
+    os.makedirs(args.out_dir, exist_ok=True)
+    stem = os.path.join(args.out_dir, args.tag)
+    with open(stem + ".json", "w") as f:
+        json.dump({"meta": meta, "rows": rows, "explain": explained}, f, indent=1)
+    lines = [f"# ResNet-50 end to end — {meta['gpu']}", "",
+             f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}. torchvision "
+             "resnet50(weights=None), FP32. cudnn = cuDNN FP32 (TF32 off, cudnn.benchmark on); cudnn-default = "
+             "PyTorch's default settings (TF32 convolutions, no benchmark); auto = every conv a torchconv.Conv2d"
+             f"({'measured choice' if not args.no_benchmark else 'rule'}). ratio = cuDNN FP32 ms / ms.", "",
+             "| mode | N | algorithm | ms | ratio | logits rel err |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        err = f"{r['rel_err']:.1e}" if r["rel_err"] is not None else "-"
+        lines.append(f"| {r['mode']} | {r['N']} | {r['algorithm']} | {r['ms']:.3f} | {r['ratio']:.2f} | {err} |")
+    if explained:
+        lines += ["", f"## Per-layer choices at batch {args.explain_batch} (torchconv.explain, inference)", "",
+                  "| layer | C | HxW | K | RxS | stride | algorithm | config | ms | TFLOP/s | cuDNN ms | x cuDNN |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in explained:
+            lines.append(f"| {r['layer']} | {r['C']} | {r['H']}x{r['W']} | {r['K']} | {r['R']}x{r['S']} | "
+                         f"{r['stride'][0]} | {r['algorithm']} | {r['config']} | {r['ms']:.4f} | {r['tflops']:.2f} | "
+                         f"{r['reference_ms']:.4f} | {r['ratio']:.2f} |")
+        total, ref = sum(r["ms"] for r in explained), sum(r["reference_ms"] for r in explained)
+        lines.append(f"\n{len(explained)} convolutions: {total:.3f} ms torchconv, {ref:.3f} ms cuDNN (x{ref / total:.2f}).")
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {stem}.json/.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""algorithm="auto": the rule, benchmark mode (measured choice per shape, cached, saved to and loaded
+from a JSON file keyed by GPU and torchconv version), deterministic mode, tune() and explain()."""
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torchconv
+from conftest import DEVICES, assert_close_rel
+from test_parity import GRID, case_id
+from torchconv import tuning
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """Each test starts with benchmark mode off and an empty cache, and leaves them so."""
+    torchconv.set_benchmark(False)
+    torchconv.clear_cache()
+    yield
+    torchconv.set_benchmark(False)
+    torchconv.clear_cache()
+
+
+def sample(device, c=8, k=12, r=3):
+    x = torch.randn(2, c, 11, 9, device=device)
+    w = torch.randn(k, c, r, r, device=device)
+    return x, w
+
+
+def tensors_for(case, device):
+    x = torch.randn(case["N"], case["C"], case["H"], case["W"], device=device)
+    w = torch.randn(case["K"], case["C"] // case["groups"], case["R"], case["S"], device=device)
+    return x, w
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", GRID, ids=case_id)
+def test_auto_rule_only_picks_algorithms_that_can_do_the_shape(case, device):
+    """Property over the parity grid: the rule's choice has a kernel for the device and no reason
+    to refuse the shape, in normal and in deterministic mode (where CSG is refused on CUDA)."""
+    x, w = tensors_for(case, device)
+    for deterministic in (False, True):
+        old = torch.are_deterministic_algorithms_enabled()
+        try:
+            torch.use_deterministic_algorithms(deterministic)
+            algo = torchconv.select_algorithm(x, w, case["stride"], case["dilation"], case["groups"])
+            assert algo in torchconv.available_algorithms(x.device.type)
+            assert torchconv.unsupported_reason(algo, x, w, case["stride"], case["dilation"]) is None
+        finally:
+            torch.use_deterministic_algorithms(old)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", GRID[:12], ids=case_id)
+def test_benchmark_mode_only_picks_algorithms_that_can_do_the_shape(case, device):
+    """Benchmark mode times only the algorithms that can do the shape, and its answer is right."""
+    x, w = tensors_for(case, device)
+    torchconv.set_benchmark(True)
+    out = torchconv.conv2d(x, w, None, case["stride"], case["padding"], case["dilation"], case["groups"])
+    (entry,) = tuning.cache_entries().values()
+    assert entry["algorithm"] in torchconv.available_algorithms(x.device.type)
+    assert set(entry["ms"]) <= set(torchconv.available_algorithms(x.device.type))
+    assert not entry["ms"] or entry["algorithm"] == min(entry["ms"], key=entry["ms"].get)
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), None, case["stride"], case["padding"], case["dilation"],
+                                     case["groups"])
+    assert_close_rel(out, ref, torch.float32, "benchmark mode")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_benchmark_mode_measures_each_shape_once(device, monkeypatch):
+    x, w = sample(device)
+    torchconv.set_benchmark(True)
+    torchconv.conv2d(x, w, None, 1, 1)
+    assert len(tuning.cache_entries()) == 1
+    monkeypatch.setattr(tuning, "measure", lambda *a, **k: pytest.fail("measured a cached shape again"))
+    torchconv.conv2d(x, w, None, 1, 1)
+    torchconv.conv2d(torch.randn_like(x), w, None, 1, 1)  # same shape, new data: still cached
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cache_round_trips_through_a_file(device, tmp_path, monkeypatch):
+    x, w = sample(device)
+    torchconv.set_benchmark(True)
+    torchconv.conv2d(x, w, None, 1, 1)
+    before = tuning.cache_entries()
+    path = tmp_path / "torchconv-cache.json"
+    assert torchconv.save_cache(path) == 1
+    torchconv.clear_cache()
+    assert tuning.cache_entries() == {}
+    assert torchconv.load_cache(path) == (1, 0)
+    assert tuning.cache_entries() == before
+    # A second process would now skip the measurement:
+    monkeypatch.setattr(tuning, "measure", lambda *a, **k: pytest.fail("a loaded shape was measured"))
+    torchconv.conv2d(x, w, None, 1, 1)
+
+
+def test_stale_or_foreign_entries_are_ignored(tmp_path):
+    x, w = sample("cpu")
+    torchconv.set_benchmark(True)
+    torchconv.conv2d(x, w, None, 1, 1)
+    path = tmp_path / "cache.json"
+    torchconv.save_cache(path)
+    data = json.loads(path.read_text())
+    (entry,) = data["entries"]
+    foreign = json.loads(json.dumps(entry))
+    foreign["key"]["gpu"] = "Some Other GPU"
+    stale = json.loads(json.dumps(entry))
+    stale["torchconv"] = "0.0.0-old"
+    unknown = json.loads(json.dumps(entry))
+    unknown["algorithm"] = "fft"
+    data["entries"] = [foreign, stale, unknown, entry]
+    path.write_text(json.dumps(data))
+    torchconv.clear_cache()
+    assert torchconv.load_cache(path) == (1, 3)
+    path.write_text(json.dumps({"format": 99, "entries": []}))
+    with pytest.raises(ValueError, match="format"):
+        torchconv.load_cache(path)
+
+
+@needs_cuda
+def test_deterministic_mode_excludes_csg():
+    """CSG's atomics make it nondeterministic on CUDA: neither the rule nor benchmark mode picks it
+    under torch.use_deterministic_algorithms(True), even where it won outside that mode."""
+    x = torch.randn(1, 256, 14, 14, device="cuda")  # a batch-1 layer the rule gives to CSG
+    w = torch.randn(256, 256, 3, 3, device="cuda")
+    assert torchconv.select_algorithm(x, w, (1, 1), (1, 1), 1) == "csg"
+    torchconv.set_benchmark(True)
+    old = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        assert "csg" not in torchconv.candidate_algorithms(x, w, (1, 1), (1, 1))
+        assert torchconv.select_algorithm(x, w, (1, 1), (1, 1), 1) != "csg"
+        out = torchconv.conv2d(x, w, None, 1, 1)
+        for key, entry in tuning.cache_entries().items():
+            assert entry["algorithm"] != "csg" and "csg" not in entry["ms"]
+        assert_close_rel(out, torch.nn.functional.conv2d(x.double(), w.double(), None, 1, 1), torch.float32, "det")
+    finally:
+        torch.use_deterministic_algorithms(old)
+
+
+def test_deterministic_mode_keeps_csg_on_cpu():
+    """The CPU CSG kernel sums its splits in a fixed order, so it stays a candidate there."""
+    x, w = sample("cpu")
+    old = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        assert "csg" in torchconv.candidate_algorithms(x, w, (1, 1), (1, 1))
+    finally:
+        torch.use_deterministic_algorithms(old)
+
+
+@needs_cuda
+def test_csg_refuses_filters_too_large_for_shared_memory():
+    """A 41x41 filter does not fit CSG's shared-memory tile: asked for explicitly, a ValueError; auto
+    and benchmark mode never consider it."""
+    x = torch.randn(1, 32, 48, 48, device="cuda")
+    w = torch.randn(32, 32, 41, 41, device="cuda")
+    with pytest.raises(ValueError, match="shared memory"):
+        torchconv.conv2d(x, w, None, 1, 20, algorithm="csg")
+    assert "csg" not in torchconv.candidate_algorithms(x, w, (1, 1), (1, 1))
+    assert torchconv.select_algorithm(x, w, (1, 1), (1, 1), 1) != "csg"
+
+
+class TinyNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.down = nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False)
+        self.same = nn.Conv2d(32, 32, 3, padding="same")
+        self.point = nn.Conv2d(32, 8, 1)
+
+    def forward(self, x):
+        return self.point(torch.relu(self.same(torch.relu(self.down(torch.relu(self.stem(x)))))))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tune_measures_every_layer_with_a_progress_bar(device, capsys):
+    model = torchconv.convert(TinyNet()).to(device)
+    x = torch.randn(2, 3, 17, 15, device=device)
+    assert torchconv.tune(model, x) == 4
+    assert "4/4 convolutions" in capsys.readouterr().err
+    assert torchconv.get_benchmark()
+    assert torchconv.tune(model, x, train=True) == 4  # training shapes are timed forward + backward
+    assert sum(1 for key in tuning.cache_entries() if key[8]) == 4
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_explain_reports_every_layer(device, capsys):
+    model = torchconv.convert(TinyNet()).to(device)
+    x = torch.randn(2, 3, 17, 15, device=device)
+    rows = torchconv.explain(model, x, reps=2)
+    assert [r["layer"] for r in rows] == ["stem", "down", "same", "point"]
+    for r in rows:
+        assert r["algorithm"] in torchconv.available_algorithms(x.device.type)
+        assert r["ms"] > 0 and r["reference_ms"] > 0 and r["tflops"] > 0
+        assert r["ratio"] == pytest.approx(r["reference_ms"] / r["ms"])
+    assert rows[1]["stride"] == (2, 2) and rows[2]["padding"] == (1, 1)
+    assert "4 convolutions" in capsys.readouterr().out

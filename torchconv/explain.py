@@ -1,0 +1,92 @@
+"""torchconv.explain: what `auto` picked for each convolution of a model, how fast it ran and how that
+compares with cuDNN (ATen's own convolution on a CPU) on the same layer."""
+import sys
+
+import torch
+import torch.nn as nn
+
+from . import _C
+from . import functional as _functional
+from .modules import Conv2d
+from .tuning import _time_ms
+
+__all__ = ["explain"]
+
+
+def _config_label(algorithm, device):
+    """The variant a CUDA algorithm ran ('default' where there is no choice); CSG's plan is read
+    after the call instead."""
+    if device.type == "cuda" and algorithm in ("gemm", "winograd"):
+        return _C.get_variant(algorithm)
+    return "default"
+
+
+def _normalized(module, x):
+    """(input, stride, padding, dilation) as torchconv.conv2d normalizes them for `module`."""
+    stride = _functional._pair(module.stride, "stride")
+    dilation = _functional._pair(module.dilation, "dilation")
+    if isinstance(module.padding, str):
+        x, padding = _functional._string_padding(x, module.weight, module.padding, stride, dilation)
+    else:
+        padding = _functional._pair(module.padding, "padding")
+    return x, stride, padding, dilation
+
+
+_STDOUT = object()
+
+
+def explain(model, example_input, reps=20, file=_STDOUT):
+    """Runs `model(example_input)` once (no grad) to find every torchconv.Conv2d and the input it
+    sees, then times each layer alone on a random input of that shape: the algorithm torchconv ran
+    (what `auto` chose, with its config or variant), its median time, TFLOP/s (2*N*K*C/g*R*S*Ho*Wo)
+    and the time of F.conv2d (cuDNN on a GPU) on the same layer. Prints one row per layer to `file`
+    (default: sys.stdout; None: nothing) and returns the rows as dicts."""
+    if file is _STDOUT:
+        file = sys.stdout
+    seen = []
+
+    def hook(module, args, output):
+        if not any(m is module for _, m, _ in seen):
+            seen.append((names[module], module, tuple(args[0].shape)))
+
+    names = {m: n for n, m in model.named_modules()}
+    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, Conv2d)]
+    try:
+        with torch.no_grad():
+            model(example_input)
+    finally:
+        for h in handles:
+            h.remove()
+
+    rows = []
+    with torch.no_grad():
+        for name, module, shape in seen:
+            w, b = module.weight, module.bias
+            x = torch.randn(shape, dtype=w.dtype, device=w.device)
+            xs, stride, padding, dilation = _normalized(module, x)
+            if module.algorithm == "auto":
+                algorithm = _functional._auto_algorithm(xs, w, b, stride, padding, dilation, module.groups)
+            else:
+                algorithm = module.algorithm
+            ours = _time_ms(lambda: module(x), x.device, reps)
+            config = _C.last_choice() if algorithm == "csg" and x.is_cuda else _config_label(algorithm, x.device)
+            reference = _time_ms(lambda: nn.Conv2d._conv_forward(module, x, w, b), x.device, reps)
+            out = module(x)
+            flops = 2.0 * out.numel() * (w.shape[1] * w.shape[2] * w.shape[3])
+            rows.append(dict(layer=name, N=shape[0], C=shape[1], H=shape[2], W=shape[3], K=w.shape[0],
+                             R=w.shape[2], S=w.shape[3], stride=stride, padding=padding, dilation=dilation,
+                             groups=module.groups, algorithm=algorithm, config=config, ms=ours,
+                             tflops=flops / (ours * 1e-3) / 1e12, reference_ms=reference, ratio=reference / ours))
+    if file is not None:
+        ref = "cuDNN" if example_input.is_cuda else "ATen"
+        print(f"{'layer':<28} {'N':>3} {'C':>5} {'HxW':>9} {'K':>5} {'RxS':>5} {'s':>3} {'algorithm':<9} "
+              f"{'config':<34} {'ms':>8} {'TFLOP/s':>8} {ref + ' ms':>9} {'x ' + ref:>8}", file=file)
+        for r in rows:
+            print(f"{r['layer'][:28]:<28} {r['N']:>3} {r['C']:>5} {str(r['H']) + 'x' + str(r['W']):>9} {r['K']:>5} "
+                  f"{str(r['R']) + 'x' + str(r['S']):>5} {r['stride'][0]:>3} {r['algorithm']:<9} {r['config'][:34]:<34} "
+                  f"{r['ms']:8.4f} {r['tflops']:8.2f} {r['reference_ms']:9.4f} {r['ratio']:8.2f}", file=file)
+        total, total_ref = sum(r["ms"] for r in rows), sum(r["reference_ms"] for r in rows)
+        if rows:
+            print(f"{len(rows)} convolutions: {total:.3f} ms in torchconv, {total_ref:.3f} ms in {ref} "
+                  f"(x{total_ref / total:.2f})", file=file)
+    return rows
