@@ -38,6 +38,13 @@ def main():
             op = getattr(torch.ops.torchconv, f"conv2d_{algo}").default
             rows.append((f"torch.ops.torchconv.conv2d_{algo}", per_call_us(
                 lambda: op(x, m.weight, m.bias, [1, 1], [1, 1], [1, 1], 1))))
+    # Inference mode (frozen-weight transforms cached) and algorithm="auto" through the module's
+    # fast path: what a converted model pays per convolution at batch 1.
+    auto = torchconv.Conv2d(8, 8, 3, padding=1).to(device)
+    with torch.inference_mode():
+        rows.append(("nn.Conv2d (cuDNN), inference_mode", per_call_us(lambda: ref(x))))
+        rows.append((f"torchconv.Conv2d (auto: {torchconv.select_algorithm(x, auto.weight, (1, 1), (1, 1), 1)}), "
+                     "inference_mode", per_call_us(lambda: auto(x))))
     print("host overhead, µs per forward call (1x8x8x8, 3x3, no grad):")
     for name, us in rows:
         print(f"  {name:<40} {us:7.1f}")

@@ -34,7 +34,7 @@ std::map<Key, Entry>& cache() {
 
 bool matches(const Entry& e, const at::Tensor& w, uint32_t version) {
   if (e.owner.expired() || e.version != version || e.data != w.const_data_ptr()) return false;
-  return e.sizes == w.sizes().vec() && e.strides == w.strides().vec();
+  return w.sizes().equals(e.sizes) && w.strides().equals(e.strides);  // no allocation per look-up
 }
 
 void evict_if_full(std::map<Key, Entry>& entries) {

@@ -199,3 +199,23 @@ def test_explain_reports_every_layer(device, capsys):
         assert r["ratio"] == pytest.approx(r["reference_ms"] / r["ms"])
     assert rows[1]["stride"] == (2, 2) and rows[2]["padding"] == (1, 1)
     assert "4 convolutions" in capsys.readouterr().out
+
+
+@needs_cuda
+def test_module_choice_follows_deterministic_mode():
+    """torchconv.Conv2d remembers its "auto" choice per input shape, and the memory includes
+    deterministic mode: a batch-1 layer on CSG moves off it when determinism is required."""
+    conv = torchconv.Conv2d(256, 256, 3, padding=1).cuda()
+    x = torch.randn(1, 256, 14, 14, device="cuda")
+    with torch.no_grad():
+        conv(x)
+        assert conv.__dict__["_auto_memo"][1] == "csg"
+        old = torch.are_deterministic_algorithms_enabled()
+        try:
+            torch.use_deterministic_algorithms(True)
+            out = conv(x)
+            assert conv.__dict__["_auto_memo"][1] != "csg"
+        finally:
+            torch.use_deterministic_algorithms(old)
+    ref = torch.nn.functional.conv2d(x.double(), conv.weight.double(), conv.bias.double(), 1, 1)
+    assert_close_rel(out, ref, torch.float32, "deterministic")

@@ -37,7 +37,7 @@ _STDOUT = object()
 
 def explain(model, example_input, reps=20, file=_STDOUT):
     """Runs `model(example_input)` once (no grad) to find every torchconv.Conv2d and the input it
-    sees, then times each layer alone on a random input of that shape: the algorithm torchconv ran
+    sees, then times each layer alone (inference mode) on a random input of that shape: the algorithm torchconv ran
     (what `auto` chose, with its config or variant), its median time, TFLOP/s (2*N*K*C/g*R*S*Ho*Wo)
     and the time of F.conv2d (cuDNN on a GPU) on the same layer. Prints one row per layer to `file`
     (default: sys.stdout; None: nothing) and returns the rows as dicts."""
@@ -59,7 +59,8 @@ def explain(model, example_input, reps=20, file=_STDOUT):
             h.remove()
 
     rows = []
-    with torch.no_grad():
+    # Inference mode, as a deployed model runs: frozen-weight filter transforms are cached.
+    with torch.inference_mode():
         for name, module, shape in seen:
             w, b = module.weight, module.bias
             x = torch.randn(shape, dtype=w.dtype, device=w.device)

@@ -1,9 +1,11 @@
 """torchconv.Conv2d, a drop-in nn.Conv2d, and convert(), which swaps it into an existing model."""
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .functional import conv2d
-from .ops import ALGORITHMS
+from . import tuning as _tuning
+from .functional import _auto_algorithm, conv2d
+from .ops import ALGORITHMS, FORWARD
 
 __all__ = ["Conv2d", "convert"]
 
@@ -23,6 +25,25 @@ class Conv2d(nn.Conv2d):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device, dtype)
         self.algorithm = _check_algorithm(algorithm)
+
+    def forward(self, input):
+        # The common case -- zero padding given as numbers, a batched input, algorithm "auto" -- goes
+        # straight to the operator with the choice remembered per input shape: at batch 1 a model is
+        # launch-bound, and this path must cost no more host time than nn.Conv2d's (ResNet-50 at
+        # batch 1 runs 53 convolutions in ~2.7 ms). Everything else takes the general path.
+        if self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4:
+            return self._conv_forward(input, self.weight, self.bias)
+        weight = self.weight
+        key = (input.shape, input.dtype, input.device,
+               torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
+               _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled())
+        memo = self.__dict__.get("_auto_memo")
+        if memo is not None and memo[0] == key:
+            algorithm = memo[1]
+        else:
+            algorithm = _auto_algorithm(input, weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            self.__dict__["_auto_memo"] = (key, algorithm)
+        return FORWARD[algorithm](input, weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def _conv_forward(self, input, weight, bias):
         if self.padding_mode != "zeros":

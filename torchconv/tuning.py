@@ -154,17 +154,18 @@ def _time_ms(fn, device, reps):
 
 
 def measure(input, weight, bias, stride, padding, dilation, groups, candidates, train, reps=5):
-    """Median ms of each candidate on fresh tensors of the call's shapes (the caller's data is not
-    touched): forward, or forward + backward when `train`."""
+    """Median ms of each candidate on a fresh input of the call's shape with the call's own weight
+    (read only), so each algorithm runs as it will: with its cached filter transform for a frozen
+    weight or inside inference mode, re-deriving it for a trainable one. Forward, or forward +
+    backward (into fresh leaves sharing the weight's storage) when `train`."""
     from .functional import FORWARD
 
     with torch.no_grad():
         x = torch.randn_like(input)
-        w = torch.randn_like(weight)
-        b = None if bias is None else torch.randn_like(bias)
+    w, b = weight, bias
     if train:
         x.requires_grad_(True)
-        w.requires_grad_(True)
+        w = weight.detach().requires_grad_(True)
     times = {}
     for algo in candidates:
         op = FORWARD[algo]

@@ -292,19 +292,38 @@ struct GemmConvArgs {
   int64_t col_begin;  // first column of this launch (explicit chunks)
   int64_t cols_pad;   // explicit: row length of the unrolled chunk
   // Split reduction (small grids): split s sums reduction chunks [s * chunks_per_split, ...) into
-  // partial + s * out_numel (no bias); a second kernel adds the slices in order and the bias.
+  // partial + s * out_numel (no bias); the last split of a tile to finish (counted in
+  // tile_counters) adds the slices in order and the bias.
   int splits, chunks_per_split;
   T* partial;
   int64_t out_numel;
+  int* tile_counters;
 };
 
 // Writes a thread's kThreadM x kThreadN outputs, plus the bias. Dense outputs (the columns are the
 // output plane): each half of the thread's columns is a run of kThreadN / 2 consecutive columns, one
 // vector store per row when the run lies in one image and is aligned. A phase of a strided
 // grad_input writes every sh-th row and sw-th column: element stores at the mapped positions.
-template <typename T, typename Cfg>
+//
+// kSumSlices (the last split of a split reduction to finish): each value written is instead the sum
+// of every split's slice at that position, in split order -- the same additions whichever split
+// finishes last, so the result is deterministic; `acc` is not read (its registers are free by then).
+template <typename T>
+struct SliceSum {
+  const T* partial;
+  int64_t numel;
+  int splits;
+  __device__ __forceinline__ T total(int64_t offset) const {
+    T sum = T(0);
+    for (int s = 0; s < splits; ++s) sum += __ldcg(partial + s * numel + offset);
+    return sum;
+  }
+};
+
+template <typename T, typename Cfg, bool kSumSlices = false>
 __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][Cfg::kThreadN], const GatherConv& cv,
-                                                  T* out, const T* bias, int g, int m0, int col0) {
+                                                  T* out, const T* bias, int g, int m0, int col0,
+                                                  const SliceSum<T>& slices = {nullptr, 0, 0}) {
   const ThreadTile<Cfg> tt(threadIdx.x);
   constexpr int kRun = Cfg::kThreadN / 2;
   constexpr bool kVector = kRun * sizeof(T) == 16;
@@ -329,7 +348,7 @@ __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][
       }
     }
     const bool whole = kVector && cv.dense_out && j0 + kRun <= cv.columns && image[kRun - 1] == image[0] &&
-                       (plane % kRun) == 0;
+                       (plane % kRun) == 0 && !kSumSlices;
 #pragma unroll
     for (int i = 0; i < Cfg::kThreadM; ++i) {
       const int m = m0 + tt.row(i);
@@ -346,8 +365,12 @@ __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][
         }
       } else {
 #pragma unroll
-        for (int v = 0; v < kRun; ++v)
-          if (j0 + v < cv.columns) out[image[v] + channel + pos[v]] = acc[i][h * kRun + v] + b;
+        for (int v = 0; v < kRun; ++v) {
+          if (j0 + v >= cv.columns) continue;
+          const int64_t at = image[v] + channel + pos[v];
+          if constexpr (kSumSlices) out[at] = slices.total(at) + b;
+          else out[at] = acc[i][h * kRun + v] + b;
+        }
       }
     }
   }
@@ -382,17 +405,6 @@ struct ChunkOffset {
   }
 };
 
-// out = sum of the split slices in order + bias.
-template <typename T>
-__global__ void gemm_split_sum_kernel(const T* __restrict__ partial, T* __restrict__ out, const T* __restrict__ bias,
-                                      int splits, int64_t numel, int channels, int64_t plane) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * blockDim.x) {
-    T sum = bias ? bias[(i / plane) % channels] : T(0);
-    for (int s = 0; s < splits; ++s) sum += partial[s * numel + i];
-    out[i] = sum;
-  }
-}
-
 template <typename T, typename Cfg, typename MakeLoaderB>
 __device__ __forceinline__ void gemm_conv_block(const GemmConvArgs<T>& a, MakeLoaderB&& make_b) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -408,11 +420,25 @@ __device__ __forceinline__ void gemm_conv_block(const GemmConvArgs<T>& a, MakeLo
   ChunkOffset<decltype(make_b(g, col0))> lb{make_b(g, col0), chunk0};
   T acc[Cfg::kThreadM][Cfg::kThreadN];
   block_gemm<T, Cfg>(smem, la, lb, chunks, acc);
-  if (a.splits > 1) {
-    store_output_tile<T, Cfg>(acc, a.cv, a.partial + split * a.out_numel, nullptr, g, m0, int(a.col_begin) + col0);
-  } else {
+  if (a.splits == 1) {
     store_output_tile<T, Cfg>(acc, a.cv, a.out, a.bias, g, m0, int(a.col_begin) + col0);
+    return;
   }
+  // Split reduction: write this split's slice, then count the tile's finished splits; the last one
+  // (after a fence, so the others' slices are visible) writes the sums and resets the counter for
+  // the next launch on this stream.
+  store_output_tile<T, Cfg>(acc, a.cv, a.partial + split * a.out_numel, nullptr, g, m0, int(a.col_begin) + col0);
+  __threadfence();
+  __shared__ bool last;
+  __syncthreads();
+  int* counter = a.tile_counters + (int64_t(g) * a.n_tiles + nt) * a.m_tiles + mt;
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == a.splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  store_output_tile<T, Cfg, true>(acc, a.cv, a.out, a.bias, g, m0, int(a.col_begin) + col0,
+                                  SliceSum<T>{a.partial, a.out_numel, a.splits});
+  if (threadIdx.x == 0) *counter = 0;
 }
 
 template <typename T, typename Cfg, int kR, int kS>
@@ -828,6 +854,20 @@ int gemm_splits(int64_t blocks, int chunks, int64_t out_bytes) {
   return int(std::max<int64_t>(1, std::min({slots / blocks, max_by_work, max_by_memory, int64_t(32)})));
 }
 
+// Per-tile counters of finished splits, one zeroed buffer per (device, stream): launches on one
+// stream run in order and each leaves its counters at zero, so the buffer is zeroed only when it is
+// created or grown. Never freed (it outlives static destruction order, like the weight cache).
+int* split_tile_counters(int64_t tiles, c10::Device device) {
+  static std::mutex mutex;
+  static auto* buffers = new std::map<std::pair<int, cudaStream_t>, at::Tensor>();
+  const auto key = std::make_pair(int(device.index()), current_stream());
+  std::lock_guard<std::mutex> lock(mutex);
+  at::Tensor& buffer = (*buffers)[key];
+  if (!buffer.defined() || buffer.numel() < tiles)
+    buffer = at::zeros({std::max<int64_t>(tiles, 4096)}, at::TensorOptions().dtype(at::kInt).device(device));
+  return buffer.mutable_data_ptr<int>();
+}
+
 template <typename T, typename Cfg, typename Kernel>
 void launch_gemm(Kernel kernel, GemmConvArgs<T>& a, int64_t columns, at::Tensor* partial = nullptr,
                  const at::Tensor* out = nullptr) {
@@ -836,7 +876,7 @@ void launch_gemm(Kernel kernel, GemmConvArgs<T>& a, int64_t columns, at::Tensor*
   const int64_t blocks = int64_t(a.m_tiles) * n_tiles * a.cv.groups;
   a.n_tiles = int(n_tiles);
   const int chunks = a.reduction_pad / Cfg::kK;
-  a.splits = 1, a.chunks_per_split = chunks, a.partial = nullptr, a.out_numel = 0;
+  a.splits = 1, a.chunks_per_split = chunks, a.partial = nullptr, a.out_numel = 0, a.tile_counters = nullptr;
   if (partial != nullptr) {
     const int64_t out_bytes = out->numel() * int64_t(sizeof(T));
     const int splits = gemm_splits<T, Cfg>(blocks, chunks, out_bytes);
@@ -845,6 +885,7 @@ void launch_gemm(Kernel kernel, GemmConvArgs<T>& a, int64_t columns, at::Tensor*
       a.splits = int(ceil_div(chunks, a.chunks_per_split));
       *partial = at::empty({a.splits * out->numel()}, out->options());
       a.partial = partial->mutable_data_ptr<T>(), a.out_numel = out->numel();
+      a.tile_counters = split_tile_counters(blocks, out->device());
       record_workspace_bytes(partial->numel() * int64_t(sizeof(T)));
     }
   }
@@ -853,11 +894,6 @@ void launch_gemm(Kernel kernel, GemmConvArgs<T>& a, int64_t columns, at::Tensor*
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
   kernel<<<unsigned(blocks * a.splits), Cfg::kThreads, smem, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (a.splits > 1) {
-    gemm_split_sum_kernel<T><<<elementwise_blocks(a.out_numel, 256), 256, 0, current_stream()>>>(
-        a.partial, a.out, a.bias, a.splits, a.out_numel, a.cv.out_C, a.cv.col_plane);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
 }
 
 // out = the convolution described by `cv` of `src` with the A operand of `weight` (+ bias).
