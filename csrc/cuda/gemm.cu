@@ -300,30 +300,76 @@ struct GemmConvArgs {
   int* tile_counters;
 };
 
+// Where the run of kRun columns from column j0 lands: the offset of its image in the output and
+// of each column in that image's output plane (clamped to the last column past the end).
+template <int kRun>
+__device__ __forceinline__ void output_run(const GatherConv& cv, int j0, int64_t (&image)[kRun], int (&pos)[kRun]) {
+  const int plane = int(cv.col_plane);
+#pragma unroll
+  for (int v = 0; v < kRun; ++v) {
+    const int j = min(j0 + v, int(cv.columns) - 1);
+    const int n = j / plane, q = j - n * plane;
+    image[v] = int64_t(n) * cv.out_C * cv.out_plane;
+    if (cv.dense_out) {
+      pos[v] = q;
+    } else {
+      const int y = q / cv.col_W, x = q - y * cv.col_W;
+      pos[v] = (y * cv.out_sy + cv.out_oy) * cv.out_W + x * cv.out_sx + cv.out_ox;
+    }
+  }
+}
+
+// The last split of a split reduction to finish writes, for the thread's outputs, the sum of every
+// split's slice in split order plus the bias: the same additions whichever split finishes last, so
+// the result is deterministic. The slice loop is outermost so each step issues the thread's
+// kThreadM x kThreadN / 2 loads of one half at once instead of waiting on them one by one.
+template <typename T, typename Cfg>
+__device__ __forceinline__ void sum_slices_tile(const GatherConv& cv, const T* partial, int64_t numel, int splits,
+                                                T* out, const T* bias, int g, int m0, int col0) {
+  const ThreadTile<Cfg> tt(threadIdx.x);
+  constexpr int kRun = Cfg::kThreadN / 2;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int j0 = col0 + tt.col(h * kRun);
+    if (j0 >= cv.columns) continue;
+    int64_t image[kRun];
+    int pos[kRun];
+    output_run<kRun>(cv, j0, image, pos);
+    T sum[Cfg::kThreadM][kRun];
+#pragma unroll
+    for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+      for (int v = 0; v < kRun; ++v) sum[i][v] = T(0);
+    for (int s = 0; s < splits; ++s) {
+      const T* slice = partial + s * numel;
+#pragma unroll
+      for (int i = 0; i < Cfg::kThreadM; ++i) {
+        const int m = min(m0 + tt.row(i), cv.outputs - 1);
+        const int64_t channel = (int64_t(g) * cv.outputs + m) * cv.out_plane;
+#pragma unroll
+        for (int v = 0; v < kRun; ++v) sum[i][v] += __ldcg(slice + image[v] + channel + pos[v]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < Cfg::kThreadM; ++i) {
+      const int m = m0 + tt.row(i);
+      if (m >= cv.outputs) continue;
+      const T b = bias ? bias[g * cv.outputs + m] : T(0);
+      const int64_t channel = (int64_t(g) * cv.outputs + m) * cv.out_plane;
+#pragma unroll
+      for (int v = 0; v < kRun; ++v)
+        if (j0 + v < cv.columns) out[image[v] + channel + pos[v]] = sum[i][v] + b;
+    }
+  }
+}
+
 // Writes a thread's kThreadM x kThreadN outputs, plus the bias. Dense outputs (the columns are the
 // output plane): each half of the thread's columns is a run of kThreadN / 2 consecutive columns, one
 // vector store per row when the run lies in one image and is aligned. A phase of a strided
 // grad_input writes every sh-th row and sw-th column: element stores at the mapped positions.
-//
-// kSumSlices (the last split of a split reduction to finish): each value written is instead the sum
-// of every split's slice at that position, in split order -- the same additions whichever split
-// finishes last, so the result is deterministic; `acc` is not read (its registers are free by then).
-template <typename T>
-struct SliceSum {
-  const T* partial;
-  int64_t numel;
-  int splits;
-  __device__ __forceinline__ T total(int64_t offset) const {
-    T sum = T(0);
-    for (int s = 0; s < splits; ++s) sum += __ldcg(partial + s * numel + offset);
-    return sum;
-  }
-};
-
-template <typename T, typename Cfg, bool kSumSlices = false>
+template <typename T, typename Cfg>
 __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][Cfg::kThreadN], const GatherConv& cv,
-                                                  T* out, const T* bias, int g, int m0, int col0,
-                                                  const SliceSum<T>& slices = {nullptr, 0, 0}) {
+                                                  T* out, const T* bias, int g, int m0, int col0) {
   const ThreadTile<Cfg> tt(threadIdx.x);
   constexpr int kRun = Cfg::kThreadN / 2;
   constexpr bool kVector = kRun * sizeof(T) == 16;
@@ -332,23 +378,11 @@ __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][
   for (int h = 0; h < 2; ++h) {
     const int j0 = col0 + tt.col(h * kRun);
     if (j0 >= cv.columns) continue;
-    // Offset of each column of the run in its image's output plane, and the image.
     int64_t image[kRun];
     int pos[kRun];
-#pragma unroll
-    for (int v = 0; v < kRun; ++v) {
-      const int j = min(j0 + v, int(cv.columns) - 1);
-      const int n = j / plane, q = j - n * plane;
-      image[v] = int64_t(n) * cv.out_C * cv.out_plane;
-      if (cv.dense_out) {
-        pos[v] = q;
-      } else {
-        const int y = q / cv.col_W, x = q - y * cv.col_W;
-        pos[v] = (y * cv.out_sy + cv.out_oy) * cv.out_W + x * cv.out_sx + cv.out_ox;
-      }
-    }
+    output_run<kRun>(cv, j0, image, pos);
     const bool whole = kVector && cv.dense_out && j0 + kRun <= cv.columns && image[kRun - 1] == image[0] &&
-                       (plane % kRun) == 0 && !kSumSlices;
+                       (plane % kRun) == 0;
 #pragma unroll
     for (int i = 0; i < Cfg::kThreadM; ++i) {
       const int m = m0 + tt.row(i);
@@ -367,9 +401,7 @@ __device__ __forceinline__ void store_output_tile(const T (&acc)[Cfg::kThreadM][
 #pragma unroll
         for (int v = 0; v < kRun; ++v) {
           if (j0 + v >= cv.columns) continue;
-          const int64_t at = image[v] + channel + pos[v];
-          if constexpr (kSumSlices) out[at] = slices.total(at) + b;
-          else out[at] = acc[i][h * kRun + v] + b;
+          out[image[v] + channel + pos[v]] = acc[i][h * kRun + v] + b;
         }
       }
     }
@@ -436,8 +468,7 @@ __device__ __forceinline__ void gemm_conv_block(const GemmConvArgs<T>& a, MakeLo
   __syncthreads();
   if (!last) return;
   __threadfence();
-  store_output_tile<T, Cfg, true>(acc, a.cv, a.out, a.bias, g, m0, int(a.col_begin) + col0,
-                                  SliceSum<T>{a.partial, a.out_numel, a.splits});
+  sum_slices_tile<T, Cfg>(a.cv, a.partial, a.out_numel, a.splits, a.out, a.bias, g, m0, int(a.col_begin) + col0);
   if (threadIdx.x == 0) *counter = 0;
 }
 
