@@ -12,9 +12,7 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +20,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
 from suites import SUITES  # noqa: E402
+from torchconv.tuning import time_ms  # noqa: E402
 
 FP32_PEAK_TFLOPS = 64.6  # measured FFMA peak of the H100 (shared/reference); None on other devices
 FULL_REFERENCE_MAX_FLOPS = 2e10  # above this, rel_err is checked on a window of output rows
@@ -52,31 +51,8 @@ def parse_args(argv=None):
 
 
 def timer(device, warmup, reps):
-    """Returns time(fn) -> median milliseconds."""
-
-    def time_cuda(fn):
-        for _ in range(warmup):
-            fn()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for s, e in zip(starts, ends):
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
-
-    def time_cpu(fn):
-        for _ in range(warmup):
-            fn()
-        samples = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(samples)
-
-    return time_cuda if device.type == "cuda" else time_cpu
+    """Returns time(fn) -> median milliseconds (torchconv.tuning.time_ms: CUDA events on a GPU)."""
+    return lambda fn: time_ms(fn, device, reps, warmup)
 
 
 def split_spec(spec):

@@ -20,13 +20,12 @@ import copy
 import datetime
 import json
 import os
-import statistics
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 import torchconv
+from torchconv.tuning import time_ms
 
 
 def parse_args(argv=None):
@@ -57,28 +56,6 @@ def cudnn_settings(fp32):
     torch.backends.cudnn.allow_tf32 = not fp32
     torch.backends.cudnn.benchmark = fp32
     torch.backends.cuda.matmul.allow_tf32 = False  # the fc layer is the same for every model
-
-
-def time_ms(fn, device, warmup, reps):
-    for _ in range(warmup):
-        fn()
-    if device.type != "cuda":
-        import time
-
-        samples = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(samples)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends):
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
 def rel_err(out, ref):
@@ -133,10 +110,10 @@ def main(argv=None):
                 torchconv.tune(ours, x)
             out = ours(x)
             err = rel_err(out, ref_out)
-            ref_ms = time_ms(lambda: reference(x), device, args.warmup, args.reps)
-            our_ms = time_ms(lambda: ours(x), device, args.warmup, args.reps)
+            ref_ms = time_ms(lambda: reference(x), device, args.reps, args.warmup)
+            our_ms = time_ms(lambda: ours(x), device, args.reps, args.warmup)
             cudnn_settings(fp32=False)
-            default_ms = time_ms(lambda: reference(x), device, args.warmup, args.reps)
+            default_ms = time_ms(lambda: reference(x), device, args.reps, args.warmup)
         row(batch, "fwd", "cudnn", ref_ms, ref_ms)
         row(batch, "fwd", "cudnn-default", default_ms, ref_ms)
         row(batch, "fwd", "auto", our_ms, ref_ms, err)
@@ -155,10 +132,10 @@ def main(argv=None):
             err = rel_err(our_train(x), ref_train(x))
         ref_opt = torch.optim.SGD(ref_train.parameters(), lr=0.01, momentum=0.9)
         our_opt = torch.optim.SGD(our_train.parameters(), lr=0.01, momentum=0.9)
-        ref_ms = time_ms(lambda: training_step(ref_train, ref_opt, x, target), device, args.warmup, args.reps)
-        our_ms = time_ms(lambda: training_step(our_train, our_opt, x, target), device, args.warmup, args.reps)
+        ref_ms = time_ms(lambda: training_step(ref_train, ref_opt, x, target), device, args.reps, args.warmup)
+        our_ms = time_ms(lambda: training_step(our_train, our_opt, x, target), device, args.reps, args.warmup)
         cudnn_settings(fp32=False)
-        default_ms = time_ms(lambda: training_step(ref_train, ref_opt, x, target), device, args.warmup, args.reps)
+        default_ms = time_ms(lambda: training_step(ref_train, ref_opt, x, target), device, args.reps, args.warmup)
         row(batch, "train", "cudnn", ref_ms, ref_ms)
         row(batch, "train", "cudnn-default", default_ms, ref_ms)
         row(batch, "train", "auto", our_ms, ref_ms, err)

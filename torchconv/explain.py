@@ -8,7 +8,7 @@ import torch.nn as nn
 from . import _C
 from . import functional as _functional
 from .modules import Conv2d
-from .tuning import _time_ms
+from .tuning import time_ms
 
 __all__ = ["explain"]
 
@@ -69,9 +69,9 @@ def explain(model, example_input, reps=20, file=_STDOUT):
                 algorithm = _functional._auto_algorithm(xs, w, b, stride, padding, dilation, module.groups)
             else:
                 algorithm = module.algorithm
-            ours = _time_ms(lambda: module(x), x.device, reps)
+            ours = time_ms(lambda: module(x), x.device, reps)
             config = _C.last_choice() if algorithm == "csg" and x.is_cuda else _config_label(algorithm, x.device)
-            reference = _time_ms(lambda: nn.Conv2d._conv_forward(module, x, w, b), x.device, reps)
+            reference = time_ms(lambda: nn.Conv2d._conv_forward(module, x, w, b), x.device, reps)
             out = module(x)
             flops = 2.0 * out.numel() * (w.shape[1] * w.shape[2] * w.shape[3])
             rows.append(dict(layer=name, N=shape[0], C=shape[1], H=shape[2], W=shape[3], K=w.shape[0],

@@ -133,9 +133,12 @@ def load_cache(path, device=None):
     return loaded, ignored
 
 
-def _time_ms(fn, device, reps):
-    """Median ms of fn over `reps` runs after one warm-up: CUDA events on a GPU, a wall clock on a CPU."""
-    fn()
+def time_ms(fn, device, reps, warmup=1):
+    """Median ms of fn over `reps` back-to-back runs after `warmup` runs: CUDA events on a GPU (the
+    benchmark's and the examples' timer too), a wall clock on a CPU."""
+    device = torch.device(device)
+    for _ in range(warmup):
+        fn()
     if device.type == "cuda":
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
@@ -176,7 +179,7 @@ def measure(input, weight, bias, stride, padding, dilation, groups, candidates, 
                 torch.autograd.grad(y, (x, w), torch.ones_like(y))
 
         with torch.enable_grad() if train else torch.no_grad():
-            times[algo] = _time_ms(run, input.device, reps)
+            times[algo] = time_ms(run, input.device, reps)
     return times
 
 

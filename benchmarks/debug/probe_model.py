@@ -1,54 +1,24 @@
 """Is ResNet-50 inference host-bound or GPU-bound? For cuDNN and torchconv (benchmark mode), per
-forward: events (back-to-back, as examples/resnet50.py times it), host (issue time with the GPU kept
-busy by a sleep kernel in front) and gpu (a CUDA graph of the forward replayed: no host in the way).
+forward: events (back-to-back, as examples/resnet50.py times it) and gpu (a CUDA graph of the forward
+replayed: no host in the way). events well above gpu: launch-bound. (The sleep-kernel host timing of
+probe_host_gpu.py does not work for a whole model: its ~175 launches per forward fill CUDA's launch
+queue within a few forwards, and the host then waits for the sleep.)
 
   python benchmarks/debug/probe_model.py --batch 1
 """
 import argparse
 import copy
 import os
-import statistics
 import sys
-import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "examples")]
 import torchconv  # noqa: E402
-from resnet50 import cudnn_settings, resnet50, time_ms  # noqa: E402
-
-
-def host_ms(fn, calls=20):
-    fn()
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(1e9))  # ~0.5 s of GPU work ahead: the host never waits
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    t = (time.perf_counter() - t0) / calls * 1e3
-    torch.cuda.synchronize()
-    return t
-
-
-def graph_ms(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    times = []
-    for _ in range(20):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+from probe_host_gpu import graph_us  # noqa: E402
+from resnet50 import cudnn_settings, resnet50  # noqa: E402
+from torchconv.tuning import time_ms  # noqa: E402
 
 
 def main():
@@ -64,9 +34,8 @@ def main():
         torchconv.tune(ours, x, progress=False)
         for name, model in (("cudnn", reference), ("torchconv", ours)):
             fn = lambda: model(x)  # noqa: E731
-            ev = time_ms(fn, torch.device("cuda"), 5, 20)
-            print(f"{name:<10} N={args.batch}: events {ev:.3f} ms  host {host_ms(fn):.3f} ms  gpu {graph_ms(fn):.3f} ms",
-                  flush=True)
+            ev = time_ms(fn, "cuda", reps=20, warmup=5)
+            print(f"{name:<10} N={args.batch}: events {ev:.3f} ms  gpu {graph_us(fn, calls=1) / 1e3:.3f} ms", flush=True)
 
 
 if __name__ == "__main__":

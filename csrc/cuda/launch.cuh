@@ -32,20 +32,26 @@ struct TileConfig {
   static constexpr int kTileW = TX * RX, kTileH = TY * RY, kTileK = TZ * RK;
 };
 
-// Largest dynamic shared memory a block may opt in to on the current device, queried once per device.
-inline int max_dynamic_smem() {
+// An attribute of the current device, queried once per device: the per-call path makes no driver
+// query for grid sizing or shared-memory limits.
+template <cudaDeviceAttr kAttr>
+inline int device_attribute() {
   constexpr int kMaxDevices = 64;
-  static int limits[kMaxDevices] = {};
+  static int values[kMaxDevices] = {};
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
   if (device >= kMaxDevices) device = kMaxDevices - 1;
-  if (limits[device] == 0) {
-    int n = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    limits[device] = n;
+  if (values[device] == 0) {
+    int value = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&value, kAttr, device));
+    values[device] = value;
   }
-  return limits[device];
+  return values[device];
 }
+
+// Largest dynamic shared memory a block may opt in to; multiprocessors (grid sizing).
+inline int max_dynamic_smem() { return device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(); }
+inline int sm_count() { return device_attribute<cudaDevAttrMultiProcessorCount>(); }
 
 // Allows `kernel` to use `bytes` of dynamic shared memory (over 48 KiB needs an opt-in per kernel
 // and device); errors clearly when the device cannot provide it. The opt-in is remembered, so the
@@ -68,21 +74,6 @@ void ensure_dynamic_smem(Kernel kernel, size_t bytes, const char* what) {
                     std::to_string(limit));
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   granted[key] = bytes;
-}
-
-// Multiprocessors of the current device (grid sizing), queried once per device.
-inline int sm_count() {
-  constexpr int kMaxDevices = 64;
-  static int counts[kMaxDevices] = {};
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= kMaxDevices) device = kMaxDevices - 1;
-  if (counts[device] == 0) {
-    int n = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    counts[device] = n;
-  }
-  return counts[device];
 }
 
 // Name of the current device (keys of tuned choices), queried once per device.
