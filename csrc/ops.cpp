@@ -105,6 +105,26 @@ PyObject* clear_tuned_choices(PyObject*, PyObject*) {
   torchconv::clear_tuned_choices();
   Py_RETURN_NONE;
 }
+PyObject* tuned_choices(PyObject*, PyObject*) {
+  PyObject* dict = PyDict_New();
+  if (!dict) return nullptr;
+  for (const auto& [key, choice] : torchconv::tuned_choice_list()) {
+    PyObject* value = PyUnicode_FromString(choice.c_str());
+    if (!value || PyDict_SetItemString(dict, key.c_str(), value) < 0) {
+      Py_XDECREF(value);
+      Py_DECREF(dict);
+      return nullptr;
+    }
+    Py_DECREF(value);
+  }
+  return dict;
+}
+PyObject* record_tuned_choice(PyObject*, PyObject* args) {
+  const char *key = nullptr, *choice = nullptr;
+  if (!PyArg_ParseTuple(args, "ss", &key, &choice)) return nullptr;
+  torchconv::record_tuned_choice(key, choice);
+  Py_RETURN_NONE;
+}
 PyObject* last_choice(PyObject*, PyObject*) { return PyUnicode_FromString(torchconv::last_choice().c_str()); }
 
 PyMethodDef methods[] = {
@@ -123,6 +143,8 @@ PyMethodDef methods[] = {
     {"get_tuning", get_tuning, METH_NOARGS, "Whether tuning is on."},
     {"tuned_choice_count", tuned_choice_count, METH_NOARGS, "Shapes with a tuned choice in this process."},
     {"clear_tuned_choices", clear_tuned_choices, METH_NOARGS, "Forget every tuned choice."},
+    {"tuned_choices", tuned_choices, METH_NOARGS, "Tuned CSG plans by key (shape, dtype, GPU, pass): {key: plan}."},
+    {"record_tuned_choice", record_tuned_choice, METH_VARARGS, "record_tuned_choice(key, plan) (torchconv.load_cache)."},
     {"last_choice", last_choice, METH_NOARGS, "The config and split the last CSG launch ran, e.g. 'forward:wide/splits=8'."},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -45,6 +45,11 @@ int64_t tuned_choice_count() {
   return int64_t(choices().size());
 }
 
+std::vector<std::pair<std::string, std::string>> tuned_choice_list() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return {choices().begin(), choices().end()};
+}
+
 void clear_tuned_choices() {
   std::lock_guard<std::mutex> lock(g_mutex);
   choices().clear();

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace torchconv {
 
@@ -15,6 +17,8 @@ void set_tuning_enabled(bool on);
 bool tuned_choice(const std::string& key, std::string* choice);
 void record_tuned_choice(const std::string& key, const std::string& choice);
 int64_t tuned_choice_count();
+// Every recorded (key, choice), for torchconv.save_cache.
+std::vector<std::pair<std::string, std::string>> tuned_choice_list();
 void clear_tuned_choices();
 
 // The plans of the last CSG call in the process, per pass ("forward:wide/splits=8

@@ -97,6 +97,22 @@ def test_cache_round_trips_through_a_file(device, tmp_path, monkeypatch):
     torchconv.conv2d(x, w, None, 1, 1)
 
 
+def test_csg_plans_travel_with_the_cache_file(tmp_path):
+    """CSG's tuned config and split per shape are saved with the algorithm choices and restored for
+    this GPU and version only, so a second process skips that timing too."""
+    here = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    mine = f"forward/f32/{here},1,64,32,14,14,3,3"
+    foreign = "forward/f32/Some Other GPU,1,64,32,14,14,3,3"
+    torchconv._C.record_tuned_choice(mine, "medium/splits=8")
+    torchconv._C.record_tuned_choice(foreign, "wide/splits=2")
+    path = tmp_path / "cache.json"
+    torchconv.save_cache(path)
+    torchconv.clear_cache()
+    assert torchconv._C.tuned_choices() == {}
+    assert torchconv.load_cache(path) == (0, 1)
+    assert torchconv._C.tuned_choices() == {mine: "medium/splits=8"}
+
+
 def test_stale_or_foreign_entries_are_ignored(tmp_path):
     x, w = sample("cpu")
     torchconv.set_benchmark(True)

@@ -54,11 +54,13 @@ def get_benchmark():
 
 
 def clear_cache():
-    """Forgets every measured choice (and the per-call memo of "auto" choices)."""
+    """Forgets every measured choice: algorithms, CSG's recorded plans, the per-call memo of "auto"
+    choices. (Plans already in use by this process's CSG calls stay in its fast look-up.)"""
     from . import functional
 
     _cache.clear()
     functional._auto_memo.clear()
+    _C.clear_tuned_choices()
 
 
 def cache_entries():
@@ -94,18 +96,28 @@ def _key_from_json(obj):
     return tuple(tuple(obj[f]) if isinstance(obj[f], list) else obj[f] for f in _KEY_FIELDS)
 
 
+def _plan_gpu(key):
+    """The GPU named in a CSG plan key ("forward/f32/<gpu>,<shape...>")."""
+    parts = key.split("/", 2)
+    return parts[2].split(",", 1)[0] if len(parts) == 3 else None
+
+
 def save_cache(path):
-    """Writes every cached choice, with the GPU and torchconv version it was measured with."""
+    """Writes every cached choice -- the algorithm per shape, and CSG's tuned config and split per
+    shape -- with the GPU and torchconv version it was measured with. Returns the number of
+    algorithm choices written."""
     entries = [dict(key=_key_to_json(k), algorithm=v["algorithm"], ms=v["ms"], torchconv=_version()) for k, v in
                _cache.items()]
+    plans = [dict(key=k, plan=v, gpu=_plan_gpu(k), torchconv=_version()) for k, v in _C.tuned_choices().items()]
     with open(path, "w") as f:
-        json.dump({"format": CACHE_FORMAT, "torchconv": _version(), "entries": entries}, f, indent=1)
+        json.dump({"format": CACHE_FORMAT, "torchconv": _version(), "entries": entries, "plans": plans}, f, indent=1)
     return len(entries)
 
 
 def load_cache(path, device=None):
     """Adds the file's entries measured on this GPU (``device``, default the current CUDA device, or
-    "cpu" entries when there is none) with this torchconv version; returns (loaded, ignored)."""
+    "cpu" entries when there is none) with this torchconv version -- algorithm choices and CSG plans
+    -- and returns (algorithm choices loaded, entries of either kind ignored)."""
     with open(path) as f:
         data = json.load(f)
     if data.get("format") != CACHE_FORMAT:
@@ -116,6 +128,11 @@ def load_cache(path, device=None):
     elif torch.cuda.is_available():
         here.add(device_name("cuda"))
     loaded = ignored = 0
+    for p in data.get("plans", []):
+        if isinstance(p, dict) and p.get("torchconv") == _version() and _plan_gpu(str(p.get("key", ""))) in here:
+            _C.record_tuned_choice(str(p["key"]), str(p["plan"]))
+        else:
+            ignored += 1
     for e in data.get("entries", []):
         try:
             key = _key_from_json(e["key"])
