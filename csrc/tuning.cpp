@@ -8,6 +8,7 @@
 namespace torchconv {
 namespace {
 std::atomic<bool> g_tuning{false};
+std::atomic<int64_t> g_generation{0};
 std::mutex g_mutex;
 std::map<std::string, std::string>& choices() {
   static auto* m = new std::map<std::string, std::string>();
@@ -53,7 +54,10 @@ std::vector<std::pair<std::string, std::string>> tuned_choice_list() {
 void clear_tuned_choices() {
   std::lock_guard<std::mutex> lock(g_mutex);
   choices().clear();
+  g_generation.fetch_add(1, std::memory_order_relaxed);
 }
+
+int64_t tuned_choices_generation() { return g_generation.load(std::memory_order_relaxed); }
 
 void record_last_choice(const char* pass, const char* config, int splits) {
   std::lock_guard<std::mutex> lock(g_mutex);

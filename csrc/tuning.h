@@ -20,6 +20,9 @@ int64_t tuned_choice_count();
 // Every recorded (key, choice), for torchconv.save_cache.
 std::vector<std::pair<std::string, std::string>> tuned_choice_list();
 void clear_tuned_choices();
+// Bumped by clear_tuned_choices: an algorithm's own fast look-up of tuned plans drops itself when
+// this changes, so a clear really forgets every plan.
+int64_t tuned_choices_generation();
 
 // The plans of the last CSG call in the process, per pass ("forward:wide/splits=8
 // grad_input:medium/splits=2 grad_weight:pixels/splits=64"), for the benchmark's config column; a

@@ -58,6 +58,11 @@ def cudnn_settings(fp32):
     torch.backends.cuda.matmul.allow_tf32 = False  # the fc layer is the same for every model
 
 
+def cudnn_conv(module, x):
+    """The comparison for torchconv.explain: the layer through nn.Conv2d's own forward (cuDNN)."""
+    return torch.nn.Conv2d._conv_forward(module, x, module.weight, module.bias)
+
+
 def rel_err(out, ref):
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
@@ -145,7 +150,7 @@ def main(argv=None):
         cudnn_settings(fp32=True)
         x = torch.randn(args.explain_batch, 3, args.image, args.image, device=device)
         print(f"\nper-layer choices at batch {args.explain_batch} (torchconv.explain):")
-        explained = torchconv.explain(ours, x)
+        explained = torchconv.explain(ours, x, reference=cudnn_conv, reference_name="cuDNN")
     if args.save_cache:
         print(f"saved {torchconv.save_cache(args.save_cache)} cached choices to {args.save_cache}")
     if args.out_dir:

@@ -80,3 +80,15 @@ def check_forward_backward(algorithm, shape, device, dtype, what):
     grads = torch.autograd.grad(out, ours, gy.to(device, dtype))
     for name, g, ref_g in zip(("grad_input", "grad_weight", "grad_bias"), grads, ref_grads):
         assert_close_rel(g, ref_g, dtype, f"{what} {name}")
+
+
+def assert_backward_repeatable(algorithm, stride):
+    """Two backward passes of the same CUDA convolution give bitwise equal gradients."""
+    x = torch.randn(4, 32, 20, 18, device="cuda", requires_grad=True)
+    w = torch.randn(40, 32, 3, 3, device="cuda", requires_grad=True)
+    out = torchconv.conv2d(x, w, None, stride, 1, algorithm=algorithm)
+    gy = torch.randn_like(out)
+    first = torch.autograd.grad(out, (x, w), gy)
+    second = torch.autograd.grad(torchconv.conv2d(x, w, None, stride, 1, algorithm=algorithm), (x, w), gy)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)

@@ -90,6 +90,24 @@ def test_tuning_times_candidates_once_per_shape():
 
 
 @needs_cuda
+def test_clearing_the_cache_forgets_tuned_plans():
+    """After torchconv.clear_cache() a tuned shape is timed again (its plan recorded anew)."""
+    x = torch.randn(1, 192, 7, 7, device="cuda")
+    w = torch.randn(96, 192, 3, 3, device="cuda")
+    old = torchconv.get_tuning()
+    try:
+        torchconv.set_tuning(True)
+        torchconv.conv2d(x, w, None, 1, 1, algorithm="csg")
+        assert torchconv._C.tuned_choice_count() >= 1
+        torchconv.clear_cache()
+        assert torchconv._C.tuned_choice_count() == 0
+        torchconv.conv2d(x, w, None, 1, 1, algorithm="csg")
+        assert torchconv._C.tuned_choice_count() == 1
+    finally:
+        torchconv.set_tuning(old)
+
+
+@needs_cuda
 def test_tuned_grad_input_keeps_every_phase():
     """Tuning a strided grad_input times each phase's candidates in scratch memory: the phases
     already written must survive (they share one output)."""

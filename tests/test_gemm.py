@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_close_rel, using_variant
+from conftest import assert_backward_repeatable, assert_close_rel, using_variant
 from conftest import check_forward_backward as conftest_check
 
 VARIANTS = torchconv.variants("gemm")
@@ -126,13 +126,7 @@ def test_split_reduction_on_small_grids():
 
 @needs_cuda
 def test_backward_is_deterministic(variant):
-    x = torch.randn(4, 32, 20, 18, device="cuda", requires_grad=True)
-    w = torch.randn(40, 32, 3, 3, device="cuda", requires_grad=True)
-    gy = torch.randn(4, 40, 10, 9, device="cuda")
-    first = torch.autograd.grad(torchconv.conv2d(x, w, None, 2, 1, algorithm="gemm"), (x, w), gy)
-    second = torch.autograd.grad(torchconv.conv2d(x, w, None, 2, 1, algorithm="gemm"), (x, w), gy)
-    for a, b in zip(first, second):
-        assert torch.equal(a, b)
+    assert_backward_repeatable("gemm", stride=2)
 
 
 @needs_cuda

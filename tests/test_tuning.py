@@ -203,11 +203,16 @@ def test_tune_measures_every_layer_with_a_progress_bar(device, capsys):
     assert sum(1 for key in tuning.cache_entries() if key[8]) == 4
 
 
+def reference_conv(module, x):
+    """The reference explain compares with, passed in by the caller: nn.Conv2d's own forward."""
+    return nn.Conv2d._conv_forward(module, x, module.weight, module.bias)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_explain_reports_every_layer(device, capsys):
     model = torchconv.convert(TinyNet()).to(device)
     x = torch.randn(2, 3, 17, 15, device=device)
-    rows = torchconv.explain(model, x, reps=2)
+    rows = torchconv.explain(model, x, reference=reference_conv, reference_name="ref", reps=2)
     assert [r["layer"] for r in rows] == ["stem", "down", "same", "point"]
     for r in rows:
         assert r["algorithm"] in torchconv.available_algorithms(x.device.type)
@@ -235,3 +240,12 @@ def test_module_choice_follows_deterministic_mode():
             torch.use_deterministic_algorithms(old)
     ref = torch.nn.functional.conv2d(x.double(), conv.weight.double(), conv.bias.double(), 1, 1)
     assert_close_rel(out, ref, torch.float32, "deterministic")
+
+
+def test_explain_without_a_reference_times_only_torchconv(capsys):
+    model = torchconv.convert(TinyNet())
+    rows = torchconv.explain(model, torch.randn(1, 3, 9, 9), reps=1)
+    assert len(rows) == 4
+    assert all(r["reference_ms"] is None and r["ratio"] is None and r["ms"] > 0 for r in rows)
+    out = capsys.readouterr().out
+    assert "4 convolutions" in out and "x ref" not in out

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_close_rel, using_variant
+from conftest import assert_backward_repeatable, assert_close_rel, using_variant
 from conftest import check_forward_backward as conftest_check
 from test_parity import WINOGRAD_GRID, case_id
 
@@ -200,13 +200,7 @@ def test_staged_workspace_is_capped_and_reported():
 
 @needs_cuda
 def test_backward_is_deterministic(variant):
-    x = torch.randn(4, 32, 20, 18, device="cuda", requires_grad=True)
-    w = torch.randn(40, 32, 3, 3, device="cuda", requires_grad=True)
-    gy = torch.randn(4, 40, 20, 18, device="cuda")
-    first = torch.autograd.grad(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), (x, w), gy)
-    second = torch.autograd.grad(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), (x, w), gy)
-    for a, b in zip(first, second):
-        assert torch.equal(a, b)
+    assert_backward_repeatable("winograd", stride=1)
 
 
 def test_variant_api():

@@ -1,9 +1,9 @@
-"""torchconv.explain: what `auto` picked for each convolution of a model, how fast it ran and how that
-compares with cuDNN (ATen's own convolution on a CPU) on the same layer."""
+"""torchconv.explain: what `auto` picked for each convolution of a model, how fast it ran and, given a
+reference convolution (cuDNN's, from the benchmarks or the caller), how that compares on the same layer.
+The library itself never runs a convolution it did not write, so the reference comes from outside."""
 import sys
 
 import torch
-import torch.nn as nn
 
 from . import _C
 from . import functional as _functional
@@ -35,12 +35,14 @@ def _normalized(module, x):
 _STDOUT = object()
 
 
-def explain(model, example_input, reps=20, file=_STDOUT):
+def explain(model, example_input, reference=None, reference_name="reference", reps=20, file=_STDOUT):
     """Runs `model(example_input)` once (no grad) to find every torchconv.Conv2d and the input it
-    sees, then times each layer alone (inference mode) on a random input of that shape: the algorithm torchconv ran
-    (what `auto` chose, with its config or variant), its median time, TFLOP/s (2*N*K*C/g*R*S*Ho*Wo)
-    and the time of F.conv2d (cuDNN on a GPU) on the same layer. Prints one row per layer to `file`
-    (default: sys.stdout; None: nothing) and returns the rows as dicts."""
+    sees, then times each layer alone (inference mode) on a random input of that shape: the
+    algorithm torchconv ran (what `auto` chose, with its config or variant), its median time and
+    TFLOP/s (2*N*K*C/g*R*S*Ho*Wo). With `reference(module, input)` -- e.g. cuDNN through
+    nn.Conv2d's own forward, as benchmarks/ and examples/resnet50.py pass it -- also that
+    convolution's time on the same layer and the ratio (reference ms / ours). Prints one row per
+    layer to `file` (default: sys.stdout; None: nothing) and returns the rows as dicts."""
     if file is _STDOUT:
         file = sys.stdout
     seen = []
@@ -71,23 +73,30 @@ def explain(model, example_input, reps=20, file=_STDOUT):
                 algorithm = module.algorithm
             ours = time_ms(lambda: module(x), x.device, reps)
             config = _C.last_choice() if algorithm == "csg" and x.is_cuda else _config_label(algorithm, x.device)
-            reference = time_ms(lambda: nn.Conv2d._conv_forward(module, x, w, b), x.device, reps)
+            ref_ms = time_ms(lambda: reference(module, x), x.device, reps) if reference is not None else None
             out = module(x)
             flops = 2.0 * out.numel() * (w.shape[1] * w.shape[2] * w.shape[3])
             rows.append(dict(layer=name, N=shape[0], C=shape[1], H=shape[2], W=shape[3], K=w.shape[0],
                              R=w.shape[2], S=w.shape[3], stride=stride, padding=padding, dilation=dilation,
                              groups=module.groups, algorithm=algorithm, config=config, ms=ours,
-                             tflops=flops / (ours * 1e-3) / 1e12, reference_ms=reference, ratio=reference / ours))
+                             tflops=flops / (ours * 1e-3) / 1e12, reference_ms=ref_ms,
+                             ratio=ref_ms / ours if ref_ms is not None else None))
     if file is not None:
-        ref = "cuDNN" if example_input.is_cuda else "ATen"
+        with_ref = reference is not None
+        ref = reference_name
         print(f"{'layer':<28} {'N':>3} {'C':>5} {'HxW':>9} {'K':>5} {'RxS':>5} {'s':>3} {'algorithm':<9} "
-              f"{'config':<34} {'ms':>8} {'TFLOP/s':>8} {ref + ' ms':>9} {'x ' + ref:>8}", file=file)
+              f"{'config':<34} {'ms':>8} {'TFLOP/s':>8}" + (f" {ref + ' ms':>9} {'x ' + ref:>8}" if with_ref else ""),
+              file=file)
         for r in rows:
             print(f"{r['layer'][:28]:<28} {r['N']:>3} {r['C']:>5} {str(r['H']) + 'x' + str(r['W']):>9} {r['K']:>5} "
                   f"{str(r['R']) + 'x' + str(r['S']):>5} {r['stride'][0]:>3} {r['algorithm']:<9} {r['config'][:34]:<34} "
-                  f"{r['ms']:8.4f} {r['tflops']:8.2f} {r['reference_ms']:9.4f} {r['ratio']:8.2f}", file=file)
-        total, total_ref = sum(r["ms"] for r in rows), sum(r["reference_ms"] for r in rows)
+                  f"{r['ms']:8.4f} {r['tflops']:8.2f}"
+                  + (f" {r['reference_ms']:9.4f} {r['ratio']:8.2f}" if with_ref else ""), file=file)
         if rows:
-            print(f"{len(rows)} convolutions: {total:.3f} ms in torchconv, {total_ref:.3f} ms in {ref} "
-                  f"(x{total_ref / total:.2f})", file=file)
+            total = sum(r["ms"] for r in rows)
+            line = f"{len(rows)} convolutions: {total:.3f} ms in torchconv"
+            if with_ref:
+                total_ref = sum(r["reference_ms"] for r in rows)
+                line += f", {total_ref:.3f} ms in {ref} (x{total_ref / total:.2f})"
+            print(line, file=file)
     return rows

@@ -54,8 +54,8 @@ def get_benchmark():
 
 
 def clear_cache():
-    """Forgets every measured choice: algorithms, CSG's recorded plans, the per-call memo of "auto"
-    choices. (Plans already in use by this process's CSG calls stay in its fast look-up.)"""
+    """Forgets every measured choice: algorithms, CSG's tuned plans, the per-call memo of "auto"
+    choices."""
     from . import functional
 
     _cache.clear()

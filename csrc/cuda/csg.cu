@@ -479,6 +479,13 @@ PlanKey plan_key(const CsgConv& cv, bool is_double, int pass) {
 }
 std::mutex g_plans_mutex;
 std::map<PlanKey, CsgPlan> g_plans;
+int64_t g_plans_generation = 0;  // tuned_choices_generation() when g_plans was last valid
+
+// Under g_plans_mutex: forgets the fast look-up once torchconv.clear_cache() has cleared the registry.
+void drop_stale_plans() {
+  const int64_t generation = tuned_choices_generation();
+  if (generation != g_plans_generation) g_plans.clear(), g_plans_generation = generation;
+}
 
 // Times every candidate plan of `cv` (into a scratch output) and returns the fastest.
 template <typename T>
@@ -519,6 +526,7 @@ CsgPlan choose_plan(const T* src, const T* filt, const at::Tensor& out, const Cs
   const PlanKey key = plan_key(cv, is_double, pass);
   {
     std::lock_guard<std::mutex> lock(g_plans_mutex);
+    drop_stale_plans();
     auto it = g_plans.find(key);
     if (it != g_plans.end()) return it->second;
   }
@@ -536,6 +544,7 @@ CsgPlan choose_plan(const T* src, const T* filt, const at::Tensor& out, const Cs
     record_tuned_choice(name, plan_name(plan, is_double));
   }
   std::lock_guard<std::mutex> lock(g_plans_mutex);
+  drop_stale_plans();
   g_plans[key] = plan;
   return plan;
 }
