@@ -184,8 +184,8 @@ def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log, stages
                     if mode == "fwdbwd":
                         fn()
                         workspace = max(workspace, torchconv._C.last_workspace_bytes())
-                    # CSG's config and split per pass (tuned with --tune, else the rule's).
-                    plan = torchconv._C.last_choice() if algo == "csg" else None
+                    # CSG's config and split, or the direct tile config, per pass.
+                    plan = torchconv._C.last_choice() if algo in ("csg", "direct") else None
                     ms = time_fn(fn)
                     if stages:
                         # Instantiations of one kernel template (e.g. a forward and a grad_input tile

@@ -126,6 +126,20 @@ PyObject* record_tuned_choice(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 PyObject* last_choice(PyObject*, PyObject*) { return PyUnicode_FromString(torchconv::last_choice().c_str()); }
+PyObject* set_direct_tile(PyObject*, PyObject* arg) {
+  const char* name = PyUnicode_AsUTF8(arg);
+  if (!name) return nullptr;
+  return translate_errors([&]() -> PyObject* {
+    torchconv::set_forced_direct_tile(name);
+    Py_RETURN_NONE;
+  });
+}
+PyObject* get_direct_tile(PyObject*, PyObject*) {
+  return translate_errors([&]() -> PyObject* {  // a bad TORCHCONV_DIRECT_TILE raises on first use
+    const int forced = torchconv::forced_direct_tile();
+    return PyUnicode_FromString(forced < 0 ? "" : torchconv::kDirectTileNames[forced]);
+  });
+}
 
 PyMethodDef methods[] = {
     {"set_workspace_limit", set_workspace_limit, METH_O, "Set the per-call workspace limit in bytes."},
@@ -145,7 +159,11 @@ PyMethodDef methods[] = {
     {"clear_tuned_choices", clear_tuned_choices, METH_NOARGS, "Forget every tuned choice."},
     {"tuned_choices", tuned_choices, METH_NOARGS, "Tuned CSG plans by key (shape, dtype, GPU, pass): {key: plan}."},
     {"record_tuned_choice", record_tuned_choice, METH_VARARGS, "record_tuned_choice(key, plan) (torchconv.load_cache)."},
-    {"last_choice", last_choice, METH_NOARGS, "The config and split the last CSG launch ran, e.g. 'forward:wide/splits=8'."},
+    {"last_choice", last_choice, METH_NOARGS,
+     "The config and split the last CSG or direct launch ran, per pass, e.g. 'forward:wide/splits=8'."},
+    {"set_direct_tile", set_direct_tile, METH_O,
+     "Force the direct kernel's float tile config (wide or small; '' for the rule), to time or test each."},
+    {"get_direct_tile", get_direct_tile, METH_NOARGS, "The forced direct tile config, '' when the rule picks."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "torchconv kernels (operators register on import)", -1,

@@ -1,6 +1,9 @@
 #include "tuning.h"
 
+#include <c10/util/Exception.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -75,6 +78,36 @@ std::string last_choice() {
     text += (text.empty() ? "" : " ") + std::string(c.pass) + ":" + c.config + "/splits=" + std::to_string(c.splits);
   }
   return text;
+}
+
+namespace {
+// `what` names the setting in the error.
+int direct_tile_index(const std::string& name, const char* what) {
+  for (int i = 0; i < kDirectTileCount; ++i)
+    if (name == kDirectTileNames[i]) return i;
+  TORCH_CHECK_VALUE(name.empty(), what, " must be wide or small (or empty for the rule), got '", name, "'");
+  return -1;
+}
+// A bad TORCHCONV_DIRECT_TILE raises at each direct call until set_direct_tile replaces it.
+std::atomic<int>& forced_tile() {
+  static std::atomic<int> forced{[] {
+    const char* env = std::getenv("TORCHCONV_DIRECT_TILE");
+    if (env == nullptr) return -1;
+    for (int i = 0; i < kDirectTileCount; ++i)
+      if (std::string(env) == kDirectTileNames[i]) return i;
+    return *env ? -2 : -1;
+  }()};
+  return forced;
+}
+}  // namespace
+
+int forced_direct_tile() {
+  const int forced = forced_tile().load(std::memory_order_relaxed);
+  if (forced == -2) direct_tile_index(std::getenv("TORCHCONV_DIRECT_TILE"), "TORCHCONV_DIRECT_TILE");
+  return forced;
+}
+void set_forced_direct_tile(const std::string& name) {
+  forced_tile().store(direct_tile_index(name, "torchconv._C.set_direct_tile's name"), std::memory_order_relaxed);
 }
 
 }  // namespace torchconv

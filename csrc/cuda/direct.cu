@@ -1,9 +1,10 @@
 // Direct convolution on the GPU (seed 000): block tiling TX x TY x TZ over output columns, rows and
-// channels, register tiling RX x RY x RK per thread, and per input channel an input tile (with its
-// halo) and a filter tile staged in shared memory. Zero padding happens in the tile loads, so the
-// input is never copied. For square filters of size 1..13 with unit stride and dilation the filter
-// loops are unrolled at compile time and each thread keeps a sliding window of an input row in
-// registers; every other shape runs the same kernel with run-time sizes.
+// channels, register tiling RX x RY x RK per thread, and input tiles (with their halo) and filter
+// tiles staged in shared memory, kStageChannels input channels per barrier, double-buffered with
+// cp.async. Zero padding happens in the tile loads, so the input is never copied. For square filters
+// of size 1..13 with unit stride and dilation the filter loops are unrolled at compile time, each
+// thread keeps a sliding window of an input row in registers, and input rows load in 16-byte pieces
+// where the row length allows; every other shape runs the same kernel with run-time sizes.
 //
 // grad_input of a stride-1 convolution is itself a direct convolution (grad_output with the filters
 // rotated 180 degrees and C / K swapped), so it reuses the forward kernel; strided layers gather
@@ -12,7 +13,10 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <cstdlib>
+
 #include "../conv_shape.h"
+#include "../tuning.h"
 #include "launch.cuh"
 
 namespace torchconv {
@@ -31,15 +35,26 @@ struct DirectArgs {
   int Ho, Wo;      // output
   int sh, sw, ph, pw, dh, dw;
   int groups;
+  // Set by the launcher. vec_input: input rows load in 16-byte pieces. col_shift: the column tiles
+  // start col_shift outputs left of 0, so that every tile's first input column is 16-byte aligned
+  // whatever the padding (the outputs left of 0 are computed and dropped).
+  int vec_input, col_shift;
 };
 
-// float: 64 x 16 outputs x 16 channels per block. Two blocks per SM (128 registers) where the
-// filter loops fit without spilling (R = 1, 9, 11, 13, run-time sizes); one block for R = 3, 5, 7,
-// which spill 40-60 bytes under the 128-register cap.
-using DirectWide = TileConfig<16, 8, 2, 4, 2, 8, 2>;
-using DirectWideOneBlock = TileConfig<16, 8, 2, 4, 2, 8, 1>;
-using DirectWideF64 = TileConfig<16, 8, 2, 2, 2, 4>;  // double: half the registers per accumulator
-using DirectDepthwise = TileConfig<32, 8, 1, 2, 2, 1>; // one output channel per group
+// The float configs (TX, TY, TZ, RX, RY, RK, blocks per SM, channels per barrier); each can be
+// forced (TORCHCONV_DIRECT_TILE=<name> or torchconv._C.set_direct_tile) so it can be timed alone.
+// Their names are kDirectTileNames (tuning.h), in this order.
+//   wide:  64 x 16 outputs x 16 channels per block, two blocks per SM (128 registers).
+//   small: 16 x 16 outputs x 32 channels, for small planes and grids short of the GPU, where wide's
+//          64-column tiles would leave threads without outputs. Its thread tile is half of wide's,
+//          so it stages 2 channels per barrier to keep the same work between barriers.
+// (A third, wide with 4 channels per barrier, measured within 3% of wide everywhere, run 48: with
+// two blocks per SM the other block already hides the barrier and the tile wait.)
+using DirectWide = TileConfig<16, 8, 2, 4, 2, 8, 2, 1>;
+using DirectSmall = TileConfig<8, 8, 4, 2, 2, 8, 2, 2>;
+constexpr int kWide = 0, kSmall = 1;
+using DirectWideF64 = TileConfig<16, 8, 2, 2, 2, 4>;   // double: half the registers per accumulator
+using DirectDepthwise = TileConfig<32, 8, 1, 2, 2, 1>;  // one output channel per group
 
 template <typename Cfg>
 struct TileGeometry {
@@ -48,9 +63,13 @@ struct TileGeometry {
       : in_h((Cfg::kTileH - 1) * sh + (R - 1) * dh + 1),
         in_w((Cfg::kTileW - 1) * sw + (S - 1) * dw + 1),
         pitch(round_up(in_w, 4)) {}
-  // One stage: the input tile (rows padded to `pitch`) followed by the filter tile [R * S][kTileK].
-  __host__ __device__ int stage_elems(int R, int S) const { return in_h * pitch + Cfg::kTileK * R * S; }
-  // Two stages: the next channel's tiles load while the current one is computed.
+  // One channel: the input tile (rows padded to `pitch`) followed by the filter tile [R * S][kTileK],
+  // rounded to 16 bytes so every channel's input tile can take 16-byte copies.
+  __host__ __device__ int channel_elems(int R, int S) const {
+    return round_up(in_h * pitch + Cfg::kTileK * R * S, 4);
+  }
+  __host__ __device__ int stage_elems(int R, int S) const { return Cfg::kStageChannels * channel_elems(R, S); }
+  // Two stages: the next channels' tiles load while the current ones are computed.
   template <typename T>
   __host__ __device__ size_t smem_bytes(int R, int S) const {
     return 2 * size_t(stage_elems(R, S)) * sizeof(T);
@@ -76,7 +95,7 @@ __device__ __forceinline__ void load_filter_values(const T* src, T (&dst)[RK]) {
 template <typename T, typename Cfg, int KR, int KS>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward_kernel(const DirectArgs a) {
   constexpr bool kFixed = KR > 0;
-  constexpr int RX = Cfg::RX, RY = Cfg::RY, RK = Cfg::RK;
+  constexpr int RX = Cfg::RX, RY = Cfg::RY, RK = Cfg::RK, kStageC = Cfg::kStageChannels;
   const int R = kFixed ? KR : a.R, S = kFixed ? KS : a.S;
   const int sh = kFixed ? 1 : a.sh, sw = kFixed ? 1 : a.sw;
   const int dh = kFixed ? 1 : a.dh, dw = kFixed ? 1 : a.dw;
@@ -84,10 +103,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const smem = reinterpret_cast<T*>(smem_raw);
-  const int stage = geo.stage_elems(R, S);
+  const int channel_elems = geo.channel_elems(R, S), stage = geo.stage_elems(R, S);
 
   const int Cg = a.C / a.groups, Kg = a.K / a.groups;
-  const int tiles_x = int(ceil_div(a.Wo, Cfg::kTileW)), tiles_y = int(ceil_div(a.Ho, Cfg::kTileH));
+  const int tiles_x = int(ceil_div(a.Wo + a.col_shift, Cfg::kTileW)), tiles_y = int(ceil_div(a.Ho, Cfg::kTileH));
   const int k_tiles = int(ceil_div(Kg, Cfg::kTileK));
   // Output-channel tiles vary fastest, so the blocks that read the same input tile run together and
   // share it through L2 instead of each fetching it from DRAM.
@@ -101,7 +120,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
   const int g = int(b % a.groups);
   const int n = int(b / a.groups);
 
-  const int ox0 = tile_x * Cfg::kTileW, oy0 = tile_y * Cfg::kTileH, kg0 = k_tile * Cfg::kTileK;
+  const int ox0 = tile_x * Cfg::kTileW - a.col_shift, oy0 = tile_y * Cfg::kTileH, kg0 = k_tile * Cfg::kTileK;
   const int iy0 = oy0 * sh - a.ph, ix0 = ox0 * sw - a.pw;
   const int tid = threadIdx.x;
   const int tx = tid % Cfg::TX, ty = (tid / Cfg::TX) % Cfg::TY, tz = tid / (Cfg::TX * Cfg::TY);
@@ -116,76 +135,114 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
 #pragma unroll
       for (int k = 0; k < RK; ++k) acc[i][j][k] = T(0);
 
+  // 16-byte input loads (compile-time filter sizes): a thread's pieces sit at the same place in
+  // every channel's tile, so their offsets in the input plane are worked out once. Piece v covers
+  // tile columns kVec * (v % row_pieces) ..; it is wholly inside or wholly outside the image because
+  // the tile starts on a multiple of kVec and the row length is one (the launcher checks).
+  constexpr int kVec = 16 / sizeof(T);
+  constexpr int kInH = kFixed ? Cfg::kTileH + KR - 1 : 1;
+  constexpr int kPitch = kFixed ? round_up(Cfg::kTileW + KS - 1, 4) : 4;
+  constexpr int kRowPieces = kPitch / kVec, kPieces = kInH * kRowPieces;
+  constexpr int kPieceIters = kFixed ? int(ceil_div(kPieces, Cfg::kThreads)) : 1;
+  int piece_src[kPieceIters];  // offset in the input plane; -1: zero fill; -2: no piece
+  if constexpr (kFixed) {
+#pragma unroll
+    for (int j = 0; j < kPieceIters; ++j) {
+      const int v = tid + j * Cfg::kThreads;
+      const int r = v / kRowPieces, iy = iy0 + r, ix = ix0 + (v - r * kRowPieces) * kVec;
+      const bool inside = iy >= 0 && iy < a.H && ix >= 0 && ix < a.W;
+      piece_src[j] = v >= kPieces ? -2 : inside ? iy * a.W + ix : -1;
+    }
+  }
+
   const int in_elems = geo.in_h * geo.in_w;
   const int rs = R * S;
-  // Issues the asynchronous loads of channel c's input and filter tiles into stage `buf`.
-  auto load_tiles = [&](int c, int buf) {
-    T* s_in = smem + buf * stage;
+  // Issues the asynchronous loads of channel c's input and filter tiles into slot `slot` of `buf`.
+  auto load_channel = [&](int c, T* s_in) {
     T* s_w = s_in + geo.in_h * geo.pitch;
     const T* xc = x + (int64_t(n) * a.C + g * Cg + c) * a.H * a.W;
-    for (int i = tid; i < in_elems; i += Cfg::kThreads) {
-      const int r = i / geo.in_w, q = i - r * geo.in_w;
-      const int iy = iy0 + r, ix = ix0 + q;
-      const bool inside = iy >= 0 && iy < a.H && ix >= 0 && ix < a.W;
-      cp_async_or_zero(s_in + r * geo.pitch + q, inside ? xc + int64_t(iy) * a.W + ix : xc, inside);
+    if (kFixed && a.vec_input) {
+#pragma unroll
+      for (int j = 0; j < kPieceIters; ++j)
+        if (piece_src[j] != -2)
+          cp_async_16_or_zero(s_in + (tid + j * Cfg::kThreads) * kVec, xc + max(piece_src[j], 0), piece_src[j] >= 0);
+    } else {
+#pragma unroll 1
+      for (int i = tid; i < in_elems; i += Cfg::kThreads) {
+        const int r = i / geo.in_w, q = i - r * geo.in_w;
+        const int iy = iy0 + r, ix = ix0 + q;
+        const bool inside = iy >= 0 && iy < a.H && ix >= 0 && ix < a.W;
+        cp_async_or_zero(s_in + r * geo.pitch + q, inside ? xc + int64_t(iy) * a.W + ix : xc, inside);
+      }
     }
+#pragma unroll 1
     for (int i = tid; i < Cfg::kTileK * rs; i += Cfg::kThreads) {
       const int kk = i / rs, t = i - kk * rs;
       const int kg = kg0 + kk;
       const T* src = w + (int64_t(g * Kg + min(kg, Kg - 1)) * Cg + c) * rs + t;
       cp_async_or_zero(s_w + t * Cfg::kTileK + kk, src, kg < Kg);
     }
+  };
+  const int num_stages = int(ceil_div(Cg, kStageC));
+  auto load_stage = [&](int st, int buf) {
+#pragma unroll 1
+    for (int cc = 0; cc < kStageC && st * kStageC + cc < Cg; ++cc)
+      load_channel(st * kStageC + cc, smem + buf * stage + cc * channel_elems);
     cp_async_commit();
   };
 
-  load_tiles(0, 0);
-  for (int c = 0; c < Cg; ++c) {
-    if (c + 1 < Cg) {
-      load_tiles(c + 1, (c + 1) & 1);
-      cp_async_wait<1>();  // channel c's group is complete; c + 1's may still be in flight
+  load_stage(0, 0);
+#pragma unroll 1
+  for (int st = 0; st < num_stages; ++st) {
+    if (st + 1 < num_stages) {
+      load_stage(st + 1, (st + 1) & 1);
+      cp_async_wait<1>();  // stage st's group is complete; st + 1's may still be in flight
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    const T* s_in = smem + (c & 1) * stage;
-    const T* s_w = s_in + geo.in_h * geo.pitch;
-
-    if constexpr (kFixed) {
-      // Unit stride: output column ox reads input columns ox .. ox + S - 1, so a thread's RX columns
-      // share one register window of RX + S - 1 input values per row.
-      constexpr int kWindow = RX + KS - 1;
+    const int channels = min(kStageC, Cg - st * kStageC);
 #pragma unroll 1
-      for (int r = 0; r < KR; ++r) {
-        T in[RY][kWindow];
-#pragma unroll
-        for (int ry = 0; ry < RY; ++ry)
-#pragma unroll
-          for (int i = 0; i < kWindow; ++i) in[ry][i] = s_in[(ty * RY + ry + r) * geo.pitch + tx * RX + i];
-#pragma unroll
-        for (int s = 0; s < KS; ++s) {
-          T f[RK];
-          load_filter_values<T, RK>(s_w + (r * KS + s) * Cfg::kTileK + tz * RK, f);
+    for (int cc = 0; cc < channels; ++cc) {
+      const T* s_in = smem + (st & 1) * stage + cc * channel_elems;
+      const T* s_w = s_in + geo.in_h * geo.pitch;
+      if constexpr (kFixed) {
+        // Unit stride: output column ox reads input columns ox .. ox + S - 1, so a thread's RX columns
+        // share one register window of RX + S - 1 input values per row.
+        constexpr int kWindow = RX + KS - 1;
+#pragma unroll 1
+        for (int r = 0; r < KR; ++r) {
+          T in[RY][kWindow];
 #pragma unroll
           for (int ry = 0; ry < RY; ++ry)
 #pragma unroll
-            for (int rx = 0; rx < RX; ++rx)
+            for (int i = 0; i < kWindow; ++i) in[ry][i] = s_in[(ty * RY + ry + r) * kPitch + tx * RX + i];
 #pragma unroll
-              for (int rk = 0; rk < RK; ++rk) acc[ry][rx][rk] = fma(in[ry][rx + s], f[rk], acc[ry][rx][rk]);
+          for (int s = 0; s < KS; ++s) {
+            T f[RK];
+            load_filter_values<T, RK>(s_w + (r * KS + s) * Cfg::kTileK + tz * RK, f);
+#pragma unroll
+            for (int ry = 0; ry < RY; ++ry)
+#pragma unroll
+              for (int rx = 0; rx < RX; ++rx)
+#pragma unroll
+                for (int rk = 0; rk < RK; ++rk) acc[ry][rx][rk] = fma(in[ry][rx + s], f[rk], acc[ry][rx][rk]);
+          }
         }
-      }
-    } else {
-      for (int r = 0; r < R; ++r) {
-        for (int s = 0; s < S; ++s) {
-          T f[RK];
-          load_filter_values<T, RK>(s_w + (r * S + s) * Cfg::kTileK + tz * RK, f);
+      } else {
+        for (int r = 0; r < R; ++r) {
+          for (int s = 0; s < S; ++s) {
+            T f[RK];
+            load_filter_values<T, RK>(s_w + (r * S + s) * Cfg::kTileK + tz * RK, f);
 #pragma unroll
-          for (int ry = 0; ry < RY; ++ry)
+            for (int ry = 0; ry < RY; ++ry)
 #pragma unroll
-            for (int rx = 0; rx < RX; ++rx) {
-              const T v = s_in[((ty * RY + ry) * sh + r * dh) * geo.pitch + (tx * RX + rx) * sw + s * dw];
+              for (int rx = 0; rx < RX; ++rx) {
+                const T v = s_in[((ty * RY + ry) * sh + r * dh) * geo.pitch + (tx * RX + rx) * sw + s * dw];
 #pragma unroll
-              for (int rk = 0; rk < RK; ++rk) acc[ry][rx][rk] = fma(v, f[rk], acc[ry][rx][rk]);
-            }
+                for (int rk = 0; rk < RK; ++rk) acc[ry][rx][rk] = fma(v, f[rk], acc[ry][rx][rk]);
+              }
+          }
         }
       }
     }
@@ -208,19 +265,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
 #pragma unroll
       for (int rx = 0; rx < RX; ++rx) {
         const int ox = ox0 + tx * RX + rx;
-        if (ox < a.Wo) yk[int64_t(oy) * a.Wo + ox] = acc[ry][rx][rk] + b_k;
+        if (ox >= 0 && ox < a.Wo) yk[int64_t(oy) * a.Wo + ox] = acc[ry][rx][rk] + b_k;
       }
     }
   }
 }
 
 template <typename T, typename Cfg, int KR, int KS>
-void launch_direct(const DirectArgs& a) {
+void launch_direct(DirectArgs a) {
+  constexpr int kVec = 16 / sizeof(T);
+  // 16-byte input pieces need rows of whole pieces, an aligned input and planes addressable in 32 bits.
+  a.vec_input = KR > 0 && a.W % kVec == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
+                int64_t(a.H) * a.W < (int64_t(1) << 31);
+  a.col_shift = a.vec_input ? ((-a.pw) % kVec + kVec) % kVec : 0;
   const int Kg = a.K / a.groups;
-  const int64_t blocks = ceil_div(a.Wo, Cfg::kTileW) * ceil_div(a.Ho, Cfg::kTileH) * ceil_div(Kg, Cfg::kTileK) *
-                         int64_t(a.groups) * a.N;
+  const int64_t blocks = ceil_div(a.Wo + a.col_shift, Cfg::kTileW) * ceil_div(a.Ho, Cfg::kTileH) *
+                         ceil_div(Kg, Cfg::kTileK) * int64_t(a.groups) * a.N;
   if (blocks == 0) return;
-  TORCH_CHECK_VALUE(blocks < (int64_t(1) << 31), "torchconv.conv2d_direct: problem too large for one launch");
+  check_grid(blocks, "conv2d_direct");
   const TileGeometry<Cfg> geo(a.R, a.S, KR ? 1 : a.sh, KR ? 1 : a.sw, KR ? 1 : a.dh, KR ? 1 : a.dw);
   const size_t smem = geo.template smem_bytes<T>(a.R, a.S);
   auto kernel = direct_forward_kernel<T, Cfg, KR, KS>;
@@ -229,31 +291,76 @@ void launch_direct(const DirectArgs& a) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Picks the tile config and the compile-time filter size (the documented rule: depthwise-like
-// layers with one filter per group use the one-channel tile; double uses the smaller register tile).
+// Whether the filter loops of this layer are unrolled at compile time (square 1..13, odd, unit
+// stride and dilation); every other layer runs the run-time-size path.
+bool unrolled_filter(const DirectArgs& a) {
+  const bool unit = a.sh == 1 && a.sw == 1 && a.dh == 1 && a.dw == 1;
+  return unit && a.R == a.S && a.R % 2 == 1 && a.R <= 13;
+}
+
+// Launches config Cfg with the filter loops unrolled where the size is one of the compiled ones.
+template <typename T, typename Cfg>
+void launch_for_filter(const DirectArgs& a) {
+  if (unrolled_filter(a)) {
+    switch (a.R) {
+      case 1: return launch_direct<T, Cfg, 1, 1>(a);
+      case 3: return launch_direct<T, Cfg, 3, 3>(a);
+      case 5: return launch_direct<T, Cfg, 5, 5>(a);
+      case 7: return launch_direct<T, Cfg, 7, 7>(a);
+      case 9: return launch_direct<T, Cfg, 9, 9>(a);
+      case 11: return launch_direct<T, Cfg, 11, 11>(a);
+      default: return launch_direct<T, Cfg, 13, 13>(a);
+    }
+  }
+  launch_direct<T, Cfg, 0, 0>(a);
+}
+
+// The float config rule: the config with the larger estimated useful fraction of the GPU, where
+//   useful = (outputs of the layer / outputs its tiles cover) x (blocks / block slots of the waves
+//            the grid needs, at 2 blocks per SM) x (work per cycle when full),
+// work per cycle: small 0.8; wide 1 with unrolled filters, 0.5 on the run-time path (its 4 strided
+// columns per thread read shared memory with bank conflicts). The factors and the rule come from
+// the run-48 sweep (every config forced over the resnet + yolo suites at N = 1 and 32,
+// benchmarks/notes-direct.md): it picks the faster config in 42 of 44 layers and loses at most 12%
+// (Y5, N = 32) where it does not.
+template <typename Cfg>
+double useful_fraction(const DirectArgs& a, double work_per_cycle) {
+  const int64_t Kg = a.K / a.groups;
+  const int64_t tx = ceil_div(a.Wo, Cfg::kTileW), ty = ceil_div(a.Ho, Cfg::kTileH), tk = ceil_div(Kg, Cfg::kTileK);
+  const int64_t blocks = tx * ty * tk * a.groups * a.N;
+  const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
+  const double covered = double(a.Wo) * a.Ho * Kg / (double(tx * Cfg::kTileW) * (ty * Cfg::kTileH) * (tk * Cfg::kTileK));
+  const double filled = double(blocks) / double(ceil_div(blocks, slots) * slots);
+  return covered * filled * work_per_cycle;
+}
+
+int rule_direct_tile(const DirectArgs& a) {
+  const double wide = useful_fraction<DirectWide>(a, unrolled_filter(a) ? 1.0 : 0.5);
+  return useful_fraction<DirectSmall>(a, 0.8) > wide ? kSmall : kWide;
+}
+
+// Picks the tile config and the compile-time filter size: depthwise-like layers (one filter per
+// group) take the one-channel tile, double its own register tile, float the forced config or
+// rule_direct_tile's.
+// `pass` (forward or grad_input) names the call for torchconv._C.last_choice().
 template <typename T>
-void run_direct(const DirectArgs& a) {
-  constexpr bool kDouble = std::is_same_v<T, double>;
-  using Wide = std::conditional_t<kDouble, DirectWideF64, DirectWide>;
-  using WideSmallFilter = std::conditional_t<kDouble, DirectWideF64, DirectWideOneBlock>;
+void run_direct(const DirectArgs& a, const char* pass) {
   const bool unit = a.sh == 1 && a.sw == 1 && a.dh == 1 && a.dw == 1;
   if (a.K / a.groups == 1) {
+    record_last_choice(pass, "depthwise", 1);
     if (unit && a.R == 3 && a.S == 3) return launch_direct<T, DirectDepthwise, 3, 3>(a);
     return launch_direct<T, DirectDepthwise, 0, 0>(a);
   }
-  if (unit && a.R == a.S) {
-    switch (a.R) {
-      case 1: return launch_direct<T, Wide, 1, 1>(a);
-      case 3: return launch_direct<T, WideSmallFilter, 3, 3>(a);
-      case 5: return launch_direct<T, WideSmallFilter, 5, 5>(a);
-      case 7: return launch_direct<T, WideSmallFilter, 7, 7>(a);
-      case 9: return launch_direct<T, Wide, 9, 9>(a);
-      case 11: return launch_direct<T, Wide, 11, 11>(a);
-      case 13: return launch_direct<T, Wide, 13, 13>(a);
-      default: break;
-    }
+  if constexpr (std::is_same_v<T, double>) {
+    record_last_choice(pass, "f64", 1);
+    launch_for_filter<T, DirectWideF64>(a);
+  } else {
+    const int forced = forced_direct_tile();
+    const int config = forced >= 0 ? forced : rule_direct_tile(a);
+    record_last_choice(pass, kDirectTileNames[config], 1);
+    if (config == kSmall) return launch_for_filter<T, DirectSmall>(a);
+    launch_for_filter<T, DirectWide>(a);
   }
-  launch_direct<T, Wide, 0, 0>(a);
 }
 
 DirectArgs make_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, at::Tensor& y, int sh, int sw,
@@ -320,7 +427,7 @@ at::Tensor conv2d_direct_cuda(const at::Tensor& input, const at::Tensor& weight,
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   const DirectArgs a = make_args(x, w, b, y, int(p.stride_h), int(p.stride_w), int(p.pad_h), int(p.pad_w),
                                  int(p.dil_h), int(p.dil_w), int(p.groups));
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cuda", [&] { run_direct<scalar_t>(a); });
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cuda", [&] { run_direct<scalar_t>(a, "forward"); });
   return y;
 }
 
@@ -336,7 +443,7 @@ at::Tensor direct_grad_input_cuda(const ConvShape& p, const at::Tensor& grad_out
                      .contiguous();
     const DirectArgs a = make_args(gy, w_rot, at::Tensor(), gx, 1, 1, int(p.dil_h * (p.R - 1) - p.pad_h),
                                    int(p.dil_w * (p.S - 1) - p.pad_w), int(p.dil_h), int(p.dil_w), int(p.groups));
-    AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_input_cuda", [&] { run_direct<scalar_t>(a); });
+    AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_input_cuda", [&] { run_direct<scalar_t>(a, "grad_input"); });
     return gx;
   }
   auto w = weight.contiguous();

@@ -22,12 +22,14 @@ constexpr int round_up(int a, int b) { return (a + b - 1) / b * b; }
 // A thread-block tile: TX x TY x TZ threads, each owning an RY x RX x RK register tile of
 // (output rows) x (output columns) x (output channels). The block covers TY*RY rows, TX*RX columns
 // and TZ*RK channels of the output.
-// kMinBlocks is the occupancy target passed to __launch_bounds__ (it caps registers per thread).
-template <int TX_, int TY_, int TZ_, int RX_, int RY_, int RK_, int kMinBlocks_ = 1>
+// kMinBlocks is the occupancy target passed to __launch_bounds__ (it caps registers per thread);
+// kStageChannels input channels are staged in shared memory per barrier.
+template <int TX_, int TY_, int TZ_, int RX_, int RY_, int RK_, int kMinBlocks_ = 1, int kStageChannels_ = 1>
 struct TileConfig {
   static constexpr int TX = TX_, TY = TY_, TZ = TZ_;
   static constexpr int RX = RX_, RY = RY_, RK = RK_;
   static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr int kStageChannels = kStageChannels_;
   static constexpr int kThreads = TX * TY * TZ;
   static constexpr int kTileW = TX * RX, kTileH = TY * RY, kTileK = TZ * RK;
 };
@@ -126,6 +128,11 @@ __device__ __forceinline__ void cp_async(T* smem, const T* gmem) {
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
   const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(gmem));
+}
+// 16-byte variant that writes zeros instead when `valid` is false (gmem must still be a valid address).
+__device__ __forceinline__ void cp_async_16_or_zero(void* smem, const void* gmem, bool valid) {
+  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(gmem), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>

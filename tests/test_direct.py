@@ -1,0 +1,120 @@
+"""Direct-kernel specifics on CUDA. The float kernel has two tile configs (wide: 64 x 16 outputs x 16
+channels, one channel per barrier; small: 16 x 16 x 32, two channels per barrier), picked by a rule
+(the larger estimated useful fraction of the GPU: small for small planes, grids short of the GPU and
+strided layers) or forced with TORCHCONV_DIRECT_TILE / torchconv._C.set_direct_tile, so each can be
+timed and tested alone. Every
+config must match F.conv2d forward and backward on every shape: filter sizes 1..13 (unrolled) and
+others (run-time sizes), input rows loaded in 16-byte pieces (W a multiple of 4, any padding: the
+column tiles shift so each starts aligned) or element by element (any other W, or a misaligned
+input), C not a multiple of the channels staged per barrier, K off the 16 or 32 channels of a
+tile, planes over several tiles, stride, dilation and groups. float64 runs its own config."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torchconv
+from conftest import assert_close_rel, check_forward_backward
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+CONFIGS = ("wide", "small")
+
+# (N, C, K, H, W, R, S, stride, padding, dilation, groups, bias)
+SHAPES = [
+    (1, 5, 33, 20, 68, 3, 3, 1, 0, 1, 1, True),  # W % 4 == 0, no padding: 16-byte rows; C = 5: small's last stage is partial
+    (2, 7, 18, 19, 132, 3, 3, 1, 1, 1, 1, False),  # padding 1: tiles start 3 columns left; 3 column tiles
+    (1, 4, 16, 17, 36, 5, 5, 1, 2, 1, 1, True),  # padding 2: shift 2
+    (1, 3, 20, 18, 40, 7, 7, 1, 3, 1, 1, True),  # padding 3: shift 1
+    (2, 6, 12, 23, 29, 3, 3, 1, 1, 1, 1, True),  # W = 29: element loads
+    (1, 9, 40, 33, 24, 1, 1, 1, 0, 1, 1, True),  # 1x1, rows over 2 tiles
+    (1, 2, 17, 30, 44, 9, 9, 1, 4, 1, 1, False),  # 9x9
+    (1, 3, 8, 25, 28, 11, 11, 1, 5, 1, 1, True),  # 11x11, K = 8 (half a tile)
+    (1, 2, 24, 29, 31, 13, 13, 1, 6, 1, 1, True),  # 13x13, element loads
+    (1, 1, 5, 12, 16, 3, 3, 1, 1, 1, 1, True),  # C = 1
+    (2, 6, 10, 21, 20, 3, 3, 2, 1, 1, 1, True),  # stride 2: run-time path
+    (1, 4, 6, 22, 24, 3, 3, 1, 2, 2, 1, False),  # dilation 2: run-time path
+    (1, 5, 7, 15, 16, 4, 2, 1, (1, 0), 1, 1, True),  # non-square filter
+    (2, 8, 12, 14, 16, 3, 3, 1, 1, 1, 4, True),  # groups 4
+    (1, 64, 64, 40, 72, 3, 3, 1, 0, 1, 1, False),  # 64 channels, 4 filter tiles of wide, 2 of small
+]
+
+
+def shape_id(s):
+    return "N{}C{}K{}H{}W{}R{}S{}s{}p{}d{}g{}b{:d}".format(*s).replace(" ", "")
+
+
+@pytest.fixture
+def forced_tile():
+    """Forces a tile config for one test and restores the rule afterwards."""
+    yield torchconv._C.set_direct_tile
+    torchconv._C.set_direct_tile("")
+
+
+@needs_cuda
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_every_config_matches(shape, config, forced_tile):
+    forced_tile(config)
+    check_forward_backward("direct", shape, "cuda", torch.float32, f"{config} {shape_id(shape)}")
+    assert f"forward:{config}/" in torchconv._C.last_choice()
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", SHAPES[::2], ids=shape_id)
+def test_float64(shape):
+    check_forward_backward("direct", shape, "cuda", torch.float64, f"f64 {shape_id(shape)}")
+
+
+@needs_cuda
+@pytest.mark.parametrize("config", CONFIGS)
+def test_misaligned_input_takes_element_loads(config, forced_tile):
+    """An input whose data starts off a 16-byte boundary (a view at storage offset 1) cannot take
+    16-byte copies; the kernel falls back to element loads and stays exact."""
+    forced_tile(config)
+    storage = torch.randn(2 * 3 * 18 * 36 + 1, dtype=torch.float64)
+    x = storage[1:].view(2, 3, 18, 36)
+    w = torch.randn(10, 3, 3, 3, dtype=torch.float64)
+    ref = torch.nn.functional.conv2d(x, w, None, 1, 1)
+    xc = torch.empty(x.numel() + 1, device="cuda")[1:].view_as(x).copy_(x)
+    assert xc.data_ptr() % 16 != 0 and xc.is_contiguous()
+    out = torchconv.conv2d(xc, w.cuda().float(), None, 1, 1, algorithm="direct")
+    assert_close_rel(out, ref, torch.float32, f"{config} misaligned")
+
+
+@needs_cuda
+@pytest.mark.parametrize("n, c, k, hw, r, stride, expected", [
+    (1, 8, 16, 14, 3, 1, "small"),  # 14 x 14: one wide tile would be 81% idle
+    (4, 8, 16, 224, 3, 1, "wide"),  # large planes, a grid of 224 wide blocks: wide does more per cycle
+    (1, 8, 16, 224, 3, 1, "small"),  # the same at N = 1: 56 wide blocks fill a fifth of the GPU
+    (2, 3, 64, 64, 7, 2, "small"),  # strided: the run-time path, where wide reads with bank conflicts
+])
+def test_rule(n, c, k, hw, r, stride, expected):
+    x = torch.randn(n, c, hw, hw, device="cuda")
+    torchconv.conv2d(x, torch.randn(k, c, r, r, device="cuda"), None, stride, r // 2, algorithm="direct")
+    assert torchconv._C.last_choice() == f"forward:{expected}/splits=1"
+
+
+@needs_cuda
+def test_last_choice_names_each_pass():
+    x = torch.randn(1, 8, 20, 20, device="cuda", requires_grad=True)
+    out = torchconv.conv2d(x, torch.randn(16, 8, 3, 3, device="cuda"), None, 1, 1, algorithm="direct")
+    out.sum().backward()
+    assert torchconv._C.last_choice() == "forward:small/splits=1 grad_input:small/splits=1"
+
+
+def test_unknown_tile_name_is_a_value_error():
+    with pytest.raises(ValueError, match="must be wide or small"):
+        torchconv._C.set_direct_tile("huge")
+    assert torchconv._C.get_direct_tile() == ""
+
+
+def test_tile_from_environment():
+    """TORCHCONV_DIRECT_TILE forces a config for the whole process (read once); a bad name is a
+    ValueError naming the variable."""
+    code = "import torchconv; print(torchconv._C.get_direct_tile())"
+    env = lambda v: {**__import__("os").environ, "TORCHCONV_DIRECT_TILE": v}  # noqa: E731
+    out = subprocess.run([sys.executable, "-c", code], env=env("small"), capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "small"
+    bad = subprocess.run([sys.executable, "-c", code], env=env("huge"), capture_output=True, text=True)
+    assert bad.returncode != 0 and "ValueError: TORCHCONV_DIRECT_TILE must be wide or small" in bad.stderr
