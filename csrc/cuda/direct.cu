@@ -319,10 +319,10 @@ void launch_for_filter(const DirectArgs& a) {
 //   useful = (outputs of the layer / outputs its tiles cover) x (blocks / block slots of the waves
 //            the grid needs, at 2 blocks per SM) x (work per cycle when full),
 // work per cycle: small 0.8; wide 1 with unrolled filters, 0.5 on the run-time path (its 4 strided
-// columns per thread read shared memory with bank conflicts). The factors and the rule come from
-// the run-48 sweep (every config forced over the resnet + yolo suites at N = 1 and 32,
-// benchmarks/notes-direct.md): it picks the faster config in 42 of 44 layers and loses at most 12%
-// (Y5, N = 32) where it does not.
+// columns per thread read shared memory with bank conflicts). The factors come from a sweep with
+// every config forced over the resnet + yolo suites at N = 1 and 32 (benchmarks/notes-direct.md);
+// on the H100 (run 51) the rule picks the faster config in 40 of 44 layers, and the worst miss
+// costs 11% (Y13, N = 1).
 template <typename Cfg>
 double useful_fraction(const DirectArgs& a, double work_per_cycle) {
   const int64_t Kg = a.K / a.groups;
