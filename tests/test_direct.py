@@ -7,7 +7,13 @@ config must match F.conv2d forward and backward on every shape: filter sizes 1..
 others (run-time sizes), input rows loaded in 16-byte pieces (W a multiple of 4, any padding: the
 column tiles shift so each starts aligned) or element by element (any other W, or a misaligned
 input), C not a multiple of the channels staged per barrier, K off the 16 or 32 channels of a
-tile, planes over several tiles, stride, dilation and groups. float64 runs its own config."""
+tile, planes over several tiles, stride, dilation and groups. float64 runs its own config.
+
+grad_input of a stride-1 layer runs the forward kernel (filters rotated, C and K swapped). grad_weight
+runs a tiled kernel: 64 x 64 (float) or 32 x 32 (double) filter x channel tiles for up to 4 taps of
+one filter row, over slices of the N*Ho*Wo reduction whose partial sums are added in a fixed order
+(deterministic, within the workspace limit); a layer whose staged input row would not fit shared
+memory (strides of 13 and more along W) runs a per-element kernel instead."""
 import subprocess
 import sys
 
@@ -15,7 +21,7 @@ import pytest
 import torch
 
 import torchconv
-from conftest import assert_close_rel, check_forward_backward
+from conftest import assert_backward_repeatable, assert_close_rel, check_forward_backward
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 CONFIGS = ("wide", "small")
@@ -118,3 +124,50 @@ def test_tile_from_environment():
     assert out.stdout.strip() == "small"
     bad = subprocess.run([sys.executable, "-c", code], env=env("huge"), capture_output=True, text=True)
     assert bad.returncode != 0 and "ValueError: TORCHCONV_DIRECT_TILE must be wide or small" in bad.stderr
+
+
+WEIGHT_GRAD_SHAPES = [
+    (2, 70, 130, 12, 11, 3, 3, 1, 1, 1, 1, False),  # 2 x 3 partial filter x channel tiles
+    (1, 5, 9, 40, 37, 7, 7, 2, 3, 1, 1, True),  # 7 taps per row: chunks of 4 and 3; stride 2
+    (1, 3, 6, 30, 33, 13, 13, 1, 6, 1, 1, False),  # 13 taps per row: 4 chunks
+    (4, 16, 24, 33, 70, 1, 1, 1, 0, 1, 1, True),  # 1x1: a long reduction in many slices
+    (1, 6, 8, 19, 23, 3, 5, 1, (1, 2), (2, 3), 1, True),  # dilation: wider staged input rows
+    (2, 12, 18, 15, 14, 3, 3, 1, 1, 1, 3, True),  # groups
+    (1, 4, 5, 20, 300, 3, 3, (1, 13), 1, 1, 1, True),  # stride 13 along W: the per-element kernel
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", WEIGHT_GRAD_SHAPES, ids=shape_id)
+def test_weight_grad(shape, dtype):
+    check_forward_backward("direct", shape, "cuda", dtype, f"weight grad {shape_id(shape)}")
+
+
+@needs_cuda
+def test_weight_grad_within_workspace_limit():
+    """A workspace limit below two slices of partial sums (2 x 384 floats here) gives one slice, written
+    in place."""
+    old = torchconv.get_workspace_limit()
+    try:
+        check_forward_backward("direct", WEIGHT_GRAD_SHAPES[3], "cuda", torch.float32, "many slices")
+        assert torchconv._C.last_workspace_bytes() > 2048
+        torchconv.set_workspace_limit(2048)
+        check_forward_backward("direct", WEIGHT_GRAD_SHAPES[3], "cuda", torch.float32, "one slice")
+        assert torchconv._C.last_workspace_bytes() == 0
+    finally:
+        torchconv.set_workspace_limit(old)
+
+
+@needs_cuda
+@pytest.mark.parametrize("stride", [1, 2])
+def test_backward_is_repeatable(stride):
+    assert_backward_repeatable("direct", stride)
+
+
+@needs_cuda
+def test_empty_batch_backward():
+    x = torch.randn(0, 4, 9, 8, device="cuda", requires_grad=True)
+    w = torch.randn(6, 4, 3, 3, device="cuda", requires_grad=True)
+    gx, gw = torch.autograd.grad(torchconv.conv2d(x, w, None, 1, 1, algorithm="direct").sum(), (x, w))
+    assert gx.shape == x.shape and torch.equal(gw, torch.zeros_like(w))

@@ -8,7 +8,8 @@
 //
 // grad_input of a stride-1 convolution is itself a direct convolution (grad_output with the filters
 // rotated 180 degrees and C / K swapped), so it reuses the forward kernel; strided layers gather
-// per input pixel. grad_weight reduces over N x Ho x Wo in parallel slices.
+// per input pixel. grad_weight is a tiled kernel over filter x channel tiles that reduces slices of
+// N x Ho x Wo in parallel; the slices are summed in a fixed order.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -17,6 +18,7 @@
 
 #include "../conv_shape.h"
 #include "../tuning.h"
+#include "../workspace.h"
 #include "launch.cuh"
 
 namespace torchconv {
@@ -389,8 +391,172 @@ __global__ void direct_grad_input_gather_kernel(const T* __restrict__ gy, const 
   }
 }
 
-// grad_weight: thread per weight element, blockIdx.y selects a slice of the N x Ho reduction;
-// slices are summed afterwards (deterministically).
+// grad_weight, tiled: dW[k][c][r][s] = sum over n, oy, ox of gy[n][k][oy][ox] * x[n][c][iy][ix]. A
+// block owns TK filters x TC channels x up to kTaps taps of one filter row r, and reduces over a
+// slice of "stages" (one output row oy, TW output columns each). Per stage it copies the grad_output
+// segment (TK x TW, stored pixel-major so a thread reads its filters as 16-byte vectors) and the
+// input row segment its taps read (TC x (TW - 1) * sw + (kTaps - 1) * dw + 1 columns, same layout),
+// double-buffered with cp.async. Each thread keeps a (2 x V) filters x (2 x V) channels register
+// tile for one tap (V = 16 bytes of T): the halves sit TK / 2 apart, so a warp's vector reads of
+// either tile cover consecutive 16-byte words without bank conflicts.
+template <typename T>
+struct WeightGradConfig {
+  static constexpr int V = 16 / int(sizeof(T));  // elements per 16-byte vector
+  static constexpr int kThreadsK = 8, kThreadsC = 8, kTaps = 4, TW = 32;
+  static constexpr int TK = kThreadsK * 2 * V, TC = kThreadsC * 2 * V;  // float: 64 x 64; double: 32 x 32
+  static constexpr int kPitchK = TK + V, kPitchC = TC + V;  // padded rows, still 16-byte aligned
+  static constexpr int kThreadsPerTap = kThreadsK * kThreadsC;
+};
+
+struct WeightGradArgs {
+  const void* gy;
+  const void* x;
+  void* partial;  // [slices][K][Cg][R][S]
+  ConvShape p;
+  int taps;            // taps per block (min(S, kTaps)); blockDim = 64 * taps
+  int tap_chunks;      // ceil(S / taps)
+  int in_cols;         // input columns staged per stage
+  int64_t stages;      // N * Ho * segments
+  int64_t stages_per_slice;
+};
+
+template <typename T>
+__host__ __device__ int weight_grad_stage_elems(int in_cols) {
+  using Cfg = WeightGradConfig<T>;
+  return Cfg::TW * Cfg::kPitchK + in_cols * Cfg::kPitchC;
+}
+
+// One 16-byte shared-memory read (the address is 16-byte aligned).
+template <typename T, int V>
+__device__ __forceinline__ void load_vector16(const T* src, T (&dst)[V]) {
+  static_assert(V * sizeof(T) == 16, "16 bytes");
+  if constexpr (std::is_same_v<T, float>) {
+    const float4 v = *reinterpret_cast<const float4*>(src);
+    dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
+  } else {
+    const double2 v = *reinterpret_cast<const double2*>(src);
+    dst[0] = v.x, dst[1] = v.y;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256, 2) direct_grad_weight_tiled_kernel(const WeightGradArgs a) {
+  using Cfg = WeightGradConfig<T>;
+  constexpr int V = Cfg::V, TK = Cfg::TK, TC = Cfg::TC, TW = Cfg::TW;
+  const ConvShape& p = a.p;
+  const int Kg = int(p.K / p.groups), Cg = int(p.C / p.groups);
+  const int k_tiles = int(ceil_div(Kg, TK)), c_tiles = int(ceil_div(Cg, TC));
+  int bx = blockIdx.x;
+  const int c_tile = bx % c_tiles;
+  bx /= c_tiles;
+  const int k_tile = bx % k_tiles;
+  const int g = bx / k_tiles;
+  const int r = blockIdx.z / a.tap_chunks, s0 = (blockIdx.z % a.tap_chunks) * a.taps;
+  const int kt0 = k_tile * TK, ct0 = c_tile * TC;
+  const int tid = threadIdx.x, threads = blockDim.x;
+  const int kq = tid % Cfg::kThreadsK, cq = (tid / Cfg::kThreadsK) % Cfg::kThreadsC, tap = tid / Cfg::kThreadsPerTap;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* const smem = reinterpret_cast<T*>(smem_raw);
+  const int stage_elems = weight_grad_stage_elems<T>(a.in_cols);
+  const T* gy = static_cast<const T*>(a.gy);
+  const T* x = static_cast<const T*>(a.x);
+  const int segments = int(ceil_div(p.Wo, TW));
+  const int sw = int(p.stride_w), dw = int(p.dil_w);
+
+  // Copies stage `st` (output row and column segment) into buffer `buf`; zeros outside the tensors.
+  auto load_stage = [&](int64_t st, int buf) {
+    T* s_gy = smem + buf * stage_elems;
+    T* s_x = s_gy + TW * Cfg::kPitchK;
+    const int64_t row = st / segments;
+    const int ox0 = int(st - row * segments) * TW;
+    const int n = int(row / p.Ho), oy = int(row - int64_t(n) * p.Ho);
+    const T* gy_row = gy + ((int64_t(n) * p.K + g * Kg + kt0) * p.Ho + oy) * p.Wo + ox0;
+    for (int i = tid; i < TK * TW; i += threads) {
+      const int kk = i / TW, ox = i % TW;
+      const bool ok = kt0 + kk < Kg && ox0 + ox < p.Wo;
+      cp_async_or_zero(s_gy + ox * Cfg::kPitchK + kk, ok ? gy_row + int64_t(kk) * p.Ho * p.Wo + ox : gy, ok);
+    }
+    const int iy = int(oy * p.stride_h - p.pad_h + r * p.dil_h);
+    const int ix0 = int(ox0 * p.stride_w - p.pad_w) + s0 * dw;
+    const bool row_ok = iy >= 0 && iy < p.H;
+    const T* x_row = x + ((int64_t(n) * p.C + g * Cg + ct0) * p.H + (row_ok ? iy : 0)) * p.W;
+    for (int i = tid; i < TC * a.in_cols; i += threads) {
+      const int cc = i / a.in_cols, col = i - cc * a.in_cols;
+      const int ix = ix0 + col;
+      const bool ok = row_ok && ct0 + cc < Cg && ix >= 0 && ix < p.W;
+      cp_async_or_zero(s_x + col * Cfg::kPitchC + cc, ok ? x_row + int64_t(cc) * p.H * p.W + ix : x, ok);
+    }
+    cp_async_commit();
+  };
+
+  T acc[2][V][2][V];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+#pragma unroll
+      for (int k = 0; k < 2; ++k)
+#pragma unroll
+        for (int l = 0; l < V; ++l) acc[i][j][k][l] = T(0);
+
+  const int64_t first = blockIdx.y * a.stages_per_slice;
+  const int64_t last = min(first + a.stages_per_slice, a.stages);
+  const bool active = s0 + tap < p.S && tap < a.taps;
+  load_stage(first, 0);
+  for (int64_t st = first; st < last; ++st) {
+    const int buf = int(st - first) & 1;
+    if (st + 1 < last) {
+      load_stage(st + 1, buf ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (active) {
+      const T* s_gy = smem + buf * stage_elems + kq * V;
+      const T* s_x = smem + buf * stage_elems + TW * Cfg::kPitchK + tap * dw * Cfg::kPitchC + cq * V;
+#pragma unroll 4
+      for (int ox = 0; ox < TW; ++ox) {
+        T gk[2][V], xc[2][V];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          load_vector16(s_gy + ox * Cfg::kPitchK + h * (TK / 2), gk[h]);
+          load_vector16(s_x + ox * sw * Cfg::kPitchC + h * (TC / 2), xc[h]);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < V; ++j)
+#pragma unroll
+            for (int k = 0; k < 2; ++k)
+#pragma unroll
+              for (int l = 0; l < V; ++l) acc[i][j][k][l] = fma(gk[i][j], xc[k][l], acc[i][j][k][l]);
+      }
+    }
+    __syncthreads();
+  }
+  if (!active) return;
+  T* out = static_cast<T*>(a.partial) + blockIdx.y * p.K * Cg * p.R * p.S;
+  const int s = s0 + tap;
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int kk = kt0 + i * (TK / 2) + kq * V + j;
+      if (kk >= Kg) continue;
+#pragma unroll
+      for (int k = 0; k < 2; ++k)
+#pragma unroll
+        for (int l = 0; l < V; ++l) {
+          const int cc = ct0 + k * (TC / 2) + cq * V + l;
+          if (cc < Cg) out[((int64_t(g) * Kg + kk) * Cg + cc) * p.R * p.S + r * p.S + s] = acc[i][j][k][l];
+        }
+    }
+}
+
+// grad_weight where the tiled kernel's stage does not fit shared memory (very wide strides or
+// dilations): thread per weight element, blockIdx.y selects a slice of the N x Ho reduction.
 template <typename T>
 __global__ void direct_grad_weight_kernel(const T* __restrict__ gy, const T* __restrict__ x, T* __restrict__ partial,
                                           const ConvShape p, int64_t rows_per_slice) {
@@ -427,6 +593,7 @@ at::Tensor conv2d_direct_cuda(const at::Tensor& input, const at::Tensor& weight,
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   const DirectArgs a = make_args(x, w, b, y, int(p.stride_h), int(p.stride_w), int(p.pad_h), int(p.pad_w),
                                  int(p.dil_h), int(p.dil_w), int(p.groups));
+  record_workspace_bytes(0);
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cuda", [&] { run_direct<scalar_t>(a, "forward"); });
   return y;
 }
@@ -457,18 +624,97 @@ at::Tensor direct_grad_input_cuda(const ConvShape& p, const at::Tensor& grad_out
   return gx;
 }
 
+// out[e] = sum over slices of partial[slice][e], in a fixed order (deterministic). A block is 32
+// elements x kLanes lanes: a warp reads 32 consecutive elements of one slice (coalesced), lane y adds
+// slices y, y + kLanes, ..., and the lanes are added in lane order through shared memory, so layers
+// with few weights and hundreds of slices still keep many loads in flight.
+constexpr int kSumLanes = 8;
+template <typename T>
+__global__ void __launch_bounds__(32 * kSumLanes) sum_weight_slices_kernel(const T* __restrict__ partial,
+                                                                           T* __restrict__ out, int64_t numel,
+                                                                           int slices) {
+  __shared__ T lane_sums[kSumLanes][32];
+  const int64_t e = blockIdx.x * int64_t(32) + threadIdx.x;
+  T sum = T(0);
+  if (e < numel)
+    for (int s = threadIdx.y; s < slices; s += kSumLanes) sum += partial[s * numel + e];
+  lane_sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || e >= numel) return;
+  T total = lane_sums[0][threadIdx.x];
+#pragma unroll
+  for (int y = 1; y < kSumLanes; ++y) total += lane_sums[y][threadIdx.x];
+  out[e] = total;
+}
+
+// The weight-shaped gradient from `partial` ([slices][numel]).
+at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight) {
+  if (partial.size(0) == 1) return partial[0].view(weight.sizes());
+  auto out = at::empty(weight.sizes(), weight.options());
+  const int64_t numel = weight.numel();
+  AT_DISPATCH_FLOATING_TYPES(partial.scalar_type(), "direct_sum_weight_slices", [&] {
+    sum_weight_slices_kernel<scalar_t><<<unsigned(ceil_div(numel, 32)), dim3(32, kSumLanes), 0, current_stream()>>>(
+        partial.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), numel, int(partial.size(0)));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return out;
+}
+
+// The tiled kernel: enough slices of the stages that the grid fills every SM about four times at
+// two blocks per SM, each slice at least 8 stages long, and the slices' partial sums within the
+// workspace limit. Returns an undefined tensor when a stage does not fit shared memory.
+template <typename T>
+at::Tensor direct_grad_weight_tiled(const ConvShape& p, const at::Tensor& gy, const at::Tensor& x,
+                                    const at::Tensor& weight) {
+  using Cfg = WeightGradConfig<T>;
+  WeightGradArgs a;
+  a.p = p;
+  a.taps = int(std::min<int64_t>(p.S, Cfg::kTaps));
+  a.tap_chunks = int(ceil_div(p.S, a.taps));
+  a.in_cols = int((Cfg::TW - 1) * p.stride_w + (a.taps - 1) * p.dil_w + 1);
+  const size_t smem = 2 * size_t(weight_grad_stage_elems<T>(a.in_cols)) * sizeof(T);
+  if (smem > size_t(max_dynamic_smem())) return at::Tensor();
+  const int64_t Kg = p.filters_per_group(), Cg = p.channels_per_group();
+  const int64_t tiles = p.groups * ceil_div(Kg, Cfg::TK) * ceil_div(Cg, Cfg::TC);
+  const int64_t base = tiles * p.R * a.tap_chunks;
+  a.stages = p.N * p.Ho * ceil_div(p.Wo, Cfg::TW);
+  if (a.stages == 0) return at::zeros_like(weight);  // an empty batch
+  const int64_t numel = weight.numel();
+  const int64_t by_limit = std::max<int64_t>(1, workspace_limit_bytes() / (numel * int64_t(sizeof(T))));
+  int64_t slices = ceil_div(4 * 2 * int64_t(sm_count()), base);
+  slices = std::max<int64_t>(1, std::min({slices, ceil_div(a.stages, 8), by_limit, int64_t(65535)}));
+  a.stages_per_slice = ceil_div(a.stages, slices);
+  slices = ceil_div(a.stages, a.stages_per_slice);
+  check_grid(base, "conv2d_direct_backward");
+  auto partial = at::empty({slices, numel}, weight.options());
+  record_workspace_bytes(slices > 1 ? partial.numel() * int64_t(sizeof(T)) : 0);
+  a.gy = gy.const_data_ptr(), a.x = x.const_data_ptr(), a.partial = partial.mutable_data_ptr();
+  auto kernel = direct_grad_weight_tiled_kernel<T>;
+  ensure_dynamic_smem(kernel, smem, "conv2d_direct_backward");
+  const dim3 grid(unsigned(tiles), unsigned(slices), unsigned(p.R * a.tap_chunks));
+  kernel<<<grid, Cfg::kThreadsPerTap * a.taps, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return sum_slices(partial, weight);
+}
+
 at::Tensor direct_grad_weight_cuda(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                    const at::Tensor& weight) {
   auto gy = grad_output.contiguous();
   auto x = input.contiguous();
+  at::Tensor tiled;
+  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_weight_tiled_cuda",
+                             [&] { tiled = direct_grad_weight_tiled<scalar_t>(p, gy, x, weight); });
+  if (tiled.defined()) return tiled;
   const int64_t numel = weight.numel();
   const int threads = 128;
   // Enough slices of the N x Ho reduction that about 64 K threads run at once.
   const int64_t rows = p.N * p.Ho;
-  const int64_t slices = std::max<int64_t>(1, std::min<int64_t>(rows, ceil_div(65536, numel)));
+  const int64_t by_limit = std::max<int64_t>(1, workspace_limit_bytes() / (numel * int64_t(weight.element_size())));
+  const int64_t slices = std::max<int64_t>(1, std::min({rows, ceil_div(65536, numel), by_limit, int64_t(65535)}));
   const int64_t rows_per_slice = std::max<int64_t>(1, ceil_div(rows, slices));
   const int64_t used_slices = std::max<int64_t>(1, ceil_div(rows, rows_per_slice));
   auto partial = at::empty({used_slices, numel}, input.options());
+  record_workspace_bytes(used_slices > 1 ? partial.numel() * int64_t(weight.element_size()) : 0);
   const dim3 grid(unsigned(ceil_div(numel, threads)), unsigned(used_slices));
   AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_weight_cuda", [&] {
     direct_grad_weight_kernel<scalar_t><<<grid, threads, 0, current_stream()>>>(
@@ -476,7 +722,7 @@ at::Tensor direct_grad_weight_cuda(const ConvShape& p, const at::Tensor& grad_ou
         rows_per_slice);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
-  return partial.sum(0).view(weight.sizes());
+  return sum_slices(partial, weight);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cuda(
