@@ -7,7 +7,8 @@ config must match F.conv2d forward and backward on every shape: filter sizes 1..
 others (run-time sizes), input rows loaded in 16-byte pieces (W a multiple of 4, any padding: the
 column tiles shift so each starts aligned) or element by element (any other W, or a misaligned
 input), C not a multiple of the channels staged per barrier, K off the 16 or 32 channels of a
-tile, planes over several tiles, stride, dilation and groups. float64 runs its own config.
+tile, planes over several tiles, stride, dilation and groups. float64 runs its own config, and layers
+with one filter per group (depthwise) a one-channel config.
 
 grad_input of a stride-1 layer runs the forward kernel (filters rotated, C and K swapped). grad_weight
 runs a tiled kernel: 64 x 64 (float) or 32 x 32 (double) filter x channel tiles for up to 4 taps of
@@ -124,6 +125,25 @@ def test_tile_from_environment():
     assert out.stdout.strip() == "small"
     bad = subprocess.run([sys.executable, "-c", code], env=env("huge"), capture_output=True, text=True)
     assert bad.returncode != 0 and "ValueError: TORCHCONV_DIRECT_TILE must be wide or small" in bad.stderr
+
+
+# One filter per group (depthwise and its strided and dilated forms) runs its own one-channel tile
+# config, 64 x 16 outputs per block, with the same loaders (16-byte rows for unit-stride 3x3).
+DEPTHWISE_SHAPES = [
+    (2, 8, 8, 14, 16, 3, 3, 1, 1, 1, 8, True),  # 3x3: unrolled, 16-byte rows (shift 3)
+    (1, 6, 6, 13, 70, 3, 3, 1, 1, 1, 6, False),  # W = 70: element loads, 2 column tiles
+    (1, 6, 6, 13, 12, 5, 5, 1, 2, 1, 6, False),  # 5x5: run-time path
+    (1, 4, 4, 15, 17, 3, 3, 2, 1, 1, 4, True),  # stride 2: grad_input gathers
+    (2, 5, 5, 11, 9, 3, 3, 1, 2, 2, 5, True),  # dilation 2
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", DEPTHWISE_SHAPES, ids=shape_id)
+def test_depthwise(shape, dtype):
+    check_forward_backward("direct", shape, "cuda", dtype, f"depthwise {shape_id(shape)}")
+    assert torchconv._C.last_choice().startswith("forward:depthwise/")
 
 
 WEIGHT_GRAD_SHAPES = [
