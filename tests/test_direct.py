@@ -103,6 +103,19 @@ def test_rule(n, c, k, hw, r, stride, expected):
 
 
 @needs_cuda
+def test_large_filter_takes_the_config_that_fits(forced_tile):
+    """A 25x25 filter on a small plane: the rule would pick small, whose two 2-channel stages (345 KB)
+    exceed shared memory, so wide (108 KB) runs; forcing small is a clear error."""
+    shape = (1, 4, 8, 48, 44, 25, 25, 1, 12, 1, 1, True)
+    check_forward_backward("direct", shape, "cuda", torch.float32, "25x25")
+    assert torchconv._C.last_choice().startswith("forward:wide/")
+    forced_tile("small")
+    with pytest.raises(ValueError, match="shared memory"):
+        torchconv.conv2d(torch.randn(1, 4, 48, 44, device="cuda"), torch.randn(8, 4, 25, 25, device="cuda"),
+                         None, 1, 12, algorithm="direct")
+
+
+@needs_cuda
 def test_last_choice_names_each_pass():
     x = torch.randn(1, 8, 20, 20, device="cuda", requires_grad=True)
     out = torchconv.conv2d(x, torch.randn(16, 8, 3, 3, device="cuda"), None, 1, 1, algorithm="direct")

@@ -336,6 +336,13 @@ double useful_fraction(const DirectArgs& a, double work_per_cycle) {
   return covered * filled * work_per_cycle;
 }
 
+// Whether config Cfg's two stages fit the device's shared memory for this layer.
+template <typename T, typename Cfg>
+bool direct_tiles_fit(const DirectArgs& a) {
+  const TileGeometry<Cfg> geo(a.R, a.S, a.sh, a.sw, a.dh, a.dw);
+  return geo.template smem_bytes<T>(a.R, a.S) <= size_t(max_dynamic_smem());
+}
+
 int rule_direct_tile(const DirectArgs& a) {
   const double wide = useful_fraction<DirectWide>(a, unrolled_filter(a) ? 1.0 : 0.5);
   return useful_fraction<DirectSmall>(a, 0.8) > wide ? kSmall : kWide;
@@ -358,7 +365,10 @@ void run_direct(const DirectArgs& a, const char* pass) {
     launch_for_filter<T, DirectWideF64>(a);
   } else {
     const int forced = forced_direct_tile();
-    const int config = forced >= 0 ? forced : rule_direct_tile(a);
+    int config = forced >= 0 ? forced : rule_direct_tile(a);
+    // small stages 2 channels of 32 filters, so filters of 21x21 and more fit only wide's tiles: the
+    // rule then takes wide (a forced small raises the shared-memory error instead).
+    if (forced < 0 && config == kSmall && !direct_tiles_fit<T, DirectSmall>(a)) config = kWide;
     record_last_choice(pass, kDirectTileNames[config], 1);
     if (config == kSmall) return launch_for_filter<T, DirectSmall>(a);
     launch_for_filter<T, DirectWide>(a);
