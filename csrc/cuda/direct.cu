@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
 
   const int in_elems = geo.in_h * geo.in_w;
   const int rs = R * S;
-  // Issues the asynchronous loads of channel c's input and filter tiles into slot `slot` of `buf`.
+  // Issues the asynchronous loads of channel c's input and filter tiles into the slot at s_in.
   auto load_channel = [&](int c, T* s_in) {
     T* s_w = s_in + geo.in_h * geo.pitch;
     const T* xc = x + (int64_t(n) * a.C + g * Cg + c) * a.H * a.W;
