@@ -81,21 +81,26 @@ std::string last_choice() {
 }
 
 namespace {
-// `what` names the setting in the error.
-int direct_tile_index(const std::string& name, const char* what) {
+// The index of a tile config name, or -1.
+int find_direct_tile(const std::string& name) {
   for (int i = 0; i < kDirectTileCount; ++i)
     if (name == kDirectTileNames[i]) return i;
-  TORCH_CHECK_VALUE(name.empty(), what, " must be wide or small (or empty for the rule), got '", name, "'");
   return -1;
 }
-// A bad TORCHCONV_DIRECT_TILE raises at each direct call until set_direct_tile replaces it.
+// Like find_direct_tile, but an unknown non-empty name is a ValueError; `what` names the setting.
+int direct_tile_index(const std::string& name, const char* what) {
+  const int index = find_direct_tile(name);
+  TORCH_CHECK_VALUE(index >= 0 || name.empty(), what, " must be wide or small (or empty for the rule), got '", name,
+                    "'");
+  return index;
+}
+// -2 marks a bad TORCHCONV_DIRECT_TILE: it raises at each direct call until set_direct_tile replaces it.
 std::atomic<int>& forced_tile() {
   static std::atomic<int> forced{[] {
     const char* env = std::getenv("TORCHCONV_DIRECT_TILE");
-    if (env == nullptr) return -1;
-    for (int i = 0; i < kDirectTileCount; ++i)
-      if (std::string(env) == kDirectTileNames[i]) return i;
-    return *env ? -2 : -1;
+    if (env == nullptr || *env == 0) return -1;
+    const int index = find_direct_tile(env);
+    return index >= 0 ? index : -2;
   }()};
   return forced;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,7 +35,7 @@ std::string last_choice();
 // can be timed and tested alone: TORCHCONV_DIRECT_TILE=<name> at start-up, or
 // torchconv._C.set_direct_tile(name) ("" goes back to the rule). -1: none forced.
 constexpr const char* kDirectTileNames[] = {"wide", "small"};
-constexpr int kDirectTileCount = 2;
+constexpr int kDirectTileCount = int(std::size(kDirectTileNames));
 int forced_direct_tile();
 void set_forced_direct_tile(const std::string& name);  // ValueError for an unknown name
 

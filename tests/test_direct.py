@@ -15,6 +15,7 @@ runs a tiled kernel: 64 x 64 (float) or 32 x 32 (double) filter x channel tiles 
 one filter row, over slices of the N*Ho*Wo reduction whose partial sums are added in a fixed order
 (deterministic, within the workspace limit); a layer whose staged input row would not fit shared
 memory (strides of 13 and more along W) runs a per-element kernel instead."""
+import os
 import subprocess
 import sys
 
@@ -133,7 +134,7 @@ def test_tile_from_environment():
     """TORCHCONV_DIRECT_TILE forces a config for the whole process (read once); a bad name is a
     ValueError naming the variable."""
     code = "import torchconv; print(torchconv._C.get_direct_tile())"
-    env = lambda v: {**__import__("os").environ, "TORCHCONV_DIRECT_TILE": v}  # noqa: E731
+    env = lambda v: {**os.environ, "TORCHCONV_DIRECT_TILE": v}  # noqa: E731
     out = subprocess.run([sys.executable, "-c", code], env=env("small"), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "small"
     bad = subprocess.run([sys.executable, "-c", code], env=env("huge"), capture_output=True, text=True)
