@@ -11,10 +11,12 @@ tile, planes over several tiles, stride, dilation and groups. float64 runs its o
 with one filter per group (depthwise) a one-channel config.
 
 grad_input of a stride-1 layer runs the forward kernel (filters rotated, C and K swapped). grad_weight
-runs a tiled kernel: 64 x 64 (float) or 32 x 32 (double) filter x channel tiles for up to 4 taps of
-one filter row, over slices of the N*Ho*Wo reduction whose partial sums are added in a fixed order
-(deterministic, within the workspace limit); a layer whose staged input row would not fit shared
-memory (strides of 13 and more along W) runs a per-element kernel instead."""
+runs a tiled kernel over slices of the N*Ho*Wo reduction whose partial sums are added in a fixed order
+(deterministic, within the workspace limit). Its tiles are 64 x 64 (float) or 32 x 32 (double)
+filters x columns, where a column is an input channel (for up to 4 taps of one filter row: layers
+with many channels per group) or a (channel, r, s) patch of the filter (few channels per group, such
+as C = 3 first layers and depthwise, and strides of 13 and more along W, where a channels stage would
+not fit shared memory); torchconv._C.last_choice() names it."""
 import os
 import subprocess
 import sys
@@ -160,35 +162,47 @@ def test_depthwise(shape, dtype):
     assert torchconv._C.last_choice().startswith("forward:depthwise/")
 
 
+# (shape, the columns grad_weight takes in float)
 WEIGHT_GRAD_SHAPES = [
-    (2, 70, 130, 12, 11, 3, 3, 1, 1, 1, 1, False),  # 2 x 3 partial filter x channel tiles
-    (1, 5, 9, 40, 37, 7, 7, 2, 3, 1, 1, True),  # 7 taps per row: chunks of 4 and 3; stride 2
-    (1, 3, 6, 30, 33, 13, 13, 1, 6, 1, 1, False),  # 13 taps per row: 4 chunks
-    (4, 16, 24, 33, 70, 1, 1, 1, 0, 1, 1, True),  # 1x1: a long reduction in many slices
-    (1, 6, 8, 19, 23, 3, 5, 1, (1, 2), (2, 3), 1, True),  # dilation: wider staged input rows
-    (2, 12, 18, 15, 14, 3, 3, 1, 1, 1, 3, True),  # groups
-    (1, 4, 5, 20, 300, 3, 3, (1, 13), 1, 1, 1, True),  # stride 13 along W: the per-element kernel
+    ((2, 70, 130, 12, 11, 3, 3, 1, 1, 1, 1, False), "channels"),  # 2 x 3 partial filter x channel tiles
+    ((1, 40, 9, 40, 37, 7, 7, 2, 3, 1, 1, True), "channels"),  # 7 taps per row: chunks of 4 and 3; stride 2
+    ((1, 64, 6, 30, 33, 13, 13, 1, 6, 1, 1, False), "channels"),  # 13 taps per row: 4 chunks
+    ((4, 16, 24, 33, 70, 1, 1, 1, 0, 1, 1, True), "channels"),  # 1x1: a long reduction in many slices
+    ((1, 36, 8, 19, 23, 3, 5, 1, (1, 2), (2, 3), 1, True), "channels"),  # dilation: wider staged input rows
+    ((1, 128, 66, 9, 10, 3, 3, 1, 1, 1, 2, True), "channels"),  # groups of 64 channels
+    ((2, 3, 70, 33, 35, 3, 3, 1, 1, 1, 1, True), "patches"),  # C = 3: 27 columns of a 64 tile; 2 filter tiles
+    ((1, 16, 20, 18, 21, 5, 5, 1, 2, 1, 1, False), "patches"),  # 400 columns: 2 tiles of 4 x 64, the last partial
+    ((1, 2, 6, 17, 19, 7, 7, 2, 3, 1, 1, True), "patches"),  # stride 2, 98 columns in 2 sub-tiles
+    ((1, 6, 8, 19, 23, 3, 5, 1, (1, 2), (2, 3), 1, True), "patches"),  # dilation
+    ((2, 12, 18, 15, 14, 3, 3, 1, 1, 1, 3, True), "patches"),  # groups of 4 channels
+    ((1, 4, 5, 20, 300, 3, 3, (1, 13), 1, 1, 1, True), "patches"),  # stride 13 along W: channels would not fit
 ]
 
 
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
-@pytest.mark.parametrize("shape", WEIGHT_GRAD_SHAPES, ids=shape_id)
-def test_weight_grad(shape, dtype):
+@pytest.mark.parametrize("shape, columns", WEIGHT_GRAD_SHAPES, ids=[shape_id(s) for s, _ in WEIGHT_GRAD_SHAPES])
+def test_weight_grad(shape, columns, dtype):
     check_forward_backward("direct", shape, "cuda", dtype, f"weight grad {shape_id(shape)}")
+    if dtype == torch.float32:
+        assert f"grad_weight:{columns}/" in torchconv._C.last_choice()
 
 
 @needs_cuda
-def test_weight_grad_within_workspace_limit():
-    """A workspace limit below two slices of partial sums (2 x 384 floats here) gives one slice, written
-    in place."""
+@pytest.mark.parametrize("index", [3, 0, 6], ids=["1x1", "3x3", "patches"])
+def test_weight_grad_within_workspace_limit(index):
+    """A workspace limit below two slices of partial sums gives one slice, written in place in weight
+    order (several channels slices are written tap-major, and the slice sum puts them back)."""
+    shape = WEIGHT_GRAD_SHAPES[index][0]
     old = torchconv.get_workspace_limit()
     try:
-        check_forward_backward("direct", WEIGHT_GRAD_SHAPES[3], "cuda", torch.float32, "many slices")
+        check_forward_backward("direct", shape, "cuda", torch.float32, "several slices")
         assert torchconv._C.last_workspace_bytes() > 2048
+        assert not torchconv._C.last_choice().endswith("/splits=1")
         torchconv.set_workspace_limit(2048)
-        check_forward_backward("direct", WEIGHT_GRAD_SHAPES[3], "cuda", torch.float32, "one slice")
+        check_forward_backward("direct", shape, "cuda", torch.float32, "one slice")
         assert torchconv._C.last_workspace_bytes() == 0
+        assert torchconv._C.last_choice().endswith("/splits=1")
     finally:
         torchconv.set_workspace_limit(old)
 

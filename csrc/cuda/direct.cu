@@ -8,7 +8,8 @@
 //
 // grad_input of a stride-1 convolution is itself a direct convolution (grad_output with the filters
 // rotated 180 degrees and C / K swapped), so it reuses the forward kernel; strided layers gather
-// per input pixel. grad_weight is a tiled kernel over filter x channel tiles that reduces slices of
+// per input pixel. grad_weight is a tiled kernel over filter x column tiles (a column is an input
+// channel, or for layers with few channels a (channel, r, s) patch) that reduces slices of
 // N x Ho x Wo in parallel; the slices are summed in a fixed order.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -401,39 +402,61 @@ __global__ void direct_grad_input_gather_kernel(const T* __restrict__ gy, const 
   }
 }
 
-// grad_weight, tiled: dW[k][c][r][s] = sum over n, oy, ox of gy[n][k][oy][ox] * x[n][c][iy][ix]. A
-// block owns TK filters x TC channels x up to kTaps taps of one filter row r, and reduces over a
-// slice of "stages" (one output row oy, TW output columns each). Per stage it copies the grad_output
-// segment (TK x TW, stored pixel-major so a thread reads its filters as 16-byte vectors) and the
-// input row segment its taps read (TC x (TW - 1) * sw + (kTaps - 1) * dw + 1 columns, same layout),
-// double-buffered with cp.async. Each thread keeps a (2 x V) filters x (2 x V) channels register
-// tile for one tap (V = 16 bytes of T): the halves sit TK / 2 apart, so a warp's vector reads of
-// either tile cover consecutive 16-byte words without bank conflicts.
+// grad_weight, tiled: dW[k][c][r][s] = sum over n, oy, ox of gy[n][k][oy][ox] * x[n][c][iy][ix], a
+// GEMM of filters x "columns" over the N x Ho x Wo pixels. A block owns TK filters x up to kTaps
+// sub-tiles of TC columns and reduces over a slice of "stages" (one output row oy, TW output
+// columns each). Per stage it copies the grad_output segment (TK x TW, stored pixel-major so a
+// thread reads its filters as 16-byte vectors) and the columns' input values for those pixels (same
+// layout), double-buffered with cp.async. Each thread keeps a (2 x V) filters x (2 x V) columns
+// register tile of one sub-tile (V = 16 bytes of T): the halves sit TK / 2 apart, so a warp's vector
+// reads of either tile cover consecutive 16-byte words without bank conflicts.
+//
+// What a column is (WeightGradColumns):
+//   channels: one input channel, and the sub-tiles are up to kTaps taps of one filter row r. The
+//             taps read the same staged input row at offsets of dw, so the row is loaded once for
+//             all of them. The layer's choice when it has enough channels per group to fill TC.
+//   patches:  one (channel, r, s) of the filter, so the stage is an im2col of the stage's pixels.
+//             Loads are not shared between taps, but few channels per group (C = 3 first layers,
+//             depthwise) fill the tile (3 x 3 x 3 = 27 columns of 64, against 3 of 64 channels),
+//             and the stage is TW columns whatever the stride, so it always fits shared memory.
+enum class WeightGradColumns { kChannels, kPatches };
+
 template <typename T>
 struct WeightGradConfig {
   static constexpr int V = 16 / int(sizeof(T));  // elements per 16-byte vector
   static constexpr int kThreadsK = 8, kThreadsC = 8, kTaps = 4, TW = 32;
   static constexpr int TK = kThreadsK * 2 * V, TC = kThreadsC * 2 * V;  // float: 64 x 64; double: 32 x 32
-  static constexpr int kPitchK = TK + V, kPitchC = TC + V;  // padded rows, still 16-byte aligned
+  static constexpr int kPitchK = TK + V;  // padded rows, still 16-byte aligned
   static constexpr int kThreadsPerTap = kThreadsK * kThreadsC;
 };
 
 struct WeightGradArgs {
   const void* gy;
   const void* x;
-  void* partial;  // [slices][K][Cg][R][S]
+  // Channels with several slices: [slices][R * S][K][Cg], so a thread's V consecutive channels are
+  // one 16-byte store (the slice sum puts them back in weight order); otherwise [slices][K][Cg][R][S].
+  void* partial;
   ConvShape p;
-  int taps;            // taps per block (min(S, kTaps)); blockDim = 64 * taps
-  int tap_chunks;      // ceil(S / taps)
-  int in_cols;         // input columns staged per stage
-  int64_t stages;      // N * Ho * segments
+  int taps;        // sub-tiles per block; blockDim = 64 * taps
+  int tap_chunks;  // channels: ceil(S / taps); patches: column tiles of taps * TC
+  int x_rows;      // staged input rows of x_pitch elements: channels: input columns; patches: TW
+  int x_pitch;
+  int tap_major;   // channels: the partial is [R * S][K][Cg]
+  int64_t stages;  // N * Ho * segments
   int64_t stages_per_slice;
 };
 
 template <typename T>
-__host__ __device__ int weight_grad_stage_elems(int in_cols) {
+__host__ __device__ int weight_grad_stage_elems(const WeightGradArgs& a) {
   using Cfg = WeightGradConfig<T>;
-  return Cfg::TW * Cfg::kPitchK + in_cols * Cfg::kPitchC;
+  return Cfg::TW * Cfg::kPitchK + a.x_rows * a.x_pitch;
+}
+
+// Shared memory of a launch: two stages, and for patches the column table (3 ints per column).
+template <typename T, WeightGradColumns kColumns>
+size_t weight_grad_smem_bytes(const WeightGradArgs& a) {
+  const size_t table = kColumns == WeightGradColumns::kPatches ? 3 * sizeof(int) * a.taps * WeightGradConfig<T>::TC : 0;
+  return 2 * size_t(weight_grad_stage_elems<T>(a)) * sizeof(T) + table;
 }
 
 // One 16-byte shared-memory read (the address is 16-byte aligned).
@@ -449,30 +472,67 @@ __device__ __forceinline__ void load_vector16(const T* src, T (&dst)[V]) {
   }
 }
 
-template <typename T>
+// Stores the first `count` of V consecutive values; one 16-byte store when all V go to an aligned
+// address.
+template <typename T, int V>
+__device__ __forceinline__ void store_run(T* dst, const T (&v)[V], int count) {
+  if (count >= V && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+    if constexpr (std::is_same_v<T, float>) {
+      *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+      *reinterpret_cast<double2*>(dst) = make_double2(v[0], v[1]);
+    }
+    return;
+  }
+#pragma unroll
+  for (int l = 0; l < V; ++l)
+    if (l < count) dst[l] = v[l];
+}
+
+template <typename T, WeightGradColumns kColumns>
 __global__ void __launch_bounds__(256, 2) direct_grad_weight_tiled_kernel(const WeightGradArgs a) {
   using Cfg = WeightGradConfig<T>;
+  constexpr bool kPatches = kColumns == WeightGradColumns::kPatches;
   constexpr int V = Cfg::V, TK = Cfg::TK, TC = Cfg::TC, TW = Cfg::TW;
   const ConvShape& p = a.p;
   const int Kg = int(p.K / p.groups), Cg = int(p.C / p.groups);
-  const int k_tiles = int(ceil_div(Kg, TK)), c_tiles = int(ceil_div(Cg, TC));
+  const int k_tiles = int(ceil_div(Kg, TK));
+  const int col_tiles = kPatches ? a.tap_chunks : int(ceil_div(Cg, TC));
   int bx = blockIdx.x;
-  const int c_tile = bx % c_tiles;
-  bx /= c_tiles;
+  const int col_tile = bx % col_tiles;
+  bx /= col_tiles;
   const int k_tile = bx % k_tiles;
   const int g = bx / k_tiles;
-  const int r = blockIdx.z / a.tap_chunks, s0 = (blockIdx.z % a.tap_chunks) * a.taps;
-  const int kt0 = k_tile * TK, ct0 = c_tile * TC;
+  // channels: filter row r, taps s0 .. s0 + taps - 1 (blockIdx.z); patches: r = s0 = 0.
+  const int r = kPatches ? 0 : blockIdx.z / a.tap_chunks, s0 = kPatches ? 0 : (blockIdx.z % a.tap_chunks) * a.taps;
+  const int kt0 = k_tile * TK, ct0 = col_tile * (kPatches ? a.taps * TC : TC);
   const int tid = threadIdx.x, threads = blockDim.x;
   const int kq = tid % Cfg::kThreadsK, cq = (tid / Cfg::kThreadsK) % Cfg::kThreadsC, tap = tid / Cfg::kThreadsPerTap;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const smem = reinterpret_cast<T*>(smem_raw);
-  const int stage_elems = weight_grad_stage_elems<T>(a.in_cols);
+  const int stage_elems = weight_grad_stage_elems<T>(a);
   const T* gy = static_cast<const T*>(a.gy);
   const T* x = static_cast<const T*>(a.x);
   const int segments = int(ceil_div(p.Wo, TW));
   const int sw = int(p.stride_w), dw = int(p.dil_w);
+  // The channels pitch is a compile-time constant, so the unrolled loop's addresses are immediates.
+  const int x_pitch = kPatches ? a.x_pitch : TC + V;
+
+  // patches: each staged column's channel (-1 past the layer's columns) and row / column offsets.
+  int* const col_c = reinterpret_cast<int*>(smem + 2 * stage_elems);
+  int* const col_dy = col_c + a.taps * TC;
+  int* const col_dx = col_dy + a.taps * TC;
+  if constexpr (kPatches) {
+    const int RS = int(p.R * p.S);
+    for (int j = tid; j < a.taps * TC; j += threads) {
+      const int J = ct0 + j, c = J / RS, t = J - c * RS;
+      col_c[j] = J < Cg * RS ? c : -1;
+      col_dy[j] = int((t / p.S) * p.dil_h);
+      col_dx[j] = int((t % p.S) * dw);
+    }
+    __syncthreads();
+  }
 
   // Copies stage `st` (output row and column segment) into buffer `buf`; zeros outside the tensors.
   auto load_stage = [&](int64_t st, int buf) {
@@ -487,32 +547,37 @@ __global__ void __launch_bounds__(256, 2) direct_grad_weight_tiled_kernel(const 
       const bool ok = kt0 + kk < Kg && ox0 + ox < p.Wo;
       cp_async_or_zero(s_gy + ox * Cfg::kPitchK + kk, ok ? gy_row + int64_t(kk) * p.Ho * p.Wo + ox : gy, ok);
     }
-    const int iy = int(oy * p.stride_h - p.pad_h + r * p.dil_h);
-    const int ix0 = int(ox0 * p.stride_w - p.pad_w) + s0 * dw;
-    const bool row_ok = iy >= 0 && iy < p.H;
-    const T* x_row = x + ((int64_t(n) * p.C + g * Cg + ct0) * p.H + (row_ok ? iy : 0)) * p.W;
-    for (int i = tid; i < TC * a.in_cols; i += threads) {
-      const int cc = i / a.in_cols, col = i - cc * a.in_cols;
-      const int ix = ix0 + col;
-      const bool ok = row_ok && ct0 + cc < Cg && ix >= 0 && ix < p.W;
-      cp_async_or_zero(s_x + col * Cfg::kPitchC + cc, ok ? x_row + int64_t(cc) * p.H * p.W + ix : x, ok);
+    const int iy0 = int(oy * p.stride_h - p.pad_h);
+    if constexpr (kPatches) {
+      // Column j of pixel ox reads x[c_j][iy0 + dy_j][ix0 + dx_j + ox * sw].
+      const int ix0 = int(ox0 * p.stride_w - p.pad_w);
+      const T* x_n = x + (int64_t(n) * p.C + g * Cg) * p.H * p.W;
+      for (int i = tid; i < TW * a.taps * TC; i += threads) {
+        const int j = i / TW, ox = i % TW;
+        const int c = col_c[j], iy = iy0 + col_dy[j], ix = ix0 + col_dx[j] + ox * sw;
+        const bool ok = c >= 0 && ox0 + ox < p.Wo && iy >= 0 && iy < p.H && ix >= 0 && ix < p.W;
+        cp_async_or_zero(s_x + ox * x_pitch + j, ok ? x_n + (int64_t(c) * p.H + iy) * p.W + ix : x, ok);
+      }
+    } else {
+      // The input row segment the block's taps read: x_rows columns from ix0, TC channels.
+      const int iy = iy0 + int(r * p.dil_h);
+      const int ix0 = int(ox0 * p.stride_w - p.pad_w) + s0 * dw;
+      const bool row_ok = iy >= 0 && iy < p.H;
+      const T* x_row = x + ((int64_t(n) * p.C + g * Cg + ct0) * p.H + (row_ok ? iy : 0)) * p.W;
+      for (int i = tid; i < TC * a.x_rows; i += threads) {
+        const int cc = i / a.x_rows, col = i - cc * a.x_rows;
+        const int ix = ix0 + col;
+        const bool ok = row_ok && ct0 + cc < Cg && ix >= 0 && ix < p.W;
+        cp_async_or_zero(s_x + col * x_pitch + cc, ok ? x_row + int64_t(cc) * p.H * p.W + ix : x, ok);
+      }
     }
     cp_async_commit();
   };
 
-  T acc[2][V][2][V];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < V; ++j)
-#pragma unroll
-      for (int k = 0; k < 2; ++k)
-#pragma unroll
-        for (int l = 0; l < V; ++l) acc[i][j][k][l] = T(0);
-
+  T acc[2][V][2][V] = {};
   const int64_t first = blockIdx.y * a.stages_per_slice;
   const int64_t last = min(first + a.stages_per_slice, a.stages);
-  const bool active = s0 + tap < p.S && tap < a.taps;
+  const bool active = kPatches || (s0 + tap < p.S && tap < a.taps);
   load_stage(first, 0);
   for (int64_t st = first; st < last; ++st) {
     const int buf = int(st - first) & 1;
@@ -524,15 +589,18 @@ __global__ void __launch_bounds__(256, 2) direct_grad_weight_tiled_kernel(const 
     }
     __syncthreads();
     if (active) {
+      // Where this thread's columns sit in a staged pixel, and the step from one pixel to the next.
+      const int x_offset = (kPatches ? tap * TC : tap * dw * x_pitch) + cq * V;
+      const int x_step = kPatches ? x_pitch : sw * x_pitch;
       const T* s_gy = smem + buf * stage_elems + kq * V;
-      const T* s_x = smem + buf * stage_elems + TW * Cfg::kPitchK + tap * dw * Cfg::kPitchC + cq * V;
-#pragma unroll 4
+      const T* s_x = smem + buf * stage_elems + TW * Cfg::kPitchK + x_offset;
+#pragma unroll 2
       for (int ox = 0; ox < TW; ++ox) {
         T gk[2][V], xc[2][V];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           load_vector16(s_gy + ox * Cfg::kPitchK + h * (TK / 2), gk[h]);
-          load_vector16(s_x + ox * sw * Cfg::kPitchC + h * (TC / 2), xc[h]);
+          load_vector16(s_x + ox * x_step + h * (TC / 2), xc[h]);
         }
 #pragma unroll
         for (int i = 0; i < 2; ++i)
@@ -546,8 +614,46 @@ __global__ void __launch_bounds__(256, 2) direct_grad_weight_tiled_kernel(const 
     }
     __syncthreads();
   }
+  const int RS = int(p.R * p.S), columns = kPatches ? Cg * RS : Cg;  // columns per filter
+  T* out = static_cast<T*>(a.partial) + blockIdx.y * p.K * Cg * RS;
+  if (kPatches || a.tap_major) {
+    // The layout keeps each filter's columns of a sub-tile together (patches: [K][Cg * R * S];
+    // tap-major channels: [R * S][K][Cg]), so the tile leaves through shared memory, one sub-tile at
+    // a time, as coalesced 16-byte stores of whole rows. (Vector stores straight from the registers
+    // would pin the accumulators to aligned register quads for the whole loop, and it spills.)
+    constexpr int kTilePitch = TC + V;
+    T* const tile = smem;  // TK x kTilePitch: fits one stage's grad_output part
+    for (int t = 0; t < a.taps; ++t) {
+      if (tap == t && active) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < V; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int l = 0; l < V; ++l)
+                tile[(i * (TK / 2) + kq * V + j) * kTilePitch + h * (TC / 2) + cq * V + l] = acc[i][j][h][l];
+      }
+      __syncthreads();
+      const int c_base = ct0 + (kPatches ? t * TC : 0);
+      T* const dst = kPatches ? out + c_base : out + (int64_t(r) * p.S + s0 + t) * p.K * Cg + c_base;
+      if (kPatches || s0 + t < p.S) {
+        for (int idx = tid; idx < TK * (TC / V); idx += threads) {
+          const int row = idx / (TC / V), c = idx % (TC / V) * V;
+          const int count = columns - (c_base + c);
+          if (kt0 + row >= Kg || count <= 0) continue;
+          T v[V];
+          load_vector16(tile + row * kTilePitch + c, v);
+          store_run(dst + (int64_t(g) * Kg + kt0 + row) * columns + c, v, count);
+        }
+      }
+      __syncthreads();
+    }
+    return;
+  }
+  // One channels slice, written in weight order ([K][Cg][R][S]) where it is the gradient itself.
   if (!active) return;
-  T* out = static_cast<T*>(a.partial) + blockIdx.y * p.K * Cg * p.R * p.S;
   const int s = s0 + tap;
 #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -555,41 +661,15 @@ __global__ void __launch_bounds__(256, 2) direct_grad_weight_tiled_kernel(const 
     for (int j = 0; j < V; ++j) {
       const int kk = kt0 + i * (TK / 2) + kq * V + j;
       if (kk >= Kg) continue;
+      const int64_t k = int64_t(g) * Kg + kk;
 #pragma unroll
-      for (int k = 0; k < 2; ++k)
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int l = 0; l < V; ++l) {
-          const int cc = ct0 + k * (TC / 2) + cq * V + l;
-          if (cc < Cg) out[((int64_t(g) * Kg + kk) * Cg + cc) * p.R * p.S + r * p.S + s] = acc[i][j][k][l];
+          const int cc = ct0 + h * (TC / 2) + cq * V + l;
+          if (cc < Cg) out[(k * Cg + cc) * RS + r * p.S + s] = acc[i][j][h][l];
         }
     }
-}
-
-// grad_weight where the tiled kernel's stage does not fit shared memory (very wide strides or
-// dilations): thread per weight element, blockIdx.y selects a slice of the N x Ho reduction.
-template <typename T>
-__global__ void direct_grad_weight_kernel(const T* __restrict__ gy, const T* __restrict__ x, T* __restrict__ partial,
-                                          const ConvShape p, int64_t rows_per_slice) {
-  const int64_t Cg = p.C / p.groups, Kg = p.K / p.groups;
-  const int64_t numel = p.K * Cg * p.R * p.S;
-  const int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (e >= numel) return;
-  const int64_t s = e % p.S, r = (e / p.S) % p.R, cg = (e / (p.S * p.R)) % Cg, k = e / (p.S * p.R * Cg);
-  const int64_t c = (k / Kg) * Cg + cg;
-  const int64_t col_offset = s * p.dil_w - p.pad_w;
-  const OutputRange cols = valid_output_range(p.Wo, p.W, col_offset, p.stride_w);
-  const int64_t row_begin = blockIdx.y * rows_per_slice;
-  const int64_t row_end = min(row_begin + rows_per_slice, p.N * p.Ho);
-  T sum = 0;
-  for (int64_t row = row_begin; row < row_end; ++row) {
-    const int64_t n = row / p.Ho, oy = row % p.Ho;
-    const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
-    if (iy < 0 || iy >= p.H) continue;
-    const T* g_row = gy + ((n * p.K + k) * p.Ho + oy) * p.Wo;
-    const T* x_row = x + ((n * p.C + c) * p.H + iy) * p.W + col_offset;
-    for (int64_t ox = cols.lo; ox < cols.hi; ++ox) sum += g_row[ox] * x_row[ox * p.stride_w];
-  }
-  partial[blockIdx.y * numel + e] = sum;
 }
 
 at::Tensor conv2d_direct_cuda(const at::Tensor& input, const at::Tensor& weight,
@@ -634,15 +714,16 @@ at::Tensor direct_grad_input_cuda(const ConvShape& p, const at::Tensor& grad_out
   return gx;
 }
 
-// out[e] = sum over slices of partial[slice][e], in a fixed order (deterministic). A block is 32
-// elements x kLanes lanes: a warp reads 32 consecutive elements of one slice (coalesced), lane y adds
-// slices y, y + kLanes, ..., and the lanes are added in lane order through shared memory, so layers
-// with few weights and hundreds of slices still keep many loads in flight.
+// out = sum over slices of partial[slice], in a fixed order (deterministic). A block is 32 elements
+// x kSumLanes lanes: a warp reads 32 consecutive elements of one slice (coalesced), lane y adds
+// slices y, y + kSumLanes, ..., and the lanes are added in lane order through shared memory, so
+// layers with few weights and hundreds of slices still keep many loads in flight. A tap-major
+// partial ([taps][K * Cg], taps > 1) is written back in weight order ([K * Cg][taps]).
 constexpr int kSumLanes = 8;
 template <typename T>
 __global__ void __launch_bounds__(32 * kSumLanes) sum_weight_slices_kernel(const T* __restrict__ partial,
                                                                            T* __restrict__ out, int64_t numel,
-                                                                           int slices) {
+                                                                           int slices, int taps) {
   __shared__ T lane_sums[kSumLanes][32];
   const int64_t e = blockIdx.x * int64_t(32) + threadIdx.x;
   T sum = T(0);
@@ -654,85 +735,105 @@ __global__ void __launch_bounds__(32 * kSumLanes) sum_weight_slices_kernel(const
   T total = lane_sums[0][threadIdx.x];
 #pragma unroll
   for (int y = 1; y < kSumLanes; ++y) total += lane_sums[y][threadIdx.x];
-  out[e] = total;
+  const int64_t per_tap = numel / taps;
+  out[(e % per_tap) * taps + e / per_tap] = total;
 }
 
-// The weight-shaped gradient from `partial` ([slices][numel]).
-at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight) {
-  if (partial.size(0) == 1) return partial[0].view(weight.sizes());
+// The weight-shaped gradient from `partial` ([slices][numel], each slice in weight order, or tap-major
+// over `taps` taps).
+at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight, int taps) {
+  if (partial.size(0) == 1 && taps == 1) return partial[0].view(weight.sizes());
   auto out = at::empty(weight.sizes(), weight.options());
   const int64_t numel = weight.numel();
   AT_DISPATCH_FLOATING_TYPES(partial.scalar_type(), "direct_sum_weight_slices", [&] {
     sum_weight_slices_kernel<scalar_t><<<unsigned(ceil_div(numel, 32)), dim3(32, kSumLanes), 0, current_stream()>>>(
-        partial.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), numel, int(partial.size(0)));
+        partial.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), numel, int(partial.size(0)), taps);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;
 }
 
-// The tiled kernel: enough slices of the stages that the grid fills every SM about four times at
-// two blocks per SM, each slice at least 8 stages long, and the slices' partial sums within the
-// workspace limit. Returns an undefined tensor when a stage does not fit shared memory.
+// Channels or patches for a layer's grad_weight: the columns' tile coverage, with patches counted
+// at half (their input values are loaded once per tap, not once per filter row), and patches when a
+// channels stage would not fit shared memory (strides of 13 and more along W).
+template <typename T>
+WeightGradColumns weight_grad_columns(const ConvShape& p, size_t channels_smem) {
+  using Cfg = WeightGradConfig<T>;
+  if (channels_smem > size_t(max_dynamic_smem())) return WeightGradColumns::kPatches;
+  const int64_t Cg = p.channels_per_group(), patches = Cg * p.R * p.S;
+  const int64_t patch_cols = std::min<int64_t>(Cfg::kTaps, ceil_div(patches, Cfg::TC)) * Cfg::TC;
+  const double channels_cover = double(Cg) / double(ceil_div(Cg, int64_t(Cfg::TC)) * Cfg::TC);
+  const double patches_cover = double(patches) / double(ceil_div(patches, patch_cols) * patch_cols);
+  return patches_cover > 2 * channels_cover ? WeightGradColumns::kPatches : WeightGradColumns::kChannels;
+}
+
+// Enough slices of the stages that the grid fills every SM about four times at two blocks per SM,
+// each slice at least 8 stages long, and the slices' partial sums within the workspace limit.
 template <typename T>
 at::Tensor direct_grad_weight_tiled(const ConvShape& p, const at::Tensor& gy, const at::Tensor& x,
                                     const at::Tensor& weight) {
   using Cfg = WeightGradConfig<T>;
-  WeightGradArgs a;
-  a.p = p;
-  a.taps = int(std::min<int64_t>(p.S, Cfg::kTaps));
-  a.tap_chunks = int(ceil_div(p.S, a.taps));
-  a.in_cols = int((Cfg::TW - 1) * p.stride_w + (a.taps - 1) * p.dil_w + 1);
-  const size_t smem = 2 * size_t(weight_grad_stage_elems<T>(a.in_cols)) * sizeof(T);
-  if (smem > size_t(max_dynamic_smem())) return at::Tensor();
   const int64_t Kg = p.filters_per_group(), Cg = p.channels_per_group();
-  const int64_t tiles = p.groups * ceil_div(Kg, Cfg::TK) * ceil_div(Cg, Cfg::TC);
-  const int64_t base = tiles * p.R * a.tap_chunks;
+  WeightGradArgs ch;  // the channels launch, to size its stage
+  ch.taps = int(std::min<int64_t>(p.S, Cfg::kTaps));
+  ch.tap_chunks = int(ceil_div(p.S, ch.taps));
+  ch.x_rows = int((Cfg::TW - 1) * p.stride_w + (ch.taps - 1) * p.dil_w + 1);
+  ch.x_pitch = Cfg::TC + Cfg::V;
+  const auto columns = weight_grad_columns<T>(p, weight_grad_smem_bytes<T, WeightGradColumns::kChannels>(ch));
+  const bool patches = columns == WeightGradColumns::kPatches;
+  WeightGradArgs a = ch;
+  int64_t blocks_per_slice;
+  if (patches) {
+    const int64_t cols = Cg * p.R * p.S;
+    a.taps = int(std::min<int64_t>(Cfg::kTaps, ceil_div(cols, Cfg::TC)));
+    a.tap_chunks = int(ceil_div(cols, int64_t(a.taps) * Cfg::TC));
+    a.x_rows = Cfg::TW;
+    a.x_pitch = a.taps * Cfg::TC + Cfg::V;
+    blocks_per_slice = p.groups * ceil_div(Kg, Cfg::TK) * a.tap_chunks;
+  } else {
+    blocks_per_slice = p.groups * ceil_div(Kg, Cfg::TK) * ceil_div(Cg, Cfg::TC) * p.R * a.tap_chunks;
+  }
+  a.p = p;
   a.stages = p.N * p.Ho * ceil_div(p.Wo, Cfg::TW);
   if (a.stages == 0) return at::zeros_like(weight);  // an empty batch
   const int64_t numel = weight.numel();
   const int64_t by_limit = std::max<int64_t>(1, workspace_limit_bytes() / (numel * int64_t(sizeof(T))));
-  int64_t slices = ceil_div(4 * 2 * int64_t(sm_count()), base);
+  int64_t slices = ceil_div(4 * 2 * int64_t(sm_count()), blocks_per_slice);
   slices = std::max<int64_t>(1, std::min({slices, ceil_div(a.stages, 8), by_limit, int64_t(65535)}));
   a.stages_per_slice = ceil_div(a.stages, slices);
   slices = ceil_div(a.stages, a.stages_per_slice);
-  check_grid(base, "conv2d_direct_backward");
+  // One slice is written in weight order, in place; several channels slices go tap-major.
+  a.tap_major = !patches && slices > 1;
+  const int taps = a.tap_major ? int(p.R * p.S) : 1;
+  const int64_t grid_x = patches ? blocks_per_slice : blocks_per_slice / (p.R * a.tap_chunks);
+  check_grid(grid_x, "conv2d_direct_backward");
   auto partial = at::empty({slices, numel}, weight.options());
   record_workspace_bytes(slices > 1 ? partial.numel() * int64_t(sizeof(T)) : 0);
+  record_last_choice("grad_weight", patches ? "patches" : "channels", int(slices));
   a.gy = gy.const_data_ptr(), a.x = x.const_data_ptr(), a.partial = partial.mutable_data_ptr();
-  auto kernel = direct_grad_weight_tiled_kernel<T>;
-  ensure_dynamic_smem(kernel, smem, "conv2d_direct_backward");
-  const dim3 grid(unsigned(tiles), unsigned(slices), unsigned(p.R * a.tap_chunks));
-  kernel<<<grid, Cfg::kThreadsPerTap * a.taps, smem, current_stream()>>>(a);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return sum_slices(partial, weight);
+  const dim3 grid(unsigned(grid_x), unsigned(slices), unsigned(patches ? 1 : p.R * a.tap_chunks));
+  const auto launch = [&](auto kernel, size_t smem) {
+    ensure_dynamic_smem(kernel, smem, "conv2d_direct_backward");
+    kernel<<<grid, Cfg::kThreadsPerTap * a.taps, smem, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (patches)
+    launch(direct_grad_weight_tiled_kernel<T, WeightGradColumns::kPatches>,
+           weight_grad_smem_bytes<T, WeightGradColumns::kPatches>(a));
+  else
+    launch(direct_grad_weight_tiled_kernel<T, WeightGradColumns::kChannels>,
+           weight_grad_smem_bytes<T, WeightGradColumns::kChannels>(a));
+  return sum_slices(partial, weight, taps);
 }
 
 at::Tensor direct_grad_weight_cuda(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                    const at::Tensor& weight) {
   auto gy = grad_output.contiguous();
   auto x = input.contiguous();
-  at::Tensor tiled;
-  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_weight_tiled_cuda",
-                             [&] { tiled = direct_grad_weight_tiled<scalar_t>(p, gy, x, weight); });
-  if (tiled.defined()) return tiled;
-  const int64_t numel = weight.numel();
-  const int threads = 128;
-  // Enough slices of the N x Ho reduction that about 64 K threads run at once.
-  const int64_t rows = p.N * p.Ho;
-  const int64_t by_limit = std::max<int64_t>(1, workspace_limit_bytes() / (numel * int64_t(weight.element_size())));
-  const int64_t slices = std::max<int64_t>(1, std::min({rows, ceil_div(65536, numel), by_limit, int64_t(65535)}));
-  const int64_t rows_per_slice = std::max<int64_t>(1, ceil_div(rows, slices));
-  const int64_t used_slices = std::max<int64_t>(1, ceil_div(rows, rows_per_slice));
-  auto partial = at::empty({used_slices, numel}, input.options());
-  record_workspace_bytes(used_slices > 1 ? partial.numel() * int64_t(weight.element_size()) : 0);
-  const dim3 grid(unsigned(ceil_div(numel, threads)), unsigned(used_slices));
-  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_weight_cuda", [&] {
-    direct_grad_weight_kernel<scalar_t><<<grid, threads, 0, current_stream()>>>(
-        gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<scalar_t>(), p,
-        rows_per_slice);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
-  return sum_slices(partial, weight);
+  at::Tensor gw;
+  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_weight_cuda",
+                             [&] { gw = direct_grad_weight_tiled<scalar_t>(p, gy, x, weight); });
+  return gw;
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cuda(
