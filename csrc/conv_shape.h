@@ -65,7 +65,7 @@ TORCHCONV_HOST_DEVICE OutputRange valid_output_range(int64_t out_len, int64_t in
 // One output phase of a strided grad_input along one axis: input positions i = phase + stride * t
 // receive from taps r with (i + pad - r * dil) a multiple of the stride, i.e. r = r0, r0 + dr, ...
 // with dr = stride / gcd(stride, dil), reading grad_output at t + d0 - (index) * (dr * dil / stride).
-// The GEMM and CSG kernels run a strided grad_input as one stride-1 launch per phase.
+// The GEMM, CSG and direct kernels run a strided grad_input as one stride-1 launch per phase.
 struct PhaseAxis {
   int count;     // positions t in the phase
   int taps;      // filter taps that reach them (0: the phase receives nothing)
@@ -88,8 +88,8 @@ inline PhaseAxis phase_axis(int64_t in_len, int64_t kernel, int64_t stride, int6
 
 // grad_input at input pixel (n, c, iy, ix), gathered: the sum, over the output positions whose
 // window read the pixel (oy = (iy + pad - r * dil) / stride where that division is exact) and the
-// filters of its group, of grad_output x weight. Shared by the CPU kernel and the CUDA kernel for
-// strided layers (stride-1 layers run a rotated-filter convolution on the GPU instead).
+// filters of its group, of grad_output x weight. The CPU kernel's grad_input (the GPU runs it as
+// forward convolutions per phase instead).
 template <typename T>
 TORCHCONV_HOST_DEVICE T gather_grad_input(const ConvShape& p, const T* gy, const T* w, int64_t n, int64_t c,
                                           int64_t iy, int64_t ix) {

@@ -10,7 +10,9 @@ input), C not a multiple of the channels staged per barrier, K off the 16 or 32 
 tile, planes over several tiles, stride, dilation and groups. float64 runs its own config, and layers
 with one filter per group (depthwise) a one-channel config.
 
-grad_input of a stride-1 layer runs the forward kernel (filters rotated, C and K swapped). grad_weight
+grad_input runs the forward kernel on grad_output (filters rotated, C and K swapped); a strided layer
+runs it once per output phase (iy mod stride, ix mod stride) with the taps that reach the phase,
+and phases that no tap reaches are zero. grad_weight
 runs a tiled kernel over slices of the N*Ho*Wo reduction whose partial sums are added in a fixed order
 (deterministic, within the workspace limit). Its tiles are 64 x 64 (float) or 32 x 32 (double)
 filters x columns, where a column is an input channel (for up to 4 taps of one filter row: layers
@@ -149,7 +151,7 @@ DEPTHWISE_SHAPES = [
     (2, 8, 8, 14, 16, 3, 3, 1, 1, 1, 8, True),  # 3x3: unrolled, 16-byte rows (shift 3)
     (1, 6, 6, 13, 70, 3, 3, 1, 1, 1, 6, False),  # W = 70: element loads, 2 column tiles
     (1, 6, 6, 13, 12, 5, 5, 1, 2, 1, 6, False),  # 5x5: run-time path
-    (1, 4, 4, 15, 17, 3, 3, 2, 1, 1, 4, True),  # stride 2: grad_input gathers
+    (1, 4, 4, 15, 17, 3, 3, 2, 1, 1, 4, True),  # stride 2: grad_input per phase
     (2, 5, 5, 11, 9, 3, 3, 1, 2, 2, 5, True),  # dilation 2
 ]
 
@@ -160,6 +162,28 @@ DEPTHWISE_SHAPES = [
 def test_depthwise(shape, dtype):
     check_forward_backward("direct", shape, "cuda", dtype, f"depthwise {shape_id(shape)}")
     assert torchconv._C.last_choice().startswith("forward:depthwise/")
+
+
+# Strided grad_input: one forward launch per phase, writing every stride-th pixel.
+GRAD_INPUT_SHAPES = [
+    (2, 6, 10, 21, 20, 3, 3, 2, 1, 1, 1, True),  # 3x3 stride 2: phases of 1x1, 1x2, 2x1 and 2x2 taps
+    (1, 3, 16, 29, 31, 7, 7, 2, 3, 1, 1, False),  # 7x7 stride 2 (a first layer): 3x3 to 4x4 taps; odd H, W
+    (1, 8, 12, 17, 16, 1, 1, 2, 0, 1, 1, True),  # 1x1 stride 2: three of the four phases receive nothing
+    (1, 5, 7, 23, 19, 3, 3, 3, 1, 2, 1, True),  # stride 3, dilation 2: one tap per phase, dilation 2 in it
+    (1, 4, 6, 20, 22, 3, 3, 2, 2, 2, 1, True),  # stride 2, dilation 2: all taps in one phase per axis
+    (2, 4, 6, 13, 14, 3, 3, 2, 4, 1, 1, False),  # padding past the filter's reach: negative padding per phase
+    (1, 6, 9, 18, 22, 5, 3, (2, 3), (2, 1), 1, 3, True),  # a stride per axis, groups
+    (1, 64, 64, 28, 36, 3, 3, 2, 1, 1, 1, False),  # 64 channels: whole filter tiles, 16-byte rows
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", GRAD_INPUT_SHAPES, ids=shape_id)
+def test_strided_grad_input(shape, dtype):
+    check_forward_backward("direct", shape, "cuda", dtype, f"strided grad_input {shape_id(shape)}")
+    expected = ("wide", "small") if dtype == torch.float32 else ("f64",)
+    assert any(f"grad_input:{name}/" in torchconv._C.last_choice() for name in expected)
 
 
 # (shape, the columns grad_weight takes in float)

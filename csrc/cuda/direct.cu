@@ -6,11 +6,11 @@
 // thread keeps a sliding window of an input row in registers, and input rows load in 16-byte pieces
 // where the row length allows; every other shape runs the same kernel with run-time sizes.
 //
-// grad_input of a stride-1 convolution is itself a direct convolution (grad_output with the filters
-// rotated 180 degrees and C / K swapped), so it reuses the forward kernel; strided layers gather
-// per input pixel. grad_weight is a tiled kernel over filter x column tiles (a column is an input
-// channel, or for layers with few channels a (channel, r, s) patch) that reduces slices of
-// N x Ho x Wo in parallel; the slices are summed in a fixed order.
+// grad_input is itself a direct convolution of grad_output (filters rotated 180 degrees, C / K
+// swapped), so it reuses the forward kernel; a strided layer runs one launch per output phase.
+// grad_weight is a tiled kernel over filter x column tiles (a column is an input channel, or for
+// layers with few channels a (channel, r, s) patch) that reduces slices of N x Ho x Wo in parallel;
+// the slices are summed in a fixed order.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -27,7 +27,9 @@ namespace cuda {
 namespace {
 
 // One direct-convolution launch. Padding may be negative (grad_input of a layer padded by more than
-// the filter's reach), so the output extent is given, not derived.
+// the filter's reach), so the output extent is given, not derived. Output (oy, ox) is stored at row
+// oy * out_sy + out_oy, column ox * out_sx + out_ox of an out_H x out_W plane: a strided layer's
+// grad_input runs one launch per phase, each writing every stride-th pixel.
 struct DirectArgs {
   const void* x;
   const void* w;
@@ -35,9 +37,10 @@ struct DirectArgs {
   void* y;
   int N, C, H, W;  // input
   int K, R, S;     // weight: K x C/groups x R x S
-  int Ho, Wo;      // output
+  int Ho, Wo;      // output extent
   int sh, sw, ph, pw, dh, dw;
   int groups;
+  int out_H, out_W, out_sy, out_sx, out_oy, out_ox;
   // Set by the launcher. vec_input: input rows load in 16-byte pieces. col_shift: the column tiles
   // start col_shift outputs left of 0, so that every tile's first input column is 16-byte aligned
   // whatever the padding (the outputs left of 0 are computed and dropped).
@@ -260,7 +263,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
     if (kg >= Kg) continue;
     const int k = g * Kg + kg;
     const T b_k = bias ? bias[k] : T(0);
-    T* yk = y + (int64_t(n) * a.K + k) * a.Ho * a.Wo;
+    T* yk = y + (int64_t(n) * a.K + k) * a.out_H * a.out_W + a.out_oy * a.out_W + a.out_ox;
 #pragma unroll
     for (int ry = 0; ry < RY; ++ry) {
       const int oy = oy0 + ty * RY + ry;
@@ -268,7 +271,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
 #pragma unroll
       for (int rx = 0; rx < RX; ++rx) {
         const int ox = ox0 + tx * RX + rx;
-        if (ox >= 0 && ox < a.Wo) yk[int64_t(oy) * a.Wo + ox] = acc[ry][rx][rk] + b_k;
+        if (ox >= 0 && ox < a.Wo) yk[int64_t(oy) * a.out_sy * a.out_W + ox * a.out_sx] = acc[ry][rx][rk] + b_k;
       }
     }
   }
@@ -387,18 +390,36 @@ DirectArgs make_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   a.K = int(w.size(0)), a.R = int(w.size(2)), a.S = int(w.size(3));
   a.Ho = int(y.size(2)), a.Wo = int(y.size(3));
   a.sh = sh, a.sw = sw, a.ph = ph, a.pw = pw, a.dh = dh, a.dw = dw, a.groups = groups;
+  a.out_H = a.Ho, a.out_W = a.Wo, a.out_sy = a.out_sx = 1, a.out_oy = a.out_ox = 0;
   return a;
 }
 
-// grad_input of a strided layer: each thread gathers one input pixel (gather_grad_input in
-// conv_shape.h, shared with the CPU kernel).
+// The taps of one grad_input phase along each axis (conv_shape.h: phase_axis): r = r0 + j * dr for
+// j < taps_r, and likewise for s.
+struct PhaseTaps {
+  int r0, dr, taps_r, s0, ds, taps_s;
+};
+
+// grad_input runs as forward convolutions of grad_output (K channels in, C out), one per phase, with
+// this filter: f[g * Cg + c][k][j][i] = w[g * Kg + k][c][r][s] over the phase's taps in reverse order
+// (r = r0 + (taps_r - 1 - j) * dr), so the launch's taps step forward. Stride 1 has one phase with
+// every tap: the filter rotated 180 degrees, C and K swapped within each group.
 template <typename T>
-__global__ void direct_grad_input_gather_kernel(const T* __restrict__ gy, const T* __restrict__ w, T* __restrict__ gx,
-                                                const ConvShape p) {
-  const int64_t total = p.N * p.C * p.H * p.W;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ix = i % p.W, iy = (i / p.W) % p.H, c = (i / (p.W * p.H)) % p.C, n = i / (p.W * p.H * p.C);
-    gx[i] = gather_grad_input(p, gy, w, n, c, iy, ix);
+__global__ void direct_phase_filter_kernel(const T* __restrict__ w, T* __restrict__ f, int groups, int Kg, int Cg,
+                                           int R, int S, PhaseTaps m) {
+  const int64_t total = int64_t(groups) * Cg * Kg * m.taps_r * m.taps_s;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = e;
+    const int i = int(rest % m.taps_s);
+    rest /= m.taps_s;
+    const int j = int(rest % m.taps_r);
+    rest /= m.taps_r;
+    const int k = int(rest % Kg);
+    rest /= Kg;
+    const int c = int(rest % Cg);
+    const int g = int(rest / Cg);
+    const int r = m.r0 + (m.taps_r - 1 - j) * m.dr, s = m.s0 + (m.taps_s - 1 - i) * m.ds;
+    f[e] = w[((int64_t(g) * Kg + k) * Cg + c) * R * S + r * S + s];
   }
 }
 
@@ -688,29 +709,48 @@ at::Tensor conv2d_direct_cuda(const at::Tensor& input, const at::Tensor& weight,
   return y;
 }
 
+// grad_input as forward launches of grad_output, one per output phase (iy mod sh, ix mod sw): phase
+// pixels t receive gy[t + d0 + m * step] x w[r0 + m * dr] over the phase's taps m, which is a
+// stride-1 convolution with the phase's taps reversed, dilation -step and padding -(d0 + (taps - 1) *
+// step), stored to every sh-th row and sw-th column. A phase that no tap reaches (a 1x1 filter, or
+// a stride larger than the filter) stays zero.
+template <typename T>
+void direct_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tensor& weight, at::Tensor& gx) {
+  const int sh = int(p.stride_h), sw = int(p.stride_w);
+  const int64_t Kg = p.filters_per_group(), Cg = p.channels_per_group();
+  bool any_empty = false;
+  for (int py = 0; py < sh; ++py)
+    for (int px = 0; px < sw; ++px)
+      any_empty |= phase_axis(p.H, p.R, sh, p.pad_h, p.dil_h, py).taps == 0 ||
+                   phase_axis(p.W, p.S, sw, p.pad_w, p.dil_w, px).taps == 0;
+  if (any_empty || p.K == 0)
+    C10_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.numel() * gx.element_size(), current_stream()));
+  if (p.K == 0) return;
+  auto w = weight.contiguous();
+  for (int py = 0; py < sh; ++py) {
+    for (int px = 0; px < sw; ++px) {
+      const PhaseAxis ay = phase_axis(p.H, p.R, sh, p.pad_h, p.dil_h, py);
+      const PhaseAxis ax = phase_axis(p.W, p.S, sw, p.pad_w, p.dil_w, px);
+      if (ay.count == 0 || ax.count == 0 || ay.taps == 0 || ax.taps == 0) continue;
+      const PhaseTaps m{ay.r0, ay.dr, ay.taps, ax.r0, ax.dr, ax.taps};
+      auto f = at::empty({p.C, Kg, ay.taps, ax.taps}, weight.options());
+      direct_phase_filter_kernel<T><<<elementwise_blocks(f.numel(), 256), 256, 0, current_stream()>>>(
+          w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), int(p.groups), int(Kg), int(Cg), int(p.R), int(p.S), m);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      DirectArgs a = make_args(gy, f, at::Tensor(), gx, 1, 1, -(ay.d0 + (ay.taps - 1) * ay.step),
+                               -(ax.d0 + (ax.taps - 1) * ax.step), -ay.step, -ax.step, int(p.groups));
+      a.Ho = ay.count, a.Wo = ax.count;
+      a.out_sy = sh, a.out_sx = sw, a.out_oy = py, a.out_ox = px;
+      run_direct<T>(a, "grad_input");
+    }
+  }
+}
+
 at::Tensor direct_grad_input_cuda(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& weight) {
   auto gy = grad_output.contiguous();
   auto gx = new_output({p.N, p.C, p.H, p.W}, grad_output.options());
   if (gx.numel() == 0) return gx;
-  if (p.stride_h == 1 && p.stride_w == 1) {
-    // A stride-1 convolution's grad_input is a direct convolution of grad_output with the filters
-    // rotated by 180 degrees and C / K swapped within each group, padded by dil * (R - 1) - pad.
-    const int64_t Kg = p.filters_per_group(), Cg = p.channels_per_group();
-    auto w_rot = weight.view({p.groups, Kg, Cg, p.R, p.S}).transpose(1, 2).flip({3, 4}).reshape({p.C, Kg, p.R, p.S})
-                     .contiguous();
-    const DirectArgs a = make_args(gy, w_rot, at::Tensor(), gx, 1, 1, int(p.dil_h * (p.R - 1) - p.pad_h),
-                                   int(p.dil_w * (p.S - 1) - p.pad_w), int(p.dil_h), int(p.dil_w), int(p.groups));
-    AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_input_cuda", [&] { run_direct<scalar_t>(a, "grad_input"); });
-    return gx;
-  }
-  auto w = weight.contiguous();
-  const int threads = 256;
-  const int64_t blocks = std::min<int64_t>(ceil_div(gx.numel(), threads), 132 * 32);
-  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_input_gather_cuda", [&] {
-    direct_grad_input_gather_kernel<scalar_t><<<unsigned(blocks), threads, 0, current_stream()>>>(
-        gy.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(), p);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
+  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_input_cuda", [&] { direct_grad_input<scalar_t>(p, gy, weight, gx); });
   return gx;
 }
 
