@@ -140,6 +140,18 @@ PyObject* get_direct_tile(PyObject*, PyObject*) {
     return PyUnicode_FromString(forced < 0 ? "" : torchconv::kDirectTileNames[forced]);
   });
 }
+PyObject* set_direct_grad_input(PyObject*, PyObject* arg) {
+  const char* name = PyUnicode_AsUTF8(arg);
+  if (!name) return nullptr;
+  return translate_errors([&]() -> PyObject* {
+    torchconv::set_forced_direct_grad_input(name);
+    Py_RETURN_NONE;
+  });
+}
+PyObject* get_direct_grad_input(PyObject*, PyObject*) {
+  const int forced = torchconv::forced_direct_grad_input();
+  return PyUnicode_FromString(forced < 0 ? "" : torchconv::kDirectGradInputNames[forced]);
+}
 
 PyMethodDef methods[] = {
     {"set_workspace_limit", set_workspace_limit, METH_O, "Set the per-call workspace limit in bytes."},
@@ -164,6 +176,10 @@ PyMethodDef methods[] = {
     {"set_direct_tile", set_direct_tile, METH_O,
      "Force the direct kernel's float tile config (wide or small; '' for the rule), to time or test each."},
     {"get_direct_tile", get_direct_tile, METH_NOARGS, "The forced direct tile config, '' when the rule picks."},
+    {"set_direct_grad_input", set_direct_grad_input, METH_O,
+     "Force how the direct kernel runs a strided grad_input (phases or gather; '' for the rule)."},
+    {"get_direct_grad_input", get_direct_grad_input, METH_NOARGS,
+     "The forced strided grad_input path of the direct kernel, '' when the rule picks."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "torchconv kernels (operators register on import)", -1,

@@ -115,4 +115,18 @@ void set_forced_direct_tile(const std::string& name) {
   forced_tile().store(direct_tile_index(name, "torchconv._C.set_direct_tile's name"), std::memory_order_relaxed);
 }
 
+namespace {
+std::atomic<int> g_forced_grad_input{-1};
+}
+int forced_direct_grad_input() { return g_forced_grad_input.load(std::memory_order_relaxed); }
+void set_forced_direct_grad_input(const std::string& name) {
+  int index = -1;
+  for (int i = 0; i < int(std::size(kDirectGradInputNames)); ++i)
+    if (name == kDirectGradInputNames[i]) index = i;
+  TORCH_CHECK_VALUE(index >= 0 || name.empty(),
+                    "torchconv._C.set_direct_grad_input's name must be phases or gather (or empty for the rule), got '",
+                    name, "'");
+  g_forced_grad_input.store(index, std::memory_order_relaxed);
+}
+
 }  // namespace torchconv

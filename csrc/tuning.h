@@ -39,4 +39,11 @@ constexpr int kDirectTileCount = int(std::size(kDirectTileNames));
 int forced_direct_tile();
 void set_forced_direct_tile(const std::string& name);  // ValueError for an unknown name
 
+// How the direct kernel runs a strided grad_input: the forward kernel once per output phase, or a
+// gather per input pixel (grids too short for the GPU). A rule picks; torchconv._C.
+// set_direct_grad_input(name) forces one so each can be timed and tested ("" goes back to the rule).
+constexpr const char* kDirectGradInputNames[] = {"phases", "gather"};
+int forced_direct_grad_input();  // -1: none forced
+void set_forced_direct_grad_input(const std::string& name);  // ValueError for an unknown name
+
 }  // namespace torchconv

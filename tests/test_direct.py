@@ -11,8 +11,9 @@ tile, planes over several tiles, stride, dilation and groups. float64 runs its o
 with one filter per group (depthwise) a one-channel config.
 
 grad_input runs the forward kernel on grad_output (filters rotated, C and K swapped); a strided layer
-runs it once per output phase (iy mod stride, ix mod stride) with the taps that reach the phase,
-and phases that no tap reaches are zero. grad_weight
+runs it once per output phase (iy mod stride, ix mod stride) with the taps that reach the phase, and
+phases that no tap reaches are zero. Phase grids short of the GPU (under one block per SM) gather per
+input pixel instead; torchconv._C.set_direct_grad_input forces either path. grad_weight
 runs a tiled kernel over slices of the N*Ho*Wo reduction whose partial sums are added in a fixed order
 (deterministic, within the workspace limit). Its tiles are 64 x 64 (float) or 32 x 32 (double)
 filters x columns, where a column is an input channel (for up to 4 taps of one filter row: layers
@@ -177,13 +178,39 @@ GRAD_INPUT_SHAPES = [
 ]
 
 
+@pytest.fixture
+def forced_grad_input():
+    """Forces the strided grad_input path for one test and restores the rule afterwards."""
+    yield torchconv._C.set_direct_grad_input
+    torchconv._C.set_direct_grad_input("")
+
+
 @needs_cuda
+@pytest.mark.parametrize("path", ["phases", "gather"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("shape", GRAD_INPUT_SHAPES, ids=shape_id)
-def test_strided_grad_input(shape, dtype):
-    check_forward_backward("direct", shape, "cuda", dtype, f"strided grad_input {shape_id(shape)}")
-    expected = ("wide", "small") if dtype == torch.float32 else ("f64",)
+def test_strided_grad_input(shape, dtype, path, forced_grad_input):
+    forced_grad_input(path)
+    check_forward_backward("direct", shape, "cuda", dtype, f"strided grad_input {path} {shape_id(shape)}")
+    expected = ("gather",) if path == "gather" else ("wide", "small") if dtype == torch.float32 else ("f64",)
     assert any(f"grad_input:{name}/" in torchconv._C.last_choice() for name in expected)
+
+
+@needs_cuda
+@pytest.mark.parametrize("n, c, hw, by_phases", [
+    (1, 256, 28, False),  # 14 x 14 phases of 256 channels: 8 blocks each, the gather fills the GPU
+    (8, 16, 200, True),  # 100 x 100 phases: 392 blocks each
+])
+def test_strided_grad_input_rule(n, c, hw, by_phases):
+    x = torch.randn(n, c, hw, hw, device="cuda", requires_grad=True)
+    torchconv.conv2d(x, torch.randn(c, c, 3, 3, device="cuda"), None, 2, 1, algorithm="direct").sum().backward()
+    assert ("grad_input:gather/" not in torchconv._C.last_choice()) == by_phases
+
+
+def test_unknown_grad_input_path_is_a_value_error():
+    with pytest.raises(ValueError, match="must be phases or gather"):
+        torchconv._C.set_direct_grad_input("scatter")
+    assert torchconv._C.get_direct_grad_input() == ""
 
 
 # (shape, the columns grad_weight takes in float)

@@ -277,6 +277,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
   }
 }
 
+// Blocks in config Cfg's grid for a launch.
+template <typename Cfg>
+int64_t grid_blocks(const DirectArgs& a) {
+  return ceil_div(a.Wo + a.col_shift, Cfg::kTileW) * ceil_div(a.Ho, Cfg::kTileH) *
+         ceil_div(a.K / a.groups, Cfg::kTileK) * int64_t(a.groups) * a.N;
+}
+
 template <typename T, typename Cfg, int KR, int KS>
 void launch_direct(DirectArgs a) {
   constexpr int kVec = 16 / sizeof(T);
@@ -284,9 +291,7 @@ void launch_direct(DirectArgs a) {
   a.vec_input = KR > 0 && a.W % kVec == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
                 int64_t(a.H) * a.W < (int64_t(1) << 31);
   a.col_shift = a.vec_input ? ((-a.pw) % kVec + kVec) % kVec : 0;
-  const int Kg = a.K / a.groups;
-  const int64_t blocks = ceil_div(a.Wo + a.col_shift, Cfg::kTileW) * ceil_div(a.Ho, Cfg::kTileH) *
-                         ceil_div(Kg, Cfg::kTileK) * int64_t(a.groups) * a.N;
+  const int64_t blocks = grid_blocks<Cfg>(a);
   if (blocks == 0) return;
   check_grid(blocks, "conv2d_direct");
   const TileGeometry<Cfg> geo(a.R, a.S, KR ? 1 : a.sh, KR ? 1 : a.sw, KR ? 1 : a.dh, KR ? 1 : a.dw);
@@ -392,6 +397,18 @@ DirectArgs make_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   a.sh = sh, a.sw = sw, a.ph = ph, a.pw = pw, a.dh = dh, a.dw = dw, a.groups = groups;
   a.out_H = a.Ho, a.out_W = a.Wo, a.out_sy = a.out_sx = 1, a.out_oy = a.out_ox = 0;
   return a;
+}
+
+// grad_input of a strided layer whose phase grids would be short of the GPU: each thread gathers one
+// input pixel (gather_grad_input in conv_shape.h, shared with the CPU kernel).
+template <typename T>
+__global__ void direct_grad_input_gather_kernel(const T* __restrict__ gy, const T* __restrict__ w, T* __restrict__ gx,
+                                                const ConvShape p) {
+  const int64_t total = p.N * p.C * p.H * p.W;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ix = i % p.W, iy = (i / p.W) % p.H, c = (i / (p.W * p.H)) % p.C, n = i / (p.W * p.H * p.C);
+    gx[i] = gather_grad_input(p, gy, w, n, c, iy, ix);
+  }
 }
 
 // The taps of one grad_input phase along each axis (conv_shape.h: phase_axis): r = r0 + j * dr for
@@ -714,10 +731,44 @@ at::Tensor conv2d_direct_cuda(const at::Tensor& input, const at::Tensor& weight,
 // stride-1 convolution with the phase's taps reversed, dilation -step and padding -(d0 + (taps - 1) *
 // step), stored to every sh-th row and sw-th column. A phase that no tap reaches (a 1x1 filter, or
 // a stride larger than the filter) stays zero.
+//
+// Like every direct launch, a phase has no split over its reduction (K here), so phase grids short
+// of the GPU leave SMs idle (R7 at N = 1: 8 blocks per phase, 2.5x slower than the gather, run 57),
+// where the gather has a thread per input pixel. The rule: phases when the largest phase's grid, in
+// the config with the most blocks, has at least one block per SM (or as forced with
+// torchconv._C.set_direct_grad_input).
+template <typename T>
+bool grad_input_by_phases(const ConvShape& p) {
+  const int forced = forced_direct_grad_input();
+  if (forced >= 0) return forced == 0;
+  DirectArgs a{};
+  a.N = int(p.N), a.K = int(p.C), a.groups = int(p.groups);
+  a.Ho = int(ceil_div(p.H, p.stride_h)), a.Wo = int(ceil_div(p.W, p.stride_w));
+  int64_t blocks;
+  if (p.C / p.groups == 1) {
+    blocks = grid_blocks<DirectDepthwise>(a);
+  } else if constexpr (std::is_same_v<T, double>) {
+    blocks = grid_blocks<DirectWideF64>(a);
+  } else {
+    blocks = grid_blocks<DirectSmall>(a);
+  }
+  return blocks >= sm_count();
+}
+
 template <typename T>
 void direct_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tensor& weight, at::Tensor& gx) {
   const int sh = int(p.stride_h), sw = int(p.stride_w);
   const int64_t Kg = p.filters_per_group(), Cg = p.channels_per_group();
+  if ((sh > 1 || sw > 1) && !grad_input_by_phases<T>(p)) {
+    record_last_choice("grad_input", "gather", 1);
+    auto w = weight.contiguous();
+    const int threads = 256;
+    const int64_t blocks = std::min<int64_t>(ceil_div(gx.numel(), threads), int64_t(sm_count()) * 32);
+    direct_grad_input_gather_kernel<T><<<unsigned(blocks), threads, 0, current_stream()>>>(
+        gy.const_data_ptr<T>(), w.const_data_ptr<T>(), gx.mutable_data_ptr<T>(), p);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
   bool any_empty = false;
   for (int py = 0; py < sh; ++py)
     for (int px = 0; px < sw; ++px)
