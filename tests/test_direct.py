@@ -12,8 +12,8 @@ with one filter per group (depthwise) a one-channel config.
 
 grad_input runs the forward kernel on grad_output (filters rotated, C and K swapped); a strided layer
 runs it once per output phase (iy mod stride, ix mod stride) with the taps that reach the phase, and
-phases that no tap reaches are zero. Phase grids short of the GPU (under one block per SM) gather per
-input pixel instead; torchconv._C.set_direct_grad_input forces either path. grad_weight
+phases that no tap reaches are zero. Phase grids short of the GPU (under one block per two SMs)
+gather per input pixel instead; torchconv._C.set_direct_grad_input forces either path. grad_weight
 runs a tiled kernel over slices of the N*Ho*Wo reduction whose partial sums are added in a fixed order
 (deterministic, within the workspace limit). Its tiles are 64 x 64 (float) or 32 x 32 (double)
 filters x columns, where a column is an input channel (for up to 4 taps of one filter row: layers
@@ -199,7 +199,9 @@ def test_strided_grad_input(shape, dtype, path, forced_grad_input):
 @needs_cuda
 @pytest.mark.parametrize("n, c, hw, by_phases", [
     (1, 256, 28, False),  # 14 x 14 phases of 256 channels: 8 blocks each, the gather fills the GPU
-    (8, 16, 200, True),  # 100 x 100 phases: 392 blocks each
+    (1, 3, 224, False),  # 112 x 112 phases of 3 channels: 49 blocks
+    (32, 128, 28, True),  # 14 x 14 phases of 128 channels at N = 32: 128 blocks
+    (8, 16, 200, True),  # 100 x 100 phases: 392 blocks
 ])
 def test_strided_grad_input_rule(n, c, hw, by_phases):
     x = torch.randn(n, c, hw, hw, device="cuda", requires_grad=True)

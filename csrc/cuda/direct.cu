@@ -733,10 +733,12 @@ at::Tensor conv2d_direct_cuda(const at::Tensor& input, const at::Tensor& weight,
 // a stride larger than the filter) stays zero.
 //
 // Like every direct launch, a phase has no split over its reduction (K here), so phase grids short
-// of the GPU leave SMs idle (R7 at N = 1: 8 blocks per phase, 2.5x slower than the gather, run 57),
-// where the gather has a thread per input pixel. The rule: phases when the largest phase's grid, in
-// the config with the most blocks, has at least one block per SM (or as forced with
-// torchconv._C.set_direct_grad_input).
+// of the GPU leave SMs idle, where the gather has a thread per input pixel. Run 57 (phases for every
+// strided layer) against the gather, per phase grid in the config with the most blocks: 4 to 49
+// blocks (R1, R4, R5, R7, R10, R11 at N = 1) the gather won by 3-7x; 128 blocks and more (R4, R5,
+// R7, R10, R11 at N = 32) the phases won by 1.3-5x, and R1 at N = 32 (1568 blocks of 3 useful
+// channels in 32) tied. The rule: phases when the largest phase's grid has at least one block per
+// two SMs (or as forced with torchconv._C.set_direct_grad_input).
 template <typename T>
 bool grad_input_by_phases(const ConvShape& p) {
   const int forced = forced_direct_grad_input();
@@ -752,7 +754,7 @@ bool grad_input_by_phases(const ConvShape& p) {
   } else {
     blocks = grid_blocks<DirectSmall>(a);
   }
-  return blocks >= sm_count();
+  return 2 * blocks >= sm_count();
 }
 
 template <typename T>
