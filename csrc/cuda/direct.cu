@@ -527,6 +527,20 @@ __device__ __forceinline__ void store_run(T* dst, const T (&v)[V], int count) {
     if (l < count) dst[l] = v[l];
 }
 
+// Calls f(i, j, h, l) for each element acc[i][j][h][l] of a thread's (2 x V) x (2 x V) register
+// tile, fully unrolled.
+template <int V, typename F>
+__device__ __forceinline__ void for_each_tile_element(F&& f) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int l = 0; l < V; ++l) f(i, j, h, l);
+}
+
 template <typename T, WeightGradColumns kColumns>
 __global__ void __launch_bounds__(256, 2) direct_grad_weight_tiled_kernel(const WeightGradArgs a) {
   using Cfg = WeightGradConfig<T>;
@@ -640,14 +654,8 @@ __global__ void __launch_bounds__(256, 2) direct_grad_weight_tiled_kernel(const 
           load_vector16(s_gy + ox * Cfg::kPitchK + h * (TK / 2), gk[h]);
           load_vector16(s_x + ox * x_step + h * (TC / 2), xc[h]);
         }
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-          for (int j = 0; j < V; ++j)
-#pragma unroll
-            for (int k = 0; k < 2; ++k)
-#pragma unroll
-              for (int l = 0; l < V; ++l) acc[i][j][k][l] = fma(gk[i][j], xc[k][l], acc[i][j][k][l]);
+        for_each_tile_element<V>(
+            [&](int i, int j, int h, int l) { acc[i][j][h][l] = fma(gk[i][j], xc[h][l], acc[i][j][h][l]); });
       }
     }
     __syncthreads();
@@ -663,15 +671,9 @@ __global__ void __launch_bounds__(256, 2) direct_grad_weight_tiled_kernel(const 
     T* const tile = smem;  // TK x kTilePitch: fits one stage's grad_output part
     for (int t = 0; t < a.taps; ++t) {
       if (tap == t && active) {
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-          for (int j = 0; j < V; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-              for (int l = 0; l < V; ++l)
-                tile[(i * (TK / 2) + kq * V + j) * kTilePitch + h * (TC / 2) + cq * V + l] = acc[i][j][h][l];
+        for_each_tile_element<V>([&](int i, int j, int h, int l) {
+          tile[(i * (TK / 2) + kq * V + j) * kTilePitch + h * (TC / 2) + cq * V + l] = acc[i][j][h][l];
+        });
       }
       __syncthreads();
       const int c_base = ct0 + (kPatches ? t * TC : 0);
