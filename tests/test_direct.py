@@ -170,7 +170,7 @@ GRAD_INPUT_SHAPES = [
     (2, 6, 10, 21, 20, 3, 3, 2, 1, 1, 1, True),  # 3x3 stride 2: phases of 1x1, 1x2, 2x1 and 2x2 taps
     (1, 3, 16, 29, 31, 7, 7, 2, 3, 1, 1, False),  # 7x7 stride 2 (a first layer): 3x3 to 4x4 taps; odd H, W
     (1, 8, 12, 17, 16, 1, 1, 2, 0, 1, 1, True),  # 1x1 stride 2: three of the four phases receive nothing
-    (1, 5, 7, 23, 19, 3, 3, 3, 1, 2, 1, True),  # stride 3, dilation 2: one tap per phase, dilation 2 in it
+    (1, 5, 7, 23, 19, 3, 3, 3, 1, 2, 1, True),  # stride 3, dilation 2: one tap per axis in each phase
     (1, 4, 6, 20, 22, 3, 3, 2, 2, 2, 1, True),  # stride 2, dilation 2: all taps in one phase per axis
     (2, 4, 6, 13, 14, 3, 3, 2, 4, 1, 1, False),  # padding past the filter's reach: negative padding per phase
     (1, 6, 9, 18, 22, 5, 3, (2, 3), (2, 1), 1, 3, True),  # a stride per axis, groups
