@@ -5,14 +5,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.14.1
 export CUDA_HOME ?= /usr/local/cuda
-SOURCES := setup.py $(wildcard csrc/*.h csrc/*.cpp csrc/cpu/*.h csrc/cpu/*.cpp csrc/cuda/*.cuh csrc/cuda/*.cu csrc/cuda/*.cpp)
+SOURCES := setup.py $(wildcard csrc/*.h csrc/*.cpp csrc/cpu/*.h csrc/cpu/*.cpp csrc/cuda/*/*.cuh csrc/cuda/*/*.cu)
 
 .PHONY: demo test bench-smoke clean
 
 $(VENV)/.deps:
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)" numpy pytest ninja pybind11 expecttest
+	$(PY) -m pip install -q "$(TORCH_SPEC)" numpy pytest ninja pybind11 expecttest hypothesis
 	touch $@
 
 $(VENV)/.built: $(VENV)/.deps $(SOURCES)

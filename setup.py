@@ -23,13 +23,13 @@ def want_cuda():
 
 
 def extension():
-    rel = lambda pattern: sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+    rel = lambda pattern: sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern), recursive=True))
     sources = rel("csrc/*.cpp") + rel("csrc/cpu/*.cpp")
     cxx = ["-O3", "-fopenmp"]
     kwargs = dict(extra_link_args=["-fopenmp"])
     if want_cuda():
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
-        sources += rel("csrc/cuda/*.cu") + rel("csrc/cuda/*.cpp")
+        sources += rel("csrc/cuda/**/*.cu")
         nvcc = ["-O3", "-lineinfo", "--expt-relaxed-constexpr"]
         if os.environ.get("TORCHCONV_PTXAS_VERBOSE"):
             nvcc.append("-Xptxas=-v")

@@ -1,18 +1,37 @@
 """Time torchconv's algorithms against cuDNN (or ATen on a CPU) in the same process, on the same inputs.
 
     python benchmarks/bench.py --suite resnet,yolo --batch 1,32 --mode fwd,fwdbwd
-    python benchmarks/bench.py --suite big --algorithms cudnn,direct
+    python benchmarks/bench.py --suite big --algorithms cudnn,direct --mode fwd
     python benchmarks/bench.py --suite smoke          # CPU smoke run, a few seconds
 
-FP32 comparisons run with torch.backends.cudnn.allow_tf32 = False and cudnn.benchmark = True.
-Each time is the median of --reps runs timed with CUDA events after --warmup runs. Results go to
---out-dir as JSON (stable shape: {"meta": {...}, "rows": [...]}) and Markdown.
+Protocol (torchconv.timing): per layer, batch and mode, cuDNN and every algorithm are timed
+interleaved -- --rounds rounds of --reps back-to-back calls each, the order shuffled per round --
+and each row reports the median time over rounds, the median of the per-round ratios cuDNN / ours
+(> 1: ours is faster) and their spread (ratio_min, ratio_max; spread_flag when it exceeds 10%).
+A time covers the whole call through torchconv.conv2d (host path, autograd for fwdbwd) with warm
+caches (no L2 flush). FP32 runs with torch.backends.cudnn.allow_tf32 = False and
+cudnn.benchmark = True.
+
+Forward rows are timed twice where --weights asks: "frozen" weights (requires_grad=False: CSG, GEMM
+and Winograd serve their filter re-layout from the weight cache; the row says weight_cache: true)
+and "trainable" weights under torch.no_grad() (the re-layout runs every call, as it does for a
+user's trainable model in evaluation). Forward+backward rows use trainable weights.
+
+Every row is checked against a reference: the output, and for fwdbwd also grad_input and
+grad_weight (rel_err is the worst of them). The reference is float64 on the same device for
+layers up to --full-reference-max-flops, else cuDNN's FP32 result (row field "reference").
+
+Results go to --out-dir as JSON ({"meta": {...}, "rows": [...]}) and Markdown, named by --tag
+(default: the suites and the GPU), rewritten in place.
 """
 import argparse
 import datetime
 import json
+import math
 import os
+import statistics
 import sys
+import zlib
 
 import torch
 import torch.nn.functional as F
@@ -20,10 +39,10 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
 from suites import SUITES  # noqa: E402
-from torchconv.tuning import time_ms  # noqa: E402
+from torchconv.timing import SPREAD_FLAG, interleaved  # noqa: E402
 
 FP32_PEAK_TFLOPS = 64.6  # measured FFMA peak of the H100 (shared/reference); None on other devices
-FULL_REFERENCE_MAX_FLOPS = 2e10  # above this, rel_err is checked on a window of output rows
+HBM_TBPS = 2.98  # measured copy bandwidth of the H100
 
 
 def parse_args(argv=None):
@@ -36,23 +55,24 @@ def parse_args(argv=None):
                    "(e.g. winograd:staged, see torchconv.variants)")
     p.add_argument("--batch", default=None, help="comma list of N (default 1,32 on a GPU, 2 on a CPU)")
     p.add_argument("--mode", default="fwd,fwdbwd", help="fwd and/or fwdbwd")
+    p.add_argument("--weights", default="frozen,trainable",
+                   help="forward rows: frozen (weight cache may serve) and/or trainable (under no_grad)")
+    p.add_argument("--layers", default=None, help="comma list of layer names to keep (default: all)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--reps", type=int, default=25)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--reps", type=int, default=5, help="back-to-back calls per contender and round")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--full-reference-max-flops", type=float, default=6e10,
+                   help="forward FLOPs up to which the reference is float64 (else cuDNN FP32)")
     p.add_argument("--profile", action="store_true", help="also report per-kernel GPU time under torch.profiler")
     p.add_argument("--stages", action="store_true",
                    help="per row, the time of each of our kernels (the algorithm's stages) under torch.profiler")
-    p.add_argument("--tune", action="store_true",
-                   help="torchconv.set_tuning(True): CSG times its candidate configs and splits per shape")
+    p.add_argument("--benchmark-mode", action="store_true",
+                   help="torchconv.set_benchmark(True): algorithms time their own configs (CSG's plans)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
-    p.add_argument("--tag", default=None, help="file name stem (default: suites-device-date)")
+    p.add_argument("--tag", default=None, help="file name stem (default: <suites>-<gpu>)")
     return p.parse_args(argv)
-
-
-def timer(device, warmup, reps):
-    """Returns time(fn) -> median milliseconds (torchconv.tuning.time_ms: CUDA events on a GPU)."""
-    return lambda fn: time_ms(fn, device, reps, warmup)
 
 
 def split_spec(spec):
@@ -104,153 +124,236 @@ def kernel_times(fn, device, reps=10):
     return dict(sorted(kernels.items(), key=lambda kv: -kv[1]))
 
 
-def reference_output(x, w, layer):
-    """float64 reference for the whole output, or for a window of output rows when the full one is
-    too expensive. Returns (reference, slice of our output it covers)."""
-    n = x.shape[0]
-    if layer.flops(n) <= FULL_REFERENCE_MAX_FLOPS:
-        return F.conv2d(x.double(), w.double(), None, layer.stride, layer.pad), (slice(None),) * 4
-    rows = 8
-    ho = layer.out_hw()
-    y0 = ho // 2
-    # Input rows read by output rows y0 .. y0 + rows - 1, with the zero padding made explicit.
-    xp = F.pad(x, [layer.pad] * 4)
-    lo = y0 * layer.stride
-    hi = (y0 + rows - 1) * layer.stride + layer.R
-    ref = F.conv2d(xp[:, :, lo:hi].double(), w.double(), None, layer.stride, 0)
-    return ref, (slice(None), slice(None), slice(y0, y0 + rows), slice(None))
-
-
-def rel_err(out, ref_and_window):
-    ref, window = ref_and_window
-    o = out[window].double()
-    return ((o - ref).norm() / ref.norm()).item()
+def rel_err(out, ref):
+    out, ref = out.double(), ref.double()
+    denom = ref.norm().item()
+    return (out - ref).norm().item() / (denom if denom > 0 else 1.0)
 
 
 def environment(device):
-    meta = {
+    return {
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__,
         "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
         "cuda": torch.version.cuda,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "fp32_peak_tflops": FP32_PEAK_TFLOPS if device.type == "cuda" else None,
+        "hbm_tbps": HBM_TBPS if device.type == "cuda" else None,
         "torchconv": torchconv.__version__,
         "reference": "cudnn" if device.type == "cuda" else "aten-cpu",
-        "tuning": torchconv.get_tuning(),
+        "benchmark_mode": torchconv.get_benchmark(),
+        "protocol": "interleaved rounds (torchconv.timing): median over rounds of reps calls; ratio = median of "
+                    "per-round reference/ours; host path included; warm caches, no L2 flush",
     }
-    return meta
 
 
-def bench_layer(layer, n, algorithms, modes, dtype, device, time_fn, log, stages=False):
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    x = torch.randn(n, layer.C, layer.HW, layer.HW, generator=gen, dtype=dtype).to(device)
-    w = (torch.randn(layer.K, layer.C, layer.R, layer.R, generator=gen, dtype=dtype) / (layer.C * layer.R**2) ** 0.5).to(device)
-    ho = layer.out_hw()
-    gy = torch.randn(n, layer.K, ho, ho, generator=gen, dtype=dtype).to(device)
-    conv = (layer.stride, layer.pad, 1, 1)
-    ref = None
-    rows = []
-    flops = layer.flops(n)
+class Layer:
+    """One (layer, batch) of a suite with its inputs, drawn from a seed derived from its name."""
 
-    def runner(algo, mode):
-        conv_fn = (lambda xx, ww: F.conv2d(xx, ww, None, *conv)) if algo == "cudnn" else (
-            lambda xx, ww: torchconv.conv2d(xx, ww, None, *conv, algorithm=algo))
+    def __init__(self, layer, n, dtype, device):
+        self.layer, self.n, self.device = layer, n, device
+        gen = torch.Generator(device="cpu").manual_seed(zlib.crc32(f"{layer.name}/N{n}".encode()))
+        self.x = torch.randn(n, layer.C, layer.HW, layer.HW, generator=gen, dtype=dtype).to(device)
+        fan_in = layer.C // layer.groups * layer.R * layer.R
+        self.w = (torch.randn(layer.K, layer.C // layer.groups, layer.R, layer.R, generator=gen, dtype=dtype)
+                  / fan_in ** 0.5).to(device)
+        ho = layer.out_hw()
+        self.gy = torch.randn(n, layer.K, ho, ho, generator=gen, dtype=dtype).to(device)
+        self.args = (layer.stride, layer.pad, layer.dilation, layer.groups)
+        self._reference = {}
+
+    def conv(self, algo):
+        if algo == "cudnn":
+            return lambda x, w: F.conv2d(x, w, None, *self.args)
+        return lambda x, w: torchconv.conv2d(x, w, None, *self.args, algorithm=algo)
+
+    def runner(self, algo, mode, weights):
+        conv = self.conv(algo)
+        if mode == "fwd" and weights == "frozen":
+            return lambda: conv(self.x, self.w)
         if mode == "fwd":
-            return lambda: conv_fn(x, w)
-        xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_()
-        return lambda: torch.autograd.grad(conv_fn(xg, wg), (xg, wg), gy)
+            wt = self.w.detach().requires_grad_()
 
-    for mode in modes:
-        mode_flops = flops * (3 if mode == "fwdbwd" else 1)
-        cudnn_ms = time_fn(runner("cudnn", mode))
-        for spec in algorithms:
-            algo, variant = split_spec(spec)
-            workspace, stage_us, plan = None, None, None
-            if algo == "cudnn":
-                ms, err = cudnn_ms, None
-            else:
-                if algo not in torchconv.available_algorithms(device.type):
-                    log(f"  {layer.name} N={n} {algo}: no {device.type} kernel in this build, skipped")
-                    continue
-                if torchconv.unsupported_reason(algo, x, w, (layer.stride,) * 2, (1, 1)):
-                    continue
-                if ref is None:
-                    ref = reference_output(x, w, layer)
+            def run():
+                with torch.no_grad():
+                    return conv(self.x, wt)
+            return run
+        xg, wg = self.x.detach().requires_grad_(), self.w.detach().requires_grad_()
+        return lambda: torch.autograd.grad(conv(xg, wg), (xg, wg), self.gy)
+
+    def reference(self, mode, max_flops):
+        """(name, output[, grad_input, grad_weight]) of the reference for `mode`."""
+        if mode not in self._reference:
+            use64 = self.device.type == "cpu" or self.layer.flops(self.n) <= max_flops
+            dtype = torch.float64 if use64 else self.x.dtype
+            x = self.x.to(dtype).requires_grad_(mode == "fwdbwd")
+            w = self.w.to(dtype).requires_grad_(mode == "fwdbwd")
+            with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+                out = F.conv2d(x, w, None, *self.args)
+                tensors = [out.detach()]
+                if mode == "fwdbwd":
+                    tensors += [g.detach() for g in torch.autograd.grad(out, (x, w), self.gy.to(dtype))]
+            self._reference[mode] = ("float64" if use64 else "cudnn-fp32", tensors)
+        return self._reference[mode]
+
+    def errors(self, algo, mode, max_flops):
+        """({'output': e, 'grad_input': e, 'grad_weight': e}, reference name) of one call."""
+        name, ref = self.reference(mode, max_flops)
+        x = self.x.detach().requires_grad_(mode == "fwdbwd")
+        w = self.w.detach().requires_grad_(mode == "fwdbwd")
+        out = self.conv(algo)(x, w)
+        errs = {"output": rel_err(out, ref[0])}
+        if mode == "fwdbwd":
+            gx, gw = torch.autograd.grad(out, (x, w), self.gy)
+            errs["grad_input"], errs["grad_weight"] = rel_err(gx, ref[1]), rel_err(gw, ref[2])
+        return errs, name
+
+
+def uses_weight_cache(layer, algo):
+    """Whether the algorithm keeps a filter transform for a frozen weight on this layer."""
+    torchconv.clear_weight_cache()
+    with torch.no_grad():
+        layer.conv(algo)(layer.x, layer.w)
+    used = torchconv.weight_cache_size() > 0
+    torchconv.clear_weight_cache()
+    return used
+
+
+def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
+    """Rows for one layer and batch: every algorithm of `algorithms` and cuDNN, interleaved."""
+    L = Layer(layer, n, getattr(torch, args.dtype), device)
+    flops = layer.flops(n)
+    runnable = []
+    for spec in algorithms:
+        algo, variant = split_spec(spec)
+        if algo == "cudnn":
+            continue
+        if algo not in torchconv.available_algorithms(device.type):
+            log(f"  {layer.name} N={n} {algo}: no {device.type} kernel in this build, skipped")
+            continue
+        reason = torchconv.unsupported_reason(algo, L.x, L.w, layer.stride, layer.dilation, layer.pad, layer.groups)
+        if reason:
+            continue
+        runnable.append((spec, algo, variant))
+    rows = []
+    kinds = [(m, w) for m in modes for w in (weights if m == "fwd" else ["trainable"])]
+    for mode, wkind in kinds:
+        fns, info = {"cudnn": L.runner("cudnn", mode, wkind)}, {}
+        for spec, algo, variant in runnable:
+            with use_variant(algo, variant):
+                errs, ref_name = L.errors(algo, mode, args.full_reference_max_flops)
+                fn = L.runner(algo, mode, wkind)
+                fn()
+                plan = torchconv.last_choice() if device.type == "cuda" else None
+                workspace = torchconv.last_workspace_bytes()
+                cached = wkind == "frozen" and uses_weight_cache(L, algo)
+            info[spec] = dict(errs=errs, reference=ref_name, plan=plan, workspace=workspace, weight_cache=cached,
+                              variant=variant)
+
+            def timed(fn=fn, algo=algo, variant=variant):
                 with use_variant(algo, variant):
-                    err = rel_err(torchconv.conv2d(x, w, None, *conv, algorithm=algo), ref)
-                    workspace = torchconv._C.last_workspace_bytes()
-                    fn = runner(algo, mode)
-                    if mode == "fwdbwd":
-                        fn()
-                        workspace = max(workspace, torchconv._C.last_workspace_bytes())
-                    # CSG's config and split, or the direct tile config, per pass.
-                    plan = torchconv._C.last_choice() if algo in ("csg", "direct") else None
-                    ms = time_fn(fn)
-                    if stages:
-                        # Instantiations of one kernel template (e.g. a forward and a grad_input tile
-                        # config) share a short name: their times add up.
-                        stage_us = {}
-                        for k, v in kernel_times(fn, device).items():
-                            name = short_kernel_name(k)
-                            stage_us[name] = round(stage_us.get(name, 0.0) + v, 2)
-            tflops = mode_flops / (ms * 1e-3) / 1e12
-            label = spec if algo != "cudnn" or device.type == "cuda" else "aten"
-            rows.append(dict(suite=None, layer=layer.name, N=n, C=layer.C, K=layer.K, H=layer.HW, W=layer.HW,
-                             R=layer.R, S=layer.R, stride=layer.stride, padding=layer.pad, algorithm=label,
-                             config=variant or "default", mode=mode, dtype=str(dtype).replace("torch.", ""), ms=ms,
-                             tflops=tflops, cudnn_ms=cudnn_ms, ratio=cudnn_ms / ms, rel_err=err,
-                             workspace_bytes=workspace, stages_us=stage_us, plan=plan))
-            log(f"  {layer.name:>5} N={n:<3} {mode:<6} {spec:<15} {ms:9.4f} ms {tflops:7.2f} TFLOP/s "
-                f"x{cudnn_ms / ms:5.2f} vs ref" + (f"  err {err:.1e}" if err is not None else "")
-                + (f"  ws {workspace / 2**20:.1f} MiB" if workspace else "")
-                + (f"  plan {plan}" if plan else "")
-                + (f"  stages {stage_us}" if stage_us else ""))
+                    fn()
+            fns[spec] = timed if variant else fn
+        per_round = interleaved(fns, device, rounds=args.rounds, reps=args.reps, warmup=args.warmup,
+                                seed=zlib.crc32(f"{layer.name}/{n}/{mode}/{wkind}".encode()))
+        cudnn_ms = statistics.median(per_round["cudnn"])
+        mode_flops = flops * (3 if mode == "fwdbwd" else 1)
+        label = "cudnn" if device.type == "cuda" else "aten"
+        base = dict(suite=None, layer=layer.name, N=n, C=layer.C, K=layer.K, H=layer.HW, W=layer.HW, R=layer.R,
+                    S=layer.R, stride=layer.stride, padding=layer.pad, dilation=layer.dilation, groups=layer.groups,
+                    mode=mode, weights=wkind, dtype=args.dtype,
+                    precision="fp32" if args.dtype == "float32" else "fp64", layout="nchw",
+                    rounds=args.rounds, reps=args.reps, cudnn_ms=cudnn_ms)
+        rows.append(dict(base, algorithm=label, config="default", ms=cudnn_ms,
+                         tflops=mode_flops / (cudnn_ms * 1e-3) / 1e12, ratio=1.0, ratio_min=1.0, ratio_max=1.0,
+                         spread_flag=False, rel_err=None, weight_cache=None))
+        for spec in info:
+            i = info[spec]
+            ratios = [c / o for c, o in zip(per_round["cudnn"], per_round[spec])]
+            ms = statistics.median(per_round[spec])
+            ratio = statistics.median(ratios)
+            row = dict(base, algorithm=spec, config=i["variant"] or "default", ms=ms,
+                       tflops=mode_flops / (ms * 1e-3) / 1e12, ratio=ratio, ratio_min=min(ratios),
+                       ratio_max=max(ratios), spread_flag=(max(ratios) - min(ratios)) > SPREAD_FLAG * ratio,
+                       rel_err=max(i["errs"].values()), errors=i["errs"], reference=i["reference"],
+                       weight_cache=i["weight_cache"], workspace_bytes=i["workspace"], plan=i["plan"])
+            if args.stages:
+                stage_us = {}
+                with use_variant(*split_spec(spec)):
+                    for k, v in kernel_times(L.runner(split_spec(spec)[0], mode, wkind), device).items():
+                        name = short_kernel_name(k)
+                        stage_us[name] = round(stage_us.get(name, 0.0) + v, 2)
+                row["stages_us"] = stage_us
+            rows.append(row)
+        for r in rows[-(len(info) + 1):]:
+            log(f"  {layer.name:>5} N={n:<3} {mode:<6} {wkind:<9} {r['algorithm']:<15} {r['ms']:9.4f} ms "
+                f"{r['tflops']:7.2f} TFLOP/s x{r['ratio']:5.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]"
+                + ("!" if r["spread_flag"] else "")
+                + (f"  err {r['rel_err']:.1e}" if r["rel_err"] is not None else "")
+                + (f"  plan {r['plan']}" if r.get("plan") else ""))
     return rows
 
 
 def profile_layer(layer, n, algorithms, dtype, device):
     """Per-kernel time (µs per forward) of each algorithm and the reference library on one layer,
     from torch.profiler: GPU kernels on a GPU, operators on a CPU."""
-    x = torch.randn(n, layer.C, layer.HW, layer.HW, dtype=dtype, device=device)
-    w = torch.randn(layer.K, layer.C, layer.R, layer.R, dtype=dtype, device=device)
-    conv = (layer.stride, layer.pad, 1, 1)
+    L = Layer(layer, n, dtype, device)
     out = {}
     for spec in algorithms:
         algo, variant = split_spec(spec)
-        if algo != "cudnn" and (algo not in torchconv.available_algorithms(device.type)
-                                or torchconv.unsupported_reason(algo, x, w, (layer.stride,) * 2, (1, 1))):
+        if algo != "cudnn" and (algo not in torchconv.available_algorithms(device.type) or torchconv.unsupported_reason(
+                algo, L.x, L.w, layer.stride, layer.dilation, layer.pad, layer.groups)):
             continue
-        fn = (lambda: F.conv2d(x, w, None, *conv)) if algo == "cudnn" else (
-            lambda: torchconv.conv2d(x, w, None, *conv, algorithm=algo))
         label = spec if algo != "cudnn" or device.type == "cuda" else "aten"
         with use_variant(algo, variant):
-            out[label] = kernel_times(fn, device)
+            out[label] = kernel_times(L.runner(algo, "fwd", "frozen"), device)
     return out
+
+
+def geomean(values):
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 def write_markdown(path, meta, rows, profiles):
     lines = [f"# torchconv benchmark — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}; "
-             f"FP32 peak {meta['fp32_peak_tflops']} TFLOP/s; reference library: {meta['reference']}; "
-             "ratio = reference ms / our ms (> 1: we are faster).", "",
-             "| suite | layer | N | C | K | HW | R | s | mode | algorithm | ms | TFLOP/s | % peak | ref ms | ratio | rel err |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"FP32 peak {meta['fp32_peak_tflops']} TFLOP/s; reference library: {meta['reference']}. "
+             f"Protocol: {meta['protocol']}. ratio = reference ms / our ms (> 1: we are faster), "
+             "[min-max] over rounds, ! = spread over 10%.", ""]
+    ours = [r for r in rows if r["algorithm"] not in ("cudnn", "aten")]
+    groups = sorted({(r["suite"], r["N"], r["mode"], r["weights"], r["algorithm"]) for r in ours})
+    if groups:
+        lines += ["## Geomean ratio per suite, batch, mode and weights", "",
+                  "| suite | N | mode | weights | algorithm | geomean ratio | layers | rows flagged |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for g in groups:
+            sel = [r for r in ours if (r["suite"], r["N"], r["mode"], r["weights"], r["algorithm"]) == g]
+            lines.append(f"| {g[0]} | {g[1]} | {g[2]} | {g[3]} | {g[4]} | {geomean([r['ratio'] for r in sel]):.2f} | "
+                         f"{len(sel)} | {sum(r['spread_flag'] for r in sel)} |")
+        lines.append("")
+    lines += ["## Rows", "",
+              "| suite | layer | N | C | K | HW | R | s | g | mode | weights | algorithm | weight cache | ms | TFLOP/s | "
+              "% peak | ref ms | ratio [min-max] | rel err |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     peak = meta["fp32_peak_tflops"]
     for r in rows:
         pct = f"{100 * r['tflops'] / peak:.1f}" if peak else "-"
         err = f"{r['rel_err']:.1e}" if r["rel_err"] is not None else "-"
+        wc = "-" if r.get("weight_cache") is None else ("yes" if r["weight_cache"] else "no")
         lines.append(f"| {r['suite']} | {r['layer']} | {r['N']} | {r['C']} | {r['K']} | {r['H']} | {r['R']} | "
-                     f"{r['stride']} | {r['mode']} | {r['algorithm']} | {r['ms']:.4f} | {r['tflops']:.2f} | {pct} | "
-                     f"{r['cudnn_ms']:.4f} | {r['ratio']:.2f} | {err} |")
+                     f"{r['stride']} | {r['groups']} | {r['mode']} | {r['weights']} | {r['algorithm']} | {wc} | "
+                     f"{r['ms']:.4f} | {r['tflops']:.2f} | {pct} | {r['cudnn_ms']:.4f} | {r['ratio']:.2f} "
+                     f"[{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]{'!' if r['spread_flag'] else ''} | {err} |")
     staged = [r for r in rows if r.get("stages_us") or r.get("workspace_bytes") or r.get("plan")]
     if staged:
-        lines += ["", "## Workspace and time per stage (µs per call, torch.profiler)", "",
-                  "| layer | N | mode | algorithm | workspace MiB | plan | stages |", "|---|---|---|---|---|---|---|"]
+        lines += ["", "## Workspace, plan and time per stage (µs per call, torch.profiler)", "",
+                  "| layer | N | mode | weights | algorithm | workspace MiB | plan | stages |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in staged:
             st = "; ".join(f"{k} {v:.1f}" for k, v in (r.get("stages_us") or {}).items())
             ws = (r.get("workspace_bytes") or 0) / 2**20
-            lines.append(f"| {r['layer']} | {r['N']} | {r['mode']} | {r['algorithm']} | {ws:.1f} | "
+            lines.append(f"| {r['layer']} | {r['N']} | {r['mode']} | {r['weights']} | {r['algorithm']} | {ws:.1f} | "
                          f"{r.get('plan') or '-'} | {st} |")
     if profiles:
         lines += ["", "## Per-kernel time (µs per forward, torch.profiler: GPU kernels on a GPU, operators on a CPU)", ""]
@@ -264,6 +367,14 @@ def write_markdown(path, meta, rows, profiles):
         f.write("\n".join(lines) + "\n")
 
 
+def gpu_slug(meta):
+    name = meta["gpu"].lower()
+    for key in ("h100", "h200", "a100"):
+        if key in name:
+            return key
+    return "cpu" if name == "cpu" else name.replace(" ", "-")
+
+
 def main(argv=None):
     args = parse_args(argv)
     device = torch.device(args.device)
@@ -272,8 +383,8 @@ def main(argv=None):
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.benchmark = True
-    if args.tune:
-        torchconv.set_tuning(True)
+    if args.benchmark_mode:
+        torchconv.set_benchmark(True)
     suites = (args.suite or ("resnet,yolo" if on_gpu else "smoke")).split(",")
     batches = [int(b) for b in (args.batch or ("1,32" if on_gpu else "2")).split(",")]
     algorithms = [a for a in args.algorithms.split(",") if a]
@@ -284,26 +395,30 @@ def main(argv=None):
         if variant and variant not in torchconv.variants(a):
             raise SystemExit(f"unknown variant {variant!r} of {a!r} (known: {torchconv.variants(a)})")
     modes = args.mode.split(",")
-    dtype = getattr(torch, args.dtype)
-    time_fn = timer(device, args.warmup, args.reps)
+    weights = args.weights.split(",")
+    keep = set(args.layers.split(",")) if args.layers else None
     meta = environment(device)
     print(f"# {meta['gpu']} | torch {meta['torch']} | cuDNN {meta['cudnn']} | CUDA {meta['cuda']}", flush=True)
 
     rows, profiles = [], {}
     for suite in suites:
         for layer in SUITES[suite]:
+            if keep is not None and layer.name not in keep:
+                continue
             for n in ([layer.N] if layer.N else batches):
-                for row in bench_layer(layer, n, algorithms, modes, dtype, device, time_fn,
-                                       lambda s: print(s, flush=True), stages=args.stages):
+                for row in bench_layer(layer, n, algorithms, modes, weights, args, device,
+                                       lambda s: print(s, flush=True)):
                     row["suite"] = suite
                     rows.append(row)
                 if args.profile:
-                    profiles[f"{suite}/{layer.name}/N{n}"] = profile_layer(layer, n, algorithms, dtype, device)
+                    profiles[f"{suite}/{layer.name}/N{n}"] = profile_layer(layer, n, algorithms,
+                                                                          getattr(torch, args.dtype), device)
 
     os.makedirs(args.out_dir, exist_ok=True)
-    stem = args.tag or f"{'-'.join(suites)}-{device.type}-{meta['date'][:10]}"
+    stem = args.tag or f"{'-'.join(suites)}-{gpu_slug(meta)}"
     with open(os.path.join(args.out_dir, stem + ".json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows, "profile": profiles or None}, f, indent=1)
+        json.dump({"meta": meta, "argv": sys.argv[1:] if argv is None else list(argv), "rows": rows,
+                   "profile": profiles or None}, f, indent=1)
     write_markdown(os.path.join(args.out_dir, stem + ".md"), meta, rows, profiles)
     print(f"wrote {os.path.join(args.out_dir, stem)}.json/.md ({len(rows)} rows)")
     return rows

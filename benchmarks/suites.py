@@ -1,4 +1,4 @@
-"""The public layer suites. Padding is R // 2 unless stated."""
+"""The public layer suites. Padding is dilation * (R // 2) unless stated."""
 from dataclasses import dataclass
 
 
@@ -10,19 +10,21 @@ class Layer:
     HW: int
     R: int
     stride: int = 1
-    padding: int = None  # None: R // 2
+    padding: int = None  # None: dilation * (R // 2)
     N: int = None  # None: taken from --batch
+    groups: int = 1
+    dilation: int = 1
 
     @property
     def pad(self):
-        return self.R // 2 if self.padding is None else self.padding
+        return self.dilation * (self.R // 2) if self.padding is None else self.padding
 
     def out_hw(self):
-        return (self.HW + 2 * self.pad - self.R) // self.stride + 1
+        return (self.HW + 2 * self.pad - self.dilation * (self.R - 1) - 1) // self.stride + 1
 
     def flops(self, n):
         ho = self.out_hw()
-        return 2.0 * n * self.K * self.C * self.R * self.R * ho * ho
+        return 2.0 * n * self.K * (self.C // self.groups) * self.R * self.R * ho * ho
 
 
 # Seed 001, Table 9.1: (K, C, H=W, R=S, stride).

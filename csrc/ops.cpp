@@ -3,15 +3,19 @@
 // autograd in autograd.cpp; fake (meta) implementations in torchconv/ops.py.
 #include <Python.h>
 #include <torch/library.h>
+#include <ATen/ops/empty.h>
+
+#include <vector>
 
 #include "conv_shape.h"
+#include "plans.h"
 #include "tuning.h"
 #include "variant.h"
 #include "weight_cache.h"
 #include "workspace.h"
 
 TORCH_LIBRARY(torchconv, m) {
-  for (const char* algo : {"direct", "csg", "gemm", "winograd"}) {
+  for (const char* algo : torchconv::kAlgorithmNames) {
     const std::string name = std::string("conv2d_") + algo;
     m.def((name +
            "(Tensor input, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, int[2] dilation, "
@@ -54,6 +58,8 @@ PyObject* translate_errors(F&& body) {
     return body();
   } catch (const c10::ValueError& e) {
     PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+  } catch (const c10::TypeError& e) {
+    PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
   } catch (const c10::Error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
   }
@@ -126,31 +132,99 @@ PyObject* record_tuned_choice(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 PyObject* last_choice(PyObject*, PyObject*) { return PyUnicode_FromString(torchconv::last_choice().c_str()); }
-PyObject* set_direct_tile(PyObject*, PyObject* arg) {
-  const char* name = PyUnicode_AsUTF8(arg);
-  if (!name) return nullptr;
+// A sequence of integers as a vector; false (with a Python error set) when it is not one.
+bool int_list(PyObject* obj, std::vector<int64_t>* out, const char* what) {
+  PyObject* seq = PySequence_Fast(obj, what);
+  if (!seq) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  out->clear();
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+    if (v == -1 && PyErr_Occurred()) {
+      Py_DECREF(seq);
+      return false;
+    }
+    out->push_back(v);
+  }
+  Py_DECREF(seq);
+  return true;
+}
+
+c10::ScalarType dtype_from_name(const std::string& name) {
+  static const std::pair<const char*, c10::ScalarType> kNames[] = {
+      {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
+      {"int8", at::kChar},     {"uint8", at::kByte},     {"int16", at::kShort}, {"int32", at::kInt},
+      {"int64", at::kLong},    {"bool", at::kBool},      {"complex64", at::kComplexFloat},
+      {"complex128", at::kComplexDouble}};
+  for (const auto& [n, t] : kNames)
+    if (name == n) return t;
+  TORCH_CHECK_TYPE(false, "torchconv.conv2d: unsupported dtype ", name);
+  return at::kFloat;
+}
+
+// unsupported_reason(algorithm, input_sizes, input_dtype, weight_sizes, weight_dtype, bias_sizes or
+// None, stride, padding, dilation, groups, device, channels_last, deterministic) -> None or why
+// not. The arguments are validated as the operators validate them (ValueError / TypeError naming
+// the argument), so callers never do arithmetic on bad ones; then the plan registry answers.
+PyObject* unsupported_reason(PyObject*, PyObject* args) {
+  const char *algorithm = nullptr, *input_dtype = nullptr, *weight_dtype = nullptr, *device = nullptr;
+  PyObject *input_sizes, *weight_sizes, *bias_sizes, *stride, *padding, *dilation;
+  long long groups = 0;
+  int channels_last = 0, deterministic = 0;
+  if (!PyArg_ParseTuple(args, "sOsOsOOOOLspp", &algorithm, &input_sizes, &input_dtype, &weight_sizes, &weight_dtype,
+                        &bias_sizes, &stride, &padding, &dilation, &groups, &device, &channels_last, &deterministic))
+    return nullptr;
+  std::vector<int64_t> in, wt, bs, st, pd, dl;
+  if (!int_list(input_sizes, &in, "input sizes") || !int_list(weight_sizes, &wt, "weight sizes") ||
+      (bias_sizes != Py_None && !int_list(bias_sizes, &bs, "bias sizes")) || !int_list(stride, &st, "stride") ||
+      !int_list(padding, &pd, "padding") || !int_list(dilation, &dl, "dilation"))
+    return nullptr;
   return translate_errors([&]() -> PyObject* {
-    torchconv::set_forced_direct_tile(name);
+    const torchconv::Algorithm algo = torchconv::algorithm_from_name(algorithm, "torchconv: algorithm");
+    const auto meta = [](const std::vector<int64_t>& sizes, const char* dtype) {
+      return at::empty(sizes, at::TensorOptions().dtype(dtype_from_name(dtype)).device(at::kMeta));
+    };
+    const at::Tensor x = meta(in, input_dtype), w = meta(wt, weight_dtype);
+    std::optional<at::Tensor> b;
+    if (bias_sizes != Py_None) b = meta(bs, weight_dtype);
+    const torchconv::ConvShape shape =
+        torchconv::check_conv2d_forward("conv2d", x, w, b, st, pd, dl, int64_t(groups));
+    const c10::Device dev(device);
+    const torchconv::ConvProblem problem{shape,      x.scalar_type(), channels_last != 0, dev.type(),
+                                         dev.index(), deterministic != 0};
+    const std::string reason = torchconv::unsupported_reason(algo, problem);
+    if (reason.empty()) Py_RETURN_NONE;
+    return PyUnicode_FromString(reason.c_str());
+  });
+}
+
+PyObject* set_config(PyObject*, PyObject* args) {
+  const char *algorithm = nullptr, *name = nullptr;
+  if (!PyArg_ParseTuple(args, "ss", &algorithm, &name)) return nullptr;
+  return translate_errors([&]() -> PyObject* {
+    torchconv::set_forced_config(torchconv::algorithm_from_name(algorithm, "torchconv.set_config: algorithm"), name);
     Py_RETURN_NONE;
   });
 }
-PyObject* get_direct_tile(PyObject*, PyObject*) {
-  return translate_errors([&]() -> PyObject* {  // a bad TORCHCONV_DIRECT_TILE raises on first use
-    const int forced = torchconv::forced_direct_tile();
-    return PyUnicode_FromString(forced < 0 ? "" : torchconv::kDirectTileNames[forced]);
-  });
-}
-PyObject* set_direct_grad_input(PyObject*, PyObject* arg) {
-  const char* name = PyUnicode_AsUTF8(arg);
-  if (!name) return nullptr;
+
+PyObject* get_config(PyObject*, PyObject* arg) {
+  const char* algorithm = PyUnicode_AsUTF8(arg);
+  if (!algorithm) return nullptr;
   return translate_errors([&]() -> PyObject* {
-    torchconv::set_forced_direct_grad_input(name);
-    Py_RETURN_NONE;
+    const auto algo = torchconv::algorithm_from_name(algorithm, "torchconv.get_config: algorithm");
+    return PyUnicode_FromString(torchconv::forced_config_name(algo).c_str());
   });
 }
-PyObject* get_direct_grad_input(PyObject*, PyObject*) {
-  const int forced = torchconv::forced_direct_grad_input();
-  return PyUnicode_FromString(forced < 0 ? "" : torchconv::kDirectGradInputNames[forced]);
+
+PyObject* configs(PyObject*, PyObject* arg) {
+  const char* algorithm = PyUnicode_AsUTF8(arg);
+  if (!algorithm) return nullptr;
+  return translate_errors([&]() -> PyObject* {
+    const auto names = torchconv::configs(torchconv::algorithm_from_name(algorithm, "torchconv.configs: algorithm"));
+    PyObject* tuple = PyTuple_New(Py_ssize_t(names.size()));
+    for (size_t i = 0; i < names.size(); ++i) PyTuple_SET_ITEM(tuple, i, PyUnicode_FromString(names[i].c_str()));
+    return tuple;
+  });
 }
 
 PyMethodDef methods[] = {
@@ -172,14 +246,12 @@ PyMethodDef methods[] = {
     {"tuned_choices", tuned_choices, METH_NOARGS, "Tuned CSG plans by key (shape, dtype, GPU, pass): {key: plan}."},
     {"record_tuned_choice", record_tuned_choice, METH_VARARGS, "record_tuned_choice(key, plan) (torchconv.load_cache)."},
     {"last_choice", last_choice, METH_NOARGS,
-     "The config and split the last CSG or direct launch ran, per pass, e.g. 'forward:wide/splits=8'."},
-    {"set_direct_tile", set_direct_tile, METH_O,
-     "Force the direct kernel's float tile config (wide or small; '' for the rule), to time or test each."},
-    {"get_direct_tile", get_direct_tile, METH_NOARGS, "The forced direct tile config, '' when the rule picks."},
-    {"set_direct_grad_input", set_direct_grad_input, METH_O,
-     "Force how the direct kernel runs a strided grad_input (phases or gather; '' for the rule)."},
-    {"get_direct_grad_input", get_direct_grad_input, METH_NOARGS,
-     "The forced strided grad_input path of the direct kernel, '' when the rule picks."},
+     "The config and split the last call ran, per pass, e.g. 'forward:wide/splits=8'."},
+    {"unsupported_reason", unsupported_reason, METH_VARARGS,
+     "Why an algorithm cannot compute a convolution (None when it can), from the plan registry."},
+    {"set_config", set_config, METH_VARARGS, "set_config(algorithm, name): force a tile config ('' for the rule)."},
+    {"get_config", get_config, METH_O, "The config forced for an algorithm, '' when its rule picks."},
+    {"configs", configs, METH_O, "An algorithm's named tile configs (its CUDA kernels')."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "torchconv kernels (operators register on import)", -1,

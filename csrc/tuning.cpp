@@ -62,12 +62,21 @@ void clear_tuned_choices() {
 
 int64_t tuned_choices_generation() { return g_generation.load(std::memory_order_relaxed); }
 
+static int pass_slot(const char* pass) {
+  return std::strcmp(pass, "forward") == 0 ? 0 : std::strcmp(pass, "grad_input") == 0 ? 1 : 2;
+}
+
 void record_last_choice(const char* pass, const char* config, int splits) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const int slot = std::strcmp(pass, "forward") == 0 ? 0 : std::strcmp(pass, "grad_input") == 0 ? 1 : 2;
+  const int slot = pass_slot(pass);
   if (slot == 0)
     for (auto& c : g_last) c = LastChoice{};
   g_last[slot] = {pass, config, splits};
+}
+
+void record_last_splits(const char* pass, int splits) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_last[pass_slot(pass)].splits = splits;
 }
 
 std::string last_choice() {
@@ -78,55 +87,6 @@ std::string last_choice() {
     text += (text.empty() ? "" : " ") + std::string(c.pass) + ":" + c.config + "/splits=" + std::to_string(c.splits);
   }
   return text;
-}
-
-namespace {
-// The index of a tile config name, or -1.
-int find_direct_tile(const std::string& name) {
-  for (int i = 0; i < kDirectTileCount; ++i)
-    if (name == kDirectTileNames[i]) return i;
-  return -1;
-}
-// Like find_direct_tile, but an unknown non-empty name is a ValueError; `what` names the setting.
-int direct_tile_index(const std::string& name, const char* what) {
-  const int index = find_direct_tile(name);
-  TORCH_CHECK_VALUE(index >= 0 || name.empty(), what, " must be wide or small (or empty for the rule), got '", name,
-                    "'");
-  return index;
-}
-// -2 marks a bad TORCHCONV_DIRECT_TILE: it raises at each direct call until set_direct_tile replaces it.
-std::atomic<int>& forced_tile() {
-  static std::atomic<int> forced{[] {
-    const char* env = std::getenv("TORCHCONV_DIRECT_TILE");
-    if (env == nullptr || *env == 0) return -1;
-    const int index = find_direct_tile(env);
-    return index >= 0 ? index : -2;
-  }()};
-  return forced;
-}
-}  // namespace
-
-int forced_direct_tile() {
-  const int forced = forced_tile().load(std::memory_order_relaxed);
-  if (forced == -2) direct_tile_index(std::getenv("TORCHCONV_DIRECT_TILE"), "TORCHCONV_DIRECT_TILE");
-  return forced;
-}
-void set_forced_direct_tile(const std::string& name) {
-  forced_tile().store(direct_tile_index(name, "torchconv._C.set_direct_tile's name"), std::memory_order_relaxed);
-}
-
-namespace {
-std::atomic<int> g_forced_grad_input{-1};
-}
-int forced_direct_grad_input() { return g_forced_grad_input.load(std::memory_order_relaxed); }
-void set_forced_direct_grad_input(const std::string& name) {
-  int index = -1;
-  for (int i = 0; i < int(std::size(kDirectGradInputNames)); ++i)
-    if (name == kDirectGradInputNames[i]) index = i;
-  TORCH_CHECK_VALUE(index >= 0 || name.empty(),
-                    "torchconv._C.set_direct_grad_input's name must be phases or gather (or empty for the rule), got '",
-                    name, "'");
-  g_forced_grad_input.store(index, std::memory_order_relaxed);
 }
 
 }  // namespace torchconv

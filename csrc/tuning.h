@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,25 +24,12 @@ void clear_tuned_choices();
 // this changes, so a clear really forgets every plan.
 int64_t tuned_choices_generation();
 
-// The plans of the last CSG or direct call in the process, per pass ("forward:wide/splits=8
+// The plans of the last call in the process, per pass ("forward:wide/splits=8
 // grad_input:medium/splits=2 grad_weight:pixels/splits=64"), for the benchmark's config column; a
 // forward clears the others. Raw values are stored; the text is built only when asked.
 void record_last_choice(const char* pass, const char* config, int splits);
+// Sets the split count of `pass`'s entry (for launchers that decide it after the config).
+void record_last_splits(const char* pass, int splits);
 std::string last_choice();
-
-// The direct kernel's float tile configs (cuda/direct.cu). One can be forced over the rule, so each
-// can be timed and tested alone: TORCHCONV_DIRECT_TILE=<name> at start-up, or
-// torchconv._C.set_direct_tile(name) ("" goes back to the rule). -1: none forced.
-constexpr const char* kDirectTileNames[] = {"wide", "small"};
-constexpr int kDirectTileCount = int(std::size(kDirectTileNames));
-int forced_direct_tile();
-void set_forced_direct_tile(const std::string& name);  // ValueError for an unknown name
-
-// How the direct kernel runs a strided grad_input: the forward kernel once per output phase, or a
-// gather per input pixel (grids too short for the GPU). A rule picks; torchconv._C.
-// set_direct_grad_input(name) forces one so each can be timed and tested ("" goes back to the rule).
-constexpr const char* kDirectGradInputNames[] = {"phases", "gather"};
-int forced_direct_grad_input();  // -1: none forced
-void set_forced_direct_grad_input(const std::string& name);  // ValueError for an unknown name
 
 }  // namespace torchconv

@@ -16,6 +16,7 @@ struct Choice {
 std::map<std::string, Choice>& table() {
   static auto* t = [] {
     auto* m = new std::map<std::string, Choice>();
+    (*m)["direct"].names = {"auto", "phases", "gather"};
     (*m)["gemm"].names = {"implicit", "explicit"};
     (*m)["winograd"].names = {"auto", "fused", "staged"};
     return m;
@@ -38,6 +39,10 @@ Choice& choice(const std::string& algorithm) {
 
 WinogradVariant winograd_variant() {
   return static_cast<WinogradVariant>(choice("winograd").index.load(std::memory_order_relaxed));
+}
+
+DirectVariant direct_variant() {
+  return static_cast<DirectVariant>(choice("direct").index.load(std::memory_order_relaxed));
 }
 
 GemmVariant gemm_variant() {

@@ -21,7 +21,14 @@ enum class GemmVariant : int { kImplicit = 0, kExplicit = 1 };
 
 GemmVariant gemm_variant();
 
-// The variants of `algorithm` ("gemm", "winograd"), default first; ValueError for an unknown algorithm.
+// Direct: how a strided grad_input runs. "phases" runs the forward kernel once per output phase,
+// "gather" one thread per input pixel (better where the phase grids are short of the GPU); "auto"
+// (default) picks per call by the rule in cuda/direct.cu.
+enum class DirectVariant : int { kAuto = 0, kPhases = 1, kGather = 2 };
+
+DirectVariant direct_variant();
+
+// The variants of `algorithm` ("direct", "gemm", "winograd"), default first; ValueError for an unknown algorithm.
 const std::vector<std::string>& variants(const std::string& algorithm);
 std::string get_variant(const std::string& algorithm);
 void set_variant(const std::string& algorithm, const std::string& name);

@@ -10,11 +10,11 @@
 namespace torchconv {
 
 // The shapes F(2x2,3x3) computes; anything else is a clear error naming what is off.
-inline void check_winograd_shape(const char* algorithm, const ConvShape& p) {
-  TORCH_CHECK_VALUE(p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1,
-                    "torchconv.", algorithm, ": Winograd F(2x2,3x3) needs a 3x3 kernel, stride 1 and dilation 1; got "
-                    "kernel ", shape_str({p.R, p.S}), ", stride ", shape_str({p.stride_h, p.stride_w}), ", dilation ",
-                    shape_str({p.dil_h, p.dil_w}));
+// Why F(2x2,3x3) cannot compute this layer, or "" (CPU and CUDA kernels alike).
+inline std::string winograd_shape_reason(const ConvShape& p) {
+  if (p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1) return "";
+  return "Winograd F(2x2,3x3) needs a 3x3 kernel, stride 1 and dilation 1; got kernel " + shape_str({p.R, p.S}) +
+         ", stride " + shape_str({p.stride_h, p.stride_w}) + ", dilation " + shape_str({p.dil_h, p.dil_w});
 }
 
 constexpr int kWinogradTile = 4;    // input tile edge (alpha = m + r - 1)

@@ -3,6 +3,7 @@ torchconv.Conv2d(algorithm="auto"), against the same model on cuDNN in the same 
 
   * inference at each --batch (default 1 and 32), under torch.inference_mode();
   * one training step (forward, cross-entropy, backward, SGD step) at --train-batch (default 32);
+  * torchconv and cuDNN FP32 timed interleaved (torchconv.timing.compare: 5 rounds);
   * the logits compared with the nn.Conv2d original (relative error);
   * cuDNN timed two ways: FP32 (TF32 off, cudnn.benchmark on: the comparison the bars use) and
     PyTorch's default settings (TF32 allowed for convolutions, cudnn.benchmark off).
@@ -25,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from torchconv.tuning import time_ms
+from torchconv.timing import compare, time_ms
 
 
 def parse_args(argv=None):
@@ -115,8 +116,9 @@ def main(argv=None):
                 torchconv.tune(ours, x)
             out = ours(x)
             err = rel_err(out, ref_out)
-            ref_ms = time_ms(lambda: reference(x), device, args.reps, args.warmup)
-            our_ms = time_ms(lambda: ours(x), device, args.reps, args.warmup)
+            timed = compare(lambda: ours(x), lambda: reference(x), device, rounds=5, reps=max(1, args.reps // 5),
+                            warmup=args.warmup)
+            ref_ms, our_ms = timed["reference_ms"], timed["ms"]
             cudnn_settings(fp32=False)
             default_ms = time_ms(lambda: reference(x), device, args.reps, args.warmup)
         row(batch, "fwd", "cudnn", ref_ms, ref_ms)
@@ -137,8 +139,10 @@ def main(argv=None):
             err = rel_err(our_train(x), ref_train(x))
         ref_opt = torch.optim.SGD(ref_train.parameters(), lr=0.01, momentum=0.9)
         our_opt = torch.optim.SGD(our_train.parameters(), lr=0.01, momentum=0.9)
-        ref_ms = time_ms(lambda: training_step(ref_train, ref_opt, x, target), device, args.reps, args.warmup)
-        our_ms = time_ms(lambda: training_step(our_train, our_opt, x, target), device, args.reps, args.warmup)
+        timed = compare(lambda: training_step(our_train, our_opt, x, target),
+                        lambda: training_step(ref_train, ref_opt, x, target), device, rounds=5,
+                        reps=max(1, args.reps // 5), warmup=args.warmup)
+        ref_ms, our_ms = timed["reference_ms"], timed["ms"]
         cudnn_settings(fp32=False)
         default_ms = time_ms(lambda: training_step(ref_train, ref_opt, x, target), device, args.reps, args.warmup)
         row(batch, "train", "cudnn", ref_ms, ref_ms)

@@ -1,7 +1,11 @@
 """Shared test helpers. Every test that touches a kernel is parametrized over devices; CUDA cases
 skip when no GPU is present, and cases whose algorithm has no kernel for the device skip with the
-dispatcher's message as the reason."""
+dispatcher's message as the reason.
+
+Every test starts from a seed derived from its id (CRC-32), so a failing case draws the same inputs
+when it is run again, alone or in the whole suite; the seed is printed with the failure."""
 import contextlib
+import zlib
 
 import pytest
 import torch
@@ -14,6 +18,31 @@ DEVICES = [
 ]
 ALGORITHMS = torchconv.ALGORITHMS
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
+
+
+def case_seed(case_id):
+    """A reproducible seed for a test case: the CRC-32 of its id (Python's hash() of a string
+    changes from process to process)."""
+    return zlib.crc32(case_id.encode())
+
+
+@pytest.fixture(autouse=True)
+def seeded(request):
+    """torch's and Python's generators seeded from the test id (printed with a failure)."""
+    seed = case_seed(request.node.nodeid)
+    torch.manual_seed(seed)
+    request.node.user_properties.append(("seed", seed))
+    yield seed
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        seeds = [v for k, v in item.user_properties if k == "seed"]
+        if seeds:
+            report.sections.append(("torchconv", f"seed {seeds[0]} (zlib.crc32 of {item.nodeid!r})"))
 
 
 @pytest.fixture(autouse=True)

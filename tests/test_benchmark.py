@@ -8,14 +8,15 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 import bench  # noqa: E402
 
-ROW_KEYS = {"suite", "layer", "N", "C", "K", "H", "W", "R", "S", "stride", "padding", "algorithm", "config", "mode",
-            "dtype", "ms", "tflops", "cudnn_ms", "ratio", "rel_err"}
+ROW_KEYS = {"suite", "layer", "N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation", "groups", "algorithm",
+            "config", "mode", "weights", "dtype", "precision", "layout", "ms", "tflops", "cudnn_ms", "ratio",
+            "ratio_min", "ratio_max", "rounds", "spread_flag", "rel_err", "weight_cache"}
 META_KEYS = {"gpu", "torch", "cudnn", "cuda", "date", "fp32_peak_tflops"}
 
 
 def test_smoke_benchmark_writes_results(tmp_path):
     rows = bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "2", "--warmup", "1",
-                       "--out-dir", str(tmp_path), "--tag", "smoke"])
+                       "--rounds", "3", "--out-dir", str(tmp_path), "--tag", "smoke"])
     data = json.loads((tmp_path / "smoke.json").read_text())
     assert META_KEYS <= set(data["meta"])
     assert data["rows"] and all(ROW_KEYS <= set(r) for r in data["rows"])
@@ -23,7 +24,12 @@ def test_smoke_benchmark_writes_results(tmp_path):
     ours = [r for r in data["rows"] if r["algorithm"] != "aten"]
     assert {r["algorithm"] for r in ours} == {"direct", "csg", "gemm", "winograd"}
     assert all(r["rel_err"] < 1e-5 for r in ours)
-    assert all(abs(r["ratio"] - r["cudnn_ms"] / r["ms"]) < 1e-12 for r in data["rows"])
+    # fwdbwd rows check both gradients too; the ratio is the median of the per-round ratios.
+    assert all(set(r["errors"]) == {"output", "grad_input", "grad_weight"} for r in ours if r["mode"] == "fwdbwd")
+    assert all(r["ratio_min"] <= r["ratio"] <= r["ratio_max"] and r["rounds"] == 3 for r in data["rows"])
+    # Forward rows come with frozen and with trainable weights; only frozen ones may use the cache.
+    assert {(r["mode"], r["weights"]) for r in ours} == {("fwd", "frozen"), ("fwd", "trainable"), ("fwdbwd", "trainable")}
+    assert not any(r["weight_cache"] for r in ours if r["weights"] == "trainable")
     assert (tmp_path / "smoke.md").read_text().startswith("# torchconv benchmark")
 
 

@@ -56,35 +56,35 @@ def test_large_channel_count_splits_the_reduction():
     x = torch.randn(1, 2048, 7, 7, device="cuda")
     w = torch.randn(64, 2048, 3, 3, device="cuda")
     out = torchconv.conv2d(x, w, None, 1, 1, algorithm="csg")
-    plan = torchconv._C.last_choice()
+    plan = torchconv.last_choice()
     assert plan.startswith("forward:") and int(plan.split("splits=")[1]) > 1, plan
     assert_close_rel(out, F.conv2d(x.double(), w.double(), None, 1, 1), torch.float32, "split")
     x3 = torch.randn(1, 3, 64, 64, device="cuda")
     w3 = torch.randn(32, 3, 3, 3, device="cuda")
     out3 = torchconv.conv2d(x3, w3, None, 1, 1, algorithm="csg")
-    assert torchconv._C.last_choice().endswith("splits=1")
+    assert torchconv.last_choice().endswith("splits=1")
     assert_close_rel(out3, F.conv2d(x3.double(), w3.double(), None, 1, 1), torch.float32, "one split")
 
 
 @needs_cuda
 def test_tuning_times_candidates_once_per_shape():
-    """With tuning on, the first call of a shape times the candidate plans and caches the winner;
+    """In benchmark mode, the first CSG call of a shape times the candidate plans and caches the winner;
     the second call reuses it (no new entry) and both answers are right."""
     x = torch.randn(1, 256, 14, 14, device="cuda")
     w = torch.randn(128, 256, 3, 3, device="cuda")
     ref = F.conv2d(x.double(), w.double(), None, 1, 1)
     torchconv._C.clear_tuned_choices()
-    old = torchconv.get_tuning()
+    old = torchconv.get_benchmark()
     try:
-        torchconv.set_tuning(True)
+        torchconv.set_benchmark(True)
         first = torchconv.conv2d(x, w, None, 1, 1, algorithm="csg")
         assert torchconv._C.tuned_choice_count() == 1
-        plan = torchconv._C.last_choice()
+        plan = torchconv.last_choice()
         second = torchconv.conv2d(x, w, None, 1, 1, algorithm="csg")
         assert torchconv._C.tuned_choice_count() == 1
-        assert torchconv._C.last_choice() == plan
+        assert torchconv.last_choice() == plan
     finally:
-        torchconv.set_tuning(old)
+        torchconv.set_benchmark(old)
     assert_close_rel(first, ref, torch.float32, "tuned, first call")
     assert_close_rel(second, ref, torch.float32, "tuned, cached")
 
@@ -94,9 +94,9 @@ def test_clearing_the_cache_forgets_tuned_plans():
     """After torchconv.clear_cache() a tuned shape is timed again (its plan recorded anew)."""
     x = torch.randn(1, 192, 7, 7, device="cuda")
     w = torch.randn(96, 192, 3, 3, device="cuda")
-    old = torchconv.get_tuning()
+    old = torchconv.get_benchmark()
     try:
-        torchconv.set_tuning(True)
+        torchconv.set_benchmark(True)
         torchconv.conv2d(x, w, None, 1, 1, algorithm="csg")
         assert torchconv._C.tuned_choice_count() >= 1
         torchconv.clear_cache()
@@ -104,19 +104,19 @@ def test_clearing_the_cache_forgets_tuned_plans():
         torchconv.conv2d(x, w, None, 1, 1, algorithm="csg")
         assert torchconv._C.tuned_choice_count() == 1
     finally:
-        torchconv.set_tuning(old)
+        torchconv.set_benchmark(old)
 
 
 @needs_cuda
 def test_tuned_grad_input_keeps_every_phase():
     """Tuning a strided grad_input times each phase's candidates in scratch memory: the phases
     already written must survive (they share one output)."""
-    old = torchconv.get_tuning()
+    old = torchconv.get_benchmark()
     try:
-        torchconv.set_tuning(True)
+        torchconv.set_benchmark(True)
         check_forward_backward("csg", (1, 24, 40, 15, 13, 3, 3, 2, 1, 1, 1, True), "cuda", torch.float32, "tuned")
     finally:
-        torchconv.set_tuning(old)
+        torchconv.set_benchmark(old)
 
 
 @needs_cuda
@@ -156,9 +156,9 @@ def test_filter_layout_follows_weight_updates():
     x = torch.randn(1, 40, 9, 9, device="cuda")
     w = torch.randn(48, 40, 3, 3, device="cuda")
     torchconv.conv2d(x, w, None, 1, 1, algorithm="csg")
-    size = torchconv._C.weight_cache_size()
+    size = torchconv.weight_cache_size()
     torchconv.conv2d(x, w, None, 1, 1, algorithm="csg")
-    assert torchconv._C.weight_cache_size() == size
+    assert torchconv.weight_cache_size() == size
     w.mul_(-2.0)
     out = torchconv.conv2d(x, w, None, 1, 1, algorithm="csg")
     assert_close_rel(out, F.conv2d(x.double(), w.double(), None, 1, 1), torch.float32, "after update")

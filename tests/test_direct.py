@@ -1,7 +1,7 @@
 """Direct-kernel specifics on CUDA. The float kernel has two tile configs (wide: 64 x 16 outputs x 16
 channels, one channel per barrier; small: 16 x 16 x 32, two channels per barrier), picked by a rule
 (the larger estimated useful fraction of the GPU: small for small planes, grids short of the GPU and
-strided layers) or forced with TORCHCONV_DIRECT_TILE / torchconv._C.set_direct_tile, so each can be
+strided layers) or forced with TORCHCONV_DIRECT_CONFIG / torchconv.set_config("direct", name), so each can be
 timed and tested alone. Every
 config must match F.conv2d forward and backward on every shape: filter sizes 1..13 (unrolled) and
 others (run-time sizes), input rows loaded in 16-byte pieces (W a multiple of 4, any padding: the
@@ -13,13 +13,13 @@ with one filter per group (depthwise) a one-channel config.
 grad_input runs the forward kernel on grad_output (filters rotated, C and K swapped); a strided layer
 runs it once per output phase (iy mod stride, ix mod stride) with the taps that reach the phase, and
 phases that no tap reaches are zero. Phase grids short of the GPU (under one block per two SMs)
-gather per input pixel instead; torchconv._C.set_direct_grad_input forces either path. grad_weight
+gather per input pixel instead; torchconv.set_variant("direct", "phases" | "gather") forces either path. grad_weight
 runs a tiled kernel over slices of the N*Ho*Wo reduction whose partial sums are added in a fixed order
 (deterministic, within the workspace limit). Its tiles are 64 x 64 (float) or 32 x 32 (double)
 filters x columns, where a column is an input channel (for up to 4 taps of one filter row: layers
 with many channels per group) or a (channel, r, s) patch of the filter (few channels per group, such
 as C = 3 first layers and depthwise, and strides of 13 and more along W, where a channels stage would
-not fit shared memory); torchconv._C.last_choice() names it."""
+not fit shared memory); torchconv.last_choice() names it."""
 import os
 import subprocess
 import sys
@@ -60,8 +60,8 @@ def shape_id(s):
 @pytest.fixture
 def forced_tile():
     """Forces a tile config for one test and restores the rule afterwards."""
-    yield torchconv._C.set_direct_tile
-    torchconv._C.set_direct_tile("")
+    yield lambda name: torchconv.set_config("direct", name)
+    torchconv.set_config("direct", "")
 
 
 @needs_cuda
@@ -70,7 +70,7 @@ def forced_tile():
 def test_every_config_matches(shape, config, forced_tile):
     forced_tile(config)
     check_forward_backward("direct", shape, "cuda", torch.float32, f"{config} {shape_id(shape)}")
-    assert f"forward:{config}/" in torchconv._C.last_choice()
+    assert f"forward:{config}/" in torchconv.last_choice()
 
 
 @needs_cuda
@@ -105,7 +105,7 @@ def test_misaligned_input_takes_element_loads(config, forced_tile):
 def test_rule(n, c, k, hw, r, stride, expected):
     x = torch.randn(n, c, hw, hw, device="cuda")
     torchconv.conv2d(x, torch.randn(k, c, r, r, device="cuda"), None, stride, r // 2, algorithm="direct")
-    assert torchconv._C.last_choice() == f"forward:{expected}/splits=1"
+    assert torchconv.last_choice() == f"forward:{expected}/splits=1"
 
 
 @needs_cuda
@@ -114,7 +114,7 @@ def test_large_filter_takes_the_config_that_fits(forced_tile):
     exceed shared memory, so wide (108 KB) runs; forcing small is a clear error."""
     shape = (1, 4, 8, 48, 44, 25, 25, 1, 12, 1, 1, True)
     check_forward_backward("direct", shape, "cuda", torch.float32, "25x25")
-    assert torchconv._C.last_choice().startswith("forward:wide/")
+    assert torchconv.last_choice().startswith("forward:wide/")
     forced_tile("small")
     with pytest.raises(ValueError, match="shared memory"):
         torchconv.conv2d(torch.randn(1, 4, 48, 44, device="cuda"), torch.randn(8, 4, 25, 25, device="cuda"),
@@ -126,24 +126,24 @@ def test_last_choice_names_each_pass():
     x = torch.randn(1, 8, 20, 20, device="cuda", requires_grad=True)
     out = torchconv.conv2d(x, torch.randn(16, 8, 3, 3, device="cuda"), None, 1, 1, algorithm="direct")
     out.sum().backward()
-    assert torchconv._C.last_choice() == "forward:small/splits=1 grad_input:small/splits=1"
+    assert torchconv.last_choice() == "forward:small/splits=1 grad_input:small/splits=1"
 
 
 def test_unknown_tile_name_is_a_value_error():
-    with pytest.raises(ValueError, match="must be wide or small"):
-        torchconv._C.set_direct_tile("huge")
-    assert torchconv._C.get_direct_tile() == ""
+    with pytest.raises(ValueError, match="must name a config of 'direct' \\('wide', 'small'\\)"):
+        torchconv.set_config("direct", "huge")
+    assert torchconv.get_config("direct") == ""
 
 
 def test_tile_from_environment():
-    """TORCHCONV_DIRECT_TILE forces a config for the whole process (read once); a bad name is a
+    """TORCHCONV_DIRECT_CONFIG forces a config for the whole process (read once); a bad name is a
     ValueError naming the variable."""
-    code = "import torchconv; print(torchconv._C.get_direct_tile())"
-    env = lambda v: {**os.environ, "TORCHCONV_DIRECT_TILE": v}  # noqa: E731
+    code = "import torchconv; print(torchconv.get_config('direct'))"
+    env = lambda v: {**os.environ, "TORCHCONV_DIRECT_CONFIG": v}  # noqa: E731
     out = subprocess.run([sys.executable, "-c", code], env=env("small"), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "small"
     bad = subprocess.run([sys.executable, "-c", code], env=env("huge"), capture_output=True, text=True)
-    assert bad.returncode != 0 and "ValueError: TORCHCONV_DIRECT_TILE must be wide or small" in bad.stderr
+    assert bad.returncode != 0 and "ValueError: TORCHCONV_DIRECT_CONFIG must name a config of 'direct'" in bad.stderr
 
 
 # One filter per group (depthwise and its strided and dilated forms) runs its own one-channel tile
@@ -162,7 +162,7 @@ DEPTHWISE_SHAPES = [
 @pytest.mark.parametrize("shape", DEPTHWISE_SHAPES, ids=shape_id)
 def test_depthwise(shape, dtype):
     check_forward_backward("direct", shape, "cuda", dtype, f"depthwise {shape_id(shape)}")
-    assert torchconv._C.last_choice().startswith("forward:depthwise/")
+    assert torchconv.last_choice().startswith("forward:depthwise/")
 
 
 # Strided grad_input: one forward launch per phase, writing every stride-th pixel.
@@ -181,8 +181,8 @@ GRAD_INPUT_SHAPES = [
 @pytest.fixture
 def forced_grad_input():
     """Forces the strided grad_input path for one test and restores the rule afterwards."""
-    yield torchconv._C.set_direct_grad_input
-    torchconv._C.set_direct_grad_input("")
+    yield lambda name: torchconv.set_variant("direct", name)
+    torchconv.set_variant("direct", "auto")
 
 
 @needs_cuda
@@ -193,7 +193,7 @@ def test_strided_grad_input(shape, dtype, path, forced_grad_input):
     forced_grad_input(path)
     check_forward_backward("direct", shape, "cuda", dtype, f"strided grad_input {path} {shape_id(shape)}")
     expected = ("gather",) if path == "gather" else ("wide", "small") if dtype == torch.float32 else ("f64",)
-    assert any(f"grad_input:{name}/" in torchconv._C.last_choice() for name in expected)
+    assert any(f"grad_input:{name}/" in torchconv.last_choice() for name in expected)
 
 
 @needs_cuda
@@ -206,13 +206,13 @@ def test_strided_grad_input(shape, dtype, path, forced_grad_input):
 def test_strided_grad_input_rule(n, c, hw, by_phases):
     x = torch.randn(n, c, hw, hw, device="cuda", requires_grad=True)
     torchconv.conv2d(x, torch.randn(c, c, 3, 3, device="cuda"), None, 2, 1, algorithm="direct").sum().backward()
-    assert ("grad_input:gather/" not in torchconv._C.last_choice()) == by_phases
+    assert ("grad_input:gather/" not in torchconv.last_choice()) == by_phases
 
 
 def test_unknown_grad_input_path_is_a_value_error():
-    with pytest.raises(ValueError, match="must be phases or gather"):
-        torchconv._C.set_direct_grad_input("scatter")
-    assert torchconv._C.get_direct_grad_input() == ""
+    with pytest.raises(ValueError, match="variant must be one of 'auto', 'phases', 'gather'"):
+        torchconv.set_variant("direct", "scatter")
+    assert torchconv.get_variant("direct") == "auto"
 
 
 # (shape, the columns grad_weight takes in float)
@@ -238,7 +238,7 @@ WEIGHT_GRAD_SHAPES = [
 def test_weight_grad(shape, columns, dtype):
     check_forward_backward("direct", shape, "cuda", dtype, f"weight grad {shape_id(shape)}")
     if dtype == torch.float32:
-        assert f"grad_weight:{columns}/" in torchconv._C.last_choice()
+        assert f"grad_weight:{columns}/" in torchconv.last_choice()
 
 
 @needs_cuda
@@ -250,12 +250,12 @@ def test_weight_grad_within_workspace_limit(index):
     old = torchconv.get_workspace_limit()
     try:
         check_forward_backward("direct", shape, "cuda", torch.float32, "several slices")
-        assert torchconv._C.last_workspace_bytes() > 2048
-        assert not torchconv._C.last_choice().endswith("/splits=1")
+        assert torchconv.last_workspace_bytes() > 2048
+        assert not torchconv.last_choice().endswith("/splits=1")
         torchconv.set_workspace_limit(2048)
         check_forward_backward("direct", shape, "cuda", torch.float32, "one slice")
-        assert torchconv._C.last_workspace_bytes() == 0
-        assert torchconv._C.last_choice().endswith("/splits=1")
+        assert torchconv.last_workspace_bytes() == 0
+        assert torchconv.last_choice().endswith("/splits=1")
     finally:
         torchconv.set_workspace_limit(old)
 

@@ -84,12 +84,12 @@ def test_explicit_workspace_is_capped_and_reported():
         torchconv.set_variant("gemm", "explicit")
         torchconv.set_workspace_limit(100 * 1024)
         out = torchconv.conv2d(x, w, None, 1, 1, algorithm="gemm")
-        used = torchconv._C.last_workspace_bytes()
+        used = torchconv.last_workspace_bytes()
         assert 0 < used <= 100 * 1024
         assert_close_rel(out, ref, torch.float64, "explicit, capped")
         torchconv.set_variant("gemm", "implicit")
         torchconv.conv2d(x, w, None, 1, 1, algorithm="gemm")
-        assert torchconv._C.last_workspace_bytes() <= 100 * 1024  # split-reduction slices only
+        assert torchconv.last_workspace_bytes() <= 100 * 1024  # split-reduction slices only
         torchconv.set_variant("gemm", "explicit")
         torchconv.set_workspace_limit(64 * 1024)
         with pytest.raises(ValueError, match="explicit variant unrolls at least one tile of 64 columns"):
@@ -112,12 +112,12 @@ def test_split_reduction_on_small_grids():
     try:
         torchconv.set_variant("gemm", "implicit")
         out = torchconv.conv2d(x, w, b, 1, 1, algorithm="gemm")
-        assert torchconv._C.last_workspace_bytes() >= 2 * out.numel() * 4  # at least two slices
+        assert torchconv.last_workspace_bytes() >= 2 * out.numel() * 4  # at least two slices
         assert_close_rel(out, ref, torch.float32, "split")
         assert torch.equal(out, torchconv.conv2d(x, w, b, 1, 1, algorithm="gemm"))
         torchconv.set_workspace_limit(1)
         unsplit = torchconv.conv2d(x, w, b, 1, 1, algorithm="gemm")
-        assert torchconv._C.last_workspace_bytes() == 0
+        assert torchconv.last_workspace_bytes() == 0
         assert_close_rel(unsplit, ref, torch.float32, "unsplit")
     finally:
         torchconv.set_workspace_limit(old_limit)

@@ -79,7 +79,7 @@ def test_auto_picks_staged_for_wide_layers():
     for c, k, staged in ((256, 256, True), (64, 64, False), (128, 256, False)):
         w = torch.randn(k, c, 3, 3, device="cuda")
         out = torchconv.conv2d(x[:, :c], w, None, 1, 1, algorithm="winograd")
-        assert (torchconv._C.last_workspace_bytes() > 0) == staged, (c, k)
+        assert (torchconv.last_workspace_bytes() > 0) == staged, (c, k)
         assert_close_rel(out, F.conv2d(x[:, :c].double(), w.double(), None, 1, 1), torch.float32, f"auto {c}x{k}")
 
 
@@ -91,15 +91,15 @@ def test_float32_error_on_a_resnet_layer(variant):
 
 @needs_cuda
 def test_filter_transform_cache_follows_the_weight():
-    torchconv._C.clear_weight_cache()
+    torchconv.clear_weight_cache()
     x = torch.randn(2, 16, 10, 9, device="cuda", dtype=torch.float64)
     w = torch.randn(24, 16, 3, 3, device="cuda", dtype=torch.float64)
     conv = lambda: torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
     assert_close_rel(conv(), F.conv2d(x, w, None, 1, 1), torch.float64, "first call")
-    size = torchconv._C.weight_cache_size()
+    size = torchconv.weight_cache_size()
     assert size >= 1
     conv()
-    assert torchconv._C.weight_cache_size() == size, "a second call with the same weight must hit the cache"
+    assert torchconv.weight_cache_size() == size, "a second call with the same weight must hit the cache"
     with torch.no_grad():
         w.mul_(-0.5).add_(1.0)  # in place: bumps the version counter
     assert_close_rel(conv(), F.conv2d(x, w, None, 1, 1), torch.float64, "after an in-place update")
@@ -127,11 +127,11 @@ def test_filter_transform_cache_with_a_training_loop():
 def test_trainable_weights_are_transformed_every_call():
     """A weight that requires grad (outside inference mode) may be written through .data, which no
     version counter sees (gradcheck does it): it is never served from the cache."""
-    torchconv._C.clear_weight_cache()
+    torchconv.clear_weight_cache()
     x = torch.randn(1, 8, 6, 7, device="cuda", dtype=torch.float64)
     w = torch.randn(8, 8, 3, 3, device="cuda", dtype=torch.float64, requires_grad=True)
     torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
-    assert torchconv._C.weight_cache_size() == 0
+    assert torchconv.weight_cache_size() == 0
     w.data.add_(1.0)
     with torch.no_grad():
         out = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
@@ -140,12 +140,12 @@ def test_trainable_weights_are_transformed_every_call():
 
 @needs_cuda
 def test_inference_mode_caches_parameters_until_they_change():
-    torchconv._C.clear_weight_cache()
+    torchconv.clear_weight_cache()
     layer = torchconv.Conv2d(8, 16, 3, padding=1, algorithm="winograd").cuda().double().eval()
     x = torch.randn(2, 8, 9, 5, device="cuda", dtype=torch.float64)
     with torch.inference_mode():
         layer(x)
-    assert torchconv._C.weight_cache_size() == 1
+    assert torchconv.weight_cache_size() == 1
     other = torch.nn.Conv2d(8, 16, 3, padding=1).cuda().double()
     layer.load_state_dict(other.state_dict())  # copy_ under no_grad: bumps the version counter
     with torch.inference_mode():
@@ -172,11 +172,11 @@ def test_staged_workspace_is_capped_and_reported():
     try:
         torchconv.set_variant("winograd", "staged")
         torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
-        full = torchconv._C.last_workspace_bytes()
+        full = torchconv.last_workspace_bytes()
         assert full > 0
         torchconv.set_workspace_limit(full // 8)
         out = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
-        capped = torchconv._C.last_workspace_bytes()
+        capped = torchconv.last_workspace_bytes()
         assert 0 < capped <= full // 8
         # grad_weight staged in chunks of tiles: later chunks add to the slices of the first.
         xs, ws = x.detach().requires_grad_(), w.detach().requires_grad_()
@@ -188,10 +188,10 @@ def test_staged_workspace_is_capped_and_reported():
             assert_close_rel(g, r, torch.float64, f"staged {name} in chunks")
         torchconv.set_variant("winograd", "fused")
         torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
-        assert torchconv._C.last_workspace_bytes() == 0, "the fused variant needs no V / M workspace"
+        assert torchconv.last_workspace_bytes() == 0, "the fused variant needs no V / M workspace"
         xg = x.detach().requires_grad_()
         torch.autograd.grad(torchconv.conv2d(xg, w.requires_grad_(), None, 1, 1, algorithm="winograd").sum(), (xg, w))
-        assert torchconv._C.last_workspace_bytes() > 0, "grad_weight's split slices are workspace (seen across threads)"
+        assert torchconv.last_workspace_bytes() > 0, "grad_weight's split slices are workspace (seen across threads)"
     finally:
         torchconv.set_workspace_limit(old_limit)
         torchconv.set_variant("winograd", old_variant)

@@ -3,42 +3,48 @@ F(2x2,3x3)) as PyTorch operators with autograd, and a drop-in replacement for nn
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from . import _C
-from .functional import (ALGORITHMS, available_algorithms, candidate_algorithms, conv2d, select_algorithm,
-                         unsupported_reason)
-from .modules import Conv2d, convert
-from .tuning import clear_cache, get_benchmark, load_cache, save_cache, set_benchmark, tune
 from .explain import explain
+from .functional import conv2d
+from .modules import Conv2d, convert, tune
+from .ops import ALGORITHMS
+from .selection import available_algorithms, candidate_algorithms, select_algorithm, unsupported_reason
+from .tuning import clear_cache, get_benchmark, load_cache, save_cache, set_benchmark
+from .version import __version__
 
-__version__ = "0.1.0"
 __all__ = [
     "ALGORITHMS",
     "Conv2d",
     "available_algorithms",
     "candidate_algorithms",
     "clear_cache",
-    "explain",
-    "get_benchmark",
-    "load_cache",
-    "save_cache",
-    "set_benchmark",
-    "tune",
+    "clear_weight_cache",
+    "configs",
     "conv2d",
     "convert",
-    "get_tuning",
+    "explain",
+    "get_benchmark",
+    "get_config",
     "get_variant",
     "get_workspace_limit",
+    "last_choice",
+    "last_workspace_bytes",
+    "load_cache",
+    "save_cache",
     "select_algorithm",
-    "set_tuning",
+    "set_benchmark",
+    "set_config",
     "set_variant",
     "set_workspace_limit",
+    "tune",
     "unsupported_reason",
     "variants",
+    "weight_cache_size",
 ]
 
 
 def set_workspace_limit(nbytes):
-    """Cap the scratch memory (im2col matrices, Winograd tiles) one call may allocate; algorithms
-    then process the batch in chunks. Default 256 MiB."""
+    """Cap the scratch memory (im2col matrices, Winograd tiles, split-reduction slices) one call may
+    allocate; algorithms then process the batch in chunks. Default 256 MiB."""
     _C.set_workspace_limit(int(nbytes))
 
 
@@ -46,26 +52,21 @@ def get_workspace_limit():
     return _C.get_workspace_limit()
 
 
-def set_tuning(enabled):
-    """Measured choice of tile config and split, in the spirit of ``torch.backends.cudnn.benchmark``:
-    with tuning on, the first CSG call with a new shape (and dtype and GPU) times its candidate
-    configs and splits and keeps the fastest for later calls; off (the default), a rule picks.
-    ``torchconv._C.last_choice()`` names the plan the last CSG launch ran."""
-    _C.set_tuning(bool(enabled))
-
-
-def get_tuning():
-    return _C.get_tuning()
+def last_workspace_bytes():
+    """Scratch bytes the last operator call in the process allocated (backward operators run on
+    autograd's threads, so this is per process, not per thread)."""
+    return _C.last_workspace_bytes()
 
 
 def variants(algorithm):
-    """The variants of `algorithm`, default first. Winograd: 'auto' (picks per call: staged once
-    C*K/(C+K) >= 128 per group, fused below), 'fused' (one kernel: input transform, the 16
-    element-wise GEMMs and output transform) and 'staged' (seed 003's pipeline: V and M in a
-    workspace bounded by the workspace limit). GEMM: 'implicit' (the GEMM gathers the unrolled
-    matrix from the input as it loads its tiles) and 'explicit' (an unroll kernel writes it for a
-    chunk of columns into a workspace bounded by the workspace limit, then the GEMM reads it).
-    The CPU kernels have one variant and ignore this."""
+    """The variants of `algorithm`, default first. Direct: 'auto', 'phases', 'gather' (how a strided
+    grad_input runs: the forward kernel once per output phase, or one thread per input pixel; 'auto'
+    picks per call). Winograd: 'auto' (staged once C*K/(C+K) >= 128 per group, fused below), 'fused'
+    (one kernel: input transform, the 16 element-wise GEMMs, output transform) and 'staged' (seed
+    003's pipeline: V and M in a workspace bounded by the workspace limit). GEMM: 'implicit' (the
+    GEMM gathers the unrolled matrix from the input as it loads its tiles) and 'explicit' (an unroll
+    kernel writes it for a chunk of columns into the workspace first). The CPU kernels have one
+    variant and ignore this."""
     return _C.variants(algorithm)
 
 
@@ -76,3 +77,39 @@ def set_variant(algorithm, variant):
 
 def get_variant(algorithm):
     return _C.get_variant(algorithm)
+
+
+def configs(algorithm):
+    """The named tile configs of `algorithm`'s CUDA kernels (empty for a build without them).
+    A rule picks one per call; `set_config` forces one."""
+    return _C.configs(algorithm)
+
+
+def set_config(algorithm, name):
+    """Force `algorithm`'s tile config for every later call in the process ('' returns to the rule),
+    e.g. to time each config alone. The environment variable TORCHCONV_<ALGORITHM>_CONFIG=<name>
+    does the same from the start. Benchmark mode keeps a forced config."""
+    _C.set_config(algorithm, name)
+
+
+def get_config(algorithm):
+    """The config forced for `algorithm`, '' when its rule picks."""
+    return _C.get_config(algorithm)
+
+
+def last_choice():
+    """What the last CUDA call ran, per pass: '<pass>:<config>/splits=<n>' joined by spaces, e.g.
+    'forward:medium/splits=4 grad_input:medium/splits=1 grad_weight:pixels/splits=64' (a forward
+    clears the backward passes' entries)."""
+    return _C.last_choice()
+
+
+def clear_weight_cache():
+    """Drop every cached filter transform. Needed only after writing a frozen weight through
+    `weight.data` (a write the version counter does not see)."""
+    _C.clear_weight_cache()
+
+
+def weight_cache_size():
+    """Filter transforms currently cached (frozen weights and inference mode)."""
+    return _C.weight_cache_size()

@@ -6,29 +6,22 @@ import sys
 import torch
 
 from . import _C
-from . import functional as _functional
+from .functional import _string_padding
 from .modules import Conv2d
-from .tuning import time_ms
+from .selection import _pair, auto_algorithm
+from .timing import compare, time_ms
 
 __all__ = ["explain"]
 
 
-def _config_label(algorithm, device):
-    """The variant a CUDA algorithm ran ('default' where there is no choice); CSG's plan is read
-    after the call instead."""
-    if device.type == "cuda" and algorithm in ("gemm", "winograd"):
-        return _C.get_variant(algorithm)
-    return "default"
-
-
 def _normalized(module, x):
     """(input, stride, padding, dilation) as torchconv.conv2d normalizes them for `module`."""
-    stride = _functional._pair(module.stride, "stride")
-    dilation = _functional._pair(module.dilation, "dilation")
+    stride = _pair(module.stride, "stride")
+    dilation = _pair(module.dilation, "dilation")
     if isinstance(module.padding, str):
-        x, padding = _functional._string_padding(x, module.weight, module.padding, stride, dilation)
+        x, padding = _string_padding(x, module.weight, module.padding, stride, dilation)
     else:
-        padding = _functional._pair(module.padding, "padding")
+        padding = _pair(module.padding, "padding")
     return x, stride, padding, dilation
 
 
@@ -37,11 +30,13 @@ _STDOUT = object()
 
 def explain(model, example_input, reference=None, reference_name="reference", reps=20, file=_STDOUT):
     """Runs `model(example_input)` once (no grad) to find every torchconv.Conv2d and the input it
-    sees, then times each layer alone (inference mode) on a random input of that shape: the
+    sees, then times each layer alone (inference mode) on a random input of that shape, interleaved
+    with the reference when one is given (torchconv.timing): the
     algorithm torchconv ran (what `auto` chose, with its config or variant), its median time and
     TFLOP/s (2*N*K*C/g*R*S*Ho*Wo). With `reference(module, input)` -- e.g. cuDNN through
     nn.Conv2d's own forward, as benchmarks/ and examples/resnet50.py pass it -- also that
-    convolution's time on the same layer and the ratio (reference ms / ours). Prints one row per
+    convolution's time on the same layer and the ratio (the median over rounds of reference ms /
+    ours, with ratio_min and ratio_max across the rounds). Prints one row per
     layer to `file` (default: sys.stdout; None: nothing) and returns the rows as dicts."""
     if file is _STDOUT:
         file = sys.stdout
@@ -68,19 +63,25 @@ def explain(model, example_input, reference=None, reference_name="reference", re
             x = torch.randn(shape, dtype=w.dtype, device=w.device)
             xs, stride, padding, dilation = _normalized(module, x)
             if module.algorithm == "auto":
-                algorithm = _functional._auto_algorithm(xs, w, b, stride, padding, dilation, module.groups)
+                algorithm = auto_algorithm(xs, w, b, stride, padding, dilation, module.groups)
             else:
                 algorithm = module.algorithm
-            ours = time_ms(lambda: module(x), x.device, reps)
-            config = _C.last_choice() if algorithm == "csg" and x.is_cuda else _config_label(algorithm, x.device)
-            ref_ms = time_ms(lambda: reference(module, x), x.device, reps) if reference is not None else None
             out = module(x)
+            config = (_C.last_choice() or "default") if x.is_cuda else "default"
+            if reference is not None:
+                timed = compare(lambda: module(x), lambda: reference(module, x), x.device, rounds=5,
+                                reps=max(1, reps // 5))
+                ours, ref_ms = timed["ms"], timed["reference_ms"]
+                spread = {k: timed[k] for k in ("ratio", "ratio_min", "ratio_max", "rounds")}
+            else:
+                ours, ref_ms = time_ms(lambda: module(x), x.device, reps), None
+                spread = dict(ratio=None, ratio_min=None, ratio_max=None, rounds=None)
             flops = 2.0 * out.numel() * (w.shape[1] * w.shape[2] * w.shape[3])
             rows.append(dict(layer=name, N=shape[0], C=shape[1], H=shape[2], W=shape[3], K=w.shape[0],
                              R=w.shape[2], S=w.shape[3], stride=stride, padding=padding, dilation=dilation,
                              groups=module.groups, algorithm=algorithm, config=config, ms=ours,
                              tflops=flops / (ours * 1e-3) / 1e12, reference_ms=ref_ms,
-                             ratio=ref_ms / ours if ref_ms is not None else None))
+                             **spread))
     if file is not None:
         with_ref = reference is not None
         ref = reference_name

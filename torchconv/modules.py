@@ -1,13 +1,18 @@
-"""torchconv.Conv2d, a drop-in nn.Conv2d, and convert(), which swaps it into an existing model."""
+"""torchconv.Conv2d, a drop-in nn.Conv2d; convert(), which swaps it into an existing model; and
+tune(), which measures a model's convolutions in benchmark mode up front."""
+import sys
+import time
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from . import tuning as _tuning
-from .functional import _auto_algorithm, conv2d
+from .functional import conv2d
 from .ops import ALGORITHMS, FORWARD
+from .selection import auto_algorithm
 
-__all__ = ["Conv2d", "convert"]
+__all__ = ["Conv2d", "convert", "tune"]
 
 
 def _check_algorithm(algorithm):
@@ -34,14 +39,14 @@ class Conv2d(nn.Conv2d):
         if self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4:
             return self._conv_forward(input, self.weight, self.bias)
         weight = self.weight
-        key = (input.shape, input.dtype, input.device,
+        key = (input.shape, input.dtype, input.device, input.is_contiguous(),
                torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
                _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled())
         memo = self.__dict__.get("_auto_memo")
         if memo is not None and memo[0] == key:
             algorithm = memo[1]
         else:
-            algorithm = _auto_algorithm(input, weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            algorithm = auto_algorithm(input, weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
             self.__dict__["_auto_memo"] = (key, algorithm)
         return FORWARD[algorithm](input, weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
@@ -91,3 +96,48 @@ def convert(module, algorithm="auto"):
         return m
 
     return swap(module)
+
+
+class _Progress:
+    """A one-line progress report on stderr while `tune` measures new shapes."""
+
+    def __init__(self, total):
+        self.total, self.done, self.t0 = total, 0, time.perf_counter()
+
+    def __call__(self, key):
+        self.done += 1
+        width = 30
+        filled = int(width * min(self.done, self.total) / max(self.total, 1))
+        sys.stderr.write(f"\rtorchconv: tuning [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                         f"convolutions, {time.perf_counter() - self.t0:.1f} s")
+        sys.stderr.flush()
+
+    def close(self):
+        if self.done:
+            sys.stderr.write("\n")
+
+
+def tune(model, example_input, train=False, progress=True):
+    """Runs `model(example_input)` once in benchmark mode so every convolution shape it meets is
+    measured now (with a progress bar on stderr) instead of on its first real call: for inference,
+    or with `train=True` for training (forward + backward timed; the model runs a forward and a
+    backward pass, which updates e.g. batch-norm statistics in train mode but no .grad). Returns
+    the number of cache entries added. Leaves benchmark mode on."""
+    convs = [m for m in model.modules() if isinstance(m, Conv2d)]
+    before = len(_tuning.cache_entries())
+    _tuning.set_benchmark(True)
+    bar = _Progress(len(convs)) if progress else None
+    _tuning._state["progress"] = bar
+    try:
+        if train:
+            params = [p for p in model.parameters() if p.requires_grad]
+            out = model(example_input)
+            torch.autograd.grad(out.float().sum(), params, allow_unused=True)
+        else:
+            with torch.no_grad():
+                model(example_input)
+    finally:
+        _tuning._state["progress"] = None
+        if bar is not None:
+            bar.close()
+    return len(_tuning.cache_entries()) - before

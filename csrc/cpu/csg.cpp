@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include "../conv_shape.h"
+#include "../plans.h"
 
 namespace torchconv {
 namespace {
@@ -199,6 +200,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_csg_backward_cpu(
   if (output_mask[2]) gb = conv_bias_grad(gy);
   return {gx, gw, gb};
 }
+
+}  // namespace
+
+namespace {
+
+// The CPU kernels index with 64-bit offsets and take every shape F.conv2d takes.
+std::string can_implement(const ConvProblem&) { return ""; }
+
+[[maybe_unused]] const bool kRegistered = register_plans(kCsg, c10::DeviceType::CPU, {&can_implement, {}});
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "../conv_shape.h"
+#include "../plans.h"
 #include "../workspace.h"
 #include "gemm.h"
 
@@ -204,6 +205,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cpu(
           output_mask[1] ? gemm_grad_weight_cpu(p, grad_output, input) : skipped_grad(input),
           output_mask[2] ? conv_bias_grad(grad_output) : skipped_grad(input)};
 }
+
+}  // namespace
+
+namespace {
+
+// The CPU kernels index with 64-bit offsets and take every shape F.conv2d takes.
+std::string can_implement(const ConvProblem&) { return ""; }
+
+[[maybe_unused]] const bool kRegistered = register_plans(kGemm, c10::DeviceType::CPU, {&can_implement, {}});
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "../conv_shape.h"
+#include "../plans.h"
 #include "../winograd_transforms.h"
 #include "../workspace.h"
 #include "gemm.h"
@@ -93,7 +94,7 @@ at::Tensor conv2d_winograd_cpu(const at::Tensor& input, const at::Tensor& weight
                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
                                at::IntArrayRef dilation, int64_t groups) {
   const ConvShape p = check_conv2d_forward("conv2d_winograd", input, weight, bias, stride, padding, dilation, groups);
-  check_winograd_shape("conv2d_winograd", p);
+  check_can_implement("conv2d_winograd", kWinograd, make_problem(p, input));
   auto x = input.contiguous();
   auto w = weight.contiguous();
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
@@ -110,7 +111,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cpu(
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
   const ConvShape p = check_conv2d_backward("conv2d_winograd_backward", grad_output, input, weight, stride, padding,
                                             dilation, groups, output_mask);
-  check_winograd_shape("conv2d_winograd_backward", p);
+  check_can_implement("conv2d_winograd_backward", kWinograd, make_problem(p, input));
   at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
   if (output_mask[0]) {
     // grad_input is a 3x3 stride-1 convolution of grad_output with the filters rotated by 180
@@ -127,6 +128,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cpu(
   if (output_mask[2]) gb = conv_bias_grad(grad_output);
   return {gx, gw, gb};
 }
+
+}  // namespace
+
+namespace {
+
+// F(2x2,3x3)'s shape is the only limit: the CPU kernels index with 64-bit offsets.
+std::string can_implement(const ConvProblem& problem) { return winograd_shape_reason(problem.shape); }
+
+[[maybe_unused]] const bool kRegistered = register_plans(kWinograd, c10::DeviceType::CPU, {&can_implement, {}});
 
 }  // namespace
 

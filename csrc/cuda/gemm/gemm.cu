@@ -1,0 +1,445 @@
+// Unrolled GEMM on the GPU (seed 002): a convolution as the GEMM
+//   Y[group][filter][column] = sum over rho of A[group][rho][filter] * X^[group][rho][column],
+// rho = (c, r, s) over the C/groups x R x S filter taps and a column = one output position (n, oy, ox).
+// X^ is the unrolled (im2col) matrix: X^[(c, r, s)][(n, oy, ox)] = x[n][c][oy*sh - ph + r*dh][ox*sw - pw + s*dw],
+// zero in the padding. Two variants (torchconv.set_variant("gemm", ...)):
+//   implicit (default) the GEMM's B-tile loader gathers X^ straight from the input, so the unrolled
+//            matrix exists only as index math (seed 002's kernel fusion, its 37% cut); a 1x1 stride-1
+//            unpadded layer is a plain GEMM and its loader copies 16-byte words of the input;
+//   explicit an unroll kernel writes X^ for a chunk of columns into a workspace bounded by the
+//            workspace limit, then the same GEMM reads it with row copies; chunks repeat until done.
+// Both run the block GEMM of tile_gemm.cuh (kBatch = 1; 8 x 8 outputs per thread, double-buffered
+// shared tiles), with the bias added where the outputs are written.
+//
+// Backward, on the same kernels:
+//   grad_input is the transposed convolution: a GEMM with the filters as A[(k, r, s)][c] and the
+//     "transposed gather" of grad_output as B: column (n, iy, ix) reads gy[n][k][oy][ox] with
+//     oy = (iy + ph - r*dh) / sh where that division is exact. A strided layer runs it once per output
+//     phase (iy mod sh, ix mod sw), each with only the taps whose division is exact, so no product is
+//     a structural zero. Deterministic (no col2im scatter).
+//   grad_weight[filter][rho] = sum over columns of gy[filter][column] * X^[rho][column]: a GEMM
+//     reducing over N*Ho*Wo, split across blocks so the grid fills the GPU; the slices are summed in
+//     a fixed order.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <numeric>
+#include <type_traits>
+
+#include "../../conv_shape.h"
+#include "../../plans.h"
+#include "../../tuning.h"
+#include "../../variant.h"
+#include "../../weight_cache.h"
+#include "../../workspace.h"
+#include "../common/tile_gemm.cuh"
+#include "gemm_kernels.cuh"
+
+namespace torchconv {
+namespace cuda {
+namespace {
+
+// The forward convolution as the GEMM sees it.
+GatherConv forward_gather(const ConvShape& p) {
+  GatherConv cv;
+  cv.N = int(p.N), cv.src_C = int(p.C), cv.src_H = int(p.H), cv.src_W = int(p.W);
+  cv.col_H = int(p.Ho), cv.col_W = int(p.Wo);
+  cv.out_C = int(p.K), cv.out_H = int(p.Ho), cv.out_W = int(p.Wo);
+  cv.R = int(p.R), cv.S = int(p.S);
+  cv.col_sy = int(p.stride_h), cv.col_sx = int(p.stride_w), cv.col_oy = -int(p.pad_h), cv.col_ox = -int(p.pad_w);
+  cv.tap_sy = int(p.dil_h), cv.tap_sx = int(p.dil_w);
+  cv.out_sy = cv.out_sx = 1, cv.out_oy = cv.out_ox = 0, cv.dense_out = true;
+  cv.transposed = false, cv.tap_r0 = cv.tap_s0 = 0, cv.tap_dr = cv.tap_ds = 1, cv.phase = -1;
+  cv.groups = int(p.groups), cv.channels = int(p.channels_per_group()), cv.outputs = int(p.filters_per_group());
+  cv.reduction = cv.channels * cv.R * cv.S;
+  cv.src_plane = p.H * p.W, cv.col_plane = p.Ho * p.Wo, cv.out_plane = p.Ho * p.Wo, cv.columns = p.N * p.Ho * p.Wo;
+  return cv;
+}
+
+// grad_input of a stride-1 layer: columns over the input pixels, gathered from grad_output with the
+// taps running backwards (oy = iy + pad - r * dil).
+GatherConv transposed_gather(const ConvShape& p) {
+  GatherConv cv = forward_gather(p);
+  cv.src_C = int(p.K), cv.src_H = int(p.Ho), cv.src_W = int(p.Wo);
+  cv.col_H = int(p.H), cv.col_W = int(p.W);
+  cv.out_C = int(p.C), cv.out_H = int(p.H), cv.out_W = int(p.W);
+  cv.col_sy = cv.col_sx = 1, cv.col_oy = int(p.pad_h), cv.col_ox = int(p.pad_w);
+  cv.tap_sy = -int(p.dil_h), cv.tap_sx = -int(p.dil_w);
+  cv.transposed = true;
+  cv.channels = int(p.filters_per_group()), cv.outputs = int(p.channels_per_group());
+  cv.reduction = cv.channels * cv.R * cv.S;
+  cv.src_plane = p.Ho * p.Wo, cv.col_plane = p.H * p.W, cv.out_plane = p.H * p.W, cv.columns = p.N * p.H * p.W;
+  return cv;
+}
+
+// grad_input phase (py, px) of a strided layer: a stride-1 transposed gather over that phase's
+// pixels with its own taps, written to every stride-th pixel. `empty` when no tap reaches it.
+GatherConv phase_gather(const ConvShape& p, int py, int px, bool* empty) {
+  GatherConv cv = transposed_gather(p);
+  const PhaseAxis y = phase_axis(p.H, p.R, p.stride_h, p.pad_h, p.dil_h, py);
+  const PhaseAxis x = phase_axis(p.W, p.S, p.stride_w, p.pad_w, p.dil_w, px);
+  *empty = y.taps == 0 || x.taps == 0 || y.count == 0 || x.count == 0;
+  cv.R = y.taps, cv.S = x.taps;
+  cv.tap_r0 = y.r0, cv.tap_dr = y.dr, cv.tap_s0 = x.r0, cv.tap_ds = x.dr;
+  cv.col_H = y.count, cv.col_W = x.count;
+  cv.col_sy = cv.col_sx = 1, cv.col_oy = y.d0, cv.col_ox = x.d0;
+  cv.tap_sy = y.step, cv.tap_sx = x.step;
+  cv.out_sy = int(p.stride_h), cv.out_sx = int(p.stride_w), cv.out_oy = py, cv.out_ox = px;
+  cv.dense_out = false;
+  cv.phase = py * int(p.stride_w) + px;
+  cv.reduction = cv.channels * cv.R * cv.S;
+  cv.col_plane = int64_t(y.count) * x.count, cv.columns = p.N * cv.col_plane;
+  return cv;
+}
+
+// Why the GEMM kernels cannot index `cv`, or "": columns, the padded reduction and image planes are
+// addressed with 32-bit offsets, and a tap's offset along one axis is a 16-bit value.
+std::string size_limit_reason(const GatherConv& cv) {
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  auto too_large = [](const std::string& what, int64_t n) {
+    return "its kernels index with 32-bit offsets and " + what + " is " + std::to_string(n) + " (2^31 or more)";
+  };
+  if (cv.columns >= kLimit) return too_large("the number of output positions N x Ho x Wo", cv.columns);
+  if (int64_t(cv.reduction) * kReductionPad >= kLimit)
+    return too_large("the padded reduction C/groups x R x S x 16", int64_t(cv.reduction) * kReductionPad);
+  if (int64_t(cv.src_C) * cv.src_plane >= kLimit) return too_large("one image", int64_t(cv.src_C) * cv.src_plane);
+  if (int64_t(cv.out_C) * cv.out_plane >= kLimit)
+    return too_large("one output image", int64_t(cv.out_C) * cv.out_plane);
+  if (int64_t(std::abs(cv.tap_sy)) * (cv.R - 1) >= 0x7FFF || int64_t(std::abs(cv.tap_sx)) * (cv.S - 1) >= 0x7FFF)
+    return "its tap offsets are 16-bit and the dilated filter spans more than 32766 pixels";
+  return "";
+}
+
+// The A operand for `weight`, cached until the weight changes (frozen weights / inference mode).
+template <typename T>
+at::Tensor weight_matrix(const at::Tensor& weight, const GatherConv& cv, int& reduction_pad, int& rows_pad) {
+  reduction_pad = round_up(cv.reduction, kReductionPad);
+  rows_pad = round_up(cv.outputs, kWeightRowPad);
+  const int rp = reduction_pad, mp = rows_pad;
+  const std::string tag = std::string("gemm_a/") + (cv.transposed ? "transposed/" : "") +
+                          (cv.phase >= 0 ? "phase" + std::to_string(cv.phase) + "/" : "") + std::to_string(cv.groups);
+  return cached_weight_transform(weight, tag, [&] {
+    auto w = weight.contiguous();
+    auto a = at::empty({int64_t(cv.groups) * rp * mp}, weight.options());
+    const int Kg = int(weight.size(0)) / cv.groups, Cg = int(weight.size(1));
+    gemm_weight_matrix_kernel<T><<<elementwise_blocks(a.numel(), 256), 256, 0, current_stream()>>>(
+        w.const_data_ptr<T>(), a.mutable_data_ptr<T>(), Kg, Cg, int(weight.size(2)), int(weight.size(3)), cv, rp, mp);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return a;
+  });
+}
+
+// The float forward configs' names, in the order with_gemm_config numbers them (1-based); each can
+// be forced with torchconv.set_config("gemm", name) or TORCHCONV_GEMM_CONFIG.
+constexpr const char* kConfigNames[] = {"large", "medium", "small", "narrow"};
+
+// The config rule (float), from the run-21 sweep (every config forced over the N = 32 and N = 1
+// suites, benchmarks/notes-gemm.md): medium won or tied almost everywhere, 1x1 layers by up to 28%
+// (Y13: 1.26x vs 0.98x for large); large won only 3x3 layers with >= 256 filters and a reduction of
+// >= 1024 (Y8, Y12: +5-7%) on grids of two waves or more; narrow where a group has <= 16 rows. A
+// grid short of its waves then splits the reduction (gemm_splits).
+template <typename T, typename F>
+void with_gemm_config(const GatherConv& cv, const char* pass, F&& f) {
+  if constexpr (std::is_same_v<T, double>) {
+    record_last_choice(pass, "f64", 1);
+    f(GemmF64{});
+  } else {
+    auto blocks = [&](auto cfg) {
+      using Cfg = decltype(cfg);
+      return ceil_div(cv.outputs, Cfg::kM) * ceil_div(cv.columns, Cfg::kN) * cv.groups;
+    };
+    const int64_t sms = sm_count();
+    int pick = forced_config(kGemm) + 1;
+    if (pick == 0) {
+      if (cv.outputs <= GemmNarrowF32::kM) pick = 4;
+      else if (cv.outputs >= 256 && cv.reduction >= 1024 && blocks(GemmLargeF32{}) >= 2 * GemmLargeF32::kMinBlocks * sms)
+        pick = 1;
+      else pick = 2;
+    }
+    record_last_choice(pass, kConfigNames[pick - 1], 1);
+    switch (pick) {
+      case 1: return f(GemmLargeF32{});
+      case 2: return f(GemmMediumF32{});
+      case 4: return f(GemmNarrowF32{});
+      default: return f(GemmSmallF32{});
+    }
+  }
+}
+
+// The pass a launch computes, for last_choice(): the transposed gather is grad_input.
+const char* cv_pass(const GatherConv& cv) { return cv.transposed ? "grad_input" : "forward"; }
+
+// The source planes are the column planes themselves (1x1, stride 1, no padding, either direction).
+bool is_pointwise(const GatherConv& cv) {
+  return cv.R == 1 && cv.S == 1 && cv.col_sy == 1 && cv.col_sx == 1 && cv.col_oy == 0 && cv.col_ox == 0 &&
+         cv.src_H == cv.col_H && cv.src_W == cv.col_W && cv.dense_out;
+}
+
+// Reduction splits for a grid of `blocks` (the rule): none while the grid fills at least half of
+// the GPU's block slots (blocks per SM x SMs); below that, enough splits to bring it to about one
+// wave, with at least 8 chunks per split (fewer left R11's blocks mostly pipeline fill) -- 16 once
+// the grid already covers half the SMs: there a split only doubles the blocks per SM, which pays
+// for the slice traffic and the sum kernel on a long reduction (R12 at N = 32, 288 chunks: 0.78x ->
+// 1.16x) but not a short one (R11 at N = 32, 104 blocks of 16 chunks: 27.1 us unsplit vs 32.4 us
+// split on the GPU, run 30; R11 at N = 1, 8 blocks, still gains: 20.8 -> 13.5 us) -- and the
+// slices within the workspace limit. Run 22 tried a
+// wave-quantization model that also split grids of one to two waves (R2, R6 at N = 32): the slice
+// traffic and the extra kernel cost more than the idle slots (R2 1.08x -> 0.91x, R6 0.61x -> 0.55x),
+// while grids short of the SMs gained up to 2x (R12 N = 32 0.78x -> 1.16x, R10 N = 1 0.30x -> 1.78x).
+template <typename T, typename Cfg>
+int gemm_splits(int64_t blocks, int chunks, int64_t out_bytes) {
+  const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
+  if (2 * blocks >= slots) return 1;
+  const int min_chunks_per_split = 2 * blocks >= sm_count() ? 16 : 8;
+  const int64_t max_by_work = std::max(1, chunks / min_chunks_per_split);
+  const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / std::max<int64_t>(1, out_bytes));
+  return int(std::max<int64_t>(1, std::min({slots / blocks, max_by_work, max_by_memory, int64_t(32)})));
+}
+
+// Per-tile counters of finished splits, one zeroed buffer per (device, stream): launches on one
+// stream run in order and each leaves its counters at zero, so the buffer is zeroed only when it is
+// created or grown. Never freed (it outlives static destruction order, like the weight cache).
+int* split_tile_counters(int64_t tiles, c10::Device device) {
+  static std::mutex mutex;
+  static auto* buffers = new std::map<std::pair<int, cudaStream_t>, at::Tensor>();
+  const auto key = std::make_pair(int(device.index()), current_stream());
+  std::lock_guard<std::mutex> lock(mutex);
+  at::Tensor& buffer = (*buffers)[key];
+  if (!buffer.defined() || buffer.numel() < tiles)
+    buffer = at::zeros({std::max<int64_t>(tiles, 4096)}, at::TensorOptions().dtype(at::kInt).device(device));
+  return buffer.mutable_data_ptr<int>();
+}
+
+template <typename T, typename Cfg, typename Kernel>
+void launch_gemm(Kernel kernel, GemmConvArgs<T>& a, int64_t columns, at::Tensor* partial = nullptr,
+                 const at::Tensor* out = nullptr) {
+  a.m_tiles = int(ceil_div(a.cv.outputs, Cfg::kM));
+  const int64_t n_tiles = ceil_div(columns, Cfg::kN);
+  const int64_t blocks = int64_t(a.m_tiles) * n_tiles * a.cv.groups;
+  a.n_tiles = int(n_tiles);
+  const int chunks = a.reduction_pad / Cfg::kK;
+  a.splits = 1, a.chunks_per_split = chunks, a.partial = nullptr, a.out_numel = 0, a.tile_counters = nullptr;
+  if (partial != nullptr) {
+    const int64_t out_bytes = out->numel() * int64_t(sizeof(T));
+    const int splits = gemm_splits<T, Cfg>(blocks, chunks, out_bytes);
+    if (splits > 1) {
+      a.chunks_per_split = int(ceil_div(chunks, splits));
+      a.splits = int(ceil_div(chunks, a.chunks_per_split));
+      *partial = at::empty({a.splits * out->numel()}, out->options());
+      a.partial = partial->mutable_data_ptr<T>(), a.out_numel = out->numel();
+      a.tile_counters = split_tile_counters(blocks, out->device());
+      record_workspace_bytes(partial->numel() * int64_t(sizeof(T)));
+      record_last_splits(cv_pass(a.cv), a.splits);
+    }
+  }
+  check_grid(blocks * a.splits, "conv2d_gemm");
+  constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
+  ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
+  kernel<<<unsigned(blocks * a.splits), Cfg::kThreads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// out = the convolution described by `cv` of `src` with the A operand of `weight` (+ bias).
+template <typename T>
+void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, const GatherConv& cv, at::Tensor& out) {
+  const char* pass = cv_pass(cv);
+  if (cv.columns == 0 || cv.outputs == 0) return record_workspace_bytes(0);
+  GemmConvArgs<T> a;
+  const at::Tensor am = weight_matrix<T>(weight, cv, a.reduction_pad, a.rows_pad);
+  a.a = am.const_data_ptr<T>(), a.bias = bias, a.out = out.mutable_data_ptr<T>(), a.cv = cv;
+  a.col_begin = 0, a.cols_pad = 0;
+  const bool explicit_unroll = gemm_variant() == GemmVariant::kExplicit;
+  with_gemm_config<T>(cv, pass, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    if (!explicit_unroll) {
+      a.src = src.const_data_ptr<T>();
+      record_workspace_bytes(0);
+      constexpr int kPerWord = 16 / sizeof(T);
+      const bool aligned = reinterpret_cast<uintptr_t>(a.src) % 16 == 0 && cv.src_plane % kPerWord == 0;
+      // Split slices are output-sized: only for launches that write the whole output (not phases).
+      at::Tensor partial;
+      auto launch = [&](auto kernel) {
+        launch_gemm<T, Cfg>(kernel, a, cv.columns, cv.dense_out ? &partial : nullptr, &out);
+      };
+      if (is_pointwise(cv) && aligned) return launch(gemm_conv_pointwise_kernel<T, Cfg>);
+      if (cv.R == 1 && cv.S == 1) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 1, 1>);
+      if (cv.R == 3 && cv.S == 3) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 3, 3>);
+      if (cv.R * cv.S <= 32) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 0, 0>);
+      return launch(gemm_conv_gather_kernel<T, Cfg>);
+    }
+    // Explicit: unroll chunks of columns (whole block tiles) that fit the workspace limit. One
+    // tile of columns is the least the GEMM can consume: a limit below it is an error, not exceeded.
+    const int64_t bytes_per_column = int64_t(cv.groups) * a.reduction_pad * int64_t(sizeof(T));
+    TORCH_CHECK_VALUE(Cfg::kN * bytes_per_column <= workspace_limit_bytes(),
+                      "torchconv.conv2d_gemm: the explicit variant unrolls at least one tile of ",
+                      std::to_string(Cfg::kN), " columns (", std::to_string(Cfg::kN * bytes_per_column),
+                      " bytes for this layer), more than the workspace limit of ",
+                      std::to_string(workspace_limit_bytes()),
+                      " bytes; raise it with torchconv.set_workspace_limit or use the implicit variant");
+    int64_t chunk = columns_per_chunk(cv.columns, bytes_per_column);
+    chunk = std::max<int64_t>(Cfg::kN, chunk / Cfg::kN * Cfg::kN);
+    chunk = std::min<int64_t>(chunk, ceil_div(cv.columns, Cfg::kN) * Cfg::kN);
+    at::Tensor col = at::empty({int64_t(cv.groups) * a.reduction_pad * chunk}, src.options());
+    record_workspace_bytes(col.numel() * int64_t(sizeof(T)));
+    a.src = col.const_data_ptr<T>(), a.cols_pad = chunk;
+    for (int64_t j0 = 0; j0 < cv.columns; j0 += chunk) {
+      const int64_t count = std::min(chunk, cv.columns - j0);
+      gemm_unroll_kernel<T><<<elementwise_blocks(col.numel(), 256), 256, 0, current_stream()>>>(
+          src.const_data_ptr<T>(), col.mutable_data_ptr<T>(), cv, a.reduction_pad, chunk, j0, count);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      a.col_begin = j0;
+      launch_gemm<T, Cfg>(gemm_conv_unrolled_kernel<T, Cfg>, a, count);
+    }
+  });
+}
+
+// Column slices of the grad_weight reduction: enough that the grid fills the GPU about twice, at
+// least 16 chunks per slice, and the slices within the workspace limit.
+template <typename Cfg>
+int64_t weight_grad_splits(int64_t columns, int64_t base_blocks, int64_t slice_bytes) {
+  const int64_t max_by_work = std::max<int64_t>(1, columns / (16 * Cfg::kK));
+  const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
+  const int64_t want = ceil_div(2 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
+  return std::max<int64_t>(1, std::min({want, max_by_work, max_by_memory}));
+}
+
+template <typename T, typename Cfg>
+at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input) {
+  auto gy = grad_output.contiguous();
+  auto x = input.contiguous();
+  auto gw = new_output({p.K, p.channels_per_group(), p.R, p.S}, input.options());
+  const GatherConv cv = forward_gather(p);
+  if (gw.numel() == 0) return gw;
+  if (cv.columns == 0) {
+    gw.zero_();
+    return gw;
+  }
+  WeightGradArgs<T> a;
+  a.x = x.const_data_ptr<T>(), a.gy = gy.const_data_ptr<T>(), a.cv = cv;
+  a.k_pad = round_up(cv.outputs, Cfg::kM), a.rho_pad = round_up(cv.reduction, Cfg::kN);
+  a.m_tiles = a.k_pad / Cfg::kM, a.n_tiles = a.rho_pad / Cfg::kN;
+  const int64_t base_blocks = int64_t(a.m_tiles) * a.n_tiles * cv.groups;
+  const int64_t slice_bytes = int64_t(cv.groups) * a.k_pad * a.rho_pad * int64_t(sizeof(T));
+  int64_t splits = weight_grad_splits<Cfg>(cv.columns, base_blocks, slice_bytes);
+  a.columns_per_split = round_up(int(ceil_div(cv.columns, splits)), Cfg::kK);
+  splits = ceil_div(cv.columns, a.columns_per_split);
+  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+  record_workspace_bytes(partial.numel() * int64_t(sizeof(T)));
+  a.partial = partial.mutable_data_ptr<T>();
+  const int64_t blocks = base_blocks * splits;
+  check_grid(blocks, "conv2d_gemm_backward");
+  constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
+  auto launch = [&](auto kernel) {
+    ensure_dynamic_smem(kernel, smem, "conv2d_gemm_backward");
+    kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (cv.R == 1 && cv.S == 1) launch(gemm_weight_grad_kernel<T, Cfg, 1, 1>);
+  else if (cv.R == 3 && cv.S == 3) launch(gemm_weight_grad_kernel<T, Cfg, 3, 3>);
+  else launch(gemm_weight_grad_kernel<T, Cfg, 0, 0>);
+  auto finish = [&](auto kernel, int lanes) {
+    kernel<<<elementwise_blocks(gw.numel() * lanes, kFinishThreads), kFinishThreads, 0, current_stream()>>>(
+        partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), int(splits), cv.groups, cv.outputs, cv.reduction,
+        a.k_pad, a.rho_pad);
+  };
+  if (splits >= kFinishLanesMinSplits) finish(gemm_weight_grad_finish_kernel<T, 8>, 8);
+  else finish(gemm_weight_grad_finish_kernel<T, 1>, 1);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return gw;
+}
+
+at::Tensor conv2d_gemm_cuda(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const ConvShape p = check_conv2d_forward("conv2d_gemm", input, weight, bias, stride, padding, dilation, groups);
+  const c10::cuda::CUDAGuard guard(input.device());
+  check_can_implement("conv2d_gemm", kGemm, make_problem(p, input));
+  auto x = input.contiguous();
+  auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
+  const GatherConv cv = forward_gather(p);
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_cuda", [&] {
+    if (cv.reduction == 0) {
+      // No input channels: the output is the bias.
+      if (b.defined()) y.copy_(b.view({1, p.K, 1, 1}).expand_as(y));
+      else y.zero_();
+      return record_workspace_bytes(0);
+    }
+    gemm_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, cv, y);
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const ConvShape p = check_conv2d_backward("conv2d_gemm_backward", grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  const c10::cuda::CUDAGuard guard(input.device());
+  check_can_implement("conv2d_gemm_backward", kGemm, make_problem(p, input));
+  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
+  int64_t workspace = 0;
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_backward_cuda", [&] {
+    if (output_mask[0]) {
+      gx = new_output({p.N, p.C, p.H, p.W}, input.options());
+      auto gy = grad_output.contiguous();
+      if (p.stride_h == 1 && p.stride_w == 1) {
+        const GatherConv cv = transposed_gather(p);
+        if (cv.reduction == 0) gx.zero_();
+        else gemm_conv<scalar_t>(gy, weight, nullptr, cv, gx);
+        workspace = last_workspace_bytes();
+      } else {
+        // One stride-1 transposed gather per output phase, each with only the taps that reach it
+        // (a quarter of the work at stride 2); phases no tap reaches are zero.
+        for (int py = 0; py < p.stride_h; ++py)
+          for (int px = 0; px < p.stride_w; ++px) {
+            bool empty = false;
+            const GatherConv cv = phase_gather(p, py, px, &empty);
+            if (empty || cv.reduction == 0) {
+              if (py < p.H && px < p.W) gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
+              continue;
+            }
+            gemm_conv<scalar_t>(gy, weight, nullptr, cv, gx);
+            workspace = std::max(workspace, last_workspace_bytes());
+          }
+      }
+    }
+    if (output_mask[1]) {
+      if constexpr (std::is_same_v<scalar_t, double>) {
+        gw = gemm_grad_weight<scalar_t, GemmF64>(p, grad_output, input);
+      } else if (p.filters_per_group() <= 64 && p.channels_per_group() * p.R * p.S <= 64) {
+        gw = gemm_grad_weight<scalar_t, GemmWeightGradSmallF32>(p, grad_output, input);
+      } else if (p.filters_per_group() <= 64) {
+        gw = gemm_grad_weight<scalar_t, GemmWeightGradMediumF32>(p, grad_output, input);
+      } else {
+        gw = gemm_grad_weight<scalar_t, GemmWeightGradLargeF32>(p, grad_output, input);
+      }
+      workspace = std::max(workspace, last_workspace_bytes());
+    }
+  });
+  if (output_mask[2]) gb = conv_bias_grad(grad_output);
+  record_workspace_bytes(workspace);
+  return {gx, gw, gb};
+}
+
+// The GEMM kernels' limits: the indexing of the forward gather and of grad_input's transposed
+// gather (every phase of a strided layer is a part of it).
+std::string can_implement(const ConvProblem& problem) {
+  const std::string forward = size_limit_reason(forward_gather(problem.shape));
+  return forward.empty() ? size_limit_reason(transposed_gather(problem.shape)) : forward;
+}
+
+[[maybe_unused]] const bool kRegistered = register_plans(
+    kGemm, c10::DeviceType::CUDA, {&can_implement, {std::begin(kConfigNames), std::end(kConfigNames)}});
+
+}  // namespace
+}  // namespace cuda
+
+TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
+  m.impl("conv2d_gemm", &cuda::conv2d_gemm_cuda);
+  m.impl("conv2d_gemm_backward", &cuda::conv2d_gemm_backward_cuda);
+}
+
+}  // namespace torchconv

@@ -1,0 +1,450 @@
+// Winograd F(2x2, 3x3) on the GPU (seed 003): Y = A^T [ (G g G^T) . (B^T d B) ] A, the element-wise
+// stage run as 16 GEMMs M[e] = U[e] V[e] (e over the 16 points of a 4x4 tile), 2.25x fewer
+// multiplications than a direct 3x3 convolution.
+//
+// Two variants (torchconv.set_variant("winograd", ...); "auto", the default, picks per call):
+//   fused  (default) one kernel per launch: the GEMM's B tiles are input tiles transformed in
+//          registers on their way to shared memory, the block computes all 16 points of a
+//          (32 filters x 32 tiles) output block, and its epilogue runs the output transform and adds
+//          the bias. Nothing but the transformed filters touches memory between the stages.
+//   staged seed 003's pipeline: an input-transform kernel writes V, the batched GEMM writes M, an
+//          output-transform kernel writes Y; V and M live in a workspace bounded by the workspace
+//          limit (the batch's tiles are processed in chunks).
+// Both run the block GEMM of tile_gemm.cuh with kBatch = 16. The transformed filters U are cached per
+// weight (weight_cache.h), so inference pays the filter transform once.
+//
+// Backward: grad_input of a 3x3 stride-1 convolution is a 3x3 stride-1 convolution of grad_output with
+// the filters rotated 180 degrees and C / K swapped, padded by 2 - padding: the same kernels with
+// their own cached U. grad_weight stays in the Winograd domain:
+//   dg = sum over tiles of G^T [ (A dY A^T) . (B^T d B) ] G,
+// i.e. 16 GEMMs dU[e] = dM[e] V[e]^T reducing over the tiles, with both operands transformed on the
+// fly; the tile reduction is split across blocks and the slices summed in a fixed order.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+#include <cstdlib>
+#include <type_traits>
+
+#include "../../conv_shape.h"
+#include "../../plans.h"
+#include "../../tuning.h"
+#include "../../variant.h"
+#include "../../weight_cache.h"
+#include "../../winograd_transforms.h"
+#include "../../workspace.h"
+#include "../common/tile_gemm.cuh"
+#include "winograd_kernels.cuh"
+
+namespace torchconv {
+namespace cuda {
+namespace {
+
+// The float GEMM tile configs' names, in index order; each can be forced with
+// torchconv.set_config("winograd", name) or TORCHCONV_WINOGRAD_CONFIG (tall applies to the fused
+// variant only). A forced config also turns off the shallow and narrow kernels, so both can be timed.
+constexpr const char* kConfigNames[] = {"default", "thin", "tall"};
+constexpr int kConfigDefault = 0, kConfigThin = 1, kConfigTall = 2;
+
+// Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
+//   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
+//         when a config is forced; otherwise such layers run the shallow kernel below);
+//   tall  for the fused variant when C and K per group are both at least 64 and the 64-filter
+//         blocks still fill the GPU at least 2.5 times (one block per SM). Measured on the H100
+//         (run 11, same run, N = 32 / N = 1): tall won Y8 1.29x vs 1.23x, R2 1.54 vs 1.48, R6 0.96
+//         vs 0.88; it lost where blocks are few (N = 1: R6 0.64 vs 0.91, Y4 1.47 vs 1.64) or the
+//         reduction is short (Y2, C = 32: 1.09 vs 1.20);
+//   default otherwise.
+// `pass` names the call for last_choice() ("<variant>:<config>").
+template <typename T, typename F>
+void with_tile_config(const WinogradConv& cv, bool staged, const char* pass, F&& f) {
+  if constexpr (std::is_same_v<T, double>) {
+    record_last_choice(pass, staged ? "staged:f64" : "fused:f64", 1);
+    f(WinogradTileF64{});
+  } else {
+    const int forced = forced_config(kWinograd);
+    if (forced == kConfigThin || (forced < 0 && cv.Cg() <= 4)) {
+      record_last_choice(pass, staged ? "staged:thin" : "fused:thin", 1);
+      return f(WinogradTileF32Thin{});
+    }
+    if (!staged) {
+      using Tall = WinogradTileF32Tall;
+      const int64_t tall_blocks = ceil_div(cv.Kg(), Tall::kM) * ceil_div(cv.tiles(), Tall::kN) * cv.groups;
+      const bool tall = forced >= 0 ? forced == kConfigTall
+                                    : cv.Cg() >= 64 && cv.Kg() >= 64 && 2 * tall_blocks >= 5 * int64_t(sm_count());
+      if (tall) {
+        record_last_choice(pass, "fused:tall", 1);
+        return f(Tall{});
+      }
+    }
+    record_last_choice(pass, staged ? "staged:default" : "fused:default", 1);
+    f(WinogradTileF32{});
+  }
+}
+
+WinogradConv make_conv(const at::Tensor& x, int64_t K, int64_t Ho, int64_t Wo, int64_t pad_h, int64_t pad_w,
+                       int64_t groups) {
+  WinogradConv cv;
+  cv.N = int(x.size(0)), cv.C = int(x.size(1)), cv.H = int(x.size(2)), cv.W = int(x.size(3));
+  cv.K = int(K), cv.Ho = int(Ho), cv.Wo = int(Wo);
+  cv.pad_h = int(pad_h), cv.pad_w = int(pad_w), cv.groups = int(groups);
+  cv.tiles_h = int(winograd_tiles(Ho)), cv.tiles_w = int(winograd_tiles(Wo));
+  cv.cg = cv.C / cv.groups, cv.kg = cv.K / cv.groups, cv.in_plane = int64_t(cv.H) * cv.W;
+  return cv;
+}
+
+template <typename Cfg>
+FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotated) {
+  FilterLayout f;
+  f.groups = int(groups), f.Kg = int(weight.size(0) / groups), f.Cg = int(weight.size(1)), f.rotated = rotated;
+  f.reduction = rotated ? f.Kg : f.Cg;
+  f.outputs = rotated ? f.Cg : f.Kg;
+  f.reduction_pad = round_up(f.reduction, Cfg::kK);
+  f.outputs_pad = round_up(f.outputs, Cfg::kM);
+  return f;
+}
+
+// U for `weight`, cached until the weight changes.
+template <typename T>
+at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
+  const std::string tag = std::string("winograd_u/") + (f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" +
+                          std::to_string(f.reduction_pad) + "x" + std::to_string(f.outputs_pad);
+  return cached_weight_transform(weight, tag, [&] {
+    auto w = weight.contiguous();
+    auto u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad}, weight.options());
+    const int64_t total = u.numel() / kWinogradPoints;
+    winograd_filter_transform_kernel<T><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
+        w.const_data_ptr<T>(), u.mutable_data_ptr<T>(), f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return u;
+  });
+}
+
+template <typename T, typename Cfg>
+void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
+               at::Tensor& y) {
+  ForwardArgs<T> a;
+  a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
+  a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
+  a.k_tiles = int(ceil_div(cv.Kg(), Cfg::kM));
+  const int64_t p_tiles = ceil_div(cv.tiles(), Cfg::kN);
+  const int64_t blocks = int64_t(a.k_tiles) * p_tiles * cv.groups;
+  check_grid(blocks, "conv2d_winograd");
+  a.p_tiles = int(p_tiles);
+  constexpr size_t smem = fused_smem_bytes<T, Cfg>();
+  auto kernel = winograd_fused_forward_kernel<T, Cfg>;
+  ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
+  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  record_workspace_bytes(0);
+}
+
+template <typename T, typename Cfg>
+void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
+                at::Tensor& y) {
+  const int64_t tiles = cv.tiles();
+  // V and M per tile column; a chunk is a whole number of block tiles (at least one).
+  const int64_t bytes_per_tile = int64_t(kWinogradPoints) * cv.groups * (f.reduction_pad + f.outputs_pad) * sizeof(T);
+  int64_t chunk = columns_per_chunk(tiles, bytes_per_tile);
+  if (chunk < tiles) chunk = std::max<int64_t>(Cfg::kN, chunk / Cfg::kN * Cfg::kN);
+  chunk = std::min(chunk, tiles);
+  const int64_t chunk_pad = ceil_div(chunk, Cfg::kN) * Cfg::kN;
+  auto v = at::empty({int64_t(cv.groups) * f.reduction_pad * kWinogradPoints * chunk_pad}, x.options());
+  auto m = at::empty({int64_t(cv.groups) * kWinogradPoints * f.outputs_pad * chunk_pad}, x.options());
+  record_workspace_bytes((v.numel() + m.numel()) * int64_t(sizeof(T)));
+  auto gemm = winograd_batched_gemm_kernel<T, Cfg>;
+  constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
+  ensure_dynamic_smem(gemm, smem, "conv2d_winograd");
+  for (int64_t t0 = 0; t0 < tiles; t0 += chunk) {
+    const int64_t count = std::min<int64_t>(chunk, tiles - t0);
+    const int tiles_pad = round_up(int(count), Cfg::kN);
+    winograd_input_transform_kernel<T>
+        <<<elementwise_blocks(int64_t(cv.groups) * f.reduction_pad * tiles_pad, 256), 256, 0, current_stream()>>>(
+            x.const_data_ptr<T>(), v.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, f.reduction_pad);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    StagedGemmArgs<T> a;
+    a.u = u.const_data_ptr<T>(), a.v = v.const_data_ptr<T>(), a.m = m.mutable_data_ptr<T>();
+    a.groups = cv.groups, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad, a.tiles_pad = tiles_pad;
+    a.k_tiles = f.outputs_pad / Cfg::kM, a.p_tiles = tiles_pad / Cfg::kN;
+    const int64_t blocks = int64_t(a.k_tiles) * a.p_tiles * cv.groups;
+    check_grid(blocks, "conv2d_winograd");
+    gemm<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    winograd_output_transform_kernel<T><<<elementwise_blocks(int64_t(cv.K) * count, 256), 256, 0, current_stream()>>>(
+        m.const_data_ptr<T>(), bias, y.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, f.outputs_pad);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+template <typename T, int kReduction>
+void launch_shallow(const ShallowArgs<T>& a, int64_t blocks) {
+  winograd_shallow_forward_kernel<T, kReduction><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void run_shallow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
+                 at::Tensor& y) {
+  ShallowArgs<T> a;
+  a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
+  a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
+  a.k_blocks = int(ceil_div(cv.Kg(), kShallowFilters));
+  const int64_t p_blocks = ceil_div(cv.tiles(), kShallowThreads);
+  const int64_t blocks = int64_t(a.k_blocks) * p_blocks * cv.groups;
+  check_grid(blocks, "conv2d_winograd");
+  a.p_blocks = int(p_blocks);
+  switch (cv.Cg()) {
+    case 1: launch_shallow<T, 1>(a, blocks); break;
+    case 2: launch_shallow<T, 2>(a, blocks); break;
+    case 3: launch_shallow<T, 3>(a, blocks); break;
+    default: launch_shallow<T, 4>(a, blocks); break;
+  }
+  record_workspace_bytes(0);
+}
+
+template <typename T, int kOutputs>
+void launch_narrow(const ShallowArgs<T>& a, int64_t blocks) {
+  winograd_narrow_forward_kernel<T, kOutputs><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void run_narrow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
+                at::Tensor& y) {
+  ShallowArgs<T> a;
+  a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
+  a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
+  a.k_blocks = 1;
+  const int64_t p_blocks = ceil_div(cv.tiles(), kShallowThreads);
+  const int64_t blocks = p_blocks * cv.groups;
+  check_grid(blocks, "conv2d_winograd");
+  a.p_blocks = int(p_blocks);
+  switch (cv.Kg()) {
+    case 1: launch_narrow<T, 1>(a, blocks); break;
+    case 2: launch_narrow<T, 2>(a, blocks); break;
+    case 3: launch_narrow<T, 3>(a, blocks); break;
+    default: launch_narrow<T, 4>(a, blocks); break;
+  }
+  record_workspace_bytes(0);
+}
+
+// The "auto" rule. The fused kernel transforms each input tile once per block of 32 filters, so its
+// transform work grows with K and costs about a third of its time at any size; the staged pipeline
+// transforms once but writes and reads V and M, traffic per tile that grows with C + K while the
+// GEMM work grows with C x K. Staged therefore wins once C K / (C + K) is large: on the H100 the
+// crossover sat between Y8 (C = 128, K = 256: fused 1.67 ms, staged 2.03 ms at N = 32) and R9
+// (C = K = 256: a tie), and staged won Y12, Y18 and R12 by 9-25% (benchmarks/notes-winograd.md).
+bool prefer_staged(const WinogradConv& cv) {
+  const int64_t c = cv.Cg(), k = cv.Kg();
+  return c * k >= 128 * (c + k);
+}
+
+// One 3x3 stride-1 convolution of x into y (whose size is given) with the filters of `weight`
+// (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
+template <typename T>
+void winograd_conv(const at::Tensor& x, const at::Tensor& weight, bool rotated, const T* bias, const WinogradConv& cv,
+                   at::Tensor& y) {
+  if (cv.tiles() == 0 || cv.K == 0) return record_workspace_bytes(0);
+  const WinogradVariant variant = winograd_variant();
+  const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
+  // A shallow reduction or a narrow output runs its own fused kernel, one tile per thread, unless a
+  // GEMM tile config is forced (so that both can be timed).
+  const char* pass = rotated ? "grad_input" : "forward";
+  if (!staged && (std::is_same_v<T, double> || forced_config(kWinograd) < 0)) {
+    const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, rotated);
+    if (cv.Cg() >= 1 && cv.Cg() <= kShallowMaxReduction) {
+      record_last_choice(pass, "fused:shallow", 1);
+      return run_shallow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y);
+    }
+    if (cv.Kg() <= kNarrowMaxOutputs) {
+      record_last_choice(pass, "fused:narrow", 1);
+      return run_narrow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y);
+    }
+  }
+  with_tile_config<T>(cv, staged, pass, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, rotated);
+    const at::Tensor u = transformed_filters<T>(weight, f);
+    if (staged) return run_staged<T, Cfg>(x, u, f, bias, cv, y);
+    run_fused<T, Cfg>(x, u, f, bias, cv, y);
+  });
+}
+
+// Slices the tile reduction is split into: enough that the grid fills the GPU about twice over,
+// at least 8 chunks per slice, and the slices within the workspace limit (each costs a write and a
+// read of 16 x K x C values).
+template <typename Cfg>
+int64_t weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t slice_bytes) {
+  const int64_t max_by_work = std::max<int64_t>(1, tiles / (8 * Cfg::kK));
+  const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
+  const int64_t want = ceil_div(2 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
+  return std::max<int64_t>(1, std::min({want, max_by_work, max_by_memory}));
+}
+
+template <typename T, typename Cfg>
+at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                int64_t* workspace) {
+  auto gy = grad_output.contiguous();
+  auto x = input.contiguous();
+  auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options());
+  const WinogradConv cv = make_conv(x, p.K, p.Ho, p.Wo, p.pad_h, p.pad_w, p.groups);
+  const int Kg = cv.Kg(), Cg = cv.Cg();
+  const int64_t tiles = cv.tiles();
+  if (tiles == 0) {
+    gw.zero_();
+    return gw;
+  }
+  const int k_pad = round_up(Kg, Cfg::kM), c_pad = round_up(Cg, Cfg::kN);
+  const int k_tiles = k_pad / Cfg::kM, c_tiles = c_pad / Cfg::kN;
+  const int64_t base_blocks = int64_t(k_tiles) * c_tiles * cv.groups;
+  const int64_t slice_bytes = base_blocks * Cfg::kM * Cfg::kN * kWinogradPoints * int64_t(sizeof(T));
+  constexpr size_t gemm_smem = Cfg::template mainloop_smem_bytes<T>();
+  const WinogradVariant variant = winograd_variant();
+  const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
+  at::Tensor partial;
+  int64_t splits = 0;
+  if (!staged) {
+    // Both operands transformed on the fly inside the GEMM.
+    splits = weight_grad_splits<Cfg>(tiles, base_blocks, slice_bytes);
+    WeightGradArgs<T> a;
+    a.x = x.const_data_ptr<T>(), a.gy = gy.const_data_ptr<T>(), a.cv = cv;
+    a.k_pad = k_pad, a.c_pad = c_pad, a.k_tiles = k_tiles, a.c_tiles = c_tiles;
+    a.tiles_per_split = round_up(int(ceil_div(tiles, splits)), Cfg::kK);
+    splits = ceil_div(tiles, a.tiles_per_split);
+    partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+    *workspace = partial.numel() * int64_t(sizeof(T));
+    a.partial = partial.mutable_data_ptr<T>();
+    const int64_t blocks = base_blocks * splits;
+    check_grid(blocks, "conv2d_winograd_backward");
+    constexpr size_t smem = weight_grad_smem_bytes<T, Cfg>();
+    auto kernel = winograd_weight_grad_kernel<T, Cfg>;
+    ensure_dynamic_smem(kernel, smem, "conv2d_winograd_backward");
+    kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  } else {
+    // V^T and dM^T transformed once per tile into a workspace, in chunks of tiles that fit half the
+    // limit (the slices get the other half).
+    const int64_t bytes_per_tile = int64_t(kWinogradPoints) * cv.groups * (c_pad + k_pad) * int64_t(sizeof(T));
+    int64_t chunk = columns_per_chunk(tiles, 2 * bytes_per_tile);
+    if (chunk < tiles) chunk = std::max<int64_t>(Cfg::kK, chunk / Cfg::kK * Cfg::kK);
+    chunk = std::min(chunk, tiles);
+    const int64_t chunk_pad = ceil_div(chunk, Cfg::kK) * Cfg::kK;
+    TORCH_CHECK_VALUE(chunk_pad < (int64_t(1) << 31), "torchconv.conv2d_winograd_backward: tile chunk too large");
+    splits = weight_grad_splits<Cfg>(chunk_pad, base_blocks, 2 * slice_bytes);
+    auto vt = at::empty({int64_t(cv.groups) * chunk_pad * kWinogradPoints * c_pad}, x.options());
+    auto dmt = at::empty({int64_t(cv.groups) * chunk_pad * kWinogradPoints * k_pad}, x.options());
+    partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+    *workspace = (vt.numel() + dmt.numel() + partial.numel()) * int64_t(sizeof(T));
+    auto kernel = winograd_weight_grad_gemm_kernel<T, Cfg>;
+    ensure_dynamic_smem(kernel, gemm_smem, "conv2d_winograd_backward");
+    for (int64_t t0 = 0; t0 < tiles; t0 += chunk) {
+      const int64_t count = std::min<int64_t>(chunk, tiles - t0);
+      const int tiles_pad = round_up(int(count), Cfg::kK);
+      winograd_input_transform_by_tile_kernel<T>
+          <<<elementwise_blocks(int64_t(cv.groups) * tiles_pad * c_pad, 256), 256, 0, current_stream()>>>(
+              x.const_data_ptr<T>(), vt.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, c_pad);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      winograd_grad_output_transform_kernel<T>
+          <<<elementwise_blocks(int64_t(cv.groups) * tiles_pad * k_pad, 256), 256, 0, current_stream()>>>(
+              gy.const_data_ptr<T>(), dmt.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, k_pad);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      StagedWeightGradArgs<T> a;
+      a.vt = vt.const_data_ptr<T>(), a.dmt = dmt.const_data_ptr<T>(), a.partial = partial.mutable_data_ptr<T>();
+      a.groups = cv.groups, a.k_pad = k_pad, a.c_pad = c_pad, a.tiles_pad = tiles_pad;
+      a.k_tiles = k_tiles, a.c_tiles = c_tiles, a.accumulate = t0 > 0;
+      a.tiles_per_split = round_up(int(ceil_div(tiles_pad, splits)), Cfg::kK);
+      // The first chunk is the largest, so it writes every slice the later ones add to.
+      const int64_t used = ceil_div(tiles_pad, a.tiles_per_split);
+      const int64_t blocks = base_blocks * used;
+      check_grid(blocks, "conv2d_winograd_backward");
+      kernel<<<unsigned(blocks), Cfg::kThreads, gemm_smem, current_stream()>>>(a);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      if (t0 == 0) splits = used;
+    }
+  }
+  if (splits > 1) {
+    const int64_t slice = slice_bytes / int64_t(sizeof(T));
+    winograd_split_sum_kernel<T><<<elementwise_blocks(slice, 256), 256, 0, current_stream()>>>(
+        partial.mutable_data_ptr<T>(), int(splits), slice);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  winograd_weight_grad_finish_kernel<T><<<elementwise_blocks(p.K * Cg, 256), 256, 0, current_stream()>>>(
+      partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, Kg, Cg, k_pad, c_pad);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return gw;
+}
+
+at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const ConvShape p = check_conv2d_forward("conv2d_winograd", input, weight, bias, stride, padding, dilation, groups);
+  const c10::cuda::CUDAGuard guard(input.device());
+  check_can_implement("conv2d_winograd", kWinograd, make_problem(p, input));
+  auto x = input.contiguous();
+  auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cuda", [&] {
+    const WinogradConv cv = make_conv(x, p.K, p.Ho, p.Wo, p.pad_h, p.pad_w, p.groups);
+    winograd_conv<scalar_t>(x, weight, /*rotated=*/false, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, cv, y);
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const ConvShape p = check_conv2d_backward("conv2d_winograd_backward", grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  const c10::cuda::CUDAGuard guard(input.device());
+  check_can_implement("conv2d_winograd_backward", kWinograd, make_problem(p, input));
+  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
+  int64_t workspace = 0;
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_backward_cuda", [&] {
+    if (output_mask[0]) {
+      gx = new_output({p.N, p.C, p.H, p.W}, input.options());
+      auto gy = grad_output.contiguous();
+      const WinogradConv cv = make_conv(gy, p.C, p.H, p.W, 2 - p.pad_h, 2 - p.pad_w, p.groups);
+      winograd_conv<scalar_t>(gy, weight, /*rotated=*/true, nullptr, cv, gx);
+      workspace = last_workspace_bytes();
+    }
+    if (output_mask[1]) {
+      int64_t bytes = 0;
+      if constexpr (std::is_same_v<scalar_t, double>) {
+        gw = winograd_grad_weight<scalar_t, WinogradTileF64>(p, grad_output, input, &bytes);
+      } else if (p.channels_per_group() <= WinogradWeightGradNarrow::kN) {
+        gw = winograd_grad_weight<scalar_t, WinogradWeightGradNarrow>(p, grad_output, input, &bytes);
+      } else {
+        gw = winograd_grad_weight<scalar_t, WinogradTileF32>(p, grad_output, input, &bytes);
+      }
+      workspace = std::max(workspace, bytes);
+    }
+  });
+  if (output_mask[2]) gb = conv_bias_grad(grad_output);
+  record_workspace_bytes(workspace);
+  return {gx, gw, gb};
+}
+
+// Winograd's limits: F(2x2,3x3)'s shape, and the 2x2 tiles of the forward output and of grad_input
+// (the input's extent) within a launch's 32-bit tile index.
+std::string can_implement(const ConvProblem& problem) {
+  const ConvShape& p = problem.shape;
+  const std::string shape = winograd_shape_reason(p);
+  if (!shape.empty()) return shape;
+  const int64_t tiles = p.N * std::max(winograd_tiles(p.Ho) * winograd_tiles(p.Wo), winograd_tiles(p.H) * winograd_tiles(p.W));
+  if (tiles >= (int64_t(1) << 31))
+    return "its launches index 2x2 output tiles with 32-bit offsets and this layer has " + std::to_string(tiles) +
+           " (2^31 or more)";
+  return "";
+}
+
+[[maybe_unused]] const bool kRegistered = register_plans(
+    kWinograd, c10::DeviceType::CUDA, {&can_implement, {std::begin(kConfigNames), std::end(kConfigNames)}});
+
+}  // namespace
+}  // namespace cuda
+
+TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
+  m.impl("conv2d_winograd", &cuda::conv2d_winograd_cuda);
+  m.impl("conv2d_winograd_backward", &cuda::conv2d_winograd_backward_cuda);
+}
+
+}  // namespace torchconv

@@ -1,0 +1,105 @@
+"""Fuzzed arguments: for argument sets drawn by hypothesis, valid and invalid (zero or negative
+stride, dilation and padding; mismatched channels, groups and bias; differing dtypes; zero-size
+batches; kernels larger than the padded input; large padding; non-contiguous and channels_last
+views), torchconv.conv2d -- every algorithm and "auto" -- and F.conv2d either both raise (ours a
+ValueError, TypeError or RuntimeError that names the function and the argument; never
+ZeroDivisionError or a crash) or agree, forward and backward. An explicit algorithm may also refuse a
+shape it cannot do, with a ValueError that says why."""
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import torchconv
+from conftest import DEVICES
+
+PERTURBATIONS = [None, None, None, "channels", "groups", "bias_length", "dtype", "weight_dim", "non_contiguous",
+                 "channels_last", "large_padding", "empty_batch"]
+
+
+@st.composite
+def conv_args(draw):
+    groups = draw(st.sampled_from([1, 1, 2, 3]))
+    cg, kg = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    n = draw(st.integers(1, 3))
+    h, w = draw(st.integers(1, 11)), draw(st.integers(1, 11))
+    r, s = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    # Mostly valid values, with zero and negative ones among them.
+    axis = lambda values: st.tuples(st.sampled_from(values), st.sampled_from(values))  # noqa: E731
+    stride = draw(axis([1, 1, 1, 2, 2, 3, 0, -1]))
+    padding = draw(st.one_of(axis([0, 0, 1, 1, 2, 3, -1]), st.sampled_from(["same", "valid"])))
+    dilation = draw(axis([1, 1, 1, 2, 3, 0]))
+    bias = draw(st.booleans())
+    perturbation = draw(st.sampled_from(PERTURBATIONS))
+    return dict(n=n, c=cg * groups, k=kg * groups, h=h, w=w, r=r, s=s, stride=stride, padding=padding,
+                dilation=dilation, groups=groups, bias=bias, perturbation=perturbation)
+
+
+def make(a, device):
+    gen = torch.Generator().manual_seed(zlib.crc32(repr(sorted(a.items())).encode()))
+    n = 0 if a["perturbation"] == "empty_batch" else a["n"]
+    c_in = a["c"] + 1 if a["perturbation"] == "channels" else a["c"]
+    x = torch.randn(n, c_in, a["h"], a["w"], generator=gen, dtype=torch.float64)
+    wshape = (a["k"], a["c"] // a["groups"], a["r"], a["s"])
+    wt = torch.randn(*wshape, generator=gen, dtype=torch.float64)
+    b = torch.randn(a["k"] + (1 if a["perturbation"] == "bias_length" else 0), generator=gen, dtype=torch.float64)
+    if a["perturbation"] == "dtype":
+        wt = wt.float()
+    if a["perturbation"] == "weight_dim":
+        wt = wt[0]
+    if a["perturbation"] == "non_contiguous":
+        x = torch.randn(n, c_in, a["h"], 2 * a["w"], generator=gen, dtype=torch.float64)[..., ::2]
+    if a["perturbation"] == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    groups = a["groups"] + 1 if a["perturbation"] == "groups" else a["groups"]
+    padding = (7, 5) if a["perturbation"] == "large_padding" else a["padding"]
+    return (x.to(device), wt.to(device), b.to(device) if a["bias"] else None, a["stride"], padding, a["dilation"],
+            groups)
+
+
+def outcome(fn):
+    try:
+        return fn(), None
+    except Exception as err:  # noqa: BLE001 -- the kind of failure is what is checked
+        return None, err
+
+
+def forward_backward(conv, x, wt, b, *rest):
+    leaves = [t.detach().requires_grad_() for t in (x, wt, b) if t is not None]
+    xb = leaves[0]
+    out = conv(xb, leaves[1], leaves[2] if b is not None else None, *rest)
+    gy = torch.ones_like(out) + torch.arange(out.numel(), dtype=out.dtype, device=out.device).view_as(out) % 3
+    grads = torch.autograd.grad(out, leaves, gy, allow_unused=True)
+    return [out] + [g if g is not None else torch.zeros_like(t) for g, t in zip(grads, leaves)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ["auto", *torchconv.ALGORITHMS])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(a=conv_args())
+def test_fuzzed_arguments(algorithm, device, a):
+    args = make(a, device)
+    ref, ref_err = outcome(lambda: forward_backward(F.conv2d, *args))
+    ours, err = outcome(lambda: forward_backward(
+        lambda *p: torchconv.conv2d(*p, algorithm=algorithm), *args))
+    event("both raise" if err is not None and ref_err is not None else "we refuse" if err is not None else
+          "compared" if ref_err is None else "we accept what PyTorch rejects")
+    if err is not None:
+        assert isinstance(err, (ValueError, TypeError, RuntimeError)), f"{type(err).__name__}: {err}"
+        assert not isinstance(err, ZeroDivisionError)
+        assert "torchconv" in str(err), str(err)
+        if ref_err is None:
+            # Only an explicit algorithm may refuse what PyTorch computes -- and anyone may refuse a
+            # zero dilation, which PyTorch lets through in corners (a one-tap kernel with
+            # padding="same", an empty batch) and rejects everywhere else.
+            assert (algorithm != "auto" and "cannot compute this convolution" in str(err)) or \
+                "dilation must be positive" in str(err), str(err)
+        return
+    assert ref_err is None, f"torchconv accepted what F.conv2d rejects ({type(ref_err).__name__}: {ref_err})"
+    for name, o, r in zip(("output", "grad_input", "grad_weight", "grad_bias"), ours, ref):
+        assert o.shape == r.shape, name
+        scale = r.abs().max().item() if r.numel() else 0.0
+        assert torch.allclose(o, r, rtol=1e-9, atol=1e-9 * max(scale, 1.0)), name

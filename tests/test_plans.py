@@ -1,0 +1,162 @@
+"""The plan registry: what each algorithm can compute is asked of C++ (the one place that knows its
+limits), every algorithm's named tile configs are forced through one API (torchconv.set_config or
+TORCHCONV_<ALGORITHM>_CONFIG), and torchconv.last_choice() names what ran."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torchconv
+from conftest import ALGORITHMS, assert_close_rel
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+has_cuda_kernels = bool(torchconv.available_algorithms("cuda"))
+
+CONFIGS = {
+    "direct": ("wide", "small"),
+    "csg": ("wide", "medium", "thin"),
+    "gemm": ("large", "medium", "small", "narrow"),
+    "winograd": ("default", "thin", "tall"),
+}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_configs_are_listed_per_algorithm(algorithm):
+    assert torchconv.configs(algorithm) == (CONFIGS[algorithm] if has_cuda_kernels else ())
+
+
+@needs_cuda
+@pytest.mark.parametrize("algorithm, config", [(a, c) for a in ALGORITHMS for c in CONFIGS[a]])
+def test_each_config_is_forced_through_one_api(algorithm, config):
+    """Forward and both gradients in the forced config, and last_choice() names it for the forward."""
+    x = torch.randn(2, 32, 20, 18, dtype=torch.float64)
+    w = torch.randn(48, 32, 3, 3, dtype=torch.float64)
+    ref = F.conv2d(x.requires_grad_(), w.requires_grad_(), None, 1, 1)
+    gy = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad(ref, (x, w), gy)
+    xc, wc = (t.detach().float().cuda().requires_grad_() for t in (x, w))
+    torchconv.set_config(algorithm, config)
+    try:
+        assert torchconv.get_config(algorithm) == config
+        out = torchconv.conv2d(xc, wc, None, 1, 1, algorithm=algorithm)
+        forward = torchconv.last_choice().split()[0]
+        grads = torch.autograd.grad(out, (xc, wc), gy.float().cuda())
+    finally:
+        torchconv.set_config(algorithm, "")
+    assert forward.startswith("forward:") and f":{config}/" in forward, forward
+    assert torchconv.get_config(algorithm) == ""
+    assert_close_rel(out, ref, torch.float32, f"{algorithm} {config} forward")
+    for name, g, r in zip(("grad_input", "grad_weight"), grads, ref_grads):
+        assert_close_rel(g, r, torch.float32, f"{algorithm} {config} {name}")
+
+
+def test_unknown_config_is_a_value_error():
+    if has_cuda_kernels:
+        with pytest.raises(ValueError, match="must name a config of 'gemm' \\('large', 'medium', 'small', 'narrow'\\)"):
+            torchconv.set_config("gemm", "huge")
+    with pytest.raises(ValueError, match="algorithm must be one of 'direct', 'csg', 'gemm', 'winograd'"):
+        torchconv.set_config("fft", "default")
+    assert torchconv.get_config("gemm") == ""
+
+
+@pytest.mark.skipif(not has_cuda_kernels, reason="a build without CUDA kernels has no configs")
+def test_configs_from_the_environment():
+    """TORCHCONV_<ALGORITHM>_CONFIG forces a config from the start, spelled the same way for every
+    algorithm; a name that is not a config raises ValueError naming the variable."""
+    code = "import torchconv; print(' '.join(torchconv.get_config(a) for a in torchconv.ALGORITHMS))"
+    env = {**os.environ, **{f"TORCHCONV_{a.upper()}_CONFIG": CONFIGS[a][-1] for a in ALGORITHMS}}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [CONFIGS[a][-1] for a in ALGORITHMS]
+    bad = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TORCHCONV_CSG_CONFIG": "huge"},
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "ValueError: TORCHCONV_CSG_CONFIG must name a config of 'csg'" in bad.stderr
+
+
+def test_limits_come_from_the_registry():
+    x = torch.randn(1, 4, 8, 8)
+    assert "3x3 kernel, stride 1 and dilation 1" in torchconv.unsupported_reason("winograd", x, torch.randn(4, 4, 5, 5))
+    assert torchconv.unsupported_reason("winograd", x, torch.randn(4, 4, 3, 3)) is None
+    for algorithm in ALGORITHMS:
+        assert torchconv.unsupported_reason(algorithm, x, torch.randn(4, 2, 3, 3), 1, 1, 1, 2) in (
+            None, torchconv.unsupported_reason(algorithm, x, torch.randn(4, 2, 3, 3), groups=2))
+    assert "no cpu kernel" not in str(torchconv.unsupported_reason("direct", x, torch.randn(4, 4, 3, 3)))
+
+
+def test_unsupported_reason_validates_the_arguments():
+    x, w = torch.randn(1, 4, 8, 8), torch.randn(4, 4, 3, 3)
+    with pytest.raises(ValueError, match="stride must be positive"):
+        torchconv.unsupported_reason("direct", x, w, stride=0)
+    with pytest.raises(ValueError, match="expects 8 input channels with groups=2"):
+        torchconv.unsupported_reason("direct", x, w, groups=2)
+
+
+@pytest.mark.parametrize("kwargs, match", [(dict(stride=0), "stride must be positive"),
+                                           (dict(dilation=(1, -1)), "dilation must be positive"),
+                                           (dict(groups=0), "groups must be positive")])
+def test_auto_with_bad_arguments_is_a_value_error(kwargs, match):
+    """algorithm="auto" validates before its rule does any arithmetic (no ZeroDivisionError)."""
+    with pytest.raises(ValueError, match=match):
+        torchconv.conv2d(torch.randn(1, 4, 8, 8), torch.randn(4, 4, 3, 3), **kwargs)
+
+
+@needs_cuda
+def test_csg_size_limit_is_per_group():
+    """A 960-channel depthwise 5x5 layer (MobileNetV3) is far from CSG's indexing limits: the check
+    counts the re-laid filter per group, not K x C."""
+    x = torch.randn(2, 960, 7, 7, device="cuda")
+    w = torch.randn(960, 1, 5, 5, device="cuda")
+    assert torchconv.unsupported_reason("csg", x, w, 1, 1, 2, 960) is None
+    out = torchconv.conv2d(x, w, None, 1, 2, 1, 960, algorithm="csg")
+    assert_close_rel(out, F.conv2d(x.double(), w.double(), None, 1, 2, 1, 960), torch.float32, "depthwise 960")
+
+
+@needs_cuda
+def test_csg_says_what_is_too_large():
+    x = torch.empty(1, 64, 6000, 6000, device="cuda")  # 2.3e9 elements, never written
+    reason = torchconv.unsupported_reason("csg", x, torch.empty(64, 64, 3, 3, device="cuda"), 1, 1, 1)
+    assert "input has 2304000000 elements" in reason
+    assert "csg" not in torchconv.candidate_algorithms(x, torch.empty(64, 64, 3, 3, device="cuda"), 1, 1, 1)
+
+
+class MobileNetBlock(nn.Module):
+    """Depthwise layers of MobileNetV3-Large's last stages (960 channels, 3x3 and 5x5) between 1x1s."""
+
+    def __init__(self):
+        super().__init__()
+        self.expand = nn.Conv2d(160, 960, 1, bias=False)
+        self.dw5 = nn.Conv2d(960, 960, 5, padding=2, groups=960, bias=False)
+        self.dw3 = nn.Conv2d(960, 960, 3, stride=2, padding=1, groups=960)
+        self.project = nn.Conv2d(960, 160, 1)
+
+    def forward(self, x):
+        return self.project(torch.relu(self.dw3(torch.relu(self.dw5(torch.relu(self.expand(x)))))))
+
+
+@needs_cuda
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+def test_benchmark_mode_runs_wide_depthwise_layers(train):
+    """Benchmark mode over MobileNet's 960-channel depthwise layers at batch 32: every candidate that
+    can do a layer is timed, none takes the forward down, and the answer is nn.Conv2d's."""
+    torch.manual_seed(0)
+    ref_model = MobileNetBlock().cuda()
+    model = torchconv.convert(MobileNetBlock().cuda())
+    model.load_state_dict(ref_model.state_dict())
+    x = torch.randn(32, 160, 14, 14, device="cuda", requires_grad=train)
+    torchconv.set_benchmark(True)
+    try:
+        torchconv.clear_cache()
+        with torch.set_grad_enabled(train):
+            out = model(x)
+            if train:
+                out.square().mean().backward()
+        assert len(torchconv.tuning.cache_entries()) == 4
+    finally:
+        torchconv.set_benchmark(False)
+        torchconv.clear_cache()
+    with torch.no_grad():
+        ref = ref_model.double()(x.detach().double())
+    assert_close_rel(out, ref, torch.float32, "output")

@@ -1,0 +1,46 @@
+"""The timing protocol (torchconv.timing), shared by benchmark mode, explain() and the benchmarks:
+contenders interleaved in a seeded random order per round, medians per round, the ratio's spread."""
+import time
+
+import pytest
+
+from torchconv import timing
+
+
+def test_every_contender_runs_in_every_round_in_a_shuffled_order():
+    log = []
+    fns = {name: (lambda name=name: log.append(name)) for name in "abcd"}
+    per_round = timing.interleaved(fns, "cpu", rounds=8, reps=3, warmup=1, seed=3)
+    assert {name: len(v) for name, v in per_round.items()} == {name: 8 for name in "abcd"}
+    runs = log[4:]  # after one warm-up call each
+    assert len(runs) == 8 * 4 * 3
+    rounds = [runs[i:i + 12] for i in range(0, len(runs), 12)]
+    orders = [tuple(r[::3]) for r in rounds]
+    for r, order in zip(rounds, orders):
+        assert sorted(order) == list("abcd")  # each contender once per round...
+        assert r == [name for name in order for _ in range(3)]  # ...its repetitions back to back
+    assert len(set(orders)) > 1  # ...in orders that change between rounds
+    log.clear()
+    timing.interleaved(fns, "cpu", rounds=8, reps=3, warmup=1, seed=3)
+    assert log[4:] == runs  # the same seed gives the same order
+
+
+def test_compare_reports_the_median_ratio_and_its_spread():
+    result = timing.compare(lambda: time.sleep(0.001), lambda: time.sleep(0.004), "cpu", rounds=5, reps=2)
+    assert result["rounds"] == 5
+    assert result["ratio_min"] <= result["ratio"] <= result["ratio_max"]
+    assert 1.5 < result["ratio"] < 6
+    assert result["ms"] < result["reference_ms"]
+
+
+def test_a_spread_over_ten_percent_is_flagged():
+    calls = [0]
+
+    def drifting():  # every other round takes four times as long
+        calls[0] += 1
+        time.sleep(0.004 if ((calls[0] - 1) // 2) % 2 else 0.001)
+
+    result = timing.compare(drifting, lambda: time.sleep(0.002), "cpu", rounds=6, reps=2, warmup=0)
+    assert result["spread_flag"]
+    steady = timing.compare(lambda: time.sleep(0.003), lambda: time.sleep(0.003), "cpu", rounds=5, reps=3)
+    assert steady["ratio"] == pytest.approx(1.0, rel=0.5)

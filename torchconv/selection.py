@@ -1,0 +1,131 @@
+"""Which algorithm ``algorithm="auto"`` runs: the algorithms that can compute a call (asked of the
+plan registry in C++, the only place that knows their limits), the rule that picks among them,
+benchmark mode's measured choice, and the memo that makes a repeated call a dictionary look-up."""
+import torch
+
+from . import _C
+from . import tuning as _tuning
+from .ops import ALGORITHMS, FORWARD
+
+__all__ = ["available_algorithms", "candidate_algorithms", "select_algorithm", "unsupported_reason"]
+
+_DISPATCH_KEY = {"cpu": "CPU", "cuda": "CUDA"}
+_available_cache = {}
+
+
+def available_algorithms(device_type="cpu"):
+    """Algorithms with a kernel for `device_type` ("cpu" or "cuda") in this build."""
+    found = _available_cache.get(device_type)
+    if found is None:
+        key = _DISPATCH_KEY.get(device_type)
+        found = tuple(
+            a
+            for a in ALGORITHMS
+            if key is not None and torch._C._dispatch_has_kernel_for_dispatch_key(f"torchconv::conv2d_{a}", key)
+        )
+        _available_cache[device_type] = found
+    return found
+
+
+def _pair(value, name):
+    if isinstance(value, int):
+        return (value, value)
+    value = tuple(value)
+    if len(value) == 1:
+        return (value[0], value[0])
+    if len(value) != 2 or not all(isinstance(v, int) for v in value):
+        raise ValueError(f"torchconv.conv2d: {name} must be an int or a pair of ints, got {value}")
+    return value
+
+
+def unsupported_reason(algorithm, input, weight, stride=1, dilation=1, padding=0, groups=None, bias=None):
+    """Why `algorithm` cannot compute this convolution on the input's device, or None if it can.
+    Bad arguments raise ValueError / TypeError naming the argument, as the operators do.
+    `groups` defaults to what the channel counts imply."""
+    if groups is None:
+        groups = input.shape[1] // weight.shape[1] if input.dim() == 4 and weight.dim() == 4 and weight.shape[1] else 1
+    dilation = _pair(dilation, "dilation")
+    if padding == "valid":
+        padding = 0
+    elif padding == "same":  # the larger side of 'same' padding, as torchconv.conv2d applies it
+        padding = tuple(-(-d * (k - 1) // 2) for d, k in zip(dilation, weight.shape[2:]))
+    return _C.unsupported_reason(
+        algorithm, input.shape, str(input.dtype)[6:], weight.shape, str(weight.dtype)[6:],
+        None if bias is None else bias.shape, _pair(stride, "stride"), _pair(padding, "padding"), dilation, int(groups), str(input.device), _tuning.memory_format(input) == "channels_last",
+        input.is_cuda and torch.are_deterministic_algorithms_enabled())
+
+
+def candidate_algorithms(input, weight, stride=1, dilation=1, padding=0, groups=None):
+    """The algorithms with a kernel for the input's device that can compute this convolution (and,
+    under torch.use_deterministic_algorithms(True), are deterministic there)."""
+    return [a for a in available_algorithms(input.device.type)
+            if unsupported_reason(a, input, weight, stride, dilation, padding, groups) is None]
+
+
+# Forward FLOPs at or below which a layer is small enough that splitting its channel reduction
+# across the GPU (CSG) beats the algorithms that need more parallel work (batch-1 inference of the
+# ResNet layers with filters > 1x1; the larger YOLO layers run faster with Winograd).
+_CSG_MAX_FLOPS = 0.5e9
+
+
+def select_algorithm(input, weight, stride, dilation, groups, padding=0):
+    """The `algorithm="auto"` rule when benchmark mode is off, from the committed H100 results
+    (benchmarks/results/*-h100.json):
+
+    1. csg on CUDA for filters larger than 1x1 with at least 32 channels per group on a small layer
+       (at most 0.5 GFLOP: batch-1 inference), unless deterministic algorithms are required;
+    2. winograd for 3x3, stride-1, undilated layers with at least 8 input and 8 output channels per
+       group;
+    3. gemm when the reduction C/groups*R*S is at least 16;
+    4. direct otherwise (depthwise and very thin layers).
+
+    Only algorithms with a kernel for the input's device that can do the shape are chosen.
+    """
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    available = candidate_algorithms(input, weight, stride, dilation, padding, groups)
+    k, cg, r, s = weight.shape
+    kg = k // groups
+    order = []
+    if input.is_cuda and r * s > 1 and cg >= 32:
+        positions = input.shape[0] * -(-input.shape[2] // stride[0]) * -(-input.shape[3] // stride[1])
+        if 2.0 * positions * k * cg * r * s <= _CSG_MAX_FLOPS:
+            order.append("csg")
+    if (r, s) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and cg >= 8 and kg >= 8:
+        order.append("winograd")
+    if cg * r * s >= 16:
+        order.append("gemm")
+    order += ["direct", "gemm", "csg", "winograd"]
+    for algo in order:
+        if algo in available:
+            return algo
+    raise NotImplementedError(
+        f"torchconv: no algorithm has a kernel for device type '{input.device.type}' in this build that can "
+        f"compute this convolution (available: {available_algorithms(input.device.type) or 'none'})"
+    )
+
+
+# "auto" choices already made, so a repeated call (every layer of a model, every step) costs one
+# dictionary look-up: the key holds everything the choice depends on.
+_auto_memo = {}
+_AUTO_MEMO_MAX = 4096
+_tuning._on_change.append(_auto_memo.clear)
+
+
+def auto_algorithm(input, weight, bias, stride, padding, dilation, groups):
+    """What ``algorithm="auto"`` runs for this call: benchmark mode's measured choice, else the rule."""
+    benchmark = _tuning.get_benchmark()
+    train = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)
+    key = (input.shape, weight.shape, stride, padding, dilation, groups, input.dtype, input.device,
+           _tuning.memory_format(input), bias is None, train, benchmark, torch.are_deterministic_algorithms_enabled())
+    algorithm = _auto_memo.get(key)
+    if algorithm is None:
+        candidates = candidate_algorithms(input, weight, stride, dilation, padding, groups) if benchmark else None
+        if candidates:
+            algorithm = _tuning.benchmark_choice(input, weight, bias, stride, padding, dilation, groups,
+                                                 {a: FORWARD[a] for a in candidates})
+        else:
+            algorithm = select_algorithm(input, weight, stride, dilation, groups, padding)
+        if len(_auto_memo) >= _AUTO_MEMO_MAX:
+            _auto_memo.clear()
+        _auto_memo[key] = algorithm
+    return algorithm

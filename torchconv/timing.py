@@ -1,0 +1,82 @@
+"""The timing protocol every measurement in torchconv shares: benchmark mode, ``explain``, the
+benchmarks and the examples.
+
+A time is the median of several *rounds*; in each round every contender runs ``reps`` times back to
+back, the contenders in a random order that changes from round to round (seeded, so a run can be
+repeated). Interleaving makes slow drifts of the machine (clocks, a neighbour's load) fall on all
+contenders alike, and the spread of the per-round ratio says how far a comparison can be trusted.
+
+What a time includes: the host path of the callable (Python, the dispatcher, autograd when it
+differentiates) and the GPU work it enqueues, measured with CUDA events on the current stream
+around each call; the caches are left warm (no L2 flush between calls), as in a model where a
+layer's weights and activations were just touched. On a CPU, a wall clock.
+"""
+import random
+import statistics
+import time
+
+import torch
+
+__all__ = ["time_ms", "interleaved", "compare", "SPREAD_FLAG"]
+
+# A comparison whose per-round ratios spread by more than this fraction of the median is flagged.
+SPREAD_FLAG = 0.10
+
+
+def _samples(fn, device, reps):
+    """`reps` times of fn in ms (events around each call on a GPU, a wall clock on a CPU)."""
+    if device.type == "cuda":
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for s, e in zip(starts, ends):
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize(device)
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def time_ms(fn, device, reps=10, warmup=1):
+    """Median ms of `reps` back-to-back runs of fn after `warmup` runs (one contender alone)."""
+    device = torch.device(device)
+    for _ in range(warmup):
+        fn()
+    return statistics.median(_samples(fn, device, reps))
+
+
+def interleaved(fns, device, rounds=5, reps=5, warmup=2, seed=0):
+    """Times every callable of `fns` ({name: fn}) over `rounds` rounds of `reps` runs each, the
+    order shuffled per round. Returns {name: [median ms of round 0, round 1, ...]}. A callable
+    that raises propagates; the caller decides what a failure means."""
+    device = torch.device(device)
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    order = random.Random(seed)
+    per_round = {name: [] for name in names}
+    for _ in range(rounds):
+        order.shuffle(names)
+        for name in names:
+            per_round[name].append(statistics.median(_samples(fns[name], device, reps)))
+    return per_round
+
+
+def compare(ours, reference, device, rounds=5, reps=5, warmup=2, seed=0):
+    """Times `ours` against `reference` interleaved. Returns ms (median over rounds of ours),
+    reference_ms, ratio (median over rounds of reference / ours: > 1 means ours is faster),
+    ratio_min, ratio_max, rounds, and spread_flag (the ratios spread by more than SPREAD_FLAG)."""
+    times = interleaved({"ours": ours, "reference": reference}, device, rounds, reps, warmup, seed)
+    ratios = [r / o for o, r in zip(times["ours"], times["reference"])]
+    ratio = statistics.median(ratios)
+    return dict(ms=statistics.median(times["ours"]), reference_ms=statistics.median(times["reference"]), ratio=ratio,
+                ratio_min=min(ratios), ratio_max=max(ratios), rounds=rounds,
+                spread_flag=(max(ratios) - min(ratios)) > SPREAD_FLAG * ratio)
