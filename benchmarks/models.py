@@ -27,6 +27,10 @@ from bench import environment, gpu_slug  # noqa: E402
 from torchconv.timing import compare  # noqa: E402
 
 MODELS = ("resnet50", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny", "resnet18")
+# --zoo: one model of each family -- residual, depthwise / inverted residual, grouped, dense,
+# inception-style, ConvNeXt, channel shuffle, squeeze-and-excitation, a segmentation network.
+ZOO = ("resnet50", "mobilenet_v3_large", "efficientnet_b0", "resnext50_32x4d", "densenet121", "googlenet",
+       "convnext_tiny", "shufflenet_v2_x1_0", "regnet_y_400mf", "squeezenet1_1", "fcn_resnet50")
 
 
 def parse_args(argv=None):
@@ -39,14 +43,25 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=4)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
-    p.add_argument("--tag", default=None, help="file name stem (default: models-<gpu>)")
+    p.add_argument("--tag", default=None, help="file name stem (default: models-<gpu>, zoo-<gpu>)")
+    p.add_argument("--zoo", action="store_true",
+                   help="the model zoo (ZOO): per model one inference and one training step, logits and gradients "
+                        "against the nn.Conv2d model, time against cuDNN FP32; rows to zoo-<gpu>.json")
     return p.parse_args(argv)
 
 
 def build(name):
     import torchvision
 
+    if name == "fcn_resnet50":
+        return torchvision.models.segmentation.fcn_resnet50(weights=None, weights_backbone=None, aux_loss=False)
+    if name == "googlenet":
+        return torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=True)
     return getattr(torchvision.models, name)(weights=None)
+
+
+def logits(out):
+    return out["out"] if isinstance(out, dict) else out
 
 
 def rel_err(out, ref):
@@ -91,8 +106,12 @@ def bench_model(name, args, device, log):
                 ref_train, our_train = copy.deepcopy(reference).train(), copy.deepcopy(ours).train()
                 target = torch.randint(0, 1000, (args.batch,), device=device)
                 torchconv.tune(copy.deepcopy(our_train), x, train=True, progress=False)
-                with torch.no_grad():  # same weights, train-mode batch norm: the logits must agree
-                    err = rel_err(our_train(x), ref_train(x))
+                with torch.no_grad():  # same weights, train-mode batch norm, same dropout masks
+                    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                        torch.manual_seed(1)
+                        ours_logits = our_train(x)
+                        torch.manual_seed(1)
+                        err = rel_err(ours_logits, ref_train(x))
                 ref_opt = torch.optim.SGD(ref_train.parameters(), lr=1e-3, momentum=0.9)
                 our_opt = torch.optim.SGD(our_train.parameters(), lr=1e-3, momentum=0.9)
                 timed = compare(lambda: step(our_train, our_opt, x, target), lambda: step(ref_train, ref_opt, x, target),
@@ -110,6 +129,71 @@ def bench_model(name, args, device, log):
             f"x{timed['ratio']:.2f} [{timed['ratio_min']:.2f}-{timed['ratio_max']:.2f}]  logits err {err:.1e}  "
             f"{choices}" + (f"  skipped: {len(skipped)}" if skipped else ""))
     return rows
+
+
+def zoo_model(name, args, device, log):
+    """One inference and one training step of `name`, converted, against the nn.Conv2d model."""
+    row = dict(model=name, batch=args.batch, ok=False, precision="fp32", layout="nchw")
+    try:
+        torch.manual_seed(0)
+        reference = build(name).to(device)
+        ours = torchconv.convert(copy.deepcopy(reference))
+        x = torch.randn(args.batch, 3, args.image, args.image, device=device)
+        torchconv.clear_cache()
+        reference.eval(), ours.eval()
+        with torch.inference_mode():
+            torchconv.tune(ours, x, progress=False)
+            row["logit_err"] = rel_err(logits(ours(x)), logits(reference(x)))
+            timed = compare(lambda: ours(x), lambda: reference(x), device, rounds=args.rounds, reps=args.reps)
+        row.update(ms=timed["ms"], cudnn_ms=timed["reference_ms"], ratio=timed["ratio"], ratio_min=timed["ratio_min"],
+                   ratio_max=timed["ratio_max"])
+        reference.train(), ours.train()
+        torchconv.tune(copy.deepcopy(ours), x, train=True, progress=False)
+        grads = []
+        for model in (ours, reference):
+            model.zero_grad(set_to_none=True)
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                torch.manual_seed(1)
+                logits(model(x)).float().square().mean().backward()
+            grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+        row["grad_err"] = rel_err(grads[0], grads[1])
+        opt_ours = torch.optim.SGD(ours.parameters(), lr=1e-4)
+        opt_ref = torch.optim.SGD(reference.parameters(), lr=1e-4)
+
+        def train_step(model, opt):
+            opt.zero_grad(set_to_none=True)
+            logits(model(x)).float().square().mean().backward()
+            opt.step()
+
+        timed = compare(lambda: train_step(ours, opt_ours), lambda: train_step(reference, opt_ref), device,
+                        rounds=args.rounds, reps=max(1, args.reps // 2))
+        row.update(train_ms=timed["ms"], cudnn_train_ms=timed["reference_ms"], train_ratio=timed["ratio"],
+                   algorithms=chosen(ours), ok=True)
+    except Exception as err:  # noqa: BLE001 -- a model that fails is a row that says so
+        row["error"] = f"{type(err).__name__}: {err}"
+    log(f"  {name:<20} ok={row['ok']} " + (f"logits {row['logit_err']:.1e} grads {row['grad_err']:.1e} "
+        f"inference x{row['ratio']:.2f} train x{row['train_ratio']:.2f} {row['algorithms']}" if row["ok"]
+        else row.get("error", "")))
+    return row
+
+
+def write_zoo_markdown(path, meta, rows):
+    lines = [f"# Model zoo — {meta['gpu']}", "",
+             f"torch {meta['torch']}, cuDNN {meta['cudnn']}, {meta['date']}. torchvision models, random weights, FP32, "
+             "every nn.Conv2d converted, benchmark mode on; the nn.Conv2d model on cuDNN FP32 (TF32 off) is the "
+             "reference for the logits, the gradients of one training step and the times (interleaved rounds).", "",
+             "| model | batch | ok | logits rel err | grads rel err | inference ms | cuDNN ms | ratio | train step ms | "
+             "cuDNN ms | ratio | algorithms |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if not r["ok"]:
+            lines.append(f"| {r['model']} | {r['batch']} | no: {r.get('error', '')[:80]} |" + " - |" * 9)
+            continue
+        algos = ", ".join(f"{k} {v}" for k, v in sorted(r["algorithms"].items()))
+        lines.append(f"| {r['model']} | {r['batch']} | yes | {r['logit_err']:.1e} | {r['grad_err']:.1e} | "
+                     f"{r['ms']:.2f} | {r['cudnn_ms']:.2f} | {r['ratio']:.2f} | {r['train_ms']:.2f} | "
+                     f"{r['cudnn_train_ms']:.2f} | {r['train_ratio']:.2f} | {algos} |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def write_markdown(path, meta, rows):
@@ -139,6 +223,16 @@ def main(argv=None):
         torch.backends.cudnn.benchmark = True
     meta = environment(device)
     print(f"# {meta['gpu']} | torch {meta['torch']} | cuDNN {meta['cudnn']}", flush=True)
+    if args.zoo:
+        rows = [zoo_model(name, args, device, lambda s: print(s, flush=True)) for name in ZOO]
+        torchconv.set_benchmark(False)
+        os.makedirs(args.out_dir, exist_ok=True)
+        stem = os.path.join(args.out_dir, args.tag or f"zoo-{gpu_slug(meta)}")
+        with open(stem + ".json", "w") as f:
+            json.dump({"meta": meta, "argv": sys.argv[1:] if argv is None else list(argv), "rows": rows}, f, indent=1)
+        write_zoo_markdown(stem + ".md", meta, rows)
+        print(f"wrote {stem}.json/.md ({len(rows)} rows)")
+        return rows
     rows = []
     for name in args.models.split(","):
         rows += bench_model(name, args, device, lambda s: print(s, flush=True))

@@ -1,6 +1,6 @@
 // Autograd for every algorithm's operators, in C++ so that a forward call costs no Python beyond
 // torchconv.conv2d itself (the Python register_autograd path added ~5 µs per forward and ~90 µs per
-// training step of host time, which is most of a small layer's cost; benchmarks/notes-gemm.md).
+// training step of host time, which is most of a small layer's cost; docs/gemm.md).
 //
 // Each algorithm has a forward operator conv2d_<algo> and a backward operator
 // conv2d_<algo>_backward returning (grad_input, grad_weight, grad_bias) under an output mask. The

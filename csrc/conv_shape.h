@@ -115,7 +115,7 @@ TORCHCONV_HOST_DEVICE T gather_grad_input(const ConvShape& p, const T* gy, const
 
 // "[a, b, c]". Numbers in error messages are formatted with std::to_string, never streamed: on the
 // GPU image (extension built by GCC 13 against torch 2.11) `ostream << int64_t` inside this library
-// crashed with SIGSEGV in the first check that failed (2026-11-25; cuda-gdb showed
+// crashed with SIGSEGV in the first check that failed (cuda-gdb showed
 // std::basic_ostream::_M_insert<long> in our .so).
 inline std::string shape_str(at::IntArrayRef v) {
   std::string s = "[";

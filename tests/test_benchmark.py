@@ -51,3 +51,24 @@ def test_variant_spec_stages_and_workspace_columns(tmp_path):
     assert ours and all(r["config"] == "staged" and r["stages_us"] for r in ours)
     assert all("workspace_bytes" in r for r in ours)
     assert "time per stage" in (tmp_path / "stages.md").read_text()
+
+
+def test_compare_reruns_a_result_file_and_reports_old_against_new(tmp_path, capsys):
+    import compare
+
+    bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup", "0", "--rounds", "3",
+                "--mode", "fwd", "--weights", "frozen", "--algorithms", "cudnn,direct,gemm", "--out-dir", str(tmp_path),
+                "--tag", "old"])
+    common, outside = compare.main([str(tmp_path / "old.json"), "--against", str(tmp_path / "old.json")])
+    assert len(common) == 6 and outside == 0  # a file against itself
+    capsys.readouterr()
+    common, _ = compare.main([str(tmp_path / "old.json"), "--layers", "S1", "--rounds", "3", "--reps", "1"])
+    assert {k[1] for k in common} == {"S1"} and {k[5] for k in common} == {"direct", "gemm"}
+    assert "rows within noise" in capsys.readouterr().out
+
+
+def test_readme_results_section_is_rendered_from_the_result_files():
+    """Every number in the README's results section comes from benchmarks/results/."""
+    import render_readme
+
+    assert render_readme.main(["--check"]) == 0

@@ -34,8 +34,8 @@ class Conv2d(nn.Conv2d):
     def forward(self, input):
         # The common case -- zero padding given as numbers, a batched input, algorithm "auto" -- goes
         # straight to the operator with the choice remembered per input shape: at batch 1 a model is
-        # launch-bound, and this path must cost no more host time than nn.Conv2d's (ResNet-50 at
-        # batch 1 runs 53 convolutions in ~2.7 ms). Everything else takes the general path.
+        # launch-bound, and this path must cost no more host time than nn.Conv2d's. Everything else
+        # takes the general path.
         if self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4:
             return self._conv_forward(input, self.weight, self.bias)
         weight = self.weight

@@ -184,9 +184,8 @@ void run_plan(const T* src, const T* filt, const T* bias, T* out, const CsgConv&
 }
 
 // Config rule (float): thin for at most 32 filters per group, else medium. With every candidate
-// timed over the batch-1 suites (run 33 of 2026-11-26, tuning on), medium won 15 of 22 layers
-// including every one with 64-512 filters; wide won only three layers with 512-1024 channels
-// (Y13, Y18, Y19), thin R1, R3, R7 and Y0.
+// timed over the batch-1 suites, medium won 15 of 22 layers including every one with 64-512
+// filters; wide won only three layers with 512-1024 channels, thin the layers with few filters.
 template <typename T>
 CsgPlan rule_plan(const CsgConv& cv) {
   if constexpr (std::is_same_v<T, double>) {

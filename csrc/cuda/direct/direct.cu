@@ -82,9 +82,8 @@ void launch_for_filter(const DirectArgs& a) {
 //            the grid needs, at 2 blocks per SM) x (work per cycle when full),
 // work per cycle: small 0.8; wide 1 with unrolled filters, 0.5 on the run-time path (its 4 strided
 // columns per thread read shared memory with bank conflicts). The factors come from a sweep with
-// every config forced over the resnet + yolo suites at N = 1 and 32 (benchmarks/notes-direct.md);
-// on the H100 (run 51) the rule picks the faster config in 40 of 44 layers, and the worst miss
-// costs 11% (Y13, N = 1).
+// every config forced over the resnet + yolo suites at N = 1 and 32 (docs/direct.md); on the
+// H100 the rule picked the faster config in 40 of 44 layers, the worst miss costing 11%.
 template <typename Cfg>
 double useful_fraction(const DirectArgs& a, double work_per_cycle) {
   const int64_t Kg = a.K / a.groups;
@@ -201,12 +200,10 @@ at::Tensor conv2d_direct_cuda(const at::Tensor& input, const at::Tensor& weight,
 // a stride larger than the filter) stays zero.
 //
 // Like every direct launch, a phase has no split over its reduction (K here), so phase grids short
-// of the GPU leave SMs idle, where the gather has a thread per input pixel. Run 57 (phases for every
-// strided layer) against the gather, per phase grid in the config with the most blocks: 4 to 49
-// blocks (R1, R4, R5, R7, R10, R11 at N = 1) the gather won by 3-7x; 128 blocks and more (R4, R5,
-// R7, R10, R11 at N = 32) the phases won by 1.3-5x, and R1 at N = 32 (1568 blocks of 3 useful
-// channels in 32) tied. The rule: phases when the largest phase's grid has at least one block per
-// two SMs (or as forced with torchconv.set_variant("direct", "phases" | "gather")).
+// of the GPU leave SMs idle, where the gather has a thread per input pixel. Measured per phase grid
+// (in the config with the most blocks) over the strided suite layers: with 4 to 49 blocks (batch 1)
+// the gather won by 3-7x; with 128 blocks and more (batch 32) the phases won by 1.3-5x. The rule:
+// phases when the largest phase's grid has at least one block per two SMs (or as forced with torchconv.set_variant("direct", "phases" | "gather")).
 template <typename T>
 bool grad_input_by_phases(const ConvShape& p) {
   const DirectVariant variant = direct_variant();

@@ -43,8 +43,8 @@ struct DirectArgs {
 //   small: 16 x 16 outputs x 32 channels, for small planes and grids short of the GPU, where wide's
 //          64-column tiles would leave threads without outputs. Its thread tile is half of wide's,
 //          so it stages 2 channels per barrier to keep the same work between barriers.
-// (A third, wide with 4 channels per barrier, measured within 3% of wide everywhere, run 48: with
-// two blocks per SM the other block already hides the barrier and the tile wait.)
+// (A third, wide with 4 channels per barrier, measured within 3% of wide everywhere: with two blocks
+// per SM the other block already hides the barrier and the tile wait.)
 using DirectWide = TileConfig<16, 8, 2, 4, 2, 8, 2, 1>;
 using DirectSmall = TileConfig<8, 8, 4, 2, 2, 8, 2, 2>;
 constexpr int kWide = 0, kSmall = 1;

@@ -136,10 +136,10 @@ at::Tensor weight_matrix(const at::Tensor& weight, const GatherConv& cv, int& re
 // be forced with torchconv.set_config("gemm", name) or TORCHCONV_GEMM_CONFIG.
 constexpr const char* kConfigNames[] = {"large", "medium", "small", "narrow"};
 
-// The config rule (float), from the run-21 sweep (every config forced over the N = 32 and N = 1
-// suites, benchmarks/notes-gemm.md): medium won or tied almost everywhere, 1x1 layers by up to 28%
-// (Y13: 1.26x vs 0.98x for large); large won only 3x3 layers with >= 256 filters and a reduction of
-// >= 1024 (Y8, Y12: +5-7%) on grids of two waves or more; narrow where a group has <= 16 rows. A
+// The config rule (float), from a sweep with every config forced over the N = 32 and N = 1 suites
+// (docs/gemm.md): medium won or tied almost everywhere, 1x1 layers by up to 28%; large won only 3x3
+// layers with >= 256 filters and a reduction of >= 1024 (by 5-7%) on grids of two waves or more;
+// narrow where a group has <= 16 rows. A
 // grid short of its waves then splits the reduction (gemm_splits).
 template <typename T, typename F>
 void with_gemm_config(const GatherConv& cv, const char* pass, F&& f) {
@@ -180,15 +180,13 @@ bool is_pointwise(const GatherConv& cv) {
 
 // Reduction splits for a grid of `blocks` (the rule): none while the grid fills at least half of
 // the GPU's block slots (blocks per SM x SMs); below that, enough splits to bring it to about one
-// wave, with at least 8 chunks per split (fewer left R11's blocks mostly pipeline fill) -- 16 once
+// wave, with at least 8 chunks per split (fewer leave the blocks mostly pipeline fill) -- 16 once
 // the grid already covers half the SMs: there a split only doubles the blocks per SM, which pays
-// for the slice traffic and the sum kernel on a long reduction (R12 at N = 32, 288 chunks: 0.78x ->
-// 1.16x) but not a short one (R11 at N = 32, 104 blocks of 16 chunks: 27.1 us unsplit vs 32.4 us
-// split on the GPU, run 30; R11 at N = 1, 8 blocks, still gains: 20.8 -> 13.5 us) -- and the
-// slices within the workspace limit. Run 22 tried a
-// wave-quantization model that also split grids of one to two waves (R2, R6 at N = 32): the slice
-// traffic and the extra kernel cost more than the idle slots (R2 1.08x -> 0.91x, R6 0.61x -> 0.55x),
-// while grids short of the SMs gained up to 2x (R12 N = 32 0.78x -> 1.16x, R10 N = 1 0.30x -> 1.78x).
+// for the slice traffic and the sum kernel on a long reduction (288 chunks: 1.5x faster) but not on
+// a short one (16 chunks: 20% slower) -- and the slices within the workspace limit. A
+// wave-quantization model that also split grids of one to two waves lost: the slice traffic and the
+// extra kernel cost more than the idle slots (10-15% slower), while grids short of the SMs gain up
+// to 2x or more.
 template <typename T, typename Cfg>
 int gemm_splits(int64_t blocks, int chunks, int64_t out_bytes) {
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();

@@ -22,8 +22,8 @@ namespace cuda {
 namespace {
 
 // Tile configs (filters x columns per block, reduction steps per chunk, thread tile, blocks/SM).
-// float, 16 reduction steps per chunk (8 measured 3-7% slower on every layer of the N = 32 suite,
-// run 20: twice the barriers, waits and tap decodes per multiply-add):
+// float, 16 reduction steps per chunk (8 measured 3-7% slower on every layer of the N = 32 suite:
+// twice the barriers, waits and tap decodes per multiply-add):
 //   large  128 x 128, 256 threads;
 //   medium 64 x 128, 128 threads: groups with <= 64 filters, or too few large blocks to fill the GPU;
 //   small  64 x 64, 64 threads: small grids (late layers, batch 1);
@@ -35,7 +35,7 @@ using GemmSmallF32 = GemmTileConfig<1, 64, 64, 16, 8, 8, 6>;
 using GemmNarrowF32 = GemmTileConfig<1, 16, 128, 16, 4, 4, 4>;
 // grad_weight (rows = filters, columns = C/groups x R x S, reduction over N x Ho x Wo): 128 x 128
 // with 16 steps per chunk (each thread: 2 column cursors x 4 packed taps); 64 x 128 for layers with
-// <= 64 filters (a 128-row block would be half padding: Y2's grad_weight, 7 ms); 64 x 64 with 8
+// <= 64 filters (a 128-row block would be half padding); 64 x 64 with 8
 // steps when the taps are <= 64 too (ResNet's 64-channel 1x1s).
 using GemmWeightGradLargeF32 = GemmTileConfig<1, 128, 128, 16, 8, 8, 2>;
 using GemmWeightGradMediumF32 = GemmTileConfig<1, 64, 128, 16, 8, 8, 3>;
@@ -667,8 +667,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_weight_gr
 // and many slices (ResNet's 64 x 64 1x1: 4096 weights, hundreds of slices) would leave a thread
 // summing hundreds of values in sequence, so there kLanes = 8 lanes share each weight: lane l sums
 // slices l, l + kLanes, ..., then the lanes are added in lane order through shared memory. With few
-// slices (R10: 2.4 M weights, 4 slices) one thread per weight keeps every load in flight (the
-// 8-lane form took 142 us there, run 26).
+// slices (2.4 M weights, 4 slices) one thread per weight keeps every load in flight (the 8-lane form
+// was several times slower there).
 constexpr int kFinishThreads = 256;
 constexpr int kFinishLanesMinSplits = 64;
 template <typename T, int kLanes>

@@ -49,10 +49,9 @@ constexpr int kConfigDefault = 0, kConfigThin = 1, kConfigTall = 2;
 //   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
 //         when a config is forced; otherwise such layers run the shallow kernel below);
 //   tall  for the fused variant when C and K per group are both at least 64 and the 64-filter
-//         blocks still fill the GPU at least 2.5 times (one block per SM). Measured on the H100
-//         (run 11, same run, N = 32 / N = 1): tall won Y8 1.29x vs 1.23x, R2 1.54 vs 1.48, R6 0.96
-//         vs 0.88; it lost where blocks are few (N = 1: R6 0.64 vs 0.91, Y4 1.47 vs 1.64) or the
-//         reduction is short (Y2, C = 32: 1.09 vs 1.20);
+//         blocks still fill the GPU at least 2.5 times (one block per SM). On the H100 tall won by
+//         4-9% where its blocks fill the GPU, and lost where blocks are few (batch 1) or the
+//         reduction is short (C = 32);
 //   default otherwise.
 // `pass` names the call for last_choice() ("<variant>:<config>").
 template <typename T, typename F>
@@ -231,8 +230,8 @@ void run_narrow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
 // transform work grows with K and costs about a third of its time at any size; the staged pipeline
 // transforms once but writes and reads V and M, traffic per tile that grows with C + K while the
 // GEMM work grows with C x K. Staged therefore wins once C K / (C + K) is large: on the H100 the
-// crossover sat between Y8 (C = 128, K = 256: fused 1.67 ms, staged 2.03 ms at N = 32) and R9
-// (C = K = 256: a tie), and staged won Y12, Y18 and R12 by 9-25% (benchmarks/notes-winograd.md).
+// crossover sat between C = 128, K = 256 (fused 20% faster) and C = K = 256 (a tie), and staged won
+// the layers with 256-1024 channels by 9-25% (docs/winograd.md).
 bool prefer_staged(const WinogradConv& cv) {
   const int64_t c = cv.Cg(), k = cv.Kg();
   return c * k >= 128 * (c + k);

@@ -32,7 +32,7 @@ using WinogradTileF32Thin = GemmTileConfig<kWinogradPoints, 32, 32, 4, 8, 8, 2>;
 using WinogradTileF32Tall = GemmTileConfig<kWinogradPoints, 64, 32, 8, 8, 8, 1>;
 // float grad_weight with at most 8 channels per group (an RGB stem): 32 filters x 8 channels per
 // block, 8 x 2 per thread (256 threads, three blocks per SM). The default's 32-channel tile would be
-// 10/11 padding for C = 3, and the GEMM on padding was most of Y0's 3.3 ms grad_weight.
+// 10/11 padding for C = 3, and the GEMM on padding was most of an RGB stem's grad_weight time.
 using WinogradWeightGradNarrow = GemmTileConfig<kWinogradPoints, 32, 8, 8, 8, 2, 3>;
 // double: 16 x 16 per block, 4 x 4 per thread (256 threads).
 using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
@@ -398,7 +398,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
 // An RGB stem (C = 3) or the grad_input of a layer with few filters per group reduces over so few
 // channels that a GEMM block is mostly padding and its epilogue's trip through shared memory costs
-// more than the products (Y0 on the H100: 1.45 ms, 3x its DRAM bound). Here each thread owns one
+// more than the products (3x the layer's DRAM bound on the H100). Here each thread owns one
 // tile: it transforms the tile's <= 4 input patches once into registers, then for each filter of
 // its block forms the 16 products, runs the output transform and writes the 2x2 outputs. Lanes run
 // along neighbouring tiles, so each warp writes two 256-byte rows per filter; the block's filters
@@ -503,8 +503,8 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
 // ---- narrow output (at most 4 filters per group) ----------------------------------------------
 
 // The mirror case: few filters per group (grad_input of an RGB stem, whose "filters" are its 3 input
-// channels; a 1-3 channel output head). A 32-filter GEMM tile would be mostly padding (Y0's grad_input
-// took 3.2 ms, 7x its DRAM bound). Each thread owns one tile and keeps the 16 products of each
+// channels; a 1-3 channel output head). A 32-filter GEMM tile would be mostly padding (an RGB
+// stem's grad_input took 7x its DRAM bound). Each thread owns one tile and keeps the 16 products of each
 // filter in registers while it walks the reduction: load the channel's patch (neighbouring lanes read
 // overlapping patches, so L1 serves most of it), transform it, multiply-add into every filter's
 // products. The filters of a run of channels sit in shared memory, read as broadcasts.

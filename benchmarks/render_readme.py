@@ -1,0 +1,132 @@
+"""Renders the README's results section from the committed result files, so that no number can stand
+in the README that is not in a file under benchmarks/results/.
+
+    python benchmarks/render_readme.py           # rewrite README.md between the markers
+    python benchmarks/render_readme.py --check   # exit 1 if README.md is not what the files give
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+README = os.path.join(ROOT, "README.md")
+BEGIN, END = "<!-- results:begin (benchmarks/render_readme.py) -->", "<!-- results:end -->"
+ALGORITHMS = ("direct", "csg", "gemm", "winograd")
+# (mode, weights, N) columns of the suite table
+SUITE_COLUMNS = [("fwd", "frozen", 1), ("fwd", "frozen", 32), ("fwd", "trainable", 32), ("fwdbwd", "trainable", 1),
+                 ("fwdbwd", "trainable", 32)]
+
+
+def load(name):
+    path = os.path.join(RESULTS, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def geomean(values):
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def source(name, data):
+    m = data["meta"]
+    return (f"`benchmarks/results/{name}` ({m['gpu']}, cuDNN {m['cudnn']}, torch {m['torch']}, "
+            f"{m['date'][:10]})")
+
+
+def suite_table(name, data):
+    rows = [r for r in data["rows"] if r["algorithm"] in ALGORITHMS]
+    suites = sorted({r["suite"] for r in rows})
+    layers = len({r["layer"] for r in rows})
+    head = " | ".join(f"{m} N={n}" + (" (trainable weights)" if m == "fwd" and w == "trainable" else "")
+                      for m, w, n in SUITE_COLUMNS)
+    lines = [f"Layer suites {' + '.join(suites)} ({layers} layers, FP32): geomean over the layers of the ratio "
+             f"cuDNN ms / torchconv ms (> 1: torchconv is faster), each layer's ratio the median of 5 interleaved "
+             f"rounds; rows flagged for a spread over 10% in brackets. From {source(name, data)}.", "",
+             f"| algorithm | {head} |", "|---|" + "---|" * len(SUITE_COLUMNS)]
+    for algo in ALGORITHMS:
+        cells = []
+        for mode, weights, n in SUITE_COLUMNS:
+            sel = [r for r in rows if r["algorithm"] == algo and r["mode"] == mode and r["weights"] == weights
+                   and r["N"] == n]
+            g = geomean([r["ratio"] for r in sel])
+            flagged = sum(r["spread_flag"] for r in sel)
+            cells.append("-" if g is None else f"{g:.2f}x" + (f" [{flagged}]" if flagged else ""))
+        lines.append(f"| `{algo}` | " + " | ".join(cells) + " |")
+    worst = max((r["rel_err"] for r in rows if r.get("rel_err") is not None), default=None)
+    if worst is not None:
+        lines += ["", f"Largest error of any row against the reference (output, and both gradients for fwd+bwd): "
+                      f"{worst:.1e}."]
+    return lines
+
+
+def big_table(name, data):
+    rows = [r for r in data["rows"] if r["mode"] == "fwd"]
+    peak = data["meta"].get("fp32_peak_tflops")
+    lines = [f"Seed 000's large layers (N = 1, C = K = 64, 4096 x 4096, valid), forward. From {source(name, data)}.",
+             "", "| layer | algorithm | ms | TFLOP/s | % of FP32 peak | cuDNN ms | ratio [min-max] |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["algorithm"] == "cudnn":
+            continue
+        pct = f"{100 * r['tflops'] / peak:.0f}%" if peak else "-"
+        lines.append(f"| {r['layer']} | `{r['algorithm']}` | {r['ms']:.1f} | {r['tflops']:.1f} | {pct} | "
+                     f"{r['cudnn_ms']:.1f} | {r['ratio']:.2f}x [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}] |")
+    return lines
+
+
+def models_table(name, data):
+    lines = [f"Whole torchvision models (random weights, FP32), every convolution `auto` in benchmark mode. "
+             f"From {source(name, data)}.", "",
+             "| model | N | mode | torchconv ms | cuDNN ms | ratio [min-max] | logits rel. error |",
+             "|---|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        if r["algorithm"] != "auto":
+            continue
+        mode = "inference" if r["mode"] == "fwd" else "training step"
+        lines.append(f"| {r['suite']} | {r['N']} | {mode} | {r['ms']:.2f} | {r['cudnn_ms']:.2f} | {r['ratio']:.2f}x "
+                     f"[{r['ratio_min']:.2f}-{r['ratio_max']:.2f}] | {r['rel_err']:.1e} |")
+    return lines
+
+
+def render():
+    parts = []
+    for name, table in (("resnet-yolo-h100.json", suite_table), ("big-h100.json", big_table),
+                        ("models-h100.json", models_table)):
+        data = load(name)
+        if data is not None:
+            parts += table(name, data) + [""]
+    if not parts:
+        parts = ["No result files yet: run the benchmarks (below) and then this script.", ""]
+    return "\n".join([BEGIN, ""] + parts + [END])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--check", action="store_true")
+    args = p.parse_args(argv)
+    with open(README) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"README.md has no {BEGIN} ... {END} section")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = head + render() + tail
+    if args.check:
+        if new != text:
+            print("README.md's results section differs from what benchmarks/results/ gives; run "
+                  "python benchmarks/render_readme.py", file=sys.stderr)
+            return 1
+        return 0
+    with open(README, "w") as f:
+        f.write(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

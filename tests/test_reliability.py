@@ -1,0 +1,228 @@
+"""A drop-in for nn.Conv2d must never take a user's run down where PyTorch would not: CUDA graphs,
+non-default streams, long training loops without memory growth, deterministic gradients,
+non-finite inputs, tensors of 2^31 elements and more, and inputs on a GPU other than the current one."""
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchconv
+from conftest import ALGORITHMS, DEVICES, assert_close_rel, skip_if_no_kernel
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+needs_two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+
+
+def backward_op(algorithm):
+    return getattr(torch.ops.torchconv, f"conv2d_{algorithm}_backward")
+
+
+@needs_cuda
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_cuda_graph_capture_and_replay(algorithm):
+    """Forward and backward operators captured in a CUDA graph replay correctly on new data."""
+    x = torch.randn(2, 16, 15, 13, device="cuda")
+    w = torch.randn(24, 16, 3, 3, device="cuda")
+    gy = torch.randn(2, 24, 15, 13, device="cuda")
+    conv = (None, [1, 1], [1, 1], [1, 1], 1)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up on the capture stream (workspaces, shared-memory opt-ins)
+        for _ in range(3):
+            torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm)
+            backward_op(algorithm)(gy, x, w, [1, 1], [1, 1], [1, 1], 1, [True, True, False])
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm)
+        gx, gw, _ = backward_op(algorithm)(gy, x, w, [1, 1], [1, 1], [1, 1], 1, [True, True, False])
+    for _ in range(2):
+        x.copy_(torch.randn_like(x))
+        gy.copy_(torch.randn_like(gy))
+        graph.replay()
+        xd, wd = x.double().requires_grad_(), w.double().requires_grad_()
+        ref = F.conv2d(xd, wd, None, 1, 1)
+        ref_gx, ref_gw = torch.autograd.grad(ref, (xd, wd), gy.double())
+        assert_close_rel(y, ref, torch.float32, f"{algorithm} graph forward")
+        assert_close_rel(gx, ref_gx, torch.float32, f"{algorithm} graph grad_input")
+        assert_close_rel(gw, ref_gw, torch.float32, f"{algorithm} graph grad_weight")
+
+
+@needs_cuda
+def test_cuda_graph_of_a_converted_resnet18():
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    reference = torchvision.models.resnet18(weights=None).cuda().eval()
+    model = torchconv.convert(torchvision.models.resnet18(weights=None).cuda().eval())
+    model.load_state_dict(reference.state_dict())
+    x = torch.randn(2, 3, 64, 64, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.inference_mode():
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                model(x)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = model(x)
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        with torch.backends.cudnn.flags(allow_tf32=False):
+            ref = reference(x)
+    assert_close_rel(out, ref, torch.float32, "resnet18 graph")
+
+
+@needs_cuda
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_non_default_stream(algorithm):
+    """Kernels run on the current stream: work queued behind a long op on a side stream sees its result."""
+    x = torch.randn(4, 32, 28, 28, device="cuda")
+    w = torch.randn(32, 32, 3, 3, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(10_000_000)  # the side stream is busy when the inputs are written and read
+        x2 = x * 2
+        y = torchconv.conv2d(x2, w, None, 1, 1, algorithm=algorithm)
+    torch.cuda.current_stream().wait_stream(side)
+    assert_close_rel(y, F.conv2d(2 * x.double(), w.double(), None, 1, 1), torch.float32, f"{algorithm} side stream")
+
+
+@needs_cuda
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_no_memory_growth_over_many_steps(algorithm):
+    x = torch.randn(2, 16, 12, 12, device="cuda", requires_grad=True)
+    w = torch.randn(16, 16, 3, 3, device="cuda", requires_grad=True)
+
+    def step():
+        torch.autograd.grad(torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm).sum(), (x, w))
+
+    for _ in range(20):
+        step()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    for _ in range(2000):
+        step()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_deterministic_training_gradients(device):
+    """Under torch.use_deterministic_algorithms(True), two identical training steps of a converted
+    model give bitwise equal gradients."""
+    torch.manual_seed(0)
+    model = torchconv.convert(torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, stride=2, padding=1),
+        torch.nn.ReLU(), torch.nn.Conv2d(32, 16, 1), torch.nn.Conv2d(16, 16, 3, padding=1, groups=16))).to(device)
+    x = torch.randn(2, 3, 20, 20, device=device)
+    old = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        grads = []
+        for _ in range(2):
+            model.zero_grad()
+            model(x).square().sum().backward()
+            grads.append([p.grad.clone() for p in model.parameters()])
+    finally:
+        torch.use_deterministic_algorithms(old)
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_non_finite_inputs(algorithm, device):
+    """Every output PyTorch makes non-finite is non-finite in ours, and where ours is finite it is
+    right. The direct, CSG and GEMM kernels give exactly PyTorch's non-finite outputs; Winograd
+    spreads a NaN or Inf over the 4x4 input tile it falls in, so more outputs may be non-finite."""
+    x = torch.randn(2, 8, 14, 13, dtype=torch.float64)
+    x[0, 3, 5, 6] = float("nan")
+    x[1, 0, 9, 2] = float("inf")
+    w = torch.randn(8, 8, 3, 3, dtype=torch.float64)
+    ref = F.conv2d(x, w, None, 1, 1)
+    with skip_if_no_kernel(algorithm, device):
+        out = torchconv.conv2d(x.float().to(device), w.float().to(device), None, 1, 1, algorithm=algorithm).cpu()
+    bad_ref, bad = ~torch.isfinite(ref), ~torch.isfinite(out)
+    assert bad_ref.any()
+    assert bad[bad_ref].all(), "an output PyTorch makes non-finite is finite in ours"
+    if algorithm != "winograd":
+        assert torch.equal(bad, bad_ref)
+    good = ~bad
+    assert_close_rel(out[good], ref[good], torch.float32, f"{algorithm} finite outputs")
+
+
+@needs_cuda
+def test_tensors_of_2_31_elements_and_more():
+    """A 3x3 layer on a 1x64x6000x6000 input (2.3e9 elements): the algorithms whose indexing allows
+    it compute it (checked on row bands against cuDNN FP32), the others say why, and auto only
+    picks one that can."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < 40 * 2**30:
+        pytest.skip("needs 40 GiB of free GPU memory")
+    x = torch.randn(1, 64, 6000, 6000, device="cuda")
+    w = torch.randn(64, 64, 3, 3, device="cuda") / 24
+    candidates = torchconv.candidate_algorithms(x, w, 1, 1, 1, 1)
+    assert "direct" in candidates and "winograd" in candidates
+    for algorithm in torchconv.ALGORITHMS:
+        if algorithm not in candidates:
+            assert "2^31" in torchconv.unsupported_reason(algorithm, x, w, 1, 1, 1, 1)
+    assert torchconv.select_algorithm(x, w, 1, 1, 1, padding=1) in candidates
+    for algorithm in candidates:
+        y = torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm)
+        for r0 in (0, 2997, 5992):
+            lo, hi = max(r0 - 1, 0), min(r0 + 9, 6000)
+            with torch.backends.cudnn.flags(allow_tf32=False):
+                ref = F.conv2d(F.pad(x[:, :, lo:hi], [1, 1, 1 if lo == 0 else 0, 1 if hi == 6000 else 0]), w)
+            assert_close_rel(y[:, :, r0:r0 + 8], ref[:, :, r0 - lo:r0 - lo + 8], torch.float32, f"{algorithm} row {r0}")
+        del y
+
+
+@needs_two_gpus
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_inputs_on_another_gpu_than_the_current_one(algorithm):
+    """Tensors on cuda:1 while cuda:0 is current: every kernel, workspace and cached transform
+    follows the input's device, forward and backward."""
+    torch.cuda.set_device(0)
+    x = torch.randn(2, 16, 12, 11, dtype=torch.float64)
+    w = torch.randn(24, 16, 3, 3, dtype=torch.float64)
+    ref = F.conv2d(x.requires_grad_(), w.requires_grad_(), None, 1, 1)
+    gy = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad(ref, (x, w), gy)
+    xc, wc = (t.detach().float().to("cuda:1").requires_grad_() for t in (x, w))
+    out = torchconv.conv2d(xc, wc, None, 1, 1, algorithm=algorithm)
+    assert out.device == torch.device("cuda:1") and torch.cuda.current_device() == 0
+    grads = torch.autograd.grad(out, (xc, wc), gy.float().to("cuda:1"))
+    assert_close_rel(out, ref, torch.float32, f"{algorithm} on cuda:1")
+    for g, r in zip(grads, ref_grads):
+        assert g.device == torch.device("cuda:1")
+        assert_close_rel(g, r, torch.float32, f"{algorithm} grad on cuda:1")
+
+
+@needs_two_gpus
+def test_two_threads_drive_two_gpus():
+    errors = []
+
+    def work(device):
+        try:
+            torch.cuda.set_device(device)
+            for algorithm in torchconv.ALGORITHMS:
+                for _ in range(20):
+                    x = torch.randn(4, 32, 20, 20, device=device)
+                    w = torch.randn(32, 32, 3, 3, device=device)
+                    out = torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm)
+                    ref = F.conv2d(x.double(), w.double(), None, 1, 1)
+                    err = ((out.double() - ref).norm() / ref.norm()).item()
+                    if not err < 1e-5:
+                        errors.append((device, algorithm, err))
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append((device, repr(e)))
+
+    threads = [threading.Thread(target=work, args=(d,)) for d in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
