@@ -19,7 +19,9 @@ user's trainable model in evaluation). Forward+backward rows use trainable weigh
 
 Every row is checked against a reference: the output, and for fwdbwd also grad_input and
 grad_weight (rel_err is the worst of them). The reference is float64 on the same device for
-layers up to --full-reference-max-flops, else cuDNN's FP32 result (row field "reference").
+layers up to --full-reference-max-flops; larger layers are checked whole against cuDNN's FP32 result
+(which catches a wrong tile anywhere) and on a band of output rows against float64 (row fields
+"reference" and "errors").
 
 Results go to --out-dir as JSON ({"meta": {...}, "rows": [...]}) and Markdown, named by --tag
 (default: the suites and the GPU), rewritten in place.
@@ -62,7 +64,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=5, help="back-to-back calls per contender and round")
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--full-reference-max-flops", type=float, default=6e10,
+    p.add_argument("--full-reference-max-flops", type=float, default=2e10,
                    help="forward FLOPs up to which the reference is float64 (else cuDNN FP32)")
     p.add_argument("--profile", action="store_true", help="also report per-kernel GPU time under torch.profiler")
     p.add_argument("--stages", action="store_true",
@@ -182,27 +184,42 @@ class Layer:
         return lambda: torch.autograd.grad(conv(xg, wg), (xg, wg), self.gy)
 
     def reference(self, mode, max_flops):
-        """(name, output[, grad_input, grad_weight]) of the reference for `mode`."""
+        """(name, output[, grad_input, grad_weight]) of the reference for `mode`: float64 on the
+        device, or for layers over `max_flops` cuDNN's FP32 result (which catches a wrong tile
+        anywhere; the output's accuracy is then also measured on a float64 band of rows)."""
         if mode not in self._reference:
             use64 = self.device.type == "cpu" or self.layer.flops(self.n) <= max_flops
             dtype = torch.float64 if use64 else self.x.dtype
-            x = self.x.to(dtype).requires_grad_(mode == "fwdbwd")
-            w = self.w.to(dtype).requires_grad_(mode == "fwdbwd")
+            x = self.x.detach().to(dtype).requires_grad_(mode == "fwdbwd")
+            w = self.w.detach().to(dtype).requires_grad_(mode == "fwdbwd")
             with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
                 out = F.conv2d(x, w, None, *self.args)
                 tensors = [out.detach()]
                 if mode == "fwdbwd":
                     tensors += [g.detach() for g in torch.autograd.grad(out, (x, w), self.gy.to(dtype))]
-            self._reference[mode] = ("float64" if use64 else "cudnn-fp32", tensors)
+            self._reference[mode] = ("float64" if use64 else "cudnn-fp32 + float64 rows", tensors)
         return self._reference[mode]
 
+    def output_band64(self, out):
+        """Relative error of 8 output rows from the middle of the plane against float64."""
+        layer, rows = self.layer, 8
+        ho = layer.out_hw()
+        y0 = max(0, min(ho - rows, ho // 2))
+        lo = y0 * layer.stride
+        hi = (y0 + rows - 1) * layer.stride + layer.dilation * (layer.R - 1) + 1
+        xp = F.pad(self.x, [layer.pad] * 4)[:, :, lo:hi].double()
+        ref = F.conv2d(xp, self.w.double(), None, (layer.stride, layer.stride), 0, layer.dilation, layer.groups)
+        return rel_err(out[:, :, y0:y0 + rows], ref)
+
     def errors(self, algo, mode, max_flops):
-        """({'output': e, 'grad_input': e, 'grad_weight': e}, reference name) of one call."""
+        """({'output': e, 'grad_input': e, 'grad_weight': e, ...}, reference name) of one call."""
         name, ref = self.reference(mode, max_flops)
         x = self.x.detach().requires_grad_(mode == "fwdbwd")
         w = self.w.detach().requires_grad_(mode == "fwdbwd")
         out = self.conv(algo)(x, w)
         errs = {"output": rel_err(out, ref[0])}
+        if name != "float64":
+            errs["output_rows_float64"] = self.output_band64(out.detach())
         if mode == "fwdbwd":
             gx, gw = torch.autograd.grad(out, (x, w), self.gy)
             errs["grad_input"], errs["grad_weight"] = rel_err(gx, ref[1]), rel_err(gw, ref[2])

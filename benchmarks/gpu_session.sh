@@ -19,7 +19,7 @@ MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 TORCHCONV_PTXAS_VERBOSE=1 python -m pip ins
 echo "== build $((SECONDS - t0)) s; spills: $(grep -cE '[1-9][0-9]* bytes spill' "$OUT/build.log")" | tee -a "$LOG"
 if [ "${PYTEST_SEL:-tests}" != skip ]; then
   t0=$SECONDS
-  eval python -m pytest ${PYTEST_SEL:-tests} -q -rs -p no:cacheprovider > "$OUT/tests.log" 2>&1; echo "pytest rc=$?" >> "$OUT/tests.log"
+  eval python -m pytest ${PYTEST_SEL:-tests} -q -rfEs -p no:cacheprovider > "$OUT/tests.log" 2>&1; echo "pytest rc=$?" >> "$OUT/tests.log"
   { echo "== tests ($((SECONDS - t0)) s)"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20; tail -2 "$OUT/tests.log"; } | tee -a "$LOG"
 fi
 for tool in memcheck racecheck; do

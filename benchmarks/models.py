@@ -149,14 +149,19 @@ def zoo_model(name, args, device, log):
                    ratio_max=timed["ratio_max"])
         reference.train(), ours.train()
         torchconv.tune(copy.deepcopy(ours), x, train=True, progress=False)
+        # One step's gradients against float64 (the nn.Conv2d model in double), ours and cuDNN FP32's.
+        reference64 = copy.deepcopy(reference).double()
         grads = []
-        for model in (ours, reference):
+        for model, inp in ((ours, x), (reference, x), (reference64, x.double())):
             model.zero_grad(set_to_none=True)
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(1)
-                logits(model(x)).float().square().mean().backward()
+                logits(model(inp)).square().mean().backward()
             grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
-        row["grad_err"] = rel_err(grads[0], grads[1])
+        del reference64
+        row["grad_err"] = rel_err(grads[0], grads[2])
+        row["cudnn_grad_err"] = rel_err(grads[1], grads[2])
+        row["grad_err_vs_cudnn"] = rel_err(grads[0], grads[1])
         opt_ours = torch.optim.SGD(ours.parameters(), lr=1e-4)
         opt_ref = torch.optim.SGD(reference.parameters(), lr=1e-4)
 
@@ -172,6 +177,7 @@ def zoo_model(name, args, device, log):
     except Exception as err:  # noqa: BLE001 -- a model that fails is a row that says so
         row["error"] = f"{type(err).__name__}: {err}"
     log(f"  {name:<20} ok={row['ok']} " + (f"logits {row['logit_err']:.1e} grads {row['grad_err']:.1e} "
+        f"(cuDNN FP32's {row['cudnn_grad_err']:.1e}) "
         f"inference x{row['ratio']:.2f} train x{row['train_ratio']:.2f} {row['algorithms']}" if row["ok"]
         else row.get("error", "")))
     return row
@@ -181,15 +187,18 @@ def write_zoo_markdown(path, meta, rows):
     lines = [f"# Model zoo — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, {meta['date']}. torchvision models, random weights, FP32, "
              "every nn.Conv2d converted, benchmark mode on; the nn.Conv2d model on cuDNN FP32 (TF32 off) is the "
-             "reference for the logits, the gradients of one training step and the times (interleaved rounds).", "",
-             "| model | batch | ok | logits rel err | grads rel err | inference ms | cuDNN ms | ratio | train step ms | "
-             "cuDNN ms | ratio | algorithms |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "reference for the logits and the times (interleaved rounds); the gradients of one training step are "
+             "compared with the nn.Conv2d model in float64, ours and cuDNN FP32's alike.", "",
+             "| model | batch | ok | logits rel err | grads rel err (ours / cuDNN FP32, vs float64) | inference ms | "
+             "cuDNN ms | ratio | train step ms | cuDNN ms | ratio | algorithms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if not r["ok"]:
             lines.append(f"| {r['model']} | {r['batch']} | no: {r.get('error', '')[:80]} |" + " - |" * 9)
             continue
         algos = ", ".join(f"{k} {v}" for k, v in sorted(r["algorithms"].items()))
-        lines.append(f"| {r['model']} | {r['batch']} | yes | {r['logit_err']:.1e} | {r['grad_err']:.1e} | "
+        lines.append(f"| {r['model']} | {r['batch']} | yes | {r['logit_err']:.1e} | {r['grad_err']:.1e} / "
+                     f"{r['cudnn_grad_err']:.1e} | "
                      f"{r['ms']:.2f} | {r['cudnn_ms']:.2f} | {r['ratio']:.2f} | {r['train_ms']:.2f} | "
                      f"{r['cudnn_train_ms']:.2f} | {r['train_ratio']:.2f} | {algos} |")
     with open(path, "w") as f:

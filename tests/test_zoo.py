@@ -1,6 +1,8 @@
 """A fast subset of the model zoo (benchmarks/models.py --zoo) on the GPU: torchvision models of
 different families, converted, in benchmark mode: logits and one step's gradients equal the
-nn.Conv2d model's (cuDNN FP32) within 1e-4."""
+nn.Conv2d model's: the logits within 1e-4 of cuDNN FP32's, the gradients (against the model in
+float64) within 2x of cuDNN FP32's own error (deep random networks in training mode amplify
+rounding, so a fixed bar on the gradients would test conditioning, not the kernels)."""
 import copy
 
 import pytest
@@ -31,13 +33,15 @@ def test_zoo_model(name):
             with torch.no_grad():
                 assert rel_err(model(x), reference(x)) < 1e-4
             reference.train(), model.train()
+            reference64 = copy.deepcopy(reference).double()
             grads = []
-            for m in (model, reference):
+            for m, inp in ((model, x), (reference, x), (reference64, x.double())):
                 with torch.random.fork_rng(devices=["cuda"]):
                     torch.manual_seed(1)
-                    m(x).square().mean().backward()
+                    m(inp).square().mean().backward()
                 grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
     finally:
         torchconv.set_benchmark(False)
         torchconv.clear_cache()
-    assert rel_err(grads[0], grads[1]) < 1e-4
+    ours, cudnn = rel_err(grads[0], grads[2]), rel_err(grads[1], grads[2])
+    assert ours <= max(2 * cudnn, 1e-5), (ours, cudnn)

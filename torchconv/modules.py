@@ -132,7 +132,9 @@ def tune(model, example_input, train=False, progress=True):
         if train:
             params = [p for p in model.parameters() if p.requires_grad]
             out = model(example_input)
-            torch.autograd.grad(out.float().sum(), params, allow_unused=True)
+            outputs = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else [out]
+            loss = sum(o.float().sum() for o in outputs if isinstance(o, torch.Tensor))
+            torch.autograd.grad(loss, params, allow_unused=True)
         else:
             with torch.no_grad():
                 model(example_input)
