@@ -149,7 +149,12 @@ def zoo_model(name, args, device, log):
                    ratio_max=timed["ratio_max"])
         reference.train(), ours.train()
         torchconv.tune(copy.deepcopy(ours), x, train=True, progress=False)
-        # One step's gradients against float64 (the nn.Conv2d model in double), ours and cuDNN FP32's.
+        # One step's gradients against float64 (the nn.Conv2d model in double), ours and cuDNN FP32's,
+        # with dropout and stochastic depth off (their masks would differ between dtypes).
+        for model in (ours, reference):
+            for m in model.modules():
+                if "Dropout" in type(m).__name__ or type(m).__name__ == "StochasticDepth":
+                    m.eval()
         reference64 = copy.deepcopy(reference).double()
         grads = []
         for model, inp in ((ours, x), (reference, x), (reference64, x.double())):

@@ -106,7 +106,7 @@ def test_no_memory_growth_over_many_steps(algorithm):
     for _ in range(2000):
         step()
     torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() == before
+    assert torch.cuda.memory_allocated() <= before
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -157,7 +157,7 @@ def test_non_finite_inputs(algorithm, device):
 @needs_cuda
 def test_tensors_of_2_31_elements_and_more():
     """A 3x3 layer on a 1x64x6000x6000 input (2.3e9 elements): the algorithms whose indexing allows
-    it compute it (checked on row bands against cuDNN FP32), the others say why, and auto only
+    it compute it (checked on row bands against float64), the others say why, and auto only
     picks one that can."""
     free, _ = torch.cuda.mem_get_info()
     if free < 40 * 2**30:
@@ -172,11 +172,11 @@ def test_tensors_of_2_31_elements_and_more():
     assert torchconv.select_algorithm(x, w, 1, 1, 1, padding=1) in candidates
     for algorithm in candidates:
         y = torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm)
-        for r0 in (0, 2997, 5992):
-            lo, hi = max(r0 - 1, 0), min(r0 + 9, 6000)
+        for r0 in (0, 2997, 5992):  # output rows r0 .. r0 + 7 read input rows r0 - 1 .. r0 + 8
+            band = F.pad(x[:, :, max(r0 - 1, 0):min(r0 + 9, 6000)], [1, 1, int(r0 == 0), int(r0 + 9 > 6000)])
             with torch.backends.cudnn.flags(allow_tf32=False):
-                ref = F.conv2d(F.pad(x[:, :, lo:hi], [1, 1, 1 if lo == 0 else 0, 1 if hi == 6000 else 0]), w)
-            assert_close_rel(y[:, :, r0:r0 + 8], ref[:, :, r0 - lo:r0 - lo + 8], torch.float32, f"{algorithm} row {r0}")
+                ref = F.conv2d(band.double(), w.double())
+            assert_close_rel(y[:, :, r0:r0 + 8], ref, torch.float32, f"{algorithm} rows {r0}-{r0 + 7}")
         del y
 
 
