@@ -5,7 +5,8 @@
     python benchmarks/bench.py --suite smoke          # CPU smoke run, a few seconds
 
 Protocol (torchconv.timing): per layer, batch and mode, cuDNN and every algorithm are timed
-interleaved -- --rounds rounds of --reps back-to-back calls each, the order shuffled per round --
+interleaved -- --rounds rounds of back-to-back calls each (--reps, more for fast layers: --min-round-ms), the
+order shuffled per round --
 and each row reports the median time over rounds, the median of the per-round ratios cuDNN / ours
 (> 1: ours is faster) and their spread (ratio_min, ratio_max; spread_flag when it exceeds 10%).
 A time covers the whole call through torchconv.conv2d (host path, autograd for fwdbwd) with warm
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
 from suites import SUITES  # noqa: E402
-from torchconv.timing import SPREAD_FLAG, interleaved  # noqa: E402
+from torchconv.timing import SPREAD_FLAG, interleaved, time_ms  # noqa: E402
 
 FP32_PEAK_TFLOPS = 64.6  # measured FFMA peak of the H100 (shared/reference); None on other devices
 HBM_TBPS = 2.98  # measured copy bandwidth of the H100
@@ -62,9 +63,11 @@ def parse_args(argv=None):
     p.add_argument("--layers", default=None, help="comma list of layer names to keep (default: all)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--reps", type=int, default=5, help="back-to-back calls per contender and round")
+    p.add_argument("--reps", type=int, default=5, help="back-to-back calls per contender and round (at least)")
+    p.add_argument("--min-round-ms", type=float, default=2.0,
+                   help="more reps per round for fast layers, so a round of cuDNN lasts at least this long")
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--full-reference-max-flops", type=float, default=2e10,
+    p.add_argument("--full-reference-max-flops", type=float, default=1e12,
                    help="forward FLOPs up to which the reference is float64 (else cuDNN FP32)")
     p.add_argument("--profile", action="store_true", help="also report per-kernel GPU time under torch.profiler")
     p.add_argument("--stages", action="store_true",
@@ -271,7 +274,9 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
                 with use_variant(algo, variant):
                     fn()
             fns[spec] = timed if variant else fn
-        per_round = interleaved(fns, device, rounds=args.rounds, reps=args.reps, warmup=args.warmup,
+        # Fast layers get more calls per round, so that host jitter averages out within a round.
+        reps = max(args.reps, min(100, math.ceil(args.min_round_ms / time_ms(fns["cudnn"], device, 3, args.warmup))))
+        per_round = interleaved(fns, device, rounds=args.rounds, reps=reps, warmup=args.warmup,
                                 seed=zlib.crc32(f"{layer.name}/{n}/{mode}/{wkind}".encode()))
         cudnn_ms = statistics.median(per_round["cudnn"])
         mode_flops = flops * (3 if mode == "fwdbwd" else 1)
@@ -280,7 +285,7 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
                     S=layer.R, stride=layer.stride, padding=layer.pad, dilation=layer.dilation, groups=layer.groups,
                     mode=mode, weights=wkind, dtype=args.dtype,
                     precision="fp32" if args.dtype == "float32" else "fp64", layout="nchw",
-                    rounds=args.rounds, reps=args.reps, cudnn_ms=cudnn_ms)
+                    rounds=args.rounds, reps=reps, cudnn_ms=cudnn_ms)
         rows.append(dict(base, algorithm=label, config="default", ms=cudnn_ms,
                          tflops=mode_flops / (cudnn_ms * 1e-3) / 1e12, ratio=1.0, ratio_min=1.0, ratio_max=1.0,
                          spread_flag=False, rel_err=None, weight_cache=None))

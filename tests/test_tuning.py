@@ -286,3 +286,18 @@ def test_benchmark_mode_raises_when_every_candidate_fails(monkeypatch):
     torchconv.set_benchmark(True)
     with pytest.raises(RuntimeError, match="every candidate failed"):
         torchconv.conv2d(*sample("cpu"), None, 1, 1)
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape, stride, csg", [
+    ((1, 256, 14, 14, 256), 1, True),  # batch 1, 256 channels: CSG's split fills the GPU
+    ((1, 128, 28, 28, 256), 2, True),  # strided, 128 channels
+    ((1, 64, 56, 56, 64), 1, False),  # 64 channels: Winograd
+    ((1, 128, 28, 28, 128), 1, False),  # 128 channels at stride 1: Winograd
+    ((32, 256, 14, 14, 256), 1, False),  # batch 32: too large a layer for the split to pay
+])
+def test_rule_sends_small_wide_layers_to_csg(shape, stride, csg):
+    n, c, h, w_, k = shape
+    x = torch.randn(n, c, h, w_, device="cuda")
+    w = torch.randn(k, c, 3, 3, device="cuda")
+    assert (torchconv.select_algorithm(x, w, stride, 1, 1, padding=1) == "csg") == csg

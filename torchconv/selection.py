@@ -63,17 +63,22 @@ def candidate_algorithms(input, weight, stride=1, dilation=1, padding=0, groups=
 
 
 # Forward FLOPs at or below which a layer is small enough that splitting its channel reduction
-# across the GPU (CSG) beats the algorithms that need more parallel work (batch-1 inference of the
-# ResNet layers with filters > 1x1; the larger YOLO layers run faster with Winograd).
+# across the GPU (CSG) beats the algorithms that need more parallel work, given enough channels to
+# split: in benchmarks/results/resnet-yolo-h100.json (batch 1, forward) CSG ran the 0.1-0.25 GFLOP
+# layers with 256-512 channels at 1.2-2.5x cuDNN, ahead of Winograd and the GEMM, and the strided one
+# with 128 channels ahead of the GEMM; with 64-128 channels at stride 1 it fell behind both.
 _CSG_MAX_FLOPS = 0.5e9
+_CSG_MIN_CHANNELS = 256
+_CSG_MIN_CHANNELS_STRIDED = 128
 
 
 def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     """The `algorithm="auto"` rule when benchmark mode is off, from the committed H100 results
     (benchmarks/results/*-h100.json):
 
-    1. csg on CUDA for filters larger than 1x1 with at least 32 channels per group on a small layer
-       (at most 0.5 GFLOP: batch-1 inference), unless deterministic algorithms are required;
+    1. csg on CUDA for filters larger than 1x1 on a small layer (at most 0.5 GFLOP: batch-1
+       inference) with at least 256 channels per group (128 when strided), unless deterministic
+       algorithms are required;
     2. winograd for 3x3, stride-1, undilated layers with at least 8 input and 8 output channels per
        group;
     3. gemm when the reduction C/groups*R*S is at least 16;
@@ -86,7 +91,8 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     k, cg, r, s = weight.shape
     kg = k // groups
     order = []
-    if input.is_cuda and r * s > 1 and cg >= 32:
+    min_channels = _CSG_MIN_CHANNELS_STRIDED if max(stride) > 1 else _CSG_MIN_CHANNELS
+    if input.is_cuda and r * s > 1 and cg >= min_channels:
         positions = input.shape[0] * -(-input.shape[2] // stride[0]) * -(-input.shape[3] // stride[1])
         if 2.0 * positions * k * cg * r * s <= _CSG_MAX_FLOPS:
             order.append("csg")
