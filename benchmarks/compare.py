@@ -5,8 +5,11 @@ modes, weights and algorithms, cuDNN timed alongside) and print old against new,
     python benchmarks/compare.py benchmarks/results/resnet-yolo-h100.json --layers R2,R11
     python benchmarks/compare.py OLD.json --against benchmarks/results/resnet-yolo-h100.json
 
-A row is "within noise" when the new ratio to cuDNN is within 10% of the old one or inside the
-spread (ratio_min-ratio_max) either run measured. Rows of files written before the interleaved
+Two things are compared per row: our time (old ms against new ms: did our kernels change?) and
+the ratio to cuDNN (which also moves with cuDNN's own time, whose choice of kernel under
+cudnn.benchmark can differ between processes). A ratio is "within noise" when the new one is within
+10% of the old one or inside the spread (ratio_min-ratio_max) either run measured; a time when it
+is within 10%. Rows of files written before the interleaved
 protocol have no spread and no "weights" field (their forward rows used frozen weights).
 """
 import argparse
@@ -21,8 +24,10 @@ NOISE = 0.10
 
 
 def key(row):
+    """(layer, N, mode, weights, algorithm): layer names are unique across the suites, and a row of
+    the 'winograd' suite is the same layer as in 'resnet' or 'yolo'."""
     weights = row.get("weights") or ("frozen" if row["mode"] == "fwd" else "trainable")
-    return (row.get("suite"), row["layer"], row["N"], row["mode"], weights, row["algorithm"])
+    return (row["layer"], row["N"], row["mode"], weights, row["algorithm"])
 
 
 def load(path):
@@ -45,10 +50,10 @@ def rerun(old_rows, layers, rounds, reps):
         torch.backends.cudnn.benchmark = True
     args = bench.parse_args(["--rounds", str(rounds), "--reps", str(reps)])
     by_layer = {}
-    for (suite, layer, n, mode, weights, algo) in old_rows:
+    for (layer, n, mode, weights, algo), row in old_rows.items():
         if layers and layer not in layers:
             continue
-        entry = by_layer.setdefault((suite, layer, n), [set(), set(), set()])
+        entry = by_layer.setdefault((row.get("suite"), layer, n), [set(), set(), set()])
         entry[0].add(mode), entry[1].add(weights), entry[2].add(algo)
     new = {}
     for (suite, name, n), (modes, weights, algos) in sorted(by_layer.items()):
@@ -64,10 +69,10 @@ def rerun(old_rows, layers, rounds, reps):
 
 
 def within_noise(old, new):
-    lo = min(old.get("ratio_min", old["ratio"]), new["ratio_min"] if "ratio_min" in new else new["ratio"])
-    hi = max(old.get("ratio_max", old["ratio"]), new["ratio_max"] if "ratio_max" in new else new["ratio"])
-    close = abs(new["ratio"] / old["ratio"] - 1) <= NOISE
-    return close or lo <= new["ratio"] <= hi and lo <= old["ratio"] <= hi
+    """Within NOISE of each other, or one run's ratio inside the other run's spread over rounds."""
+    if abs(new["ratio"] / old["ratio"] - 1) <= NOISE:
+        return True
+    return any("ratio_min" in b and b["ratio_min"] <= a["ratio"] <= b["ratio_max"] for a, b in ((old, new), (new, old)))
 
 
 def geomean(values):
@@ -90,25 +95,31 @@ def main(argv=None):
         source = args.against
     else:
         new, source = rerun(old, layers, args.rounds, args.reps), "this build"
-    common = [k for k in old if k in new and (layers is None or k[1] in layers)]
+    common = [k for k in old if k in new and (layers is None or k[0] in layers)]
     print(f"# {args.file} ({old_meta.get('date', '?')}) against {source}: {len(common)} rows in common")
-    print(f"{'suite':<9} {'layer':>5} {'N':>3} {'mode':<6} {'weights':<9} {'algorithm':<16} {'old':>6} {'new':>6} "
-          f"{'new min-max':>12} {'change':>7}")
-    outside = 0
+    print(f"{'layer':>5} {'N':>3} {'mode':<6} {'weights':<9} {'algorithm':<16} {'old ms':>9} {'new ms':>9} "
+          f"{'change':>7} {'old x':>6} {'new x':>6} {'new min-max':>12} {'change':>7}")
+    outside = slower = 0
     groups = {}
     for k in common:
         o, n = old[k], new[k]
         ok = within_noise(o, n)
         outside += not ok
-        groups.setdefault((k[5], k[2], k[3], k[4]), []).append((o["ratio"], n["ratio"]))
+        time_change = n["ms"] / o["ms"] - 1
+        slower += abs(time_change) > NOISE
+        groups.setdefault((k[4], k[1], k[2], k[3]), []).append((o["ratio"], n["ratio"]))
         spread = f"{n['ratio_min']:.2f}-{n['ratio_max']:.2f}" if "ratio_min" in n else "-"
-        print(f"{str(k[0]):<9} {k[1]:>5} {k[2]:>3} {k[3]:<6} {k[4]:<9} {k[5]:<16} {o['ratio']:6.2f} {n['ratio']:6.2f} "
-              f"{spread:>12} {100 * (n['ratio'] / o['ratio'] - 1):+6.1f}%" + ("" if ok else "  outside noise"))
+        print(f"{k[0]:>5} {k[1]:>3} {k[2]:<6} {k[3]:<9} {k[4]:<16} {o['ms']:9.4f} {n['ms']:9.4f} "
+              f"{100 * time_change:+6.1f}% {o['ratio']:6.2f} {n['ratio']:6.2f} {spread:>12} "
+              f"{100 * (n['ratio'] / o['ratio'] - 1):+6.1f}%" + ("" if ok else "  ratio outside noise")
+              + ("  time changed" if abs(time_change) > NOISE else ""))
     print("\ngeomean ratio to cuDNN, old -> new:")
     for (algo, n, mode, weights), pairs in sorted(groups.items()):
         print(f"  {algo:<16} N={n:<3} {mode:<6} {weights:<9} {geomean([a for a, _ in pairs]):.2f} -> "
               f"{geomean([b for _, b in pairs]):.2f} ({len(pairs)} rows)")
-    print(f"\n{len(common) - outside} of {len(common)} rows within noise ({NOISE:.0%} or the measured spread)")
+    print(f"\nour time: {len(common) - slower} of {len(common)} rows within {NOISE:.0%} of the old time")
+    print(f"ratio to cuDNN: {len(common) - outside} of {len(common)} rows within noise ({NOISE:.0%} or the measured "
+          "spread)")
     return common, outside
 
 

@@ -63,8 +63,10 @@ def test_compare_reruns_a_result_file_and_reports_old_against_new(tmp_path, caps
     assert len(common) == 6 and outside == 0  # a file against itself
     capsys.readouterr()
     common, _ = compare.main([str(tmp_path / "old.json"), "--layers", "S1", "--rounds", "3", "--reps", "1"])
-    assert {k[1] for k in common} == {"S1"} and {k[5] for k in common} == {"direct", "gemm"}
+    assert {k[0] for k in common} == {"S1"} and {k[4] for k in common} == {"direct", "gemm"}
     assert "rows within noise" in capsys.readouterr().out
+    assert not compare.within_noise(dict(ratio=1.0), dict(ratio=0.8, ratio_min=0.78, ratio_max=0.82))
+    assert compare.within_noise(dict(ratio=1.0), dict(ratio=0.8, ratio_min=0.7, ratio_max=1.05))
 
 
 def test_readme_results_section_is_rendered_from_the_result_files():
