@@ -20,12 +20,15 @@ SUITE_COLUMNS = [("fwd", "frozen", 1), ("fwd", "frozen", 32), ("fwd", "trainable
                  ("fwdbwd", "trainable", 32)]
 
 
-def load(name):
-    path = os.path.join(RESULTS, name)
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+def load(suite):
+    """(file name, data) of a suite's result file, the H100's where there is one, else the H200's."""
+    for gpu in ("h100", "h200"):
+        name = f"{suite}-{gpu}.json"
+        path = os.path.join(RESULTS, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                return name, json.load(f)
+    return None, None
 
 
 def geomean(values):
@@ -94,11 +97,27 @@ def models_table(name, data):
     return lines
 
 
+def zoo_table(name, data):
+    rows = data["rows"]
+    ok = [r for r in rows if r["ok"]]
+    worst_logits = max(r["logit_err"] for r in ok)
+    ratio = lambda r: f"{r['ratio']:.2f}x / {r['train_ratio']:.2f}x"  # noqa: E731
+    worse = [r for r in ok if r["grad_err"] > 2 * r["cudnn_grad_err"]]
+    grads = ("one step's gradients against float64 within 2x of cuDNN FP32's own error on every model" if not worse
+             else "one step's gradients against float64 within 2x of cuDNN FP32's own error except on "
+             + ", ".join(f"{r['model']} ({r['grad_err']:.1e} against cuDNN's {r['cudnn_grad_err']:.1e})"
+                         for r in worse))
+    return [f"Model zoo: {len(ok)} of {len(rows)} torchvision models of different families ran converted in "
+            f"benchmark mode (batch {rows[0]['batch']}; largest logits rel. error {worst_logits:.1e}; {grads}). "
+            f"Inference / training-step ratio to cuDNN FP32: " + ", ".join(f"{r['model']} {ratio(r)}" for r in ok)
+            + f". From {source(name, data)}."]
+
+
 def render():
     parts = []
-    for name, table in (("resnet-yolo-h100.json", suite_table), ("big-h100.json", big_table),
-                        ("models-h100.json", models_table)):
-        data = load(name)
+    for suite, table in (("resnet-yolo", suite_table), ("big", big_table), ("models", models_table),
+                         ("zoo", zoo_table)):
+        name, data = load(suite)
         if data is not None:
             parts += table(name, data) + [""]
     if not parts:
