@@ -85,10 +85,14 @@ def main(argv=None):
     p.add_argument("file")
     p.add_argument("--against", default=None, help="a second result file (no run)")
     p.add_argument("--layers", default=None, help="comma list of layers to re-run (default: all)")
+    p.add_argument("--algorithms", default=None, help="comma list of algorithms to compare (default: all)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=5)
     args = p.parse_args(argv)
     old_meta, old = load(args.file)
+    if args.algorithms:
+        keep = set(args.algorithms.split(","))
+        old = {k: r for k, r in old.items() if k[4] in keep}
     layers = set(args.layers.split(",")) if args.layers else None
     if args.against:
         new_meta, new = load(args.against)

@@ -115,11 +115,13 @@ def test_csg_size_limit_is_per_group():
 
 
 @needs_cuda
-def test_csg_says_what_is_too_large():
-    x = torch.empty(1, 64, 6000, 6000, device="cuda")  # 2.3e9 elements, never written
-    reason = torchconv.unsupported_reason("csg", x, torch.empty(64, 64, 3, 3, device="cuda"), 1, 1, 1)
-    assert "input has 2304000000 elements" in reason
-    assert "csg" not in torchconv.candidate_algorithms(x, torch.empty(64, 64, 3, 3, device="cuda"), 1, 1, 1)
+def test_gemm_says_what_is_too_large():
+    """A channel plane of 2^31 elements is past the GEMM's 32-bit positions: the reason names it,
+    and auto leaves the GEMM out."""
+    x = torch.empty(1, 1, 46341, 46341, device="cuda")  # 2^31 + 80^2 elements, never written
+    w = torch.empty(1, 1, 3, 3, device="cuda")
+    assert "one channel's plane is 2147488281" in torchconv.unsupported_reason("gemm", x, w, 1, 1, 1, 1)
+    assert "gemm" not in torchconv.candidate_algorithms(x, w, 1, 1, 1, 1)
 
 
 class MobileNetBlock(nn.Module):

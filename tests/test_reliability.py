@@ -154,30 +154,54 @@ def test_non_finite_inputs(algorithm, device):
     assert_close_rel(out[good], ref[good], torch.float32, f"{algorithm} finite outputs")
 
 
+def band_reference(x, w, gy, lo, hi):
+    """Output rows [lo, hi) of a 3x3, padding-1 convolution of x, and the gradient of
+    sum(output[lo:hi] * gy[lo:hi]) for the input rows max(lo - 1, 0) .. min(hi + 1, H) - 1, in
+    float64 from the band of input rows alone."""
+    height = x.shape[2]
+    xs = x[:, :, max(lo - 1, 0):min(hi + 1, height)].double().requires_grad_()
+    out = F.conv2d(F.pad(xs, [1, 1, int(lo == 0), int(hi == height)]), w.double())
+    (gx,) = torch.autograd.grad(out, xs, gy[:, :, lo:hi].double())
+    return out.detach(), gx
+
+
 @needs_cuda
-def test_tensors_of_2_31_elements_and_more():
-    """A 3x3 layer on a 1x64x6000x6000 input (2.3e9 elements): the algorithms whose indexing allows
-    it compute it (checked on row bands against float64), the others say why, and auto only
-    picks one that can."""
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_tensors_of_2_31_elements_and_more(algorithm):
+    """A 3x3 layer on a 1x64x6000x6000 input (2.3e9 elements in the input, the output, grad_output
+    and grad_input), forward and backward: the output and grad_input checked on bands of rows at
+    the top, middle and bottom against float64, grad_weight against the sum of per-band cuDNN FP32
+    gradients."""
     free, _ = torch.cuda.mem_get_info()
-    if free < 40 * 2**30:
-        pytest.skip("needs 40 GiB of free GPU memory")
-    x = torch.randn(1, 64, 6000, 6000, device="cuda")
-    w = torch.randn(64, 64, 3, 3, device="cuda") / 24
-    candidates = torchconv.candidate_algorithms(x, w, 1, 1, 1, 1)
-    assert "direct" in candidates and "winograd" in candidates
-    for algorithm in torchconv.ALGORITHMS:
-        if algorithm not in candidates:
-            assert "2^31" in torchconv.unsupported_reason(algorithm, x, w, 1, 1, 1, 1)
-    assert torchconv.select_algorithm(x, w, 1, 1, 1, padding=1) in candidates
-    for algorithm in candidates:
-        y = torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm)
-        for r0 in (0, 2997, 5992):  # output rows r0 .. r0 + 7 read input rows r0 - 1 .. r0 + 8
-            band = F.pad(x[:, :, max(r0 - 1, 0):min(r0 + 9, 6000)], [1, 1, int(r0 == 0), int(r0 + 9 > 6000)])
-            with torch.backends.cudnn.flags(allow_tf32=False):
-                ref = F.conv2d(band.double(), w.double())
-            assert_close_rel(y[:, :, r0:r0 + 8], ref, torch.float32, f"{algorithm} rows {r0}-{r0 + 7}")
-        del y
+    if free < 48 * 2**30:
+        pytest.skip("needs 48 GiB of free GPU memory")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(1, 64, 6000, 6000, device="cuda", generator=gen)
+    w = torch.randn(64, 64, 3, 3, device="cuda", generator=gen) / 24
+    assert algorithm in torchconv.candidate_algorithms(x, w, 1, 1, 1, 1)
+    y = torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm)
+    gy = torch.randn(y.shape, device="cuda", generator=gen)
+    for r0 in (0, 2997, 5992):
+        ref, _ = band_reference(x, w, gy, r0, r0 + 8)
+        assert_close_rel(y[:, :, r0:r0 + 8], ref, torch.float32, f"{algorithm} output rows {r0}-{r0 + 7}")
+    del y
+    gx, gw, _ = backward_op(algorithm)(gy, x, w, [1, 1], [1, 1], [1, 1], 1, [True, True, False])
+    for r0 in (0, 2997, 5992):  # input rows r0 .. r0 + 7 receive from output rows r0 - 1 .. r0 + 8
+        lo, hi = max(r0 - 1, 0), min(r0 + 9, 6000)
+        _, ref_gx = band_reference(x, w, gy, lo, hi)
+        first = r0 - max(lo - 1, 0)
+        assert_close_rel(gx[:, :, r0:r0 + 8], ref_gx[:, :, first:first + 8], torch.float32,
+                         f"{algorithm} grad_input rows {r0}-{r0 + 7}")
+    del gx
+    ref_gw = torch.zeros_like(w)
+    with torch.backends.cudnn.flags(allow_tf32=False):
+        for lo in range(0, 6000, 500):
+            hi = min(lo + 500, 6000)
+            xs = x[:, :, max(lo - 1, 0):min(hi + 1, 6000)]
+            wl = w.detach().requires_grad_()
+            out = F.conv2d(F.pad(xs, [1, 1, int(lo == 0), int(hi == 6000)]), wl)
+            ref_gw += torch.autograd.grad(out, wl, gy[:, :, lo:hi])[0]
+    assert_close_rel(gw, ref_gw, torch.float32, f"{algorithm} grad_weight")
 
 
 @needs_two_gpus

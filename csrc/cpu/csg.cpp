@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "../backward.h"
 #include "../conv_shape.h"
 #include "../plans.h"
 
@@ -171,34 +172,35 @@ at::Tensor conv2d_csg_cpu(const at::Tensor& input, const at::Tensor& weight, con
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_csg_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const ConvShape p = check_conv2d_backward("conv2d_csg_backward", grad_output, input, weight, stride, padding,
-                                            dilation, groups, output_mask);
   auto gy = grad_output.contiguous();
-  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_backward_cpu", [&] {
-    if (output_mask[0]) {
-      auto w = weight.contiguous();
-      const int64_t splits = split_count(p.filters_per_group());
-      auto partial = at::empty({splits, p.N, p.C, p.H, p.W}, input.options());
-      gx = new_output({p.N, p.C, p.H, p.W}, input.options());
+  auto grad_input = [&](const ConvShape& p) {
+    auto w = weight.contiguous();
+    const int64_t splits = split_count(p.filters_per_group());
+    auto partial = at::empty({splits, p.N, p.C, p.H, p.W}, input.options());
+    auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_grad_input_cpu", [&] {
       csg_grad_input_kernel<scalar_t>(p, splits, gy.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
                                       partial.mutable_data_ptr<scalar_t>());
       reduce_partials<scalar_t>(partial.const_data_ptr<scalar_t>(), splits, gx.numel(), 1, 1, nullptr,
                                 gx.mutable_data_ptr<scalar_t>());
-    }
-    if (output_mask[1]) {
-      auto x = input.contiguous();
-      const int64_t splits = split_count(p.N);
-      auto partial = at::empty({splits, p.K, p.channels_per_group(), p.R, p.S}, input.options());
-      gw = new_output(weight.sizes(), weight.options());
+    });
+    return gx;
+  };
+  auto grad_weight = [&](const ConvShape& p) {
+    auto x = input.contiguous();
+    const int64_t splits = split_count(p.N);
+    auto partial = at::empty({splits, p.K, p.channels_per_group(), p.R, p.S}, input.options());
+    auto gw = new_output(weight.sizes(), weight.options());
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_grad_weight_cpu", [&] {
       csg_grad_weight_kernel<scalar_t>(p, splits, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
                                        partial.mutable_data_ptr<scalar_t>());
       reduce_partials<scalar_t>(partial.const_data_ptr<scalar_t>(), splits, gw.numel(), 1, 1, nullptr,
                                 gw.mutable_data_ptr<scalar_t>());
-    }
-  });
-  if (output_mask[2]) gb = conv_bias_grad(gy);
-  return {gx, gw, gb};
+    });
+    return gw;
+  };
+  return conv2d_backward("conv2d_csg_backward", kCsg, grad_output, input, weight, stride, padding, dilation, groups,
+                         output_mask, grad_input, grad_weight);
 }
 
 }  // namespace

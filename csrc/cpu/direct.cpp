@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "../backward.h"
 #include "../conv_shape.h"
 #include "../plans.h"
 
@@ -128,26 +129,27 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const ConvShape p = check_conv2d_backward("conv2d_direct_backward", grad_output, input, weight, stride, padding,
-                                            dilation, groups, output_mask);
   auto gy = grad_output.contiguous();
-  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_backward_cpu", [&] {
-    if (output_mask[0]) {
-      gx = new_output({p.N, p.C, p.H, p.W}, input.options());
-      auto w = weight.contiguous();
+  auto grad_input = [&](const ConvShape& p) {
+    auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
+    auto w = weight.contiguous();
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_grad_input_cpu", [&] {
       direct_grad_input_kernel<scalar_t>(p, gy.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
                                          gx.mutable_data_ptr<scalar_t>());
-    }
-    if (output_mask[1]) {
-      gw = new_output(weight.sizes(), weight.options());
-      auto x = input.contiguous();
+    });
+    return gx;
+  };
+  auto grad_weight = [&](const ConvShape& p) {
+    auto gw = new_output(weight.sizes(), weight.options());
+    auto x = input.contiguous();
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_grad_weight_cpu", [&] {
       direct_grad_weight_kernel<scalar_t>(p, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
                                           gw.mutable_data_ptr<scalar_t>());
-    }
-  });
-  if (output_mask[2]) gb = conv_bias_grad(gy);
-  return {gx, gw, gb};
+    });
+    return gw;
+  };
+  return conv2d_backward("conv2d_direct_backward", kDirect, grad_output, input, weight, stride, padding, dilation,
+                         groups, output_mask, grad_input, grad_weight);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "../backward.h"
 #include "../conv_shape.h"
 #include "../plans.h"
 #include "../workspace.h"
@@ -199,11 +200,10 @@ at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const ConvShape p = check_conv2d_backward("conv2d_gemm_backward", grad_output, input, weight, stride, padding,
-                                            dilation, groups, output_mask);
-  return {output_mask[0] ? gemm_grad_input_cpu(p, grad_output, weight) : skipped_grad(input),
-          output_mask[1] ? gemm_grad_weight_cpu(p, grad_output, input) : skipped_grad(input),
-          output_mask[2] ? conv_bias_grad(grad_output) : skipped_grad(input)};
+  return conv2d_backward(
+      "conv2d_gemm_backward", kGemm, grad_output, input, weight, stride, padding, dilation, groups, output_mask,
+      [&](const ConvShape& p) { return gemm_grad_input_cpu(p, grad_output, weight); },
+      [&](const ConvShape& p) { return gemm_grad_weight_cpu(p, grad_output, input); });
 }
 
 }  // namespace

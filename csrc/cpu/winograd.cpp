@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "../backward.h"
 #include "../conv_shape.h"
 #include "../plans.h"
 #include "../winograd_transforms.h"
@@ -109,24 +110,21 @@ at::Tensor conv2d_winograd_cpu(const at::Tensor& input, const at::Tensor& weight
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const ConvShape p = check_conv2d_backward("conv2d_winograd_backward", grad_output, input, weight, stride, padding,
-                                            dilation, groups, output_mask);
-  check_can_implement("conv2d_winograd_backward", kWinograd, make_problem(p, input));
-  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
-  if (output_mask[0]) {
+  auto grad_input = [&](const ConvShape& p) {
     // grad_input is a 3x3 stride-1 convolution of grad_output with the filters rotated by 180
     // degrees and C / K swapped within each group, padded by 2 - padding.
     const int64_t Kg = p.filters_per_group(), Cg = p.channels_per_group();
     auto w_rot = weight.view({p.groups, Kg, Cg, 3, 3}).transpose(1, 2).flip({3, 4}).reshape({p.C, Kg, 3, 3});
     auto gy = grad_output.contiguous();
-    gx = new_output({p.N, p.C, p.H, p.W}, input.options());
+    auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cpu", [&] {
       winograd_conv<scalar_t>(gy, w_rot.contiguous(), nullptr, p.groups, 2 - p.pad_h, 2 - p.pad_w, gx);
     });
-  }
-  if (output_mask[1]) gw = gemm_grad_weight_cpu(p, grad_output, input);
-  if (output_mask[2]) gb = conv_bias_grad(grad_output);
-  return {gx, gw, gb};
+    return gx;
+  };
+  return conv2d_backward("conv2d_winograd_backward", kWinograd, grad_output, input, weight, stride, padding,
+                         dilation, groups, output_mask, grad_input,
+                         [&](const ConvShape& p) { return gemm_grad_weight_cpu(p, grad_output, input); });
 }
 
 }  // namespace

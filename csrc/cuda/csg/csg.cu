@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "../../backward.h"
 #include "../../conv_shape.h"
 #include "../../plans.h"
 #include "../../tuning.h"
@@ -343,23 +344,6 @@ CsgConv forward_conv(const ConvShape& p) {
   return cv;
 }
 
-// Why the CSG kernels cannot index this layer, or "": they address the input, the output and the
-// re-laid filters (per group: reduction x taps x outputs padded to kFilterRowPad) with 32-bit offsets.
-std::string size_limit_reason(const ConvShape& p) {
-  constexpr int64_t kLimit = int64_t(1) << 31;
-  const int64_t Cg = p.channels_per_group(), Kg = p.filters_per_group();
-  const int64_t input = p.N * p.C * p.H * p.W, output = p.N * p.K * p.Ho * p.Wo;
-  const int64_t filters = p.groups * p.R * p.S * std::max(Cg * round_up(Kg, kFilterRowPad), Kg * round_up(Cg, kFilterRowPad));
-  auto too_large = [](const char* what, int64_t n) {
-    return std::string("its kernels index with 32-bit offsets and the ") + what + " has " + std::to_string(n) +
-           " elements (2^31 or more)";
-  };
-  if (input >= kLimit) return too_large("input", input);
-  if (output >= kLimit) return too_large("output", output);
-  if (filters >= kLimit) return too_large("re-laid filter (taps x channels x filters padded to 128, per group)", filters);
-  return "";
-}
-
 void alert_atomics(const char* what) {
   at::globalContext().alertNotDeterministic(what);
 }
@@ -498,45 +482,37 @@ void csg_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tensor& 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_csg_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const ConvShape p = check_conv2d_backward("conv2d_csg_backward", grad_output, input, weight, stride, padding,
-                                            dilation, groups, output_mask);
   alert_atomics("torchconv.conv2d_csg_backward (CUDA): reduction splits add their partial sums with atomicAdd");
-  const c10::cuda::CUDAGuard guard(input.device());
-  check_can_implement("conv2d_csg_backward", kCsg, make_problem(p, input));
-  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
   auto gy = grad_output.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_backward_cuda", [&] {
-    if (output_mask[0]) {
-      gx = new_output(input.sizes(), input.options());
-      if (gx.numel() > 0) csg_grad_input<scalar_t>(p, gy, weight, gx);
-    }
-    if (output_mask[1]) {
-      gw = new_output(weight.sizes(), weight.options());
-      if (gw.numel() > 0) {
-        if (gy.numel() == 0 || input.numel() == 0) {
-          gw.zero_();
-        } else {
-          auto x = input.contiguous();
-          zero_output(gw);
-          csg_weight_grad<scalar_t>(p, x, gy, gw);
-        }
-      }
-    }
-  });
-  if (output_mask[2]) gb = conv_bias_grad(grad_output);
-  return {gx, gw, gb};
+  auto grad_input = [&](const ConvShape& p) {
+    auto gx = new_output(input.sizes(), input.options());
+    if (gx.numel() > 0)
+      AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_grad_input_cuda",
+                                 [&] { csg_grad_input<scalar_t>(p, gy, weight, gx); });
+    return gx;
+  };
+  auto grad_weight = [&](const ConvShape& p) {
+    auto gw = new_output(weight.sizes(), weight.options());
+    if (gw.numel() == 0) return gw;
+    if (gy.numel() == 0 || input.numel() == 0) return gw.zero_();
+    auto x = input.contiguous();
+    zero_output(gw);
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_grad_weight_cuda",
+                               [&] { csg_weight_grad<scalar_t>(p, x, gy, gw); });
+    return gw;
+  };
+  return conv2d_backward("conv2d_csg_backward", kCsg, grad_output, input, weight, stride, padding, dilation, groups,
+                         output_mask, grad_input, grad_weight);
 }
 
-// The CSG kernels' limits: 32-bit indexing, the staged input patch and filters of the rule's
-// config (forward, and every grad_input phase) within shared memory, and no atomics under
-// torch.use_deterministic_algorithms(True).
+// The CSG kernels' limits (they address tensors with 64-bit offsets, so sizes set none): the staged
+// input patch and filters of the rule's config (forward, and every grad_input phase) within shared
+// memory, and no atomics under torch.use_deterministic_algorithms(True).
 std::string can_implement(const ConvProblem& problem) {
   const ConvShape& p = problem.shape;
   if (problem.deterministic)
     return "CSG sums partial results with atomicAdd, whose order varies between runs, and "
            "torch.use_deterministic_algorithms(True) is set";
-  const std::string sizes = size_limit_reason(p);
-  if (!sizes.empty()) return sizes;
   const bool is_double = problem.dtype == at::kDouble;
   auto fits = [&](const CsgConv& cv) { return is_double ? rule_plan_fits<double>(cv) : rule_plan_fits<float>(cv); };
   bool ok = p.channels_per_group() == 0 || fits(forward_conv(p));

@@ -16,6 +16,7 @@
 #include <torch/library.h>
 #include <cstdlib>
 
+#include "../../backward.h"
 #include "../../conv_shape.h"
 #include "../../plans.h"
 #include "../../tuning.h"
@@ -372,13 +373,10 @@ at::Tensor direct_grad_weight_cuda(const ConvShape& p, const at::Tensor& grad_ou
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const ConvShape p = check_conv2d_backward("conv2d_direct_backward", grad_output, input, weight, stride, padding,
-                                            dilation, groups, output_mask);
-  const c10::cuda::CUDAGuard guard(input.device());
-  check_can_implement("conv2d_direct_backward", kDirect, make_problem(p, input));
-  return {output_mask[0] ? direct_grad_input_cuda(p, grad_output, weight) : skipped_grad(input),
-          output_mask[1] ? direct_grad_weight_cuda(p, grad_output, input, weight) : skipped_grad(input),
-          output_mask[2] ? conv_bias_grad(grad_output) : skipped_grad(input)};
+  return conv2d_backward(
+      "conv2d_direct_backward", kDirect, grad_output, input, weight, stride, padding, dilation, groups, output_mask,
+      [&](const ConvShape& p) { return direct_grad_input_cuda(p, grad_output, weight); },
+      [&](const ConvShape& p) { return direct_grad_weight_cuda(p, grad_output, input, weight); });
 }
 
 // The direct kernel's limits: the forward launch's tiles (with their halo) must fit shared memory.

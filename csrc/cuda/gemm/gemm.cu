@@ -29,6 +29,7 @@
 #include <numeric>
 #include <type_traits>
 
+#include "../../backward.h"
 #include "../../conv_shape.h"
 #include "../../plans.h"
 #include "../../tuning.h"
@@ -95,8 +96,9 @@ GatherConv phase_gather(const ConvShape& p, int py, int px, bool* empty) {
   return cv;
 }
 
-// Why the GEMM kernels cannot index `cv`, or "": columns, the padded reduction and image planes are
-// addressed with 32-bit offsets, and a tap's offset along one axis is a 16-bit value.
+// Why the GEMM kernels cannot index `cv`, or "": columns (N x Ho x Wo), the padded reduction and
+// positions within one channel's plane are 32-bit (offsets across channels and images are 64-bit),
+// and a tap's offset along one axis is a 16-bit value.
 std::string size_limit_reason(const GatherConv& cv) {
   constexpr int64_t kLimit = int64_t(1) << 31;
   auto too_large = [](const std::string& what, int64_t n) {
@@ -105,9 +107,8 @@ std::string size_limit_reason(const GatherConv& cv) {
   if (cv.columns >= kLimit) return too_large("the number of output positions N x Ho x Wo", cv.columns);
   if (int64_t(cv.reduction) * kReductionPad >= kLimit)
     return too_large("the padded reduction C/groups x R x S x 16", int64_t(cv.reduction) * kReductionPad);
-  if (int64_t(cv.src_C) * cv.src_plane >= kLimit) return too_large("one image", int64_t(cv.src_C) * cv.src_plane);
-  if (int64_t(cv.out_C) * cv.out_plane >= kLimit)
-    return too_large("one output image", int64_t(cv.out_C) * cv.out_plane);
+  if (cv.src_plane >= kLimit) return too_large("one channel's plane", cv.src_plane);
+  if (cv.out_plane >= kLimit) return too_large("one output channel's plane", cv.out_plane);
   if (int64_t(std::abs(cv.tap_sy)) * (cv.R - 1) >= 0x7FFF || int64_t(std::abs(cv.tap_sx)) * (cv.S - 1) >= 0x7FFF)
     return "its tap offsets are 16-bit and the dilated filter spans more than 32766 pixels";
   return "";
@@ -373,38 +374,38 @@ at::Tensor conv2d_gemm_cuda(const at::Tensor& input, const at::Tensor& weight, c
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const ConvShape p = check_conv2d_backward("conv2d_gemm_backward", grad_output, input, weight, stride, padding,
-                                            dilation, groups, output_mask);
-  const c10::cuda::CUDAGuard guard(input.device());
-  check_can_implement("conv2d_gemm_backward", kGemm, make_problem(p, input));
-  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
-  int64_t workspace = 0;
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_backward_cuda", [&] {
-    if (output_mask[0]) {
-      gx = new_output({p.N, p.C, p.H, p.W}, input.options());
-      auto gy = grad_output.contiguous();
+  auto grad_input = [&](const ConvShape& p) {
+    auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
+    auto gy = grad_output.contiguous();
+    int64_t workspace = 0;
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_grad_input_cuda", [&] {
       if (p.stride_h == 1 && p.stride_w == 1) {
         const GatherConv cv = transposed_gather(p);
         if (cv.reduction == 0) gx.zero_();
         else gemm_conv<scalar_t>(gy, weight, nullptr, cv, gx);
         workspace = last_workspace_bytes();
-      } else {
-        // One stride-1 transposed gather per output phase, each with only the taps that reach it
-        // (a quarter of the work at stride 2); phases no tap reaches are zero.
-        for (int py = 0; py < p.stride_h; ++py)
-          for (int px = 0; px < p.stride_w; ++px) {
-            bool empty = false;
-            const GatherConv cv = phase_gather(p, py, px, &empty);
-            if (empty || cv.reduction == 0) {
-              if (py < p.H && px < p.W) gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
-              continue;
-            }
-            gemm_conv<scalar_t>(gy, weight, nullptr, cv, gx);
-            workspace = std::max(workspace, last_workspace_bytes());
-          }
+        return;
       }
-    }
-    if (output_mask[1]) {
+      // One stride-1 transposed gather per output phase, each with only the taps that reach it
+      // (a quarter of the work at stride 2); phases no tap reaches are zero.
+      for (int py = 0; py < p.stride_h; ++py)
+        for (int px = 0; px < p.stride_w; ++px) {
+          bool empty = false;
+          const GatherConv cv = phase_gather(p, py, px, &empty);
+          if (empty || cv.reduction == 0) {
+            if (py < p.H && px < p.W) gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
+            continue;
+          }
+          gemm_conv<scalar_t>(gy, weight, nullptr, cv, gx);
+          workspace = std::max(workspace, last_workspace_bytes());
+        }
+    });
+    record_workspace_bytes(workspace);
+    return gx;
+  };
+  auto grad_weight = [&](const ConvShape& p) {
+    at::Tensor gw;
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_grad_weight_cuda", [&] {
       if constexpr (std::is_same_v<scalar_t, double>) {
         gw = gemm_grad_weight<scalar_t, GemmF64>(p, grad_output, input);
       } else if (p.filters_per_group() <= 64 && p.channels_per_group() * p.R * p.S <= 64) {
@@ -414,12 +415,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
       } else {
         gw = gemm_grad_weight<scalar_t, GemmWeightGradLargeF32>(p, grad_output, input);
       }
-      workspace = std::max(workspace, last_workspace_bytes());
-    }
-  });
-  if (output_mask[2]) gb = conv_bias_grad(grad_output);
-  record_workspace_bytes(workspace);
-  return {gx, gw, gb};
+    });
+    return gw;
+  };
+  return conv2d_backward("conv2d_gemm_backward", kGemm, grad_output, input, weight, stride, padding, dilation, groups,
+                         output_mask, grad_input, grad_weight);
 }
 
 // The GEMM kernels' limits: the indexing of the forward gather and of grad_input's transposed

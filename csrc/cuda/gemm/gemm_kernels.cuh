@@ -100,7 +100,8 @@ struct Tap {
 };
 
 // A column decoded once: its image's offset in the source tensor (group's first channel) and the
-// source position of its tap (0, 0). Columns and offsets within one image fit 32 bits (check_sizes).
+// source position of its tap (0, 0). Column indices and offsets within one channel's plane fit 32
+// bits (the plan's limits); offsets across channels and images are 64-bit.
 struct Column {
   int64_t base;
   int y0, x0;
@@ -202,16 +203,19 @@ struct TapMaskTileLoader {
     const int rho0 = chunk * Cfg::kK + row0;
     int c = rho0 / taps, rs = rho0 - c * taps;
     int r = rs / S, s = rs - r * S;
+    // The channel's plane is addressed in 64 bits (an image may hold 2^31 elements or more); a
+    // tap's offset inside the plane fits 32.
+    const T* plane = origin + int64_t(c) * cv.src_plane;
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
       const bool ok = ((mask >> rs) & 1u) && c < cv.channels;
-      const T* p = origin + (c * int(cv.src_plane) + r * tap_dy + s * tap_dx);
+      const T* p = plane + (r * tap_dy + s * tap_dx);
       cp_async_or_zero(tile + (row0 + i) * Cfg::kLdB + tile_col, ok ? p : src, ok);
       if (i + 1 < kRowsPerThread) {
         ++rs;
         if (++s == S) {
           s = 0;
-          if (++r == R) r = 0, rs = 0, ++c;
+          if (++r == R) r = 0, rs = 0, ++c, plane += cv.src_plane;
         }
       }
     }
@@ -604,7 +608,7 @@ struct UnrolledTransposeLoader {
   const GatherConv& cv;
   int col_end;
   int g;
-  int tap_offset[kTaps];  // c * H * W + dy * W + dx
+  int64_t tap_offset[kTaps];  // c * H * W + dy * W + dx (64 bits: an image may hold 2^31 elements or more)
   int tap_shift[kTaps];   // dy << 16 | dx
   ColumnCursor cols[kColumns];
 
@@ -614,7 +618,7 @@ struct UnrolledTransposeLoader {
     for (int t = 0; t < kTaps; ++t) {
       const Tap<kR, kS> tap(cv, rho0 + threadIdx.x / kColumnLanes + t * kTapGroups);
       const int dy = tap.r * cv.tap_sy, dx = tap.s * cv.tap_sx;
-      tap_offset[t] = tap.c * int(cv.src_plane) + dy * cv.src_W + dx;
+      tap_offset[t] = int64_t(tap.c) * cv.src_plane + dy * cv.src_W + dx;
       tap_shift[t] = tap.c < cv.channels ? (dy << 16 | dx) : (kOutside << 16 | kOutside);
     }
 #pragma unroll

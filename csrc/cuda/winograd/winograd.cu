@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "../../backward.h"
 #include "../../conv_shape.h"
 #include "../../plans.h"
 #include "../../tuning.h"
@@ -391,22 +392,19 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const ConvShape p = check_conv2d_backward("conv2d_winograd_backward", grad_output, input, weight, stride, padding,
-                                            dilation, groups, output_mask);
-  const c10::cuda::CUDAGuard guard(input.device());
-  check_can_implement("conv2d_winograd_backward", kWinograd, make_problem(p, input));
-  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
-  int64_t workspace = 0;
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_backward_cuda", [&] {
-    if (output_mask[0]) {
-      gx = new_output({p.N, p.C, p.H, p.W}, input.options());
-      auto gy = grad_output.contiguous();
+  auto grad_input = [&](const ConvShape& p) {
+    auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
+    auto gy = grad_output.contiguous();
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cuda", [&] {
       const WinogradConv cv = make_conv(gy, p.C, p.H, p.W, 2 - p.pad_h, 2 - p.pad_w, p.groups);
       winograd_conv<scalar_t>(gy, weight, /*rotated=*/true, nullptr, cv, gx);
-      workspace = last_workspace_bytes();
-    }
-    if (output_mask[1]) {
-      int64_t bytes = 0;
+    });
+    return gx;
+  };
+  auto grad_weight = [&](const ConvShape& p) {
+    at::Tensor gw;
+    int64_t bytes = 0;
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_weight_cuda", [&] {
       if constexpr (std::is_same_v<scalar_t, double>) {
         gw = winograd_grad_weight<scalar_t, WinogradTileF64>(p, grad_output, input, &bytes);
       } else if (p.channels_per_group() <= WinogradWeightGradNarrow::kN) {
@@ -414,12 +412,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
       } else {
         gw = winograd_grad_weight<scalar_t, WinogradTileF32>(p, grad_output, input, &bytes);
       }
-      workspace = std::max(workspace, bytes);
-    }
-  });
-  if (output_mask[2]) gb = conv_bias_grad(grad_output);
-  record_workspace_bytes(workspace);
-  return {gx, gw, gb};
+    });
+    record_workspace_bytes(bytes);
+    return gw;
+  };
+  return conv2d_backward("conv2d_winograd_backward", kWinograd, grad_output, input, weight, stride, padding,
+                         dilation, groups, output_mask, grad_input, grad_weight);
 }
 
 // Winograd's limits: F(2x2,3x3)'s shape, and the 2x2 tiles of the forward output and of grad_input
