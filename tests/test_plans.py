@@ -116,11 +116,12 @@ def test_csg_size_limit_is_per_group():
 
 @needs_cuda
 def test_gemm_says_what_is_too_large():
-    """A channel plane of 2^31 elements is past the GEMM's 32-bit positions: the reason names it,
-    and auto leaves the GEMM out."""
+    """A plane of 2^31 output positions is past the GEMM's 32-bit column and plane indices: the
+    reason says so, and auto leaves the GEMM out."""
     x = torch.empty(1, 1, 46341, 46341, device="cuda")  # 2^31 + 80^2 elements, never written
     w = torch.empty(1, 1, 3, 3, device="cuda")
-    assert "one channel's plane is 2147488281" in torchconv.unsupported_reason("gemm", x, w, 1, 1, 1, 1)
+    reason = torchconv.unsupported_reason("gemm", x, w, 1, 1, 1, 1)
+    assert "32-bit" in reason and "is 2147488281 (2^31 or more)" in reason
     assert "gemm" not in torchconv.candidate_algorithms(x, w, 1, 1, 1, 1)
 
 

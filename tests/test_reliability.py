@@ -171,7 +171,8 @@ def test_tensors_of_2_31_elements_and_more(algorithm):
     """A 3x3 layer on a 1x64x6000x6000 input (2.3e9 elements in the input, the output, grad_output
     and grad_input), forward and backward: the output and grad_input checked on bands of rows at
     the top, middle and bottom against float64, grad_weight against the sum of per-band cuDNN FP32
-    gradients."""
+    gradients. grad_weight reduces over 3.6e7 pixels in FP32 on both sides, so its bar is 1e-4
+    (CSG, which sums each slice sequentially, reads about 2e-5; the others about 1e-6)."""
     free, _ = torch.cuda.mem_get_info()
     if free < 48 * 2**30:
         pytest.skip("needs 48 GiB of free GPU memory")
@@ -201,7 +202,8 @@ def test_tensors_of_2_31_elements_and_more(algorithm):
             wl = w.detach().requires_grad_()
             out = F.conv2d(F.pad(xs, [1, 1, int(lo == 0), int(hi == 6000)]), wl)
             ref_gw += torch.autograd.grad(out, wl, gy[:, :, lo:hi])[0]
-    assert_close_rel(gw, ref_gw, torch.float32, f"{algorithm} grad_weight")
+    err = ((gw.double() - ref_gw.double()).norm() / ref_gw.double().norm()).item()
+    assert err < 1e-4, f"{algorithm} grad_weight: relative error {err:.2e} against the per-band FP32 sum"
 
 
 @needs_two_gpus
