@@ -86,6 +86,7 @@ def main(argv=None):
     p.add_argument("--against", default=None, help="a second result file (no run)")
     p.add_argument("--layers", default=None, help="comma list of layers to re-run (default: all)")
     p.add_argument("--algorithms", default=None, help="comma list of algorithms to compare (default: all)")
+    p.add_argument("--modes", default=None, help="comma list of modes to compare, fwd / fwdbwd (default: both)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=5)
     args = p.parse_args(argv)
@@ -93,6 +94,9 @@ def main(argv=None):
     if args.algorithms:
         keep = set(args.algorithms.split(","))
         old = {k: r for k, r in old.items() if k[4] in keep}
+    if args.modes:
+        modes = set(args.modes.split(","))
+        old = {k: r for k, r in old.items() if k[2] in modes}
     layers = set(args.layers.split(",")) if args.layers else None
     if args.against:
         new_meta, new = load(args.against)

@@ -60,10 +60,8 @@ at::Tensor filter_layout(const at::Tensor& weight, int groups, const FilterMap& 
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
     auto f = at::empty({int64_t(groups) * reduction * m.taps_r * m.taps_s * k_pad}, weight.options());
-    csg_filter_layout_kernel<T><<<elementwise_blocks(f.numel(), 256), 256, 0, current_stream()>>>(
-        w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), groups, Kg, Cg, int(weight.size(2)), int(weight.size(3)), m,
-        k_pad);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    relayout_filter(w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), f.numel(),
+                    CsgFilterMap{Kg, Cg, int(weight.size(2)), int(weight.size(3)), k_pad, m});
     return f;
   });
 }

@@ -15,6 +15,7 @@
 #include "../../conv_shape.h"
 #include "../../tuning.h"
 #include "../../weight_cache.h"
+#include "../common/filter_relayout.cuh"
 #include "../common/launch.cuh"
 #include "../common/tile_gemm.cuh"
 
@@ -231,13 +232,13 @@ struct FilterMap {
   int r0, dr, taps_r, s0, ds, taps_s;
 };
 
-// F[g][c][j][i][o] (o padded to k_pad with zeros) from the weight K x Cg x R x S.
-template <typename T>
-__global__ void csg_filter_layout_kernel(const T* __restrict__ w, T* __restrict__ f, int groups, int Kg, int Cg,
-                                         int R, int S, FilterMap m, int k_pad) {
-  const int reduction = m.transposed ? Kg : Cg, outputs = m.transposed ? Cg : Kg;
-  const int64_t total = int64_t(groups) * reduction * m.taps_r * m.taps_s * k_pad;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+// F[g][c][j][i][o] (o padded to k_pad with zeros) from the weight K x Cg x R x S
+// (common/filter_relayout.cuh).
+struct CsgFilterMap {
+  int Kg, Cg, R, S, k_pad;
+  FilterMap m;
+  __device__ int64_t src(int64_t e) const {
+    const int reduction = m.transposed ? Kg : Cg, outputs = m.transposed ? Cg : Kg;
     int64_t rest = e;
     const int o = int(rest % k_pad);
     rest /= k_pad;
@@ -246,17 +247,14 @@ __global__ void csg_filter_layout_kernel(const T* __restrict__ w, T* __restrict_
     const int j = int(rest % m.taps_r);
     rest /= m.taps_r;
     const int c = int(rest % reduction);
-    const int g = int(rest / reduction);
-    T v = T(0);
-    if (o < outputs) {
-      const int r = m.transposed ? m.r0 + (m.taps_r - 1 - j) * m.dr : j;
-      const int s = m.transposed ? m.s0 + (m.taps_s - 1 - i) * m.ds : i;
-      const int k = m.transposed ? c : o, ch = m.transposed ? o : c;
-      v = w[((int64_t(g) * Kg + k) * Cg + ch) * R * S + r * S + s];
-    }
-    f[e] = v;
+    const int64_t g = rest / reduction;
+    if (o >= outputs) return -1;
+    const int r = m.transposed ? m.r0 + (m.taps_r - 1 - j) * m.dr : j;
+    const int s = m.transposed ? m.s0 + (m.taps_s - 1 - i) * m.ds : i;
+    const int k = m.transposed ? c : o, ch = m.transposed ? o : c;
+    return ((g * Kg + k) * Cg + ch) * R * S + r * S + s;
   }
-}
+};
 
 // grad_weight block: kWarps x kTK filters x 32 input channels (one per lane) x one filter row's
 // kS taps, summed over a run of kBH x kBW pixel tiles; the runs ("splits") cover N x Ho x Wo across

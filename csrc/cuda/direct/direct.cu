@@ -253,9 +253,8 @@ void direct_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tenso
       if (ay.count == 0 || ax.count == 0 || ay.taps == 0 || ax.taps == 0) continue;
       const PhaseTaps m{ay.r0, ay.dr, ay.taps, ax.r0, ax.dr, ax.taps};
       auto f = at::empty({p.C, Kg, ay.taps, ax.taps}, weight.options());
-      direct_phase_filter_kernel<T><<<elementwise_blocks(f.numel(), 256), 256, 0, current_stream()>>>(
-          w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), int(p.groups), int(Kg), int(Cg), int(p.R), int(p.S), m);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      relayout_filter(w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), f.numel(),
+                      PhaseFilterMap{int(Kg), int(Cg), int(p.R), int(p.S), m});
       DirectArgs a = make_args(gy, f, at::Tensor(), gx, 1, 1, -(ay.d0 + (ay.taps - 1) * ay.step),
                                -(ax.d0 + (ax.taps - 1) * ax.step), -ay.step, -ax.step, int(p.groups));
       a.Ho = ay.count, a.Wo = ax.count;
@@ -280,9 +279,8 @@ at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight, int t
   auto out = at::empty(weight.sizes(), weight.options());
   const int64_t numel = weight.numel();
   AT_DISPATCH_FLOATING_TYPES(partial.scalar_type(), "direct_sum_weight_slices", [&] {
-    sum_weight_slices_kernel<scalar_t><<<unsigned(ceil_div(numel, 32)), dim3(32, kSumLanes), 0, current_stream()>>>(
-        partial.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), numel, int(partial.size(0)), taps);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_sum_slices(partial.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), numel,
+                      int(partial.size(0)), numel, TapMajorSliceMap{numel / taps, taps}, /*many_slices=*/0);
   });
   return out;
 }

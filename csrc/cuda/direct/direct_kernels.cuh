@@ -10,7 +10,9 @@
 #include "../../conv_shape.h"
 #include "../../tuning.h"
 #include "../../workspace.h"
+#include "../common/filter_relayout.cuh"
 #include "../common/launch.cuh"
+#include "../common/slice_sum.cuh"
 
 namespace torchconv {
 namespace cuda {
@@ -289,11 +291,10 @@ struct PhaseTaps {
 // this filter: f[g * Cg + c][k][j][i] = w[g * Kg + k][c][r][s] over the phase's taps in reverse order
 // (r = r0 + (taps_r - 1 - j) * dr), so the launch's taps step forward. Stride 1 has one phase with
 // every tap: the filter rotated 180 degrees, C and K swapped within each group.
-template <typename T>
-__global__ void direct_phase_filter_kernel(const T* __restrict__ w, T* __restrict__ f, int groups, int Kg, int Cg,
-                                           int R, int S, PhaseTaps m) {
-  const int64_t total = int64_t(groups) * Cg * Kg * m.taps_r * m.taps_s;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+struct PhaseFilterMap {
+  int Kg, Cg, R, S;
+  PhaseTaps m;
+  __device__ int64_t src(int64_t e) const {
     int64_t rest = e;
     const int i = int(rest % m.taps_s);
     rest /= m.taps_s;
@@ -302,11 +303,11 @@ __global__ void direct_phase_filter_kernel(const T* __restrict__ w, T* __restric
     const int k = int(rest % Kg);
     rest /= Kg;
     const int c = int(rest % Cg);
-    const int g = int(rest / Cg);
+    const int64_t g = rest / Cg;
     const int r = m.r0 + (m.taps_r - 1 - j) * m.dr, s = m.s0 + (m.taps_s - 1 - i) * m.ds;
-    f[e] = w[((int64_t(g) * Kg + k) * Cg + c) * R * S + r * S + s];
+    return ((g * Kg + k) * Cg + c) * R * S + r * S + s;
   }
-}
+};
 
 // grad_weight, tiled: dW[k][c][r][s] = sum over n, oy, ox of gy[n][k][oy][ox] * x[n][c][iy][ix], a
 // GEMM of filters x "columns" over the N x Ho x Wo pixels. A block owns TK filters x up to kTaps
@@ -580,30 +581,14 @@ __global__ void __launch_bounds__(256, 2) direct_grad_weight_tiled_kernel(const 
     }
 }
 
-// out = sum over slices of partial[slice], in a fixed order (deterministic). A block is 32 elements
-// x kSumLanes lanes: a warp reads 32 consecutive elements of one slice (coalesced), lane y adds
-// slices y, y + kSumLanes, ..., and the lanes are added in lane order through shared memory, so
-// layers with few weights and hundreds of slices still keep many loads in flight. A tap-major
-// partial ([taps][K * Cg], taps > 1) is written back in weight order ([K * Cg][taps]).
-constexpr int kSumLanes = 8;
-template <typename T>
-__global__ void __launch_bounds__(32 * kSumLanes) sum_weight_slices_kernel(const T* __restrict__ partial,
-                                                                           T* __restrict__ out, int64_t numel,
-                                                                           int slices, int taps) {
-  __shared__ T lane_sums[kSumLanes][32];
-  const int64_t e = blockIdx.x * int64_t(32) + threadIdx.x;
-  T sum = T(0);
-  if (e < numel)
-    for (int s = threadIdx.y; s < slices; s += kSumLanes) sum += partial[s * numel + e];
-  lane_sums[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y != 0 || e >= numel) return;
-  T total = lane_sums[0][threadIdx.x];
-#pragma unroll
-  for (int y = 1; y < kSumLanes; ++y) total += lane_sums[y][threadIdx.x];
-  const int64_t per_tap = numel / taps;
-  out[(e % per_tap) * taps + e / per_tap] = total;
-}
+// A tap-major partial sum ([taps][K * Cg], taps > 1) goes back to weight order ([K * Cg][taps]) as
+// its slices are summed (common/slice_sum.cuh).
+struct TapMajorSliceMap {
+  int64_t per_tap;
+  int taps;
+  __device__ int64_t src(int64_t e) const { return e; }
+  __device__ int64_t dst(int64_t e) const { return (e % per_tap) * taps + e / per_tap; }
+};
 
 }  // namespace
 }  // namespace cuda

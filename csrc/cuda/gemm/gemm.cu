@@ -126,9 +126,8 @@ at::Tensor weight_matrix(const at::Tensor& weight, const GatherConv& cv, int& re
     auto w = weight.contiguous();
     auto a = at::empty({int64_t(cv.groups) * rp * mp}, weight.options());
     const int Kg = int(weight.size(0)) / cv.groups, Cg = int(weight.size(1));
-    gemm_weight_matrix_kernel<T><<<elementwise_blocks(a.numel(), 256), 256, 0, current_stream()>>>(
-        w.const_data_ptr<T>(), a.mutable_data_ptr<T>(), Kg, Cg, int(weight.size(2)), int(weight.size(3)), cv, rp, mp);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    relayout_filter(w.const_data_ptr<T>(), a.mutable_data_ptr<T>(), a.numel(),
+                    WeightMatrixMap{Kg, Cg, int(weight.size(2)), int(weight.size(3)), cv, rp, mp});
     return a;
   });
 }
@@ -339,14 +338,9 @@ at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, c
   if (cv.R == 1 && cv.S == 1) launch(gemm_weight_grad_kernel<T, Cfg, 1, 1>);
   else if (cv.R == 3 && cv.S == 3) launch(gemm_weight_grad_kernel<T, Cfg, 3, 3>);
   else launch(gemm_weight_grad_kernel<T, Cfg, 0, 0>);
-  auto finish = [&](auto kernel, int lanes) {
-    kernel<<<elementwise_blocks(gw.numel() * lanes, kFinishThreads), kFinishThreads, 0, current_stream()>>>(
-        partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), int(splits), cv.groups, cv.outputs, cv.reduction,
-        a.k_pad, a.rho_pad);
-  };
-  if (splits >= kFinishLanesMinSplits) finish(gemm_weight_grad_finish_kernel<T, 8>, 8);
-  else finish(gemm_weight_grad_finish_kernel<T, 1>, 1);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_sum_slices(partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), gw.numel(), int(splits),
+                    slice_bytes / int64_t(sizeof(T)),
+                    PaddedWeightSliceMap{cv.outputs, cv.reduction, a.k_pad, a.rho_pad}, kFinishLanesMinSplits);
   return gw;
 }
 

@@ -15,6 +15,8 @@
 #include "../../variant.h"
 #include "../../weight_cache.h"
 #include "../../workspace.h"
+#include "../common/filter_relayout.cuh"
+#include "../common/slice_sum.cuh"
 #include "../common/tile_gemm.cuh"
 
 namespace torchconv {
@@ -505,25 +507,22 @@ __global__ void gemm_unroll_kernel(const T* __restrict__ src, T* __restrict__ co
 // launch's taps (i, j) < (R, S), filter tap (r0 + i * dr, s0 + j * ds):
 //   forward:    m = filter k, rho = (c, i, j):  A = w[g*Kg + k][c][r][s]
 //   transposed: m = channel c, rho = (k, i, j): A = w[g*Kg + k][c][r][s]   (grad_input)
-template <typename T>
-__global__ void gemm_weight_matrix_kernel(const T* __restrict__ w, T* __restrict__ a, int Kg, int Cg, int Rw, int Sw,
-                                          const GatherConv cv, int reduction_pad, int rows_pad) {
-  const int64_t total = int64_t(cv.groups) * reduction_pad * rows_pad;
-  const int taps = cv.R * cv.S;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+struct WeightMatrixMap {
+  int Kg, Cg, Rw, Sw;
+  GatherConv cv;
+  int reduction_pad, rows_pad;
+  __device__ int64_t src(int64_t i) const {
     const int m = int(i % rows_pad);
     const int rho = int((i / rows_pad) % reduction_pad);
-    const int g = int(i / (int64_t(rows_pad) * reduction_pad));
-    T v = T(0);
-    if (m < cv.outputs && rho < cv.reduction) {
-      const int ch = rho / taps, tap = rho % taps;
-      const int r = cv.tap_r0 + (tap / cv.S) * cv.tap_dr, s = cv.tap_s0 + (tap % cv.S) * cv.tap_ds;
-      const int k = cv.transposed ? ch : m, c = cv.transposed ? m : ch;
-      v = w[((int64_t(g * Kg + k) * Cg + c) * Rw + r) * Sw + s];
-    }
-    a[i] = v;
+    const int64_t g = i / (int64_t(rows_pad) * reduction_pad);
+    if (m >= cv.outputs || rho >= cv.reduction) return -1;
+    const int taps = cv.R * cv.S;
+    const int ch = rho / taps, tap = rho % taps;
+    const int r = cv.tap_r0 + (tap / cv.S) * cv.tap_dr, s = cv.tap_s0 + (tap % cv.S) * cv.tap_ds;
+    const int k = cv.transposed ? ch : m, c = cv.transposed ? m : ch;
+    return (((g * Kg + k) * Cg + c) * Rw + r) * Sw + s;
   }
-}
+};
 
 // ---- grad_weight ---------------------------------------------------------------------------------
 
@@ -667,49 +666,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_weight_gr
       out[int64_t(mt * Cfg::kM + tt.row(i)) * a.rho_pad + nt * Cfg::kN + tt.col(j)] = acc[i][j];
 }
 
-// dW[g*Kg + k][rho] = sum of the slices in a fixed order (deterministic). Layers with few weights
-// and many slices (ResNet's 64 x 64 1x1: 4096 weights, hundreds of slices) would leave a thread
-// summing hundreds of values in sequence, so there kLanes = 8 lanes share each weight: lane l sums
-// slices l, l + kLanes, ..., then the lanes are added in lane order through shared memory. With few
-// slices (2.4 M weights, 4 slices) one thread per weight keeps every load in flight (the 8-lane form
-// was several times slower there).
-constexpr int kFinishThreads = 256;
+// grad_weight's slices ([split][group][k_pad][rho_pad]) summed into the weight ([group * Kg][rho])
+// by common/slice_sum.cuh, 8 lanes per weight from kFinishLanesMinSplits slices on: layers with few
+// weights and many slices (a 64 x 64 1x1: 4096 weights, hundreds of slices) would otherwise leave
+// a thread summing hundreds of values in sequence, while with few slices one thread per weight
+// keeps every load in flight.
 constexpr int kFinishLanesMinSplits = 64;
-template <typename T, int kLanes>
-__global__ void __launch_bounds__(kFinishThreads) gemm_weight_grad_finish_kernel(
-    const T* __restrict__ partial, T* __restrict__ gw, int splits, int groups, int Kg, int reduction, int k_pad,
-    int rho_pad) {
-  constexpr int kFinishLanes = kLanes;
-  __shared__ T lanes[kLanes > 1 ? kFinishThreads : 1];
-  constexpr int kPerBlock = kFinishThreads / kFinishLanes;
-  const int64_t total = int64_t(groups) * Kg * reduction;
-  const int64_t slice = int64_t(groups) * k_pad * rho_pad;
-  const int lane = threadIdx.x % kFinishLanes, slot = threadIdx.x / kFinishLanes;
-  for (int64_t base = int64_t(blockIdx.x) * kPerBlock; base < total; base += int64_t(gridDim.x) * kPerBlock) {
-    const int64_t i = base + slot;
-    T sum = T(0);
-    if (i < total) {
-      const int rho = int(i % reduction);
-      const int k = int((i / reduction) % Kg);
-      const int g = int(i / (int64_t(reduction) * Kg));
-      const T* src = partial + (int64_t(g) * k_pad + k) * rho_pad + rho;
-      for (int s = lane; s < splits; s += kFinishLanes) sum += src[s * slice];
-    }
-    if constexpr (kLanes == 1) {
-      if (i < total) gw[i] = sum;
-      continue;
-    }
-    lanes[threadIdx.x] = sum;
-    __syncthreads();
-    if (lane == 0 && i < total) {
-      T out = T(0);
-#pragma unroll
-      for (int l = 0; l < kFinishLanes; ++l) out += lanes[threadIdx.x + l];
-      gw[i] = out;
-    }
-    __syncthreads();
+struct PaddedWeightSliceMap {
+  int Kg, reduction, k_pad, rho_pad;
+  __device__ int64_t src(int64_t i) const {
+    const int rho = int(i % reduction);
+    const int k = int((i / reduction) % Kg);
+    const int64_t g = i / (int64_t(reduction) * Kg);
+    return (g * k_pad + k) * rho_pad + rho;
   }
-}
+  __device__ int64_t dst(int64_t i) const { return i; }
+};
 
 // ---- host side ------------------------------------------------------------------------------------
 

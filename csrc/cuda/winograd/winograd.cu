@@ -363,9 +363,8 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   }
   if (splits > 1) {
     const int64_t slice = slice_bytes / int64_t(sizeof(T));
-    winograd_split_sum_kernel<T><<<elementwise_blocks(slice, 256), 256, 0, current_stream()>>>(
-        partial.mutable_data_ptr<T>(), int(splits), slice);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_sum_slices(partial.const_data_ptr<T>(), partial.mutable_data_ptr<T>(), slice, int(splits), slice,
+                      IdentitySliceMap{}, /*many_slices=*/64);  // into slice 0, in place
   }
   winograd_weight_grad_finish_kernel<T><<<elementwise_blocks(p.K * Cg, 256), 256, 0, current_stream()>>>(
       partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, Kg, Cg, k_pad, c_pad);

@@ -13,6 +13,7 @@
 #include "../../weight_cache.h"
 #include "../../winograd_transforms.h"
 #include "../../workspace.h"
+#include "../common/slice_sum.cuh"
 #include "../common/tile_gemm.cuh"
 
 namespace torchconv {
@@ -769,19 +770,6 @@ __global__ void winograd_grad_output_transform_kernel(const T* __restrict__ gy, 
     T* dst = dmt + (int64_t(g) * tiles_pad + j) * kWinogradPoints * k_pad + k;
 #pragma unroll
     for (int e = 0; e < 16; ++e) dst[int64_t(e) * k_pad] = dm[e];
-  }
-}
-
-// Sums the split slices of dU column by column, in split order (deterministic), into slice 0. One
-// thread per element of a slice keeps every load coalesced and the grid wide even when K x C is small
-// and the tile reduction was split hundreds of ways.
-template <typename T>
-__global__ void winograd_split_sum_kernel(T* __restrict__ partial, int splits, int64_t slice) {
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < slice; j += int64_t(gridDim.x) * blockDim.x) {
-    T sum = partial[j];
-#pragma unroll 4
-    for (int s = 1; s < splits; ++s) sum += partial[s * slice + j];
-    partial[j] = sum;
   }
 }
 

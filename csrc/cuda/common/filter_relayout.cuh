@@ -1,0 +1,32 @@
+// Filters re-laid for a launch -- one phase's taps of a strided grad_input, transposed, reversed,
+// padded -- written once for every algorithm: each gives the layout as a map from an element of the
+// re-laid filter to the weight element it holds.
+#pragma once
+
+#include <cstdint>
+
+#include <c10/cuda/CUDAException.h>
+
+#include "launch.cuh"
+
+namespace torchconv {
+namespace cuda {
+
+// out[e] = w[map.src(e)] for e < total, or zero where map.src(e) < 0 (padding).
+template <typename T, typename Map>
+__global__ void relayout_filter_kernel(const T* __restrict__ w, T* __restrict__ out, int64_t total, Map map) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t src = map.src(e);
+    out[e] = src >= 0 ? w[src] : T(0);
+  }
+}
+
+template <typename T, typename Map>
+void relayout_filter(const T* w, T* out, int64_t total, const Map& map) {
+  if (total == 0) return;
+  relayout_filter_kernel<T, Map><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w, out, total, map);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace cuda
+}  // namespace torchconv
