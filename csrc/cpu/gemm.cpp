@@ -210,7 +210,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cpu(
 
 namespace {
 
-// The CPU kernels index with 64-bit offsets and take every shape F.conv2d takes.
+// The CPU kernels index with 64-bit offsets and take every shape PyTorch's conv2d takes.
 std::string can_implement(const ConvProblem&) { return ""; }
 
 [[maybe_unused]] const bool kRegistered = register_plans(kGemm, c10::DeviceType::CPU, {&can_implement, {}});
