@@ -1,4 +1,4 @@
-// Measured choice of an algorithm's tile config and split (torchconv.set_tuning): the first call
+// Measured choice of an algorithm's tile config and split (benchmark mode, torchconv.set_benchmark): the first call
 // with a shape times the candidates and remembers the winner for that shape, dtype and GPU; later
 // calls look it up. Off by default (a rule picks). The choices live for the process.
 #pragma once

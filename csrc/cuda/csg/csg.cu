@@ -25,7 +25,7 @@
 // torch.use_deterministic_algorithms(True) these operators raise (PyTorch's alert).
 //
 // Tile shapes are named configs; the split and config come from a rule, or, with
-// torchconv.set_tuning(True), from timing the candidates once per shape (cached per shape, dtype
+// benchmark mode (torchconv.set_benchmark(True)), from timing the candidates once per shape (cached per shape, dtype
 // and GPU).
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
