@@ -288,7 +288,7 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
                     rounds=args.rounds, reps=reps, cudnn_ms=cudnn_ms)
         rows.append(dict(base, algorithm=label, config="default", ms=cudnn_ms,
                          tflops=mode_flops / (cudnn_ms * 1e-3) / 1e12, ratio=1.0, ratio_min=1.0, ratio_max=1.0,
-                         spread_flag=False, rel_err=None, weight_cache=None))
+                         spread_flag=False, rel_err=None, weight_cache=False))
         for spec in info:
             i = info[spec]
             ratios = [c / o for c, o in zip(per_round["cudnn"], per_round[spec])]

@@ -91,6 +91,8 @@ def bench_model(name, args, device, log):
     x = torch.randn(args.batch, 3, args.image, args.image, device=device)
     base = dict(suite=name, layer="model", N=args.batch, H=args.image, W=args.image, precision="fp32", layout="nchw",
                 dtype="float32", groups=None, dilation=None, rounds=args.rounds, reps=args.reps)
+    # Inference runs under torch.inference_mode(), where filter transforms come from the weight cache;
+    # a training step re-derives them every call.
     rows = []
     for mode in args.modes.split(","):
         torchconv.clear_cache()
@@ -120,11 +122,11 @@ def bench_model(name, args, device, log):
         skipped = sorted({str(w.message) for w in caught if "skipped" in str(w.message)})
         choices = chosen(ours if mode == "fwd" else ours_for_choices)
         rows.append(dict(base, mode=mode, algorithm="cudnn", ms=timed["reference_ms"], cudnn_ms=timed["reference_ms"],
-                         ratio=1.0, ratio_min=1.0, ratio_max=1.0, spread_flag=False, rel_err=None))
+                         ratio=1.0, ratio_min=1.0, ratio_max=1.0, spread_flag=False, rel_err=None, weight_cache=False))
         rows.append(dict(base, mode=mode, algorithm="auto", config="benchmark", ms=timed["ms"],
                          cudnn_ms=timed["reference_ms"], ratio=timed["ratio"], ratio_min=timed["ratio_min"],
                          ratio_max=timed["ratio_max"], spread_flag=timed["spread_flag"], rel_err=err,
-                         algorithms=choices, skipped=skipped))
+                         weight_cache=mode == "fwd", algorithms=choices, skipped=skipped))
         log(f"  {name:<20} {mode:<5} N={args.batch:<3} ours {timed['ms']:8.3f} ms  cuDNN {timed['reference_ms']:8.3f} ms "
             f"x{timed['ratio']:.2f} [{timed['ratio_min']:.2f}-{timed['ratio_max']:.2f}]  logits err {err:.1e}  "
             f"{choices}" + (f"  skipped: {len(skipped)}" if skipped else ""))
