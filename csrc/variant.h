@@ -10,7 +10,7 @@ namespace torchconv {
 // Winograd: "fused" runs the input transform, the 16 element-wise GEMMs and the output transform
 // in one kernel (no V / M workspace); "staged" is seed 003's pipeline: an input-transform kernel
 // writes V, a batched GEMM writes M, an output-transform kernel writes Y, in batch chunks that fit
-// the workspace limit; "auto" (default) picks one per call by the rule in cuda/winograd.cu.
+// the workspace limit; "auto" (default) picks one per call by the rule in cuda/winograd/winograd.cu.
 enum class WinogradVariant : int { kAuto = 0, kFused = 1, kStaged = 2 };
 
 WinogradVariant winograd_variant();
@@ -23,7 +23,7 @@ GemmVariant gemm_variant();
 
 // Direct: how a strided grad_input runs. "phases" runs the forward kernel once per output phase,
 // "gather" one thread per input pixel (better where the phase grids are short of the GPU); "auto"
-// (default) picks per call by the rule in cuda/direct.cu.
+// (default) picks per call by the rule in cuda/direct/direct.cu.
 enum class DirectVariant : int { kAuto = 0, kPhases = 1, kGather = 2 };
 
 DirectVariant direct_variant();
