@@ -53,10 +53,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     else:
         if algorithm not in FORWARD:
             raise ValueError(f"torchconv.conv2d: unknown algorithm {algorithm!r}; choose 'auto' or one of {ALGORITHMS}")
-        # The operator checks the same limits itself; asking first gives the error torchconv.conv2d's
-        # name and keeps PyTorch's own alert for non-deterministic kernels to the operator. A traced
-        # call leaves it to the operator.
-        if not torch.compiler.is_compiling():
+        # The operator checks the algorithm's limits itself (ValueError with the reason), except
+        # determinism, which it leaves to PyTorch's own alert; under deterministic mode the front end
+        # asks first, so that refusing CSG's atomics is a ValueError that says why.
+        if torch.are_deterministic_algorithms_enabled() and not torch.compiler.is_compiling():
             reason = unsupported_reason(algorithm, input, weight, stride, dilation, padding, groups, bias)
             if reason is not None:
                 raise ValueError(f"torchconv.conv2d: algorithm '{algorithm}' cannot compute this convolution: {reason}")
