@@ -239,28 +239,21 @@ def main(argv=None):
         torch.backends.cudnn.benchmark = True
     meta = environment(device)
     print(f"# {meta['gpu']} | torch {meta['torch']} | cuDNN {meta['cudnn']}", flush=True)
+    log = lambda s: print(s, flush=True)  # noqa: E731
     if args.zoo:
-        rows = [zoo_model(name, args, device, lambda s: print(s, flush=True)) for name in ZOO]
-        torchconv.set_benchmark(False)
-        os.makedirs(args.out_dir, exist_ok=True)
-        stem = os.path.join(args.out_dir, args.tag or f"zoo-{gpu_slug(meta)}")
-        with open(stem + ".json", "w") as f:
-            json.dump({"meta": meta, "argv": sys.argv[1:] if argv is None else list(argv), "rows": rows}, f, indent=1)
-        write_zoo_markdown(stem + ".md", meta, rows)
-        print(f"wrote {stem}.json/.md ({len(rows)} rows)")
-        return rows
-    rows = []
-    for name in args.models.split(","):
-        rows += bench_model(name, args, device, lambda s: print(s, flush=True))
+        rows, stem, write = [zoo_model(name, args, device, log) for name in ZOO], "zoo", write_zoo_markdown
+    else:
+        rows, stem, write = [], "models", write_markdown
+        for name in args.models.split(","):
+            rows += bench_model(name, args, device, log)
     torchconv.set_benchmark(False)
     os.makedirs(args.out_dir, exist_ok=True)
-    stem = os.path.join(args.out_dir, args.tag or f"models-{gpu_slug(meta)}")
+    stem = os.path.join(args.out_dir, args.tag or f"{stem}-{gpu_slug(meta)}")
     with open(stem + ".json", "w") as f:
         json.dump({"meta": meta, "argv": sys.argv[1:] if argv is None else list(argv), "rows": rows}, f, indent=1)
-    write_markdown(stem + ".md", meta, rows)
+    write(stem + ".md", meta, rows)
     print(f"wrote {stem}.json/.md ({len(rows)} rows)")
     return rows
-
 
 if __name__ == "__main__":
     main()
