@@ -159,11 +159,10 @@ class Layer:
         self.layer, self.n, self.device = layer, n, device
         gen = torch.Generator(device="cpu").manual_seed(zlib.crc32(f"{layer.name}/N{n}".encode()))
         self.x = torch.randn(n, layer.C, layer.HW, layer.HW, generator=gen, dtype=dtype).to(device)
-        fan_in = layer.C // layer.groups * layer.R * layer.R
-        self.w = (torch.randn(layer.K, layer.C // layer.groups, layer.R, layer.R, generator=gen, dtype=dtype)
+        fan_in = layer.C // layer.groups * layer.R * layer.kw
+        self.w = (torch.randn(layer.K, layer.C // layer.groups, layer.R, layer.kw, generator=gen, dtype=dtype)
                   / fan_in ** 0.5).to(device)
-        ho = layer.out_hw()
-        self.gy = torch.randn(n, layer.K, ho, ho, generator=gen, dtype=dtype).to(device)
+        self.gy = torch.randn(n, layer.K, layer.out_hw(), layer.out_w(), generator=gen, dtype=dtype).to(device)
         self.args = (layer.stride, layer.pad, layer.dilation, layer.groups)
         self._reference = {}
 
@@ -210,7 +209,8 @@ class Layer:
         y0 = max(0, min(ho - rows, ho // 2))
         lo = y0 * layer.stride
         hi = (y0 + rows - 1) * layer.stride + layer.dilation * (layer.R - 1) + 1
-        xp = F.pad(self.x, [layer.pad] * 4)[:, :, lo:hi].double()
+        ph, pw = layer.pads
+        xp = F.pad(self.x, [pw, pw, ph, ph])[:, :, lo:hi].double()
         ref = F.conv2d(xp, self.w.double(), None, (layer.stride, layer.stride), 0, layer.dilation, layer.groups)
         return rel_err(out[:, :, y0:y0 + rows], ref)
 
@@ -237,6 +237,10 @@ def uses_weight_cache(layer, algo):
     used = torchconv.weight_cache_size() > 0
     torchconv.clear_weight_cache()
     return used
+
+
+def mode_flops_of(flops, mode):
+    return flops * (3 if mode == "fwdbwd" else 1)
 
 
 def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
@@ -279,10 +283,19 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
         per_round = interleaved(fns, device, rounds=args.rounds, reps=reps, warmup=args.warmup,
                                 seed=zlib.crc32(f"{layer.name}/{n}/{mode}/{wkind}".encode()))
         cudnn_ms = statistics.median(per_round["cudnn"])
-        mode_flops = flops * (3 if mode == "fwdbwd" else 1)
+        mode_flops = mode_flops_of(flops, mode)
         label = "cudnn" if device.type == "cuda" else "aten"
+        # The roofline: the time the layer's bytes take at the measured copy bandwidth, or its
+        # multiply-adds at the FP32 FMA peak, whichever is longer.
+        elem = torch.finfo(getattr(torch, args.dtype)).bits // 8
+        bound_ms, bound = None, None
+        if device.type == "cuda":
+            mem_ms = layer.bytes(n, mode, elem) / (HBM_TBPS * 1e12) * 1e3
+            fma_ms = mode_flops_of(flops, mode) / (FP32_PEAK_TFLOPS * 1e12) * 1e3
+            bound_ms, bound = max(mem_ms, fma_ms), ("memory" if mem_ms >= fma_ms else "fma")
         base = dict(suite=None, layer=layer.name, N=n, C=layer.C, K=layer.K, H=layer.HW, W=layer.HW, R=layer.R,
-                    S=layer.R, stride=layer.stride, padding=layer.pad, dilation=layer.dilation, groups=layer.groups,
+                    S=layer.kw, stride=layer.stride, padding=layer.pad, dilation=layer.dilation, groups=layer.groups,
+                    bound=bound, bound_ms=bound_ms,
                     mode=mode, weights=wkind, dtype=args.dtype,
                     precision="fp32" if args.dtype == "float32" else "fp64", layout="nchw",
                     rounds=args.rounds, reps=reps, cudnn_ms=cudnn_ms)
@@ -311,6 +324,7 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
             log(f"  {layer.name:>5} N={n:<3} {mode:<6} {wkind:<9} {r['algorithm']:<15} {r['ms']:9.4f} ms "
                 f"{r['tflops']:7.2f} TFLOP/s x{r['ratio']:5.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]"
                 + ("!" if r["spread_flag"] else "")
+                + (f"  {100 * r['bound_ms'] / r['ms']:.0f}% of {r['bound']} bound" if r.get("bound_ms") else "")
                 + (f"  err {r['rel_err']:.1e}" if r["rel_err"] is not None else "")
                 + (f"  plan {r['plan']}" if r.get("plan") else ""))
     return rows
@@ -355,17 +369,19 @@ def write_markdown(path, meta, rows, profiles):
                          f"{len(sel)} | {sum(r['spread_flag'] for r in sel)} |")
         lines.append("")
     lines += ["## Rows", "",
-              "| suite | layer | N | C | K | HW | R | s | g | mode | weights | algorithm | weight cache | ms | TFLOP/s | "
-              "% peak | ref ms | ratio [min-max] | rel err |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| suite | layer | N | C | K | HW | R x S | s | d | g | mode | weights | algorithm | weight cache | ms | "
+              "TFLOP/s | % FMA peak | % of roofline (bound) | ref ms | ratio [min-max] | rel err |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     peak = meta["fp32_peak_tflops"]
     for r in rows:
         pct = f"{100 * r['tflops'] / peak:.1f}" if peak else "-"
         err = f"{r['rel_err']:.1e}" if r["rel_err"] is not None else "-"
         wc = "-" if r.get("weight_cache") is None else ("yes" if r["weight_cache"] else "no")
-        lines.append(f"| {r['suite']} | {r['layer']} | {r['N']} | {r['C']} | {r['K']} | {r['H']} | {r['R']} | "
-                     f"{r['stride']} | {r['groups']} | {r['mode']} | {r['weights']} | {r['algorithm']} | {wc} | "
-                     f"{r['ms']:.4f} | {r['tflops']:.2f} | {pct} | {r['cudnn_ms']:.4f} | {r['ratio']:.2f} "
+        roof = f"{100 * r['bound_ms'] / r['ms']:.0f} ({r['bound']})" if r.get("bound_ms") else "-"
+        lines.append(f"| {r['suite']} | {r['layer']} | {r['N']} | {r['C']} | {r['K']} | {r['H']} | "
+                     f"{r['R']}x{r.get('S', r['R'])} | {r['stride']} | {r.get('dilation', 1)} | {r['groups']} | "
+                     f"{r['mode']} | {r['weights']} | {r['algorithm']} | {wc} | "
+                     f"{r['ms']:.4f} | {r['tflops']:.2f} | {pct} | {roof} | {r['cudnn_ms']:.4f} | {r['ratio']:.2f} "
                      f"[{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]{'!' if r['spread_flag'] else ''} | {err} |")
     staged = [r for r in rows if r.get("stages_us") or r.get("workspace_bytes") or r.get("plan")]
     if staged:

@@ -83,6 +83,39 @@ def big_table(name, data):
     return lines
 
 
+def depthwise_table(name, data):
+    rows = [r for r in data["rows"] if r["algorithm"] == "direct"]
+    layers = list(dict.fromkeys(r["layer"] for r in rows))
+    pick = lambda layer, n, mode: next((r for r in rows if r["layer"] == layer and r["N"] == n  # noqa: E731
+                                        and r["mode"] == mode), None)
+    cols = [(32, "fwd"), (32, "fwdbwd"), (1, "fwd"), (1, "fwdbwd")]
+    lines = [f"Depthwise and small-group layers (the `direct` algorithm's depthwise specialist, FP32): ratio cuDNN ms "
+             f"/ torchconv ms, and the share of the layer's roofline (its bytes at the measured copy bandwidth or "
+             f"its multiply-adds at the FP32 FMA peak, whichever is longer) reached at N = 32. "
+             f"From {source(name, data)}.", "",
+             "| layer | R x S | stride | groups | " + " | ".join(f"{m} N={n}" for n, m in cols)
+             + " | % of roofline (fwd N=32) |", "|---|---|---|---|" + "---|" * len(cols) + "---|"]
+    for layer in layers:
+        first = next(r for r in rows if r["layer"] == layer)
+        cells = []
+        for n, mode in cols:
+            r = pick(layer, n, mode)
+            cells.append("-" if r is None else f"{r['ratio']:.2f}x")
+        fwd = pick(layer, 32, "fwd")
+        roof = f"{100 * fwd['bound_ms'] / fwd['ms']:.0f}% ({fwd['bound']})" if fwd and fwd.get("bound_ms") else "-"
+        lines.append(f"| {layer} | {first['R']}x{first['S']} | {first['stride']} | {first['groups']} | "
+                     + " | ".join(cells) + f" | {roof} |")
+    geo = []
+    for n, mode in cols:
+        g = geomean([r["ratio"] for r in rows if r["N"] == n and r["mode"] == mode])
+        geo.append("-" if g is None else f"**{g:.2f}x**")
+    lines.append("| geomean | | | | " + " | ".join(geo) + " | |")
+    worst = max((r["rel_err"] for r in rows if r.get("rel_err") is not None), default=None)
+    if worst is not None:
+        lines += ["", f"Largest error of any row against float64 (output, and both gradients for fwd+bwd): {worst:.1e}."]
+    return lines
+
+
 def models_table(name, data):
     lines = [f"Whole torchvision models (random weights, FP32), every convolution `auto` in benchmark mode. "
              f"From {source(name, data)}.", "",
@@ -115,8 +148,8 @@ def zoo_table(name, data):
 
 def render():
     parts = []
-    for suite, table in (("resnet-yolo", suite_table), ("big", big_table), ("models", models_table),
-                         ("zoo", zoo_table)):
+    for suite, table in (("resnet-yolo", suite_table), ("big", big_table), ("depthwise", depthwise_table),
+                         ("models", models_table), ("zoo", zoo_table)):
         name, data = load(suite)
         if data is not None:
             parts += table(name, data) + [""]

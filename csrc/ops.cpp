@@ -227,6 +227,12 @@ PyObject* configs(PyObject*, PyObject* arg) {
   });
 }
 
+PyObject* small_groups(PyObject*, PyObject* args) {
+  long long reduced = 0, outputs = 0;
+  if (!PyArg_ParseTuple(args, "LL", &reduced, &outputs)) return nullptr;
+  return PyBool_FromLong(torchconv::small_groups(reduced, outputs));
+}
+
 PyMethodDef methods[] = {
     {"set_workspace_limit", set_workspace_limit, METH_O, "Set the per-call workspace limit in bytes."},
     {"get_workspace_limit", get_workspace_limit, METH_NOARGS, "Per-call workspace limit in bytes."},
@@ -252,6 +258,8 @@ PyMethodDef methods[] = {
     {"set_config", set_config, METH_VARARGS, "set_config(algorithm, name): force a tile config ('' for the rule)."},
     {"get_config", get_config, METH_O, "The config forced for an algorithm, '' when its rule picks."},
     {"configs", configs, METH_O, "An algorithm's named tile configs (its CUDA kernels')."},
+    {"small_groups", small_groups, METH_VARARGS,
+     "small_groups(channels_per_group, filters_per_group): whether direct's depthwise specialist takes them."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "torchconv kernels (operators register on import)", -1,

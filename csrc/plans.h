@@ -69,4 +69,16 @@ int forced_config(Algorithm algorithm);
 void set_forced_config(Algorithm algorithm, const std::string& name);  // "" goes back to the rule
 std::string forced_config_name(Algorithm algorithm);                   // "" when the rule picks
 
+// Groups small enough for the direct algorithm's depthwise specialist (csrc/cuda/direct/
+// depthwise_kernels.cuh): at most 16 reduced channels and 16 destination channels per group, and
+// at most 64 pairs. Each of its blocks re-reads the group's input planes for every destination
+// channel, so it is for depthwise (1 x 1), channel multipliers (1 x m, and m x 1 in grad_input) and
+// ResNeXt-like groups (4 x 4); not for an RGB stem (3 x 64), whose filters share each input plane in
+// the tiled kernels. The CUDA kernels and the auto rule (torchconv._C.small_groups) both ask this.
+constexpr int kSmallGroupMaxReduced = 16, kSmallGroupMaxOutputs = 16, kSmallGroupMaxPairs = 64;
+inline bool small_groups(int64_t reduced, int64_t outputs) {
+  return reduced >= 1 && outputs >= 1 && reduced <= kSmallGroupMaxReduced && outputs <= kSmallGroupMaxOutputs &&
+         reduced * outputs <= kSmallGroupMaxPairs;
+}
+
 }  // namespace torchconv

@@ -112,12 +112,12 @@ def test_rule(n, c, k, hw, r, stride, expected):
 def test_large_filter_takes_the_config_that_fits(forced_tile):
     """A 25x25 filter on a small plane: the rule would pick small, whose two 2-channel stages (345 KB)
     exceed shared memory, so wide (108 KB) runs; forcing small is a clear error."""
-    shape = (1, 4, 8, 48, 44, 25, 25, 1, 12, 1, 1, True)
+    shape = (1, 4, 24, 48, 44, 25, 25, 1, 12, 1, 1, True)  # 4 x 24: not a small group (the specialist's)
     check_forward_backward("direct", shape, "cuda", torch.float32, "25x25")
     assert torchconv.last_choice().startswith("forward:wide/")
     forced_tile("small")
     with pytest.raises(ValueError, match="shared memory"):
-        torchconv.conv2d(torch.randn(1, 4, 48, 44, device="cuda"), torch.randn(8, 4, 25, 25, device="cuda"),
+        torchconv.conv2d(torch.randn(1, 4, 48, 44, device="cuda"), torch.randn(24, 4, 25, 25, device="cuda"),
                          None, 1, 12, algorithm="direct")
 
 
@@ -130,7 +130,7 @@ def test_last_choice_names_each_pass():
 
 
 def test_unknown_tile_name_is_a_value_error():
-    with pytest.raises(ValueError, match="must name a config of 'direct' \\('wide', 'small'\\)"):
+    with pytest.raises(ValueError, match="must name a config of 'direct' \\('wide', 'small', 'depthwise'\\)"):
         torchconv.set_config("direct", "huge")
     assert torchconv.get_config("direct") == ""
 
@@ -146,8 +146,10 @@ def test_tile_from_environment():
     assert bad.returncode != 0 and "ValueError: TORCHCONV_DIRECT_CONFIG must name a config of 'direct'" in bad.stderr
 
 
-# One filter per group (depthwise and its strided and dilated forms) runs its own one-channel tile
-# config, 64 x 16 outputs per block, with the same loaders (16-byte rows for unit-stride 3x3).
+# One filter per group (depthwise and its strided and dilated forms) runs the depthwise specialist
+# (test_depthwise.py); with a tile config forced, or where the specialist's tiles do not fit, it runs
+# the tiled kernel's one-channel tile, 64 x 16 outputs per block, with the same loaders (16-byte rows
+# for unit-stride 3x3).
 DEPTHWISE_SHAPES = [
     (2, 8, 8, 14, 16, 3, 3, 1, 1, 1, 8, True),  # 3x3: unrolled, 16-byte rows (shift 3)
     (1, 6, 6, 13, 70, 3, 3, 1, 1, 1, 6, False),  # W = 70: element loads, 2 column tiles
@@ -160,9 +162,13 @@ DEPTHWISE_SHAPES = [
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("shape", DEPTHWISE_SHAPES, ids=shape_id)
-def test_depthwise(shape, dtype):
-    check_forward_backward("direct", shape, "cuda", dtype, f"depthwise {shape_id(shape)}")
-    assert torchconv.last_choice().startswith("forward:depthwise/")
+def test_depthwise_tile(shape, dtype):
+    torchconv.set_config("direct", "wide")
+    try:
+        check_forward_backward("direct", shape, "cuda", dtype, f"depthwise {shape_id(shape)}")
+    finally:
+        torchconv.set_config("direct", "")
+    assert torchconv.last_choice().startswith("forward:depthwise-tile/")
 
 
 # Strided grad_input: one forward launch per phase, writing every stride-th pixel.
@@ -193,6 +199,9 @@ def test_strided_grad_input(shape, dtype, path, forced_grad_input):
     forced_grad_input(path)
     check_forward_backward("direct", shape, "cuda", dtype, f"strided grad_input {path} {shape_id(shape)}")
     expected = ("gather",) if path == "gather" else ("wide", "small") if dtype == torch.float32 else ("f64",)
+    n, c, k, *_, groups, _ = shape
+    if path == "phases" and torchconv._C.small_groups(c // groups, k // groups):
+        expected = ("depthwise",)  # small groups: the specialist runs the phases
     assert any(f"grad_input:{name}/" in torchconv.last_choice() for name in expected)
 
 
@@ -236,7 +245,13 @@ WEIGHT_GRAD_SHAPES = [
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("shape, columns", WEIGHT_GRAD_SHAPES, ids=[shape_id(s) for s, _ in WEIGHT_GRAD_SHAPES])
 def test_weight_grad(shape, columns, dtype):
-    check_forward_backward("direct", shape, "cuda", dtype, f"weight grad {shape_id(shape)}")
+    # The tiled grad_weight; small groups would take the depthwise specialist (test_depthwise.py)
+    # unless a tile config is forced.
+    torchconv.set_config("direct", "wide")
+    try:
+        check_forward_backward("direct", shape, "cuda", dtype, f"weight grad {shape_id(shape)}")
+    finally:
+        torchconv.set_config("direct", "")
     if dtype == torch.float32:
         assert f"grad_weight:{columns}/" in torchconv.last_choice()
 

@@ -17,7 +17,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 has_cuda_kernels = bool(torchconv.available_algorithms("cuda"))
 
 CONFIGS = {
-    "direct": ("wide", "small"),
+    "direct": ("wide", "small", "depthwise"),
     "csg": ("wide", "medium", "thin"),
     "gemm": ("large", "medium", "small", "narrow"),
     "winograd": ("default", "thin", "tall"),
@@ -33,16 +33,18 @@ def test_configs_are_listed_per_algorithm(algorithm):
 @pytest.mark.parametrize("algorithm, config", [(a, c) for a in ALGORITHMS for c in CONFIGS[a]])
 def test_each_config_is_forced_through_one_api(algorithm, config):
     """Forward and both gradients in the forced config, and last_choice() names it for the forward."""
+    # direct's depthwise specialist takes small groups only: a depthwise layer with multiplier 2.
+    groups = 32 if config == "depthwise" else 1
     x = torch.randn(2, 32, 20, 18, dtype=torch.float64)
-    w = torch.randn(48, 32, 3, 3, dtype=torch.float64)
-    ref = F.conv2d(x.requires_grad_(), w.requires_grad_(), None, 1, 1)
+    w = torch.randn(64 if groups > 1 else 48, 32 // groups, 3, 3, dtype=torch.float64)
+    ref = F.conv2d(x.requires_grad_(), w.requires_grad_(), None, 1, 1, 1, groups)
     gy = torch.randn_like(ref)
     ref_grads = torch.autograd.grad(ref, (x, w), gy)
     xc, wc = (t.detach().float().cuda().requires_grad_() for t in (x, w))
     torchconv.set_config(algorithm, config)
     try:
         assert torchconv.get_config(algorithm) == config
-        out = torchconv.conv2d(xc, wc, None, 1, 1, algorithm=algorithm)
+        out = torchconv.conv2d(xc, wc, None, 1, 1, 1, groups, algorithm=algorithm)
         forward = torchconv.last_choice().split()[0]
         grads = torch.autograd.grad(out, (xc, wc), gy.float().cuda())
     finally:

@@ -76,6 +76,8 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     """The `algorithm="auto"` rule when benchmark mode is off, from the committed H100 results
     (benchmarks/results/*-h100.json):
 
+    0. direct on CUDA for small groups (torchconv._C.small_groups: depthwise, channel multipliers,
+       ResNeXt-like groups), which its depthwise specialist runs;
     1. csg on CUDA for filters larger than 1x1 on a small layer (at most 0.5 GFLOP: batch-1
        inference) with at least 256 channels per group (128 when strided), unless deterministic
        algorithms are required;
@@ -90,7 +92,7 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     available = candidate_algorithms(input, weight, stride, dilation, padding, groups)
     k, cg, r, s = weight.shape
     kg = k // groups
-    order = []
+    order = ["direct"] if input.is_cuda and _C.small_groups(cg, kg) else []
     min_channels = _CSG_MIN_CHANNELS_STRIDED if max(stride) > 1 else _CSG_MIN_CHANNELS
     if input.is_cuda and r * s > 1 and cg >= min_channels:
         positions = input.shape[0] * -(-input.shape[2] // stride[0]) * -(-input.shape[3] // stride[1])

@@ -51,17 +51,14 @@ namespace cuda {
 namespace {
 
 template <typename T>
-at::Tensor filter_layout(const at::Tensor& weight, int groups, const FilterMap& m, int phase) {
-  const int Kg = int(weight.size(0)) / groups, Cg = int(weight.size(1));
-  const int outputs = m.transposed ? Cg : Kg, reduction = m.transposed ? Kg : Cg;
-  const int k_pad = round_up(outputs, kFilterRowPad);
-  const std::string tag = m.transposed ? "csg/t" + std::to_string(phase) + "/" + std::to_string(groups)
-                                       : "csg/f/" + std::to_string(groups);
+at::Tensor filter_layout(const at::Tensor& weight, const CsgConv& cv, int phase) {
+  const std::string tag = cv.transposed ? "csg/t" + std::to_string(phase) + "/" + std::to_string(cv.groups)
+                                        : "csg/f/" + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
-    auto f = at::empty({int64_t(groups) * reduction * m.taps_r * m.taps_s * k_pad}, weight.options());
+    auto f = at::empty({int64_t(cv.groups) * cv.Cg * cv.R * cv.S * cv.k_pad}, weight.options());
     relayout_filter(w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), f.numel(),
-                    CsgFilterMap{Kg, Cg, int(weight.size(2)), int(weight.size(3)), k_pad, m});
+                    CsgFilterMap{int(weight.size(2)), int(weight.size(3)), cv.k_pad, cv});
     return f;
   });
 }
@@ -328,18 +325,20 @@ void csg_conv(const T* src, const T* filt, const T* bias, at::Tensor& out, const
   run_plan<T>(src, filt, bias, out.mutable_data_ptr<T>(), cv, plan);
 }
 
-CsgConv forward_conv(const ConvShape& p) {
+CsgConv csg_launch(const LaunchMap& map) {
   CsgConv cv{};
-  cv.N = int(p.N), cv.groups = int(p.groups);
-  cv.Cg = int(p.channels_per_group()), cv.Kg = int(p.filters_per_group());
+  static_cast<LaunchMap&>(cv) = map;
+  cv.Cg = map.reduced_per_group(), cv.Kg = map.outputs_per_group();
   cv.k_pad = round_up(cv.Kg, kFilterRowPad);
-  cv.src_C = int(p.C), cv.src_H = int(p.H), cv.src_W = int(p.W);
-  cv.R = int(p.R), cv.S = int(p.S), cv.tap_sy = int(p.dil_h), cv.tap_sx = int(p.dil_w);
-  cv.col_H = int(p.Ho), cv.col_W = int(p.Wo);
-  cv.col_sy = int(p.stride_h), cv.col_sx = int(p.stride_w), cv.col_oy = -int(p.pad_h), cv.col_ox = -int(p.pad_w);
-  cv.out_C = int(p.K), cv.out_H = int(p.Ho), cv.out_W = int(p.Wo);
-  cv.out_sy = cv.out_sx = 1, cv.out_oy = cv.out_ox = 0;
   return cv;
+}
+
+CsgConv forward_conv(const ConvShape& p) { return csg_launch(forward_map(p)); }
+
+// grad_input phase (py, px) as a CSG launch: grad_output convolved with the phase's taps reversed,
+// reducing over K, written to every stride-th pixel.
+CsgConv grad_input_conv(const ConvShape& p, int py, int px) {
+  return csg_launch(with_reversed_taps(grad_input_map(p, py, px)));
 }
 
 void alert_atomics(const char* what) {
@@ -411,27 +410,11 @@ at::Tensor conv2d_csg_cuda(const at::Tensor& input, const at::Tensor& weight, co
       else y.zero_();
       return;
     }
-    const at::Tensor f = filter_layout<scalar_t>(weight, cv.groups, FilterMap{false, 0, 1, cv.R, 0, 1, cv.S}, -1);
+    const at::Tensor f = filter_layout<scalar_t>(weight, cv, -1);
     csg_conv<scalar_t>(x.const_data_ptr<scalar_t>(), f.const_data_ptr<scalar_t>(),
                        b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, y, cv, kForward, false);
   });
   return y;
-}
-
-// grad_input phase (py, px) as a CSG launch: grad_output convolved with the phase's taps reversed,
-// reducing over K, written to every stride-th pixel.
-CsgConv grad_input_conv(const ConvShape& p, const PhaseAxis& ay, const PhaseAxis& ax, int py, int px) {
-  CsgConv cv{};
-  cv.N = int(p.N), cv.groups = int(p.groups);
-  cv.Cg = int(p.filters_per_group()), cv.Kg = int(p.channels_per_group());
-  cv.k_pad = round_up(cv.Kg, kFilterRowPad);
-  cv.src_C = int(p.K), cv.src_H = int(p.Ho), cv.src_W = int(p.Wo);
-  cv.R = ay.taps, cv.S = ax.taps, cv.tap_sy = -ay.step, cv.tap_sx = -ax.step;
-  cv.col_H = ay.count, cv.col_W = ax.count, cv.col_sy = cv.col_sx = 1;
-  cv.col_oy = ay.d0 + (ay.taps - 1) * ay.step, cv.col_ox = ax.d0 + (ax.taps - 1) * ax.step;
-  cv.out_C = int(p.C), cv.out_H = int(p.H), cv.out_W = int(p.W);
-  cv.out_sy = int(p.stride_h), cv.out_sx = int(p.stride_w), cv.out_oy = py, cv.out_ox = px;
-  return cv;
 }
 
 // Whether the config the rule picks for `cv` fits the device's shared memory (large or widely
@@ -461,16 +444,13 @@ void csg_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tensor& 
   };
   for (int py = 0; py < sh; ++py) {
     for (int px = 0; px < sw; ++px) {
-      const PhaseAxis ay = phase_axis(p.H, p.R, p.stride_h, p.pad_h, p.dil_h, py);
-      const PhaseAxis ax = phase_axis(p.W, p.S, p.stride_w, p.pad_w, p.dil_w, px);
-      if (ay.count == 0 || ax.count == 0) continue;
-      if (ay.taps == 0 || ax.taps == 0 || p.K == 0) {
+      const CsgConv cv = grad_input_conv(p, py, px);
+      if (cv.col_H <= 0 || cv.col_W <= 0) continue;
+      if (cv.empty() || p.K == 0) {
         ensure_zeroed();
         continue;
       }
-      const CsgConv cv = grad_input_conv(p, ay, ax, py, px);
-      const FilterMap m{true, ay.r0, ay.dr, ay.taps, ax.r0, ax.dr, ax.taps};
-      const at::Tensor f = filter_layout<T>(weight, cv.groups, m, py * sw + px);
+      const at::Tensor f = filter_layout<T>(weight, cv, py * sw + px);
       if (phased) ensure_zeroed();
       csg_conv<T>(gy.const_data_ptr<T>(), f.const_data_ptr<T>(), nullptr, gx, cv, kGradInput, zeroed);
     }
@@ -516,9 +496,8 @@ std::string can_implement(const ConvProblem& problem) {
   bool ok = p.channels_per_group() == 0 || fits(forward_conv(p));
   for (int py = 0; ok && py < p.stride_h && p.filters_per_group() > 0; ++py)
     for (int px = 0; ok && px < p.stride_w; ++px) {
-      const PhaseAxis ay = phase_axis(p.H, p.R, p.stride_h, p.pad_h, p.dil_h, py);
-      const PhaseAxis ax = phase_axis(p.W, p.S, p.stride_w, p.pad_w, p.dil_w, px);
-      if (ay.count > 0 && ax.count > 0 && ay.taps > 0 && ax.taps > 0) ok = fits(grad_input_conv(p, ay, ax, py, px));
+      const CsgConv cv = grad_input_conv(p, py, px);
+      if (!cv.empty()) ok = fits(cv);
     }
   if (!ok)
     return "it stages a " + std::to_string(p.R) + "x" + std::to_string(p.S) + " filter's input patch (stride " +

@@ -17,6 +17,7 @@
 #include "../../weight_cache.h"
 #include "../common/filter_relayout.cuh"
 #include "../common/launch.cuh"
+#include "../common/launch_map.cuh"
 #include "../common/tile_gemm.cuh"
 
 namespace torchconv {
@@ -55,18 +56,13 @@ __device__ __forceinline__ void load_aligned_run(const T* __restrict__ src, T (&
 // The filter rows are padded to a multiple of the widest block so every config copies whole rows.
 constexpr int kFilterRowPad = 128;
 
-// One launch: out[n][g*Kg + k][y*out_sy + out_oy][x*out_sx + out_ox] (+)= sum over the reduction
-// channels c of group g and the taps (j, i) of
+// One launch (common/launch_map.cuh): out[n][g*Kg + k][y*out_sy + out_oy][x*out_sx + out_ox] (+)=
+// sum over the reduction channels c of group g and the taps (j, i) of
 //   F[g][c][j][i][k] * src[n][g*Cg + c][y*col_sy + col_oy + j*tap_sy][x*col_sx + col_ox + i*tap_sx]
-// for (y, x) in [0, col_H) x [0, col_W). Tap steps are positive (grad_input flips its filters).
-struct CsgConv {
-  int N, groups;
-  int Cg;             // reduction channels per group
-  int Kg, k_pad;      // outputs per group, filter row length
-  int src_C, src_H, src_W;
-  int R, S, tap_sy, tap_sx;
-  int col_H, col_W, col_sy, col_sx, col_oy, col_ox;
-  int out_C, out_H, out_W, out_sy, out_sx, out_oy, out_ox;
+// for (y, x) in [0, col_H) x [0, col_W). Tap steps are positive (grad_input reverses its taps).
+struct CsgConv : LaunchMap {
+  int Cg;         // reduction channels per group
+  int Kg, k_pad;  // outputs per group, filter row length
 };
 
 template <typename T>
@@ -223,36 +219,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) csg_conv_kerne
   }
 }
 
-// Which filter taps a launch uses and how the filter is re-laid for it. Forward: reduction = input
-// channels, outputs = filters, taps as they are. Transposed (grad_input): reduction = filters,
-// outputs = input channels, the taps of one phase (r = r0 + j*dr, s = s0 + i*ds) in reverse order
-// so that the launch's tap steps are positive.
-struct FilterMap {
-  bool transposed;
-  int r0, dr, taps_r, s0, ds, taps_s;
-};
-
-// F[g][c][j][i][o] (o padded to k_pad with zeros) from the weight K x Cg x R x S
-// (common/filter_relayout.cuh).
+// F[g][c][j][i][o] (o padded to k_pad with zeros) from the weight K x Cg x R x S: the launch's
+// reduction channels c, taps (j, i) and destination channels o (common/launch_map.cuh says which
+// weight element each is; grad_input's maps number the taps backwards so the launch's steps are
+// positive).
 struct CsgFilterMap {
-  int Kg, Cg, R, S, k_pad;
-  FilterMap m;
+  int R, S, k_pad;
+  LaunchMap m;
   __device__ int64_t src(int64_t e) const {
-    const int reduction = m.transposed ? Kg : Cg, outputs = m.transposed ? Cg : Kg;
+    const int reduction = m.reduced_per_group(), outputs = m.outputs_per_group();
     int64_t rest = e;
     const int o = int(rest % k_pad);
     rest /= k_pad;
-    const int i = int(rest % m.taps_s);
-    rest /= m.taps_s;
-    const int j = int(rest % m.taps_r);
-    rest /= m.taps_r;
+    const int i = int(rest % m.S);
+    rest /= m.S;
+    const int j = int(rest % m.R);
+    rest /= m.R;
     const int c = int(rest % reduction);
     const int64_t g = rest / reduction;
     if (o >= outputs) return -1;
-    const int r = m.transposed ? m.r0 + (m.taps_r - 1 - j) * m.dr : j;
-    const int s = m.transposed ? m.s0 + (m.taps_s - 1 - i) * m.ds : i;
-    const int k = m.transposed ? c : o, ch = m.transposed ? o : c;
-    return ((g * Kg + k) * Cg + ch) * R * S + r * S + s;
+    return weight_index(m, R, S, g, c, o, j, i);
   }
 };
 

@@ -15,6 +15,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 #include <cstdlib>
+#include <optional>
 
 #include "../../backward.h"
 #include "../../conv_shape.h"
@@ -24,29 +25,207 @@
 #include "../../workspace.h"
 #include "../common/launch.cuh"
 #include "direct_kernels.cuh"
+#include "depthwise_kernels.cuh"
 
 namespace torchconv {
 namespace cuda {
 namespace {
 
+// ---- the depthwise / small-group specialist (depthwise_kernels.cuh) ----------------------------
+
+constexpr const char* kForcedSpecialistReason =
+    "the forced config 'depthwise' runs only depthwise and small-group launches (at most 16 channels and 16 "
+    "filters per group, 64 pairs; plans.h: small_groups) whose plane and filter fit its shared-memory tiles";
+
+at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight, int taps);
+
+// The window path (register sliding over column phases) needs unit dilation along W and at most
+// kDwMaxPhases phases (stride along W).
+bool window_path(const LaunchMap& m) { return m.tap_sx == 1 && m.col_sx <= kDwMaxPhases; }
+
+size_t dw_smem_limit() { return std::min<size_t>(kDwSmemBudget, size_t(max_dynamic_smem())); }
+
+// The forward geometry with `ry` output rows per thread, or nothing when one image's band of ry rows
+// with its filter does not fit shared memory. Bands are as tall as kDwThreads threads allow (fewer
+// when the patch would not fit the budget), and a block takes as many images as fill kDwThreads
+// threads within the budget.
+std::optional<DwForwardGeometry> depthwise_forward_geometry(const DirectArgs& a, size_t elem, int ry) {
+  DwForwardGeometry geo{};
+  geo.ry = ry;
+  const bool window = window_path(a);
+  geo.phases = window ? a.col_sx : 1;
+  geo.tiles_x = int(ceil_div(a.col_W, kDwRX));
+  const int taps_per_phase = int(ceil_div(a.S, geo.phases));
+  geo.s_pad = round_up(taps_per_phase, kDwKC);
+  geo.filter_elems = round_up(a.R * geo.phases * geo.s_pad, 4);
+  // Columns of one phase the loops read: the window's reach in index space, else every product's.
+  const int64_t width = window ? int64_t(geo.tiles_x) * kDwRX + geo.s_pad
+                               : (int64_t(geo.tiles_x) * kDwRX - 1) * a.col_sx + int64_t(a.S - 1) * a.tap_sx + 1;
+  if (width * geo.phases > (int64_t(1) << 20)) return std::nullopt;
+  geo.phase_pitch = round_up(int(width), 4);
+  geo.pitch = geo.phases * geo.phase_pitch;
+  auto patch_h = [&](int tiles_y) { return int64_t(tiles_y * ry - 1) * a.col_sy + int64_t(a.R - 1) * a.tap_sy + 1; };
+  auto bytes = [&](int images, int tiles_y) {
+    return (size_t(geo.filter_elems) + size_t(images) * size_t(patch_h(tiles_y)) * size_t(geo.pitch)) * elem;
+  };
+  const int tiles_y_all = int(ceil_div(a.col_H, ry));
+  int tiles_y = std::max(1, std::min(tiles_y_all, kDwThreads / geo.tiles_x));
+  while (tiles_y > 1 && bytes(1, tiles_y) > dw_smem_limit()) --tiles_y;
+  if (bytes(1, tiles_y) > size_t(max_dynamic_smem())) return std::nullopt;
+  geo.bands = int(ceil_div(tiles_y_all, tiles_y));
+  geo.tiles_y = int(ceil_div(tiles_y_all, geo.bands));
+  geo.band_h = geo.tiles_y * ry;
+  geo.patch_h = int(patch_h(geo.tiles_y));
+  int images = std::max(1, std::min(a.N, kDwThreads / (geo.tiles_x * geo.tiles_y)));
+  while (images > 1 && bytes(images, geo.tiles_y) > dw_smem_limit()) --images;
+  geo.images = images;
+  geo.image_groups = int(ceil_div(std::max(a.N, 1), images));
+  return geo;
+}
+
+// The specialist's forward geometry for launch `a`, or nothing when it cannot run it: groups it does
+// not take (plans.h: small_groups), a row of more than kDwThreads thread tiles, or a band that does
+// not fit shared memory. Of 8 and 2 output rows per thread it takes the one whose blocks have the
+// most threads (small planes: a 7x7 plane has one 8-row tile per column tile, four 2-row ones),
+// the taller on a tie (less halo per output). The rows per thread change no load per
+// multiply-add: a thread reloads its window per output row.
+std::optional<DwForwardGeometry> depthwise_forward_geometry(const DirectArgs& a, size_t elem) {
+  if (a.groups <= 0 || !small_groups(a.src_C / a.groups, a.out_C / a.groups)) return std::nullopt;
+  if (a.col_H <= 0 || a.col_W <= 0 || a.R <= 0 || a.S <= 0) return std::nullopt;
+  if (ceil_div(a.col_W, kDwRX) > kDwThreads) return std::nullopt;
+  std::optional<DwForwardGeometry> best;
+  int best_threads = 0;
+  for (int ry : {8, 2}) {
+    const auto geo = depthwise_forward_geometry(a, elem, ry);
+    if (!geo) continue;
+    const int threads = geo->images * geo->tiles_x * geo->tiles_y;
+    if (threads > best_threads) best = geo, best_threads = threads;
+  }
+  return best;
+}
+
+// The kernel instance for a launch: rows per thread, and column phases (0: the dilated-column path).
+template <typename T, int RY>
+auto depthwise_forward_instance(const DirectArgs& a) {
+  if (!window_path(a)) return depthwise_forward_kernel<T, RY, 0>;
+  return a.col_sx == 1 ? depthwise_forward_kernel<T, RY, 1> : depthwise_forward_kernel<T, RY, 2>;
+}
+
+template <typename T, int RY>
+void launch_depthwise_forward_rows(const DirectArgs& a, const DwForwardGeometry& geo, int64_t blocks) {
+  const int threads = round_up(geo.images * geo.tiles_x * geo.tiles_y, 32);
+  const size_t smem = (size_t(geo.filter_elems) + size_t(geo.images) * geo.patch_h * geo.pitch) * sizeof(T);
+  auto kernel = depthwise_forward_instance<T, RY>(a);
+  ensure_dynamic_smem(kernel, smem, "conv2d_direct");
+  kernel<<<unsigned(blocks), threads, smem, current_stream()>>>(a, geo);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_depthwise_forward(const DirectArgs& a, const DwForwardGeometry& geo) {
+  const int64_t blocks = int64_t(a.out_C) * geo.bands * geo.image_groups;
+  if (blocks == 0 || a.N == 0) return;
+  check_grid(blocks, "conv2d_direct");
+  if (geo.ry == 8) return launch_depthwise_forward_rows<T, 8>(a, geo, blocks);
+  launch_depthwise_forward_rows<T, 2>(a, geo, blocks);
+}
+
+// Shared memory the grad_weight kernel's final sum takes: every pixel group's tap tiles, then the
+// runs of groups (at most one element per thread, or one run when the tiles outnumber the threads).
+size_t depthwise_reduce_elems(const DwWeightGradArgs& a) {
+  const size_t elems = size_t(a.tap_tiles()) * kDwTR * kDwTS;
+  return size_t(a.groups_per_tile) * elems + std::max(elems, size_t(kDwThreads));
+}
+
+// The specialist's grad_weight launch for layer p, or nothing when it cannot run it (groups it does
+// not take, more than kDwThreads tap tiles, or a band of one output row
+// beyond shared memory). Each split is a band of `images` images, enough that every pixel group
+// has about eight chunks to add, and few enough that the partial sums fit the workspace limit.
+std::optional<DwWeightGradArgs> depthwise_grad_weight_args(const ConvShape& p, size_t elem) {
+  const LaunchMap m = forward_map(p);
+  if (m.groups <= 0 || !small_groups(int(p.channels_per_group()), int(p.filters_per_group())) ||
+      m.col_H <= 0 || m.col_W <= 0)
+    return std::nullopt;
+  DwWeightGradArgs a{};
+  a.m = m;
+  const bool window = window_path(m);
+  a.phases = window ? m.col_sx : 1;
+  a.tap_rows = int(ceil_div(p.R, kDwTR)), a.tap_cols = int(ceil_div(ceil_div(p.S, a.phases), kDwTS));
+  if (int64_t(a.tap_rows) * a.phases * a.tap_cols > kDwThreads) return std::nullopt;
+  a.groups_per_tile = kDwThreads / a.tap_tiles();
+  a.chunks_x = int(ceil_div(m.col_W, kDwKC));
+  a.gy_pitch = a.chunks_x * kDwKC;
+  const int64_t width = window ? int64_t(a.chunks_x) * kDwKC + int64_t(a.tap_cols) * kDwTS
+                               : (int64_t(a.chunks_x) * kDwKC - 1) * m.col_sx +
+                                     (int64_t(a.tap_cols) * kDwTS - 1) * m.tap_sx + 1;
+  if (width * a.phases > (int64_t(1) << 20)) return std::nullopt;
+  a.phase_pitch = round_up(int(width), 4);
+  a.pitch = a.phases * a.phase_pitch;
+  auto patch_h = [&](int band_h) { return int64_t(band_h - 1) * m.col_sy + int64_t(m.R - 1) * m.tap_sy + 1; };
+  const size_t reduce_bytes = depthwise_reduce_elems(a) * elem;
+  auto bytes = [&](int band_h) {
+    const size_t stage = (size_t(round_up(int(patch_h(band_h) * a.pitch), 4)) + size_t(band_h) * a.gy_pitch) * elem;
+    return std::max(stage, reduce_bytes);
+  };
+  int band_h = m.col_H;
+  while (band_h > 1 && bytes(band_h) > dw_smem_limit()) band_h = (band_h + 1) / 2;
+  if (bytes(band_h) > size_t(max_dynamic_smem())) return std::nullopt;
+  a.bands = int(ceil_div(m.col_H, band_h));
+  a.band_h = int(ceil_div(m.col_H, a.bands));
+  a.patch_h = int(patch_h(a.band_h));
+  const int64_t items = int64_t(a.band_h) * a.chunks_x;
+  int64_t images = std::min<int64_t>(std::max(m.N, 1), ceil_div(8 * int64_t(a.groups_per_tile), items));
+  const int64_t numel = int64_t(p.K) * p.channels_per_group() * p.R * p.S;
+  auto splits = [&](int64_t imgs) { return a.bands * ceil_div(std::max(m.N, 1), imgs); };
+  while (images < m.N && splits(images) * numel * int64_t(elem) > workspace_limit_bytes()) images *= 2;
+  a.images = int(std::min<int64_t>(images, std::max(m.N, 1)));
+  a.image_groups = int(ceil_div(std::max(m.N, 1), a.images));
+  return a;
+}
+
+template <typename T>
+at::Tensor depthwise_grad_weight(const DwWeightGradArgs& args, const at::Tensor& gy, const at::Tensor& x,
+                                 const at::Tensor& weight) {
+  DwWeightGradArgs a = args;
+  const int splits = a.bands * a.image_groups;
+  const int Cr = a.m.src_C / a.m.groups;
+  auto partial = at::empty({splits, weight.numel()}, weight.options());
+  record_workspace_bytes(splits > 1 ? partial.numel() * int64_t(sizeof(T)) : 0);
+  record_last_choice("grad_weight", "depthwise", splits);
+  a.x = x.const_data_ptr(), a.gy = gy.const_data_ptr(), a.partial = partial.mutable_data_ptr();
+  const int64_t blocks = int64_t(splits) * a.m.out_C * Cr;
+  check_grid(blocks, "conv2d_direct_backward");
+  const int threads = round_up(a.tap_tiles() * a.groups_per_tile, 32);
+  const size_t stage = (size_t(round_up(a.patch_h * a.pitch, 4)) + size_t(a.band_h) * a.gy_pitch) * sizeof(T);
+  const size_t reduce = depthwise_reduce_elems(a) * sizeof(T);
+  const size_t smem = std::max(stage, reduce);
+  auto kernel = !window_path(a.m)    ? depthwise_grad_weight_kernel<T, 0>
+                : a.m.col_sx == 1 ? depthwise_grad_weight_kernel<T, 1>
+                                  : depthwise_grad_weight_kernel<T, 2>;
+  ensure_dynamic_smem(kernel, smem, "conv2d_direct_backward");
+  kernel<<<unsigned(blocks), threads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return sum_slices(partial, weight, 1);
+}
+
 // Blocks in config Cfg's grid for a launch.
 template <typename Cfg>
 int64_t grid_blocks(const DirectArgs& a) {
-  return ceil_div(a.Wo + a.col_shift, Cfg::kTileW) * ceil_div(a.Ho, Cfg::kTileH) *
-         ceil_div(a.K / a.groups, Cfg::kTileK) * int64_t(a.groups) * a.N;
+  return ceil_div(a.col_W + a.col_shift, Cfg::kTileW) * ceil_div(a.col_H, Cfg::kTileH) *
+         ceil_div(a.out_C / a.groups, Cfg::kTileK) * int64_t(a.groups) * a.N;
 }
 
 template <typename T, typename Cfg, int KR, int KS>
 void launch_direct(DirectArgs a) {
   constexpr int kVec = 16 / sizeof(T);
   // 16-byte input pieces need rows of whole pieces, an aligned input and planes addressable in 32 bits.
-  a.vec_input = KR > 0 && a.W % kVec == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
-                int64_t(a.H) * a.W < (int64_t(1) << 31);
-  a.col_shift = a.vec_input ? ((-a.pw) % kVec + kVec) % kVec : 0;
+  a.vec_input = KR > 0 && a.src_W % kVec == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
+                int64_t(a.src_H) * a.src_W < (int64_t(1) << 31);
+  a.col_shift = a.vec_input ? (a.col_ox % kVec + kVec) % kVec : 0;
   const int64_t blocks = grid_blocks<Cfg>(a);
   if (blocks == 0) return;
   check_grid(blocks, "conv2d_direct");
-  const TileGeometry<Cfg> geo(a.R, a.S, KR ? 1 : a.sh, KR ? 1 : a.sw, KR ? 1 : a.dh, KR ? 1 : a.dw);
+  const TileGeometry<Cfg> geo(a.R, a.S, KR ? 1 : a.col_sy, KR ? 1 : a.col_sx, KR ? 1 : a.tap_sy, KR ? 1 : a.tap_sx);
   const size_t smem = geo.template smem_bytes<T>(a.R, a.S);
   auto kernel = direct_forward_kernel<T, Cfg, KR, KS>;
   ensure_dynamic_smem(kernel, smem, "conv2d_direct");
@@ -57,7 +236,7 @@ void launch_direct(DirectArgs a) {
 // Whether the filter loops of this layer are unrolled at compile time (square 1..13, odd, unit
 // stride and dilation); every other layer runs the run-time-size path.
 bool unrolled_filter(const DirectArgs& a) {
-  const bool unit = a.sh == 1 && a.sw == 1 && a.dh == 1 && a.dw == 1;
+  const bool unit = a.col_sy == 1 && a.col_sx == 1 && a.tap_sy == 1 && a.tap_sx == 1;
   return unit && a.R == a.S && a.R % 2 == 1 && a.R <= 13;
 }
 
@@ -87,11 +266,11 @@ void launch_for_filter(const DirectArgs& a) {
 // H100 the rule picked the faster config in 40 of 44 layers, the worst miss costing 11%.
 template <typename Cfg>
 double useful_fraction(const DirectArgs& a, double work_per_cycle) {
-  const int64_t Kg = a.K / a.groups;
-  const int64_t tx = ceil_div(a.Wo, Cfg::kTileW), ty = ceil_div(a.Ho, Cfg::kTileH), tk = ceil_div(Kg, Cfg::kTileK);
+  const int64_t Kg = a.out_C / a.groups;
+  const int64_t tx = ceil_div(a.col_W, Cfg::kTileW), ty = ceil_div(a.col_H, Cfg::kTileH), tk = ceil_div(Kg, Cfg::kTileK);
   const int64_t blocks = tx * ty * tk * a.groups * a.N;
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
-  const double covered = double(a.Wo) * a.Ho * Kg / (double(tx * Cfg::kTileW) * (ty * Cfg::kTileH) * (tk * Cfg::kTileK));
+  const double covered = double(a.col_W) * a.col_H * Kg / (double(tx * Cfg::kTileW) * (ty * Cfg::kTileH) * (tk * Cfg::kTileK));
   const double filled = double(blocks) / double(ceil_div(blocks, slots) * slots);
   return covered * filled * work_per_cycle;
 }
@@ -99,7 +278,7 @@ double useful_fraction(const DirectArgs& a, double work_per_cycle) {
 // Whether config Cfg's two stages fit the device's shared memory for this layer.
 template <typename T, typename Cfg>
 bool direct_tiles_fit(const DirectArgs& a) {
-  const TileGeometry<Cfg> geo(a.R, a.S, a.sh, a.sw, a.dh, a.dw);
+  const TileGeometry<Cfg> geo(a.R, a.S, a.col_sy, a.col_sx, a.tap_sy, a.tap_sx);
   return geo.template smem_bytes<T>(a.R, a.S) <= size_t(max_dynamic_smem());
 }
 
@@ -108,20 +287,18 @@ int rule_direct_tile(const DirectArgs& a) {
   return useful_fraction<DirectSmall>(a, 0.8) > wide ? kSmall : kWide;
 }
 
-// Picks the tile config and the compile-time filter size: depthwise-like layers (one filter per
-// group) take the one-channel tile, double its own register tile, float the forced config or
-// rule_direct_tile's.
-// `pass` (forward or grad_input) names the call for torchconv._C.last_choice().
-// The config a launch runs: depthwise-like layers (one filter per group) take the one-channel tile,
-// double its own register tile, float the forced config or rule_direct_tile's. -1 names the
-// depthwise tile, -2 the double one.
+// The config a launch runs: the forced one, else the depthwise specialist wherever it can run the
+// launch, the one-channel tile for other depthwise-like launches (one filter per group), double's own
+// register tile, float rule_direct_tile's. -1 names the one-channel tile, -2 the double one.
 template <typename T>
 int direct_config(const DirectArgs& a) {
-  if (a.K / a.groups == 1) return -1;
+  const int forced = forced_config(kDirect);
+  if (forced == kDepthwiseSpecialist) return forced;
+  if (forced < 0 && depthwise_forward_geometry(a, sizeof(T))) return kDepthwiseSpecialist;
+  if (a.out_C / a.groups == 1) return -1;
   if constexpr (std::is_same_v<T, double>) {
     return -2;
   } else {
-    const int forced = forced_config(kDirect);
     if (forced >= 0) return forced;
     // small stages 2 channels of 32 filters, so filters of 21x21 and more fit only wide's tiles: the
     // rule then takes wide (a forced small raises the shared-memory error instead).
@@ -130,10 +307,11 @@ int direct_config(const DirectArgs& a) {
   }
 }
 
-// Whether the config direct_config picks fits the device's shared memory for this launch.
+// Whether the config direct_config picks can run this launch (its tiles fit shared memory).
 template <typename T>
 bool direct_config_fits(const DirectArgs& a) {
   switch (direct_config<T>(a)) {
+    case kDepthwiseSpecialist: return depthwise_forward_geometry(a, sizeof(T)).has_value();
     case -1: return direct_tiles_fit<T, DirectDepthwise>(a);
     case -2: return direct_tiles_fit<T, DirectWideF64>(a);
     case kSmall: return direct_tiles_fit<T, DirectSmall>(a);
@@ -145,10 +323,16 @@ bool direct_config_fits(const DirectArgs& a) {
 // is one of the compiled ones). `pass` (forward or grad_input) names the call for last_choice().
 template <typename T>
 void run_direct(const DirectArgs& a, const char* pass) {
-  const bool unit = a.sh == 1 && a.sw == 1 && a.dh == 1 && a.dw == 1;
+  const bool unit = a.col_sy == 1 && a.col_sx == 1 && a.tap_sy == 1 && a.tap_sx == 1;
   const int config = direct_config<T>(a);
-  if (config == -1) {
+  if (config == kDepthwiseSpecialist) {
+    const auto geo = depthwise_forward_geometry(a, sizeof(T));
+    TORCH_CHECK_VALUE(geo.has_value(), "torchconv.conv2d_direct: ", kForcedSpecialistReason);
     record_last_choice(pass, "depthwise", 1);
+    return launch_depthwise_forward<T>(a, *geo);
+  }
+  if (config == -1) {
+    record_last_choice(pass, "depthwise-tile", 1);
     if (unit && a.R == 3 && a.S == 3) return launch_direct<T, DirectDepthwise, 3, 3>(a);
     return launch_direct<T, DirectDepthwise, 0, 0>(a);
   }
@@ -162,18 +346,16 @@ void run_direct(const DirectArgs& a, const char* pass) {
   }
 }
 
-DirectArgs make_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, at::Tensor& y, int sh, int sw,
-                     int ph, int pw, int dh, int dw, int groups) {
-  DirectArgs a;
+// A launch of `map` reading `x` and the filter `w` (out_C x reduced channels per group x R x S, the
+// map's taps in order) into `y`.
+DirectArgs direct_launch(const LaunchMap& map, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                         at::Tensor& y) {
+  DirectArgs a{};
+  static_cast<LaunchMap&>(a) = map;
   a.x = x.const_data_ptr();
   a.w = w.const_data_ptr();
   a.bias = bias.defined() ? bias.const_data_ptr() : nullptr;
   a.y = y.mutable_data_ptr();
-  a.N = int(x.size(0)), a.C = int(x.size(1)), a.H = int(x.size(2)), a.W = int(x.size(3));
-  a.K = int(w.size(0)), a.R = int(w.size(2)), a.S = int(w.size(3));
-  a.Ho = int(y.size(2)), a.Wo = int(y.size(3));
-  a.sh = sh, a.sw = sw, a.ph = ph, a.pw = pw, a.dh = dh, a.dw = dw, a.groups = groups;
-  a.out_H = a.Ho, a.out_W = a.Wo, a.out_sy = a.out_sx = 1, a.out_oy = a.out_ox = 0;
   return a;
 }
 
@@ -187,18 +369,16 @@ at::Tensor conv2d_direct_cuda(const at::Tensor& input, const at::Tensor& weight,
   auto w = weight.contiguous();
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
-  const DirectArgs a = make_args(x, w, b, y, int(p.stride_h), int(p.stride_w), int(p.pad_h), int(p.pad_w),
-                                 int(p.dil_h), int(p.dil_w), int(p.groups));
+  const DirectArgs a = direct_launch(forward_map(p), x, w, b, y);
   record_workspace_bytes(0);
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cuda", [&] { run_direct<scalar_t>(a, "forward"); });
   return y;
 }
 
-// grad_input as forward launches of grad_output, one per output phase (iy mod sh, ix mod sw): phase
-// pixels t receive gy[t + d0 + m * step] x w[r0 + m * dr] over the phase's taps m, which is a
-// stride-1 convolution with the phase's taps reversed, dilation -step and padding -(d0 + (taps - 1) *
-// step), stored to every sh-th row and sw-th column. A phase that no tap reaches (a 1x1 filter, or
-// a stride larger than the filter) stays zero.
+// grad_input as forward launches of grad_output, one per output phase (iy mod sh, ix mod sw): each
+// phase's launch map (common/launch_map.cuh) with its taps reversed is a stride-1 convolution with
+// positive dilation, stored to every sh-th row and sw-th column. A phase that no tap reaches (a 1x1
+// filter, or a stride larger than the filter) stays zero.
 //
 // Like every direct launch, a phase has no split over its reduction (K here), so phase grids short
 // of the GPU leave SMs idle, where the gather has a thread per input pixel. Measured per phase grid
@@ -210,8 +390,8 @@ bool grad_input_by_phases(const ConvShape& p) {
   const DirectVariant variant = direct_variant();
   if (variant != DirectVariant::kAuto) return variant == DirectVariant::kPhases;
   DirectArgs a{};
-  a.N = int(p.N), a.K = int(p.C), a.groups = int(p.groups);
-  a.Ho = int(ceil_div(p.H, p.stride_h)), a.Wo = int(ceil_div(p.W, p.stride_w));
+  a.N = int(p.N), a.out_C = int(p.C), a.groups = int(p.groups);
+  a.col_H = int(ceil_div(p.H, p.stride_h)), a.col_W = int(ceil_div(p.W, p.stride_w));
   int64_t blocks;
   if (p.C / p.groups == 1) {
     blocks = grid_blocks<DirectDepthwise>(a);
@@ -226,7 +406,6 @@ bool grad_input_by_phases(const ConvShape& p) {
 template <typename T>
 void direct_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tensor& weight, at::Tensor& gx) {
   const int sh = int(p.stride_h), sw = int(p.stride_w);
-  const int64_t Kg = p.filters_per_group(), Cg = p.channels_per_group();
   if ((sh > 1 || sw > 1) && !grad_input_by_phases<T>(p)) {
     record_last_choice("grad_input", "gather", 1);
     auto w = weight.contiguous();
@@ -239,27 +418,19 @@ void direct_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tenso
   }
   bool any_empty = false;
   for (int py = 0; py < sh; ++py)
-    for (int px = 0; px < sw; ++px)
-      any_empty |= phase_axis(p.H, p.R, sh, p.pad_h, p.dil_h, py).taps == 0 ||
-                   phase_axis(p.W, p.S, sw, p.pad_w, p.dil_w, px).taps == 0;
+    for (int px = 0; px < sw; ++px) any_empty |= grad_input_map(p, py, px).empty();
   if (any_empty || p.K == 0)
     C10_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.numel() * gx.element_size(), current_stream()));
   if (p.K == 0) return;
   auto w = weight.contiguous();
   for (int py = 0; py < sh; ++py) {
     for (int px = 0; px < sw; ++px) {
-      const PhaseAxis ay = phase_axis(p.H, p.R, sh, p.pad_h, p.dil_h, py);
-      const PhaseAxis ax = phase_axis(p.W, p.S, sw, p.pad_w, p.dil_w, px);
-      if (ay.count == 0 || ax.count == 0 || ay.taps == 0 || ax.taps == 0) continue;
-      const PhaseTaps m{ay.r0, ay.dr, ay.taps, ax.r0, ax.dr, ax.taps};
-      auto f = at::empty({p.C, Kg, ay.taps, ax.taps}, weight.options());
-      relayout_filter(w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), f.numel(),
-                      PhaseFilterMap{int(Kg), int(Cg), int(p.R), int(p.S), m});
-      DirectArgs a = make_args(gy, f, at::Tensor(), gx, 1, 1, -(ay.d0 + (ay.taps - 1) * ay.step),
-                               -(ax.d0 + (ax.taps - 1) * ax.step), -ay.step, -ax.step, int(p.groups));
-      a.Ho = ay.count, a.Wo = ax.count;
-      a.out_sy = sh, a.out_sx = sw, a.out_oy = py, a.out_ox = px;
-      run_direct<T>(a, "grad_input");
+      const LaunchMap phase = grad_input_map(p, py, px);
+      if (phase.empty()) continue;
+      const LaunchMap map = with_reversed_taps(phase);
+      auto f = at::empty({p.C, p.filters_per_group(), map.R, map.S}, weight.options());
+      relayout_filter(w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), f.numel(), PhaseFilterMap{int(p.R), int(p.S), map});
+      run_direct<T>(direct_launch(map, gy, f, at::Tensor(), gx), "grad_input");
     }
   }
 }
@@ -363,8 +534,13 @@ at::Tensor direct_grad_weight_cuda(const ConvShape& p, const at::Tensor& grad_ou
   auto gy = grad_output.contiguous();
   auto x = input.contiguous();
   at::Tensor gw;
-  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_weight_cuda",
-                             [&] { gw = direct_grad_weight_tiled<scalar_t>(p, gy, x, weight); });
+  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_weight_cuda", [&] {
+    const int forced = forced_config(kDirect);
+    const auto dw = forced < 0 || forced == kDepthwiseSpecialist ? depthwise_grad_weight_args(p, sizeof(scalar_t))
+                                                                  : std::nullopt;
+    if (dw && p.N > 0) gw = depthwise_grad_weight<scalar_t>(*dw, gy, x, weight);
+    else gw = direct_grad_weight_tiled<scalar_t>(p, gy, x, weight);
+  });
   return gw;
 }
 
@@ -382,10 +558,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cuda(
 std::string can_implement(const ConvProblem& problem) {
   const ConvShape& p = problem.shape;
   DirectArgs a{};
-  a.N = int(p.N), a.C = int(p.C), a.H = int(p.H), a.W = int(p.W), a.K = int(p.K), a.R = int(p.R), a.S = int(p.S);
-  a.Ho = int(p.Ho), a.Wo = int(p.Wo), a.sh = int(p.stride_h), a.sw = int(p.stride_w), a.ph = int(p.pad_h),
-  a.pw = int(p.pad_w), a.dh = int(p.dil_h), a.dw = int(p.dil_w), a.groups = int(std::max<int64_t>(1, p.groups));
-  const bool fits = problem.dtype == at::kDouble ? direct_config_fits<double>(a) : direct_config_fits<float>(a);
+  static_cast<LaunchMap&>(a) = forward_map(p);
+  a.groups = std::max(1, a.groups);
+  const bool is_double = problem.dtype == at::kDouble;
+  const int config = is_double ? direct_config<double>(a) : direct_config<float>(a);
+  const bool fits = is_double ? direct_config_fits<double>(a) : direct_config_fits<float>(a);
+  if (!fits && config == kDepthwiseSpecialist) return kForcedSpecialistReason;
   if (!fits)
     return "its input and filter tiles for a " + std::to_string(p.R) + "x" + std::to_string(p.S) +
            " filter (stride " + std::to_string(p.stride_w) + ", dilation " + std::to_string(p.dil_w) +

@@ -12,27 +12,21 @@
 #include "../../workspace.h"
 #include "../common/filter_relayout.cuh"
 #include "../common/launch.cuh"
+#include "../common/launch_map.cuh"
 #include "../common/slice_sum.cuh"
 
 namespace torchconv {
 namespace cuda {
 namespace {
 
-// One direct-convolution launch. Padding may be negative (grad_input of a layer padded by more than
-// the filter's reach), so the output extent is given, not derived. Output (oy, ox) is stored at row
-// oy * out_sy + out_oy, column ox * out_sx + out_ox of an out_H x out_W plane: a strided layer's
-// grad_input runs one launch per phase, each writing every stride-th pixel.
-struct DirectArgs {
+// One direct-convolution launch (common/launch_map.cuh): the forward map, or one grad_input phase
+// with its taps reversed, so tap steps are positive; the source offset may be positive (grad_input
+// of a layer padded by more than the filter's reach), so the grid's extent is given, not derived.
+struct DirectArgs : LaunchMap {
   const void* x;
   const void* w;
   const void* bias;
   void* y;
-  int N, C, H, W;  // input
-  int K, R, S;     // weight: K x C/groups x R x S
-  int Ho, Wo;      // output extent
-  int sh, sw, ph, pw, dh, dw;
-  int groups;
-  int out_H, out_W, out_sy, out_sx, out_oy, out_ox;
   // Set by the launcher. vec_input: input rows load in 16-byte pieces. col_shift: the column tiles
   // start col_shift outputs left of 0, so that every tile's first input column is 16-byte aligned
   // whatever the padding (the outputs left of 0 are computed and dropped).
@@ -49,8 +43,10 @@ struct DirectArgs {
 // per SM the other block already hides the barrier and the tile wait.)
 using DirectWide = TileConfig<16, 8, 2, 4, 2, 8, 2, 1>;
 using DirectSmall = TileConfig<8, 8, 4, 2, 2, 8, 2, 2>;
-constexpr int kWide = 0, kSmall = 1;
-constexpr const char* kTileNames[] = {"wide", "small"};  // the configs' names, in index order
+//   depthwise: the specialist for launches reducing over at most 16 channels per group
+//          (depthwise_kernels.cuh); the rule takes it for every such launch it can run.
+constexpr int kWide = 0, kSmall = 1, kDepthwiseSpecialist = 2;
+constexpr const char* kTileNames[] = {"wide", "small", "depthwise"};  // the configs' names, in index order
 using DirectWideF64 = TileConfig<16, 8, 2, 2, 2, 4>;   // double: half the registers per accumulator
 using DirectDepthwise = TileConfig<32, 8, 1, 2, 2, 1>;  // one output channel per group
 
@@ -95,16 +91,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
   constexpr bool kFixed = KR > 0;
   constexpr int RX = Cfg::RX, RY = Cfg::RY, RK = Cfg::RK, kStageC = Cfg::kStageChannels;
   const int R = kFixed ? KR : a.R, S = kFixed ? KS : a.S;
-  const int sh = kFixed ? 1 : a.sh, sw = kFixed ? 1 : a.sw;
-  const int dh = kFixed ? 1 : a.dh, dw = kFixed ? 1 : a.dw;
+  const int sh = kFixed ? 1 : a.col_sy, sw = kFixed ? 1 : a.col_sx;
+  const int dh = kFixed ? 1 : a.tap_sy, dw = kFixed ? 1 : a.tap_sx;
   const TileGeometry<Cfg> geo(R, S, sh, sw, dh, dw);
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const smem = reinterpret_cast<T*>(smem_raw);
   const int channel_elems = geo.channel_elems(R, S), stage = geo.stage_elems(R, S);
 
-  const int Cg = a.C / a.groups, Kg = a.K / a.groups;
-  const int tiles_x = int(ceil_div(a.Wo + a.col_shift, Cfg::kTileW)), tiles_y = int(ceil_div(a.Ho, Cfg::kTileH));
+  const int Cg = a.src_C / a.groups, Kg = a.out_C / a.groups;
+  const int tiles_x = int(ceil_div(a.col_W + a.col_shift, Cfg::kTileW)), tiles_y = int(ceil_div(a.col_H, Cfg::kTileH));
   const int k_tiles = int(ceil_div(Kg, Cfg::kTileK));
   // Output-channel tiles vary fastest, so the blocks that read the same input tile run together and
   // share it through L2 instead of each fetching it from DRAM.
@@ -119,7 +115,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
   const int n = int(b / a.groups);
 
   const int ox0 = tile_x * Cfg::kTileW - a.col_shift, oy0 = tile_y * Cfg::kTileH, kg0 = k_tile * Cfg::kTileK;
-  const int iy0 = oy0 * sh - a.ph, ix0 = ox0 * sw - a.pw;
+  const int iy0 = oy0 * sh + a.col_oy, ix0 = ox0 * sw + a.col_ox;
   const int tid = threadIdx.x;
   const int tx = tid % Cfg::TX, ty = (tid / Cfg::TX) % Cfg::TY, tz = tid / (Cfg::TX * Cfg::TY);
 
@@ -148,8 +144,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
     for (int j = 0; j < kPieceIters; ++j) {
       const int v = tid + j * Cfg::kThreads;
       const int r = v / kRowPieces, iy = iy0 + r, ix = ix0 + (v - r * kRowPieces) * kVec;
-      const bool inside = iy >= 0 && iy < a.H && ix >= 0 && ix < a.W;
-      piece_src[j] = v >= kPieces ? -2 : inside ? iy * a.W + ix : -1;
+      const bool inside = iy >= 0 && iy < a.src_H && ix >= 0 && ix < a.src_W;
+      piece_src[j] = v >= kPieces ? -2 : inside ? iy * a.src_W + ix : -1;
     }
   }
 
@@ -158,7 +154,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
   // Issues the asynchronous loads of channel c's input and filter tiles into the slot at s_in.
   auto load_channel = [&](int c, T* s_in) {
     T* s_w = s_in + geo.in_h * geo.pitch;
-    const T* xc = x + (int64_t(n) * a.C + g * Cg + c) * a.H * a.W;
+    const T* xc = x + (int64_t(n) * a.src_C + g * Cg + c) * a.src_H * a.src_W;
     if (kFixed && a.vec_input) {
 #pragma unroll
       for (int j = 0; j < kPieceIters; ++j)
@@ -169,8 +165,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
       for (int i = tid; i < in_elems; i += Cfg::kThreads) {
         const int r = i / geo.in_w, q = i - r * geo.in_w;
         const int iy = iy0 + r, ix = ix0 + q;
-        const bool inside = iy >= 0 && iy < a.H && ix >= 0 && ix < a.W;
-        cp_async_or_zero(s_in + r * geo.pitch + q, inside ? xc + int64_t(iy) * a.W + ix : xc, inside);
+        const bool inside = iy >= 0 && iy < a.src_H && ix >= 0 && ix < a.src_W;
+        cp_async_or_zero(s_in + r * geo.pitch + q, inside ? xc + int64_t(iy) * a.src_W + ix : xc, inside);
       }
     }
 #pragma unroll 1
@@ -255,15 +251,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
     if (kg >= Kg) continue;
     const int k = g * Kg + kg;
     const T b_k = bias ? bias[k] : T(0);
-    T* yk = y + (int64_t(n) * a.K + k) * a.out_H * a.out_W + a.out_oy * a.out_W + a.out_ox;
+    T* yk = y + (int64_t(n) * a.out_C + k) * a.out_H * a.out_W + a.out_oy * a.out_W + a.out_ox;
 #pragma unroll
     for (int ry = 0; ry < RY; ++ry) {
       const int oy = oy0 + ty * RY + ry;
-      if (oy >= a.Ho) continue;
+      if (oy >= a.col_H) continue;
 #pragma unroll
       for (int rx = 0; rx < RX; ++rx) {
         const int ox = ox0 + tx * RX + rx;
-        if (ox >= 0 && ox < a.Wo) yk[int64_t(oy) * a.out_sy * a.out_W + ox * a.out_sx] = acc[ry][rx][rk] + b_k;
+        if (ox >= 0 && ox < a.col_W) yk[int64_t(oy) * a.out_sy * a.out_W + ox * a.out_sx] = acc[ry][rx][rk] + b_k;
       }
     }
   }
@@ -281,31 +277,25 @@ __global__ void direct_grad_input_gather_kernel(const T* __restrict__ gy, const 
   }
 }
 
-// The taps of one grad_input phase along each axis (conv_shape.h: phase_axis): r = r0 + j * dr for
-// j < taps_r, and likewise for s.
-struct PhaseTaps {
-  int r0, dr, taps_r, s0, ds, taps_s;
-};
-
 // grad_input runs as forward convolutions of grad_output (K channels in, C out), one per phase, with
-// this filter: f[g * Cg + c][k][j][i] = w[g * Kg + k][c][r][s] over the phase's taps in reverse order
-// (r = r0 + (taps_r - 1 - j) * dr), so the launch's taps step forward. Stride 1 has one phase with
-// every tap: the filter rotated 180 degrees, C and K swapped within each group.
+// this filter: f[g * Cg + c][k][j][i] = the weight element behind launch tap (j, i) of the phase's
+// map with reversed taps (common/launch_map.cuh), so the launch's taps step forward. Stride 1 has
+// one phase with every tap: the filter rotated 180 degrees, C and K swapped within each group.
 struct PhaseFilterMap {
-  int Kg, Cg, R, S;
-  PhaseTaps m;
+  int Rw, Sw;
+  LaunchMap m;
   __device__ int64_t src(int64_t e) const {
+    const int Kg = m.reduced_per_group(), Cg = m.outputs_per_group();
     int64_t rest = e;
-    const int i = int(rest % m.taps_s);
-    rest /= m.taps_s;
-    const int j = int(rest % m.taps_r);
-    rest /= m.taps_r;
+    const int i = int(rest % m.S);
+    rest /= m.S;
+    const int j = int(rest % m.R);
+    rest /= m.R;
     const int k = int(rest % Kg);
     rest /= Kg;
     const int c = int(rest % Cg);
     const int64_t g = rest / Cg;
-    const int r = m.r0 + (m.taps_r - 1 - j) * m.dr, s = m.s0 + (m.taps_s - 1 - i) * m.ds;
-    return ((g * Kg + k) * Cg + c) * R * S + r * S + s;
+    return weight_index(m, Rw, Sw, g, k, c, j, i);
   }
 };
 

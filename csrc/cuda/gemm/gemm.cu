@@ -43,57 +43,27 @@ namespace torchconv {
 namespace cuda {
 namespace {
 
-// The forward convolution as the GEMM sees it.
-GatherConv forward_gather(const ConvShape& p) {
-  GatherConv cv;
-  cv.N = int(p.N), cv.src_C = int(p.C), cv.src_H = int(p.H), cv.src_W = int(p.W);
-  cv.col_H = int(p.Ho), cv.col_W = int(p.Wo);
-  cv.out_C = int(p.K), cv.out_H = int(p.Ho), cv.out_W = int(p.Wo);
-  cv.R = int(p.R), cv.S = int(p.S);
-  cv.col_sy = int(p.stride_h), cv.col_sx = int(p.stride_w), cv.col_oy = -int(p.pad_h), cv.col_ox = -int(p.pad_w);
-  cv.tap_sy = int(p.dil_h), cv.tap_sx = int(p.dil_w);
-  cv.out_sy = cv.out_sx = 1, cv.out_oy = cv.out_ox = 0, cv.dense_out = true;
-  cv.transposed = false, cv.tap_r0 = cv.tap_s0 = 0, cv.tap_dr = cv.tap_ds = 1, cv.phase = -1;
-  cv.groups = int(p.groups), cv.channels = int(p.channels_per_group()), cv.outputs = int(p.filters_per_group());
+// A launch map as the GEMM runs it. `phase` names the cached weight matrix of a strided
+// grad_input's phase (-1 for the forward map and a stride-1 grad_input).
+GatherConv gemm_launch(const LaunchMap& map, int phase) {
+  GatherConv cv{};
+  static_cast<LaunchMap&>(cv) = map;
+  cv.dense_out = map.out_sy == 1 && map.out_sx == 1 && map.out_oy == 0 && map.out_ox == 0 &&
+                 map.col_H == map.out_H && map.col_W == map.out_W;
+  cv.phase = phase;
+  cv.channels = map.reduced_per_group(), cv.outputs = map.outputs_per_group();
   cv.reduction = cv.channels * cv.R * cv.S;
-  cv.src_plane = p.H * p.W, cv.col_plane = p.Ho * p.Wo, cv.out_plane = p.Ho * p.Wo, cv.columns = p.N * p.Ho * p.Wo;
+  cv.src_plane = int64_t(map.src_H) * map.src_W, cv.col_plane = int64_t(map.col_H) * map.col_W;
+  cv.out_plane = int64_t(map.out_H) * map.out_W, cv.columns = map.N * cv.col_plane;
   return cv;
 }
 
-// grad_input of a stride-1 layer: columns over the input pixels, gathered from grad_output with the
-// taps running backwards (oy = iy + pad - r * dil).
-GatherConv transposed_gather(const ConvShape& p) {
-  GatherConv cv = forward_gather(p);
-  cv.src_C = int(p.K), cv.src_H = int(p.Ho), cv.src_W = int(p.Wo);
-  cv.col_H = int(p.H), cv.col_W = int(p.W);
-  cv.out_C = int(p.C), cv.out_H = int(p.H), cv.out_W = int(p.W);
-  cv.col_sy = cv.col_sx = 1, cv.col_oy = int(p.pad_h), cv.col_ox = int(p.pad_w);
-  cv.tap_sy = -int(p.dil_h), cv.tap_sx = -int(p.dil_w);
-  cv.transposed = true;
-  cv.channels = int(p.filters_per_group()), cv.outputs = int(p.channels_per_group());
-  cv.reduction = cv.channels * cv.R * cv.S;
-  cv.src_plane = p.Ho * p.Wo, cv.col_plane = p.H * p.W, cv.out_plane = p.H * p.W, cv.columns = p.N * p.H * p.W;
-  return cv;
-}
+GatherConv forward_gather(const ConvShape& p) { return gemm_launch(forward_map(p), -1); }
 
-// grad_input phase (py, px) of a strided layer: a stride-1 transposed gather over that phase's
-// pixels with its own taps, written to every stride-th pixel. `empty` when no tap reaches it.
-GatherConv phase_gather(const ConvShape& p, int py, int px, bool* empty) {
-  GatherConv cv = transposed_gather(p);
-  const PhaseAxis y = phase_axis(p.H, p.R, p.stride_h, p.pad_h, p.dil_h, py);
-  const PhaseAxis x = phase_axis(p.W, p.S, p.stride_w, p.pad_w, p.dil_w, px);
-  *empty = y.taps == 0 || x.taps == 0 || y.count == 0 || x.count == 0;
-  cv.R = y.taps, cv.S = x.taps;
-  cv.tap_r0 = y.r0, cv.tap_dr = y.dr, cv.tap_s0 = x.r0, cv.tap_ds = x.dr;
-  cv.col_H = y.count, cv.col_W = x.count;
-  cv.col_sy = cv.col_sx = 1, cv.col_oy = y.d0, cv.col_ox = x.d0;
-  cv.tap_sy = y.step, cv.tap_sx = x.step;
-  cv.out_sy = int(p.stride_h), cv.out_sx = int(p.stride_w), cv.out_oy = py, cv.out_ox = px;
-  cv.dense_out = false;
-  cv.phase = py * int(p.stride_w) + px;
-  cv.reduction = cv.channels * cv.R * cv.S;
-  cv.col_plane = int64_t(y.count) * x.count, cv.columns = p.N * cv.col_plane;
-  return cv;
+// grad_input phase (py, px); a stride-1 layer's only phase is (0, 0).
+GatherConv grad_input_gather(const ConvShape& p, int py, int px) {
+  const bool strided = p.stride_h > 1 || p.stride_w > 1;
+  return gemm_launch(grad_input_map(p, py, px), strided ? py * int(p.stride_w) + px : -1);
 }
 
 // Why the GEMM kernels cannot index `cv`, or "": columns (N x Ho x Wo), the padded reduction and
@@ -125,9 +95,8 @@ at::Tensor weight_matrix(const at::Tensor& weight, const GatherConv& cv, int& re
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
     auto a = at::empty({int64_t(cv.groups) * rp * mp}, weight.options());
-    const int Kg = int(weight.size(0)) / cv.groups, Cg = int(weight.size(1));
     relayout_filter(w.const_data_ptr<T>(), a.mutable_data_ptr<T>(), a.numel(),
-                    WeightMatrixMap{Kg, Cg, int(weight.size(2)), int(weight.size(3)), cv, rp, mp});
+                    WeightMatrixMap{int(weight.size(2)), int(weight.size(3)), cv, rp, mp});
     return a;
   });
 }
@@ -373,21 +342,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
     auto gy = grad_output.contiguous();
     int64_t workspace = 0;
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_grad_input_cuda", [&] {
-      if (p.stride_h == 1 && p.stride_w == 1) {
-        const GatherConv cv = transposed_gather(p);
-        if (cv.reduction == 0) gx.zero_();
-        else gemm_conv<scalar_t>(gy, weight, nullptr, cv, gx);
-        workspace = last_workspace_bytes();
-        return;
-      }
-      // One stride-1 transposed gather per output phase, each with only the taps that reach it
-      // (a quarter of the work at stride 2); phases no tap reaches are zero.
+      // One stride-1 transposed gather per output phase (a stride-1 layer has one), each with only
+      // the taps that reach it (a quarter of the work at stride 2); phases no tap reaches are zero.
       for (int py = 0; py < p.stride_h; ++py)
         for (int px = 0; px < p.stride_w; ++px) {
-          bool empty = false;
-          const GatherConv cv = phase_gather(p, py, px, &empty);
-          if (empty || cv.reduction == 0) {
-            if (py < p.H && px < p.W) gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
+          const GatherConv cv = grad_input_gather(p, py, px);
+          if (cv.col_H <= 0 || cv.col_W <= 0) continue;
+          if (cv.empty() || cv.reduction == 0) {
+            gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
             continue;
           }
           gemm_conv<scalar_t>(gy, weight, nullptr, cv, gx);
@@ -420,7 +382,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
 // gather (every phase of a strided layer is a part of it).
 std::string can_implement(const ConvProblem& problem) {
   const std::string forward = size_limit_reason(forward_gather(problem.shape));
-  return forward.empty() ? size_limit_reason(transposed_gather(problem.shape)) : forward;
+  return forward.empty() ? size_limit_reason(grad_input_gather(problem.shape, 0, 0)) : forward;
 }
 
 [[maybe_unused]] const bool kRegistered = register_plans(

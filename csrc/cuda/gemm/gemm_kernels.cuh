@@ -16,6 +16,7 @@
 #include "../../weight_cache.h"
 #include "../../workspace.h"
 #include "../common/filter_relayout.cuh"
+#include "../common/launch_map.cuh"
 #include "../common/slice_sum.cuh"
 #include "../common/tile_gemm.cuh"
 
@@ -49,34 +50,16 @@ using GemmF64 = GemmTileConfig<1, 64, 64, 8, 4, 4, 2>;
 constexpr int kWeightRowPad = 128;
 constexpr int kReductionPad = 16;  // the deepest chunk
 
-// The GEMM's view of a convolution: a linear map from (column, tap) to a source position, written
-// once for every case. Column (y, x) with tap (r, s) reads the source at
-//   (y * col_sy + col_oy + r * tap_sy,  x * col_sx + col_ox + s * tap_sx)
-// (zero outside it) and writes the output at (y * out_sy + out_oy, x * out_sx + out_ox):
-//   forward / grad_weight: columns = output positions, col_s = stride, col_o = -pad, tap_s = dilation;
-//   grad_input, stride 1:  columns = input pixels, col_s = 1, col_o = +pad, tap_s = -dilation (the taps
-//                          run backwards over grad_output);
-//   grad_input, stride s:  one launch per output phase (iy mod s, ix mod s): columns = that phase's
-//                          pixels, taps = the filter taps whose (iy + pad - r * dil) is a multiple of s,
-//                          which step through grad_output linearly again (see phase_gather).
-struct GatherConv {
-  int N;
-  int src_C, src_H, src_W;  // the tensor the B operand is gathered from
-  int col_H, col_W;         // the grid the columns run over
-  int out_C, out_H, out_W;  // the tensor the GEMM writes (all groups)
-  int R, S;                 // taps per axis in this launch
-  int col_sy, col_sx, col_oy, col_ox, tap_sy, tap_sx;
-  int out_sy, out_sx, out_oy, out_ox;
+// The GEMM's view of a launch (common/launch_map.cuh): the columns are the map's positions over N
+// images, the reduction runs over its reduced channels x taps, the rows are its destination
+// channels. Forward and grad_weight use the forward map; grad_input one map per output phase (a
+// stride-1 layer has one), whose taps step backwards through grad_output.
+struct GatherConv : LaunchMap {
   bool dense_out;  // the columns are the output plane itself (out_s = 1, out_o = 0): vector stores
-  // The weight taps of this launch: launch tap (i, j) is filter tap (tap_r0 + i * tap_dr,
-  // tap_s0 + j * tap_ds); `transposed`: the GEMM's rows are input channels (grad_input).
-  bool transposed;
-  int tap_r0, tap_dr, tap_s0, tap_ds;
-  int phase;  // grad_input phase index (iy mod s) * s + (ix mod s), -1 otherwise: names the cached A
-  int groups;
-  int channels;   // gathered channels per group (the reduction runs over channels x R x S)
-  int outputs;    // GEMM rows per group (filters; grad_input: input channels)
-  int reduction;  // channels * R * S
+  int phase;       // grad_input phase index (iy mod s) * s + (ix mod s), -1 otherwise: names the cached A
+  int channels;    // gathered channels per group (the reduction runs over channels x R x S)
+  int outputs;     // GEMM rows per group (filters; grad_input: input channels)
+  int reduction;   // channels * R * S
   int64_t src_plane, col_plane, out_plane, columns;
 };
 
@@ -508,7 +491,7 @@ __global__ void gemm_unroll_kernel(const T* __restrict__ src, T* __restrict__ co
 //   forward:    m = filter k, rho = (c, i, j):  A = w[g*Kg + k][c][r][s]
 //   transposed: m = channel c, rho = (k, i, j): A = w[g*Kg + k][c][r][s]   (grad_input)
 struct WeightMatrixMap {
-  int Kg, Cg, Rw, Sw;
+  int Rw, Sw;
   GatherConv cv;
   int reduction_pad, rows_pad;
   __device__ int64_t src(int64_t i) const {
@@ -518,9 +501,7 @@ struct WeightMatrixMap {
     if (m >= cv.outputs || rho >= cv.reduction) return -1;
     const int taps = cv.R * cv.S;
     const int ch = rho / taps, tap = rho % taps;
-    const int r = cv.tap_r0 + (tap / cv.S) * cv.tap_dr, s = cv.tap_s0 + (tap % cv.S) * cv.tap_ds;
-    const int k = cv.transposed ? ch : m, c = cv.transposed ? m : ch;
-    return (((g * Kg + k) * Cg + c) * Rw + r) * Sw + s;
+    return weight_index(cv, Rw, Sw, g, ch, m, tap / cv.S, tap % cv.S);
   }
 };
 

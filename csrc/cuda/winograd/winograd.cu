@@ -81,14 +81,12 @@ void with_tile_config(const WinogradConv& cv, bool staged, const char* pass, F&&
   }
 }
 
-WinogradConv make_conv(const at::Tensor& x, int64_t K, int64_t Ho, int64_t Wo, int64_t pad_h, int64_t pad_w,
-                       int64_t groups) {
-  WinogradConv cv;
-  cv.N = int(x.size(0)), cv.C = int(x.size(1)), cv.H = int(x.size(2)), cv.W = int(x.size(3));
-  cv.K = int(K), cv.Ho = int(Ho), cv.Wo = int(Wo);
-  cv.pad_h = int(pad_h), cv.pad_w = int(pad_w), cv.groups = int(groups);
-  cv.tiles_h = int(winograd_tiles(Ho)), cv.tiles_w = int(winograd_tiles(Wo));
-  cv.cg = cv.C / cv.groups, cv.kg = cv.K / cv.groups, cv.in_plane = int64_t(cv.H) * cv.W;
+WinogradConv winograd_launch(const LaunchMap& map) {
+  TORCH_INTERNAL_ASSERT(map.unit() && map.R == 3 && map.S == 3, "torchconv: Winograd launch of a non-3x3 stride-1 map");
+  WinogradConv cv{};
+  static_cast<LaunchMap&>(cv) = map;
+  cv.tiles_h = int(winograd_tiles(map.out_H)), cv.tiles_w = int(winograd_tiles(map.out_W));
+  cv.cg = map.reduced_per_group(), cv.kg = map.outputs_per_group(), cv.in_plane = int64_t(map.src_H) * map.src_W;
   return cv;
 }
 
@@ -169,7 +167,7 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
     check_grid(blocks, "conv2d_winograd");
     gemm<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    winograd_output_transform_kernel<T><<<elementwise_blocks(int64_t(cv.K) * count, 256), 256, 0, current_stream()>>>(
+    winograd_output_transform_kernel<T><<<elementwise_blocks(int64_t(cv.out_C) * count, 256), 256, 0, current_stream()>>>(
         m.const_data_ptr<T>(), bias, y.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, f.outputs_pad);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
@@ -241,13 +239,14 @@ bool prefer_staged(const WinogradConv& cv) {
 // One 3x3 stride-1 convolution of x into y (whose size is given) with the filters of `weight`
 // (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
 template <typename T>
-void winograd_conv(const at::Tensor& x, const at::Tensor& weight, bool rotated, const T* bias, const WinogradConv& cv,
+void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const WinogradConv& cv,
                    at::Tensor& y) {
-  if (cv.tiles() == 0 || cv.K == 0) return record_workspace_bytes(0);
+  if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
   const WinogradVariant variant = winograd_variant();
   const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
   // A shallow reduction or a narrow output runs its own fused kernel, one tile per thread, unless a
   // GEMM tile config is forced (so that both can be timed).
+  const bool rotated = cv.transposed;  // grad_input: the reversed taps are the filter rotated
   const char* pass = rotated ? "grad_input" : "forward";
   if (!staged && (std::is_same_v<T, double> || forced_config(kWinograd) < 0)) {
     const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, rotated);
@@ -286,7 +285,7 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   auto gy = grad_output.contiguous();
   auto x = input.contiguous();
   auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options());
-  const WinogradConv cv = make_conv(x, p.K, p.Ho, p.Wo, p.pad_h, p.pad_w, p.groups);
+  const WinogradConv cv = winograd_launch(forward_map(p));
   const int Kg = cv.Kg(), Cg = cv.Cg();
   const int64_t tiles = cv.tiles();
   if (tiles == 0) {
@@ -382,8 +381,8 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cuda", [&] {
-    const WinogradConv cv = make_conv(x, p.K, p.Ho, p.Wo, p.pad_h, p.pad_w, p.groups);
-    winograd_conv<scalar_t>(x, weight, /*rotated=*/false, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, cv, y);
+    const WinogradConv cv = winograd_launch(forward_map(p));
+    winograd_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, cv, y);
   });
   return y;
 }
@@ -395,8 +394,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     auto gy = grad_output.contiguous();
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cuda", [&] {
-      const WinogradConv cv = make_conv(gy, p.C, p.H, p.W, 2 - p.pad_h, 2 - p.pad_w, p.groups);
-      winograd_conv<scalar_t>(gy, weight, /*rotated=*/true, nullptr, cv, gx);
+      const WinogradConv cv = winograd_launch(with_reversed_taps(grad_input_map(p, 0, 0)));
+      winograd_conv<scalar_t>(gy, weight, nullptr, cv, gx);
     });
     return gx;
   };

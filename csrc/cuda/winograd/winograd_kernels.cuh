@@ -14,6 +14,7 @@
 #include "../../winograd_transforms.h"
 #include "../../workspace.h"
 #include "../common/slice_sum.cuh"
+#include "../common/launch_map.cuh"
 #include "../common/tile_gemm.cuh"
 
 namespace torchconv {
@@ -38,16 +39,14 @@ using WinogradWeightGradNarrow = GemmTileConfig<kWinogradPoints, 32, 8, 8, 8, 2,
 // double: 16 x 16 per block, 4 x 4 per thread (256 threads).
 using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
 
-// A 3x3 stride-1 convolution as the kernels see it. Padding may be negative (grad_input of a layer
-// padded by more than 2 reads a cropped grad_output), so the output extent is given, not derived.
-struct WinogradConv {
-  int N, C, H, W;  // input; C counts all groups
-  int K, Ho, Wo;   // output
-  int pad_h, pad_w, groups;
+// A 3x3 stride-1 launch (common/launch_map.cuh: the forward map, or stride-1 grad_input's with its
+// taps reversed, whose filter the transforms rotate). The source offset may be positive (grad_input
+// of a layer padded by more than 2 reads a cropped grad_output), so the output extent is given.
+struct WinogradConv : LaunchMap {
   int tiles_h, tiles_w;  // 2x2 output tiles per image (the last row / column may be partial)
   // Derived on the host, so kernels read them as constants instead of spending registers.
   int cg, kg;        // channels and filters per group
-  int64_t in_plane;  // H * W
+  int64_t in_plane;  // src_H * src_W
 
   TORCHCONV_HOST_DEVICE int Cg() const { return cg; }
   TORCHCONV_HOST_DEVICE int Kg() const { return kg; }
@@ -71,11 +70,11 @@ __device__ __forceinline__ void load_input_patch(const T* __restrict__ plane, co
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int iy = iy0 + i;
-    const bool row_ok = valid && iy >= 0 && iy < cv.H;
+    const bool row_ok = valid && iy >= 0 && iy < cv.src_H;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int ix = ix0 + j;
-      d[i * 4 + j] = (row_ok && ix >= 0 && ix < cv.W) ? plane[int64_t(iy) * cv.W + ix] : T(0);
+      d[i * 4 + j] = (row_ok && ix >= 0 && ix < cv.src_W) ? plane[int64_t(iy) * cv.src_W + ix] : T(0);
     }
   }
 }
@@ -115,13 +114,13 @@ __device__ __forceinline__ unsigned patch_mask(int iy0, int ix0, const WinogradC
   unsigned mask = 0;
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
-    mask |= unsigned(iy0 + r >= 0 && iy0 + r < cv.H) << r;
-    mask |= unsigned(ix0 + r >= 0 && ix0 + r < cv.W) << (4 + r);
+    mask |= unsigned(iy0 + r >= 0 && iy0 + r < cv.src_H) << r;
+    mask |= unsigned(ix0 + r >= 0 && ix0 + r < cv.src_W) << (4 + r);
   }
   return mask;
 }
 
-// Stages the 4x4 input patch at `src` (rows cv.W apart) for pair `pair`, zero where `mask` says the
+// Stages the 4x4 input patch at `src` (rows cv.src_W apart) for pair `pair`, zero where `mask` says the
 // value lies outside the image; a patch wholly inside takes copies without per-value predicates.
 template <typename T>
 __device__ __forceinline__ void stage_input_patch(T* raw, int pairs, int pair, const T* src, unsigned mask,
@@ -130,14 +129,14 @@ __device__ __forceinline__ void stage_input_patch(T* raw, int pairs, int pair, c
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
-      for (int s = 0; s < 4; ++s) cp_async(raw + (r * 4 + s) * pairs + pair, src + r * cv.W + s);
+      for (int s = 0; s < 4; ++s) cp_async(raw + (r * 4 + s) * pairs + pair, src + r * cv.src_W + s);
     return;
   }
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int s = 0; s < 4; ++s)
-      stage_copy(raw, pairs, pair, r * 4 + s, src + r * cv.W + s, (mask >> r) & (mask >> (4 + s)) & 1u, safe);
+      stage_copy(raw, pairs, pair, r * 4 + s, src + r * cv.src_W + s, (mask >> r) & (mask >> (4 + s)) & 1u, safe);
 }
 
 // V = B^T d B of the patch staged for pair `pair`.
@@ -171,9 +170,9 @@ struct InputTileLoader {
       const int64_t p = p0 + i % Cfg::kN;
       const bool ok = i < kPairs && p < cv.tiles();
       const TileCoord t = tile_coord(cv, ok ? p : 0);
-      const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
+      const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
       inside[q] = ok ? patch_mask(iy0, ix0, cv) : 0u;
-      origin[q] = x + (int64_t(t.n) * cv.C + int64_t(g) * cv.Cg()) * cv.in_plane + int64_t(iy0) * cv.W + ix0;
+      origin[q] = x + (int64_t(t.n) * cv.src_C + int64_t(g) * cv.Cg()) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
     }
   }
   __device__ void fetch(int chunk, T*) {
@@ -211,8 +210,8 @@ struct InputByTileLoader {
       const int c = channel0 + i / Cfg::kK;
       const bool ok = p < tile_end && c < channels_end;
       const TileCoord t = tile_coord(cv, ok ? p : 0);
-      const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
-      const T* src = x + (int64_t(t.n) * cv.C + (ok ? c : 0)) * cv.in_plane + int64_t(iy0) * cv.W + ix0;
+      const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
+      const T* src = x + (int64_t(t.n) * cv.src_C + (ok ? c : 0)) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
       stage_input_patch(raw, kPairs, i, src, ok ? patch_mask(iy0, ix0, cv) : 0u, cv, x);
     });
   }
@@ -246,12 +245,12 @@ struct GradOutputTileLoader {
       const bool ok = p < tile_end && k < filters_end;
       const TileCoord t = tile_coord(cv, ok ? p : 0);
       const int oy = 2 * t.ty, ox = 2 * t.tx;
-      const T* src = gy + ((int64_t(t.n) * cv.K + (ok ? k : 0)) * cv.Ho + oy) * cv.Wo + ox;
+      const T* src = gy + ((int64_t(t.n) * cv.out_C + (ok ? k : 0)) * cv.out_H + oy) * cv.out_W + ox;
 #pragma unroll
       for (int a = 0; a < 2; ++a)
 #pragma unroll
         for (int b = 0; b < 2; ++b)
-          stage_copy(raw, kPairs, i, a * 2 + b, src + a * cv.Wo + b, ok && oy + a < cv.Ho && ox + b < cv.Wo, gy);
+          stage_copy(raw, kPairs, i, a * 2 + b, src + a * cv.out_W + b, ok && oy + a < cv.out_H && ox + b < cv.out_W, gy);
     });
   }
   __device__ void store(T* tile) {
@@ -352,13 +351,13 @@ __device__ __forceinline__ void write_output_tile(const T* m, int64_t stride, co
   const T b = bias ? bias[k] : T(0);
   const TileCoord t = tile_coord(cv, p);
   const int oy = 2 * t.ty, ox = 2 * t.tx;
-  T* dst = y + ((int64_t(t.n) * cv.K + k) * cv.Ho + oy) * cv.Wo + ox;
-  const bool right = ox + 1 < cv.Wo, below = oy + 1 < cv.Ho;
+  T* dst = y + ((int64_t(t.n) * cv.out_C + k) * cv.out_H + oy) * cv.out_W + ox;
+  const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
   dst[0] = out[0] + b;
   if (right) dst[1] = out[1] + b;
   if (below) {
-    dst[cv.Wo] = out[2] + b;
-    if (right) dst[cv.Wo + 1] = out[3] + b;
+    dst[cv.out_W] = out[2] + b;
+    if (right) dst[cv.out_W + 1] = out[3] + b;
   }
 }
 
@@ -466,11 +465,11 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
   const int64_t p = int64_t(pb) * kShallowThreads + threadIdx.x;
   const bool active = p < cv.tiles();
   const TileCoord t = tile_coord(cv, active ? p : 0);
-  const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
+  const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
   T v[kReduction][kWinogradPoints];
 #pragma unroll
   for (int c = 0; c < kReduction; ++c) {
-    const T* plane = a.x + (int64_t(t.n) * cv.C + int64_t(g) * cv.Cg() + c) * cv.in_plane;
+    const T* plane = a.x + (int64_t(t.n) * cv.src_C + int64_t(g) * cv.Cg() + c) * cv.in_plane;
     T d[16];
     load_input_patch(plane, cv, iy0, ix0, active && c < cv.Cg(), d);
     winograd_input_transform<T>(d, v[c]);
@@ -479,11 +478,11 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
   if (!active) return;
 
   const int oy = 2 * t.ty, ox = 2 * t.tx;
-  const bool has_right = ox + 1 < cv.Wo, has_below = oy + 1 < cv.Ho;
-  const bool aligned = (cv.Wo % 2) == 0;  // ox is even, so the pair starts on a vector boundary
+  const bool has_right = ox + 1 < cv.out_W, has_below = oy + 1 < cv.out_H;
+  const bool aligned = (cv.out_W % 2) == 0;  // ox is even, so the pair starts on a vector boundary
   const int k_first = g * cv.Kg() + k0;
-  T* dst = a.y + ((int64_t(t.n) * cv.K + k_first) * cv.Ho + oy) * cv.Wo + ox;
-  const int64_t out_plane = int64_t(cv.Ho) * cv.Wo;
+  T* dst = a.y + ((int64_t(t.n) * cv.out_C + k_first) * cv.out_H + oy) * cv.out_W + ox;
+  const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
 #pragma unroll 2
   for (int k = 0; k < filters; ++k, dst += out_plane) {
     T m[16];
@@ -497,7 +496,7 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
     winograd_output_transform<T>(m, out);
     const T b = a.bias ? a.bias[k_first + k] : T(0);
     write_output_row(dst, out[0] + b, out[1] + b, has_right, aligned);
-    if (has_below) write_output_row(dst + cv.Wo, out[2] + b, out[3] + b, has_right, aligned);
+    if (has_below) write_output_row(dst + cv.out_W, out[2] + b, out[3] + b, has_right, aligned);
   }
 }
 
@@ -521,8 +520,8 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
   const int64_t p = int64_t(pb) * kShallowThreads + threadIdx.x;
   const bool active = p < cv.tiles();
   const TileCoord t = tile_coord(cv, active ? p : 0);
-  const int iy0 = 2 * t.ty - cv.pad_h, ix0 = 2 * t.tx - cv.pad_w;
-  const T* plane = a.x + (int64_t(t.n) * cv.C + int64_t(g) * cv.Cg()) * cv.in_plane;
+  const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
+  const T* plane = a.x + (int64_t(t.n) * cv.src_C + int64_t(g) * cv.Cg()) * cv.in_plane;
   const T* ug = a.u + int64_t(g) * a.reduction_pad * kWinogradPoints * a.outputs_pad;
 
   T m[kOutputs][kWinogradPoints];
@@ -554,18 +553,18 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
   if (!active) return;
 
   const int oy = 2 * t.ty, ox = 2 * t.tx;
-  const bool has_right = ox + 1 < cv.Wo, has_below = oy + 1 < cv.Ho;
-  const bool aligned = (cv.Wo % 2) == 0;
+  const bool has_right = ox + 1 < cv.out_W, has_below = oy + 1 < cv.out_H;
+  const bool aligned = (cv.out_W % 2) == 0;
   const int k_first = g * cv.Kg();
-  T* dst = a.y + ((int64_t(t.n) * cv.K + k_first) * cv.Ho + oy) * cv.Wo + ox;
-  const int64_t out_plane = int64_t(cv.Ho) * cv.Wo;
+  T* dst = a.y + ((int64_t(t.n) * cv.out_C + k_first) * cv.out_H + oy) * cv.out_W + ox;
+  const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
 #pragma unroll
   for (int o = 0; o < kOutputs; ++o, dst += out_plane) {
     T out[4];
     winograd_output_transform<T>(m[o], out);
     const T b = a.bias ? a.bias[k_first + o] : T(0);
     write_output_row(dst, out[0] + b, out[1] + b, has_right, aligned);
-    if (has_below) write_output_row(dst + cv.Wo, out[2] + b, out[3] + b, has_right, aligned);
+    if (has_below) write_output_row(dst + cv.out_W, out[2] + b, out[3] + b, has_right, aligned);
   }
 }
 
@@ -582,9 +581,9 @@ __global__ void winograd_input_transform_kernel(const T* __restrict__ x, T* __re
     const int g = int(i / (int64_t(tiles_pad) * channels_pad));
     const bool ok = j < tile_count && c < cv.Cg();
     const TileCoord t = tile_coord(cv, ok ? tile0 + j : 0);
-    const T* plane = x + (int64_t(t.n) * cv.C + g * cv.Cg() + (ok ? c : 0)) * cv.H * cv.W;
+    const T* plane = x + (int64_t(t.n) * cv.src_C + g * cv.Cg() + (ok ? c : 0)) * cv.src_H * cv.src_W;
     T d[16], vv[16];
-    load_input_patch(plane, cv, 2 * t.ty - cv.pad_h, 2 * t.tx - cv.pad_w, ok, d);
+    load_input_patch(plane, cv, 2 * t.ty + cv.col_oy, 2 * t.tx + cv.col_ox, ok, d);
     winograd_input_transform<T>(d, vv);
     T* dst = v + (int64_t(g) * channels_pad + c) * kWinogradPoints * tiles_pad + j;
 #pragma unroll
@@ -627,7 +626,7 @@ __global__ void winograd_output_transform_kernel(const T* __restrict__ m, const 
                                                  const WinogradConv cv, int64_t tile0, int64_t tile_count,
                                                  int tiles_pad, int outputs_pad) {
   const int Kg = cv.Kg();
-  const int64_t total = int64_t(cv.K) * tile_count;
+  const int64_t total = int64_t(cv.out_C) * tile_count;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = i % tile_count;
     const int k = int(i / tile_count), g = k / Kg, kg = k % Kg;
@@ -736,9 +735,9 @@ __global__ void winograd_input_transform_by_tile_kernel(const T* __restrict__ x,
     const int c = int(i % c_pad), j = int((i / c_pad) % tiles_pad), g = int(i / (int64_t(c_pad) * tiles_pad));
     const bool ok = j < count && c < cv.Cg();
     const TileCoord t = tile_coord(cv, ok ? tile0 + j : 0);
-    const T* plane = x + (int64_t(t.n) * cv.C + g * cv.Cg() + (ok ? c : 0)) * cv.in_plane;
+    const T* plane = x + (int64_t(t.n) * cv.src_C + g * cv.Cg() + (ok ? c : 0)) * cv.in_plane;
     T d[16], v[16];
-    load_input_patch(plane, cv, 2 * t.ty - cv.pad_h, 2 * t.tx - cv.pad_w, ok, d);
+    load_input_patch(plane, cv, 2 * t.ty + cv.col_oy, 2 * t.tx + cv.col_ox, ok, d);
     winograd_input_transform<T>(d, v);
     T* dst = vt + (int64_t(g) * tiles_pad + j) * kWinogradPoints * c_pad + c;
 #pragma unroll
@@ -757,14 +756,14 @@ __global__ void winograd_grad_output_transform_kernel(const T* __restrict__ gy, 
     const bool ok = j < count && k < cv.Kg();
     const TileCoord t = tile_coord(cv, ok ? tile0 + j : 0);
     const int oy = 2 * t.ty, ox = 2 * t.tx;
-    const T* plane = gy + (int64_t(t.n) * cv.K + g * cv.Kg() + (ok ? k : 0)) * cv.Ho * cv.Wo;
+    const T* plane = gy + (int64_t(t.n) * cv.out_C + g * cv.Kg() + (ok ? k : 0)) * cv.out_H * cv.out_W;
     T dy[4], dm[16];
 #pragma unroll
     for (int a = 0; a < 2; ++a)
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
-        const bool in = ok && oy + a < cv.Ho && ox + b < cv.Wo;
-        dy[a * 2 + b] = in ? plane[int64_t(oy + a) * cv.Wo + ox + b] : T(0);
+        const bool in = ok && oy + a < cv.out_H && ox + b < cv.out_W;
+        dy[a * 2 + b] = in ? plane[int64_t(oy + a) * cv.out_W + ox + b] : T(0);
       }
     winograd_output_transform_adjoint<T>(dy, dm);
     T* dst = dmt + (int64_t(g) * tiles_pad + j) * kWinogradPoints * k_pad + k;

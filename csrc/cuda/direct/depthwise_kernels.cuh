@@ -1,0 +1,398 @@
+// The direct algorithm's depthwise / small-group specialist, device side: a forward kernel (also
+// every grad_input phase) and a grad_weight kernel for launches whose groups are small (plans.h:
+// small_groups -- depthwise with any channel multiplier, grouped convolutions with few channels per
+// group). Included by direct.cu, which picks it (docs/depthwise.md gives the bounds and the design).
+//
+// Forward: a block owns one output channel, a band of output rows and a few images; it stages each
+// reduced channel's zero-padded input patch and filter in shared memory, and every thread keeps a
+// RY x kDwRX tile of outputs in registers. With unit dilation along W a thread slides a window of
+// input values through registers kDwKC filter taps at a time (16-byte loads, no reload of the
+// overlap), so a chunk costs two input loads per 32 multiply-adds; a stride along W runs the same
+// window over each column phase (the patch is stored de-interleaved); a dilation along W reads each
+// product's input from shared memory. Taps whose input rows or columns lie wholly in the
+// padding are skipped, which is most taps of a large filter on a small plane.
+//
+// grad_weight: dW[k][c][r][s] = sum over n, oy, ox of gy[n][k][oy][ox] * x[n][c][iy(oy, r)][ix(ox, s)].
+// A block owns one (filter, channel) pair and a run of images ("split"); each thread owns a
+// kDwTR x kDwTS tile of taps and a share of the output pixels, slides the input through registers as
+// the forward does, and the block sums its threads' tiles in a fixed order; the splits' partial sums
+// are added in a fixed order by the shared slice sum, so the result is deterministic.
+#pragma once
+
+#include <cstdint>
+
+#include "../common/launch.cuh"
+#include "../common/launch_map.cuh"
+
+namespace torchconv {
+namespace cuda {
+namespace {
+
+constexpr int kDwThreads = 256;     // most threads per block
+// forward: output columns per thread (rows per thread, 2, 4 or 8, are a template parameter the host
+// picks per launch). Four columns put the 16-byte window loads of the eight lanes of a quarter-warp
+// (consecutive column tiles) on distinct banks.
+constexpr int kDwRX = 4;
+constexpr int kDwKC = 8;            // filter taps per register chunk (forward), pixels per chunk (grad_weight)
+constexpr int kDwTR = 4, kDwTS = 8;  // grad_weight: filter rows x columns per thread
+constexpr size_t kDwSmemBudget = 64 * 1024;  // per block, so that three blocks share an SM
+constexpr int kDwMaxPhases = 2;     // column phases the window path takes (strides 1 and 2 along W)
+
+TORCHCONV_HOST_DEVICE int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+TORCHCONV_HOST_DEVICE int ceil_div_int(int a, int b) { return -floor_div(-a, b); }
+
+// The forward launch's geometry, chosen on the host (depthwise_forward_geometry in direct.cu).
+// A strided layer's patch rows are stored de-interleaved by column phase (column c at phase c mod
+// stride, index c / stride), and the filter likewise (tap s in phase s mod stride): each phase is then
+// a stride-1 convolution of its columns with its taps, which the register window runs.
+struct DwForwardGeometry {
+  int ry;                // output rows per thread
+  int tiles_x, tiles_y;  // thread tiles across the plane and down a band
+  int band_h, bands;     // output rows per band, bands per plane
+  int images, image_groups;
+  int phases;            // column phases: the stride along W on the window path, 1 otherwise
+  int s_pad;             // taps per phase row, padded to whole chunks with zeros
+  int patch_h;           // one image's input patch rows
+  int phase_pitch;       // elements per phase of a patch row (a multiple of 16 bytes)
+  int pitch;             // phases * phase_pitch
+  int filter_elems;      // R * phases * s_pad, rounded to 16 bytes
+};
+
+// Valid taps along one axis for outputs o in [o0, o0 + count): taps t in [lo, hi] read
+// o * step + origin + t * dil inside [0, len) for at least one o. Empty when lo > hi.
+struct TapRange {
+  int lo, hi;
+};
+__device__ __forceinline__ TapRange valid_taps(int o0, int count, int step, int origin, int dil, int len, int taps) {
+  const int first = o0 * step + origin, last = (o0 + count - 1) * step + origin;
+  TapRange t;
+  t.lo = max(0, ceil_div_int(-last, dil));
+  t.hi = min(taps - 1, floor_div(len - 1 - first, dil));
+  return t;
+}
+
+// kN consecutive elements from a 16-byte-aligned shared-memory address, in 16-byte loads, into
+// dst[0, kN) (a register array once inlined: every index is a compile-time constant).
+template <typename T, int kN>
+__device__ __forceinline__ void load_run(const T* __restrict__ src, T* dst) {
+  constexpr int kPerWord = 16 / int(sizeof(T));
+  static_assert(kN % kPerWord == 0, "whole 16-byte words");
+#pragma unroll
+  for (int v = 0; v < kN / kPerWord; ++v) {
+    if constexpr (sizeof(T) == 4) {
+      const float4 q = reinterpret_cast<const float4*>(src)[v];
+      dst[4 * v + 0] = q.x, dst[4 * v + 1] = q.y, dst[4 * v + 2] = q.z, dst[4 * v + 3] = q.w;
+    } else {
+      const double2 q = reinterpret_cast<const double2*>(src)[v];
+      dst[2 * v + 0] = q.x, dst[2 * v + 1] = q.y;
+    }
+  }
+}
+
+// Starts copying one plane's patch to dst with cp.async, de-interleaved by column phase when P > 1:
+// element (row, p, i) of dst[rows][P][phase_pitch] is plane[iy0 + row][ix0 + i * P + p] (zero
+// outside the plane). Wide patches take a warp per row, lanes along the source row (coalesced);
+// narrow ones (a 7x7 plane) a flat loop, so every lane has work. Every copy is in flight at once;
+// the caller commits and waits.
+template <typename T, int P>
+__device__ __forceinline__ void stage_patch(T* __restrict__ dst, const T* __restrict__ plane, int iy0, int ix0,
+                                            int rows, int phase_pitch, int H, int W) {
+  const int pitch = P * phase_pitch;
+  if (pitch >= 32) {
+    const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int row = warp; row < rows; row += warps) {
+      const int iy = iy0 + row;
+      const bool row_in = iy >= 0 && iy < H;
+      const T* src = plane + int64_t(row_in ? iy : 0) * W;
+      T* d = dst + row * pitch;
+      for (int c = lane; c < pitch; c += 32) {
+        const int ix = ix0 + c;
+        const bool in = row_in && ix >= 0 && ix < W;
+        cp_async_or_zero(d + (c % P) * phase_pitch + c / P, in ? src + ix : plane, in);
+      }
+    }
+  } else {
+    for (int e = threadIdx.x; e < rows * pitch; e += blockDim.x) {
+      const int row = e / pitch, c = e - row * pitch;
+      const int iy = iy0 + row, ix = ix0 + c;
+      const bool in = iy >= 0 && iy < H && ix >= 0 && ix < W;
+      cp_async_or_zero(dst + row * pitch + (c % P) * phase_pitch + c / P, in ? plane + int64_t(iy) * W + ix : plane,
+                       in);
+    }
+  }
+}
+
+__device__ __forceinline__ void finish_staging() {
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+}
+
+// kPhases 1 or 2: unit dilation along W and that stride along W (any stride and dilation along H),
+// run by the register window over each column phase; 0: every product reads shared memory.
+template <typename T, int RY, int kPhases>
+__global__ void __launch_bounds__(kDwThreads) depthwise_forward_kernel(const DirectArgs a, const DwForwardGeometry geo) {
+  extern __shared__ __align__(16) unsigned char dw_smem[];
+  T* filt = reinterpret_cast<T*>(dw_smem);
+  T* patches = filt + geo.filter_elems;
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  const T* __restrict__ w = static_cast<const T*>(a.w);
+  T* __restrict__ y = static_cast<T*>(a.y);
+  const int Cr = a.src_C / a.groups, Kg = a.out_C / a.groups;
+  const int sy = a.col_sy, ty = a.tap_sy, sx = a.col_sx, tx = a.tap_sx;
+  constexpr bool kWindow = kPhases > 0;
+  constexpr int P = kWindow ? kPhases : 1;
+
+  int64_t b = blockIdx.x;
+  const int image_group = int(b % geo.image_groups);
+  b /= geo.image_groups;
+  const int band = int(b % geo.bands);
+  const int k = int(b / geo.bands);
+  const int g = k / Kg;
+  const int n0 = image_group * geo.images;
+  const int images = min(geo.images, a.N - n0);
+  const int per_image = geo.tiles_x * geo.tiles_y;
+  const int img = threadIdx.x / per_image, tile = threadIdx.x % per_image;
+  const bool active = img < images;
+  const int band_y0 = band * geo.band_h;
+  const int oy0 = band_y0 + (tile / geo.tiles_x) * RY, ox0 = (tile % geo.tiles_x) * kDwRX;
+  const int iy_patch = band_y0 * sy + a.col_oy;  // input row of patch row 0
+  const int patch_elems = geo.patch_h * geo.pitch;
+  const TapRange rows = valid_taps(oy0, RY, sy, a.col_oy, ty, a.src_H, a.R);
+  // Per column phase (window path) or for the whole row: the taps that reach the image, and the
+  // first chunk to run, computed once (the loops below are per filter row and output row).
+  TapRange cols[P];
+  int phase_taps[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    phase_taps[p] = (a.S - p + P - 1) / P;
+    cols[p] = kWindow ? valid_taps(ox0, kDwRX, P, a.col_ox + p, P, a.src_W, phase_taps[p])
+                      : valid_taps(ox0, kDwRX, sx, a.col_ox, tx, a.src_W, a.S);
+  }
+
+  T acc[RY][kDwRX];
+#pragma unroll
+  for (int i = 0; i < RY; ++i)
+#pragma unroll
+    for (int j = 0; j < kDwRX; ++j) acc[i][j] = T(0);
+
+  for (int c = 0; c < Cr; ++c) {
+    __syncthreads();  // the previous channel's tiles are no longer read
+    const T* wk = w + (int64_t(k) * Cr + c) * a.R * a.S;
+    for (int e = threadIdx.x; e < a.R * P * geo.s_pad; e += blockDim.x) {
+      const int q = e % geo.s_pad, rp = e / geo.s_pad, p = rp % P, r = rp / P;
+      const int tap = q * P + p;
+      filt[e] = tap < a.S ? wk[r * a.S + tap] : T(0);
+    }
+    for (int im = 0; im < images; ++im) {
+      const T* plane = x + ((int64_t(n0) + im) * a.src_C + int64_t(g) * Cr + c) * a.src_H * a.src_W;
+      stage_patch<T, P>(patches + im * patch_elems, plane, iy_patch, a.col_ox, geo.patch_h, geo.phase_pitch, a.src_H,
+                        a.src_W);
+    }
+    finish_staging();
+    if (!active || rows.lo > rows.hi) continue;
+    const T* patch = patches + img * patch_elems;
+    for (int r = rows.lo; r <= rows.hi; ++r) {
+#pragma unroll
+      for (int i = 0; i < RY; ++i) {
+        const int prow = (oy0 - band_y0 + i) * sy + r * ty;
+        const int iy = iy_patch + prow;
+        if (iy < 0 || iy >= a.src_H) continue;  // a padding row
+        if constexpr (kWindow) {
+          // Column phase p holds taps s = q * P + p; output column ox0 + j reads its index ox0 + j + q.
+#pragma unroll
+          for (int p = 0; p < P; ++p) {
+            const int taps = phase_taps[p];
+            if (cols[p].lo > cols[p].hi) continue;
+            const T* src = patch + prow * geo.pitch + p * geo.phase_pitch + ox0;
+            const T* frow = filt + (r * P + p) * geo.s_pad;
+            const int chunk_lo = cols[p].lo / kDwKC * kDwKC, chunk_end = cols[p].hi;
+            // buf holds src[c0 .. c0 + kDwRX + kDwKC): output j of chunk c0 reads buf[j + t] for tap c0 + t.
+            T buf[kDwRX + kDwKC];
+            load_run<T, kDwRX>(src + chunk_lo, buf);
+            for (int c0 = chunk_lo; c0 <= chunk_end; c0 += kDwKC) {
+              load_run<T, kDwKC>(src + c0 + kDwRX, buf + kDwRX);
+              T f[kDwKC];
+              load_run<T, kDwKC>(frow + c0, f);
+              // The last chunk's taps past the filter are zero in shared memory, but zero times an
+              // Inf input is NaN: they are not multiplied at all, so non-finite outputs are PyTorch's.
+              const int live = min(kDwKC, taps - c0);
+#pragma unroll
+              for (int t = 0; t < kDwKC; ++t)
+                if (t < live)
+#pragma unroll
+                  for (int j = 0; j < kDwRX; ++j) acc[i][j] += f[t] * buf[j + t];
+#pragma unroll
+              for (int j = 0; j < kDwRX; ++j) buf[j] = buf[j + kDwKC];
+            }
+          }
+        } else {
+          const T* src = patch + prow * geo.pitch + ox0 * sx;
+          const T* frow = filt + r * geo.s_pad;
+          for (int s = cols[0].lo; s <= cols[0].hi; ++s) {
+            const T f = frow[s];
+#pragma unroll
+            for (int j = 0; j < kDwRX; ++j) acc[i][j] += f * src[j * sx + s * tx];
+          }
+        }
+      }
+    }
+  }
+  if (!active) return;
+  const T bias = a.bias ? static_cast<const T*>(a.bias)[k] : T(0);
+  T* out = y + ((int64_t(n0) + img) * a.out_C + k) * a.out_H * a.out_W;
+#pragma unroll
+  for (int i = 0; i < RY; ++i) {
+    const int oy = oy0 + i;
+    if (oy >= a.col_H || oy >= band_y0 + geo.band_h) continue;
+    T* orow = out + int64_t(oy * a.out_sy + a.out_oy) * a.out_W + a.out_ox;
+#pragma unroll
+    for (int j = 0; j < kDwRX; ++j)
+      if (ox0 + j < a.col_W) orow[(ox0 + j) * a.out_sx] = acc[i][j] + bias;
+  }
+}
+
+// grad_weight launch: the forward map `m` (x -> y) of the layer, and its geometry. As in the
+// forward, a strided layer's input patch is stored de-interleaved by column phase, and a thread's tap
+// tile lies in one phase (taps s = p + phases * (u0 + j)), so its columns slide through registers.
+struct DwWeightGradArgs {
+  LaunchMap m;
+  const void* x;
+  const void* gy;
+  void* partial;           // [splits][K][Cr][R][S]
+  int tap_rows;            // thread tap tiles down the filter (kDwTR rows each)
+  int phases;              // column phases: the stride along W on the window path, 1 otherwise
+  int tap_cols;            // tap tiles per phase across the filter (kDwTS taps each)
+  int groups_per_tile;     // pixel groups: threads = tap tiles x pixel groups
+  int band_h, bands;       // output rows per band, bands per plane
+  int images;              // images per split (a split is one band of `images` consecutive images)
+  int image_groups;
+  int chunks_x;            // kDwKC-pixel chunks per output row
+  int patch_h, phase_pitch, pitch;  // input patch of one image's band (pitch = phases * phase_pitch)
+  int gy_pitch;            // chunks_x * kDwKC
+
+  TORCHCONV_HOST_DEVICE int tap_tiles() const { return tap_rows * phases * tap_cols; }
+};
+
+template <typename T, int kPhases>
+__global__ void __launch_bounds__(kDwThreads) depthwise_grad_weight_kernel(const DwWeightGradArgs a) {
+  extern __shared__ __align__(16) unsigned char dw_smem[];
+  T* patch = reinterpret_cast<T*>(dw_smem);
+  T* gband = patch + round_up(a.patch_h * a.pitch, 4);
+  const LaunchMap& m = a.m;
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  const T* __restrict__ gy = static_cast<const T*>(a.gy);
+  const int Cr = m.src_C / m.groups, Kg = m.out_C / m.groups;
+  const int sy = m.col_sy, ty = m.tap_sy, sx = m.col_sx, tx = m.tap_sx;
+  constexpr bool kWindow = kPhases > 0;
+  constexpr int P = kWindow ? kPhases : 1;
+
+  // block -> (split, filter k, channel c); split -> (band, image group)
+  int64_t b = blockIdx.x;
+  const int c = int(b % Cr);
+  b /= Cr;
+  const int k = int(b % m.out_C);
+  const int split = int(b / m.out_C);
+  const int band = split % a.bands, image_group = split / a.bands;
+  const int g = k / Kg;
+  const int tap_tiles = a.tap_tiles();
+  const int tile = threadIdx.x % tap_tiles, group = threadIdx.x / tap_tiles;
+  const bool active = group < a.groups_per_tile;
+  // Tile (row tile, phase, column tile): taps r0 + i and p + P * (u0 + j).
+  const int r0 = (tile / (P * a.tap_cols)) * kDwTR;
+  const int p = (tile / a.tap_cols) % P, u0 = (tile % a.tap_cols) * kDwTS;
+  const int s_first = p + P * u0;
+  const int band_y0 = band * a.band_h, band_rows = min(a.band_h, m.col_H - band_y0);
+  const int iy_patch = band_y0 * sy + m.col_oy;
+  const int items = band_rows * a.chunks_x;
+
+  T acc[kDwTR][kDwTS];
+#pragma unroll
+  for (int i = 0; i < kDwTR; ++i)
+#pragma unroll
+    for (int j = 0; j < kDwTS; ++j) acc[i][j] = T(0);
+
+  const int n_end = min(m.N, (image_group + 1) * a.images);
+  for (int n = image_group * a.images; n < n_end; ++n) {
+    __syncthreads();
+    const T* plane = x + (int64_t(n) * m.src_C + int64_t(g) * Cr + c) * m.src_H * m.src_W;
+    stage_patch<T, P>(patch, plane, iy_patch, m.col_ox, a.patch_h, a.phase_pitch, m.src_H, m.src_W);
+    // grad_output rows of the band, zero past the plane's last column.
+    const T* gplane = gy + (int64_t(n) * m.out_C + k) * m.col_H * m.col_W + int64_t(band_y0) * m.col_W;
+    stage_patch<T, 1>(gband, gplane, 0, 0, band_rows, a.gy_pitch, band_rows, m.col_W);
+    finish_staging();
+    if (!active || s_first >= m.S) continue;
+    for (int item = group; item < items; item += a.groups_per_tile) {
+      const int oy = item / a.chunks_x, ox0 = (item % a.chunks_x) * kDwKC;
+      // Skip a chunk whose columns all lie in the padding for this thread's taps.
+      const int first_col = ox0 * sx + m.col_ox + s_first * tx;
+      const int last_col = (ox0 + kDwKC - 1) * sx + m.col_ox + (s_first + P * (kDwTS - 1)) * tx;
+      if (last_col < 0 || first_col >= m.src_W) continue;
+      T gv[kDwKC];
+      load_run<T, kDwKC>(gband + oy * a.gy_pitch + ox0, gv);
+      const int pixels = min(kDwKC, m.col_W - ox0);  // past the row: not multiplied (0 x Inf is NaN)
+#pragma unroll
+      for (int i = 0; i < kDwTR; ++i) {
+        const int prow = oy * sy + (r0 + i) * ty;
+        const int iy = iy_patch + prow;
+        if (r0 + i >= m.R || iy < 0 || iy >= m.src_H) continue;
+        if constexpr (kWindow) {
+          // Column (ox0 + q) * P + s of tap s = p + P * (u0 + j) is index ox0 + q + u0 + j of phase p.
+          const T* src = patch + prow * a.pitch + p * a.phase_pitch + ox0 + u0;
+          T buf[kDwKC + kDwTS];
+          load_run<T, kDwKC + kDwTS>(src, buf);
+#pragma unroll
+          for (int q = 0; q < kDwKC; ++q)
+            if (q < pixels)
+#pragma unroll
+              for (int j = 0; j < kDwTS; ++j) acc[i][j] += gv[q] * buf[q + j];
+        } else {
+          const T* src = patch + prow * a.pitch + ox0 * sx + s_first * tx;
+#pragma unroll
+          for (int q = 0; q < kDwKC; ++q)
+            if (q < pixels)
+#pragma unroll
+              for (int j = 0; j < kDwTS; ++j) acc[i][j] += gv[q] * src[q * sx + j * tx];
+        }
+      }
+    }
+  }
+
+  // Sum the pixel groups' tiles in a fixed order: each of `parts` threads per tap adds a run of
+  // groups, then one thread per tap adds the runs.
+  __syncthreads();
+  constexpr int kTile = kDwTR * kDwTS;
+  T* red = reinterpret_cast<T*>(dw_smem);  // [group][tile][kTile]
+  const int elems = tap_tiles * kTile;
+  if (active) {
+#pragma unroll
+    for (int i = 0; i < kDwTR; ++i)
+#pragma unroll
+      for (int j = 0; j < kDwTS; ++j) red[(group * tap_tiles + tile) * kTile + i * kDwTS + j] = acc[i][j];
+  }
+  __syncthreads();
+  const int parts = max(1, min(a.groups_per_tile, int(blockDim.x) / elems));
+  const int per_part = (a.groups_per_tile + parts - 1) / parts;
+  T* runs = red + a.groups_per_tile * elems;  // [parts][elems]
+  for (int e = threadIdx.x; e < elems * parts; e += blockDim.x) {
+    const int elem = e % elems, part = e / elems;
+    T sum = T(0);
+    for (int q = part * per_part; q < min(a.groups_per_tile, (part + 1) * per_part); ++q) sum += red[q * elems + elem];
+    runs[part * elems + elem] = sum;
+  }
+  __syncthreads();
+  T* out = static_cast<T*>(a.partial) + ((int64_t(split) * m.out_C + k) * Cr + c) * m.R * m.S;
+  for (int elem = threadIdx.x; elem < elems; elem += blockDim.x) {
+    const int t = elem / kTile, i = (elem % kTile) / kDwTS, j = elem % kDwTS;
+    const int r = (t / (P * a.tap_cols)) * kDwTR + i;
+    const int s = (t / a.tap_cols) % P + P * ((t % a.tap_cols) * kDwTS + j);
+    if (r >= m.R || s >= m.S) continue;
+    T sum = T(0);
+    for (int part = 0; part < parts; ++part) sum += runs[part * elems + elem];
+    out[r * m.S + s] = sum;
+  }
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace torchconv
