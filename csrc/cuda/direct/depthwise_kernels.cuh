@@ -52,7 +52,7 @@ struct DwForwardGeometry {
   int images, image_groups;
   int phases;            // column phases: the stride along W on the window path, 1 otherwise
   int s_pad;             // taps per phase row, padded to whole chunks with zeros
-  int patch_h;           // one image's input patch rows
+  int patch_h;           // one image's input patch rows: the band's reach, clipped to the plane
   int phase_pitch;       // elements per phase of a patch row (a multiple of 16 bytes)
   int pitch;             // phases * phase_pitch
   int filter_elems;      // R * phases * s_pad, rounded to 16 bytes
@@ -156,7 +156,12 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_forward_kernel(const Dir
   const bool active = img < images;
   const int band_y0 = band * geo.band_h;
   const int oy0 = band_y0 + (tile / geo.tiles_x) * RY, ox0 = (tile % geo.tiles_x) * kDwRX;
-  const int iy_patch = band_y0 * sy + a.col_oy;  // input row of patch row 0
+  // The band reads input rows from iy_patch on; only those inside the plane are staged (the loops
+  // skip padding rows), from iy_first on.
+  const int iy_patch = band_y0 * sy + a.col_oy;
+  const int iy_first = max(iy_patch, 0);
+  const int staged_rows =
+      max(0, min(iy_patch + (geo.band_h - 1) * sy + (a.R - 1) * ty + 1, a.src_H) - iy_first);
   const int patch_elems = geo.patch_h * geo.pitch;
   const TapRange rows = valid_taps(oy0, RY, sy, a.col_oy, ty, a.src_H, a.R);
   // Per column phase (window path) or for the whole row: the taps that reach the image, and the
@@ -186,7 +191,7 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_forward_kernel(const Dir
     }
     for (int im = 0; im < images; ++im) {
       const T* plane = x + ((int64_t(n0) + im) * a.src_C + int64_t(g) * Cr + c) * a.src_H * a.src_W;
-      stage_patch<T, P>(patches + im * patch_elems, plane, iy_patch, a.col_ox, geo.patch_h, geo.phase_pitch, a.src_H,
+      stage_patch<T, P>(patches + im * patch_elems, plane, iy_first, a.col_ox, staged_rows, geo.phase_pitch, a.src_H,
                         a.src_W);
     }
     finish_staging();
@@ -195,9 +200,9 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_forward_kernel(const Dir
     for (int r = rows.lo; r <= rows.hi; ++r) {
 #pragma unroll
       for (int i = 0; i < RY; ++i) {
-        const int prow = (oy0 - band_y0 + i) * sy + r * ty;
-        const int iy = iy_patch + prow;
+        const int iy = iy_patch + (oy0 - band_y0 + i) * sy + r * ty;
         if (iy < 0 || iy >= a.src_H) continue;  // a padding row
+        const int prow = iy - iy_first;
         if constexpr (kWindow) {
           // Column phase p holds taps s = q * P + p; output column ox0 + j reads its index ox0 + j + q.
 #pragma unroll
@@ -304,6 +309,8 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_grad_weight_kernel(const
   const int s_first = p + P * u0;
   const int band_y0 = band * a.band_h, band_rows = min(a.band_h, m.col_H - band_y0);
   const int iy_patch = band_y0 * sy + m.col_oy;
+  const int iy_first = max(iy_patch, 0);  // rows inside the plane only, as in the forward
+  const int staged_rows = max(0, min(iy_patch + (a.band_h - 1) * sy + (m.R - 1) * ty + 1, m.src_H) - iy_first);
   const int items = band_rows * a.chunks_x;
 
   T acc[kDwTR][kDwTS];
@@ -316,7 +323,7 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_grad_weight_kernel(const
   for (int n = image_group * a.images; n < n_end; ++n) {
     __syncthreads();
     const T* plane = x + (int64_t(n) * m.src_C + int64_t(g) * Cr + c) * m.src_H * m.src_W;
-    stage_patch<T, P>(patch, plane, iy_patch, m.col_ox, a.patch_h, a.phase_pitch, m.src_H, m.src_W);
+    stage_patch<T, P>(patch, plane, iy_first, m.col_ox, staged_rows, a.phase_pitch, m.src_H, m.src_W);
     // grad_output rows of the band, zero past the plane's last column.
     const T* gplane = gy + (int64_t(n) * m.out_C + k) * m.col_H * m.col_W + int64_t(band_y0) * m.col_W;
     stage_patch<T, 1>(gband, gplane, 0, 0, band_rows, a.gy_pitch, band_rows, m.col_W);
@@ -333,9 +340,9 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_grad_weight_kernel(const
       const int pixels = min(kDwKC, m.col_W - ox0);  // past the row: not multiplied (0 x Inf is NaN)
 #pragma unroll
       for (int i = 0; i < kDwTR; ++i) {
-        const int prow = oy * sy + (r0 + i) * ty;
-        const int iy = iy_patch + prow;
+        const int iy = iy_patch + oy * sy + (r0 + i) * ty;
         if (r0 + i >= m.R || iy < 0 || iy >= m.src_H) continue;
+        const int prow = iy - iy_first;
         if constexpr (kWindow) {
           // Column (ox0 + q) * P + s of tap s = p + P * (u0 + j) is index ox0 + q + u0 + j of phase p.
           const T* src = patch + prow * a.pitch + p * a.phase_pitch + ox0 + u0;

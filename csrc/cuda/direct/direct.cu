@@ -64,7 +64,10 @@ std::optional<DwForwardGeometry> depthwise_forward_geometry(const DirectArgs& a,
   if (width * geo.phases > (int64_t(1) << 20)) return std::nullopt;
   geo.phase_pitch = round_up(int(width), 4);
   geo.pitch = geo.phases * geo.phase_pitch;
-  auto patch_h = [&](int tiles_y) { return int64_t(tiles_y * ry - 1) * a.col_sy + int64_t(a.R - 1) * a.tap_sy + 1; };
+  // Staged rows: the band's reach, clipped to the plane (the kernel stages rows inside it only).
+  auto patch_h = [&](int tiles_y) {
+    return std::min<int64_t>(int64_t(tiles_y * ry - 1) * a.col_sy + int64_t(a.R - 1) * a.tap_sy + 1, a.src_H);
+  };
   auto bytes = [&](int images, int tiles_y) {
     return (size_t(geo.filter_elems) + size_t(images) * size_t(patch_h(tiles_y)) * size_t(geo.pitch)) * elem;
   };
@@ -161,7 +164,9 @@ std::optional<DwWeightGradArgs> depthwise_grad_weight_args(const ConvShape& p, s
   if (width * a.phases > (int64_t(1) << 20)) return std::nullopt;
   a.phase_pitch = round_up(int(width), 4);
   a.pitch = a.phases * a.phase_pitch;
-  auto patch_h = [&](int band_h) { return int64_t(band_h - 1) * m.col_sy + int64_t(m.R - 1) * m.tap_sy + 1; };
+  auto patch_h = [&](int band_h) {
+    return std::min<int64_t>(int64_t(band_h - 1) * m.col_sy + int64_t(m.R - 1) * m.tap_sy + 1, m.src_H);
+  };
   const size_t reduce_bytes = depthwise_reduce_elems(a) * elem;
   auto bytes = [&](int band_h) {
     const size_t stage = (size_t(round_up(int(patch_h(band_h) * a.pitch), 4)) + size_t(band_h) * a.gy_pitch) * elem;
