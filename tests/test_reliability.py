@@ -207,18 +207,19 @@ def test_tensors_of_2_31_elements_and_more(algorithm):
 
 
 @needs_two_gpus
+@pytest.mark.parametrize("groups", [1, 16], ids=["dense", "depthwise"])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_inputs_on_another_gpu_than_the_current_one(algorithm):
+def test_inputs_on_another_gpu_than_the_current_one(algorithm, groups):
     """Tensors on cuda:1 while cuda:0 is current: every kernel, workspace and cached transform
-    follows the input's device, forward and backward."""
+    follows the input's device, forward and backward (depthwise: direct's depthwise specialist)."""
     torch.cuda.set_device(0)
     x = torch.randn(2, 16, 12, 11, dtype=torch.float64)
-    w = torch.randn(24, 16, 3, 3, dtype=torch.float64)
-    ref = F.conv2d(x.requires_grad_(), w.requires_grad_(), None, 1, 1)
+    w = torch.randn(24 if groups == 1 else 16, 16 // groups, 3, 3, dtype=torch.float64)
+    ref = F.conv2d(x.requires_grad_(), w.requires_grad_(), None, 1, 1, 1, groups)
     gy = torch.randn_like(ref)
     ref_grads = torch.autograd.grad(ref, (x, w), gy)
     xc, wc = (t.detach().float().to("cuda:1").requires_grad_() for t in (x, w))
-    out = torchconv.conv2d(xc, wc, None, 1, 1, algorithm=algorithm)
+    out = torchconv.conv2d(xc, wc, None, 1, 1, 1, groups, algorithm=algorithm)
     assert out.device == torch.device("cuda:1") and torch.cuda.current_device() == 0
     grads = torch.autograd.grad(out, (xc, wc), gy.float().to("cuda:1"))
     assert_close_rel(out, ref, torch.float32, f"{algorithm} on cuda:1")

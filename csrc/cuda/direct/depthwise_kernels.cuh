@@ -122,6 +122,30 @@ __device__ __forceinline__ void stage_patch(T* __restrict__ dst, const T* __rest
   }
 }
 
+// As stage_patch, for `images` planes plane_stride elements apart into patches dst_stride apart. A
+// block with many small planes (32 images of 7x7) stages them in one flat loop instead of a pass per
+// image, most of whose threads would idle.
+template <typename T, int P>
+__device__ __forceinline__ void stage_patches(T* __restrict__ dst, int64_t dst_stride, const T* __restrict__ plane,
+                                              int64_t plane_stride, int images, int iy0, int ix0, int rows,
+                                              int phase_pitch, int H, int W) {
+  const int pitch = P * phase_pitch, per_image = rows * pitch;
+  if (images == 1 || pitch >= 64) {
+    for (int im = 0; im < images; ++im)
+      stage_patch<T, P>(dst + im * dst_stride, plane + im * plane_stride, iy0, ix0, rows, phase_pitch, H, W);
+    return;
+  }
+  for (int e = threadIdx.x; e < images * per_image; e += blockDim.x) {
+    const int im = e / per_image, rem = e - im * per_image;
+    const int row = rem / pitch, c = rem - row * pitch;
+    const int iy = iy0 + row, ix = ix0 + c;
+    const bool in = iy >= 0 && iy < H && ix >= 0 && ix < W;
+    const T* src = plane + im * plane_stride;
+    cp_async_or_zero(dst + im * dst_stride + row * pitch + (c % P) * phase_pitch + c / P,
+                     in ? src + int64_t(iy) * W + ix : src, in);
+  }
+}
+
 __device__ __forceinline__ void finish_staging() {
   cp_async_commit();
   cp_async_wait<0>();
@@ -189,11 +213,10 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_forward_kernel(const Dir
       const int tap = q * P + p;
       filt[e] = tap < a.S ? wk[r * a.S + tap] : T(0);
     }
-    for (int im = 0; im < images; ++im) {
-      const T* plane = x + ((int64_t(n0) + im) * a.src_C + int64_t(g) * Cr + c) * a.src_H * a.src_W;
-      stage_patch<T, P>(patches + im * patch_elems, plane, iy_first, a.col_ox, staged_rows, geo.phase_pitch, a.src_H,
+    const int64_t plane_elems = int64_t(a.src_H) * a.src_W;
+    stage_patches<T, P>(patches, patch_elems, x + (int64_t(n0) * a.src_C + int64_t(g) * Cr + c) * plane_elems,
+                        a.src_C * plane_elems, images, iy_first, a.col_ox, staged_rows, geo.phase_pitch, a.src_H,
                         a.src_W);
-    }
     finish_staging();
     if (!active || rows.lo > rows.hi) continue;
     const T* patch = patches + img * patch_elems;
@@ -275,6 +298,10 @@ struct DwWeightGradArgs {
   int chunks_x;            // kDwKC-pixel chunks per output row
   int patch_h, phase_pitch, pitch;  // input patch of one image's band (pitch = phases * phase_pitch)
   int gy_pitch;            // chunks_x * kDwKC
+  int stage_images;        // images staged at once (small planes: enough that every pixel group has work)
+
+  TORCHCONV_HOST_DEVICE int patch_elems() const { return round_up(patch_h * pitch, 4); }
+  TORCHCONV_HOST_DEVICE int gband_elems() const { return band_h * gy_pitch; }
 
   TORCHCONV_HOST_DEVICE int tap_tiles() const { return tap_rows * phases * tap_cols; }
 };
@@ -282,8 +309,9 @@ struct DwWeightGradArgs {
 template <typename T, int kPhases>
 __global__ void __launch_bounds__(kDwThreads) depthwise_grad_weight_kernel(const DwWeightGradArgs a) {
   extern __shared__ __align__(16) unsigned char dw_smem[];
-  T* patch = reinterpret_cast<T*>(dw_smem);
-  T* gband = patch + round_up(a.patch_h * a.pitch, 4);
+  // stage_images input patches, then as many grad_output bands.
+  T* patches = reinterpret_cast<T*>(dw_smem);
+  T* gbands = patches + a.stage_images * a.patch_elems();
   const LaunchMap& m = a.m;
   const T* __restrict__ x = static_cast<const T*>(a.x);
   const T* __restrict__ gy = static_cast<const T*>(a.gy);
@@ -319,18 +347,24 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_grad_weight_kernel(const
 #pragma unroll
     for (int j = 0; j < kDwTS; ++j) acc[i][j] = T(0);
 
-  const int n_end = min(m.N, (image_group + 1) * a.images);
-  for (int n = image_group * a.images; n < n_end; ++n) {
+  const int n_first = image_group * a.images, n_end = min(m.N, n_first + a.images);
+  const int64_t plane_elems = int64_t(m.src_H) * m.src_W, out_plane = int64_t(m.col_H) * m.col_W;
+  for (int nb = n_first; nb < n_end; nb += a.stage_images) {
+    const int batch = min(a.stage_images, n_end - nb);
     __syncthreads();
-    const T* plane = x + (int64_t(n) * m.src_C + int64_t(g) * Cr + c) * m.src_H * m.src_W;
-    stage_patch<T, P>(patch, plane, iy_first, m.col_ox, staged_rows, a.phase_pitch, m.src_H, m.src_W);
+    stage_patches<T, P>(patches, a.patch_elems(), x + (int64_t(nb) * m.src_C + int64_t(g) * Cr + c) * plane_elems,
+                        m.src_C * plane_elems, batch, iy_first, m.col_ox, staged_rows, a.phase_pitch, m.src_H,
+                        m.src_W);
     // grad_output rows of the band, zero past the plane's last column.
-    const T* gplane = gy + (int64_t(n) * m.out_C + k) * m.col_H * m.col_W + int64_t(band_y0) * m.col_W;
-    stage_patch<T, 1>(gband, gplane, 0, 0, band_rows, a.gy_pitch, band_rows, m.col_W);
+    stage_patches<T, 1>(gbands, a.gband_elems(), gy + (int64_t(nb) * m.out_C + k) * out_plane + int64_t(band_y0) * m.col_W,
+                        m.out_C * out_plane, batch, 0, 0, band_rows, a.gy_pitch, band_rows, m.col_W);
     finish_staging();
     if (!active || s_first >= m.S) continue;
-    for (int item = group; item < items; item += a.groups_per_tile) {
-      const int oy = item / a.chunks_x, ox0 = (item % a.chunks_x) * kDwKC;
+    for (int item = group; item < batch * items; item += a.groups_per_tile) {
+      const int im = item / items, it = item - im * items;
+      const T* patch = patches + im * a.patch_elems();
+      const T* gband = gbands + im * a.gband_elems();
+      const int oy = it / a.chunks_x, ox0 = (it % a.chunks_x) * kDwKC;
       // Skip a chunk whose columns all lie in the padding for this thread's taps.
       const int first_col = ox0 * sx + m.col_ox + s_first * tx;
       const int last_col = (ox0 + kDwKC - 1) * sx + m.col_ox + (s_first + P * (kDwTS - 1)) * tx;

@@ -168,10 +168,10 @@ std::optional<DwWeightGradArgs> depthwise_grad_weight_args(const ConvShape& p, s
     return std::min<int64_t>(int64_t(band_h - 1) * m.col_sy + int64_t(m.R - 1) * m.tap_sy + 1, m.src_H);
   };
   const size_t reduce_bytes = depthwise_reduce_elems(a) * elem;
-  auto bytes = [&](int band_h) {
-    const size_t stage = (size_t(round_up(int(patch_h(band_h) * a.pitch), 4)) + size_t(band_h) * a.gy_pitch) * elem;
-    return std::max(stage, reduce_bytes);
+  auto stage_bytes = [&](int band_h) {
+    return (size_t(round_up(int(patch_h(band_h) * a.pitch), 4)) + size_t(band_h) * a.gy_pitch) * elem;
   };
+  auto bytes = [&](int band_h) { return std::max(stage_bytes(band_h), reduce_bytes); };
   int band_h = m.col_H;
   while (band_h > 1 && bytes(band_h) > dw_smem_limit()) band_h = (band_h + 1) / 2;
   if (bytes(band_h) > size_t(max_dynamic_smem())) return std::nullopt;
@@ -185,6 +185,11 @@ std::optional<DwWeightGradArgs> depthwise_grad_weight_args(const ConvShape& p, s
   while (images < m.N && splits(images) * numel * int64_t(elem) > workspace_limit_bytes()) images *= 2;
   a.images = int(std::min<int64_t>(images, std::max(m.N, 1)));
   a.image_groups = int(ceil_div(std::max(m.N, 1), a.images));
+  // Small planes have fewer chunks per image than pixel groups: stage several images at once (within
+  // the budget) so that every group has about two chunks per barrier.
+  const int64_t want = std::min<int64_t>(a.images, ceil_div(2 * int64_t(a.groups_per_tile), items));
+  const int64_t fit = std::max<int64_t>(1, int64_t(dw_smem_limit() / stage_bytes(a.band_h)));
+  a.stage_images = int(std::max<int64_t>(1, std::min(want, fit)));
   return a;
 }
 
@@ -201,7 +206,7 @@ at::Tensor depthwise_grad_weight(const DwWeightGradArgs& args, const at::Tensor&
   const int64_t blocks = int64_t(splits) * a.m.out_C * Cr;
   check_grid(blocks, "conv2d_direct_backward");
   const int threads = round_up(a.tap_tiles() * a.groups_per_tile, 32);
-  const size_t stage = (size_t(round_up(a.patch_h * a.pitch, 4)) + size_t(a.band_h) * a.gy_pitch) * sizeof(T);
+  const size_t stage = size_t(a.stage_images) * (size_t(a.patch_elems()) + size_t(a.gband_elems())) * sizeof(T);
   const size_t reduce = depthwise_reduce_elems(a) * sizeof(T);
   const size_t smem = std::max(stage, reduce);
   auto kernel = !window_path(a.m)    ? depthwise_grad_weight_kernel<T, 0>
