@@ -89,9 +89,11 @@ def depthwise_table(name, data):
     pick = lambda layer, n, mode: next((r for r in rows if r["layer"] == layer and r["N"] == n  # noqa: E731
                                         and r["mode"] == mode), None)
     cols = [(32, "fwd"), (32, "fwdbwd"), (1, "fwd"), (1, "fwdbwd")]
-    lines = [f"Depthwise and small-group layers (the `direct` algorithm's depthwise specialist, FP32): ratio cuDNN ms "
-             f"/ torchconv ms, and the share of the layer's roofline (its bytes at the measured copy bandwidth or "
-             f"its multiply-adds at the FP32 FMA peak, whichever is longer) reached at N = 32. "
+    lines = [f"Depthwise and small-group layers (the `direct` algorithm's depthwise specialist, FP32): ratio reference "
+             f"ms / torchconv ms, and the share of the layer's roofline (its bytes at the measured copy bandwidth or "
+             f"its multiply-adds at the FP32 FMA peak, whichever is longer) reached at N = 32. The reference is "
+             f"`F.conv2d` in the same process with cuDNN on (`cudnn.benchmark`, TF32 off); on the depthwise layers "
+             f"profiled, PyTorch ran its own `at::native` depthwise kernels rather than cuDNN's. "
              f"From {source(name, data)}.", "",
              "| layer | R x S | stride | groups | " + " | ".join(f"{m} N={n}" for n, m in cols)
              + " | % of roofline (fwd N=32) |", "|---|---|---|---|" + "---|" * len(cols) + "---|"]
