@@ -5,6 +5,7 @@ TORCHCONV_CUDA=0/1 forces the CUDA part off/on; TORCH_CUDA_ARCH_LIST picks the G
 """
 import glob
 import os
+import re
 
 from setuptools import find_packages, setup
 from torch.utils import cpp_extension
@@ -28,9 +29,15 @@ def extension():
     cxx = ["-O3", "-fopenmp"]
     kwargs = dict(extra_link_args=["-fopenmp"])
     if want_cuda():
-        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+        # Hopper's wgmma kernels need the architecture-specific target 9.0a, which runs on every
+        # compute-capability-9.0 GPU (H100, H200): a 9.0 in the list is built as 9.0a.
+        archs = re.split(r"[;\s]+", os.environ.get("TORCH_CUDA_ARCH_LIST", "8.0;9.0").strip())
+        archs = ["9.0a" if a == "9.0" else a for a in archs if a]
+        os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(archs)
         sources += rel("csrc/cuda/**/*.cu")
         nvcc = ["-O3", "-lineinfo", "--expt-relaxed-constexpr"]
+        if "9.0a" in archs:
+            nvcc.append("-DTORCHCONV_WGMMA")
         if os.environ.get("TORCHCONV_PTXAS_VERBOSE"):
             nvcc.append("-Xptxas=-v")
         return cpp_extension.CUDAExtension(

@@ -3,6 +3,7 @@
     python benchmarks/bench.py --suite resnet,yolo --batch 1,32 --mode fwd,fwdbwd
     python benchmarks/bench.py --suite big --algorithms cudnn,direct --mode fwd
     python benchmarks/bench.py --suite smoke          # CPU smoke run, a few seconds
+    python benchmarks/bench.py --precision fp16,bf16 --layout nhwc --algorithms cudnn,gemm --tag resnet-yolo-tc
 
 Protocol (torchconv.timing): per layer, batch and mode, cuDNN and every algorithm are timed
 interleaved -- --rounds rounds of back-to-back calls each (--reps, more for fast layers: --min-round-ms), the
@@ -10,8 +11,12 @@ order shuffled per round --
 and each row reports the median time over rounds, the median of the per-round ratios cuDNN / ours
 (> 1: ours is faster) and their spread (ratio_min, ratio_max; spread_flag when it exceeds 10%).
 A time covers the whole call through torchconv.conv2d (host path, autograd for fwdbwd) with warm
-caches (no L2 flush). FP32 runs with torch.backends.cudnn.allow_tf32 = False and
-cudnn.benchmark = True.
+caches (no L2 flush). cudnn.benchmark = True. --precision picks what both sides run: fp32 (IEEE:
+torch.backends.cudnn.allow_tf32 = False, which our GEMM follows too), tf32 (float32 inputs with
+allow_tf32 = True: TF32 tensor cores on both sides), fp16 and bf16 (inputs, weights and outputs in
+that dtype). --layout nhwc gives the input, the weight and grad_output in channels_last, as
+`model.to(memory_format=torch.channels_last)` does. Every row carries "precision" and "layout";
+reduced-precision rows also carry cuDNN's own error ("reference_rel_err") next to ours.
 
 Forward rows are timed twice where --weights asks: "frozen" weights (requires_grad=False: CSG, GEMM
 and Winograd serve their filter re-layout from the weight cache; the row says weight_cache: true)
@@ -45,6 +50,10 @@ from suites import SUITES  # noqa: E402
 from torchconv.timing import SPREAD_FLAG, interleaved, time_ms  # noqa: E402
 
 FP32_PEAK_TFLOPS = 64.6  # measured FFMA peak of the H100 (shared/reference); None on other devices
+# Dense peaks of the H100 SXM by precision (TF32 and FP16/BF16 tensor cores: NVIDIA's figures).
+PEAK_TFLOPS = {"fp32": FP32_PEAK_TFLOPS, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "fp64": 67.0}
+PRECISION_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                   "fp64": torch.float64}
 HBM_TBPS = 2.98  # measured copy bandwidth of the H100
 
 
@@ -61,7 +70,10 @@ def parse_args(argv=None):
     p.add_argument("--weights", default="frozen,trainable",
                    help="forward rows: frozen (weight cache may serve) and/or trainable (under no_grad)")
     p.add_argument("--layers", default=None, help="comma list of layer names to keep (default: all)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--dtype", default=None, choices=["float32", "float64"],
+                   help="float64: --precision fp64 (kept for old command lines)")
+    p.add_argument("--precision", default="fp32", help="comma list of fp32, tf32, fp16, bf16, fp64")
+    p.add_argument("--layout", default="nchw", help="comma list of nchw, nhwc")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=5, help="back-to-back calls per contender and round (at least)")
     p.add_argument("--min-round-ms", type=float, default=2.0,
@@ -155,14 +167,18 @@ def environment(device):
 class Layer:
     """One (layer, batch) of a suite with its inputs, drawn from a seed derived from its name."""
 
-    def __init__(self, layer, n, dtype, device):
+    def __init__(self, layer, n, dtype, device, layout="nchw"):
         self.layer, self.n, self.device = layer, n, device
         gen = torch.Generator(device="cpu").manual_seed(zlib.crc32(f"{layer.name}/N{n}".encode()))
-        self.x = torch.randn(n, layer.C, layer.HW, layer.HW, generator=gen, dtype=dtype).to(device)
+        fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+        draw = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64 if dtype == torch.float64
+                                          else torch.float32)
+        self.x = draw(n, layer.C, layer.HW, layer.HW).to(device=device, dtype=dtype).contiguous(memory_format=fmt)
         fan_in = layer.C // layer.groups * layer.R * layer.kw
-        self.w = (torch.randn(layer.K, layer.C // layer.groups, layer.R, layer.kw, generator=gen, dtype=dtype)
-                  / fan_in ** 0.5).to(device)
-        self.gy = torch.randn(n, layer.K, layer.out_hw(), layer.out_w(), generator=gen, dtype=dtype).to(device)
+        self.w = (draw(layer.K, layer.C // layer.groups, layer.R, layer.kw) / fan_in ** 0.5).to(
+            device=device, dtype=dtype).contiguous(memory_format=fmt)
+        self.gy = draw(n, layer.K, layer.out_hw(), layer.out_w()).to(device=device, dtype=dtype).contiguous(
+            memory_format=fmt)
         self.args = (layer.stride, layer.pad, layer.dilation, layer.groups)
         self._reference = {}
 
@@ -191,7 +207,7 @@ class Layer:
         anywhere; the output's accuracy is then also measured on a float64 band of rows)."""
         if mode not in self._reference:
             use64 = self.device.type == "cpu" or self.layer.flops(self.n) <= max_flops
-            dtype = torch.float64 if use64 else self.x.dtype
+            dtype = torch.float64 if use64 else torch.float32
             x = self.x.detach().to(dtype).requires_grad_(mode == "fwdbwd")
             w = self.w.detach().to(dtype).requires_grad_(mode == "fwdbwd")
             with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
@@ -199,6 +215,8 @@ class Layer:
                 tensors = [out.detach()]
                 if mode == "fwdbwd":
                     tensors += [g.detach() for g in torch.autograd.grad(out, (x, w), self.gy.to(dtype))]
+            if self.x.dtype in (torch.float16, torch.bfloat16) and not use64:
+                tensors = [t.float() for t in tensors]
             self._reference[mode] = ("float64" if use64 else "cudnn-fp32 + float64 rows", tensors)
         return self._reference[mode]
 
@@ -210,7 +228,7 @@ class Layer:
         lo = y0 * layer.stride
         hi = (y0 + rows - 1) * layer.stride + layer.dilation * (layer.R - 1) + 1
         ph, pw = layer.pads
-        xp = F.pad(self.x, [pw, pw, ph, ph])[:, :, lo:hi].double()
+        xp = F.pad(self.x.double(), [pw, pw, ph, ph])[:, :, lo:hi]
         ref = F.conv2d(xp, self.w.double(), None, (layer.stride, layer.stride), 0, layer.dilation, layer.groups)
         return rel_err(out[:, :, y0:y0 + rows], ref)
 
@@ -245,7 +263,7 @@ def mode_flops_of(flops, mode):
 
 def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
     """Rows for one layer and batch: every algorithm of `algorithms` and cuDNN, interleaved."""
-    L = Layer(layer, n, getattr(torch, args.dtype), device)
+    L = Layer(layer, n, PRECISION_DTYPE[args.precision], device, args.layout)
     flops = layer.flops(n)
     runnable = []
     for spec in algorithms:
@@ -263,6 +281,8 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
     kinds = [(m, w) for m in modes for w in (weights if m == "fwd" else ["trainable"])]
     for mode, wkind in kinds:
         fns, info = {"cudnn": L.runner("cudnn", mode, wkind)}, {}
+        # cuDNN's own error at this precision, next to ours (the accuracy bar is relative to it).
+        reference_errs = L.errors("cudnn", mode, args.full_reference_max_flops)[0] if args.precision != "fp32" else None
         for spec, algo, variant in runnable:
             with use_variant(algo, variant):
                 errs, ref_name = L.errors(algo, mode, args.full_reference_max_flops)
@@ -286,22 +306,23 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
         mode_flops = mode_flops_of(flops, mode)
         label = "cudnn" if device.type == "cuda" else "aten"
         # The roofline: the time the layer's bytes take at the measured copy bandwidth, or its
-        # multiply-adds at the FP32 FMA peak, whichever is longer.
-        elem = torch.finfo(getattr(torch, args.dtype)).bits // 8
+        # multiply-adds at the precision's peak, whichever is longer.
+        elem = torch.finfo(PRECISION_DTYPE[args.precision]).bits // 8
         bound_ms, bound = None, None
         if device.type == "cuda":
             mem_ms = layer.bytes(n, mode, elem) / (HBM_TBPS * 1e12) * 1e3
-            fma_ms = mode_flops_of(flops, mode) / (FP32_PEAK_TFLOPS * 1e12) * 1e3
-            bound_ms, bound = max(mem_ms, fma_ms), ("memory" if mem_ms >= fma_ms else "fma")
+            fma_ms = mode_flops_of(flops, mode) / (PEAK_TFLOPS[args.precision] * 1e12) * 1e3
+            bound_ms, bound = max(mem_ms, fma_ms), ("memory" if mem_ms >= fma_ms else "compute")
         base = dict(suite=None, layer=layer.name, N=n, C=layer.C, K=layer.K, H=layer.HW, W=layer.HW, R=layer.R,
                     S=layer.kw, stride=layer.stride, padding=layer.pad, dilation=layer.dilation, groups=layer.groups,
                     bound=bound, bound_ms=bound_ms,
-                    mode=mode, weights=wkind, dtype=args.dtype,
-                    precision="fp32" if args.dtype == "float32" else "fp64", layout="nchw",
+                    mode=mode, weights=wkind, dtype=str(PRECISION_DTYPE[args.precision])[6:],
+                    precision=args.precision, layout=args.layout,
                     rounds=args.rounds, reps=reps, cudnn_ms=cudnn_ms)
         rows.append(dict(base, algorithm=label, config="default", ms=cudnn_ms,
                          tflops=mode_flops / (cudnn_ms * 1e-3) / 1e12, ratio=1.0, ratio_min=1.0, ratio_max=1.0,
-                         spread_flag=False, rel_err=None, weight_cache=False))
+                         spread_flag=False, rel_err=max(reference_errs.values()) if reference_errs else None,
+                         errors=reference_errs, weight_cache=False))
         for spec in info:
             i = info[spec]
             ratios = [c / o for c, o in zip(per_round["cudnn"], per_round[spec])]
@@ -311,6 +332,7 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
                        tflops=mode_flops / (ms * 1e-3) / 1e12, ratio=ratio, ratio_min=min(ratios),
                        ratio_max=max(ratios), spread_flag=(max(ratios) - min(ratios)) > SPREAD_FLAG * ratio,
                        rel_err=max(i["errs"].values()), errors=i["errs"], reference=i["reference"],
+                       reference_rel_err=max(reference_errs.values()) if reference_errs else None,
                        weight_cache=i["weight_cache"], workspace_bytes=i["workspace"], plan=i["plan"])
             if args.stages:
                 stage_us = {}
@@ -358,27 +380,29 @@ def write_markdown(path, meta, rows, profiles):
              f"Protocol: {meta['protocol']}. ratio = reference ms / our ms (> 1: we are faster), "
              "[min-max] over rounds, ! = spread over 10%.", ""]
     ours = [r for r in rows if r["algorithm"] not in ("cudnn", "aten")]
-    groups = sorted({(r["suite"], r["N"], r["mode"], r["weights"], r["algorithm"]) for r in ours})
+    key = lambda r: (r["suite"], r.get("precision", "fp32"), r.get("layout", "nchw"), r["N"], r["mode"], r["weights"],
+                     r["algorithm"])
+    groups = sorted({key(r) for r in ours})
     if groups:
-        lines += ["## Geomean ratio per suite, batch, mode and weights", "",
-                  "| suite | N | mode | weights | algorithm | geomean ratio | layers | rows flagged |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["## Geomean ratio per suite, precision, layout, batch, mode and weights", "",
+                  "| suite | precision | layout | N | mode | weights | algorithm | geomean ratio | layers | rows flagged |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for g in groups:
-            sel = [r for r in ours if (r["suite"], r["N"], r["mode"], r["weights"], r["algorithm"]) == g]
-            lines.append(f"| {g[0]} | {g[1]} | {g[2]} | {g[3]} | {g[4]} | {geomean([r['ratio'] for r in sel]):.2f} | "
+            sel = [r for r in ours if key(r) == g]
+            lines.append("| " + " | ".join(str(v) for v in g) + f" | {geomean([r['ratio'] for r in sel]):.2f} | "
                          f"{len(sel)} | {sum(r['spread_flag'] for r in sel)} |")
         lines.append("")
     lines += ["## Rows", "",
-              "| suite | layer | N | C | K | HW | R x S | s | d | g | mode | weights | algorithm | weight cache | ms | "
-              "TFLOP/s | % FMA peak | % of roofline (bound) | ref ms | ratio [min-max] | rel err |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    peak = meta["fp32_peak_tflops"]
+              "| suite | layer | precision | layout | N | C | K | HW | R x S | s | d | g | mode | weights | algorithm | "
+              "weight cache | ms | TFLOP/s | % peak | % of roofline (bound) | ref ms | ratio [min-max] | rel err |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        peak = PEAK_TFLOPS.get(r.get("precision", "fp32")) if meta["fp32_peak_tflops"] else None
         pct = f"{100 * r['tflops'] / peak:.1f}" if peak else "-"
         err = f"{r['rel_err']:.1e}" if r["rel_err"] is not None else "-"
         wc = "-" if r.get("weight_cache") is None else ("yes" if r["weight_cache"] else "no")
         roof = f"{100 * r['bound_ms'] / r['ms']:.0f} ({r['bound']})" if r.get("bound_ms") else "-"
-        lines.append(f"| {r['suite']} | {r['layer']} | {r['N']} | {r['C']} | {r['K']} | {r['H']} | "
+        lines.append(f"| {r['suite']} | {r['layer']} | {r.get('precision', 'fp32')} | {r.get('layout', 'nchw')} | {r['N']} | {r['C']} | {r['K']} | {r['H']} | "
                      f"{r['R']}x{r.get('S', r['R'])} | {r['stride']} | {r.get('dilation', 1)} | {r['groups']} | "
                      f"{r['mode']} | {r['weights']} | {r['algorithm']} | {wc} | "
                      f"{r['ms']:.4f} | {r['tflops']:.2f} | {pct} | {roof} | {r['cudnn_ms']:.4f} | {r['ratio']:.2f} "
@@ -418,9 +442,16 @@ def main(argv=None):
     device = torch.device(args.device)
     on_gpu = device.type == "cuda"
     if on_gpu:
-        torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.benchmark = True
+    precisions = ["fp64"] if args.dtype == "float64" else args.precision.split(",")
+    layouts = args.layout.split(",")
+    for p in precisions:
+        if p not in PRECISION_DTYPE:
+            raise SystemExit(f"unknown precision {p!r} (known: {', '.join(PRECISION_DTYPE)})")
+    for lay in layouts:
+        if lay not in ("nchw", "nhwc"):
+            raise SystemExit(f"unknown layout {lay!r} (known: nchw, nhwc)")
     if args.benchmark_mode:
         torchconv.set_benchmark(True)
     suites = (args.suite or ("resnet,yolo" if on_gpu else "smoke")).split(",")
@@ -439,18 +470,25 @@ def main(argv=None):
     print(f"# {meta['gpu']} | torch {meta['torch']} | cuDNN {meta['cudnn']} | CUDA {meta['cuda']}", flush=True)
 
     rows, profiles = [], {}
-    for suite in suites:
-        for layer in SUITES[suite]:
-            if keep is not None and layer.name not in keep:
-                continue
-            for n in ([layer.N] if layer.N else batches):
-                for row in bench_layer(layer, n, algorithms, modes, weights, args, device,
-                                       lambda s: print(s, flush=True)):
-                    row["suite"] = suite
-                    rows.append(row)
-                if args.profile:
-                    profiles[f"{suite}/{layer.name}/N{n}"] = profile_layer(layer, n, algorithms,
-                                                                          getattr(torch, args.dtype), device)
+    for precision in precisions:
+        for layout in layouts:
+            # Both sides follow PyTorch's switch: ours reads it in C++ (csrc/precision.h).
+            torch.backends.cudnn.allow_tf32 = precision == "tf32"
+            run_args = argparse.Namespace(**{**vars(args), "precision": precision, "layout": layout})
+            for suite in suites:
+                for layer in SUITES[suite]:
+                    if keep is not None and layer.name not in keep:
+                        continue
+                    for n in ([layer.N] if layer.N else batches):
+                        print(f"# {precision} {layout}", flush=True)
+                        for row in bench_layer(layer, n, algorithms, modes, weights, run_args, device,
+                                               lambda s: print(s, flush=True)):
+                            row["suite"] = suite
+                            rows.append(row)
+                        if args.profile:
+                            suffix = "" if (precision, layout) == ("fp32", "nchw") else f"/{precision}/{layout}"
+                            profiles[f"{suite}/{layer.name}/N{n}{suffix}"] = profile_layer(
+                                layer, n, algorithms, PRECISION_DTYPE[precision], device)
 
     os.makedirs(args.out_dir, exist_ok=True)
     stem = args.tag or f"{'-'.join(suites)}-{gpu_slug(meta)}"

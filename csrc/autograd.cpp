@@ -11,6 +11,7 @@
 //   grad_bias   = sum(grad_out),
 // and the adjoint of B_in / B_w with respect to grad_out is the forward convolution.
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -184,7 +185,41 @@ void register_algorithm(torch::Library& m) {
   m.impl((name + "_backward").c_str(), TORCH_FN(conv2d_backward_autograd<kAlgo>));
 }
 
+// The Autocast-key kernels: inside torch.autocast the forward operators cast their floating
+// inputs to the autocast dtype, as aten::conv2d does (its lower_precision_fp policy; float64 stays).
+template <int kAlgo, c10::DeviceType kDevice>
+at::Tensor conv2d_autocast(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  constexpr c10::DispatchKey kKey =
+      kDevice == c10::DeviceType::CUDA ? c10::DispatchKey::AutocastCUDA : c10::DispatchKey::AutocastCPU;
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(kKey);
+  const at::ScalarType dtype = at::autocast::get_lower_precision_fp_from_device_type(kDevice);
+  return operators(kAlgo).forward.call(at::autocast::cached_cast(dtype, input, kDevice),
+                                       at::autocast::cached_cast(dtype, weight, kDevice),
+                                       at::autocast::cached_cast(dtype, bias, kDevice), stride, padding, dilation,
+                                       groups);
+}
+
+template <int kAlgo, c10::DeviceType kDevice>
+void register_autocast(torch::Library& m) {
+  m.impl((std::string("conv2d_") + kAlgorithms[kAlgo]).c_str(), TORCH_FN((conv2d_autocast<kAlgo, kDevice>)));
+}
+
 }  // namespace
+
+TORCH_LIBRARY_IMPL(torchconv, AutocastCUDA, m) {
+  register_autocast<0, c10::DeviceType::CUDA>(m);
+  register_autocast<1, c10::DeviceType::CUDA>(m);
+  register_autocast<2, c10::DeviceType::CUDA>(m);
+  register_autocast<3, c10::DeviceType::CUDA>(m);
+}
+
+TORCH_LIBRARY_IMPL(torchconv, AutocastCPU, m) {
+  register_autocast<0, c10::DeviceType::CPU>(m);
+  register_autocast<1, c10::DeviceType::CPU>(m);
+  register_autocast<2, c10::DeviceType::CPU>(m);
+  register_autocast<3, c10::DeviceType::CPU>(m);
+}
 
 TORCH_LIBRARY_IMPL(torchconv, Autograd, m) {
   register_algorithm<0>(m);

@@ -37,8 +37,9 @@ ConvShape check_conv2d_forward(const char* algorithm, const at::Tensor& input, c
                     num(input.dim()), "-D with shape ", shape_str(input.sizes()));
   TORCH_CHECK_VALUE(weight.dim() == 4, "torchconv.", algorithm,
                     ": weight must be 4-D (K, C / groups, R, S), got shape ", shape_str(weight.sizes()));
-  TORCH_CHECK_TYPE(input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble, "torchconv.",
-                   algorithm, ": input dtype must be float32 or float64, got ", input.scalar_type());
+  const at::ScalarType dtype = input.scalar_type();
+  TORCH_CHECK_TYPE(dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kBFloat16,
+                   "torchconv.", algorithm, ": input dtype must be float32, float64, float16 or bfloat16, got ", dtype);
   check_float_tensor(algorithm, "weight", weight, input);
   check_pair(algorithm, "stride", stride, 1);
   check_pair(algorithm, "padding", padding, 0);

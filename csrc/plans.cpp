@@ -83,8 +83,9 @@ std::string unsupported_reason(Algorithm algorithm, const ConvProblem& problem) 
   if (it == backends.end() || it->second.can_implement == nullptr)
     return std::string("this build has no ") + c10::DeviceTypeName(problem.device_type, true) + " kernel for '" +
            kAlgorithmNames[algorithm] + "'";
-  if (problem.dtype != at::kFloat && problem.dtype != at::kDouble)
-    return std::string("its kernels take float32 or float64, not ") + c10::toString(problem.dtype);
+  if (problem.dtype != at::kFloat && problem.dtype != at::kDouble && problem.dtype != at::kHalf &&
+      problem.dtype != at::kBFloat16)
+    return std::string("its kernels take float32, float64, float16 or bfloat16, not ") + c10::toString(problem.dtype);
   // Limits that depend on the device (shared memory per block) are read off the problem's device.
   const c10::OptionalDeviceGuard guard(problem.device_type == c10::DeviceType::CPU
                                            ? std::nullopt

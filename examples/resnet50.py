@@ -3,10 +3,13 @@ torchconv.Conv2d(algorithm="auto"), against the same model on cuDNN in the same 
 
   * inference at each --batch (default 1 and 32), under torch.inference_mode();
   * one training step (forward, cross-entropy, backward, SGD step) at --train-batch (default 32);
-  * torchconv and cuDNN FP32 timed interleaved (torchconv.timing.compare: 5 rounds);
-  * the logits compared with the nn.Conv2d original (relative error);
-  * cuDNN timed two ways: FP32 (TF32 off, cudnn.benchmark on: the comparison the bars use) and
-    PyTorch's default settings (TF32 allowed for convolutions, cudnn.benchmark off).
+  * at each --precision, torchconv and cuDNN at that same setting, timed interleaved
+    (torchconv.timing.compare: 5 rounds), cudnn.benchmark on:
+      fp32      IEEE FP32 (torch.backends.cudnn.allow_tf32 = False), NCHW;
+      tf32      PyTorch's default: float32 with TF32 convolutions allowed, NCHW;
+      amp-bf16  torch.autocast("cuda", torch.bfloat16) with the model, input and weights in
+      amp-fp16  channels_last (float16 likewise), TF32 allowed;
+  * the logits compared with the nn.Conv2d original at the same setting (relative error).
 
 torchconv runs in benchmark mode (torchconv.tune: every conv shape timed once per algorithm, the
 fastest kept) unless --no-benchmark; the measured choices are saved with --save-cache and a later
@@ -17,6 +20,7 @@ shape (suite "resnet50", layer "model", algorithm "auto" / "cudnn" / "cudnn-defa
   python examples/resnet50.py --out-dir benchmarks/results --tag resnet50-h100
 """
 import argparse
+import contextlib
 import copy
 import datetime
 import json
@@ -26,12 +30,13 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from torchconv.timing import compare, time_ms
+from torchconv.timing import compare
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", default="1,32", help="inference batch sizes")
+    p.add_argument("--precision", default="fp32,tf32,amp-bf16", help="comma list of " + ", ".join(PRECISIONS))
     p.add_argument("--train-batch", type=int, default=32, help="training-step batch size (0: skip)")
     p.add_argument("--explain-batch", type=int, default=32, help="batch of the per-layer explain table (0: skip)")
     p.add_argument("--image", type=int, default=224)
@@ -52,11 +57,19 @@ def resnet50():
     return torchvision.models.resnet50(weights=None)
 
 
-def cudnn_settings(fp32):
-    """fp32: TF32 off and cudnn.benchmark on; else PyTorch's defaults (TF32 convolutions, no benchmark)."""
-    torch.backends.cudnn.allow_tf32 = not fp32
-    torch.backends.cudnn.benchmark = fp32
+PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
+
+
+def precision_settings(precision, device):
+    """Sets PyTorch's switches for `precision` (both models follow them: torchconv reads the cuDNN
+    TF32 switch) and returns (autocast context factory, memory format, layout name)."""
+    torch.backends.cudnn.allow_tf32 = precision != "fp32"
+    torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False  # the fc layer is the same for every model
+    if precision.startswith("amp-"):
+        dtype = torch.bfloat16 if precision == "amp-bf16" else torch.float16
+        return (lambda: torch.autocast(device.type, dtype=dtype)), torch.channels_last, "nhwc"
+    return contextlib.nullcontext, torch.contiguous_format, "nchw"
 
 
 def cudnn_conv(module, x):
@@ -66,14 +79,6 @@ def cudnn_conv(module, x):
 
 def rel_err(out, ref):
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
-
-
-def training_step(model, optimizer, x, target):
-    optimizer.zero_grad(set_to_none=True)
-    loss = F.cross_entropy(model(x), target)
-    loss.backward()
-    optimizer.step()
-    return loss
 
 
 def environment(device):
@@ -92,68 +97,77 @@ def main(argv=None):
     args = parse_args(argv)
     device = torch.device(args.device)
     torch.manual_seed(0)
-    reference = resnet50().to(device).eval()
-    ours = torchconv.convert(copy.deepcopy(reference)).eval()
+    base = resnet50().to(device).eval()
     if args.load_cache:
         print("loaded %d cached choices (%d ignored)" % torchconv.load_cache(args.load_cache))
     rows = []
 
-    def row(batch, mode, algorithm, ms, ref_ms, err=None):
+    def row(precision, layout, batch, mode, algorithm, ms, ref_ms, err=None):
         r = dict(suite="resnet50", layer="model", N=batch, C=3, K=1000, H=args.image, W=args.image, R=None, S=None,
-                 stride=None, padding=None, algorithm=algorithm, config="benchmark" if algorithm == "auto" and not
-                 args.no_benchmark else "default", mode=mode, dtype="float32", ms=ms, tflops=None, cudnn_ms=ref_ms,
+                 stride=None, padding=None, groups=None, dilation=None, algorithm=algorithm,
+                 config="benchmark" if algorithm == "auto" and not args.no_benchmark else "default", mode=mode,
+                 precision=precision, layout=layout, dtype="float32", ms=ms, tflops=None, cudnn_ms=ref_ms,
                  ratio=ref_ms / ms, rel_err=err, workspace_bytes=None, stages_us=None)
         rows.append(r)
-        print(f"  {mode:<5} N={batch:<3} {algorithm:<14} {ms:8.3f} ms   x{r['ratio']:.2f} vs cuDNN FP32"
-              + (f"   logits rel err {err:.1e}" if err is not None else ""), flush=True)
+        print(f"  {precision:<8} {layout} {mode:<5} N={batch:<3} {algorithm:<6} {ms:8.3f} ms   x{r['ratio']:.2f} vs "
+              f"cuDNN {precision}" + (f"   logits rel err {err:.1e}" if err is not None else ""), flush=True)
 
-    for batch in [int(b) for b in args.batch.split(",") if b]:
-        x = torch.randn(batch, 3, args.image, args.image, device=device)
-        with torch.inference_mode():
-            cudnn_settings(fp32=True)
-            ref_out = reference(x)
-            if not args.no_benchmark:
-                torchconv.tune(ours, x)
-            out = ours(x)
-            err = rel_err(out, ref_out)
-            timed = compare(lambda: ours(x), lambda: reference(x), device, rounds=5, reps=max(1, args.reps // 5),
-                            warmup=args.warmup)
-            ref_ms, our_ms = timed["reference_ms"], timed["ms"]
-            cudnn_settings(fp32=False)
-            default_ms = time_ms(lambda: reference(x), device, args.reps, args.warmup)
-        row(batch, "fwd", "cudnn", ref_ms, ref_ms)
-        row(batch, "fwd", "cudnn-default", default_ms, ref_ms)
-        row(batch, "fwd", "auto", our_ms, ref_ms, err)
-
-    if args.train_batch:
-        batch = args.train_batch
-        x = torch.randn(batch, 3, args.image, args.image, device=device)
-        target = torch.randint(0, 1000, (batch,), device=device)
-        ref_train = copy.deepcopy(reference).train()
-        our_train = torchconv.convert(copy.deepcopy(reference)).train()
-        cudnn_settings(fp32=True)
-        if not args.no_benchmark:
-            torchconv.tune(copy.deepcopy(our_train), x, train=True)  # a copy: tuning runs batch norm in train mode
-        # The first step from identical weights: the losses and logits must agree.
+    for precision in args.precision.split(","):
+        if precision not in PRECISIONS:
+            raise SystemExit(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
+        autocast, fmt, layout = precision_settings(precision, device)
+        reference = copy.deepcopy(base).to(memory_format=fmt)
+        ours = torchconv.convert(copy.deepcopy(base)).to(memory_format=fmt).eval()
         with torch.no_grad():
-            err = rel_err(our_train(x), ref_train(x))
-        ref_opt = torch.optim.SGD(ref_train.parameters(), lr=0.01, momentum=0.9)
-        our_opt = torch.optim.SGD(our_train.parameters(), lr=0.01, momentum=0.9)
-        timed = compare(lambda: training_step(our_train, our_opt, x, target),
-                        lambda: training_step(ref_train, ref_opt, x, target), device, rounds=5,
-                        reps=max(1, args.reps // 5), warmup=args.warmup)
-        ref_ms, our_ms = timed["reference_ms"], timed["ms"]
-        cudnn_settings(fp32=False)
-        default_ms = time_ms(lambda: training_step(ref_train, ref_opt, x, target), device, args.reps, args.warmup)
-        row(batch, "train", "cudnn", ref_ms, ref_ms)
-        row(batch, "train", "cudnn-default", default_ms, ref_ms)
-        row(batch, "train", "auto", our_ms, ref_ms, err)
+            fp64_ref = copy.deepcopy(base).double()
+        for batch in [int(b) for b in args.batch.split(",") if b]:
+            x = torch.randn(batch, 3, args.image, args.image, device=device).contiguous(memory_format=fmt)
+            with torch.inference_mode(), autocast():
+                ref_out = reference(x)
+                if not args.no_benchmark:
+                    torchconv.tune(ours, x)
+                out = ours(x)
+                timed = compare(lambda: ours(x), lambda: reference(x), device, rounds=5,
+                                reps=max(1, args.reps // 5), warmup=args.warmup)
+            with torch.inference_mode():
+                exact = fp64_ref(x.double())
+            err, ref_err = rel_err(out, exact), rel_err(ref_out, exact)
+            print(f"  {precision} N={batch}: logits rel err vs float64 model: ours {err:.1e}, cuDNN {ref_err:.1e}")
+            row(precision, layout, batch, "fwd", "cudnn", timed["reference_ms"], timed["reference_ms"], ref_err)
+            row(precision, layout, batch, "fwd", "auto", timed["ms"], timed["reference_ms"], err)
+
+        if args.train_batch:
+            batch = args.train_batch
+            x = torch.randn(batch, 3, args.image, args.image, device=device).contiguous(memory_format=fmt)
+            target = torch.randint(0, 1000, (batch,), device=device)
+            ref_train = copy.deepcopy(reference).train()
+            our_train = torchconv.convert(copy.deepcopy(reference)).to(memory_format=fmt).train()
+            if not args.no_benchmark:
+                with autocast():  # a copy: tuning runs batch norm in train mode
+                    torchconv.tune(copy.deepcopy(our_train), x, train=True)
+            with torch.no_grad(), autocast():  # the first step from identical weights: the logits must agree
+                err = rel_err(our_train(x), ref_train(x))
+            ref_opt = torch.optim.SGD(ref_train.parameters(), lr=0.01, momentum=0.9)
+            our_opt = torch.optim.SGD(our_train.parameters(), lr=0.01, momentum=0.9)
+
+            def step(model, opt):
+                opt.zero_grad(set_to_none=True)
+                with autocast():
+                    loss = F.cross_entropy(model(x), target)
+                loss.backward()
+                opt.step()
+
+            timed = compare(lambda: step(our_train, our_opt), lambda: step(ref_train, ref_opt), device, rounds=5,
+                            reps=max(1, args.reps // 5), warmup=args.warmup)
+            row(precision, layout, batch, "train", "cudnn", timed["reference_ms"], timed["reference_ms"])
+            row(precision, layout, batch, "train", "auto", timed["ms"], timed["reference_ms"], err)
 
     explained = []
     if args.explain_batch:
-        cudnn_settings(fp32=True)
+        precision_settings("fp32", device)
+        ours = torchconv.convert(copy.deepcopy(base)).eval()
         x = torch.randn(args.explain_batch, 3, args.image, args.image, device=device)
-        print(f"\nper-layer choices at batch {args.explain_batch} (torchconv.explain):")
+        print(f"\nper-layer choices at batch {args.explain_batch}, fp32 (torchconv.explain):")
         explained = torchconv.explain(ours, x, reference=cudnn_conv, reference_name="cuDNN")
     if args.save_cache:
         print(f"saved {torchconv.save_cache(args.save_cache)} cached choices to {args.save_cache}")
@@ -168,13 +182,18 @@ def write_results(args, meta, rows, explained):
         json.dump({"meta": meta, "rows": rows, "explain": explained}, f, indent=1)
     lines = [f"# ResNet-50 end to end — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}. torchvision "
-             "resnet50(weights=None), FP32. cudnn = cuDNN FP32 (TF32 off, cudnn.benchmark on); cudnn-default = "
-             "PyTorch's default settings (TF32 convolutions, no benchmark); auto = every conv a torchconv.Conv2d"
-             f"({'measured choice' if not args.no_benchmark else 'rule'}). ratio = cuDNN FP32 ms / ms.", "",
-             "| mode | N | algorithm | ms | ratio | logits rel err |", "|---|---|---|---|---|---|"]
+             "resnet50(weights=None). Each precision compares torchconv with cuDNN at the same setting "
+             "(cudnn.benchmark on): fp32 = TF32 off; tf32 = PyTorch's default (TF32 convolutions); amp-bf16 / "
+             "amp-fp16 = torch.autocast with the model and input in channels_last. auto = every conv a "
+             f"torchconv.Conv2d ({'measured choice' if not args.no_benchmark else 'rule'}). ratio = cuDNN ms / "
+             "ms at the same precision. Inference logits error: against the float64 model; training: against "
+             "cuDNN's logits at the same precision.", "",
+             "| precision | layout | mode | N | algorithm | ms | ratio | logits rel err |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         err = f"{r['rel_err']:.1e}" if r["rel_err"] is not None else "-"
-        lines.append(f"| {r['mode']} | {r['N']} | {r['algorithm']} | {r['ms']:.3f} | {r['ratio']:.2f} | {err} |")
+        lines.append(f"| {r.get('precision', 'fp32')} | {r.get('layout', 'nchw')} | {r['mode']} | {r['N']} | "
+                     f"{r['algorithm']} | {r['ms']:.3f} | {r['ratio']:.2f} | {err} |")
     if explained:
         lines += ["", f"## Per-layer choices at batch {args.explain_batch} (torchconv.explain, inference)", "",
                   "| layer | C | HxW | K | RxS | stride | algorithm | config | ms | TFLOP/s | cuDNN ms | x cuDNN |",

@@ -53,6 +53,16 @@ def poison_outputs():
     torchconv._C.set_poison_outputs(False)
 
 
+@pytest.fixture(autouse=True)
+def ieee_fp32():
+    """Float32 tests hold IEEE FP32's bar: PyTorch's cuDNN TF32 switch, which the operators follow
+    (csrc/precision.h), is off unless a test turns it on (tests/test_precision.py)."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
 @contextlib.contextmanager
 def skip_if_no_kernel(algorithm, device):
     """Runs the body; if the algorithm has no kernel for the device yet, skips with the dispatcher's

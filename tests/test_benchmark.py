@@ -43,6 +43,24 @@ def test_profile_mode_reports_per_kernel_times(tmp_path):
     assert "Per-kernel time" in (tmp_path / "prof.md").read_text()
 
 
+def test_precision_and_layout_rows(tmp_path):
+    """--precision / --layout: both sides run the same precision and memory format; every row says
+    which, with groups and dilation; reduced-precision rows carry the reference's own error."""
+    bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup", "0", "--mode", "fwd",
+                "--weights", "frozen", "--algorithms", "cudnn,gemm", "--precision", "fp32,bf16",
+                "--layout", "nchw,nhwc", "--out-dir", str(tmp_path), "--tag", "prec"])
+    rows = json.loads((tmp_path / "prec.json").read_text())["rows"]
+    combos = {(r["precision"], r["layout"]) for r in rows}
+    assert combos == {("fp32", "nchw"), ("fp32", "nhwc"), ("bf16", "nchw"), ("bf16", "nhwc")}
+    assert all("groups" in r and "dilation" in r for r in rows)
+    for r in rows:
+        assert r["dtype"] == ("bfloat16" if r["precision"] == "bf16" else "float32")
+        if r["precision"] == "bf16":
+            assert r["rel_err"] < 2 ** -6 and (r["algorithm"] == "aten" or r["reference_rel_err"] is not None)
+    md = (tmp_path / "prec.md").read_text()
+    assert "| smoke | bf16 | nhwc |" in md
+
+
 def test_variant_spec_stages_and_workspace_columns(tmp_path):
     bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup", "0", "--mode", "fwd",
                 "--algorithms", "cudnn,winograd:staged", "--stages", "--out-dir", str(tmp_path), "--tag", "stages"])

@@ -17,7 +17,7 @@ W = torch.randn(6, 4, 3, 3)
         (dict(input=torch.randn(1, 2, 4, 8, 8)), ValueError, "input must be"),
         (dict(weight=torch.randn(6, 4, 3)), ValueError, "weight must be 4-D"),
         (dict(weight=torch.randn(6, 4, 3, 3, dtype=torch.float64)), TypeError, "weight dtype"),
-        (dict(input=X.int(), weight=W.int()), TypeError, "input dtype must be float32 or float64"),
+        (dict(input=X.int(), weight=W.int()), TypeError, "input dtype must be float32, float64, float16 or bfloat16"),
         (dict(bias=torch.randn(6, dtype=torch.float64)), TypeError, "bias dtype"),
         (dict(bias=torch.randn(5)), ValueError, "bias must be 1-D"),
         (dict(groups=3), ValueError, "divisible by groups"),

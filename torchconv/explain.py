@@ -6,6 +6,7 @@ import sys
 import torch
 
 from . import _C
+from . import tuning as _tuning
 from .functional import _string_padding
 from .modules import Conv2d
 from .selection import _pair, auto_algorithm
@@ -43,8 +44,8 @@ def explain(model, example_input, reference=None, reference_name="reference", re
     seen = []
 
     def hook(module, args, output):
-        if not any(m is module for _, m, _ in seen):
-            seen.append((names[module], module, tuple(args[0].shape)))
+        if not any(entry[1] is module for entry in seen):
+            seen.append((names[module], module, tuple(args[0].shape), args[0].dtype, _tuning.memory_format(args[0])))
 
     names = {m: n for n, m in model.named_modules()}
     handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, Conv2d)]
@@ -58,9 +59,11 @@ def explain(model, example_input, reference=None, reference_name="reference", re
     rows = []
     # Inference mode, as a deployed model runs: frozen-weight filter transforms are cached.
     with torch.inference_mode():
-        for name, module, shape in seen:
+        for name, module, shape, dtype, layout in seen:
             w, b = module.weight, module.bias
-            x = torch.randn(shape, dtype=w.dtype, device=w.device)
+            x = torch.randn(shape, dtype=dtype, device=w.device)
+            if layout == "channels_last":
+                x = x.contiguous(memory_format=torch.channels_last)
             xs, stride, padding, dilation = _normalized(module, x)
             if module.algorithm == "auto":
                 algorithm = auto_algorithm(xs, w, b, stride, padding, dilation, module.groups)
@@ -79,7 +82,8 @@ def explain(model, example_input, reference=None, reference_name="reference", re
             flops = 2.0 * out.numel() * (w.shape[1] * w.shape[2] * w.shape[3])
             rows.append(dict(layer=name, N=shape[0], C=shape[1], H=shape[2], W=shape[3], K=w.shape[0],
                              R=w.shape[2], S=w.shape[3], stride=stride, padding=padding, dilation=dilation,
-                             groups=module.groups, algorithm=algorithm, config=config, ms=ours,
+                             groups=module.groups, precision=_tuning.precision(x), layout=_tuning.memory_format(x),
+                             algorithm=algorithm, config=config, ms=ours,
                              tflops=flops / (ours * 1e-3) / 1e12, reference_ms=ref_ms,
                              **spread))
     if file is not None:

@@ -6,6 +6,7 @@ output mask. Their autograd (gradients of any order on the algorithm's own kerne
 csrc/autograd.cpp, so a call pays no Python beyond torchconv.conv2d.
 """
 import torch
+from torch._prims_common import suggest_memory_format
 
 ALGORITHMS = ("direct", "csg", "gemm", "winograd")
 
@@ -18,16 +19,25 @@ def conv2d_output_size(input_size, weight_size, stride, padding, dilation):
     )
 
 
+def conv2d_memory_format(input, weight):
+    """The memory format of a convolution's outputs and gradients (csrc/precision.h): channels_last
+    when the input or the weight is, as PyTorch's convolution returns."""
+    channels_last = any(t.dim() == 4 and suggest_memory_format(t) == torch.channels_last for t in (input, weight))
+    return torch.channels_last if channels_last else torch.contiguous_format
+
+
 def _fake_forward(input, weight, bias, stride, padding, dilation, groups):
     ho, wo = conv2d_output_size(input.shape, weight.shape, stride, padding, dilation)
-    return input.new_empty((input.shape[0], weight.shape[0], ho, wo))
+    return input.new_empty((input.shape[0], weight.shape[0], ho, wo)).contiguous(
+        memory_format=conv2d_memory_format(input, weight))
 
 
 def _fake_backward(grad_output, input, weight, stride, padding, dilation, groups, output_mask):
     skipped = lambda: input.new_empty((0,))
+    fmt = conv2d_memory_format(input, weight)
     return (
-        input.new_empty(input.shape) if output_mask[0] else skipped(),
-        weight.new_empty(weight.shape) if output_mask[1] else skipped(),
+        input.new_empty(input.shape).contiguous(memory_format=fmt) if output_mask[0] else skipped(),
+        weight.new_empty(weight.shape).contiguous(memory_format=fmt) if output_mask[1] else skipped(),
         input.new_empty((weight.shape[0],)) if output_mask[2] else skipped(),
     )
 

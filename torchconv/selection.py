@@ -78,6 +78,9 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
 
     0. direct on CUDA for small groups (torchconv._C.small_groups: depthwise, channel multipliers,
        ResNeXt-like groups), which its depthwise specialist runs;
+    0b. gemm on CUDA for every other layer at a tensor-core precision (float16, bfloat16, and float32
+       when torch.backends.cudnn.allow_tf32 is on): the GEMM is the algorithm with tensor-core
+       kernels (the others compute these precisions on CUDA cores in float32);
     1. csg on CUDA for filters larger than 1x1 on a small layer (at most 0.5 GFLOP: batch-1
        inference) with at least 256 channels per group (128 when strided), unless deterministic
        algorithms are required;
@@ -93,6 +96,8 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     k, cg, r, s = weight.shape
     kg = k // groups
     order = ["direct"] if input.is_cuda and _C.small_groups(cg, kg) else []
+    if input.is_cuda and _tuning.precision(input) in ("tf32", "fp16", "bf16"):
+        order.append("gemm")
     min_channels = _CSG_MIN_CHANNELS_STRIDED if max(stride) > 1 else _CSG_MIN_CHANNELS
     if input.is_cuda and r * s > 1 and cg >= min_channels:
         positions = input.shape[0] * -(-input.shape[2] // stride[0]) * -(-input.shape[3] // stride[1])
@@ -123,7 +128,7 @@ def auto_algorithm(input, weight, bias, stride, padding, dilation, groups):
     """What ``algorithm="auto"`` runs for this call: benchmark mode's measured choice, else the rule."""
     benchmark = _tuning.get_benchmark()
     train = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)
-    key = (input.shape, weight.shape, stride, padding, dilation, groups, input.dtype, input.device,
+    key = (input.shape, weight.shape, stride, padding, dilation, groups, _tuning.precision(input), input.device,
            _tuning.memory_format(input), bias is None, train, benchmark, torch.are_deterministic_algorithms_enabled())
     algorithm = _auto_memo.get(key)
     if algorithm is None:

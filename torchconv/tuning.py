@@ -78,6 +78,15 @@ def memory_format(tensor):
     return "channels_last" if cl else "contiguous"
 
 
+def precision(tensor):
+    """The precision a call runs at: "fp64", "fp16", "bf16", and for float32 "tf32" on CUDA when
+    PyTorch's cuDNN TF32 switch is on (the operators follow it, csrc/precision.h), else "fp32"."""
+    names = {torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16"}
+    if tensor.dtype in names:
+        return names[tensor.dtype]
+    return "tf32" if tensor.is_cuda and torch.backends.cudnn.allow_tf32 else "fp32"
+
+
 def shape_key(input, weight, stride, padding, dilation, groups, train):
     """The cache key of one convolution call (a tuple; its JSON form is `_key_to_json`)."""
     return (
@@ -88,14 +97,14 @@ def shape_key(input, weight, stride, padding, dilation, groups, train):
         tuple(padding),
         tuple(dilation),
         int(groups),
-        str(input.dtype).replace("torch.", ""),
+        precision(input),
         memory_format(input),
         bool(train),
         bool(torch.are_deterministic_algorithms_enabled()),
     )
 
 
-_KEY_FIELDS = ("gpu", "input", "weight", "stride", "padding", "dilation", "groups", "dtype", "layout", "train",
+_KEY_FIELDS = ("gpu", "input", "weight", "stride", "padding", "dilation", "groups", "precision", "layout", "train",
                "deterministic")
 
 
@@ -104,6 +113,9 @@ def _key_to_json(key):
 
 
 def _key_from_json(obj):
+    """The key of a saved entry; None for an entry of another key format."""
+    if not all(f in obj for f in _KEY_FIELDS):
+        return None
     return tuple(tuple(obj[f]) if isinstance(obj[f], list) else obj[f] for f in _KEY_FIELDS)
 
 

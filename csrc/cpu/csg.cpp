@@ -11,6 +11,7 @@
 #include "../backward.h"
 #include "../conv_shape.h"
 #include "../plans.h"
+#include "../precision.h"
 
 namespace torchconv {
 namespace {
@@ -215,8 +216,8 @@ std::string can_implement(const ConvProblem&) { return ""; }
 }  // namespace
 
 TORCH_LIBRARY_IMPL(torchconv, CPU, m) {
-  m.impl("conv2d_csg", &conv2d_csg_cpu);
-  m.impl("conv2d_csg_backward", &conv2d_csg_backward_cpu);
+  m.impl("conv2d_csg", &any_precision_forward<kCsgOp, &conv2d_csg_cpu>);
+  m.impl("conv2d_csg_backward", &any_precision_backward<kCsgBackwardOp, &conv2d_csg_backward_cpu>);
 }
 
 }  // namespace torchconv

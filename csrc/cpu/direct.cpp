@@ -11,6 +11,7 @@
 #include "../backward.h"
 #include "../conv_shape.h"
 #include "../plans.h"
+#include "../precision.h"
 
 namespace torchconv {
 namespace {
@@ -164,8 +165,8 @@ std::string can_implement(const ConvProblem&) { return ""; }
 }  // namespace
 
 TORCH_LIBRARY_IMPL(torchconv, CPU, m) {
-  m.impl("conv2d_direct", &conv2d_direct_cpu);
-  m.impl("conv2d_direct_backward", &conv2d_direct_backward_cpu);
+  m.impl("conv2d_direct", &any_precision_forward<kDirectOp, &conv2d_direct_cpu>);
+  m.impl("conv2d_direct_backward", &any_precision_backward<kDirectBackwardOp, &conv2d_direct_backward_cpu>);
 }
 
 }  // namespace torchconv

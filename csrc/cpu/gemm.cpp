@@ -11,6 +11,7 @@
 #include "../plans.h"
 #include "../workspace.h"
 #include "gemm.h"
+#include "../precision.h"
 
 namespace torchconv {
 namespace {
@@ -218,8 +219,8 @@ std::string can_implement(const ConvProblem&) { return ""; }
 }  // namespace
 
 TORCH_LIBRARY_IMPL(torchconv, CPU, m) {
-  m.impl("conv2d_gemm", &conv2d_gemm_cpu);
-  m.impl("conv2d_gemm_backward", &conv2d_gemm_backward_cpu);
+  m.impl("conv2d_gemm", &any_precision_forward<kGemmOp, &conv2d_gemm_cpu>);
+  m.impl("conv2d_gemm_backward", &any_precision_backward<kGemmBackwardOp, &conv2d_gemm_backward_cpu>);
 }
 
 }  // namespace torchconv

@@ -12,6 +12,7 @@
 #include "../winograd_transforms.h"
 #include "../workspace.h"
 #include "gemm.h"
+#include "../precision.h"
 
 namespace torchconv {
 namespace {
@@ -139,8 +140,8 @@ std::string can_implement(const ConvProblem& problem) { return winograd_shape_re
 }  // namespace
 
 TORCH_LIBRARY_IMPL(torchconv, CPU, m) {
-  m.impl("conv2d_winograd", &conv2d_winograd_cpu);
-  m.impl("conv2d_winograd_backward", &conv2d_winograd_backward_cpu);
+  m.impl("conv2d_winograd", &any_precision_forward<kWinogradOp, &conv2d_winograd_cpu>);
+  m.impl("conv2d_winograd_backward", &any_precision_backward<kWinogradBackwardOp, &conv2d_winograd_backward_cpu>);
 }
 
 }  // namespace torchconv

@@ -45,6 +45,7 @@
 #include "../common/launch.cuh"
 #include "../common/tile_gemm.cuh"
 #include "csg_kernels.cuh"
+#include "../../precision.h"
 
 namespace torchconv {
 namespace cuda {
@@ -513,8 +514,8 @@ std::string can_implement(const ConvProblem& problem) {
 }  // namespace cuda
 
 TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
-  m.impl("conv2d_csg", &cuda::conv2d_csg_cuda);
-  m.impl("conv2d_csg_backward", &cuda::conv2d_csg_backward_cuda);
+  m.impl("conv2d_csg", &any_precision_forward<kCsgOp, &cuda::conv2d_csg_cuda>);
+  m.impl("conv2d_csg_backward", &any_precision_backward<kCsgBackwardOp, &cuda::conv2d_csg_backward_cuda>);
 }
 
 }  // namespace torchconv

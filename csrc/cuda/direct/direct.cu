@@ -26,6 +26,7 @@
 #include "../common/launch.cuh"
 #include "direct_kernels.cuh"
 #include "depthwise_kernels.cuh"
+#include "../../precision.h"
 
 namespace torchconv {
 namespace cuda {
@@ -588,8 +589,8 @@ std::string can_implement(const ConvProblem& problem) {
 }  // namespace cuda
 
 TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
-  m.impl("conv2d_direct", &cuda::conv2d_direct_cuda);
-  m.impl("conv2d_direct_backward", &cuda::conv2d_direct_backward_cuda);
+  m.impl("conv2d_direct", &any_precision_forward<kDirectOp, &cuda::conv2d_direct_cuda>);
+  m.impl("conv2d_direct_backward", &any_precision_backward<kDirectBackwardOp, &cuda::conv2d_direct_backward_cuda>);
 }
 
 }  // namespace torchconv

@@ -37,7 +37,9 @@
 #include "../../weight_cache.h"
 #include "../../workspace.h"
 #include "../common/tile_gemm.cuh"
+#include "../../precision.h"
 #include "gemm_kernels.cuh"
+#include "gemm_tc.h"
 
 namespace torchconv {
 namespace cuda {
@@ -313,8 +315,10 @@ at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, c
   return gw;
 }
 
-at::Tensor conv2d_gemm_cuda(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+// The CUDA-core operators (float32 / float64, NCHW).
+at::Tensor conv2d_gemm_fp_cuda(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                               int64_t groups) {
   const ConvShape p = check_conv2d_forward("conv2d_gemm", input, weight, bias, stride, padding, dilation, groups);
   const c10::cuda::CUDAGuard guard(input.device());
   check_can_implement("conv2d_gemm", kGemm, make_problem(p, input));
@@ -334,7 +338,7 @@ at::Tensor conv2d_gemm_cuda(const at::Tensor& input, const at::Tensor& weight, c
   return y;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_fp_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
   auto grad_input = [&](const ConvShape& p) {
@@ -376,6 +380,41 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
   };
   return conv2d_backward("conv2d_gemm_backward", kGemm, grad_output, input, weight, stride, padding, dilation, groups,
                          output_mask, grad_input, grad_weight);
+}
+
+// The registered operators: tensor cores where the precision asks for them and the kernels take the
+// shape (uses_tensor_cores, tc_unsupported_reason), else the CUDA-core kernels in float32 / float64.
+at::Tensor conv2d_gemm_cuda(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  if (uses_tensor_cores(input.scalar_type())) {
+    const ConvShape p = check_conv2d_forward("conv2d_gemm", input, weight, bias, stride, padding, dilation, groups);
+    const c10::cuda::CUDAGuard guard(input.device());
+    check_can_implement("conv2d_gemm", kGemm, make_problem(p, input));
+    if (tc_unsupported_reason(p, input.scalar_type(), false).empty())
+      return tc_conv2d_forward(p, input, weight, bias);
+  }
+  return forward_in_fp32(kGemmOp, &conv2d_gemm_fp_cuda, input, weight, bias, stride, padding, dilation, groups);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  if (output_mask[0] && uses_tensor_cores(input.scalar_type())) {
+    const ConvShape p = check_conv2d_backward("conv2d_gemm_backward", grad_output, input, weight, stride, padding,
+                                              dilation, groups, output_mask);
+    const c10::cuda::CUDAGuard guard(input.device());
+    check_can_implement("conv2d_gemm_backward", kGemm, make_problem(p, input));
+    if (tc_unsupported_reason(p, input.scalar_type(), true).empty()) {
+      // grad_input on tensor cores; grad_weight and grad_bias on the CUDA-core kernels in float32.
+      at::Tensor gx = tc_conv2d_grad_input(p, grad_output, input, weight);
+      auto [unused, gw, gb] = backward_in_fp32(kGemmBackwardOp, &conv2d_gemm_backward_fp_cuda, grad_output, input,
+                                               weight, stride, padding, dilation, groups,
+                                               {false, output_mask[1], output_mask[2]});
+      return {gx, gw, gb};
+    }
+  }
+  return backward_in_fp32(kGemmBackwardOp, &conv2d_gemm_backward_fp_cuda, grad_output, input, weight, stride, padding,
+                          dilation, groups, output_mask);
 }
 
 // The GEMM kernels' limits: the indexing of the forward gather and of grad_input's transposed

@@ -35,6 +35,7 @@
 #include "../../workspace.h"
 #include "../common/tile_gemm.cuh"
 #include "winograd_kernels.cuh"
+#include "../../precision.h"
 
 namespace torchconv {
 namespace cuda {
@@ -438,8 +439,8 @@ std::string can_implement(const ConvProblem& problem) {
 }  // namespace cuda
 
 TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
-  m.impl("conv2d_winograd", &cuda::conv2d_winograd_cuda);
-  m.impl("conv2d_winograd_backward", &cuda::conv2d_winograd_backward_cuda);
+  m.impl("conv2d_winograd", &any_precision_forward<kWinogradOp, &cuda::conv2d_winograd_cuda>);
+  m.impl("conv2d_winograd_backward", &any_precision_backward<kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda>);
 }
 
 }  // namespace torchconv

@@ -1,0 +1,205 @@
+// The GEMM's tensor-core path, host side (kernels: tc_kernels.cuh): float16 / bfloat16, and float32
+// as TF32 when PyTorch's cuDNN TF32 switch is on. Forward and every grad_input phase run the same
+// implicit-GEMM kernel on channels_last data; an NCHW input or grad_output is first copied to
+// channels_last (the kernel's loads are 16-byte runs of channels), and the output is written
+// straight into the memory format PyTorch returns (conv_memory_format).
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "../../precision.h"
+#include "../../tuning.h"
+#include "../../weight_cache.h"
+#include "../../workspace.h"
+#include "../common/filter_relayout.cuh"
+#include "gemm_tc.h"
+#include "tc_kernels.cuh"
+
+namespace torchconv {
+namespace cuda {
+namespace {
+
+// Tile configs (positions x destination channels, chunk bytes, warps, stages, blocks per SM):
+//   large  128 x 128, 8 warps of 64 x 32;
+//   medium 128 x 64, 4 warps of 64 x 32: groups with <= 64 destination channels;
+//   small  64 x 64, 4 warps of 32 x 32: grids that would not fill the GPU with the larger tiles.
+using TcLarge = TcTileConfig<128, 128, 64, 2, 4, 4, 2>;
+using TcMedium = TcTileConfig<128, 64, 64, 2, 2, 4, 3>;
+using TcSmall = TcTileConfig<64, 64, 64, 2, 2, 4, 4>;
+// wgmma (float16 / bfloat16 on sm_90a): positions x channels, stages, blocks per SM; two blocks of
+// 96 KiB of stages fit an SM, so one block's barrier wait is covered by the other's MMAs.
+//   large  128 x 128, 2 warpgroups;
+//   medium 128 x 64, 2 warpgroups: groups with <= 64 destination channels;
+//   small  64 x 128, 1 warpgroup: grids that would not fill the GPU with the larger tiles.
+using WgmmaLarge = WgmmaTileConfig<128, 128, 3, 2>;
+using WgmmaMedium = WgmmaTileConfig<128, 64, 4, 2>;
+using WgmmaSmall = WgmmaTileConfig<64, 128, 4, 2>;
+#if defined(TORCHCONV_WGMMA)
+constexpr bool kWgmmaCompiled = true;  // setup.py built the sm_90a target
+#else
+constexpr bool kWgmmaCompiled = false;
+#endif
+constexpr int kTcRowPad = 128;   // Wt's destination channels are padded for the widest tile
+constexpr int kWtRowBytes = 128;  // and each tap's channels to the widest chunk
+
+int vector_elems(at::ScalarType dtype) { return dtype == at::kFloat ? 4 : 8; }
+
+TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& dst) {
+  TcConv cv{};
+  static_cast<LaunchMap&>(cv) = map;
+  const int elem = dtype == at::kFloat ? 4 : 2;
+  cv.reduced = map.reduced_per_group(), cv.outputs = map.outputs_per_group();
+  cv.red_pad = round_up(std::max(cv.reduced, 1), kWtRowBytes / elem);
+  cv.n_pad = round_up(std::max(cv.outputs, 1), kTcRowPad);
+  cv.col_plane = map.col_H * map.col_W;
+  cv.rows = int64_t(map.N) * cv.col_plane;
+  cv.src_image = int64_t(map.src_H) * map.src_W * map.src_C;
+  cv.dst_sn = dst.stride(0), cv.dst_sc = dst.stride(1), cv.dst_sh = dst.stride(2), cv.dst_sw = dst.stride(3);
+  return cv;
+}
+
+template <typename T>
+at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
+  const std::string tag = std::string("gemm_tc/") + (cv.transposed ? "transposed/" : "") +
+                          (phase >= 0 ? "phase" + std::to_string(phase) + "/" : "") + std::to_string(cv.groups);
+  return cached_weight_transform(weight, tag, [&] {
+    auto w = weight.contiguous();
+    auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.R * cv.S * cv.red_pad}, weight.options());
+    // Copied as bits: zero is all-zero bits in every element type.
+    using Bits = std::conditional_t<sizeof(T) == 2, uint16_t, float>;
+    relayout_filter(reinterpret_cast<const Bits*>(w.const_data_ptr()), reinterpret_cast<Bits*>(wt.mutable_data_ptr()),
+                    wt.numel(), TcWeightMap{int(weight.size(2)), int(weight.size(3)), cv});
+    return wt;
+  });
+}
+
+constexpr const char* kTcConfigNames[] = {"tc-large", "tc-medium", "tc-small"};
+constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small"};
+
+template <typename T, typename Cfg, typename Kernel>
+void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, const char* name) {
+  TcConvArgs<T> args = args_in;
+  // The config's chunk: only chunks that hold channels run (Wt is padded for the widest one).
+  args.cv.chunks_per_tap = int(ceil_div(int64_t(std::max(args.cv.reduced, 1)) * int64_t(sizeof(T)), Cfg::kBKBytes));
+  args.cv.chunks = args.cv.R * args.cv.S * args.cv.chunks_per_tap;
+  args.m_tiles = int(ceil_div(args.cv.rows, Cfg::kBM));
+  args.n_tiles = int(ceil_div(args.cv.outputs, Cfg::kBN));
+  const int64_t blocks = int64_t(args.m_tiles) * args.n_tiles * args.cv.groups;
+  check_grid(blocks, "conv2d_gemm");
+  constexpr size_t smem = Cfg::template smem_bytes<T>();
+  ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
+  record_last_choice(pass, name, 1);
+  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(args);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Whether the current device runs the wgmma kernels (compiled for sm_90a: compute capability 9.0).
+bool wgmma_device() {
+  if (!kWgmmaCompiled) return false;
+  return device_attribute<cudaDevAttrComputeCapabilityMajor>() == 9 &&
+         device_attribute<cudaDevAttrComputeCapabilityMinor>() == 0;
+}
+
+// The config rule: the largest tile whose grid still fills the GPU; wgmma for float16 / bfloat16
+// on Hopper, mma.sync otherwise (TF32, other GPUs).
+template <typename T>
+void run_tc(const TcConvArgs<T>& args, const char* pass) {
+  const TcConv& cv = args.cv;
+  auto blocks = [&](int bm, int bn) { return ceil_div(cv.rows, bm) * ceil_div(cv.outputs, bn) * cv.groups; };
+  const int64_t sms = sm_count();
+  if constexpr (!std::is_same_v<T, float>) {
+    if (wgmma_device()) {
+      if (cv.outputs > 64 && blocks(128, 128) >= sms)
+        return launch_tc<T, WgmmaLarge>(tc_conv_wgmma_kernel<T, WgmmaLarge>, args, pass, kWgmmaConfigNames[0]);
+      if (cv.outputs <= 64 && blocks(128, 64) >= sms)
+        return launch_tc<T, WgmmaMedium>(tc_conv_wgmma_kernel<T, WgmmaMedium>, args, pass, kWgmmaConfigNames[1]);
+      return launch_tc<T, WgmmaSmall>(tc_conv_wgmma_kernel<T, WgmmaSmall>, args, pass, kWgmmaConfigNames[2]);
+    }
+  }
+  if (cv.outputs > 64 && blocks(128, 128) >= sms)
+    return launch_tc<T, TcLarge>(tc_conv_kernel<T, TcLarge>, args, pass, kTcConfigNames[0]);
+  if (blocks(128, 64) >= sms) return launch_tc<T, TcMedium>(tc_conv_kernel<T, TcMedium>, args, pass, kTcConfigNames[1]);
+  return launch_tc<T, TcSmall>(tc_conv_kernel<T, TcSmall>, args, pass, kTcConfigNames[2]);
+}
+
+// `dst` = the launch `map` of `src` (channels_last) with `weight` (+ bias).
+template <typename T>
+void tc_conv(const at::Tensor& src, const at::Tensor& weight, const at::Tensor& bias, const LaunchMap& map, int phase,
+             at::Tensor& dst) {
+  TcConvArgs<T> args{};
+  args.cv = tc_launch(map, src.scalar_type(), dst);
+  const at::Tensor wt = tc_weight<T>(weight, args.cv, phase);
+  args.src = reinterpret_cast<const T*>(src.const_data_ptr());
+  args.wt = reinterpret_cast<const T*>(wt.const_data_ptr());
+  args.bias = bias.defined() ? reinterpret_cast<const T*>(bias.const_data_ptr()) : nullptr;
+  args.out = reinterpret_cast<T*>(dst.mutable_data_ptr());
+  run_tc<T>(args, map.transposed ? "grad_input" : "forward");
+}
+
+template <typename F>
+void dispatch_tc(at::ScalarType dtype, F&& f) {
+  switch (dtype) {
+    case at::kHalf: return f(__half{});
+    case at::kBFloat16: return f(__nv_bfloat16{});
+    default: return f(float{});
+  }
+}
+
+}  // namespace
+
+bool uses_tensor_cores(at::ScalarType dtype) {
+  return is_reduced_float(dtype) || (dtype == at::kFloat && tf32_enabled());
+}
+
+std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input) {
+  const int vec = vector_elems(dtype);
+  const int64_t reduced = grad_input ? p.filters_per_group() : p.channels_per_group();
+  if (reduced % vec != 0)
+    return "its tensor-core kernels copy 16-byte runs of channels and " +
+           std::string(grad_input ? "filters" : "channels") + " per group (" + std::to_string(reduced) +
+           ") are not a multiple of " + std::to_string(vec);
+  return "";
+}
+
+at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,
+                             const std::optional<at::Tensor>& bias) {
+  const at::MemoryFormat format = conv_memory_format(input, weight);
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(format));
+  record_workspace_bytes(0);
+  if (y.numel() == 0) return y;
+  const at::Tensor x = input.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  dispatch_tc(input.scalar_type(), [&](auto tag) {
+    using T = decltype(tag);
+    tc_conv<T>(x, weight, b, forward_map(p), -1, y);
+  });
+  return y;
+}
+
+at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                const at::Tensor& weight) {
+  const at::MemoryFormat format = conv_memory_format(input, weight);
+  auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
+  if (gx.numel() == 0) return gx;
+  const at::Tensor gy = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
+  const bool strided = p.stride_h > 1 || p.stride_w > 1;
+  dispatch_tc(input.scalar_type(), [&](auto tag) {
+    using T = decltype(tag);
+    for (int py = 0; py < p.stride_h; ++py)
+      for (int px = 0; px < p.stride_w; ++px) {
+        const LaunchMap map = grad_input_map(p, py, px);
+        if (map.col_H <= 0 || map.col_W <= 0) continue;
+        if (map.empty() || p.Ho == 0 || p.Wo == 0 || p.K == 0) {
+          gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
+          continue;
+        }
+        tc_conv<T>(gy, weight, at::Tensor(), map, strided ? py * int(p.stride_w) + px : -1, gx);
+      }
+  });
+  return gx;
+}
+
+}  // namespace cuda
+}  // namespace torchconv

@@ -1,0 +1,29 @@
+// The GEMM's tensor-core path (gemm_tc.cu), as gemm.cu's operators call it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "../../conv_shape.h"
+
+namespace torchconv {
+namespace cuda {
+
+// Whether a call in `dtype` runs on tensor cores: float16 / bfloat16 always, float32 when PyTorch's
+// cuDNN TF32 switch is on.
+bool uses_tensor_cores(at::ScalarType dtype);
+
+// "" when the tensor-core kernels can run the forward (or the grad_input) of `p` in `dtype`, else
+// why not; the GEMM then computes the call on its CUDA-core kernels in float32.
+std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input);
+
+// The forward and grad_input of a checked shape, in conv_memory_format (inside the device guard).
+at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,
+                             const std::optional<at::Tensor>& bias);
+at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                const at::Tensor& weight);
+
+}  // namespace cuda
+}  // namespace torchconv

@@ -1,0 +1,390 @@
+// The GEMM's tensor-core kernels, device side: an implicit GEMM over channels_last (NHWC) tensors on
+// mma.sync (float16 / bfloat16: m16n8k16; float32 as TF32: m16n8k8), FP32 accumulators.
+//
+// One kernel runs any launch map (common/launch_map.cuh) -- the forward convolution and every
+// output phase of grad_input -- as the GEMM
+//     out[position][dst] = sum over taps (i, j) and reduced channels c of
+//                          src[position's pixel through tap (i, j)][c] * Wt[dst][(i, j)][c]
+// with rows = output positions (N x col_H x col_W), columns = destination channels of a group, and
+// the reduction walking tap by tap through chunks of channels: in NHWC a chunk of one position is
+// contiguous channels, so every tile row is copied with 16-byte cp.async and no im2col exists.
+// Two main loops share the loader and the epilogue:
+//   tc_conv_kernel        mma.sync (sm_80+): warps own 2-D warp tiles, fragments come through
+//                         ldmatrix from rows padded by 16 bytes; float16, bfloat16 and TF32.
+//   tc_conv_wgmma_kernel  wgmma (sm_90a): each warpgroup owns 64 rows x the whole tile width and the
+//                         MMAs read the tiles from shared memory (128-byte swizzle) themselves;
+//                         float16 and bfloat16.
+// Wt is the filter re-laid once per weight ([group][dst][tap][c], zero-padded; cached for frozen
+// weights). A kStages-deep cp.async ring keeps kStages - 1 chunks in flight behind the MMAs. The
+// epilogue adds the bias in FP32, rounds once to T, and stages the tile in shared memory so that the
+// stores are coalesced in either output format (16-byte vectors along channels for NHWC, runs along
+// positions for NCHW).
+#pragma once
+
+#include <cstdint>
+
+#include "../common/launch.cuh"
+#include "../common/launch_map.cuh"
+#include "../common/mma.cuh"
+#include "../common/wgmma.cuh"
+
+namespace torchconv {
+namespace cuda {
+
+// A block tile of kBM positions x kBN destination channels, kWarpsM x kWarpsN warps, reduction
+// chunks of kBKBytes per row, kStages shared stages. Rows in shared memory are padded by 16 bytes:
+// the 8 rows an ldmatrix reads then start in 8 different 16-byte bank groups.
+template <int kBM_, int kBN_, int kBKBytes_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_>
+struct TcTileConfig {
+  static constexpr int kBM = kBM_, kBN = kBN_, kBKBytes = kBKBytes_;
+  static constexpr int kWarpsM = kWarpsM_, kWarpsN = kWarpsN_, kStages = kStages_, kMinBlocks = kMinBlocks_;
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int kRowBytes = kBKBytes + 16;
+  static constexpr int kWarpM = kBM / kWarpsM, kWarpN = kBN / kWarpsN;
+  static constexpr int kMTiles = kWarpM / 16, kNTiles = kWarpN / 8;
+  static constexpr int kStageBytes = (kBM + kBN) * kRowBytes;
+  static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tiles are whole 16 x 16 pieces");
+  static_assert(kBKBytes % 32 == 0, "a chunk is whole mma k-steps (32 bytes)");
+
+  template <typename T>
+  static constexpr size_t smem_bytes();
+};
+
+// The launch as the tensor-core kernel runs it: the map plus NHWC source strides, the reduction's
+// chunking and the destination's strides (either format).
+struct TcConv : LaunchMap {
+  int reduced;         // reduced channels per group (C/groups forward, K/groups grad_input)
+  int outputs;         // destination channels per group
+  int red_pad;         // reduced channels per tap in Wt, padded to the widest chunk
+  int chunks_per_tap;  // chunks of the launched config that hold channels
+  int chunks;          // taps x chunks_per_tap
+  int n_pad;           // destination channels per group in Wt, padded to the widest tile
+  int col_plane;       // col_H x col_W
+  int64_t rows;        // N x col_H x col_W
+  int64_t src_image;   // src_H x src_W x src_C (elements)
+  int64_t dst_sn, dst_sc, dst_sh, dst_sw;  // destination strides (elements): image, channel, row, column
+};
+
+template <typename T>
+struct TcConvArgs {
+  const T* src;   // NHWC
+  const T* wt;    // [groups][n_pad][taps][red_pad]
+  const T* bias;  // may be null
+  T* out;
+  TcConv cv;
+  int m_tiles, n_tiles;
+};
+
+// Wt[g][dst][tap][c] = the weight element behind launch tap `tap` (common/launch_map.cuh).
+struct TcWeightMap {
+  int Rw, Sw;
+  TcConv cv;
+  __device__ int64_t src(int64_t e) const {
+    const int c = int(e % cv.red_pad);
+    int64_t rest = e / cv.red_pad;
+    const int taps = cv.R * cv.S;
+    const int tap = int(rest % taps);
+    rest /= taps;
+    const int dst = int(rest % cv.n_pad);
+    const int64_t g = rest / cv.n_pad;
+    if (dst >= cv.outputs || c >= cv.reduced) return -1;
+    return weight_index(cv, Rw, Sw, g, c, dst, tap / cv.S, tap % cv.S);
+  }
+};
+
+// The block's place in the grid: destination-channel tiles fastest, so that the blocks sharing an
+// input tile run together and read it from L2.
+struct TcBlock {
+  int g, n0;
+  int64_t m0;
+  __device__ TcBlock(int bid, int m_tiles, int n_tiles, int bm, int bn) {
+    const int n_tile = bid % n_tiles;
+    bid /= n_tiles;
+    m0 = int64_t(bid % m_tiles) * bm;
+    g = bid / m_tiles;
+    n0 = n_tile * bn;
+  }
+};
+
+// The tile loader: each thread copies 16-byte word `word` of kARows rows of A (gathered positions)
+// and kBRows rows of B (Wt) per chunk. A row's position is decoded once; per chunk it is a tap offset,
+// two bounds tests and a zero-filling cp.async. `kOffset(row, word)` places a word in the stage.
+template <typename T, int kBM, int kBN, int kBKBytes, int kThreads>
+struct TcLoader {
+  static constexpr int kVec = 16 / int(sizeof(T));
+  static constexpr int kChunk = kBKBytes / int(sizeof(T));  // reduced channels per chunk
+  static constexpr int kWordsPerRow = kBKBytes / 16;
+  static constexpr int kRowsPerPass = kThreads / kWordsPerRow;
+  static constexpr int kARows = kBM / kRowsPerPass, kBRows = kBN / kRowsPerPass;
+  static_assert(kThreads % kWordsPerRow == 0 && kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0,
+                "each pass of the block copies whole tile rows");
+
+  const TcConv& cv;
+  const T* src;
+  const T* a_base[kARows];
+  int a_y[kARows], a_x[kARows];
+  const T* b_base;
+  int64_t b_row_step;
+  int word, row0;
+
+  __device__ TcLoader(const TcConvArgs<T>& a, const TcBlock& blk) : cv(a.cv), src(a.src) {
+    word = threadIdx.x % kWordsPerRow, row0 = threadIdx.x / kWordsPerRow;
+#pragma unroll
+    for (int i = 0; i < kARows; ++i) {
+      const int64_t m = blk.m0 + row0 + i * kRowsPerPass;
+      if (m < cv.rows) {
+        const int n = int(m / cv.col_plane), q = int(m - int64_t(n) * cv.col_plane);
+        const int cy = q / cv.col_W, cx = q - cy * cv.col_W;
+        a_base[i] = a.src + int64_t(n) * cv.src_image + int64_t(blk.g) * cv.reduced + word * kVec;
+        a_y[i] = cy * cv.col_sy + cv.col_oy, a_x[i] = cx * cv.col_sx + cv.col_ox;
+      } else {
+        a_base[i] = a.src, a_y[i] = -(1 << 30), a_x[i] = 0;  // never inside the source
+      }
+    }
+    const int taps = cv.R * cv.S;
+    b_base = a.wt + ((int64_t(blk.g) * cv.n_pad + blk.n0 + row0) * taps) * cv.red_pad + word * kVec;
+    b_row_step = int64_t(kRowsPerPass) * taps * cv.red_pad;
+  }
+
+  template <typename Offset>
+  __device__ __forceinline__ void fetch(int chunk, unsigned char* stage_a, unsigned char* stage_b, Offset offset) {
+    const int tap = chunk / cv.chunks_per_tap, cb = chunk - tap * cv.chunks_per_tap;
+    const int ti = tap / cv.S, tj = tap - ti * cv.S;
+    const int c = cb * kChunk;
+    const bool channel_ok = c + word * kVec < cv.reduced;
+    const int dy = ti * cv.tap_sy, dx = tj * cv.tap_sx;
+#pragma unroll
+    for (int i = 0; i < kARows; ++i) {
+      const int iy = a_y[i] + dy, ix = a_x[i] + dx;
+      const bool ok = channel_ok && unsigned(iy) < unsigned(cv.src_H) && unsigned(ix) < unsigned(cv.src_W);
+      const T* p = a_base[i] + (int64_t(iy) * cv.src_W + ix) * cv.src_C + c;
+      cp_async_16_or_zero(stage_a + offset(row0 + i * kRowsPerPass, word), ok ? p : src, ok);
+    }
+    const T* pb = b_base + int64_t(tap) * cv.red_pad + c;
+#pragma unroll
+    for (int i = 0; i < kBRows; ++i) cp_async_16(stage_b + offset(row0 + i * kRowsPerPass, word), pb + i * b_row_step);
+  }
+};
+
+// The epilogue: bias added in FP32, one rounding to T, the tile staged in shared memory [kBM][kLd],
+// then stores coalesced for the destination's format.
+template <typename T, int kBM, int kBN, int kThreads>
+struct TcEpilogue {
+  static constexpr int kVec = 16 / int(sizeof(T));
+  static constexpr int kLd = kBN + kVec;
+  static constexpr size_t kSmemBytes = size_t(kBM) * kLd * sizeof(T) + size_t(kBM) * sizeof(int64_t);
+
+  // Rows `row` and `row + 8`, columns `col` and `col + 1` of the tile (an MMA C fragment).
+  __device__ __forceinline__ static void stage(T* tile, const TcConvArgs<T>& a, const TcBlock& blk, int row, int col,
+                                               const float (&v)[4]) {
+    float b0 = 0.f, b1 = 0.f;
+    if (a.bias != nullptr) {
+      const int ch = blk.g * a.cv.outputs + blk.n0 + col;
+      if (blk.n0 + col < a.cv.outputs) b0 = to_float(a.bias[ch]);
+      if (blk.n0 + col + 1 < a.cv.outputs) b1 = to_float(a.bias[ch + 1]);
+    }
+    tile[row * kLd + col] = from_float<T>(v[0] + b0);
+    tile[row * kLd + col + 1] = from_float<T>(v[1] + b1);
+    tile[(row + 8) * kLd + col] = from_float<T>(v[2] + b0);
+    tile[(row + 8) * kLd + col + 1] = from_float<T>(v[3] + b1);
+  }
+
+  // After stage() from every thread: write the tile out. Starts with a barrier.
+  __device__ static void store(const TcConvArgs<T>& a, unsigned char* smem, const TcBlock& blk) {
+    const TcConv& cv = a.cv;
+    const T* tile = reinterpret_cast<const T*>(smem);
+    int64_t* row_offset = reinterpret_cast<int64_t*>(smem + size_t(kBM) * kLd * sizeof(T));
+    const int tid = threadIdx.x;
+    for (int r = tid; r < kBM; r += kThreads) {
+      const int64_t m = blk.m0 + r;
+      int64_t off = -1;
+      if (m < cv.rows) {
+        const int n = int(m / cv.col_plane), q = int(m - int64_t(n) * cv.col_plane);
+        const int cy = q / cv.col_W, cx = q - cy * cv.col_W;
+        off = n * cv.dst_sn + int64_t(cy * cv.out_sy + cv.out_oy) * cv.dst_sh +
+              int64_t(cx * cv.out_sx + cv.out_ox) * cv.dst_sw + int64_t(blk.g) * cv.outputs * cv.dst_sc;
+      }
+      row_offset[r] = off;
+    }
+    __syncthreads();
+    const int cols = min(kBN, cv.outputs - blk.n0);
+    if (cv.dst_sc == 1 && cv.outputs % kVec == 0) {
+      // channels_last: 16-byte words along the channels of each position.
+      constexpr int kWords = kBN / kVec;
+      for (int e = tid; e < kBM * kWords; e += kThreads) {
+        const int r = e / kWords, w = e - r * kWords;
+        if (row_offset[r] < 0 || w * kVec >= cols) continue;
+        *reinterpret_cast<int4*>(a.out + row_offset[r] + blk.n0 + w * kVec) =
+            *reinterpret_cast<const int4*>(tile + r * kLd + w * kVec);
+      }
+    } else if (cv.dst_sc == 1) {
+      for (int e = tid; e < kBM * kBN; e += kThreads) {
+        const int r = e / kBN, c = e - r * kBN;
+        if (row_offset[r] >= 0 && c < cols) a.out[row_offset[r] + blk.n0 + c] = tile[r * kLd + c];
+      }
+    } else {
+      // NCHW: lanes along positions, which are consecutive in a channel's plane.
+      for (int e = tid; e < kBM * kBN; e += kThreads) {
+        const int c = e / kBM, r = e - c * kBM;
+        if (row_offset[r] >= 0 && c < cols) a.out[row_offset[r] + int64_t(blk.n0 + c) * cv.dst_sc] = tile[r * kLd + c];
+      }
+    }
+  }
+};
+
+template <int kBM, int kBN, int kBKBytes, int kWarpsM, int kWarpsN, int kStages, int kMinBlocks>
+template <typename T>
+constexpr size_t TcTileConfig<kBM, kBN, kBKBytes, kWarpsM, kWarpsN, kStages, kMinBlocks>::smem_bytes() {
+  const size_t mainloop = size_t(kStages) * kStageBytes;
+  const size_t epilogue = TcEpilogue<T, kBM, kBN, 32 * kWarpsM * kWarpsN>::kSmemBytes;
+  return mainloop > epilogue ? mainloop : epilogue;
+}
+
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_kernel(const __grid_constant__ TcConvArgs<T> a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const TcConv& cv = a.cv;
+  const TcBlock blk(blockIdx.x, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
+  TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads> loader(a, blk);
+  auto padded = [](int row, int word) { return row * Cfg::kRowBytes + word * 16; };
+  auto stage_a = [&](int s) { return smem + s * Cfg::kStageBytes; };
+  auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kBM * Cfg::kRowBytes; };
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp % Cfg::kWarpsM, wn = warp / Cfg::kWarpsM;
+  // ldmatrix row addresses (see common/mma.cuh): A rows lane % 16, byte column (lane / 16) * 16;
+  // B rows lane % 8 + (lane / 16) * 8, byte column ((lane / 8) % 2) * 16.
+  const int a_off = (wm * Cfg::kWarpM + lane % 16) * Cfg::kRowBytes + (lane / 16) * 16;
+  const int b_off = (wn * Cfg::kWarpN + lane % 8 + (lane / 16) * 8) * Cfg::kRowBytes + ((lane / 8) % 2) * 16;
+
+  float acc[Cfg::kMTiles][Cfg::kNTiles][4];
+#pragma unroll
+  for (int i = 0; i < Cfg::kMTiles; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < Cfg::kStages - 1; ++s) {
+    if (s < cv.chunks) loader.fetch(s, stage_a(s), stage_b(s), padded);
+    cp_async_commit();
+  }
+  for (int chunk = 0; chunk < cv.chunks; ++chunk) {
+    cp_async_wait<Cfg::kStages - 2>();
+    __syncthreads();
+    const int next = chunk + Cfg::kStages - 1;
+    if (next < cv.chunks) loader.fetch(next, stage_a(next % Cfg::kStages), stage_b(next % Cfg::kStages), padded);
+    cp_async_commit();
+    const int s = chunk % Cfg::kStages;
+    const unsigned sa = smem_address(stage_a(s) + a_off), sb = smem_address(stage_b(s) + b_off);
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kBKBytes / 32; ++ks) {
+      uint32_t af[Cfg::kMTiles][4], bf[Cfg::kNTiles][2];
+#pragma unroll
+      for (int i = 0; i < Cfg::kMTiles; ++i) ldmatrix_x4(af[i], sa + i * 16 * Cfg::kRowBytes + ks * 32);
+#pragma unroll
+      for (int j = 0; j < Cfg::kNTiles; j += 2) {
+        uint32_t r[4];
+        ldmatrix_x4(r, sb + j * 8 * Cfg::kRowBytes + ks * 32);
+        bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
+      }
+      if constexpr (WarpMma<T>::kTf32) {
+#pragma unroll
+        for (int i = 0; i < Cfg::kMTiles; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) af[i][e] = to_tf32(af[i][e]);
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; ++j) bf[j][0] = to_tf32(bf[j][0]), bf[j][1] = to_tf32(bf[j][1]);
+      }
+#pragma unroll
+      for (int i = 0; i < Cfg::kMTiles; ++i)
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; ++j) WarpMma<T>::run(acc[i][j], af[i], bf[j]);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  using Epilogue = TcEpilogue<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>;
+  T* tile = reinterpret_cast<T*>(smem);
+#pragma unroll
+  for (int i = 0; i < Cfg::kMTiles; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kNTiles; ++j)
+      Epilogue::stage(tile, a, blk, wm * Cfg::kWarpM + i * 16 + lane / 4, wn * Cfg::kWarpN + j * 8 + (lane % 4) * 2,
+                      acc[i][j]);
+  Epilogue::store(a, smem, blk);
+}
+
+// The wgmma tile: kBM = 64 x warpgroups positions, kBN destination channels (one m64nNk16 per
+// warpgroup and k-step), chunks of 64 channels (128-byte rows), kStages stages.
+template <int kBM_, int kBN_, int kStages_, int kMinBlocks_>
+struct WgmmaTileConfig {
+  static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_;
+  static constexpr int kWarpGroups = kBM / 64, kThreads = 128 * kWarpGroups, kMinBlocks = kMinBlocks_;
+  static constexpr int kBKBytes = 128;
+  static constexpr int kStageBytes = (kBM + kBN) * 128;
+  static_assert(kBM % 64 == 0 && (kBN == 64 || kBN == 128), "m64 per warpgroup; n64 or n128 MMAs");
+  template <typename T>
+  static constexpr size_t smem_bytes() {
+    const size_t mainloop = size_t(kStages) * kStageBytes;
+    const size_t epilogue = TcEpilogue<T, kBM, kBN, kThreads>::kSmemBytes;
+    return (mainloop > epilogue ? mainloop : epilogue) + 1024;  // + alignment of the swizzled tiles
+  }
+};
+
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_kernel(const __grid_constant__ TcConvArgs<T> a) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  // The swizzle is a function of address bits 4-9: tiles start on 1024-byte boundaries.
+  unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
+  const TcConv& cv = a.cv;
+  const TcBlock blk(blockIdx.x, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
+  TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads> loader(a, blk);
+  auto swizzled = [](int row, int word) { return swizzle128(row, word); };
+  auto stage_a = [&](int s) { return smem + s * Cfg::kStageBytes; };
+  auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kBM * 128; };
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
+
+  float acc[Cfg::kBN / 2];
+#pragma unroll
+  for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < Cfg::kStages - 1; ++s) {
+    if (s < cv.chunks) loader.fetch(s, stage_a(s), stage_b(s), swizzled);
+    cp_async_commit();
+  }
+  for (int chunk = 0; chunk < cv.chunks; ++chunk) {
+    cp_async_wait<Cfg::kStages - 2>();
+    fence_proxy_async_shared();
+    __syncthreads();
+    // The stage refilled here held chunk - 1, whose MMAs every warpgroup waited for.
+    const int next = chunk + Cfg::kStages - 1;
+    if (next < cv.chunks) loader.fetch(next, stage_a(next % Cfg::kStages), stage_b(next % Cfg::kStages), swizzled);
+    cp_async_commit();
+    const int s = chunk % Cfg::kStages;
+    const unsigned sa = smem_address(stage_a(s) + group * 64 * 128), sb = smem_address(stage_b(s));
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+      Wgmma<T, Cfg::kBN>::run(acc, wgmma_descriptor(sa + ks * 32), wgmma_descriptor(sb + ks * 32), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  using Epilogue = TcEpilogue<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>;
+  T* tile = reinterpret_cast<T*>(smem);
+#pragma unroll
+  for (int j = 0; j < Cfg::kBN / 8; ++j) {
+    const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+    Epilogue::stage(tile, a, blk, warp * 16 + lane / 4, j * 8 + (lane % 4) * 2, v);
+  }
+  Epilogue::store(a, smem, blk);
+}
+
+}  // namespace cuda
+}  // namespace torchconv

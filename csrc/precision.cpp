@@ -1,0 +1,59 @@
+#include "precision.h"
+
+#include <ATen/Context.h>
+
+namespace torchconv {
+
+bool tf32_enabled() { return at::globalContext().allowTF32CuDNN(); }
+
+at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& weight) {
+  const bool channels_last = (input.dim() == 4 && input.suggest_memory_format() == at::MemoryFormat::ChannelsLast) ||
+                             (weight.dim() == 4 && weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast);
+  return channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+}
+
+at::Tensor as_output(const at::Tensor& t, at::ScalarType dtype, at::MemoryFormat format) {
+  if (!t.defined()) return t;
+  if (t.dim() != 4) return t.to(dtype);
+  return t.to(dtype, /*non_blocking=*/false, /*copy=*/false, format);
+}
+
+namespace {
+std::optional<at::Tensor> widened(const std::optional<at::Tensor>& t) {
+  if (!t.has_value()) return t;
+  return t->to(at::kFloat);
+}
+}  // namespace
+
+at::Tensor forward_in_fp32(const char* op, ForwardKernel kernel, const at::Tensor& input, const at::Tensor& weight,
+                           const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                           at::IntArrayRef dilation, int64_t groups) {
+  const at::MemoryFormat format = conv_memory_format(input, weight);
+  if (!is_reduced_float(input.scalar_type())) {
+    at::Tensor y = kernel(input, weight, bias, stride, padding, dilation, groups);
+    return as_output(y, y.scalar_type(), format);
+  }
+  // Checked in the caller's dtype first: widening must not hide a dtype mismatch.
+  check_conv2d_forward(op, input, weight, bias, stride, padding, dilation, groups);
+  at::Tensor y = kernel(input.to(at::kFloat), weight.to(at::kFloat), widened(bias), stride, padding, dilation, groups);
+  return as_output(y, input.scalar_type(), format);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_in_fp32(
+    const char* op, BackwardKernel kernel, const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  const at::MemoryFormat format = conv_memory_format(input, weight);
+  const at::ScalarType dtype = input.scalar_type();
+  at::Tensor gx, gw, gb;
+  if (!is_reduced_float(dtype)) {
+    std::tie(gx, gw, gb) = kernel(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
+  } else {
+    check_conv2d_backward(op, grad_output, input, weight, stride, padding, dilation, groups, output_mask);
+    std::tie(gx, gw, gb) = kernel(grad_output.to(at::kFloat), input.to(at::kFloat), weight.to(at::kFloat), stride,
+                                  padding, dilation, groups, output_mask);
+  }
+  return {as_output(gx, dtype, format), as_output(gw, dtype, format), as_output(gb, dtype, format)};
+}
+
+}  // namespace torchconv

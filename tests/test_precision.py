@@ -1,0 +1,216 @@
+"""Precisions and memory formats, as PyTorch users run convolutions.
+
+- float16 and bfloat16 inputs (weight and bias the same dtype) run on every algorithm and device
+  with FP32 accumulation; the output is in the input's dtype. On CUDA the GEMM runs them on tensor
+  cores (csrc/cuda/gemm/tc_kernels.cuh) where channels per group (filters per group, for
+  grad_input) are a multiple of 8; every other kernel computes them in float32.
+- float32 follows torch.backends.cudnn.allow_tf32: on, the CUDA GEMM runs TF32 tensor cores (channels
+  per group a multiple of 4); off, IEEE FP32 (every other test in this suite runs with it off).
+- Outputs and gradients come back in the memory format PyTorch's convolution returns: channels_last
+  when the input or the weight is.
+- torch.autocast casts the operators' inputs as it casts aten::conv2d's.
+
+Accuracy bar: relative error against a float64 reference computed from the same rounded inputs,
+within 2x of PyTorch's own error at the same precision (cuDNN on CUDA), with a floor of one ulp of
+the dtype at 1.0 (rounding the output alone costs about a third of that).
+"""
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchconv
+from conftest import ALGORITHMS, DEVICES, rel_err, skip_if_no_kernel
+
+CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
+REDUCED = [torch.float16, torch.bfloat16]
+# last_choice() of a tensor-core launch: mma.sync ("tc-*") or, on Hopper, wgmma ("wgmma-*") configs.
+TENSOR_CORE_PLAN = re.compile(r":(tc|wgmma)-")
+# The spacing of the dtype's values at 1.0 (float32 row: TF32's 10-bit mantissa).
+ULP = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7, torch.float32: 2.0 ** -10}
+
+# (N, C, K, H, W, R, S, stride, padding, dilation, groups): odd sizes, H != W, batch 1 and > 1.
+SHAPES = [
+    (2, 16, 24, 9, 7, 3, 3, 1, 1, 1, 1),
+    (1, 32, 40, 12, 13, 3, 3, 2, 1, 1, 1),
+    (3, 8, 8, 11, 10, 1, 1, 1, 0, 1, 1),
+    (2, 24, 16, 10, 9, 5, 3, (2, 1), (2, 1), 1, 1),
+    (1, 16, 32, 13, 11, 3, 3, 1, 2, 2, 2),
+    (2, 7, 5, 8, 9, 3, 3, 1, 1, 1, 1),  # channels not a multiple of 8: CUDA-core path on every algorithm
+    (2, 64, 136, 6, 5, 1, 1, 1, 0, 1, 1),  # two tiles of filters, the wide config
+    (1, 8, 8, 7, 9, 3, 3, 1, 1, 1, 8),  # depthwise
+]
+
+
+def shape_id(s):
+    return "N{}C{}K{}H{}W{}R{}S{}st{}p{}d{}g{}".format(*s).replace(" ", "")
+
+
+def make_case(shape, device, dtype, channels_last=False):
+    n, c, k, h, w, r, s, stride, padding, dilation, groups = shape
+    x = torch.randn(n, c, h, w, dtype=torch.float64, device=device).to(dtype)
+    wt = (torch.randn(k, c // groups, r, s, dtype=torch.float64, device=device) / (c // groups * r * s) ** 0.5).to(dtype)
+    b = torch.randn(k, dtype=torch.float64, device=device).to(dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x, wt, b, dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+def allowed_error(reference_err, dtype):
+    return max(2 * reference_err, ULP[dtype])
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("device", DEVICES)
+def test_reduced_precision_forward_and_gradients(device, algorithm, shape, dtype, channels_last):
+    x, w, b, kw = make_case(shape, device, dtype, channels_last)
+    if algorithm == "winograd" and torchconv.unsupported_reason("winograd", x, w, kw["stride"], kw["dilation"],
+                                                                kw["padding"], kw["groups"]) is not None:
+        pytest.skip("winograd: 3x3 stride-1 undilated only")
+    with skip_if_no_kernel(algorithm, device):
+        torchconv.conv2d(x, w, b, algorithm=algorithm, **kw)
+    x.requires_grad_(True), w.requires_grad_(True), b.requires_grad_(True)
+    y = torchconv.conv2d(x, w, b, algorithm=algorithm, **kw)
+    assert y.dtype == dtype
+    assert y.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    gy = torch.randn_like(y)
+    gx, gw, gb = torch.autograd.grad(y, (x, w, b), gy)
+    assert gx.dtype == gw.dtype == gb.dtype == dtype
+
+    x64, w64, b64 = (t.detach().double().requires_grad_(True) for t in (x, w, b))
+    y64 = F.conv2d(x64, w64, b64, **kw)
+    refs = (y64,) + torch.autograd.grad(y64, (x64, w64, b64), gy.double())
+    xr, wr, br = (t.detach().requires_grad_(True) for t in (x, w, b))
+    try:  # PyTorch's own result at this precision (cuDNN on CUDA)
+        yr = F.conv2d(xr, wr, br, **kw)
+        theirs = (yr,) + torch.autograd.grad(yr, (xr, wr, br), gy)
+    except RuntimeError:  # no kernel for the dtype on this device: the floor applies
+        theirs = refs
+    for name, ours, ref, pt in zip(("output", "grad_input", "grad_weight", "grad_bias"), (y, gx, gw, gb), refs, theirs):
+        err, pt_err = rel_err(ours, ref), rel_err(pt, ref)
+        assert err <= allowed_error(pt_err, dtype), f"{name}: error {err:.2e}, PyTorch's {pt_err:.2e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("which", ["input", "weight", "both"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("device", DEVICES)
+def test_channels_last_in_channels_last_out(device, algorithm, which, dtype):
+    x, w, b, kw = make_case((2, 8, 16, 7, 6, 3, 3, 1, 1, 1, 1), device, dtype)
+    if which in ("input", "both"):
+        x = x.contiguous(memory_format=torch.channels_last)
+    if which in ("weight", "both"):
+        w = w.contiguous(memory_format=torch.channels_last)
+    with skip_if_no_kernel(algorithm, device):
+        torchconv.conv2d(x, w, b, algorithm=algorithm, **kw)
+    x.requires_grad_(True), w.requires_grad_(True)
+    y = torchconv.conv2d(x, w, b, algorithm=algorithm, **kw)
+    assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
+    gx, gw = torch.autograd.grad(y, (x, w), torch.randn_like(y))
+    assert gx.is_contiguous(memory_format=torch.channels_last)
+    assert gw.is_contiguous(memory_format=torch.channels_last)
+    ref = F.conv2d(x.detach().double(), w.detach().double(), b.double(), **kw)
+    assert rel_err(y, ref) <= (1e-5 if dtype == torch.float32 else ULP[dtype])
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("device", DEVICES)
+def test_mismatched_dtypes_raise(device, algorithm):
+    x = torch.randn(1, 4, 6, 6, device=device, dtype=torch.float16)
+    w = torch.randn(4, 4, 3, 3, device=device)
+    with skip_if_no_kernel(algorithm, device):
+        with pytest.raises(TypeError, match="weight dtype"):
+            torchconv.conv2d(x, w, algorithm=algorithm)
+    with pytest.raises(TypeError, match="bias dtype"):
+        torchconv.conv2d(x, w.half(), torch.randn(4, device=device), algorithm=algorithm)
+
+
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("device", DEVICES)
+def test_autocast_casts_like_aten_conv2d(device, algorithm, dtype):
+    if device == "cpu" and dtype == torch.float16 and not torch.amp.is_autocast_available("cpu"):
+        pytest.skip("no CPU autocast")
+    conv = torchconv.Conv2d(8, 16, 3, padding=1, algorithm=algorithm).to(device)
+    ref_conv = torch.nn.Conv2d(8, 16, 3, padding=1).to(device)
+    ref_conv.load_state_dict(conv.state_dict())
+    x = torch.randn(2, 8, 9, 7, device=device)
+    with skip_if_no_kernel(algorithm, device):
+        conv(x)
+    with torch.autocast(device, dtype=dtype):
+        y = conv(x)
+        y_ref = ref_conv(x)
+    assert y.dtype == y_ref.dtype == dtype
+    y.float().sum().backward()
+    assert conv.weight.grad.dtype == torch.float32  # gradients flow back through the cast
+    ref = F.conv2d(x.to(dtype).double(), conv.weight.detach().to(dtype).double(),
+                   conv.bias.detach().to(dtype).double(), padding=1)
+    assert rel_err(y, ref) <= allowed_error(rel_err(y_ref, ref), dtype)
+    with torch.autocast(device, dtype=dtype):  # float64 stays float64, as for aten::conv2d
+        assert conv.double()(x.double()).dtype == torch.float64
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("shape", SHAPES[:5], ids=shape_id)
+@pytest.mark.parametrize("device", [CUDA])
+def test_tf32_follows_pytorchs_switch(device, shape, channels_last):
+    x, w, b, kw = make_case(shape, device, torch.float32, channels_last)
+    ref = F.conv2d(x.double(), w.double(), b.double(), **kw)
+    torch.backends.cudnn.allow_tf32 = True
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
+    cudnn_err = rel_err(F.conv2d(x, w, b, **kw), ref)
+    assert rel_err(y, ref) <= allowed_error(cudnn_err, torch.float32)
+    torch.backends.cudnn.allow_tf32 = False
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    assert not TENSOR_CORE_PLAN.search(torchconv.last_choice())
+    assert rel_err(y, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("device", [CUDA])
+def test_tensor_cores_run_half_precision(device, dtype):
+    """The GEMM's reduced-precision calls run its tensor-core kernels (forward and grad_input), and
+    fall back to float32 CUDA-core kernels only where channels per group are not a multiple of 8."""
+    x, w, b, kw = make_case(SHAPES[0], device, dtype, channels_last=True)
+    torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    assert re.match(r"forward:(tc|wgmma)-", torchconv.last_choice())
+    x.requires_grad_(True)
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    y.backward(torch.randn_like(y))
+    assert re.search(r"grad_input:(tc|wgmma)-", torchconv.last_choice())
+    x, w, b, kw = make_case(SHAPES[5], device, dtype, channels_last=True)
+    torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    assert not TENSOR_CORE_PLAN.search(torchconv.last_choice())
+
+
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_reduced_precision_channels_last(device, dtype):
+    op = torch.ops.torchconv.conv2d_gemm.default
+    x, w, b, _ = make_case((2, 8, 16, 7, 6, 3, 3, 1, 1, 1, 1), device, dtype, channels_last=True)
+    torch.library.opcheck(op, (x, w, b, [1, 1], [1, 1], [1, 1], 1), test_utils=("test_schema", "test_faketensor"))
+    gy = torch.randn(2, 16, 7, 6, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    torch.library.opcheck(torch.ops.torchconv.conv2d_gemm_backward.default,
+                          (gy, x, w, [1, 1], [1, 1], [1, 1], 1, [True, True, True]),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_under_autocast_channels_last(device):
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torchconv.Conv2d(8, 16, 3, padding=1, algorithm="gemm"), torch.nn.ReLU(),
+                                torchconv.Conv2d(16, 8, 1, algorithm="gemm")).to(device)
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(2, 8, 10, 9, device=device).contiguous(memory_format=torch.channels_last)
+    dtype = torch.bfloat16
+    with torch.autocast(device, dtype=dtype):
+        eager = model(x)
+        compiled = torch.compile(model, fullgraph=True)(x)
+    assert compiled.dtype == eager.dtype == dtype
+    assert compiled.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(compiled, eager)
