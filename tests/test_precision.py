@@ -174,15 +174,17 @@ def test_tf32_follows_pytorchs_switch(device, shape, channels_last):
 @pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
 @pytest.mark.parametrize("device", [CUDA])
 def test_tensor_cores_run_half_precision(device, dtype):
-    """The GEMM's reduced-precision calls run its tensor-core kernels (forward and grad_input), and
-    fall back to float32 CUDA-core kernels only where channels per group are not a multiple of 8."""
+    """The GEMM's reduced-precision calls run its tensor-core kernels (forward, grad_input and
+    grad_weight), and fall back to float32 CUDA-core kernels only where channels (or filters) per
+    group are not a multiple of 8."""
     x, w, b, kw = make_case(SHAPES[0], device, dtype, channels_last=True)
     torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     assert re.match(r"forward:(tc|wgmma)-", torchconv.last_choice())
-    x.requires_grad_(True)
+    x.requires_grad_(True), w.requires_grad_(True)
     y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     y.backward(torch.randn_like(y))
     assert re.search(r"grad_input:(tc|wgmma)-", torchconv.last_choice())
+    assert re.search(r"grad_weight:tc-", torchconv.last_choice())
     x, w, b, kw = make_case(SHAPES[5], device, dtype, channels_last=True)
     torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     assert not TENSOR_CORE_PLAN.search(torchconv.last_choice())

@@ -26,6 +26,14 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], unsigned addr) {
                : "r"(addr));
 }
 
+// The same, each matrix transposed: lane l gets elements (2 (l % 4), l / 4) and (2 (l % 4) + 1, l / 4)
+// of its 8 x 8 b16 matrix -- a fragment of an operand stored with the reduction along the rows.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
 // float -> TF32 bits, rounded to nearest (ties away), as cuDNN and cuBLAS feed their TF32 MMAs.
 __device__ __forceinline__ uint32_t to_tf32(uint32_t bits) {
   uint32_t out;

@@ -399,22 +399,30 @@ at::Tensor conv2d_gemm_cuda(const at::Tensor& input, const at::Tensor& weight, c
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  if (output_mask[0] && uses_tensor_cores(input.scalar_type())) {
-    const ConvShape p = check_conv2d_backward("conv2d_gemm_backward", grad_output, input, weight, stride, padding,
-                                              dilation, groups, output_mask);
-    const c10::cuda::CUDAGuard guard(input.device());
-    check_can_implement("conv2d_gemm_backward", kGemm, make_problem(p, input));
-    if (tc_unsupported_reason(p, input.scalar_type(), true).empty()) {
-      // grad_input on tensor cores; grad_weight and grad_bias on the CUDA-core kernels in float32.
-      at::Tensor gx = tc_conv2d_grad_input(p, grad_output, input, weight);
-      auto [unused, gw, gb] = backward_in_fp32(kGemmBackwardOp, &conv2d_gemm_backward_fp_cuda, grad_output, input,
-                                               weight, stride, padding, dilation, groups,
-                                               {false, output_mask[1], output_mask[2]});
-      return {gx, gw, gb};
-    }
+  const at::ScalarType dtype = input.scalar_type();
+  if (!uses_tensor_cores(dtype))
+    return backward_in_fp32(kGemmBackwardOp, &conv2d_gemm_backward_fp_cuda, grad_output, input, weight, stride,
+                            padding, dilation, groups, output_mask);
+  const ConvShape p = check_conv2d_backward("conv2d_gemm_backward", grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  const c10::cuda::CUDAGuard guard(input.device());
+  check_can_implement("conv2d_gemm_backward", kGemm, make_problem(p, input));
+  // Each gradient on tensor cores where its kernel takes the shape; the rest (and grad_bias) on the
+  // CUDA-core kernels in float32.
+  const bool tc_input = output_mask[0] && tc_unsupported_reason(p, dtype, true).empty();
+  const bool tc_weight = output_mask[1] && tc_weight_grad_unsupported_reason(p, dtype).empty();
+  int64_t workspace = 0;
+  at::Tensor gx, gw;
+  if (tc_input) gx = tc_conv2d_grad_input(p, grad_output, input, weight);
+  if (tc_weight) {
+    gw = tc_conv2d_grad_weight(p, grad_output, input, weight);
+    workspace = last_workspace_bytes();
   }
-  return backward_in_fp32(kGemmBackwardOp, &conv2d_gemm_backward_fp_cuda, grad_output, input, weight, stride, padding,
-                          dilation, groups, output_mask);
+  auto [fx, fw, gb] = backward_in_fp32(kGemmBackwardOp, &conv2d_gemm_backward_fp_cuda, grad_output, input, weight,
+                                       stride, padding, dilation, groups,
+                                       {output_mask[0] && !tc_input, output_mask[1] && !tc_weight, output_mask[2]});
+  record_workspace_bytes(std::max(workspace, last_workspace_bytes()));
+  return {tc_input ? gx : fx, tc_weight ? gw : fw, gb};
 }
 
 // The GEMM kernels' limits: the indexing of the forward gather and of grad_input's transposed

@@ -16,6 +16,7 @@
 #include "../common/filter_relayout.cuh"
 #include "gemm_tc.h"
 #include "tc_kernels.cuh"
+#include "tc_weight_grad_kernels.cuh"
 
 namespace torchconv {
 namespace cuda {
@@ -147,10 +148,82 @@ void dispatch_tc(at::ScalarType dtype, F&& f) {
   }
 }
 
+// grad_weight tiles (filters x (tap, channel) columns, positions per chunk, warps, stages, blocks/SM):
+//   large  128 x 128, 8 warps of 64 x 32;
+//   medium 64 x 128, 4 warps of 64 x 32: groups with <= 64 filters.
+using TcWeightGradLarge = TcWeightGradConfig<128, 128, 32, 2, 4, 4, 2>;
+using TcWeightGradMedium = TcWeightGradConfig<64, 128, 32, 1, 4, 4, 3>;
+
+template <typename T, typename Cfg>
+void tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw, const char* name) {
+  TcWeightGradArgs<T> a{};
+  TcWeightGrad& wg = a.wg;
+  wg.N = int(p.N), wg.C = int(p.C), wg.H = int(p.H), wg.W = int(p.W), wg.K = int(p.K), wg.Ho = int(p.Ho);
+  wg.Wo = int(p.Wo), wg.groups = int(p.groups), wg.R = int(p.R), wg.S = int(p.S);
+  wg.stride_h = int(p.stride_h), wg.stride_w = int(p.stride_w), wg.pad_h = int(p.pad_h), wg.pad_w = int(p.pad_w);
+  wg.dil_h = int(p.dil_h), wg.dil_w = int(p.dil_w);
+  wg.Cg = int(p.channels_per_group()), wg.Kg = int(p.filters_per_group()), wg.cols = wg.R * wg.S * wg.Cg;
+  wg.k_pad = round_up(wg.Kg, Cfg::kBM), wg.n_pad = round_up(wg.cols, Cfg::kBN);
+  wg.positions = p.N * p.Ho * p.Wo;
+  a.m_tiles = wg.k_pad / Cfg::kBM, a.n_tiles = wg.n_pad / Cfg::kBN;
+  // Position splits: enough blocks for two per SM slot, at least 8 chunks each, the partial sums
+  // within the workspace limit.
+  const int64_t base_blocks = int64_t(a.m_tiles) * a.n_tiles * wg.groups;
+  const int64_t slice_bytes = int64_t(wg.groups) * wg.k_pad * wg.n_pad * int64_t(sizeof(float));
+  const int64_t want = ceil_div(2 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
+  const int64_t by_work = std::max<int64_t>(1, wg.positions / (8 * Cfg::kBK));
+  const int64_t by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
+  int64_t splits = std::max<int64_t>(1, std::min({want, by_work, by_memory}));
+  wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
+  splits = ceil_div(wg.positions, wg.positions_per_split);
+  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, x.options().dtype(at::kFloat));
+  record_workspace_bytes(partial.numel() * int64_t(sizeof(float)));
+  a.x = reinterpret_cast<const T*>(x.const_data_ptr());
+  a.gy = reinterpret_cast<const T*>(gy.const_data_ptr());
+  a.partial = partial.mutable_data_ptr<float>();
+  const int64_t blocks = base_blocks * splits;
+  check_grid(blocks, "conv2d_gemm_backward");
+  ensure_dynamic_smem(tc_weight_grad_kernel<T, Cfg>, Cfg::kSmemBytes, "conv2d_gemm_backward");
+  record_last_choice("grad_weight", name, int(splits));
+  tc_weight_grad_kernel<T, Cfg><<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  tc_weight_grad_finish_kernel<T><<<elementwise_blocks(gw.numel(), 256), 256, 0, current_stream()>>>(
+      a.partial, reinterpret_cast<T*>(gw.mutable_data_ptr()), wg, int(splits), gw.stride(0), gw.stride(1),
+      gw.stride(2), gw.stride(3));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 bool uses_tensor_cores(at::ScalarType dtype) {
   return is_reduced_float(dtype) || (dtype == at::kFloat && tf32_enabled());
+}
+
+std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype) {
+  if (!is_reduced_float(dtype)) return "its tensor-core grad_weight kernel takes float16 and bfloat16";
+  if (p.channels_per_group() % 8 != 0 || p.filters_per_group() % 8 != 0)
+    return "its tensor-core grad_weight kernel copies 16-byte runs of channels and of filters, and channels (" +
+           std::to_string(p.channels_per_group()) + ") or filters (" + std::to_string(p.filters_per_group()) +
+           ") per group are not a multiple of 8";
+  return "";
+}
+
+at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                 const at::Tensor& weight) {
+  const at::MemoryFormat format = conv_memory_format(input, weight);
+  auto gw = new_output({p.K, p.channels_per_group(), p.R, p.S}, weight.options().memory_format(format));
+  if (gw.numel() == 0) return gw;
+  if (p.N * p.Ho * p.Wo == 0) return gw.zero_();
+  const at::Tensor x = input.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor gy = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
+  dispatch_tc(input.scalar_type(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, float>) {
+      if (p.filters_per_group() <= 64) tc_weight_grad<T, TcWeightGradMedium>(p, x, gy, gw, "tc-medium");
+      else tc_weight_grad<T, TcWeightGradLarge>(p, x, gy, gw, "tc-large");
+    }
+  });
+  return gw;
 }
 
 std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input) {

@@ -19,11 +19,16 @@ bool uses_tensor_cores(at::ScalarType dtype);
 // why not; the GEMM then computes the call on its CUDA-core kernels in float32.
 std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input);
 
-// The forward and grad_input of a checked shape, in conv_memory_format (inside the device guard).
+// "" when the tensor-core grad_weight kernel (float16 / bfloat16) can run `p`, else why not.
+std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype);
+
+// The forward, grad_input and grad_weight of a checked shape, in conv_memory_format (inside the device guard).
 at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,
                              const std::optional<at::Tensor>& bias);
 at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                 const at::Tensor& weight);
+at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                 const at::Tensor& weight);
 
 }  // namespace cuda
 }  // namespace torchconv
