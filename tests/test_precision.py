@@ -37,7 +37,9 @@ SHAPES = [
     (3, 8, 8, 11, 10, 1, 1, 1, 0, 1, 1),
     (2, 24, 16, 10, 9, 5, 3, (2, 1), (2, 1), 1, 1),
     (1, 16, 32, 13, 11, 3, 3, 1, 2, 2, 2),
-    (2, 7, 5, 8, 9, 3, 3, 1, 1, 1, 1),  # channels not a multiple of 8: CUDA-core path on every algorithm
+    (2, 7, 5, 8, 9, 3, 3, 1, 1, 1, 1),  # channels and filters not multiples of 8
+    (2, 3, 16, 15, 14, 7, 7, 2, 3, 1, 1),  # an RGB stem: channels padded to a word, taps packed
+    (2, 12, 8, 8, 9, 3, 3, 1, 1, 1, 2),  # 6 channels per group: the GEMM computes it on CUDA cores
     (2, 64, 136, 6, 5, 1, 1, 1, 0, 1, 1),  # two tiles of filters, the wide config
     (1, 8, 8, 7, 9, 3, 3, 1, 1, 1, 8),  # depthwise
 ]
@@ -155,7 +157,7 @@ def test_autocast_casts_like_aten_conv2d(device, algorithm, dtype):
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
-@pytest.mark.parametrize("shape", SHAPES[:5], ids=shape_id)
+@pytest.mark.parametrize("shape", SHAPES[:5] + SHAPES[6:7], ids=shape_id)
 @pytest.mark.parametrize("device", [CUDA])
 def test_tf32_follows_pytorchs_switch(device, shape, channels_last):
     x, w, b, kw = make_case(shape, device, torch.float32, channels_last)
@@ -175,8 +177,9 @@ def test_tf32_follows_pytorchs_switch(device, shape, channels_last):
 @pytest.mark.parametrize("device", [CUDA])
 def test_tensor_cores_run_half_precision(device, dtype):
     """The GEMM's reduced-precision calls run its tensor-core kernels (forward, grad_input and
-    grad_weight), and fall back to float32 CUDA-core kernels only where channels (or filters) per
-    group are not a multiple of 8."""
+    grad_weight), ungrouped layers with few channels (an RGB stem) on zero-padded channels, and fall
+    back to float32 CUDA-core kernels only where a grouped layer's channels (or filters) per group
+    are not a multiple of 8."""
     x, w, b, kw = make_case(SHAPES[0], device, dtype, channels_last=True)
     torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     assert re.match(r"forward:(tc|wgmma)-", torchconv.last_choice())
@@ -185,7 +188,13 @@ def test_tensor_cores_run_half_precision(device, dtype):
     y.backward(torch.randn_like(y))
     assert re.search(r"grad_input:(tc|wgmma)-", torchconv.last_choice())
     assert re.search(r"grad_weight:tc-", torchconv.last_choice())
-    x, w, b, kw = make_case(SHAPES[5], device, dtype, channels_last=True)
+    x, w, b, kw = make_case(SHAPES[6], device, dtype, channels_last=True)  # RGB stem
+    w.requires_grad_(True)
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    assert re.match(r"forward:(tc|wgmma)-", torchconv.last_choice())
+    y.backward(torch.randn_like(y))
+    assert re.search(r"grad_weight:tc-", torchconv.last_choice())
+    x, w, b, kw = make_case(SHAPES[7], device, dtype, channels_last=True)
     torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     assert not TENSOR_CORE_PLAN.search(torchconv.last_choice())
 

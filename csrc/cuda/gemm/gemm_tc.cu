@@ -51,8 +51,11 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   TcConv cv{};
   static_cast<LaunchMap&>(cv) = map;
   const int elem = dtype == at::kFloat ? 4 : 2;
+  const int vec = 16 / elem;
   cv.reduced = map.reduced_per_group(), cv.outputs = map.outputs_per_group();
-  cv.red_pad = round_up(std::max(cv.reduced, 1), kWtRowBytes / elem);
+  cv.packed = cv.reduced <= vec;
+  cv.red_pad = cv.packed ? vec : round_up(std::max(cv.reduced, 1), kWtRowBytes / elem);
+  cv.wt_row = round_up(map.R * map.S * cv.red_pad, kWtRowBytes / elem);
   cv.n_pad = round_up(std::max(cv.outputs, 1), kTcRowPad);
   cv.col_plane = map.col_H * map.col_W;
   cv.rows = int64_t(map.N) * cv.col_plane;
@@ -67,7 +70,7 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
                           (phase >= 0 ? "phase" + std::to_string(phase) + "/" : "") + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
-    auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.R * cv.S * cv.red_pad}, weight.options());
+    auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
     // Copied as bits: zero is all-zero bits in every element type.
     using Bits = std::conditional_t<sizeof(T) == 2, uint16_t, float>;
     relayout_filter(reinterpret_cast<const Bits*>(w.const_data_ptr()), reinterpret_cast<Bits*>(wt.mutable_data_ptr()),
@@ -83,8 +86,9 @@ template <typename T, typename Cfg, typename Kernel>
 void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, const char* name) {
   TcConvArgs<T> args = args_in;
   // The config's chunk: only chunks that hold channels run (Wt is padded for the widest one).
-  args.cv.chunks_per_tap = int(ceil_div(int64_t(std::max(args.cv.reduced, 1)) * int64_t(sizeof(T)), Cfg::kBKBytes));
-  args.cv.chunks = args.cv.R * args.cv.S * args.cv.chunks_per_tap;
+  TcConv& cv = args.cv;
+  cv.chunks_per_tap = int(ceil_div(int64_t(std::max(cv.reduced, 1)) * int64_t(sizeof(T)), Cfg::kBKBytes));
+  cv.chunks = cv.packed ? int(ceil_div(int64_t(cv.R) * cv.S * 16, Cfg::kBKBytes)) : cv.R * cv.S * cv.chunks_per_tap;
   args.m_tiles = int(ceil_div(args.cv.rows, Cfg::kBM));
   args.n_tiles = int(ceil_div(args.cv.outputs, Cfg::kBN));
   const int64_t blocks = int64_t(args.m_tiles) * args.n_tiles * args.cv.groups;
@@ -132,6 +136,9 @@ void tc_conv(const at::Tensor& src, const at::Tensor& weight, const at::Tensor& 
   TcConvArgs<T> args{};
   args.cv = tc_launch(map, src.scalar_type(), dst);
   const at::Tensor wt = tc_weight<T>(weight, args.cv, phase);
+  // The source may hold zero-padded channels (channels_last_padded): its own stride.
+  args.cv.src_C = int(src.size(1));
+  args.cv.src_image = int64_t(map.src_H) * map.src_W * args.cv.src_C;
   args.src = reinterpret_cast<const T*>(src.const_data_ptr());
   args.wt = reinterpret_cast<const T*>(wt.const_data_ptr());
   args.bias = bias.defined() ? reinterpret_cast<const T*>(bias.const_data_ptr()) : nullptr;
@@ -193,6 +200,25 @@ void tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& g
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// `t` (N, C, H, W) in channels_last with its channels zero-padded to `channels`: the tensor-core
+// kernels copy whole 16-byte words of channels, so an ungrouped layer whose channels are not a
+// multiple of a word (an RGB stem) runs on a padded copy; the padding meets zero weights.
+at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels) {
+  if (t.size(1) == channels) return t.contiguous(at::MemoryFormat::ChannelsLast);
+  // at::empty, not at::zeros: only empty takes the memory format from the options.
+  auto out = at::empty({t.size(0), channels, t.size(2), t.size(3)},
+                       t.options().memory_format(at::MemoryFormat::ChannelsLast));
+  out.narrow(1, 0, t.size(1)).copy_(t);
+  out.narrow(1, t.size(1), channels - t.size(1)).zero_();
+  return out;
+}
+
+// Channels of the forward source: padded to a word for ungrouped layers.
+int64_t padded_channels(const ConvShape& p, at::ScalarType dtype) {
+  const int vec = vector_elems(dtype);
+  return p.groups == 1 ? (p.C + vec - 1) / vec * vec : p.C;
+}
+
 }  // namespace
 
 bool uses_tensor_cores(at::ScalarType dtype) {
@@ -201,10 +227,10 @@ bool uses_tensor_cores(at::ScalarType dtype) {
 
 std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype) {
   if (!is_reduced_float(dtype)) return "its tensor-core grad_weight kernel takes float16 and bfloat16";
-  if (p.channels_per_group() % 8 != 0 || p.filters_per_group() % 8 != 0)
+  if ((p.groups > 1 && p.channels_per_group() % 8 != 0) || p.filters_per_group() % 8 != 0)
     return "its tensor-core grad_weight kernel copies 16-byte runs of channels and of filters, and channels (" +
            std::to_string(p.channels_per_group()) + ") or filters (" + std::to_string(p.filters_per_group()) +
-           ") per group are not a multiple of 8";
+           ") per group are not a multiple of 8 (ungrouped layers pad their channels)";
   return "";
 }
 
@@ -214,21 +240,28 @@ at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_outp
   auto gw = new_output({p.K, p.channels_per_group(), p.R, p.S}, weight.options().memory_format(format));
   if (gw.numel() == 0) return gw;
   if (p.N * p.Ho * p.Wo == 0) return gw.zero_();
-  const at::Tensor x = input.contiguous(at::MemoryFormat::ChannelsLast);
+  // An ungrouped layer with channels short of a word runs on zero-padded channels; the padded
+  // gradient's extra channels are dropped.
+  ConvShape padded = p;
+  padded.C = padded_channels(p, input.scalar_type());
+  const at::Tensor x = channels_last_padded(input, padded.C);
   const at::Tensor gy = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
+  at::Tensor target = padded.C == p.C ? gw : at::empty({p.K, padded.C, p.R, p.S}, gw.options());
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {
-      if (p.filters_per_group() <= 64) tc_weight_grad<T, TcWeightGradMedium>(p, x, gy, gw, "tc-medium");
-      else tc_weight_grad<T, TcWeightGradLarge>(p, x, gy, gw, "tc-large");
+      if (p.filters_per_group() <= 64) tc_weight_grad<T, TcWeightGradMedium>(padded, x, gy, target, "tc-medium");
+      else tc_weight_grad<T, TcWeightGradLarge>(padded, x, gy, target, "tc-large");
     }
   });
+  if (padded.C != p.C) gw.copy_(target.narrow(1, 0, p.C));
   return gw;
 }
 
 std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input) {
   const int vec = vector_elems(dtype);
   const int64_t reduced = grad_input ? p.filters_per_group() : p.channels_per_group();
+  if (!grad_input && p.groups == 1) return "";  // ungrouped: channels padded to a word
   if (reduced % vec != 0)
     return "its tensor-core kernels copy 16-byte runs of channels and " +
            std::string(grad_input ? "filters" : "channels") + " per group (" + std::to_string(reduced) +
@@ -242,7 +275,7 @@ at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const 
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(format));
   record_workspace_bytes(0);
   if (y.numel() == 0) return y;
-  const at::Tensor x = input.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor x = channels_last_padded(input, padded_channels(p, input.scalar_type()));
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);

@@ -55,9 +55,11 @@ struct TcTileConfig {
 struct TcConv : LaunchMap {
   int reduced;         // reduced channels per group (C/groups forward, K/groups grad_input)
   int outputs;         // destination channels per group
-  int red_pad;         // reduced channels per tap in Wt, padded to the widest chunk
-  int chunks_per_tap;  // chunks of the launched config that hold channels
-  int chunks;          // taps x chunks_per_tap
+  int red_pad;         // reduced channels per tap in Wt: a 16-byte word (packed), else whole widest chunks
+  bool packed;         // the reduced channels are one 16-byte word: each word of a chunk is one tap
+  int wt_row;          // elements of Wt per destination channel: taps x red_pad, padded to the widest chunk
+  int chunks_per_tap;  // chunks of the launched config that hold channels (not packed)
+  int chunks;          // chunks of the whole reduction
   int n_pad;           // destination channels per group in Wt, padded to the widest tile
   int col_plane;       // col_H x col_W
   int64_t rows;        // N x col_H x col_W
@@ -68,26 +70,24 @@ struct TcConv : LaunchMap {
 template <typename T>
 struct TcConvArgs {
   const T* src;   // NHWC
-  const T* wt;    // [groups][n_pad][taps][red_pad]
+  const T* wt;    // [groups][n_pad][wt_row]: [taps][red_pad], zero-padded
   const T* bias;  // may be null
   T* out;
   TcConv cv;
   int m_tiles, n_tiles;
 };
 
-// Wt[g][dst][tap][c] = the weight element behind launch tap `tap` (common/launch_map.cuh).
+// Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh).
 struct TcWeightMap {
   int Rw, Sw;
   TcConv cv;
   __device__ int64_t src(int64_t e) const {
-    const int c = int(e % cv.red_pad);
-    int64_t rest = e / cv.red_pad;
-    const int taps = cv.R * cv.S;
-    const int tap = int(rest % taps);
-    rest /= taps;
+    const int col = int(e % cv.wt_row);
+    const int64_t rest = e / cv.wt_row;
+    const int tap = col / cv.red_pad, c = col - tap * cv.red_pad;
     const int dst = int(rest % cv.n_pad);
     const int64_t g = rest / cv.n_pad;
-    if (dst >= cv.outputs || c >= cv.reduced) return -1;
+    if (dst >= cv.outputs || c >= cv.reduced || tap >= cv.R * cv.S) return -1;
     return weight_index(cv, Rw, Sw, g, c, dst, tap / cv.S, tap % cv.S);
   }
 };
@@ -108,7 +108,9 @@ struct TcBlock {
 
 // The tile loader: each thread copies 16-byte word `word` of kARows rows of A (gathered positions)
 // and kBRows rows of B (Wt) per chunk. A row's position is decoded once; per chunk it is a tap offset,
-// two bounds tests and a zero-filling cp.async. `kOffset(row, word)` places a word in the stage.
+// two bounds tests and a zero-filling cp.async. `offset(row, word)` places a word in the stage.
+// A chunk is kChunk channels of one tap, or, packed (a layer with one 16-byte word of channels, such
+// as an RGB stem padded to 8), one word from each of kWordsPerRow taps.
 template <typename T, int kBM, int kBN, int kBKBytes, int kThreads>
 struct TcLoader {
   static constexpr int kVec = 16 / int(sizeof(T));
@@ -135,23 +137,30 @@ struct TcLoader {
       if (m < cv.rows) {
         const int n = int(m / cv.col_plane), q = int(m - int64_t(n) * cv.col_plane);
         const int cy = q / cv.col_W, cx = q - cy * cv.col_W;
-        a_base[i] = a.src + int64_t(n) * cv.src_image + int64_t(blk.g) * cv.reduced + word * kVec;
+        a_base[i] = a.src + int64_t(n) * cv.src_image + int64_t(blk.g) * cv.reduced;
         a_y[i] = cy * cv.col_sy + cv.col_oy, a_x[i] = cx * cv.col_sx + cv.col_ox;
       } else {
         a_base[i] = a.src, a_y[i] = -(1 << 30), a_x[i] = 0;  // never inside the source
       }
     }
-    const int taps = cv.R * cv.S;
-    b_base = a.wt + ((int64_t(blk.g) * cv.n_pad + blk.n0 + row0) * taps) * cv.red_pad + word * kVec;
-    b_row_step = int64_t(kRowsPerPass) * taps * cv.red_pad;
+    b_base = a.wt + (int64_t(blk.g) * cv.n_pad + blk.n0 + row0) * cv.wt_row + word * kVec;
+    b_row_step = int64_t(kRowsPerPass) * cv.wt_row;
   }
 
   template <typename Offset>
   __device__ __forceinline__ void fetch(int chunk, unsigned char* stage_a, unsigned char* stage_b, Offset offset) {
-    const int tap = chunk / cv.chunks_per_tap, cb = chunk - tap * cv.chunks_per_tap;
+    int tap, c, b_col;  // this word's tap, its first channel, and its element in a Wt row
+    bool channel_ok;
+    if (cv.packed) {
+      tap = chunk * kWordsPerRow + word, c = 0, b_col = chunk * kChunk;
+      channel_ok = tap < cv.R * cv.S;
+    } else {
+      tap = chunk / cv.chunks_per_tap;
+      const int c0 = (chunk - tap * cv.chunks_per_tap) * kChunk;
+      c = c0 + word * kVec, b_col = tap * cv.red_pad + c0;
+      channel_ok = c < cv.reduced;
+    }
     const int ti = tap / cv.S, tj = tap - ti * cv.S;
-    const int c = cb * kChunk;
-    const bool channel_ok = c + word * kVec < cv.reduced;
     const int dy = ti * cv.tap_sy, dx = tj * cv.tap_sx;
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
@@ -160,7 +169,7 @@ struct TcLoader {
       const T* p = a_base[i] + (int64_t(iy) * cv.src_W + ix) * cv.src_C + c;
       cp_async_16_or_zero(stage_a + offset(row0 + i * kRowsPerPass, word), ok ? p : src, ok);
     }
-    const T* pb = b_base + int64_t(tap) * cv.red_pad + c;
+    const T* pb = b_base + b_col;
 #pragma unroll
     for (int i = 0; i < kBRows; ++i) cp_async_16(stage_b + offset(row0 + i * kRowsPerPass, word), pb + i * b_row_step);
   }
