@@ -29,9 +29,8 @@ namespace {
 using TcLarge = TcTileConfig<128, 128, 64, 2, 4, 4, 2>;
 using TcMedium = TcTileConfig<128, 64, 64, 2, 2, 4, 3>;
 using TcSmall = TcTileConfig<64, 64, 64, 2, 2, 4, 4>;
-// wgmma (float16 / bfloat16 on sm_90a): positions x channels, stages, blocks per SM; two blocks of
-// 96 KiB of stages fit an SM, so one block's barrier wait is covered by the other's MMAs.
-//   large  128 x 128, 2 warpgroups;
+// wgmma (float16 / bfloat16 on sm_90a): positions x channels, stages, blocks per SM:
+//   large  128 x 128, 2 warpgroups, 3 stages (two blocks per SM);
 //   medium 128 x 64, 2 warpgroups: groups with <= 64 destination channels;
 //   small  64 x 128, 1 warpgroup: grids that would not fill the GPU with the larger tiles.
 using WgmmaLarge = WgmmaTileConfig<128, 128, 3, 2>;
@@ -53,8 +52,12 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   const int elem = dtype == at::kFloat ? 4 : 2;
   const int vec = 16 / elem;
   cv.reduced = map.reduced_per_group(), cv.outputs = map.outputs_per_group();
-  cv.packed = cv.reduced <= vec;
-  cv.red_pad = cv.packed ? vec : round_up(std::max(cv.reduced, 1), kWtRowBytes / elem);
+  // Up to 4 words of channels per tap pack several taps into a chunk (tap words a power of two,
+  // so that taps never straddle a chunk of either kernel).
+  const int words = std::max(1, (cv.reduced + vec - 1) / vec);
+  cv.packed = words <= 4;
+  cv.tap_shift = words <= 1 ? 0 : words <= 2 ? 1 : 2;
+  cv.red_pad = cv.packed ? vec << cv.tap_shift : round_up(std::max(cv.reduced, 1), kWtRowBytes / elem);
   cv.wt_row = round_up(map.R * map.S * cv.red_pad, kWtRowBytes / elem);
   cv.n_pad = round_up(std::max(cv.outputs, 1), kTcRowPad);
   cv.col_plane = map.col_H * map.col_W;
@@ -88,7 +91,8 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   // The config's chunk: only chunks that hold channels run (Wt is padded for the widest one).
   TcConv& cv = args.cv;
   cv.chunks_per_tap = int(ceil_div(int64_t(std::max(cv.reduced, 1)) * int64_t(sizeof(T)), Cfg::kBKBytes));
-  cv.chunks = cv.packed ? int(ceil_div(int64_t(cv.R) * cv.S * 16, Cfg::kBKBytes)) : cv.R * cv.S * cv.chunks_per_tap;
+  cv.chunks = cv.packed ? int(ceil_div((int64_t(cv.R) * cv.S * 16) << cv.tap_shift, Cfg::kBKBytes))
+                        : cv.R * cv.S * cv.chunks_per_tap;
   args.m_tiles = int(ceil_div(args.cv.rows, Cfg::kBM));
   args.n_tiles = int(ceil_div(args.cv.outputs, Cfg::kBN));
   const int64_t blocks = int64_t(args.m_tiles) * args.n_tiles * args.cv.groups;

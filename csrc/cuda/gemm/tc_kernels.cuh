@@ -55,8 +55,9 @@ struct TcTileConfig {
 struct TcConv : LaunchMap {
   int reduced;         // reduced channels per group (C/groups forward, K/groups grad_input)
   int outputs;         // destination channels per group
-  int red_pad;         // reduced channels per tap in Wt: a 16-byte word (packed), else whole widest chunks
-  bool packed;         // the reduced channels are one 16-byte word: each word of a chunk is one tap
+  int red_pad;         // reduced channels per tap in Wt: 1, 2 or 4 16-byte words (packed), else whole widest chunks
+  bool packed;         // a chunk holds several taps, each red_pad channels (1 << tap_shift words)
+  int tap_shift;
   int wt_row;          // elements of Wt per destination channel: taps x red_pad, padded to the widest chunk
   int chunks_per_tap;  // chunks of the launched config that hold channels (not packed)
   int chunks;          // chunks of the whole reduction
@@ -109,8 +110,8 @@ struct TcBlock {
 // The tile loader: each thread copies 16-byte word `word` of kARows rows of A (gathered positions)
 // and kBRows rows of B (Wt) per chunk. A row's position is decoded once; per chunk it is a tap offset,
 // two bounds tests and a zero-filling cp.async. `offset(row, word)` places a word in the stage.
-// A chunk is kChunk channels of one tap, or, packed (a layer with one 16-byte word of channels, such
-// as an RGB stem padded to 8), one word from each of kWordsPerRow taps.
+// A chunk is kChunk channels of one tap, or, packed (layers with at most 64 bytes of channels: an RGB
+// stem padded to a word, 16 or 32 channels), the channels of several consecutive taps.
 template <typename T, int kBM, int kBN, int kBKBytes, int kThreads>
 struct TcLoader {
   static constexpr int kVec = 16 / int(sizeof(T));
@@ -152,8 +153,9 @@ struct TcLoader {
     int tap, c, b_col;  // this word's tap, its first channel, and its element in a Wt row
     bool channel_ok;
     if (cv.packed) {
-      tap = chunk * kWordsPerRow + word, c = 0, b_col = chunk * kChunk;
-      channel_ok = tap < cv.R * cv.S;
+      tap = ((chunk * kWordsPerRow) >> cv.tap_shift) + (word >> cv.tap_shift);
+      c = (word & ((1 << cv.tap_shift) - 1)) * kVec, b_col = chunk * kChunk;
+      channel_ok = tap < cv.R * cv.S && c < cv.reduced;
     } else {
       tap = chunk / cv.chunks_per_tap;
       const int c0 = (chunk - tap * cv.chunks_per_tap) * kChunk;
@@ -335,6 +337,7 @@ struct WgmmaTileConfig {
   static constexpr int kBKBytes = 128;
   static constexpr int kStageBytes = (kBM + kBN) * 128;
   static_assert(kBM % 64 == 0 && (kBN == 64 || kBN == 128), "m64 per warpgroup; n64 or n128 MMAs");
+  static_assert(kStages >= 3, "two chunks besides the one the MMAs read: one in flight, one loading");
   template <typename T>
   static constexpr size_t smem_bytes() {
     const size_t mainloop = size_t(kStages) * kStageBytes;
@@ -360,17 +363,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
 #pragma unroll
   for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] = 0.f;
 
+  // kStages - 2 chunks load ahead of the MMAs, and one chunk's MMAs stay in flight while the next
+  // chunk is waited for and its successor's loads are issued: the stage refilled at chunk c held
+  // chunk c - 2, whose MMAs every warpgroup has waited for before the barrier.
 #pragma unroll
-  for (int s = 0; s < Cfg::kStages - 1; ++s) {
+  for (int s = 0; s < Cfg::kStages - 2; ++s) {
     if (s < cv.chunks) loader.fetch(s, stage_a(s), stage_b(s), swizzled);
     cp_async_commit();
   }
   for (int chunk = 0; chunk < cv.chunks; ++chunk) {
-    cp_async_wait<Cfg::kStages - 2>();
+    cp_async_wait<Cfg::kStages - 3>();
     fence_proxy_async_shared();
     __syncthreads();
-    // The stage refilled here held chunk - 1, whose MMAs every warpgroup waited for.
-    const int next = chunk + Cfg::kStages - 1;
+    const int next = chunk + Cfg::kStages - 2;
     if (next < cv.chunks) loader.fetch(next, stage_a(next % Cfg::kStages), stage_b(next % Cfg::kStages), swizzled);
     cp_async_commit();
     const int s = chunk % Cfg::kStages;
@@ -380,8 +385,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
     for (int ks = 0; ks < 4; ++ks)
       Wgmma<T, Cfg::kBN>::run(acc, wgmma_descriptor(sa + ks * 32), wgmma_descriptor(sb + ks * 32), 1);
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<1>();
   }
+  wgmma_wait<0>();
   cp_async_wait<0>();
   __syncthreads();
 
