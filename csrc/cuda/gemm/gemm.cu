@@ -418,11 +418,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
     gw = tc_conv2d_grad_weight(p, grad_output, input, weight);
     workspace = last_workspace_bytes();
   }
-  auto [fx, fw, gb] = backward_in_fp32(kGemmBackwardOp, &conv2d_gemm_backward_fp_cuda, grad_output, input, weight,
-                                       stride, padding, dilation, groups,
-                                       {output_mask[0] && !tc_input, output_mask[1] && !tc_weight, output_mask[2]});
-  record_workspace_bytes(std::max(workspace, last_workspace_bytes()));
-  return {tc_input ? gx : fx, tc_weight ? gw : fw, gb};
+  at::Tensor gb = skipped_grad(input);
+  if (output_mask[2]) gb = conv_bias_grad(grad_output);  // summed in FP32 by at::sum
+  if ((output_mask[0] && !tc_input) || (output_mask[1] && !tc_weight)) {
+    // Only what the tensor cores could not take is widened (a copy of each operand).
+    auto [fx, fw, unused] = backward_in_fp32(kGemmBackwardOp, &conv2d_gemm_backward_fp_cuda, grad_output, input,
+                                             weight, stride, padding, dilation, groups,
+                                             {output_mask[0] && !tc_input, output_mask[1] && !tc_weight, false});
+    if (!tc_input) gx = fx;
+    if (!tc_weight) gw = fw;
+    workspace = std::max(workspace, last_workspace_bytes());
+  }
+  if (!output_mask[0]) gx = skipped_grad(input);
+  if (!output_mask[1]) gw = skipped_grad(input);
+  record_workspace_bytes(workspace);
+  return {gx, gw, gb};
 }
 
 // The GEMM kernels' limits: the indexing of the forward gather and of grad_input's transposed

@@ -31,11 +31,13 @@ using TcMedium = TcTileConfig<128, 64, 64, 2, 2, 4, 3>;
 using TcSmall = TcTileConfig<64, 64, 64, 2, 2, 4, 4>;
 // wgmma (float16 / bfloat16 on sm_90a): positions x channels, stages, blocks per SM:
 //   large  128 x 128, 2 warpgroups, 3 stages (two blocks per SM);
-//   medium 128 x 64, 2 warpgroups: groups with <= 64 destination channels;
-//   small  64 x 128, 1 warpgroup: grids that would not fill the GPU with the larger tiles.
+//   medium 128 x 64, 2 warpgroups, 3 stages (three blocks per SM): groups with <= 64 destination
+//          channels;
+//   small  64 x 128, 1 warpgroup, 3 stages (three blocks per SM): grids that would not fill the GPU
+//          with the larger tiles.
 using WgmmaLarge = WgmmaTileConfig<128, 128, 3, 2>;
-using WgmmaMedium = WgmmaTileConfig<128, 64, 4, 2>;
-using WgmmaSmall = WgmmaTileConfig<64, 128, 4, 2>;
+using WgmmaMedium = WgmmaTileConfig<128, 64, 3, 3>;
+using WgmmaSmall = WgmmaTileConfig<64, 128, 3, 3>;
 #if defined(TORCHCONV_WGMMA)
 constexpr bool kWgmmaCompiled = true;  // setup.py built the sm_90a target
 #else
@@ -77,7 +79,7 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
     // Copied as bits: zero is all-zero bits in every element type.
     using Bits = std::conditional_t<sizeof(T) == 2, uint16_t, float>;
     relayout_filter(reinterpret_cast<const Bits*>(w.const_data_ptr()), reinterpret_cast<Bits*>(wt.mutable_data_ptr()),
-                    wt.numel(), TcWeightMap{int(weight.size(2)), int(weight.size(3)), cv});
+                    wt.numel(), TcWeightMap{int(weight.size(2)), int(weight.size(3)), cv, wt.numel() < (int64_t(1) << 31)});
     return wt;
   });
 }

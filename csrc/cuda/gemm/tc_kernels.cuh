@@ -79,15 +79,24 @@ struct TcConvArgs {
 };
 
 // Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh).
+// The relayout runs for every call with a trainable weight: 32-bit index math where the matrix allows.
 struct TcWeightMap {
   int Rw, Sw;
   TcConv cv;
+  bool small;  // the matrix has fewer than 2^31 elements
   __device__ int64_t src(int64_t e) const {
-    const int col = int(e % cv.wt_row);
-    const int64_t rest = e / cv.wt_row;
+    int col, dst;
+    int64_t g;
+    if (small) {
+      const unsigned i = unsigned(e), row = i / unsigned(cv.wt_row);
+      col = int(i - row * unsigned(cv.wt_row));
+      dst = int(row % unsigned(cv.n_pad)), g = row / unsigned(cv.n_pad);
+    } else {
+      col = int(e % cv.wt_row);
+      const int64_t rest = e / cv.wt_row;
+      dst = int(rest % cv.n_pad), g = rest / cv.n_pad;
+    }
     const int tap = col / cv.red_pad, c = col - tap * cv.red_pad;
-    const int dst = int(rest % cv.n_pad);
-    const int64_t g = rest / cv.n_pad;
     if (dst >= cv.outputs || c >= cv.reduced || tap >= cv.R * cv.S) return -1;
     return weight_index(cv, Rw, Sw, g, c, dst, tap / cv.S, tap % cv.S);
   }
