@@ -156,6 +156,26 @@ def test_autocast_casts_like_aten_conv2d(device, algorithm, dtype):
         assert conv.double()(x.double()).dtype == torch.float64
 
 
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_autocast_model_with_float32_weights(device, dtype):
+    """Inside autocast a layer receives the previous layer's reduced-precision output while its own
+    weights stay float32: the algorithm choice sees the dtypes autocast hands the operator."""
+    model = torch.nn.Sequential(torchconv.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                                torchconv.Conv2d(16, 8, 3, padding=1, stride=2)).to(device)
+    reference = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                                    torch.nn.Conv2d(16, 8, 3, padding=1, stride=2)).to(device)
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(2, 3, 12, 11, device=device)
+    with torch.autocast(device, dtype=dtype):
+        y, y_ref = model(x), reference(x)
+    assert y.dtype == y_ref.dtype == dtype
+    y.float().sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
+    exact = reference.double()(x.double())
+    assert rel_err(y, exact) <= allowed_error(rel_err(y_ref, exact), dtype)
+
+
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("shape", SHAPES[:5] + SHAPES[6:7], ids=shape_id)
 @pytest.mark.parametrize("device", [CUDA])

@@ -25,6 +25,19 @@ def _string_padding(input, weight, padding, stride, dilation):
     return input, left
 
 
+def _autocast(input, weight, bias):
+    """Inside torch.autocast, the tensors as autocast hands them to the operator (the dtype the
+    algorithm choice is made for): floating tensors other than float64 in the autocast dtype, as
+    aten::conv2d receives them. The operators' Autocast kernels cast the same way when called
+    directly (csrc/autograd.cpp)."""
+    device_type = input.device.type
+    if device_type not in ("cuda", "cpu") or not torch.is_autocast_enabled(device_type):
+        return input, weight, bias
+    dtype = torch.get_autocast_dtype(device_type)
+    cast = lambda t: t.to(dtype) if t is not None and t.is_floating_point() and t.dtype != torch.float64 else t
+    return cast(input), cast(weight), cast(bias)
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algorithm="auto"):
     """Drop-in for PyTorch's functional conv2d that runs one of torchconv's algorithms.
 
@@ -48,6 +61,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     else:
         padding = _pair(padding, "padding")
 
+    input, weight, bias = _autocast(input, weight, bias)
     if algorithm == "auto":
         algorithm = auto_algorithm(input, weight, bias, stride, padding, dilation, groups)
     else:

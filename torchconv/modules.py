@@ -36,12 +36,16 @@ class Conv2d(nn.Conv2d):
         # straight to the operator with the choice remembered per input shape: at batch 1 a model is
         # launch-bound, and this path must cost no more host time than nn.Conv2d's. Everything else
         # takes the general path.
-        if self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4:
+        # Inside autocast the general path casts first, so that the choice is made for the dtype
+        # that runs (torchconv.functional._autocast).
+        if (self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4
+                or torch.is_autocast_enabled(input.device.type)):
             return self._conv_forward(input, self.weight, self.bias)
         weight = self.weight
         key = (input.shape, input.dtype, input.device, input.is_contiguous(),
                torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
-               _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled())
+               _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(),
+               torch.backends.cudnn.allow_tf32)
         memo = self.__dict__.get("_auto_memo")
         if memo is not None and memo[0] == key:
             algorithm = memo[1]
