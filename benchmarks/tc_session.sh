@@ -10,7 +10,7 @@ $B --batch 1 --mode fwd --weights frozen --precision fp16 --layout nhwc --tag tc
 $B --batch 32 --mode fwd --weights frozen --precision tf32 --layout nchw --tag tc-tf32 >> "$OUT/bench.log" 2>&1
 python benchmarks/merge_results.py "$OUT/resnet-yolo-tc-h100.json" "$OUT"/tc-n32.json "$OUT"/tc-n1.json "$OUT"/tc-tf32.json
 rm -f "$OUT"/tc-n32.* "$OUT"/tc-n1.* "$OUT"/tc-tf32.*
-python examples/resnet50.py --precision "${RESNET_PRECISIONS:-fp32,tf32,amp-bf16}" --explain-batch 0 \
+timeout "${RESNET_TIMEOUT:-230}" python examples/resnet50.py --precision "${RESNET_PRECISIONS:-fp32,tf32,amp-bf16}" --explain-batch 0 \
   --out-dir "$OUT" --tag resnet50-precision-h100 > "$OUT/resnet50.log" 2>&1; echo "resnet50 rc=$?"
 python - "$OUT/resnet-yolo-tc-h100.json" <<'PY'
 import json, math, sys
