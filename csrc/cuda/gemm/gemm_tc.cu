@@ -34,10 +34,13 @@ using TcSmall = TcTileConfig<64, 64, 64, 2, 2, 4, 4>;
 //   medium 128 x 64, 2 warpgroups, 3 stages (three blocks per SM): groups with <= 64 destination
 //          channels;
 //   small  64 x 128, 1 warpgroup, 3 stages (three blocks per SM): grids that would not fill the GPU
-//          with the larger tiles.
+//          with the larger tiles;
+//   tiny   64 x 64, 1 warpgroup, 3 stages: grids that would not fill the GPU even with small tiles
+//          (late layers: few positions, long reductions).
 using WgmmaLarge = WgmmaTileConfig<128, 128, 3, 2>;
 using WgmmaMedium = WgmmaTileConfig<128, 64, 3, 3>;
 using WgmmaSmall = WgmmaTileConfig<64, 128, 3, 3>;
+using WgmmaTiny = WgmmaTileConfig<64, 64, 3, 4>;
 #if defined(TORCHCONV_WGMMA)
 constexpr bool kWgmmaCompiled = true;  // setup.py built the sm_90a target
 #else
@@ -85,7 +88,7 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
 }
 
 constexpr const char* kTcConfigNames[] = {"tc-large", "tc-medium", "tc-small"};
-constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small"};
+constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny"};
 
 template <typename T, typename Cfg, typename Kernel>
 void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, const char* name) {
@@ -126,7 +129,9 @@ void run_tc(const TcConvArgs<T>& args, const char* pass) {
         return launch_tc<T, WgmmaLarge>(tc_conv_wgmma_kernel<T, WgmmaLarge>, args, pass, kWgmmaConfigNames[0]);
       if (cv.outputs <= 64 && blocks(128, 64) >= sms)
         return launch_tc<T, WgmmaMedium>(tc_conv_wgmma_kernel<T, WgmmaMedium>, args, pass, kWgmmaConfigNames[1]);
-      return launch_tc<T, WgmmaSmall>(tc_conv_wgmma_kernel<T, WgmmaSmall>, args, pass, kWgmmaConfigNames[2]);
+      if (cv.outputs > 64 && blocks(64, 128) >= sms)
+        return launch_tc<T, WgmmaSmall>(tc_conv_wgmma_kernel<T, WgmmaSmall>, args, pass, kWgmmaConfigNames[2]);
+      return launch_tc<T, WgmmaTiny>(tc_conv_wgmma_kernel<T, WgmmaTiny>, args, pass, kWgmmaConfigNames[3]);
     }
   }
   if (cv.outputs > 64 && blocks(128, 128) >= sms)
