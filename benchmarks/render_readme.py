@@ -118,6 +118,47 @@ def depthwise_table(name, data):
     return lines
 
 
+def tensor_core_table(name, data):
+    rows = [r for r in data["rows"] if r["algorithm"] == "gemm"]
+    keys = sorted({(r["precision"], r["layout"], r["N"], r["mode"]) for r in rows},
+                  key=lambda k: (k[0] == "tf32", k[0], k[2] == 1, k[3]))
+    lines = [f"Tensor-core precisions on the resnet + yolo layers: the `gemm` algorithm against cuDNN at the same "
+             f"precision and memory format in the same process (`cudnn.benchmark` on; fp16 / bf16 inputs, weights "
+             f"and outputs; tf32 = float32 with `torch.backends.cudnn.allow_tf32` on for both). Geomean of the ratio "
+             f"cuDNN ms / torchconv ms with the lowest and highest layer, and our error against float64 over "
+             f"cuDNN's own error at the same precision (largest layer; output, and both gradients for fwd+bwd). "
+             f"From {source(name, data)}.", "",
+             "| precision | layout | N | mode | layers | geomean [lowest-highest layer] | error / cuDNN's (largest) |",
+             "|---|---|---|---|---|---|---|"]
+    for precision, layout, n, mode in keys:
+        sel = [r for r in rows if (r["precision"], r["layout"], r["N"], r["mode"]) == (precision, layout, n, mode)]
+        ratios = [r["ratio"] for r in sel]
+        worst = max(r["rel_err"] / r["reference_rel_err"] for r in sel if r.get("reference_rel_err"))
+        lines.append(f"| {precision} | {layout} | {n} | {'fwd+bwd' if mode == 'fwdbwd' else mode} | {len(sel)} | "
+                     f"**{geomean(ratios):.2f}x** [{min(ratios):.2f}-{max(ratios):.2f}] | {worst:.2f} |")
+    over = [r for r in rows if r.get("reference_rel_err") and r["rel_err"] > 2 * r["reference_rel_err"]]
+    if over:
+        lines += ["", "Layers over twice cuDNN's error: " + ", ".join(
+            f"{r['layer']} {r['precision']} {r['mode']} ({r['rel_err']:.1e} against cuDNN's {r['reference_rel_err']:.1e})"
+            for r in over) + ". cuDNN's error there is at FP32's level: with TF32 allowed, it ran a non-TF32 algorithm "
+            "on those layers."]
+    return lines
+
+
+def precision_models_table(name, data):
+    lines = [f"torchvision ResNet-50 (random weights) per precision, every convolution `auto` in benchmark mode, "
+             f"against cuDNN at the same setting (`examples/resnet50.py`; amp = `torch.autocast` with the model and "
+             f"input in channels_last). From {source(name, data)}.", "",
+             "| precision | layout | N | mode | torchconv ms | cuDNN ms | ratio |", "|---|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        if r["algorithm"] != "auto":
+            continue
+        mode = "inference" if r["mode"] == "fwd" else "training step"
+        lines.append(f"| {r['precision']} | {r['layout']} | {r['N']} | {mode} | {r['ms']:.2f} | {r['cudnn_ms']:.2f} | "
+                     f"{r['ratio']:.2f}x |")
+    return lines
+
+
 def models_table(name, data):
     lines = [f"Whole torchvision models (random weights, FP32), every convolution `auto` in benchmark mode. "
              f"From {source(name, data)}.", "",
@@ -150,8 +191,9 @@ def zoo_table(name, data):
 
 def render():
     parts = []
-    for suite, table in (("resnet-yolo", suite_table), ("big", big_table), ("depthwise", depthwise_table),
-                         ("models", models_table), ("zoo", zoo_table)):
+    for suite, table in (("resnet-yolo", suite_table), ("resnet-yolo-tc", tensor_core_table),
+                         ("resnet50-precision", precision_models_table), ("big", big_table),
+                         ("depthwise", depthwise_table), ("models", models_table), ("zoo", zoo_table)):
         name, data = load(suite)
         if data is not None:
             parts += table(name, data) + [""]
