@@ -229,6 +229,30 @@ def test_inputs_on_another_gpu_than_the_current_one(algorithm, groups):
 
 
 @needs_two_gpus
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_tensor_cores_on_another_gpu_than_the_current_one(dtype):
+    """The GEMM's tensor-core kernels (forward, grad_input, grad_weight; an RGB stem's padded
+    channels) on cuda:1 while cuda:0 is current, channels_last."""
+    torch.cuda.set_device(0)
+    for c in (16, 3):
+        x = torch.randn(2, c, 12, 11, device="cuda:1").to(dtype).contiguous(memory_format=torch.channels_last)
+        w = (torch.randn(24, c, 3, 3, device="cuda:1") / (9 * c) ** 0.5).to(dtype)
+        xd, wd = x.detach().requires_grad_(), w.detach().requires_grad_()
+        out = torchconv.conv2d(xd, wd, None, 1, 1, algorithm="gemm")
+        assert out.device == torch.device("cuda:1") and torch.cuda.current_device() == 0
+        assert ":wgmma-" in torchconv.last_choice() or ":tc-" in torchconv.last_choice()
+        gy = torch.randn_like(out)
+        grads = torch.autograd.grad(out, (xd, wd), gy)
+        x64, w64 = x.double().requires_grad_(), w.double().requires_grad_()
+        ref = F.conv2d(x64, w64, None, 1, 1)
+        refs = (ref,) + torch.autograd.grad(ref, (x64, w64), gy.double())
+        for name, ours, r in zip(("output", "grad_input", "grad_weight"), (out,) + grads, refs):
+            assert ours.device == torch.device("cuda:1")
+            err = ((ours.double() - r).norm() / r.norm()).item()
+            assert err < (2 ** -9 if dtype == torch.float16 else 2 ** -6), f"{name} C={c}: {err:.2e}"
+
+
+@needs_two_gpus
 def test_two_threads_drive_two_gpus():
     errors = []
 
