@@ -2,10 +2,12 @@
 
 - float16 and bfloat16 inputs (weight and bias the same dtype) run on every algorithm and device
   with FP32 accumulation; the output is in the input's dtype. On CUDA the GEMM runs them on tensor
-  cores (csrc/cuda/gemm/tc_kernels.cuh) where channels per group (filters per group, for
-  grad_input) are a multiple of 8; every other kernel computes them in float32.
+  cores (csrc/cuda/gemm/tc_kernels.cuh, tc_weight_grad_kernels.cuh) where channels per group
+  (filters per group, for grad_input and grad_weight) are a multiple of 8, or the layer is ungrouped
+  (an RGB stem runs on zero-padded channels); every other kernel computes them in float32.
 - float32 follows torch.backends.cudnn.allow_tf32: on, the CUDA GEMM runs TF32 tensor cores (channels
-  per group a multiple of 4); off, IEEE FP32 (every other test in this suite runs with it off).
+  per group a multiple of 4, or ungrouped) for forward and grad_input; off, IEEE FP32 (every other
+  test in this suite runs with it off).
 - Outputs and gradients come back in the memory format PyTorch's convolution returns: channels_last
   when the input or the weight is.
 - torch.autocast casts the operators' inputs as it casts aten::conv2d's.
