@@ -4,6 +4,7 @@ modes, weights and algorithms, cuDNN timed alongside) and print old against new,
 
     python benchmarks/compare.py benchmarks/results/resnet-yolo-h100.json --layers R2,R11
     python benchmarks/compare.py OLD.json --against benchmarks/results/resnet-yolo-h100.json
+    python benchmarks/compare.py benchmarks/results/resnet-yolo-tc-h100.json --layers Y8   # every precision/layout
 
 Two things are compared per row: our time (old ms against new ms: did our kernels change?) and
 the ratio to cuDNN (which also moves with cuDNN's own time, whose choice of kernel under
@@ -24,10 +25,12 @@ NOISE = 0.10
 
 
 def key(row):
-    """(layer, N, mode, weights, algorithm): layer names are unique across the suites, and a row of
-    the 'winograd' suite is the same layer as in 'resnet' or 'yolo'."""
+    """(layer, N, mode, weights, algorithm, precision, layout): layer names are unique across the
+    suites, and a row of the 'winograd' suite is the same layer as in 'resnet' or 'yolo'. Rows of
+    files written before --precision / --layout are fp32 / nchw."""
     weights = row.get("weights") or ("frozen" if row["mode"] == "fwd" else "trainable")
-    return (row["layer"], row["N"], row["mode"], weights, row["algorithm"])
+    return (row["layer"], row["N"], row["mode"], weights, row["algorithm"], row.get("precision", "fp32"),
+            row.get("layout", "nchw"))
 
 
 def load(path):
@@ -37,7 +40,8 @@ def load(path):
 
 
 def rerun(old_rows, layers, rounds, reps):
-    """Runs bench.bench_layer for every (suite, layer, N) of the old rows with their algorithms."""
+    """Runs bench.bench_layer for every (suite, layer, N, precision, layout) of the old rows with their
+    algorithms, both sides at the row's precision and layout."""
     import torch
 
     import bench
@@ -45,20 +49,21 @@ def rerun(old_rows, layers, rounds, reps):
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cuda":
-        torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.benchmark = True
-    args = bench.parse_args(["--rounds", str(rounds), "--reps", str(reps)])
     by_layer = {}
-    for (layer, n, mode, weights, algo), row in old_rows.items():
+    for (layer, n, mode, weights, algo, precision, layout), row in old_rows.items():
         if layers and layer not in layers:
             continue
-        entry = by_layer.setdefault((row.get("suite"), layer, n), [set(), set(), set()])
+        entry = by_layer.setdefault((row.get("suite"), layer, n, precision, layout), [set(), set(), set()])
         entry[0].add(mode), entry[1].add(weights), entry[2].add(algo)
     new = {}
-    for (suite, name, n), (modes, weights, algos) in sorted(by_layer.items()):
+    for (suite, name, n, precision, layout), (modes, weights, algos) in sorted(by_layer.items()):
         suite_layers = {layer.name: layer for s in SUITES.values() for layer in s}
         layer = suite_layers[name]
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
+        args = bench.parse_args(["--rounds", str(rounds), "--reps", str(reps), "--precision", precision,
+                                 "--layout", layout])
         rows = bench.bench_layer(layer, n, ["cudnn", *sorted(algos)], sorted(modes), sorted(weights), args, device,
                                  lambda s: None)
         for r in rows:
@@ -105,7 +110,8 @@ def main(argv=None):
         new, source = rerun(old, layers, args.rounds, args.reps), "this build"
     common = [k for k in old if k in new and (layers is None or k[0] in layers)]
     print(f"# {args.file} ({old_meta.get('date', '?')}) against {source}: {len(common)} rows in common")
-    print(f"{'layer':>5} {'N':>3} {'mode':<6} {'weights':<9} {'algorithm':<16} {'old ms':>9} {'new ms':>9} "
+    print(f"{'layer':>5} {'N':>3} {'mode':<6} {'weights':<9} {'algorithm':<16} {'prec':<4} {'layout':<6} "
+          f"{'old ms':>9} {'new ms':>9} "
           f"{'change':>7} {'old x':>6} {'new x':>6} {'new min-max':>12} {'change':>7}")
     outside = slower = 0
     groups = {}
@@ -115,15 +121,16 @@ def main(argv=None):
         outside += not ok
         time_change = n["ms"] / o["ms"] - 1
         slower += abs(time_change) > NOISE
-        groups.setdefault((k[4], k[1], k[2], k[3]), []).append((o["ratio"], n["ratio"]))
+        groups.setdefault((k[4], k[5], k[6], k[1], k[2], k[3]), []).append((o["ratio"], n["ratio"]))
         spread = f"{n['ratio_min']:.2f}-{n['ratio_max']:.2f}" if "ratio_min" in n else "-"
-        print(f"{k[0]:>5} {k[1]:>3} {k[2]:<6} {k[3]:<9} {k[4]:<16} {o['ms']:9.4f} {n['ms']:9.4f} "
+        print(f"{k[0]:>5} {k[1]:>3} {k[2]:<6} {k[3]:<9} {k[4]:<16} {k[5]:<4} {k[6]:<6} {o['ms']:9.4f} {n['ms']:9.4f} "
               f"{100 * time_change:+6.1f}% {o['ratio']:6.2f} {n['ratio']:6.2f} {spread:>12} "
               f"{100 * (n['ratio'] / o['ratio'] - 1):+6.1f}%" + ("" if ok else "  ratio outside noise")
               + ("  time changed" if abs(time_change) > NOISE else ""))
     print("\ngeomean ratio to cuDNN, old -> new:")
-    for (algo, n, mode, weights), pairs in sorted(groups.items()):
-        print(f"  {algo:<16} N={n:<3} {mode:<6} {weights:<9} {geomean([a for a, _ in pairs]):.2f} -> "
+    for (algo, precision, layout, n, mode, weights), pairs in sorted(groups.items()):
+        print(f"  {algo:<16} {precision:<4} {layout:<6} N={n:<3} {mode:<6} {weights:<9} "
+              f"{geomean([a for a, _ in pairs]):.2f} -> "
               f"{geomean([b for _, b in pairs]):.2f} ({len(pairs)} rows)")
     print(f"\nour time: {len(common) - slower} of {len(common)} rows within {NOISE:.0%} of the old time")
     print(f"ratio to cuDNN: {len(common) - outside} of {len(common)} rows within noise ({NOISE:.0%} or the measured "

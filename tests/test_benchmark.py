@@ -84,6 +84,14 @@ def test_compare_reruns_a_result_file_and_reports_old_against_new(tmp_path, caps
     assert {k[0] for k in common} == {"S1"} and {k[4] for k in common} == {"direct", "gemm"}
     assert "rows within noise" in capsys.readouterr().out
     assert not compare.within_noise(dict(ratio=1.0), dict(ratio=0.8, ratio_min=0.78, ratio_max=0.82))
+    # Rows of several precisions and layouts stay apart and re-run at their own precision and layout.
+    bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup", "0", "--rounds", "3",
+                "--mode", "fwd", "--weights", "frozen", "--algorithms", "cudnn,gemm", "--precision", "fp32,bf16",
+                "--layout", "nchw,nhwc", "--out-dir", str(tmp_path), "--tag", "prec"])
+    common, outside = compare.main([str(tmp_path / "prec.json"), "--against", str(tmp_path / "prec.json")])
+    assert len(common) == 12 and outside == 0
+    common, _ = compare.main([str(tmp_path / "prec.json"), "--layers", "S1", "--rounds", "3", "--reps", "1"])
+    assert {(k[5], k[6]) for k in common} == {("fp32", "nchw"), ("fp32", "nhwc"), ("bf16", "nchw"), ("bf16", "nhwc")}
     assert compare.within_noise(dict(ratio=1.0), dict(ratio=0.8, ratio_min=0.7, ratio_max=1.05))
 
 
