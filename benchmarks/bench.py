@@ -3,7 +3,7 @@
     python benchmarks/bench.py --suite resnet,yolo --batch 1,32 --mode fwd,fwdbwd
     python benchmarks/bench.py --suite big --algorithms cudnn,direct --mode fwd
     python benchmarks/bench.py --suite smoke          # CPU smoke run, a few seconds
-    python benchmarks/bench.py --precision fp16,bf16 --layout nhwc --algorithms cudnn,gemm --tag resnet-yolo-tc
+    python benchmarks/bench.py --precision fp16,bf16 --layout nhwc --algorithms cudnn,gemm   # merged in place
 
 Protocol (torchconv.timing): per layer, batch and mode, cuDNN and every algorithm are timed
 interleaved -- --rounds rounds of back-to-back calls each (--reps, more for fast layers: --min-round-ms), the
@@ -30,7 +30,8 @@ layers up to --full-reference-max-flops; larger layers are checked whole against
 "reference" and "errors").
 
 Results go to --out-dir as JSON ({"meta": {...}, "rows": [...]}) and Markdown, named by --tag
-(default: the suites and the GPU), rewritten in place.
+(default: the suites and the GPU), rewritten in place: the run's rows replace the file's rows of the
+same suite, precision, layout, batch, mode and weights, and the others stay (merge_results.py).
 """
 import argparse
 import datetime
@@ -46,6 +47,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
+from merge_results import merge_rows  # noqa: E402
 from suites import SUITES  # noqa: E402
 from torchconv.timing import SPREAD_FLAG, interleaved, time_ms  # noqa: E402
 
@@ -492,11 +494,12 @@ def main(argv=None):
 
     os.makedirs(args.out_dir, exist_ok=True)
     stem = args.tag or f"{'-'.join(suites)}-{gpu_slug(meta)}"
-    with open(os.path.join(args.out_dir, stem + ".json"), "w") as f:
-        json.dump({"meta": meta, "argv": sys.argv[1:] if argv is None else list(argv), "rows": rows,
-                   "profile": profiles or None}, f, indent=1)
-    write_markdown(os.path.join(args.out_dir, stem + ".md"), meta, rows, profiles)
-    print(f"wrote {os.path.join(args.out_dir, stem)}.json/.md ({len(rows)} rows)")
+    # The file is rewritten in place: this run's rows replace those of the same suite, precision,
+    # layout, batch, mode and weights; rows of other precisions or batches stay (merge_results.py).
+    merged = merge_rows(os.path.join(args.out_dir, stem + ".json"), meta, rows,
+                        lambda path, m, r: write_markdown(path, m, r, profiles),
+                        {"argv": sys.argv[1:] if argv is None else list(argv), "profile": profiles or None})
+    print(f"wrote {os.path.join(args.out_dir, stem)}.json/.md ({len(rows)} rows of {len(merged)})")
     return rows
 
 

@@ -4,7 +4,7 @@ modes, weights and algorithms, cuDNN timed alongside) and print old against new,
 
     python benchmarks/compare.py benchmarks/results/resnet-yolo-h100.json --layers R2,R11
     python benchmarks/compare.py OLD.json --against benchmarks/results/resnet-yolo-h100.json
-    python benchmarks/compare.py benchmarks/results/resnet-yolo-tc-h100.json --layers Y8   # every precision/layout
+    python benchmarks/compare.py benchmarks/results/resnet-yolo-h100.json --layers Y8   # every precision/layout
 
 Two things are compared per row: our time (old ms against new ms: did our kernels change?) and
 the ratio to cuDNN (which also moves with cuDNN's own time, whose choice of kernel under

@@ -1,26 +1,76 @@
-"""Merges bench.py result files of one suite run in several invocations (different batches,
-precisions or layouts) into one file, JSON and Markdown:
+"""Merges new result rows into a suite's current result file, rewritten in place (JSON and
+Markdown): rows of the target whose group -- suite, precision, layout, batch, mode (and weights) --
+appears among the new rows are replaced by them; the others stay. Each row keeps the date of the
+run that produced it. Bench files (bench.py) and model files (models.py, examples/resnet50.py) both
+merge this way:
 
-    python benchmarks/merge_results.py results/resnet-yolo-tc-h100.json a.json b.json ...
+    python benchmarks/merge_results.py benchmarks/results/resnet-yolo-h100.json new-fp16.json new-tf32.json
+    python benchmarks/merge_results.py benchmarks/results/models-h100.json resnet50-precision.json --skip-precision fp32
 """
+import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import write_markdown  # noqa: E402
 
 
-def merge(out_path, paths):
-    parts = [json.load(open(p)) for p in paths]
-    merged = {"meta": parts[0]["meta"], "argv": [p["argv"] for p in parts],
-              "rows": [r for p in parts for r in p["rows"]], "profile": None}
-    with open(out_path, "w") as f:
-        json.dump(merged, f, indent=1)
-    write_markdown(os.path.splitext(out_path)[0] + ".md", merged["meta"], merged["rows"], {})
-    return merged
+def group(row):
+    return (row.get("suite"), row.get("precision", "fp32"), row.get("layout", "nchw"), row["N"], row["mode"],
+            row.get("weights"))
+
+
+def load_rows(path):
+    with open(path) as f:
+        data = json.load(f)
+    date = data.get("meta", {}).get("date")
+    for r in data["rows"]:
+        r.setdefault("date", date)
+    return data
+
+
+def merge_rows(target, meta, new_rows, write_markdown, extra=None):
+    """Rewrites `target` (JSON, created when missing) and its Markdown twin with `new_rows` merged
+    in; `meta` (and `extra` top-level fields, e.g. argv) describe the newest run. Returns the rows."""
+    old = load_rows(target) if os.path.exists(target) else {"meta": {}, "rows": []}
+    for r in new_rows:
+        r.setdefault("date", meta.get("date"))
+    replaced = {group(r) for r in new_rows}
+    rows = [r for r in old["rows"] if group(r) not in replaced] + list(new_rows)
+    meta = dict(meta)
+    meta["runs"] = sorted({r["date"] for r in rows if r.get("date")})
+    with open(target, "w") as f:
+        json.dump({"meta": meta, **(extra or {}), "rows": rows}, f, indent=1)
+    write_markdown(os.path.splitext(target)[0] + ".md", meta, rows)
+    return rows
+
+
+def merge(target, sources, skip_precisions=()):
+    """merge_rows with the rows of result files `sources` (bench or model files)."""
+    meta, new_rows = {}, []
+    for path in sources:
+        data = load_rows(path)
+        meta = data["meta"]
+        new_rows += [r for r in data["rows"] if r.get("precision", "fp32") not in skip_precisions]
+    if all(r.get("layer") == "model" for r in new_rows):
+        from models import write_markdown
+    else:
+        from bench import write_markdown as bench_markdown
+
+        def write_markdown(path, meta, rows):
+            bench_markdown(path, meta, rows, {})
+    return merge_rows(target, meta, new_rows, write_markdown)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target")
+    p.add_argument("sources", nargs="+")
+    p.add_argument("--skip-precision", default="", help="comma list of precisions whose new rows are left out")
+    args = p.parse_args(argv)
+    rows = merge(args.target, args.sources, tuple(s for s in args.skip_precision.split(",") if s))
+    print(f"wrote {args.target} ({len(rows)} rows) from {len(args.sources)} files")
 
 
 if __name__ == "__main__":
-    merge(sys.argv[1], sys.argv[2:])
-    print(f"wrote {sys.argv[1]} from {len(sys.argv) - 2} files")
+    main()

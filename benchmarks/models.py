@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
+from merge_results import merge_rows  # noqa: E402
 from bench import environment, gpu_slug  # noqa: E402
 from torchconv.timing import compare  # noqa: E402
 
@@ -215,17 +216,20 @@ def write_zoo_markdown(path, meta, rows):
 def write_markdown(path, meta, rows):
     lines = [f"# Models end to end — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}. torchvision models "
-             "with random weights, FP32; cudnn = cuDNN FP32 (TF32 off, cudnn.benchmark on); auto = every conv a "
-             "torchconv.Conv2d in benchmark mode. ratio = cuDNN ms / ms, median over interleaved rounds [min-max].",
-             "", "| model | mode | N | torchconv ms | cuDNN ms | ratio [min-max] | logits rel err | algorithms |",
-             "|---|---|---|---|---|---|---|---|"]
+             "with random weights; cudnn = cuDNN at the row's precision (cudnn.benchmark on; fp32 = TF32 off, tf32 = "
+             "TF32 allowed, amp-* = torch.autocast with channels_last); auto = every conv a torchconv.Conv2d in "
+             "benchmark mode. ratio = cuDNN ms / ms, median over interleaved rounds [min-max].",
+             "", "| model | precision | layout | mode | N | torchconv ms | cuDNN ms | ratio [min-max] | logits rel err | "
+             "algorithms |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["algorithm"] != "auto":
             continue
-        algos = ", ".join(f"{k} {v}" for k, v in sorted(r["algorithms"].items()))
-        lines.append(f"| {r['suite']} | {r['mode']} | {r['N']} | {r['ms']:.3f} | {r['cudnn_ms']:.3f} | "
-                     f"{r['ratio']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]{'!' if r['spread_flag'] else ''} | "
-                     f"{r['rel_err']:.1e} | {algos} |")
+        algos = ", ".join(f"{k} {v}" for k, v in sorted((r.get("algorithms") or {}).items())) or "-"
+        spread = (f" [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]{'!' if r.get('spread_flag') else ''}"
+                  if "ratio_min" in r else "")
+        err = f"{r['rel_err']:.1e}" if r.get("rel_err") is not None else "-"
+        lines.append(f"| {r['suite']} | {r.get('precision', 'fp32')} | {r.get('layout', 'nchw')} | {r['mode']} | {r['N']} | "
+                     f"{r['ms']:.3f} | {r['cudnn_ms']:.3f} | {r['ratio']:.2f}{spread} | {err} | {algos} |")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -249,9 +253,13 @@ def main(argv=None):
     torchconv.set_benchmark(False)
     os.makedirs(args.out_dir, exist_ok=True)
     stem = os.path.join(args.out_dir, args.tag or f"{stem}-{gpu_slug(meta)}")
-    with open(stem + ".json", "w") as f:
-        json.dump({"meta": meta, "argv": sys.argv[1:] if argv is None else list(argv), "rows": rows}, f, indent=1)
-    write(stem + ".md", meta, rows)
+    extra = {"argv": sys.argv[1:] if argv is None else list(argv)}
+    if args.zoo:
+        with open(stem + ".json", "w") as f:
+            json.dump({"meta": meta, **extra, "rows": rows}, f, indent=1)
+        write(stem + ".md", meta, rows)
+    else:  # rewritten in place: rows of other models, precisions or batches stay (merge_results.py)
+        merge_rows(stem + ".json", meta, rows, write, extra)
     print(f"wrote {stem}.json/.md ({len(rows)} rows)")
     return rows
 

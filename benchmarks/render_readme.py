@@ -42,8 +42,12 @@ def source(name, data):
             f"{m['date'][:10]})")
 
 
+def is_fp32(row):
+    return row.get("precision", "fp32") == "fp32" and row.get("layout", "nchw") == "nchw"
+
+
 def suite_table(name, data):
-    rows = [r for r in data["rows"] if r["algorithm"] in ALGORITHMS]
+    rows = [r for r in data["rows"] if r["algorithm"] in ALGORITHMS and is_fp32(r)]
     suites = sorted({r["suite"] for r in rows})
     layers = len({r["layer"] for r in rows})
     head = " | ".join(f"{m} N={n}" + (" (trainable weights)" if m == "fwd" and w == "trainable" else "")
@@ -119,7 +123,9 @@ def depthwise_table(name, data):
 
 
 def tensor_core_table(name, data):
-    rows = [r for r in data["rows"] if r["algorithm"] == "gemm"]
+    rows = [r for r in data["rows"] if r["algorithm"] == "gemm" and not is_fp32(r)]
+    if not rows:
+        return []
     keys = sorted({(r["precision"], r["layout"], r["N"], r["mode"]) for r in rows},
                   key=lambda k: (k[0] == "tf32", k[0], k[2] == 1, k[3]))
     lines = [f"Tensor-core precisions on the resnet + yolo layers: the `gemm` algorithm against cuDNN at the same "
@@ -146,13 +152,14 @@ def tensor_core_table(name, data):
 
 
 def precision_models_table(name, data):
+    rows = [r for r in data["rows"] if r["suite"] == "resnet50" and r["algorithm"] == "auto"]
+    if all(is_fp32(r) for r in rows):
+        return []
     lines = [f"torchvision ResNet-50 (random weights) per precision, every convolution `auto` in benchmark mode, "
-             f"against cuDNN at the same setting (`examples/resnet50.py`; amp = `torch.autocast` with the model and "
-             f"input in channels_last). From {source(name, data)}.", "",
+             f"against cuDNN at the same setting (fp32 rows: `benchmarks/models.py`; the others: `examples/resnet50.py`; "
+             f"amp = `torch.autocast` with the model and input in channels_last). From {source(name, data)}.", "",
              "| precision | layout | N | mode | torchconv ms | cuDNN ms | ratio |", "|---|---|---|---|---|---|---|"]
-    for r in data["rows"]:
-        if r["algorithm"] != "auto":
-            continue
+    for r in rows:
         mode = "inference" if r["mode"] == "fwd" else "training step"
         lines.append(f"| {r['precision']} | {r['layout']} | {r['N']} | {mode} | {r['ms']:.2f} | {r['cudnn_ms']:.2f} | "
                      f"{r['ratio']:.2f}x |")
@@ -165,7 +172,7 @@ def models_table(name, data):
              "| model | N | mode | torchconv ms | cuDNN ms | ratio [min-max] | logits rel. error |",
              "|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
-        if r["algorithm"] != "auto":
+        if r["algorithm"] != "auto" or not is_fp32(r):
             continue
         mode = "inference" if r["mode"] == "fwd" else "training step"
         lines.append(f"| {r['suite']} | {r['N']} | {mode} | {r['ms']:.2f} | {r['cudnn_ms']:.2f} | {r['ratio']:.2f}x "
@@ -191,12 +198,13 @@ def zoo_table(name, data):
 
 def render():
     parts = []
-    for suite, table in (("resnet-yolo", suite_table), ("resnet-yolo-tc", tensor_core_table),
-                         ("resnet50-precision", precision_models_table), ("big", big_table),
-                         ("depthwise", depthwise_table), ("models", models_table), ("zoo", zoo_table)):
+    for suite, table in (("resnet-yolo", suite_table), ("resnet-yolo", tensor_core_table), ("big", big_table),
+                         ("depthwise", depthwise_table), ("models", models_table), ("models", precision_models_table),
+                         ("zoo", zoo_table)):
         name, data = load(suite)
-        if data is not None:
-            parts += table(name, data) + [""]
+        lines = table(name, data) if data is not None else []
+        if lines:
+            parts += lines + [""]
     if not parts:
         parts = ["No result files yet: run the benchmarks (below) and then this script.", ""]
     return "\n".join([BEGIN, ""] + parts + [END])

@@ -102,8 +102,9 @@ def main(argv=None):
         print("loaded %d cached choices (%d ignored)" % torchconv.load_cache(args.load_cache))
     rows = []
 
-    def row(precision, layout, batch, mode, algorithm, ms, ref_ms, err=None):
-        r = dict(suite="resnet50", layer="model", N=batch, C=3, K=1000, H=args.image, W=args.image, R=None, S=None,
+    def row(precision, layout, batch, mode, algorithm, ms, ref_ms, err=None, timed=None):
+        spread = {k: timed[k] for k in ("ratio_min", "ratio_max", "spread_flag")} if timed and algorithm == "auto" else {}
+        r = dict(**spread, suite="resnet50", layer="model", N=batch, C=3, K=1000, H=args.image, W=args.image, R=None, S=None,
                  stride=None, padding=None, groups=None, dilation=None, algorithm=algorithm,
                  config="benchmark" if algorithm == "auto" and not args.no_benchmark else "default", mode=mode,
                  precision=precision, layout=layout, dtype="float32", ms=ms, tflops=None, cudnn_ms=ref_ms,
@@ -134,7 +135,7 @@ def main(argv=None):
             err, ref_err = rel_err(out, exact), rel_err(ref_out, exact)
             print(f"  {precision} N={batch}: logits rel err vs float64 model: ours {err:.1e}, cuDNN {ref_err:.1e}")
             row(precision, layout, batch, "fwd", "cudnn", timed["reference_ms"], timed["reference_ms"], ref_err)
-            row(precision, layout, batch, "fwd", "auto", timed["ms"], timed["reference_ms"], err)
+            row(precision, layout, batch, "fwd", "auto", timed["ms"], timed["reference_ms"], err, timed)
 
         if args.train_batch:
             batch = args.train_batch
@@ -160,7 +161,7 @@ def main(argv=None):
             timed = compare(lambda: step(our_train, our_opt), lambda: step(ref_train, ref_opt), device, rounds=5,
                             reps=max(1, args.reps // 5), warmup=args.warmup)
             row(precision, layout, batch, "train", "cudnn", timed["reference_ms"], timed["reference_ms"])
-            row(precision, layout, batch, "train", "auto", timed["ms"], timed["reference_ms"], err)
+            row(precision, layout, batch, "train", "auto", timed["ms"], timed["reference_ms"], err, timed)
 
     explained = []
     if args.explain_batch:

@@ -61,6 +61,22 @@ def test_precision_and_layout_rows(tmp_path):
     assert "| smoke | bf16 | nhwc |" in md
 
 
+def test_result_file_is_rewritten_in_place(tmp_path):
+    """A run replaces the rows of the precisions, layouts, batches and modes it ran; the others stay."""
+    run = lambda *extra: bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup",  # noqa: E731
+                                     "0", "--mode", "fwd", "--weights", "frozen", "--algorithms", "cudnn,gemm",
+                                     "--out-dir", str(tmp_path), "--tag", "suite", *extra])
+    rows = lambda: json.loads((tmp_path / "suite.json").read_text())["rows"]  # noqa: E731
+    run()
+    first = len(rows())
+    run("--precision", "bf16", "--layout", "nhwc")
+    assert len(rows()) == 2 * first
+    run()
+    assert len(rows()) == 2 * first
+    assert {(r["precision"], r["layout"]) for r in rows()} == {("fp32", "nchw"), ("bf16", "nhwc")}
+    assert all(r.get("date") for r in rows())
+
+
 def test_variant_spec_stages_and_workspace_columns(tmp_path):
     bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup", "0", "--mode", "fwd",
                 "--algorithms", "cudnn,winograd:staged", "--stages", "--out-dir", str(tmp_path), "--tag", "stages"])
