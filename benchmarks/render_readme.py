@@ -127,7 +127,7 @@ def tensor_core_table(name, data):
     if not rows:
         return []
     keys = sorted({(r["precision"], r["layout"], r["N"], r["mode"]) for r in rows},
-                  key=lambda k: (k[0] == "tf32", k[0], k[2] == 1, k[3]))
+                  key=lambda k: (k[0] == "tf32", k[0], k[2] == 1, k[3], k[1]))
     lines = [f"Tensor-core precisions on the resnet + yolo layers: the `gemm` algorithm against cuDNN at the same "
              f"precision and memory format in the same process (`cudnn.benchmark` on; fp16 / bf16 inputs, weights "
              f"and outputs; tf32 = float32 with `torch.backends.cudnn.allow_tf32` on for both). Geomean of the ratio "

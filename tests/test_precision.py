@@ -6,8 +6,8 @@
   (filters per group, for grad_input and grad_weight) are a multiple of 8, or the layer is ungrouped
   (an RGB stem runs on zero-padded channels); every other kernel computes them in float32.
 - float32 follows torch.backends.cudnn.allow_tf32: on, the CUDA GEMM runs TF32 tensor cores (channels
-  per group a multiple of 4, or ungrouped) for forward and grad_input; off, IEEE FP32 (every other
-  test in this suite runs with it off).
+  per group a multiple of 4, or ungrouped) for forward and grad_input -- on Hopper the wgmma kernel,
+  which reads NCHW float32 as it is; off, IEEE FP32 (every other test in this suite runs with it off).
 - Outputs and gradients come back in the memory format PyTorch's convolution returns: channels_last
   when the input or the weight is.
 - torch.autocast casts the operators' inputs as it casts aten::conv2d's.
@@ -176,6 +176,91 @@ def test_autocast_model_with_float32_weights(device, dtype):
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
     exact = reference.double()(x.double())
     assert rel_err(y, exact) <= allowed_error(rel_err(y_ref, exact), dtype)
+
+
+# Two chunks of 32 float32 channels per tap (the second partial) and two tiles of filters.
+TF32_SHAPES = SHAPES + [(2, 40, 136, 9, 11, 3, 3, 1, 1, 1, 1)]
+
+
+def check_gemm_forward_and_grad_input(x, w, b, kw):
+    """The GEMM's output and grad_input against float64, within 2x of PyTorch's (cuDNN's) error at the
+    same precision (TF32 as the switch is set); returns the output and the forward and backward plans."""
+    x = x.detach().requires_grad_(True)
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    forward_plan = torchconv.last_choice()
+    gy = torch.randn_like(y)
+    (gx,) = torch.autograd.grad(y, (x,), gy)
+    backward_plan = torchconv.last_choice()
+    xr = x.detach().requires_grad_(True)
+    yr = F.conv2d(xr, w, b, **kw)
+    (gxr,) = torch.autograd.grad(yr, (xr,), gy)
+    x64 = x.detach().double().requires_grad_(True)
+    y64 = F.conv2d(x64, w.double(), b.double(), **kw)
+    (gx64,) = torch.autograd.grad(y64, (x64,), gy.double())
+    for name, ours, theirs, ref in (("output", y, yr, y64), ("grad_input", gx, gxr, gx64)):
+        err, their_err = rel_err(ours, ref), rel_err(theirs, ref)
+        assert err <= allowed_error(their_err, x.dtype), f"{name}: error {err:.2e}, PyTorch's {their_err:.2e}"
+    return y, forward_plan, backward_plan
+
+
+def hopper():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+# The wgmma config rule at its edges (Hopper), as (shape, forward config per precision):
+# - grids too small for the GPU even with small tiles, long reductions: TF32 splits the reduction
+#   across blocks of large (medium) tiles, FP32 sums added in a fixed order; float16 / bfloat16 run
+#   the tiny tile. Two filter tiles, the second partial; groups; stride 2 with 64 filters (medium);
+# - more than 128 filters and at least two waves of 128 x 256 tiles: the wide tile (one partial).
+SPLIT = {"tf32": r"wgmma-(large|medium)/splits=([2-9]|\d\d+)$", "fp16": r"wgmma-tiny/splits=1$",
+         "bf16": r"wgmma-tiny/splits=1$"}
+WIDE = {p: r"wgmma-wide/splits=1$" for p in ("tf32", "fp16", "bf16")}
+GRID_CASES = [
+    ((2, 512, 136, 7, 5, 3, 3, 1, 1, 1, 1), SPLIT),
+    ((2, 256, 256, 5, 6, 3, 3, 1, 1, 1, 2), SPLIT),
+    ((1, 256, 64, 9, 8, 3, 3, 2, 1, 1, 1), SPLIT),
+    ((2, 16, 136, 136, 136, 3, 3, 1, 1, 1, 1), WIDE),
+]
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
+@pytest.mark.parametrize("case", GRID_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_config_rule(device, case, precision, channels_last):
+    shape, expected = case
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
+    x, w, b, kw = make_case(shape, device, dtype, channels_last)
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    y, forward_plan, _ = check_gemm_forward_and_grad_input(x, w, b, kw)
+    if hopper():
+        assert re.match("forward:" + expected[precision], forward_plan), forward_plan
+    # The same bits every call: split sums are added in a fixed order.
+    assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])
+@pytest.mark.parametrize("shape", TF32_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("device", [CUDA])
+def test_tf32_forward_and_grad_input(device, shape, layout):
+    """With TF32 allowed, float32 forward and grad_input run the GEMM's tensor cores wherever channels
+    (filters, for grad_input) per group are a multiple of 4 or the layer is ungrouped: wgmma on
+    Hopper, which reads an NCHW input or grad_output as it is (any channel count), other layouts
+    through a channels_last copy. Error within 2x of cuDNN's at TF32; grad_weight stays IEEE FP32."""
+    n, c, k, h, w_, r, s, stride, padding, dilation, groups = shape
+    x, w, b, kw = make_case(shape, device, torch.float32, channels_last=layout == "nhwc")
+    if layout == "strided":  # neither format: the copy path
+        x = torch.cat([x, x], dim=3)[..., ::2]
+    torch.backends.cudnn.allow_tf32 = True
+    y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+    assert y.is_contiguous(memory_format=torch.channels_last if layout == "nhwc" else torch.contiguous_format)
+    if groups == 1 or (c // groups) % 4 == 0:
+        assert re.match(r"forward:(tc|wgmma)-", forward_plan)
+        assert not hopper() or forward_plan.startswith("forward:wgmma-")
+    else:
+        assert not TENSOR_CORE_PLAN.search(forward_plan)
+    if (k // groups) % 4 == 0:
+        assert re.search(r"grad_input:(tc|wgmma)-", backward_plan)
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])

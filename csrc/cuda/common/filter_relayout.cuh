@@ -12,19 +12,28 @@
 namespace torchconv {
 namespace cuda {
 
-// out[e] = w[map.src(e)] for e < total, or zero where map.src(e) < 0 (padding).
-template <typename T, typename Map>
-__global__ void relayout_filter_kernel(const T* __restrict__ w, T* __restrict__ out, int64_t total, Map map) {
+// Each element copied as it is.
+struct SameValue {
+  template <typename T>
+  __device__ T operator()(T v) const {
+    return v;
+  }
+};
+
+// out[e] = value(w[map.src(e)]) for e < total, or zero where map.src(e) < 0 (padding).
+template <typename T, typename Map, typename Value>
+__global__ void relayout_filter_kernel(const T* __restrict__ w, T* __restrict__ out, int64_t total, Map map, Value value) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t src = map.src(e);
-    out[e] = src >= 0 ? w[src] : T(0);
+    out[e] = src >= 0 ? value(w[src]) : T(0);
   }
 }
 
-template <typename T, typename Map>
-void relayout_filter(const T* w, T* out, int64_t total, const Map& map) {
+template <typename T, typename Map, typename Value = SameValue>
+void relayout_filter(const T* w, T* out, int64_t total, const Map& map, Value value = Value{}) {
   if (total == 0) return;
-  relayout_filter_kernel<T, Map><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w, out, total, map);
+  relayout_filter_kernel<T, Map, Value>
+      <<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w, out, total, map, value);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

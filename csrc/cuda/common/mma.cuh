@@ -41,6 +41,13 @@ __device__ __forceinline__ uint32_t to_tf32(uint32_t bits) {
   return out;
 }
 
+__device__ __forceinline__ float round_to_tf32(float v) { return __uint_as_float(to_tf32(__float_as_uint(v))); }
+
+// A float32 filter re-laid for the TF32 kernels is stored rounded once (relayout_filter's value).
+struct Tf32Rounding {
+  __device__ float operator()(float v) const { return round_to_tf32(v); }
+};
+
 // The MMA of one k-step for element type T (float means TF32): d += a * b, FP32 accumulators.
 template <typename T>
 struct WarpMma;

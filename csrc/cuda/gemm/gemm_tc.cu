@@ -1,9 +1,11 @@
 // The GEMM's tensor-core path, host side (kernels: tc_kernels.cuh): float16 / bfloat16, and float32
 // as TF32 when PyTorch's cuDNN TF32 switch is on. Forward and every grad_input phase run the same
 // implicit-GEMM kernel on channels_last data; an NCHW input or grad_output is first copied to
-// channels_last (the kernel's loads are 16-byte runs of channels), and the output is written
-// straight into the memory format PyTorch returns (conv_memory_format).
+// channels_last (the kernel's loads are 16-byte runs of channels) except in TF32 on Hopper, where the
+// wgmma kernel gathers an NCHW float32 source itself; the output is written straight into the
+// memory format PyTorch returns (conv_memory_format).
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
@@ -29,25 +31,30 @@ namespace {
 using TcLarge = TcTileConfig<128, 128, 64, 2, 4, 4, 2>;
 using TcMedium = TcTileConfig<128, 64, 64, 2, 2, 4, 3>;
 using TcSmall = TcTileConfig<64, 64, 64, 2, 2, 4, 4>;
-// wgmma (float16 / bfloat16 on sm_90a): positions x channels, stages, blocks per SM:
+// wgmma (float16 / bfloat16 / TF32 on sm_90a): positions x channels, stages, blocks per SM:
+//   wide   128 x 256, 2 warpgroups, 4 stages (one block per SM): groups with > 128 destination
+//          channels and grids of at least two waves -- the compute-bound layers: half the shared
+//          memory traffic per MMA of large, and two chunks loading ahead of the MMAs;
 //   large  128 x 128, 2 warpgroups, 3 stages (two blocks per SM);
 //   medium 128 x 64, 2 warpgroups, 3 stages (three blocks per SM): groups with <= 64 destination
 //          channels;
-//   small  64 x 128, 1 warpgroup, 3 stages (three blocks per SM): grids that would not fill the GPU
-//          with the larger tiles;
-//   tiny   64 x 64, 1 warpgroup, 3 stages: grids that would not fill the GPU even with small tiles
-//          (late layers: few positions, long reductions).
+//   small  64 x 128, 1 warpgroup: grids that would not fill the GPU with the larger tiles;
+//   tiny   64 x 64, 1 warpgroup: grids that would not fill the GPU even with small tiles (late
+//          layers: few positions, long reductions).
+// The rule gives small and tiny at most two blocks per SM, so they spend the shared memory on stages
+// instead (4 and 6: 2 and 4 chunks loading ahead of the MMAs): with so few blocks per SM the chunk
+// loads' latency, not the MMAs, sets their pace.
+using WgmmaWide = WgmmaTileConfig<128, 256, 4, 1>;
 using WgmmaLarge = WgmmaTileConfig<128, 128, 3, 2>;
 using WgmmaMedium = WgmmaTileConfig<128, 64, 3, 3>;
-using WgmmaSmall = WgmmaTileConfig<64, 128, 3, 3>;
-using WgmmaTiny = WgmmaTileConfig<64, 64, 3, 4>;
+using WgmmaSmall = WgmmaTileConfig<64, 128, 4, 2>;
+using WgmmaTiny = WgmmaTileConfig<64, 64, 6, 2>;
 #if defined(TORCHCONV_WGMMA)
 constexpr bool kWgmmaCompiled = true;  // setup.py built the sm_90a target
 #else
 constexpr bool kWgmmaCompiled = false;
 #endif
-constexpr int kTcRowPad = 128;   // Wt's destination channels are padded for the widest tile
-constexpr int kWtRowBytes = 128;  // and each tap's channels to the widest chunk
+constexpr int kWtRowBytes = 128;  // Wt's taps hold their channels padded to the widest chunk
 
 int vector_elems(at::ScalarType dtype) { return dtype == at::kFloat ? 4 : 8; }
 
@@ -64,7 +71,8 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   cv.tap_shift = words <= 1 ? 0 : words <= 2 ? 1 : 2;
   cv.red_pad = cv.packed ? vec << cv.tap_shift : round_up(std::max(cv.reduced, 1), kWtRowBytes / elem);
   cv.wt_row = round_up(map.R * map.S * cv.red_pad, kWtRowBytes / elem);
-  cv.n_pad = round_up(std::max(cv.outputs, 1), kTcRowPad);
+  // Wt's destination channels are padded for the widest tile the rule may pick (wide: > 128 channels).
+  cv.n_pad = round_up(std::max(cv.outputs, 1), cv.outputs > 128 ? 256 : 128);
   cv.col_plane = map.col_H * map.col_W;
   cv.rows = int64_t(map.N) * cv.col_plane;
   cv.src_image = int64_t(map.src_H) * map.src_W * map.src_C;
@@ -79,34 +87,60 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
     auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
-    // Copied as bits: zero is all-zero bits in every element type.
-    using Bits = std::conditional_t<sizeof(T) == 2, uint16_t, float>;
-    relayout_filter(reinterpret_cast<const Bits*>(w.const_data_ptr()), reinterpret_cast<Bits*>(wt.mutable_data_ptr()),
-                    wt.numel(), TcWeightMap{int(weight.size(2)), int(weight.size(3)), cv, wt.numel() < (int64_t(1) << 31)});
+    // 16-bit types copied as bits: zero is all-zero bits.
+    const TcWeightMap map{int(weight.size(2)), int(weight.size(3)), cv, wt.numel() < (int64_t(1) << 31)};
+    if constexpr (std::is_same_v<T, float>) {  // stored rounded to TF32: the kernels read it as is
+      relayout_filter(w.const_data_ptr<float>(), wt.mutable_data_ptr<float>(), wt.numel(), map, Tf32Rounding{});
+    } else {
+      relayout_filter(reinterpret_cast<const uint16_t*>(w.const_data_ptr()),
+                      reinterpret_cast<uint16_t*>(wt.mutable_data_ptr()), wt.numel(), map);
+    }
     return wt;
   });
 }
 
 constexpr const char* kTcConfigNames[] = {"tc-large", "tc-medium", "tc-small"};
-constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny"};
+constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide"};
 
+// Chunks of `chunk_bytes` in the whole reduction of `cv` (elements of `elem` bytes).
+int reduction_chunks(const TcConv& cv, int elem, int chunk_bytes) {
+  if (cv.packed) return int(ceil_div((int64_t(cv.R) * cv.S * 16) << cv.tap_shift, chunk_bytes));
+  return cv.R * cv.S * int(ceil_div(int64_t(std::max(cv.reduced, 1)) * elem, chunk_bytes));
+}
+
+// `splits` > 1 (wgmma only, TF32): the reduction is split across blockIdx.y and summed by
+// tc_split_finish_kernel.
 template <typename T, typename Cfg, typename Kernel>
-void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, const char* name) {
+void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, const char* name, int splits = 1) {
   TcConvArgs<T> args = args_in;
   // The config's chunk: only chunks that hold channels run (Wt is padded for the widest one).
   TcConv& cv = args.cv;
   cv.chunks_per_tap = int(ceil_div(int64_t(std::max(cv.reduced, 1)) * int64_t(sizeof(T)), Cfg::kBKBytes));
-  cv.chunks = cv.packed ? int(ceil_div((int64_t(cv.R) * cv.S * 16) << cv.tap_shift, Cfg::kBKBytes))
-                        : cv.R * cv.S * cv.chunks_per_tap;
+  cv.chunks = reduction_chunks(cv, int(sizeof(T)), Cfg::kBKBytes);
+  args.chunks_per_split = int(ceil_div(cv.chunks, splits));
+  splits = int(ceil_div(cv.chunks, args.chunks_per_split));  // none empty
   args.m_tiles = int(ceil_div(args.cv.rows, Cfg::kBM));
   args.n_tiles = int(ceil_div(args.cv.outputs, Cfg::kBN));
   const int64_t blocks = int64_t(args.m_tiles) * args.n_tiles * args.cv.groups;
   check_grid(blocks, "conv2d_gemm");
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
-  record_last_choice(pass, name, 1);
-  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(args);
+  record_last_choice(pass, name, splits);
+  at::Tensor partial;
+  if (splits > 1) {
+    partial = at::empty({int64_t(splits) * cv.rows * cv.groups * cv.outputs},
+                        at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device()));
+    record_workspace_bytes(partial.numel() * int64_t(sizeof(float)));
+    args.partial = partial.mutable_data_ptr<float>();
+  }
+  kernel<<<dim3(unsigned(blocks), unsigned(splits)), Cfg::kThreads, smem, current_stream()>>>(args);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (splits > 1) {
+    const int64_t total = cv.rows * cv.groups * cv.outputs;
+    tc_split_finish_kernel<T><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(args.partial, splits,
+                                                                                            args.bias, args.out, cv);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
 }
 
 // Whether the current device runs the wgmma kernels (compiled for sm_90a: compute capability 9.0).
@@ -116,45 +150,86 @@ bool wgmma_device() {
          device_attribute<cudaDevAttrComputeCapabilityMinor>() == 0;
 }
 
-// The config rule: the largest tile whose grid still fills the GPU; wgmma for float16 / bfloat16
-// on Hopper, mma.sync otherwise (TF32, other GPUs).
-template <typename T>
-void run_tc(const TcConvArgs<T>& args, const char* pass) {
+// The config rule: the largest tile whose grid still fills the GPU; wgmma on Hopper, mma.sync
+// otherwise. `nchw_source`: the source is float32 NCHW (wgmma only, see is_nchw_source).
+// TF32 grids that would not fill the GPU even with small tiles split a long reduction across blocks
+// instead of taking the tiny tile: a TF32 chunk carries half the MMAs of a 16-bit one, so the tiny
+// tile's pace is set by its per-chunk work (wait, barrier, loads issued), while large (medium) tiles
+// with the reduction split keep four times the MMAs per chunk. Up to the blocks per SM the config
+// holds, at least kMinChunksPerSplit chunks each, the FP32 sums within the workspace limit. (For
+// float16 / bfloat16 the tiny tile with its deep pipeline is the faster of the two.)
+constexpr int kMinChunksPerSplit = 8;
+
+template <typename T, bool kNchwSource>
+void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   const TcConv& cv = args.cv;
   auto blocks = [&](int bm, int bn) { return ceil_div(cv.rows, bm) * ceil_div(cv.outputs, bn) * cv.groups; };
   const int64_t sms = sm_count();
-  if constexpr (!std::is_same_v<T, float>) {
-    if (wgmma_device()) {
-      if (cv.outputs > 64 && blocks(128, 128) >= sms)
-        return launch_tc<T, WgmmaLarge>(tc_conv_wgmma_kernel<T, WgmmaLarge>, args, pass, kWgmmaConfigNames[0]);
-      if (cv.outputs <= 64 && blocks(128, 64) >= sms)
-        return launch_tc<T, WgmmaMedium>(tc_conv_wgmma_kernel<T, WgmmaMedium>, args, pass, kWgmmaConfigNames[1]);
-      if (cv.outputs > 64 && blocks(64, 128) >= sms)
-        return launch_tc<T, WgmmaSmall>(tc_conv_wgmma_kernel<T, WgmmaSmall>, args, pass, kWgmmaConfigNames[2]);
-      return launch_tc<T, WgmmaTiny>(tc_conv_wgmma_kernel<T, WgmmaTiny>, args, pass, kWgmmaConfigNames[3]);
-    }
+  const bool wide = cv.outputs > 64;
+  if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms)
+    return launch_tc<T, WgmmaWide>(tc_conv_wgmma_kernel<T, WgmmaWide, kNchwSource>, args, pass, kWgmmaConfigNames[4]);
+  if (wide && blocks(128, 128) >= sms)
+    return launch_tc<T, WgmmaLarge>(tc_conv_wgmma_kernel<T, WgmmaLarge, kNchwSource>, args, pass, kWgmmaConfigNames[0]);
+  if (!wide && blocks(128, 64) >= sms)
+    return launch_tc<T, WgmmaMedium>(tc_conv_wgmma_kernel<T, WgmmaMedium, kNchwSource>, args, pass, kWgmmaConfigNames[1]);
+  if (wide && blocks(64, 128) >= sms)
+    return launch_tc<T, WgmmaSmall>(tc_conv_wgmma_kernel<T, WgmmaSmall, kNchwSource>, args, pass, kWgmmaConfigNames[2]);
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t base = wide ? blocks(128, 128) : blocks(128, 64);
+    const int64_t per_sm = wide ? WgmmaLarge::kMinBlocks : WgmmaMedium::kMinBlocks;
+    const int64_t split_bytes = std::max<int64_t>(cv.rows * cv.groups * cv.outputs * int64_t(sizeof(float)), 1);
+    const int64_t splits = std::min({ceil_div(per_sm * sms, base), int64_t(reduction_chunks(cv, 4, 128) / kMinChunksPerSplit),
+                                     workspace_limit_bytes() / split_bytes});
+    if (splits >= 2 && wide)
+      return launch_tc<T, WgmmaLarge>(tc_conv_wgmma_kernel<T, WgmmaLarge, kNchwSource>, args, pass,
+                                      kWgmmaConfigNames[0], int(splits));
+    if (splits >= 2)
+      return launch_tc<T, WgmmaMedium>(tc_conv_wgmma_kernel<T, WgmmaMedium, kNchwSource>, args, pass,
+                                       kWgmmaConfigNames[1], int(splits));
   }
+  return launch_tc<T, WgmmaTiny>(tc_conv_wgmma_kernel<T, WgmmaTiny, kNchwSource>, args, pass, kWgmmaConfigNames[3]);
+}
+
+template <typename T>
+void run_tc(const TcConvArgs<T>& args, const char* pass, bool nchw_source) {
+  if (wgmma_device()) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (nchw_source) return run_wgmma<T, true>(args, pass);
+    }
+    return run_wgmma<T, false>(args, pass);
+  }
+  TORCH_CHECK(!nchw_source, "conv2d_gemm: internal error: an NCHW source outside the wgmma kernel");
+  const TcConv& cv = args.cv;
+  auto blocks = [&](int bm, int bn) { return ceil_div(cv.rows, bm) * ceil_div(cv.outputs, bn) * cv.groups; };
+  const int64_t sms = sm_count();
   if (cv.outputs > 64 && blocks(128, 128) >= sms)
     return launch_tc<T, TcLarge>(tc_conv_kernel<T, TcLarge>, args, pass, kTcConfigNames[0]);
   if (blocks(128, 64) >= sms) return launch_tc<T, TcMedium>(tc_conv_kernel<T, TcMedium>, args, pass, kTcConfigNames[1]);
   return launch_tc<T, TcSmall>(tc_conv_kernel<T, TcSmall>, args, pass, kTcConfigNames[2]);
 }
 
-// `dst` = the launch `map` of `src` (channels_last) with `weight` (+ bias).
+// Whether the kernels read `t` as NCHW: float32 on the wgmma kernel (a tensor contiguous in both
+// formats reads the same either way).
+bool is_nchw_source(const at::Tensor& t) {
+  return t.scalar_type() == at::kFloat && t.is_contiguous() && wgmma_device();
+}
+
+// `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
+// (possibly with zero-padded channels), or NCHW.
 template <typename T>
 void tc_conv(const at::Tensor& src, const at::Tensor& weight, const at::Tensor& bias, const LaunchMap& map, int phase,
              at::Tensor& dst) {
   TcConvArgs<T> args{};
   args.cv = tc_launch(map, src.scalar_type(), dst);
   const at::Tensor wt = tc_weight<T>(weight, args.cv, phase);
-  // The source may hold zero-padded channels (channels_last_padded): its own stride.
+  // A channels_last source may hold zero-padded channels (channels_last_padded): its own stride.
   args.cv.src_C = int(src.size(1));
   args.cv.src_image = int64_t(map.src_H) * map.src_W * args.cv.src_C;
   args.src = reinterpret_cast<const T*>(src.const_data_ptr());
   args.wt = reinterpret_cast<const T*>(wt.const_data_ptr());
   args.bias = bias.defined() ? reinterpret_cast<const T*>(bias.const_data_ptr()) : nullptr;
   args.out = reinterpret_cast<T*>(dst.mutable_data_ptr());
-  run_tc<T>(args, map.transposed ? "grad_input" : "forward");
+  run_tc<T>(args, map.transposed ? "grad_input" : "forward", is_nchw_source(src));
 }
 
 template <typename F>
@@ -230,6 +305,14 @@ int64_t padded_channels(const ConvShape& p, at::ScalarType dtype) {
   return p.groups == 1 ? (p.C + vec - 1) / vec * vec : p.C;
 }
 
+// The source the kernels read: an NCHW float32 tensor as it is where the wgmma kernel runs (it
+// gathers NCHW itself, any channel count), a channels_last one with `channels` channels as it is,
+// otherwise a channels_last copy with its channels zero-padded to `channels`.
+at::Tensor tc_source(const at::Tensor& t, int64_t channels) {
+  if (is_nchw_source(t) || (t.is_contiguous(at::MemoryFormat::ChannelsLast) && t.size(1) == channels)) return t;
+  return channels_last_padded(t, channels);
+}
+
 }  // namespace
 
 bool uses_tensor_cores(at::ScalarType dtype) {
@@ -286,7 +369,7 @@ at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const 
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(format));
   record_workspace_bytes(0);
   if (y.numel() == 0) return y;
-  const at::Tensor x = channels_last_padded(input, padded_channels(p, input.scalar_type()));
+  const at::Tensor x = tc_source(input, padded_channels(p, input.scalar_type()));
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
@@ -300,7 +383,7 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   const at::MemoryFormat format = conv_memory_format(input, weight);
   auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
   if (gx.numel() == 0) return gx;
-  const at::Tensor gy = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor gy = tc_source(grad_output, p.K);
   const bool strided = p.stride_h > 1 || p.stride_w > 1;
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);

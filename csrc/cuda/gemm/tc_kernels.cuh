@@ -13,7 +13,10 @@
 //                         ldmatrix from rows padded by 16 bytes; float16, bfloat16 and TF32.
 //   tc_conv_wgmma_kernel  wgmma (sm_90a): each warpgroup owns 64 rows x the whole tile width and the
 //                         MMAs read the tiles from shared memory (128-byte swizzle) themselves;
-//                         float16 and bfloat16.
+//                         float16, bfloat16 and TF32. A float32 source may also be NCHW
+//                         (TcNchwLoader), which spares an NCHW call its transposed copy.
+// TF32 operands are rounded to nearest once: Wt when it is re-laid, A in shared
+// memory by the thread that copied it (wgmma would otherwise read the float32 words unrounded).
 // Wt is the filter re-laid once per weight ([group][dst][tap][c], zero-padded; cached for frozen
 // weights). A kStages-deep cp.async ring keeps kStages - 1 chunks in flight behind the MMAs. The
 // epilogue adds the bias in FP32, rounds once to T, and stages the tile in shared memory so that the
@@ -22,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
@@ -70,12 +74,16 @@ struct TcConv : LaunchMap {
 
 template <typename T>
 struct TcConvArgs {
-  const T* src;   // NHWC
+  const T* src;   // NHWC (or NCHW, see TcNchwLoader)
   const T* wt;    // [groups][n_pad][wt_row]: [taps][red_pad], zero-padded
   const T* bias;  // may be null
   T* out;
   TcConv cv;
   int m_tiles, n_tiles;
+  // A split reduction (wgmma kernel): blockIdx.y reduces chunks_per_split chunks and writes its
+  // FP32 sums to partial[blockIdx.y][row][group x outputs]; tc_split_finish_kernel adds them.
+  float* partial;  // null: one split, the kernel's epilogue writes `out`
+  int chunks_per_split;
 };
 
 // Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh).
@@ -116,30 +124,63 @@ struct TcBlock {
   }
 };
 
-// The tile loader: each thread copies 16-byte word `word` of kARows rows of A (gathered positions)
-// and kBRows rows of B (Wt) per chunk. A row's position is decoded once; per chunk it is a tap offset,
-// two bounds tests and a zero-filling cp.async. `offset(row, word)` places a word in the stage.
-// A chunk is kChunk channels of one tap, or, packed (layers with at most 64 bytes of channels: an RGB
-// stem padded to a word, 16 or 32 channels), the channels of several consecutive taps.
+// The B tile loader: each thread copies 16-byte word `word` of kRows rows of Wt per chunk.
+template <typename T, int kBN, int kBKBytes, int kThreads>
+struct TcWtLoader {
+  static constexpr int kChunk = kBKBytes / int(sizeof(T));  // reduced channels per chunk
+  static constexpr int kVec = 16 / int(sizeof(T));
+  static constexpr int kWordsPerRow = kBKBytes / 16;
+  static constexpr int kRowsPerPass = kThreads / kWordsPerRow;
+  static constexpr int kRows = kBN / kRowsPerPass;
+  static_assert(kThreads % kWordsPerRow == 0 && kBN % kRowsPerPass == 0, "each pass of the block copies whole tile rows");
+
+  const T* base;
+  int64_t row_step;
+  int word, row0;
+
+  __device__ TcWtLoader(const TcConvArgs<T>& a, const TcBlock& blk) {
+    word = threadIdx.x % kWordsPerRow, row0 = threadIdx.x / kWordsPerRow;
+    base = a.wt + (int64_t(blk.g) * a.cv.n_pad + blk.n0 + row0) * a.cv.wt_row + word * kVec;
+    row_step = int64_t(kRowsPerPass) * a.cv.wt_row;
+  }
+
+  // The element of a Wt row where chunk `chunk` starts.
+  __device__ __forceinline__ static int column(const TcConv& cv, int chunk) {
+    if (cv.packed) return chunk * kChunk;
+    const int tap = chunk / cv.chunks_per_tap;
+    return tap * cv.red_pad + (chunk - tap * cv.chunks_per_tap) * kChunk;
+  }
+
+  template <typename Offset>
+  __device__ __forceinline__ void fetch(const TcConv& cv, int chunk, unsigned char* stage_b, Offset offset) {
+    const T* p = base + column(cv, chunk);
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) cp_async_16(stage_b + offset(row0 + i * kRowsPerPass, word), p + i * row_step);
+  }
+};
+
+// The tile loader of an NHWC source: each thread copies 16-byte word `word` of kARows rows of A
+// (gathered positions) and its rows of B per chunk. A row's position is decoded once; per chunk it
+// is a tap offset, two bounds tests and a zero-filling cp.async. `offset(row, word)` places a word
+// in the stage. A chunk is kChunk channels of one tap, or, packed (layers with at most 64 bytes of
+// channels: an RGB stem padded to a word, 16 or 32 channels), the channels of several consecutive taps.
 template <typename T, int kBM, int kBN, int kBKBytes, int kThreads>
 struct TcLoader {
   static constexpr int kVec = 16 / int(sizeof(T));
   static constexpr int kChunk = kBKBytes / int(sizeof(T));  // reduced channels per chunk
   static constexpr int kWordsPerRow = kBKBytes / 16;
   static constexpr int kRowsPerPass = kThreads / kWordsPerRow;
-  static constexpr int kARows = kBM / kRowsPerPass, kBRows = kBN / kRowsPerPass;
-  static_assert(kThreads % kWordsPerRow == 0 && kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0,
-                "each pass of the block copies whole tile rows");
+  static constexpr int kARows = kBM / kRowsPerPass;
+  static_assert(kThreads % kWordsPerRow == 0 && kBM % kRowsPerPass == 0, "each pass of the block copies whole tile rows");
 
   const TcConv& cv;
   const T* src;
   const T* a_base[kARows];
   int a_y[kARows], a_x[kARows];
-  const T* b_base;
-  int64_t b_row_step;
+  TcWtLoader<T, kBN, kBKBytes, kThreads> wt;
   int word, row0;
 
-  __device__ TcLoader(const TcConvArgs<T>& a, const TcBlock& blk) : cv(a.cv), src(a.src) {
+  __device__ TcLoader(const TcConvArgs<T>& a, const TcBlock& blk) : cv(a.cv), src(a.src), wt(a, blk) {
     word = threadIdx.x % kWordsPerRow, row0 = threadIdx.x / kWordsPerRow;
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
@@ -153,22 +194,19 @@ struct TcLoader {
         a_base[i] = a.src, a_y[i] = -(1 << 30), a_x[i] = 0;  // never inside the source
       }
     }
-    b_base = a.wt + (int64_t(blk.g) * cv.n_pad + blk.n0 + row0) * cv.wt_row + word * kVec;
-    b_row_step = int64_t(kRowsPerPass) * cv.wt_row;
   }
 
   template <typename Offset>
   __device__ __forceinline__ void fetch(int chunk, unsigned char* stage_a, unsigned char* stage_b, Offset offset) {
-    int tap, c, b_col;  // this word's tap, its first channel, and its element in a Wt row
+    int tap, c;  // this word's tap and its first channel
     bool channel_ok;
     if (cv.packed) {
       tap = ((chunk * kWordsPerRow) >> cv.tap_shift) + (word >> cv.tap_shift);
-      c = (word & ((1 << cv.tap_shift) - 1)) * kVec, b_col = chunk * kChunk;
+      c = (word & ((1 << cv.tap_shift) - 1)) * kVec;
       channel_ok = tap < cv.R * cv.S && c < cv.reduced;
     } else {
       tap = chunk / cv.chunks_per_tap;
-      const int c0 = (chunk - tap * cv.chunks_per_tap) * kChunk;
-      c = c0 + word * kVec, b_col = tap * cv.red_pad + c0;
+      c = (chunk - tap * cv.chunks_per_tap) * kChunk + word * kVec;
       channel_ok = c < cv.reduced;
     }
     const int ti = tap / cv.S, tj = tap - ti * cv.S;
@@ -180,9 +218,109 @@ struct TcLoader {
       const T* p = a_base[i] + (int64_t(iy) * cv.src_W + ix) * cv.src_C + c;
       cp_async_16_or_zero(stage_a + offset(row0 + i * kRowsPerPass, word), ok ? p : src, ok);
     }
-    const T* pb = b_base + b_col;
+    wt.fetch(cv, chunk, stage_b, offset);
+  }
+
+  // TF32: rounds the A words this thread copied (its cp.async group complete).
+  template <typename Offset>
+  __device__ __forceinline__ void round_to_tf32(unsigned char* stage_a, Offset offset) const {
+    static_assert(sizeof(T) == 4, "float32 tiles");
 #pragma unroll
-    for (int i = 0; i < kBRows; ++i) cp_async_16(stage_b + offset(row0 + i * kRowsPerPass, word), pb + i * b_row_step);
+    for (int i = 0; i < kARows; ++i) {
+      float4* v = reinterpret_cast<float4*>(stage_a + offset(row0 + i * kRowsPerPass, word));
+      float4 x = *v;
+      x.x = cuda::round_to_tf32(x.x), x.y = cuda::round_to_tf32(x.y);
+      x.z = cuda::round_to_tf32(x.z), x.w = cuda::round_to_tf32(x.w);
+      *v = x;
+    }
+  }
+};
+
+// The tile loader of a float32 NCHW source (the TF32 wgmma kernel), so that an NCHW call needs no
+// transposed copy: a tile row is still one position's channels, gathered element by element with
+// 4-byte cp.async. Each warp instruction copies 8 consecutive positions x 4 channels: in global
+// memory 4 runs of 8 positions along a channel's plane, in the 128-byte-swizzled stage 32 distinct
+// banks. A warp owns kBM / warps rows, kRowSets groups of 8; a lane copies channels lane / 8 + 4 q
+// (16-byte word q, element lane / 8) of the chunk's 32.
+template <int kBM, int kBN, int kThreads>
+struct TcNchwLoader {
+  static constexpr int kChunk = 32;  // float32 channels per 128-byte row
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kRowSets = kBM / kWarps / 8;
+  static_assert(kBM % (kWarps * 8) == 0, "whole groups of 8 rows per warp");
+
+  const TcConv& cv;
+  const float* src;
+  const float* a_base[kRowSets];
+  int a_y[kRowSets], a_x[kRowSets];
+  int64_t plane;
+  TcWtLoader<float, kBN, 128, kThreads> wt;
+  int row0, lane_c;
+
+  __device__ TcNchwLoader(const TcConvArgs<float>& a, const TcBlock& blk) : cv(a.cv), src(a.src), wt(a, blk) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    row0 = warp * (kBM / kWarps) + lane % 8, lane_c = lane / 8;
+    plane = int64_t(cv.src_H) * cv.src_W;
+#pragma unroll
+    for (int i = 0; i < kRowSets; ++i) {
+      const int64_t m = blk.m0 + row0 + 8 * i;
+      if (m < cv.rows) {
+        const int n = int(m / cv.col_plane), q = int(m - int64_t(n) * cv.col_plane);
+        const int cy = q / cv.col_W, cx = q - cy * cv.col_W;
+        a_base[i] = a.src + int64_t(n) * cv.src_image + int64_t(blk.g) * cv.reduced * plane;
+        a_y[i] = cy * cv.col_sy + cv.col_oy, a_x[i] = cx * cv.col_sx + cv.col_ox;
+      } else {
+        a_base[i] = a.src, a_y[i] = -(1 << 30), a_x[i] = 0;  // never inside the source
+      }
+    }
+  }
+
+  template <typename Offset>
+  __device__ __forceinline__ void fetch(int chunk, unsigned char* stage_a, unsigned char* stage_b, Offset offset) {
+    if (cv.packed) {
+      // Several taps per chunk: each element's own tap.
+#pragma unroll
+      for (int q = 0; q < kChunk / 4; ++q) {
+        const int col = chunk * kChunk + lane_c + 4 * q;
+        const int tap = col >> (2 + cv.tap_shift), c = col & ((4 << cv.tap_shift) - 1);
+        const bool channel_ok = tap < cv.R * cv.S && c < cv.reduced;
+        const int ti = tap / cv.S, tj = tap - ti * cv.S;
+        const int dy = ti * cv.tap_sy, dx = tj * cv.tap_sx;
+#pragma unroll
+        for (int i = 0; i < kRowSets; ++i) copy(stage_a, offset, i, q, a_y[i] + dy, a_x[i] + dx, c, channel_ok);
+      }
+    } else {
+      const int tap = chunk / cv.chunks_per_tap;
+      const int c0 = (chunk - tap * cv.chunks_per_tap) * kChunk + lane_c;
+      const int ti = tap / cv.S, tj = tap - ti * cv.S;
+      const int dy = ti * cv.tap_sy, dx = tj * cv.tap_sx;
+#pragma unroll
+      for (int i = 0; i < kRowSets; ++i)
+#pragma unroll
+        for (int q = 0; q < kChunk / 4; ++q)
+          copy(stage_a, offset, i, q, a_y[i] + dy, a_x[i] + dx, c0 + 4 * q, c0 + 4 * q < cv.reduced);
+    }
+    wt.fetch(cv, chunk, stage_b, offset);
+  }
+
+  template <typename Offset>
+  __device__ __forceinline__ void copy(unsigned char* stage_a, Offset offset, int i, int q, int iy, int ix, int c,
+                                       bool channel_ok) const {
+    const bool ok = channel_ok && unsigned(iy) < unsigned(cv.src_H) && unsigned(ix) < unsigned(cv.src_W);
+    const float* p = a_base[i] + int64_t(c) * plane + int64_t(iy) * cv.src_W + ix;
+    cp_async_or_zero(reinterpret_cast<float*>(stage_a + offset(row0 + 8 * i, q) + 4 * lane_c), ok ? p : src, ok);
+  }
+
+  // Rounds the elements this thread copied (its cp.async group complete) to TF32.
+  template <typename Offset>
+  __device__ __forceinline__ void round_to_tf32(unsigned char* stage_a, Offset offset) const {
+#pragma unroll
+    for (int i = 0; i < kRowSets; ++i)
+#pragma unroll
+      for (int q = 0; q < kChunk / 4; ++q) {
+        float* v = reinterpret_cast<float*>(stage_a + offset(row0 + 8 * i, q) + 4 * lane_c);
+        *v = cuda::round_to_tf32(*v);
+      }
   }
 };
 
@@ -309,13 +447,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_kernel
         ldmatrix_x4(r, sb + j * 8 * Cfg::kRowBytes + ks * 32);
         bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
       }
-      if constexpr (WarpMma<T>::kTf32) {
+      if constexpr (WarpMma<T>::kTf32) {  // A rounded here; Wt is stored rounded
 #pragma unroll
         for (int i = 0; i < Cfg::kMTiles; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) af[i][e] = to_tf32(af[i][e]);
-#pragma unroll
-        for (int j = 0; j < Cfg::kNTiles; ++j) bf[j][0] = to_tf32(bf[j][0]), bf[j][1] = to_tf32(bf[j][1]);
       }
 #pragma unroll
       for (int i = 0; i < Cfg::kMTiles; ++i)
@@ -337,15 +473,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_kernel
   Epilogue::store(a, smem, blk);
 }
 
-// The wgmma tile: kBM = 64 x warpgroups positions, kBN destination channels (one m64nNk16 per
-// warpgroup and k-step), chunks of 64 channels (128-byte rows), kStages stages.
+// The wgmma tile: kBM = 64 x warpgroups positions, kBN destination channels (one m64 x kBN MMA per
+// warpgroup and k-step), chunks of 128-byte rows, kStages stages.
 template <int kBM_, int kBN_, int kStages_, int kMinBlocks_>
 struct WgmmaTileConfig {
   static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_;
   static constexpr int kWarpGroups = kBM / 64, kThreads = 128 * kWarpGroups, kMinBlocks = kMinBlocks_;
   static constexpr int kBKBytes = 128;
   static constexpr int kStageBytes = (kBM + kBN) * 128;
-  static_assert(kBM % 64 == 0 && (kBN == 64 || kBN == 128), "m64 per warpgroup; n64 or n128 MMAs");
+  static_assert(kBM % 64 == 0 && (kBN == 64 || kBN == 128 || kBN == 256), "m64 per warpgroup; n64, n128 or n256 MMAs");
   static_assert(kStages >= 3, "two chunks besides the one the MMAs read: one in flight, one loading");
   template <typename T>
   static constexpr size_t smem_bytes() {
@@ -355,14 +491,16 @@ struct WgmmaTileConfig {
   }
 };
 
-template <typename T, typename Cfg>
+template <typename T, typename Cfg, bool kNchwSource = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_kernel(const __grid_constant__ TcConvArgs<T> a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   // The swizzle is a function of address bits 4-9: tiles start on 1024-byte boundaries.
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
   const TcConv& cv = a.cv;
   const TcBlock blk(blockIdx.x, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
-  TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads> loader(a, blk);
+  using Loader = std::conditional_t<kNchwSource, TcNchwLoader<Cfg::kBM, Cfg::kBN, Cfg::kThreads>,
+                                    TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads>>;
+  Loader loader(a, blk);
   auto swizzled = [](int row, int word) { return swizzle128(row, word); };
   auto stage_a = [&](int s) { return smem + s * Cfg::kStageBytes; };
   auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kBM * 128; };
@@ -372,22 +510,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
 #pragma unroll
   for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] = 0.f;
 
+  // This block's chunks: all of them, or its split's.
+  const int first = blockIdx.y * a.chunks_per_split;
+  const int count = min(cv.chunks - first, a.chunks_per_split);
   // kStages - 2 chunks load ahead of the MMAs, and one chunk's MMAs stay in flight while the next
   // chunk is waited for and its successor's loads are issued: the stage refilled at chunk c held
   // chunk c - 2, whose MMAs every warpgroup has waited for before the barrier.
 #pragma unroll
   for (int s = 0; s < Cfg::kStages - 2; ++s) {
-    if (s < cv.chunks) loader.fetch(s, stage_a(s), stage_b(s), swizzled);
+    if (s < count) loader.fetch(first + s, stage_a(s), stage_b(s), swizzled);
     cp_async_commit();
   }
-  for (int chunk = 0; chunk < cv.chunks; ++chunk) {
+  for (int i = 0; i < count; ++i) {
     cp_async_wait<Cfg::kStages - 3>();
+    // TF32: the source is float32 (Wt was rounded when re-laid).
+    if constexpr (std::is_same_v<T, float>) loader.round_to_tf32(stage_a(i % Cfg::kStages), swizzled);
     fence_proxy_async_shared();
     __syncthreads();
-    const int next = chunk + Cfg::kStages - 2;
-    if (next < cv.chunks) loader.fetch(next, stage_a(next % Cfg::kStages), stage_b(next % Cfg::kStages), swizzled);
+    const int next = i + Cfg::kStages - 2;
+    if (next < count) loader.fetch(first + next, stage_a(next % Cfg::kStages), stage_b(next % Cfg::kStages), swizzled);
     cp_async_commit();
-    const int s = chunk % Cfg::kStages;
+    const int s = i % Cfg::kStages;
     const unsigned sa = smem_address(stage_a(s) + group * 64 * 128), sb = smem_address(stage_b(s));
     wgmma_fence();
 #pragma unroll
@@ -398,6 +541,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   }
   wgmma_wait<0>();
   cp_async_wait<0>();
+
+  if (a.partial != nullptr) {
+    // A split: the FP32 sums straight from the accumulators (a lane quad writes 32 contiguous bytes).
+    const int64_t ld = int64_t(cv.groups) * cv.outputs;
+    float* part = a.partial + int64_t(blockIdx.y) * cv.rows * ld + int64_t(blk.g) * cv.outputs + blk.n0;
+#pragma unroll
+    for (int j = 0; j < Cfg::kBN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t m = blk.m0 + warp * 16 + lane / 4 + 8 * h;
+        const int col = j * 8 + (lane % 4) * 2;
+        if (m >= cv.rows) continue;
+        if (blk.n0 + col < cv.outputs) part[m * ld + col] = acc[4 * j + 2 * h];
+        if (blk.n0 + col + 1 < cv.outputs) part[m * ld + col + 1] = acc[4 * j + 2 * h + 1];
+      }
+    return;
+  }
   __syncthreads();
 
   using Epilogue = TcEpilogue<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>;
@@ -408,6 +568,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
     Epilogue::stage(tile, a, blk, warp * 16 + lane / 4, j * 8 + (lane % 4) * 2, v);
   }
   Epilogue::store(a, smem, blk);
+}
+
+// The end of a split reduction: out = bias + the splits' FP32 sums added in split order
+// (deterministic), rounded once to T, at the destination's place in either format.
+template <typename T>
+__global__ void tc_split_finish_kernel(const float* __restrict__ partial, int splits, const T* __restrict__ bias,
+                                       T* __restrict__ out, const TcConv cv) {
+  const int64_t ld = int64_t(cv.groups) * cv.outputs, total = cv.rows * ld;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t m = e / ld;
+    const int col = int(e - m * ld);
+    float sum = 0.f;
+    for (int s = 0; s < splits; ++s) sum += partial[s * total + e];
+    if (bias != nullptr) sum += to_float(bias[col]);
+    const int n = int(m / cv.col_plane), q = int(m - int64_t(n) * cv.col_plane);
+    const int cy = q / cv.col_W, cx = q - cy * cv.col_W;
+    out[n * cv.dst_sn + int64_t(cy * cv.out_sy + cv.out_oy) * cv.dst_sh + int64_t(cx * cv.out_sx + cv.out_ox) * cv.dst_sw +
+        col * cv.dst_sc] = from_float<T>(sum);
+  }
 }
 
 }  // namespace cuda
