@@ -48,6 +48,17 @@ struct Tf32Rounding {
   __device__ float operator()(float v) const { return round_to_tf32(v); }
 };
 
+// A block tile of kBM x kBN outputs over kWarpsM x kWarpsN warps, each warp owning kMTiles x kNTiles
+// m16n8 accumulator fragments (the mma.sync kernels' shared geometry).
+template <int kBM_, int kBN_, int kWarpsM_, int kWarpsN_, int kMinBlocks_>
+struct MmaWarpTiling {
+  static constexpr int kBM = kBM_, kBN = kBN_, kWarpsM = kWarpsM_, kWarpsN = kWarpsN_, kMinBlocks = kMinBlocks_;
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int kWarpM = kBM / kWarpsM, kWarpN = kBN / kWarpsN;
+  static constexpr int kMTiles = kWarpM / 16, kNTiles = kWarpN / 8;
+  static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tiles are whole 16 x 16 pieces");
+};
+
 // The MMA of one k-step for element type T (float means TF32): d += a * b, FP32 accumulators.
 template <typename T>
 struct WarpMma;

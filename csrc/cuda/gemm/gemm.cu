@@ -413,9 +413,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
   const bool tc_weight = output_mask[1] && tc_weight_grad_unsupported_reason(p, dtype).empty();
   int64_t workspace = 0;
   at::Tensor gx, gw;
-  if (tc_input) gx = tc_conv2d_grad_input(p, grad_output, input, weight);
+  // Both tensor-core gradients read a float16 / bfloat16 grad_output in channels_last: one copy of an
+  // NCHW one serves both (a no-op when it is channels_last already).
+  const at::Tensor gy_tc = tc_input && tc_weight ? grad_output.contiguous(at::MemoryFormat::ChannelsLast) : grad_output;
+  if (tc_input) gx = tc_conv2d_grad_input(p, gy_tc, input, weight);
   if (tc_weight) {
-    gw = tc_conv2d_grad_weight(p, grad_output, input, weight);
+    gw = tc_conv2d_grad_weight(p, gy_tc, input, weight);
     workspace = last_workspace_bytes();
   }
   at::Tensor gb = skipped_grad(input);

@@ -102,6 +102,11 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
 constexpr const char* kTcConfigNames[] = {"tc-large", "tc-medium", "tc-small"};
 constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide"};
 
+// Blocks of a grid of bm x bn tiles over `cv`.
+int64_t tile_blocks(const TcConv& cv, int bm, int bn) {
+  return ceil_div(cv.rows, bm) * ceil_div(cv.outputs, bn) * cv.groups;
+}
+
 // Chunks of `chunk_bytes` in the whole reduction of `cv` (elements of `elem` bytes).
 int reduction_chunks(const TcConv& cv, int elem, int chunk_bytes) {
   if (cv.packed) return int(ceil_div((int64_t(cv.R) * cv.S * 16) << cv.tap_shift, chunk_bytes));
@@ -163,7 +168,7 @@ constexpr int kMinChunksPerSplit = 8;
 template <typename T, bool kNchwSource>
 void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   const TcConv& cv = args.cv;
-  auto blocks = [&](int bm, int bn) { return ceil_div(cv.rows, bm) * ceil_div(cv.outputs, bn) * cv.groups; };
+  auto blocks = [&](int bm, int bn) { return tile_blocks(cv, bm, bn); };
   const int64_t sms = sm_count();
   const bool wide = cv.outputs > 64;
   if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms)
@@ -178,7 +183,7 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     const int64_t base = wide ? blocks(128, 128) : blocks(128, 64);
     const int64_t per_sm = wide ? WgmmaLarge::kMinBlocks : WgmmaMedium::kMinBlocks;
     const int64_t split_bytes = std::max<int64_t>(cv.rows * cv.groups * cv.outputs * int64_t(sizeof(float)), 1);
-    const int64_t splits = std::min({ceil_div(per_sm * sms, base), int64_t(reduction_chunks(cv, 4, 128) / kMinChunksPerSplit),
+    const int64_t splits = std::min({ceil_div(per_sm * sms, base), int64_t(reduction_chunks(cv, sizeof(T), WgmmaLarge::kBKBytes) / kMinChunksPerSplit),
                                      workspace_limit_bytes() / split_bytes});
     if (splits >= 2 && wide)
       return launch_tc<T, WgmmaLarge>(tc_conv_wgmma_kernel<T, WgmmaLarge, kNchwSource>, args, pass,
@@ -200,7 +205,7 @@ void run_tc(const TcConvArgs<T>& args, const char* pass, bool nchw_source) {
   }
   TORCH_CHECK(!nchw_source, "conv2d_gemm: internal error: an NCHW source outside the wgmma kernel");
   const TcConv& cv = args.cv;
-  auto blocks = [&](int bm, int bn) { return ceil_div(cv.rows, bm) * ceil_div(cv.outputs, bn) * cv.groups; };
+  auto blocks = [&](int bm, int bn) { return tile_blocks(cv, bm, bn); };
   const int64_t sms = sm_count();
   if (cv.outputs > 64 && blocks(128, 128) >= sms)
     return launch_tc<T, TcLarge>(tc_conv_kernel<T, TcLarge>, args, pass, kTcConfigNames[0]);

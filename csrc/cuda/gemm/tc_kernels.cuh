@@ -39,15 +39,10 @@ namespace cuda {
 // chunks of kBKBytes per row, kStages shared stages. Rows in shared memory are padded by 16 bytes:
 // the 8 rows an ldmatrix reads then start in 8 different 16-byte bank groups.
 template <int kBM_, int kBN_, int kBKBytes_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_>
-struct TcTileConfig {
-  static constexpr int kBM = kBM_, kBN = kBN_, kBKBytes = kBKBytes_;
-  static constexpr int kWarpsM = kWarpsM_, kWarpsN = kWarpsN_, kStages = kStages_, kMinBlocks = kMinBlocks_;
-  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+struct TcTileConfig : MmaWarpTiling<kBM_, kBN_, kWarpsM_, kWarpsN_, kMinBlocks_> {
+  static constexpr int kBKBytes = kBKBytes_, kStages = kStages_;
   static constexpr int kRowBytes = kBKBytes + 16;
-  static constexpr int kWarpM = kBM / kWarpsM, kWarpN = kBN / kWarpsN;
-  static constexpr int kMTiles = kWarpM / 16, kNTiles = kWarpN / 8;
-  static constexpr int kStageBytes = (kBM + kBN) * kRowBytes;
-  static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tiles are whole 16 x 16 pieces");
+  static constexpr int kStageBytes = (kBM_ + kBN_) * kRowBytes;
   static_assert(kBKBytes % 32 == 0, "a chunk is whole mma k-steps (32 bytes)");
 
   template <typename T>
@@ -70,6 +65,20 @@ struct TcConv : LaunchMap {
   int64_t rows;        // N x col_H x col_W
   int64_t src_image;   // src_H x src_W x src_C (elements)
   int64_t dst_sn, dst_sc, dst_sh, dst_sw;  // destination strides (elements): image, channel, row, column
+
+  // Row m (< rows) of the GEMM: its image and its place in the column grid.
+  struct Position {
+    int n, cy, cx;
+  };
+  __device__ __forceinline__ Position position(int64_t m) const {
+    const int n = int(m / col_plane), q = int(m - int64_t(n) * col_plane);
+    const int cy = q / col_W;
+    return {n, cy, q - cy * col_W};
+  }
+  // The destination element of a position's channel 0 (group 0).
+  __device__ __forceinline__ int64_t dst_offset(const Position& p) const {
+    return p.n * dst_sn + int64_t(p.cy * out_sy + out_oy) * dst_sh + int64_t(p.cx * out_sx + out_ox) * dst_sw;
+  }
 };
 
 template <typename T>
@@ -186,10 +195,9 @@ struct TcLoader {
     for (int i = 0; i < kARows; ++i) {
       const int64_t m = blk.m0 + row0 + i * kRowsPerPass;
       if (m < cv.rows) {
-        const int n = int(m / cv.col_plane), q = int(m - int64_t(n) * cv.col_plane);
-        const int cy = q / cv.col_W, cx = q - cy * cv.col_W;
-        a_base[i] = a.src + int64_t(n) * cv.src_image + int64_t(blk.g) * cv.reduced;
-        a_y[i] = cy * cv.col_sy + cv.col_oy, a_x[i] = cx * cv.col_sx + cv.col_ox;
+        const TcConv::Position p = cv.position(m);
+        a_base[i] = a.src + int64_t(p.n) * cv.src_image + int64_t(blk.g) * cv.reduced;
+        a_y[i] = p.cy * cv.col_sy + cv.col_oy, a_x[i] = p.cx * cv.col_sx + cv.col_ox;
       } else {
         a_base[i] = a.src, a_y[i] = -(1 << 30), a_x[i] = 0;  // never inside the source
       }
@@ -265,10 +273,9 @@ struct TcNchwLoader {
     for (int i = 0; i < kRowSets; ++i) {
       const int64_t m = blk.m0 + row0 + 8 * i;
       if (m < cv.rows) {
-        const int n = int(m / cv.col_plane), q = int(m - int64_t(n) * cv.col_plane);
-        const int cy = q / cv.col_W, cx = q - cy * cv.col_W;
-        a_base[i] = a.src + int64_t(n) * cv.src_image + int64_t(blk.g) * cv.reduced * plane;
-        a_y[i] = cy * cv.col_sy + cv.col_oy, a_x[i] = cx * cv.col_sx + cv.col_ox;
+        const TcConv::Position p = cv.position(m);
+        a_base[i] = a.src + int64_t(p.n) * cv.src_image + int64_t(blk.g) * cv.reduced * plane;
+        a_y[i] = p.cy * cv.col_sy + cv.col_oy, a_x[i] = p.cx * cv.col_sx + cv.col_ox;
       } else {
         a_base[i] = a.src, a_y[i] = -(1 << 30), a_x[i] = 0;  // never inside the source
       }
@@ -356,12 +363,7 @@ struct TcEpilogue {
     for (int r = tid; r < kBM; r += kThreads) {
       const int64_t m = blk.m0 + r;
       int64_t off = -1;
-      if (m < cv.rows) {
-        const int n = int(m / cv.col_plane), q = int(m - int64_t(n) * cv.col_plane);
-        const int cy = q / cv.col_W, cx = q - cy * cv.col_W;
-        off = n * cv.dst_sn + int64_t(cy * cv.out_sy + cv.out_oy) * cv.dst_sh +
-              int64_t(cx * cv.out_sx + cv.out_ox) * cv.dst_sw + int64_t(blk.g) * cv.outputs * cv.dst_sc;
-      }
+      if (m < cv.rows) off = cv.dst_offset(cv.position(m)) + int64_t(blk.g) * cv.outputs * cv.dst_sc;
       row_offset[r] = off;
     }
     __syncthreads();
@@ -582,10 +584,7 @@ __global__ void tc_split_finish_kernel(const float* __restrict__ partial, int sp
     float sum = 0.f;
     for (int s = 0; s < splits; ++s) sum += partial[s * total + e];
     if (bias != nullptr) sum += to_float(bias[col]);
-    const int n = int(m / cv.col_plane), q = int(m - int64_t(n) * cv.col_plane);
-    const int cy = q / cv.col_W, cx = q - cy * cv.col_W;
-    out[n * cv.dst_sn + int64_t(cy * cv.out_sy + cv.out_oy) * cv.dst_sh + int64_t(cx * cv.out_sx + cv.out_ox) * cv.dst_sw +
-        col * cv.dst_sc] = from_float<T>(sum);
+    out[cv.dst_offset(cv.position(m)) + col * cv.dst_sc] = from_float<T>(sum);
   }
 }
 

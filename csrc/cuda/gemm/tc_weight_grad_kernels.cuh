@@ -17,17 +17,13 @@ namespace torchconv {
 namespace cuda {
 
 template <int kBM_, int kBN_, int kBK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_>
-struct TcWeightGradConfig {
-  static constexpr int kBM = kBM_, kBN = kBN_, kBK = kBK_;
-  static constexpr int kWarpsM = kWarpsM_, kWarpsN = kWarpsN_, kStages = kStages_, kMinBlocks = kMinBlocks_;
-  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
-  static constexpr int kWarpM = kBM / kWarpsM, kWarpN = kBN / kWarpsN;
-  static constexpr int kMTiles = kWarpM / 16, kNTiles = kWarpN / 8;
+struct TcWeightGradConfig : MmaWarpTiling<kBM_, kBN_, kWarpsM_, kWarpsN_, kMinBlocks_> {
+  static constexpr int kBK = kBK_, kStages = kStages_;
   // Rows of filters / columns (2-byte elements) padded by 16 bytes: conflict-free ldmatrix.
-  static constexpr int kRowBytesA = kBM * 2 + 16, kRowBytesB = kBN * 2 + 16;
+  static constexpr int kRowBytesA = kBM_ * 2 + 16, kRowBytesB = kBN_ * 2 + 16;
   static constexpr int kStageBytes = kBK * (kRowBytesA + kRowBytesB);
   static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes;
-  static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0 && kBK % 16 == 0, "whole m16n8k16 pieces");
+  static_assert(kBK % 16 == 0, "whole m16n8k16 k-steps");
 };
 
 struct TcWeightGrad {
