@@ -54,6 +54,16 @@ from torchconv.timing import SPREAD_FLAG, interleaved, time_ms  # noqa: E402
 FP32_PEAK_TFLOPS = 64.6  # measured FFMA peak of the H100 (shared/reference); None on other devices
 # Dense peaks of the H100 SXM by precision (TF32 and FP16/BF16 tensor cores: NVIDIA's figures).
 PEAK_TFLOPS = {"fp32": FP32_PEAK_TFLOPS, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "fp64": 67.0}
+
+
+def compute_peak(precision, layer):
+    """The multiply-add peak (TFLOP/s) a layer's roofline takes at `precision`: a depthwise layer (one
+    channel per group) has no GEMM for the tensor cores, so at every precision its products run as
+    FP32 FMAs. `layer` is a suite layer or a result row (both have C and groups)."""
+    c, groups = (layer["C"], layer["groups"]) if isinstance(layer, dict) else (layer.C, layer.groups)
+    if groups > 1 and c == groups and precision in ("tf32", "fp16", "bf16"):
+        return FP32_PEAK_TFLOPS
+    return PEAK_TFLOPS[precision]
 PRECISION_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                    "fp64": torch.float64}
 HBM_TBPS = 2.98  # measured copy bandwidth of the H100
@@ -313,7 +323,7 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
         bound_ms, bound = None, None
         if device.type == "cuda":
             mem_ms = layer.bytes(n, mode, elem) / (HBM_TBPS * 1e12) * 1e3
-            fma_ms = mode_flops_of(flops, mode) / (PEAK_TFLOPS[args.precision] * 1e12) * 1e3
+            fma_ms = mode_flops_of(flops, mode) / (compute_peak(args.precision, layer) * 1e12) * 1e3
             bound_ms, bound = max(mem_ms, fma_ms), ("memory" if mem_ms >= fma_ms else "compute")
         base = dict(suite=None, layer=layer.name, N=n, C=layer.C, K=layer.K, H=layer.HW, W=layer.HW, R=layer.R,
                     S=layer.kw, stride=layer.stride, padding=layer.pad, dilation=layer.dilation, groups=layer.groups,
@@ -399,7 +409,7 @@ def write_markdown(path, meta, rows, profiles):
               "weight cache | ms | TFLOP/s | % peak | % of roofline (bound) | ref ms | ratio [min-max] | rel err |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        peak = PEAK_TFLOPS.get(r.get("precision", "fp32")) if meta["fp32_peak_tflops"] else None
+        peak = compute_peak(r.get("precision", "fp32"), r) if meta["fp32_peak_tflops"] else None
         pct = f"{100 * r['tflops'] / peak:.1f}" if peak else "-"
         err = f"{r['rel_err']:.1e}" if r["rel_err"] is not None else "-"
         wc = "-" if r.get("weight_cache") is None else ("yes" if r["weight_cache"] else "no")

@@ -88,7 +88,8 @@ def big_table(name, data):
 
 
 def depthwise_table(name, data):
-    rows = [r for r in data["rows"] if r["algorithm"] == "direct"]
+    direct = [r for r in data["rows"] if r["algorithm"] == "direct"]
+    rows = [r for r in direct if r.get("precision", "fp32") == "fp32" and r.get("layout", "nchw") == "nchw"]
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     pick = lambda layer, n, mode: next((r for r in rows if r["layer"] == layer and r["N"] == n  # noqa: E731
                                         and r["mode"] == mode), None)
@@ -119,6 +120,36 @@ def depthwise_table(name, data):
     worst = max((r["rel_err"] for r in rows if r.get("rel_err") is not None), default=None)
     if worst is not None:
         lines += ["", f"Largest error of any row against float64 (output, and both gradients for fwd+bwd): {worst:.1e}."]
+    nhwc = [r for r in direct if r.get("layout", "nchw") == "nhwc"]
+    if nhwc:
+        lines += [""] + depthwise_nhwc_table(name, data, nhwc)
+    return lines
+
+
+def depthwise_nhwc_table(name, data, rows):
+    """The channels_last rows (the NHWC specialist), one column per precision, batch and mode, each
+    against cuDNN at the same precision and memory format."""
+    order = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
+    cols = sorted({(r["precision"], r["N"], r["mode"]) for r in rows}, key=lambda c: (order[c[0]], -c[1], c[2]))
+    pick = {(r["layer"], r["precision"], r["N"], r["mode"]): r for r in rows}
+    layers = list(dict.fromkeys(r["layer"] for r in rows))
+    lines = [f"The same layers in channels_last (the `direct` algorithm's NHWC specialist, in the input's dtype): "
+             f"ratio cuDNN ms / torchconv ms with cuDNN at the same precision and memory format, and the share of "
+             f"the roofline reached by the bfloat16 forward at N = 32 (bytes at 2 per element, or multiply-adds at "
+             f"the FP32 FMA peak: a depthwise layer has no GEMM for the tensor cores). From {source(name, data)}.",
+             "", "| layer | " + " | ".join(f"{p} {m} N={n}" for p, n, m in cols) + " | % of roofline (bf16 fwd N=32) |",
+             "|---|" + "---|" * len(cols) + "---|"]
+    for layer in layers:
+        cells = [f"{pick[(layer,) + c]['ratio']:.2f}x" if (layer,) + c in pick else "-" for c in cols]
+        r = pick.get((layer, "bf16", 32, "fwd"))
+        roof = f"{100 * r['bound_ms'] / r['ms']:.0f}% ({r['bound']})" if r and r.get("bound_ms") else "-"
+        lines.append(f"| {layer} | " + " | ".join(cells) + f" | {roof} |")
+    geo = [geomean([r["ratio"] for r in rows if (r["precision"], r["N"], r["mode"]) == c]) for c in cols]
+    lines.append("| geomean | " + " | ".join(f"**{g:.2f}x**" for g in geo) + " | |")
+    worst = max((r["rel_err"] / r["reference_rel_err"] for r in rows
+                 if r.get("rel_err") is not None and r.get("reference_rel_err")), default=None)
+    if worst is not None:
+        lines += ["", f"Largest error over cuDNN's at the same precision (float16 / bfloat16 rows): {worst:.2f}x."]
     return lines
 
 

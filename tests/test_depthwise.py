@@ -5,13 +5,18 @@ pairs: depthwise with any channel multiplier, grouped convolutions such as ResNe
 grad_input (the same kernel with the flipped filter, one launch per phase when strided) and
 grad_weight (per-block partial sums added in a fixed order). Kernel sizes from 1x1 to 51x51,
 rectangular, stride 1 and 2, dilation, any padding, any H and W, batch 1 and more; float32 and
-float64. Every case compares the output and the three gradients with F.conv2d in float64."""
+float64. Every case compares the output and the three gradients with F.conv2d in float64.
+
+A channels_last layer with 1, 2 or 4 channels and as many filters per group (depthwise, ResNeXt-like
+groups) and a multiple of 4 channels runs the NHWC
+specialist (depthwise_nhwc_kernels.cuh) in its own dtype, forward and grad_input, and returns
+channels_last; grad_weight goes through the NCHW specialist in float32."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_close_rel, check_forward_backward
+from conftest import assert_close_rel, check_forward_backward, rel_err
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -129,3 +134,150 @@ def test_auto_takes_direct_for_depthwise():
     assert torchconv.select_algorithm(x, w, 1, 1, 96, 3) == "direct"
     x, w = torch.randn(8, 96, 28, 28, device="cuda"), torch.randn(96, 96, 7, 7, device="cuda")
     assert torchconv.select_algorithm(x, w, 1, 1, 1, 3) != "direct"
+
+
+# (N, C, H, W, R, S, stride, padding, dilation, bias): depthwise, multiplier 1, C a multiple of 4.
+NHWC_SHAPES = [
+    (2, 16, 14, 14, 3, 3, 1, 1, 1, True),  # MobileNet 3x3
+    (1, 24, 13, 17, 3, 3, 2, 1, 1, False),  # stride 2, odd H != W, batch 1
+    (3, 8, 11, 10, 5, 5, 2, 2, 1, True),  # 5x5 stride 2 (EfficientNet)
+    (2, 32, 15, 19, 7, 7, 1, 3, 1, True),  # ConvNeXt 7x7
+    (2, 8, 9, 9, 13, 13, 1, 6, 1, False),  # 13x13 on a 9x9 plane: mostly padding
+    (1, 8, 14, 14, 27, 27, 1, 13, 1, True),  # RepLKNet 27x27 on 14x14
+    (2, 8, 20, 23, 31, 31, 1, 15, 1, False),  # RepLKNet 31x31
+    (1, 8, 30, 29, 51, 5, 1, (25, 2), 1, True),  # SLaK 51x5
+    (1, 8, 29, 30, 5, 51, 1, (2, 25), 1, False),  # 5x51
+    (2, 12, 12, 16, 1, 7, 1, (0, 3), 1, True),  # 1x7, 12 channels
+    (2, 16, 16, 12, 7, 1, 1, (3, 0), 1, False),  # 7x1
+    (2, 20, 17, 18, 3, 3, 1, 2, 2, True),  # dilation 2
+    (1, 16, 21, 20, 3, 5, 2, (2, 1), (2, 3), False),  # stride 2 with dilation 2, 3
+    (2, 4, 10, 11, 3, 3, 1, 0, 1, True),  # no padding, one channel vector
+    (1, 8, 8, 9, 3, 3, 1, 4, 1, False),  # padding wider than the filter's reach
+    (1, 8, 12, 13, 3, 3, 3, 1, 1, True),  # stride 3: phases no tap reaches stay zero in grad_input
+    (2, 40, 70, 67, 3, 3, 1, 1, 1, False),  # a wide plane, channels not a multiple of 32
+    (33, 8, 7, 7, 5, 5, 1, 2, 1, True),  # many images of a small plane
+]
+
+
+# The same with a last element: channels (and filters) per group, 2 or 4.
+NHWC_GROUP_SHAPES = [
+    (2, 16, 14, 13, 3, 3, 1, 1, 1, True, 4),  # ResNeXt 3x3, groups of 4 x 4
+    (1, 24, 15, 14, 3, 3, 2, 1, 1, False, 4),  # stride 2, batch 1
+    (2, 12, 11, 12, 3, 3, 1, 1, 1, False, 2),  # groups of 2 x 2
+    (2, 8, 12, 11, 5, 5, 1, 2, 1, True, 4),  # 5x5: the per-product loop
+    (1, 16, 13, 12, 3, 3, 1, 2, 2, False, 2),  # dilation 2
+]
+
+
+def nhwc_id(shape):
+    n, c, h, w, r, s, stride, pad, dil, bias = shape[:10]
+    group = f"_g{shape[10]}" if len(shape) > 10 else ""
+    return f"n{n}c{c}_{h}x{w}_{r}x{s}_s{stride}p{pad}d{dil}" + ("b" if bias else "") + group
+
+
+def nhwc_case(shape, dtype, device="cuda"):
+    n, c, h, w, r, s, stride, pad, dil, bias = shape[:10]
+    cg = shape[10] if len(shape) > 10 else 1
+    x = torch.randn(n, c, h, w, dtype=torch.float64, device=device)
+    wt = torch.randn(c, cg, r, s, dtype=torch.float64, device=device) / (cg * r * s) ** 0.5
+    b = torch.randn(c, dtype=torch.float64, device=device) if bias else None
+    x = x.to(dtype).contiguous(memory_format=torch.channels_last)
+    kw = dict(stride=stride, padding=pad, dilation=dil, groups=c // cg)
+    return x, wt.to(dtype), b.to(dtype) if bias else None, kw
+
+
+def forward_and_gradients(x, w, b, kw, conv):
+    leaves = [t.detach().requires_grad_() for t in (x, w, b) if t is not None]
+    y = conv(leaves[0], leaves[1], leaves[2] if b is not None else None, **kw)
+    gy = torch.randn(y.shape, dtype=torch.float64, device=y.device).to(y.dtype)
+    return (y,) + torch.autograd.grad(y, leaves, gy), gy
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["f32", "f16", "bf16"])
+@pytest.mark.parametrize("shape", NHWC_SHAPES + NHWC_GROUP_SHAPES, ids=nhwc_id)
+def test_nhwc_depthwise_matches_float64(shape, dtype):
+    """Forward and grad_input on the NHWC specialist, in the input's dtype and channels_last; every
+    gradient within float32's bar, or in float16 / bfloat16 within 2x of cuDNN's error at the same
+    precision (with a floor of one unit in the last place)."""
+    x, w, b, kw = nhwc_case(shape, dtype)
+    ours, gy = forward_and_gradients(x, w, b, kw, lambda *a, **k: torchconv.conv2d(*a, **k, algorithm="direct"))
+    choice = torchconv.last_choice()
+    assert "forward:depthwise-nhwc/" in choice and "grad_input:depthwise-nhwc/" in choice, choice
+    y, gx = ours[0], ours[1]
+    assert y.dtype == gx.dtype == dtype
+    assert y.is_contiguous(memory_format=torch.channels_last) and gx.is_contiguous(memory_format=torch.channels_last)
+
+    leaves64 = [t.detach().double().requires_grad_() for t in (x, w, b) if t is not None]
+    y64 = F.conv2d(leaves64[0], leaves64[1], leaves64[2] if b is not None else None, **kw)
+    refs = (y64,) + torch.autograd.grad(y64, leaves64, gy.double())
+    if dtype == torch.float32:
+        for name, o, r in zip(("output", "grad_input", "grad_weight", "grad_bias"), ours, refs):
+            assert_close_rel(o, r, dtype, f"{nhwc_id(shape)} {name}")
+        return
+    ulp = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}[dtype]
+    for name, o in zip(("output", "grad_input", "grad_weight", "grad_bias"), ours):
+        assert not torch.isnan(o).any(), f"{name}: NaN (unwritten elements?)"
+    # cuDNN's error on the same inputs and the same grad_output
+    leaves = [t.detach().requires_grad_() for t in (x, w, b) if t is not None]
+    yr = F.conv2d(leaves[0], leaves[1], leaves[2] if b is not None else None, **kw)
+    theirs = (yr,) + torch.autograd.grad(yr, leaves, gy)
+    for name, o, r, t in zip(("output", "grad_input", "grad_weight", "grad_bias"), ours, refs, theirs):
+        err, their_err = rel_err(o, r), rel_err(t, r)
+        assert err <= max(2 * their_err, ulp), f"{name}: error {err:.2e}, cuDNN's {their_err:.2e}"
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_nhwc_depthwise_takes_strided_and_misaligned_inputs(dtype):
+    """A channels_last view that is not dense, and a dense one whose channel vectors are not
+    aligned, are copied once and give the same result as a dense input."""
+    x, w, b, kw = nhwc_case((2, 16, 12, 11, 3, 3, 1, 1, 1, True), dtype)
+    ref = torchconv.conv2d(x, w, b, **kw, algorithm="direct")
+    wide = torch.randn(2, 16, 12, 15, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+    wide[..., 2:13] = x
+    view = wide[..., 2:13]
+    assert not view.is_contiguous(memory_format=torch.channels_last)
+    flat = torch.empty(x.numel() + 1, device="cuda", dtype=dtype)[1:]
+    shifted = flat.as_strided(x.shape, x.stride())
+    shifted.copy_(x)
+    assert shifted.data_ptr() % (4 * x.element_size()) != 0
+    for other in (view, shifted):
+        out = torchconv.conv2d(other, w, b, **kw, algorithm="direct")
+        assert torchconv.last_choice().startswith("forward:depthwise-nhwc/")
+        assert torch.equal(out, ref)
+
+
+@needs_cuda
+def test_nhwc_depthwise_declines_what_it_cannot_vectorize():
+    """C not a multiple of 4, a channel multiplier, groups of 8, an NCHW input or a forced tile config
+    go to the NCHW kernels (correct, in float32 for float16 inputs)."""
+    cases = [
+        ((2, 6, 9, 9), (6, 1, 3, 3), 6, torch.float16, True),  # 6 channels
+        ((2, 8, 9, 9), (16, 1, 3, 3), 8, torch.float32, True),  # multiplier 2
+        ((2, 16, 9, 9), (16, 8, 3, 3), 2, torch.float32, True),  # groups of 8 x 8
+        ((2, 16, 9, 9), (16, 1, 3, 3), 16, torch.float16, False),  # NCHW
+    ]
+    for xs, ws, groups, dtype, channels_last in cases:
+        x = torch.randn(xs, device="cuda", dtype=dtype)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        w = torch.randn(ws, device="cuda", dtype=dtype)
+        out = torchconv.conv2d(x, w, None, 1, 1, 1, groups, algorithm="direct")
+        assert "nhwc" not in torchconv.last_choice()
+        ref = F.conv2d(x.double(), w.double(), None, 1, 1, 1, groups)
+        assert rel_err(out, ref) < (1e-5 if dtype == torch.float32 else 2e-3)
+    x = torch.randn(2, 16, 9, 9, device="cuda").contiguous(memory_format=torch.channels_last)
+    w = torch.randn(16, 1, 3, 3, device="cuda")
+    torchconv.set_config("direct", "wide")
+    try:
+        torchconv.conv2d(x, w, None, 1, 1, 1, 16, algorithm="direct")
+    finally:
+        torchconv.set_config("direct", "")
+    assert "nhwc" not in torchconv.last_choice()
+    torchconv.set_config("direct", "depthwise")
+    try:
+        torchconv.conv2d(x, w, None, 1, 1, 1, 16, algorithm="direct")
+    finally:
+        torchconv.set_config("direct", "")
+    assert torchconv.last_choice().startswith("forward:depthwise-nhwc/")

@@ -26,6 +26,7 @@
 #include "../common/launch.cuh"
 #include "direct_kernels.cuh"
 #include "depthwise_kernels.cuh"
+#include "depthwise_nhwc.h"
 #include "../../precision.h"
 
 namespace torchconv {
@@ -567,6 +568,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cuda(
 // The direct kernel's limits: the forward launch's tiles (with their halo) must fit shared memory.
 // Indexing is 64-bit (offsets are formed in int64), so tensor sizes set no limit.
 std::string can_implement(const ConvProblem& problem) {
+  if (nhwc_depthwise_problem(problem)) return "";  // the NHWC specialist has no tiles to fit
   const ConvShape& p = problem.shape;
   DirectArgs a{};
   static_cast<LaunchMap&>(a) = forward_map(p);
@@ -585,12 +587,49 @@ std::string can_implement(const ConvProblem& problem) {
 [[maybe_unused]] const bool kRegistered = register_plans(kDirect, c10::DeviceType::CUDA,
                                         {&can_implement, {std::begin(kTileNames), std::end(kTileNames)}});
 
+// The registered operators: a channels_last depthwise call runs the NHWC specialist in its own dtype
+// (grad_weight, and grad_bias, still through the NCHW kernels in float32); every other call the NCHW
+// kernels, float16 and bfloat16 widened to float32 (precision.h).
+at::Tensor conv2d_direct_any_precision(const at::Tensor& input, const at::Tensor& weight,
+                                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  if (may_be_nhwc_depthwise(input, weight, groups)) {
+    const ConvShape p = check_conv2d_forward(kDirectOp, input, weight, bias, stride, padding, dilation, groups);
+    const ConvProblem problem = make_problem(p, input);
+    if (nhwc_depthwise_problem(problem)) {
+      const c10::cuda::CUDAGuard guard(input.device());
+      return depthwise_nhwc_forward(p, input, weight, bias);
+    }
+  }
+  return forward_in_fp32(kDirectOp, &conv2d_direct_cuda, input, weight, bias, stride, padding, dilation, groups);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_any_precision(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  if (may_be_nhwc_depthwise(input, weight, groups) && output_mask[0]) {
+    const ConvShape p = check_conv2d_backward(kDirectBackwardOp, grad_output, input, weight, stride, padding,
+                                              dilation, groups, output_mask);
+    if (nhwc_depthwise_problem(make_problem(p, input))) {
+      const c10::cuda::CUDAGuard guard(input.device());
+      at::Tensor gx = depthwise_nhwc_grad_input(p, grad_output, weight);
+      if (!output_mask[1] && !output_mask[2]) return {gx, skipped_grad(input), skipped_grad(input)};
+      auto [unused, gw, gb] = backward_in_fp32(kDirectBackwardOp, &conv2d_direct_backward_cuda, grad_output, input,
+                                               weight, stride, padding, dilation, groups,
+                                               {false, output_mask[1], output_mask[2]});
+      return {gx, gw, gb};
+    }
+  }
+  return backward_in_fp32(kDirectBackwardOp, &conv2d_direct_backward_cuda, grad_output, input, weight, stride,
+                          padding, dilation, groups, output_mask);
+}
+
 }  // namespace
 }  // namespace cuda
 
 TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
-  m.impl("conv2d_direct", &any_precision_forward<kDirectOp, &cuda::conv2d_direct_cuda>);
-  m.impl("conv2d_direct_backward", &any_precision_backward<kDirectBackwardOp, &cuda::conv2d_direct_backward_cuda>);
+  m.impl("conv2d_direct", &cuda::conv2d_direct_any_precision);
+  m.impl("conv2d_direct_backward", &cuda::conv2d_direct_backward_any_precision);
 }
 
 }  // namespace torchconv

@@ -1,0 +1,173 @@
+// The direct algorithm's NHWC depthwise specialist, host side: which layers it takes, the kernel
+// instance for a launch, the filter re-laid in float32, and the forward / grad_input launches.
+#include "depthwise_nhwc.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "../../tuning.h"
+#include "../../workspace.h"
+#include "../common/launch.cuh"
+#include "../common/launch_map.cuh"
+#include "depthwise_nhwc_kernels.cuh"
+#include "direct_kernels.cuh"
+
+namespace torchconv {
+namespace cuda {
+
+bool is_group_size(int64_t g) { return g == 1 || g == 2 || g == kDwNhwcMaxGroup; }
+
+bool nhwc_depthwise_problem(const ConvProblem& problem) {
+  const ConvShape& p = problem.shape;
+  const int forced = forced_config(kDirect);
+  if (!problem.channels_last || (forced >= 0 && forced != kDepthwiseSpecialist)) return false;
+  if (problem.dtype != at::kFloat && problem.dtype != at::kHalf && problem.dtype != at::kBFloat16) return false;
+  return p.groups >= 1 && p.C == p.K && is_group_size(p.channels_per_group()) && p.C % kDwNhwcVec == 0;
+}
+
+bool may_be_nhwc_depthwise(const at::Tensor& input, const at::Tensor& weight, int64_t groups) {
+  return input.is_cuda() && input.dim() == 4 && weight.dim() == 4 && groups > 1 && is_group_size(weight.size(1)) &&
+         input.size(1) == weight.size(0) && input.size(1) == groups * weight.size(1) &&
+         input.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
+}
+
+namespace {
+
+// `t` in channels_last with its channel vectors aligned (a copy only where it is not already).
+at::Tensor nhwc_source(const at::Tensor& t) {
+  at::Tensor c = t.contiguous(at::MemoryFormat::ChannelsLast);
+  if (reinterpret_cast<uintptr_t>(c.const_data_ptr()) % (kDwNhwcVec * c.element_size()) != 0)
+    c = c.clone(at::MemoryFormat::ChannelsLast);
+  return c;
+}
+
+// c10's element types -> the CUDA types the kernel computes with.
+template <typename T>
+struct CudaElement {
+  using type = T;
+};
+template <>
+struct CudaElement<c10::Half> {
+  using type = __half;
+};
+template <>
+struct CudaElement<c10::BFloat16> {
+  using type = __nv_bfloat16;
+};
+
+// The kernel instance for a launch (depthwise_nhwc_kernels.cuh) with kG channels per group:
+// - depthwise (kG = 1): filter widths 3, 5 and 7 at stride 1 or 2 (no dilation along W) unrolled
+//   (dw_nhwc_unrolled_strip); any other width with stride and dilation 1 along W the column window,
+//   whose long strip pays where rows of more than 7 taps amortize its loads;
+// - groups of 2 or 4: width 3 at stride 1 or 2 unrolled (ResNeXt's grouped 3x3);
+// - everything else the per-product loads with the short strip.
+// Returns the kernel and its strip.
+template <typename T, int kG>
+std::pair<void (*)(DwNhwcArgs<T>), int> depthwise_nhwc_instance(const LaunchMap& m) {
+  using Kernel = std::pair<void (*)(DwNhwcArgs<T>), int>;
+  const auto unrolled = [](auto width, auto stride) -> Kernel {
+    constexpr int kStrip = dw_nhwc_unrolled_strip(width(), stride(), kG);
+    return {depthwise_nhwc_kernel<T, kG, kStrip, width(), stride()>, kStrip};
+  };
+  using One = std::integral_constant<int, 1>;
+  using Two = std::integral_constant<int, 2>;
+  const bool unrolled_stride = m.tap_sx == 1 && (m.col_sx == 1 || m.col_sx == 2), s2 = m.col_sx == 2;
+  if (unrolled_stride && m.S == 3)
+    return s2 ? unrolled(std::integral_constant<int, 3>{}, Two{}) : unrolled(std::integral_constant<int, 3>{}, One{});
+  if constexpr (kG == 1) {
+    if (unrolled_stride && m.S == 5)
+      return s2 ? unrolled(std::integral_constant<int, 5>{}, Two{}) : unrolled(std::integral_constant<int, 5>{}, One{});
+    if (unrolled_stride && m.S == 7)
+      return s2 ? unrolled(std::integral_constant<int, 7>{}, Two{}) : unrolled(std::integral_constant<int, 7>{}, One{});
+    if (m.tap_sx == 1 && m.col_sx == 1) {
+      if (m.S > 7) return {depthwise_nhwc_kernel<T, 1, kDwNhwcLongStrip, 0, 1>, kDwNhwcLongStrip};
+      return {depthwise_nhwc_kernel<T, 1, kDwNhwcShortStrip, 0, 1>, kDwNhwcShortStrip};
+    }
+  }
+  return {depthwise_nhwc_kernel<T, kG, kDwNhwcShortStrip, 0, 0>, kDwNhwcShortStrip};
+}
+
+// One launch of `map` (taps stepping forward) from `src` into `dst`, both NHWC, with the weight
+// re-laid as [R][S][kG][C] in float32 for the map's taps.
+template <typename scalar_t>
+void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const at::Tensor& weight,
+                           const at::Tensor& bias, at::Tensor& dst, int Rw, int Sw) {
+  using T = typename CudaElement<scalar_t>::type;
+  DwNhwcArgs<T> a{};
+  DwNhwcConv& cv = a.cv;
+  static_cast<LaunchMap&>(cv) = map;
+  const int group = map.reduced_per_group();
+  const auto [kernel, strip] = group == 1   ? depthwise_nhwc_instance<T, 1>(map)
+                               : group == 2 ? depthwise_nhwc_instance<T, 2>(map)
+                                            : depthwise_nhwc_instance<T, kDwNhwcMaxGroup>(map);
+  cv.vecs = map.src_C / kDwNhwcVec;
+  cv.strips = int(ceil_div(map.col_W, strip));
+  cv.threads = int64_t(map.N) * map.col_H * cv.strips * cv.vecs;
+  if (cv.threads == 0) return;
+  auto wt = at::empty({map.R, map.S, group, map.src_C}, weight.options().dtype(at::kFloat));
+  dw_nhwc_filter_kernel<scalar_t><<<elementwise_blocks(wt.numel(), 256), 256, 0, current_stream()>>>(
+      weight.const_data_ptr<scalar_t>(), wt.mutable_data_ptr<float>(), wt.numel(), Rw, Sw, map);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  a.src = reinterpret_cast<const T*>(src.const_data_ptr());
+  a.wt = wt.const_data_ptr<float>();
+  a.bias = bias.defined() ? reinterpret_cast<const T*>(bias.const_data_ptr()) : nullptr;
+  a.dst = reinterpret_cast<T*>(dst.mutable_data_ptr());
+  kernel<<<unsigned(ceil_div(cv.threads, kDwNhwcThreads)), kDwNhwcThreads, 0, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Calls f(scalar_t{}) for the specialist's dtypes (nhwc_depthwise_problem admits no other).
+template <typename F>
+void dispatch_nhwc_dtype(at::ScalarType dtype, F&& f) {
+  switch (dtype) {
+    case at::kFloat: return f(float{});
+    case at::kHalf: return f(c10::Half{});
+    case at::kBFloat16: return f(c10::BFloat16{});
+    default: TORCH_CHECK(false, "torchconv: the NHWC depthwise specialist has no ", dtype, " kernel");
+  }
+}
+
+}  // namespace
+
+at::Tensor depthwise_nhwc_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,
+                                  const std::optional<at::Tensor>& bias) {
+  const at::Tensor x = nhwc_source(input), w = weight.contiguous();
+  const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  at::Tensor y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
+  record_workspace_bytes(0);
+  record_last_choice("forward", "depthwise-nhwc", 1);
+  dispatch_nhwc_dtype(input.scalar_type(), [&](auto element) {
+    launch_depthwise_nhwc<decltype(element)>(forward_map(p), x, w, b, y, int(p.R), int(p.S));
+  });
+  return y;
+}
+
+// grad_input: one launch per output phase (as direct_grad_input), each a depthwise NHWC launch of
+// grad_output with the phase's taps reversed; phases no tap reaches stay zero.
+at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& weight) {
+  const at::Tensor gy = nhwc_source(grad_output), w = weight.contiguous();
+  at::Tensor gx = new_output({p.N, p.C, p.H, p.W}, grad_output.options().memory_format(at::MemoryFormat::ChannelsLast));
+  if (gx.numel() == 0) return gx;
+  const int sh = int(p.stride_h), sw = int(p.stride_w);
+  bool any_empty = false;
+  for (int py = 0; py < sh; ++py)
+    for (int px = 0; px < sw; ++px) any_empty |= grad_input_map(p, py, px).empty();
+  if (any_empty) gx.zero_();
+  record_last_choice("grad_input", "depthwise-nhwc", 1);
+  dispatch_nhwc_dtype(gy.scalar_type(), [&](auto element) {
+    using scalar_t = decltype(element);
+    for (int py = 0; py < sh; ++py)
+      for (int px = 0; px < sw; ++px) {
+        const LaunchMap phase = grad_input_map(p, py, px);
+        if (!phase.empty())
+          launch_depthwise_nhwc<scalar_t>(with_reversed_taps(phase), gy, w, at::Tensor(), gx, int(p.R), int(p.S));
+      }
+  });
+  return gx;
+}
+
+}  // namespace cuda
+}  // namespace torchconv

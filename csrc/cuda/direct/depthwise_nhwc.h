@@ -1,0 +1,32 @@
+// The direct algorithm's NHWC depthwise specialist, host side (kernels: depthwise_nhwc_kernels.cuh):
+// channels_last depthwise and small-group layers in their own dtype (float32, float16, bfloat16),
+// forward and grad_input. direct.cu's operators route to it; its limits live here.
+#pragma once
+
+#include <optional>
+
+#include <ATen/core/Tensor.h>
+
+#include "../../conv_shape.h"
+#include "../../plans.h"
+
+namespace torchconv {
+namespace cuda {
+
+// Whether the specialist takes the problem: channels_last; float32, float16 or bfloat16; groups of
+// 1, 2 or 4 channels and as many filters (depthwise, and ResNeXt-like groups of 4 x 4); a multiple of
+// 4 channels (the kernel's channel vectors); and no other direct config forced (set_config).
+bool nhwc_depthwise_problem(const ConvProblem& problem);
+
+// A cheap first look at a call's tensors, before any argument check: only calls that pass it can be
+// ones the specialist takes, so every other call pays nothing for it.
+bool may_be_nhwc_depthwise(const at::Tensor& input, const at::Tensor& weight, int64_t groups);
+
+// The output (channels_last, the input's dtype) and grad_input (channels_last, grad_output's dtype)
+// of a shape the specialist takes.
+at::Tensor depthwise_nhwc_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,
+                                  const std::optional<at::Tensor>& bias);
+at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& weight);
+
+}  // namespace cuda
+}  // namespace torchconv

@@ -1,0 +1,286 @@
+// The depthwise specialist over channels_last (NHWC) tensors, device side: one launch of a
+// depthwise or small-group map (kG = 1, 2 or 4 channels and as many filters per group) -- the forward
+// convolution or a phase of grad_input -- in float32, float16 or bfloat16, accumulating in FP32.
+//
+// In NHWC a pixel's channels are contiguous, so a thread owns a vector of 4 channels and a strip of
+// kStrip output columns of one row; the threads of a warp hold consecutive vectors of a pixel, so
+// every load is a contiguous run of one or a few pixels' channels. There is no shared memory: a
+// thread's reuse is in registers, the block's in L1 and the neighbouring rows' in L2. The filter is
+// re-laid in float32, so its taps cost loads and no conversions.
+//
+// Three loops over a filter row whose source row is inside the image:
+// - unrolled (filter widths 3, 5, 7 at stride 1 or 2, no dilation along W): the row's input columns
+//   for the whole strip load at once, then every product runs from registers;
+// - the column window (any width, stride and dilation 1 along W, which includes every grad_input
+//   phase of an undilated layer): a window of 2 x kStrip input vectors slides along the row,
+//   kStrip taps at a time, each tap one filter vector and kStrip x kVec multiply-adds; column taps
+//   whose inputs all fall in the padding are skipped, so a large filter on a small plane runs only
+//   the taps that read the image;
+// - anything else: every product loads its input.
+// Rows whose source row is padding are skipped in all three.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../common/launch_map.cuh"
+
+namespace torchconv {
+namespace cuda {
+
+constexpr int kDwNhwcThreads = 128;
+
+// Channels per thread: a vector of 4 (16 bytes of float32, 8 of float16 / bfloat16). Four rather
+// than eight 16-bit channels keep a thread's registers to 4-wide columns, so the strips are as long
+// as float32's and each loaded input and filter value serves as many multiply-adds.
+constexpr int kDwNhwcVec = 4;
+// Channels per group the kernels take (each group's channels lie inside one vector): 1, 2 or 4.
+constexpr int kDwNhwcMaxGroup = 4;
+// The column window's strips (output columns per thread).
+constexpr int kDwNhwcShortStrip = 4, kDwNhwcLongStrip = 8;
+
+// The strip of the unrolled instances (filter width kS, stride kSx, kG channels per group): as long
+// as keeps a row's input columns within 64 FP32 registers (48 with groups, whose kG filter vectors
+// per tap take registers too), and at most the long strip.
+constexpr int dw_nhwc_unrolled_strip(int kS, int kSx, int kG) {
+  const int strip = ((kG == 1 ? 64 : 48) / kDwNhwcVec - kS) / kSx + 1;
+  return strip < kDwNhwcLongStrip ? strip : kDwNhwcLongStrip;
+}
+
+// A depthwise (or small-group: kG channels and kG filters per group) launch over NHWC tensors. The
+// taps run forward (tap_sy, tap_sx > 0; grad_input maps come with_reversed_taps), and Wt holds
+// them as [R][S][kG][C]: Wt[i][j][q][c] multiplies destination channel c by source channel
+// c - c % kG + q of its group. Threads are numbered channel vector fastest, then strip, output row
+// and image, so a warp's loads are runs of whole pixels' channels.
+struct DwNhwcConv : LaunchMap {
+  int vecs;         // channel vectors per pixel: src_C / kVec
+  int strips;       // column strips per output row: col_W / kStrip, rounded up
+  int64_t threads;  // N x col_H x strips x vecs
+};
+
+template <typename T>
+struct DwNhwcArgs {
+  const T* src;   // N x src_H x src_W x C
+  const float* wt;  // R x S x kG x C, in float32
+  const T* bias;  // C, or null
+  T* dst;         // N x out_H x out_W x C
+  DwNhwcConv cv;
+};
+
+// A vector of T as FP32 values, and back (rounded to nearest). The halves of a 32-bit word are
+// converted from its bits, so the vector never needs an address (no local memory).
+template <typename T>
+__device__ __forceinline__ void unpack_word(unsigned word, float* f) {
+  if constexpr (std::is_same_v<T, float>) {
+    f[0] = __uint_as_float(word);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    f[0] = __half2float(__ushort_as_half((unsigned short)(word & 0xffffu)));
+    f[1] = __half2float(__ushort_as_half((unsigned short)(word >> 16)));
+  } else {
+    f[0] = __uint_as_float(word << 16);
+    f[1] = __uint_as_float(word & 0xffff0000u);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ unsigned pack_word(const float* f) {
+  if constexpr (std::is_same_v<T, float>) {
+    return __float_as_uint(f[0]);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return unsigned(__half_as_ushort(__float2half_rn(f[0]))) | (unsigned(__half_as_ushort(__float2half_rn(f[1]))) << 16);
+  } else {
+    return unsigned(__bfloat16_as_ushort(__float2bfloat16_rn(f[0]))) |
+           (unsigned(__bfloat16_as_ushort(__float2bfloat16_rn(f[1]))) << 16);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void load_vec(const T* p, float (&f)[4]) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+    f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+  } else {
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+    unpack_word<T>(u.x, f), unpack_word<T>(u.y, f + 2);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void store_vec(T* p, const float (&f)[4]) {
+  if constexpr (std::is_same_v<T, float>) {
+    *reinterpret_cast<float4*>(p) = make_float4(f[0], f[1], f[2], f[3]);
+  } else {
+    *reinterpret_cast<uint2*>(p) = make_uint2(pack_word<T>(f), pack_word<T>(f + 2));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float scalar_to_float(T v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else return __bfloat162float(v);
+}
+
+// `row`'s vector at column `col`, or zeros outside 0 .. width - 1 (the padding).
+template <typename T>
+__device__ __forceinline__ void load_column(const T* row, int col, int width, int64_t pitch,
+                                            float (&f)[kDwNhwcVec]) {
+  if (col >= 0 && col < width) {
+    load_vec(row + col * pitch, f);
+  } else {
+#pragma unroll
+    for (int v = 0; v < kDwNhwcVec; ++v) f[v] = 0.f;
+  }
+}
+
+// kVec FP32 filter values (Wt is re-laid in float32, so a tap costs loads and no conversions).
+template <int kVec>
+__device__ __forceinline__ void load_filter(const float* p, float (&w)[kVec]) {
+#pragma unroll
+  for (int q = 0; q < kVec / 4; ++q) {
+    const float4 f = __ldg(reinterpret_cast<const float4*>(p) + q);
+    w[4 * q] = f.x, w[4 * q + 1] = f.y, w[4 * q + 2] = f.z, w[4 * q + 3] = f.w;
+  }
+}
+
+// kS > 0: filter rows of kS taps, stride kSx along W (1 or 2) and no dilation along W, unrolled:
+//   each row's (kStrip - 1) * kSx + kS input columns load at once, then the row's products run.
+// kS = 0, kSx = 1: any filter width, stride and dilation 1 along W: the column window.
+// kS = 0, kSx = 0: anything else; every product loads its input.
+template <typename T, int kG, int kStrip, int kS, int kSx>
+__global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const __grid_constant__ DwNhwcArgs<T> a) {
+  constexpr int kVec = kDwNhwcVec;
+  static_assert(kVec % kG == 0, "a group's channels lie inside one vector");
+  static_assert(kG == 1 || kS > 0 || kSx == 0, "groups run the unrolled or the per-product instances");
+  const DwNhwcConv& cv = a.cv;
+  const int64_t t = int64_t(blockIdx.x) * kDwNhwcThreads + threadIdx.x;
+  if (t >= cv.threads) return;
+  int vec, strip, cy, n;
+  if (cv.threads <= 0x7fffffff) {  // 32-bit division where the grid allows
+    unsigned u = unsigned(t);
+    vec = int(u % unsigned(cv.vecs)), u /= unsigned(cv.vecs);
+    strip = int(u % unsigned(cv.strips)), u /= unsigned(cv.strips);
+    cy = int(u % unsigned(cv.col_H)), n = int(u / unsigned(cv.col_H));
+  } else {
+    int64_t rest = t;
+    vec = int(rest % cv.vecs), rest /= cv.vecs;
+    strip = int(rest % cv.strips), rest /= cv.strips;
+    cy = int(rest % cv.col_H), n = int(rest / cv.col_H);
+  }
+  const int64_t C = cv.src_C;
+  const int c0 = vec * kVec, cx0 = strip * kStrip;
+
+  float acc[kStrip][kVec];
+#pragma unroll
+  for (int j = 0; j < kStrip; ++j)
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) acc[j][v] = 0.f;
+
+  // The filter rows whose source row is inside the image.
+  const int iy0 = cy * cv.col_sy + cv.col_oy;
+  const int i_lo = iy0 >= 0 ? 0 : (-iy0 + cv.tap_sy - 1) / cv.tap_sy;
+  const int i_hi = iy0 >= cv.src_H ? 0 : min(cv.R, (cv.src_H - iy0 + cv.tap_sy - 1) / cv.tap_sy);
+  for (int i = i_lo; i < i_hi; ++i) {
+    const T* xrow = a.src + (int64_t(n) * cv.src_H + iy0 + i * cv.tap_sy) * cv.src_W * C + c0;
+    const float* wrow = a.wt + int64_t(i) * cv.S * kG * C + c0;
+    if constexpr (kS > 0) {
+      constexpr int kCols = (kStrip - 1) * kSx + kS;
+      const int ix0 = cx0 * kSx + cv.col_ox;
+      float win[kCols][kVec];
+#pragma unroll
+      for (int k = 0; k < kCols; ++k) load_column(xrow, ix0 + k, cv.src_W, C, win[k]);
+#pragma unroll
+      for (int s = 0; s < kS; ++s)
+#pragma unroll
+        for (int q = 0; q < kG; ++q) {
+          float w[kVec];
+          load_filter(wrow + (s * kG + q) * C, w);
+#pragma unroll
+          for (int j = 0; j < kStrip; ++j)
+#pragma unroll
+            for (int v = 0; v < kVec; ++v) acc[j][v] = fmaf(w[v], win[j * kSx + s][v - v % kG + q], acc[j][v]);
+        }
+    } else if constexpr (kSx == 1) {
+      // Output j reads column ix0 + j + s through tap s; the taps some output reads the image with:
+      const int ix0 = cx0 + cv.col_ox;
+      const int s_lo = max(0, -ix0 - (kStrip - 1)), s_hi = min(cv.S, cv.src_W - ix0);
+      // win[k] holds column ix0 + s0 + k while the taps s0 .. s0 + kStrip - 1 run.
+      float win[2 * kStrip][kVec];
+#pragma unroll
+      for (int k = 0; k < kStrip; ++k) load_column(xrow, ix0 + s_lo + k, cv.src_W, C, win[k]);
+      for (int s0 = s_lo; s0 < s_hi; s0 += kStrip) {
+#pragma unroll
+        for (int k = 0; k < kStrip; ++k)  // column s0 + kStrip + k serves taps s0 + k + 1 and later
+          if (s0 + k + 1 < s_hi) load_column(xrow, ix0 + s0 + kStrip + k, cv.src_W, C, win[kStrip + k]);
+#pragma unroll
+        for (int u = 0; u < kStrip; ++u) {
+          if (s0 + u < s_hi) {
+            float w[kVec];
+            load_filter(wrow + (s0 + u) * C, w);
+#pragma unroll
+            for (int j = 0; j < kStrip; ++j)
+#pragma unroll
+              for (int v = 0; v < kVec; ++v) acc[j][v] = fmaf(w[v], win[j + u][v], acc[j][v]);
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < kStrip; ++k)
+#pragma unroll
+          for (int v = 0; v < kVec; ++v) win[k][v] = win[kStrip + k][v];
+      }
+    } else {
+      const int ix0 = cx0 * cv.col_sx + cv.col_ox, span = (kStrip - 1) * cv.col_sx;
+      for (int s = 0; s < cv.S; ++s) {
+        const int ix = ix0 + s * cv.tap_sx;
+        if (ix + span < 0 || ix >= cv.src_W) continue;
+        float w[kG][kVec];
+#pragma unroll
+        for (int q = 0; q < kG; ++q) load_filter(wrow + (s * kG + q) * C, w[q]);
+#pragma unroll
+        for (int j = 0; j < kStrip; ++j) {
+          float x[kVec];
+          load_column(xrow, ix + j * cv.col_sx, cv.src_W, C, x);
+#pragma unroll
+          for (int q = 0; q < kG; ++q)
+#pragma unroll
+            for (int v = 0; v < kVec; ++v) acc[j][v] = fmaf(w[q][v], x[v - v % kG + q], acc[j][v]);
+        }
+      }
+    }
+  }
+
+  if (a.bias != nullptr) {
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const float b = scalar_to_float(a.bias[c0 + v]);
+#pragma unroll
+      for (int j = 0; j < kStrip; ++j) acc[j][v] += b;
+    }
+  }
+  const int oy = cy * cv.out_sy + cv.out_oy;
+  T* drow = a.dst + (int64_t(n) * cv.out_H + oy) * cv.out_W * C + c0;
+#pragma unroll
+  for (int j = 0; j < kStrip; ++j)
+    if (cx0 + j < cv.col_W) store_vec(drow + int64_t((cx0 + j) * cv.out_sx + cv.out_ox) * C, acc[j]);
+}
+
+// Wt[i][j][q][c] = the weight element behind launch tap (i, j) between destination channel c and
+// source channel c - c % kG + q, in float32 (T is c10's type; the weight is K x C/groups x Rw x Sw
+// with C/groups = K/groups = kG).
+template <typename T>
+__global__ void dw_nhwc_filter_kernel(const T* __restrict__ w, float* __restrict__ wt, int64_t total, int Rw, int Sw,
+                                      LaunchMap m) {
+  const int group = m.reduced_per_group();
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int c = int(e % m.out_C);
+    const int64_t rest = e / m.out_C;
+    const int q = int(rest % group), tap = int(rest / group);
+    wt[e] = static_cast<float>(w[weight_index(m, Rw, Sw, c / group, q, c % group, tap / m.S, tap % m.S)]);
+  }
+}
+
+}  // namespace cuda
+}  // namespace torchconv
