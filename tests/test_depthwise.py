@@ -10,7 +10,9 @@ float64. Every case compares the output and the three gradients with F.conv2d in
 A channels_last layer with 1, 2 or 4 channels and as many filters per group (depthwise, ResNeXt-like
 groups) and a multiple of 4 channels runs the NHWC
 specialist (depthwise_nhwc_kernels.cuh) in its own dtype, forward and grad_input, and returns
-channels_last; grad_weight goes through the NCHW specialist in float32."""
+channels_last; so does grad_weight where a filter row's sums fit a thread (rows of at most 12 taps
+depthwise, 6 in groups of 2, 3 in groups of 4), summed over slices in a fixed order. Other
+grad_weights go through the NCHW specialist in float32."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -86,16 +88,21 @@ def test_padding_rows_are_skipped_not_read_out_of_bounds():
 
 
 @needs_cuda
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_backward_is_deterministic(stride):
-    """grad_weight sums its partial tiles in a fixed order: two runs are bitwise equal."""
-    x = torch.randn(8, 64, 33, 31, device="cuda", requires_grad=True)
-    w = torch.randn(64, 1, 7, 7, device="cuda", requires_grad=True)
+def test_backward_is_deterministic(stride, layout):
+    """grad_weight sums its partial tiles (NCHW specialist, float32) or slices (NHWC specialist,
+    bfloat16) in a fixed order: two runs are bitwise equal."""
+    x = torch.randn(8, 64, 33, 31, device="cuda")
+    w = torch.randn(64, 1, 7, 7, device="cuda")
+    if layout == "nhwc":
+        x, w = x.bfloat16().contiguous(memory_format=torch.channels_last), w.bfloat16()
+    x.requires_grad_(), w.requires_grad_()
     out = torchconv.conv2d(x, w, None, stride, 3, 1, 64, algorithm="direct")
     gy = torch.randn_like(out)
     first = torch.autograd.grad(out, (x, w), gy)
     second = torch.autograd.grad(torchconv.conv2d(x, w, None, stride, 3, 1, 64, algorithm="direct"), (x, w), gy)
-    assert "grad_weight:depthwise/" in torchconv.last_choice()
+    assert ("grad_weight:depthwise-nhwc/" if layout == "nhwc" else "grad_weight:depthwise/") in torchconv.last_choice()
     for a, b in zip(first, second):
         assert torch.equal(a, b)
 
@@ -204,6 +211,8 @@ def test_nhwc_depthwise_matches_float64(shape, dtype):
     ours, gy = forward_and_gradients(x, w, b, kw, lambda *a, **k: torchconv.conv2d(*a, **k, algorithm="direct"))
     choice = torchconv.last_choice()
     assert "forward:depthwise-nhwc/" in choice and "grad_input:depthwise-nhwc/" in choice, choice
+    group, width = (shape[10] if len(shape) > 10 else 1), shape[5]
+    assert ("grad_weight:depthwise-nhwc/" in choice) == (width * group <= 12), choice
     y, gx = ours[0], ours[1]
     assert y.dtype == gx.dtype == dtype
     assert y.is_contiguous(memory_format=torch.channels_last) and gx.is_contiguous(memory_format=torch.channels_last)

@@ -12,6 +12,7 @@
 #include "../../workspace.h"
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
+#include "../common/slice_sum.cuh"
 #include "depthwise_nhwc_kernels.cuh"
 #include "direct_kernels.cuh"
 
@@ -167,6 +168,57 @@ at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_
       }
   });
   return gx;
+}
+
+bool nhwc_grad_weight_takes(const ConvShape& p) {
+  return p.channels_per_group() == p.filters_per_group() && p.S * p.channels_per_group() <= kDwNhwcGradSums;
+}
+
+// Slices of the N x Ho output rows: enough threads (channel vectors x filter rows x slices) for about
+// 1024 per SM, and few enough slices that the partial sums fit the workspace limit.
+at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                      const at::Tensor& weight) {
+  DwNhwcWeightGrad g{};
+  g.N = int(p.N), g.C = int(p.C), g.H = int(p.H), g.W = int(p.W), g.Ho = int(p.Ho), g.Wo = int(p.Wo);
+  g.R = int(p.R), g.S = int(p.S), g.sh = int(p.stride_h), g.sw = int(p.stride_w), g.ph = int(p.pad_h);
+  g.pw = int(p.pad_w), g.dh = int(p.dil_h), g.dw = int(p.dil_w);
+  g.vecs = g.C / kDwNhwcVec;
+  const int group = int(p.channels_per_group());
+  const int64_t rows = int64_t(g.N) * g.Ho, taps = int64_t(g.R) * g.S;
+  if (rows == 0 || g.Wo == 0) return at::zeros(weight.sizes(), weight.options());
+  const int64_t target = int64_t(sm_count()) * 1024;
+  int64_t per_slice = std::max<int64_t>(1, ceil_div(rows * g.vecs * g.R, target));
+  const int64_t slice_elems = taps * group * g.C;
+  while (per_slice < rows && ceil_div(rows, per_slice) * slice_elems * int64_t(sizeof(float)) > workspace_limit_bytes())
+    per_slice *= 2;
+  g.rows_per_slice = int(std::min(per_slice, rows));
+  g.slices = int(ceil_div(rows, g.rows_per_slice));
+  g.threads = int64_t(g.vecs) * g.R * g.slices;
+  const at::Tensor x = nhwc_source(input), gy = nhwc_source(grad_output);
+  auto partial = at::empty({g.slices, slice_elems}, weight.options().dtype(at::kFloat));
+  record_workspace_bytes(g.slices > 1 ? partial.numel() * int64_t(sizeof(float)) : 0);
+  record_last_choice("grad_weight", "depthwise-nhwc", g.slices);
+  const bool window = g.sw == 1 && g.dw == 1;
+  dispatch_nhwc_dtype(x.scalar_type(), [&](auto element) {
+    using T = typename CudaElement<decltype(element)>::type;
+    DwNhwcWeightGradArgs<T> a{reinterpret_cast<const T*>(x.const_data_ptr()),
+                              reinterpret_cast<const T*>(gy.const_data_ptr()), partial.mutable_data_ptr<float>(), g};
+    auto kernel = group == 4   ? (window && g.S == 3 ? depthwise_nhwc_grad_weight_kernel<T, 4, 3>
+                                                     : depthwise_nhwc_grad_weight_kernel<T, 4, 0>)
+                  : group == 2 ? (window && g.S == 3 ? depthwise_nhwc_grad_weight_kernel<T, 2, 3>
+                                                     : depthwise_nhwc_grad_weight_kernel<T, 2, 0>)
+                  : !window    ? depthwise_nhwc_grad_weight_kernel<T, 1, 0>
+                  : g.S == 3   ? depthwise_nhwc_grad_weight_kernel<T, 1, 3>
+                  : g.S == 5   ? depthwise_nhwc_grad_weight_kernel<T, 1, 5>
+                  : g.S == 7   ? depthwise_nhwc_grad_weight_kernel<T, 1, 7>
+                               : depthwise_nhwc_grad_weight_kernel<T, 1, 0>;
+    kernel<<<unsigned(ceil_div(g.threads, kDwNhwcThreads)), kDwNhwcThreads, 0, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  auto gw = at::empty(weight.sizes(), weight.options().dtype(at::kFloat));
+  launch_sum_slices(partial.const_data_ptr<float>(), gw.mutable_data_ptr<float>(), gw.numel(), g.slices, slice_elems,
+                    DwNhwcSliceMap{int(taps), group, g.C}, 64);
+  return gw.to(weight.scalar_type());
 }
 
 }  // namespace cuda

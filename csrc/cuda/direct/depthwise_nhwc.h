@@ -1,6 +1,6 @@
 // The direct algorithm's NHWC depthwise specialist, host side (kernels: depthwise_nhwc_kernels.cuh):
 // channels_last depthwise and small-group layers in their own dtype (float32, float16, bfloat16),
-// forward and grad_input. direct.cu's operators route to it; its limits live here.
+// forward and grad_input, and grad_weight where a filter row's sums fit a thread's registers. direct.cu's operators route to it; its limits live here.
 #pragma once
 
 #include <optional>
@@ -27,6 +27,16 @@ bool may_be_nhwc_depthwise(const at::Tensor& input, const at::Tensor& weight, in
 at::Tensor depthwise_nhwc_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,
                                   const std::optional<at::Tensor>& bias);
 at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& weight);
+
+// Whether the specialist computes grad_weight too: filter rows of at most 12 taps depthwise, 6 in
+// groups of 2, 3 in groups of 4 (the sums a thread keeps). Other shapes it takes compute grad_weight
+// in the NCHW kernels.
+bool nhwc_grad_weight_takes(const ConvShape& p);
+
+// grad_weight (the weight's dtype) of a shape nhwc_grad_weight_takes, the slices of the reduction
+// added in a fixed order.
+at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                      const at::Tensor& weight);
 
 }  // namespace cuda
 }  // namespace torchconv

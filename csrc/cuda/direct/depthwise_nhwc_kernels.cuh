@@ -282,5 +282,121 @@ __global__ void dw_nhwc_filter_kernel(const T* __restrict__ w, float* __restrict
   }
 }
 
+// grad_weight over NHWC tensors of a depthwise or small-group layer (kG channels and kG filters per
+// group): for destination channel c and source channel q of its group,
+//   dW[c][q][r][s] = sum over n, oy, ox of gy[n][oy][ox][c] * x[n][iy][ix][c - c % kG + q],
+// iy = oy * sh - ph + r * dh, ix = ox * sw - pw + s * dw. A thread owns a channel vector, a filter
+// row r and a slice of the N x Ho output rows, and keeps the row's S x kG x 4 sums in registers
+// (S x kG at most kDwNhwcGradSums). Each slice's sums go to partial[slice][r][s][q][c]; the slices
+// are added in a fixed order afterwards (deterministic).
+constexpr int kDwNhwcGradSums = 12;
+
+struct DwNhwcWeightGrad {
+  int N, C, H, W, Ho, Wo, R, S, sh, sw, ph, pw, dh, dw;
+  int vecs, rows_per_slice, slices;
+  int64_t threads;  // vecs x R x slices
+};
+
+template <typename T>
+struct DwNhwcWeightGradArgs {
+  const T* x;   // N x H x W x C
+  const T* gy;  // N x Ho x Wo x C
+  float* partial;
+  DwNhwcWeightGrad g;
+};
+
+// kS > 0: filter rows of kS taps at stride and dilation 1 along W, whose inputs slide through a
+// register window (one new input vector per output pixel); kS = 0: any row of at most
+// kDwNhwcGradSums / kG taps, each product loading its input.
+template <typename T, int kG, int kS>
+__global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_grad_weight_kernel(
+    const __grid_constant__ DwNhwcWeightGradArgs<T> a) {
+  constexpr int kTaps = kS > 0 ? kS : kDwNhwcGradSums / kG;
+  static_assert(kDwNhwcVec % kG == 0 && kTaps * kG <= kDwNhwcGradSums, "sums a thread keeps");
+  const DwNhwcWeightGrad& g = a.g;
+  const int64_t t = int64_t(blockIdx.x) * kDwNhwcThreads + threadIdx.x;
+  if (t >= g.threads) return;
+  const int vec = int(t % g.vecs);
+  const int64_t rest = t / g.vecs;
+  const int r = int(rest % g.R), slice = int(rest / g.R);
+  const int64_t C = g.C;
+  const int c0 = vec * kDwNhwcVec;
+  float acc[kTaps][kG][kDwNhwcVec];
+#pragma unroll
+  for (int s = 0; s < kTaps; ++s)
+#pragma unroll
+    for (int q = 0; q < kG; ++q)
+#pragma unroll
+      for (int v = 0; v < kDwNhwcVec; ++v) acc[s][q][v] = 0.f;
+  // acc[s][q] += d * x, with x's channels permuted within each group (source channel q).
+  auto accumulate = [&](float (&sum)[kG][kDwNhwcVec], const float (&d)[kDwNhwcVec], const float (&x)[kDwNhwcVec]) {
+#pragma unroll
+    for (int q = 0; q < kG; ++q)
+#pragma unroll
+      for (int v = 0; v < kDwNhwcVec; ++v) sum[q][v] = fmaf(d[v], x[v - v % kG + q], sum[q][v]);
+  };
+
+  const int64_t rows = int64_t(g.N) * g.Ho, row0 = int64_t(slice) * g.rows_per_slice;
+  const int64_t row1 = min(rows, row0 + g.rows_per_slice);
+  for (int64_t row = row0; row < row1; ++row) {
+    const int n = int(row / g.Ho), oy = int(row - int64_t(n) * g.Ho);
+    const int iy = oy * g.sh - g.ph + r * g.dh;
+    if (iy < 0 || iy >= g.H) continue;
+    const T* gyrow = a.gy + row * g.Wo * C + c0;
+    const T* xrow = a.x + (int64_t(n) * g.H + iy) * g.W * C + c0;
+    if constexpr (kS > 0) {
+      // win[s] holds input column ox - pw + s while output column ox runs.
+      float win[kS][kDwNhwcVec];
+#pragma unroll
+      for (int k = 1; k < kS; ++k) load_column(xrow, k - 1 - g.pw, g.W, C, win[k]);
+      for (int ox = 0; ox < g.Wo; ++ox) {
+#pragma unroll
+        for (int k = 0; k + 1 < kS; ++k)
+#pragma unroll
+          for (int v = 0; v < kDwNhwcVec; ++v) win[k][v] = win[k + 1][v];
+        load_column(xrow, ox - g.pw + kS - 1, g.W, C, win[kS - 1]);
+        float d[kDwNhwcVec];
+        load_vec(gyrow + ox * C, d);
+#pragma unroll
+        for (int s = 0; s < kS; ++s) accumulate(acc[s], d, win[s]);
+      }
+    } else {
+      for (int ox = 0; ox < g.Wo; ++ox) {
+        float d[kDwNhwcVec];
+        load_vec(gyrow + ox * C, d);
+        const int ix0 = ox * g.sw - g.pw;
+#pragma unroll
+        for (int s = 0; s < kTaps; ++s) {
+          const int ix = ix0 + s * g.dw;
+          if (s < g.S && ix >= 0 && ix < g.W) {
+            float x[kDwNhwcVec];
+            load_vec(xrow + ix * C, x);
+            accumulate(acc[s], d, x);
+          }
+        }
+      }
+    }
+  }
+  float* out = a.partial + ((int64_t(slice) * g.R + r) * g.S) * kG * C + c0;
+#pragma unroll
+  for (int s = 0; s < kTaps; ++s)
+#pragma unroll
+    for (int q = 0; q < kG; ++q)
+      if (s < g.S)
+        *reinterpret_cast<float4*>(out + (s * kG + q) * C) =
+            make_float4(acc[s][q][0], acc[s][q][1], acc[s][q][2], acc[s][q][3]);
+}
+
+// The weight-ordered gradient (c, q, r, s) from a slice laid out [r][s][q][c].
+struct DwNhwcSliceMap {
+  int taps, group, C;
+  __device__ int64_t src(int64_t e) const {
+    const int64_t c = e / (int64_t(group) * taps);
+    const int rest = int(e - c * group * taps), q = rest / taps, tap = rest - q * taps;
+    return (int64_t(tap) * group + q) * C + c;
+  }
+  __device__ int64_t dst(int64_t e) const { return e; }
+};
+
 }  // namespace cuda
 }  // namespace torchconv

@@ -587,9 +587,9 @@ std::string can_implement(const ConvProblem& problem) {
 [[maybe_unused]] const bool kRegistered = register_plans(kDirect, c10::DeviceType::CUDA,
                                         {&can_implement, {std::begin(kTileNames), std::end(kTileNames)}});
 
-// The registered operators: a channels_last depthwise call runs the NHWC specialist in its own dtype
-// (grad_weight, and grad_bias, still through the NCHW kernels in float32); every other call the NCHW
-// kernels, float16 and bfloat16 widened to float32 (precision.h).
+// The registered operators: a call the NHWC specialist takes runs it in its own dtype (grad_weight of
+// the shapes nhwc_grad_weight_takes declines through the NCHW kernels in float32); every other call
+// the NCHW kernels, float16 and bfloat16 widened to float32 (precision.h).
 at::Tensor conv2d_direct_any_precision(const at::Tensor& input, const at::Tensor& weight,
                                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
@@ -607,16 +607,25 @@ at::Tensor conv2d_direct_any_precision(const at::Tensor& input, const at::Tensor
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_any_precision(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  if (may_be_nhwc_depthwise(input, weight, groups) && output_mask[0]) {
+  if (may_be_nhwc_depthwise(input, weight, groups)) {
     const ConvShape p = check_conv2d_backward(kDirectBackwardOp, grad_output, input, weight, stride, padding,
                                               dilation, groups, output_mask);
     if (nhwc_depthwise_problem(make_problem(p, input))) {
       const c10::cuda::CUDAGuard guard(input.device());
-      at::Tensor gx = depthwise_nhwc_grad_input(p, grad_output, weight);
-      if (!output_mask[1] && !output_mask[2]) return {gx, skipped_grad(input), skipped_grad(input)};
-      auto [unused, gw, gb] = backward_in_fp32(kDirectBackwardOp, &conv2d_direct_backward_cuda, grad_output, input,
-                                               weight, stride, padding, dilation, groups,
-                                               {false, output_mask[1], output_mask[2]});
+      const bool nhwc_weight = output_mask[1] && nhwc_grad_weight_takes(p);
+      int64_t workspace = 0;
+      at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
+      if (output_mask[0]) gx = depthwise_nhwc_grad_input(p, grad_output, weight);
+      if (nhwc_weight) {
+        gw = depthwise_nhwc_grad_weight(p, grad_output, input, weight);
+        workspace = last_workspace_bytes();
+      } else if (output_mask[1]) {
+        gw = std::get<1>(backward_in_fp32(kDirectBackwardOp, &conv2d_direct_backward_cuda, grad_output, input, weight,
+                                          stride, padding, dilation, groups, {false, true, false}));
+        workspace = last_workspace_bytes();
+      }
+      if (output_mask[2]) gb = conv_bias_grad(grad_output);  // summed in FP32 by at::sum
+      record_workspace_bytes(workspace);
       return {gx, gw, gb};
     }
   }
