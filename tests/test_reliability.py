@@ -230,6 +230,30 @@ def test_inputs_on_another_gpu_than_the_current_one(algorithm, groups):
 
 
 @needs_two_gpus
+@pytest.mark.parametrize("group", [1, 4])
+def test_nhwc_depthwise_on_another_gpu_than_the_current_one(group):
+    """The direct algorithm's NHWC specialist (forward, grad_input's phases of a strided layer, the
+    float32 filter, grad_weight's slices and their sum) on cuda:1 while cuda:0 is current, bfloat16."""
+    torch.cuda.set_device(0)
+    x = torch.randn(2, 32, 15, 14, device="cuda:1").bfloat16().contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(32, group, 3, 3, device="cuda:1") / (3 * group ** 0.5)).bfloat16()
+    xd, wd = x.detach().requires_grad_(), w.detach().requires_grad_()
+    out = torchconv.conv2d(xd, wd, None, 2, 1, 1, 32 // group, algorithm="direct")
+    assert out.device == torch.device("cuda:1") and torch.cuda.current_device() == 0
+    gy = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (xd, wd), gy)
+    assert "forward:depthwise-nhwc/" in torchconv.last_choice()
+    assert "grad_weight:depthwise-nhwc/" in torchconv.last_choice()
+    x64, w64 = x.double().requires_grad_(), w.double().requires_grad_()
+    ref = F.conv2d(x64, w64, None, 2, 1, 1, 32 // group)
+    refs = (ref,) + torch.autograd.grad(ref, (x64, w64), gy.double())
+    for name, ours, r in zip(("output", "grad_input", "grad_weight"), (out,) + grads, refs):
+        assert ours.device == torch.device("cuda:1")
+        err = ((ours.double() - r).norm() / r.norm()).item()
+        assert err < 2 ** -6, f"{name}: {err:.2e}"
+
+
+@needs_two_gpus
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 def test_tensor_cores_on_another_gpu_than_the_current_one(dtype):
     """The GEMM's tensor-core kernels (forward, grad_input, grad_weight; an RGB stem's padded
