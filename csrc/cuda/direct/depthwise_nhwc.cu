@@ -26,7 +26,7 @@ bool nhwc_depthwise_problem(const ConvProblem& problem) {
   const int forced = forced_config(kDirect);
   if (!problem.channels_last || (forced >= 0 && forced != kDepthwiseSpecialist)) return false;
   if (problem.dtype != at::kFloat && problem.dtype != at::kHalf && problem.dtype != at::kBFloat16) return false;
-  return p.groups >= 1 && p.C == p.K && is_group_size(p.channels_per_group()) && p.C % kDwNhwcVec == 0;
+  return p.groups > 1 && p.C == p.K && is_group_size(p.channels_per_group()) && p.C % kDwNhwcVec == 0;
 }
 
 bool may_be_nhwc_depthwise(const at::Tensor& input, const at::Tensor& weight, int64_t groups) {
