@@ -18,8 +18,12 @@
 
 namespace torchconv {
 namespace cuda {
+namespace {
 
+// Channels per group the kernels take (a group lies inside one 4-channel vector).
 bool is_group_size(int64_t g) { return g == 1 || g == 2 || g == kDwNhwcMaxGroup; }
+
+}  // namespace
 
 bool nhwc_depthwise_problem(const ConvProblem& problem) {
   const ConvShape& p = problem.shape;
