@@ -55,6 +55,10 @@ FP32_PEAK_TFLOPS = 64.6  # measured FFMA peak of the H100 (shared/reference); No
 # Dense peaks of the H100 SXM by precision (TF32 and FP16/BF16 tensor cores: NVIDIA's figures).
 PEAK_TFLOPS = {"fp32": FP32_PEAK_TFLOPS, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "fp64": 67.0}
 
+PRECISION_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                   "fp64": torch.float64}
+HBM_TBPS = 2.98  # measured copy bandwidth of the H100
+
 
 def compute_peak(precision, layer):
     """The multiply-add peak (TFLOP/s) a layer's roofline takes at `precision`: a depthwise layer (one
@@ -64,9 +68,6 @@ def compute_peak(precision, layer):
     if groups > 1 and c == groups and precision in ("tf32", "fp16", "bf16"):
         return FP32_PEAK_TFLOPS
     return PEAK_TFLOPS[precision]
-PRECISION_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-                   "fp64": torch.float64}
-HBM_TBPS = 2.98  # measured copy bandwidth of the H100
 
 
 def parse_args(argv=None):

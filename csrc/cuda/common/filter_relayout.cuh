@@ -20,19 +20,20 @@ struct SameValue {
   }
 };
 
-// out[e] = value(w[map.src(e)]) for e < total, or zero where map.src(e) < 0 (padding).
-template <typename T, typename Map, typename Value>
-__global__ void relayout_filter_kernel(const T* __restrict__ w, T* __restrict__ out, int64_t total, Map map, Value value) {
+// out[e] = value(w[map.src(e)]) (as U) for e < total, or zero where map.src(e) < 0 (padding).
+template <typename T, typename U, typename Map, typename Value>
+__global__ void relayout_filter_kernel(const T* __restrict__ w, U* __restrict__ out, int64_t total, Map map, Value value) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t src = map.src(e);
-    out[e] = src >= 0 ? value(w[src]) : T(0);
+    out[e] = src >= 0 ? static_cast<U>(value(w[src])) : U(0);
   }
 }
 
-template <typename T, typename Map, typename Value = SameValue>
-void relayout_filter(const T* w, T* out, int64_t total, const Map& map, Value value = Value{}) {
+// U may differ from T: the NHWC depthwise kernels take their filter in float32 whatever the dtype.
+template <typename T, typename U, typename Map, typename Value = SameValue>
+void relayout_filter(const T* w, U* out, int64_t total, const Map& map, Value value = Value{}) {
   if (total == 0) return;
-  relayout_filter_kernel<T, Map, Value>
+  relayout_filter_kernel<T, U, Map, Value>
       <<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w, out, total, map, value);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

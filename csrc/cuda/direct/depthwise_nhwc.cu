@@ -12,12 +12,20 @@
 #include "../../workspace.h"
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
+#include "../common/filter_relayout.cuh"
 #include "../common/slice_sum.cuh"
 #include "depthwise_nhwc_kernels.cuh"
 #include "direct_kernels.cuh"
 
 namespace torchconv {
 namespace cuda {
+at::Tensor nhwc_source(const at::Tensor& t) {
+  at::Tensor c = t.contiguous(at::MemoryFormat::ChannelsLast);
+  if (reinterpret_cast<uintptr_t>(c.const_data_ptr()) % (kDwNhwcVec * c.element_size()) != 0)
+    c = c.clone(at::MemoryFormat::ChannelsLast);
+  return c;
+}
+
 namespace {
 
 // Channels per group the kernels take (a group lies inside one 4-channel vector).
@@ -40,14 +48,6 @@ bool may_be_nhwc_depthwise(const at::Tensor& input, const at::Tensor& weight, in
 }
 
 namespace {
-
-// `t` in channels_last with its channel vectors aligned (a copy only where it is not already).
-at::Tensor nhwc_source(const at::Tensor& t) {
-  at::Tensor c = t.contiguous(at::MemoryFormat::ChannelsLast);
-  if (reinterpret_cast<uintptr_t>(c.const_data_ptr()) % (kDwNhwcVec * c.element_size()) != 0)
-    c = c.clone(at::MemoryFormat::ChannelsLast);
-  return c;
-}
 
 // c10's element types -> the CUDA types the kernel computes with.
 template <typename T>
@@ -113,9 +113,8 @@ void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const at
   cv.threads = int64_t(map.N) * map.col_H * cv.strips * cv.vecs;
   if (cv.threads == 0) return;
   auto wt = at::empty({map.R, map.S, group, map.src_C}, weight.options().dtype(at::kFloat));
-  dw_nhwc_filter_kernel<scalar_t><<<elementwise_blocks(wt.numel(), 256), 256, 0, current_stream()>>>(
-      weight.const_data_ptr<scalar_t>(), wt.mutable_data_ptr<float>(), wt.numel(), Rw, Sw, map);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  relayout_filter(weight.const_data_ptr<scalar_t>(), wt.mutable_data_ptr<float>(), wt.numel(),
+                  DwNhwcFilterMap{Rw, Sw, map});
   a.src = reinterpret_cast<const T*>(src.const_data_ptr());
   a.wt = wt.const_data_ptr<float>();
   a.bias = bias.defined() ? reinterpret_cast<const T*>(bias.const_data_ptr()) : nullptr;

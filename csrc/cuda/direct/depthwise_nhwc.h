@@ -22,6 +22,11 @@ bool nhwc_depthwise_problem(const ConvProblem& problem);
 // ones the specialist takes, so every other call pays nothing for it.
 bool may_be_nhwc_depthwise(const at::Tensor& input, const at::Tensor& weight, int64_t groups);
 
+// `t` in channels_last with its channel vectors aligned: a copy only where it is not already. The
+// functions below apply it to their tensor arguments; a caller passing one tensor to several of
+// them converts it once first.
+at::Tensor nhwc_source(const at::Tensor& t);
+
 // The output (channels_last, the input's dtype) and grad_input (channels_last, grad_output's dtype)
 // of a shape the specialist takes.
 at::Tensor depthwise_nhwc_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,

@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "../common/launch_map.cuh"
+#include "../common/mma.cuh"
 
 namespace torchconv {
 namespace cuda {
@@ -115,13 +116,6 @@ __device__ __forceinline__ void store_vec(T* p, const float (&f)[4]) {
   } else {
     *reinterpret_cast<uint2*>(p) = make_uint2(pack_word<T>(f), pack_word<T>(f + 2));
   }
-}
-
-template <typename T>
-__device__ __forceinline__ float scalar_to_float(T v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else return __bfloat162float(v);
 }
 
 // `row`'s vector at column `col`, or zeros outside 0 .. width - 1 (the padding).
@@ -255,7 +249,7 @@ __global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const
   if (a.bias != nullptr) {
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
-      const float b = scalar_to_float(a.bias[c0 + v]);
+      const float b = to_float(a.bias[c0 + v]);
 #pragma unroll
       for (int j = 0; j < kStrip; ++j) acc[j][v] += b;
     }
@@ -268,19 +262,18 @@ __global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const
 }
 
 // Wt[i][j][q][c] = the weight element behind launch tap (i, j) between destination channel c and
-// source channel c - c % kG + q, in float32 (T is c10's type; the weight is K x C/groups x Rw x Sw
-// with C/groups = K/groups = kG).
-template <typename T>
-__global__ void dw_nhwc_filter_kernel(const T* __restrict__ w, float* __restrict__ wt, int64_t total, int Rw, int Sw,
-                                      LaunchMap m) {
-  const int group = m.reduced_per_group();
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
-    const int c = int(e % m.out_C);
+// source channel c - c % kG + q (relayout_filter's map; the weight is K x C/groups x Rw x Sw with
+// C/groups = K/groups = kG).
+struct DwNhwcFilterMap {
+  int Rw, Sw;
+  LaunchMap m;
+  __device__ int64_t src(int64_t e) const {
+    const int group = m.reduced_per_group(), c = int(e % m.out_C);
     const int64_t rest = e / m.out_C;
     const int q = int(rest % group), tap = int(rest / group);
-    wt[e] = static_cast<float>(w[weight_index(m, Rw, Sw, c / group, q, c % group, tap / m.S, tap % m.S)]);
+    return weight_index(m, Rw, Sw, c / group, q, c % group, tap / m.S, tap % m.S);
   }
-}
+};
 
 // grad_weight over NHWC tensors of a depthwise or small-group layer (kG channels and kG filters per
 // group): for destination channel c and source channel q of its group,

@@ -613,11 +613,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_any_precis
     if (nhwc_depthwise_problem(make_problem(p, input))) {
       const c10::cuda::CUDAGuard guard(input.device());
       const bool nhwc_weight = output_mask[1] && nhwc_grad_weight_takes(p);
+      // grad_output converted once for both gradients (a no-op when it is channels_last already).
+      const at::Tensor gy = output_mask[0] || nhwc_weight ? nhwc_source(grad_output) : grad_output;
       int64_t workspace = 0;
       at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
-      if (output_mask[0]) gx = depthwise_nhwc_grad_input(p, grad_output, weight);
+      if (output_mask[0]) gx = depthwise_nhwc_grad_input(p, gy, weight);
       if (nhwc_weight) {
-        gw = depthwise_nhwc_grad_weight(p, grad_output, input, weight);
+        gw = depthwise_nhwc_grad_weight(p, gy, input, weight);
         workspace = last_workspace_bytes();
       } else if (output_mask[1]) {
         gw = std::get<1>(backward_in_fp32(kDirectBackwardOp, &conv2d_direct_backward_cuda, grad_output, input, weight,
