@@ -58,6 +58,13 @@ constexpr int kWtRowBytes = 128;  // Wt's taps hold their channels padded to the
 
 int vector_elems(at::ScalarType dtype) { return dtype == at::kFloat ? 4 : 8; }
 
+// Whether the current device runs the wgmma kernels (compiled for sm_90a: compute capability 9.0).
+bool wgmma_device() {
+  if (!kWgmmaCompiled) return false;
+  return device_attribute<cudaDevAttrComputeCapabilityMajor>() == 9 &&
+         device_attribute<cudaDevAttrComputeCapabilityMinor>() == 0;
+}
+
 TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& dst) {
   TcConv cv{};
   static_cast<LaunchMap&>(cv) = map;
@@ -73,6 +80,8 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   cv.wt_row = round_up(map.R * map.S * cv.red_pad, kWtRowBytes / elem);
   // Wt's destination channels are padded for the widest tile the rule may pick (wide: > 128 channels).
   cv.n_pad = round_up(std::max(cv.outputs, 1), cv.outputs > 128 ? 256 : 128);
+  cv.wt_tiled = wgmma_device();  // the wgmma kernels copy B tiles in bulk
+  cv.tile_elems = kWtRowBytes / elem;
   cv.col_plane = map.col_H * map.col_W;
   cv.rows = int64_t(map.N) * cv.col_plane;
   cv.src_image = int64_t(map.src_H) * map.src_W * map.src_C;
@@ -82,7 +91,7 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
 
 template <typename T>
 at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
-  const std::string tag = std::string("gemm_tc/") + (cv.transposed ? "transposed/" : "") +
+  const std::string tag = std::string("gemm_tc/") + (cv.wt_tiled ? "tiled/" : "") + (cv.transposed ? "transposed/" : "") +
                           (phase >= 0 ? "phase" + std::to_string(phase) + "/" : "") + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
@@ -146,13 +155,6 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
                                                                                             args.bias, args.out, cv);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
-}
-
-// Whether the current device runs the wgmma kernels (compiled for sm_90a: compute capability 9.0).
-bool wgmma_device() {
-  if (!kWgmmaCompiled) return false;
-  return device_attribute<cudaDevAttrComputeCapabilityMajor>() == 9 &&
-         device_attribute<cudaDevAttrComputeCapabilityMinor>() == 0;
 }
 
 // The config rule: the largest tile whose grid still fills the GPU; wgmma on Hopper, mma.sync

@@ -14,7 +14,9 @@
 //   tc_conv_wgmma_kernel  wgmma (sm_90a): each warpgroup owns 64 rows x the whole tile width and the
 //                         MMAs read the tiles from shared memory (128-byte swizzle) themselves;
 //                         float16, bfloat16 and TF32. A float32 source may also be NCHW
-//                         (TcNchwLoader), which spares an NCHW call its transposed copy.
+//                         (TcNchwLoader), which spares an NCHW call its transposed copy. Its B tiles
+//                         come in bulk copies from a Wt stored in the stage's swizzled layout
+//                         (TcWtBulkLoader), so that the threads' cp.async gather only A.
 // TF32 operands are rounded to nearest once: Wt when it is re-laid, A in shared
 // memory by the thread that copied it (wgmma would otherwise read the float32 words unrounded).
 // Wt is the filter re-laid once per weight ([group][dst][tap][c], zero-padded; cached for frozen
@@ -30,6 +32,7 @@
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
 #include "../common/mma.cuh"
+#include "../common/pipeline.cuh"
 #include "../common/wgmma.cuh"
 
 namespace torchconv {
@@ -61,6 +64,8 @@ struct TcConv : LaunchMap {
   int chunks_per_tap;  // chunks of the launched config that hold channels (not packed)
   int chunks;          // chunks of the whole reduction
   int n_pad;           // destination channels per group in Wt, padded to the widest tile
+  bool wt_tiled;       // Wt in 128-byte-swizzled tiles of 64 rows x one chunk (wgmma kernels, see TcWtBulkLoader)
+  int tile_elems;      // elements of a 128-byte row
   int col_plane;       // col_H x col_W
   int64_t rows;        // N x col_H x col_W
   int64_t src_image;   // src_H x src_W x src_C (elements)
@@ -97,6 +102,9 @@ struct TcConvArgs {
 
 // Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh).
 // The relayout runs for every call with a trainable weight: 32-bit index math where the matrix allows.
+// Tiled (cv.wt_tiled): [g][n_pad / 64][wt_row / tile_elems][64 rows][128 bytes], 16-byte word w of
+// a row stored at word w ^ (row % 8) -- the wgmma stage layout, so that a chunk's B tile is
+// n / 64 contiguous 8 KB copies.
 struct TcWeightMap {
   int Rw, Sw;
   TcConv cv;
@@ -104,7 +112,19 @@ struct TcWeightMap {
   __device__ int64_t src(int64_t e) const {
     int col, dst;
     int64_t g;
-    if (small) {
+    if (cv.wt_tiled) {
+      const int tile_size = 64 * cv.tile_elems, col_tiles = cv.wt_row / cv.tile_elems;
+      const int within = int(e % tile_size);
+      const int64_t tile = e / tile_size;
+      const int row = within / cv.tile_elems, pos = within - row * cv.tile_elems;
+      const int vec = cv.tile_elems / 8;  // elements of a 16-byte word
+      const int word = (pos / vec) ^ (row & 7);
+      const int col_tile = int(tile % col_tiles);
+      const int64_t rest = tile / col_tiles;
+      const int row_tiles = cv.n_pad / 64;
+      dst = int(rest % row_tiles) * 64 + row, g = rest / row_tiles;
+      col = col_tile * cv.tile_elems + word * vec + pos % vec;
+    } else if (small) {
       const unsigned i = unsigned(e), row = i / unsigned(cv.wt_row);
       col = int(i - row * unsigned(cv.wt_row));
       dst = int(row % unsigned(cv.n_pad)), g = row / unsigned(cv.n_pad);
@@ -168,6 +188,31 @@ struct TcWtLoader {
   }
 };
 
+// The B tile of the wgmma kernels from a tiled Wt: kBN / 64 bulk copies of 8 KB per chunk, issued
+// by one thread, counted on the stage's mbarrier. The copy engine takes the place of kBN x 8
+// cp.async per chunk, which, with the A gather, held the loads' pace below the MMAs'.
+template <typename T, int kBN>
+struct TcWtBulkLoader {
+  static constexpr int kTileElems = 128 / int(sizeof(T));
+  static constexpr unsigned kBytes = kBN * 128;
+  const T* base;  // (group, first 64-row tile of the block), column tile 0
+  int col_tiles;
+
+  __device__ TcWtBulkLoader(const TcConvArgs<T>& a, const TcBlock& blk) {
+    col_tiles = a.cv.wt_row / kTileElems;
+    base = a.wt + (int64_t(blk.g) * (a.cv.n_pad / 64) + blk.n0 / 64) * col_tiles * (64 * kTileElems);
+  }
+
+  // Chunk `chunk` into `stage_b`, its bytes counted on `bar` (an arrival with the count expected).
+  __device__ __forceinline__ void fetch(const TcConv& cv, int chunk, unsigned char* stage_b, uint64_t* bar) const {
+    const int col_tile = TcWtLoader<T, kBN, 128, 128>::column(cv, chunk) / kTileElems;
+    mbarrier_arrive_expect_tx(bar, kBytes);
+#pragma unroll
+    for (int i = 0; i < kBN / 64; ++i)
+      bulk_copy_to_shared(stage_b + i * 8192, base + (int64_t(i) * col_tiles + col_tile) * (64 * kTileElems), 8192, bar);
+  }
+};
+
 // The tile loader of an NHWC source: each thread copies 16-byte word `word` of kARows rows of A
 // (gathered positions) and its rows of B per chunk. A row's position is decoded once; per chunk it
 // is a tap offset, two bounds tests and a zero-filling cp.async. `offset(row, word)` places a word
@@ -206,6 +251,13 @@ struct TcLoader {
 
   template <typename Offset>
   __device__ __forceinline__ void fetch(int chunk, unsigned char* stage_a, unsigned char* stage_b, Offset offset) {
+    fetch_a(chunk, stage_a, offset);
+    wt.fetch(cv, chunk, stage_b, offset);
+  }
+
+  // The A tile only (the wgmma kernels copy B in bulk).
+  template <typename Offset>
+  __device__ __forceinline__ void fetch_a(int chunk, unsigned char* stage_a, Offset offset) {
     int tap, c;  // this word's tap and its first channel
     bool channel_ok;
     if (cv.packed) {
@@ -226,7 +278,6 @@ struct TcLoader {
       const T* p = a_base[i] + (int64_t(iy) * cv.src_W + ix) * cv.src_C + c;
       cp_async_16_or_zero(stage_a + offset(row0 + i * kRowsPerPass, word), ok ? p : src, ok);
     }
-    wt.fetch(cv, chunk, stage_b, offset);
   }
 
   // TF32: rounds the A words this thread copied (its cp.async group complete).
@@ -244,7 +295,7 @@ struct TcLoader {
   }
 };
 
-// The tile loader of a float32 NCHW source (the TF32 wgmma kernel), so that an NCHW call needs no
+// The A tile loader of a float32 NCHW source (the TF32 wgmma kernels), so that an NCHW call needs no
 // transposed copy: a tile row is still one position's channels, gathered element by element with
 // 4-byte cp.async. Each warp instruction copies 8 consecutive positions x 4 channels: in global
 // memory 4 runs of 8 positions along a channel's plane, in the 128-byte-swizzled stage 32 distinct
@@ -262,10 +313,9 @@ struct TcNchwLoader {
   const float* a_base[kRowSets];
   int a_y[kRowSets], a_x[kRowSets];
   int64_t plane;
-  TcWtLoader<float, kBN, 128, kThreads> wt;
   int row0, lane_c;
 
-  __device__ TcNchwLoader(const TcConvArgs<float>& a, const TcBlock& blk) : cv(a.cv), src(a.src), wt(a, blk) {
+  __device__ TcNchwLoader(const TcConvArgs<float>& a, const TcBlock& blk) : cv(a.cv), src(a.src) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     row0 = warp * (kBM / kWarps) + lane % 8, lane_c = lane / 8;
     plane = int64_t(cv.src_H) * cv.src_W;
@@ -283,7 +333,7 @@ struct TcNchwLoader {
   }
 
   template <typename Offset>
-  __device__ __forceinline__ void fetch(int chunk, unsigned char* stage_a, unsigned char* stage_b, Offset offset) {
+  __device__ __forceinline__ void fetch_a(int chunk, unsigned char* stage_a, Offset offset) {
     if (cv.packed) {
       // Several taps per chunk: each element's own tap.
 #pragma unroll
@@ -307,7 +357,6 @@ struct TcNchwLoader {
         for (int q = 0; q < kChunk / 4; ++q)
           copy(stage_a, offset, i, q, a_y[i] + dy, a_x[i] + dx, c0 + 4 * q, c0 + 4 * q < cv.reduced);
     }
-    wt.fetch(cv, chunk, stage_b, offset);
   }
 
   template <typename Offset>
@@ -496,6 +545,7 @@ struct WgmmaTileConfig {
 template <typename T, typename Cfg, bool kNchwSource = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_kernel(const __grid_constant__ TcConvArgs<T> a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ uint64_t b_landed[Cfg::kStages];  // a stage's B bytes arrived
   // The swizzle is a function of address bits 4-9: tiles start on 1024-byte boundaries.
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
   const TcConv& cv = a.cv;
@@ -503,24 +553,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   using Loader = std::conditional_t<kNchwSource, TcNchwLoader<Cfg::kBM, Cfg::kBN, Cfg::kThreads>,
                                     TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads>>;
   Loader loader(a, blk);
+  const TcWtBulkLoader<T, Cfg::kBN> wt(a, blk);
+  // This block's chunks: all of them, or its split's.
+  const int first = blockIdx.y * a.chunks_per_split;
+  const int count = min(cv.chunks - first, a.chunks_per_split);
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages; ++s) mbarrier_init(&b_landed[s], 1);
+  }
+  __syncthreads();
+  // A chunk: A gathered by every thread, B in bulk by thread 0.
   auto swizzled = [](int row, int word) { return swizzle128(row, word); };
   auto stage_a = [&](int s) { return smem + s * Cfg::kStageBytes; };
   auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kBM * 128; };
+  auto fetch = [&](int local, int s) {
+    loader.fetch_a(first + local, stage_a(s), swizzled);
+    if (threadIdx.x == 0) wt.fetch(cv, first + local, stage_b(s), &b_landed[s]);
+  };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
 
   float acc[Cfg::kBN / 2];
 #pragma unroll
   for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] = 0.f;
 
-  // This block's chunks: all of them, or its split's.
-  const int first = blockIdx.y * a.chunks_per_split;
-  const int count = min(cv.chunks - first, a.chunks_per_split);
   // kStages - 2 chunks load ahead of the MMAs, and one chunk's MMAs stay in flight while the next
   // chunk is waited for and its successor's loads are issued: the stage refilled at chunk c held
   // chunk c - 2, whose MMAs every warpgroup has waited for before the barrier.
 #pragma unroll
   for (int s = 0; s < Cfg::kStages - 2; ++s) {
-    if (s < count) loader.fetch(first + s, stage_a(s), stage_b(s), swizzled);
+    if (s < count) fetch(s, s);
     cp_async_commit();
   }
   for (int i = 0; i < count; ++i) {
@@ -530,9 +591,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
     fence_proxy_async_shared();
     __syncthreads();
     const int next = i + Cfg::kStages - 2;
-    if (next < count) loader.fetch(first + next, stage_a(next % Cfg::kStages), stage_b(next % Cfg::kStages), swizzled);
+    if (next < count) fetch(next, next % Cfg::kStages);
     cp_async_commit();
     const int s = i % Cfg::kStages;
+    mbarrier_wait(&b_landed[s], (i / Cfg::kStages) & 1);
     const unsigned sa = smem_address(stage_a(s) + group * 64 * 128), sb = smem_address(stage_b(s));
     wgmma_fence();
 #pragma unroll

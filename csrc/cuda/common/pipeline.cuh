@@ -1,0 +1,65 @@
+// Hopper's asynchronous copies as PTX wrappers: the bulk copy (the copy engine moves a contiguous
+// run of bytes into shared memory) and the shared-memory mbarrier that counts its bytes (a stage is
+// ready once the phase that expected them completes). mbarriers exist from sm_80; waits on a phase's
+// parity, transaction counts and bulk copies from sm_90 (older targets compile them to a trap: only
+// the wgmma kernels use them).
+#pragma once
+
+#include <cstdint>
+
+namespace torchconv {
+namespace cuda {
+
+// Before the first arrival: `count` arrivals complete each phase. Made visible to the other threads
+// by a block barrier.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(unsigned(__cvta_generic_to_shared(bar))), "r"(count)
+               : "memory");
+}
+
+// One arrival that also expects `bytes` more from asynchronous copies (complete_tx) in this phase.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(
+                   unsigned(__cvta_generic_to_shared(bar))),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+
+// A bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to this
+// block's shared memory by the copy engine (sm_90): it writes through the async proxy, which the
+// MMAs read through, and counts its bytes on `bar` when they have landed.
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          unsigned(__cvta_generic_to_shared(dst))),
+      "l"(src), "r"(bytes), "r"(unsigned(__cvta_generic_to_shared(bar)))
+      : "memory");
+#endif
+}
+
+// Waits (acquire) until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  const unsigned addr = unsigned(__cvta_generic_to_shared(bar));
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+
+}  // namespace cuda
+}  // namespace torchconv
