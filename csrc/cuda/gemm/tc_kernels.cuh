@@ -387,6 +387,9 @@ struct TcEpilogue {
   static constexpr int kVec = 16 / int(sizeof(T));
   static constexpr int kLd = kBN + kVec;
   static constexpr size_t kSmemBytes = size_t(kBM) * kLd * sizeof(T) + size_t(kBM) * sizeof(int64_t);
+  struct alignas(2 * sizeof(T)) Pair {
+    T lo, hi;
+  };
 
   // Rows `row` and `row + 8`, columns `col` and `col + 1` of the tile (an MMA C fragment).
   __device__ __forceinline__ static void stage(T* tile, const TcConvArgs<T>& a, const TcBlock& blk, int row, int col,
@@ -397,10 +400,11 @@ struct TcEpilogue {
       if (blk.n0 + col < a.cv.outputs) b0 = to_float(a.bias[ch]);
       if (blk.n0 + col + 1 < a.cv.outputs) b1 = to_float(a.bias[ch + 1]);
     }
-    tile[row * kLd + col] = from_float<T>(v[0] + b0);
-    tile[row * kLd + col + 1] = from_float<T>(v[1] + b1);
-    tile[(row + 8) * kLd + col] = from_float<T>(v[2] + b0);
-    tile[(row + 8) * kLd + col + 1] = from_float<T>(v[3] + b1);
+    // A column pair in one store (col and kLd are even): half the shared-memory stores of the
+    // epilogue; with 16-bit types a warp's stores then hit 32 distinct banks (rows kLd / 2 words
+    // apart, 4 mod 32).
+    *reinterpret_cast<Pair*>(tile + row * kLd + col) = Pair{from_float<T>(v[0] + b0), from_float<T>(v[1] + b1)};
+    *reinterpret_cast<Pair*>(tile + (row + 8) * kLd + col) = Pair{from_float<T>(v[2] + b0), from_float<T>(v[3] + b1)};
   }
 
   // After stage() from every thread: write the tile out. Starts with a barrier.
