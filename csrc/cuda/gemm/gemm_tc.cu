@@ -81,7 +81,6 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   // Wt's destination channels are padded for the widest tile the rule may pick (wide: > 128 channels).
   cv.n_pad = round_up(std::max(cv.outputs, 1), cv.outputs > 128 ? 256 : 128);
   cv.wt_tiled = wgmma_device();  // the wgmma kernels copy B tiles in bulk
-  cv.tile_elems = kWtRowBytes / elem;
   cv.col_plane = map.col_H * map.col_W;
   cv.rows = int64_t(map.N) * cv.col_plane;
   cv.src_image = int64_t(map.src_H) * map.src_W * map.src_C;
@@ -97,7 +96,8 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
     auto w = weight.contiguous();
     auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
     // 16-bit types copied as bits: zero is all-zero bits.
-    const TcWeightMap map{int(weight.size(2)), int(weight.size(3)), cv, wt.numel() < (int64_t(1) << 31)};
+    const TcWeightMap map{int(weight.size(2)), int(weight.size(3)), cv, wt.numel() < (int64_t(1) << 31),
+                          kWtRowBytes / int(sizeof(T))};
     if constexpr (std::is_same_v<T, float>) {  // stored rounded to TF32: the kernels read it as is
       relayout_filter(w.const_data_ptr<float>(), wt.mutable_data_ptr<float>(), wt.numel(), map, Tf32Rounding{});
     } else {

@@ -65,7 +65,6 @@ struct TcConv : LaunchMap {
   int chunks;          // chunks of the whole reduction
   int n_pad;           // destination channels per group in Wt, padded to the widest tile
   bool wt_tiled;       // Wt in 128-byte-swizzled tiles of 64 rows x one chunk (wgmma kernels, see TcWtBulkLoader)
-  int tile_elems;      // elements of a 128-byte row
   int col_plane;       // col_H x col_W
   int64_t rows;        // N x col_H x col_W
   int64_t src_image;   // src_H x src_W x src_C (elements)
@@ -102,28 +101,29 @@ struct TcConvArgs {
 
 // Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh).
 // The relayout runs for every call with a trainable weight: 32-bit index math where the matrix allows.
-// Tiled (cv.wt_tiled): [g][n_pad / 64][wt_row / tile_elems][64 rows][128 bytes], 16-byte word w of
+// Tiled (cv.wt_tiled): [g][n_pad / 64][wt_row / row_elems][64 rows][128 bytes], 16-byte word w of
 // a row stored at word w ^ (row % 8) -- the wgmma stage layout, so that a chunk's B tile is
 // n / 64 contiguous 8 KB copies.
 struct TcWeightMap {
   int Rw, Sw;
   TcConv cv;
-  bool small;  // the matrix has fewer than 2^31 elements
+  bool small;     // the matrix has fewer than 2^31 elements
+  int row_elems;  // elements of a 128-byte row (tiled)
   __device__ int64_t src(int64_t e) const {
     int col, dst;
     int64_t g;
     if (cv.wt_tiled) {
-      const int tile_size = 64 * cv.tile_elems, col_tiles = cv.wt_row / cv.tile_elems;
+      const int tile_size = 64 * row_elems, col_tiles = cv.wt_row / row_elems;
       const int within = int(e % tile_size);
       const int64_t tile = e / tile_size;
-      const int row = within / cv.tile_elems, pos = within - row * cv.tile_elems;
-      const int vec = cv.tile_elems / 8;  // elements of a 16-byte word
+      const int row = within / row_elems, pos = within - row * row_elems;
+      const int vec = row_elems / 8;  // elements of a 16-byte word
       const int word = (pos / vec) ^ (row & 7);
       const int col_tile = int(tile % col_tiles);
       const int64_t rest = tile / col_tiles;
       const int row_tiles = cv.n_pad / 64;
       dst = int(rest % row_tiles) * 64 + row, g = rest / row_tiles;
-      col = col_tile * cv.tile_elems + word * vec + pos % vec;
+      col = col_tile * row_elems + word * vec + pos % vec;
     } else if (small) {
       const unsigned i = unsigned(e), row = i / unsigned(cv.wt_row);
       col = int(i - row * unsigned(cv.wt_row));
@@ -153,6 +153,13 @@ struct TcBlock {
   }
 };
 
+// The element of a Wt row where chunk `chunk` of `chunk_elems` reduced channels starts.
+__device__ __forceinline__ int wt_column(const TcConv& cv, int chunk, int chunk_elems) {
+  if (cv.packed) return chunk * chunk_elems;
+  const int tap = chunk / cv.chunks_per_tap;
+  return tap * cv.red_pad + (chunk - tap * cv.chunks_per_tap) * chunk_elems;
+}
+
 // The B tile loader: each thread copies 16-byte word `word` of kRows rows of Wt per chunk.
 template <typename T, int kBN, int kBKBytes, int kThreads>
 struct TcWtLoader {
@@ -173,16 +180,9 @@ struct TcWtLoader {
     row_step = int64_t(kRowsPerPass) * a.cv.wt_row;
   }
 
-  // The element of a Wt row where chunk `chunk` starts.
-  __device__ __forceinline__ static int column(const TcConv& cv, int chunk) {
-    if (cv.packed) return chunk * kChunk;
-    const int tap = chunk / cv.chunks_per_tap;
-    return tap * cv.red_pad + (chunk - tap * cv.chunks_per_tap) * kChunk;
-  }
-
   template <typename Offset>
   __device__ __forceinline__ void fetch(const TcConv& cv, int chunk, unsigned char* stage_b, Offset offset) {
-    const T* p = base + column(cv, chunk);
+    const T* p = base + wt_column(cv, chunk, kChunk);
 #pragma unroll
     for (int i = 0; i < kRows; ++i) cp_async_16(stage_b + offset(row0 + i * kRowsPerPass, word), p + i * row_step);
   }
@@ -205,7 +205,7 @@ struct TcWtBulkLoader {
 
   // Chunk `chunk` into `stage_b`, its bytes counted on `bar` (an arrival with the count expected).
   __device__ __forceinline__ void fetch(const TcConv& cv, int chunk, unsigned char* stage_b, uint64_t* bar) const {
-    const int col_tile = TcWtLoader<T, kBN, 128, 128>::column(cv, chunk) / kTileElems;
+    const int col_tile = wt_column(cv, chunk, kTileElems) / kTileElems;
     mbarrier_arrive_expect_tx(bar, kBytes);
 #pragma unroll
     for (int i = 0; i < kBN / 64; ++i)
@@ -566,10 +566,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
     for (int s = 0; s < Cfg::kStages; ++s) mbarrier_init(&b_landed[s], 1);
   }
   __syncthreads();
-  // A chunk: A gathered by every thread, B in bulk by thread 0.
   auto swizzled = [](int row, int word) { return swizzle128(row, word); };
   auto stage_a = [&](int s) { return smem + s * Cfg::kStageBytes; };
   auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kBM * 128; };
+  // A chunk: A gathered by every thread, B in bulk by thread 0.
   auto fetch = [&](int local, int s) {
     loader.fetch_a(first + local, stage_a(s), swizzled);
     if (threadIdx.x == 0) wt.fetch(cv, first + local, stage_b(s), &b_landed[s]);
