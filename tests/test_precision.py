@@ -239,6 +239,50 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
     assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
 
 
+# The wgmma grad_weight config rule (Hopper), as (shape, config): 64 filters for groups with at most
+# 64 (narrow), else 128 x 256 columns (taps x channels per group; wide), or 128 x 128 where there are
+# at most 128 columns (large); the positions split across blocks to fill the GPU. Stride, padding,
+# dilation and groups on the way.
+WEIGHT_GRAD_CASES = [
+    ((2, 16, 136, 13, 11, 3, 3, 1, 1, 1, 1), "wgmma-wide"),
+    ((2, 32, 136, 9, 10, 3, 3, 1, 1, 1, 1), "wgmma-wide"),
+    ((2, 16, 72, 15, 14, 3, 3, 2, 2, 2, 1), "wgmma-wide"),
+    ((3, 128, 136, 7, 9, 1, 1, 1, 0, 1, 1), "wgmma-large"),
+    ((2, 112, 80, 8, 9, 1, 1, 2, 0, 1, 1), "wgmma-large"),
+    ((2, 16, 24, 9, 7, 3, 3, 1, 1, 1, 1), "wgmma-narrow"),
+    ((1, 32, 40, 12, 13, 3, 3, 2, 1, 1, 1), "wgmma-narrow"),
+    ((2, 64, 48, 10, 9, 3, 3, 1, 1, 1, 2), "wgmma-narrow"),
+    ((8, 64, 128, 40, 33, 3, 3, 1, 1, 1, 1), "wgmma-wide"),  # many position splits
+]
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", WEIGHT_GRAD_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
+    shape, config = case
+    x, w, b, kw = make_case(shape, device, dtype, channels_last)
+    w.requires_grad_(True)
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    gy = torch.randn_like(y)
+    (gw,) = torch.autograd.grad(y, (w,), gy)
+    plan = re.search(r"grad_weight:(\S+)/splits=(\d+)", torchconv.last_choice())
+    if hopper():
+        assert plan.group(1) == config, torchconv.last_choice()
+        if shape[0] == 8:
+            assert int(plan.group(2)) > 1
+    w64 = w.detach().double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(F.conv2d(x.double(), w64, b.double(), **kw), (w64,), gy.double())
+    wr = w.detach().requires_grad_(True)
+    (theirs,) = torch.autograd.grad(F.conv2d(x, wr, b, **kw), (wr,), gy)
+    err, their_err = rel_err(gw, ref), rel_err(theirs, ref)
+    assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
+    # The same bits every call: the splits' sums are added in a fixed order.
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    assert torch.equal(torch.autograd.grad(y, (w,), gy)[0], gw)
+
+
 @pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])
 @pytest.mark.parametrize("shape", TF32_SHAPES, ids=shape_id)
 @pytest.mark.parametrize("device", [CUDA])
@@ -294,13 +338,13 @@ def test_tensor_cores_run_half_precision(device, dtype):
     y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     y.backward(torch.randn_like(y))
     assert re.search(r"grad_input:(tc|wgmma)-", torchconv.last_choice())
-    assert re.search(r"grad_weight:tc-", torchconv.last_choice())
+    assert re.search(r"grad_weight:(tc|wgmma)-", torchconv.last_choice())
     x, w, b, kw = make_case(SHAPES[6], device, dtype, channels_last=True)  # RGB stem
     w.requires_grad_(True)
     y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     assert re.match(r"forward:(tc|wgmma)-", torchconv.last_choice())
     y.backward(torch.randn_like(y))
-    assert re.search(r"grad_weight:tc-", torchconv.last_choice())
+    assert re.search(r"grad_weight:(tc|wgmma)-", torchconv.last_choice())
     x, w, b, kw = make_case(SHAPES[7], device, dtype, channels_last=True)
     torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     assert not TENSOR_CORE_PLAN.search(torchconv.last_choice())

@@ -3,10 +3,12 @@
 // targets compile these to a trap and the host never launches them there, see
 // kWgmmaCompiled in gemm_tc.cu).
 //
-// Operands come from shared memory through matrix descriptors. Both are K-major tiles whose rows are
-// 128 bytes (64 float16 / bfloat16, or 32 float32 read as TF32) with the 128-byte swizzle: 16-byte word w of row r is stored at
-// word w ^ (r % 8) of that row, tiles 1024-byte aligned, 8-row groups 1024 bytes apart. One k-step
-// (32 bytes) later is the same descriptor with its start address 32 bytes on.
+// Operands come from shared memory through matrix descriptors. The convolution kernels' are K-major
+// tiles whose rows are 128 bytes (64 float16 / bfloat16, or 32 float32 read as TF32) with the 128-byte
+// swizzle: 16-byte word w of row r is stored at word w ^ (r % 8) of that row, tiles 1024-byte aligned,
+// 8-row groups 1024 bytes apart. One k-step (32 bytes) later is the same descriptor with its start
+// address 32 bytes on. grad_weight's are MN-major (WgmmaMnMajor): the same swizzled rows, each
+// holding one k.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,18 @@ namespace cuda {
 __device__ __forceinline__ uint64_t wgmma_descriptor(unsigned addr) {
   uint64_t desc = uint64_t((addr & 0x3FFFF) >> 4);
   desc |= uint64_t(1) << 16;
+  desc |= uint64_t(1024 >> 4) << 32;
+  desc |= uint64_t(1) << 62;
+  return desc;
+}
+
+// The descriptor of a 128-byte-swizzled MN-major tile (16-bit types; the reduction runs along the
+// rows): each 128-byte row holds 64 elements of M (or N) at one k, 16-byte word w of row r stored at
+// word w ^ (r % 8); 8-row groups (k) 1024 bytes apart (stride-byte offset), 64-element blocks of M
+// or N `block_bytes` apart (leading-byte offset). One k-step (16 rows) later is 2048 bytes on.
+__device__ __forceinline__ uint64_t wgmma_descriptor_mn_major(unsigned addr, unsigned block_bytes) {
+  uint64_t desc = uint64_t((addr & 0x3FFFF) >> 4);
+  desc |= uint64_t((block_bytes >> 4) & 0x3FFF) << 16;
   desc |= uint64_t(1024 >> 4) << 32;
   desc |= uint64_t(1) << 62;
   return desc;
@@ -89,6 +103,7 @@ struct Wgmma;
   }
 #define TORCHCONV_WGMMA_16BIT_MODES "1, 1, 0, 0"
 #define TORCHCONV_WGMMA_TF32_MODES "1, 1"
+#define TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES "1, 1, 1, 1"
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TORCHCONV_WGMMA_ASM(...) asm volatile(__VA_ARGS__)
 #else
@@ -132,12 +147,42 @@ struct Wgmma<float, 256> {
   TORCHCONV_WGMMA_N256("m64n256k8.f32.tf32.tf32", TORCHCONV_WGMMA_TF32_MODES)
 };
 
+// Both operands MN-major (the transpose modes; 16-bit types only: TF32 operands are always K-major),
+// descriptors from wgmma_descriptor_mn_major. Accumulators as in Wgmma.
+template <typename T, int kN>
+struct WgmmaMnMajor;
+template <>
+struct WgmmaMnMajor<__half, 64> {
+  TORCHCONV_WGMMA_N64("m64n64k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajor<__half, 128> {
+  TORCHCONV_WGMMA_N128("m64n128k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajor<__half, 256> {
+  TORCHCONV_WGMMA_N256("m64n256k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajor<__nv_bfloat16, 64> {
+  TORCHCONV_WGMMA_N64("m64n64k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajor<__nv_bfloat16, 128> {
+  TORCHCONV_WGMMA_N128("m64n128k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajor<__nv_bfloat16, 256> {
+  TORCHCONV_WGMMA_N256("m64n256k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES)
+};
+
 #undef TORCHCONV_WGMMA_N64
 #undef TORCHCONV_WGMMA_N128
 #undef TORCHCONV_WGMMA_N256
 #undef TORCHCONV_WGMMA_ASM
 #undef TORCHCONV_WGMMA_16BIT_MODES
 #undef TORCHCONV_WGMMA_TF32_MODES
+#undef TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES
 
 }  // namespace cuda
 }  // namespace torchconv

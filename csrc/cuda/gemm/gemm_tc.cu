@@ -253,9 +253,35 @@ void dispatch_tc(at::ScalarType dtype, F&& f) {
 //   medium 64 x 128, 4 warps of 64 x 32: groups with <= 64 filters.
 using TcWeightGradLarge = TcWeightGradConfig<128, 128, 32, 2, 4, 4, 2>;
 using TcWeightGradMedium = TcWeightGradConfig<64, 128, 32, 1, 4, 4, 3>;
+// wgmma (sm_90a; filters x columns, warpgroups across the columns, stages, blocks per SM):
+//   wide    128 x 256: more than 64 filters per group and more than 128 columns (taps x channels
+//           per group) -- even where 128 columns would pad less (a 3x3 layer of 128 channels has
+//           1152), the wide tile's MMAs per byte loaded make it the faster of the two;
+//   large   128 x 128 (two blocks per SM): more than 64 filters, at most 128 columns;
+//   narrow  64 x 128, two warpgroups of 64 columns (two blocks per SM): groups with <= 64 filters
+//           (faster than 64 x 256 on the layers of 64 filters: two blocks per SM hide the loads).
+using WgmmaWeightGradWide = WgmmaWeightGradConfig<128, 256, 1, 4, 1>;
+using WgmmaWeightGradLarge = WgmmaWeightGradConfig<128, 128, 1, 3, 2>;
+using WgmmaWeightGradNarrow = WgmmaWeightGradConfig<64, 128, 2, 4, 2>;
 
-template <typename T, typename Cfg>
-void tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw, const char* name) {
+// Position splits for a grid of `base` blocks (`slots` = SMs x blocks per SM): the fewest that fill
+// the waves they take to within 90% (the blocks' work is equal, so a partial last wave idles the
+// rest of the GPU), else the best filling; at most `cap`.
+int64_t weight_grad_splits(int64_t base, int64_t slots, int64_t cap) {
+  int64_t best = 1;
+  double best_fill = 0.0;
+  for (int64_t s = 1; s <= cap; ++s) {
+    const int64_t blocks = base * s;
+    const double fill = double(blocks) / double(ceil_div(blocks, slots) * slots);
+    if (fill >= 0.9) return s;
+    if (fill > best_fill) best = s, best_fill = fill;
+  }
+  return best;
+}
+
+template <typename T, typename Cfg, typename Kernel>
+void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw,
+                    const char* name) {
   TcWeightGradArgs<T> a{};
   TcWeightGrad& wg = a.wg;
   wg.N = int(p.N), wg.C = int(p.C), wg.H = int(p.H), wg.W = int(p.W), wg.K = int(p.K), wg.Ho = int(p.Ho);
@@ -266,14 +292,13 @@ void tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& g
   wg.k_pad = round_up(wg.Kg, Cfg::kBM), wg.n_pad = round_up(wg.cols, Cfg::kBN);
   wg.positions = p.N * p.Ho * p.Wo;
   a.m_tiles = wg.k_pad / Cfg::kBM, a.n_tiles = wg.n_pad / Cfg::kBN;
-  // Position splits: enough blocks for two per SM slot, at least 8 chunks each, the partial sums
-  // within the workspace limit.
+  // Position splits: the waves filled, at least 8 chunks each, the partial sums within the
+  // workspace limit.
   const int64_t base_blocks = int64_t(a.m_tiles) * a.n_tiles * wg.groups;
   const int64_t slice_bytes = int64_t(wg.groups) * wg.k_pad * wg.n_pad * int64_t(sizeof(float));
-  const int64_t want = ceil_div(2 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
   const int64_t by_work = std::max<int64_t>(1, wg.positions / (8 * Cfg::kBK));
   const int64_t by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
-  int64_t splits = std::max<int64_t>(1, std::min({want, by_work, by_memory}));
+  int64_t splits = weight_grad_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, std::min(by_work, by_memory));
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
   auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, x.options().dtype(at::kFloat));
@@ -283,14 +308,32 @@ void tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& g
   a.partial = partial.mutable_data_ptr<float>();
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_gemm_backward");
-  ensure_dynamic_smem(tc_weight_grad_kernel<T, Cfg>, Cfg::kSmemBytes, "conv2d_gemm_backward");
+  ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");
   record_last_choice("grad_weight", name, int(splits));
-  tc_weight_grad_kernel<T, Cfg><<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
+  kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   tc_weight_grad_finish_kernel<T><<<elementwise_blocks(gw.numel(), 256), 256, 0, current_stream()>>>(
       a.partial, reinterpret_cast<T*>(gw.mutable_data_ptr()), wg, int(splits), gw.stride(0), gw.stride(1),
       gw.stride(2), gw.stride(3));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The grad_weight config rule: wgmma on Hopper, mma.sync otherwise.
+template <typename T>
+void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw) {
+  const bool narrow = p.filters_per_group() <= 64;
+  if (wgmma_device()) {
+    if (narrow)
+      return tc_weight_grad<T, WgmmaWeightGradNarrow>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradNarrow>, p, x,
+                                                       gy, gw, "wgmma-narrow");
+    if (p.R * p.S * p.channels_per_group() > 128)
+      return tc_weight_grad<T, WgmmaWeightGradWide>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWide>, p, x, gy,
+                                                     gw, "wgmma-wide");
+    return tc_weight_grad<T, WgmmaWeightGradLarge>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradLarge>, p, x, gy,
+                                                    gw, "wgmma-large");
+  }
+  if (narrow) return tc_weight_grad<T, TcWeightGradMedium>(tc_weight_grad_kernel<T, TcWeightGradMedium>, p, x, gy, gw, "tc-medium");
+  return tc_weight_grad<T, TcWeightGradLarge>(tc_weight_grad_kernel<T, TcWeightGradLarge>, p, x, gy, gw, "tc-large");
 }
 
 // `t` (N, C, H, W) in channels_last with its channels zero-padded to `channels`: the tensor-core
@@ -350,10 +393,7 @@ at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_outp
   at::Tensor target = padded.C == p.C ? gw : at::empty({p.K, padded.C, p.R, p.S}, gw.options());
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, float>) {
-      if (p.filters_per_group() <= 64) tc_weight_grad<T, TcWeightGradMedium>(padded, x, gy, target, "tc-medium");
-      else tc_weight_grad<T, TcWeightGradLarge>(padded, x, gy, target, "tc-large");
-    }
+    if constexpr (!std::is_same_v<T, float>) run_tc_weight_grad<T>(padded, x, gy, target);
   });
   if (padded.C != p.C) gw.copy_(target.narrow(1, 0, p.C));
   return gw;

@@ -1,17 +1,19 @@
-// grad_weight on tensor cores (float16 / bfloat16, mma.sync m16n8k16, FP32 accumulators), device
-// side. In channels_last both operands run along the reduction:
+// grad_weight on tensor cores (float16 / bfloat16, FP32 accumulators), device side: mma.sync
+// m16n8k16 (tc_weight_grad_kernel), and wgmma on sm_90a (tc_weight_grad_wgmma_kernel). In
+// channels_last both operands run along the reduction:
 //     dW[g][k][(tap, c)] = sum over output positions p of gy[p][g, k] * x[p through tap][g, c]
 // so a chunk of kBK positions is kBK rows of filters (gy) and kBK rows of (tap, channel) columns
 // (x, gathered), each row copied in 16-byte words; the MMAs read both tiles transposed (ldmatrix
-// .trans). The positions are split across blocks so that the grid fills the GPU; each split writes
-// FP32 partial sums, which tc_weight_grad_finish_kernel adds in a fixed order (bitwise repeatable)
-// and writes in the weight's dtype and memory format.
+// .trans; wgmma's MN-major operands). The positions are split across blocks so that the grid fills
+// the GPU; each split writes FP32 partial sums, which tc_weight_grad_finish_kernel adds in a fixed
+// order (bitwise repeatable) and writes in the weight's dtype and memory format.
 #pragma once
 
 #include <cstdint>
 
 #include "../common/launch.cuh"
 #include "../common/mma.cuh"
+#include "../common/wgmma.cuh"
 
 namespace torchconv {
 namespace cuda {
@@ -168,6 +170,153 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
 }
 
+// The wgmma tile (sm_90a): kBM filters (64 or 128) x kBN columns (128 or 256), kBK = 64 positions
+// per chunk, kWarpGroupsN warpgroups across the columns (one per 64 filters down the rows), kStages
+// shared stages. Both operands are stored MN-major, one position per 128-byte row: 64-element blocks
+// of kBK swizzled rows (8 KB), A (gy) then B (x gathered).
+template <int kBM_, int kBN_, int kWarpGroupsN_, int kStages_, int kMinBlocks_>
+struct WgmmaWeightGradConfig {
+  static constexpr int kBM = kBM_, kBN = kBN_, kBK = 64, kStages = kStages_, kMinBlocks = kMinBlocks_;
+  static constexpr int kWarpGroupsM = kBM / 64, kWarpGroupsN = kWarpGroupsN_;
+  static constexpr int kThreads = 128 * kWarpGroupsM * kWarpGroupsN;
+  static constexpr int kWarpGroupN = kBN / kWarpGroupsN;  // columns of one warpgroup's MMA
+  static constexpr int kBlockBytes = kBK * 128;           // 64 filters or columns x kBK positions
+  static constexpr int kStageBytes = (kBM + kBN) / 64 * kBlockBytes;
+  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024;  // + alignment of the tiles
+  static_assert(kBM % 64 == 0 && kBN % 64 == 0 && kWarpGroupN % 64 == 0, "whole 64-element blocks");
+  static_assert(kStages >= 3, "two chunks besides the one the MMAs read: one in flight, one loading");
+};
+
+// grad_weight on wgmma: the reduction over positions is the MMAs' k, so both tiles are read
+// MN-major (the transpose modes) straight from the rows the loads copy, one position per row. A's
+// rows (gy) are kBM / 8 words of one position's filters, copied with a row per 16 threads' words;
+// B's (x) are gathered, and each thread keeps one row of the chunk so that its position is decoded
+// once per chunk, its kBN / 8 / kThreadsPerRow words (fixed taps and channels, precomputed) then
+// being an offset and two bounds tests each.
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    tc_weight_grad_wgmma_kernel(const __grid_constant__ TcWeightGradArgs<T> a) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
+  constexpr int kWordsA = Cfg::kBM / 8, kThreadsPerRow = Cfg::kThreads / Cfg::kBK;
+  constexpr int kARows = Cfg::kBK * kWordsA / Cfg::kThreads, kARowStep = Cfg::kThreads / kWordsA;
+  constexpr int kBWords = Cfg::kBN / 8 / kThreadsPerRow;
+  static_assert(Cfg::kThreads % kWordsA == 0 && kARows >= 1 && kBWords >= 1 && Cfg::kThreads % Cfg::kBK == 0,
+                "each pass copies whole rows");
+  const TcWeightGrad& wg = a.wg;
+  const int tid = threadIdx.x;
+
+  int bid = blockIdx.x;
+  const int n_tile = bid % a.n_tiles;
+  bid /= a.n_tiles;
+  const int m_tile = bid % a.m_tiles;
+  bid /= a.m_tiles;
+  const int g = bid % wg.groups;
+  const int split = bid / wg.groups;
+  const int m0 = m_tile * Cfg::kBM, n0 = n_tile * Cfg::kBN;
+  const int64_t p_begin = int64_t(split) * wg.positions_per_split;
+  const int64_t p_end = min(wg.positions, p_begin + wg.positions_per_split);
+  const int chunks = int((p_end - p_begin + Cfg::kBK - 1) / Cfg::kBK);
+
+  // A: word word_a (filters m0 + 8 word_a ..) of rows row_a + i kARowStep.
+  const int word_a = tid % kWordsA, row_a = tid / kWordsA;
+  const bool filter_ok = m0 + word_a * 8 < wg.Kg;
+  const T* gy_base = a.gy + int64_t(g) * wg.Kg + m0 + word_a * 8;
+  // B: row row_b, words word_b0 + j kThreadsPerRow, each a (tap, 8 channels) column.
+  const int row_b = tid / kThreadsPerRow, word_b0 = tid % kThreadsPerRow;
+  int b_dy[kBWords], b_dx[kBWords], b_c[kBWords];
+#pragma unroll
+  for (int j = 0; j < kBWords; ++j) {
+    const int n = n0 + (word_b0 + j * kThreadsPerRow) * 8;
+    if (n < wg.cols) {
+      const int tap = n / wg.Cg, r = tap / wg.S;
+      b_c[j] = n - tap * wg.Cg;
+      b_dy[j] = r * wg.dil_h - wg.pad_h, b_dx[j] = (tap - r * wg.S) * wg.dil_w - wg.pad_w;
+    } else {
+      b_c[j] = 0, b_dy[j] = -(1 << 29), b_dx[j] = 0;  // never inside the image
+    }
+  }
+  const T* x_group = a.x + int64_t(g) * wg.Cg;
+  const int plane = wg.Ho * wg.Wo;
+
+  auto stage_a = [&](int st) { return smem + st * Cfg::kStageBytes; };
+  auto stage_b = [&](int st) { return smem + st * Cfg::kStageBytes + Cfg::kBM / 64 * Cfg::kBlockBytes; };
+  // Word w (of the tile's row) of row `row`: its 64-element block, then the swizzled row.
+  auto place = [](int row, int w) { return (w / 8) * Cfg::kBlockBytes + swizzle128(row, w % 8); };
+  auto fetch = [&](int chunk, int st) {
+    const int64_t p0 = p_begin + int64_t(chunk) * Cfg::kBK;
+#pragma unroll
+    for (int i = 0; i < kARows; ++i) {
+      const int row = row_a + i * kARowStep;
+      const int64_t p = p0 + row;
+      const bool ok = filter_ok && p < p_end;
+      cp_async_16_or_zero(stage_a(st) + place(row, word_a), ok ? gy_base + p * wg.K : a.gy, ok);
+    }
+    const int64_t p = p0 + row_b;
+    const bool row_ok = p < p_end;
+    int iy0 = -(1 << 29), ix0 = 0;  // with b_dy: never inside the image
+    const T* x_image = a.x;
+    if (row_ok) {
+      const int img = int(p / plane), q = int(p - int64_t(img) * plane);
+      const int oy = q / wg.Wo;
+      iy0 = oy * wg.stride_h, ix0 = (q - oy * wg.Wo) * wg.stride_w;
+      x_image = x_group + int64_t(img) * wg.H * wg.W * wg.C;
+    }
+#pragma unroll
+    for (int j = 0; j < kBWords; ++j) {
+      const int iy = iy0 + b_dy[j], ix = ix0 + b_dx[j];
+      const bool ok = unsigned(iy) < unsigned(wg.H) && unsigned(ix) < unsigned(wg.W);
+      const T* src = x_image + (int64_t(iy) * wg.W + ix) * wg.C + b_c[j];
+      cp_async_16_or_zero(stage_b(st) + place(row_b, word_b0 + j * kThreadsPerRow), ok ? src : a.x, ok);
+    }
+  };
+
+  const int warp = tid / 32, lane = tid % 32, group = warp / 4;
+  const int group_m = group % Cfg::kWarpGroupsM, group_n = group / Cfg::kWarpGroupsM;
+  float acc[Cfg::kWarpGroupN / 2];
+#pragma unroll
+  for (int i = 0; i < Cfg::kWarpGroupN / 2; ++i) acc[i] = 0.f;
+
+  // The forward wgmma kernel's pipeline: kStages - 2 chunks load ahead, one chunk's MMAs in flight.
+#pragma unroll
+  for (int st = 0; st < Cfg::kStages - 2; ++st) {
+    if (st < chunks) fetch(st, st);
+    cp_async_commit();
+  }
+  for (int i = 0; i < chunks; ++i) {
+    cp_async_wait<Cfg::kStages - 3>();
+    fence_proxy_async_shared();
+    __syncthreads();
+    const int next = i + Cfg::kStages - 2;
+    if (next < chunks) fetch(next, next % Cfg::kStages);
+    cp_async_commit();
+    const int st = i % Cfg::kStages;
+    const unsigned sa = smem_address(stage_a(st) + group_m * Cfg::kBlockBytes);
+    const unsigned sb = smem_address(stage_b(st) + group_n * (Cfg::kWarpGroupN / 64) * Cfg::kBlockBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kBK / 16; ++ks)
+      WgmmaMnMajor<T, Cfg::kWarpGroupN>::run(acc, wgmma_descriptor_mn_major(sa + ks * 2048, Cfg::kBlockBytes),
+                                             wgmma_descriptor_mn_major(sb + ks * 2048, Cfg::kBlockBytes), 1);
+    wgmma_commit();
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+  cp_async_wait<0>();
+
+  // The FP32 sums straight from the accumulators (a lane quad writes 32 contiguous bytes).
+  float* out = a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0 + group_m * 64) * wg.n_pad + n0 +
+               group_n * Cfg::kWarpGroupN;
+#pragma unroll
+  for (int j = 0; j < Cfg::kWarpGroupN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = (warp % 4) * 16 + lane / 4 + 8 * h, col = j * 8 + (lane % 4) * 2;
+      *reinterpret_cast<float2*>(out + int64_t(row) * wg.n_pad + col) =
+          make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+}
+
 // gw[g * Kg + k][c][r][s] (through its strides: either memory format) = sum over splits, in order,
 // of the partial sums of column (r * S + s) * Cg + c.
 template <typename T>
@@ -183,6 +332,8 @@ __global__ void tc_weight_grad_finish_kernel(const float* __restrict__ partial, 
     const int r = tap / wg.S, s = tap - r * wg.S;
     const float* src = partial + (int64_t(g) * wg.k_pad + kk) * wg.n_pad + col;
     float sum = 0.f;
+    // Unrolled so that several splits' loads are in flight; the sum's order stays the splits'.
+#pragma unroll 8
     for (int i = 0; i < splits; ++i) sum += src[i * split_stride];
     gw[k * sk + c * sc + r * sr + s * ss] = from_float<T>(sum);
   }
