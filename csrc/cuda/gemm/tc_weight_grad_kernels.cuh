@@ -46,6 +46,25 @@ struct TcWeightGradArgs {
   int m_tiles, n_tiles;
 };
 
+// The block's place in the grid: column tiles fastest, then filter tiles, groups, position splits
+// (the blocks that read the same positions run together); its positions and their chunks.
+struct TcWeightGradBlock {
+  int g, split, m0, n0, chunks;
+  int64_t p_begin, p_end;
+  template <typename T>
+  __device__ TcWeightGradBlock(const TcWeightGradArgs<T>& a, int bm, int bn, int bk) {
+    int bid = blockIdx.x;
+    n0 = bid % a.n_tiles * bn;
+    bid /= a.n_tiles;
+    m0 = bid % a.m_tiles * bm;
+    bid /= a.m_tiles;
+    g = bid % a.wg.groups, split = bid / a.wg.groups;
+    p_begin = int64_t(split) * a.wg.positions_per_split;
+    p_end = min(a.wg.positions, p_begin + a.wg.positions_per_split);
+    chunks = int((p_end - p_begin + bk - 1) / bk);
+  }
+};
+
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     tc_weight_grad_kernel(const __grid_constant__ TcWeightGradArgs<T> a) {
@@ -58,17 +77,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const TcWeightGrad& wg = a.wg;
   const int tid = threadIdx.x;
 
-  int bid = blockIdx.x;
-  const int n_tile = bid % a.n_tiles;
-  bid /= a.n_tiles;
-  const int m_tile = bid % a.m_tiles;
-  bid /= a.m_tiles;
-  const int g = bid % wg.groups;
-  const int split = bid / wg.groups;
-  const int m0 = m_tile * Cfg::kBM, n0 = n_tile * Cfg::kBN;
-  const int64_t p_begin = int64_t(split) * wg.positions_per_split;
-  const int64_t p_end = min(wg.positions, p_begin + wg.positions_per_split);
-  const int chunks = int((p_end - p_begin + Cfg::kBK - 1) / Cfg::kBK);
+  const TcWeightGradBlock blk(a, Cfg::kBM, Cfg::kBN, Cfg::kBK);
+  const int g = blk.g, split = blk.split, m0 = blk.m0, n0 = blk.n0, chunks = blk.chunks;
+  const int64_t p_begin = blk.p_begin, p_end = blk.p_end;
 
   // A: filters m0 + 8 * word_a .. of grad_output rows; B: column n0 + 8 * word_b = (tap, channel).
   const int word_a = tid % kWordsA, row_a = tid / kWordsA;
@@ -206,17 +217,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const TcWeightGrad& wg = a.wg;
   const int tid = threadIdx.x;
 
-  int bid = blockIdx.x;
-  const int n_tile = bid % a.n_tiles;
-  bid /= a.n_tiles;
-  const int m_tile = bid % a.m_tiles;
-  bid /= a.m_tiles;
-  const int g = bid % wg.groups;
-  const int split = bid / wg.groups;
-  const int m0 = m_tile * Cfg::kBM, n0 = n_tile * Cfg::kBN;
-  const int64_t p_begin = int64_t(split) * wg.positions_per_split;
-  const int64_t p_end = min(wg.positions, p_begin + wg.positions_per_split);
-  const int chunks = int((p_end - p_begin + Cfg::kBK - 1) / Cfg::kBK);
+  const TcWeightGradBlock blk(a, Cfg::kBM, Cfg::kBN, Cfg::kBK);
+  const int g = blk.g, split = blk.split, m0 = blk.m0, n0 = blk.n0, chunks = blk.chunks;
+  const int64_t p_begin = blk.p_begin, p_end = blk.p_end;
 
   // A: word word_a (filters m0 + 8 word_a ..) of rows row_a + i kARowStep.
   const int word_a = tid % kWordsA, row_a = tid / kWordsA;
