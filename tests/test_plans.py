@@ -2,6 +2,7 @@
 limits), every algorithm's named tile configs are forced through one API (torchconv.set_config or
 TORCHCONV_<ALGORITHM>_CONFIG), and torchconv.last_choice() names what ran."""
 import os
+import re
 import subprocess
 import sys
 
@@ -11,15 +12,18 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torchconv
-from conftest import ALGORITHMS, assert_close_rel
+from conftest import ALGORITHMS, TOLERANCE, assert_close_rel, rel_err
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 has_cuda_kernels = bool(torchconv.available_algorithms("cuda"))
 
+# The GEMM's tensor-core configs (float16 / bfloat16, TF32): mma.sync on any GPU, wgmma on Hopper.
+MMA_SYNC_CONFIGS = ("tc-large", "tc-medium", "tc-small")
+WGMMA_CONFIGS = ("wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide", "wgmma-tall")
 CONFIGS = {
     "direct": ("wide", "small", "depthwise"),
     "csg": ("wide", "medium", "thin"),
-    "gemm": ("large", "medium", "small", "narrow"),
+    "gemm": ("large", "medium", "small", "narrow") + MMA_SYNC_CONFIGS + WGMMA_CONFIGS,
     "winograd": ("default", "thin", "tall"),
 }
 
@@ -32,33 +36,71 @@ def test_configs_are_listed_per_algorithm(algorithm):
 @needs_cuda
 @pytest.mark.parametrize("algorithm, config", [(a, c) for a in ALGORITHMS for c in CONFIGS[a]])
 def test_each_config_is_forced_through_one_api(algorithm, config):
-    """Forward and both gradients in the forced config, and last_choice() names it for the forward."""
+    """Forward and both gradients in the forced config, and last_choice() names it for the forward.
+    The GEMM's tensor-core configs run float16 channels_last (mma.sync ones on Hopper too, where the
+    rule takes wgmma); grad_weight follows the forced config's kernel family."""
+    tensor_cores = config in MMA_SYNC_CONFIGS + WGMMA_CONFIGS
+    if config in WGMMA_CONFIGS and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma configs run on sm_90a")
+    dtype = torch.float16 if tensor_cores else torch.float32
     # direct's depthwise specialist takes small groups only: a depthwise layer with multiplier 2.
     groups = 32 if config == "depthwise" else 1
     x = torch.randn(2, 32, 20, 18, dtype=torch.float64)
-    w = torch.randn(64 if groups > 1 else 48, 32 // groups, 3, 3, dtype=torch.float64)
+    w = torch.randn(64 if groups > 1 else 48, 32 // groups, 3, 3, dtype=torch.float64) / 17
     ref = F.conv2d(x.requires_grad_(), w.requires_grad_(), None, 1, 1, 1, groups)
     gy = torch.randn_like(ref)
     ref_grads = torch.autograd.grad(ref, (x, w), gy)
-    xc, wc = (t.detach().float().cuda().requires_grad_() for t in (x, w))
+    fmt = torch.channels_last if tensor_cores else torch.contiguous_format
+    xc, wc = (t.detach().to("cuda", dtype).contiguous(memory_format=fmt).requires_grad_() for t in (x, w))
     torchconv.set_config(algorithm, config)
     try:
         assert torchconv.get_config(algorithm) == config
         out = torchconv.conv2d(xc, wc, None, 1, 1, 1, groups, algorithm=algorithm)
         forward = torchconv.last_choice().split()[0]
-        grads = torch.autograd.grad(out, (xc, wc), gy.float().cuda())
+        grads = torch.autograd.grad(out, (xc, wc), gy.to("cuda", dtype))
+        backward = torchconv.last_choice()
     finally:
         torchconv.set_config(algorithm, "")
     assert forward.startswith("forward:") and f":{config}/" in forward, forward
     assert torchconv.get_config(algorithm) == ""
-    assert_close_rel(out, ref, torch.float32, f"{algorithm} {config} forward")
-    for name, g, r in zip(("grad_input", "grad_weight"), grads, ref_grads):
-        assert_close_rel(g, r, torch.float32, f"{algorithm} {config} {name}")
+    if tensor_cores:
+        assert f"grad_input:{config}/" in backward and f"grad_weight:{config.split('-')[0]}-" in backward, backward
+    tolerance = 1e-2 if tensor_cores else TOLERANCE[torch.float32]
+    for name, ours, r in zip(("forward", "grad_input", "grad_weight"), (out,) + grads, (ref,) + ref_grads):
+        assert ours.shape == r.shape
+        assert rel_err(ours, r) < tolerance, f"{algorithm} {config} {name}: {rel_err(ours, r):.2e}"
+
+
+@needs_cuda
+def test_tensor_core_and_float_configs_leave_each_other_to_their_rules():
+    """A forced float config of the GEMM does not reach its tensor-core calls, and a forced
+    tensor-core config does not reach its IEEE float32 calls; a wgmma config forced on a GPU that
+    cannot run it is a ValueError at the call."""
+    x = torch.randn(2, 16, 10, 9, device="cuda")
+    w = torch.randn(24, 16, 3, 3, device="cuda")
+    xh, wh = (t.half().contiguous(memory_format=torch.channels_last) for t in (x, w))
+    torchconv.set_config("gemm", "narrow")
+    try:
+        torchconv.conv2d(xh, wh, padding=1, algorithm="gemm")
+        assert re.match(r"forward:(tc|wgmma)-", torchconv.last_choice())
+        torchconv.conv2d(x, w, padding=1, algorithm="gemm")
+        assert torchconv.last_choice().startswith("forward:narrow/")
+        torchconv.set_config("gemm", "tc-small")
+        torchconv.conv2d(x, w, padding=1, algorithm="gemm")
+        assert not re.match(r"forward:(tc|wgmma)-", torchconv.last_choice())
+        torchconv.conv2d(xh, wh, padding=1, algorithm="gemm")
+        assert torchconv.last_choice().startswith("forward:tc-small/")
+        if torch.cuda.get_device_capability() != (9, 0):
+            torchconv.set_config("gemm", "wgmma-wide")
+            with pytest.raises(ValueError, match="config 'wgmma-wide' .* runs on sm_90a"):
+                torchconv.conv2d(xh, wh, padding=1, algorithm="gemm")
+    finally:
+        torchconv.set_config("gemm", "")
 
 
 def test_unknown_config_is_a_value_error():
     if has_cuda_kernels:
-        with pytest.raises(ValueError, match="must name a config of 'gemm' \\('large', 'medium', 'small', 'narrow'\\)"):
+        with pytest.raises(ValueError, match="must name a config of 'gemm' \\('large', 'medium', 'small', 'narrow', 'tc-large'"):
             torchconv.set_config("gemm", "huge")
     with pytest.raises(ValueError, match="algorithm must be one of 'direct', 'csg', 'gemm', 'winograd'"):
         torchconv.set_config("fft", "default")

@@ -350,6 +350,37 @@ def test_tensor_cores_run_half_precision(device, dtype):
     assert not TENSOR_CORE_PLAN.search(torchconv.last_choice())
 
 
+def misaligned_copy(t):
+    """`t` as a dense tensor of the same strides whose first element is 2 bytes past a 16-byte
+    boundary (a view at an odd place in its storage)."""
+    flat = torch.empty(t.numel() + 1, device=t.device, dtype=t.dtype)[1:]
+    out = flat.as_strided(t.shape, t.stride())
+    out.copy_(t)
+    return out
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
+@pytest.mark.parametrize("device", [CUDA])
+def test_tensor_cores_take_misaligned_channels_last_views(device, precision):
+    """The tensor-core kernels copy 16-byte words: a dense channels_last input or grad_output whose
+    first element is not on a 16-byte boundary is copied once, and gives the same bits as an
+    aligned one (forward, grad_input and grad_weight)."""
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    x, w, b, kw = make_case((2, 16, 24, 9, 7, 3, 3, 1, 1, 1, 1), device, dtype, channels_last=True)
+    gy = torch.randn(2, 24, 9, 7, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    results = []
+    for xi, gyi in ((x, gy), (misaligned_copy(x), misaligned_copy(gy))):
+        xi = xi.detach().requires_grad_(True)
+        wi = w.detach().requires_grad_(True)
+        y = torchconv.conv2d(xi, wi, b, algorithm="gemm", **kw)
+        assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
+        results.append((y,) + torch.autograd.grad(y, (xi, wi), gyi))
+    assert results[1][0].is_contiguous(memory_format=torch.channels_last)
+    for ours, aligned in zip(results[1], results[0]):
+        assert torch.equal(ours, aligned)
+
+
 @pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck_reduced_precision_channels_last(device, dtype):

@@ -124,6 +124,7 @@ void with_gemm_config(const GatherConv& cv, const char* pass, F&& f) {
     };
     const int64_t sms = sm_count();
     int pick = forced_config(kGemm) + 1;
+    if (pick > int(std::size(kConfigNames))) pick = 0;  // a tensor-core config is forced: the rule here
     if (pick == 0) {
       if (cv.outputs <= GemmNarrowF32::kM) pick = 4;
       else if (cv.outputs >= 256 && cv.reduction >= 1024 && blocks(GemmLargeF32{}) >= 2 * GemmLargeF32::kMinBlocks * sms)
@@ -445,10 +446,22 @@ std::string can_implement(const ConvProblem& problem) {
   return forward.empty() ? size_limit_reason(grad_input_gather(problem.shape, 0, 0)) : forward;
 }
 
-[[maybe_unused]] const bool kRegistered = register_plans(
-    kGemm, c10::DeviceType::CUDA, {&can_implement, {std::begin(kConfigNames), std::end(kConfigNames)}});
+// The float configs, then the tensor-core ones (gemm_tc.h).
+std::vector<std::string> config_names() {
+  std::vector<std::string> names(std::begin(kConfigNames), std::end(kConfigNames));
+  names.insert(names.end(), std::begin(kTcConfigNames), std::end(kTcConfigNames));
+  names.insert(names.end(), std::begin(kWgmmaConfigNames), std::end(kWgmmaConfigNames));
+  return names;
+}
+
+[[maybe_unused]] const bool kRegistered = register_plans(kGemm, c10::DeviceType::CUDA, {&can_implement, config_names()});
 
 }  // namespace
+
+int forced_tc_config() {
+  const int forced = forced_config(kGemm) - int(std::size(kConfigNames));
+  return forced >= 0 ? forced : -1;
+}
 }  // namespace cuda
 
 TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {

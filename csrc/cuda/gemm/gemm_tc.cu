@@ -49,6 +49,11 @@ using WgmmaLarge = WgmmaTileConfig<128, 128, 3, 2>;
 using WgmmaMedium = WgmmaTileConfig<128, 64, 3, 3>;
 using WgmmaSmall = WgmmaTileConfig<64, 128, 4, 2>;
 using WgmmaTiny = WgmmaTileConfig<64, 64, 6, 2>;
+// Forced only (set_config; the rule does not pick it yet):
+//   tall   256 x 128, 2 warpgroups of two m64 x 128 MMAs, 4 stages (one block per SM): per MMA it
+//          loads half the B bytes of large and the bytes per multiply-add of wide, for layers with
+//          65-128 destination channels, which the large tile keeps at twice wide's bytes per MMA.
+using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 #if defined(TORCHCONV_WGMMA)
 constexpr bool kWgmmaCompiled = true;  // setup.py built the sm_90a target
 #else
@@ -65,6 +70,27 @@ bool wgmma_device() {
          device_attribute<cudaDevAttrComputeCapabilityMinor>() == 0;
 }
 
+constexpr int kMmaSyncConfigs = int(std::size(kTcConfigNames));
+
+// The forced wgmma config (an index into kWgmmaConfigNames), or -1.
+int forced_wgmma_config() {
+  const int forced = forced_tc_config();
+  return forced >= kMmaSyncConfigs ? forced - kMmaSyncConfigs : -1;
+}
+
+// Whether this call's tensor-core kernels are the wgmma ones: on an sm_90a device unless a tc-*
+// config is forced. A forced wgmma config where they cannot run is a ValueError.
+bool runs_wgmma() {
+  const int forced = forced_tc_config();
+  if (!wgmma_device()) {
+    TORCH_CHECK_VALUE(forced < kMmaSyncConfigs, "torchconv.conv2d_gemm: config '",
+                      kWgmmaConfigNames[std::max(forced - kMmaSyncConfigs, 0)],
+                      "' (forced by set_config) runs on sm_90a GPUs (Hopper) only; this GPU or build runs the tc-* configs");
+    return false;
+  }
+  return forced < 0 || forced >= kMmaSyncConfigs;
+}
+
 TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& dst) {
   TcConv cv{};
   static_cast<LaunchMap&>(cv) = map;
@@ -78,9 +104,11 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   cv.tap_shift = words <= 1 ? 0 : words <= 2 ? 1 : 2;
   cv.red_pad = cv.packed ? vec << cv.tap_shift : round_up(std::max(cv.reduced, 1), kWtRowBytes / elem);
   cv.wt_row = round_up(map.R * map.S * cv.red_pad, kWtRowBytes / elem);
-  // Wt's destination channels are padded for the widest tile the rule may pick (wide: > 128 channels).
-  cv.n_pad = round_up(std::max(cv.outputs, 1), cv.outputs > 128 ? 256 : 128);
-  cv.wt_tiled = wgmma_device();  // the wgmma kernels copy B tiles in bulk
+  // Wt's destination channels are padded for the widest tile the rule may pick (wide: > 128
+  // channels), or the forced one.
+  const bool wide_wt = cv.outputs > 128 || forced_wgmma_config() == 4;
+  cv.n_pad = round_up(std::max(cv.outputs, 1), wide_wt ? 256 : 128);
+  cv.wt_tiled = runs_wgmma();  // the wgmma kernels copy B tiles in bulk
   cv.col_plane = map.col_H * map.col_W;
   cv.rows = int64_t(map.N) * cv.col_plane;
   cv.src_image = int64_t(map.src_H) * map.src_W * map.src_C;
@@ -91,6 +119,7 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
 template <typename T>
 at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
   const std::string tag = std::string("gemm_tc/") + (cv.wt_tiled ? "tiled/" : "") + (cv.transposed ? "transposed/" : "") +
+                          "n" + std::to_string(cv.n_pad) + "/" +
                           (phase >= 0 ? "phase" + std::to_string(phase) + "/" : "") + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
@@ -108,8 +137,6 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
   });
 }
 
-constexpr const char* kTcConfigNames[] = {"tc-large", "tc-medium", "tc-small"};
-constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide"};
 
 // Blocks of a grid of bm x bn tiles over `cv`.
 int64_t tile_blocks(const TcConv& cv, int bm, int bn) {
@@ -172,6 +199,15 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   const TcConv& cv = args.cv;
   auto blocks = [&](int bm, int bn) { return tile_blocks(cv, bm, bn); };
   const int64_t sms = sm_count();
+  switch (forced_wgmma_config()) {  // a config forced by set_config runs as named, unsplit
+    case 0: return launch_tc<T, WgmmaLarge>(tc_conv_wgmma_kernel<T, WgmmaLarge, kNchwSource>, args, pass, kWgmmaConfigNames[0]);
+    case 1: return launch_tc<T, WgmmaMedium>(tc_conv_wgmma_kernel<T, WgmmaMedium, kNchwSource>, args, pass, kWgmmaConfigNames[1]);
+    case 2: return launch_tc<T, WgmmaSmall>(tc_conv_wgmma_kernel<T, WgmmaSmall, kNchwSource>, args, pass, kWgmmaConfigNames[2]);
+    case 3: return launch_tc<T, WgmmaTiny>(tc_conv_wgmma_kernel<T, WgmmaTiny, kNchwSource>, args, pass, kWgmmaConfigNames[3]);
+    case 4: return launch_tc<T, WgmmaWide>(tc_conv_wgmma_kernel<T, WgmmaWide, kNchwSource>, args, pass, kWgmmaConfigNames[4]);
+    case 5: return launch_tc<T, WgmmaTall>(tc_conv_wgmma_kernel<T, WgmmaTall, kNchwSource>, args, pass, kWgmmaConfigNames[5]);
+    default: break;  // the rule
+  }
   const bool wide = cv.outputs > 64;
   if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms)
     return launch_tc<T, WgmmaWide>(tc_conv_wgmma_kernel<T, WgmmaWide, kNchwSource>, args, pass, kWgmmaConfigNames[4]);
@@ -199,7 +235,7 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
 
 template <typename T>
 void run_tc(const TcConvArgs<T>& args, const char* pass, bool nchw_source) {
-  if (wgmma_device()) {
+  if (args.cv.wt_tiled) {  // runs_wgmma(), decided when Wt was laid out
     if constexpr (std::is_same_v<T, float>) {
       if (nchw_source) return run_wgmma<T, true>(args, pass);
     }
@@ -209,16 +245,17 @@ void run_tc(const TcConvArgs<T>& args, const char* pass, bool nchw_source) {
   const TcConv& cv = args.cv;
   auto blocks = [&](int bm, int bn) { return tile_blocks(cv, bm, bn); };
   const int64_t sms = sm_count();
-  if (cv.outputs > 64 && blocks(128, 128) >= sms)
-    return launch_tc<T, TcLarge>(tc_conv_kernel<T, TcLarge>, args, pass, kTcConfigNames[0]);
-  if (blocks(128, 64) >= sms) return launch_tc<T, TcMedium>(tc_conv_kernel<T, TcMedium>, args, pass, kTcConfigNames[1]);
+  int pick = forced_tc_config();  // forced: an index into kTcConfigNames (runs_wgmma() was false)
+  if (pick < 0) pick = cv.outputs > 64 && blocks(128, 128) >= sms ? 0 : blocks(128, 64) >= sms ? 1 : 2;
+  if (pick == 0) return launch_tc<T, TcLarge>(tc_conv_kernel<T, TcLarge>, args, pass, kTcConfigNames[0]);
+  if (pick == 1) return launch_tc<T, TcMedium>(tc_conv_kernel<T, TcMedium>, args, pass, kTcConfigNames[1]);
   return launch_tc<T, TcSmall>(tc_conv_kernel<T, TcSmall>, args, pass, kTcConfigNames[2]);
 }
 
 // Whether the kernels read `t` as NCHW: float32 on the wgmma kernel (a tensor contiguous in both
 // formats reads the same either way).
 bool is_nchw_source(const at::Tensor& t) {
-  return t.scalar_type() == at::kFloat && t.is_contiguous() && wgmma_device();
+  return t.scalar_type() == at::kFloat && t.is_contiguous() && runs_wgmma();
 }
 
 // `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
@@ -322,7 +359,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
 template <typename T>
 void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw) {
   const bool narrow = p.filters_per_group() <= 64;
-  if (wgmma_device()) {
+  if (runs_wgmma()) {
     if (narrow)
       return tc_weight_grad<T, WgmmaWeightGradNarrow>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradNarrow>, p, x,
                                                        gy, gw, "wgmma-narrow");
@@ -336,14 +373,23 @@ void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tenso
   return tc_weight_grad<T, TcWeightGradLarge>(tc_weight_grad_kernel<T, TcWeightGradLarge>, p, x, gy, gw, "tc-large");
 }
 
+// Whether the channels_last kernels read `t` as it is: dense channels_last with `channels` channels,
+// its first element on a 16-byte boundary (their loads are 16-byte cp.async; a dense view that starts
+// at an odd place in its storage is copied instead of faulting).
+bool kernel_ready(const at::Tensor& t, int64_t channels) {
+  return t.is_contiguous(at::MemoryFormat::ChannelsLast) && t.size(1) == channels &&
+         reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
+}
+
 // `t` (N, C, H, W) in channels_last with its channels zero-padded to `channels`: the tensor-core
 // kernels copy whole 16-byte words of channels, so an ungrouped layer whose channels are not a
 // multiple of a word (an RGB stem) runs on a padded copy; the padding meets zero weights.
 at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels) {
-  if (t.size(1) == channels) return t.contiguous(at::MemoryFormat::ChannelsLast);
+  if (kernel_ready(t, channels)) return t;
   // at::empty, not at::zeros: only empty takes the memory format from the options.
   auto out = at::empty({t.size(0), channels, t.size(2), t.size(3)},
                        t.options().memory_format(at::MemoryFormat::ChannelsLast));
+  if (t.size(1) == channels) return out.copy_(t);
   out.narrow(1, 0, t.size(1)).copy_(t);
   out.narrow(1, t.size(1), channels - t.size(1)).zero_();
   return out;
@@ -356,11 +402,10 @@ int64_t padded_channels(const ConvShape& p, at::ScalarType dtype) {
 }
 
 // The source the kernels read: an NCHW float32 tensor as it is where the wgmma kernel runs (it
-// gathers NCHW itself, any channel count), a channels_last one with `channels` channels as it is,
+// gathers NCHW itself, any channel count), a channels_last one as it is where kernel_ready,
 // otherwise a channels_last copy with its channels zero-padded to `channels`.
 at::Tensor tc_source(const at::Tensor& t, int64_t channels) {
-  if (is_nchw_source(t) || (t.is_contiguous(at::MemoryFormat::ChannelsLast) && t.size(1) == channels)) return t;
-  return channels_last_padded(t, channels);
+  return is_nchw_source(t) ? t : channels_last_padded(t, channels);
 }
 
 }  // namespace
@@ -389,7 +434,7 @@ at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_outp
   ConvShape padded = p;
   padded.C = padded_channels(p, input.scalar_type());
   const at::Tensor x = channels_last_padded(input, padded.C);
-  const at::Tensor gy = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor gy = channels_last_padded(grad_output, p.K);
   at::Tensor target = padded.C == p.C ? gw : at::empty({p.K, padded.C, p.R, p.S}, gw.options());
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);

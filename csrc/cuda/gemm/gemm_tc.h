@@ -11,6 +11,20 @@
 namespace torchconv {
 namespace cuda {
 
+// The tensor-core tile configs torchconv.set_config("gemm", name) can force, listed after the float
+// ones (gemm.cu registers all of them): mma.sync, then wgmma (sm_90a only). A forced tensor-core
+// config runs the tensor-core forward and grad_input calls (grad_weight follows its kernel family:
+// mma.sync for a tc-* config, wgmma for a wgmma-* one), and leaves the CUDA-core calls to their
+// rule; a forced float config leaves the tensor-core calls to theirs. wgmma-tall is forced only:
+// the rule does not pick it.
+inline constexpr const char* kTcConfigNames[] = {"tc-large", "tc-medium", "tc-small"};
+inline constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small",
+                                                    "wgmma-tiny",  "wgmma-wide",   "wgmma-tall"};
+
+// The forced tensor-core config (gemm.cu): an index into kTcConfigNames followed by
+// kWgmmaConfigNames, or -1 when the tensor-core rule picks.
+int forced_tc_config();
+
 // Whether a call in `dtype` runs on tensor cores: float16 / bfloat16 always, float32 when PyTorch's
 // cuDNN TF32 switch is on.
 bool uses_tensor_cores(at::ScalarType dtype);

@@ -528,15 +528,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_kernel
   Epilogue::store(a, smem, blk);
 }
 
-// The wgmma tile: kBM = 64 x warpgroups positions, kBN destination channels (one m64 x kBN MMA per
-// warpgroup and k-step), chunks of 128-byte rows, kStages stages.
-template <int kBM_, int kBN_, int kStages_, int kMinBlocks_>
+// The wgmma tile: kBM positions, kBN destination channels, chunks of 128-byte rows, kStages stages;
+// kBM / 64 / kMPerGroup warpgroups, each issuing kMPerGroup m64 x kBN MMAs per k-step (two: a tile of
+// 256 positions on two warpgroups, which loads half the bytes of B per MMA of 128 x kBN tiles).
+template <int kBM_, int kBN_, int kStages_, int kMinBlocks_, int kMPerGroup_ = 1>
 struct WgmmaTileConfig {
-  static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_;
-  static constexpr int kWarpGroups = kBM / 64, kThreads = 128 * kWarpGroups, kMinBlocks = kMinBlocks_;
+  static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_, kMPerGroup = kMPerGroup_;
+  static constexpr int kWarpGroups = kBM / 64 / kMPerGroup, kThreads = 128 * kWarpGroups, kMinBlocks = kMinBlocks_;
   static constexpr int kBKBytes = 128;
   static constexpr int kStageBytes = (kBM + kBN) * 128;
-  static_assert(kBM % 64 == 0 && (kBN == 64 || kBN == 128 || kBN == 256), "m64 per warpgroup; n64, n128 or n256 MMAs");
+  static_assert(kBM % (64 * kMPerGroup) == 0 && (kBN == 64 || kBN == 128 || kBN == 256),
+                "whole m64 MMAs per warpgroup; n64, n128 or n256 MMAs");
   static_assert(kStages >= 3, "two chunks besides the one the MMAs read: one in flight, one loading");
   template <typename T>
   static constexpr size_t smem_bytes() {
@@ -576,9 +578,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
 
-  float acc[Cfg::kBN / 2];
+  constexpr int kM = Cfg::kMPerGroup;
+  float acc[kM][Cfg::kBN / 2];
 #pragma unroll
-  for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] = 0.f;
+  for (int r = 0; r < kM; ++r)
+#pragma unroll
+    for (int i = 0; i < Cfg::kBN / 2; ++i) acc[r][i] = 0.f;
+  // Row of the tile of accumulator row block r, element pair h (the C-fragment layout).
+  auto tile_row = [&](int r, int h) { return (group * kM + r) * 64 + (warp % 4) * 16 + lane / 4 + 8 * h; };
 
   // kStages - 2 chunks load ahead of the MMAs, and one chunk's MMAs stay in flight while the next
   // chunk is waited for and its successor's loads are issued: the stage refilled at chunk c held
@@ -599,11 +606,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
     cp_async_commit();
     const int s = i % Cfg::kStages;
     mbarrier_wait(&b_landed[s], (i / Cfg::kStages) & 1);
-    const unsigned sa = smem_address(stage_a(s) + group * 64 * 128), sb = smem_address(stage_b(s));
+    const unsigned sa = smem_address(stage_a(s) + group * kM * 64 * 128), sb = smem_address(stage_b(s));
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
-      Wgmma<T, Cfg::kBN>::run(acc, wgmma_descriptor(sa + ks * 32), wgmma_descriptor(sb + ks * 32), 1);
+#pragma unroll
+      for (int r = 0; r < kM; ++r)
+        Wgmma<T, Cfg::kBN>::run(acc[r], wgmma_descriptor(sa + r * 64 * 128 + ks * 32), wgmma_descriptor(sb + ks * 32),
+                                1);
     wgmma_commit();
     wgmma_wait<1>();
   }
@@ -615,15 +625,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
     const int64_t ld = int64_t(cv.groups) * cv.outputs;
     float* part = a.partial + int64_t(blockIdx.y) * cv.rows * ld + int64_t(blk.g) * cv.outputs + blk.n0;
 #pragma unroll
-    for (int j = 0; j < Cfg::kBN / 8; ++j)
+    for (int r = 0; r < kM; ++r)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t m = blk.m0 + warp * 16 + lane / 4 + 8 * h;
-        const int col = j * 8 + (lane % 4) * 2;
-        if (m >= cv.rows) continue;
-        if (blk.n0 + col < cv.outputs) part[m * ld + col] = acc[4 * j + 2 * h];
-        if (blk.n0 + col + 1 < cv.outputs) part[m * ld + col + 1] = acc[4 * j + 2 * h + 1];
-      }
+      for (int j = 0; j < Cfg::kBN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t m = blk.m0 + tile_row(r, h);
+          const int col = j * 8 + (lane % 4) * 2;
+          if (m >= cv.rows) continue;
+          if (blk.n0 + col < cv.outputs) part[m * ld + col] = acc[r][4 * j + 2 * h];
+          if (blk.n0 + col + 1 < cv.outputs) part[m * ld + col + 1] = acc[r][4 * j + 2 * h + 1];
+        }
     return;
   }
   __syncthreads();
@@ -631,10 +643,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   using Epilogue = TcEpilogue<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>;
   T* tile = reinterpret_cast<T*>(smem);
 #pragma unroll
-  for (int j = 0; j < Cfg::kBN / 8; ++j) {
-    const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
-    Epilogue::stage(tile, a, blk, warp * 16 + lane / 4, j * 8 + (lane % 4) * 2, v);
-  }
+  for (int r = 0; r < kM; ++r)
+#pragma unroll
+    for (int j = 0; j < Cfg::kBN / 8; ++j) {
+      const float v[4] = {acc[r][4 * j], acc[r][4 * j + 1], acc[r][4 * j + 2], acc[r][4 * j + 3]};
+      Epilogue::stage(tile, a, blk, tile_row(r, 0), j * 8 + (lane % 4) * 2, v);
+    }
   Epilogue::store(a, smem, blk);
 }
 
