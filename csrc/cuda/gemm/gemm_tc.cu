@@ -49,10 +49,11 @@ using WgmmaLarge = WgmmaTileConfig<128, 128, 3, 2>;
 using WgmmaMedium = WgmmaTileConfig<128, 64, 3, 3>;
 using WgmmaSmall = WgmmaTileConfig<64, 128, 4, 2>;
 using WgmmaTiny = WgmmaTileConfig<64, 64, 6, 2>;
-// Forced only (set_config; the rule does not pick it yet):
+// Forced only (set_config):
 //   tall   256 x 128, 2 warpgroups of two m64 x 128 MMAs, 4 stages (one block per SM): per MMA it
-//          loads half the B bytes of large and the bytes per multiply-add of wide, for layers with
-//          65-128 destination channels, which the large tile keeps at twice wide's bytes per MMA.
+//          loads half the B bytes of large, the bytes per multiply-add of wide. On the layers with
+//          65-128 destination channels it measured slower than large, whose two blocks per SM hide
+//          more of the loads' latency: the rule does not pick it. Kept for A/B runs of the pipeline.
 using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 #if defined(TORCHCONV_WGMMA)
 constexpr bool kWgmmaCompiled = true;  // setup.py built the sm_90a target
