@@ -178,6 +178,31 @@ def test_autocast_model_with_float32_weights(device, dtype):
     assert rel_err(y, exact) <= allowed_error(rel_err(y_ref, exact), dtype)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_autocast_module_casts_its_weight_once_per_region(device):
+    """Inside autocast a module's calls after the first hand the operator its float32 weight and bias,
+    whose casts autocast caches for the region as it does for aten::conv2d: only the float32 input
+    is cast again, and the results are the general path's bits."""
+    dtype = torch.bfloat16
+    if device == "cpu" and not torch.amp.is_autocast_available("cpu"):
+        pytest.skip("no CPU autocast")
+    conv = torchconv.Conv2d(8, 8, 3, padding=1).to(device)
+    x = torch.randn(1, 8, 6, 5, device=device)
+    def casts(fn):  # aten::_to_copy calls in three calls of fn (a kernel's own widening included)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            out = [fn() for _ in range(3)]
+        return sum(e.count for e in prof.key_averages() if e.key == "aten::_to_copy"), out
+
+    with torch.autocast(device, dtype=dtype):
+        first = conv(x)
+        module_casts, later = casts(lambda: conv(x))
+        general_casts, general = casts(lambda: torchconv.conv2d(x, conv.weight, conv.bias, padding=1))
+    # The general path casts the weight and the bias at every call.
+    assert module_casts == general_casts - 2 * 3, (module_casts, general_casts)
+    assert first.dtype == dtype and all(torch.equal(y, first) for y in later + general)
+    assert conv(x).dtype == torch.float32  # outside the region: the choice for float32 again
+
+
 # Two chunks of 32 float32 channels per tap (the second partial) and two tiles of filters.
 TF32_SHAPES = SHAPES + [(2, 40, 136, 9, 11, 3, 3, 1, 1, 1, 1)]
 

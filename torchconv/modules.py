@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import tuning as _tuning
-from .functional import conv2d
+from .functional import _autocast, conv2d
 from .ops import ALGORITHMS, FORWARD
 from .selection import auto_algorithm
 
@@ -36,23 +36,27 @@ class Conv2d(nn.Conv2d):
         # straight to the operator with the choice remembered per input shape: at batch 1 a model is
         # launch-bound, and this path must cost no more host time than nn.Conv2d's. Everything else
         # takes the general path.
-        # Inside autocast the general path casts first, so that the choice is made for the dtype
-        # that runs (torchconv.functional._autocast).
-        if (self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4
-                or torch.is_autocast_enabled(input.device.type)):
+        # Inside autocast the choice is made once for the dtypes that run (the tensors cast as
+        # torchconv.functional._autocast casts them), and the call hands the operator its uncast
+        # tensors: its Autocast kernel casts them as aten::conv2d's does, the weight's cast cached for
+        # the autocast region instead of repeated (a kernel launch and an allocation) every call.
+        if self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4:
             return self._conv_forward(input, self.weight, self.bias)
-        weight = self.weight
+        weight, bias = self.weight, self.bias
+        device_type = input.device.type
+        autocast_dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
         key = (input.shape, input.dtype, input.device, input.is_contiguous(),
                torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
                _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(),
-               torch.backends.cudnn.allow_tf32)
+               torch.backends.cudnn.allow_tf32, autocast_dtype)
         memo = self.__dict__.get("_auto_memo")
         if memo is not None and memo[0] == key:
             algorithm = memo[1]
         else:
-            algorithm = auto_algorithm(input, weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding, self.dilation,
+                                       self.groups)
             self.__dict__["_auto_memo"] = (key, algorithm)
-        return FORWARD[algorithm](input, weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return FORWARD[algorithm](input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def _conv_forward(self, input, weight, bias):
         if self.padding_mode != "zeros":
