@@ -179,27 +179,33 @@ def test_autocast_model_with_float32_weights(device, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_autocast_module_casts_its_weight_once_per_region(device):
-    """Inside autocast a module's calls after the first hand the operator its float32 weight and bias,
-    whose casts autocast caches for the region as it does for aten::conv2d: only the float32 input
-    is cast again, and the results are the general path's bits."""
+def test_autocast_casts_weight_and_bias_once_per_region(device):
+    """Inside autocast, Conv2d (its choice remembered) and torchconv.conv2d with a named algorithm
+    hand the operator their float32 weight and bias, whose casts autocast caches for the region as it
+    does for aten::conv2d: past the first call only the float32 input is cast again, and every call
+    gives the same bits."""
     dtype = torch.bfloat16
     if device == "cpu" and not torch.amp.is_autocast_available("cpu"):
         pytest.skip("no CPU autocast")
     conv = torchconv.Conv2d(8, 8, 3, padding=1).to(device)
     x = torch.randn(1, 8, 6, 5, device=device)
-    def casts(fn):  # aten::_to_copy calls in three calls of fn (a kernel's own widening included)
+
+    def casts(fn):  # aten::_to_copy calls in three calls of fn
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             out = [fn() for _ in range(3)]
         return sum(e.count for e in prof.key_averages() if e.key == "aten::_to_copy"), out
 
     with torch.autocast(device, dtype=dtype):
         first = conv(x)
+        cast = [t.to(dtype) for t in (x, conv.weight, conv.bias)]
+        algorithm = torchconv.select_algorithm(cast[0], cast[1], 1, 1, 1, padding=1)
+        # The kernel's own casts (a CUDA-core kernel widens half precision to float32).
+        kernel_casts, _ = casts(lambda: torchconv.conv2d(*cast, padding=1, algorithm=algorithm))
         module_casts, later = casts(lambda: conv(x))
-        general_casts, general = casts(lambda: torchconv.conv2d(x, conv.weight, conv.bias, padding=1))
-    # The general path casts the weight and the bias at every call.
-    assert module_casts == general_casts - 2 * 3, (module_casts, general_casts)
-    assert first.dtype == dtype and all(torch.equal(y, first) for y in later + general)
+        functional_casts, functional = casts(
+            lambda: torchconv.conv2d(x, conv.weight, conv.bias, padding=1, algorithm=algorithm))
+    assert module_casts == functional_casts == kernel_casts + 3, (module_casts, functional_casts, kernel_casts)
+    assert first.dtype == dtype and all(torch.equal(y, first) for y in later + functional)
     assert conv(x).dtype == torch.float32  # outside the region: the choice for float32 again
 
 

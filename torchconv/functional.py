@@ -61,9 +61,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     else:
         padding = _pair(padding, "padding")
 
-    input, weight, bias = _autocast(input, weight, bias)
     if algorithm == "auto":
-        algorithm = auto_algorithm(input, weight, bias, stride, padding, dilation, groups)
+        algorithm = auto_algorithm(*_autocast(input, weight, bias), stride, padding, dilation, groups)
     else:
         if algorithm not in FORWARD:
             raise ValueError(f"torchconv.conv2d: unknown algorithm {algorithm!r}; choose 'auto' or one of {ALGORITHMS}")
@@ -71,8 +70,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         # determinism, which it leaves to PyTorch's own alert; under deterministic mode the front end
         # asks first, so that refusing CSG's atomics is a ValueError that says why.
         if torch.are_deterministic_algorithms_enabled() and not torch.compiler.is_compiling():
-            reason = unsupported_reason(algorithm, input, weight, stride, dilation, padding, groups, bias)
+            cast_input, cast_weight, cast_bias = _autocast(input, weight, bias)
+            reason = unsupported_reason(algorithm, cast_input, cast_weight, stride, dilation, padding, groups, cast_bias)
             if reason is not None:
                 raise ValueError(f"torchconv.conv2d: algorithm '{algorithm}' cannot compute this convolution: {reason}")
+    # The choice was made for the dtypes autocast runs; the operator gets the tensors uncast, and its
+    # Autocast kernel casts them as aten::conv2d's does (a float32 weight's cast cached for the region).
     out = FORWARD[algorithm](input, weight, bias, stride, padding, dilation, groups)
     return out.squeeze(0) if ndim == 3 else out
