@@ -116,3 +116,20 @@ def test_readme_results_section_is_rendered_from_the_result_files():
     import render_readme
 
     assert render_readme.main(["--check"]) == 0
+
+
+def test_winograd_error_study_builds_exact_transforms():
+    """benchmarks/winograd_error.py builds F(m x m, 3 x 3) from any interpolation points: in float64
+    each variant equals a direct convolution (partial tiles, H != W), float32 stays within 1e-5, and
+    A^T holds the points' powers, the point at infinity last."""
+    import winograd_error as we
+
+    x = torch.randn(2, 5, 11, 9, dtype=torch.float64)
+    w = torch.randn(7, 5, 3, 3, dtype=torch.float64)
+    ref = torch.nn.functional.conv2d(x, w, padding=1)
+    for m, points in we.VARIANTS.values():
+        mats = we.transforms(m, points)
+        assert we.rel_err(we.winograd_conv(x, w, 1, m, *mats, torch.float64), ref) < 1e-12
+        assert we.rel_err(we.winograd_conv(x, w, 1, m, *mats, torch.float32), ref) < 1e-5
+    at, _, _ = we.transforms(2, [0.0, 1.0, -1.0])
+    assert torch.equal(at, torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, 1.0]], dtype=torch.float64))

@@ -1,0 +1,145 @@
+"""The float32 error of Winograd F(2x2,3x3) and F(4x4,3x3) on the 3x3 stride-1 suite layers, against a
+float64 direct convolution, for a choice of F(4x4,3x3)'s interpolation points (issue: Winograd on
+tensor cores and F(4x4,3x3)). A numerical study of the algorithm, run on the CPU in PyTorch: the
+transforms and the element-wise GEMMs in float32, as a kernel would compute them (the summation
+order of a kernel's GEMMs differs; the transforms' rounding, which dominates, is the same).
+
+The transform matrices are built from the points by the Toom-Cook construction (A^T and G from the
+points, B^T solved from the identity y = A^T [(G g) * (B^T d)] in float64), so any point set can be
+compared; each set is checked against a float64 direct convolution first.
+
+    python benchmarks/winograd_error.py --batch 1 --out-dir benchmarks/results --tag winograd-error-cpu
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import suites  # noqa: E402
+
+# F(m x m, 3 x 3): m, and the finite interpolation points (infinity is the last point of every set).
+VARIANTS = {
+    "f2x2": (2, [0.0, 1.0, -1.0]),
+    "f4x4": (4, [0.0, 1.0, -1.0, 2.0, -2.0]),
+    "f4x4-half": (4, [0.0, 1.0, -1.0, 0.5, -0.5]),
+    "f4x4-mixed": (4, [0.0, 1.0, -1.0, 0.5, -2.0]),
+}
+
+
+def transforms(m, points, r=3):
+    """A^T (m x n), G (n x r), B^T (n x n) of F(m, r) for the finite `points` (n - 1 of them) and
+    infinity, in float64."""
+    n = m + r - 1
+    assert len(points) == n - 1
+    p = torch.tensor(points, dtype=torch.float64)
+    at = torch.zeros(m, n, dtype=torch.float64)
+    for j in range(m):
+        at[j, : n - 1] = p**j
+    at[m - 1, n - 1] = 1.0
+    g = torch.zeros(n, r, dtype=torch.float64)
+    for i in range(n - 1):
+        f = math.prod(points[i] - points[l] for l in range(n - 1) if l != i)
+        g[i] = p[i] ** torch.arange(r, dtype=torch.float64) / f
+    g[n - 1, r - 1] = 1.0
+    # B^T from the identity sum_i A^T[j][i] G[i][k] B^T[i][t] = [t == j + k] for every j, k, t.
+    rows, rhs = [], []
+    for j in range(m):
+        for k in range(r):
+            for t in range(n):
+                row = torch.zeros(n, n, dtype=torch.float64)
+                row[:, t] = at[j] * g[:, k]
+                rows.append(row.flatten())
+                rhs.append(1.0 if t == j + k else 0.0)
+    sol = torch.linalg.lstsq(torch.stack(rows), torch.tensor(rhs, dtype=torch.float64).unsqueeze(1)).solution
+    bt = sol.reshape(n, n)
+    return at, g, bt
+
+
+def winograd_conv(x, w, padding, m, at, g, bt, dtype):
+    """Stride-1 3x3 convolution by F(m x m, 3 x 3) with every stage in `dtype`."""
+    n = m + 2
+    at, g, bt = at.to(dtype), g.to(dtype), bt.to(dtype)
+    x, w = x.to(dtype), w.to(dtype)
+    N, C, H, W = x.shape
+    K = w.shape[0]
+    Ho, Wo = H + 2 * padding - 2, W + 2 * padding - 2
+    th, tw = -(-Ho // m), -(-Wo // m)
+    # Pad so that every tile's n x n input patch exists (partial tiles read zeros).
+    xp = F.pad(x, (padding, tw * m + 2 - W - padding, padding, th * m + 2 - H - padding))
+    d = xp.unfold(2, n, m).unfold(3, n, m)  # N, C, th, tw, n, n
+    v = torch.einsum("ia,ncxyab,jb->ncxyij", bt, d, bt)  # B^T d B
+    u = torch.einsum("ia,kcab,jb->kcij", g, w, g)  # G g G^T
+    # The element-wise stage: n * n GEMMs over the channels.
+    v = v.permute(4, 5, 0, 2, 3, 1).reshape(n * n, N * th * tw, C)
+    u = u.permute(2, 3, 1, 0).reshape(n * n, C, K)
+    mm = torch.bmm(v, u).reshape(n, n, N, th, tw, K)
+    y = torch.einsum("ia,abnxyk,jb->nkxiyj", at, mm, at).reshape(N, K, th * m, tw * m)
+    return y[:, :, :Ho, :Wo]
+
+
+def rel_err(out, ref):
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out-dir", default=None)
+    ap.add_argument("--tag", default="winograd-error-cpu")
+    args = ap.parse_args()
+    torch.manual_seed(args.seed)
+    mats = {name: transforms(m, pts) for name, (m, pts) in VARIANTS.items()}
+    # Each point set is exact in float64 first.
+    x = torch.randn(2, 5, 11, 9, dtype=torch.float64)
+    w = torch.randn(7, 5, 3, 3, dtype=torch.float64)
+    ref = F.conv2d(x, w, padding=1)
+    for name, (m, _) in VARIANTS.items():
+        err = rel_err(winograd_conv(x, w, 1, m, *mats[name], torch.float64), ref)
+        assert err < 1e-12, f"{name}: float64 error {err:.1e}"
+    rows = []
+    layers = [layer for layer in suites.RESNET + suites.YOLO
+              if layer.R == 3 and layer.kw == 3 and layer.stride == 1 and layer.dilation == 1 and layer.groups == 1]
+    for layer in layers:
+        x = torch.randn(args.batch, layer.C, layer.HW, layer.HW, dtype=torch.float64)
+        w = torch.randn(layer.K, layer.C, 3, 3, dtype=torch.float64) / math.sqrt(layer.C * 9)
+        ref = F.conv2d(x, w, padding=layer.pads[0])
+        row = {"layer": layer.name, "N": args.batch, "C": layer.C, "K": layer.K, "HW": layer.HW,
+               "direct_fp32": rel_err(F.conv2d(x.float(), w.float(), padding=layer.pads[0]), ref)}
+        for name, (m, _) in VARIANTS.items():
+            row[name] = rel_err(winograd_conv(x, w, layer.pads[0], m, *mats[name], torch.float32), ref)
+        rows.append(row)
+        print(" ".join(f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    gm = {k: math.exp(sum(math.log(r[k]) for r in rows) / len(rows)) for k in ["direct_fp32", *VARIANTS]}
+    print("geomean", " ".join(f"{k}={v:.2e}" for k, v in gm.items()))
+    if args.out_dir:
+        meta = {"machine": platform.processor() or platform.machine(), "torch": torch.__version__, "seed": args.seed,
+                "variants": {k: {"m": m, "points": pts + ["inf"]} for k, (m, pts) in VARIANTS.items()},
+                "note": "float32 transforms and element-wise GEMMs on the CPU against a float64 direct convolution; "
+                        "inputs randn, weights randn / sqrt(C * 9)"}
+        path = os.path.join(args.out_dir, args.tag)
+        with open(path + ".json", "w") as f:
+            json.dump({"meta": meta, "rows": rows, "geomean": gm}, f, indent=1)
+        with open(path + ".md", "w") as f:
+            cols = ["direct_fp32", *VARIANTS]
+            f.write("# Winograd float32 error against float64 (3x3 stride-1 suite layers, CPU, "
+                    f"batch {args.batch})\n\n")
+            f.write("Relative error ||y - y64|| / ||y64||; points: " + "; ".join(
+                f"`{k}` F({m}x{m},3x3) at {', '.join(str(p) for p in pts)}, inf" for k, (m, pts) in VARIANTS.items())
+                + ".\n\n")
+            f.write("| layer | C | K | HxW | " + " | ".join(cols) + " |\n|" + "---|" * (4 + len(cols)) + "\n")
+            for r in rows:
+                f.write(f"| {r['layer']} | {r['C']} | {r['K']} | {r['HW']} | "
+                        + " | ".join(f"{r[c]:.2e}" for c in cols) + " |\n")
+            f.write("| geomean | | | | " + " | ".join(f"{gm[c]:.2e}" for c in cols) + " |\n")
+        print("wrote", path + ".json/.md")
+
+
+if __name__ == "__main__":
+    main()
