@@ -239,17 +239,19 @@ def hopper():
 
 
 # The wgmma config rule at its edges (Hopper), as (shape, forward config per precision):
-# - grids too small for the GPU even with small tiles, long reductions: TF32 splits the reduction
-#   across blocks of large (medium) tiles, FP32 sums added in a fixed order; float16 / bfloat16 run
-#   the tiny tile. Two filter tiles, the second partial; groups; stride 2 with 64 filters (medium);
+# - grids too small for the GPU even with small tiles, long reductions: the reduction splits across
+#   blocks of large (medium) tiles, FP32 sums added in a fixed order. Two filter tiles, the second
+#   partial; groups; stride 2 with 64 filters (medium);
+# - such a grid with a reduction too short to split (1x1, 64 channels): the tiny tile;
 # - more than 128 filters and at least two waves of 128 x 256 tiles: the wide tile (one partial).
-SPLIT = {"tf32": r"wgmma-(large|medium)/splits=([2-9]|\d\d+)$", "fp16": r"wgmma-tiny/splits=1$",
-         "bf16": r"wgmma-tiny/splits=1$"}
+SPLIT = {p: r"wgmma-(large|medium)/splits=([2-9]|\d\d+)$" for p in ("tf32", "fp16", "bf16")}
+TINY = {p: r"wgmma-tiny/splits=1$" for p in ("tf32", "fp16", "bf16")}
 WIDE = {p: r"wgmma-wide/splits=1$" for p in ("tf32", "fp16", "bf16")}
 GRID_CASES = [
     ((2, 512, 136, 7, 5, 3, 3, 1, 1, 1, 1), SPLIT),
     ((2, 256, 256, 5, 6, 3, 3, 1, 1, 1, 2), SPLIT),
     ((1, 256, 64, 9, 8, 3, 3, 2, 1, 1, 1), SPLIT),
+    ((2, 64, 136, 7, 5, 1, 1, 1, 0, 1, 1), TINY),
     ((2, 16, 136, 136, 136, 3, 3, 1, 1, 1, 1), WIDE),
 ]
 
@@ -410,6 +412,35 @@ def test_tensor_cores_take_misaligned_channels_last_views(device, precision):
     assert results[1][0].is_contiguous(memory_format=torch.channels_last)
     for ours, aligned in zip(results[1], results[0]):
         assert torch.equal(ours, aligned)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
+@pytest.mark.parametrize("device", [CUDA])
+def test_rgb_stem_pads_any_input_layout(device, precision, layout):
+    """An ungrouped layer whose channels are not whole 16-byte words (an RGB stem) runs on a copy
+    with its channels zero-padded to a word: from NCHW, from channels_last and from a strided view
+    the same bits as from a contiguous input, forward and both gradients, within 2x of PyTorch's
+    error."""
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    x, w, b, kw = make_case((2, 3, 16, 17, 13, 7, 7, 2, 3, 1, 1), device, dtype, channels_last=True)
+    gy = torch.randn(2, 16, 9, 7, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    big = torch.randn(2, 5, 2 * 17, 13 + 3, device=device, dtype=dtype)
+    big[:, 1:4, ::2, 2:15] = x
+    inputs = {"nchw": x.contiguous(), "nhwc": x, "strided": big[:, 1:4, ::2, 2:15]}
+    results = []
+    for xi in (x.contiguous(memory_format=torch.channels_last), inputs[layout]):
+        xi = xi.detach().requires_grad_(True)
+        wi = w.detach().requires_grad_(True)
+        y = torchconv.conv2d(xi, wi, b, algorithm="gemm", **kw)
+        assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
+        results.append((y,) + torch.autograd.grad(y, (xi, wi), gy))
+    for ours, reference in zip(results[1], results[0]):
+        assert torch.equal(ours.contiguous(), reference.contiguous())
+    y64 = F.conv2d(x.double(), w.double(), b.double(), **kw)
+    err, their_err = rel_err(results[1][0], y64), rel_err(F.conv2d(x, w, b, **kw), y64)
+    assert err <= allowed_error(their_err, dtype), f"error {err:.2e}, PyTorch's {their_err:.2e}"
 
 
 @pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])

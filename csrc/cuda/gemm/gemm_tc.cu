@@ -150,7 +150,7 @@ int reduction_chunks(const TcConv& cv, int elem, int chunk_bytes) {
   return cv.R * cv.S * int(ceil_div(int64_t(std::max(cv.reduced, 1)) * elem, chunk_bytes));
 }
 
-// `splits` > 1 (wgmma only, TF32): the reduction is split across blockIdx.y and summed by
+// `splits` > 1 (wgmma only): the reduction is split across blockIdx.y and summed by
 // tc_split_finish_kernel.
 template <typename T, typename Cfg, typename Kernel>
 void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, const char* name, int splits = 1) {
@@ -185,15 +185,34 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   }
 }
 
+// Reduction splits (forward) or position splits (grad_weight) for a grid of `base` blocks (`slots`
+// = SMs x blocks per SM): the fewest that fill the waves they take to within 90% (the blocks' work
+// is equal, so a partial last wave idles the rest of the GPU), else the best filling; at most `cap`.
+int64_t wave_filling_splits(int64_t base, int64_t slots, int64_t cap) {
+  int64_t best = 1;
+  double best_fill = 0.0;
+  for (int64_t s = 1; s <= cap; ++s) {
+    const int64_t blocks = base * s;
+    const double fill = double(blocks) / double(ceil_div(blocks, slots) * slots);
+    if (fill >= 0.9) return s;
+    if (fill > best_fill) best = s, best_fill = fill;
+  }
+  return best;
+}
+
 // The config rule: the largest tile whose grid still fills the GPU; wgmma on Hopper, mma.sync
 // otherwise. `nchw_source`: the source is float32 NCHW (wgmma only, see is_nchw_source).
-// TF32 grids that would not fill the GPU even with small tiles split a long reduction across blocks
-// instead of taking the tiny tile: a TF32 chunk carries half the MMAs of a 16-bit one, so the tiny
-// tile's pace is set by its per-chunk work (wait, barrier, loads issued), while large (medium) tiles
-// with the reduction split keep four times the MMAs per chunk. Up to the blocks per SM the config
-// holds, at least kMinChunksPerSplit chunks each, the FP32 sums within the workspace limit. (For
-// float16 / bfloat16 the tiny tile with its deep pipeline is the faster of the two.)
+// Grids that would not fill the GPU even with small tiles split a long reduction across blocks
+// instead of taking the tiny tile: the tiny tile's pace is set by its per-chunk work (wait, barrier,
+// loads issued), while large (medium) tiles with the reduction split keep four times the MMAs per
+// chunk. The splits fill whole waves (see wave_filling_splits), at least kMinChunksPerSplit chunks
+// each, the FP32 sums within the workspace limit; the tiny tile takes what cannot be split so.
 constexpr int kMinChunksPerSplit = 8;
+
+template <typename T, typename Cfg, bool kNchwSource>
+void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int config, int splits = 1) {
+  launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, kNchwSource>, args, pass, kWgmmaConfigNames[config], splits);
+}
 
 template <typename T, bool kNchwSource>
 void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
@@ -201,37 +220,30 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   auto blocks = [&](int bm, int bn) { return tile_blocks(cv, bm, bn); };
   const int64_t sms = sm_count();
   switch (forced_wgmma_config()) {  // a config forced by set_config runs as named, unsplit
-    case 0: return launch_tc<T, WgmmaLarge>(tc_conv_wgmma_kernel<T, WgmmaLarge, kNchwSource>, args, pass, kWgmmaConfigNames[0]);
-    case 1: return launch_tc<T, WgmmaMedium>(tc_conv_wgmma_kernel<T, WgmmaMedium, kNchwSource>, args, pass, kWgmmaConfigNames[1]);
-    case 2: return launch_tc<T, WgmmaSmall>(tc_conv_wgmma_kernel<T, WgmmaSmall, kNchwSource>, args, pass, kWgmmaConfigNames[2]);
-    case 3: return launch_tc<T, WgmmaTiny>(tc_conv_wgmma_kernel<T, WgmmaTiny, kNchwSource>, args, pass, kWgmmaConfigNames[3]);
-    case 4: return launch_tc<T, WgmmaWide>(tc_conv_wgmma_kernel<T, WgmmaWide, kNchwSource>, args, pass, kWgmmaConfigNames[4]);
-    case 5: return launch_tc<T, WgmmaTall>(tc_conv_wgmma_kernel<T, WgmmaTall, kNchwSource>, args, pass, kWgmmaConfigNames[5]);
+    case 0: return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass, 0);
+    case 1: return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass, 1);
+    case 2: return launch_wgmma<T, WgmmaSmall, kNchwSource>(args, pass, 2);
+    case 3: return launch_wgmma<T, WgmmaTiny, kNchwSource>(args, pass, 3);
+    case 4: return launch_wgmma<T, WgmmaWide, kNchwSource>(args, pass, 4);
+    case 5: return launch_wgmma<T, WgmmaTall, kNchwSource>(args, pass, 5);
     default: break;  // the rule
   }
   const bool wide = cv.outputs > 64;
-  if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms)
-    return launch_tc<T, WgmmaWide>(tc_conv_wgmma_kernel<T, WgmmaWide, kNchwSource>, args, pass, kWgmmaConfigNames[4]);
-  if (wide && blocks(128, 128) >= sms)
-    return launch_tc<T, WgmmaLarge>(tc_conv_wgmma_kernel<T, WgmmaLarge, kNchwSource>, args, pass, kWgmmaConfigNames[0]);
-  if (!wide && blocks(128, 64) >= sms)
-    return launch_tc<T, WgmmaMedium>(tc_conv_wgmma_kernel<T, WgmmaMedium, kNchwSource>, args, pass, kWgmmaConfigNames[1]);
-  if (wide && blocks(64, 128) >= sms)
-    return launch_tc<T, WgmmaSmall>(tc_conv_wgmma_kernel<T, WgmmaSmall, kNchwSource>, args, pass, kWgmmaConfigNames[2]);
-  if constexpr (std::is_same_v<T, float>) {
+  if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms) return launch_wgmma<T, WgmmaWide, kNchwSource>(args, pass, 4);
+  if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass, 0);
+  if (!wide && blocks(128, 64) >= sms) return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass, 1);
+  if (wide && blocks(64, 128) >= sms) return launch_wgmma<T, WgmmaSmall, kNchwSource>(args, pass, 2);
+  {
     const int64_t base = wide ? blocks(128, 128) : blocks(128, 64);
     const int64_t per_sm = wide ? WgmmaLarge::kMinBlocks : WgmmaMedium::kMinBlocks;
     const int64_t split_bytes = std::max<int64_t>(cv.rows * cv.groups * cv.outputs * int64_t(sizeof(float)), 1);
-    const int64_t splits = std::min({ceil_div(per_sm * sms, base), int64_t(reduction_chunks(cv, sizeof(T), WgmmaLarge::kBKBytes) / kMinChunksPerSplit),
-                                     workspace_limit_bytes() / split_bytes});
-    if (splits >= 2 && wide)
-      return launch_tc<T, WgmmaLarge>(tc_conv_wgmma_kernel<T, WgmmaLarge, kNchwSource>, args, pass,
-                                      kWgmmaConfigNames[0], int(splits));
-    if (splits >= 2)
-      return launch_tc<T, WgmmaMedium>(tc_conv_wgmma_kernel<T, WgmmaMedium, kNchwSource>, args, pass,
-                                       kWgmmaConfigNames[1], int(splits));
+    const int64_t cap = std::min(int64_t(reduction_chunks(cv, sizeof(T), WgmmaLarge::kBKBytes) / kMinChunksPerSplit),
+                                 workspace_limit_bytes() / split_bytes);
+    const int splits = int(wave_filling_splits(base, per_sm * sms, cap));
+    if (splits >= 2 && wide) return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass, 0, splits);
+    if (splits >= 2) return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass, 1, splits);
   }
-  return launch_tc<T, WgmmaTiny>(tc_conv_wgmma_kernel<T, WgmmaTiny, kNchwSource>, args, pass, kWgmmaConfigNames[3]);
+  return launch_wgmma<T, WgmmaTiny, kNchwSource>(args, pass, 3);
 }
 
 template <typename T>
@@ -302,21 +314,6 @@ using WgmmaWeightGradWide = WgmmaWeightGradConfig<128, 256, 1, 4, 1>;
 using WgmmaWeightGradLarge = WgmmaWeightGradConfig<128, 128, 1, 3, 2>;
 using WgmmaWeightGradNarrow = WgmmaWeightGradConfig<64, 128, 2, 4, 2>;
 
-// Position splits for a grid of `base` blocks (`slots` = SMs x blocks per SM): the fewest that fill
-// the waves they take to within 90% (the blocks' work is equal, so a partial last wave idles the
-// rest of the GPU), else the best filling; at most `cap`.
-int64_t weight_grad_splits(int64_t base, int64_t slots, int64_t cap) {
-  int64_t best = 1;
-  double best_fill = 0.0;
-  for (int64_t s = 1; s <= cap; ++s) {
-    const int64_t blocks = base * s;
-    const double fill = double(blocks) / double(ceil_div(blocks, slots) * slots);
-    if (fill >= 0.9) return s;
-    if (fill > best_fill) best = s, best_fill = fill;
-  }
-  return best;
-}
-
 template <typename T, typename Cfg, typename Kernel>
 void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw,
                     const char* name) {
@@ -336,7 +333,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   const int64_t slice_bytes = int64_t(wg.groups) * wg.k_pad * wg.n_pad * int64_t(sizeof(float));
   const int64_t by_work = std::max<int64_t>(1, wg.positions / (8 * Cfg::kBK));
   const int64_t by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
-  int64_t splits = weight_grad_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, std::min(by_work, by_memory));
+  int64_t splits = wave_filling_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, std::min(by_work, by_memory));
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
   auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, x.options().dtype(at::kFloat));
@@ -391,8 +388,20 @@ at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels) {
   auto out = at::empty({t.size(0), channels, t.size(2), t.size(3)},
                        t.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (t.size(1) == channels) return out.copy_(t);
-  out.narrow(1, 0, t.size(1)).copy_(t);
-  out.narrow(1, t.size(1), channels - t.size(1)).zero_();
+  const int64_t pixels = t.size(0) * t.size(2) * t.size(3);
+  if (pixels == 0) return out;
+  const int64_t total = pixels * channels * t.element_size() / 16;
+  auto launch = [&](auto elem) {
+    using E = decltype(elem);
+    tc_pad_channels_kernel<E><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
+        static_cast<const E*>(t.const_data_ptr()), static_cast<E*>(out.mutable_data_ptr()), pixels, int(t.size(1)),
+        int(channels), int(t.size(2)), int(t.size(3)), t.stride(0), t.stride(1), t.stride(2), t.stride(3));
+  };
+  if (t.element_size() == 2)
+    launch(uint16_t{});
+  else
+    launch(uint32_t{});
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
 

@@ -668,5 +668,34 @@ __global__ void tc_split_finish_kernel(const float* __restrict__ partial, int sp
   }
 }
 
+// dst (N, H, W, channels) = src (N, C, H, W; any strides) with channels C..channels-1 zero: the
+// padded source of an ungrouped layer whose channels are not whole 16-byte words (an RGB stem).
+// A thread writes one 16-byte word of a pixel; E is the element's storage (2 or 4 bytes), so that a
+// zero is all-zero bits.
+template <typename E>
+__global__ void tc_pad_channels_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t pixels, int C,
+                                       int channels, int H, int W, int64_t sn, int64_t sc, int64_t sh, int64_t sw) {
+  constexpr int kVec = 16 / int(sizeof(E));
+  const int words = channels / kVec;
+  const int64_t total = pixels * words;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t p = e / words;
+    const int word = int(e - p * words);
+    const int64_t q = p / W;
+    const int x = int(p - q * W), y = int(q % H);
+    const E* s = src + (q / H) * sn + int64_t(y) * sh + int64_t(x) * sw;
+    union {
+      uint4 u;
+      E v[kVec];
+    } out;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      const int c = word * kVec + i;
+      out.v[i] = c < C ? s[int64_t(c) * sc] : E(0);
+    }
+    *reinterpret_cast<uint4*>(dst + p * channels + word * kVec) = out.u;
+  }
+}
+
 }  // namespace cuda
 }  // namespace torchconv
