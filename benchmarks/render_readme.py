@@ -188,10 +188,11 @@ def precision_models_table(name, data):
         return []
     lines = [f"torchvision ResNet-50 (random weights) per precision, every convolution `auto` in benchmark mode, "
              f"against cuDNN at the same setting (fp32 rows: `benchmarks/models.py`; the others: `examples/resnet50.py`; "
-             f"amp = `torch.autocast` with the model and input in channels_last). From {source(name, data)}.", "",
+             f"amp = `torch.autocast` with the model and input in channels_last; a CUDA graph's replay times the device "
+             f"alone, without the host's path). From {source(name, data)}.", "",
              "| precision | layout | N | mode | torchconv ms | cuDNN ms | ratio |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        mode = "inference" if r["mode"] == "fwd" else "training step"
+        mode = {"fwd": "inference", "fwd-graph": "inference, CUDA graph", "train": "training step"}[r["mode"]]
         lines.append(f"| {r['precision']} | {r['layout']} | {r['N']} | {mode} | {r['ms']:.2f} | {r['cudnn_ms']:.2f} | "
                      f"{r['ratio']:.2f}x |")
     return lines
@@ -205,7 +206,7 @@ def models_table(name, data):
     for r in data["rows"]:
         if r["algorithm"] != "auto" or not is_fp32(r):
             continue
-        mode = "inference" if r["mode"] == "fwd" else "training step"
+        mode = {"fwd": "inference", "fwd-graph": "inference, CUDA graph", "train": "training step"}[r["mode"]]
         lines.append(f"| {r['suite']} | {r['N']} | {mode} | {r['ms']:.2f} | {r['cudnn_ms']:.2f} | {r['ratio']:.2f}x "
                      f"[{r['ratio_min']:.2f}-{r['ratio_max']:.2f}] | {r['rel_err']:.1e} |")
     return lines

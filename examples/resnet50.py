@@ -9,13 +9,16 @@ torchconv.Conv2d(algorithm="auto"), against the same model on cuDNN in the same 
       tf32      PyTorch's default: float32 with TF32 convolutions allowed, NCHW;
       amp-bf16  torch.autocast("cuda", torch.bfloat16) with the model, input and weights in
       amp-fp16  channels_last (float16 likewise), TF32 allowed;
+  * inference also replayed from a CUDA graph (mode "fwd-graph", unless --no-graph): the device's
+    time alone, without the host's Python, dispatch and launch path. At batch 32 an eager forward
+    can be bound by a slow host (both models alike), which compresses the eager ratio toward 1;
   * the logits compared with the nn.Conv2d original at the same setting (relative error).
 
 torchconv runs in benchmark mode (torchconv.tune: every conv shape timed once per algorithm, the
 fastest kept) unless --no-benchmark; the measured choices are saved with --save-cache and a later
 run can skip tuning with --load-cache. Rows go to <out-dir>/<tag>.json and .md in the benchmark JSON
-shape (suite "resnet50", layer "model", algorithm "auto" / "cudnn" / "cudnn-default", mode "fwd" or
-"train"), with the per-layer torchconv.explain table at --explain-batch.
+shape (suite "resnet50", layer "model", algorithm "auto" / "cudnn" / "cudnn-default", mode "fwd",
+"fwd-graph" or "train"), with the per-layer torchconv.explain table at --explain-batch.
 
   python examples/resnet50.py --out-dir benchmarks/results --tag resnet50-h100
 """
@@ -43,6 +46,7 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--no-benchmark", action="store_true", help="use the auto rule instead of measuring")
+    p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph inference rows")
     p.add_argument("--load-cache", default=None)
     p.add_argument("--save-cache", default=None)
     p.add_argument("--out-dir", default=None, help="write <tag>.json / .md here")
@@ -70,6 +74,21 @@ def precision_settings(precision, device):
         dtype = torch.bfloat16 if precision == "amp-bf16" else torch.float16
         return (lambda: torch.autocast(device.type, dtype=dtype)), torch.channels_last, "nhwc"
     return contextlib.nullcontext, torch.contiguous_format, "nchw"
+
+
+def graph_replay(model, x, autocast):
+    """model(x) captured in a CUDA graph (after warm-up calls on a side stream, as torch.cuda.graph
+    asks); returns the graph's replay, which launches the captured kernels without the host path."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.inference_mode(), autocast():
+        for _ in range(2):
+            model(x)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.inference_mode(), autocast(), torch.cuda.graph(graph):
+        model(x)
+    return graph.replay
 
 
 def cudnn_conv(module, x):
@@ -110,7 +129,7 @@ def main(argv=None):
                  precision=precision, layout=layout, dtype="float32", ms=ms, tflops=None, cudnn_ms=ref_ms,
                  ratio=ref_ms / ms, rel_err=err, workspace_bytes=None, stages_us=None)
         rows.append(r)
-        print(f"  {precision:<8} {layout} {mode:<5} N={batch:<3} {algorithm:<6} {ms:8.3f} ms   x{r['ratio']:.2f} vs "
+        print(f"  {precision:<8} {layout} {mode:<9} N={batch:<3} {algorithm:<6} {ms:8.3f} ms   x{r['ratio']:.2f} vs "
               f"cuDNN {precision}" + (f"   logits rel err {err:.1e}" if err is not None else ""), flush=True)
 
     for precision in args.precision.split(","):
@@ -136,6 +155,11 @@ def main(argv=None):
             print(f"  {precision} N={batch}: logits rel err vs float64 model: ours {err:.1e}, cuDNN {ref_err:.1e}")
             row(precision, layout, batch, "fwd", "cudnn", timed["reference_ms"], timed["reference_ms"], ref_err)
             row(precision, layout, batch, "fwd", "auto", timed["ms"], timed["reference_ms"], err, timed)
+            if device.type == "cuda" and not args.no_graph:
+                timed = compare(graph_replay(ours, x, autocast), graph_replay(reference, x, autocast), device, rounds=5,
+                                reps=max(1, args.reps // 5), warmup=args.warmup)
+                row(precision, layout, batch, "fwd-graph", "cudnn", timed["reference_ms"], timed["reference_ms"])
+                row(precision, layout, batch, "fwd-graph", "auto", timed["ms"], timed["reference_ms"], None, timed)
 
         if args.train_batch:
             batch = args.train_batch
