@@ -13,10 +13,14 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/InferenceMode.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
 #include <array>
+#include <string>
+
+#include "weight_cache.h"
 
 namespace torchconv {
 namespace {
@@ -185,6 +189,34 @@ void register_algorithm(torch::Library& m) {
   m.impl((name + "_backward").c_str(), TORCH_FN(conv2d_backward_autograd<kAlgo>));
 }
 
+// A float32 weight (or bias) cast to the autocast dtype, kept across autocast regions where the
+// weight cache may keep it: an inference forward (torch.inference_mode, or a weight that does not
+// require grad). autocast's own cache lives for one region, and inside inference mode it returns an
+// inference tensor, which the weight cache cannot key on: every forward would cast each weight again
+// and re-lay the fresh copy (a cast kernel and a relayout kernel per layer). Here the copy is a plain
+// tensor without grad, so the kernels' own weight caches (Wt, Winograd's filters) key on it too, and
+// the cache recasts it after any in-place write to the float32 weight. Elsewhere (training, tracing
+// with fake or functional tensors, the autocast cache switched off) autocast's cached_cast as for
+// aten::conv2d.
+at::Tensor autocast_weight(const at::Tensor& weight, at::ScalarType dtype, c10::DeviceType device) {
+  const bool kept = weight.defined() && weight.scalar_type() == at::kFloat && weight.device().type() == device &&
+                    !weight.is_inference() && (!weight.requires_grad() || c10::InferenceMode::is_enabled()) &&
+                    at::autocast::is_autocast_cache_enabled() &&
+                    !weight.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize}));
+  if (!kept) return at::autocast::cached_cast(dtype, weight, device);
+  return cached_weight_transform(weight, std::string("autocast/") + c10::toString(dtype), [&] {
+    c10::InferenceMode plain_tensors(false);
+    at::NoGradGuard no_grad;
+    return weight.to(dtype);
+  });
+}
+
+std::optional<at::Tensor> autocast_weight(const std::optional<at::Tensor>& bias, at::ScalarType dtype,
+                                          c10::DeviceType device) {
+  if (!bias.has_value()) return bias;
+  return autocast_weight(*bias, dtype, device);
+}
+
 // The Autocast-key kernels: inside torch.autocast the forward operators cast their floating
 // inputs to the autocast dtype, as aten::conv2d does (its lower_precision_fp policy; float64 stays).
 template <int kAlgo, c10::DeviceType kDevice>
@@ -195,9 +227,8 @@ at::Tensor conv2d_autocast(const at::Tensor& input, const at::Tensor& weight, co
   c10::impl::ExcludeDispatchKeyGuard no_autocast(kKey);
   const at::ScalarType dtype = at::autocast::get_lower_precision_fp_from_device_type(kDevice);
   return operators(kAlgo).forward.call(at::autocast::cached_cast(dtype, input, kDevice),
-                                       at::autocast::cached_cast(dtype, weight, kDevice),
-                                       at::autocast::cached_cast(dtype, bias, kDevice), stride, padding, dilation,
-                                       groups);
+                                       autocast_weight(weight, dtype, kDevice), autocast_weight(bias, dtype, kDevice),
+                                       stride, padding, dilation, groups);
 }
 
 template <int kAlgo, c10::DeviceType kDevice>

@@ -209,6 +209,46 @@ def test_autocast_casts_weight_and_bias_once_per_region(device):
     assert conv(x).dtype == torch.float32  # outside the region: the choice for float32 again
 
 
+@pytest.mark.parametrize("frozen", [False, True], ids=["inference_mode", "frozen_no_grad"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_autocast_inference_casts_weights_once_across_regions(device, frozen):
+    """An inference forward under autocast (inside torch.inference_mode, or with weights that do not
+    require grad) casts a layer's float32 weight and bias once and keeps the copies across autocast
+    regions, as the kernels keep their re-laid filters: later regions cast only the input. An
+    in-place write to the weight reaches the next call. (Training keeps autocast's cast per region:
+    the test above.)"""
+    dtype = torch.bfloat16
+    if device == "cpu" and not torch.amp.is_autocast_available("cpu"):
+        pytest.skip("no CPU autocast")
+    conv = torchconv.Conv2d(8, 8, 3, padding=1).to(device).requires_grad_(not frozen)
+    x = torch.randn(1, 8, 6, 5, device=device)
+    mode = torch.no_grad if frozen else torch.inference_mode
+
+    def region():
+        with mode(), torch.autocast(device, dtype=dtype):
+            return conv(x)
+
+    def casts(fn):  # aten::_to_copy calls in three calls of fn
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            out = [fn() for _ in range(3)]
+        return sum(e.count for e in prof.key_averages() if e.key == "aten::_to_copy"), out
+
+    first = region()
+    with mode(), torch.autocast(device, dtype=dtype):
+        cast = [t.to(dtype) for t in (x, conv.weight, conv.bias)]
+        algorithm = torchconv.select_algorithm(cast[0], cast[1], 1, 1, 1, padding=1)
+        kernel_casts, _ = casts(lambda: torchconv.conv2d(*cast, padding=1, algorithm=algorithm))
+    module_casts, later = casts(region)
+    assert module_casts == kernel_casts + 3, (module_casts, kernel_casts)
+    assert first.dtype == dtype and all(torch.equal(y, first) for y in later)
+    with torch.no_grad():
+        conv.weight.mul_(2)
+    with mode():
+        expected = torchconv.conv2d(x.to(dtype), conv.weight.to(dtype), conv.bias.to(dtype), padding=1,
+                                    algorithm=algorithm)
+    assert torch.equal(region(), expected)
+
+
 # Two chunks of 32 float32 channels per tap (the second partial) and two tiles of filters.
 TF32_SHAPES = SHAPES + [(2, 40, 136, 9, 11, 3, 3, 1, 1, 1, 1)]
 
