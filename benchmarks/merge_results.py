@@ -1,11 +1,14 @@
 """Merges new result rows into a suite's current result file, rewritten in place (JSON and
 Markdown): rows of the target whose group -- suite, precision, layout, batch, mode (and weights) --
-appears among the new rows are replaced by them; the others stay. Each row keeps the date of the
-run that produced it. Bench files (bench.py) and model files (models.py, examples/resnet50.py) both
-merge this way:
+appears among the new rows are replaced by them; the others stay. With --by-row only the rows of
+the same group, layer and algorithm are replaced (a rerun of some algorithms on some layers; every
+row carries the cuDNN time of its own run, so its ratio stays its own). Each row keeps the date of
+the run that produced it. Bench files (bench.py) and model files (models.py, examples/resnet50.py)
+both merge this way:
 
     python benchmarks/merge_results.py benchmarks/results/resnet-yolo-h100.json new-fp16.json new-tf32.json
     python benchmarks/merge_results.py benchmarks/results/models-h100.json resnet50-precision.json --skip-precision fp32
+    python benchmarks/merge_results.py benchmarks/results/resnet-yolo-h100.json winograd-rerun.json --by-row
 """
 import argparse
 import json
@@ -29,14 +32,15 @@ def load_rows(path):
     return data
 
 
-def merge_rows(target, meta, new_rows, write_markdown, extra=None):
+def merge_rows(target, meta, new_rows, write_markdown, extra=None, by_row=False):
     """Rewrites `target` (JSON, created when missing) and its Markdown twin with `new_rows` merged
     in; `meta` (and `extra` top-level fields, e.g. argv) describe the newest run. Returns the rows."""
     old = load_rows(target) if os.path.exists(target) else {"meta": {}, "rows": []}
     for r in new_rows:
         r.setdefault("date", meta.get("date"))
-    replaced = {group(r) for r in new_rows}
-    rows = [r for r in old["rows"] if group(r) not in replaced] + list(new_rows)
+    key = (lambda r: group(r) + (r.get("layer"), r.get("algorithm"))) if by_row else group
+    replaced = {key(r) for r in new_rows}
+    rows = [r for r in old["rows"] if key(r) not in replaced] + list(new_rows)
     meta = dict(meta)
     meta["runs"] = sorted({r["date"] for r in rows if r.get("date")})
     with open(target, "w") as f:
@@ -45,7 +49,7 @@ def merge_rows(target, meta, new_rows, write_markdown, extra=None):
     return rows
 
 
-def merge(target, sources, skip_precisions=()):
+def merge(target, sources, skip_precisions=(), by_row=False):
     """merge_rows with the rows of result files `sources` (bench or model files)."""
     meta, new_rows = {}, []
     for path in sources:
@@ -59,7 +63,7 @@ def merge(target, sources, skip_precisions=()):
 
         def write_markdown(path, meta, rows):
             bench_markdown(path, meta, rows, {})
-    return merge_rows(target, meta, new_rows, write_markdown)
+    return merge_rows(target, meta, new_rows, write_markdown, by_row=by_row)
 
 
 def main(argv=None):
@@ -67,8 +71,9 @@ def main(argv=None):
     p.add_argument("target")
     p.add_argument("sources", nargs="+")
     p.add_argument("--skip-precision", default="", help="comma list of precisions whose new rows are left out")
+    p.add_argument("--by-row", action="store_true", help="replace only rows of the same group, layer and algorithm")
     args = p.parse_args(argv)
-    rows = merge(args.target, args.sources, tuple(s for s in args.skip_precision.split(",") if s))
+    rows = merge(args.target, args.sources, tuple(s for s in args.skip_precision.split(",") if s), args.by_row)
     print(f"wrote {args.target} ({len(rows)} rows) from {len(args.sources)} files")
 
 

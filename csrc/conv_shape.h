@@ -12,8 +12,10 @@
 
 #if defined(__CUDACC__)
 #define TORCHCONV_HOST_DEVICE __host__ __device__ __forceinline__
+#define TORCHCONV_UNROLL _Pragma("unroll")
 #else
 #define TORCHCONV_HOST_DEVICE inline
+#define TORCHCONV_UNROLL _Pragma("GCC unroll 8")
 #endif
 
 namespace torchconv {

@@ -18,7 +18,7 @@ std::map<std::string, Choice>& table() {
     auto* m = new std::map<std::string, Choice>();
     (*m)["direct"].names = {"auto", "phases", "gather"};
     (*m)["gemm"].names = {"implicit", "explicit"};
-    (*m)["winograd"].names = {"auto", "fused", "staged"};
+    (*m)["winograd"].names = {"auto", "fused", "staged", "f4x4"};
     return m;
   }();
   return *t;

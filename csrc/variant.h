@@ -10,8 +10,10 @@ namespace torchconv {
 // Winograd: "fused" runs the input transform, the 16 element-wise GEMMs and the output transform
 // in one kernel (no V / M workspace); "staged" is seed 003's pipeline: an input-transform kernel
 // writes V, a batched GEMM writes M, an output-transform kernel writes Y, in batch chunks that fit
-// the workspace limit; "auto" (default) picks one per call by the rule in cuda/winograd/winograd.cu.
-enum class WinogradVariant : int { kAuto = 0, kFused = 1, kStaged = 2 };
+// the workspace limit; "f4x4" runs F(4x4,3x3) (6x6 input tiles, 36 GEMMs) staged the same way for
+// the forward and grad_input, grad_weight staying in F(2x2)'s domain; "auto" (default) picks one per
+// call by the rule in cuda/winograd/winograd.cu (on the CPU, auto, fused and staged are one F(2x2)).
+enum class WinogradVariant : int { kAuto = 0, kFused = 1, kStaged = 2, kF4x4 = 3 };
 
 WinogradVariant winograd_variant();
 

@@ -1,6 +1,8 @@
-// Winograd F(2x2, 3x3) transforms (seed 003): Y = A^T [ (G g G^T) . (B^T d B) ] A, written out with
-// the shared sub-expressions so each transform is additions only (plus the halvings of G), and the
-// shape check. Shared by the CPU and CUDA kernels; all 4x4 / 3x3 / 2x2 arrays are row-major.
+// Winograd transforms, shared by the CPU and CUDA kernels, and the shape check. F(2x2, 3x3) (seed 003):
+// Y = A^T [ (G g G^T) . (B^T d B) ] A, written out with the shared sub-expressions so each transform is
+// additions only (plus the halvings of G). F(4x4, 3x3) (the `f4x4` variant): the same identity on 6x6
+// input tiles, its matrices applied by unrolled products whose zero and unit coefficients fold away.
+// All arrays are row-major.
 #pragma once
 
 #include <c10/util/Exception.h>
@@ -117,5 +119,127 @@ TORCHCONV_HOST_DEVICE void winograd_filter_transform_adjoint(const T du[16], T d
 
 // Number of 2x2 output tiles along an output extent (the last one may be partial).
 TORCHCONV_HOST_DEVICE int64_t winograd_tiles(int64_t out_len) { return (out_len + 1) / 2; }
+
+// ---- tile policies: one type per F(m x m, 3 x 3), for the kernels written once for both ----------
+
+// F(2x2, 3x3): the hand-written transforms above.
+struct WinogradF2x2 {
+  static constexpr int kAlpha = 4, kOutput = 2, kPoints = 16;
+  template <typename T>
+  TORCHCONV_HOST_DEVICE static void filter(const T g[9], T u[kPoints]) { winograd_filter_transform<T>(g, u); }
+  template <typename T>
+  TORCHCONV_HOST_DEVICE static void input(const T d[kPoints], T v[kPoints]) { winograd_input_transform<T>(d, v); }
+  template <typename T>
+  TORCHCONV_HOST_DEVICE static void output(const T m[kPoints], T y[kOutput * kOutput]) {
+    winograd_output_transform<T>(m, y);
+  }
+};
+
+// acc (+)= c * x for a coefficient known once the caller's loops are unrolled: zero terms vanish,
+// unit ones become an addition or a subtraction, and the first term initialises the sum.
+template <typename T>
+TORCHCONV_HOST_DEVICE void accumulate_term(T& acc, bool& started, double c, T x) {
+  if (c == 0.0) return;
+  const T term = c == 1.0 ? x : c == -1.0 ? -x : T(c) * x;
+  acc = started ? acc + term : term;
+  started = true;
+}
+
+// F(4x4, 3x3) at the points 0, 1, -1, 1/2, -2 and infinity: of the sets benchmarks/winograd_error.py
+// compares (with +-2 or +-1/2 as the fourth and fifth points), the one with the lowest float32 error
+// on every 3x3 suite layer, about 6-9x F(2x2)'s and under 3e-6. The Toom-Cook construction puts the
+// points' normalisation in G (its thirds and fifteenths are the only inexact coefficients); B^T and
+// A^T hold halves and powers of two.
+struct WinogradF4x4 {
+  static constexpr int kAlpha = 6, kOutput = 4, kPoints = 36;
+  TORCHCONV_HOST_DEVICE static constexpr double bt(int i, int j) {
+    constexpr double m[6][6] = {{1, -1.5, -2, 1.5, 1, 0},  {0, -1, 0.5, 2.5, 1, 0},   {0, 1, -2.5, 0.5, 1, 0},
+                                {0, -2, -1, 2, 1, 0},      {0, 0.5, -1, -0.5, 1, 0},  {0, 1, -1.5, -2, 1.5, 1}};
+    return m[i][j];
+  }
+  TORCHCONV_HOST_DEVICE static constexpr double g(int i, int j) {
+    constexpr double m[6][3] = {{1, 0, 0},
+                                {1.0 / 3, 1.0 / 3, 1.0 / 3},
+                                {-1.0 / 3, 1.0 / 3, -1.0 / 3},
+                                {-16.0 / 15, -8.0 / 15, -4.0 / 15},
+                                {1.0 / 15, -2.0 / 15, 4.0 / 15},
+                                {0, 0, 1}};
+    return m[i][j];
+  }
+  TORCHCONV_HOST_DEVICE static constexpr double at(int i, int j) {
+    constexpr double m[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 0.5, -2, 0}, {0, 1, 1, 0.25, 4, 0}, {0, 1, -1, 0.125, -8, 1}};
+    return m[i][j];
+  }
+
+  // U = G g G^T (6x6 from 3x3).
+  template <typename T>
+  TORCHCONV_HOST_DEVICE static void filter(const T gg[9], T u[kPoints]) {
+    T t[6][3];
+TORCHCONV_UNROLL
+    for (int i = 0; i < 6; ++i)
+TORCHCONV_UNROLL
+      for (int j = 0; j < 3; ++j) {
+        bool started = false;
+TORCHCONV_UNROLL
+        for (int k = 0; k < 3; ++k) accumulate_term(t[i][j], started, g(i, k), gg[k * 3 + j]);
+      }
+TORCHCONV_UNROLL
+    for (int i = 0; i < 6; ++i)
+TORCHCONV_UNROLL
+      for (int j = 0; j < 6; ++j) {
+        bool started = false;
+TORCHCONV_UNROLL
+        for (int k = 0; k < 3; ++k) accumulate_term(u[i * 6 + j], started, g(j, k), t[i][k]);
+      }
+  }
+  // V = B^T d B (6x6).
+  template <typename T>
+  TORCHCONV_HOST_DEVICE static void input(const T d[kPoints], T v[kPoints]) {
+    T t[6][6];
+TORCHCONV_UNROLL
+    for (int i = 0; i < 6; ++i)
+TORCHCONV_UNROLL
+      for (int j = 0; j < 6; ++j) {
+        bool started = false;
+TORCHCONV_UNROLL
+        for (int k = 0; k < 6; ++k) accumulate_term(t[i][j], started, bt(i, k), d[k * 6 + j]);
+      }
+TORCHCONV_UNROLL
+    for (int i = 0; i < 6; ++i)
+TORCHCONV_UNROLL
+      for (int j = 0; j < 6; ++j) {
+        bool started = false;
+TORCHCONV_UNROLL
+        for (int k = 0; k < 6; ++k) accumulate_term(v[i * 6 + j], started, bt(j, k), t[i][k]);
+      }
+  }
+  // Y = A^T m A (4x4 from 6x6).
+  template <typename T>
+  TORCHCONV_HOST_DEVICE static void output(const T m[kPoints], T y[kOutput * kOutput]) {
+    T t[4][6];
+TORCHCONV_UNROLL
+    for (int i = 0; i < 4; ++i)
+TORCHCONV_UNROLL
+      for (int j = 0; j < 6; ++j) {
+        bool started = false;
+TORCHCONV_UNROLL
+        for (int k = 0; k < 6; ++k) accumulate_term(t[i][j], started, at(i, k), m[k * 6 + j]);
+      }
+TORCHCONV_UNROLL
+    for (int i = 0; i < 4; ++i)
+TORCHCONV_UNROLL
+      for (int j = 0; j < 4; ++j) {
+        bool started = false;
+TORCHCONV_UNROLL
+        for (int k = 0; k < 6; ++k) accumulate_term(y[i * 4 + j], started, at(j, k), t[i][k]);
+      }
+  }
+};
+
+// Output tiles of edge Tile::kOutput along an output extent (the last one may be partial).
+template <typename Tile>
+TORCHCONV_HOST_DEVICE int64_t winograd_tiles_of(int64_t out_len) {
+  return (out_len + Tile::kOutput - 1) / Tile::kOutput;
+}
 
 }  // namespace torchconv

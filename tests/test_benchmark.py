@@ -133,3 +133,25 @@ def test_winograd_error_study_builds_exact_transforms():
         assert we.rel_err(we.winograd_conv(x, w, 1, m, *mats, torch.float32), ref) < 1e-5
     at, _, _ = we.transforms(2, [0.0, 1.0, -1.0])
     assert torch.equal(at, torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, 1.0]], dtype=torch.float64))
+
+
+def test_merge_by_row_replaces_only_the_rerun_algorithms(tmp_path):
+    """A rerun of some algorithms on some layers replaces those rows only; a plain merge replaces
+    whole groups (suite, precision, layout, batch, mode, weights)."""
+    import merge_results
+
+    bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup", "0", "--rounds", "1",
+                "--mode", "fwd", "--weights", "frozen", "--algorithms", "cudnn,direct,winograd",
+                "--out-dir", str(tmp_path), "--tag", "target"])
+    bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup", "0", "--rounds", "1",
+                "--mode", "fwd", "--weights", "frozen", "--algorithms", "winograd:f4x4", "--layers", "S1",
+                "--out-dir", str(tmp_path), "--tag", "rerun"])
+    target, rerun = tmp_path / "target.json", tmp_path / "rerun.json"
+    before = json.loads(target.read_text())["rows"]
+    merge_results.main([str(target), str(rerun), "--by-row"])
+    after = json.loads(target.read_text())["rows"]
+    key = lambda r: (r["layer"], r["algorithm"])
+    assert {key(r) for r in after} == {key(r) for r in before} | {("S1", "aten"), ("S1", "winograd:f4x4")}
+    assert [r for r in after if key(r) == ("S3", "direct")] == [r for r in before if key(r) == ("S3", "direct")]
+    merge_results.main([str(target), str(rerun)])
+    assert {key(r) for r in json.loads(target.read_text())["rows"]} == {("S1", "aten"), ("S1", "winograd:f4x4")}

@@ -1,10 +1,13 @@
-"""Winograd F(2x2,3x3) specifics. On CUDA two variants compute the same convolution: 'fused' (one
-kernel) and 'staged' (V and M in a workspace bounded by the workspace limit), and 'auto' (the
-default) picks one per call (staged once C*K/(C+K) >= 128, e.g. C = K = 256); all must
-match F.conv2d forward and backward on 3x3 stride-1 shapes with any padding (negative padding
-inside grad_input included), groups, partial 2x2 tiles, C and K off the 32-wide tiles, batch 1 and
-more. The transformed filters are cached per weight and must follow in-place updates. The CPU
-kernel has one variant; the variant API and its errors are tested there too."""
+"""Winograd specifics. On CUDA three variants compute the same convolution: 'fused' (F(2x2,3x3) in
+one kernel), 'staged' (F(2x2,3x3) with V and M in a workspace bounded by the workspace limit) and
+'f4x4' (F(4x4,3x3), 6x6 input tiles and 36 point GEMMs, staged the same way, for the forward and
+grad_input; its grad_weight is F(2x2)'s), and 'auto' (the default) picks one per call (see
+test_auto_rule); all must match F.conv2d forward and backward on 3x3 stride-1 shapes with any
+padding (negative padding inside grad_input included), groups, partial 2x2 and 4x4 tiles, C and K
+off the 32-wide tiles, batch 1 and more, in float32 within 1e-5 and float64 within 1e-12. The
+transformed filters are cached per weight and must follow in-place updates. The CPU kernel runs
+F(4x4,3x3) for 'f4x4' and F(2x2,3x3) for the others; the variant API and its errors are tested
+there too."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -73,14 +76,27 @@ def test_cuda_variants_on_parity_grid(case, variant):
 
 
 @needs_cuda
-def test_auto_picks_staged_for_wide_layers():
-    """The auto rule is observable through the workspace: staged allocates V and M, fused nothing."""
-    x = torch.randn(1, 256, 6, 6, device="cuda")
-    for c, k, staged in ((256, 256, True), (64, 64, False), (128, 256, False)):
-        w = torch.randn(k, c, 3, 3, device="cuda")
-        out = torchconv.conv2d(x[:, :c], w, None, 1, 1, algorithm="winograd")
-        assert (torchconv.last_workspace_bytes() > 0) == staged, (c, k)
-        assert_close_rel(out, F.conv2d(x[:, :c].double(), w.double(), None, 1, 1), torch.float32, f"auto {c}x{k}")
+@pytest.mark.parametrize("n, c, k, hw, choice", [
+    (1, 256, 256, 7, "f4x4:staged"),  # C*K/(C+K) = 128: F(4x4) at any size
+    (1, 128, 256, 9, "f4x4:staged"),  # 85
+    (2, 128, 128, 9, "fused:"),  # 64, but (64 - 40) * 162 pixels is short of 80000
+    (4, 128, 128, 30, "f4x4:staged"),  # (64 - 40) * 3600 pixels
+    (2, 64, 128, 136, "f4x4:staged"),  # 42.7: 2.7 * 36992 pixels
+    (1, 64, 128, 136, "fused:"),  # 2.7 * 18496
+    (8, 64, 64, 56, "fused:"),  # 32: F(2x2) fused at any size
+    (2, 3, 32, 20, "fused:shallow"),  # an RGB stem: the shallow kernel
+])
+def test_auto_rule(n, c, k, hw, choice):
+    """auto runs F(4x4,3x3) (staged) where C*K/(C+K) >= 80 per group, or where it is over 40 and
+    (C*K/(C+K) - 40) * N*Ho*Wo >= 80000; else F(2x2,3x3) fused (the shallow and narrow kernels for
+    thin reductions and outputs). float64 keeps F(2x2)."""
+    x = torch.randn(n, c, hw, hw, device="cuda")
+    w = torch.randn(k, c, 3, 3, device="cuda")
+    out = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    assert torchconv.last_choice().startswith("forward:" + choice), torchconv.last_choice()
+    assert_close_rel(out, F.conv2d(x.double(), w.double(), None, 1, 1), torch.float32, f"auto {c}x{k}")
+    torchconv.conv2d(x[:1, :, :9, :9].double(), w.double(), None, 1, 1, algorithm="winograd")
+    assert "f4x4" not in torchconv.last_choice()
 
 
 @needs_cuda
@@ -165,19 +181,20 @@ def test_inference_tensors_are_not_cached():
 
 
 @needs_cuda
-def test_staged_workspace_is_capped_and_reported():
+@pytest.mark.parametrize("staged_variant", ["staged", "f4x4"])
+def test_staged_workspace_is_capped_and_reported(staged_variant):
     x = torch.randn(3, 16, 23, 19, device="cuda", dtype=torch.float64)
     w = torch.randn(12, 16, 3, 3, device="cuda", dtype=torch.float64)
     old_limit, old_variant = torchconv.get_workspace_limit(), torchconv.get_variant("winograd")
     try:
-        torchconv.set_variant("winograd", "staged")
+        torchconv.set_variant("winograd", staged_variant)
         torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
         full = torchconv.last_workspace_bytes()
         assert full > 0
-        torchconv.set_workspace_limit(full // 8)
+        torchconv.set_workspace_limit(full // 4)
         out = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
         capped = torchconv.last_workspace_bytes()
-        assert 0 < capped <= full // 8
+        assert 0 < capped <= full // 4
         # grad_weight staged in chunks of tiles: later chunks add to the slices of the first.
         xs, ws = x.detach().requires_grad_(), w.detach().requires_grad_()
         gys = torch.randn(3, 12, 23, 19, device="cuda", dtype=torch.float64)
@@ -204,9 +221,9 @@ def test_backward_is_deterministic(variant):
 
 
 def test_variant_api():
-    assert VARIANTS == ("auto", "fused", "staged")
+    assert VARIANTS == ("auto", "fused", "staged", "f4x4")
     assert torchconv.get_variant("winograd") == "auto"
-    with pytest.raises(ValueError, match="variant must be one of 'auto', 'fused', 'staged'"):
+    with pytest.raises(ValueError, match="variant must be one of 'auto', 'fused', 'staged', 'f4x4'"):
         torchconv.set_variant("winograd", "tiled")
     with pytest.raises(ValueError, match="algorithm must be one with variants"):
         torchconv.set_variant("csg", "fused")
@@ -214,5 +231,44 @@ def test_variant_api():
 
 
 @pytest.mark.parametrize("shape", SHAPES[:3], ids=shape_id)
-def test_cpu_ignores_the_variant(shape, variant):
+def test_cpu_variants(shape, variant):
     check_forward_backward(*shape, "cpu", torch.float64, f"cpu {variant}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_cpu_f4x4_forward_backward(shape, dtype):
+    """F(4x4,3x3) on the CPU: partial 4x4 tiles, negative padding in grad_input, groups."""
+    with using_variant("winograd", "f4x4"):
+        check_forward_backward(*shape, "cpu", dtype, f"cpu f4x4 {shape_id(shape)}")
+
+
+def f4x4_differs_from_f2x2(device):
+    """Both variants meet the float32 bar, but they round differently: the f4x4 variant really runs
+    other transforms (on CUDA the forward and grad_input also report it in last_choice)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 32, 13, 11, device=device)
+    w = torch.randn(24, 32, 3, 3, device=device)
+    ref = F.conv2d(x.double(), w.double(), None, 1, 1)
+    outs = {}
+    for v in ("staged", "f4x4"):
+        with using_variant("winograd", v):
+            outs[v] = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+            if device == "cuda":
+                assert torchconv.last_choice().startswith("forward:" + ("f4x4:staged" if v == "f4x4" else "staged:"))
+        assert_close_rel(outs[v], ref, torch.float32, v)
+    assert not torch.equal(outs["staged"], outs["f4x4"])
+
+
+def test_cpu_f4x4_is_another_algorithm():
+    f4x4_differs_from_f2x2("cpu")
+
+
+@needs_cuda
+def test_cuda_f4x4_is_another_algorithm():
+    f4x4_differs_from_f2x2("cuda")
+    x = torch.randn(1, 16, 9, 7, device="cuda", requires_grad=True)
+    w = torch.randn(8, 16, 3, 3, device="cuda", requires_grad=True)
+    with using_variant("winograd", "f4x4"):
+        torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd").sum().backward()
+        assert "grad_input:f4x4:staged" in torchconv.last_choice()

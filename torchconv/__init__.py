@@ -61,12 +61,14 @@ def last_workspace_bytes():
 def variants(algorithm):
     """The variants of `algorithm`, default first. Direct: 'auto', 'phases', 'gather' (how a strided
     grad_input runs: the forward kernel once per output phase, or one thread per input pixel; 'auto'
-    picks per call). Winograd: 'auto' (staged once C*K/(C+K) >= 128 per group, fused below), 'fused'
-    (one kernel: input transform, the 16 element-wise GEMMs, output transform) and 'staged' (seed
-    003's pipeline: V and M in a workspace bounded by the workspace limit). GEMM: 'implicit' (the
-    GEMM gathers the unrolled matrix from the input as it loads its tiles) and 'explicit' (an unroll
-    kernel writes it for a chunk of columns into the workspace first). The CPU kernels have one
-    variant and ignore this."""
+    picks per call). Winograd: 'auto' (F(4x4,3x3) where C*K/(C+K) per group is at least 80, or over
+    40 with enough pixels; F(2x2,3x3) fused below; float64 always F(2x2)), 'fused' (F(2x2,3x3) in one
+    kernel: input transform, the 16 element-wise GEMMs, output transform), 'staged' (F(2x2,3x3) as
+    seed 003's pipeline: V and M in a workspace bounded by the workspace limit) and 'f4x4'
+    (F(4x4,3x3): 6x6 input tiles, 36 GEMMs, staged; forward and grad_input, grad_weight stays
+    F(2x2)'s). GEMM: 'implicit' (the GEMM gathers the unrolled matrix from the input as it loads its
+    tiles) and 'explicit' (an unroll kernel writes it for a chunk of columns into the workspace
+    first). The CPU kernels ignore this, except Winograd's 'f4x4' (F(4x4,3x3) on the CPU too)."""
     return _C.variants(algorithm)
 
 

@@ -1,7 +1,8 @@
-// Winograd F(2x2, 3x3) on the CPU, exactly as seed 003: U = G g G^T per filter, V = B^T d B on 4x4
-// input tiles overlapping by 2, the element-wise stage as 16 GEMMs (at::bmm over the 16 points),
-// Y = A^T M A per tile, with partial tiles at the right and bottom edges. Tiles are processed in
-// chunks whose V and M fit the workspace limit.
+// Winograd on the CPU, as seed 003: U = G g G^T per filter, V = B^T d B on input tiles overlapping by
+// 2, the element-wise stage as one GEMM per point (at::bmm over the points), Y = A^T M A per tile,
+// with partial tiles at the right and bottom edges. Tiles are processed in chunks whose V and M fit
+// the workspace limit. F(2x2, 3x3) by default; F(4x4, 3x3) (6x6 tiles, 36 points) when the variant
+// is f4x4, for the forward and grad_input (grad_weight is the GEMM algorithm's, as for F(2x2)).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -9,6 +10,7 @@
 #include "../backward.h"
 #include "../conv_shape.h"
 #include "../plans.h"
+#include "../variant.h"
 #include "../winograd_transforms.h"
 #include "../workspace.h"
 #include "gemm.h"
@@ -20,76 +22,85 @@ namespace {
 // 3x3 stride-1 convolution of x (N x Cin x H x W) with w (Kout x Cin/groups x 3 x 3). Padding may
 // be negative (grad_input of a convolution padded by more than 2 reads a cropped grad_output), so
 // the output extent Ho x Wo is given rather than derived.
-template <typename T>
+template <typename Tile, typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int64_t groups, int64_t pad_h,
                    int64_t pad_w, at::Tensor& y) {
+  constexpr int kPoints = Tile::kPoints, kAlpha = Tile::kAlpha, kOut = Tile::kOutput;
   const int64_t N = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t Kout = w.size(0), Ho = y.size(2), Wo = y.size(3);
   const int64_t Cg = Cin / groups, Kg = Kout / groups;
-  const int64_t th = winograd_tiles(Ho), tw = winograd_tiles(Wo), total = N * th * tw;
+  const int64_t th = winograd_tiles_of<Tile>(Ho), tw = winograd_tiles_of<Tile>(Wo), total = N * th * tw;
   const T* xp = x.const_data_ptr<T>();
   T* yp = y.mutable_data_ptr<T>();
 
-  // U: groups x 16 x Kg x Cg.
-  auto U = at::empty({groups, kWinogradPoints, Kg, Cg}, x.options());
+  // U: groups x points x Kg x Cg.
+  auto U = at::empty({groups, kPoints, Kg, Cg}, x.options());
   {
     const T* wp = w.const_data_ptr<T>();
     T* up = U.mutable_data_ptr<T>();
     at::parallel_for(0, Kout * Cg, 64, [&](int64_t begin, int64_t end) {
       for (int64_t kc = begin; kc < end; ++kc) {
         const int64_t k = kc / Cg, c = kc % Cg, g = k / Kg, kg = k % Kg;
-        T u[16];
-        winograd_filter_transform<T>(wp + kc * 9, u);
-        for (int e = 0; e < kWinogradPoints; ++e) up[((g * kWinogradPoints + e) * Kg + kg) * Cg + c] = u[e];
+        T u[kPoints];
+        Tile::filter(wp + kc * 9, u);
+        for (int e = 0; e < kPoints; ++e) up[((g * kPoints + e) * Kg + kg) * Cg + c] = u[e];
       }
     });
   }
 
-  const int64_t chunk = columns_per_chunk(total, kWinogradPoints * (Cg + Kg) * int64_t(sizeof(T)));
+  const int64_t chunk = columns_per_chunk(total, kPoints * (Cg + Kg) * int64_t(sizeof(T)));
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t0 = 0; t0 < total; t0 += chunk) {
       const int64_t nt = std::min(chunk, total - t0);
-      // V: 16 x Cg x nt.
-      auto V = at::empty({kWinogradPoints, Cg, nt}, x.options());
+      // V: points x Cg x nt.
+      auto V = at::empty({kPoints, Cg, nt}, x.options());
       T* vp = V.mutable_data_ptr<T>();
       at::parallel_for(0, Cg * nt, 256, [&](int64_t begin, int64_t end) {
         for (int64_t cj = begin; cj < end; ++cj) {
           const int64_t c = cj / nt, j = cj % nt, t = t0 + j;
           const int64_t n = t / (th * tw), ty = (t / tw) % th, tx = t % tw;
           const T* plane = xp + (n * Cin + g * Cg + c) * H * W;
-          T d[16], v[16];
-          for (int i = 0; i < kWinogradTile; ++i) {
-            const int64_t iy = 2 * ty - pad_h + i;
-            for (int jj = 0; jj < kWinogradTile; ++jj) {
-              const int64_t ix = 2 * tx - pad_w + jj;
-              d[i * 4 + jj] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? plane[iy * W + ix] : T(0);
+          T d[kPoints], v[kPoints];
+          for (int i = 0; i < kAlpha; ++i) {
+            const int64_t iy = kOut * ty - pad_h + i;
+            for (int jj = 0; jj < kAlpha; ++jj) {
+              const int64_t ix = kOut * tx - pad_w + jj;
+              d[i * kAlpha + jj] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? plane[iy * W + ix] : T(0);
             }
           }
-          winograd_input_transform<T>(d, v);
-          for (int e = 0; e < kWinogradPoints; ++e) vp[(e * Cg + c) * nt + j] = v[e];
+          Tile::input(d, v);
+          for (int e = 0; e < kPoints; ++e) vp[(e * Cg + c) * nt + j] = v[e];
         }
       });
-      // The element-wise stage: 16 independent (Kg x Cg) . (Cg x nt) products.
+      // The element-wise stage: one (Kg x Cg) . (Cg x nt) product per point.
       const at::Tensor M = at::bmm(U.select(0, g), V);
       const T* mp = M.const_data_ptr<T>();
       at::parallel_for(0, Kg * nt, 256, [&](int64_t begin, int64_t end) {
         for (int64_t kj = begin; kj < end; ++kj) {
           const int64_t kg = kj / nt, j = kj % nt, t = t0 + j, k = g * Kg + kg;
           const int64_t n = t / (th * tw), ty = (t / tw) % th, tx = t % tw;
-          T m[16], out[4];
-          for (int e = 0; e < kWinogradPoints; ++e) m[e] = mp[(e * Kg + kg) * nt + j];
-          winograd_output_transform<T>(m, out);
+          T m[kPoints], out[kOut * kOut];
+          for (int e = 0; e < kPoints; ++e) m[e] = mp[(e * Kg + kg) * nt + j];
+          Tile::output(m, out);
           const T b = bias ? bias[k] : T(0);
           T* plane = yp + (n * Kout + k) * Ho * Wo;
-          for (int i = 0; i < kWinogradOutput; ++i)
-            for (int jj = 0; jj < kWinogradOutput; ++jj) {
-              const int64_t oy = 2 * ty + i, ox = 2 * tx + jj;
-              if (oy < Ho && ox < Wo) plane[oy * Wo + ox] = out[i * 2 + jj] + b;
+          for (int i = 0; i < kOut; ++i)
+            for (int jj = 0; jj < kOut; ++jj) {
+              const int64_t oy = kOut * ty + i, ox = kOut * tx + jj;
+              if (oy < Ho && ox < Wo) plane[oy * Wo + ox] = out[i * kOut + jj] + b;
             }
         }
       });
     }
   }
+}
+
+// The tile of the variant: F(4x4, 3x3) for f4x4, F(2x2, 3x3) otherwise.
+template <typename T>
+void winograd_conv_variant(const at::Tensor& x, const at::Tensor& w, const T* bias, int64_t groups, int64_t pad_h,
+                           int64_t pad_w, at::Tensor& y) {
+  if (winograd_variant() == WinogradVariant::kF4x4) return winograd_conv<WinogradF4x4, T>(x, w, bias, groups, pad_h, pad_w, y);
+  winograd_conv<WinogradF2x2, T>(x, w, bias, groups, pad_h, pad_w, y);
 }
 
 at::Tensor conv2d_winograd_cpu(const at::Tensor& input, const at::Tensor& weight,
@@ -102,8 +113,8 @@ at::Tensor conv2d_winograd_cpu(const at::Tensor& input, const at::Tensor& weight
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cpu", [&] {
-    winograd_conv<scalar_t>(x, w, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, p.groups, p.pad_h, p.pad_w,
-                            y);
+    winograd_conv_variant<scalar_t>(x, w, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, p.groups, p.pad_h,
+                                    p.pad_w, y);
   });
   return y;
 }
@@ -119,7 +130,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cpu(
     auto gy = grad_output.contiguous();
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cpu", [&] {
-      winograd_conv<scalar_t>(gy, w_rot.contiguous(), nullptr, p.groups, 2 - p.pad_h, 2 - p.pad_w, gx);
+      winograd_conv_variant<scalar_t>(gy, w_rot.contiguous(), nullptr, p.groups, 2 - p.pad_h, 2 - p.pad_w, gx);
     });
     return gx;
   };

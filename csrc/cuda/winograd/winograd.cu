@@ -1,8 +1,8 @@
 // Winograd F(2x2, 3x3) on the GPU (seed 003): Y = A^T [ (G g G^T) . (B^T d B) ] A, the element-wise
 // stage run as 16 GEMMs M[e] = U[e] V[e] (e over the 16 points of a 4x4 tile), 2.25x fewer
-// multiplications than a direct 3x3 convolution.
+// multiplications than a direct 3x3 convolution; and F(4x4, 3x3), 36 GEMMs on 6x6 tiles, 4x fewer.
 //
-// Two variants (torchconv.set_variant("winograd", ...); "auto", the default, picks per call):
+// Three variants (torchconv.set_variant("winograd", ...); "auto", the default, picks per call):
 //   fused  (default) one kernel per launch: the GEMM's B tiles are input tiles transformed in
 //          registers on their way to shared memory, the block computes all 16 points of a
 //          (32 filters x 32 tiles) output block, and its epilogue runs the output transform and adds
@@ -10,8 +10,11 @@
 //   staged seed 003's pipeline: an input-transform kernel writes V, the batched GEMM writes M, an
 //          output-transform kernel writes Y; V and M live in a workspace bounded by the workspace
 //          limit (the batch's tiles are processed in chunks).
-// Both run the block GEMM of tile_gemm.cuh with kBatch = 16. The transformed filters U are cached per
-// weight (weight_cache.h), so inference pays the filter transform once.
+//   f4x4   F(4x4, 3x3) through the staged pipeline, the 36 point GEMMs in blocks of a few points;
+//          the forward and grad_input (grad_weight stays in F(2x2)'s domain).
+// All run the block GEMM of tile_gemm.cuh (kBatch = 16 points for F(2x2), 4 for F(4x4)). The
+// transformed filters U are cached per weight (weight_cache.h), so inference pays the filter
+// transform once.
 //
 // Backward: grad_input of a 3x3 stride-1 convolution is a 3x3 stride-1 convolution of grad_output with
 // the filters rotated 180 degrees and C / K swapped, padded by 2 - padding: the same kernels with
@@ -82,11 +85,12 @@ void with_tile_config(const WinogradConv& cv, bool staged, const char* pass, F&&
   }
 }
 
+template <typename Tile = WinogradF2x2>
 WinogradConv winograd_launch(const LaunchMap& map) {
   TORCH_INTERNAL_ASSERT(map.unit() && map.R == 3 && map.S == 3, "torchconv: Winograd launch of a non-3x3 stride-1 map");
   WinogradConv cv{};
   static_cast<LaunchMap&>(cv) = map;
-  cv.tiles_h = int(winograd_tiles(map.out_H)), cv.tiles_w = int(winograd_tiles(map.out_W));
+  cv.tiles_h = int(winograd_tiles_of<Tile>(map.out_H)), cv.tiles_w = int(winograd_tiles_of<Tile>(map.out_W));
   cv.cg = map.reduced_per_group(), cv.kg = map.outputs_per_group(), cv.in_plane = int64_t(map.src_H) * map.src_W;
   return cv;
 }
@@ -102,16 +106,18 @@ FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotate
   return f;
 }
 
-// U for `weight`, cached until the weight changes.
-template <typename T>
+// U of F(m x m, 3 x 3) in point groups of kGroupPoints for `weight`, cached until the weight changes.
+template <typename T, typename Tile = WinogradF2x2, int kGroupPoints = kWinogradPoints>
 at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
-  const std::string tag = std::string("winograd_u/") + (f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" +
-                          std::to_string(f.reduction_pad) + "x" + std::to_string(f.outputs_pad);
+  const std::string tag = std::string("winograd_u/") + std::to_string(Tile::kOutput) + "/" +
+                          std::to_string(kGroupPoints) + "/" + (f.rotated ? "rotated/" : "") +
+                          std::to_string(f.groups) + "/" + std::to_string(f.reduction_pad) + "x" +
+                          std::to_string(f.outputs_pad);
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
-    auto u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad}, weight.options());
-    const int64_t total = u.numel() / kWinogradPoints;
-    winograd_filter_transform_kernel<T><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
+    at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * Tile::kPoints * f.outputs_pad}, weight.options());
+    const int64_t total = u.numel() / Tile::kPoints;
+    winograd_filter_transform_kernel<Tile, T, kGroupPoints><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
         w.const_data_ptr<T>(), u.mutable_data_ptr<T>(), f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return u;
@@ -137,18 +143,22 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
   record_workspace_bytes(0);
 }
 
-template <typename T, typename Cfg>
+// The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
+// over Tile::kPoints / Cfg::kBatch point groups per convolution group, output transform.
+template <typename Tile, typename T, typename Cfg>
 void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
                 at::Tensor& y) {
+  constexpr int kPointGroups = Tile::kPoints / Cfg::kBatch;
+  static_assert(Tile::kPoints % Cfg::kBatch == 0, "the GEMM block takes whole point groups");
   const int64_t tiles = cv.tiles();
   // V and M per tile column; a chunk is a whole number of block tiles (at least one).
-  const int64_t bytes_per_tile = int64_t(kWinogradPoints) * cv.groups * (f.reduction_pad + f.outputs_pad) * sizeof(T);
+  const int64_t bytes_per_tile = int64_t(Tile::kPoints) * cv.groups * (f.reduction_pad + f.outputs_pad) * sizeof(T);
   int64_t chunk = columns_per_chunk(tiles, bytes_per_tile);
   if (chunk < tiles) chunk = std::max<int64_t>(Cfg::kN, chunk / Cfg::kN * Cfg::kN);
   chunk = std::min(chunk, tiles);
   const int64_t chunk_pad = ceil_div(chunk, Cfg::kN) * Cfg::kN;
-  auto v = at::empty({int64_t(cv.groups) * f.reduction_pad * kWinogradPoints * chunk_pad}, x.options());
-  auto m = at::empty({int64_t(cv.groups) * kWinogradPoints * f.outputs_pad * chunk_pad}, x.options());
+  at::Tensor v = at::empty({int64_t(cv.groups) * f.reduction_pad * Tile::kPoints * chunk_pad}, x.options());
+  at::Tensor m = at::empty({int64_t(cv.groups) * Tile::kPoints * f.outputs_pad * chunk_pad}, x.options());
   record_workspace_bytes((v.numel() + m.numel()) * int64_t(sizeof(T)));
   auto gemm = winograd_batched_gemm_kernel<T, Cfg>;
   constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
@@ -156,22 +166,33 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
   for (int64_t t0 = 0; t0 < tiles; t0 += chunk) {
     const int64_t count = std::min<int64_t>(chunk, tiles - t0);
     const int tiles_pad = round_up(int(count), Cfg::kN);
-    winograd_input_transform_kernel<T>
+    winograd_input_transform_kernel<Tile, T, Cfg::kBatch>
         <<<elementwise_blocks(int64_t(cv.groups) * f.reduction_pad * tiles_pad, 256), 256, 0, current_stream()>>>(
             x.const_data_ptr<T>(), v.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, f.reduction_pad);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     StagedGemmArgs<T> a;
     a.u = u.const_data_ptr<T>(), a.v = v.const_data_ptr<T>(), a.m = m.mutable_data_ptr<T>();
-    a.groups = cv.groups, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad, a.tiles_pad = tiles_pad;
+    a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad, a.tiles_pad = tiles_pad;
     a.k_tiles = f.outputs_pad / Cfg::kM, a.p_tiles = tiles_pad / Cfg::kN;
-    const int64_t blocks = int64_t(a.k_tiles) * a.p_tiles * cv.groups;
+    const int64_t blocks = int64_t(a.k_tiles) * a.p_tiles * cv.groups * kPointGroups;
     check_grid(blocks, "conv2d_winograd");
     gemm<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    winograd_output_transform_kernel<T><<<elementwise_blocks(int64_t(cv.out_C) * count, 256), 256, 0, current_stream()>>>(
-        m.const_data_ptr<T>(), bias, y.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, f.outputs_pad);
+    winograd_output_transform_kernel<Tile, T>
+        <<<elementwise_blocks(int64_t(cv.out_C) * count, 256), 256, 0, current_stream()>>>(
+            m.const_data_ptr<T>(), bias, y.mutable_data_ptr<T>(), cv, t0, count, tiles_pad, f.outputs_pad);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
+}
+
+// F(4x4, 3x3): its own tiles of x, its own filters (36 points in point groups), the staged pipeline.
+template <typename T>
+void run_f4x4(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map, at::Tensor& y) {
+  using Cfg = std::conditional_t<std::is_same_v<T, double>, WinogradF4x4TileF64, WinogradF4x4TileF32>;
+  const WinogradConv cv = winograd_launch<WinogradF4x4>(map);
+  const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
+  const at::Tensor u = transformed_filters<T, WinogradF4x4, Cfg::kBatch>(weight, f);
+  run_staged<WinogradF4x4, T, Cfg>(x, u, f, bias, cv, y);
 }
 
 template <typename T, int kReduction>
@@ -237,18 +258,40 @@ bool prefer_staged(const WinogradConv& cv) {
   return c * k >= 128 * (c + k);
 }
 
+// Where auto runs F(4x4, 3x3) instead of F(2x2) (float only; double keeps F(2x2)). F(4x4) does 1.78x
+// fewer multiplications, and its staged V and M traffic per output is 0.56x F(2x2)'s, but it is three
+// launches where fused F(2x2) is one: about 15 µs more per call on the H100's host path. Its GEMM
+// saving grows with C K / (C + K) and with the pixels, so on the H100 (eager calls, 3x3 suite layers
+// and three others at N = 1, 2, 8, 32; docs/winograd.md) it won every layer from C K / (C + K) = 85
+// up, from 1.13x to 1.96x, and the layers between 40 and 80 once (C K / (C + K) - 40) x N Ho Wo
+// reached about 80000 (C = K = 128 at 28 x 28 from N = 8; C = 64, K = 128 at 136 x 136 from N = 2),
+// losing below that by up to 1.6x; under 40 (C = K = 64, C = 32) fused F(2x2) won throughout.
+bool prefer_f4x4(const WinogradConv& cv) {
+  const double c = cv.Cg(), k = cv.Kg();
+  const double ratio = c * k / (c + k);
+  const double pixels = double(cv.N) * cv.out_H * cv.out_W;
+  return ratio >= 80 || (ratio > 40 && (ratio - 40) * pixels >= 80000);
+}
+
 // One 3x3 stride-1 convolution of x into y (whose size is given) with the filters of `weight`
 // (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
 template <typename T>
-void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const WinogradConv& cv,
+void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
                    at::Tensor& y) {
+  const WinogradConv cv = winograd_launch(map);
   if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
   const WinogradVariant variant = winograd_variant();
+  const char* pass = cv.transposed ? "grad_input" : "forward";
+  if (variant == WinogradVariant::kF4x4 ||
+      (variant == WinogradVariant::kAuto && std::is_same_v<T, float> && forced_config(kWinograd) < 0 &&
+       prefer_f4x4(cv))) {
+    record_last_choice(pass, "f4x4:staged", 1);
+    return run_f4x4<T>(x, weight, bias, map, y);
+  }
   const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
   // A shallow reduction or a narrow output runs its own fused kernel, one tile per thread, unless a
   // GEMM tile config is forced (so that both can be timed).
   const bool rotated = cv.transposed;  // grad_input: the reversed taps are the filter rotated
-  const char* pass = rotated ? "grad_input" : "forward";
   if (!staged && (std::is_same_v<T, double> || forced_config(kWinograd) < 0)) {
     const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, rotated);
     if (cv.Cg() >= 1 && cv.Cg() <= kShallowMaxReduction) {
@@ -264,7 +307,7 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
     using Cfg = decltype(cfg);
     const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, rotated);
     const at::Tensor u = transformed_filters<T>(weight, f);
-    if (staged) return run_staged<T, Cfg>(x, u, f, bias, cv, y);
+    if (staged) return run_staged<WinogradF2x2, T, Cfg>(x, u, f, bias, cv, y);
     run_fused<T, Cfg>(x, u, f, bias, cv, y);
   });
 }
@@ -298,8 +341,10 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   const int64_t base_blocks = int64_t(k_tiles) * c_tiles * cv.groups;
   const int64_t slice_bytes = base_blocks * Cfg::kM * Cfg::kN * kWinogradPoints * int64_t(sizeof(T));
   constexpr size_t gemm_smem = Cfg::template mainloop_smem_bytes<T>();
+  // f4x4 leaves grad_weight in F(2x2)'s domain, with auto's choice between fused and staged.
   const WinogradVariant variant = winograd_variant();
-  const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
+  const bool staged = variant == WinogradVariant::kStaged ||
+                      ((variant == WinogradVariant::kAuto || variant == WinogradVariant::kF4x4) && prefer_staged(cv));
   at::Tensor partial;
   int64_t splits = 0;
   if (!staged) {
@@ -382,8 +427,7 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cuda", [&] {
-    const WinogradConv cv = winograd_launch(forward_map(p));
-    winograd_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, cv, y);
+    winograd_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, forward_map(p), y);
   });
   return y;
 }
@@ -395,8 +439,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     auto gy = grad_output.contiguous();
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cuda", [&] {
-      const WinogradConv cv = winograd_launch(with_reversed_taps(grad_input_map(p, 0, 0)));
-      winograd_conv<scalar_t>(gy, weight, nullptr, cv, gx);
+      winograd_conv<scalar_t>(gy, weight, nullptr, with_reversed_taps(grad_input_map(p, 0, 0)), gx);
     });
     return gx;
   };

@@ -22,7 +22,7 @@ namespace cuda {
 namespace {
 
 // Tile configs. All 16 points of a (filters x tiles) block live in one block, 8 x 8 outputs per
-// thread.
+// thread (F(2x2, 3x3); F(4x4, 3x3)'s staged GEMM below takes its 36 points in groups of 4).
 // float, 32 filters x 32 tiles, 8 reduction steps per chunk: 256 threads, two blocks per SM (128
 // registers each). (A 32 x 64 tile with 512 threads measured 4% slower over the suite on the H100.)
 using WinogradTileF32 = GemmTileConfig<kWinogradPoints, 32, 32, 8, 8, 8, 2>;
@@ -38,12 +38,19 @@ using WinogradTileF32Tall = GemmTileConfig<kWinogradPoints, 64, 32, 8, 8, 8, 1>;
 using WinogradWeightGradNarrow = GemmTileConfig<kWinogradPoints, 32, 8, 8, 8, 2, 3>;
 // double: 16 x 16 per block, 4 x 4 per thread (256 threads).
 using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
+// F(4x4, 3x3)'s staged GEMM: its 36 independent point GEMMs in nine blocks of 4 points (the staged
+// variant needs no block to hold a whole tile's points), 32 x 32 per block and 8 x 8 per thread as
+// the default above: 64 threads, seven blocks per SM. Small blocks won on the H100 over 12 points per
+// block (192 threads, 2 per SM) on every 3x3 suite layer, 6 points (4 per SM) close behind: a block's
+// barrier then holds two warps, not six, while the others compute (docs/winograd.md).
+using WinogradF4x4TileF32 = GemmTileConfig<4, 32, 32, 8, 8, 8, 7>;
+using WinogradF4x4TileF64 = GemmTileConfig<12, 16, 16, 8, 4, 4, 2>;
 
 // A 3x3 stride-1 launch (common/launch_map.cuh: the forward map, or stride-1 grad_input's with its
 // taps reversed, whose filter the transforms rotate). The source offset may be positive (grad_input
 // of a layer padded by more than 2 reads a cropped grad_output), so the output extent is given.
 struct WinogradConv : LaunchMap {
-  int tiles_h, tiles_w;  // 2x2 output tiles per image (the last row / column may be partial)
+  int tiles_h, tiles_w;  // output tiles per image (the last row / column may be partial)
   // Derived on the host, so kernels read them as constants instead of spending registers.
   int cg, kg;        // channels and filters per group
   int64_t in_plane;  // src_H * src_W
@@ -63,18 +70,18 @@ __device__ __forceinline__ TileCoord tile_coord(const WinogradConv& cv, int64_t 
   return {n, rem / cv.tiles_w, rem % cv.tiles_w};
 }
 
-// The 4x4 input patch at (iy0, ix0) of one plane, zero outside the image (the padding).
-template <typename T>
+// The input patch (Tile::kAlpha square) at (iy0, ix0) of one plane, zero outside the image (the padding).
+template <typename Tile = WinogradF2x2, typename T>
 __device__ __forceinline__ void load_input_patch(const T* __restrict__ plane, const WinogradConv& cv, int iy0, int ix0,
-                                                 bool valid, T (&d)[16]) {
+                                                 bool valid, T (&d)[Tile::kPoints]) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < Tile::kAlpha; ++i) {
     const int iy = iy0 + i;
     const bool row_ok = valid && iy >= 0 && iy < cv.src_H;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < Tile::kAlpha; ++j) {
       const int ix = ix0 + j;
-      d[i * 4 + j] = (row_ok && ix >= 0 && ix < cv.src_W) ? plane[int64_t(iy) * cv.src_W + ix] : T(0);
+      d[i * Tile::kAlpha + j] = (row_ok && ix >= 0 && ix < cv.src_W) ? plane[int64_t(iy) * cv.src_W + ix] : T(0);
     }
   }
 }
@@ -265,9 +272,11 @@ struct GradOutputTileLoader {
   }
 };
 
-// Transformed filters U = G g G^T laid out [group][reduction (padded)][16][filter (padded)], zero in
-// the padding, so the GEMM loads whole tiles with cp.async and no bounds checks. `rotated` builds
-// grad_input's filters instead: rotated 180 degrees with C and K swapped within each group.
+// Transformed filters U = G g G^T laid out [group][point group][reduction (padded)][kGroupPoints]
+// [filter (padded)], zero in the padding, so the GEMM loads whole tiles with cp.async and no bounds
+// checks. F(2x2) keeps its 16 points in one point group (every F(2x2) kernel reads U so); F(4x4)'s
+// staged GEMM splits its 36 into groups that each run as a group of the batched GEMM. `rotated`
+// builds grad_input's filters instead: rotated 180 degrees with C and K swapped within each group.
 struct FilterLayout {
   int groups, Kg, Cg;  // of the forward weight
   bool rotated;
@@ -275,27 +284,32 @@ struct FilterLayout {
   int reduction_pad, outputs_pad;
 };
 
-template <typename T>
+template <typename Tile, typename T, int kGroupPoints>
 __global__ void winograd_filter_transform_kernel(const T* __restrict__ w, T* __restrict__ u, const FilterLayout f) {
+  static_assert(Tile::kPoints % kGroupPoints == 0, "point groups split the points evenly");
+  constexpr int kPointGroups = Tile::kPoints / kGroupPoints;
   const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int m = int(i % f.outputs_pad), r = int((i / f.outputs_pad) % f.reduction_pad);
     const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
-    T uu[16];
+    T uu[Tile::kPoints];
     if (m < f.outputs && r < f.reduction) {
       const int k = f.rotated ? r : m, c = f.rotated ? m : r;
       const T* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
       T taps[9];
 #pragma unroll
       for (int t = 0; t < 9; ++t) taps[t] = src[f.rotated ? 8 - t : t];
-      winograd_filter_transform<T>(taps, uu);
+      Tile::filter(taps, uu);
     } else {
 #pragma unroll
-      for (int e = 0; e < 16; ++e) uu[e] = T(0);
+      for (int e = 0; e < Tile::kPoints; ++e) uu[e] = T(0);
     }
-    T* dst = u + (int64_t(g) * f.reduction_pad + r) * kWinogradPoints * f.outputs_pad + m;
 #pragma unroll
-    for (int e = 0; e < 16; ++e) dst[int64_t(e) * f.outputs_pad] = uu[e];
+    for (int q = 0; q < kPointGroups; ++q) {
+      T* dst = u + ((int64_t(g) * kPointGroups + q) * f.reduction_pad + r) * kGroupPoints * f.outputs_pad + m;
+#pragma unroll
+      for (int e = 0; e < kGroupPoints; ++e) dst[int64_t(e) * f.outputs_pad] = uu[q * kGroupPoints + e];
+    }
   }
 }
 
@@ -570,50 +584,56 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
 
 // ---- staged variant -------------------------------------------------------------------------
 
-// V for tiles [tile0, tile0 + tiles_pad) laid out [group][channel (padded)][16][tiles_pad], zero in
-// the padding.
-template <typename T>
+// V for tiles [tile0, tile0 + tiles_pad) laid out [group][point group][channel (padded)][kGroupPoints]
+// [tiles_pad] (FilterLayout's point groups), zero in the padding.
+template <typename Tile, typename T, int kGroupPoints>
 __global__ void winograd_input_transform_kernel(const T* __restrict__ x, T* __restrict__ v, const WinogradConv cv,
                                                 int64_t tile0, int64_t tile_count, int tiles_pad, int channels_pad) {
+  constexpr int kPointGroups = Tile::kPoints / kGroupPoints;
   const int64_t total = int64_t(cv.groups) * channels_pad * tiles_pad;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int j = int(i % tiles_pad), c = int((i / tiles_pad) % channels_pad);
     const int g = int(i / (int64_t(tiles_pad) * channels_pad));
     const bool ok = j < tile_count && c < cv.Cg();
     const TileCoord t = tile_coord(cv, ok ? tile0 + j : 0);
-    const T* plane = x + (int64_t(t.n) * cv.src_C + g * cv.Cg() + (ok ? c : 0)) * cv.src_H * cv.src_W;
-    T d[16], vv[16];
-    load_input_patch(plane, cv, 2 * t.ty + cv.col_oy, 2 * t.tx + cv.col_ox, ok, d);
-    winograd_input_transform<T>(d, vv);
-    T* dst = v + (int64_t(g) * channels_pad + c) * kWinogradPoints * tiles_pad + j;
+    const T* plane = x + (int64_t(t.n) * cv.src_C + g * cv.Cg() + (ok ? c : 0)) * cv.in_plane;
+    T d[Tile::kPoints], vv[Tile::kPoints];
+    load_input_patch<Tile>(plane, cv, Tile::kOutput * t.ty + cv.col_oy, Tile::kOutput * t.tx + cv.col_ox, ok, d);
+    Tile::input(d, vv);
 #pragma unroll
-    for (int e = 0; e < 16; ++e) dst[int64_t(e) * tiles_pad] = vv[e];
+    for (int q = 0; q < kPointGroups; ++q) {
+      T* dst = v + ((int64_t(g) * kPointGroups + q) * channels_pad + c) * kGroupPoints * tiles_pad + j;
+#pragma unroll
+      for (int e = 0; e < kGroupPoints; ++e) dst[int64_t(e) * tiles_pad] = vv[q * kGroupPoints + e];
+    }
   }
 }
 
 template <typename T>
 struct StagedGemmArgs {
   const T* u;  // FilterLayout
-  const T* v;  // [group][channels_pad][16][tiles_pad]
-  T* m;        // [group][16][outputs_pad][tiles_pad]
-  int groups, reduction_pad, outputs_pad, tiles_pad;
+  const T* v;  // [group][point group][channels_pad][kBatch][tiles_pad]
+  T* m;        // [group][points][outputs_pad][tiles_pad]
+  int reduction_pad, outputs_pad, tiles_pad;
   int k_tiles, p_tiles;
 };
 
-// The 16 batched GEMMs M[e] = U[e] V[e] of one group per block column, all 16 points per block.
+// The batched GEMMs M[e] = U[e] V[e] of one point group (Cfg::kBatch points) per block column: the
+// block's "group" counts the convolution's groups times its point groups, which U, V and M lay out
+// consecutively.
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) winograd_batched_gemm_kernel(const StagedGemmArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
-  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{a.u + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.outputs_pad,
+  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{a.u + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.outputs_pad,
                                        a.outputs_pad, bc.kt * Cfg::kM};
-  PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb{a.v + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.tiles_pad,
+  PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb{a.v + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.tiles_pad,
                                        a.tiles_pad, bc.pt * Cfg::kN};
   T acc[Cfg::kThreadM][Cfg::kThreadN];
   block_gemm<T, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
   const ThreadTile<Cfg> tt(threadIdx.x);
-  T* out = a.m + ((int64_t(bc.g) * kWinogradPoints + tt.batch) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad +
+  T* out = a.m + ((int64_t(bc.g) * Cfg::kBatch + tt.batch) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad +
            bc.pt * Cfg::kN;
 #pragma unroll
   for (int i = 0; i < Cfg::kThreadM; ++i)
@@ -621,17 +641,34 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) winograd_batch
     for (int j = 0; j < Cfg::kThreadN; ++j) out[int64_t(tt.row(i)) * a.tiles_pad + tt.col(j)] = acc[i][j];
 }
 
-template <typename T>
+// Y = A^T M A + bias, one thread per (filter, tile); M is [group][points][outputs_pad][tiles_pad].
+template <typename Tile, typename T>
 __global__ void winograd_output_transform_kernel(const T* __restrict__ m, const T* __restrict__ bias, T* __restrict__ y,
                                                  const WinogradConv cv, int64_t tile0, int64_t tile_count,
                                                  int tiles_pad, int outputs_pad) {
+  constexpr int kOut = Tile::kOutput;
   const int Kg = cv.Kg();
   const int64_t total = int64_t(cv.out_C) * tile_count;
+  const int64_t stride = int64_t(outputs_pad) * tiles_pad;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = i % tile_count;
     const int k = int(i / tile_count), g = k / Kg, kg = k % Kg;
-    const T* src = m + (int64_t(g) * kWinogradPoints * outputs_pad + kg) * tiles_pad + j;
-    write_output_tile(src, int64_t(outputs_pad) * tiles_pad, cv, k, tile0 + j, bias, y);
+    const T* src = m + (int64_t(g) * Tile::kPoints * outputs_pad + kg) * tiles_pad + j;
+    T mm[Tile::kPoints], out[kOut * kOut];
+#pragma unroll
+    for (int e = 0; e < Tile::kPoints; ++e) mm[e] = src[e * stride];
+    Tile::output(mm, out);
+    const T b = bias ? bias[k] : T(0);
+    const TileCoord t = tile_coord(cv, tile0 + j);
+    const int oy = kOut * t.ty, ox = kOut * t.tx;
+    T* dst = y + ((int64_t(t.n) * cv.out_C + k) * cv.out_H + oy) * cv.out_W + ox;
+#pragma unroll
+    for (int r = 0; r < kOut; ++r) {
+      if (oy + r >= cv.out_H) break;
+#pragma unroll
+      for (int c = 0; c < kOut; ++c)
+        if (ox + c < cv.out_W) dst[int64_t(r) * cv.out_W + c] = out[r * kOut + c] + b;
+    }
   }
 }
 
