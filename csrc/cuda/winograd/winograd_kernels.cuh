@@ -39,11 +39,11 @@ using WinogradWeightGradNarrow = GemmTileConfig<kWinogradPoints, 32, 8, 8, 8, 2,
 // double: 16 x 16 per block, 4 x 4 per thread (256 threads).
 using WinogradTileF64 = GemmTileConfig<kWinogradPoints, 16, 16, 8, 4, 4, 2>;
 // F(4x4, 3x3)'s staged GEMM: its 36 independent point GEMMs in nine blocks of 4 points (the staged
-// variant needs no block to hold a whole tile's points), 32 x 32 per block and 8 x 8 per thread as
-// the default above: 64 threads, seven blocks per SM. Small blocks won on the H100 over 12 points per
-// block (192 threads, 2 per SM) on every 3x3 suite layer, 6 points (4 per SM) close behind: a block's
-// barrier then holds two warps, not six, while the others compute (docs/winograd.md).
-using WinogradF4x4TileF32 = GemmTileConfig<4, 32, 32, 8, 8, 8, 7>;
+// variant needs no block to hold a whole tile's points), 32 filters x 64 tiles per block, 8 x 8 per
+// thread: 128 threads, four blocks per SM. On the H100 blocks of few points won on every 3x3 suite
+// layer over blocks of 12 (192 threads, 2 per SM): a block's barrier holds four warps, not six,
+// while the others compute; and 64 tiles per block over 32 (docs/winograd.md).
+using WinogradF4x4TileF32 = GemmTileConfig<4, 32, 64, 8, 8, 8, 4>;
 using WinogradF4x4TileF64 = GemmTileConfig<12, 16, 16, 8, 4, 4, 2>;
 
 // A 3x3 stride-1 launch (common/launch_map.cuh: the forward map, or stride-1 grad_input's with its
