@@ -265,7 +265,8 @@ bool prefer_staged(const WinogradConv& cv) {
 // and three others at N = 1, 2, 8, 32; docs/winograd.md) it won every layer from C K / (C + K) = 85
 // up, from 1.13x to 1.96x, and the layers between 40 and 80 once (C K / (C + K) - 40) x N Ho Wo
 // reached about 80000 (C = K = 128 at 28 x 28 from N = 8; C = 64, K = 128 at 136 x 136 from N = 2),
-// losing below that by up to 1.6x; under 40 (C = K = 64, C = 32) fused F(2x2) won throughout.
+// losing below that by up to 1.6x; under 40 (C = K = 64, C = 32) fused F(2x2) won throughout. That
+// was with 32 x 32 GEMM blocks; the kept 32 x 64 block is faster, so the rule errs toward F(2x2).
 bool prefer_f4x4(const WinogradConv& cv) {
   const double c = cv.Cg(), k = cv.Kg();
   const double ratio = c * k / (c + k);
