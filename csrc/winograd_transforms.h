@@ -145,6 +145,29 @@ TORCHCONV_HOST_DEVICE void accumulate_term(T& acc, bool& started, double c, T x)
   started = true;
 }
 
+// out = M in M^T for a constant matrix M (kOut x kIn, coefficients Matrix::c(i, k)) and a square
+// kIn x kIn `in`: each F(m x m) transform has this form (G g G^T, B^T d B, A^T m A).
+template <int kOut, int kIn, typename Matrix, typename T>
+TORCHCONV_HOST_DEVICE void transform_sandwich(const T* in, T* out) {
+  T t[kOut][kIn];  // M in
+  TORCHCONV_UNROLL
+  for (int i = 0; i < kOut; ++i)
+    TORCHCONV_UNROLL
+    for (int j = 0; j < kIn; ++j) {
+      bool started = false;
+      TORCHCONV_UNROLL
+      for (int k = 0; k < kIn; ++k) accumulate_term(t[i][j], started, Matrix::c(i, k), in[k * kIn + j]);
+    }
+  TORCHCONV_UNROLL
+  for (int i = 0; i < kOut; ++i)
+    TORCHCONV_UNROLL
+    for (int j = 0; j < kOut; ++j) {
+      bool started = false;
+      TORCHCONV_UNROLL
+      for (int k = 0; k < kIn; ++k) accumulate_term(out[i * kOut + j], started, Matrix::c(j, k), t[i][k]);
+    }
+}
+
 // F(4x4, 3x3) at the points 0, 1, -1, 1/2, -2 and infinity: of the sets benchmarks/winograd_error.py
 // compares (with +-2 or +-1/2 as the fourth and fifth points), the one with the lowest float32 error
 // on every 3x3 suite layer, about 6-9x F(2x2)'s and under 3e-6. The Toom-Cook construction puts the
@@ -152,87 +175,42 @@ TORCHCONV_HOST_DEVICE void accumulate_term(T& acc, bool& started, double c, T x)
 // A^T hold halves and powers of two.
 struct WinogradF4x4 {
   static constexpr int kAlpha = 6, kOutput = 4, kPoints = 36;
-  TORCHCONV_HOST_DEVICE static constexpr double bt(int i, int j) {
-    constexpr double m[6][6] = {{1, -1.5, -2, 1.5, 1, 0},  {0, -1, 0.5, 2.5, 1, 0},   {0, 1, -2.5, 0.5, 1, 0},
-                                {0, -2, -1, 2, 1, 0},      {0, 0.5, -1, -0.5, 1, 0},  {0, 1, -1.5, -2, 1.5, 1}};
-    return m[i][j];
-  }
-  TORCHCONV_HOST_DEVICE static constexpr double g(int i, int j) {
-    constexpr double m[6][3] = {{1, 0, 0},
-                                {1.0 / 3, 1.0 / 3, 1.0 / 3},
-                                {-1.0 / 3, 1.0 / 3, -1.0 / 3},
-                                {-16.0 / 15, -8.0 / 15, -4.0 / 15},
-                                {1.0 / 15, -2.0 / 15, 4.0 / 15},
-                                {0, 0, 1}};
-    return m[i][j];
-  }
-  TORCHCONV_HOST_DEVICE static constexpr double at(int i, int j) {
-    constexpr double m[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 0.5, -2, 0}, {0, 1, 1, 0.25, 4, 0}, {0, 1, -1, 0.125, -8, 1}};
-    return m[i][j];
-  }
+  struct BT {  // 6 x 6
+    TORCHCONV_HOST_DEVICE static constexpr double c(int i, int j) {
+      constexpr double m[6][6] = {{1, -1.5, -2, 1.5, 1, 0},  {0, -1, 0.5, 2.5, 1, 0},   {0, 1, -2.5, 0.5, 1, 0},
+                                  {0, -2, -1, 2, 1, 0},      {0, 0.5, -1, -0.5, 1, 0},  {0, 1, -1.5, -2, 1.5, 1}};
+      return m[i][j];
+    }
+  };
+  struct G {  // 6 x 3
+    TORCHCONV_HOST_DEVICE static constexpr double c(int i, int j) {
+      constexpr double m[6][3] = {{1, 0, 0},
+                                  {1.0 / 3, 1.0 / 3, 1.0 / 3},
+                                  {-1.0 / 3, 1.0 / 3, -1.0 / 3},
+                                  {-16.0 / 15, -8.0 / 15, -4.0 / 15},
+                                  {1.0 / 15, -2.0 / 15, 4.0 / 15},
+                                  {0, 0, 1}};
+      return m[i][j];
+    }
+  };
+  struct AT {  // 4 x 6
+    TORCHCONV_HOST_DEVICE static constexpr double c(int i, int j) {
+      constexpr double m[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 0.5, -2, 0}, {0, 1, 1, 0.25, 4, 0}, {0, 1, -1, 0.125, -8, 1}};
+      return m[i][j];
+    }
+  };
 
-  // U = G g G^T (6x6 from 3x3).
   template <typename T>
-  TORCHCONV_HOST_DEVICE static void filter(const T gg[9], T u[kPoints]) {
-    T t[6][3];
-TORCHCONV_UNROLL
-    for (int i = 0; i < 6; ++i)
-TORCHCONV_UNROLL
-      for (int j = 0; j < 3; ++j) {
-        bool started = false;
-TORCHCONV_UNROLL
-        for (int k = 0; k < 3; ++k) accumulate_term(t[i][j], started, g(i, k), gg[k * 3 + j]);
-      }
-TORCHCONV_UNROLL
-    for (int i = 0; i < 6; ++i)
-TORCHCONV_UNROLL
-      for (int j = 0; j < 6; ++j) {
-        bool started = false;
-TORCHCONV_UNROLL
-        for (int k = 0; k < 3; ++k) accumulate_term(u[i * 6 + j], started, g(j, k), t[i][k]);
-      }
+  TORCHCONV_HOST_DEVICE static void filter(const T g[9], T u[kPoints]) {  // U = G g G^T
+    transform_sandwich<6, 3, G>(g, u);
   }
-  // V = B^T d B (6x6).
   template <typename T>
-  TORCHCONV_HOST_DEVICE static void input(const T d[kPoints], T v[kPoints]) {
-    T t[6][6];
-TORCHCONV_UNROLL
-    for (int i = 0; i < 6; ++i)
-TORCHCONV_UNROLL
-      for (int j = 0; j < 6; ++j) {
-        bool started = false;
-TORCHCONV_UNROLL
-        for (int k = 0; k < 6; ++k) accumulate_term(t[i][j], started, bt(i, k), d[k * 6 + j]);
-      }
-TORCHCONV_UNROLL
-    for (int i = 0; i < 6; ++i)
-TORCHCONV_UNROLL
-      for (int j = 0; j < 6; ++j) {
-        bool started = false;
-TORCHCONV_UNROLL
-        for (int k = 0; k < 6; ++k) accumulate_term(v[i * 6 + j], started, bt(j, k), t[i][k]);
-      }
+  TORCHCONV_HOST_DEVICE static void input(const T d[kPoints], T v[kPoints]) {  // V = B^T d B
+    transform_sandwich<6, 6, BT>(d, v);
   }
-  // Y = A^T m A (4x4 from 6x6).
   template <typename T>
-  TORCHCONV_HOST_DEVICE static void output(const T m[kPoints], T y[kOutput * kOutput]) {
-    T t[4][6];
-TORCHCONV_UNROLL
-    for (int i = 0; i < 4; ++i)
-TORCHCONV_UNROLL
-      for (int j = 0; j < 6; ++j) {
-        bool started = false;
-TORCHCONV_UNROLL
-        for (int k = 0; k < 6; ++k) accumulate_term(t[i][j], started, at(i, k), m[k * 6 + j]);
-      }
-TORCHCONV_UNROLL
-    for (int i = 0; i < 4; ++i)
-TORCHCONV_UNROLL
-      for (int j = 0; j < 4; ++j) {
-        bool started = false;
-TORCHCONV_UNROLL
-        for (int k = 0; k < 6; ++k) accumulate_term(y[i * 4 + j], started, at(j, k), t[i][k]);
-      }
+  TORCHCONV_HOST_DEVICE static void output(const T m[kPoints], T y[kOutput * kOutput]) {  // Y = A^T m A
+    transform_sandwich<4, 6, AT>(m, y);
   }
 };
 
