@@ -260,13 +260,11 @@ bool prefer_staged(const WinogradConv& cv) {
 
 // Where auto runs F(4x4, 3x3) instead of F(2x2) (float only; double keeps F(2x2)). F(4x4) does 1.78x
 // fewer multiplications, and its staged V and M traffic per output is 0.56x F(2x2)'s, but it is three
-// launches where fused F(2x2) is one: about 15 µs more per call on the H100's host path. Its GEMM
-// saving grows with C K / (C + K) and with the pixels, so on the H100 (eager calls, 3x3 suite layers
-// and three others at N = 1, 2, 8, 32; docs/winograd.md) it won every layer from C K / (C + K) = 85
-// up, from 1.13x to 1.96x, and the layers between 40 and 80 once (C K / (C + K) - 40) x N Ho Wo
-// reached about 80000 (C = K = 128 at 28 x 28 from N = 8; C = 64, K = 128 at 136 x 136 from N = 2),
-// losing below that by up to 1.6x; under 40 (C = K = 64, C = 32) fused F(2x2) won throughout. That
-// was with 32 x 32 GEMM blocks; the kept 32 x 64 block is faster, so the rule errs toward F(2x2).
+// launches and two workspace allocations where fused F(2x2) is one launch, so small calls pay more
+// host time than they save. Its GEMM saving grows with C K / (C + K) and with the pixels: on the H100
+// (eager calls at N = 1 to 32, docs/winograd.md) it won every layer from C K / (C + K) = 85 up, the
+// layers between 40 and 80 once (C K / (C + K) - 40) x N Ho Wo reached about 80000, and none below 40.
+// Those runs used 32 x 32 GEMM blocks; the kept 32 x 64 block is faster, so the rule errs toward F(2x2).
 bool prefer_f4x4(const WinogradConv& cv) {
   const double c = cv.Cg(), k = cv.Kg();
   const double ratio = c * k / (c + k);
