@@ -204,7 +204,13 @@ at::Tensor autocast_weight(const at::Tensor& weight, at::ScalarType dtype, c10::
                     at::autocast::is_autocast_cache_enabled() &&
                     !weight.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize}));
   if (!kept) return at::autocast::cached_cast(dtype, weight, device);
-  return cached_weight_transform(weight, std::string("autocast/") + c10::toString(dtype), [&] {
+  // The two autocast dtypes' tags are built once, not per call (this is every AMP forward's path).
+  static const std::string kHalfTag = "autocast/Half", kBFloat16Tag = "autocast/BFloat16";
+  std::string other;
+  const std::string& tag = dtype == at::kHalf       ? kHalfTag
+                           : dtype == at::kBFloat16 ? kBFloat16Tag
+                                                    : (other = std::string("autocast/") + c10::toString(dtype));
+  return cached_weight_transform(weight, tag, [&] {
     c10::InferenceMode plain_tensors(false);
     at::NoGradGuard no_grad;
     return weight.to(dtype);

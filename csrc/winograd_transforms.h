@@ -19,9 +19,7 @@ inline std::string winograd_shape_reason(const ConvShape& p) {
          ", stride " + shape_str({p.stride_h, p.stride_w}) + ", dilation " + shape_str({p.dil_h, p.dil_w});
 }
 
-constexpr int kWinogradTile = 4;    // input tile edge (alpha = m + r - 1)
-constexpr int kWinogradOutput = 2;  // output tile edge (m)
-constexpr int kWinogradPoints = 16; // alpha^2 element-wise products per tile
+constexpr int kWinogradPoints = 16;  // F(2x2)'s alpha^2 element-wise products per tile
 
 // U = G g G^T, G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]].
 template <typename T>
@@ -117,8 +115,6 @@ TORCHCONV_HOST_DEVICE void winograd_filter_transform_adjoint(const T du[16], T d
   }
 }
 
-// Number of 2x2 output tiles along an output extent (the last one may be partial).
-TORCHCONV_HOST_DEVICE int64_t winograd_tiles(int64_t out_len) { return (out_len + 1) / 2; }
 
 // ---- tile policies: one type per F(m x m, 3 x 3), for the kernels written once for both ----------
 

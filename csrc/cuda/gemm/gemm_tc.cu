@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <string_view>
 #include <type_traits>
 
 #include "../../precision.h"
@@ -55,6 +56,31 @@ using WgmmaTiny = WgmmaTileConfig<64, 64, 6, 2>;
 //          65-128 destination channels it measured slower than large, whose two blocks per SM hide
 //          more of the loads' latency: the rule does not pick it. Kept for A/B runs of the pipeline.
 using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
+
+// Each config's index into kWgmmaConfigNames (its name for set_config and last_choice), checked
+// against the name at compile time.
+template <typename Cfg>
+constexpr int kWgmmaIndex = -1;
+template <>
+constexpr int kWgmmaIndex<WgmmaLarge> = 0;
+template <>
+constexpr int kWgmmaIndex<WgmmaMedium> = 1;
+template <>
+constexpr int kWgmmaIndex<WgmmaSmall> = 2;
+template <>
+constexpr int kWgmmaIndex<WgmmaTiny> = 3;
+template <>
+constexpr int kWgmmaIndex<WgmmaWide> = 4;
+template <>
+constexpr int kWgmmaIndex<WgmmaTall> = 5;
+template <typename Cfg>
+constexpr bool wgmma_named(std::string_view name) {
+  return std::string_view(kWgmmaConfigNames[kWgmmaIndex<Cfg>]) == name;
+}
+static_assert(wgmma_named<WgmmaLarge>("wgmma-large") && wgmma_named<WgmmaMedium>("wgmma-medium") &&
+                  wgmma_named<WgmmaSmall>("wgmma-small") && wgmma_named<WgmmaTiny>("wgmma-tiny") &&
+                  wgmma_named<WgmmaWide>("wgmma-wide") && wgmma_named<WgmmaTall>("wgmma-tall"),
+              "kWgmmaIndex follows kWgmmaConfigNames");
 #if defined(TORCHCONV_WGMMA)
 constexpr bool kWgmmaCompiled = true;  // setup.py built the sm_90a target
 #else
@@ -107,7 +133,7 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   cv.wt_row = round_up(map.R * map.S * cv.red_pad, kWtRowBytes / elem);
   // Wt's destination channels are padded for the widest tile the rule may pick (wide: > 128
   // channels), or the forced one.
-  const bool wide_wt = cv.outputs > 128 || forced_wgmma_config() == 4;
+  const bool wide_wt = cv.outputs > 128 || forced_wgmma_config() == kWgmmaIndex<WgmmaWide>;
   cv.n_pad = round_up(std::max(cv.outputs, 1), wide_wt ? 256 : 128);
   cv.wt_tiled = runs_wgmma();  // the wgmma kernels copy B tiles in bulk
   cv.col_plane = map.col_H * map.col_W;
@@ -210,8 +236,8 @@ int64_t wave_filling_splits(int64_t base, int64_t slots, int64_t cap) {
 constexpr int kMinChunksPerSplit = 8;
 
 template <typename T, typename Cfg, bool kNchwSource>
-void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int config, int splits = 1) {
-  launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, kNchwSource>, args, pass, kWgmmaConfigNames[config], splits);
+void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1) {
+  launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, kNchwSource>, args, pass, kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits);
 }
 
 template <typename T, bool kNchwSource>
@@ -220,19 +246,19 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   auto blocks = [&](int bm, int bn) { return tile_blocks(cv, bm, bn); };
   const int64_t sms = sm_count();
   switch (forced_wgmma_config()) {  // a config forced by set_config runs as named, unsplit
-    case 0: return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass, 0);
-    case 1: return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass, 1);
-    case 2: return launch_wgmma<T, WgmmaSmall, kNchwSource>(args, pass, 2);
-    case 3: return launch_wgmma<T, WgmmaTiny, kNchwSource>(args, pass, 3);
-    case 4: return launch_wgmma<T, WgmmaWide, kNchwSource>(args, pass, 4);
-    case 5: return launch_wgmma<T, WgmmaTall, kNchwSource>(args, pass, 5);
+    case kWgmmaIndex<WgmmaLarge>: return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass);
+    case kWgmmaIndex<WgmmaMedium>: return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass);
+    case kWgmmaIndex<WgmmaSmall>: return launch_wgmma<T, WgmmaSmall, kNchwSource>(args, pass);
+    case kWgmmaIndex<WgmmaTiny>: return launch_wgmma<T, WgmmaTiny, kNchwSource>(args, pass);
+    case kWgmmaIndex<WgmmaWide>: return launch_wgmma<T, WgmmaWide, kNchwSource>(args, pass);
+    case kWgmmaIndex<WgmmaTall>: return launch_wgmma<T, WgmmaTall, kNchwSource>(args, pass);
     default: break;  // the rule
   }
   const bool wide = cv.outputs > 64;
-  if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms) return launch_wgmma<T, WgmmaWide, kNchwSource>(args, pass, 4);
-  if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass, 0);
-  if (!wide && blocks(128, 64) >= sms) return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass, 1);
-  if (wide && blocks(64, 128) >= sms) return launch_wgmma<T, WgmmaSmall, kNchwSource>(args, pass, 2);
+  if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms) return launch_wgmma<T, WgmmaWide, kNchwSource>(args, pass);
+  if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass);
+  if (!wide && blocks(128, 64) >= sms) return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass);
+  if (wide && blocks(64, 128) >= sms) return launch_wgmma<T, WgmmaSmall, kNchwSource>(args, pass);
   {
     const int64_t base = wide ? blocks(128, 128) : blocks(128, 64);
     const int64_t per_sm = wide ? WgmmaLarge::kMinBlocks : WgmmaMedium::kMinBlocks;
@@ -240,10 +266,10 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     const int64_t cap = std::min(int64_t(reduction_chunks(cv, sizeof(T), WgmmaLarge::kBKBytes) / kMinChunksPerSplit),
                                  workspace_limit_bytes() / split_bytes);
     const int splits = int(wave_filling_splits(base, per_sm * sms, cap));
-    if (splits >= 2 && wide) return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass, 0, splits);
-    if (splits >= 2) return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass, 1, splits);
+    if (splits >= 2 && wide) return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass, splits);
+    if (splits >= 2) return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass, splits);
   }
-  return launch_wgmma<T, WgmmaTiny, kNchwSource>(args, pass, 3);
+  return launch_wgmma<T, WgmmaTiny, kNchwSource>(args, pass);
 }
 
 template <typename T>

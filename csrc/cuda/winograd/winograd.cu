@@ -467,7 +467,8 @@ std::string can_implement(const ConvProblem& problem) {
   const ConvShape& p = problem.shape;
   const std::string shape = winograd_shape_reason(p);
   if (!shape.empty()) return shape;
-  const int64_t tiles = p.N * std::max(winograd_tiles(p.Ho) * winograd_tiles(p.Wo), winograd_tiles(p.H) * winograd_tiles(p.W));
+  auto tiles_of = [](int64_t h, int64_t w) { return winograd_tiles_of<WinogradF2x2>(h) * winograd_tiles_of<WinogradF2x2>(w); };
+  const int64_t tiles = p.N * std::max(tiles_of(p.Ho, p.Wo), tiles_of(p.H, p.W));
   if (tiles >= (int64_t(1) << 31))
     return "its launches index 2x2 output tiles with 32-bit offsets and this layer has " + std::to_string(tiles) +
            " (2^31 or more)";
