@@ -362,8 +362,8 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
 def test_tf32_forward_and_grad_input(device, shape, layout):
     """With TF32 allowed, float32 forward and grad_input run the GEMM's tensor cores wherever channels
     (filters, for grad_input) per group are a multiple of 4 or the layer is ungrouped: wgmma on
-    Hopper, which reads an NCHW input or grad_output as it is (any channel count), other layouts
-    through a channels_last copy. Error within 2x of cuDNN's at TF32; grad_weight stays IEEE FP32."""
+    Hopper, which reads a 1x1 layer's NCHW input or grad_output as it is (any channel count), other
+    layouts and layers through a channels_last copy. Error within 2x of cuDNN's at TF32; grad_weight stays IEEE FP32."""
     n, c, k, h, w_, r, s, stride, padding, dilation, groups = shape
     x, w, b, kw = make_case(shape, device, torch.float32, channels_last=layout == "nhwc")
     if layout == "strided":  # neither format: the copy path
@@ -452,6 +452,38 @@ def test_tensor_cores_take_misaligned_channels_last_views(device, precision):
     assert results[1][0].is_contiguous(memory_format=torch.channels_last)
     for ours, aligned in zip(results[1], results[0]):
         assert torch.equal(ours, aligned)
+
+
+# Layers of several taps whose NCHW sources the tensor-core path transposes: 40 channels (a channel
+# tile of 32 and a partial one), a strided 35-pixel plane, groups over a plane of 1155 pixels.
+NCHW_COPY_SHAPES = [
+    (3, 40, 24, 9, 11, 3, 3, 1, 1, 1, 1),
+    (2, 72, 16, 7, 5, 3, 3, 2, 1, 1, 1),
+    (1, 32, 24, 33, 35, 3, 3, 1, 1, 1, 2),
+]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
+@pytest.mark.parametrize("shape", NCHW_COPY_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("device", [CUDA])
+def test_nchw_source_gives_the_channels_last_bits(device, shape, precision):
+    """An NCHW input and grad_output of a layer with several taps reach the tensor-core kernels as a
+    channels_last copy (a tiled transpose; only 1x1 layers in TF32 are gathered from NCHW by the
+    kernel): forward and grad_input give the bits the same call gives on channels_last tensors."""
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=False)
+    results = []
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        xi = x.detach().contiguous(memory_format=fmt).requires_grad_(True)
+        y = torchconv.conv2d(xi, w, b, algorithm="gemm", **kw)
+        assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
+        assert y.is_contiguous(memory_format=fmt)
+        gy = torch.ones_like(y).copy_(torch.linspace(-1, 1, y.numel(), device=device).view(y.shape))
+        results.append((y,) + torch.autograd.grad(y, (xi,), gy))
+    for ours, reference in zip(*results):
+        assert torch.equal(ours.contiguous(), reference.contiguous())
+    check_gemm_forward_and_grad_input(x, w, b, kw)
 
 
 @pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])

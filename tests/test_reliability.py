@@ -278,24 +278,25 @@ def test_tensor_cores_on_another_gpu_than_the_current_one(dtype):
 
 
 @needs_two_gpus
-@pytest.mark.parametrize("c, k, h, w", [(16, 24, 12, 11), (3, 24, 12, 11), (512, 136, 7, 5)],
-                         ids=["dense", "rgb", "split"])
-def test_tf32_on_another_gpu_than_the_current_one(c, k, h, w):
-    """TF32 on cuda:1 while cuda:0 is current, NCHW: the wgmma kernel's in-kernel NCHW gather (an RGB
-    stem without padding) and, for a grid too small for the GPU, the split reduction's workspace and
-    finishing kernel follow the input's device."""
+@pytest.mark.parametrize("c, k, h, w, r", [(16, 24, 12, 11, 3), (3, 24, 12, 11, 3), (512, 136, 7, 5, 3),
+                                            (40, 24, 12, 11, 1)], ids=["dense", "rgb", "split", "gather"])
+def test_tf32_on_another_gpu_than_the_current_one(c, k, h, w, r):
+    """TF32 on cuda:1 while cuda:0 is current, NCHW: the channels_last copy of a 3x3 layer's source
+    (an RGB stem's with its channels padded), the wgmma kernel's in-kernel NCHW gather of a 1x1
+    layer's, and, for a grid too small for the GPU, the split reduction's workspace and finishing
+    kernel follow the input's device."""
     torch.cuda.set_device(0)
     torch.backends.cudnn.allow_tf32 = True
     x = torch.randn(2, c, h, w, device="cuda:1")
-    wt = torch.randn(k, c, 3, 3, device="cuda:1") / (9 * c) ** 0.5
+    wt = torch.randn(k, c, r, r, device="cuda:1") / (r * r * c) ** 0.5
     xd = x.detach().requires_grad_()
-    out = torchconv.conv2d(xd, wt, None, 1, 1, algorithm="gemm")
+    out = torchconv.conv2d(xd, wt, None, 1, r // 2, algorithm="gemm")
     assert out.device == torch.device("cuda:1") and torch.cuda.current_device() == 0
     assert re.match(r"forward:(wgmma|tc)-", torchconv.last_choice())
     gy = torch.randn_like(out)
     (gx,) = torch.autograd.grad(out, (xd,), gy)
     x64 = x.double().requires_grad_()
-    ref = F.conv2d(x64, wt.double(), None, 1, 1)
+    ref = F.conv2d(x64, wt.double(), None, 1, r // 2)
     refs = (ref,) + torch.autograd.grad(ref, (x64,), gy.double())
     for name, ours, r in zip(("output", "grad_input"), (out, gx), refs):
         assert ours.device == torch.device("cuda:1")

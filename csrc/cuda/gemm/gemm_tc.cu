@@ -1,9 +1,9 @@
 // The GEMM's tensor-core path, host side (kernels: tc_kernels.cuh): float16 / bfloat16, and float32
 // as TF32 when PyTorch's cuDNN TF32 switch is on. Forward and every grad_input phase run the same
 // implicit-GEMM kernel on channels_last data; an NCHW input or grad_output is first copied to
-// channels_last (the kernel's loads are 16-byte runs of channels) except in TF32 on Hopper, where the
-// wgmma kernel gathers an NCHW float32 source itself; the output is written straight into the
-// memory format PyTorch returns (conv_memory_format).
+// channels_last (the kernel's loads are 16-byte runs of channels) except for a 1x1 layer in TF32 on
+// Hopper, where the wgmma kernel gathers an NCHW float32 source itself (see tc_source); the output is
+// written straight into the memory format PyTorch returns (conv_memory_format).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -291,8 +291,8 @@ void run_tc(const TcConvArgs<T>& args, const char* pass, bool nchw_source) {
   return launch_tc<T, TcSmall>(tc_conv_kernel<T, TcSmall>, args, pass, kTcConfigNames[2]);
 }
 
-// Whether the kernels read `t` as NCHW: float32 on the wgmma kernel (a tensor contiguous in both
-// formats reads the same either way).
+// Whether the kernels read `t` as NCHW: float32 contiguous on the wgmma kernel (a tensor contiguous in
+// both formats reads the same either way). tc_source decides which sources stay NCHW.
 bool is_nchw_source(const at::Tensor& t) {
   return t.scalar_type() == at::kFloat && t.is_contiguous() && runs_wgmma();
 }
@@ -407,21 +407,37 @@ bool kernel_ready(const at::Tensor& t, int64_t channels) {
 
 // `t` (N, C, H, W) in channels_last with its channels zero-padded to `channels`: the tensor-core
 // kernels copy whole 16-byte words of channels, so an ungrouped layer whose channels are not a
-// multiple of a word (an RGB stem) runs on a padded copy; the padding meets zero weights.
+// multiple of a word (an RGB stem) runs on a padded copy; the padding meets zero weights. An NCHW
+// tensor is transposed through shared-memory tiles (ATen's copy of a permuted tensor is not tiled:
+// one side of it is strided, and it ran far from the HBM bandwidth); other layouts go through ATen's
+// copy or the strided padding kernel.
 at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels) {
   if (kernel_ready(t, channels)) return t;
   // at::empty, not at::zeros: only empty takes the memory format from the options.
   auto out = at::empty({t.size(0), channels, t.size(2), t.size(3)},
                        t.options().memory_format(at::MemoryFormat::ChannelsLast));
-  if (t.size(1) == channels) return out.copy_(t);
-  const int64_t pixels = t.size(0) * t.size(2) * t.size(3);
-  if (pixels == 0) return out;
-  const int64_t total = pixels * channels * t.element_size() / 16;
+  if (out.numel() == 0) return out;
+  const bool nchw = t.is_contiguous();
+  if (!nchw && t.size(1) == channels) return out.copy_(t);
+  const int64_t plane = t.size(2) * t.size(3), pixels = t.size(0) * plane;
+  const int vec = 16 / int(t.element_size());
   auto launch = [&](auto elem) {
     using E = decltype(elem);
-    tc_pad_channels_kernel<E><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
-        static_cast<const E*>(t.const_data_ptr()), static_cast<E*>(out.mutable_data_ptr()), pixels, int(t.size(1)),
-        int(channels), int(t.size(2)), int(t.size(3)), t.stride(0), t.stride(1), t.stride(2), t.stride(3));
+    const E* src = static_cast<const E*>(t.const_data_ptr());
+    E* dst = static_cast<E*>(out.mutable_data_ptr());
+    if (nchw && channels == vec) {
+      tc_nchw_to_nhwc_word_kernel<E><<<elementwise_blocks(pixels, 256), 256, 0, current_stream()>>>(
+          src, dst, pixels, plane, int(t.size(1)));
+    } else if (nchw) {
+      const int64_t tiles = t.size(0) * ceil_div(plane, kTransposePixels) * ceil_div(channels, 32);
+      tc_nchw_to_nhwc_kernel<E><<<elementwise_blocks(tiles * 256, 256), 256, 0, current_stream()>>>(
+          src, dst, tiles, plane, int(t.size(1)), int(channels));
+    } else {
+      const int64_t total = pixels * channels / vec;
+      tc_pad_channels_kernel<E><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
+          src, dst, pixels, int(t.size(1)), int(channels), int(t.size(2)), int(t.size(3)), t.stride(0), t.stride(1),
+          t.stride(2), t.stride(3));
+    }
   };
   if (t.element_size() == 2)
     launch(uint16_t{});
@@ -437,11 +453,14 @@ int64_t padded_channels(const ConvShape& p, at::ScalarType dtype) {
   return p.groups == 1 ? (p.C + vec - 1) / vec * vec : p.C;
 }
 
-// The source the kernels read: an NCHW float32 tensor as it is where the wgmma kernel runs (it
-// gathers NCHW itself, any channel count), a channels_last one as it is where kernel_ready,
-// otherwise a channels_last copy with its channels zero-padded to `channels`.
-at::Tensor tc_source(const at::Tensor& t, int64_t channels) {
-  return is_nchw_source(t) ? t : channels_last_padded(t, channels);
+// The source the kernels read for a layer of `taps` filter taps: a channels_last tensor as it is
+// where kernel_ready; an NCHW float32 tensor as it is where the wgmma kernel runs and the layer is
+// 1x1 (the kernel gathers NCHW itself, any channel count); otherwise a channels_last copy with its
+// channels zero-padded to `channels`. The gather copies 4-byte elements, once per tap: over several
+// taps its copies, not the MMAs, set the main loop's pace, and one transposing pass over the source
+// costs less. A 1x1 layer reads each element once, so there the gather spares the copy's two passes.
+at::Tensor tc_source(const at::Tensor& t, int64_t channels, int64_t taps) {
+  return taps == 1 && is_nchw_source(t) ? t : channels_last_padded(t, channels);
 }
 
 }  // namespace
@@ -497,7 +516,7 @@ at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const 
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(format));
   record_workspace_bytes(0);
   if (y.numel() == 0) return y;
-  const at::Tensor x = tc_source(input, padded_channels(p, input.scalar_type()));
+  const at::Tensor x = tc_source(input, padded_channels(p, input.scalar_type()), p.R * p.S);
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
@@ -511,7 +530,7 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   const at::MemoryFormat format = conv_memory_format(input, weight);
   auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
   if (gx.numel() == 0) return gx;
-  const at::Tensor gy = tc_source(grad_output, p.K);
+  const at::Tensor gy = tc_source(grad_output, p.K, p.R * p.S);
   const bool strided = p.stride_h > 1 || p.stride_w > 1;
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);

@@ -14,7 +14,7 @@
 //   tc_conv_wgmma_kernel  wgmma (sm_90a): each warpgroup owns 64 rows x the whole tile width and the
 //                         MMAs read the tiles from shared memory (128-byte swizzle) themselves;
 //                         float16, bfloat16 and TF32. A float32 source may also be NCHW
-//                         (TcNchwLoader), which spares an NCHW call its transposed copy. Its B tiles
+//                         (TcNchwLoader), which spares a 1x1 NCHW call its transposed copy. Its B tiles
 //                         come in bulk copies from a Wt stored in the stage's swizzled layout
 //                         (TcWtBulkLoader), so that the threads' cp.async gather only A.
 // TF32 operands are rounded to nearest once: Wt when it is re-laid, A in shared
@@ -295,11 +295,11 @@ struct TcLoader {
   }
 };
 
-// The A tile loader of a float32 NCHW source (the TF32 wgmma kernels), so that an NCHW call needs no
-// transposed copy: a tile row is still one position's channels, gathered element by element with
-// 4-byte cp.async. Each warp instruction copies 8 consecutive positions x 4 channels: in global
-// memory 4 runs of 8 positions along a channel's plane, in the 128-byte-swizzled stage 32 distinct
-// banks. A warp owns kBM / warps rows, kRowSets groups of 8; a lane copies channels lane / 8 + 4 q
+// The A tile loader of a float32 NCHW source (the TF32 wgmma kernels), so that a 1x1 NCHW call needs
+// no transposed copy (gemm_tc.cu's tc_source says which calls): a tile row is still one position's
+// channels, gathered element by element with 4-byte cp.async. Each warp instruction copies 8
+// consecutive positions x 4 channels: in global memory 4 runs of 8 positions along a channel's plane,
+// in the 128-byte-swizzled stage 32 distinct banks. A warp owns kBM / warps rows, kRowSets groups of 8; a lane copies channels lane / 8 + 4 q
 // (16-byte word q, element lane / 8) of the chunk's 32.
 template <int kBM, int kBN, int kThreads>
 struct TcNchwLoader {
@@ -694,6 +694,65 @@ __global__ void tc_pad_channels_kernel(const E* __restrict__ src, E* __restrict_
       out.v[i] = c < C ? s[int64_t(c) * sc] : E(0);
     }
     *reinterpret_cast<uint4*>(dst + p * channels + word * kVec) = out.u;
+  }
+}
+
+// dst (N, H, W, channels; dense) = src (N, C, H, W; contiguous) with channels C..channels-1 zero: the
+// channels_last copy of an NCHW source. A block moves tiles of 64 pixels x 32 channels through shared
+// memory, so that its reads (a channel's consecutive pixels) and its writes (a pixel's consecutive
+// channels) are both runs of 32 elements; each thread has 8 loads in flight. E is the element's
+// storage (2 or 4 bytes).
+constexpr int kTransposePixels = 64;  // pixels per tile
+template <typename E>
+__global__ void __launch_bounds__(256) tc_nchw_to_nhwc_kernel(const E* __restrict__ src, E* __restrict__ dst,
+                                                               int64_t tiles, int64_t plane, int C, int channels) {
+  constexpr int kPixels = kTransposePixels;
+  __shared__ E tile[32][kPixels + 1];
+  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+  const int channel_tiles = (channels + 31) / 32;
+  const int64_t pixel_tiles = (plane + kPixels - 1) / kPixels;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t rest = t / channel_tiles;
+    const int c0 = int(t - rest * channel_tiles) * 32;
+    const int64_t n = rest / pixel_tiles, p0 = (rest - n * pixel_tiles) * kPixels;
+    const E* s = src + n * C * plane;
+    E* d = dst + n * plane * channels;
+    E v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int c = c0 + ty + 8 * (j % 4);
+      const int64_t p = p0 + tx + 32 * (j / 4);
+      v[j] = c < C && p < plane ? s[c * plane + p] : E(0);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) tile[ty + 8 * (j % 4)][tx + 32 * (j / 4)] = v[j];
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int64_t p = p0 + ty + 8 * j;
+      const int c = c0 + tx;
+      if (p < plane && c < channels) d[p * channels + c] = tile[tx][ty + 8 * j];
+    }
+    __syncthreads();
+  }
+}
+
+// The same where `channels` is one 16-byte word (an RGB stem's padded channels): a thread per pixel
+// reads its C channels, each a run of consecutive pixels across the warp, and writes one word.
+template <typename E>
+__global__ void tc_nchw_to_nhwc_word_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t pixels,
+                                            int64_t plane, int C) {
+  constexpr int kVec = 16 / int(sizeof(E));
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < pixels; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = e / plane;
+    const E* s = src + n * C * plane + (e - n * plane);
+    union {
+      uint4 u;
+      E v[kVec];
+    } out;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) out.v[i] = i < C ? s[i * plane] : E(0);
+    *reinterpret_cast<uint4*>(dst + e * kVec) = out.u;
   }
 }
 
