@@ -454,6 +454,34 @@ def test_tensor_cores_take_misaligned_channels_last_views(device, precision):
         assert torch.equal(ours, aligned)
 
 
+# The wgmma kernel copies its A tiles (input positions x a tap's channels) with im2col tensor copies
+# on Hopper wherever the chunks hold one tap's channels: each copy walks a bounding box over the
+# column grid, across rows and images. Geometries at its edges, forward and grad_input: channels past
+# the last full chunk (zero-filled), strides and dilations per axis, padding per axis, no padding,
+# groups of whole chunks, a 7x7 filter, tiles that cross images.
+IM2COL_SHAPES = [
+    (3, 72, 40, 13, 11, 3, 3, 1, 1, 1, 1),
+    (2, 64, 48, 17, 9, 5, 3, (2, 1), (2, 1), (1, 2), 1),
+    (2, 128, 64, 10, 12, 3, 3, 1, 1, 1, 2),
+    (1, 64, 24, 9, 8, 7, 7, 1, 3, 1, 1),
+    (2, 64, 32, 20, 19, 3, 3, 2, 0, 1, 1),
+    (5, 96, 136, 7, 6, 3, 3, 1, (0, 2), 1, 1),
+]
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
+@pytest.mark.parametrize("shape", IM2COL_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("device", [CUDA])
+def test_im2col_copies_cover_every_geometry(device, shape, precision, layout):
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
+    y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+    assert TENSOR_CORE_PLAN.search(forward_plan) and TENSOR_CORE_PLAN.search(backward_plan)
+    assert torch.equal(torchconv.conv2d(x, w, b, algorithm="gemm", **kw), y)
+
+
 # Layers of several taps whose NCHW sources the tensor-core path transposes: 40 channels (a channel
 # tile of 32 and a partial one), a strided 35-pixel plane, groups over a plane of 1155 pixels.
 NCHW_COPY_SHAPES = [

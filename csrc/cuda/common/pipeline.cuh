@@ -1,8 +1,8 @@
 // Hopper's asynchronous copies as PTX wrappers: the bulk copy (the copy engine moves a contiguous
-// run of bytes into shared memory) and the shared-memory mbarrier that counts its bytes (a stage is
-// ready once the phase that expected them completes). mbarriers exist from sm_80; waits on a phase's
-// parity, transaction counts and bulk copies from sm_90 (older targets compile them to a trap: only
-// the wgmma kernels use them).
+// run of bytes into shared memory), the im2col tensor copy, and the shared-memory mbarrier that
+// counts their bytes (a stage is ready once the phase that expected them completes). mbarriers exist
+// from sm_80; waits on a phase's parity, transaction counts and the copies from sm_90 (older targets
+// compile them to a trap: only the wgmma kernels use them).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +40,25 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
           unsigned(__cvta_generic_to_shared(dst))),
       "l"(src), "r"(bytes), "r"(unsigned(__cvta_generic_to_shared(bar)))
+      : "memory");
+#endif
+}
+
+// A tensor copy in im2col mode (sm_90): pixelsPerColumn pixels x channelsPerPixel channels (the
+// tensor map `map`, a kernel parameter) of an NHWC tensor, starting at channel c of pixel (n, h, w)
+// shifted by the filter tap's offsets (dw, dh), into `dst` in the map's swizzle; pixels outside the
+// tensor are zero. The copy engine walks the map's bounding box, so a run of output positions that
+// crosses rows and images is one copy. Its bytes are counted on `bar`.
+__device__ __forceinline__ void tma_load_im2col(void* dst, const void* map, int c, int w, int h, int n, uint16_t dw,
+                                                uint16_t dh, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+      "%6}], [%2], {%7, %8};\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(unsigned(__cvta_generic_to_shared(bar))), "r"(c), "r"(w), "r"(h),
+      "r"(n), "h"(dw), "h"(dh)
       : "memory");
 #endif
 }

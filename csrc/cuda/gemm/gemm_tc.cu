@@ -6,6 +6,8 @@
 // written straight into the memory format PyTorch returns (conv_memory_format).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+#include <cudaTypedefs.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
@@ -235,30 +237,79 @@ int64_t wave_filling_splits(int64_t base, int64_t slots, int64_t cap) {
 // each, the FP32 sums within the workspace limit; the tiny tile takes what cannot be split so.
 constexpr int kMinChunksPerSplit = 8;
 
-template <typename T, typename Cfg, bool kNchwSource>
+// The driver's im2col tensor-map encoder, looked up once (null where the driver has none).
+PFN_cuTensorMapEncodeIm2col_v12000 im2col_encoder() {
+  static const PFN_cuTensorMapEncodeIm2col_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t err =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &fn, 12000, cudaEnableDefault, &found);
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return PFN_cuTensorMapEncodeIm2col_v12000(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(fn);
+  }();
+  return encode;
+}
+
+// args.a_map: the NHWC source as an im2col tensor map for TcIm2colLoader -- copies of `pixels`
+// positions x 128 bytes of channels, 128-byte swizzle (the stage layout), and a bounding box whose
+// traversal at the launch's strides visits exactly the column grid (col_H x col_W starting pixels
+// per image). False where the copy engine cannot describe the launch (tma_takes checked the rest)
+// or the driver does not encode it.
+template <typename T>
+bool encode_im2col_map(TcConvArgs<T>& args, int pixels) {
+  const PFN_cuTensorMapEncodeIm2col_v12000 encode = im2col_encoder();
+  const TcConv& cv = args.cv;
+  int lower[2] = {cv.col_ox, cv.col_oy};  // W, H
+  int upper[2] = {cv.col_ox + (cv.col_W - 1) * cv.col_sx - (cv.src_W - 1),
+                  cv.col_oy + (cv.col_H - 1) * cv.col_sy - (cv.src_H - 1)};
+  for (int v : {lower[0], lower[1], upper[0], upper[1]})
+    if (v < -128 || v > 127) return false;  // the corners of a 4-D map are 8-bit
+  if (encode == nullptr || cv.col_sx > 8 || cv.col_sy > 8) return false;
+  const cuuint64_t e = sizeof(T);
+  cuuint64_t dims[4] = {cuuint64_t(cv.src_C), cuuint64_t(cv.src_W), cuuint64_t(cv.src_H), cuuint64_t(cv.N)};
+  cuuint64_t strides[3] = {dims[0] * e, dims[0] * dims[1] * e, dims[0] * dims[1] * dims[2] * e};
+  cuuint32_t element_strides[4] = {1, cuuint32_t(cv.col_sx), cuuint32_t(cv.col_sy), 1};
+  const CUtensorMapDataType type = std::is_same_v<T, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(&args.a_map, type, 4, const_cast<T*>(args.src), dims, strides, lower, upper, cuuint32_t(128 / e),
+                cuuint32_t(pixels), element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, typename Cfg, bool kNchwSource, bool kTmaA = false>
 void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1) {
+  if constexpr (kTmaA) {
+    TcConvArgs<T> with_map = args;
+    if (encode_im2col_map(with_map, Cfg::kBM))
+      return launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, false, true>, with_map, pass,
+                               kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits);
+  }
   launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, kNchwSource>, args, pass, kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits);
 }
 
-template <typename T, bool kNchwSource>
+template <typename T, bool kNchwSource, bool kTmaA = false>
 void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   const TcConv& cv = args.cv;
   auto blocks = [&](int bm, int bn) { return tile_blocks(cv, bm, bn); };
   const int64_t sms = sm_count();
   switch (forced_wgmma_config()) {  // a config forced by set_config runs as named, unsplit
-    case kWgmmaIndex<WgmmaLarge>: return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass);
-    case kWgmmaIndex<WgmmaMedium>: return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass);
-    case kWgmmaIndex<WgmmaSmall>: return launch_wgmma<T, WgmmaSmall, kNchwSource>(args, pass);
-    case kWgmmaIndex<WgmmaTiny>: return launch_wgmma<T, WgmmaTiny, kNchwSource>(args, pass);
-    case kWgmmaIndex<WgmmaWide>: return launch_wgmma<T, WgmmaWide, kNchwSource>(args, pass);
-    case kWgmmaIndex<WgmmaTall>: return launch_wgmma<T, WgmmaTall, kNchwSource>(args, pass);
+    case kWgmmaIndex<WgmmaLarge>: return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass);
+    case kWgmmaIndex<WgmmaMedium>: return launch_wgmma<T, WgmmaMedium, kNchwSource, kTmaA>(args, pass);
+    case kWgmmaIndex<WgmmaSmall>: return launch_wgmma<T, WgmmaSmall, kNchwSource, kTmaA>(args, pass);
+    case kWgmmaIndex<WgmmaTiny>: return launch_wgmma<T, WgmmaTiny, kNchwSource, kTmaA>(args, pass);
+    case kWgmmaIndex<WgmmaWide>: return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
+    case kWgmmaIndex<WgmmaTall>: return launch_wgmma<T, WgmmaTall, kNchwSource, kTmaA>(args, pass);
     default: break;  // the rule
   }
   const bool wide = cv.outputs > 64;
-  if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms) return launch_wgmma<T, WgmmaWide, kNchwSource>(args, pass);
-  if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass);
-  if (!wide && blocks(128, 64) >= sms) return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass);
-  if (wide && blocks(64, 128) >= sms) return launch_wgmma<T, WgmmaSmall, kNchwSource>(args, pass);
+  if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms) return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
+  if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass);
+  if (!wide && blocks(128, 64) >= sms) return launch_wgmma<T, WgmmaMedium, kNchwSource, kTmaA>(args, pass);
+  if (wide && blocks(64, 128) >= sms) return launch_wgmma<T, WgmmaSmall, kNchwSource, kTmaA>(args, pass);
   {
     const int64_t base = wide ? blocks(128, 128) : blocks(128, 64);
     const int64_t per_sm = wide ? WgmmaLarge::kMinBlocks : WgmmaMedium::kMinBlocks;
@@ -266,18 +317,19 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     const int64_t cap = std::min(int64_t(reduction_chunks(cv, sizeof(T), WgmmaLarge::kBKBytes) / kMinChunksPerSplit),
                                  workspace_limit_bytes() / split_bytes);
     const int splits = int(wave_filling_splits(base, per_sm * sms, cap));
-    if (splits >= 2 && wide) return launch_wgmma<T, WgmmaLarge, kNchwSource>(args, pass, splits);
-    if (splits >= 2) return launch_wgmma<T, WgmmaMedium, kNchwSource>(args, pass, splits);
+    if (splits >= 2 && wide) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass, splits);
+    if (splits >= 2) return launch_wgmma<T, WgmmaMedium, kNchwSource, kTmaA>(args, pass, splits);
   }
-  return launch_wgmma<T, WgmmaTiny, kNchwSource>(args, pass);
+  return launch_wgmma<T, WgmmaTiny, kNchwSource, kTmaA>(args, pass);
 }
 
 template <typename T>
-void run_tc(const TcConvArgs<T>& args, const char* pass, bool nchw_source) {
+void run_tc(const TcConvArgs<T>& args, const char* pass, bool nchw_source, bool tma_source) {
   if (args.cv.wt_tiled) {  // runs_wgmma(), decided when Wt was laid out
     if constexpr (std::is_same_v<T, float>) {
       if (nchw_source) return run_wgmma<T, true>(args, pass);
     }
+    if (tma_source) return run_wgmma<T, false, true>(args, pass);
     return run_wgmma<T, false>(args, pass);
   }
   TORCH_CHECK(!nchw_source, "conv2d_gemm: internal error: an NCHW source outside the wgmma kernel");
@@ -297,11 +349,26 @@ bool is_nchw_source(const at::Tensor& t) {
   return t.scalar_type() == at::kFloat && t.is_contiguous() && runs_wgmma();
 }
 
-// `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
-// (possibly with zero-padded channels), or NCHW.
+// Whether the wgmma kernel's A tiles come by im2col tensor copies (TcIm2colLoader) for this launch:
+// a channels_last source on a 16-byte boundary, chunks of one tap's channels (not packed) that stay
+// within the group's channels, source offsets that grow with the taps, and float32 only from a copy
+// rounded to TF32 when made (`src_rounded`), since no thread rounds a copied tile. The map's corners
+// and strides are checked when it is encoded (encode_im2col_map).
 template <typename T>
-void tc_conv(const at::Tensor& src, const at::Tensor& weight, const at::Tensor& bias, const LaunchMap& map, int phase,
-             at::Tensor& dst) {
+bool tma_takes(const TcConvArgs<T>& args, const at::Tensor& src, bool src_rounded) {
+  const TcConv& cv = args.cv;
+  const int chunk = 128 / int(sizeof(T));
+  return cv.wt_tiled && !cv.packed && (std::is_same_v<T, float> ? src_rounded : true) &&
+         src.is_contiguous(at::MemoryFormat::ChannelsLast) && reinterpret_cast<uintptr_t>(args.src) % 16 == 0 &&
+         (cv.groups == 1 || cv.reduced % chunk == 0) && cv.tap_sx >= 0 && cv.tap_sy >= 0 &&
+         int64_t(cv.R - 1) * cv.tap_sy < 65536 && int64_t(cv.S - 1) * cv.tap_sx < 65536 && cv.N > 0;
+}
+
+// `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
+// (possibly with zero-padded channels; `src_rounded`: a float32 copy rounded to TF32), or NCHW.
+template <typename T>
+void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, const at::Tensor& bias,
+             const LaunchMap& map, int phase, at::Tensor& dst) {
   TcConvArgs<T> args{};
   args.cv = tc_launch(map, src.scalar_type(), dst);
   const at::Tensor wt = tc_weight<T>(weight, args.cv, phase);
@@ -312,7 +379,8 @@ void tc_conv(const at::Tensor& src, const at::Tensor& weight, const at::Tensor& 
   args.wt = reinterpret_cast<const T*>(wt.const_data_ptr());
   args.bias = bias.defined() ? reinterpret_cast<const T*>(bias.const_data_ptr()) : nullptr;
   args.out = reinterpret_cast<T*>(dst.mutable_data_ptr());
-  run_tc<T>(args, map.transposed ? "grad_input" : "forward", is_nchw_source(src));
+  const bool nchw = is_nchw_source(src);
+  run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, !nchw && tma_takes(args, src, src_rounded));
 }
 
 template <typename F>
@@ -410,39 +478,41 @@ bool kernel_ready(const at::Tensor& t, int64_t channels) {
 // multiple of a word (an RGB stem) runs on a padded copy; the padding meets zero weights. An NCHW
 // tensor is transposed through shared-memory tiles (ATen's copy of a permuted tensor is not tiled:
 // one side of it is strided, and it ran far from the HBM bandwidth); other layouts go through ATen's
-// copy or the strided padding kernel.
+// copy or the strided padding kernel. A float32 copy (TF32 calls) is our kernels' and holds the
+// values rounded to TF32, so that the MMAs may read it as it is (tma_takes).
 at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels) {
   if (kernel_ready(t, channels)) return t;
   // at::empty, not at::zeros: only empty takes the memory format from the options.
   auto out = at::empty({t.size(0), channels, t.size(2), t.size(3)},
                        t.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (out.numel() == 0) return out;
-  const bool nchw = t.is_contiguous();
-  if (!nchw && t.size(1) == channels) return out.copy_(t);
+  const bool nchw = t.is_contiguous(), tf32 = t.scalar_type() == at::kFloat;
+  if (!nchw && t.size(1) == channels && !tf32) return out.copy_(t);
   const int64_t plane = t.size(2) * t.size(3), pixels = t.size(0) * plane;
   const int vec = 16 / int(t.element_size());
-  auto launch = [&](auto elem) {
+  auto launch = [&](auto elem, auto round) {
     using E = decltype(elem);
+    constexpr bool kTf32 = decltype(round)::value;
     const E* src = static_cast<const E*>(t.const_data_ptr());
     E* dst = static_cast<E*>(out.mutable_data_ptr());
     if (nchw && channels == vec) {
-      tc_nchw_to_nhwc_word_kernel<E><<<elementwise_blocks(pixels, 256), 256, 0, current_stream()>>>(
+      tc_nchw_to_nhwc_word_kernel<E, kTf32><<<elementwise_blocks(pixels, 256), 256, 0, current_stream()>>>(
           src, dst, pixels, plane, int(t.size(1)));
     } else if (nchw) {
       const int64_t tiles = t.size(0) * ceil_div(plane, kTransposePixels) * ceil_div(channels, 32);
-      tc_nchw_to_nhwc_kernel<E><<<elementwise_blocks(tiles * 256, 256), 256, 0, current_stream()>>>(
+      tc_nchw_to_nhwc_kernel<E, kTf32><<<elementwise_blocks(tiles * 256, 256), 256, 0, current_stream()>>>(
           src, dst, tiles, plane, int(t.size(1)), int(channels));
     } else {
       const int64_t total = pixels * channels / vec;
-      tc_pad_channels_kernel<E><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
+      tc_pad_channels_kernel<E, kTf32><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
           src, dst, pixels, int(t.size(1)), int(channels), int(t.size(2)), int(t.size(3)), t.stride(0), t.stride(1),
           t.stride(2), t.stride(3));
     }
   };
   if (t.element_size() == 2)
-    launch(uint16_t{});
+    launch(uint16_t{}, std::false_type{});
   else
-    launch(uint32_t{});
+    launch(uint32_t{}, std::true_type{});
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
@@ -462,6 +532,9 @@ int64_t padded_channels(const ConvShape& p, at::ScalarType dtype) {
 at::Tensor tc_source(const at::Tensor& t, int64_t channels, int64_t taps) {
   return taps == 1 && is_nchw_source(t) ? t : channels_last_padded(t, channels);
 }
+
+// Whether `source` (from tc_source or channels_last_padded of `t`) is a copy: in float32, rounded to TF32.
+bool is_copy(const at::Tensor& source, const at::Tensor& t) { return !source.is_same(t); }
 
 }  // namespace
 
@@ -520,7 +593,7 @@ at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const 
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
-    tc_conv<T>(x, weight, b, forward_map(p), -1, y);
+    tc_conv<T>(x, is_copy(x, input), weight, b, forward_map(p), -1, y);
   });
   return y;
 }
@@ -542,7 +615,8 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
           gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
           continue;
         }
-        tc_conv<T>(gy, weight, at::Tensor(), map, strided ? py * int(p.stride_w) + px : -1, gx);
+        tc_conv<T>(gy, is_copy(gy, grad_output), weight, at::Tensor(), map, strided ? py * int(p.stride_w) + px : -1,
+                   gx);
       }
   });
   return gx;

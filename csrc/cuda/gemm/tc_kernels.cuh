@@ -26,6 +26,8 @@
 // positions for NCHW).
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -97,6 +99,8 @@ struct TcConvArgs {
   // FP32 sums to partial[blockIdx.y][row][group x outputs]; tc_split_finish_kernel adds them.
   float* partial;  // null: one split, the kernel's epilogue writes `out`
   int chunks_per_split;
+  // The source as an im2col tensor map (wgmma kernel with TcIm2colLoader; unused otherwise).
+  CUtensorMap a_map;
 };
 
 // Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh).
@@ -203,10 +207,12 @@ struct TcWtBulkLoader {
     base = a.wt + (int64_t(blk.g) * (a.cv.n_pad / 64) + blk.n0 / 64) * col_tiles * (64 * kTileElems);
   }
 
-  // Chunk `chunk` into `stage_b`, its bytes counted on `bar` (an arrival with the count expected).
-  __device__ __forceinline__ void fetch(const TcConv& cv, int chunk, unsigned char* stage_b, uint64_t* bar) const {
+  // Chunk `chunk` into `stage_b`, its bytes counted on `bar` (an arrival expecting them, and
+  // `other_bytes` more that other copies of the stage count on it).
+  __device__ __forceinline__ void fetch(const TcConv& cv, int chunk, unsigned char* stage_b, uint64_t* bar,
+                                        unsigned other_bytes = 0) const {
     const int col_tile = wt_column(cv, chunk, kTileElems) / kTileElems;
-    mbarrier_arrive_expect_tx(bar, kBytes);
+    mbarrier_arrive_expect_tx(bar, kBytes + other_bytes);
 #pragma unroll
     for (int i = 0; i < kBN / 64; ++i)
       bulk_copy_to_shared(stage_b + i * 8192, base + (int64_t(i) * col_tiles + col_tile) * (64 * kTileElems), 8192, bar);
@@ -292,6 +298,32 @@ struct TcLoader {
       x.z = cuda::round_to_tf32(x.z), x.w = cuda::round_to_tf32(x.w);
       *v = x;
     }
+  }
+};
+
+// The A tile of the wgmma kernel as one im2col tensor copy per chunk (TMA, sm_90), issued by one
+// thread: a.a_map describes the NHWC source with the bounding box of the launch's column grid, so the
+// block's kBM positions, across rows and images, are one copy from its first position's pixel; a
+// chunk's tap is the copy's offset and its channels the copy's first channel. No thread touches A:
+// a float32 source must hold TF32 values already (the channels_last copies are rounded when made).
+// Chunks hold one tap's channels (not packed); channels past the tensor's are zero.
+template <typename T>
+struct TcIm2colLoader {
+  static constexpr int kChunk = 128 / int(sizeof(T));
+  int w, h, n, c0;
+
+  __device__ TcIm2colLoader(const TcConvArgs<T>& a, const TcBlock& blk) {
+    const TcConv::Position p = a.cv.position(blk.m0);
+    n = p.n, h = p.cy * a.cv.col_sy + a.cv.col_oy, w = p.cx * a.cv.col_sx + a.cv.col_ox;
+    c0 = blk.g * a.cv.reduced;
+  }
+
+  __device__ __forceinline__ void fetch(const TcConvArgs<T>& a, int chunk, unsigned char* stage_a, uint64_t* bar) const {
+    const TcConv& cv = a.cv;
+    const int tap = chunk / cv.chunks_per_tap;
+    const int c = c0 + (chunk - tap * cv.chunks_per_tap) * kChunk;
+    const int ti = tap / cv.S, tj = tap - ti * cv.S;
+    tma_load_im2col(stage_a, &a.a_map, c, w, h, n, uint16_t(tj * cv.tap_sx), uint16_t(ti * cv.tap_sy), bar);
   }
 };
 
@@ -548,16 +580,20 @@ struct WgmmaTileConfig {
   }
 };
 
-template <typename T, typename Cfg, bool kNchwSource = false>
+// kNchwSource: A gathered from a float32 NCHW source (TcNchwLoader); kTmaA: A by im2col tensor
+// copies (TcIm2colLoader); neither: A gathered from NHWC (TcLoader).
+template <typename T, typename Cfg, bool kNchwSource = false, bool kTmaA = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_kernel(const __grid_constant__ TcConvArgs<T> a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  __shared__ uint64_t b_landed[Cfg::kStages];  // a stage's B bytes arrived
+  __shared__ uint64_t b_landed[Cfg::kStages];  // a stage's bulk (B) and tensor (A, kTmaA) copies arrived
   // The swizzle is a function of address bits 4-9: tiles start on 1024-byte boundaries.
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
   const TcConv& cv = a.cv;
   const TcBlock blk(blockIdx.x, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
-  using Loader = std::conditional_t<kNchwSource, TcNchwLoader<Cfg::kBM, Cfg::kBN, Cfg::kThreads>,
-                                    TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads>>;
+  using Loader = std::conditional_t<
+      kTmaA, TcIm2colLoader<T>,
+      std::conditional_t<kNchwSource, TcNchwLoader<Cfg::kBM, Cfg::kBN, Cfg::kThreads>,
+                         TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads>>>;
   Loader loader(a, blk);
   const TcWtBulkLoader<T, Cfg::kBN> wt(a, blk);
   // This block's chunks: all of them, or its split's.
@@ -571,10 +607,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   auto swizzled = [](int row, int word) { return swizzle128(row, word); };
   auto stage_a = [&](int s) { return smem + s * Cfg::kStageBytes; };
   auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kBM * 128; };
-  // A chunk: A gathered by every thread, B in bulk by thread 0.
+  // A chunk: A gathered by every thread and B in bulk by thread 0, or both copied by thread 0.
   auto fetch = [&](int local, int s) {
-    loader.fetch_a(first + local, stage_a(s), swizzled);
-    if (threadIdx.x == 0) wt.fetch(cv, first + local, stage_b(s), &b_landed[s]);
+    if constexpr (kTmaA) {
+      if (threadIdx.x == 0) {
+        wt.fetch(cv, first + local, stage_b(s), &b_landed[s], Cfg::kBM * 128);
+        loader.fetch(a, first + local, stage_a(s), &b_landed[s]);
+      }
+    } else {
+      loader.fetch_a(first + local, stage_a(s), swizzled);
+      if (threadIdx.x == 0) wt.fetch(cv, first + local, stage_b(s), &b_landed[s]);
+    }
   };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
 
@@ -597,8 +640,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   }
   for (int i = 0; i < count; ++i) {
     cp_async_wait<Cfg::kStages - 3>();
-    // TF32: the source is float32 (Wt was rounded when re-laid).
-    if constexpr (std::is_same_v<T, float>) loader.round_to_tf32(stage_a(i % Cfg::kStages), swizzled);
+    // TF32: the source is float32 (Wt was rounded when re-laid; a copied A source when copied).
+    if constexpr (std::is_same_v<T, float> && !kTmaA) loader.round_to_tf32(stage_a(i % Cfg::kStages), swizzled);
     fence_proxy_async_shared();
     __syncthreads();
     const int next = i + Cfg::kStages - 2;
@@ -668,11 +711,23 @@ __global__ void tc_split_finish_kernel(const float* __restrict__ partial, int sp
   }
 }
 
+// The copies below write the channels_last source of the tensor-core kernels. E is the element's
+// storage (2 or 4 bytes), so that a zero is all-zero bits. kTf32: the elements are float32 and are
+// written rounded to TF32 (to nearest), so that a kernel may feed the copy to the MMAs as it is.
+template <bool kTf32, typename E>
+__device__ __forceinline__ E copied(E v) {
+  if constexpr (kTf32) {
+    static_assert(sizeof(E) == 4, "TF32 rounds float32 elements");
+    return E(to_tf32(uint32_t(v)));
+  } else {
+    return v;
+  }
+}
+
 // dst (N, H, W, channels) = src (N, C, H, W; any strides) with channels C..channels-1 zero: the
-// padded source of an ungrouped layer whose channels are not whole 16-byte words (an RGB stem).
-// A thread writes one 16-byte word of a pixel; E is the element's storage (2 or 4 bytes), so that a
-// zero is all-zero bits.
-template <typename E>
+// padded source of an ungrouped layer whose channels are not whole 16-byte words (an RGB stem), or
+// the copy of a source in neither format. A thread writes one 16-byte word of a pixel.
+template <typename E, bool kTf32>
 __global__ void tc_pad_channels_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t pixels, int C,
                                        int channels, int H, int W, int64_t sn, int64_t sc, int64_t sh, int64_t sw) {
   constexpr int kVec = 16 / int(sizeof(E));
@@ -691,7 +746,7 @@ __global__ void tc_pad_channels_kernel(const E* __restrict__ src, E* __restrict_
 #pragma unroll
     for (int i = 0; i < kVec; ++i) {
       const int c = word * kVec + i;
-      out.v[i] = c < C ? s[int64_t(c) * sc] : E(0);
+      out.v[i] = c < C ? copied<kTf32>(s[int64_t(c) * sc]) : E(0);
     }
     *reinterpret_cast<uint4*>(dst + p * channels + word * kVec) = out.u;
   }
@@ -700,10 +755,9 @@ __global__ void tc_pad_channels_kernel(const E* __restrict__ src, E* __restrict_
 // dst (N, H, W, channels; dense) = src (N, C, H, W; contiguous) with channels C..channels-1 zero: the
 // channels_last copy of an NCHW source. A block moves tiles of 64 pixels x 32 channels through shared
 // memory, so that its reads (a channel's consecutive pixels) and its writes (a pixel's consecutive
-// channels) are both runs of 32 elements; each thread has 8 loads in flight. E is the element's
-// storage (2 or 4 bytes).
+// channels) are both runs of 32 elements; each thread has 8 loads in flight.
 constexpr int kTransposePixels = 64;  // pixels per tile
-template <typename E>
+template <typename E, bool kTf32>
 __global__ void __launch_bounds__(256) tc_nchw_to_nhwc_kernel(const E* __restrict__ src, E* __restrict__ dst,
                                                                int64_t tiles, int64_t plane, int C, int channels) {
   constexpr int kPixels = kTransposePixels;
@@ -722,7 +776,7 @@ __global__ void __launch_bounds__(256) tc_nchw_to_nhwc_kernel(const E* __restric
     for (int j = 0; j < 8; ++j) {
       const int c = c0 + ty + 8 * (j % 4);
       const int64_t p = p0 + tx + 32 * (j / 4);
-      v[j] = c < C && p < plane ? s[c * plane + p] : E(0);
+      v[j] = c < C && p < plane ? copied<kTf32>(s[c * plane + p]) : E(0);
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j) tile[ty + 8 * (j % 4)][tx + 32 * (j / 4)] = v[j];
@@ -739,7 +793,7 @@ __global__ void __launch_bounds__(256) tc_nchw_to_nhwc_kernel(const E* __restric
 
 // The same where `channels` is one 16-byte word (an RGB stem's padded channels): a thread per pixel
 // reads its C channels, each a run of consecutive pixels across the warp, and writes one word.
-template <typename E>
+template <typename E, bool kTf32>
 __global__ void tc_nchw_to_nhwc_word_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t pixels,
                                             int64_t plane, int C) {
   constexpr int kVec = 16 / int(sizeof(E));
@@ -751,7 +805,7 @@ __global__ void tc_nchw_to_nhwc_word_kernel(const E* __restrict__ src, E* __rest
       E v[kVec];
     } out;
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) out.v[i] = i < C ? s[i * plane] : E(0);
+    for (int i = 0; i < kVec; ++i) out.v[i] = i < C ? copied<kTf32>(s[i * plane]) : E(0);
     *reinterpret_cast<uint4*>(dst + e * kVec) = out.u;
   }
 }
