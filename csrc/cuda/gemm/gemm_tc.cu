@@ -478,8 +478,8 @@ bool kernel_ready(const at::Tensor& t, int64_t channels) {
 // multiple of a word (an RGB stem) runs on a padded copy; the padding meets zero weights. An NCHW
 // tensor is transposed through shared-memory tiles (ATen's copy of a permuted tensor is not tiled:
 // one side of it is strided, and it ran far from the HBM bandwidth); other layouts go through ATen's
-// copy or the strided padding kernel. A float32 copy (TF32 calls) is our kernels' and holds the
-// values rounded to TF32, so that the MMAs may read it as it is (tma_takes).
+// copy (16-bit types) or the strided padding kernel. A float32 copy (TF32 calls) is always one of our
+// kernels' and holds the values rounded to TF32, so that the MMAs may read it as it is (tma_takes).
 at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels) {
   if (kernel_ready(t, channels)) return t;
   // at::empty, not at::zeros: only empty takes the memory format from the options.
