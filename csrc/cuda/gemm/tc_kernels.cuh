@@ -16,9 +16,12 @@
 //                         float16, bfloat16 and TF32. A float32 source may also be NCHW
 //                         (TcNchwLoader), which spares a 1x1 NCHW call its transposed copy. Its B tiles
 //                         come in bulk copies from a Wt stored in the stage's swizzled layout
-//                         (TcWtBulkLoader), so that the threads' cp.async gather only A.
-// TF32 operands are rounded to nearest once: Wt when it is re-laid, A in shared
-// memory by the thread that copied it (wgmma would otherwise read the float32 words unrounded).
+//                         (TcWtBulkLoader); its A tiles come by im2col tensor copies
+//                         (TcIm2colLoader) where a chunk holds one tap's channels, else the
+//                         threads gather them with cp.async.
+// TF32 operands are rounded to nearest once: Wt when it is re-laid, a copied source when our copy
+// kernels write it, a gathered A in shared memory by the thread that copied it (wgmma would otherwise
+// read the float32 words unrounded).
 // Wt is the filter re-laid once per weight ([group][dst][tap][c], zero-padded; cached for frozen
 // weights). A kStages-deep cp.async ring keeps kStages - 1 chunks in flight behind the MMAs. The
 // epilogue adds the bias in FP32, rounds once to T, and stages the tile in shared memory so that the
