@@ -6,13 +6,16 @@
 // written straight into the memory format PyTorch returns (conv_memory_format).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <cuda_runtime_api.h>
-#include <cudaTypedefs.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <iterator>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "../../precision.h"
 #include "../../tuning.h"
@@ -59,30 +62,26 @@ using WgmmaTiny = WgmmaTileConfig<64, 64, 6, 2>;
 //          more of the loads' latency: the rule does not pick it. Kept for A/B runs of the pipeline.
 using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 
-// Each config's index into kWgmmaConfigNames (its name for set_config and last_choice), checked
-// against the name at compile time.
-template <typename Cfg>
-constexpr int kWgmmaIndex = -1;
-template <>
-constexpr int kWgmmaIndex<WgmmaLarge> = 0;
-template <>
-constexpr int kWgmmaIndex<WgmmaMedium> = 1;
-template <>
-constexpr int kWgmmaIndex<WgmmaSmall> = 2;
-template <>
-constexpr int kWgmmaIndex<WgmmaTiny> = 3;
-template <>
-constexpr int kWgmmaIndex<WgmmaWide> = 4;
-template <>
-constexpr int kWgmmaIndex<WgmmaTall> = 5;
-template <typename Cfg>
-constexpr bool wgmma_named(std::string_view name) {
-  return std::string_view(kWgmmaConfigNames[kWgmmaIndex<Cfg>]) == name;
+// The wgmma configs in the order of kWgmmaConfigNames: a config's index there (its name for
+// set_config and last_choice) is its place in this list, checked against the names at compile time.
+using WgmmaConfigs = std::tuple<WgmmaLarge, WgmmaMedium, WgmmaSmall, WgmmaTiny, WgmmaWide, WgmmaTall>;
+template <typename Cfg, size_t... I>
+constexpr int wgmma_index_of(std::index_sequence<I...>) {
+  constexpr bool same[] = {std::is_same_v<Cfg, std::tuple_element_t<I, WgmmaConfigs>>...};
+  for (size_t i = 0; i < sizeof...(I); ++i)
+    if (same[i]) return int(i);
+  return -1;
 }
-static_assert(wgmma_named<WgmmaLarge>("wgmma-large") && wgmma_named<WgmmaMedium>("wgmma-medium") &&
-                  wgmma_named<WgmmaSmall>("wgmma-small") && wgmma_named<WgmmaTiny>("wgmma-tiny") &&
-                  wgmma_named<WgmmaWide>("wgmma-wide") && wgmma_named<WgmmaTall>("wgmma-tall"),
-              "kWgmmaIndex follows kWgmmaConfigNames");
+template <typename Cfg>
+constexpr int kWgmmaIndex = wgmma_index_of<Cfg>(std::make_index_sequence<std::tuple_size_v<WgmmaConfigs>>{});
+static_assert(std::tuple_size_v<WgmmaConfigs> == std::size(kWgmmaConfigNames) &&
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaLarge>]) == "wgmma-large" &&
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaMedium>]) == "wgmma-medium" &&
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaSmall>]) == "wgmma-small" &&
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTiny>]) == "wgmma-tiny" &&
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWide>]) == "wgmma-wide" &&
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTall>]) == "wgmma-tall",
+              "WgmmaConfigs follows kWgmmaConfigNames");
 #if defined(TORCHCONV_WGMMA)
 constexpr bool kWgmmaCompiled = true;  // setup.py built the sm_90a target
 #else
@@ -349,19 +348,18 @@ bool is_nchw_source(const at::Tensor& t) {
   return t.scalar_type() == at::kFloat && t.is_contiguous() && runs_wgmma();
 }
 
-// Whether the wgmma kernel's A tiles come by im2col tensor copies (TcIm2colLoader) for this launch:
-// a channels_last source on a 16-byte boundary, chunks of one tap's channels (not packed) that stay
-// within the group's channels, source offsets that grow with the taps, and float32 only from a copy
-// rounded to TF32 when made (`src_rounded`), since no thread rounds a copied tile. The map's corners
-// and strides are checked when it is encoded (encode_im2col_map).
+// Whether the wgmma kernel's A tiles come by im2col tensor copies (TcIm2colLoader) for a launch whose
+// source is not NCHW (tc_source's other sources are dense channels_last on a 16-byte boundary):
+// chunks of one tap's channels (not packed) that stay within the group's channels, source offsets
+// that grow with the taps, and float32 only from a copy rounded to TF32 when made (`src_rounded`),
+// since no thread rounds a copied tile. The map's corners and strides are checked when it is encoded
+// (encode_im2col_map).
 template <typename T>
-bool tma_takes(const TcConvArgs<T>& args, const at::Tensor& src, bool src_rounded) {
-  const TcConv& cv = args.cv;
+bool tma_takes(const TcConv& cv, bool src_rounded) {
   const int chunk = 128 / int(sizeof(T));
   return cv.wt_tiled && !cv.packed && (std::is_same_v<T, float> ? src_rounded : true) &&
-         src.is_contiguous(at::MemoryFormat::ChannelsLast) && reinterpret_cast<uintptr_t>(args.src) % 16 == 0 &&
          (cv.groups == 1 || cv.reduced % chunk == 0) && cv.tap_sx >= 0 && cv.tap_sy >= 0 &&
-         int64_t(cv.R - 1) * cv.tap_sy < 65536 && int64_t(cv.S - 1) * cv.tap_sx < 65536 && cv.N > 0;
+         int64_t(cv.R - 1) * cv.tap_sy < 65536 && int64_t(cv.S - 1) * cv.tap_sx < 65536;
 }
 
 // `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
@@ -380,7 +378,7 @@ void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, 
   args.bias = bias.defined() ? reinterpret_cast<const T*>(bias.const_data_ptr()) : nullptr;
   args.out = reinterpret_cast<T*>(dst.mutable_data_ptr());
   const bool nchw = is_nchw_source(src);
-  run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, !nchw && tma_takes(args, src, src_rounded));
+  run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, !nchw && tma_takes<T>(args.cv, src_rounded));
 }
 
 template <typename F>

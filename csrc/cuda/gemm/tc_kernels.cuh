@@ -334,8 +334,8 @@ struct TcIm2colLoader {
 // no transposed copy (gemm_tc.cu's tc_source says which calls): a tile row is still one position's
 // channels, gathered element by element with 4-byte cp.async. Each warp instruction copies 8
 // consecutive positions x 4 channels: in global memory 4 runs of 8 positions along a channel's plane,
-// in the 128-byte-swizzled stage 32 distinct banks. A warp owns kBM / warps rows, kRowSets groups of 8; a lane copies channels lane / 8 + 4 q
-// (16-byte word q, element lane / 8) of the chunk's 32.
+// in the 128-byte-swizzled stage 32 distinct banks. A warp owns kBM / warps rows, kRowSets groups of
+// 8; a lane copies channels lane / 8 + 4 q (16-byte word q, element lane / 8) of the chunk's 32.
 template <int kBM, int kBN, int kThreads>
 struct TcNchwLoader {
   static constexpr int kChunk = 32;  // float32 channels per 128-byte row
