@@ -61,8 +61,8 @@ def last_workspace_bytes():
 def variants(algorithm):
     """The variants of `algorithm`, default first. Direct: 'auto', 'phases', 'gather' (how a strided
     grad_input runs: the forward kernel once per output phase, or one thread per input pixel; 'auto'
-    picks per call). Winograd: 'auto' (F(4x4,3x3) where C*K/(C+K) per group is at least 80, or over
-    40 with enough pixels; F(2x2,3x3) fused below; float64 always F(2x2)), 'fused' (F(2x2,3x3) in one
+    picks per call). Winograd: 'auto' (F(4x4,3x3) on layers with enough channels and pixels, else
+    F(2x2,3x3) fused; float64 always F(2x2); the rule is in csrc/cuda/winograd/winograd.cu), 'fused' (F(2x2,3x3) in one
     kernel: input transform, the 16 element-wise GEMMs, output transform), 'staged' (F(2x2,3x3) as
     seed 003's pipeline: V and M in a workspace bounded by the workspace limit) and 'f4x4'
     (F(4x4,3x3): 6x6 input tiles, 36 GEMMs, staged; forward and grad_input, grad_weight stays
