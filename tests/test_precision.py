@@ -312,6 +312,32 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
     assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
 
 
+# The rule for 1x1 layers whose NCHW float32 source the TF32 kernel reads itself (A from registers):
+# more than 128 filters over at least 8 chunks of channels take the wide tile from one full wave of
+# 128 x 256 tiles on (256 channels, 144 tiles), shorter reductions the large one (128 channels);
+# the same layers in float16, or channels_last, keep the general rule (fewer than two waves: large).
+NCHW_1X1_RULE_CASES = [
+    ((32, 256, 256, 24, 24, 1, 1, 1, 0, 1, 1), {"tf32-nchw": "wide", "tf32-nhwc": "large", "fp16-nchw": "large"}),
+    ((32, 128, 256, 24, 24, 1, 1, 1, 0, 1, 1), {"tf32-nchw": "large", "tf32-nhwc": "large", "fp16-nchw": "large"}),
+]
+
+
+@pytest.mark.parametrize("setting", ["tf32-nchw", "tf32-nhwc", "fp16-nchw"])
+@pytest.mark.parametrize("case", NCHW_1X1_RULE_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_config_rule_of_1x1_nchw_tf32(device, case, setting):
+    shape, expected = case
+    precision, layout = setting.split("-")
+    dtype = torch.float32 if precision == "tf32" else torch.float16
+    torch.backends.cudnn.allow_tf32 = True
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    if hopper():
+        assert torchconv.last_choice() == f"forward:wgmma-{expected[setting]}/splits=1"
+    ref = F.conv2d(x.double(), w.double(), b.double(), **kw)
+    assert rel_err(y, ref) <= allowed_error(rel_err(F.conv2d(x, w, b, **kw), ref), dtype)
+
+
 # The wgmma grad_weight config rule (Hopper), as (shape, config): 64 filters for groups with at most
 # 64 (narrow), else 128 x 256 columns (taps x channels per group; wide), or 128 x 128 where there are
 # at most 128 columns (large); the positions split across blocks to fill the GPU. Stride, padding,
@@ -509,6 +535,46 @@ def test_nchw_source_gives_the_channels_last_bits(device, shape, precision):
         assert y.is_contiguous(memory_format=fmt)
         gy = torch.ones_like(y).copy_(torch.linspace(-1, 1, y.numel(), device=device).view(y.shape))
         results.append((y,) + torch.autograd.grad(y, (xi,), gy))
+    for ours, reference in zip(*results):
+        assert torch.equal(ours.contiguous(), reference.contiguous())
+    check_gemm_forward_and_grad_input(x, w, b, kw)
+
+
+# 1x1 layers whose NCHW float32 sources the TF32 wgmma kernel reads as they are: whole planes in
+# 16-byte words (planes of 120, 60 and 20 pixels; tiles across images; a partial chunk of 40
+# channels; groups of 32; 12 channels packed into one chunk; 520 channels over 17 chunks and 136
+# filters), and element by element (a 49-pixel plane, stride 2, padding, a 5 x 7 plane with groups).
+NCHW_PLANE_SHAPES = [
+    (2, 64, 48, 12, 10, 1, 1, 1, 0, 1, 1),
+    (3, 40, 24, 10, 6, 1, 1, 1, 0, 1, 1),
+    (2, 64, 64, 8, 8, 1, 1, 1, 0, 1, 2),
+    (1, 12, 20, 6, 10, 1, 1, 1, 0, 1, 1),
+    (4, 520, 136, 5, 4, 1, 1, 1, 0, 1, 1),
+    (3, 40, 24, 7, 7, 1, 1, 1, 0, 1, 1),
+    (2, 72, 36, 9, 11, 1, 1, 2, 0, 1, 1),
+    (2, 64, 32, 8, 9, 1, 1, 1, 1, 1, 1),
+    (2, 96, 48, 5, 7, 1, 1, 1, 0, 1, 3),
+]
+
+
+@pytest.mark.parametrize("shape", NCHW_PLANE_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("device", [CUDA])
+def test_tf32_1x1_nchw_source_gives_the_channels_last_bits(device, shape):
+    """A 1x1 layer's NCHW float32 input and grad_output are read by the TF32 kernel as they are (on
+    Hopper: channel-major tiles, A fragments from registers): forward and grad_input give the bits
+    of the same call on channels_last tensors, and stay within 2x of cuDNN's TF32 error."""
+    torch.backends.cudnn.allow_tf32 = True
+    x, w, b, kw = make_case(shape, device, torch.float32, channels_last=False)
+    results = []
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        xi = x.detach().contiguous(memory_format=fmt).requires_grad_(True)
+        y = torchconv.conv2d(xi, w, b, algorithm="gemm", **kw)
+        assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
+        assert y.is_contiguous(memory_format=fmt)
+        gy = torch.randn(y.shape, device=device, generator=torch.Generator(device).manual_seed(7))
+        gy = gy.contiguous(memory_format=fmt)
+        results.append((y,) + torch.autograd.grad(y, (xi,), gy))
+        assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
     for ours, reference in zip(*results):
         assert torch.equal(ours.contiguous(), reference.contiguous())
     check_gemm_forward_and_grad_input(x, w, b, kw)

@@ -2,7 +2,7 @@
 // as TF32 when PyTorch's cuDNN TF32 switch is on. Forward and every grad_input phase run the same
 // implicit-GEMM kernel on channels_last data; an NCHW input or grad_output is first copied to
 // channels_last (the kernel's loads are 16-byte runs of channels) except for a 1x1 layer in TF32 on
-// Hopper, where the wgmma kernel gathers an NCHW float32 source itself (see tc_source); the output is
+// Hopper, where the wgmma kernel reads an NCHW float32 source itself (see tc_source); the output is
 // written straight into the memory format PyTorch returns (conv_memory_format).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -305,6 +305,15 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     default: break;  // the rule
   }
   const bool wide = cv.outputs > 64;
+  if constexpr (kNchwSource) {
+    // A from registers (1x1 NCHW TF32): with more than 128 destination channels and a reduction of
+    // at least 8 chunks the wide tile wins from one full wave on (half the B bytes per MMA); with
+    // shorter reductions the store of the output tile is a large part of a block's time, and large
+    // tiles, two blocks per SM, overlap one block's stores with the other's loads.
+    if (cv.outputs > 128 && reduction_chunks(cv, sizeof(T), WgmmaWide::kBKBytes) >= 8 && blocks(128, 256) >= sms)
+      return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
+    if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass);
+  }
   if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms) return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
   if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass);
   if (!wide && blocks(128, 64) >= sms) return launch_wgmma<T, WgmmaMedium, kNchwSource, kTmaA>(args, pass);
@@ -326,6 +335,8 @@ template <typename T>
 void run_tc(const TcConvArgs<T>& args, const char* pass, bool nchw_source, bool tma_source) {
   if (args.cv.wt_tiled) {  // runs_wgmma(), decided when Wt was laid out
     if constexpr (std::is_same_v<T, float>) {
+      TORCH_CHECK(!nchw_source || args.cv.R * args.cv.S == 1,
+                  "conv2d_gemm: internal error: an NCHW source of a launch with several taps");
       if (nchw_source) return run_wgmma<T, true>(args, pass);
     }
     if (tma_source) return run_wgmma<T, false, true>(args, pass);
@@ -362,6 +373,14 @@ bool tma_takes(const TcConv& cv, bool src_rounded) {
          int64_t(cv.R - 1) * cv.tap_sy < 65536 && int64_t(cv.S - 1) * cv.tap_sx < 65536;
 }
 
+// Whether the launch's positions are the source's pixels in order through a single tap (a 1x1 layer
+// with stride 1 and no padding, or the matching grad_input): an NCHW source is then read as whole
+// planes (TcNchwLoader's 16-byte copies where a plane is a whole number of words).
+bool reads_whole_planes(const TcConv& cv) {
+  return cv.R == 1 && cv.S == 1 && cv.col_sy == 1 && cv.col_sx == 1 && cv.col_oy == 0 && cv.col_ox == 0 &&
+         cv.col_H == cv.src_H && cv.col_W == cv.src_W;
+}
+
 // `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
 // (possibly with zero-padded channels; `src_rounded`: a float32 copy rounded to TF32), or NCHW.
 template <typename T>
@@ -378,6 +397,8 @@ void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, 
   args.bias = bias.defined() ? reinterpret_cast<const T*>(bias.const_data_ptr()) : nullptr;
   args.out = reinterpret_cast<T*>(dst.mutable_data_ptr());
   const bool nchw = is_nchw_source(src);
+  args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % 4 == 0 &&
+                    reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
   run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, !nchw && tma_takes<T>(args.cv, src_rounded));
 }
 
@@ -523,10 +544,10 @@ int64_t padded_channels(const ConvShape& p, at::ScalarType dtype) {
 
 // The source the kernels read for a layer of `taps` filter taps: a channels_last tensor as it is
 // where kernel_ready; an NCHW float32 tensor as it is where the wgmma kernel runs and the layer is
-// 1x1 (the kernel gathers NCHW itself, any channel count); otherwise a channels_last copy with its
-// channels zero-padded to `channels`. The gather copies 4-byte elements, once per tap: over several
-// taps its copies, not the MMAs, set the main loop's pace, and one transposing pass over the source
-// costs less. A 1x1 layer reads each element once, so there the gather spares the copy's two passes.
+// 1x1 (TcNchwLoader reads the planes itself, any channel count); otherwise a channels_last copy with
+// its channels zero-padded to `channels`. A 1x1 layer reads each element once, so a copy would
+// double its traffic; a layer of several taps reads each element once per tap, and there one
+// transposing pass costs less than reading the planes tap by tap.
 at::Tensor tc_source(const at::Tensor& t, int64_t channels, int64_t taps) {
   return taps == 1 && is_nchw_source(t) ? t : channels_last_padded(t, channels);
 }

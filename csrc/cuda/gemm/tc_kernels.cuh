@@ -13,15 +13,16 @@
 //                         ldmatrix from rows padded by 16 bytes; float16, bfloat16 and TF32.
 //   tc_conv_wgmma_kernel  wgmma (sm_90a): each warpgroup owns 64 rows x the whole tile width and the
 //                         MMAs read the tiles from shared memory (128-byte swizzle) themselves;
-//                         float16, bfloat16 and TF32. A float32 source may also be NCHW
-//                         (TcNchwLoader), which spares a 1x1 NCHW call its transposed copy. Its B tiles
+//                         float16, bfloat16 and TF32. A float32 source of a 1x1 launch may also
+//                         be NCHW (TcNchwLoader: A from registers), which spares the call its
+//                         transposed copy. Its B tiles
 //                         come in bulk copies from a Wt stored in the stage's swizzled layout
 //                         (TcWtBulkLoader); its A tiles come by im2col tensor copies
 //                         (TcIm2colLoader) where a chunk holds one tap's channels, else the
 //                         threads gather them with cp.async.
 // TF32 operands are rounded to nearest once: Wt when it is re-laid, a copied source when our copy
-// kernels write it, a gathered A in shared memory by the thread that copied it (wgmma would otherwise
-// read the float32 words unrounded).
+// kernels write it, a gathered A in shared memory by the thread that copied it, an NCHW A in the
+// registers it goes to the MMAs from (wgmma would otherwise read the float32 words unrounded).
 // Wt is the filter re-laid once per weight ([group][dst][tap][c], zero-padded; cached for frozen
 // weights). A kStages-deep cp.async ring keeps kStages - 1 chunks in flight behind the MMAs. The
 // epilogue adds the bias in FP32, rounds once to T, and stages the tile in shared memory so that the
@@ -104,6 +105,8 @@ struct TcConvArgs {
   int chunks_per_split;
   // The source as an im2col tensor map (wgmma kernel with TcIm2colLoader; unused otherwise).
   CUtensorMap a_map;
+  // An NCHW source read as whole planes in position order, 16-byte words of positions (TcNchwLoader).
+  bool nchw_words;
 };
 
 // Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh).
@@ -330,88 +333,88 @@ struct TcIm2colLoader {
   }
 };
 
-// The A tile loader of a float32 NCHW source (the TF32 wgmma kernels), so that a 1x1 NCHW call needs
-// no transposed copy (gemm_tc.cu's tc_source says which calls): a tile row is still one position's
-// channels, gathered element by element with 4-byte cp.async. Each warp instruction copies 8
-// consecutive positions x 4 channels: in global memory 4 runs of 8 positions along a channel's plane,
-// in the 128-byte-swizzled stage 32 distinct banks. A warp owns kBM / warps rows, kRowSets groups of
-// 8; a lane copies channels lane / 8 + 4 q (16-byte word q, element lane / 8) of the chunk's 32.
-template <int kBM, int kBN, int kThreads>
+// The A tile of a float32 NCHW source (the TF32 wgmma kernels; gemm_tc.cu's tc_source sends only
+// one-tap launches -- 1x1 layers -- here): in NCHW a channel's positions are contiguous, so the tile
+// keeps the source's order -- channel-major, [32 channels][kBM positions] -- and is copied in runs
+// along the planes. wgmma reads TF32 tiles from shared memory K-major only, so A goes to the MMAs
+// from registers instead: each thread loads its fragments from the tile (fragment()) and rounds them
+// to TF32 there.
+// A thread copies one position (or 4) of kChunk / cols channels per chunk: its source pixel is
+// fixed, so a copy is the channel's plane offset and one cp.async. 16-byte copies of 4 positions
+// where the launch reads whole planes in position order and a plane is a whole number of 16-byte
+// words (a.nchw_words); otherwise 4-byte copies (strides, padding, odd planes). Lanes run along
+// positions either way. A chunk is channels chunk * 32 onwards, also where the chunk is packed (a
+// single tap's channels, zero past cv.reduced, meet Wt's tap-0 columns).
+// Layout: channel c's positions at c * kBM, 16-byte word w at word w ^ ((c % 4) * 2), so that a
+// fragment load (lanes over 4 channels x 8 positions) hits 32 distinct banks and a run of words of
+// one channel stays conflict-free.
+template <int kBM, int kThreads>
 struct TcNchwLoader {
-  static constexpr int kChunk = 32;  // float32 channels per 128-byte row
-  static constexpr int kWarps = kThreads / 32;
-  static constexpr int kRowSets = kBM / kWarps / 8;
-  static_assert(kBM % (kWarps * 8) == 0, "whole groups of 8 rows per warp");
+  static constexpr int kChunk = 32;                      // float32 channels per chunk
+  static constexpr int kWordCols = kThreads / (kBM / 4);  // channels per pass, word copies
+  static constexpr int kElemCols = kThreads / kBM;        // channels per pass, element copies
+  static_assert(kThreads % kBM == 0 && kChunk % kWordCols == 0 && kChunk % kElemCols == 0 && kBM % 32 == 0,
+                "each pass copies whole channel rows of the tile");
 
-  const TcConv& cv;
   const float* src;
-  const float* a_base[kRowSets];
-  int a_y[kRowSets], a_x[kRowSets];
+  const float* base;  // this thread's first position's pixel, channel 0 of the group
   int64_t plane;
-  int row0, lane_c;
+  int reduced;
+  int col0, pos;      // this thread's first channel and its (first) position in the tile
+  bool inside;        // the position exists and its pixel is inside the source (not padding)
+  bool words;
 
-  __device__ TcNchwLoader(const TcConvArgs<float>& a, const TcBlock& blk) : cv(a.cv), src(a.src) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    row0 = warp * (kBM / kWarps) + lane % 8, lane_c = lane / 8;
+  __device__ TcNchwLoader(const TcConvArgs<float>& a, const TcBlock& blk)
+      : src(a.src), base(a.src), reduced(a.cv.reduced), inside(false), words(a.nchw_words) {
+    const TcConv& cv = a.cv;
     plane = int64_t(cv.src_H) * cv.src_W;
-#pragma unroll
-    for (int i = 0; i < kRowSets; ++i) {
-      const int64_t m = blk.m0 + row0 + 8 * i;
-      if (m < cv.rows) {
-        const TcConv::Position p = cv.position(m);
-        a_base[i] = a.src + int64_t(p.n) * cv.src_image + int64_t(blk.g) * cv.reduced * plane;
-        a_y[i] = p.cy * cv.col_sy + cv.col_oy, a_x[i] = p.cx * cv.col_sx + cv.col_ox;
-      } else {
-        a_base[i] = a.src, a_y[i] = -(1 << 30), a_x[i] = 0;  // never inside the source
-      }
+    const int per_col = words ? kBM / 4 : kBM;  // threads along one channel's row
+    col0 = threadIdx.x / per_col;
+    pos = (threadIdx.x % per_col) * (words ? 4 : 1);
+    const int64_t m = blk.m0 + pos;
+    if (m < cv.rows) {
+      const TcConv::Position p = cv.position(m);
+      const int y = p.cy * cv.col_sy + cv.col_oy, x = p.cx * cv.col_sx + cv.col_ox;
+      inside = unsigned(y) < unsigned(cv.src_H) && unsigned(x) < unsigned(cv.src_W);
+      if (inside)
+        base = a.src + int64_t(p.n) * cv.src_image + int64_t(blk.g) * cv.reduced * plane + int64_t(y) * cv.src_W + x;
     }
   }
 
-  template <typename Offset>
-  __device__ __forceinline__ void fetch_a(int chunk, unsigned char* stage_a, Offset offset) {
-    if (cv.packed) {
-      // Several taps per chunk: each element's own tap.
+  // Byte offset of (channel c, position p) in the tile.
+  __device__ __forceinline__ static int offset(int c, int p) {
+    return c * kBM * 4 + (((p >> 2) ^ ((c & 3) << 1)) << 4) + (p & 3) * 4;
+  }
+
+  __device__ __forceinline__ void fetch_a(int chunk, unsigned char* stage_a) const {
+    const int c0 = chunk * kChunk + col0;
+    if (words) {
 #pragma unroll
-      for (int q = 0; q < kChunk / 4; ++q) {
-        const int col = chunk * kChunk + lane_c + 4 * q;
-        const int tap = col >> (2 + cv.tap_shift), c = col & ((4 << cv.tap_shift) - 1);
-        const bool channel_ok = tap < cv.R * cv.S && c < cv.reduced;
-        const int ti = tap / cv.S, tj = tap - ti * cv.S;
-        const int dy = ti * cv.tap_sy, dx = tj * cv.tap_sx;
-#pragma unroll
-        for (int i = 0; i < kRowSets; ++i) copy(stage_a, offset, i, q, a_y[i] + dy, a_x[i] + dx, c, channel_ok);
+      for (int i = 0; i < kChunk / kWordCols; ++i) {
+        const int c = c0 + i * kWordCols;
+        const bool ok = inside && c < reduced;
+        cp_async_16_or_zero(stage_a + offset(col0 + i * kWordCols, pos), ok ? base + c * plane : src, ok);
       }
     } else {
-      const int tap = chunk / cv.chunks_per_tap;
-      const int c0 = (chunk - tap * cv.chunks_per_tap) * kChunk + lane_c;
-      const int ti = tap / cv.S, tj = tap - ti * cv.S;
-      const int dy = ti * cv.tap_sy, dx = tj * cv.tap_sx;
 #pragma unroll
-      for (int i = 0; i < kRowSets; ++i)
-#pragma unroll
-        for (int q = 0; q < kChunk / 4; ++q)
-          copy(stage_a, offset, i, q, a_y[i] + dy, a_x[i] + dx, c0 + 4 * q, c0 + 4 * q < cv.reduced);
+      for (int i = 0; i < kChunk / kElemCols; ++i) {
+        const int c = c0 + i * kElemCols;
+        const bool ok = inside && c < reduced;
+        cp_async_or_zero(reinterpret_cast<float*>(stage_a + offset(col0 + i * kElemCols, pos)),
+                         ok ? base + c * plane : src, ok);
+      }
     }
   }
 
-  template <typename Offset>
-  __device__ __forceinline__ void copy(unsigned char* stage_a, Offset offset, int i, int q, int iy, int ix, int c,
-                                       bool channel_ok) const {
-    const bool ok = channel_ok && unsigned(iy) < unsigned(cv.src_H) && unsigned(ix) < unsigned(cv.src_W);
-    const float* p = a_base[i] + int64_t(c) * plane + int64_t(iy) * cv.src_W + ix;
-    cp_async_or_zero(reinterpret_cast<float*>(stage_a + offset(row0 + 8 * i, q) + 4 * lane_c), ok ? p : src, ok);
-  }
-
-  // Rounds the elements this thread copied (its cp.async group complete) to TF32.
-  template <typename Offset>
-  __device__ __forceinline__ void round_to_tf32(unsigned char* stage_a, Offset offset) const {
+  // The A fragment of k-step `ks` (8 channels) for tile rows `row` and `row + 8` (row = a warp's
+  // first row + lane / 4), rounded to TF32: the layout WgmmaRegA takes.
+  __device__ __forceinline__ static void fragment(const unsigned char* stage_a, int row, int ks, uint32_t (&f)[4]) {
+    const int c = ks * 8 + threadIdx.x % 4;
 #pragma unroll
-    for (int i = 0; i < kRowSets; ++i)
-#pragma unroll
-      for (int q = 0; q < kChunk / 4; ++q) {
-        float* v = reinterpret_cast<float*>(stage_a + offset(row0 + 8 * i, q) + 4 * lane_c);
-        *v = cuda::round_to_tf32(*v);
-      }
+    for (int e = 0; e < 4; ++e) {
+      const float v = *reinterpret_cast<const float*>(stage_a + offset(c + 4 * (e / 2), row + 8 * (e % 2)));
+      f[e] = to_tf32(__float_as_uint(v));
+    }
   }
 };
 
@@ -583,8 +586,8 @@ struct WgmmaTileConfig {
   }
 };
 
-// kNchwSource: A gathered from a float32 NCHW source (TcNchwLoader); kTmaA: A by im2col tensor
-// copies (TcIm2colLoader); neither: A gathered from NHWC (TcLoader).
+// kNchwSource: A from a float32 NCHW source (TcNchwLoader), to the MMAs from registers; kTmaA: A
+// by im2col tensor copies (TcIm2colLoader); neither: A gathered from NHWC (TcLoader).
 template <typename T, typename Cfg, bool kNchwSource = false, bool kTmaA = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_kernel(const __grid_constant__ TcConvArgs<T> a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -595,7 +598,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   const TcBlock blk(blockIdx.x, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
   using Loader = std::conditional_t<
       kTmaA, TcIm2colLoader<T>,
-      std::conditional_t<kNchwSource, TcNchwLoader<Cfg::kBM, Cfg::kBN, Cfg::kThreads>,
+      std::conditional_t<kNchwSource, TcNchwLoader<Cfg::kBM, Cfg::kThreads>,
                          TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads>>>;
   Loader loader(a, blk);
   const TcWtBulkLoader<T, Cfg::kBN> wt(a, blk);
@@ -618,7 +621,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
         loader.fetch(a, first + local, stage_a(s), &b_landed[s]);
       }
     } else {
-      loader.fetch_a(first + local, stage_a(s), swizzled);
+      if constexpr (kNchwSource)
+        loader.fetch_a(first + local, stage_a(s));
+      else
+        loader.fetch_a(first + local, stage_a(s), swizzled);
       if (threadIdx.x == 0) wt.fetch(cv, first + local, stage_b(s), &b_landed[s]);
     }
   };
@@ -636,6 +642,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   // kStages - 2 chunks load ahead of the MMAs, and one chunk's MMAs stay in flight while the next
   // chunk is waited for and its successor's loads are issued: the stage refilled at chunk c held
   // chunk c - 2, whose MMAs every warpgroup has waited for before the barrier.
+  // kNchwSource: A goes to the MMAs from registers, one fragment set per k-step (a_frag[ks]), each
+  // k-step its own commit group; the wait before a k-step's fragments are reloaded leaves the three
+  // later groups in flight, so that the set it overwrites (the previous chunk's at that k-step) is
+  // no longer read, and by the barrier of chunk c every group of chunk c - 2 has completed.
+  uint32_t a_frag[kNchwSource ? 4 : 1][kM][4];
 #pragma unroll
   for (int s = 0; s < Cfg::kStages - 2; ++s) {
     if (s < count) fetch(s, s);
@@ -644,7 +655,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   for (int i = 0; i < count; ++i) {
     cp_async_wait<Cfg::kStages - 3>();
     // TF32: the source is float32 (Wt was rounded when re-laid; a copied A source when copied).
-    if constexpr (std::is_same_v<T, float> && !kTmaA) loader.round_to_tf32(stage_a(i % Cfg::kStages), swizzled);
+    if constexpr (std::is_same_v<T, float> && !kTmaA && !kNchwSource)
+      loader.round_to_tf32(stage_a(i % Cfg::kStages), swizzled);
     fence_proxy_async_shared();
     __syncthreads();
     const int next = i + Cfg::kStages - 2;
@@ -652,16 +664,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
     cp_async_commit();
     const int s = i % Cfg::kStages;
     mbarrier_wait(&b_landed[s], (i / Cfg::kStages) & 1);
-    const unsigned sa = smem_address(stage_a(s) + group * kM * 64 * 128), sb = smem_address(stage_b(s));
-    wgmma_fence();
+    const unsigned sb = smem_address(stage_b(s));
+    if constexpr (kNchwSource) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
+      for (int ks = 0; ks < 4; ++ks) {
+        wgmma_wait<3>();
 #pragma unroll
-      for (int r = 0; r < kM; ++r)
-        Wgmma<T, Cfg::kBN>::run(acc[r], wgmma_descriptor(sa + r * 64 * 128 + ks * 32), wgmma_descriptor(sb + ks * 32),
-                                1);
-    wgmma_commit();
-    wgmma_wait<1>();
+        for (int r = 0; r < kM; ++r) loader.fragment(stage_a(s), tile_row(r, 0), ks, a_frag[ks][r]);
+        wgmma_fence();
+#pragma unroll
+        for (int r = 0; r < kM; ++r) WgmmaRegA<float, Cfg::kBN>::run(acc[r], a_frag[ks][r], wgmma_descriptor(sb + ks * 32), 1);
+        wgmma_commit();
+      }
+    } else {
+      const unsigned sa = smem_address(stage_a(s) + group * kM * 64 * 128);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+        for (int r = 0; r < kM; ++r)
+          Wgmma<T, Cfg::kBN>::run(acc[r], wgmma_descriptor(sa + r * 64 * 128 + ks * 32),
+                                  wgmma_descriptor(sb + ks * 32), 1);
+      wgmma_commit();
+      wgmma_wait<1>();
+    }
   }
   wgmma_wait<0>();
   cp_async_wait<0>();
