@@ -278,6 +278,19 @@ def hopper():
     return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 
+def tf32_pays(shape, channels_last=False):
+    """With TF32 allowed, an NCHW float32 layer runs on tensor cores only where it has more than 7
+    multiply-adds per byte of input and output: with fewer it is memory-bound on CUDA cores already
+    (the FP32 ridge is about 10.8), so it runs in IEEE FP32, whatever the batch size. Channels_last
+    calls run TF32 (the CUDA-core kernels would need NCHW copies)."""
+    if channels_last:
+        return True
+    n, c, k, h, w, r, s, stride, padding, dilation, groups = shape
+    (sh, sw), (ph, pw), (dh, dw) = (v if isinstance(v, tuple) else (v, v) for v in (stride, padding, dilation))
+    ho, wo = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1, (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
+    return n * ho * wo * k * (c // groups) * r * s > 7 * 4 * (n * c * h * w + n * k * ho * wo)
+
+
 # The wgmma config rule at its edges (Hopper), as (shape, forward config per precision):
 # - grids too small for the GPU even with small tiles, long reductions: the reduction splits across
 #   blocks of large (medium) tiles, FP32 sums added in a fixed order. Two filter tiles, the second
@@ -397,13 +410,16 @@ def test_tf32_forward_and_grad_input(device, shape, layout):
     torch.backends.cudnn.allow_tf32 = True
     y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
     assert y.is_contiguous(memory_format=torch.channels_last if layout == "nhwc" else torch.contiguous_format)
-    if groups == 1 or (c // groups) % 4 == 0:
+    pays = tf32_pays(shape, channels_last=layout == "nhwc")
+    if pays and (groups == 1 or (c // groups) % 4 == 0):
         assert re.match(r"forward:(tc|wgmma)-", forward_plan)
         assert not hopper() or forward_plan.startswith("forward:wgmma-")
     else:
         assert not TENSOR_CORE_PLAN.search(forward_plan)
-    if (k // groups) % 4 == 0:
+    if pays and (k // groups) % 4 == 0:
         assert re.search(r"grad_input:(tc|wgmma)-", backward_plan)
+    elif not pays:
+        assert not TENSOR_CORE_PLAN.search(backward_plan)
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
@@ -414,13 +430,48 @@ def test_tf32_follows_pytorchs_switch(device, shape, channels_last):
     ref = F.conv2d(x.double(), w.double(), b.double(), **kw)
     torch.backends.cudnn.allow_tf32 = True
     y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
-    assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
-    cudnn_err = rel_err(F.conv2d(x, w, b, **kw), ref)
-    assert rel_err(y, ref) <= allowed_error(cudnn_err, torch.float32)
+    if tf32_pays(shape, channels_last):
+        assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
+        cudnn_err = rel_err(F.conv2d(x, w, b, **kw), ref)
+        assert rel_err(y, ref) <= allowed_error(cudnn_err, torch.float32)
+    else:  # memory-bound on CUDA cores: IEEE FP32 although TF32 is allowed
+        assert not TENSOR_CORE_PLAN.search(torchconv.last_choice())
+        assert rel_err(y, ref) <= 1e-5
     torch.backends.cudnn.allow_tf32 = False
     y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     assert not TENSOR_CORE_PLAN.search(torchconv.last_choice())
     assert rel_err(y, ref) <= 1e-5
+
+
+# NCHW float32 layers on either side of the TF32 bound (7 multiply-adds per byte of input and
+# output): a strided 1x1 layer of 64 channels (5.3) and an RGB stem (6.2) stay in IEEE FP32 with TF32
+# allowed, at batch 1 and 4; 1x1 layers of 64 -> 64 (8.0) and 64 -> 72 channels (8.5), and a 7x7
+# RGB stem (24.3), run TF32. In channels_last all of them run TF32.
+TF32_BOUND_CASES = [
+    ((4, 64, 128, 14, 14, 1, 1, 2, 0, 1, 1), False),
+    ((1, 64, 128, 14, 14, 1, 1, 2, 0, 1, 1), False),
+    ((4, 3, 32, 20, 18, 3, 3, 1, 1, 1, 1), False),
+    ((4, 64, 64, 12, 10, 1, 1, 1, 0, 1, 1), True),
+    ((1, 64, 72, 12, 10, 1, 1, 1, 0, 1, 1), True),
+    ((4, 3, 32, 20, 18, 7, 7, 2, 3, 1, 1), True),
+]
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("case", TF32_BOUND_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_tf32_runs_only_where_it_pays(device, case, channels_last):
+    shape, tensor_cores = case
+    assert tf32_pays(shape) == tensor_cores
+    tensor_cores = tensor_cores or channels_last
+    torch.backends.cudnn.allow_tf32 = True
+    x, w, b, kw = make_case(shape, device, torch.float32, channels_last)
+    y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+    assert bool(TENSOR_CORE_PLAN.search(forward_plan)) == tensor_cores
+    assert bool(re.search(r"grad_input:(tc|wgmma)-", backward_plan)) == tensor_cores
+    if not tensor_cores:
+        ref = F.conv2d(x.double(), w.double(), b.double(), **kw)
+        assert rel_err(y, ref) <= 1e-5
 
 
 @pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
@@ -540,20 +591,19 @@ def test_nchw_source_gives_the_channels_last_bits(device, shape, precision):
     check_gemm_forward_and_grad_input(x, w, b, kw)
 
 
-# 1x1 layers whose NCHW float32 sources the TF32 wgmma kernel reads as they are: whole planes in
-# 16-byte words (planes of 120, 60 and 20 pixels; tiles across images; a partial chunk of 40
-# channels; groups of 32; 12 channels packed into one chunk; 520 channels over 17 chunks and 136
-# filters), and element by element (a 49-pixel plane, stride 2, padding, a 5 x 7 plane with groups).
+# 1x1 layers whose NCHW float32 sources the TF32 wgmma kernel reads as they are (all above the TF32
+# bound, in both passes): whole planes in 16-byte words (planes of 120 and 20 pixels, tiles across
+# images; a partial chunk of 40 channels; groups of 72; 520 channels over 17 chunks), and element by
+# element (a 49-pixel plane, stride 2, padding, a 5 x 7 plane with groups of 72).
 NCHW_PLANE_SHAPES = [
-    (2, 64, 48, 12, 10, 1, 1, 1, 0, 1, 1),
-    (3, 40, 24, 10, 6, 1, 1, 1, 0, 1, 1),
-    (2, 64, 64, 8, 8, 1, 1, 1, 0, 1, 2),
-    (1, 12, 20, 6, 10, 1, 1, 1, 0, 1, 1),
+    (2, 64, 72, 12, 10, 1, 1, 1, 0, 1, 1),
+    (3, 40, 136, 10, 6, 1, 1, 1, 0, 1, 1),
+    (2, 144, 144, 8, 8, 1, 1, 1, 0, 1, 2),
     (4, 520, 136, 5, 4, 1, 1, 1, 0, 1, 1),
-    (3, 40, 24, 7, 7, 1, 1, 1, 0, 1, 1),
-    (2, 72, 36, 9, 11, 1, 1, 2, 0, 1, 1),
-    (2, 64, 32, 8, 9, 1, 1, 1, 1, 1, 1),
-    (2, 96, 48, 5, 7, 1, 1, 1, 0, 1, 3),
+    (3, 72, 136, 7, 7, 1, 1, 1, 0, 1, 1),
+    (2, 72, 256, 9, 11, 1, 1, 2, 0, 1, 1),
+    (2, 72, 136, 8, 9, 1, 1, 1, 1, 1, 1),
+    (2, 216, 216, 5, 7, 1, 1, 1, 0, 1, 3),
 ]
 
 

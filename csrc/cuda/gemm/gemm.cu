@@ -391,7 +391,8 @@ at::Tensor conv2d_gemm_cuda(const at::Tensor& input, const at::Tensor& weight, c
     const ConvShape p = check_conv2d_forward("conv2d_gemm", input, weight, bias, stride, padding, dilation, groups);
     const c10::cuda::CUDAGuard guard(input.device());
     check_can_implement("conv2d_gemm", kGemm, make_problem(p, input));
-    if (tc_unsupported_reason(p, input.scalar_type(), false).empty())
+    const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
+    if (tc_unsupported_reason(p, input.scalar_type(), false, channels_last).empty())
       return tc_conv2d_forward(p, input, weight, bias);
   }
   return forward_in_fp32(kGemmOp, &conv2d_gemm_fp_cuda, input, weight, bias, stride, padding, dilation, groups);
@@ -410,7 +411,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
   check_can_implement("conv2d_gemm_backward", kGemm, make_problem(p, input));
   // Each gradient on tensor cores where its kernel takes the shape; the rest (and grad_bias) on the
   // CUDA-core kernels in float32.
-  const bool tc_input = output_mask[0] && tc_unsupported_reason(p, dtype, true).empty();
+  const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
+  const bool tc_input = output_mask[0] && tc_unsupported_reason(p, dtype, true, channels_last).empty();
   const bool tc_weight = output_mask[1] && tc_weight_grad_unsupported_reason(p, dtype).empty();
   int64_t workspace = 0;
   at::Tensor gx, gw;

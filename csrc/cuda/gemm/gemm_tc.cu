@@ -591,7 +591,28 @@ at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_outp
   return gw;
 }
 
-std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input) {
+// TF32 runs only where it can shorten the layer. An NCHW layer of at most kTf32MaxMacsPerByte
+// multiply-adds per byte of its input and output (each moved once) is memory-bound even on CUDA
+// cores: the FP32 ridge of an H100 is about 10.8 (32 T FFMA/s over ~3 TB/s), and the bound leaves a
+// third of it for FP32 kernels that run below the FFMA peak. Tensor cores would not make such a layer
+// faster, and IEEE FP32 keeps float32's error; cuDNN, allowed TF32, runs FP32 algorithms on such
+// layers too (a strided 1x1 layer of 64 channels, an RGB stem on large planes). Channels_last calls
+// keep TF32: the CUDA-core kernels read NCHW, and the copies there would cost more than the layer.
+// The weight's bytes are left out so that a layer's precision does not depend on the batch size.
+// Forward and grad_input do the same multiply-adds over the same bytes.
+constexpr double kTf32MaxMacsPerByte = 7.0;
+
+bool tf32_pays(const ConvShape& p, bool channels_last) {
+  if (channels_last) return true;
+  const double macs = p.flops() / 2;
+  const double bytes = 4.0 * (double(p.N) * p.C * p.H * p.W + double(p.N) * p.K * p.Ho * p.Wo);
+  return macs > kTf32MaxMacsPerByte * bytes;
+}
+
+std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input, bool channels_last) {
+  if (dtype == at::kFloat && !tf32_pays(p, channels_last))
+    return "with TF32 allowed, an NCHW float32 layer of at most " + std::to_string(int(kTf32MaxMacsPerByte)) +
+           " multiply-adds per byte moved is memory-bound on CUDA cores already: it runs in IEEE FP32";
   const int vec = vector_elems(dtype);
   const int64_t reduced = grad_input ? p.filters_per_group() : p.channels_per_group();
   if (!grad_input && p.groups == 1) return "";  // ungrouped: channels padded to a word

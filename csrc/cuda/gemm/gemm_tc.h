@@ -29,9 +29,11 @@ int forced_tc_config();
 // cuDNN TF32 switch is on.
 bool uses_tensor_cores(at::ScalarType dtype);
 
-// "" when the tensor-core kernels can run the forward (or the grad_input) of `p` in `dtype`, else
-// why not; the GEMM then computes the call on its CUDA-core kernels in float32.
-std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input);
+// "" when the tensor-core kernels run the forward (or the grad_input) of `p` in `dtype`, else why
+// not -- a shape they cannot take, or an NCHW float32 layer that TF32 would not make faster
+// (memory-bound on CUDA cores already: see tf32_pays in gemm_tc.cu); the GEMM then computes the call
+// on its CUDA-core kernels in float32. `channels_last`: the call's memory format (conv_memory_format).
+std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input, bool channels_last);
 
 // "" when the tensor-core grad_weight kernel (float16 / bfloat16) can run `p`, else why not.
 std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype);
