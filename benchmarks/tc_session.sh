@@ -3,9 +3,10 @@
 # precision and layout in the same process), then examples/resnet50.py per precision. The committed
 # result files are copied to $OUT and the runs merge into them in place (merge_results.py): copy
 # resnet-yolo-h100.* and models-h100.* back from $OUT to benchmarks/results/.
-# TC_RUNS picks the runs (default: all of them): half-n32 half-n1 half-nchw tf32-nchw tf32-nhwc resnet50.
+# TC_RUNS picks the runs (default: all of them): half-n32 half-n1 half-nchw tf32-nchw tf32-nhwc tf32-fwdbwd
+# resnet50 (tf32-fwdbwd: forward + both gradients in TF32, NCHW, for the gradients' error rows).
 set -uo pipefail
-RUNS=" ${TC_RUNS:-half-n32 half-n1 half-nchw tf32-nchw tf32-nhwc resnet50} "
+RUNS=" ${TC_RUNS:-half-n32 half-n1 half-nchw tf32-nchw tf32-nhwc tf32-fwdbwd resnet50} "
 run() { [[ "$RUNS" == *" $1 "* ]]; }
 OUT="${OUT:-$PWD/gpu_out}"
 mkdir -p "$OUT"
@@ -16,6 +17,7 @@ run half-n1 && $B --batch 1 --mode fwd --weights frozen --precision fp16 --layou
 run half-nchw && $B --batch 32 --mode fwd --weights frozen --precision fp16 --layout nchw >> "$OUT/bench.log" 2>&1
 run tf32-nchw && $B --batch 32 --mode fwd --weights frozen --precision tf32 --layout nchw >> "$OUT/bench.log" 2>&1
 run tf32-nhwc && $B --batch 32 --mode fwd --weights frozen --precision tf32 --layout nhwc >> "$OUT/bench.log" 2>&1
+run tf32-fwdbwd && $B --batch 32 --mode fwdbwd --weights frozen --precision tf32 --layout nchw >> "$OUT/bench.log" 2>&1
 if run resnet50; then
   timeout "${RESNET_TIMEOUT:-230}" python examples/resnet50.py --precision "${RESNET_PRECISIONS:-tf32,amp-bf16}" --explain-batch 0 \
     --out-dir "$OUT" --tag resnet50-precision > "$OUT/resnet50.log" 2>&1; echo "resnet50 rc=$?"
