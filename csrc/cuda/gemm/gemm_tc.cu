@@ -305,16 +305,15 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     default: break;  // the rule
   }
   const bool wide = cv.outputs > 64;
-  if constexpr (kNchwSource) {
-    // A from registers (1x1 NCHW TF32): with more than 128 destination channels and a reduction of
-    // at least 8 chunks the wide tile wins from one full wave on (half the B bytes per MMA); with
-    // shorter reductions the store of the output tile is a large part of a block's time, and large
-    // tiles, two blocks per SM, overlap one block's stores with the other's loads.
-    if (cv.outputs > 128 && reduction_chunks(cv, sizeof(T), WgmmaWide::kBKBytes) >= 8 && blocks(128, 256) >= sms)
-      return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
-    if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass);
-  }
-  if (cv.outputs > 128 && blocks(128, 256) >= 2 * sms) return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
+  // The wide tile: more than 128 destination channels and at least two waves of its tiles. With A
+  // from registers (1x1 NCHW TF32) it wins from one full wave on where the reduction has at least 8
+  // chunks (half the B bytes per MMA); with shorter reductions the store of the output tile is a
+  // large part of a block's time, and large tiles, two blocks per SM, overlap one block's stores with
+  // the other's loads.
+  const bool long_reduction = reduction_chunks(cv, sizeof(T), WgmmaWide::kBKBytes) >= 8;
+  const bool wide_tile =
+      cv.outputs > 128 && (kNchwSource ? long_reduction && blocks(128, 256) >= sms : blocks(128, 256) >= 2 * sms);
+  if (wide_tile) return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
   if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass);
   if (!wide && blocks(128, 64) >= sms) return launch_wgmma<T, WgmmaMedium, kNchwSource, kTmaA>(args, pass);
   if (wide && blocks(64, 128) >= sms) return launch_wgmma<T, WgmmaSmall, kNchwSource, kTmaA>(args, pass);
