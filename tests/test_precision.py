@@ -291,6 +291,13 @@ def tf32_pays(shape, channels_last=False):
     return n * ho * wo * k * (c // groups) * r * s > 7 * 4 * (n * c * h * w + n * k * ho * wo)
 
 
+def tf32_grad_input(shape, channels_last=False):
+    """grad_input's TF32 follows tf32_pays, except that an NCHW layer of fewer than 4 channels per
+    group (an RGB stem) computes it in IEEE FP32, as cuDNN does with TF32 allowed."""
+    n, c, k, h, w, r, s, stride, padding, dilation, groups = shape
+    return tf32_pays(shape, channels_last) and (channels_last or c // groups >= 4)
+
+
 # The wgmma config rule at its edges (Hopper), as (shape, forward config per precision):
 # - grids too small for the GPU even with small tiles, long reductions: the reduction splits across
 #   blocks of large (medium) tiles, FP32 sums added in a fixed order. Two filter tiles, the second
@@ -416,10 +423,10 @@ def test_tf32_forward_and_grad_input(device, shape, layout):
         assert not hopper() or forward_plan.startswith("forward:wgmma-")
     else:
         assert not TENSOR_CORE_PLAN.search(forward_plan)
-    if pays and (k // groups) % 4 == 0:
+    if tf32_grad_input(shape, channels_last=layout == "nhwc") and (k // groups) % 4 == 0:
         assert re.search(r"grad_input:(tc|wgmma)-", backward_plan)
-    elif not pays:
-        assert not TENSOR_CORE_PLAN.search(backward_plan)
+    elif not tf32_grad_input(shape, channels_last=layout == "nhwc"):
+        assert not re.search(r"grad_input:(tc|wgmma)-", backward_plan)
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
@@ -468,10 +475,30 @@ def test_tf32_runs_only_where_it_pays(device, case, channels_last):
     x, w, b, kw = make_case(shape, device, torch.float32, channels_last)
     y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
     assert bool(TENSOR_CORE_PLAN.search(forward_plan)) == tensor_cores
-    assert bool(re.search(r"grad_input:(tc|wgmma)-", backward_plan)) == tensor_cores
+    assert bool(re.search(r"grad_input:(tc|wgmma)-", backward_plan)) == tf32_grad_input(shape, channels_last)
     if not tensor_cores:
         ref = F.conv2d(x.double(), w.double(), b.double(), **kw)
         assert rel_err(y, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("device", [CUDA])
+def test_tf32_grad_input_of_an_nchw_rgb_stem_is_ieee(device, channels_last):
+    """With TF32 allowed, an NCHW RGB stem's forward runs TF32 and its grad_input IEEE FP32 (float32's
+    error, as cuDNN's); in channels_last both run TF32."""
+    shape = (2, 3, 64, 40, 38, 7, 7, 2, 3, 1, 1)
+    assert tf32_pays(shape) and not tf32_grad_input(shape) and tf32_grad_input(shape, channels_last=True)
+    torch.backends.cudnn.allow_tf32 = True
+    x, w, b, kw = make_case(shape, device, torch.float32, channels_last)
+    x = x.detach().requires_grad_(True)
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
+    gy = torch.randn_like(y)
+    (gx,) = torch.autograd.grad(y, (x,), gy)
+    assert bool(re.search(r"grad_input:(tc|wgmma)-", torchconv.last_choice())) == channels_last
+    x64 = x.detach().double().requires_grad_(True)
+    (gx64,) = torch.autograd.grad(F.conv2d(x64, w.double(), b.double(), **kw), (x64,), gy.double())
+    assert rel_err(gx, gx64) <= (2 ** -9 if channels_last else 1e-5)
 
 
 @pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
@@ -637,7 +664,7 @@ def test_rgb_stem_pads_any_input_layout(device, precision, layout):
     """An ungrouped layer whose channels are not whole 16-byte words (an RGB stem) runs on a copy
     with its channels zero-padded to a word: from NCHW, from channels_last and from a strided view
     the same bits as from a contiguous input, forward and both gradients, within 2x of PyTorch's
-    error."""
+    error. With TF32 an NCHW input's grad_input is IEEE FP32 instead (tf32_grad_input)."""
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
     x, w, b, kw = make_case((2, 3, 16, 17, 13, 7, 7, 2, 3, 1, 1), device, dtype, channels_last=True)
@@ -652,8 +679,14 @@ def test_rgb_stem_pads_any_input_layout(device, precision, layout):
         y = torchconv.conv2d(xi, wi, b, algorithm="gemm", **kw)
         assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
         results.append((y,) + torch.autograd.grad(y, (xi, wi), gy))
-    for ours, reference in zip(results[1], results[0]):
-        assert torch.equal(ours.contiguous(), reference.contiguous())
+    ieee_grad_input = precision == "tf32" and layout != "nhwc"
+    for name, ours, reference in zip(("output", "grad_input", "grad_weight"), results[1], results[0]):
+        if name == "grad_input" and ieee_grad_input:
+            x64 = x.detach().double().requires_grad_(True)
+            (gx64,) = torch.autograd.grad(F.conv2d(x64, w.double(), b.double(), **kw), (x64,), gy.double())
+            assert rel_err(ours, gx64) <= 1e-5
+        else:
+            assert torch.equal(ours.contiguous(), reference.contiguous()), name
     y64 = F.conv2d(x.double(), w.double(), b.double(), **kw)
     err, their_err = rel_err(results[1][0], y64), rel_err(F.conv2d(x, w, b, **kw), y64)
     assert err <= allowed_error(their_err, dtype), f"error {err:.2e}, PyTorch's {their_err:.2e}"

@@ -21,11 +21,17 @@
 namespace torchconv {
 namespace cuda {
 
-template <int kBatch_, int kM_, int kN_, int kK_, int kThreadM_, int kThreadN_, int kMinBlocks_>
+// kChunkSums: each reduction chunk is summed into fresh registers and then added to the accumulators
+// (two-level summation), so an output's rounding error grows with about the square root of the chunk
+// count plus the chunk length instead of the reduction length. It costs a second register tile and
+// one add per output per chunk: configs with small thread tiles take it.
+template <int kBatch_, int kM_, int kN_, int kK_, int kThreadM_, int kThreadN_, int kMinBlocks_,
+          bool kChunkSums_ = false>
 struct GemmTileConfig {
   static constexpr int kBatch = kBatch_, kM = kM_, kN = kN_, kK = kK_;
   static constexpr int kThreadM = kThreadM_, kThreadN = kThreadN_;
   static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr bool kChunkSums = kChunkSums_;
   static constexpr int kThreadsM = kM / kThreadM, kThreadsN = kN / kThreadN;
   static constexpr int kThreadsPerBatch = kThreadsM * kThreadsN;
   static constexpr int kThreads = kBatch * kThreadsPerBatch;
@@ -152,7 +158,20 @@ __device__ __forceinline__ void block_gemm(T* smem, LoaderA& la, LoaderB& lb, in
       lb.fetch(c + 1, b_next);
       cp_async_commit();
     }
-    gemm_chunk<T, Cfg>(a_cur, b_cur, tt, acc);
+    if constexpr (Cfg::kChunkSums) {
+      T part[Cfg::kThreadM][Cfg::kThreadN];
+#pragma unroll
+      for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+        for (int j = 0; j < Cfg::kThreadN; ++j) part[i][j] = T(0);
+      gemm_chunk<T, Cfg>(a_cur, b_cur, tt, part);
+#pragma unroll
+      for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+        for (int j = 0; j < Cfg::kThreadN; ++j) acc[i][j] += part[i][j];
+    } else {
+      gemm_chunk<T, Cfg>(a_cur, b_cur, tt, acc);
+    }
     if (has_next) {
       la.store(a_next);
       lb.store(b_next);

@@ -31,11 +31,13 @@ namespace {
 //   medium 64 x 128, 128 threads: groups with <= 64 filters, or too few large blocks to fill the GPU;
 //   small  64 x 64, 64 threads: small grids (late layers, batch 1);
 //   narrow 16 x 128, 4 x 4 per thread, 128 threads: <= 16 rows per group (grad_input of an RGB stem
-//          has 3), where a 64-row tile would be 95% padding.
+//          has 3), where a 64-row tile would be 95% padding. Chunk sums (two-level summation):
+//          such launches have long reductions onto few outputs (an RGB stem's grad_input sums
+//          filters x taps per pixel), and the 16 extra registers are cheap at this thread tile.
 using GemmLargeF32 = GemmTileConfig<1, 128, 128, 16, 8, 8, 2>;
 using GemmMediumF32 = GemmTileConfig<1, 64, 128, 16, 8, 8, 4>;
 using GemmSmallF32 = GemmTileConfig<1, 64, 64, 16, 8, 8, 6>;
-using GemmNarrowF32 = GemmTileConfig<1, 16, 128, 16, 4, 4, 4>;
+using GemmNarrowF32 = GemmTileConfig<1, 16, 128, 16, 4, 4, 4, true>;
 // grad_weight (rows = filters, columns = C/groups x R x S, reduction over N x Ho x Wo): 128 x 128
 // with 16 steps per chunk (each thread: 2 column cursors x 4 packed taps); 64 x 128 for layers with
 // <= 64 filters (a 128-row block would be half padding); 64 x 64 with 8

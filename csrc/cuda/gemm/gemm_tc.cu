@@ -608,10 +608,20 @@ bool tf32_pays(const ConvShape& p, bool channels_last) {
   return macs > kTf32MaxMacsPerByte * bytes;
 }
 
+// With TF32 allowed, cuDNN computes the grad_input of an NCHW RGB stem in IEEE FP32 (its error is
+// float32's, three orders below TF32's), so ours does too: an NCHW float32 layer with fewer channels
+// per group than a float vector. Such a gradient reaches the images, which a model rarely asks for.
+bool tf32_grad_input_keeps_ieee(const ConvShape& p, bool channels_last) {
+  return !channels_last && p.channels_per_group() < vector_elems(at::kFloat);
+}
+
 std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input, bool channels_last) {
   if (dtype == at::kFloat && !tf32_pays(p, channels_last))
     return "with TF32 allowed, an NCHW float32 layer of at most " + std::to_string(int(kTf32MaxMacsPerByte)) +
            " multiply-adds per byte moved is memory-bound on CUDA cores already: it runs in IEEE FP32";
+  if (dtype == at::kFloat && grad_input && tf32_grad_input_keeps_ieee(p, channels_last))
+    return "with TF32 allowed, the grad_input of an NCHW float32 layer of fewer than " +
+           std::to_string(vector_elems(at::kFloat)) + " channels per group (an RGB stem) runs in IEEE FP32, as cuDNN's";
   const int vec = vector_elems(dtype);
   const int64_t reduced = grad_input ? p.filters_per_group() : p.channels_per_group();
   if (!grad_input && p.groups == 1) return "";  // ungrouped: channels padded to a word

@@ -31,7 +31,8 @@ bool uses_tensor_cores(at::ScalarType dtype);
 
 // "" when the tensor-core kernels run the forward (or the grad_input) of `p` in `dtype`, else why
 // not -- a shape they cannot take, or an NCHW float32 layer that TF32 would not make faster
-// (memory-bound on CUDA cores already: see tf32_pays in gemm_tc.cu); the GEMM then computes the call
+// (memory-bound on CUDA cores already: see tf32_pays in gemm_tc.cu) or the grad_input of an NCHW RGB
+// stem (tf32_grad_input_keeps_ieee); the GEMM then computes the call
 // on its CUDA-core kernels in float32. `channels_last`: the call's memory format (conv_memory_format).
 std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input, bool channels_last);
 
