@@ -13,6 +13,8 @@ specialist (depthwise_nhwc_kernels.cuh) in its own dtype, forward and grad_input
 channels_last; so does grad_weight where a filter row's sums fit a thread (rows of at most 12 taps
 depthwise, 6 in groups of 2, 3 in groups of 4), summed over slices in a fixed order. Other
 grad_weights go through the NCHW specialist in float32."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -61,6 +63,30 @@ def specialist_takes(shape):
     return cg <= 16 and kg <= 16 and cg * kg <= 64
 
 
+def unstaged_takes(shape, dtype):
+    """The unstaged forward (no shared memory) runs float32 small-group launches with a 3x3, 5x5 or
+    7x7 filter, equal strides of 1 or 2 and no dilation."""
+    n, c, k, h, w, r, s, stride, pad, dil, groups, bias = shape
+    return (dtype == torch.float32 and specialist_takes(shape) and r == s and r in (3, 5, 7) and stride in (1, 2)
+            and dil == 1)
+
+
+def unstaged_grad_input(shape, dtype):
+    """Its grad_input: the same launch on grad_output where the layer has stride 1 (a strided layer's
+    grad_input phases have smaller filters: the staged specialist or the per-pixel gather runs them,
+    the unstaged kernel a phase with a square filter of a compiled size)."""
+    return unstaged_takes(shape, dtype) and shape[7] == 1
+
+
+def unstaged_by_rule(shape, dtype, transposed=False):
+    """auto takes the unstaged launch wherever it can with at most 4 reduced channels per group
+    (filters per group for grad_input)."""
+    n, c, k, h, w, r, s, stride, pad, dil, groups, bias = shape
+    if not (unstaged_grad_input(shape, dtype) if transposed else unstaged_takes(shape, dtype)):
+        return False
+    return (k if transposed else c) // groups <= 4
+
+
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
@@ -68,17 +94,80 @@ def test_depthwise_matches_float64(shape, dtype):
     check_forward_backward("direct", shape, "cuda", dtype, f"depthwise {shape_id(shape)}")
     choice = torchconv.last_choice()
     if specialist_takes(shape):
+        forward = "depthwise-unstaged" if unstaged_by_rule(shape, dtype) else "depthwise"
+        assert choice.startswith(f"forward:{forward}/") and "grad_weight:depthwise/" in choice, choice
         # grad_input of a strided layer with few blocks may take the per-pixel gather instead.
-        assert choice.startswith("forward:depthwise/") and "grad_weight:depthwise/" in choice, choice
+        if unstaged_by_rule(shape, dtype, transposed=True):
+            assert "grad_input:depthwise-unstaged/" in choice, choice
     else:
         assert "depthwise/" not in choice.split()[0], choice
+
+
+# Forced onto the unstaged forward: every filter size and stride it compiles, odd planes (H != W,
+# narrower than a warp, fewer rows than a thread's strip), padding from none to wider than the
+# filter's reach, batch 1 and more, channel multipliers (grad_input then reduces over the filters of a
+# group), groups of 4 x 4, 2 x 2 and 16 channels x 4 filters, bias.
+UNSTAGED_SHAPES = [
+    (2, 16, 16, 14, 14, 3, 3, 1, 1, 1, 16, True),
+    (1, 9, 9, 13, 17, 3, 3, 2, 1, 1, 9, False),
+    (3, 8, 8, 11, 10, 5, 5, 2, 2, 1, 8, True),
+    (2, 5, 5, 7, 7, 5, 5, 1, 2, 1, 5, False),
+    (2, 12, 12, 15, 19, 7, 7, 1, 3, 1, 12, True),
+    (1, 6, 6, 17, 16, 7, 7, 2, 3, 1, 6, False),
+    (2, 6, 6, 10, 11, 3, 3, 1, 0, 1, 6, True),
+    (1, 4, 4, 8, 9, 3, 3, 1, 4, 1, 4, False),
+    (2, 3, 3, 3, 2, 3, 3, 1, 1, 1, 3, True),
+    (1, 4, 4, 2, 37, 5, 5, 1, 2, 1, 4, False),
+    (2, 8, 16, 12, 13, 3, 3, 1, 1, 1, 8, True),
+    (1, 4, 12, 11, 12, 5, 5, 2, 2, 1, 4, False),
+    (33, 3, 3, 7, 7, 3, 3, 1, 1, 1, 3, True),
+    (2, 16, 16, 14, 15, 3, 3, 1, 1, 1, 4, True),
+    (1, 12, 12, 9, 10, 5, 5, 2, 2, 1, 6, False),
+    (1, 32, 8, 9, 10, 3, 3, 1, 1, 1, 2, True),
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", UNSTAGED_SHAPES, ids=shape_id)
+def test_unstaged_forward_matches_float64(shape):
+    torchconv.set_config("direct", "depthwise-unstaged")
+    try:
+        check_forward_backward("direct", shape, "cuda", torch.float32, f"unstaged {shape_id(shape)}")
+    finally:
+        torchconv.set_config("direct", "")
+    choice = torchconv.last_choice()
+    assert unstaged_takes(shape, torch.float32)
+    assert choice.startswith("forward:depthwise-unstaged/") and "grad_weight:depthwise/" in choice, choice
+    if unstaged_grad_input(shape, torch.float32):
+        assert "grad_input:depthwise-unstaged/" in choice, choice
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", [
+    ((1, 4, 4, 9, 9, 3, 5, 1, 1, 1, 4), torch.float32),  # not square
+    ((1, 4, 4, 9, 9, 3, 3, 1, 2, 2, 4), torch.float32),  # dilation 2
+    ((1, 4, 4, 9, 9, 3, 3, (1, 2), 1, 1, 4), torch.float32),  # unequal strides
+    ((1, 4, 4, 9, 9, 9, 9, 1, 4, 1, 4), torch.float32),  # 9x9
+    ((1, 64, 64, 9, 9, 3, 3, 1, 1, 1, 2), torch.float32),  # 32 channels per group
+    ((1, 4, 4, 9, 9, 3, 3, 1, 1, 1, 4), torch.float64),
+], ids=["3x5", "dilation2", "strides1x2", "9x9", "groups-of-32", "float64"])
+def test_forced_unstaged_declines_what_it_cannot_run(case):
+    (n, c, k, h, w, r, s, stride, pad, dil, groups), dtype = case
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
+    wt = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype)
+    torchconv.set_config("direct", "depthwise-unstaged")
+    try:
+        with pytest.raises(ValueError, match="forced config 'depthwise-unstaged'"):
+            torchconv.conv2d(x, wt, None, stride, pad, dil, groups, algorithm="direct")
+    finally:
+        torchconv.set_config("direct", "")
 
 
 @needs_cuda
 def test_grad_input_runs_on_the_specialist():
     shape = (4, 32, 32, 28, 28, 7, 7, 1, 3, 1, 32, False)
     check_forward_backward("direct", shape, "cuda", torch.float32, "grad_input")
-    assert "grad_input:depthwise/" in torchconv.last_choice()
+    assert re.search(r"grad_input:depthwise(-unstaged)?/", torchconv.last_choice())
 
 
 @needs_cuda

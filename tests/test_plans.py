@@ -21,7 +21,7 @@ has_cuda_kernels = bool(torchconv.available_algorithms("cuda"))
 MMA_SYNC_CONFIGS = ("tc-large", "tc-medium", "tc-small")
 WGMMA_CONFIGS = ("wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide", "wgmma-tall")
 CONFIGS = {
-    "direct": ("wide", "small", "depthwise"),
+    "direct": ("wide", "small", "depthwise", "depthwise-unstaged"),
     "csg": ("wide", "medium", "thin"),
     "gemm": ("large", "medium", "small", "narrow") + MMA_SYNC_CONFIGS + WGMMA_CONFIGS,
     "winograd": ("default", "thin", "tall"),
@@ -43,8 +43,8 @@ def test_each_config_is_forced_through_one_api(algorithm, config):
     if config in WGMMA_CONFIGS and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma configs run on sm_90a")
     dtype = torch.float16 if tensor_cores else torch.float32
-    # direct's depthwise specialist takes small groups only: a depthwise layer with multiplier 2.
-    groups = 32 if config == "depthwise" else 1
+    # direct's depthwise configs take small groups only: a depthwise layer with multiplier 2.
+    groups = 32 if config.startswith("depthwise") else 1
     x = torch.randn(2, 32, 20, 18, dtype=torch.float64)
     w = torch.randn(64 if groups > 1 else 48, 32 // groups, 3, 3, dtype=torch.float64) / 17
     ref = F.conv2d(x.requires_grad_(), w.requires_grad_(), None, 1, 1, 1, groups)

@@ -3,6 +3,9 @@
 // small_groups -- depthwise with any channel multiplier, grouped convolutions with few channels per
 // group). Included by direct.cu, which picks it (docs/depthwise.md gives the bounds and the design).
 //
+// Unstaged forward: for small square filters on memory-bound layers, threads read the input through L1
+// with no shared memory and no barrier (depthwise_unstaged_forward_kernel, below the staged kernel).
+//
 // Forward: a block owns one output channel, a band of output rows and a few images; it stages each
 // reduced channel's zero-padded input patch and filter in shared memory, and every thread keeps a
 // RY x kDwRX tile of outputs in registers. With unit dilation along W a thread slides a window of
@@ -277,6 +280,102 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_forward_kernel(const Dir
 #pragma unroll
     for (int j = 0; j < kDwRX; ++j)
       if (ox0 + j < a.col_W) orow[(ox0 + j) * a.out_sx] = acc[i][j] + bias;
+  }
+}
+
+// The unstaged forward (also grad_input launches of the same form) for small-group launches of small
+// square filters (kR x kR, kR = 3, 5 or 7) at stride 1 or 2 with unit dilation, in float: memory-bound
+// layers, where the staged kernel's barrier per channel, zero-padded patch and per-element index
+// arithmetic cost more than the reuse they buy. No shared memory: a thread owns kRY output rows of one
+// column of one plane (image, destination channel), and threads are numbered column fastest, so a
+// warp's loads of an input row are consecutive columns (coalesced) and the reuse between neighbouring
+// threads' windows is served by L1 (a group's destination channels are neighbouring planes: their
+// shared inputs come from L2). Per reduced channel, each input row the thread's outputs read is loaded
+// once (kR values) and every output row that reads it takes its products from registers; rows in the
+// padding are skipped, columns in the padding read as zero.
+
+// Division of numerators below 2^31 by a fixed divisor d as a multiply and a shift (round-up method):
+// with s = ceil(log2 d) and m = ceil(2^(31 + s) / d) < 2^32, n / d = (n * m) >> (31 + s) for every such
+// n. The unstaged kernel splits each thread's index with them; the integer divisions they replace
+// would cost more issue slots than a depthwise thread's multiply-adds.
+struct FastDivisor {
+  uint32_t d, m;
+  int shift;
+  __device__ __forceinline__ uint32_t div(uint32_t n) const { return uint32_t((uint64_t(n) * m) >> shift); }
+};
+inline FastDivisor make_fast_divisor(uint32_t d) {
+  int s = 0;
+  while ((uint64_t(1) << s) < d) ++s;
+  return {d, uint32_t(((uint64_t(1) << (31 + s)) + d - 1) / d), 31 + s};
+}
+
+// The unstaged launch's index split: thread t of the launch (below 2^31) is column t mod col_W of
+// strip (t / col_W) mod strips of plane plane0 + t / (col_W * strips); plane = image * out_C + k, and
+// destination channel k belongs to group k / (out_C / groups).
+struct DwUnstagedGrid {
+  FastDivisor cols, strips, channels, group_filters;
+  int reduced;                // channels per group (src_C / groups)
+  int64_t plane0, plane_end;  // this launch's planes
+};
+
+// kGrouped: more than one reduced channel per group (a run-time count); depthwise launches compile the
+// channel loop away.
+template <int kR, int kStride, int kRY, bool kGrouped>
+__global__ void __launch_bounds__(kDwThreads) depthwise_unstaged_forward_kernel(const DirectArgs a,
+                                                                                  const DwUnstagedGrid grid) {
+  constexpr int kInRows = (kRY - 1) * kStride + kR;
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t row_index = grid.cols.div(t), plane_index = grid.strips.div(row_index);
+  const int ox = int(t - row_index * grid.cols.d);
+  const int strip = int(row_index - plane_index * grid.strips.d);
+  const int64_t plane = grid.plane0 + plane_index;
+  if (plane >= grid.plane_end) return;
+  // Planes, and the elements of one plane, number below 2^31 (depthwise_unstaged_takes).
+  const uint32_t n = grid.channels.div(uint32_t(plane));
+  const int k = int(uint32_t(plane) - n * grid.channels.d);
+  const int g = int(grid.group_filters.div(uint32_t(k)));
+  const int Cr = kGrouped ? grid.reduced : 1;
+  const int plane_elems = a.src_H * a.src_W;
+  const float* __restrict__ xg = static_cast<const float*>(a.x) + (int64_t(n) * a.src_C + int64_t(g) * Cr) * plane_elems;
+  const float* __restrict__ wk = static_cast<const float*>(a.w) + int64_t(k) * Cr * kR * kR;
+  const int oy0 = strip * kRY;
+  const int iy0 = oy0 * kStride + a.col_oy, ix0 = ox * kStride + a.col_ox;
+  bool col_in[kR];
+#pragma unroll
+  for (int s = 0; s < kR; ++s) col_in[s] = unsigned(ix0 + s) < unsigned(a.src_W);
+  float acc[kRY];
+#pragma unroll
+  for (int i = 0; i < kRY; ++i) acc[i] = 0.f;
+  for (int c = 0; c < Cr; ++c) {
+    const float* __restrict__ xc = xg + int64_t(c) * plane_elems;
+    float f[kR][kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int s = 0; s < kR; ++s) f[r][s] = __ldg(wk + (c * kR + r) * kR + s);
+#pragma unroll
+    for (int j = 0; j < kInRows; ++j) {
+      const int iy = iy0 + j;
+      if (unsigned(iy) >= unsigned(a.src_H)) continue;  // a padding row, or past the plane
+      const float* row = xc + (iy * a.src_W + ix0);
+      float v[kR];
+#pragma unroll
+      for (int s = 0; s < kR; ++s) v[s] = col_in[s] ? __ldg(row + s) : 0.f;
+#pragma unroll
+      for (int i = 0; i < kRY; ++i) {
+        const int r = j - i * kStride;  // the filter row that output row i applies to input row j
+        if (r >= 0 && r < kR)
+#pragma unroll
+          for (int s = 0; s < kR; ++s) acc[i] = fmaf(f[r][s], v[s], acc[i]);
+      }
+    }
+  }
+  const float bias = a.bias ? static_cast<const float*>(a.bias)[k] : 0.f;
+  float* out = static_cast<float*>(a.y) + plane * a.out_H * int64_t(a.out_W) + (ox * a.out_sx + a.out_ox);
+#pragma unroll
+  for (int i = 0; i < kRY; ++i) {
+    const int oy = oy0 + i;
+    if (oy < a.col_H) out[(oy * a.out_sy + a.out_oy) * a.out_W] = acc[i] + bias;
   }
 }
 

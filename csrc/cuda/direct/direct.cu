@@ -39,7 +39,71 @@ constexpr const char* kForcedSpecialistReason =
     "the forced config 'depthwise' runs only depthwise and small-group launches (at most 16 channels and 16 "
     "filters per group, 64 pairs; plans.h: small_groups) whose plane and filter fit its shared-memory tiles";
 
+constexpr const char* kForcedUnstagedReason =
+    "the forced config 'depthwise-unstaged' runs only float32 small-group launches (plans.h: small_groups) of "
+    "3x3, 5x5 or 7x7 filters at stride 1 or 2 (the same along H and W) with dilation 1";
+
 at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight, int taps);
+
+// Output rows per thread of the unstaged forward: 8 for 5x5 and 7x7 filters at stride 1 (a strip of
+// rows loads rows + R - 1 input rows, so taller strips load fewer per output where R is large), 4
+// otherwise (measured with 2, 4 and 8 over the depthwise suite: docs/depthwise.md).
+constexpr int unstaged_rows(int R, int stride) { return stride == 1 && R >= 5 ? 8 : 4; }
+
+// Whether the unstaged forward (depthwise_unstaged_forward_kernel) can run launch `a`: float, small
+// groups, a square filter of a compiled size, equal strides of 1 or 2, no dilation, and sizes its
+// 32-bit index arithmetic holds.
+bool depthwise_unstaged_takes(const DirectArgs& a, size_t elem) {
+  if (elem != sizeof(float) || a.groups <= 0 || !small_groups(a.src_C / a.groups, a.out_C / a.groups)) return false;
+  if (a.col_H <= 0 || a.col_W <= 0 || a.N <= 0) return false;
+  const int64_t limit = int64_t(1) << 30;
+  const int64_t per_plane = ceil_div(a.col_H, 4) * int64_t(a.col_W);  // at most: 4 or 8 rows per thread
+  if (int64_t(a.N) * a.out_C >= limit || per_plane >= limit || int64_t(a.src_H) * a.src_W >= limit ||
+      int64_t(a.out_H) * a.out_W >= limit)
+    return false;
+  const bool size = a.R == a.S && (a.R == 3 || a.R == 5 || a.R == 7);
+  const bool stride = a.col_sy == a.col_sx && (a.col_sx == 1 || a.col_sx == 2);
+  return size && stride && a.tap_sy == 1 && a.tap_sx == 1;
+}
+
+// Where the rule takes the unstaged forward over the staged specialist: up to 4 reduced channels per
+// group (depthwise, channel multipliers, ResNeXt's groups of 4). It was faster on every such suite
+// layer (docs/depthwise.md), by least on large planes with 7x7 filters, where the staged kernel's
+// register window over a shared patch saves as many loads.
+bool depthwise_unstaged_pays(const DirectArgs& a) { return a.src_C / a.groups <= 4; }
+
+// One launch per run of planes whose threads number below 2^31 (one launch but for huge batches).
+template <int kR, int kStride>
+void launch_depthwise_unstaged_rs(const DirectArgs& a) {
+  constexpr int kRY = unstaged_rows(kR, kStride);
+  const int strips = int(ceil_div(a.col_H, kRY));
+  const int64_t per_plane = int64_t(strips) * a.col_W, planes = int64_t(a.N) * a.out_C;
+  const int64_t planes_per_launch = std::max<int64_t>(1, ((int64_t(1) << 31) - kDwThreads) / per_plane);
+  DwUnstagedGrid grid{make_fast_divisor(uint32_t(a.col_W)), make_fast_divisor(uint32_t(strips)),
+                      make_fast_divisor(uint32_t(a.out_C)), make_fast_divisor(uint32_t(a.out_C / a.groups)),
+                      a.src_C / a.groups, 0, 0};
+  auto kernel = a.src_C / a.groups > 1 ? depthwise_unstaged_forward_kernel<kR, kStride, kRY, true>
+                                       : depthwise_unstaged_forward_kernel<kR, kStride, kRY, false>;
+  for (int64_t p0 = 0; p0 < planes; p0 += planes_per_launch) {
+    grid.plane0 = p0, grid.plane_end = std::min(planes, p0 + planes_per_launch);
+    const int64_t blocks = ceil_div((grid.plane_end - p0) * per_plane, int64_t(kDwThreads));
+    check_grid(blocks, "conv2d_direct");
+    kernel<<<unsigned(blocks), kDwThreads, 0, current_stream()>>>(a, grid);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+template <int kR>
+void launch_depthwise_unstaged_r(const DirectArgs& a) {
+  if (a.col_sx == 1) return launch_depthwise_unstaged_rs<kR, 1>(a);
+  launch_depthwise_unstaged_rs<kR, 2>(a);
+}
+
+void launch_depthwise_unstaged(const DirectArgs& a) {
+  if (a.R == 3) return launch_depthwise_unstaged_r<3>(a);
+  if (a.R == 5) return launch_depthwise_unstaged_r<5>(a);
+  launch_depthwise_unstaged_r<7>(a);
+}
 
 // The window path (register sliding over column phases) needs unit dilation along W and at most
 // kDwMaxPhases phases (stride along W).
@@ -305,7 +369,12 @@ int rule_direct_tile(const DirectArgs& a) {
 template <typename T>
 int direct_config(const DirectArgs& a) {
   const int forced = forced_config(kDirect);
+  const bool unstaged = depthwise_unstaged_takes(a, sizeof(T));
+  // A forced unstaged config runs the launches it takes, the rest (a strided layer's grad_input
+  // phases) on the staged specialist; can_implement declines a forward it cannot take.
+  if (forced == kDepthwiseUnstaged) return unstaged ? forced : kDepthwiseSpecialist;
   if (forced == kDepthwiseSpecialist) return forced;
+  if (forced < 0 && unstaged && depthwise_unstaged_pays(a)) return kDepthwiseUnstaged;
   if (forced < 0 && depthwise_forward_geometry(a, sizeof(T))) return kDepthwiseSpecialist;
   if (a.out_C / a.groups == 1) return -1;
   if constexpr (std::is_same_v<T, double>) {
@@ -324,6 +393,7 @@ template <typename T>
 bool direct_config_fits(const DirectArgs& a) {
   switch (direct_config<T>(a)) {
     case kDepthwiseSpecialist: return depthwise_forward_geometry(a, sizeof(T)).has_value();
+    case kDepthwiseUnstaged: return true;
     case -1: return direct_tiles_fit<T, DirectDepthwise>(a);
     case -2: return direct_tiles_fit<T, DirectWideF64>(a);
     case kSmall: return direct_tiles_fit<T, DirectSmall>(a);
@@ -337,6 +407,10 @@ template <typename T>
 void run_direct(const DirectArgs& a, const char* pass) {
   const bool unit = a.col_sy == 1 && a.col_sx == 1 && a.tap_sy == 1 && a.tap_sx == 1;
   const int config = direct_config<T>(a);
+  if (config == kDepthwiseUnstaged) {
+    record_last_choice(pass, "depthwise-unstaged", 1);
+    return launch_depthwise_unstaged(a);
+  }
   if (config == kDepthwiseSpecialist) {
     const auto geo = depthwise_forward_geometry(a, sizeof(T));
     TORCH_CHECK_VALUE(geo.has_value(), "torchconv.conv2d_direct: ", kForcedSpecialistReason);
@@ -548,8 +622,8 @@ at::Tensor direct_grad_weight_cuda(const ConvShape& p, const at::Tensor& grad_ou
   at::Tensor gw;
   AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_weight_cuda", [&] {
     const int forced = forced_config(kDirect);
-    const auto dw = forced < 0 || forced == kDepthwiseSpecialist ? depthwise_grad_weight_args(p, sizeof(scalar_t))
-                                                                  : std::nullopt;
+    const bool specialist = forced < 0 || forced == kDepthwiseSpecialist || forced == kDepthwiseUnstaged;
+    const auto dw = specialist ? depthwise_grad_weight_args(p, sizeof(scalar_t)) : std::nullopt;
     if (dw && p.N > 0) gw = depthwise_grad_weight<scalar_t>(*dw, gy, x, weight);
     else gw = direct_grad_weight_tiled<scalar_t>(p, gy, x, weight);
   });
@@ -574,6 +648,8 @@ std::string can_implement(const ConvProblem& problem) {
   static_cast<LaunchMap&>(a) = forward_map(p);
   a.groups = std::max(1, a.groups);
   const bool is_double = problem.dtype == at::kDouble;
+  if (forced_config(kDirect) == kDepthwiseUnstaged && !depthwise_unstaged_takes(a, is_double ? 8 : 4))
+    return kForcedUnstagedReason;
   const int config = is_double ? direct_config<double>(a) : direct_config<float>(a);
   const bool fits = is_double ? direct_config_fits<double>(a) : direct_config_fits<float>(a);
   if (!fits && config == kDepthwiseSpecialist) return kForcedSpecialistReason;

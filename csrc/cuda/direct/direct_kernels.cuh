@@ -45,8 +45,11 @@ using DirectWide = TileConfig<16, 8, 2, 4, 2, 8, 2, 1>;
 using DirectSmall = TileConfig<8, 8, 4, 2, 2, 8, 2, 2>;
 //   depthwise: the specialist for launches reducing over at most 16 channels per group
 //          (depthwise_kernels.cuh); the rule takes it for every such launch it can run.
-constexpr int kWide = 0, kSmall = 1, kDepthwiseSpecialist = 2;
-constexpr const char* kTileNames[] = {"wide", "small", "depthwise"};  // the configs' names, in index order
+//   depthwise-unstaged: its unstaged forward for depthwise launches of small square filters
+//          (depthwise_unstaged_takes in direct.cu), which the rule takes first where it pays.
+constexpr int kWide = 0, kSmall = 1, kDepthwiseSpecialist = 2, kDepthwiseUnstaged = 3;
+constexpr const char* kTileNames[] = {"wide", "small", "depthwise",
+                                      "depthwise-unstaged"};  // the configs' names, in index order
 using DirectWideF64 = TileConfig<16, 8, 2, 2, 2, 4>;   // double: half the registers per accumulator
 using DirectDepthwise = TileConfig<32, 8, 1, 2, 2, 1>;  // one output channel per group
 
