@@ -131,3 +131,36 @@ def test_unknown_algorithm_in_module():
         torchconv.Conv2d(3, 3, 3, algorithm="fft")
     with pytest.raises(ValueError, match="algorithm"):
         torchconv.convert(nn.Conv2d(3, 3, 3), algorithm="fft")
+
+
+def test_auto_choice_is_remembered_and_remade_when_a_switch_flips(monkeypatch):
+    """torchconv.Conv2d chooses its "auto" algorithm once per input and setting: repeated calls ask
+    no one, and a flip of a switch the choice depends on (TF32, deterministic mode, grad mode, the
+    input's shape) makes it choose again."""
+    import torchconv.modules as modules
+
+    calls = []
+    choose = modules.auto_algorithm
+    monkeypatch.setattr(modules, "auto_algorithm", lambda *a: calls.append(1) or choose(*a))
+    conv = torchconv.Conv2d(4, 6, 3, padding=1)
+    x = torch.randn(2, 4, 7, 5)
+    old_tf32, old_det = torch.backends.cudnn.allow_tf32, torch.are_deterministic_algorithms_enabled()
+    try:
+        with torch.no_grad():
+            for _ in range(3):
+                conv(x)
+            assert len(calls) == 1
+            torch.backends.cudnn.allow_tf32 = not old_tf32
+            conv(x)
+            conv(x)
+            assert len(calls) == 2
+            torch.use_deterministic_algorithms(not old_det)
+            conv(x)
+            assert len(calls) == 3
+            conv(torch.randn(1, 4, 7, 5))
+            assert len(calls) == 4
+        conv(x)  # grad mode on, the weight requires grad
+        assert len(calls) == 5
+    finally:
+        torch.backends.cudnn.allow_tf32 = old_tf32
+        torch.use_deterministic_algorithms(old_det)

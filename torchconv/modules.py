@@ -14,6 +14,9 @@ from .selection import auto_algorithm
 
 __all__ = ["Conv2d", "convert", "tune"]
 
+# What torch.backends.cudnn.allow_tf32 returns (its getter), without the property lookup.
+_cudnn_allow_tf32 = torch._C._get_cudnn_allow_tf32
+
 
 def _check_algorithm(algorithm):
     if algorithm != "auto" and algorithm not in ALGORITHMS:
@@ -43,12 +46,14 @@ class Conv2d(nn.Conv2d):
         if self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4:
             return self._conv_forward(input, self.weight, self.bias)
         weight, bias = self.weight, self.bias
-        device_type = input.device.type
-        autocast_dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
-        key = (input.shape, input.dtype, input.device, input.is_contiguous(),
+        device = input.device
+        autocast_dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else None
+        # The TF32 switch read directly: torch.backends.cudnn.allow_tf32 is a module property whose
+        # lookup costs several times the read, on every call.
+        key = (input.shape, input.dtype, device, input.is_contiguous(),
                torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
                _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(),
-               torch.backends.cudnn.allow_tf32, autocast_dtype)
+               _cudnn_allow_tf32(), autocast_dtype)
         memo = self.__dict__.get("_auto_memo")
         if memo is not None and memo[0] == key:
             algorithm = memo[1]
