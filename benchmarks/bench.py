@@ -40,6 +40,7 @@ import math
 import os
 import statistics
 import sys
+import time
 import zlib
 
 import torch
@@ -94,7 +95,7 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--full-reference-max-flops", type=float, default=1e12,
                    help="forward FLOPs up to which the reference is float64 (else cuDNN FP32)")
-    p.add_argument("--profile", action="store_true", help="also report per-kernel GPU time under torch.profiler")
+    p.add_argument("--profile", action="store_true", help="also report per-kernel GPU time under torch.profiler and the host time per call")
     p.add_argument("--stages", action="store_true",
                    help="per row, the time of each of our kernels (the algorithm's stages) under torch.profiler")
     p.add_argument("--benchmark-mode", action="store_true",
@@ -152,6 +153,29 @@ def kernel_times(fn, device, reps=10):
         if t > 0 and (not on_gpu or e.device_type.name == "CUDA"):
             kernels[e.key] = t / reps
     return dict(sorted(kernels.items(), key=lambda kv: -kv[1]))
+
+
+def host_us(fn, device, reps=50, rounds=5):
+    """µs of host time per call of fn: Python, dispatch, checks, allocation and launches, without the
+    GPU's time. On a GPU the stream is held busy meanwhile (a sleep kernel queued first), so no call
+    waits for the device and the clock measures only the host's work; under the timing protocol a
+    layer whose kernels take less than this is bound by its host path. On a CPU, the call's wall time.
+    Median over rounds."""
+    on_gpu = device.type == "cuda"
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(rounds):
+        if on_gpu:
+            torch.cuda.synchronize(device)
+            torch.cuda._sleep(int(reps * 200e-6 * 2e9))  # ~200 µs of device time per call at ~2 GHz
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        times.append((time.perf_counter() - t0) / reps * 1e6)
+    if on_gpu:
+        torch.cuda.synchronize(device)
+    return statistics.median(times)
 
 
 def rel_err(out, ref):
@@ -367,9 +391,10 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
 
 def profile_layer(layer, n, algorithms, dtype, device):
     """Per-kernel time (µs per forward) of each algorithm and the reference library on one layer,
-    from torch.profiler: GPU kernels on a GPU, operators on a CPU."""
+    from torch.profiler (GPU kernels on a GPU, operators on a CPU), and the host time per forward
+    call (host_us). Returns ({label: {kernel: µs}}, {label: host µs})."""
     L = Layer(layer, n, dtype, device)
-    out = {}
+    out, host = {}, {}
     for spec in algorithms:
         algo, variant = split_spec(spec)
         if algo != "cudnn" and (algo not in torchconv.available_algorithms(device.type) or torchconv.unsupported_reason(
@@ -377,8 +402,10 @@ def profile_layer(layer, n, algorithms, dtype, device):
             continue
         label = spec if algo != "cudnn" or device.type == "cuda" else "aten"
         with use_variant(algo, variant):
-            out[label] = kernel_times(L.runner(algo, "fwd", "frozen"), device)
-    return out
+            fn = L.runner(algo, "fwd", "frozen")
+            out[label] = kernel_times(fn, device)
+            host[label] = host_us(fn, device)
+    return out, host
 
 
 def geomean(values):
@@ -386,7 +413,7 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def write_markdown(path, meta, rows, profiles):
+def write_markdown(path, meta, rows, profiles, host_times=None):
     lines = [f"# torchconv benchmark — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}; "
              f"FP32 peak {meta['fp32_peak_tflops']} TFLOP/s; reference library: {meta['reference']}. "
@@ -431,12 +458,16 @@ def write_markdown(path, meta, rows, profiles):
             lines.append(f"| {r['layer']} | {r['N']} | {r['mode']} | {r['weights']} | {r['algorithm']} | {ws:.1f} | "
                          f"{r.get('plan') or '-'} | {st} |")
     if profiles:
-        lines += ["", "## Per-kernel time (µs per forward, torch.profiler: GPU kernels on a GPU, operators on a CPU)", ""]
+        lines += ["", "## Per-kernel time (µs per forward, torch.profiler: GPU kernels on a GPU, operators on a CPU)",
+                  "", "host: µs of host work per call with the device kept busy (bench.host_us); where it exceeds the "
+                  "kernels' total, the protocol's time is the host path's.", ""]
         for key, per_algo in profiles.items():
             lines.append(f"### {key}")
             for algo, kernels in per_algo.items():
                 top = "; ".join(f"`{k[:60]}` {v:.1f}" for k, v in list(kernels.items())[:4])
-                lines.append(f"- **{algo}**: total {sum(kernels.values()):.1f} µs — {top}")
+                host = (host_times or {}).get(key, {}).get(algo)
+                host = f"host {host:.1f} µs, " if host is not None else ""
+                lines.append(f"- **{algo}**: {host}kernels total {sum(kernels.values()):.1f} µs — {top}")
             lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -482,7 +513,7 @@ def main(argv=None):
     meta = environment(device)
     print(f"# {meta['gpu']} | torch {meta['torch']} | cuDNN {meta['cudnn']} | CUDA {meta['cuda']}", flush=True)
 
-    rows, profiles = [], {}
+    rows, profiles, host_times = [], {}, {}
     for precision in precisions:
         for layout in layouts:
             # Both sides follow PyTorch's switch: ours reads it in C++ (csrc/precision.h).
@@ -500,7 +531,8 @@ def main(argv=None):
                             rows.append(row)
                         if args.profile:
                             suffix = "" if (precision, layout) == ("fp32", "nchw") else f"/{precision}/{layout}"
-                            profiles[f"{suite}/{layer.name}/N{n}{suffix}"] = profile_layer(
+                            key = f"{suite}/{layer.name}/N{n}{suffix}"
+                            profiles[key], host_times[key] = profile_layer(
                                 layer, n, algorithms, PRECISION_DTYPE[precision], device)
 
     os.makedirs(args.out_dir, exist_ok=True)
@@ -508,8 +540,9 @@ def main(argv=None):
     # The file is rewritten in place: this run's rows replace those of the same suite, precision,
     # layout, batch, mode and weights; rows of other precisions or batches stay (merge_results.py).
     merged = merge_rows(os.path.join(args.out_dir, stem + ".json"), meta, rows,
-                        lambda path, m, r: write_markdown(path, m, r, profiles),
-                        {"argv": sys.argv[1:] if argv is None else list(argv), "profile": profiles or None})
+                        lambda path, m, r: write_markdown(path, m, r, profiles, host_times),
+                        {"argv": sys.argv[1:] if argv is None else list(argv), "profile": profiles or None,
+                         "host_us": host_times or None})
     print(f"wrote {os.path.join(args.out_dir, stem)}.json/.md ({len(rows)} rows of {len(merged)})")
     return rows
 

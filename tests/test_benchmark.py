@@ -40,7 +40,11 @@ def test_profile_mode_reports_per_kernel_times(tmp_path):
     layer = data["profile"]["smoke/S1/N1"]
     assert set(layer) == {"aten", "direct", "gemm"}
     assert any("torchconv::conv2d_direct" in k for k in layer["direct"])
-    assert "Per-kernel time" in (tmp_path / "prof.md").read_text()
+    # The host time per call, next to the kernels', for ours and the reference.
+    host = data["host_us"]["smoke/S1/N1"]
+    assert set(host) == {"aten", "direct", "gemm"} and all(us > 0 for us in host.values())
+    text = (tmp_path / "prof.md").read_text()
+    assert "Per-kernel time" in text and "- **direct**: host " in text
 
 
 def test_precision_and_layout_rows(tmp_path):
