@@ -48,12 +48,13 @@ class Conv2d(nn.Conv2d):
         weight, bias = self.weight, self.bias
         device = input.device
         autocast_dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else None
-        # The TF32 switch read directly: torch.backends.cudnn.allow_tf32 is a module property whose
-        # lookup costs several times the read, on every call.
+        # The TF32 switch read through its getter: torch.backends.cudnn.allow_tf32 is a module
+        # property whose lookup costs several times the read, on every call. Dynamo traces only the
+        # property (it folds it to a constant), so a compiled forward reads that.
+        tf32 = torch.backends.cudnn.allow_tf32 if torch.compiler.is_compiling() else _cudnn_allow_tf32()
         key = (input.shape, input.dtype, device, input.is_contiguous(),
                torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
-               _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(),
-               _cudnn_allow_tf32(), autocast_dtype)
+               _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(), tf32, autocast_dtype)
         memo = self.__dict__.get("_auto_memo")
         if memo is not None and memo[0] == key:
             algorithm = memo[1]
