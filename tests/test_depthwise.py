@@ -94,6 +94,7 @@ def test_depthwise_matches_float64(shape, dtype):
     check_forward_backward("direct", shape, "cuda", dtype, f"depthwise {shape_id(shape)}")
     choice = torchconv.last_choice()
     if specialist_takes(shape):
+        assert not (plane_takes(shape, dtype) and shape[0] >= 16)  # the rule's plane forward: tests below
         forward = "depthwise-unstaged" if unstaged_by_rule(shape, dtype) else "depthwise"
         assert choice.startswith(f"forward:{forward}/") and "grad_weight:depthwise/" in choice, choice
         # grad_input of a strided layer with few blocks may take the per-pixel gather instead.
@@ -106,7 +107,8 @@ def test_depthwise_matches_float64(shape, dtype):
 # Forced onto the unstaged forward: every filter size and stride it compiles, odd planes (H != W,
 # narrower than a warp, fewer rows than a thread's strip), padding from none to wider than the
 # filter's reach, batch 1 and more, channel multipliers (grad_input then reduces over the filters of a
-# group), groups of 4 x 4, 2 x 2 and 16 channels x 4 filters, bias.
+# group), groups of 4 x 4, 2 x 2 and 16 channels x 4 filters, bias. 3x3 launches whose groups have a
+# multiple of 4 filters compute 4 of them per thread (ResNeXt's groups, multiplier 4).
 UNSTAGED_SHAPES = [
     (2, 16, 16, 14, 14, 3, 3, 1, 1, 1, 16, True),
     (1, 9, 9, 13, 17, 3, 3, 2, 1, 1, 9, False),
@@ -124,6 +126,8 @@ UNSTAGED_SHAPES = [
     (2, 16, 16, 14, 15, 3, 3, 1, 1, 1, 4, True),
     (1, 12, 12, 9, 10, 5, 5, 2, 2, 1, 6, False),
     (1, 32, 8, 9, 10, 3, 3, 1, 1, 1, 2, True),
+    (2, 8, 8, 11, 13, 3, 3, 2, 1, 1, 2, True),  # 3x3 with 4 filters per group: 4 per thread, stride 2
+    (1, 3, 12, 10, 9, 3, 3, 1, 1, 1, 3, False),  # channel multiplier 4: 4 filters per thread
 ]
 
 
@@ -158,6 +162,78 @@ def test_forced_unstaged_declines_what_it_cannot_run(case):
     torchconv.set_config("direct", "depthwise-unstaged")
     try:
         with pytest.raises(ValueError, match="forced config 'depthwise-unstaged'"):
+            torchconv.conv2d(x, wt, None, stride, pad, dil, groups, algorithm="direct")
+    finally:
+        torchconv.set_config("direct", "")
+
+
+def plane_takes(shape, dtype=torch.float32):
+    """The whole-plane forward runs float32 depthwise launches (one channel per group) at stride 1 with
+    dilation 1 on planes 7, 8, 14 or 16 wide (the output as wide) whose filter covers the plane: every
+    output pixel reads every input pixel, along both axes."""
+    n, c, k, h, w, r, s, stride, pad, dil, groups, bias = shape
+    ph, pw = (pad, pad) if isinstance(pad, int) else pad
+    ho, wo = h + 2 * ph - r + 1, w + 2 * pw - s + 1
+    return (dtype == torch.float32 and c == groups and stride == 1 and dil == 1 and w in (7, 8, 14, 16)
+            and wo == w and pw >= wo - 1 and w - 1 + pw <= s - 1 and ph >= ho - 1 and h - 1 + ph <= r - 1)
+
+
+# Forced onto the whole-plane forward: RepLKNet's 13x13 on 7x7 and 27x27 on 14x14, every compiled
+# width, H != W (taller and shorter than wide, output rows not a multiple of a thread's strip),
+# rectangular filters wider than needed, asymmetric padding, batch 1, 33 (a second warp with one
+# image), channel multiplier 2 (its grad_input reduces over 2 filters: the staged kernel), bias.
+PLANE_SHAPES = [
+    (32, 8, 8, 7, 7, 13, 13, 1, 6, 1, 8, True),
+    (16, 4, 4, 14, 14, 27, 27, 1, 13, 1, 4, False),
+    (33, 3, 3, 5, 8, 15, 15, 1, 7, 1, 3, True),
+    (1, 2, 4, 16, 16, 31, 33, 1, (15, 16), 1, 2, True),
+    (2, 3, 3, 9, 7, 21, 13, 1, (10, 6), 1, 3, False),
+    (3, 5, 5, 3, 14, 9, 29, 1, (4, 14), 1, 5, True),
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", PLANE_SHAPES, ids=shape_id)
+def test_plane_forward_matches_float64(shape):
+    assert plane_takes(shape)
+    torchconv.set_config("direct", "depthwise-plane")
+    try:
+        check_forward_backward("direct", shape, "cuda", torch.float32, f"plane {shape_id(shape)}")
+    finally:
+        torchconv.set_config("direct", "")
+    choice = torchconv.last_choice()
+    assert choice.startswith("forward:depthwise-plane/") and "grad_weight:depthwise/" in choice, choice
+    n, c, k = shape[:3]
+    assert ("grad_input:depthwise-plane/" in choice) == (k == c), choice
+
+
+@needs_cuda
+@pytest.mark.parametrize("n, taken", [(32, True), (16, True), (8, False)])
+def test_rule_takes_the_plane_forward_for_batches_of_16_and_more(n, taken):
+    shape = (n, 8, 8, 7, 7, 13, 13, 1, 6, 1, 8, False)
+    check_forward_backward("direct", shape, "cuda", torch.float32, f"rule {shape_id(shape)}")
+    choice = torchconv.last_choice()
+    assert choice.startswith("forward:depthwise-plane/") == taken, choice
+    assert ("grad_input:depthwise-plane/" in choice) == taken, choice
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", [
+    ((16, 4, 4, 7, 7, 7, 7, 1, 3, 1, 4), torch.float32),  # 7x7 on 7x7: the filter does not cover the plane
+    ((16, 4, 4, 9, 9, 17, 17, 1, 8, 1, 4), torch.float32),  # 9 wide: no compiled width
+    ((16, 4, 4, 14, 14, 27, 27, 2, 13, 1, 4), torch.float32),  # stride 2
+    ((16, 4, 4, 7, 7, 13, 13, 1, 12, 2, 4), torch.float32),  # dilation 2
+    ((16, 16, 16, 7, 7, 13, 13, 1, 6, 1, 4), torch.float32),  # groups of 4 channels
+    ((16, 4, 4, 7, 7, 13, 13, 1, 6, 1, 4), torch.float64),
+], ids=["not-covering", "width9", "stride2", "dilation2", "groups-of-4", "float64"])
+def test_forced_plane_declines_what_it_cannot_run(case):
+    (n, c, k, h, w, r, s, stride, pad, dil, groups), dtype = case
+    assert not plane_takes((n, c, k, h, w, r, s, stride, pad, dil, groups, False), dtype)
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
+    wt = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype)
+    torchconv.set_config("direct", "depthwise-plane")
+    try:
+        with pytest.raises(ValueError, match="forced config 'depthwise-plane'"):
             torchconv.conv2d(x, wt, None, stride, pad, dil, groups, algorithm="direct")
     finally:
         torchconv.set_config("direct", "")

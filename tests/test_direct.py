@@ -130,7 +130,7 @@ def test_last_choice_names_each_pass():
 
 
 def test_unknown_tile_name_is_a_value_error():
-    with pytest.raises(ValueError, match="must name a config of 'direct' \\('wide', 'small', 'depthwise', 'depthwise-unstaged'\\)"):
+    with pytest.raises(ValueError, match="must name a config of 'direct' \\('wide', 'small', 'depthwise', 'depthwise-unstaged', 'depthwise-plane'\\)"):
         torchconv.set_config("direct", "huge")
     assert torchconv.get_config("direct") == ""
 

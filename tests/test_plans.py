@@ -21,7 +21,7 @@ has_cuda_kernels = bool(torchconv.available_algorithms("cuda"))
 MMA_SYNC_CONFIGS = ("tc-large", "tc-medium", "tc-small")
 WGMMA_CONFIGS = ("wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide", "wgmma-tall")
 CONFIGS = {
-    "direct": ("wide", "small", "depthwise", "depthwise-unstaged"),
+    "direct": ("wide", "small", "depthwise", "depthwise-unstaged", "depthwise-plane"),
     "csg": ("wide", "medium", "thin"),
     "gemm": ("large", "medium", "small", "narrow") + MMA_SYNC_CONFIGS + WGMMA_CONFIGS,
     "winograd": ("default", "thin", "tall"),
@@ -43,11 +43,14 @@ def test_each_config_is_forced_through_one_api(algorithm, config):
     if config in WGMMA_CONFIGS and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma configs run on sm_90a")
     dtype = torch.float16 if tensor_cores else torch.float32
-    # direct's depthwise configs take small groups only: a depthwise layer with multiplier 2.
+    # direct's depthwise configs take small groups only: a depthwise layer with multiplier 2; its
+    # whole-plane config a filter that covers the plane (13x13 on 7x7).
     groups = 32 if config.startswith("depthwise") else 1
-    x = torch.randn(2, 32, 20, 18, dtype=torch.float64)
-    w = torch.randn(64 if groups > 1 else 48, 32 // groups, 3, 3, dtype=torch.float64) / 17
-    ref = F.conv2d(x.requires_grad_(), w.requires_grad_(), None, 1, 1, 1, groups)
+    (h, wd), taps = ((7, 7), 13) if config == "depthwise-plane" else ((20, 18), 3)
+    x = torch.randn(2, 32, h, wd, dtype=torch.float64)
+    w = torch.randn(64 if groups > 1 else 48, 32 // groups, taps, taps, dtype=torch.float64) / 17
+    pad = taps // 2
+    ref = F.conv2d(x.requires_grad_(), w.requires_grad_(), None, 1, pad, 1, groups)
     gy = torch.randn_like(ref)
     ref_grads = torch.autograd.grad(ref, (x, w), gy)
     fmt = torch.channels_last if tensor_cores else torch.contiguous_format
@@ -55,7 +58,7 @@ def test_each_config_is_forced_through_one_api(algorithm, config):
     torchconv.set_config(algorithm, config)
     try:
         assert torchconv.get_config(algorithm) == config
-        out = torchconv.conv2d(xc, wc, None, 1, 1, 1, groups, algorithm=algorithm)
+        out = torchconv.conv2d(xc, wc, None, 1, pad, 1, groups, algorithm=algorithm)
         forward = torchconv.last_choice().split()[0]
         grads = torch.autograd.grad(out, (xc, wc), gy.to("cuda", dtype))
         backward = torchconv.last_choice()

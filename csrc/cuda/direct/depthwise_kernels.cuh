@@ -310,17 +310,20 @@ inline FastDivisor make_fast_divisor(uint32_t d) {
 }
 
 // The unstaged launch's index split: thread t of the launch (below 2^31) is column t mod col_W of
-// strip (t / col_W) mod strips of plane plane0 + t / (col_W * strips); plane = image * out_C + k, and
-// destination channel k belongs to group k / (out_C / groups).
+// strip (t / col_W) mod strips of plane plane0 + t / (col_W * strips); plane = image * (out_C /
+// kFilters) + filter block, and the block's kFilters destination channels k0 .. k0 + kFilters - 1 belong
+// to group k0 / (out_C / groups).
 struct DwUnstagedGrid {
-  FastDivisor cols, strips, channels, group_filters;
+  FastDivisor cols, strips, channels, group_filters;  // channels: out_C / kFilters
   int reduced;                // channels per group (src_C / groups)
   int64_t plane0, plane_end;  // this launch's planes
 };
 
 // kGrouped: more than one reduced channel per group (a run-time count); depthwise launches compile the
-// channel loop away.
-template <int kR, int kStride, int kRY, bool kGrouped>
+// channel loop away. kFilters: destination channels per thread (1, or 4 for 3x3 filters where a group
+// has a multiple of 4): a thread then loads each input row once for all of them, where one filter per
+// thread would load it once per filter (ResNeXt's groups of 4 x 4 read each input 4 times through L2).
+template <int kR, int kStride, int kRY, bool kGrouped, int kFilters>
 __global__ void __launch_bounds__(kDwThreads) depthwise_unstaged_forward_kernel(const DirectArgs a,
                                                                                   const DwUnstagedGrid grid) {
   constexpr int kInRows = (kRY - 1) * kStride + kR;
@@ -332,27 +335,31 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_unstaged_forward_kernel(
   if (plane >= grid.plane_end) return;
   // Planes, and the elements of one plane, number below 2^31 (depthwise_unstaged_takes).
   const uint32_t n = grid.channels.div(uint32_t(plane));
-  const int k = int(uint32_t(plane) - n * grid.channels.d);
-  const int g = int(grid.group_filters.div(uint32_t(k)));
+  const int k0 = int(uint32_t(plane) - n * grid.channels.d) * kFilters;
+  const int g = int(grid.group_filters.div(uint32_t(k0)));
   const int Cr = kGrouped ? grid.reduced : 1;
   const int plane_elems = a.src_H * a.src_W;
   const float* __restrict__ xg = static_cast<const float*>(a.x) + (int64_t(n) * a.src_C + int64_t(g) * Cr) * plane_elems;
-  const float* __restrict__ wk = static_cast<const float*>(a.w) + int64_t(k) * Cr * kR * kR;
+  const float* __restrict__ wk = static_cast<const float*>(a.w) + int64_t(k0) * Cr * kR * kR;
   const int oy0 = strip * kRY;
   const int iy0 = oy0 * kStride + a.col_oy, ix0 = ox * kStride + a.col_ox;
   bool col_in[kR];
 #pragma unroll
   for (int s = 0; s < kR; ++s) col_in[s] = unsigned(ix0 + s) < unsigned(a.src_W);
-  float acc[kRY];
+  float acc[kFilters][kRY];
 #pragma unroll
-  for (int i = 0; i < kRY; ++i) acc[i] = 0.f;
+  for (int q = 0; q < kFilters; ++q)
+#pragma unroll
+    for (int i = 0; i < kRY; ++i) acc[q][i] = 0.f;
   for (int c = 0; c < Cr; ++c) {
     const float* __restrict__ xc = xg + int64_t(c) * plane_elems;
-    float f[kR][kR];
+    float f[kFilters][kR][kR];
 #pragma unroll
-    for (int r = 0; r < kR; ++r)
+    for (int q = 0; q < kFilters; ++q)
 #pragma unroll
-      for (int s = 0; s < kR; ++s) f[r][s] = __ldg(wk + (c * kR + r) * kR + s);
+      for (int r = 0; r < kR; ++r)
+#pragma unroll
+        for (int s = 0; s < kR; ++s) f[q][r][s] = __ldg(wk + ((q * Cr + c) * kR + r) * kR + s);
 #pragma unroll
     for (int j = 0; j < kInRows; ++j) {
       const int iy = iy0 + j;
@@ -366,16 +373,143 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_unstaged_forward_kernel(
         const int r = j - i * kStride;  // the filter row that output row i applies to input row j
         if (r >= 0 && r < kR)
 #pragma unroll
-          for (int s = 0; s < kR; ++s) acc[i] = fmaf(f[r][s], v[s], acc[i]);
+          for (int q = 0; q < kFilters; ++q)
+#pragma unroll
+            for (int s = 0; s < kR; ++s) acc[q][i] = fmaf(f[q][r][s], v[s], acc[q][i]);
       }
     }
   }
-  const float bias = a.bias ? static_cast<const float*>(a.bias)[k] : 0.f;
-  float* out = static_cast<float*>(a.y) + plane * a.out_H * int64_t(a.out_W) + (ox * a.out_sx + a.out_ox);
 #pragma unroll
-  for (int i = 0; i < kRY; ++i) {
-    const int oy = oy0 + i;
-    if (oy < a.col_H) out[(oy * a.out_sy + a.out_oy) * a.out_W] = acc[i] + bias;
+  for (int q = 0; q < kFilters; ++q) {
+    const int k = k0 + q;
+    const float bias = a.bias ? static_cast<const float*>(a.bias)[k] : 0.f;
+    float* out = static_cast<float*>(a.y) + (int64_t(n) * a.out_C + k) * a.out_H * int64_t(a.out_W) +
+                 (ox * a.out_sx + a.out_ox);
+#pragma unroll
+    for (int i = 0; i < kRY; ++i) {
+      const int oy = oy0 + i;
+      if (oy < a.col_H) out[(oy * a.out_sy + a.out_oy) * a.out_W] = acc[q][i] + bias;
+    }
+  }
+}
+
+// The whole-plane forward (also grad_input launches of the same form): depthwise launches whose filter
+// covers the plane -- every output reads every input pixel, as RepLKNet's 13x13 filters on 7x7 planes
+// and 27x27 on 14x14 do -- at stride 1 without dilation, in float. The staged kernel spends most of
+// its issue slots there on a zero-padded patch per block, 16-tap chunks of a 13-tap row and per-lane
+// tap ranges. Here a block is 32 images of one channel and a warp a strip of plane_rows(W) output rows
+// of all 32, a lane per image: every lane runs the same filter rows and taps, so the filter loads are
+// warp-uniform broadcasts and nothing diverges. The block stages the 32 planes (coalesced, each at an
+// odd pitch so that the lanes' reads of their own planes fall on distinct banks) and the filter rows
+// it needs, once. Each input row is read once per strip into registers and every output row of the
+// strip takes its products from them: output column ox reads input column ix through tap
+// ix - ox - col_ox, so a filter row is needed only as its 2W - 1 taps around the centre (staged row
+// r serves input row iy and output row oy with r = iy - oy + col_H - 1). The plane width kW is a
+// template parameter, so the kW x kW products of a row pair unroll into register indices. Only real
+// terms are multiplied.
+constexpr int kDwPlaneWarps = 8;    // most warps (strips) per block
+
+// Output rows per thread: 4 on planes up to 8 wide, 2 on wider ones, whose 4-row strips leave too
+// few warps per SM to hide the latencies (RepLKNet's 27x27 on 14x14 ran 74 against 55 µs per call).
+TORCHCONV_HOST_DEVICE constexpr int plane_rows(int W) { return W <= 8 ? 4 : 2; }
+
+TORCHCONV_HOST_DEVICE constexpr int plane_filter_pitch(int W) { return round_up(2 * W - 1, 4); }
+// Elements per staged plane (H x W) and per staged output strip (plane_rows(W) x W), made odd so that
+// the lanes' accesses to their own planes fall on distinct banks.
+TORCHCONV_HOST_DEVICE constexpr int plane_pitch(int H, int W) { return H * W | 1; }
+TORCHCONV_HOST_DEVICE constexpr int plane_strip_pitch(int W) { return plane_rows(W) * W | 1; }
+// Shared memory of a block: the filter table, the 32 input planes, and per warp its 32 output strips
+// (stored from there coalesced).
+TORCHCONV_HOST_DEVICE constexpr int plane_smem_floats(int H, int Ho, int W, int warps) {
+  return (H + Ho - 1) * plane_filter_pitch(W) + 32 * plane_pitch(H, W) + warps * 32 * plane_strip_pitch(W);
+}
+
+struct DwPlaneGrid {
+  int strips;           // ceil(col_H / plane_rows(W))
+  int image_groups;     // ceil(N / 32)
+  int tap_s0, tap_r0;   // filter tap of staged diagonal 0 (columns) and of staged row 0
+};
+
+// One strip's products: output rows oy0 .. oy0 + plane_rows(kW) - 1 (kFull) or those below Ho.
+// A full strip has no branch between its rows, so their loads and products interleave.
+template <int kW, bool kFull>
+__device__ __forceinline__ void plane_strip_products(const float* xs, const float* filt, int H, int Ho, int oy0,
+                                                     float (&acc)[plane_rows(kW)][kW]) {
+  constexpr int kPitch = plane_filter_pitch(kW), kRows = plane_rows(kW);
+  for (int iy = 0; iy < H; ++iy) {
+    float v[kW];
+#pragma unroll
+    for (int ix = 0; ix < kW; ++ix) v[ix] = xs[iy * kW + ix];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      if (!kFull && oy0 + i >= Ho) break;
+      float f[kPitch];
+      load_run<float, kPitch>(filt + (iy - oy0 - i + Ho - 1) * kPitch, f);
+      // Output ox reads input ix through staged diagonal ix - ox + kW - 1.
+#pragma unroll
+      for (int ix = 0; ix < kW; ++ix)
+#pragma unroll
+        for (int ox = 0; ox < kW; ++ox) acc[i][ox] = fmaf(v[ix], f[ix - ox + kW - 1], acc[i][ox]);
+    }
+  }
+}
+
+template <int kW>
+__global__ void __launch_bounds__(kDwPlaneWarps * 32, 2) depthwise_plane_forward_kernel(const DirectArgs a,
+                                                                                        const DwPlaneGrid grid) {
+  constexpr int kDiag = 2 * kW - 1, kPitch = plane_filter_pitch(kW), kStripPitch = plane_strip_pitch(kW);
+  constexpr int kRows = plane_rows(kW);
+  extern __shared__ __align__(16) unsigned char dw_smem[];
+  const int H = a.src_H, Ho = a.col_H, pp = plane_pitch(H, kW);
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* filt = reinterpret_cast<float*>(dw_smem);
+  float* planes = filt + (H + Ho - 1) * kPitch;
+  float* strips_out = planes + 32 * pp + warp * 32 * kStripPitch;
+  const int k = blockIdx.x / grid.image_groups;
+  const int n0 = (blockIdx.x - k * grid.image_groups) * 32;
+  const int images = min(32, a.N - n0);
+  const int g = k / (a.out_C / a.groups);
+  // Stage this channel's filter rows tap_r0 .. tap_r0 + H + Ho - 2, taps tap_s0 .. tap_s0 + kDiag - 1,
+  // and the planes of images n0 .. n0 + images - 1.
+  const float* __restrict__ wk = static_cast<const float*>(a.w) + int64_t(k) * a.R * a.S;
+  for (int e = threadIdx.x; e < (H + Ho - 1) * kPitch; e += blockDim.x) {
+    const int r = e / kPitch, d = e - r * kPitch;
+    filt[e] = d < kDiag ? wk[(grid.tap_r0 + r) * a.S + grid.tap_s0 + d] : 0.f;
+  }
+  const int plane_elems = H * kW;
+  const float* __restrict__ x = static_cast<const float*>(a.x) + (int64_t(n0) * a.src_C + g) * plane_elems;
+  for (int i = 0; i < images; ++i)
+    for (int e = threadIdx.x; e < plane_elems; e += blockDim.x)
+      cp_async_or_zero(planes + i * pp + e, x + int64_t(i) * a.src_C * plane_elems + e, true);
+  finish_staging();
+  // Lanes past the batch compute image 0's outputs again and store nothing.
+  const float* xs = planes + (lane < images ? lane : 0) * pp;
+  const float bias = a.bias ? static_cast<const float*>(a.bias)[k] : 0.f;
+  // The output map is the identity (depthwise_plane_takes): plane (n, k) is Ho x kW contiguous floats.
+  float* out = static_cast<float*>(a.y) + (int64_t(n0) * a.out_C + k) * Ho * kW;
+  for (int strip = warp; strip < grid.strips; strip += warps) {
+    const int oy0 = strip * kRows, rows = min(kRows, Ho - oy0);
+    float acc[kRows][kW];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)
+#pragma unroll
+      for (int j = 0; j < kW; ++j) acc[i][j] = 0.f;
+    if (rows == kRows) plane_strip_products<kW, true>(xs, filt, H, Ho, oy0, acc);
+    else plane_strip_products<kW, false>(xs, filt, H, Ho, oy0, acc);
+    // Through shared memory, so that each image's strip (rows x kW consecutive floats) is stored by
+    // consecutive lanes.
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)
+      if (i < rows)
+#pragma unroll
+        for (int ox = 0; ox < kW; ++ox) strips_out[lane * kStripPitch + i * kW + ox] = acc[i][ox] + bias;
+    __syncwarp();
+    const int count = rows * kW;
+    for (int im = 0; im < images; ++im) {
+      float* dst = out + int64_t(im) * a.out_C * Ho * kW + oy0 * kW;
+      for (int j = lane; j < count; j += 32) dst[j] = strips_out[im * kStripPitch + j];
+    }
+    __syncwarp();
   }
 }
 

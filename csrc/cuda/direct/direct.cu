@@ -43,7 +43,61 @@ constexpr const char* kForcedUnstagedReason =
     "the forced config 'depthwise-unstaged' runs only float32 small-group launches (plans.h: small_groups) of "
     "3x3, 5x5 or 7x7 filters at stride 1 or 2 (the same along H and W) with dilation 1";
 
+constexpr const char* kForcedPlaneReason =
+    "the forced config 'depthwise-plane' runs only float32 depthwise launches (one channel per group, any "
+    "channel multiplier) at stride 1 with dilation 1 whose filter covers the plane (every output reads every "
+    "input pixel) on planes 7, 8, 14 or 16 wide";
+
 at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight, int taps);
+
+// ---- the whole-plane forward (depthwise_plane_forward_kernel) ----
+
+// Whether the whole-plane forward can run launch `a`: float, one reduced channel per group, stride 1
+// and dilation 1, a plane of a compiled width whose output is as wide, and a filter that covers the
+// plane: every output pixel reads every input pixel through a filter tap, along both axes.
+bool depthwise_plane_takes(const DirectArgs& a, size_t elem) {
+  if (elem != sizeof(float) || a.groups <= 0 || a.src_C != a.groups || a.N <= 0 || a.col_H <= 0) return false;
+  if (a.col_sy != 1 || a.col_sx != 1 || a.tap_sy != 1 || a.tap_sx != 1) return false;
+  // The destination is the launch's grid itself (a forward, or a stride-1 layer's grad_input).
+  if (a.out_sy != 1 || a.out_sx != 1 || a.out_oy != 0 || a.out_ox != 0 || a.out_H != a.col_H || a.out_W != a.col_W)
+    return false;
+  const int W = a.src_W;
+  if (a.col_W != W || (W != 7 && W != 8 && W != 14 && W != 16)) return false;
+  const bool covers_w = a.col_ox <= -(a.col_W - 1) && W - 1 - a.col_ox <= a.S - 1;
+  const bool covers_h = a.col_oy <= -(a.col_H - 1) && a.src_H - 1 - a.col_oy <= a.R - 1;
+  // The covering filter bounds H by about R / 2; the staged planes must still fit one block.
+  return covers_w && covers_h && int64_t(a.src_H) * W <= 4096 &&
+         size_t(plane_smem_floats(a.src_H, a.col_H, W, kDwPlaneWarps)) * sizeof(float) <= size_t(max_dynamic_smem());
+}
+
+template <int kW>
+void launch_depthwise_plane_w(const DirectArgs& a) {
+  DwPlaneGrid grid{};
+  grid.strips = int(ceil_div(a.col_H, plane_rows(kW)));
+  grid.image_groups = int(ceil_div(a.N, 32));
+  grid.tap_s0 = -(kW - 1) - a.col_ox;
+  grid.tap_r0 = -(a.col_H - 1) - a.col_oy;
+  const int64_t blocks = int64_t(a.out_C) * grid.image_groups;
+  check_grid(blocks, "conv2d_direct");
+  const int warps = std::min(kDwPlaneWarps, grid.strips);
+  const size_t smem = size_t(plane_smem_floats(a.src_H, a.col_H, kW, warps)) * sizeof(float);
+  ensure_dynamic_smem(depthwise_plane_forward_kernel<kW>, smem, "conv2d_direct");
+  depthwise_plane_forward_kernel<kW><<<unsigned(blocks), 32 * warps, smem, current_stream()>>>(a, grid);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+void launch_depthwise_plane(const DirectArgs& a) {
+  switch (a.src_W) {
+    case 7: return launch_depthwise_plane_w<7>(a);
+    case 8: return launch_depthwise_plane_w<8>(a);
+    case 14: return launch_depthwise_plane_w<14>(a);
+    default: return launch_depthwise_plane_w<16>(a);
+  }
+}
+
+// Where the rule takes the whole-plane forward: batches of 16 and more (a warp is 32 images of one
+// channel; smaller batches leave most lanes idle, and the staged kernel's tiles then fill the warps).
+bool depthwise_plane_pays(const DirectArgs& a) { return a.N >= 16; }
 
 // Output rows per thread of the unstaged forward: 8 for 5x5 and 7x7 filters at stride 1 (a strip of
 // rows loads rows + R - 1 input rows, so taller strips load fewer per output where R is large), 4
@@ -72,18 +126,25 @@ bool depthwise_unstaged_takes(const DirectArgs& a, size_t elem) {
 // register window over a shared patch saves as many loads.
 bool depthwise_unstaged_pays(const DirectArgs& a) { return a.src_C / a.groups <= 4; }
 
+// Destination channels per thread of the unstaged forward: 4 for 3x3 filters where a group has a
+// multiple of 4 (each input row is then loaded once for four filters), else 1. Larger filters would
+// hold 4 x R x R filter values in registers.
+int unstaged_filters_per_thread(const DirectArgs& a) {
+  return a.R == 3 && (a.out_C / a.groups) % 4 == 0 ? 4 : 1;
+}
+
 // One launch per run of planes whose threads number below 2^31 (one launch but for huge batches).
-template <int kR, int kStride>
-void launch_depthwise_unstaged_rs(const DirectArgs& a) {
+template <int kR, int kStride, int kFilters>
+void launch_depthwise_unstaged_rsf(const DirectArgs& a) {
   constexpr int kRY = unstaged_rows(kR, kStride);
   const int strips = int(ceil_div(a.col_H, kRY));
-  const int64_t per_plane = int64_t(strips) * a.col_W, planes = int64_t(a.N) * a.out_C;
+  const int64_t per_plane = int64_t(strips) * a.col_W, planes = int64_t(a.N) * (a.out_C / kFilters);
   const int64_t planes_per_launch = std::max<int64_t>(1, ((int64_t(1) << 31) - kDwThreads) / per_plane);
   DwUnstagedGrid grid{make_fast_divisor(uint32_t(a.col_W)), make_fast_divisor(uint32_t(strips)),
-                      make_fast_divisor(uint32_t(a.out_C)), make_fast_divisor(uint32_t(a.out_C / a.groups)),
+                      make_fast_divisor(uint32_t(a.out_C / kFilters)), make_fast_divisor(uint32_t(a.out_C / a.groups)),
                       a.src_C / a.groups, 0, 0};
-  auto kernel = a.src_C / a.groups > 1 ? depthwise_unstaged_forward_kernel<kR, kStride, kRY, true>
-                                       : depthwise_unstaged_forward_kernel<kR, kStride, kRY, false>;
+  auto kernel = a.src_C / a.groups > 1 ? depthwise_unstaged_forward_kernel<kR, kStride, kRY, true, kFilters>
+                                       : depthwise_unstaged_forward_kernel<kR, kStride, kRY, false, kFilters>;
   for (int64_t p0 = 0; p0 < planes; p0 += planes_per_launch) {
     grid.plane0 = p0, grid.plane_end = std::min(planes, p0 + planes_per_launch);
     const int64_t blocks = ceil_div((grid.plane_end - p0) * per_plane, int64_t(kDwThreads));
@@ -91,6 +152,14 @@ void launch_depthwise_unstaged_rs(const DirectArgs& a) {
     kernel<<<unsigned(blocks), kDwThreads, 0, current_stream()>>>(a, grid);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
+}
+
+template <int kR, int kStride>
+void launch_depthwise_unstaged_rs(const DirectArgs& a) {
+  if constexpr (kR == 3) {
+    if (unstaged_filters_per_thread(a) == 4) return launch_depthwise_unstaged_rsf<kR, kStride, 4>(a);
+  }
+  launch_depthwise_unstaged_rsf<kR, kStride, 1>(a);
 }
 
 template <int kR>
@@ -369,11 +438,14 @@ int rule_direct_tile(const DirectArgs& a) {
 template <typename T>
 int direct_config(const DirectArgs& a) {
   const int forced = forced_config(kDirect);
-  const bool unstaged = depthwise_unstaged_takes(a, sizeof(T));
-  // A forced unstaged config runs the launches it takes, the rest (a strided layer's grad_input
-  // phases) on the staged specialist; can_implement declines a forward it cannot take.
+  const bool unstaged = depthwise_unstaged_takes(a, sizeof(T)), plane = depthwise_plane_takes(a, sizeof(T));
+  // A forced unstaged or whole-plane config runs the launches it takes, the rest (a strided layer's
+  // grad_input phases, a channel multiplier's grad_input) on the staged specialist; can_implement
+  // declines a forward it cannot take.
   if (forced == kDepthwiseUnstaged) return unstaged ? forced : kDepthwiseSpecialist;
+  if (forced == kDepthwisePlane) return plane ? forced : kDepthwiseSpecialist;
   if (forced == kDepthwiseSpecialist) return forced;
+  if (forced < 0 && plane && depthwise_plane_pays(a)) return kDepthwisePlane;
   if (forced < 0 && unstaged && depthwise_unstaged_pays(a)) return kDepthwiseUnstaged;
   if (forced < 0 && depthwise_forward_geometry(a, sizeof(T))) return kDepthwiseSpecialist;
   if (a.out_C / a.groups == 1) return -1;
@@ -394,6 +466,7 @@ bool direct_config_fits(const DirectArgs& a) {
   switch (direct_config<T>(a)) {
     case kDepthwiseSpecialist: return depthwise_forward_geometry(a, sizeof(T)).has_value();
     case kDepthwiseUnstaged: return true;
+    case kDepthwisePlane: return true;
     case -1: return direct_tiles_fit<T, DirectDepthwise>(a);
     case -2: return direct_tiles_fit<T, DirectWideF64>(a);
     case kSmall: return direct_tiles_fit<T, DirectSmall>(a);
@@ -410,6 +483,10 @@ void run_direct(const DirectArgs& a, const char* pass) {
   if (config == kDepthwiseUnstaged) {
     record_last_choice(pass, "depthwise-unstaged", 1);
     return launch_depthwise_unstaged(a);
+  }
+  if (config == kDepthwisePlane) {
+    record_last_choice(pass, "depthwise-plane", 1);
+    return launch_depthwise_plane(a);
   }
   if (config == kDepthwiseSpecialist) {
     const auto geo = depthwise_forward_geometry(a, sizeof(T));
@@ -622,7 +699,8 @@ at::Tensor direct_grad_weight_cuda(const ConvShape& p, const at::Tensor& grad_ou
   at::Tensor gw;
   AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "direct_grad_weight_cuda", [&] {
     const int forced = forced_config(kDirect);
-    const bool specialist = forced < 0 || forced == kDepthwiseSpecialist || forced == kDepthwiseUnstaged;
+    const bool specialist =
+        forced < 0 || forced == kDepthwiseSpecialist || forced == kDepthwiseUnstaged || forced == kDepthwisePlane;
     const auto dw = specialist ? depthwise_grad_weight_args(p, sizeof(scalar_t)) : std::nullopt;
     if (dw && p.N > 0) gw = depthwise_grad_weight<scalar_t>(*dw, gy, x, weight);
     else gw = direct_grad_weight_tiled<scalar_t>(p, gy, x, weight);
@@ -650,6 +728,8 @@ std::string can_implement(const ConvProblem& problem) {
   const bool is_double = problem.dtype == at::kDouble;
   if (forced_config(kDirect) == kDepthwiseUnstaged && !depthwise_unstaged_takes(a, is_double ? 8 : 4))
     return kForcedUnstagedReason;
+  if (forced_config(kDirect) == kDepthwisePlane && !depthwise_plane_takes(a, is_double ? 8 : 4))
+    return kForcedPlaneReason;
   const int config = is_double ? direct_config<double>(a) : direct_config<float>(a);
   const bool fits = is_double ? direct_config_fits<double>(a) : direct_config_fits<float>(a);
   if (!fits && config == kDepthwiseSpecialist) return kForcedSpecialistReason;

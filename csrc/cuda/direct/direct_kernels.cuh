@@ -47,9 +47,11 @@ using DirectSmall = TileConfig<8, 8, 4, 2, 2, 8, 2, 2>;
 //          (depthwise_kernels.cuh); the rule takes it for every such launch it can run.
 //   depthwise-unstaged: its unstaged forward for depthwise launches of small square filters
 //          (depthwise_unstaged_takes in direct.cu), which the rule takes first where it pays.
-constexpr int kWide = 0, kSmall = 1, kDepthwiseSpecialist = 2, kDepthwiseUnstaged = 3;
-constexpr const char* kTileNames[] = {"wide", "small", "depthwise",
-                                      "depthwise-unstaged"};  // the configs' names, in index order
+//   depthwise-plane: its whole-plane forward for depthwise launches whose filter covers the plane
+//          (depthwise_plane_takes in direct.cu), which the rule takes first for batches of 16 and more.
+constexpr int kWide = 0, kSmall = 1, kDepthwiseSpecialist = 2, kDepthwiseUnstaged = 3, kDepthwisePlane = 4;
+constexpr const char* kTileNames[] = {"wide", "small", "depthwise", "depthwise-unstaged",
+                                      "depthwise-plane"};  // the configs' names, in index order
 using DirectWideF64 = TileConfig<16, 8, 2, 2, 2, 4>;   // double: half the registers per accumulator
 using DirectDepthwise = TileConfig<32, 8, 1, 2, 2, 1>;  // one output channel per group
 
