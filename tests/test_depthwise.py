@@ -71,11 +71,18 @@ def unstaged_takes(shape, dtype):
             and dil == 1)
 
 
+def strided_grad_input_takes(shape, dtype):
+    """The unstaged family's strided grad_input: float32 depthwise layers (one filter per channel) at
+    stride 2 with a 3x3 or 5x5 filter and no dilation, every output phase in one launch."""
+    n, c, k, h, w, r, s, stride, pad, dil, groups, bias = shape
+    return dtype == torch.float32 and c == groups and k == groups and stride == 2 and dil == 1 and r == s and r in (3, 5)
+
+
 def unstaged_grad_input(shape, dtype):
-    """Its grad_input: the same launch on grad_output where the layer has stride 1 (a strided layer's
-    grad_input phases have smaller filters: the staged specialist or the per-pixel gather runs them,
-    the unstaged kernel a phase with a square filter of a compiled size)."""
-    return unstaged_takes(shape, dtype) and shape[7] == 1
+    """Its grad_input: the same launch on grad_output where the layer has stride 1; the strided
+    grad_input above for strided depthwise layers (other strided layers' grad_input phases have
+    smaller filters: the staged specialist or the per-pixel gather runs them)."""
+    return (unstaged_takes(shape, dtype) and shape[7] == 1) or strided_grad_input_takes(shape, dtype)
 
 
 def unstaged_by_rule(shape, dtype, transposed=False):
@@ -165,6 +172,41 @@ def test_forced_unstaged_declines_what_it_cannot_run(case):
             torchconv.conv2d(x, wt, None, stride, pad, dil, groups, algorithm="direct")
     finally:
         torchconv.set_config("direct", "")
+
+
+# The strided grad_input over every padding parity of 3x3 and 5x5 filters (which taps join which
+# input row and column pair), padding 0 and wider than half the filter, odd and even H and W (a last
+# row or column pair with one pixel), batch 1, 2 and 33, bias.
+STRIDED_SHAPES = [
+    (2, 5, 5, 12, 9, 3, 3, 2, 0, 1, 5, False),
+    (1, 4, 4, 9, 14, 3, 3, 2, (2, 1), 1, 4, True),
+    (3, 6, 6, 15, 8, 5, 5, 2, (1, 2), 1, 6, False),
+    (1, 3, 3, 7, 7, 5, 5, 2, 3, 1, 3, True),
+    (33, 2, 2, 6, 5, 3, 3, 2, 1, 1, 2, False),
+    (2, 8, 8, 112, 113, 3, 3, 2, 1, 1, 8, False),
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", STRIDED_SHAPES, ids=shape_id)
+def test_strided_grad_input_matches_float64(shape):
+    assert strided_grad_input_takes(shape, torch.float32)
+    check_forward_backward("direct", shape, "cuda", torch.float32, f"strided grad_input {shape_id(shape)}")
+    assert "grad_input:depthwise-unstaged/" in torchconv.last_choice(), torchconv.last_choice()
+
+
+@needs_cuda
+@pytest.mark.parametrize("variant", ["phases", "gather"])
+def test_forced_grad_input_variant_bypasses_the_strided_kernel(variant):
+    shape = (2, 5, 5, 12, 9, 3, 3, 2, 1, 1, 5, False)
+    torchconv.set_variant("direct", variant)
+    try:
+        check_forward_backward("direct", shape, "cuda", torch.float32, f"{variant} {shape_id(shape)}")
+    finally:
+        torchconv.set_variant("direct", "auto")
+    choice = torchconv.last_choice()
+    assert "grad_input:depthwise-unstaged/" not in choice, choice
+    assert ("grad_input:gather/" in choice) == (variant == "gather"), choice
 
 
 def plane_takes(shape, dtype=torch.float32):

@@ -393,6 +393,88 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_unstaged_forward_kernel(
   }
 }
 
+// grad_input of a depthwise layer (one filter per channel) at stride 2 with a 3x3 or 5x5 filter and no
+// dilation, every output phase in one launch. Run as one launch per phase on the staged kernel, each
+// phase (2x2, 2x1, 1x2 and 1x1 taps of a 3x3 filter) re-read grad_output and paid a patch, a barrier
+// and 8-tap chunks for one or two taps. Here a thread owns kDwGradPairs x 1 pairs of input rows and
+// columns (a 2 kDwGradPairs x 2 block of grad_input) and gathers them from the (kDwGradPairs + R / 2)
+// x (R / 2 + 1) grad_output values that reach it; which tap joins which pair is fixed by the parity of
+// the padding (kPy, kPx), so every product is a compile-time register index and only real terms are
+// multiplied. Threads are numbered column pair fastest: a warp's loads of a grad_output row are
+// consecutive, and its stores of a grad_input row are 64 consecutive columns.
+constexpr int kDwGradPairs = 2;  // input row pairs per thread
+
+struct DwStridedGradArgs {
+  const float* gy;
+  const float* w;
+  float* gx;
+  int H, W, Ho, Wo;     // grad_input and grad_output planes
+  int oy_first, ox_first;  // first grad_output row / column reaching row pair 0 / column pair 0: ceil((pad - R + 1) / 2)
+  FastDivisor pairs, strips;  // column pairs ceil(W / 2); strips of kDwGradPairs row pairs
+  FastDivisor channels;
+  int64_t plane0, plane_end;  // this launch's planes (image x channel)
+};
+
+template <int kR, int kPy, int kPx>
+__global__ void __launch_bounds__(kDwThreads) depthwise_strided_grad_input_kernel(const DwStridedGradArgs a) {
+  constexpr int kM = kR / 2;
+  // Row 2 a + dy of grad_input takes grad_output row a + oy_first + u through filter row
+  // dy - 2 u + kP; likewise columns with kQ.
+  constexpr int kP = 2 * kM - kPy, kQ = 2 * kM - kPx;
+  constexpr int kRows = 2 * kDwGradPairs, kInRows = kDwGradPairs + kM;
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t row_index = a.pairs.div(t), plane_index = a.strips.div(row_index);
+  const int b = int(t - row_index * a.pairs.d);
+  const int strip = int(row_index - plane_index * a.strips.d);
+  const int64_t plane = a.plane0 + plane_index;
+  if (plane >= a.plane_end) return;
+  const int c = int(uint32_t(plane) - a.channels.div(uint32_t(plane)) * a.channels.d);
+  float f[kR][kR];
+#pragma unroll
+  for (int r = 0; r < kR; ++r)
+#pragma unroll
+    for (int s = 0; s < kR; ++s) f[r][s] = __ldg(a.w + (c * kR + r) * kR + s);
+  const float* __restrict__ gy = a.gy + plane * int64_t(a.Ho) * a.Wo;
+  const int pair0 = strip * kDwGradPairs;
+  const int oy0 = pair0 + a.oy_first, ox0 = b + a.ox_first;
+  bool col_in[kM + 1];
+#pragma unroll
+  for (int j = 0; j <= kM; ++j) col_in[j] = unsigned(ox0 + j) < unsigned(a.Wo);
+  float acc[kRows][2];
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) acc[i][0] = acc[i][1] = 0.f;
+#pragma unroll
+  for (int u = 0; u < kInRows; ++u) {
+    const int oy = oy0 + u;
+    if (unsigned(oy) >= unsigned(a.Ho)) continue;
+    const float* row = gy + oy * a.Wo + ox0;
+    float v[kM + 1];
+#pragma unroll
+    for (int j = 0; j <= kM; ++j) v[j] = col_in[j] ? __ldg(row + j) : 0.f;
+#pragma unroll
+    for (int dy = 0; dy < kRows; ++dy) {
+      constexpr int kLast = kR - 1;
+      const int r = dy - 2 * u + kP;
+      if (r < 0 || r > kLast) continue;  // known at compile time once unrolled
+#pragma unroll
+      for (int dx = 0; dx < 2; ++dx)
+#pragma unroll
+        for (int j = 0; j <= kM; ++j) {
+          const int s = dx - 2 * j + kQ;
+          if (s >= 0 && s <= kLast) acc[dy][dx] = fmaf(v[j], f[r][s], acc[dy][dx]);
+        }
+    }
+  }
+  float* gx = a.gx + plane * int64_t(a.H) * a.W + 2 * b;
+#pragma unroll
+  for (int dy = 0; dy < kRows; ++dy) {
+    const int iy = 2 * pair0 + dy;
+    if (iy >= a.H) break;
+    gx[iy * a.W] = acc[dy][0];
+    if (2 * b + 1 < a.W) gx[iy * a.W + 1] = acc[dy][1];
+  }
+}
+
 // The whole-plane forward (also grad_input launches of the same form): depthwise launches whose filter
 // covers the plane -- every output reads every input pixel, as RepLKNet's 13x13 filters on 7x7 planes
 // and 27x27 on 14x14 do -- at stride 1 without dilation, in float. The staged kernel spends most of

@@ -50,6 +50,56 @@ constexpr const char* kForcedPlaneReason =
 
 at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight, int taps);
 
+// ---- grad_input of strided depthwise layers (depthwise_strided_grad_input_kernel) ----
+
+// Whether the strided grad_input kernel takes layer p's grad_input (in float32): depthwise with one
+// filter per channel, stride 2 along both axes, no dilation, a 3x3 or 5x5 filter, and planes and
+// plane counts its 32-bit index arithmetic holds.
+bool depthwise_strided_grad_input_takes(const ConvShape& p) {
+  if (p.groups <= 0 || p.C != p.groups || p.K != p.groups) return false;
+  if (p.stride_h != 2 || p.stride_w != 2 || p.dil_h != 1 || p.dil_w != 1 || p.R != p.S || (p.R != 3 && p.R != 5))
+    return false;
+  if (p.N <= 0 || p.H <= 0 || p.W <= 0 || p.Ho <= 0 || p.Wo <= 0) return false;
+  const int64_t limit = int64_t(1) << 30;
+  const int64_t per_plane = ceil_div(ceil_div(p.H, int64_t(2)), int64_t(kDwGradPairs)) * ceil_div(p.W, int64_t(2));
+  return p.N * p.C < limit && per_plane < limit && p.H * p.W < limit && p.Ho * p.Wo < limit;
+}
+
+// One launch per run of planes whose threads number below 2^31.
+template <int kR, int kPy, int kPx>
+void launch_strided_grad_input_instance(DwStridedGradArgs a, int64_t planes) {
+  const int64_t per_plane = int64_t(a.strips.d) * a.pairs.d;
+  const int64_t planes_per_launch = std::max<int64_t>(1, ((int64_t(1) << 31) - kDwThreads) / per_plane);
+  for (int64_t p0 = 0; p0 < planes; p0 += planes_per_launch) {
+    a.plane0 = p0, a.plane_end = std::min(planes, p0 + planes_per_launch);
+    const int64_t blocks = ceil_div((a.plane_end - p0) * per_plane, int64_t(kDwThreads));
+    check_grid(blocks, "conv2d_direct_backward");
+    depthwise_strided_grad_input_kernel<kR, kPy, kPx><<<unsigned(blocks), kDwThreads, 0, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+template <int kR>
+void launch_strided_grad_input_r(const DwStridedGradArgs& a, int64_t planes, int py, int px) {
+  if (py == 0 && px == 0) return launch_strided_grad_input_instance<kR, 0, 0>(a, planes);
+  if (py == 0) return launch_strided_grad_input_instance<kR, 0, 1>(a, planes);
+  if (px == 0) return launch_strided_grad_input_instance<kR, 1, 0>(a, planes);
+  launch_strided_grad_input_instance<kR, 1, 1>(a, planes);
+}
+
+void launch_depthwise_strided_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tensor& w, at::Tensor& gx) {
+  DwStridedGradArgs a{};
+  a.gy = gy.const_data_ptr<float>(), a.w = w.const_data_ptr<float>(), a.gx = gx.mutable_data_ptr<float>();
+  a.H = int(p.H), a.W = int(p.W), a.Ho = int(p.Ho), a.Wo = int(p.Wo);
+  a.oy_first = ceil_div_int(int(p.pad_h - p.R + 1), 2), a.ox_first = ceil_div_int(int(p.pad_w - p.S + 1), 2);
+  a.pairs = make_fast_divisor(uint32_t(ceil_div(p.W, int64_t(2))));
+  a.strips = make_fast_divisor(uint32_t(ceil_div(ceil_div(p.H, int64_t(2)), int64_t(kDwGradPairs))));
+  a.channels = make_fast_divisor(uint32_t(p.C));
+  const int py = int(p.pad_h & 1), px = int(p.pad_w & 1);
+  if (p.R == 3) return launch_strided_grad_input_r<3>(a, p.N * p.C, py, px);
+  launch_strided_grad_input_r<5>(a, p.N * p.C, py, px);
+}
+
 // ---- the whole-plane forward (depthwise_plane_forward_kernel) ----
 
 // Whether the whole-plane forward can run launch `a`: float, one reduced channel per group, stride 1
@@ -569,6 +619,16 @@ bool grad_input_by_phases(const ConvShape& p) {
 template <typename T>
 void direct_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tensor& weight, at::Tensor& gx) {
   const int sh = int(p.stride_h), sw = int(p.stride_w);
+  if constexpr (std::is_same_v<T, float>) {
+    // Strided depthwise layers: every phase in one launch of the unstaged family, unless a config other
+    // than it or a grad_input variant (phases / gather) is forced.
+    const int forced = forced_config(kDirect);
+    if ((forced < 0 || forced == kDepthwiseUnstaged) && direct_variant() == DirectVariant::kAuto &&
+        depthwise_strided_grad_input_takes(p)) {
+      record_last_choice("grad_input", "depthwise-unstaged", 1);
+      return launch_depthwise_strided_grad_input(p, gy, weight.contiguous(), gx);
+    }
+  }
   if ((sh > 1 || sw > 1) && !grad_input_by_phases<T>(p)) {
     record_last_choice("grad_input", "gather", 1);
     auto w = weight.contiguous();
