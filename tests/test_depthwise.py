@@ -101,8 +101,8 @@ def test_depthwise_matches_float64(shape, dtype):
     check_forward_backward("direct", shape, "cuda", dtype, f"depthwise {shape_id(shape)}")
     choice = torchconv.last_choice()
     if specialist_takes(shape):
-        assert not (plane_takes(shape, dtype) and shape[0] >= 16)  # the rule's plane forward: tests below
-        forward = "depthwise-unstaged" if unstaged_by_rule(shape, dtype) else "depthwise"
+        forward = ("depthwise-plane" if plane_by_rule(shape, dtype) else
+                   "depthwise-unstaged" if unstaged_by_rule(shape, dtype) else "depthwise")
         assert choice.startswith(f"forward:{forward}/") and "grad_weight:depthwise/" in choice, choice
         # grad_input of a strided layer with few blocks may take the per-pixel gather instead.
         if unstaged_by_rule(shape, dtype, transposed=True):
@@ -211,26 +211,43 @@ def test_forced_grad_input_variant_bypasses_the_strided_kernel(variant):
 
 def plane_takes(shape, dtype=torch.float32):
     """The whole-plane forward runs float32 depthwise launches (one channel per group) at stride 1 with
-    dilation 1 on planes 7, 8, 14 or 16 wide (the output as wide) whose filter covers the plane: every
-    output pixel reads every input pixel, along both axes."""
+    dilation 1 on planes 7 or 14 wide (the output as wide) whose filter, along W, covers the plane
+    (every output column reads every input column) or is centred and 7 wide; any filter height and
+    padding along H."""
     n, c, k, h, w, r, s, stride, pad, dil, groups, bias = shape
     ph, pw = (pad, pad) if isinstance(pad, int) else pad
-    ho, wo = h + 2 * ph - r + 1, w + 2 * pw - s + 1
-    return (dtype == torch.float32 and c == groups and stride == 1 and dil == 1 and w in (7, 8, 14, 16)
-            and wo == w and pw >= wo - 1 and w - 1 + pw <= s - 1 and ph >= ho - 1 and h - 1 + ph <= r - 1)
+    wo = w + 2 * pw - s + 1
+    covers = pw >= w - 1 and w - 1 + pw <= s - 1
+    centred = s == 7 and pw == 3
+    return (dtype == torch.float32 and c == groups and stride == 1 and dil == 1 and w in (7, 14) and wo == w
+            and (covers or centred))
 
 
-# Forced onto the whole-plane forward: RepLKNet's 13x13 on 7x7 and 27x27 on 14x14, every compiled
-# width, H != W (taller and shorter than wide, output rows not a multiple of a thread's strip),
-# rectangular filters wider than needed, asymmetric padding, batch 1, 33 (a second warp with one
-# image), channel multiplier 2 (its grad_input reduces over 2 filters: the staged kernel), bias.
+def plane_by_rule(shape, dtype):
+    """auto takes it at batches of 16 and more for filters that cover the plane's width, and for
+    centred 7-column filters on 14-wide planes."""
+    n, c, k, h, w, r, s, stride, pad, dil, groups, bias = shape
+    pw = pad if isinstance(pad, int) else pad[1]
+    covers = pw >= w - 1 and w - 1 + pw <= s - 1
+    return plane_takes(shape, dtype) and n >= 16 and (covers or w == 14)
+
+
+# Forced onto the whole-plane forward. Covering filters: RepLKNet's 13x13 on 7x7 and 27x27 on 14x14,
+# H != W (taller and shorter than wide, output rows not a multiple of a thread's strip), rectangular
+# filters wider than needed, asymmetric padding. Centred 7-column filters (ConvNeXt's 7x7 on 14x14 and
+# 7x7), no padding along H, a plane taller than wide with a taller filter. Batch 1, 2, 17, 32, 33 (a second warp with one image), channel multiplier 2 (its grad_input
+# reduces over 2 filters: the staged kernel), bias.
 PLANE_SHAPES = [
     (32, 8, 8, 7, 7, 13, 13, 1, 6, 1, 8, True),
     (16, 4, 4, 14, 14, 27, 27, 1, 13, 1, 4, False),
-    (33, 3, 3, 5, 8, 15, 15, 1, 7, 1, 3, True),
-    (1, 2, 4, 16, 16, 31, 33, 1, (15, 16), 1, 2, True),
+    (33, 3, 3, 5, 7, 15, 15, 1, 7, 1, 3, True),
+    (1, 2, 4, 14, 14, 29, 31, 1, (14, 15), 1, 2, True),
     (2, 3, 3, 9, 7, 21, 13, 1, (10, 6), 1, 3, False),
     (3, 5, 5, 3, 14, 9, 29, 1, (4, 14), 1, 5, True),
+    (32, 6, 6, 7, 7, 7, 7, 1, 3, 1, 6, True),
+    (17, 4, 4, 14, 14, 7, 7, 1, 3, 1, 4, False),
+    (2, 3, 6, 11, 14, 7, 7, 1, (0, 3), 1, 3, True),
+    (1, 5, 5, 20, 7, 9, 7, 1, (2, 3), 1, 5, False),
 ]
 
 
@@ -250,9 +267,13 @@ def test_plane_forward_matches_float64(shape):
 
 
 @needs_cuda
-@pytest.mark.parametrize("n, taken", [(32, True), (16, True), (8, False)])
-def test_rule_takes_the_plane_forward_for_batches_of_16_and_more(n, taken):
-    shape = (n, 8, 8, 7, 7, 13, 13, 1, 6, 1, 8, False)
+@pytest.mark.parametrize("n, hw, r, taken", [
+    (32, 7, 13, True), (16, 7, 13, True), (8, 7, 13, False),  # covering
+    (16, 14, 7, True), (8, 14, 7, False), (16, 7, 7, False),  # centred 7x7: on 14-wide planes only
+])
+def test_rule_takes_the_plane_forward_for_batches_of_16_and_more(n, hw, r, taken):
+    shape = (n, 8, 8, hw, hw, r, r, 1, r // 2, 1, 8, False)
+    assert plane_by_rule(shape, torch.float32) == taken
     check_forward_backward("direct", shape, "cuda", torch.float32, f"rule {shape_id(shape)}")
     choice = torchconv.last_choice()
     assert choice.startswith("forward:depthwise-plane/") == taken, choice
@@ -261,13 +282,13 @@ def test_rule_takes_the_plane_forward_for_batches_of_16_and_more(n, taken):
 
 @needs_cuda
 @pytest.mark.parametrize("case", [
-    ((16, 4, 4, 7, 7, 7, 7, 1, 3, 1, 4), torch.float32),  # 7x7 on 7x7: the filter does not cover the plane
-    ((16, 4, 4, 9, 9, 17, 17, 1, 8, 1, 4), torch.float32),  # 9 wide: no compiled width
+    ((16, 4, 4, 7, 7, 5, 5, 1, 2, 1, 4), torch.float32),  # 5x5 on 7x7: neither covering nor 7 wide
+    ((16, 4, 4, 8, 8, 15, 15, 1, 7, 1, 4), torch.float32),  # 8 wide: no compiled width
     ((16, 4, 4, 14, 14, 27, 27, 2, 13, 1, 4), torch.float32),  # stride 2
     ((16, 4, 4, 7, 7, 13, 13, 1, 12, 2, 4), torch.float32),  # dilation 2
     ((16, 16, 16, 7, 7, 13, 13, 1, 6, 1, 4), torch.float32),  # groups of 4 channels
     ((16, 4, 4, 7, 7, 13, 13, 1, 6, 1, 4), torch.float64),
-], ids=["not-covering", "width9", "stride2", "dilation2", "groups-of-4", "float64"])
+], ids=["centred-5x5", "width8", "stride2", "dilation2", "groups-of-4", "float64"])
 def test_forced_plane_declines_what_it_cannot_run(case):
     (n, c, k, h, w, r, s, stride, pad, dil, groups), dtype = case
     assert not plane_takes((n, c, k, h, w, r, s, stride, pad, dil, groups, False), dtype)

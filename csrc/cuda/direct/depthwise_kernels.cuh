@@ -475,71 +475,80 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_strided_grad_input_kerne
   }
 }
 
-// The whole-plane forward (also grad_input launches of the same form): depthwise launches whose filter
+// The whole-plane forward (also grad_input launches of the same form): depthwise launches on planes 7
+// or 14 columns wide (the last stages of 224 x 224 networks), at stride 1 without dilation, in float, where either the filter
 // covers the plane -- every output reads every input pixel, as RepLKNet's 13x13 filters on 7x7 planes
-// and 27x27 on 14x14 do -- at stride 1 without dilation, in float. The staged kernel spends most of
-// its issue slots there on a zero-padded patch per block, 16-tap chunks of a 13-tap row and per-lane
-// tap ranges. Here a block is 32 images of one channel and a warp a strip of plane_rows(W) output rows
-// of all 32, a lane per image: every lane runs the same filter rows and taps, so the filter loads are
-// warp-uniform broadcasts and nothing diverges. The block stages the 32 planes (coalesced, each at an
-// odd pitch so that the lanes' reads of their own planes fall on distinct banks) and the filter rows
-// it needs, once. Each input row is read once per strip into registers and every output row of the
-// strip takes its products from them: output column ox reads input column ix through tap
-// ix - ox - col_ox, so a filter row is needed only as its 2W - 1 taps around the centre (staged row
-// r serves input row iy and output row oy with r = iy - oy + col_H - 1). The plane width kW is a
-// template parameter, so the kW x kW products of a row pair unroll into register indices. Only real
-// terms are multiplied.
+// and 27x27 on 14x14 do -- or a centred filter of 7 columns ("same" padding along W). The staged
+// kernel spends most of its issue slots on the first kind with a zero-padded patch per block, 16-tap
+// chunks of a 13-tap row and per-lane tap ranges; the unstaged kernel reads the second kind's narrow
+// rows with lanes spread over several planes and filters. Here a block is 32 images of one channel
+// and a warp a strip of plane_rows(W) output rows of all 32, a lane per image: every lane runs the
+// same filter rows and taps, so the filter loads are warp-uniform broadcasts and nothing diverges. The
+// block stages the 32 planes (coalesced, each at an odd pitch so that the lanes' reads of their own
+// planes fall on distinct banks) and the filter rows it needs, once. Each input row a strip reads is
+// loaded once into registers and every output row of the strip takes its products from them: output
+// column ox reads input column ix through tap ix - ox - col_ox, so a filter row is needed only as the
+// 2 kHalf + 1 taps of the diagonals |ix - ox| <= kHalf that have one (kHalf = W - 1 for a covering
+// filter, 3 for a centred 7-column one); staged row e serves input row iy and output row
+// oy with e = iy - oy + col_H - 1, and rows whose filter row lies outside the filter are skipped. The
+// plane width and kHalf are template parameters, so a row pair's products unroll into register
+// indices. Only real terms are multiplied.
 constexpr int kDwPlaneWarps = 8;    // most warps (strips) per block
 
-// Output rows per thread: 4 on planes up to 8 wide, 2 on wider ones, whose 4-row strips leave too
+// Output rows per thread: 4 on planes 7 wide, 2 on 14-wide ones, whose 4-row strips leave too
 // few warps per SM to hide the latencies (RepLKNet's 27x27 on 14x14 ran 74 against 55 µs per call).
 TORCHCONV_HOST_DEVICE constexpr int plane_rows(int W) { return W <= 8 ? 4 : 2; }
 
-TORCHCONV_HOST_DEVICE constexpr int plane_filter_pitch(int W) { return round_up(2 * W - 1, 4); }
+TORCHCONV_HOST_DEVICE constexpr int plane_filter_pitch(int half) { return round_up(2 * half + 1, 4); }
 // Elements per staged plane (H x W) and per staged output strip (plane_rows(W) x W), made odd so that
 // the lanes' accesses to their own planes fall on distinct banks.
 TORCHCONV_HOST_DEVICE constexpr int plane_pitch(int H, int W) { return H * W | 1; }
 TORCHCONV_HOST_DEVICE constexpr int plane_strip_pitch(int W) { return plane_rows(W) * W | 1; }
 // Shared memory of a block: the filter table, the 32 input planes, and per warp its 32 output strips
 // (stored from there coalesced).
-TORCHCONV_HOST_DEVICE constexpr int plane_smem_floats(int H, int Ho, int W, int warps) {
-  return (H + Ho - 1) * plane_filter_pitch(W) + 32 * plane_pitch(H, W) + warps * 32 * plane_strip_pitch(W);
+TORCHCONV_HOST_DEVICE constexpr int plane_smem_floats(int H, int Ho, int W, int half, int warps) {
+  return (H + Ho - 1) * plane_filter_pitch(half) + 32 * plane_pitch(H, W) + warps * 32 * plane_strip_pitch(W);
 }
 
 struct DwPlaneGrid {
   int strips;           // ceil(col_H / plane_rows(W))
   int image_groups;     // ceil(N / 32)
-  int tap_s0, tap_r0;   // filter tap of staged diagonal 0 (columns) and of staged row 0
+  int tap_s0;           // filter tap of staged diagonal 0 (ix - ox = -kHalf)
 };
 
 // One strip's products: output rows oy0 .. oy0 + plane_rows(kW) - 1 (kFull) or those below Ho.
-// A full strip has no branch between its rows, so their loads and products interleave.
-template <int kW, bool kFull>
-__device__ __forceinline__ void plane_strip_products(const float* xs, const float* filt, int H, int Ho, int oy0,
+template <int kW, int kHalf, bool kFull>
+__device__ __forceinline__ void plane_strip_products(const float* xs, const float* filt, const DirectArgs& a, int oy0,
                                                      float (&acc)[plane_rows(kW)][kW]) {
-  constexpr int kPitch = plane_filter_pitch(kW), kRows = plane_rows(kW);
-  for (int iy = 0; iy < H; ++iy) {
+  constexpr int kPitch = plane_filter_pitch(kHalf), kRows = plane_rows(kW);
+  const int H = a.src_H, Ho = a.col_H;
+  // Input rows that reach the strip: iy = oy + col_oy + r for r in [0, R).
+  const int iy_lo = max(0, oy0 + a.col_oy), iy_hi = min(H - 1, oy0 + kRows - 1 + a.col_oy + a.R - 1);
+  for (int iy = iy_lo; iy <= iy_hi; ++iy) {
     float v[kW];
 #pragma unroll
     for (int ix = 0; ix < kW; ++ix) v[ix] = xs[iy * kW + ix];
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
-      if (!kFull && oy0 + i >= Ho) break;
+      const int oy = oy0 + i;
+      if (!kFull && oy >= Ho) break;
+      if (unsigned(iy - oy - a.col_oy) >= unsigned(a.R)) continue;  // no filter row joins them
       float f[kPitch];
-      load_run<float, kPitch>(filt + (iy - oy0 - i + Ho - 1) * kPitch, f);
-      // Output ox reads input ix through staged diagonal ix - ox + kW - 1.
+      load_run<float, kPitch>(filt + (iy - oy + Ho - 1) * kPitch, f);
+      // Output ox reads input ix through staged diagonal ix - ox + kHalf.
 #pragma unroll
       for (int ix = 0; ix < kW; ++ix)
 #pragma unroll
-        for (int ox = 0; ox < kW; ++ox) acc[i][ox] = fmaf(v[ix], f[ix - ox + kW - 1], acc[i][ox]);
+        for (int ox = 0; ox < kW; ++ox)
+          if (ix - ox <= kHalf && ox - ix <= kHalf) acc[i][ox] = fmaf(v[ix], f[ix - ox + kHalf], acc[i][ox]);
     }
   }
 }
 
-template <int kW>
+template <int kW, int kHalf>
 __global__ void __launch_bounds__(kDwPlaneWarps * 32, 2) depthwise_plane_forward_kernel(const DirectArgs a,
                                                                                         const DwPlaneGrid grid) {
-  constexpr int kDiag = 2 * kW - 1, kPitch = plane_filter_pitch(kW), kStripPitch = plane_strip_pitch(kW);
+  constexpr int kDiag = 2 * kHalf + 1, kPitch = plane_filter_pitch(kHalf), kStripPitch = plane_strip_pitch(kW);
   constexpr int kRows = plane_rows(kW);
   extern __shared__ __align__(16) unsigned char dw_smem[];
   const int H = a.src_H, Ho = a.col_H, pp = plane_pitch(H, kW);
@@ -551,12 +560,13 @@ __global__ void __launch_bounds__(kDwPlaneWarps * 32, 2) depthwise_plane_forward
   const int n0 = (blockIdx.x - k * grid.image_groups) * 32;
   const int images = min(32, a.N - n0);
   const int g = k / (a.out_C / a.groups);
-  // Stage this channel's filter rows tap_r0 .. tap_r0 + H + Ho - 2, taps tap_s0 .. tap_s0 + kDiag - 1,
-  // and the planes of images n0 .. n0 + images - 1.
+  // Stage this channel's filter table (row e: filter row e - (Ho - 1) - col_oy, zero where that is
+  // outside the filter, which the products skip; taps tap_s0 .. tap_s0 + kDiag - 1) and the planes of
+  // images n0 .. n0 + images - 1.
   const float* __restrict__ wk = static_cast<const float*>(a.w) + int64_t(k) * a.R * a.S;
   for (int e = threadIdx.x; e < (H + Ho - 1) * kPitch; e += blockDim.x) {
-    const int r = e / kPitch, d = e - r * kPitch;
-    filt[e] = d < kDiag ? wk[(grid.tap_r0 + r) * a.S + grid.tap_s0 + d] : 0.f;
+    const int row = e / kPitch, d = e - row * kPitch, r = row - (Ho - 1) - a.col_oy;
+    filt[e] = d < kDiag && unsigned(r) < unsigned(a.R) ? wk[r * a.S + grid.tap_s0 + d] : 0.f;
   }
   const int plane_elems = H * kW;
   const float* __restrict__ x = static_cast<const float*>(a.x) + (int64_t(n0) * a.src_C + g) * plane_elems;
@@ -576,8 +586,8 @@ __global__ void __launch_bounds__(kDwPlaneWarps * 32, 2) depthwise_plane_forward
     for (int i = 0; i < kRows; ++i)
 #pragma unroll
       for (int j = 0; j < kW; ++j) acc[i][j] = 0.f;
-    if (rows == kRows) plane_strip_products<kW, true>(xs, filt, H, Ho, oy0, acc);
-    else plane_strip_products<kW, false>(xs, filt, H, Ho, oy0, acc);
+    if (rows == kRows) plane_strip_products<kW, kHalf, true>(xs, filt, a, oy0, acc);
+    else plane_strip_products<kW, kHalf, false>(xs, filt, a, oy0, acc);
     // Through shared memory, so that each image's strip (rows x kW consecutive floats) is stored by
     // consecutive lanes.
 #pragma unroll

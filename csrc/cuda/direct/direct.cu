@@ -45,8 +45,9 @@ constexpr const char* kForcedUnstagedReason =
 
 constexpr const char* kForcedPlaneReason =
     "the forced config 'depthwise-plane' runs only float32 depthwise launches (one channel per group, any "
-    "channel multiplier) at stride 1 with dilation 1 whose filter covers the plane (every output reads every "
-    "input pixel) on planes 7, 8, 14 or 16 wide";
+    "channel multiplier) at stride 1 with dilation 1 on planes 7 or 14 wide (RepLKNet's and MobileNet's last "
+    "stages at 224 x 224) whose filter covers the "
+    "plane's width or is centred and 7 wide";
 
 at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight, int taps);
 
@@ -102,52 +103,65 @@ void launch_depthwise_strided_grad_input(const ConvShape& p, const at::Tensor& g
 
 // ---- the whole-plane forward (depthwise_plane_forward_kernel) ----
 
-// Whether the whole-plane forward can run launch `a`: float, one reduced channel per group, stride 1
-// and dilation 1, a plane of a compiled width whose output is as wide, and a filter that covers the
-// plane: every output pixel reads every input pixel through a filter tap, along both axes.
-bool depthwise_plane_takes(const DirectArgs& a, size_t elem) {
-  if (elem != sizeof(float) || a.groups <= 0 || a.src_C != a.groups || a.N <= 0 || a.col_H <= 0) return false;
-  if (a.col_sy != 1 || a.col_sx != 1 || a.tap_sy != 1 || a.tap_sx != 1) return false;
-  // The destination is the launch's grid itself (a forward, or a stride-1 layer's grad_input).
+// The whole-plane forward's diagonal half-width for launch `a` (depthwise_plane_forward_kernel), or 0
+// when it cannot run it. It takes float, one reduced channel per group, stride 1 and dilation 1, a
+// destination that is the launch's grid, a plane of a compiled width whose output is as wide, and
+// along W either a filter that covers the plane (every output column reads every input column:
+// W - 1) or a centred filter of 7 columns (3); any filter height and padding along H. Centred 3- and
+// 5-column filters ran slower than on the unstaged kernel (MobileNetV3's 5x5 on 7x7: 14.4 against
+// 11.2 µs, EfficientNet's on 14x14: 29.5 against 26.3) and are not compiled.
+int plane_half(const DirectArgs& a, size_t elem) {
+  if (elem != sizeof(float) || a.groups <= 0 || a.src_C != a.groups || a.N <= 0 || a.col_H <= 0) return 0;
+  if (a.col_sy != 1 || a.col_sx != 1 || a.tap_sy != 1 || a.tap_sx != 1) return 0;
   if (a.out_sy != 1 || a.out_sx != 1 || a.out_oy != 0 || a.out_ox != 0 || a.out_H != a.col_H || a.out_W != a.col_W)
-    return false;
+    return 0;
   const int W = a.src_W;
-  if (a.col_W != W || (W != 7 && W != 8 && W != 14 && W != 16)) return false;
-  const bool covers_w = a.col_ox <= -(a.col_W - 1) && W - 1 - a.col_ox <= a.S - 1;
-  const bool covers_h = a.col_oy <= -(a.col_H - 1) && a.src_H - 1 - a.col_oy <= a.R - 1;
-  // The covering filter bounds H by about R / 2; the staged planes must still fit one block.
-  return covers_w && covers_h && int64_t(a.src_H) * W <= 4096 &&
-         size_t(plane_smem_floats(a.src_H, a.col_H, W, kDwPlaneWarps)) * sizeof(float) <= size_t(max_dynamic_smem());
+  if (a.col_W != W || (W != 7 && W != 14)) return 0;
+  int half = 0;
+  if (a.col_ox <= -(W - 1) && W - 1 - a.col_ox <= a.S - 1) half = W - 1;
+  else if (a.S == 7 && a.col_ox == -3) half = 3;
+  if (half == 0 || int64_t(a.src_H) * W > 4096) return 0;
+  const size_t smem = size_t(plane_smem_floats(a.src_H, a.col_H, W, half, kDwPlaneWarps)) * sizeof(float);
+  return smem <= size_t(max_dynamic_smem()) ? half : 0;
 }
 
-template <int kW>
-void launch_depthwise_plane_w(const DirectArgs& a) {
+bool depthwise_plane_takes(const DirectArgs& a, size_t elem) { return plane_half(a, elem) > 0; }
+
+template <int kW, int kHalf>
+void launch_depthwise_plane_wh(const DirectArgs& a) {
   DwPlaneGrid grid{};
   grid.strips = int(ceil_div(a.col_H, plane_rows(kW)));
   grid.image_groups = int(ceil_div(a.N, 32));
-  grid.tap_s0 = -(kW - 1) - a.col_ox;
-  grid.tap_r0 = -(a.col_H - 1) - a.col_oy;
+  grid.tap_s0 = -kHalf - a.col_ox;
   const int64_t blocks = int64_t(a.out_C) * grid.image_groups;
   check_grid(blocks, "conv2d_direct");
   const int warps = std::min(kDwPlaneWarps, grid.strips);
-  const size_t smem = size_t(plane_smem_floats(a.src_H, a.col_H, kW, warps)) * sizeof(float);
-  ensure_dynamic_smem(depthwise_plane_forward_kernel<kW>, smem, "conv2d_direct");
-  depthwise_plane_forward_kernel<kW><<<unsigned(blocks), 32 * warps, smem, current_stream()>>>(a, grid);
+  const size_t smem = size_t(plane_smem_floats(a.src_H, a.col_H, kW, kHalf, warps)) * sizeof(float);
+  ensure_dynamic_smem(depthwise_plane_forward_kernel<kW, kHalf>, smem, "conv2d_direct");
+  depthwise_plane_forward_kernel<kW, kHalf><<<unsigned(blocks), 32 * warps, smem, current_stream()>>>(a, grid);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-void launch_depthwise_plane(const DirectArgs& a) {
-  switch (a.src_W) {
-    case 7: return launch_depthwise_plane_w<7>(a);
-    case 8: return launch_depthwise_plane_w<8>(a);
-    case 14: return launch_depthwise_plane_w<14>(a);
-    default: return launch_depthwise_plane_w<16>(a);
-  }
+template <int kW>
+void launch_depthwise_plane_w(const DirectArgs& a, int half) {
+  if (half == 3) return launch_depthwise_plane_wh<kW, 3>(a);
+  launch_depthwise_plane_wh<kW, kW - 1>(a);
 }
 
-// Where the rule takes the whole-plane forward: batches of 16 and more (a warp is 32 images of one
-// channel; smaller batches leave most lanes idle, and the staged kernel's tiles then fill the warps).
-bool depthwise_plane_pays(const DirectArgs& a) { return a.N >= 16; }
+void launch_depthwise_plane(const DirectArgs& a) {
+  const int half = plane_half(a, sizeof(float));
+  if (a.src_W == 7) return launch_depthwise_plane_w<7>(a, half);
+  launch_depthwise_plane_w<14>(a, half);
+}
+
+// Where the rule takes the whole-plane forward: at batches of 16 and more (a warp is 32 images of one
+// channel; smaller batches leave most lanes idle, and the staged kernel's tiles then fill the warps),
+// covering filters, and 7-column centred filters on 14-wide planes (ConvNeXt's 7x7 on 14x14: 18.7
+// against the unstaged kernel's 23.5 µs). On 7-wide planes the unstaged kernel keeps centred filters.
+bool depthwise_plane_pays(const DirectArgs& a) {
+  const int half = plane_half(a, sizeof(float));
+  return a.N >= 16 && (half == a.src_W - 1 || (half == 3 && a.src_W == 14));
+}
 
 // Output rows per thread of the unstaged forward: 8 for 5x5 and 7x7 filters at stride 1 (a strip of
 // rows loads rows + R - 1 input rows, so taller strips load fewer per output where R is large), 4
