@@ -298,6 +298,16 @@ def mode_flops_of(flops, mode):
     return flops * (3 if mode == "fwdbwd" else 1)
 
 
+def roofline(layer, n, mode, precision):
+    """(ms, 'memory' or 'compute'): the time the layer's bytes take at the measured copy bandwidth, or
+    its multiply-adds that read the image (padding taps excluded: no kernel needs to run them) at the
+    precision's peak, whichever is longer."""
+    elem = torch.finfo(PRECISION_DTYPE[precision]).bits // 8
+    mem_ms = layer.bytes(n, mode, elem) / (HBM_TBPS * 1e12) * 1e3
+    fma_ms = mode_flops_of(layer.useful_flops(n), mode) / (compute_peak(precision, layer) * 1e12) * 1e3
+    return max(mem_ms, fma_ms), ("memory" if mem_ms >= fma_ms else "compute")
+
+
 def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
     """Rows for one layer and batch: every algorithm of `algorithms` and cuDNN, interleaved."""
     L = Layer(layer, n, PRECISION_DTYPE[args.precision], device, args.layout)
@@ -342,14 +352,7 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
         cudnn_ms = statistics.median(per_round["cudnn"])
         mode_flops = mode_flops_of(flops, mode)
         label = "cudnn" if device.type == "cuda" else "aten"
-        # The roofline: the time the layer's bytes take at the measured copy bandwidth, or its
-        # multiply-adds at the precision's peak, whichever is longer.
-        elem = torch.finfo(PRECISION_DTYPE[args.precision]).bits // 8
-        bound_ms, bound = None, None
-        if device.type == "cuda":
-            mem_ms = layer.bytes(n, mode, elem) / (HBM_TBPS * 1e12) * 1e3
-            fma_ms = mode_flops_of(flops, mode) / (compute_peak(args.precision, layer) * 1e12) * 1e3
-            bound_ms, bound = max(mem_ms, fma_ms), ("memory" if mem_ms >= fma_ms else "compute")
+        bound_ms, bound = roofline(layer, n, mode, args.precision) if device.type == "cuda" else (None, None)
         base = dict(suite=None, layer=layer.name, N=n, C=layer.C, K=layer.K, H=layer.HW, W=layer.HW, R=layer.R,
                     S=layer.kw, stride=layer.stride, padding=layer.pad, dilation=layer.dilation, groups=layer.groups,
                     bound=bound, bound_ms=bound_ms,

@@ -9,6 +9,11 @@ both merge this way:
     python benchmarks/merge_results.py benchmarks/results/resnet-yolo-h100.json new-fp16.json new-tf32.json
     python benchmarks/merge_results.py benchmarks/results/models-h100.json resnet50-precision.json --skip-precision fp32
     python benchmarks/merge_results.py benchmarks/results/resnet-yolo-h100.json winograd-rerun.json --by-row
+
+--roofline recomputes every GPU bench row's roofline (bench.roofline) instead, after its definition
+changed; no source files:
+
+    python benchmarks/merge_results.py benchmarks/results/depthwise-h100.json --roofline
 """
 import argparse
 import json
@@ -66,13 +71,38 @@ def merge(target, sources, skip_precisions=(), by_row=False):
     return merge_rows(target, meta, new_rows, write_markdown, by_row=by_row)
 
 
+def recompute_roofline(target):
+    """Rewrites `target` with each row's bound and bound_ms from bench.roofline (rows of suite layers
+    measured on a GPU; others unchanged). Returns the rows."""
+    from bench import roofline, write_markdown
+    from suites import SUITES
+
+    layers = {(suite, layer.name): layer for suite, members in SUITES.items() for layer in members}
+    data = load_rows(target)
+    for r in data["rows"]:
+        layer = layers.get((r.get("suite"), r.get("layer")))
+        if layer is not None and r.get("bound_ms") is not None:
+            r["bound_ms"], r["bound"] = roofline(layer, r["N"], r["mode"], r.get("precision", "fp32"))
+    with open(target, "w") as f:
+        json.dump(data, f, indent=1)
+    write_markdown(os.path.splitext(target)[0] + ".md", data["meta"], data["rows"], {})
+    return data["rows"]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target")
-    p.add_argument("sources", nargs="+")
+    p.add_argument("sources", nargs="*")
+    p.add_argument("--roofline", action="store_true", help="recompute every row's roofline (no sources)")
     p.add_argument("--skip-precision", default="", help="comma list of precisions whose new rows are left out")
     p.add_argument("--by-row", action="store_true", help="replace only rows of the same group, layer and algorithm")
     args = p.parse_args(argv)
+    if args.roofline:
+        rows = recompute_roofline(args.target)
+        print(f"recomputed the roofline of {args.target} ({len(rows)} rows)")
+        return
+    if not args.sources:
+        p.error("give result files to merge, or --roofline")
     rows = merge(args.target, args.sources, tuple(s for s in args.skip_precision.split(",") if s), args.by_row)
     print(f"wrote {args.target} ({len(rows)} rows) from {len(args.sources)} files")
 

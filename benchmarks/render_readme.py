@@ -89,14 +89,17 @@ def big_table(name, data):
 
 def depthwise_table(name, data):
     direct = [r for r in data["rows"] if r["algorithm"] == "direct"]
-    rows = [r for r in direct if r.get("precision", "fp32") == "fp32" and r.get("layout", "nchw") == "nchw"]
+    # Forward rows with frozen weights (the weight cache may serve), forward + backward trainable ones.
+    rows = [r for r in direct if r.get("precision", "fp32") == "fp32" and r.get("layout", "nchw") == "nchw"
+            and r.get("weights", "frozen") == ("frozen" if r["mode"] == "fwd" else "trainable")]
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     pick = lambda layer, n, mode: next((r for r in rows if r["layer"] == layer and r["N"] == n  # noqa: E731
                                         and r["mode"] == mode), None)
     cols = [(32, "fwd"), (32, "fwdbwd"), (1, "fwd"), (1, "fwdbwd")]
     lines = [f"Depthwise and small-group layers (the `direct` algorithm's depthwise specialist, FP32): ratio reference "
              f"ms / torchconv ms, and the share of the layer's roofline (its bytes at the measured copy bandwidth or "
-             f"its multiply-adds at the FP32 FMA peak, whichever is longer) reached at N = 32. The reference is "
+             f"its multiply-adds that read the image, padding taps excluded, at the FP32 FMA peak, whichever is "
+             f"longer) reached at N = 32. The reference is "
              f"`F.conv2d` in the same process with cuDNN on (`cudnn.benchmark`, TF32 off); on the depthwise layers "
              f"profiled, PyTorch ran its own `at::native` depthwise kernels rather than cuDNN's. "
              f"From {source(name, data)}.", "",
@@ -135,7 +138,7 @@ def depthwise_nhwc_table(name, data, rows):
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     lines = [f"The same layers in channels_last (the `direct` algorithm's NHWC specialist, in the input's dtype): "
              f"ratio cuDNN ms / torchconv ms with cuDNN at the same precision and memory format, and the share of "
-             f"the roofline reached by the bfloat16 forward at N = 32 (bytes at 2 per element, or multiply-adds at "
+             f"the roofline reached by the bfloat16 forward at N = 32 (bytes at 2 per element, or multiply-adds that read the image at "
              f"the FP32 FMA peak: a depthwise layer has no GEMM for the tensor cores). From {source(name, data)}.",
              "", "| layer | " + " | ".join(f"{p} {m} N={n}" for p, n, m in cols) + " | % of roofline (bf16 fwd N=32) |",
              "|---|" + "---|" * len(cols) + "---|"]

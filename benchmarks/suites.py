@@ -40,6 +40,14 @@ class Layer:
     def flops(self, n):
         return 2.0 * n * self.K * (self.C // self.groups) * self.R * self.kw * self.out_hw() * self.out_w()
 
+    def useful_flops(self, n):
+        """flops() without the products whose input lies in the zero padding (a large filter on a
+        small plane: RepLKNet's 13x13 on 7x7 reads the image through 49 of its 169 taps per output)."""
+        def reads(size, out, taps, pad):
+            return sum(0 <= o * self.stride - pad + t * self.dilation < size for o in range(out) for t in range(taps))
+        return (2.0 * n * self.K * (self.C // self.groups) * reads(self.HW, self.out_hw(), self.R, self.pads[0])
+                * reads(self.HW, self.out_w(), self.kw, self.pads[1]))
+
     def bytes(self, n, mode, elem=4):
         """Bytes each tensor moves once: x, w and y forward; forward + backward adds grad_output
         twice (grad_input and grad_weight), x again (grad_weight), grad_input and grad_weight."""

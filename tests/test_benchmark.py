@@ -159,3 +159,28 @@ def test_merge_by_row_replaces_only_the_rerun_algorithms(tmp_path):
     assert [r for r in after if key(r) == ("S3", "direct")] == [r for r in before if key(r) == ("S3", "direct")]
     merge_results.main([str(target), str(rerun)])
     assert {key(r) for r in json.loads(target.read_text())["rows"]} == {("S1", "aten"), ("S1", "winograd:f4x4")}
+
+
+def test_roofline_counts_only_the_taps_that_read_the_image(tmp_path):
+    """The FMA side of a row's roofline counts the multiply-adds whose input lies in the image: a
+    13x13 filter on a 7x7 plane ('same' padding) reads 49 of its 169 taps per output; without padding
+    every tap counts. merge_results --roofline rewrites stored rows with it."""
+    import merge_results
+    from suites import DEPTHWISE, Layer
+
+    replk = next(layer for layer in DEPTHWISE if layer.name == "replk-1024@7")
+    assert replk.useful_flops(2) == 2.0 * 2 * 1024 * 49 * 49 < replk.flops(2)
+    valid = Layer("v", 8, 4, 10, 3, padding=0)
+    assert valid.useful_flops(3) == valid.flops(3)
+    assert bench.roofline(replk, 32, "fwd", "fp32")[1] == "memory"
+    path = tmp_path / "dw.json"
+    row = dict(suite="depthwise", layer="replk-1024@7", N=32, C=1024, K=1024, H=7, W=7, R=13, S=13, stride=1,
+               padding=6, dilation=1, groups=1024, algorithm="direct", config="default", mode="fwd", weights="frozen",
+               dtype="float32", precision="fp32", layout="nchw", ms=0.1, tflops=1.0, cudnn_ms=0.2, ratio=2.0,
+               ratio_min=2.0, ratio_max=2.0, rounds=1, spread_flag=False, rel_err=0.0, weight_cache=False,
+               bound_ms=1.0, bound="compute")
+    assert ROW_KEYS <= set(row)
+    path.write_text(json.dumps({"meta": bench.environment(torch.device("cpu")), "rows": [row]}))
+    merge_results.main([str(path), "--roofline"])
+    stored = json.loads(path.read_text())["rows"][0]
+    assert (stored["bound_ms"], stored["bound"]) == bench.roofline(replk, 32, "fwd", "fp32")
