@@ -153,22 +153,34 @@ def test_unstaged_forward_matches_float64(shape):
         assert "grad_input:depthwise-unstaged/" in choice, choice
 
 
+# What each forced config declines: (config, (N, C, K, H, W, R, S, stride, padding, dilation, groups), dtype).
+DECLINED = [
+    ("depthwise-unstaged", (1, 4, 4, 9, 9, 3, 5, 1, 1, 1, 4), torch.float32, "3x5"),
+    ("depthwise-unstaged", (1, 4, 4, 9, 9, 3, 3, 1, 2, 2, 4), torch.float32, "dilation2"),
+    ("depthwise-unstaged", (1, 4, 4, 9, 9, 3, 3, (1, 2), 1, 1, 4), torch.float32, "strides1x2"),
+    ("depthwise-unstaged", (1, 4, 4, 9, 9, 9, 9, 1, 4, 1, 4), torch.float32, "9x9"),
+    ("depthwise-unstaged", (1, 64, 64, 9, 9, 3, 3, 1, 1, 1, 2), torch.float32, "groups-of-32"),
+    ("depthwise-unstaged", (1, 4, 4, 9, 9, 3, 3, 1, 1, 1, 4), torch.float64, "float64"),
+    ("depthwise-plane", (16, 4, 4, 7, 7, 5, 5, 1, 2, 1, 4), torch.float32, "centred-5x5"),  # nor covering
+    ("depthwise-plane", (16, 4, 4, 8, 8, 15, 15, 1, 7, 1, 4), torch.float32, "width8"),  # no compiled width
+    ("depthwise-plane", (16, 4, 4, 14, 14, 27, 27, 2, 13, 1, 4), torch.float32, "stride2"),
+    ("depthwise-plane", (16, 4, 4, 7, 7, 13, 13, 1, 12, 2, 4), torch.float32, "dilation2"),
+    ("depthwise-plane", (16, 16, 16, 7, 7, 13, 13, 1, 6, 1, 4), torch.float32, "groups-of-4"),
+    ("depthwise-plane", (16, 4, 4, 7, 7, 13, 13, 1, 6, 1, 4), torch.float64, "float64"),
+]
+
+
 @needs_cuda
-@pytest.mark.parametrize("case", [
-    ((1, 4, 4, 9, 9, 3, 5, 1, 1, 1, 4), torch.float32),  # not square
-    ((1, 4, 4, 9, 9, 3, 3, 1, 2, 2, 4), torch.float32),  # dilation 2
-    ((1, 4, 4, 9, 9, 3, 3, (1, 2), 1, 1, 4), torch.float32),  # unequal strides
-    ((1, 4, 4, 9, 9, 9, 9, 1, 4, 1, 4), torch.float32),  # 9x9
-    ((1, 64, 64, 9, 9, 3, 3, 1, 1, 1, 2), torch.float32),  # 32 channels per group
-    ((1, 4, 4, 9, 9, 3, 3, 1, 1, 1, 4), torch.float64),
-], ids=["3x5", "dilation2", "strides1x2", "9x9", "groups-of-32", "float64"])
-def test_forced_unstaged_declines_what_it_cannot_run(case):
-    (n, c, k, h, w, r, s, stride, pad, dil, groups), dtype = case
+@pytest.mark.parametrize("config, shape, dtype", [d[:3] for d in DECLINED], ids=[f"{d[0]}-{d[3]}" for d in DECLINED])
+def test_forced_config_declines_what_it_cannot_run(config, shape, dtype):
+    n, c, k, h, w, r, s, stride, pad, dil, groups = shape
+    takes = unstaged_takes if config == "depthwise-unstaged" else plane_takes
+    assert not takes(shape + (False,), dtype)
     x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
     wt = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype)
-    torchconv.set_config("direct", "depthwise-unstaged")
+    torchconv.set_config("direct", config)
     try:
-        with pytest.raises(ValueError, match="forced config 'depthwise-unstaged'"):
+        with pytest.raises(ValueError, match=f"forced config '{config}'"):
             torchconv.conv2d(x, wt, None, stride, pad, dil, groups, algorithm="direct")
     finally:
         torchconv.set_config("direct", "")
@@ -278,28 +290,6 @@ def test_rule_takes_the_plane_forward_for_batches_of_16_and_more(n, hw, r, taken
     choice = torchconv.last_choice()
     assert choice.startswith("forward:depthwise-plane/") == taken, choice
     assert ("grad_input:depthwise-plane/" in choice) == taken, choice
-
-
-@needs_cuda
-@pytest.mark.parametrize("case", [
-    ((16, 4, 4, 7, 7, 5, 5, 1, 2, 1, 4), torch.float32),  # 5x5 on 7x7: neither covering nor 7 wide
-    ((16, 4, 4, 8, 8, 15, 15, 1, 7, 1, 4), torch.float32),  # 8 wide: no compiled width
-    ((16, 4, 4, 14, 14, 27, 27, 2, 13, 1, 4), torch.float32),  # stride 2
-    ((16, 4, 4, 7, 7, 13, 13, 1, 12, 2, 4), torch.float32),  # dilation 2
-    ((16, 16, 16, 7, 7, 13, 13, 1, 6, 1, 4), torch.float32),  # groups of 4 channels
-    ((16, 4, 4, 7, 7, 13, 13, 1, 6, 1, 4), torch.float64),
-], ids=["centred-5x5", "width8", "stride2", "dilation2", "groups-of-4", "float64"])
-def test_forced_plane_declines_what_it_cannot_run(case):
-    (n, c, k, h, w, r, s, stride, pad, dil, groups), dtype = case
-    assert not plane_takes((n, c, k, h, w, r, s, stride, pad, dil, groups, False), dtype)
-    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
-    wt = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype)
-    torchconv.set_config("direct", "depthwise-plane")
-    try:
-        with pytest.raises(ValueError, match="forced config 'depthwise-plane'"):
-            torchconv.conv2d(x, wt, None, stride, pad, dil, groups, algorithm="direct")
-    finally:
-        torchconv.set_config("direct", "")
 
 
 @needs_cuda
