@@ -436,6 +436,9 @@ def write_markdown(path, meta, rows, profiles, host_times=None):
                          f"{len(sel)} | {sum(r['spread_flag'] for r in sel)} |")
         lines.append("")
     lines += ["## Rows", "",
+              "TFLOP/s counts every filter tap; % of roofline is the layer's bytes at the measured copy bandwidth "
+              "or its multiply-adds that read the image (padding taps excluded) at the peak, whichever is longer, "
+              "over the row's time.", "",
               "| suite | layer | precision | layout | N | C | K | HW | R x S | s | d | g | mode | weights | algorithm | "
               "weight cache | ms | TFLOP/s | % peak | % of roofline (bound) | ref ms | ratio [min-max] | rel err |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
