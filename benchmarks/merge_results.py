@@ -48,10 +48,15 @@ def merge_rows(target, meta, new_rows, write_markdown, extra=None, by_row=False)
     rows = [r for r in old["rows"] if key(r) not in replaced] + list(new_rows)
     meta = dict(meta)
     meta["runs"] = sorted({r["date"] for r in rows if r.get("date")})
-    with open(target, "w") as f:
-        json.dump({"meta": meta, **(extra or {}), "rows": rows}, f, indent=1)
-    write_markdown(os.path.splitext(target)[0] + ".md", meta, rows)
+    write_result(target, {"meta": meta, **(extra or {}), "rows": rows}, write_markdown)
     return rows
+
+
+def write_result(target, data, write_markdown):
+    """Writes a result file (JSON) and its Markdown twin."""
+    with open(target, "w") as f:
+        json.dump(data, f, indent=1)
+    write_markdown(os.path.splitext(target)[0] + ".md", data["meta"], data["rows"])
 
 
 def merge(target, sources, skip_precisions=(), by_row=False):
@@ -83,9 +88,7 @@ def recompute_roofline(target):
         layer = layers.get((r.get("suite"), r.get("layer")))
         if layer is not None and r.get("bound_ms") is not None:
             r["bound_ms"], r["bound"] = roofline(layer, r["N"], r["mode"], r.get("precision", "fp32"))
-    with open(target, "w") as f:
-        json.dump(data, f, indent=1)
-    write_markdown(os.path.splitext(target)[0] + ".md", data["meta"], data["rows"], {})
+    write_result(target, data, lambda path, meta, rows: write_markdown(path, meta, rows, {}))
     return data["rows"]
 
 

@@ -309,19 +309,6 @@ inline FastDivisor make_fast_divisor(uint32_t d) {
   return {d, uint32_t(((uint64_t(1) << (31 + s)) + d - 1) / d), 31 + s};
 }
 
-// Thread t of a launch numbered column fastest, then strip, then plane (below 2^31 threads): its
-// column t mod cols, strip (t / cols) mod strips and plane plane0 + t / (cols * strips).
-struct ColumnStripPlane {
-  int column, strip;
-  int64_t plane;
-};
-__device__ __forceinline__ ColumnStripPlane split_thread(const FastDivisor& cols, const FastDivisor& strips,
-                                                         int64_t plane0) {
-  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  const uint32_t row_index = cols.div(t), plane_index = strips.div(row_index);
-  return {int(t - row_index * cols.d), int(row_index - plane_index * strips.d), plane0 + plane_index};
-}
-
 // The unstaged launch's index split: thread t of the launch (below 2^31) is column t mod col_W of
 // strip (t / col_W) mod strips of plane plane0 + t / (col_W * strips); plane = image * (out_C /
 // kFilters) + filter block, and the block's kFilters destination channels k0 .. k0 + kFilters - 1 belong
@@ -340,9 +327,11 @@ template <int kR, int kStride, int kRY, bool kGrouped, int kFilters>
 __global__ void __launch_bounds__(kDwThreads) depthwise_unstaged_forward_kernel(const DirectArgs a,
                                                                                   const DwUnstagedGrid grid) {
   constexpr int kInRows = (kRY - 1) * kStride + kR;
-  const ColumnStripPlane at = split_thread(grid.cols, grid.strips, grid.plane0);
-  const int ox = at.column, strip = at.strip;
-  const int64_t plane = at.plane;
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t row_index = grid.cols.div(t), plane_index = grid.strips.div(row_index);
+  const int ox = int(t - row_index * grid.cols.d);
+  const int strip = int(row_index - plane_index * grid.strips.d);
+  const int64_t plane = grid.plane0 + plane_index;
   if (plane >= grid.plane_end) return;
   // Planes, and the elements of one plane, number below 2^31 (depthwise_unstaged_takes).
   const uint32_t n = grid.channels.div(uint32_t(plane));
@@ -433,9 +422,11 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_strided_grad_input_kerne
   // dy - 2 u + kP; likewise columns with kQ.
   constexpr int kP = 2 * kM - kPy, kQ = 2 * kM - kPx;
   constexpr int kRows = 2 * kDwGradPairs, kInRows = kDwGradPairs + kM;
-  const ColumnStripPlane at = split_thread(a.pairs, a.strips, a.plane0);
-  const int b = at.column, strip = at.strip;
-  const int64_t plane = at.plane;
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t row_index = a.pairs.div(t), plane_index = a.strips.div(row_index);
+  const int b = int(t - row_index * a.pairs.d);
+  const int strip = int(row_index - plane_index * a.strips.d);
+  const int64_t plane = a.plane0 + plane_index;
   if (plane >= a.plane_end) return;
   const int c = int(uint32_t(plane) - a.channels.div(uint32_t(plane)) * a.channels.d);
   float f[kR][kR];
@@ -505,7 +496,7 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_strided_grad_input_kerne
 constexpr int kDwPlaneWarps = 8;    // most warps (strips) per block
 
 // Output rows per thread: 4 on planes 7 wide, 2 on 14-wide ones, whose 4-row strips leave too
-// few warps per SM to hide the latencies (RepLKNet's 27x27 on 14x14 ran 74 against 55 µs per call).
+// few warps per SM to hide the latencies (measured: docs/depthwise.md).
 TORCHCONV_HOST_DEVICE constexpr int plane_rows(int W) { return W <= 8 ? 4 : 2; }
 
 TORCHCONV_HOST_DEVICE constexpr int plane_filter_pitch(int half) { return round_up(2 * half + 1, 4); }

@@ -108,8 +108,7 @@ void launch_depthwise_strided_grad_input(const ConvShape& p, const at::Tensor& g
 // destination that is the launch's grid, a plane of a compiled width whose output is as wide, and
 // along W either a filter that covers the plane (every output column reads every input column:
 // W - 1) or a centred filter of 7 columns (3); any filter height and padding along H. Centred 3- and
-// 5-column filters ran slower than on the unstaged kernel (MobileNetV3's 5x5 on 7x7: 14.4 against
-// 11.2 µs, EfficientNet's on 14x14: 29.5 against 26.3) and are not compiled.
+// 5-column filters ran slower than on the unstaged kernel (docs/depthwise.md) and are not compiled.
 int plane_half(const DirectArgs& a, size_t elem) {
   if (elem != sizeof(float) || a.groups <= 0 || a.src_C != a.groups || a.N <= 0 || a.col_H <= 0) return 0;
   if (a.col_sy != 1 || a.col_sx != 1 || a.tap_sy != 1 || a.tap_sx != 1) return 0;
@@ -156,8 +155,8 @@ void launch_depthwise_plane(const DirectArgs& a) {
 
 // Where the rule takes the whole-plane forward: at batches of 16 and more (a warp is 32 images of one
 // channel; smaller batches leave most lanes idle, and the staged kernel's tiles then fill the warps),
-// covering filters, and 7-column centred filters on 14-wide planes (ConvNeXt's 7x7 on 14x14: 18.7
-// against the unstaged kernel's 23.5 µs). On 7-wide planes the unstaged kernel keeps centred filters.
+// covering filters, and 7-column centred filters on 14-wide planes (faster there than the unstaged
+// kernel: docs/depthwise.md). On 7-wide planes the unstaged kernel keeps centred filters.
 bool depthwise_plane_pays(const DirectArgs& a) {
   const int half = plane_half(a, sizeof(float));
   return a.N >= 16 && (half == a.src_W - 1 || (half == 3 && a.src_W == 14));
