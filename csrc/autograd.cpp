@@ -56,22 +56,35 @@ const ConvOperators& operators(int64_t algo) {
   return table[algo];
 }
 
-// Stride, padding, dilation and groups, carried from a forward to its backward.
+// Stride, padding, dilation and groups, carried from a forward to its backward in one saved entry
+// (each entry of a node's saved_data is a hash-map insertion and a list allocation, per layer and
+// training step: host time, which a training step of small layers is bound by).
 struct ConvParams {
-  std::vector<int64_t> stride, padding, dilation;
+  std::array<int64_t, 2> stride, padding, dilation;
   int64_t groups;
 
-  void save(AutogradContext* ctx) const {
-    ctx->saved_data["stride"] = stride;
-    ctx->saved_data["padding"] = padding;
-    ctx->saved_data["dilation"] = dilation;
-    ctx->saved_data["groups"] = groups;
+  ConvParams(at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t g)
+      : stride{s[0], s[1]}, padding{p[0], p[1]}, dilation{d[0], d[1]}, groups(g) {}
+
+  // Saved with what the node needs besides: the algorithm and one more flag (has_bias, or the
+  // double-backward's output mask).
+  void save(AutogradContext* ctx, int64_t algo, int64_t flags) const {
+    ctx->saved_data["conv"] = std::vector<int64_t>{stride[0],   stride[1], padding[0], padding[1], dilation[0],
+                                                   dilation[1], groups,    algo,       flags};
   }
-  static ConvParams load(AutogradContext* ctx) {
-    return {ctx->saved_data["stride"].toIntVector(), ctx->saved_data["padding"].toIntVector(),
-            ctx->saved_data["dilation"].toIntVector(), ctx->saved_data["groups"].toInt()};
-  }
+  struct Loaded;
+  static Loaded load(AutogradContext* ctx);
 };
+
+struct ConvParams::Loaded {
+  ConvParams conv;
+  int64_t algo, flags;
+};
+
+ConvParams::Loaded ConvParams::load(AutogradContext* ctx) {
+  const auto v = ctx->saved_data["conv"].toIntVector();
+  return {ConvParams({v[0], v[1]}, {v[2], v[3]}, {v[4], v[5]}, v[6]), v[7], v[8]};
+}
 
 at::Tensor forward_op(int64_t algo, const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
                       const ConvParams& c) {
@@ -91,18 +104,16 @@ class Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
     at::AutoDispatchBelowADInplaceOrView below;
     auto out = forward_op(algo, input, weight, bias, conv);
     ctx->save_for_backward({input, weight});
-    conv.save(ctx);
-    ctx->saved_data["has_bias"] = bias.has_value();
-    ctx->saved_data["algo"] = algo;
+    conv.save(ctx, algo, /*has_bias=*/bias.has_value());
     return {out};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto conv = ConvParams::load(ctx);
+    const auto [conv, algo, has_bias] = ConvParams::load(ctx);
     const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-                                      ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)};
-    auto [gx, gw, gb] = backward_op(ctx->saved_data["algo"].toInt(), grads[0], saved[0], saved[1], conv, mask);
+                                      has_bias != 0 && ctx->needs_input_grad(2)};
+    auto [gx, gw, gb] = backward_op(algo, grads[0], saved[0], saved[1], conv, mask);
     return {mask[0] ? gx : at::Tensor(), mask[1] ? gw : at::Tensor(), mask[2] ? gb : at::Tensor(), at::Tensor(),
             at::Tensor()};
   }
@@ -119,17 +130,16 @@ class Conv2dBackwardFunction : public torch::autograd::Function<Conv2dBackwardFu
     // that would cost a convolution each.
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({grad_output, input, weight});
-    conv.save(ctx);
-    ctx->saved_data["mask"] = int64_t(mask[0]) | int64_t(mask[1]) << 1 | int64_t(mask[2]) << 2;
-    ctx->saved_data["algo"] = algo;
+    conv.save(ctx, algo, int64_t(mask[0]) | int64_t(mask[1]) << 1 | int64_t(mask[2]) << 2);
     return {gx, gw, gb};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &grad_output = saved[0], &input = saved[1], &weight = saved[2];
-    const auto conv = ConvParams::load(ctx);
-    const int64_t algo = ctx->saved_data["algo"].toInt(), mask = ctx->saved_data["mask"].toInt();
+    const auto loaded = ConvParams::load(ctx);
+    const ConvParams& conv = loaded.conv;
+    const int64_t algo = loaded.algo, mask = loaded.flags;  // captured below: no structured binding
     // A masked-off output is an empty tensor: its incoming gradient carries nothing.
     auto incoming = [&](int i) { return (mask >> i & 1) && grads[i].defined() ? grads[i] : at::Tensor(); };
     const at::Tensor gg_input = incoming(0), gg_weight = incoming(1), gg_bias = incoming(2);
@@ -165,7 +175,7 @@ at::Tensor conv2d_autograd(const at::Tensor& input, const at::Tensor& weight, co
     at::AutoDispatchBelowADInplaceOrView below;
     return operators(kAlgo).forward.call(input, weight, bias, stride, padding, dilation, groups);
   }
-  const ConvParams conv{stride.vec(), padding.vec(), dilation.vec(), groups};
+  const ConvParams conv(stride, padding, dilation, groups);
   return Conv2dFunction::apply(input, weight, bias, conv, int64_t(kAlgo))[0];
 }
 
@@ -177,7 +187,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward_autograd(
     at::AutoDispatchBelowADInplaceOrView below;
     return operators(kAlgo).backward.call(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
   }
-  const ConvParams conv{stride.vec(), padding.vec(), dilation.vec(), groups};
+  const ConvParams conv(stride, padding, dilation, groups);
   auto out = Conv2dBackwardFunction::apply(grad_output, input, weight, conv, output_mask, int64_t(kAlgo));
   return {out[0], out[1], out[2]};
 }

@@ -28,7 +28,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(
   const c10::OptionalDeviceGuard guard(input.device());
   check_can_implement(op, algorithm, make_problem(p, input));
   int64_t workspace = 0;
-  at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
+  at::Tensor gx, gw, gb;
   if (output_mask[0]) {
     record_workspace_bytes(0);
     gx = grad_input(p);
@@ -41,7 +41,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(
   }
   if (output_mask[2]) gb = conv_bias_grad(grad_output);
   record_workspace_bytes(workspace);
-  return {gx, gw, gb};
+  return masked_grads(gx, gw, gb, output_mask, input);
 }
 
 }  // namespace torchconv

@@ -116,6 +116,14 @@ at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
 
 at::Tensor skipped_grad(const at::Tensor& like) { return at::empty({0}, like.options()); }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_grads(const at::Tensor& grad_input, const at::Tensor& grad_weight,
+                                                            const at::Tensor& grad_bias,
+                                                            const std::array<bool, 3>& output_mask,
+                                                            const at::Tensor& like) {
+  return {output_mask[0] ? grad_input : skipped_grad(like), output_mask[1] ? grad_weight : skipped_grad(like),
+          output_mask[2] ? grad_bias : skipped_grad(like)};
+}
+
 at::Tensor conv_bias_grad(const at::Tensor& grad_output) { return grad_output.sum({0, 2, 3}); }
 
 }  // namespace torchconv

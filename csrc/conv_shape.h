@@ -2,10 +2,12 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/ArrayRef.h>
@@ -145,6 +147,14 @@ bool poison_outputs();
 // Placeholder for a gradient the output mask did not ask for: an empty tensor (custom operators
 // cannot return None); the Python autograd glue maps it back to None.
 at::Tensor skipped_grad(const at::Tensor& like);
+
+// A backward operator's result: the gradients the mask asks for, an empty tensor (skipped_grad)
+// for each other one -- allocated only for those, since a training step of small layers is bound
+// by host time, allocations included.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_grads(const at::Tensor& grad_input, const at::Tensor& grad_weight,
+                                                            const at::Tensor& grad_bias,
+                                                            const std::array<bool, 3>& output_mask,
+                                                            const at::Tensor& like);
 
 // grad_bias of any convolution: the sum of grad_output over N, Ho and Wo.
 at::Tensor conv_bias_grad(const at::Tensor& grad_output);

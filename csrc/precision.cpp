@@ -13,7 +13,10 @@ at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& w
 }
 
 at::Tensor as_output(const at::Tensor& t, at::ScalarType dtype, at::MemoryFormat format) {
-  if (!t.defined()) return t;
+  // The common case (the kernel wrote the caller's dtype and layout) returns without a dispatcher
+  // call, under the condition at::Tensor::to uses to return its input: this runs for every output
+  // of every call.
+  if (!t.defined() || (t.scalar_type() == dtype && (t.dim() != 4 || t.suggest_memory_format() == format))) return t;
   if (t.dim() != 4) return t.to(dtype);
   return t.to(dtype, /*non_blocking=*/false, /*copy=*/false, format);
 }

@@ -845,7 +845,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_any_precis
       // grad_output converted once for both gradients (a no-op when it is channels_last already).
       const at::Tensor gy = output_mask[0] || nhwc_weight ? nhwc_source(grad_output) : grad_output;
       int64_t workspace = 0;
-      at::Tensor gx = skipped_grad(input), gw = skipped_grad(input), gb = skipped_grad(input);
+      at::Tensor gx, gw, gb;
       if (output_mask[0]) gx = depthwise_nhwc_grad_input(p, gy, weight);
       if (nhwc_weight) {
         gw = depthwise_nhwc_grad_weight(p, gy, input, weight);
@@ -857,7 +857,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_any_precis
       }
       if (output_mask[2]) gb = conv_bias_grad(grad_output);  // summed in FP32 by at::sum
       record_workspace_bytes(workspace);
-      return {gx, gw, gb};
+      return masked_grads(gx, gw, gb, output_mask, input);
     }
   }
   return backward_in_fp32(kDirectBackwardOp, &conv2d_direct_backward_cuda, grad_output, input, weight, stride,

@@ -424,7 +424,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
     gw = tc_conv2d_grad_weight(p, gy_tc, input, weight);
     workspace = last_workspace_bytes();
   }
-  at::Tensor gb = skipped_grad(input);
+  at::Tensor gb;
   if (output_mask[2]) gb = conv_bias_grad(grad_output);  // summed in FP32 by at::sum
   if ((output_mask[0] && !tc_input) || (output_mask[1] && !tc_weight)) {
     // Only what the tensor cores could not take is widened (a copy of each operand).
@@ -435,10 +435,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
     if (!tc_weight) gw = fw;
     workspace = std::max(workspace, last_workspace_bytes());
   }
-  if (!output_mask[0]) gx = skipped_grad(input);
-  if (!output_mask[1]) gw = skipped_grad(input);
   record_workspace_bytes(workspace);
-  return {gx, gw, gb};
+  return masked_grads(gx, gw, gb, output_mask, input);
 }
 
 // The GEMM kernels' limits: the indexing of the forward gather and of grad_input's transposed
