@@ -3,6 +3,7 @@ contenders interleaved in a seeded random order per round, medians per round, th
 import time
 
 import pytest
+import torch
 
 from torchconv import timing
 
@@ -44,3 +45,20 @@ def test_a_spread_over_ten_percent_is_flagged():
     assert result["spread_flag"]
     steady = timing.compare(lambda: time.sleep(0.003), lambda: time.sleep(0.003), "cpu", rounds=5, reps=3)
     assert steady["ratio"] == pytest.approx(1.0, rel=0.5)
+
+
+def test_device_time_on_a_cpu_is_the_wall_clock():
+    per_round = timing.interleaved({"a": lambda: time.sleep(0.002)}, "cpu", rounds=3, reps=2, warmup=1,
+                                   device_time=True)
+    assert min(per_round["a"]) >= 1.9
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_device_time_leaves_out_the_host_path():
+    """Benchmark mode times training calls this way: a callable with 3 ms of host work and a kernel
+    of a few µs takes milliseconds by the events around it, microseconds by the device alone."""
+    fns = {"host_heavy": lambda: (time.sleep(0.003), torch.cuda._sleep(1000))}
+    with_host = timing.interleaved(fns, "cuda", rounds=3, reps=3, warmup=1)["host_heavy"]
+    device_only = timing.interleaved(fns, "cuda", rounds=3, reps=3, warmup=1, device_time=True)["host_heavy"]
+    assert min(with_host) > 2.5
+    assert max(device_only) < 0.5

@@ -83,6 +83,25 @@ def test_benchmark_mode_measures_each_shape_once(device, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("train", [False, True])
+def test_benchmark_mode_leaves_the_random_stream_alone(device, train):
+    """Measuring a new shape draws its inputs from a generator of its own: the user's dropout masks
+    and data order are those of a run without benchmark mode (a model in train mode compared with
+    its nn.Conv2d twin under one seed gets the same masks)."""
+    x, w = sample(device)
+    x.requires_grad_(train)
+    torchconv.set_benchmark(True)
+
+    def state():
+        return torch.cuda.get_rng_state(x.device) if x.is_cuda else torch.get_rng_state()
+
+    before = state()
+    torchconv.conv2d(x, w, None, 1, 1)
+    assert len(tuning.cache_entries()) == 1
+    assert torch.equal(state(), before)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_cache_round_trips_through_a_file(device, tmp_path, monkeypatch):
     x, w = sample(device)
     torchconv.set_benchmark(True)

@@ -21,6 +21,24 @@ __all__ = ["time_ms", "interleaved", "compare", "SPREAD_FLAG"]
 
 # A comparison whose per-round ratios spread by more than this fraction of the median is flagged.
 SPREAD_FLAG = 0.10
+# Sleep-kernel cycles per second of host time to cover: above the clock of the GPUs measured, so the
+# sleep outlasts the host's work at any clock.
+_SLEEP_CYCLES_PER_S = 2.5e9
+_MAX_SLEEP_S = 0.05
+
+
+def _device_samples(fn, device, reps, host_s):
+    """One time of fn in ms, the mean over `reps` back-to-back calls, of the device's work alone: a
+    sleep kernel queued first holds the stream while the host queues the calls (`host_s`: seconds
+    of host time per call), so the events around them see no host gaps."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(int(min(2 * reps * host_s, _MAX_SLEEP_S) * _SLEEP_CYCLES_PER_S))
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize(device)
+    return [start.elapsed_time(end) / reps]
 
 
 def _samples(fn, device, reps):
@@ -50,15 +68,25 @@ def time_ms(fn, device, reps=10, warmup=1):
     return statistics.median(_samples(fn, device, reps))
 
 
-def interleaved(fns, device, rounds=5, reps=5, warmup=2, seed=0):
+def interleaved(fns, device, rounds=5, reps=5, warmup=2, seed=0, device_time=False):
     """Times every callable of `fns` ({name: fn}) over `rounds` rounds of `reps` runs each, the
     order shuffled per round. Returns {name: [median ms of round 0, round 1, ...]}. A callable
-    that raises propagates; the caller decides what a failure means."""
+    that raises propagates; the caller decides what a failure means.
+
+    device_time=True (on a GPU): each round times the device's work alone, with the host ahead
+    (_device_samples) -- for callables whose host path carries a fixed cost that is no part of the
+    comparison (an autograd engine call per layer) and would drown the kernels' differences."""
     device = torch.device(device)
+    device_time = device_time and device.type == "cuda"
     names = list(fns)
+    host_s = dict.fromkeys(names, 0.0)
     for name in names:
         for _ in range(warmup):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
             fns[name]()
+            host_s[name] = max(host_s[name], time.perf_counter() - t0)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     order = random.Random(seed)
@@ -66,7 +94,9 @@ def interleaved(fns, device, rounds=5, reps=5, warmup=2, seed=0):
     for _ in range(rounds):
         order.shuffle(names)
         for name in names:
-            per_round[name].append(statistics.median(_samples(fns[name], device, reps)))
+            samples = (_device_samples(fns[name], device, reps, host_s[name]) if device_time
+                       else _samples(fns[name], device, reps))
+            per_round[name].append(statistics.median(samples))
     return per_round
 
 

@@ -4,8 +4,9 @@ In the spirit of ``torch.backends.cudnn.benchmark``: with ``torchconv.set_benchm
 call of a convolution shape (N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype, memory
 format, device) times every algorithm that has a kernel for the device and can do the shape, and
 keeps the fastest; later calls pay a dictionary look-up. A call that will be differentiated (grad
-mode on and an input that requires grad) is timed forward + backward, a call that will not, forward
-only. Benchmark mode also lets each algorithm time its own tile configs (CSG's configs and splits).
+mode on and an input that requires grad) is timed forward + backward by the device's time alone
+(measure), a call that will not, forward only with its host path. Benchmark mode also lets each
+algorithm time its own tile configs (CSG's configs and splits).
 
 Benchmark mode never fails a forward: a candidate that raises while it is timed (out of memory, a
 limit it reports only at launch) is skipped, its reason kept in the cache entry (``failed``) and
@@ -177,10 +178,15 @@ def measure(input, weight, bias, stride, padding, dilation, groups, candidates, 
     layout with the call's own weight (read only), so each algorithm runs as it will: with its
     cached filter transform for a frozen weight or inside inference mode, re-deriving it for a
     trainable one. Forward, or forward + backward (into fresh leaves sharing the weight's storage)
-    when `train`. The candidates are timed interleaved (torchconv.timing). Returns (times, failed):
+    when `train`, the latter by the device's time alone. The candidates are timed interleaved
+    (torchconv.timing). Returns (times, failed):
     a candidate that raises is left out of the timing and its reason put in `failed`."""
     with torch.no_grad():
-        x = torch.randn_like(input)
+        # From a generator of its own: the measurement leaves the user's random stream (dropout
+        # masks, data order) where it was.
+        generator = torch.Generator(device=input.device)
+        generator.manual_seed(0)
+        x = torch.empty_like(input).normal_(generator=generator)
     w, b = weight, bias
     if train:
         x.requires_grad_(True)
@@ -205,7 +211,12 @@ def measure(input, weight, bias, stride, padding, dilation, groups, candidates, 
                     torch.cuda.synchronize(input.device)
                 continue
             fns[algo] = fn
-        per_round = interleaved(fns, input.device, rounds=rounds, reps=reps, warmup=1) if len(fns) > 1 else {}
+        # Training calls are timed on the device alone: each runs torch.autograd.grad, an engine
+        # call whose host time (hundreds of µs) is the same for every candidate and would bury the
+        # kernels' differences in its noise, while a model's backward makes one such call for all
+        # of its layers. Forward calls keep their host path in the time (launch-bound layers).
+        per_round = (interleaved(fns, input.device, rounds=rounds, reps=reps, warmup=1, device_time=train)
+                     if len(fns) > 1 else {})
     times = {algo: statistics.median(v) for algo, v in per_round.items()}
     return times, failed
 
