@@ -3,6 +3,7 @@ import json
 import os
 import sys
 
+import pytest
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
@@ -45,6 +46,19 @@ def test_profile_mode_reports_per_kernel_times(tmp_path):
     assert set(host) == {"aten", "direct", "gemm"} and all(us > 0 for us in host.values())
     text = (tmp_path / "prof.md").read_text()
     assert "Per-kernel time" in text and "- **direct**: host " in text
+
+
+def test_model_profile_reports_both_contenders_and_the_choices(tmp_path):
+    pytest.importorskip("torchvision")
+    import profile_model
+
+    report = profile_model.main(["--model", "mobilenet_v3_large", "--batch", "2", "--image", "32", "--steps", "1",
+                                 "--device", "cpu", "--top", "3", "--out-dir", str(tmp_path)])
+    assert set(report["contenders"]) == {"ours", "cudnn"}
+    assert report["contenders"]["ours"]["torchconv_device_ms"] > 0
+    assert report["contenders"]["cudnn"]["torchconv_device_ms"] == 0
+    assert report["choices"] and all(c["train"] for c in report["choices"] if c["input"][1] > 3)
+    assert (tmp_path / "profile-mobilenet_v3_large-train.json").exists()
 
 
 def test_precision_and_layout_rows(tmp_path):
