@@ -35,7 +35,6 @@ same suite, precision, layout, batch, mode and weights, and the others stay (mer
 """
 import argparse
 import datetime
-import json
 import math
 import os
 import statistics
@@ -50,7 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
 from merge_results import merge_rows  # noqa: E402
 from suites import SUITES  # noqa: E402
-from torchconv.timing import SPREAD_FLAG, interleaved, time_ms  # noqa: E402
+from torchconv.timing import SPREAD_FLAG, hold_stream, interleaved, time_ms  # noqa: E402
 
 FP32_PEAK_TFLOPS = 64.6  # measured FFMA peak of the H100 (shared/reference); None on other devices
 # Dense peaks of the H100 SXM by precision (TF32 and FP16/BF16 tensor cores: NVIDIA's figures).
@@ -168,7 +167,7 @@ def host_us(fn, device, reps=50, rounds=5):
     for _ in range(rounds):
         if on_gpu:
             torch.cuda.synchronize(device)
-            torch.cuda._sleep(int(reps * 200e-6 * 2e9))  # ~200 µs of device time per call at ~2 GHz
+            hold_stream(reps * 200e-6)  # ~200 µs of host time per call
         t0 = time.perf_counter()
         for _ in range(reps):
             fn()

@@ -234,13 +234,19 @@ def write_markdown(path, meta, rows):
         f.write("\n".join(lines) + "\n")
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    device = torch.device(args.device)
+def use_fp32_reference(device):
+    """The FP32 rows' setting: IEEE FP32 on both sides (TF32 off, which our operators follow too)
+    and cuDNN's own benchmark mode on."""
     if device.type == "cuda":
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.benchmark = True
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    use_fp32_reference(device)
     meta = environment(device)
     print(f"# {meta['gpu']} | torch {meta['torch']} | cuDNN {meta['cudnn']}", flush=True)
     log = lambda s: print(s, flush=True)  # noqa: E731

@@ -25,7 +25,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
-from models import build, step  # noqa: E402
+from bench import environment, gpu_slug  # noqa: E402
+from models import build, step, use_fp32_reference  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -37,12 +38,14 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=5, help="steps under the profiler (and timed steps x2)")
     p.add_argument("--top", type=int, default=25, help="kernels listed per contender")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--out-dir", default=None, help="also write profile-<model>-<mode>.json there")
+    p.add_argument("--out-dir", default=None,
+                   help="also keep the report in <out-dir>/profile-models-<gpu>.json and .md (one entry per model, "
+                        "mode and batch, replaced in place)")
     return p.parse_args(argv)
 
 
 def contenders(name, args, device):
-    """{"ours": step fn, "cudnn": step fn} and the converted model (whose choices are reported)."""
+    """{"ours": step fn, "cudnn": step fn}: the converted model's and the nn.Conv2d model's."""
     torch.manual_seed(0)
     reference = build(name).to(device)
     ours = torchconv.convert(copy.deepcopy(reference))
@@ -54,7 +57,7 @@ def contenders(name, args, device):
         torchconv.tune(copy.deepcopy(ours), x, train=True, progress=False)
         opts = {m: torch.optim.SGD(m.parameters(), lr=1e-3, momentum=0.9) for m in (reference, ours)}
         return {"ours": lambda: step(ours, opts[ours], x, target),
-                "cudnn": lambda: step(reference, opts[reference], x, target)}, ours
+                "cudnn": lambda: step(reference, opts[reference], x, target)}
     reference.eval(), ours.eval()
     with torch.inference_mode():
         torchconv.tune(ours, x, progress=False)
@@ -62,7 +65,7 @@ def contenders(name, args, device):
     def infer(model):
         with torch.inference_mode():
             model(x)
-    return {"ours": lambda: infer(ours), "cudnn": lambda: infer(reference)}, ours
+    return {"ours": lambda: infer(ours), "cudnn": lambda: infer(reference)}
 
 
 def sync(device):
@@ -110,14 +113,44 @@ def kernel_profile(fn, device, steps):
     return dict(kernels)
 
 
+def write_results(stem, report, top=12):
+    """Keeps `report` in stem.json (replacing an entry of the same model, mode and batch) and
+    renders stem.md: per entry the step summary and the kernels with the most device time."""
+    key = lambda r: (r["model"], r["mode"], r["batch"])  # noqa: E731
+    entries = []
+    if os.path.exists(stem + ".json"):
+        with open(stem + ".json") as f:
+            entries = [r for r in json.load(f)["profiles"] if key(r) != key(report)]
+    entries.append(report)
+    with open(stem + ".json", "w") as f:
+        json.dump({"profiles": entries}, f, indent=1)
+    lines = ["# Where a model's step goes (benchmarks/profile_model.py)", "",
+             "Ours (every nn.Conv2d a torchconv.Conv2d, benchmark mode) against the nn.Conv2d model on cuDNN FP32 "
+             "(TF32 off, cudnn.benchmark on) in the same process. step ms: by events, the host waiting for the device "
+             "before each step; host ms: the host's enqueue time; device ms: all kernels under torch.profiler "
+             "(on a CPU: the operators' CPU time); torchconv ms: torchconv's own kernels. A diagnostic: the "
+             "timing protocol's ratios are models.py's."]
+    for r in entries:
+        m = r.get("meta", {})
+        lines += ["", f"## {r['model']} {r['mode']} N={r['batch']} — {m.get('gpu', '?')}, torch {m.get('torch', '?')}, "
+                  f"cuDNN {m.get('cudnn', '?')}, {m.get('date', '?')}", "",
+                  "| | step ms | host ms | device ms | torchconv ms | launches |", "|---|---|---|---|---|---|"]
+        for who, c in r["contenders"].items():
+            lines.append(f"| {who} | {c['step_ms']:.2f} | {c['host_ms']:.2f} | {c['device_ms']:.2f} | "
+                         f"{c['torchconv_device_ms']:.2f} | {c['launches']:.0f} |")
+        for who, c in r["contenders"].items():
+            lines += ["", f"{who}: kernels by device time (µs per step, launches per step)", "",
+                      "| µs | launches | kernel |", "|---|---|---|"]
+            lines += [f"| {us:.1f} | {n:.1f} | `{name[:100]}` |" for name, us, n in c["kernels"][:top]]
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main(argv=None):
     args = parse_args(argv)
     device = torch.device(args.device)
-    if device.type == "cuda":
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.benchmark = True
-    fns, ours_model = contenders(args.model, args, device)
+    use_fp32_reference(device)
+    fns = contenders(args.model, args, device)
     for fn in fns.values():  # warm-up (cuDNN's own benchmark, allocator)
         for _ in range(3):
             fn()
@@ -140,9 +173,10 @@ def main(argv=None):
         for k, v in torchconv.tuning.cache_entries().items()]
     torchconv.set_benchmark(False)
     if args.out_dir:
+        meta = environment(device)
+        report["meta"] = meta
         os.makedirs(args.out_dir, exist_ok=True)
-        with open(os.path.join(args.out_dir, f"profile-{args.model}-{args.mode}.json"), "w") as f:
-            json.dump(report, f, indent=1)
+        write_results(os.path.join(args.out_dir, f"profile-models-{gpu_slug(meta)}"), report)
     unit = "µs of device time" if device.type == "cuda" else "µs of CPU time"
     for who, c in report["contenders"].items():
         print(f"--- {who}: top kernels ({unit} per step, launches per step)")

@@ -100,6 +100,17 @@ def using_variant(algorithm, variant):
         torchconv.set_variant(algorithm, old)
 
 
+@contextlib.contextmanager
+def using_config(algorithm, name):
+    """Runs the body with `algorithm`'s config forced to `name`, restoring the previous one after."""
+    old = torchconv.get_config(algorithm)
+    torchconv.set_config(algorithm, name)
+    try:
+        yield name
+    finally:
+        torchconv.set_config(algorithm, old)
+
+
 def check_forward_backward(algorithm, shape, device, dtype, what):
     """One convolution on `device` in `dtype` against F.conv2d in float64: the output and the
     gradients of input, weight and bias (for a random grad_output), each by relative error.

@@ -52,13 +52,17 @@ def test_model_profile_reports_both_contenders_and_the_choices(tmp_path):
     pytest.importorskip("torchvision")
     import profile_model
 
-    report = profile_model.main(["--model", "mobilenet_v3_large", "--batch", "2", "--image", "32", "--steps", "1",
-                                 "--device", "cpu", "--top", "3", "--out-dir", str(tmp_path)])
+    argv = ["--model", "mobilenet_v3_large", "--batch", "2", "--image", "32", "--steps", "1", "--device", "cpu",
+            "--top", "3", "--out-dir", str(tmp_path)]
+    report = profile_model.main(argv)
     assert set(report["contenders"]) == {"ours", "cudnn"}
     assert report["contenders"]["ours"]["torchconv_device_ms"] > 0
     assert report["contenders"]["cudnn"]["torchconv_device_ms"] == 0
     assert report["choices"] and all(c["train"] for c in report["choices"] if c["input"][1] > 3)
-    assert (tmp_path / "profile-mobilenet_v3_large-train.json").exists()
+    profile_model.main(argv)  # a rerun replaces its entry in the one file per GPU
+    saved = json.loads((tmp_path / "profile-models-cpu.json").read_text())["profiles"]
+    assert [(r["model"], r["mode"], r["batch"]) for r in saved] == [("mobilenet_v3_large", "train", 2)]
+    assert "## mobilenet_v3_large train N=2" in (tmp_path / "profile-models-cpu.md").read_text()
 
 
 def test_precision_and_layout_rows(tmp_path):

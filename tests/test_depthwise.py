@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_close_rel, check_forward_backward, rel_err
+from conftest import assert_close_rel, check_forward_backward, rel_err, using_config, using_variant
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -141,11 +141,8 @@ UNSTAGED_SHAPES = [
 @needs_cuda
 @pytest.mark.parametrize("shape", UNSTAGED_SHAPES, ids=shape_id)
 def test_unstaged_forward_matches_float64(shape):
-    torchconv.set_config("direct", "depthwise-unstaged")
-    try:
+    with using_config("direct", "depthwise-unstaged"):
         check_forward_backward("direct", shape, "cuda", torch.float32, f"unstaged {shape_id(shape)}")
-    finally:
-        torchconv.set_config("direct", "")
     choice = torchconv.last_choice()
     assert unstaged_takes(shape, torch.float32)
     assert choice.startswith("forward:depthwise-unstaged/") and "grad_weight:depthwise/" in choice, choice
@@ -178,12 +175,9 @@ def test_forced_config_declines_what_it_cannot_run(config, shape, dtype):
     assert not takes(shape + (False,), dtype)
     x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
     wt = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype)
-    torchconv.set_config("direct", config)
-    try:
+    with using_config("direct", config):
         with pytest.raises(ValueError, match=f"forced config '{config}'"):
             torchconv.conv2d(x, wt, None, stride, pad, dil, groups, algorithm="direct")
-    finally:
-        torchconv.set_config("direct", "")
 
 
 # The strided grad_input over every padding parity of 3x3 and 5x5 filters (which taps join which
@@ -211,11 +205,8 @@ def test_strided_grad_input_matches_float64(shape):
 @pytest.mark.parametrize("variant", ["phases", "gather"])
 def test_forced_grad_input_variant_bypasses_the_strided_kernel(variant):
     shape = (2, 5, 5, 12, 9, 3, 3, 2, 1, 1, 5, False)
-    torchconv.set_variant("direct", variant)
-    try:
+    with using_variant("direct", variant):
         check_forward_backward("direct", shape, "cuda", torch.float32, f"{variant} {shape_id(shape)}")
-    finally:
-        torchconv.set_variant("direct", "auto")
     choice = torchconv.last_choice()
     assert "grad_input:depthwise-unstaged/" not in choice, choice
     assert ("grad_input:gather/" in choice) == (variant == "gather"), choice
@@ -267,11 +258,8 @@ PLANE_SHAPES = [
 @pytest.mark.parametrize("shape", PLANE_SHAPES, ids=shape_id)
 def test_plane_forward_matches_float64(shape):
     assert plane_takes(shape)
-    torchconv.set_config("direct", "depthwise-plane")
-    try:
+    with using_config("direct", "depthwise-plane"):
         check_forward_backward("direct", shape, "cuda", torch.float32, f"plane {shape_id(shape)}")
-    finally:
-        torchconv.set_config("direct", "")
     choice = torchconv.last_choice()
     assert choice.startswith("forward:depthwise-plane/") and "grad_weight:depthwise/" in choice, choice
     n, c, k = shape[:3]
@@ -329,12 +317,9 @@ def test_backward_is_deterministic(stride, layout):
 def test_forced_specialist_on_a_wide_group_is_a_value_error():
     x = torch.randn(1, 32, 8, 8, device="cuda")
     w = torch.randn(16, 32, 3, 3, device="cuda")
-    torchconv.set_config("direct", "depthwise")
-    try:
+    with using_config("direct", "depthwise"):
         with pytest.raises(ValueError, match="forced config 'depthwise'"):
             torchconv.conv2d(x, w, None, 1, 1, algorithm="direct")
-    finally:
-        torchconv.set_config("direct", "")
 
 
 @needs_cuda
@@ -343,11 +328,8 @@ def test_forced_tile_config_bypasses_the_specialist():
     x = torch.randn(2, 16, 12, 12, device="cuda", dtype=torch.float64)
     w = torch.randn(16, 1, 3, 3, device="cuda", dtype=torch.float64)
     ref = F.conv2d(x, w, None, 1, 1, 1, 16)
-    torchconv.set_config("direct", "wide")
-    try:
+    with using_config("direct", "wide"):
         out = torchconv.conv2d(x, w, None, 1, 1, 1, 16, algorithm="direct")
-    finally:
-        torchconv.set_config("direct", "")
     assert not torchconv.last_choice().startswith("forward:depthwise/")
     assert_close_rel(out, ref, torch.float64, "forced wide")
 
@@ -496,15 +478,9 @@ def test_nhwc_depthwise_declines_what_it_cannot_vectorize():
         assert rel_err(out, ref) < (1e-5 if dtype == torch.float32 else 2e-3)
     x = torch.randn(2, 16, 9, 9, device="cuda").contiguous(memory_format=torch.channels_last)
     w = torch.randn(16, 1, 3, 3, device="cuda")
-    torchconv.set_config("direct", "wide")
-    try:
+    with using_config("direct", "wide"):
         torchconv.conv2d(x, w, None, 1, 1, 1, 16, algorithm="direct")
-    finally:
-        torchconv.set_config("direct", "")
     assert "nhwc" not in torchconv.last_choice()
-    torchconv.set_config("direct", "depthwise")
-    try:
+    with using_config("direct", "depthwise"):
         torchconv.conv2d(x, w, None, 1, 1, 1, 16, algorithm="direct")
-    finally:
-        torchconv.set_config("direct", "")
     assert torchconv.last_choice().startswith("forward:depthwise-nhwc/")

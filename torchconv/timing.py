@@ -17,7 +17,7 @@ import time
 
 import torch
 
-__all__ = ["time_ms", "interleaved", "compare", "SPREAD_FLAG"]
+__all__ = ["time_ms", "interleaved", "compare", "hold_stream", "SPREAD_FLAG"]
 
 # A comparison whose per-round ratios spread by more than this fraction of the median is flagged.
 SPREAD_FLAG = 0.10
@@ -27,12 +27,18 @@ _SLEEP_CYCLES_PER_S = 2.5e9
 _MAX_SLEEP_S = 0.05
 
 
+def hold_stream(seconds):
+    """Queues a sleep kernel on the current CUDA stream that outlasts `seconds` of host work (at most
+    _MAX_SLEEP_S), so what the host queues behind it waits for the host, never the reverse."""
+    torch.cuda._sleep(int(min(seconds, _MAX_SLEEP_S) * _SLEEP_CYCLES_PER_S))
+
+
 def _device_samples(fn, device, reps, host_s):
     """One time of fn in ms, the mean over `reps` back-to-back calls, of the device's work alone: a
     sleep kernel queued first holds the stream while the host queues the calls (`host_s`: seconds
     of host time per call), so the events around them see no host gaps."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(int(min(2 * reps * host_s, _MAX_SLEEP_S) * _SLEEP_CYCLES_PER_S))
+    hold_stream(2 * reps * host_s)
     start.record()
     for _ in range(reps):
         fn()
@@ -82,7 +88,7 @@ def interleaved(fns, device, rounds=5, reps=5, warmup=2, seed=0, device_time=Fal
     host_s = dict.fromkeys(names, 0.0)
     for name in names:
         for _ in range(warmup):
-            if device.type == "cuda":
+            if device_time:  # the host time per call, which the stream is held for
                 torch.cuda.synchronize(device)
             t0 = time.perf_counter()
             fns[name]()
