@@ -70,6 +70,31 @@ def test_cuda_tile_configs(filters, variant):
                                f"{variant} N{n} K{filters}")
 
 
+# The float32 config rules (csrc/cuda/gemm/gemm.cu) on shapes whose choice differs: a 1x1 launch of
+# at most 256 rows on a grid short of the SMs, or with rows that medium's 64 would pad by half, runs
+# narrow; grad_weight takes the tile of least padded area (tall for many filters on few taps, wide
+# for few filters on many), unless the long-standing choice pads at most a quarter more.
+RULE_CASES = [
+    ((2, 29, 70, 20, 19, 1, 1, 1, 0, 1, 1, True), "narrow", "narrow", "tall"),
+    ((2, 131, 24, 20, 19, 1, 1, 1, 0, 1, 1, False), "narrow", "narrow", "wide"),
+    ((2, 64, 257, 12, 11, 1, 1, 1, 0, 1, 1, True), "medium", "narrow", "small"),
+    ((2, 64, 64, 12, 11, 3, 3, 1, 1, 1, 1, False), "medium", "medium", "medium"),
+    ((2, 32, 128, 12, 11, 3, 3, 1, 1, 1, 1, True), "medium", "medium", "large"),
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", RULE_CASES, ids=lambda c: f"{shape_id(c[0])}-{c[3]}")
+def test_cuda_config_rules(case):
+    """Each rule's choice computes the convolution: forward and both gradients against float64."""
+    shape, forward, grad_input, grad_weight = case
+    with using_variant("gemm", "implicit"):
+        check_forward_backward(shape, "cuda", torch.float32, f"rule {shape_id(shape)}")
+        choice = torchconv.last_choice()
+    assert choice.startswith(f"forward:{forward}/"), choice
+    assert f"grad_input:{grad_input}/" in choice and f"grad_weight:{grad_weight}/" in choice, choice
+
+
 @needs_cuda
 def test_explicit_workspace_is_capped_and_reported():
     """The explicit variant unrolls chunks of columns within the workspace limit (here smaller than

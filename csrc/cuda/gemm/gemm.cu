@@ -110,8 +110,11 @@ constexpr const char* kConfigNames[] = {"large", "medium", "small", "narrow"};
 // The config rule (float), from a sweep with every config forced over the N = 32 and N = 1 suites
 // (docs/gemm.md): medium won or tied almost everywhere, 1x1 layers by up to 28%; large won only 3x3
 // layers with >= 256 filters and a reduction of >= 1024 (by 5-7%) on grids of two waves or more;
-// narrow where a group has <= 16 rows. A
-// grid short of its waves then splits the reduction (gemm_splits).
+// narrow where a group has <= 16 rows. And narrow for 1x1 launches of at most 256 rows whose medium
+// grid is short of one block per SM (late layers of MobileNet / EfficientNet: 7x7 planes, squeeze-
+// and-excitation's 1x1 planes) or whose rows medium would pad by half or more (24 rows): there the
+// narrow grid's blocks beat splitting the reduction of a few medium ones (MobileNetV3's 960 -> 160
+// at 7x7: 2.7x). A grid short of its waves then splits the reduction (gemm_splits).
 template <typename T, typename F>
 void with_gemm_config(const GatherConv& cv, const char* pass, F&& f) {
   if constexpr (std::is_same_v<T, double>) {
@@ -126,7 +129,11 @@ void with_gemm_config(const GatherConv& cv, const char* pass, F&& f) {
     int pick = forced_config(kGemm) + 1;
     if (pick > int(std::size(kConfigNames))) pick = 0;  // a tensor-core config is forced: the rule here
     if (pick == 0) {
-      if (cv.outputs <= GemmNarrowF32::kM) pick = 4;
+      const bool pointwise_narrow =
+          cv.R == 1 && cv.S == 1 && cv.outputs <= 256 &&
+          (blocks(GemmMediumF32{}) < sms ||
+           2 * round_up(cv.outputs, GemmNarrowF32::kM) <= round_up(cv.outputs, GemmMediumF32::kM));
+      if (cv.outputs <= GemmNarrowF32::kM || pointwise_narrow) pick = 4;
       else if (cv.outputs >= 256 && cv.reduction >= 1024 && blocks(GemmLargeF32{}) >= 2 * GemmLargeF32::kMinBlocks * sms)
         pick = 1;
       else pick = 2;
@@ -276,8 +283,45 @@ int64_t weight_grad_splits(int64_t columns, int64_t base_blocks, int64_t slice_b
   return std::max<int64_t>(1, std::min({want, max_by_work, max_by_memory}));
 }
 
+// The float grad_weight configs (gemm_kernels.cuh), in kWeightGradConfigNames' order.
+enum class WeightGradConfig { kLarge, kMedium, kSmall, kTall, kWide };
+constexpr const char* kWeightGradConfigNames[] = {"large", "medium", "small", "tall", "wide"};
+
+// The grad_weight config for a group of `filters` x `taps` weights (taps = C/groups x R x S). The
+// reduction is split across blocks whatever the tile, so the cost that differs is the padding: the
+// padded area of the weight tiles, thin tiles (tall, wide) counted 15% dearer for their smaller
+// thread tiles. Large only from 256 taps (below that it measured slower than medium or small at
+// equal area: 1.8x on MobileNetV3's 112 -> 672 1x1). The long-standing choice (large above 64
+// filters, medium at most 64, small when the taps are at most 64 too) stays unless another tile
+// cuts its cost by a fifth, so deep reductions with little padding (ResNet's) keep theirs.
+WeightGradConfig weight_grad_config(int64_t filters, int64_t taps) {
+  struct Tile { WeightGradConfig config; int64_t rows, cols; double weight; };
+  const Tile tiles[] = {  // ties go to the first
+      {WeightGradConfig::kMedium, GemmWeightGradMediumF32::kM, GemmWeightGradMediumF32::kN, 1.0},
+      {WeightGradConfig::kSmall, GemmWeightGradSmallF32::kM, GemmWeightGradSmallF32::kN, 1.0},
+      {WeightGradConfig::kTall, GemmWeightGradTallF32::kM, GemmWeightGradTallF32::kN, 1.15},
+      {WeightGradConfig::kWide, GemmWeightGradWideF32::kM, GemmWeightGradWideF32::kN, 1.15},
+      {WeightGradConfig::kLarge, GemmWeightGradLargeF32::kM, GemmWeightGradLargeF32::kN, 1.0},
+  };
+  auto usable = [&](const Tile& t) { return t.config != WeightGradConfig::kLarge || taps >= 256; };
+  auto padded = [](int64_t n, int64_t tile) { return double((n + tile - 1) / tile * tile); };
+  auto cost = [&](const Tile& t) { return padded(filters, t.rows) * padded(taps, t.cols) * t.weight; };
+  const WeightGradConfig legacy = filters > 64 ? WeightGradConfig::kLarge
+                                  : taps <= 64 ? WeightGradConfig::kSmall
+                                               : WeightGradConfig::kMedium;
+  const Tile* best = nullptr;
+  const Tile* kept = nullptr;
+  for (const Tile& t : tiles) {
+    if (!usable(t)) continue;
+    if (best == nullptr || cost(t) < cost(*best)) best = &t;
+    if (t.config == legacy) kept = &t;
+  }
+  return kept != nullptr && cost(*kept) <= 1.25 * cost(*best) ? legacy : best->config;
+}
+
 template <typename T, typename Cfg>
-at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input) {
+at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                            const char* config_name) {
   auto gy = grad_output.contiguous();
   auto x = input.contiguous();
   auto gw = new_output({p.K, p.channels_per_group(), p.R, p.S}, input.options());
@@ -310,6 +354,7 @@ at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, c
   if (cv.R == 1 && cv.S == 1) launch(gemm_weight_grad_kernel<T, Cfg, 1, 1>);
   else if (cv.R == 3 && cv.S == 3) launch(gemm_weight_grad_kernel<T, Cfg, 3, 3>);
   else launch(gemm_weight_grad_kernel<T, Cfg, 0, 0>);
+  record_last_choice("grad_weight", config_name, int(splits));
   launch_sum_slices(partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), gw.numel(), int(splits),
                     slice_bytes / int64_t(sizeof(T)),
                     PaddedWeightSliceMap{cv.outputs, cv.reduction, a.k_pad, a.rho_pad}, kFinishLanesMinSplits);
@@ -368,13 +413,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_fp_cuda(
     at::Tensor gw;
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_grad_weight_cuda", [&] {
       if constexpr (std::is_same_v<scalar_t, double>) {
-        gw = gemm_grad_weight<scalar_t, GemmF64>(p, grad_output, input);
-      } else if (p.filters_per_group() <= 64 && p.channels_per_group() * p.R * p.S <= 64) {
-        gw = gemm_grad_weight<scalar_t, GemmWeightGradSmallF32>(p, grad_output, input);
-      } else if (p.filters_per_group() <= 64) {
-        gw = gemm_grad_weight<scalar_t, GemmWeightGradMediumF32>(p, grad_output, input);
+        gw = gemm_grad_weight<scalar_t, GemmF64>(p, grad_output, input, "f64");
       } else {
-        gw = gemm_grad_weight<scalar_t, GemmWeightGradLargeF32>(p, grad_output, input);
+        const WeightGradConfig pick = weight_grad_config(p.filters_per_group(), p.channels_per_group() * p.R * p.S);
+        const char* name = kWeightGradConfigNames[int(pick)];
+        switch (pick) {
+          case WeightGradConfig::kLarge:
+            gw = gemm_grad_weight<scalar_t, GemmWeightGradLargeF32>(p, grad_output, input, name);
+            break;
+          case WeightGradConfig::kMedium:
+            gw = gemm_grad_weight<scalar_t, GemmWeightGradMediumF32>(p, grad_output, input, name);
+            break;
+          case WeightGradConfig::kSmall:
+            gw = gemm_grad_weight<scalar_t, GemmWeightGradSmallF32>(p, grad_output, input, name);
+            break;
+          case WeightGradConfig::kTall:
+            gw = gemm_grad_weight<scalar_t, GemmWeightGradTallF32>(p, grad_output, input, name);
+            break;
+          case WeightGradConfig::kWide:
+            gw = gemm_grad_weight<scalar_t, GemmWeightGradWideF32>(p, grad_output, input, name);
+            break;
+        }
       }
     });
     return gw;

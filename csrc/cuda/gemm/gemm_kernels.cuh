@@ -38,13 +38,19 @@ using GemmLargeF32 = GemmTileConfig<1, 128, 128, 16, 8, 8, 2>;
 using GemmMediumF32 = GemmTileConfig<1, 64, 128, 16, 8, 8, 4>;
 using GemmSmallF32 = GemmTileConfig<1, 64, 64, 16, 8, 8, 6>;
 using GemmNarrowF32 = GemmTileConfig<1, 16, 128, 16, 4, 4, 4, true>;
-// grad_weight (rows = filters, columns = C/groups x R x S, reduction over N x Ho x Wo): 128 x 128
-// with 16 steps per chunk (each thread: 2 column cursors x 4 packed taps); 64 x 128 for layers with
-// <= 64 filters (a 128-row block would be half padding); 64 x 64 with 8
-// steps when the taps are <= 64 too (ResNet's 64-channel 1x1s).
+// grad_weight (rows = filters, columns = C/groups x R x S, reduction over N x Ho x Wo; the
+// reduction is split across blocks, so a tile's size sets its padding, not the grid's parallelism):
+//   large  128 x 128, 16 steps per chunk (each thread: 2 column cursors x 4 packed taps);
+//   medium 64 x 128;
+//   small  64 x 64 with 8 steps;
+//   tall   128 x 32, 8 x 4 per thread: many filters on few taps (MobileNet's 24 -> 72 1x1);
+//   wide   32 x 128, 4 x 8 per thread: few filters on many taps (144 -> 24).
+// weight_grad_config (gemm.cu) picks by padded area.
 using GemmWeightGradLargeF32 = GemmTileConfig<1, 128, 128, 16, 8, 8, 2>;
 using GemmWeightGradMediumF32 = GemmTileConfig<1, 64, 128, 16, 8, 8, 3>;
 using GemmWeightGradSmallF32 = GemmTileConfig<1, 64, 64, 8, 8, 8, 4>;
+using GemmWeightGradTallF32 = GemmTileConfig<1, 128, 32, 16, 8, 4, 4>;
+using GemmWeightGradWideF32 = GemmTileConfig<1, 32, 128, 16, 4, 8, 4>;
 // double: 64 x 64, 4 x 4 per thread, 256 threads.
 using GemmF64 = GemmTileConfig<1, 64, 64, 8, 4, 4, 2>;
 // The weight matrix is padded for the widest filter tile and the reduction chunk, so that every
