@@ -1,6 +1,7 @@
 """Each pass of a convolution apart -- forward, grad_input, grad_weight -- ours against cuDNN FP32
 (TF32 off, cudnn.benchmark on), by the device's time alone (torchconv.timing's device-time rounds:
-the host queues the calls behind a sleep kernel, so launch and dispatch costs are left out).
+the host queues the calls behind a sleep kernel, so launch and dispatch costs are left out). On a
+CPU (a smoke run) the reference is ATen's CPU convolution and the times are wall clock.
 
 A diagnostic for the GEMM's tile rules: the 1x1 layers of MobileNetV3-Large and EfficientNet-B0 at
 batch 32 (7x7 and 14x14 planes, squeeze-and-excitation's 1x1 planes, few channels on 56x56 and
@@ -66,6 +67,10 @@ def pass_calls(forward, backward, x, w, b, gy, conv):
     return calls
 
 
+def reference_name(device):
+    return "cudnn" if device.type == "cuda" else "aten"
+
+
 def bench_layer(layer, args, device):
     name, c, k, hw, bias = layer
     gen = torch.Generator(device=device).manual_seed(0)
@@ -75,7 +80,7 @@ def bench_layer(layer, args, device):
     gy = torch.randn(args.batch, k, hw, hw, device=device, generator=gen)
     conv = ((1, 1), (0, 0), (1, 1), 1)
     aten = torch.ops.aten
-    contenders = {"cudnn": {
+    contenders = {reference_name(device): {
         "forward": lambda: aten.convolution(x, w, b, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),
         **{name_: (lambda mask=[i == 0, i == 1, False]:
                    aten.convolution_backward(gy, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, mask))
@@ -88,14 +93,15 @@ def bench_layer(layer, args, device):
     for pass_name in PASSES:
         fns = {algo: calls[pass_name] for algo, calls in contenders.items()}
         choices = {}
+        ref_name = reference_name(device)
         for algo in fns:
-            if algo != "cudnn":
+            if algo != ref_name:
                 fns[algo]()
                 choices[algo] = " ".join(c for c in torchconv.last_choice().split() if c.startswith(pass_name + ":"))
         times = timing.interleaved(fns, device, rounds=args.rounds, reps=args.reps, device_time=True)
-        ref = statistics.median(times["cudnn"])
+        ref = statistics.median(times[ref_name])
         for algo, samples in times.items():
-            ratios = [r / o for r, o in zip(times["cudnn"], samples)]
+            ratios = [r / o for r, o in zip(times[ref_name], samples)]
             rows.append(dict(layer=name, C=c, K=k, HW=hw, N=args.batch, R=1, S=1, stride=1, groups=1, dilation=1,
                              bias=bias, precision="fp32", layout="nchw", pass_=pass_name, algorithm=algo,
                              us=statistics.median(samples) * 1e3, cudnn_us=ref * 1e3,
@@ -105,22 +111,22 @@ def bench_layer(layer, args, device):
 
 
 def write_markdown(path, meta, rows):
-    algos = list(dict.fromkeys(r["algorithm"] for r in rows))
+    ref_name = "cudnn" if meta["reference"] == "cudnn" else "aten"
+    algos = [a for a in dict.fromkeys(r["algorithm"] for r in rows) if a != ref_name]
     lines = [f"# Per-pass device time of 1x1 layers — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}. "
              "FP32 NCHW (TF32 off), batch as listed; each pass timed alone on the operators by the device's "
-             "time (the host queues behind a sleep kernel). us = median over rounds; ratio = cuDNN / ours "
+             f"time (the host queues behind a sleep kernel). us = median over rounds; ratio = {ref_name} / ours "
              "[min-max over rounds]; choice = the config our rule picked (torchconv.last_choice).", ""]
     for pass_name in PASSES:
         lines += [f"## {pass_name}", "",
-                  "| layer | N | cuDNN us | " + " | ".join(f"{a} us | {a} ratio | {a} choice" for a in algos
-                                                            if a != "cudnn") + " |",
-                  "|---|---|---|" + "---|---|---|" * (len(algos) - 1)]
+                  f"| layer | N | {ref_name} us | " + " | ".join(f"{a} us | {a} ratio | {a} choice" for a in algos) + " |",
+                  "|---|---|---|" + "---|---|---|" * len(algos)]
         for layer in dict.fromkeys(r["layer"] for r in rows if r["pass_"] == pass_name):
             by = {r["algorithm"]: r for r in rows if r["layer"] == layer and r["pass_"] == pass_name}
             cells = [f"{by[a]['us']:.1f} | {by[a]['ratio']:.2f} [{by[a]['ratio_min']:.2f}-{by[a]['ratio_max']:.2f}] | "
-                     f"`{by[a]['choice']}`" for a in algos if a != "cudnn"]
-            lines.append(f"| {layer} | {by['cudnn']['N']} | {by['cudnn']['us']:.1f} | " + " | ".join(cells) + " |")
+                     f"`{by[a]['choice']}`" for a in algos]
+            lines.append(f"| {layer} | {by[ref_name]['N']} | {by[ref_name]['us']:.1f} | " + " | ".join(cells) + " |")
         lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines))
@@ -129,8 +135,6 @@ def write_markdown(path, meta, rows):
 def main(argv=None):
     args = parse_args(argv)
     device = torch.device(args.device)
-    if device.type != "cuda":
-        raise SystemExit("pass_times.py times device work: it needs a CUDA device")
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
