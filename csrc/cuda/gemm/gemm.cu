@@ -113,8 +113,9 @@ constexpr const char* kConfigNames[] = {"large", "medium", "small", "narrow"};
 // narrow where a group has <= 16 rows. And narrow for 1x1 launches of at most 256 rows whose medium
 // grid is short of one block per SM (late layers of MobileNet / EfficientNet: 7x7 planes, squeeze-
 // and-excitation's 1x1 planes) or whose rows medium would pad by half or more (24 rows): there the
-// narrow grid's blocks beat splitting the reduction of a few medium ones (MobileNetV3's 960 -> 160
-// at 7x7: 2.7x). A grid short of its waves then splits the reduction (gemm_splits).
+// narrow grid's blocks beat splitting the reduction of a few medium ones
+// (benchmarks/results/pass-times-*.md). A grid short of its waves then splits the reduction
+// (gemm_splits).
 template <typename T, typename F>
 void with_gemm_config(const GatherConv& cv, const char* pass, F&& f) {
   if constexpr (std::is_same_v<T, double>) {
@@ -291,7 +292,7 @@ constexpr const char* kWeightGradConfigNames[] = {"large", "medium", "small", "t
 // reduction is split across blocks whatever the tile, so the cost that differs is the padding: the
 // padded area of the weight tiles, thin tiles (tall, wide) counted 15% dearer for their smaller
 // thread tiles. Large only from 256 taps (below that it measured slower than medium or small at
-// equal area: 1.8x on MobileNetV3's 112 -> 672 1x1). The long-standing choice (large above 64
+// equal area, docs/gemm.md). The long-standing choice (large above 64
 // filters, medium at most 64, small when the taps are at most 64 too) stays unless another tile
 // cuts its cost by a fifth, so deep reductions with little padding (ResNet's) keep theirs.
 WeightGradConfig weight_grad_config(int64_t filters, int64_t taps) {
