@@ -90,25 +90,24 @@ def assert_close_rel(out, ref, dtype, what=""):
 
 
 @contextlib.contextmanager
+def _using(get, set_, algorithm, value):
+    """Runs the body with set_(algorithm, value), restoring get(algorithm)'s value after."""
+    old = get(algorithm)
+    set_(algorithm, value)
+    try:
+        yield value
+    finally:
+        set_(algorithm, old)
+
+
 def using_variant(algorithm, variant):
     """Runs the body with `algorithm`'s variant set, restoring the previous one after."""
-    old = torchconv.get_variant(algorithm)
-    torchconv.set_variant(algorithm, variant)
-    try:
-        yield variant
-    finally:
-        torchconv.set_variant(algorithm, old)
+    return _using(torchconv.get_variant, torchconv.set_variant, algorithm, variant)
 
 
-@contextlib.contextmanager
 def using_config(algorithm, name):
     """Runs the body with `algorithm`'s config forced to `name`, restoring the previous one after."""
-    old = torchconv.get_config(algorithm)
-    torchconv.set_config(algorithm, name)
-    try:
-        yield name
-    finally:
-        torchconv.set_config(algorithm, old)
+    return _using(torchconv.get_config, torchconv.set_config, algorithm, name)
 
 
 def check_forward_backward(algorithm, shape, device, dtype, what):
