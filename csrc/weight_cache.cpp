@@ -45,9 +45,13 @@ void evict_if_full(std::map<Key, Entry>& entries) {
 
 }  // namespace
 
+bool weight_transform_is_cached(const at::Tensor& weight) {
+  return !weight.is_inference() && (!weight.requires_grad() || c10::InferenceMode::is_enabled());
+}
+
 at::Tensor cached_weight_transform(const at::Tensor& weight, const std::string& tag,
                                    const std::function<at::Tensor()>& compute) {
-  if (weight.is_inference() || (weight.requires_grad() && !c10::InferenceMode::is_enabled())) return compute();
+  if (!weight_transform_is_cached(weight)) return compute();
   c10::TensorImpl* impl = weight.unsafeGetTensorImpl();
   const uint32_t version = impl->version_counter().current_version();
   const Key key{impl, tag};

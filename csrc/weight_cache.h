@@ -19,6 +19,10 @@
 
 namespace torchconv {
 
+// Whether cached_weight_transform keeps a transform of `weight` (else it recomputes it every call):
+// kernels that can read the weight in its own layout do so when this is false.
+bool weight_transform_is_cached(const at::Tensor& weight);
+
 // Returns compute() for `weight`, reusing the result of an earlier call with the same weight tensor
 // and `tag` while the weight is unchanged: same TensorImpl (held weakly, so a freed weight's address
 // cannot alias a new one), same version counter (bumped by every in-place write, e.g. an optimizer

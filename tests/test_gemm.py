@@ -7,6 +7,8 @@ the transposed gather, once per output phase for strided layers; grad_weight thr
 reduction over N*Ho*Wo) on every shape
 F.conv2d takes: any filter size, stride, padding, dilation, groups, C and K off the tiles, H != W,
 batch 1 and more, in float32 and float64. The variant API is tested here too."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -93,6 +95,61 @@ def test_cuda_config_rules(case):
         choice = torchconv.last_choice()
     assert choice.startswith(f"forward:{forward}/"), choice
     assert f"grad_input:{grad_input}/" in choice and f"grad_weight:{grad_weight}/" in choice, choice
+
+
+# Where the float32 GEMM's filter operand comes from (last_choice's "/a="): a weight trained this call
+# is read in place by the forward of the 1x1 and 3x3 kernels and by a 1x1 layer's grad_input (no
+# re-laid copy, which would be rebuilt every call); a frozen weight, or any other kernel, uses the
+# re-laid matrix, cached while the weight is unchanged. (shape, trained forward, trained grad_input)
+OPERAND_CASES = [
+    ((3, 29, 70, 5, 7, 1, 1, 1, 0, 1, 1, True), "weight", "weight"),  # C, K off the tiles; pointwise loader
+    ((2, 24, 36, 9, 8, 1, 1, 2, 0, 1, 3, False), "weight", "weight"),  # groups, stride 2: one phase has the tap
+    ((2, 3, 16, 15, 15, 3, 3, 2, 1, 1, 1, True), "weight", "matrix"),  # an RGB stem: 3x3 grad_input is re-laid
+    ((1, 6, 10, 11, 9, 5, 5, 1, 2, 1, 1, False), "matrix", "matrix"),  # 5x5: the runtime tap mask kernel
+]
+
+
+def operand_of(choice, pass_):
+    return re.search(pass_ + r":\S+/a=(\w+)", choice).group(1)
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", OPERAND_CASES, ids=lambda c: shape_id(c[0]))
+def test_cuda_filter_operand_trained_and_frozen(case):
+    """The same layer with a trained weight (read in place) and a frozen one (the cached matrix):
+    forward and grad_input against float64 either way, and the operand each pass used."""
+    shape, forward, grad_input = case
+    n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
+    x = torch.randn(n, c, h, w, dtype=torch.float64)
+    wt = torch.randn(k, c // groups, r, s, dtype=torch.float64)
+    b = torch.randn(k, dtype=torch.float64) if bias else None
+    ref = F.conv2d(x, wt, b, stride, padding, dilation, groups)
+    gy = torch.randn_like(ref)
+    ref_gx = torch.nn.grad.conv2d_input(x.shape, wt, gy, stride, padding, dilation, groups)
+    with using_variant("gemm", "implicit"):
+        for trained in (True, False):
+            xc = x.to("cuda", torch.float32).requires_grad_()
+            wc = wt.to("cuda", torch.float32).requires_grad_(trained)
+            bc = b.to("cuda", torch.float32) if bias else None
+            out = torchconv.conv2d(xc, wc, bc, stride, padding, dilation, groups, algorithm="gemm")
+            assert operand_of(torchconv.last_choice(), "forward") == (forward if trained else "matrix")
+            (gx,) = torch.autograd.grad(out, (xc,), gy.to("cuda", torch.float32))
+            assert operand_of(torchconv.last_choice(), "grad_input") == (grad_input if trained else "matrix")
+            what = f"{shape_id(shape)} {'trained' if trained else 'frozen'}"
+            assert_close_rel(out, ref, torch.float32, f"{what} forward")
+            assert_close_rel(gx, ref_gx, torch.float32, f"{what} grad_input")
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", [(32, 40, 10, 1, 1, 1, 1, 1, 0, 1, 1, True), (3, 29, 70, 5, 7, 1, 1, 1, 0, 1, 1, False),
+                                   (2, 12, 20, 4, 5, 3, 3, 1, 1, 1, 2, True)], ids=shape_id)
+def test_cuda_weight_grad_of_one_split_is_written_in_place(shape):
+    """A grad_weight reduction too short to split (squeeze-and-excitation's 1x1 planes: N columns)
+    writes the gradient from the GEMM itself, with no workspace: right against float64."""
+    with using_variant("gemm", "implicit"):
+        check_forward_backward(shape, "cuda", torch.float32, f"one split {shape_id(shape)}")
+        assert re.search(r"grad_weight:\w+/splits=1\b", torchconv.last_choice()), torchconv.last_choice()
+        assert torchconv.last_workspace_bytes() == 0
 
 
 @needs_cuda

@@ -102,7 +102,9 @@ def get_config(algorithm):
 def last_choice():
     """What the last CUDA call ran, per pass: '<pass>:<config>/splits=<n>' joined by spaces, e.g.
     'forward:medium/splits=4 grad_input:medium/splits=1 grad_weight:pixels/splits=64' (a forward
-    clears the backward passes' entries)."""
+    clears the backward passes' entries). The GEMM's forward and grad_input add where their filter
+    operand came from: '/a=weight' (the weight read in place, for a weight trained this call) or
+    '/a=matrix' (a re-laid copy, cached while the weight is unchanged)."""
     return _C.last_choice()
 
 

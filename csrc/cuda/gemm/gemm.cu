@@ -19,7 +19,9 @@
 //     a structural zero. Deterministic (no col2im scatter).
 //   grad_weight[filter][rho] = sum over columns of gy[filter][column] * X^[rho][column]: a GEMM
 //     reducing over N*Ho*Wo, split across blocks so the grid fills the GPU; the slices are summed in
-//     a fixed order.
+//     a fixed order (a reduction too short to split writes the gradient directly).
+// The A operand is the weight re-laid into a padded matrix, cached while the weight is unchanged;
+// a weight trained this call is read in place where the kernel allows (reads_weight_in_place).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -220,33 +222,86 @@ void launch_gemm(Kernel kernel, GemmConvArgs<T>& a, int64_t columns, at::Tensor*
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// The implicit GEMM's kernels, by the B operand's loader.
+enum class ImplicitKernel { kPointwise, kTapMask1x1, kTapMask3x3, kTapMask, kGather };
+
+ImplicitKernel implicit_kernel(const GatherConv& cv, bool aligned) {
+  if (is_pointwise(cv) && aligned) return ImplicitKernel::kPointwise;
+  if (cv.R == 1 && cv.S == 1) return ImplicitKernel::kTapMask1x1;
+  if (cv.R == 3 && cv.S == 3) return ImplicitKernel::kTapMask3x3;
+  return cv.R * cv.S <= 32 ? ImplicitKernel::kTapMask : ImplicitKernel::kGather;
+}
+
+// Whether the launch reads `weight` in place as its A operand (WeightTileLoader) instead of the
+// re-laid matrix: float32, a weight whose matrix would not be cached (so it would be rebuilt this
+// call), a forward or a 1x1 layer's grad_input (where A is the weight or its transpose, element for
+// element), the 1x1 and 3x3 kernels (the layers trained most: pointwise convolutions and stems), and
+// a weight indexable in 32 bits.
+template <typename T>
+bool reads_weight_in_place(const at::Tensor& weight, const GatherConv& cv, ImplicitKernel kernel) {
+  const bool one_by_one = weight.size(2) == 1 && weight.size(3) == 1;
+  return std::is_same_v<T, float> && kernel != ImplicitKernel::kTapMask && kernel != ImplicitKernel::kGather &&
+         (!cv.transposed || one_by_one) && weight.numel() < (int64_t(1) << 31) &&
+         !weight_transform_is_cached(weight);
+}
+
+template <typename T>
+using GemmConvKernel = void (*)(const GemmConvArgs<T>);
+
+template <typename T, typename Cfg, bool kWeightA>
+GemmConvKernel<T> implicit_kernel_fn(ImplicitKernel kernel) {
+  switch (kernel) {
+    case ImplicitKernel::kPointwise: return gemm_conv_pointwise_kernel<T, Cfg, kWeightA>;
+    case ImplicitKernel::kTapMask1x1: return gemm_conv_tap_mask_kernel<T, Cfg, 1, 1, kWeightA>;
+    case ImplicitKernel::kTapMask3x3: return gemm_conv_tap_mask_kernel<T, Cfg, 3, 3, kWeightA>;
+    default:
+      if constexpr (kWeightA) {
+        TORCH_CHECK(false, "torchconv.conv2d_gemm: internal error: no in-place weight operand for this kernel");
+        return nullptr;
+      } else {
+        if (kernel == ImplicitKernel::kTapMask) return gemm_conv_tap_mask_kernel<T, Cfg, 0, 0, false>;
+        return gemm_conv_gather_kernel<T, Cfg>;
+      }
+  }
+}
+
 // out = the convolution described by `cv` of `src` with the A operand of `weight` (+ bias).
 template <typename T>
 void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, const GatherConv& cv, at::Tensor& out) {
   const char* pass = cv_pass(cv);
   if (cv.columns == 0 || cv.outputs == 0) return record_workspace_bytes(0);
   GemmConvArgs<T> a;
-  const at::Tensor am = weight_matrix<T>(weight, cv, a.reduction_pad, a.rows_pad);
-  a.a = am.const_data_ptr<T>(), a.bias = bias, a.out = out.mutable_data_ptr<T>(), a.cv = cv;
+  a.bias = bias, a.out = out.mutable_data_ptr<T>(), a.cv = cv;
   a.col_begin = 0, a.cols_pad = 0;
   const bool explicit_unroll = gemm_variant() == GemmVariant::kExplicit;
+  constexpr int kPerWord = 16 / sizeof(T);
+  const bool aligned = reinterpret_cast<uintptr_t>(src.const_data_ptr<T>()) % 16 == 0 && cv.src_plane % kPerWord == 0;
+  const ImplicitKernel kernel = implicit_kernel(cv, aligned);
+  const bool weight_a = !explicit_unroll && reads_weight_in_place<T>(weight, cv, kernel);
+  at::Tensor am;
+  if (weight_a) {
+    am = weight.contiguous();
+    a.reduction_pad = round_up(cv.reduction, kReductionPad), a.rows_pad = 0;
+    a.a_m_stride = cv.transposed ? 1 : cv.reduction, a.a_rho_stride = cv.transposed ? cv.outputs : 1;
+  } else {
+    am = weight_matrix<T>(weight, cv, a.reduction_pad, a.rows_pad);
+    a.a_m_stride = a.a_rho_stride = 0;
+  }
+  a.a = am.const_data_ptr<T>();
   with_gemm_config<T>(cv, pass, [&](auto cfg) {
     using Cfg = decltype(cfg);
+    record_last_operand(pass, weight_a ? "weight" : "matrix");
     if (!explicit_unroll) {
       a.src = src.const_data_ptr<T>();
       record_workspace_bytes(0);
-      constexpr int kPerWord = 16 / sizeof(T);
-      const bool aligned = reinterpret_cast<uintptr_t>(a.src) % 16 == 0 && cv.src_plane % kPerWord == 0;
       // Split slices are output-sized: only for launches that write the whole output (not phases).
       at::Tensor partial;
-      auto launch = [&](auto kernel) {
-        launch_gemm<T, Cfg>(kernel, a, cv.columns, cv.dense_out ? &partial : nullptr, &out);
+      auto launch = [&](auto fn) {
+        launch_gemm<T, Cfg>(fn, a, cv.columns, cv.dense_out ? &partial : nullptr, &out);
       };
-      if (is_pointwise(cv) && aligned) return launch(gemm_conv_pointwise_kernel<T, Cfg>);
-      if (cv.R == 1 && cv.S == 1) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 1, 1>);
-      if (cv.R == 3 && cv.S == 3) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 3, 3>);
-      if (cv.R * cv.S <= 32) return launch(gemm_conv_tap_mask_kernel<T, Cfg, 0, 0>);
-      return launch(gemm_conv_gather_kernel<T, Cfg>);
+      if constexpr (std::is_same_v<T, float>)
+        if (weight_a) return launch(implicit_kernel_fn<T, Cfg, true>(kernel));
+      return launch(implicit_kernel_fn<T, Cfg, false>(kernel));
     }
     // Explicit: unroll chunks of columns (whole block tiles) that fit the workspace limit. One
     // tile of columns is the least the GEMM can consume: a limit below it is an error, not exceeded.
@@ -333,7 +388,7 @@ at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, c
     return gw;
   }
   WeightGradArgs<T> a;
-  a.x = x.const_data_ptr<T>(), a.gy = gy.const_data_ptr<T>(), a.cv = cv;
+  a.x = x.const_data_ptr<T>(), a.gy = gy.const_data_ptr<T>(), a.cv = cv, a.weight_grad = nullptr;
   a.k_pad = round_up(cv.outputs, Cfg::kM), a.rho_pad = round_up(cv.reduction, Cfg::kN);
   a.m_tiles = a.k_pad / Cfg::kM, a.n_tiles = a.rho_pad / Cfg::kN;
   const int64_t base_blocks = int64_t(a.m_tiles) * a.n_tiles * cv.groups;
@@ -341,9 +396,16 @@ at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, c
   int64_t splits = weight_grad_splits<Cfg>(cv.columns, base_blocks, slice_bytes);
   a.columns_per_split = round_up(int(ceil_div(cv.columns, splits)), Cfg::kK);
   splits = ceil_div(cv.columns, a.columns_per_split);
-  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
-  record_workspace_bytes(partial.numel() * int64_t(sizeof(T)));
-  a.partial = partial.mutable_data_ptr<T>();
+  // One split (short reductions: squeeze-and-excitation layers, small batches) writes the gradient
+  // itself: no slices to allocate and no second kernel to sum them.
+  at::Tensor partial;
+  if (splits == 1) {
+    a.weight_grad = gw.mutable_data_ptr<T>(), a.partial = nullptr;
+  } else {
+    partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+    a.partial = partial.mutable_data_ptr<T>();
+  }
+  record_workspace_bytes(partial.defined() ? partial.numel() * int64_t(sizeof(T)) : 0);
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_gemm_backward");
   constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
@@ -356,6 +418,7 @@ at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, c
   else if (cv.R == 3 && cv.S == 3) launch(gemm_weight_grad_kernel<T, Cfg, 3, 3>);
   else launch(gemm_weight_grad_kernel<T, Cfg, 0, 0>);
   record_last_choice("grad_weight", config_name, int(splits));
+  if (splits == 1) return gw;
   launch_sum_slices(partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), gw.numel(), int(splits),
                     slice_bytes / int64_t(sizeof(T)),
                     PaddedWeightSliceMap{cv.outputs, cv.reduction, a.k_pad, a.rho_pad}, kFinishLanesMinSplits);

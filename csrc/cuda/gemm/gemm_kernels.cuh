@@ -258,10 +258,50 @@ struct PointwiseTileLoader {
   __device__ void store(T*) {}
 };
 
+// A operand read straight from the K x C/groups x R x S weight, for a weight whose re-laid matrix
+// would be rebuilt on every call (a trained one: weight_cache.h), which would cost a kernel and an
+// allocation per forward and per grad_input. Element (rho, m) of a group's A is
+//   forward:                   w[g * outputs + m][rho]        (m_stride = reduction, rho_stride = 1)
+//   grad_input of a 1x1 layer: w[g * reduction + rho][m]      (m_stride = 1, rho_stride = outputs)
+// zero past the reduction and the rows. One element per copy, lanes along whichever index is
+// contiguous in the weight; the weight is small and stays in L2 for the whole grid.
+template <typename T, typename Cfg>
+struct WeightTileLoader {
+  static constexpr int kPerThread = Cfg::kK * Cfg::kM / Cfg::kThreads;
+  static_assert(kPerThread >= 1 && Cfg::kK * Cfg::kM % Cfg::kThreads == 0 && Cfg::kThreads % Cfg::kM == 0 &&
+                    Cfg::kThreads % Cfg::kK == 0,
+                "whole elements per thread, a fixed step apart");
+  const T* w;  // the group's first weight
+  int outputs, reduction, m_stride, rho_stride, m0;
+
+  __device__ void fetch(int chunk, T* tile) const {
+    // A thread's elements lie on one line of the tile, a fixed step apart: walked with running
+    // indices, so few registers stay live beside the mainloop's accumulators.
+    const bool m_fastest = m_stride == 1;
+    const int tid = int(threadIdx.x);
+    const int kk = m_fastest ? tid / Cfg::kM : tid % Cfg::kK, m = m_fastest ? tid % Cfg::kM : tid / Cfg::kK;
+    const int step_kk = m_fastest ? Cfg::kThreads / Cfg::kM : 0, step_m = m_fastest ? 0 : Cfg::kThreads / Cfg::kK;
+    int rho = chunk * Cfg::kK + kk, row = m0 + m;
+    const T* src = w + (row * m_stride + rho * rho_stride);
+    const int step_src = step_kk * rho_stride + step_m * m_stride;
+    T* dst = tile + kk * Cfg::kLdA + m;
+    const int step_dst = step_kk * Cfg::kLdA + step_m;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const bool ok = rho < reduction && row < outputs;
+      cp_async_or_zero(dst, ok ? src : w, ok);
+      rho += step_kk, row += step_m, src += step_src, dst += step_dst;
+    }
+  }
+  __device__ void store(T*) const {}
+};
+
 template <typename T>
 struct GemmConvArgs {
   const T* src;   // gathered tensor (implicit) or the unrolled chunk [group][reduction_pad][cols_pad] (explicit)
-  const T* a;     // weight matrix [group][reduction_pad][kWeightRowPad-padded rows]
+  const T* a;     // weight matrix [group][reduction_pad][kWeightRowPad-padded rows], or the weight itself
+                  // (kernels with kWeightA: WeightTileLoader, strides below)
+  int a_m_stride, a_rho_stride;
   const T* bias;  // or nullptr
   T* out;
   GatherConv cv;
@@ -415,7 +455,7 @@ struct ChunkOffset {
   }
 };
 
-template <typename T, typename Cfg, typename MakeLoaderB>
+template <typename T, typename Cfg, bool kWeightA, typename MakeLoaderB>
 __device__ __forceinline__ void gemm_conv_block(const GemmConvArgs<T>& a, MakeLoaderB&& make_b) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
@@ -425,11 +465,19 @@ __device__ __forceinline__ void gemm_conv_block(const GemmConvArgs<T>& a, MakeLo
   const int col0 = nt * Cfg::kN;
   const int chunk0 = split * a.chunks_per_split;
   const int chunks = min(a.chunks_per_split, a.reduction_pad / Cfg::kK - chunk0);
-  ChunkOffset<PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA>> la{
-      {a.a + int64_t(g) * a.reduction_pad * a.rows_pad, a.rows_pad, m0}, chunk0};
   ChunkOffset<decltype(make_b(g, col0))> lb{make_b(g, col0), chunk0};
   T acc[Cfg::kThreadM][Cfg::kThreadN];
-  block_gemm<T, Cfg>(smem, la, lb, chunks, acc);
+  if constexpr (kWeightA) {
+    ChunkOffset<WeightTileLoader<T, Cfg>> la{
+        {a.a + int64_t(g) * a.cv.outputs * a.cv.reduction, a.cv.outputs, a.cv.reduction, a.a_m_stride,
+         a.a_rho_stride, m0},
+        chunk0};
+    block_gemm<T, Cfg>(smem, la, lb, chunks, acc);
+  } else {
+    ChunkOffset<PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA>> la{
+        {a.a + int64_t(g) * a.reduction_pad * a.rows_pad, a.rows_pad, m0}, chunk0};
+    block_gemm<T, Cfg>(smem, la, lb, chunks, acc);
+  }
   if (a.splits == 1) {
     store_output_tile<T, Cfg>(acc, a.cv, a.out, a.bias, g, m0, int(a.col_begin) + col0);
     return;
@@ -450,25 +498,27 @@ __device__ __forceinline__ void gemm_conv_block(const GemmConvArgs<T>& a, MakeLo
   if (threadIdx.x == 0) *counter = 0;
 }
 
-template <typename T, typename Cfg, int kR, int kS>
+template <typename T, typename Cfg, int kR, int kS, bool kWeightA>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_conv_tap_mask_kernel(const GemmConvArgs<T> a) {
-  gemm_conv_block<T, Cfg>(a, [&](int g, int col0) { return TapMaskTileLoader<T, Cfg, kR, kS>(a.src, a.cv, g, col0); });
+  gemm_conv_block<T, Cfg, kWeightA>(
+      a, [&](int g, int col0) { return TapMaskTileLoader<T, Cfg, kR, kS>(a.src, a.cv, g, col0); });
 }
 
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_conv_gather_kernel(const GemmConvArgs<T> a) {
-  gemm_conv_block<T, Cfg>(a, [&](int g, int col0) { return GatherTileLoader<T, Cfg>(a.src, a.cv, g, col0); });
+  gemm_conv_block<T, Cfg, false>(a, [&](int g, int col0) { return GatherTileLoader<T, Cfg>(a.src, a.cv, g, col0); });
 }
 
-template <typename T, typename Cfg>
+template <typename T, typename Cfg, bool kWeightA>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_conv_pointwise_kernel(const GemmConvArgs<T> a) {
-  gemm_conv_block<T, Cfg>(a, [&](int g, int col0) { return PointwiseTileLoader<T, Cfg>(a.src, a.cv, g, col0); });
+  gemm_conv_block<T, Cfg, kWeightA>(
+      a, [&](int g, int col0) { return PointwiseTileLoader<T, Cfg>(a.src, a.cv, g, col0); });
 }
 
 // Explicit variant: B rows copied from the unrolled chunk [group][reduction_pad][cols_pad].
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_conv_unrolled_kernel(const GemmConvArgs<T> a) {
-  gemm_conv_block<T, Cfg>(a, [&](int g, int col0) {
+  gemm_conv_block<T, Cfg, false>(a, [&](int g, int col0) {
     return PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB>{a.src + int64_t(g) * a.reduction_pad * a.cols_pad, a.cols_pad,
                                                         int(col0)};
   });
@@ -521,7 +571,8 @@ template <typename T>
 struct WeightGradArgs {
   const T* x;
   const T* gy;
-  T* partial;  // [split][group][k_pad][rho_pad]
+  T* partial;      // [split][group][k_pad][rho_pad], or nullptr with one split:
+  T* weight_grad;  // then the kernel writes the gradient itself ([group * Kg][rho]), no slice sum
   GatherConv cv;
   int k_pad, rho_pad, m_tiles, n_tiles;
   int64_t columns_per_split;
@@ -647,12 +698,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_weight_gr
   T acc[Cfg::kThreadM][Cfg::kThreadN];
   block_gemm<T, Cfg>(smem, la, lb, int(ceil_div(end - begin, Cfg::kK)), acc);
   const ThreadTile<Cfg> tt(threadIdx.x);
-  T* out = a.partial + (int64_t(split) * a.cv.groups + g) * a.k_pad * a.rho_pad;
+  // One split writes the gradient ([group * Kg][rho], bounded), more write their padded slices.
+  const bool whole = a.weight_grad != nullptr;
+  const int ld = whole ? a.cv.reduction : a.rho_pad;
+  const int rows = whole ? a.cv.outputs : a.k_pad, cols = whole ? a.cv.reduction : a.rho_pad;
+  T* out = whole ? a.weight_grad + int64_t(g) * a.cv.outputs * a.cv.reduction
+                 : a.partial + (int64_t(split) * a.cv.groups + g) * a.k_pad * a.rho_pad;
 #pragma unroll
-  for (int i = 0; i < Cfg::kThreadM; ++i)
+  for (int i = 0; i < Cfg::kThreadM; ++i) {
+    const int m = mt * Cfg::kM + tt.row(i);
 #pragma unroll
-    for (int j = 0; j < Cfg::kThreadN; ++j)
-      out[int64_t(mt * Cfg::kM + tt.row(i)) * a.rho_pad + nt * Cfg::kN + tt.col(j)] = acc[i][j];
+    for (int j = 0; j < Cfg::kThreadN; ++j) {
+      const int rho = nt * Cfg::kN + tt.col(j);
+      if (m < rows && rho < cols) out[int64_t(m) * ld + rho] = acc[i][j];
+    }
+  }
 }
 
 // grad_weight's slices ([split][group][k_pad][rho_pad]) summed into the weight ([group * Kg][rho])
