@@ -126,6 +126,35 @@ def test_train_step_matches_nn_conv2d():
         torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reparametrize", ["weight_norm", "spectral_norm", "orthogonal"])
+def test_reparametrized_weights_are_used(reparametrize, device):
+    """A weight computed from other parameters (torch.nn.utils.parametrizations, or the hook-based
+    spectral_norm that sets it as a plain attribute) is what the auto fast path convolves with, in
+    eval and in training, and its gradients reach the underlying parameters as nn.Conv2d's do."""
+    torch.manual_seed(5)
+    bias = reparametrize != "orthogonal"
+    reference = nn.Conv2d(6, 6, 3, padding=1, bias=bias).double().to(device)
+    ours = torchconv.Conv2d(6, 6, 3, padding=1, bias=bias).double().to(device)
+    ours.load_state_dict(reference.state_dict())
+    apply = {"weight_norm": nn.utils.parametrizations.weight_norm, "spectral_norm": nn.utils.spectral_norm,
+             "orthogonal": nn.utils.parametrizations.orthogonal}[reparametrize]
+    reference, ours = apply(reference), apply(ours)
+    if reparametrize == "spectral_norm":  # the same power-iteration start on both
+        ours.weight_u.copy_(reference.weight_u), ours.weight_v.copy_(reference.weight_v)
+    x = torch.randn(2, 6, 9, 8, dtype=torch.float64, device=device)
+    with skip_if_no_kernel(torchconv.select_algorithm(x, reference.weight, (1, 1), (1, 1), 1), device):
+        for train in (False, True):
+            reference.train(train), ours.train(train)
+            expected = reference(x)
+            out = ours(x)
+            torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-10)
+        out.square().sum().backward()
+    expected.square().sum().backward()
+    for (name, p), q in zip(ours.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-9, atol=1e-10, msg=name)
+
+
 def test_unknown_algorithm_in_module():
     with pytest.raises(ValueError, match="algorithm"):
         torchconv.Conv2d(3, 3, 3, algorithm="fft")

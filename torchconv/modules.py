@@ -16,6 +16,10 @@ __all__ = ["Conv2d", "convert", "tune"]
 
 # What torch.backends.cudnn.allow_tf32 returns (its getter), without the property lookup.
 _cudnn_allow_tf32 = torch._C._get_cudnn_allow_tf32
+# Whether any autocast region is open, in one call: the per-device query with its device-type string
+# (input.device.type builds a device object and a string) costs several times more.
+_any_autocast = torch._C._is_any_autocast_enabled
+_MISSING = object()
 
 
 def _check_algorithm(algorithm):
@@ -45,13 +49,22 @@ class Conv2d(nn.Conv2d):
         # the autocast region instead of repeated (a kernel launch and an allocation) every call.
         if self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4:
             return self._conv_forward(input, self.weight, self.bias)
-        weight, bias = self.weight, self.bias
+        # Dynamo traces the public spellings (it folds them to constants); eager calls take private
+        # getters that cost a fraction: the TF32 switch through its getter (torch.backends.cudnn.
+        # allow_tf32 is a module property), autocast's per-device state only inside some autocast
+        # region, the parameters from _parameters (nn.Module.__getattr__ is a Python fallback). A
+        # parametrized weight is not in _parameters and takes the attribute.
+        compiling = torch.compiler.is_compiling()
+        params = self._parameters if not compiling else {}
+        weight, bias = params.get("weight", _MISSING), params.get("bias", _MISSING)
+        if weight is _MISSING or bias is _MISSING:
+            weight, bias = self.weight, self.bias
         device = input.device
-        autocast_dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else None
-        # The TF32 switch read through its getter: torch.backends.cudnn.allow_tf32 is a module
-        # property whose lookup costs several times the read, on every call. Dynamo traces only the
-        # property (it folds it to a constant), so a compiled forward reads that.
-        tf32 = torch.backends.cudnn.allow_tf32 if torch.compiler.is_compiling() else _cudnn_allow_tf32()
+        autocast_dtype = None
+        if compiling or _any_autocast():
+            device_type = device.type
+            autocast_dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+        tf32 = torch.backends.cudnn.allow_tf32 if compiling else _cudnn_allow_tf32()
         key = (input.shape, input.dtype, device, input.is_contiguous(),
                torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
                _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(), tf32, autocast_dtype)
