@@ -6,7 +6,10 @@ CPU (a smoke run) the reference is ATen's CPU convolution and the times are wall
 A diagnostic for the GEMM's tile rules: the 1x1 layers of MobileNetV3-Large and EfficientNet-B0 at
 batch 32 (7x7 and 14x14 planes, squeeze-and-excitation's 1x1 planes, few channels on 56x56 and
 112x112) and ResNet-50's two 56x56 1x1 layers, each pass timed on the operators directly, with the
-configs our rules picked (torchconv.last_choice). One result file per GPU, rewritten in place.
+configs our rules picked (torchconv.last_choice). Each layer twice (--weights): with a frozen weight
+(the GEMM's re-laid filter matrix, cached as in inference) and a trainable one (read in place, as in
+a training step; the operators run under torch.no_grad(), so no graph is recorded). One result file
+per GPU, rewritten in place.
 
     python benchmarks/pass_times.py --algorithms gemm,csg
 """
@@ -51,6 +54,7 @@ def parse_args(argv=None):
     p.add_argument("--algorithms", default="gemm,csg")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--layers", default=None, help="comma list of layer names (default: all)")
+    p.add_argument("--weights", default="frozen,trainable", help="frozen and/or trainable")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -71,11 +75,11 @@ def reference_name(device):
     return "cudnn" if device.type == "cuda" else "aten"
 
 
-def bench_layer(layer, args, device):
+def bench_layer(layer, args, device, weights):
     name, c, k, hw, bias = layer
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(args.batch, c, hw, hw, device=device, generator=gen)
-    w = torch.randn(k, c, 1, 1, device=device, generator=gen) / c ** 0.5
+    w = (torch.randn(k, c, 1, 1, device=device, generator=gen) / c ** 0.5).requires_grad_(weights == "trainable")
     b = torch.randn(k, device=device, generator=gen) if bias else None
     gy = torch.randn(args.batch, k, hw, hw, device=device, generator=gen)
     conv = ((1, 1), (0, 0), (1, 1), 1)
@@ -103,7 +107,7 @@ def bench_layer(layer, args, device):
         for algo, samples in times.items():
             ratios = [r / o for r, o in zip(times[ref_name], samples)]
             rows.append(dict(layer=name, C=c, K=k, HW=hw, N=args.batch, R=1, S=1, stride=1, groups=1, dilation=1,
-                             bias=bias, precision="fp32", layout="nchw", pass_=pass_name, algorithm=algo,
+                             bias=bias, weights=weights, precision="fp32", layout="nchw", pass_=pass_name, algorithm=algo,
                              us=statistics.median(samples) * 1e3, cudnn_us=ref * 1e3,
                              ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios),
                              choice=choices.get(algo, "")))
@@ -120,13 +124,18 @@ def write_markdown(path, meta, rows):
              "[min-max over rounds]; choice = the config our rule picked (torchconv.last_choice).", ""]
     for pass_name in PASSES:
         lines += [f"## {pass_name}", "",
-                  f"| layer | N | {ref_name} us | " + " | ".join(f"{a} us | {a} ratio | {a} choice" for a in algos) + " |",
-                  "|---|---|---|" + "---|---|---|" * len(algos)]
-        for layer in dict.fromkeys(r["layer"] for r in rows if r["pass_"] == pass_name):
-            by = {r["algorithm"]: r for r in rows if r["layer"] == layer and r["pass_"] == pass_name}
+                  f"| layer | weights | N | {ref_name} us | " +
+                  " | ".join(f"{a} us | {a} ratio | {a} choice" for a in algos) + " |",
+                  "|---|---|---|---|" + "---|---|---|" * len(algos)]
+        # Rows written before the weights were told apart had frozen weights.
+        keys = dict.fromkeys((r["layer"], r.get("weights", "frozen")) for r in rows if r["pass_"] == pass_name)
+        for layer, weights in keys:
+            by = {r["algorithm"]: r for r in rows
+                  if r["layer"] == layer and r.get("weights", "frozen") == weights and r["pass_"] == pass_name}
             cells = [f"{by[a]['us']:.1f} | {by[a]['ratio']:.2f} [{by[a]['ratio_min']:.2f}-{by[a]['ratio_max']:.2f}] | "
                      f"`{by[a]['choice']}`" for a in algos]
-            lines.append(f"| {layer} | {by[ref_name]['N']} | {by[ref_name]['us']:.1f} | " + " | ".join(cells) + " |")
+            lines.append(f"| {layer} | {weights} | {by[ref_name]['N']} | {by[ref_name]['us']:.1f} | " +
+                         " | ".join(cells) + " |")
         lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines))
@@ -141,11 +150,13 @@ def main(argv=None):
     keep = set(args.layers.split(",")) if args.layers else None
     meta = environment(device)
     rows = []
-    for layer in LAYERS:
-        if keep is None or layer[0] in keep:
-            rows += bench_layer(layer, args, device)
-            print(" ".join(f"{r['pass_']}:{r['algorithm']} {r['us']:.1f}" for r in rows if r["layer"] == layer[0]),
-                  flush=True)
+    with torch.no_grad():
+        for weights in args.weights.split(","):
+            for layer in LAYERS:
+                if keep is None or layer[0] in keep:
+                    new = bench_layer(layer, args, device, weights)
+                    rows += new
+                    print(weights, " ".join(f"{r['pass_']}:{r['algorithm']} {r['us']:.1f}" for r in new), flush=True)
     os.makedirs(args.out_dir, exist_ok=True)
     stem = os.path.join(args.out_dir, f"pass-times-{gpu_slug(meta)}")
     with open(stem + ".json", "w") as f:

@@ -66,17 +66,18 @@ def test_model_profile_reports_both_contenders_and_the_choices(tmp_path):
 
 
 def test_pass_times_reports_each_pass_with_the_rules_choice(tmp_path):
-    """pass_times.py: one row per layer, pass and contender, ours with the config its rule picked;
-    on a CPU the reference is ATen's."""
+    """pass_times.py: one row per layer, weights kind, pass and contender, ours with the config its
+    rule picked; on a CPU the reference is ATen's."""
     import pass_times
 
     rows = pass_times.main(["--layers", "mbv3-se-32-120@1", "--batch", "2", "--rounds", "1", "--reps", "1",
                             "--device", "cpu", "--out-dir", str(tmp_path)])
-    assert {(r["pass_"], r["algorithm"]) for r in rows} == {
-        (p, a) for p in pass_times.PASSES for a in ("aten", "gemm", "csg")}
+    assert {(r["weights"], r["pass_"], r["algorithm"]) for r in rows} == {
+        (w, p, a) for w in ("frozen", "trainable") for p in pass_times.PASSES for a in ("aten", "gemm", "csg")}
     assert all(r["us"] > 0 and r["precision"] == "fp32" and r["groups"] == 1 for r in rows)
     text = (tmp_path / "pass-times-cpu.md").read_text()
-    assert "## grad_weight" in text and "| mbv3-se-32-120@1 | 2 |" in text
+    assert "## grad_weight" in text
+    assert "| mbv3-se-32-120@1 | frozen | 2 |" in text and "| mbv3-se-32-120@1 | trainable | 2 |" in text
 
 
 def test_precision_and_layout_rows(tmp_path):
