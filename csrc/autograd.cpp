@@ -20,6 +20,8 @@
 #include <array>
 #include <string>
 
+#include "autograd.h"
+#include "plans.h"
 #include "weight_cache.h"
 
 namespace torchconv {
@@ -34,9 +36,6 @@ using BackwardSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Ten
                                                                    const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
                                                                    at::IntArrayRef, int64_t, std::array<bool, 3>);
 
-constexpr const char* kAlgorithms[] = {"direct", "csg", "gemm", "winograd"};
-constexpr int kNumAlgorithms = 4;
-
 // The operator pair of one algorithm, looked up once.
 struct ConvOperators {
   c10::TypedOperatorHandle<ForwardSig> forward;
@@ -44,14 +43,15 @@ struct ConvOperators {
 };
 
 const ConvOperators& operators(int64_t algo) {
-  static const std::array<ConvOperators, kNumAlgorithms> table = [] {
+  static const std::array<ConvOperators, kAlgorithmCount> table = [] {
     auto find = [](int i) {
-      const std::string name = std::string("torchconv::conv2d_") + kAlgorithms[i];
+      const std::string name = std::string("torchconv::conv2d_") + kAlgorithmNames[i];
       auto& d = c10::Dispatcher::singleton();
       return ConvOperators{d.findSchemaOrThrow(name.c_str(), "").typed<ForwardSig>(),
                            d.findSchemaOrThrow((name + "_backward").c_str(), "").typed<BackwardSig>()};
     };
-    return std::array<ConvOperators, kNumAlgorithms>{find(0), find(1), find(2), find(3)};
+    static_assert(kAlgorithmCount == 4, "one operator pair per algorithm");
+    return std::array<ConvOperators, kAlgorithmCount>{find(0), find(1), find(2), find(3)};
   }();
   return table[algo];
 }
@@ -194,7 +194,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward_autograd(
 
 template <int kAlgo>
 void register_algorithm(torch::Library& m) {
-  const std::string name = std::string("conv2d_") + kAlgorithms[kAlgo];
+  const std::string name = std::string("conv2d_") + kAlgorithmNames[kAlgo];
   m.impl(name.c_str(), TORCH_FN(conv2d_autograd<kAlgo>));
   m.impl((name + "_backward").c_str(), TORCH_FN(conv2d_backward_autograd<kAlgo>));
 }
@@ -249,10 +249,16 @@ at::Tensor conv2d_autocast(const at::Tensor& input, const at::Tensor& weight, co
 
 template <int kAlgo, c10::DeviceType kDevice>
 void register_autocast(torch::Library& m) {
-  m.impl((std::string("conv2d_") + kAlgorithms[kAlgo]).c_str(), TORCH_FN((conv2d_autocast<kAlgo, kDevice>)));
+  m.impl((std::string("conv2d_") + kAlgorithmNames[kAlgo]).c_str(), TORCH_FN((conv2d_autocast<kAlgo, kDevice>)));
 }
 
 }  // namespace
+
+at::Tensor call_conv2d(Algorithm algorithm, const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                       at::IntArrayRef dilation, int64_t groups) {
+  return operators(algorithm).forward.call(input, weight, bias, stride, padding, dilation, groups);
+}
 
 TORCH_LIBRARY_IMPL(torchconv, AutocastCUDA, m) {
   register_autocast<0, c10::DeviceType::CUDA>(m);

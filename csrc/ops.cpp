@@ -3,10 +3,15 @@
 // autograd in autograd.cpp; fake (meta) implementations in torchconv/ops.py.
 #include <Python.h>
 #include <torch/library.h>
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/ops/empty.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 
+#include <array>
 #include <vector>
 
+#include "autograd.h"
 #include "conv_shape.h"
 #include "plans.h"
 #include "tuning.h"
@@ -233,7 +238,72 @@ PyObject* small_groups(PyObject*, PyObject* args) {
   return PyBool_FromLong(torchconv::small_groups(reduced, outputs));
 }
 
+// Two Python ints (a tuple or list of them) into `out`; false, with no Python error set, otherwise.
+bool int_pair(PyObject* obj, std::array<int64_t, 2>& out) {
+  if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+  if (PySequence_Fast_GET_SIZE(obj) != 2) return false;
+  for (Py_ssize_t i = 0; i < 2; ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(obj, i);
+    if (!PyLong_Check(item) || PyBool_Check(item)) return false;
+    const long long v = PyLong_AsLongLong(item);
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    out[size_t(i)] = v;
+  }
+  return true;
+}
+
+// Releases the GIL for the operator call, as torch's own bindings do.
+struct GilRelease {
+  PyThreadState* state = PyEval_SaveThread();
+  ~GilRelease() { PyEval_RestoreThread(state); }
+};
+
+// conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups): the forward operator
+// through the dispatcher, for eager calls from Python. A torch.ops call parses its arguments against
+// the schema into boxed values (four int lists per convolution), several µs of host time per layer
+// that a launch-bound model pays on every call. NotImplemented for anything that path must see
+// instead: a tensor subclass or an active torch function mode (__torch_function__ overrides), and
+// arguments of other types, so torch.ops gives its own error for them.
+PyObject* conv2d(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs != 8) {
+    PyErr_SetString(PyExc_TypeError, "torchconv._C.conv2d takes 8 positional arguments");
+    return nullptr;
+  }
+  PyObject *input = args[1], *weight = args[2], *bias = args[3];
+  std::array<int64_t, 2> stride{}, padding{}, dilation{};
+  const bool plain = PyUnicode_Check(args[0]) && THPVariable_CheckExact(input) && THPVariable_CheckExact(weight) &&
+                     (bias == Py_None || THPVariable_CheckExact(bias)) && !at::impl::torch_function_mode_enabled();
+  if (!plain || !int_pair(args[4], stride) || !int_pair(args[5], padding) || !int_pair(args[6], dilation) ||
+      !PyLong_Check(args[7]) || PyBool_Check(args[7]))
+    Py_RETURN_NOTIMPLEMENTED;
+  const long long groups = PyLong_AsLongLong(args[7]);
+  if (groups == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    Py_RETURN_NOTIMPLEMENTED;
+  }
+  const char* name = PyUnicode_AsUTF8(args[0]);
+  if (name == nullptr) return nullptr;
+  const torchconv::Algorithm algorithm = torchconv::algorithm_from_name(name, "torchconv: algorithm");
+  std::optional<at::Tensor> b;
+  if (bias != Py_None) b = THPVariable_Unpack(bias);
+  at::Tensor out;
+  {
+    GilRelease no_gil;
+    out = torchconv::call_conv2d(algorithm, THPVariable_Unpack(input), THPVariable_Unpack(weight), b, stride, padding,
+                                 dilation, int64_t(groups));
+  }
+  return THPVariable_Wrap(std::move(out));
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
+    {"conv2d", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(conv2d)), METH_FASTCALL,
+     "conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups): the algorithm's forward "
+     "operator for an eager call, or NotImplemented where torch.ops must take it."},
     {"set_workspace_limit", set_workspace_limit, METH_O, "Set the per-call workspace limit in bytes."},
     {"get_workspace_limit", get_workspace_limit, METH_NOARGS, "Per-call workspace limit in bytes."},
     {"set_poison_outputs", set_poison_outputs, METH_O,

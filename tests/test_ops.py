@@ -80,3 +80,49 @@ def test_profiler_names_the_algorithm(algorithm, device):
     names = {e.key for e in prof.key_averages()}
     assert f"torchconv::conv2d_{algorithm}" in names
     assert f"torchconv::conv2d_{algorithm}_backward" in names
+
+
+class _OperatorRecorder(torch.overrides.TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+class _TracedTensor(torch.Tensor):
+    seen = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.seen.append(func)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_eager_entry_and_torch_function_overrides(device):
+    """Eager calls with plain tensors take torchconv._C.conv2d, the operator's dispatcher call without
+    torch.ops' argument parsing: the same result as the operator, NotImplemented for arguments it does
+    not take. A torch function mode or a tensor subclass still sees the operator itself, through
+    torchconv.conv2d and torchconv.Conv2d alike, and a subclass comes back as itself."""
+    from torchconv.ops import FORWARD
+
+    x, w, b = (t.detach() for t in sample(device, requires_grad=False))
+    algorithm = torchconv.select_algorithm(x, w, (1, 1), (1, 1), 2)
+    with skip_if_no_kernel(algorithm, device):
+        expected = FORWARD[algorithm](x, w, b, [1, 1], [1, 1], [1, 1], 2)
+    assert torch.equal(torchconv._C.conv2d(algorithm, x, w, b, (1, 1), (1, 1), (1, 1), 2), expected)
+    for bad in ((1, 1, 1), 1, (1.0, 1)):  # torch.ops gives the error for these
+        assert torchconv._C.conv2d(algorithm, x, w, b, bad, (1, 1), (1, 1), 2) is NotImplemented
+    module = torchconv.Conv2d(4, 6, 3, padding=1, groups=2).to(device, torch.float64)
+    for call in (lambda t: torchconv.conv2d(t, w, b, 1, 1, 1, 2), module):
+        with _OperatorRecorder() as recorder:
+            call(x)
+        assert any(f in FORWARD.values() for f in recorder.seen)
+        _TracedTensor.seen.clear()
+        out = call(x.as_subclass(_TracedTensor))
+        assert type(out) is _TracedTensor and any(f in FORWARD.values() for f in _TracedTensor.seen)
+    assert torchconv._C.conv2d(algorithm, x.as_subclass(_TracedTensor), w, b, (1, 1), (1, 1), (1, 1), 2) is \
+        NotImplemented

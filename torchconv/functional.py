@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from .ops import ALGORITHMS, FORWARD
+from .ops import ALGORITHMS, FORWARD, call_forward
 from .selection import _pair, auto_algorithm, unsupported_reason
 
 __all__ = ["conv2d"]
@@ -76,5 +76,5 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
                 raise ValueError(f"torchconv.conv2d: algorithm '{algorithm}' cannot compute this convolution: {reason}")
     # The choice was made for the dtypes autocast runs; the operator gets the tensors uncast, and its
     # Autocast kernel casts them as aten::conv2d's does (a float32 weight's cast cached for the region).
-    out = FORWARD[algorithm](input, weight, bias, stride, padding, dilation, groups)
+    out = call_forward(algorithm, input, weight, bias, stride, padding, dilation, groups)
     return out.squeeze(0) if ndim == 3 else out

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from . import tuning as _tuning
 from .functional import _autocast, conv2d
-from .ops import ALGORITHMS, FORWARD
+from .ops import ALGORITHMS, call_forward
 from .selection import auto_algorithm
 
 __all__ = ["Conv2d", "convert", "tune"]
@@ -75,7 +75,7 @@ class Conv2d(nn.Conv2d):
             algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding, self.dilation,
                                        self.groups)
             self.__dict__["_auto_memo"] = (key, algorithm)
-        return FORWARD[algorithm](input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+        return call_forward(algorithm, input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def _conv_forward(self, input, weight, bias):
         if self.padding_mode != "zeros":

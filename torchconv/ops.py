@@ -8,6 +8,8 @@ csrc/autograd.cpp, so a call pays no Python beyond torchconv.conv2d.
 import torch
 from torch._prims_common import suggest_memory_format
 
+from . import _C
+
 ALGORITHMS = ("direct", "csg", "gemm", "winograd")
 
 
@@ -53,3 +55,14 @@ _register()
 
 # The forward operators, by algorithm name (the dispatcher entry points torchconv.conv2d calls).
 FORWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}").default for algo in ALGORITHMS}
+
+
+def call_forward(algorithm, input, weight, bias, stride, padding, dilation, groups):
+    """The forward operator of `algorithm`: an eager call through torchconv._C's entry (the same
+    dispatcher call without torch.ops' boxed argument parsing, several µs per layer); a traced call,
+    a tensor subclass or a torch function mode through torch.ops, which they must see."""
+    if not torch.compiler.is_compiling():
+        out = _C.conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups)
+        if out is not NotImplemented:
+            return out
+    return FORWARD[algorithm](input, weight, bias, stride, padding, dilation, groups)
