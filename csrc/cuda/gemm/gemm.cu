@@ -375,6 +375,18 @@ WeightGradConfig weight_grad_config(int64_t filters, int64_t taps) {
   return kept != nullptr && cost(*kept) <= 1.25 * cost(*best) ? legacy : best->config;
 }
 
+// Calls f with the tile config `pick` names.
+template <typename F>
+void with_weight_grad_config(WeightGradConfig pick, F&& f) {
+  switch (pick) {
+    case WeightGradConfig::kLarge: return f(GemmWeightGradLargeF32{});
+    case WeightGradConfig::kMedium: return f(GemmWeightGradMediumF32{});
+    case WeightGradConfig::kSmall: return f(GemmWeightGradSmallF32{});
+    case WeightGradConfig::kTall: return f(GemmWeightGradTallF32{});
+    case WeightGradConfig::kWide: return f(GemmWeightGradWideF32{});
+  }
+}
+
 template <typename T, typename Cfg>
 at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                             const char* config_name) {
@@ -480,24 +492,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_fp_cuda(
         gw = gemm_grad_weight<scalar_t, GemmF64>(p, grad_output, input, "f64");
       } else {
         const WeightGradConfig pick = weight_grad_config(p.filters_per_group(), p.channels_per_group() * p.R * p.S);
-        const char* name = kWeightGradConfigNames[int(pick)];
-        switch (pick) {
-          case WeightGradConfig::kLarge:
-            gw = gemm_grad_weight<scalar_t, GemmWeightGradLargeF32>(p, grad_output, input, name);
-            break;
-          case WeightGradConfig::kMedium:
-            gw = gemm_grad_weight<scalar_t, GemmWeightGradMediumF32>(p, grad_output, input, name);
-            break;
-          case WeightGradConfig::kSmall:
-            gw = gemm_grad_weight<scalar_t, GemmWeightGradSmallF32>(p, grad_output, input, name);
-            break;
-          case WeightGradConfig::kTall:
-            gw = gemm_grad_weight<scalar_t, GemmWeightGradTallF32>(p, grad_output, input, name);
-            break;
-          case WeightGradConfig::kWide:
-            gw = gemm_grad_weight<scalar_t, GemmWeightGradWideF32>(p, grad_output, input, name);
-            break;
-        }
+        with_weight_grad_config(pick, [&](auto cfg) {
+          gw = gemm_grad_weight<scalar_t, decltype(cfg)>(p, grad_output, input, kWeightGradConfigNames[int(pick)]);
+        });
       }
     });
     return gw;
