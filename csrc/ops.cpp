@@ -7,6 +7,7 @@
 #include <ATen/ops/empty.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <pybind11/pybind11.h>
 
 #include <array>
 #include <vector>
@@ -255,16 +256,10 @@ bool int_pair(PyObject* obj, std::array<int64_t, 2>& out) {
   return true;
 }
 
-// Releases the GIL for the operator call, as torch's own bindings do.
-struct GilRelease {
-  PyThreadState* state = PyEval_SaveThread();
-  ~GilRelease() { PyEval_RestoreThread(state); }
-};
-
 // conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups): the forward operator
 // through the dispatcher, for eager calls from Python. A torch.ops call parses its arguments against
-// the schema into boxed values (four int lists per convolution), several µs of host time per layer
-// that a launch-bound model pays on every call. NotImplemented for anything that path must see
+// the schema into boxed values (four int lists per convolution), host time that a launch-bound model
+// pays on every layer. NotImplemented for anything that path must see
 // instead: a tensor subclass or an active torch function mode (__torch_function__ overrides), and
 // arguments of other types, so torch.ops gives its own error for them.
 PyObject* conv2d(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -292,7 +287,7 @@ PyObject* conv2d(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (bias != Py_None) b = THPVariable_Unpack(bias);
   at::Tensor out;
   {
-    GilRelease no_gil;
+    pybind11::gil_scoped_release no_gil;  // as torch's own bindings call operators
     out = torchconv::call_conv2d(algorithm, THPVariable_Unpack(input), THPVariable_Unpack(weight), b, stride, padding,
                                  dilation, int64_t(groups));
   }

@@ -16,8 +16,8 @@ __all__ = ["Conv2d", "convert", "tune"]
 
 # What torch.backends.cudnn.allow_tf32 returns (its getter), without the property lookup.
 _cudnn_allow_tf32 = torch._C._get_cudnn_allow_tf32
-# Whether any autocast region is open, in one call: the per-device query with its device-type string
-# (input.device.type builds a device object and a string) costs several times more.
+# Whether any autocast region is open, in one call: the per-device query needs a device-type string
+# (input.device.type builds a device object and a string) on every call.
 _any_autocast = torch._C._is_any_autocast_enabled
 _MISSING = object()
 
@@ -50,7 +50,7 @@ class Conv2d(nn.Conv2d):
         if self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4:
             return self._conv_forward(input, self.weight, self.bias)
         # Dynamo traces the public spellings (it folds them to constants); eager calls take private
-        # getters that cost a fraction: the TF32 switch through its getter (torch.backends.cudnn.
+        # getters that skip Python-level lookups: the TF32 switch through its getter (torch.backends.cudnn.
         # allow_tf32 is a module property), autocast's per-device state only inside some autocast
         # region, the parameters from _parameters (nn.Module.__getattr__ is a Python fallback). A
         # parametrized weight is not in _parameters and takes the attribute.

@@ -59,7 +59,7 @@ FORWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}").default for algo
 
 def call_forward(algorithm, input, weight, bias, stride, padding, dilation, groups):
     """The forward operator of `algorithm`: an eager call through torchconv._C's entry (the same
-    dispatcher call without torch.ops' boxed argument parsing, several µs per layer); a traced call,
+    dispatcher call without torch.ops' boxed argument parsing); a traced call,
     a tensor subclass or a torch function mode through torch.ops, which they must see."""
     if not torch.compiler.is_compiling():
         out = _C.conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups)
