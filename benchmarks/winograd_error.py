@@ -1,8 +1,18 @@
-"""The float32 error of Winograd F(2x2,3x3) and F(4x4,3x3) on the 3x3 stride-1 suite layers, against a
-float64 direct convolution, for a choice of F(4x4,3x3)'s interpolation points (issue: Winograd on
-tensor cores and F(4x4,3x3)). A numerical study of the algorithm, run on the CPU in PyTorch: the
-transforms and the element-wise GEMMs in float32, as a kernel would compute them (the summation
-order of a kernel's GEMMs differs; the transforms' rounding, which dominates, is the same).
+"""The error of Winograd F(2x2,3x3) and F(4x4,3x3) on the 3x3 stride-1 suite layers, against a
+float64 direct convolution, for a choice of F(4x4,3x3)'s interpolation points and for each precision
+a kernel could run its element-wise GEMMs in (issue: Winograd on tensor cores and F(4x4,3x3)). A
+numerical study of the algorithm, run on the CPU in PyTorch: the transforms and the element-wise
+GEMMs in float32, as a kernel would compute them (the summation order of a kernel's GEMMs differs;
+the transforms' rounding, which dominates, is the same).
+
+Precisions (--precisions): fp32 keeps every stage in float32. tf32, fp16 and bf16 model a
+tensor-core kernel: the inputs are tensors of that precision (float32 for tf32), the transformed
+operands U = G g G^T and V = B^T d B are rounded to the MMA's operand format once (TF32 to nearest,
+ties away, as cvt.rna does), products are summed in float32, the output transform runs in float32
+and the output is rounded to the tensor's dtype. The `direct` column is the direct convolution at
+the same precision, computed the same way (operands rounded, float32 sums, output rounded): the
+error cuDNN's convolutions show in benchmarks/results at each precision, which the issue's error bar
+is a multiple of.
 
 The transform matrices are built from the points by the Toom-Cook construction (A^T and G from the
 points, B^T solved from the identity y = A^T [(G g) * (B^T d)] in float64), so any point set can be
@@ -61,8 +71,29 @@ def transforms(m, points, r=3):
     return at, g, bt
 
 
-def winograd_conv(x, w, padding, m, at, g, bt, dtype):
-    """Stride-1 3x3 convolution by F(m x m, 3 x 3) with every stage in `dtype`."""
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+TENSOR_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def round_operand(t, precision):
+    """A float32 tensor rounded to the MMA operand format of `precision`, back in float32."""
+    if precision == "fp32":
+        return t
+    if precision == "tf32":  # 10 explicit mantissa bits, round to nearest, ties away from zero
+        bits = t.float().contiguous().view(torch.int32)
+        return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+    return t.to(TENSOR_DTYPE[precision]).float()
+
+
+def direct_conv(x, w, padding, precision):
+    """The direct convolution at `precision`: operands rounded, float32 sums, the output rounded."""
+    y = F.conv2d(round_operand(x.float(), precision), round_operand(w.float(), precision), padding=padding)
+    return y.to(TENSOR_DTYPE[precision])
+
+
+def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32"):
+    """Stride-1 3x3 convolution by F(m x m, 3 x 3) with every stage in `dtype`; U and V rounded to
+    the operand format of `operands` (see round_operand) before the element-wise GEMMs."""
     n = m + 2
     at, g, bt = at.to(dtype), g.to(dtype), bt.to(dtype)
     x, w = x.to(dtype), w.to(dtype)
@@ -75,6 +106,7 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype):
     d = xp.unfold(2, n, m).unfold(3, n, m)  # N, C, th, tw, n, n
     v = torch.einsum("ia,ncxyab,jb->ncxyij", bt, d, bt)  # B^T d B
     u = torch.einsum("ia,kcab,jb->kcij", g, w, g)  # G g G^T
+    v, u = round_operand(v, operands), round_operand(u, operands)
     # The element-wise stage: n * n GEMMs over the channels.
     v = v.permute(4, 5, 0, 2, 3, 1).reshape(n * n, N * th * tw, C)
     u = u.permute(2, 3, 1, 0).reshape(n * n, C, K)
@@ -93,6 +125,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out-dir", default=None)
     ap.add_argument("--tag", default="winograd-error-cpu")
+    ap.add_argument("--precisions", default=",".join(PRECISIONS), help="comma list of " + ", ".join(PRECISIONS))
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     mats = {name: transforms(m, pts) for name, (m, pts) in VARIANTS.items()}
@@ -103,41 +136,61 @@ def main():
     for name, (m, _) in VARIANTS.items():
         err = rel_err(winograd_conv(x, w, 1, m, *mats[name], torch.float64), ref)
         assert err < 1e-12, f"{name}: float64 error {err:.1e}"
+    precisions = [p for p in args.precisions.split(",") if p]
+    for p in precisions:
+        if p not in PRECISIONS:
+            ap.error(f"--precisions: unknown precision {p!r} (choose from {', '.join(PRECISIONS)})")
     rows = []
     layers = [layer for layer in suites.RESNET + suites.YOLO
               if layer.R == 3 and layer.kw == 3 and layer.stride == 1 and layer.dilation == 1 and layer.groups == 1]
-    for layer in layers:
-        x = torch.randn(args.batch, layer.C, layer.HW, layer.HW, dtype=torch.float64)
-        w = torch.randn(layer.K, layer.C, 3, 3, dtype=torch.float64) / math.sqrt(layer.C * 9)
-        ref = F.conv2d(x, w, padding=layer.pads[0])
-        row = {"layer": layer.name, "N": args.batch, "C": layer.C, "K": layer.K, "HW": layer.HW,
-               "direct_fp32": rel_err(F.conv2d(x.float(), w.float(), padding=layer.pads[0]), ref)}
-        for name, (m, _) in VARIANTS.items():
-            row[name] = rel_err(winograd_conv(x, w, layer.pads[0], m, *mats[name], torch.float32), ref)
-        rows.append(row)
-        print(" ".join(f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
-    gm = {k: math.exp(sum(math.log(r[k]) for r in rows) / len(rows)) for k in ["direct_fp32", *VARIANTS]}
-    print("geomean", " ".join(f"{k}={v:.2e}" for k, v in gm.items()))
+    cols = ["direct", *VARIANTS]
+    for precision in precisions:
+        dtype = TENSOR_DTYPE[precision]
+        for layer in layers:
+            # Inputs are tensors of the precision's dtype; the reference is their float64 convolution.
+            x = torch.randn(args.batch, layer.C, layer.HW, layer.HW).to(dtype).double()
+            w = (torch.randn(layer.K, layer.C, 3, 3) / math.sqrt(layer.C * 9)).to(dtype).double()
+            pad = layer.pads[0]
+            ref = F.conv2d(x, w, padding=pad)
+            row = {"layer": layer.name, "precision": precision, "N": args.batch, "C": layer.C, "K": layer.K,
+                   "HW": layer.HW, "direct": rel_err(direct_conv(x, w, pad, precision), ref)}
+            for name, (m, _) in VARIANTS.items():
+                y = winograd_conv(x, w, pad, m, *mats[name], torch.float32, operands=precision)
+                row[name] = rel_err(y.to(dtype), ref)
+            rows.append(row)
+            print(" ".join(f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    geomean = {}
+    for precision in precisions:
+        sel = [r for r in rows if r["precision"] == precision]
+        geomean[precision] = {k: math.exp(sum(math.log(r[k]) for r in sel) / len(sel)) for k in cols}
+        print("geomean", precision, " ".join(f"{k}={v:.2e}" for k, v in geomean[precision].items()))
     if args.out_dir:
         meta = {"machine": platform.processor() or platform.machine(), "torch": torch.__version__, "seed": args.seed,
                 "variants": {k: {"m": m, "points": pts + ["inf"]} for k, (m, pts) in VARIANTS.items()},
-                "note": "float32 transforms and element-wise GEMMs on the CPU against a float64 direct convolution; "
+                "note": "transforms and element-wise GEMMs in float32 on the CPU against a float64 direct "
+                        "convolution of the same inputs; tf32/fp16/bf16 round U and V to the MMA operand format "
+                        "and the output to the tensor dtype; direct = the direct convolution at that precision; "
                         "inputs randn, weights randn / sqrt(C * 9)"}
         path = os.path.join(args.out_dir, args.tag)
         with open(path + ".json", "w") as f:
-            json.dump({"meta": meta, "rows": rows, "geomean": gm}, f, indent=1)
+            json.dump({"meta": meta, "rows": rows, "geomean": geomean}, f, indent=1)
         with open(path + ".md", "w") as f:
-            cols = ["direct_fp32", *VARIANTS]
-            f.write("# Winograd float32 error against float64 (3x3 stride-1 suite layers, CPU, "
-                    f"batch {args.batch})\n\n")
-            f.write("Relative error ||y - y64|| / ||y64||; points: " + "; ".join(
-                f"`{k}` F({m}x{m},3x3) at {', '.join(str(p) for p in pts)}, inf" for k, (m, pts) in VARIANTS.items())
-                + ".\n\n")
-            f.write("| layer | C | K | HxW | " + " | ".join(cols) + " |\n|" + "---|" * (4 + len(cols)) + "\n")
-            for r in rows:
-                f.write(f"| {r['layer']} | {r['C']} | {r['K']} | {r['HW']} | "
-                        + " | ".join(f"{r[c]:.2e}" for c in cols) + " |\n")
-            f.write("| geomean | | | | " + " | ".join(f"{gm[c]:.2e}" for c in cols) + " |\n")
+            f.write(f"# Winograd error against float64 (3x3 stride-1 suite layers, CPU, batch {args.batch})\n\n")
+            f.write("Relative error ||y - y64|| / ||y64||, and in brackets its ratio to `direct`, the direct "
+                    "convolution at the same precision (cuDNN's error at that precision). fp32: every stage in "
+                    "float32; tf32 / fp16 / bf16: U and V rounded to the MMA operand format, float32 sums and "
+                    "transforms, the output rounded to the dtype. Points: " + "; ".join(
+                        f"`{k}` F({m}x{m},3x3) at {', '.join(str(p) for p in pts)}, inf"
+                        for k, (m, pts) in VARIANTS.items()) + ".\n")
+            for precision in precisions:
+                f.write(f"\n## {precision}\n\n")
+                f.write("| layer | C | K | HxW | " + " | ".join(cols) + " |\n|" + "---|" * (4 + len(cols)) + "\n")
+                for r in (r for r in rows if r["precision"] == precision):
+                    f.write(f"| {r['layer']} | {r['C']} | {r['K']} | {r['HW']} | {r['direct']:.2e} | " + " | ".join(
+                        f"{r[c]:.2e} ({r[c] / r['direct']:.1f}x)" for c in VARIANTS) + " |\n")
+                gm = geomean[precision]
+                f.write(f"| geomean | | | | {gm['direct']:.2e} | " + " | ".join(
+                    f"{gm[c]:.2e} ({gm[c] / gm['direct']:.1f}x)" for c in VARIANTS) + " |\n")
         print("wrote", path + ".json/.md")
 
 

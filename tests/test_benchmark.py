@@ -217,3 +217,27 @@ def test_roofline_counts_only_the_taps_that_read_the_image(tmp_path):
     merge_results.main([str(path), "--roofline"])
     stored = json.loads(path.read_text())["rows"][0]
     assert (stored["bound_ms"], stored["bound"]) == bench.roofline(replk, 32, "fwd", "fp32")
+
+
+def test_winograd_error_study_models_the_tensor_core_operands():
+    """The study's reduced-precision model: TF32 rounding keeps 10 significand bits; and on a small
+    layer F(2x2,3x3) with U and V rounded lands within 2x of the direct convolution's error in TF32
+    and beyond it in float16 and bfloat16 (docs/winograd.md: the error bar decides the design)."""
+    import math
+
+    import winograd_error as we
+
+    t = torch.tensor([1.0 + 2.0 ** -10 + 2.0 ** -12, 1.0 + 2.0 ** -11, -3.0])
+    assert we.round_operand(t, "tf32").tolist() == [1.0 + 2.0 ** -10, 1.0 + 2.0 ** -10, -3.0]
+    gen = torch.Generator().manual_seed(0)
+    mats = we.transforms(2, [0.0, 1.0, -1.0])
+    ratio = {}
+    for precision in ("tf32", "fp16", "bf16"):
+        dtype = we.TENSOR_DTYPE[precision]
+        x = torch.randn(1, 32, 16, 16, generator=gen).to(dtype).double()
+        w = (torch.randn(32, 32, 3, 3, generator=gen) / math.sqrt(288)).to(dtype).double()
+        ref = torch.nn.functional.conv2d(x, w, padding=1)
+        direct = we.rel_err(we.direct_conv(x, w, 1, precision), ref)
+        wino = we.rel_err(we.winograd_conv(x, w, 1, 2, *mats, torch.float32, operands=precision).to(dtype), ref)
+        ratio[precision] = wino / direct
+    assert ratio["tf32"] < 2.0 < ratio["fp16"] and ratio["bf16"] > 2.0, ratio
