@@ -272,3 +272,92 @@ def test_cuda_f4x4_is_another_algorithm():
     with using_variant("winograd", "f4x4"):
         torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd").sum().backward()
         assert "grad_input:f4x4:staged" in torchconv.last_choice()
+
+
+# TF32: a float32 call while torch.backends.cudnn.allow_tf32 is on runs the fused F(2x2) with its 16
+# point GEMMs on tensor cores (forward and grad_input; U and V rounded to TF32, transforms, sums and the
+# bias in FP32); grad_weight stays IEEE FP32. Layers with at most 4 channels or 4 filters per group
+# keep the shallow / narrow kernels, and the staged and F(4x4) variants and forced tile configs stay
+# IEEE FP32 (F(4x4)'s error in TF32 would be about 7x cuDNN's). float16 / bfloat16 calls, widened to
+# float32, keep IEEE FP32 too: their transformed operands would be rounded where a direct
+# convolution's are exact. Shapes: (N, C, K, H, W, padding, groups, bias).
+TF32_SHAPES = [
+    (3, 37, 41, 9, 10, 0, 1, True),  # padding 0; C and K off the 8-channel chunks and 32-filter blocks
+    (1, 70, 67, 13, 11, 2, 1, True),  # padding 2 (grad_input padding 0), odd H and W
+    (2, 16, 24, 8, 12, 3, 2, True),  # padding 3 (grad_input padding -1), groups
+    (1, 64, 96, 29, 31, 1, 1, False),  # several tile blocks and filter blocks
+    (2, 12, 20, 1, 9, 1, 1, True),  # H = 1: partial tiles only
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", TF32_SHAPES, ids=shape_id)
+def test_tf32_runs_the_point_gemms_on_tensor_cores(shape):
+    from test_precision import allowed_error
+    from conftest import rel_err
+
+    n, c, k, h, w, padding, groups, bias = shape
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    x = torch.randn(n, c, h, w, device="cuda", requires_grad=True)
+    wt = torch.randn(k, c // groups, 3, 3, device="cuda", requires_grad=True)
+    b = torch.randn(k, device="cuda") if bias else None
+    kw = dict(stride=1, padding=padding, dilation=1, groups=groups)
+    y = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
+    assert torchconv.last_choice().startswith("forward:fused:tf32")
+    gy = torch.randn_like(y)
+    gx, gw = torch.autograd.grad(y, (x, wt), gy)
+    assert "grad_input:fused:tf32" in torchconv.last_choice()
+
+    xd, wd = x.detach().double().requires_grad_(True), wt.detach().double().requires_grad_(True)
+    ref = F.conv2d(xd, wd, b.double() if bias else None, **kw)
+    ref_gx, ref_gw = torch.autograd.grad(ref, (xd, wd), gy.double())
+    cudnn = F.conv2d(x, wt, b, **kw)
+    cudnn_gx = torch.autograd.grad(cudnn, x, gy)[0]
+    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+    assert rel_err(gx, ref_gx) <= allowed_error(rel_err(cudnn_gx, ref_gx), torch.float32)
+    assert rel_err(gw, ref_gw) <= 1e-5  # IEEE FP32
+
+
+@needs_cuda
+def test_tf32_follows_the_switch_and_the_call_dtype():
+    """The same layer: TF32 error with the switch on, IEEE FP32 error with it off; float16 inputs
+    (computed in float32) and an explicit staged or F(4x4) variant stay IEEE with the switch on."""
+    from conftest import rel_err
+
+    x = torch.randn(2, 64, 20, 20, device="cuda")
+    w = torch.randn(64, 64, 3, 3, device="cuda") / 24
+    ref = F.conv2d(x.double(), w.double(), None, 1, 1)
+    torch.backends.cudnn.allow_tf32 = True
+    y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    assert torchconv.last_choice().startswith("forward:fused:tf32")
+    assert 1e-5 < rel_err(y, ref) < 1e-3  # TF32 operands, not IEEE
+    for v in ("staged", "f4x4"):
+        with using_variant("winograd", v):
+            assert rel_err(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), ref) < 1e-5
+            assert "tf32" not in torchconv.last_choice()
+    xh, wh = x.half(), w.half()
+    yh = torchconv.conv2d(xh, wh, None, 1, 1, algorithm="winograd")
+    assert "tf32" not in torchconv.last_choice()
+    ref_h = F.conv2d(xh.double(), wh.double(), None, 1, 1)
+    assert rel_err(yh, ref_h) <= 2 * rel_err(F.conv2d(xh, wh, None, 1, 1), ref_h)
+    torch.backends.cudnn.allow_tf32 = False
+    assert rel_err(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), ref) < 1e-5
+    assert "tf32" not in torchconv.last_choice()
+
+
+@needs_cuda
+@pytest.mark.parametrize("n, c, k, hw, choice", [
+    (1, 256, 256, 14, "fused:tf32"),  # C*K/(C+K) = 128, but 128 * 196 pixels is short of 2e6
+    (4, 256, 256, 64, "f4x4:staged"),  # 128 * 16384 pixels
+    (2, 64, 64, 20, "fused:tf32"),  # 32: F(4x4) does not take it
+    (2, 64, 128, 136, "fused:tf32"),  # 42.7: the IEEE rule's F(4x4), under 80 here
+    (2, 3, 32, 20, "fused:shallow"),  # an RGB stem keeps the shallow kernel (IEEE FP32)
+])
+def test_auto_rule_under_tf32(n, c, k, hw, choice):
+    """With TF32 on, auto runs the tensor-core fused F(2x2) except where C*K/(C+K) >= 80 and
+    C*K/(C+K) * N*Ho*Wo reaches 2e6 (IEEE F(4x4) on CUDA cores), and the shallow and narrow kernels."""
+    torch.backends.cudnn.allow_tf32 = True
+    x = torch.randn(n, c, hw, hw, device="cuda")
+    w = torch.randn(k, c, 3, 3, device="cuda")
+    torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    assert torchconv.last_choice().startswith("forward:" + choice), torchconv.last_choice()

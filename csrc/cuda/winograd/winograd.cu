@@ -38,6 +38,7 @@
 #include "../../workspace.h"
 #include "../common/tile_gemm.cuh"
 #include "winograd_kernels.cuh"
+#include "winograd_tc_kernels.cuh"
 #include "../../precision.h"
 
 namespace torchconv {
@@ -139,6 +140,25 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
   auto kernel = winograd_fused_forward_kernel<T, Cfg>;
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
   kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  record_workspace_bytes(0);
+}
+
+// Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh).
+void run_tc_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const float* bias,
+                  const WinogradConv& cv, at::Tensor& y) {
+  using Cfg = WinogradTcTile;
+  ForwardArgs<float> a;
+  a.x = x.const_data_ptr<float>(), a.u = u.const_data_ptr<float>(), a.bias = bias, a.y = y.mutable_data_ptr<float>();
+  a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
+  a.k_tiles = int(ceil_div(cv.Kg(), Cfg::kM));
+  const int64_t p_tiles = ceil_div(cv.tiles(), Cfg::kN);
+  const int64_t blocks = int64_t(a.k_tiles) * p_tiles * cv.groups;
+  check_grid(blocks, "conv2d_winograd");
+  a.p_tiles = int(p_tiles);
+  auto kernel = winograd_tc_fused_forward_kernel;
+  ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_winograd");
+  kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   record_workspace_bytes(0);
 }
@@ -272,15 +292,44 @@ bool prefer_f4x4(const WinogradConv& cv) {
   return ratio >= 80 || (ratio > 40 && (ratio - 40) * pixels >= 80000);
 }
 
+// Under TF32, where auto keeps IEEE F(4x4) instead of the tensor-core fused F(2x2): layers with
+// C K / (C + K) >= 80 (F(4x4) at any size) whose GEMM work, C K / (C + K) x N Ho Wo, is large. The
+// tensor-core kernel runs far below its MMA peak (it issues about a dozen instructions per MMA:
+// docs/winograd.md), so on the H100 F(4x4)'s
+// 1.78x fewer multiplications on CUDA cores won the large layers (YOLO's 128-512 channel layers at
+// batch 32), and the tensor-core kernel won the small ones (ResNet's 14 x 14 and 7 x 7 layers) and
+// those with fewer channels (64 -> 128 on 136 x 136, which the IEEE rule gives F(4x4)).
+bool f4x4_beats_tf32(const WinogradConv& cv) {
+  const double c = cv.Cg(), k = cv.Kg();
+  const double pixels = double(cv.N) * cv.out_H * cv.out_W;
+  const double ratio = c * k / (c + k);
+  return ratio >= 80 && ratio * pixels >= 2e6;
+}
+
 // One 3x3 stride-1 convolution of x into y (whose size is given) with the filters of `weight`
 // (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
+// `tf32`: a float32 call while PyTorch's TF32 switch is on. The fused F(2x2) variant (auto's choice
+// for the layers that neither f4x4_beats_tf32 nor the shallow and narrow kernels take) then runs its
+// point GEMMs on tensor cores; the staged and F(4x4) variants, a forced tile config, and the shallow and narrow kernels
+// stay in IEEE FP32 (F(4x4) in TF32 would be about 7x cuDNN's TF32 error, docs/winograd.md).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
-                   at::Tensor& y) {
+                   at::Tensor& y, bool tf32 = false) {
   const WinogradConv cv = winograd_launch(map);
   if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
   const WinogradVariant variant = winograd_variant();
   const char* pass = cv.transposed ? "grad_input" : "forward";
+  if constexpr (std::is_same_v<T, float>) {
+    const bool tensor_cores = tf32 && forced_config(kWinograd) < 0 &&
+                              (variant == WinogradVariant::kFused ||
+                               (variant == WinogradVariant::kAuto && !f4x4_beats_tf32(cv))) &&
+                              cv.Cg() > kShallowMaxReduction && cv.Kg() > kNarrowMaxOutputs;
+    if (tensor_cores) {
+      record_last_choice(pass, "fused:tf32", 1);
+      const FilterLayout f = filter_layout<WinogradTcTile>(weight, cv.groups, cv.transposed);
+      return run_tc_fused(x, transformed_filters<float>(weight, f), f, bias, cv, y);
+    }
+  }
   if (variant == WinogradVariant::kF4x4 ||
       (variant == WinogradVariant::kAuto && std::is_same_v<T, float> && forced_config(kWinograd) < 0 &&
        prefer_f4x4(cv))) {
@@ -416,6 +465,10 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   return gw;
 }
 
+// kFollowTf32: the call's own dtype is float32, so PyTorch's TF32 switch applies to it (float16 /
+// bfloat16 calls reach these kernels widened to float32 and keep IEEE FP32: TF32 operands would add
+// the transforms' rounding to their error, docs/winograd.md).
+template <bool kFollowTf32>
 at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weight,
                                 const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                 at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
@@ -426,11 +479,13 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cuda", [&] {
-    winograd_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, forward_map(p), y);
+    winograd_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, forward_map(p), y,
+                            kFollowTf32 && tf32_enabled());
   });
   return y;
 }
 
+template <bool kFollowTf32>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
@@ -438,7 +493,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     auto gy = grad_output.contiguous();
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cuda", [&] {
-      winograd_conv<scalar_t>(gy, weight, nullptr, with_reversed_taps(grad_input_map(p, 0, 0)), gx);
+      winograd_conv<scalar_t>(gy, weight, nullptr, with_reversed_taps(grad_input_map(p, 0, 0)), gx,
+                              kFollowTf32 && tf32_enabled());
     });
     return gx;
   };
@@ -481,9 +537,35 @@ std::string can_implement(const ConvProblem& problem) {
 }  // namespace
 }  // namespace cuda
 
+namespace {
+
+// float32 calls follow PyTorch's TF32 switch (the fused F(2x2) on tensor cores); float16 / bfloat16
+// ones are widened to IEEE FP32 (any_precision_forward / _backward).
+at::Tensor conv2d_winograd_forward(const at::Tensor& input, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  if (input.scalar_type() == at::kFloat)
+    return forward_in_fp32(kWinogradOp, &cuda::conv2d_winograd_cuda<true>, input, weight, bias, stride, padding,
+                           dilation, groups);
+  return any_precision_forward<kWinogradOp, &cuda::conv2d_winograd_cuda<false>>(input, weight, bias, stride, padding,
+                                                                               dilation, groups);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  if (input.scalar_type() == at::kFloat)
+    return backward_in_fp32(kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda<true>, grad_output, input,
+                            weight, stride, padding, dilation, groups, output_mask);
+  return any_precision_backward<kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda<false>>(
+      grad_output, input, weight, stride, padding, dilation, groups, output_mask);
+}
+
+}  // namespace
+
 TORCH_LIBRARY_IMPL(torchconv, CUDA, m) {
-  m.impl("conv2d_winograd", &any_precision_forward<kWinogradOp, &cuda::conv2d_winograd_cuda>);
-  m.impl("conv2d_winograd_backward", &any_precision_backward<kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda>);
+  m.impl("conv2d_winograd", &conv2d_winograd_forward);
+  m.impl("conv2d_winograd_backward", &conv2d_winograd_backward);
 }
 
 }  // namespace torchconv
