@@ -125,9 +125,11 @@ at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) 
   });
 }
 
-template <typename T, typename Cfg>
-void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
-               at::Tensor& y) {
+// One launch of a fused forward kernel: a block per (filter tile of Cfg::kM, tile block of Cfg::kN,
+// group), filter tiles fastest (block_coord).
+template <typename T, typename Cfg, typename Kernel>
+void launch_fused(Kernel kernel, size_t smem, const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
+                  const T* bias, const WinogradConv& cv, at::Tensor& y) {
   ForwardArgs<T> a;
   a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
   a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
@@ -136,31 +138,23 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
   const int64_t blocks = int64_t(a.k_tiles) * p_tiles * cv.groups;
   check_grid(blocks, "conv2d_winograd");
   a.p_tiles = int(p_tiles);
-  constexpr size_t smem = fused_smem_bytes<T, Cfg>();
-  auto kernel = winograd_fused_forward_kernel<T, Cfg>;
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
   kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   record_workspace_bytes(0);
 }
 
+template <typename T, typename Cfg>
+void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
+               at::Tensor& y) {
+  launch_fused<T, Cfg>(winograd_fused_forward_kernel<T, Cfg>, fused_smem_bytes<T, Cfg>(), x, u, f, bias, cv, y);
+}
+
 // Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh).
 void run_tc_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const float* bias,
                   const WinogradConv& cv, at::Tensor& y) {
-  using Cfg = WinogradTcTile;
-  ForwardArgs<float> a;
-  a.x = x.const_data_ptr<float>(), a.u = u.const_data_ptr<float>(), a.bias = bias, a.y = y.mutable_data_ptr<float>();
-  a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
-  a.k_tiles = int(ceil_div(cv.Kg(), Cfg::kM));
-  const int64_t p_tiles = ceil_div(cv.tiles(), Cfg::kN);
-  const int64_t blocks = int64_t(a.k_tiles) * p_tiles * cv.groups;
-  check_grid(blocks, "conv2d_winograd");
-  a.p_tiles = int(p_tiles);
-  auto kernel = winograd_tc_fused_forward_kernel;
-  ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_winograd");
-  kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  record_workspace_bytes(0);
+  launch_fused<float, WinogradTcTile>(winograd_tc_fused_forward_kernel, WinogradTcTile::kSmemBytes, x, u, f, bias, cv,
+                                      y);
 }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
