@@ -278,7 +278,7 @@ def test_cuda_f4x4_is_another_algorithm():
 # point GEMMs on tensor cores (forward and grad_input; U and V rounded to TF32, transforms, sums and the
 # bias in FP32); grad_weight stays IEEE FP32. Layers with at most 4 channels or 4 filters per group
 # keep the shallow / narrow kernels, and the staged and F(4x4) variants and forced tile configs stay
-# IEEE FP32 (F(4x4)'s error in TF32 would be about 7x cuDNN's). float16 / bfloat16 calls, widened to
+# IEEE FP32 (F(4x4)'s error in TF32 would be several times cuDNN's). float16 / bfloat16 calls, widened to
 # float32, keep IEEE FP32 too: their transformed operands would be rounded where a direct
 # convolution's are exact. Shapes: (N, C, K, H, W, padding, groups, bias).
 TF32_SHAPES = [

@@ -304,8 +304,9 @@ bool f4x4_beats_tf32(const WinogradConv& cv) {
 // (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
 // `tf32`: a float32 call while PyTorch's TF32 switch is on. The fused F(2x2) variant (auto's choice
 // for the layers that neither f4x4_beats_tf32 nor the shallow and narrow kernels take) then runs its
-// point GEMMs on tensor cores; the staged and F(4x4) variants, a forced tile config, and the shallow and narrow kernels
-// stay in IEEE FP32 (F(4x4) in TF32 would be about 7x cuDNN's TF32 error, docs/winograd.md).
+// point GEMMs on tensor cores; the staged and F(4x4) variants, a forced tile config, and the shallow
+// and narrow kernels stay in IEEE FP32 (F(4x4)'s TF32 error would be several times cuDNN's,
+// docs/winograd.md).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
                    at::Tensor& y, bool tf32 = false) {

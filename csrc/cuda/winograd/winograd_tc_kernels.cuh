@@ -15,9 +15,9 @@
 // Shared memory rows are 40 floats (32 + 8): a fragment load (lanes over 4 channels x 8 filters or
 // tiles) then hits 32 distinct banks.
 //
-// Error: rounding U and V to TF32 puts the error at about 1.7x a direct TF32 convolution's (cuDNN's)
-// on the suite layers (benchmarks/winograd_error.py); F(4x4, 3x3)'s larger transforms would put it at
-// about 7x, so it has no TF32 kernel.
+// Error: rounding U and V to TF32 keeps F(2x2) within 2x of a direct TF32 convolution's (cuDNN's)
+// error on the suite layers (benchmarks/winograd_error.py); F(4x4)'s larger transforms would put it
+// several times over, so it has no TF32 kernel.
 #pragma once
 
 #include "../common/mma.cuh"
