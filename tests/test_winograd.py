@@ -13,9 +13,10 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_backward_repeatable, assert_close_rel, using_variant
+from conftest import assert_backward_repeatable, assert_close_rel, rel_err, using_variant
 from conftest import check_forward_backward as conftest_check
 from test_parity import WINOGRAD_GRID, case_id
+from test_precision import allowed_error
 
 VARIANTS = torchconv.variants("winograd")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -293,9 +294,6 @@ TF32_SHAPES = [
 @needs_cuda
 @pytest.mark.parametrize("shape", TF32_SHAPES, ids=shape_id)
 def test_tf32_runs_the_point_gemms_on_tensor_cores(shape):
-    from test_precision import allowed_error
-    from conftest import rel_err
-
     n, c, k, h, w, padding, groups, bias = shape
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
     x = torch.randn(n, c, h, w, device="cuda", requires_grad=True)
@@ -322,8 +320,6 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape):
 def test_tf32_follows_the_switch_and_the_call_dtype():
     """The same layer: TF32 error with the switch on, IEEE FP32 error with it off; float16 inputs
     (computed in float32) and an explicit staged or F(4x4) variant stay IEEE with the switch on."""
-    from conftest import rel_err
-
     x = torch.randn(2, 64, 20, 20, device="cuda")
     w = torch.randn(64, 64, 3, 3, device="cuda") / 24
     ref = F.conv2d(x.double(), w.double(), None, 1, 1)

@@ -288,11 +288,11 @@ bool prefer_f4x4(const WinogradConv& cv) {
 
 // Under TF32, where auto keeps IEEE F(4x4) instead of the tensor-core fused F(2x2): layers with
 // C K / (C + K) >= 80 (F(4x4) at any size) whose GEMM work, C K / (C + K) x N Ho Wo, is large. The
-// tensor-core kernel runs far below its MMA peak (it issues about a dozen instructions per MMA:
-// docs/winograd.md), so on the H100 F(4x4)'s
-// 1.78x fewer multiplications on CUDA cores won the large layers (YOLO's 128-512 channel layers at
-// batch 32), and the tensor-core kernel won the small ones (ResNet's 14 x 14 and 7 x 7 layers) and
-// those with fewer channels (64 -> 128 on 136 x 136, which the IEEE rule gives F(4x4)).
+// tensor-core kernel is bound by instruction issue far below its MMA peak (docs/winograd.md), so on
+// the H100 F(4x4)'s 1.78x fewer multiplications on CUDA cores won the large layers (YOLO's 128-512
+// channel layers at batch 32), and the tensor-core kernel won the small ones (ResNet's 14 x 14 and
+// 7 x 7 layers) and those with fewer channels (64 -> 128 on 136 x 136, which the IEEE rule gives
+// F(4x4)).
 bool f4x4_beats_tf32(const WinogradConv& cv) {
   const double c = cv.Cg(), k = cv.Kg();
   const double pixels = double(cv.N) * cv.out_H * cv.out_W;
