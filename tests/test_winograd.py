@@ -343,15 +343,16 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
 
 @needs_cuda
 @pytest.mark.parametrize("n, c, k, hw, choice", [
-    (1, 256, 256, 14, "fused:tf32"),  # C*K/(C+K) = 128, but 128 * 196 pixels is short of 2e6
-    (4, 256, 256, 64, "f4x4:staged"),  # 128 * 16384 pixels
-    (2, 64, 64, 20, "fused:tf32"),  # 32: F(4x4) does not take it
-    (2, 64, 128, 136, "fused:tf32"),  # 42.7: the IEEE rule's F(4x4), under 80 here
+    (1, 256, 256, 14, "fused:tf32"),  # C*K/(C+K) = 128: the IEEE rule's F(4x4)
+    (4, 256, 256, 64, "fused:tf32"),  # and at any size
+    (2, 64, 64, 20, "fused:tf32"),
+    (2, 64, 128, 136, "fused:tf32"),  # 42.7: the IEEE rule's F(4x4) on many pixels
     (2, 3, 32, 20, "fused:shallow"),  # an RGB stem keeps the shallow kernel (IEEE FP32)
+    (2, 32, 4, 20, "fused:narrow"),  # 4 filters: the narrow kernel (IEEE FP32)
 ])
 def test_auto_rule_under_tf32(n, c, k, hw, choice):
-    """With TF32 on, auto runs the tensor-core fused F(2x2) except where C*K/(C+K) >= 80 and
-    C*K/(C+K) * N*Ho*Wo reaches 2e6 (IEEE F(4x4) on CUDA cores), and the shallow and narrow kernels."""
+    """With TF32 on, auto runs the tensor-core fused F(2x2) on every layer but those of the shallow and
+    narrow kernels: never IEEE F(4x4), which the tensor-core kernel outran on every 3x3 suite layer."""
     torch.backends.cudnn.allow_tf32 = True
     x = torch.randn(n, c, hw, hw, device="cuda")
     w = torch.randn(k, c, 3, 3, device="cuda")

@@ -43,6 +43,15 @@ __device__ __forceinline__ uint32_t to_tf32(uint32_t bits) {
 
 __device__ __forceinline__ float round_to_tf32(float v) { return __uint_as_float(to_tf32(__float_as_uint(v))); }
 
+// to_tf32's rounding for an operand only a TF32 MMA reads: the MMA drops the low 13 bits itself, so
+// half a TF32 unit added to the bit pattern is the whole rounding -- two instructions where
+// cvt.rna.tf32.f32 takes three on sm_80 / sm_90 (it also clears the low bits). Infinities and NaNs
+// pass unchanged (an addition could carry a NaN's payload into its sign).
+__device__ __forceinline__ uint32_t tf32_bits_for_mma(float v) {
+  const uint32_t bits = __float_as_uint(v);
+  return fabsf(v) < __int_as_float(0x7f800000) ? bits + 0x1000u : bits;
+}
+
 // A float32 filter re-laid for the TF32 kernels is stored rounded once (relayout_filter's value).
 struct Tf32Rounding {
   __device__ float operator()(float v) const { return round_to_tf32(v); }

@@ -107,22 +107,31 @@ FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotate
   return f;
 }
 
-// U of F(m x m, 3 x 3) in point groups of kGroupPoints for `weight`, cached until the weight changes.
+// The filters of `weight` transformed by `kernel` (a thread per (reduction, output) pair of layout f,
+// `points` values each), cached under `tag` until the weight changes.
+template <typename T, typename Kernel>
+at::Tensor cached_filters(const at::Tensor& weight, const FilterLayout& f, int points, const std::string& tag,
+                          Kernel kernel) {
+  return cached_weight_transform(weight, tag + "/" + (f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" +
+                                             std::to_string(f.reduction_pad) + "x" + std::to_string(f.outputs_pad),
+                                 [&] {
+                                   auto w = weight.contiguous();
+                                   at::Tensor u = at::empty(
+                                       {int64_t(f.groups) * f.reduction_pad * points * f.outputs_pad}, weight.options());
+                                   const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
+                                   kernel<<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
+                                       w.const_data_ptr<T>(), u.mutable_data_ptr<T>(), f);
+                                   C10_CUDA_KERNEL_LAUNCH_CHECK();
+                                   return u;
+                                 });
+}
+
+// U of F(m x m, 3 x 3) in point groups of kGroupPoints for `weight`.
 template <typename T, typename Tile = WinogradF2x2, int kGroupPoints = kWinogradPoints>
 at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
-  const std::string tag = std::string("winograd_u/") + std::to_string(Tile::kOutput) + "/" +
-                          std::to_string(kGroupPoints) + "/" + (f.rotated ? "rotated/" : "") +
-                          std::to_string(f.groups) + "/" + std::to_string(f.reduction_pad) + "x" +
-                          std::to_string(f.outputs_pad);
-  return cached_weight_transform(weight, tag, [&] {
-    auto w = weight.contiguous();
-    at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * Tile::kPoints * f.outputs_pad}, weight.options());
-    const int64_t total = u.numel() / Tile::kPoints;
-    winograd_filter_transform_kernel<Tile, T, kGroupPoints><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
-        w.const_data_ptr<T>(), u.mutable_data_ptr<T>(), f);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return u;
-  });
+  return cached_filters<T>(weight, f, Tile::kPoints,
+                           "winograd_u/" + std::to_string(Tile::kOutput) + "/" + std::to_string(kGroupPoints),
+                           winograd_filter_transform_kernel<Tile, T, kGroupPoints>);
 }
 
 // One launch of a fused forward kernel: a block per (filter tile of Cfg::kM, tile block of Cfg::kN,
@@ -150,11 +159,17 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
   launch_fused<T, Cfg>(winograd_fused_forward_kernel<T, Cfg>, fused_smem_bytes<T, Cfg>(), x, u, f, bias, cv, y);
 }
 
+// U for the tensor-core kernel: its own layout, rounded to TF32.
+at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
+  return cached_filters<float>(weight, f, kWinogradPoints, "winograd_u_tf32", winograd_filter_transform_tc_kernel);
+}
+
 // Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh).
-void run_tc_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const float* bias,
-                  const WinogradConv& cv, at::Tensor& y) {
-  launch_fused<float, WinogradTcTile>(winograd_tc_fused_forward_kernel, WinogradTcTile::kSmemBytes, x, u, f, bias, cv,
-                                      y);
+void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bias, const WinogradConv& cv,
+                  at::Tensor& y) {
+  const FilterLayout f = filter_layout<WinogradTcTile>(weight, cv.groups, cv.transposed);
+  launch_fused<float, WinogradTcTile>(winograd_tc_fused_forward_kernel, WinogradTcTile::kSmemBytes, x,
+                                      tc_transformed_filters(weight, f), f, bias, cv, y);
 }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
@@ -286,27 +301,14 @@ bool prefer_f4x4(const WinogradConv& cv) {
   return ratio >= 80 || (ratio > 40 && (ratio - 40) * pixels >= 80000);
 }
 
-// Under TF32, where auto keeps IEEE F(4x4) instead of the tensor-core fused F(2x2): layers with
-// C K / (C + K) >= 80 (F(4x4) at any size) whose GEMM work, C K / (C + K) x N Ho Wo, is large. The
-// tensor-core kernel is bound by instruction issue far below its MMA peak (docs/winograd.md), so on
-// the H100 F(4x4)'s 1.78x fewer multiplications on CUDA cores won the large layers (YOLO's 128-512
-// channel layers at batch 32), and the tensor-core kernel won the small ones (ResNet's 14 x 14 and
-// 7 x 7 layers) and those with fewer channels (64 -> 128 on 136 x 136, which the IEEE rule gives
-// F(4x4)).
-bool f4x4_beats_tf32(const WinogradConv& cv) {
-  const double c = cv.Cg(), k = cv.Kg();
-  const double pixels = double(cv.N) * cv.out_H * cv.out_W;
-  const double ratio = c * k / (c + k);
-  return ratio >= 80 && ratio * pixels >= 2e6;
-}
-
 // One 3x3 stride-1 convolution of x into y (whose size is given) with the filters of `weight`
 // (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
 // `tf32`: a float32 call while PyTorch's TF32 switch is on. The fused F(2x2) variant (auto's choice
-// for the layers that neither f4x4_beats_tf32 nor the shallow and narrow kernels take) then runs its
-// point GEMMs on tensor cores; the staged and F(4x4) variants, a forced tile config, and the shallow
-// and narrow kernels stay in IEEE FP32 (F(4x4)'s TF32 error would be several times cuDNN's,
-// docs/winograd.md).
+// then, except for the layers the shallow and narrow kernels take) runs its point GEMMs on tensor
+// cores: on the H100 it beat IEEE F(4x4) on every 3x3 suite layer, down to a tie on the one with
+// the most channels (1024 -> 512 on 17 x 17). The staged and F(4x4) variants, a forced tile config,
+// and the shallow and narrow kernels stay in IEEE FP32 (F(4x4)'s TF32 error would be several times
+// cuDNN's, docs/winograd.md).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
                    at::Tensor& y, bool tf32 = false) {
@@ -316,13 +318,11 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
   const char* pass = cv.transposed ? "grad_input" : "forward";
   if constexpr (std::is_same_v<T, float>) {
     const bool tensor_cores = tf32 && forced_config(kWinograd) < 0 &&
-                              (variant == WinogradVariant::kFused ||
-                               (variant == WinogradVariant::kAuto && !f4x4_beats_tf32(cv))) &&
+                              (variant == WinogradVariant::kFused || variant == WinogradVariant::kAuto) &&
                               cv.Cg() > kShallowMaxReduction && cv.Kg() > kNarrowMaxOutputs;
     if (tensor_cores) {
       record_last_choice(pass, "fused:tf32", 1);
-      const FilterLayout f = filter_layout<WinogradTcTile>(weight, cv.groups, cv.transposed);
-      return run_tc_fused(x, transformed_filters<float>(weight, f), f, bias, cv, y);
+      return run_tc_fused(x, weight, bias, cv, y);
     }
   }
   if (variant == WinogradVariant::kF4x4 ||

@@ -4,13 +4,15 @@
 // Fused like the CUDA-core fused kernel (winograd_kernels.cuh): a block computes all 16 points of a
 // 32 filters x 32 tiles output block, so that its epilogue can run the output transform. Per chunk of
 // 8 channels (one k-step of the MMA):
-//   - U (16 points x 8 channels x 32 filters, the cached transformed filters) comes by cp.async;
+//   - U (16 points x 8 channels x 32 filters) comes by cp.async from a cache of its own: rounded to
+//     TF32 once, and laid out so that a block's chunk is one contiguous 16 KB run;
 //   - each thread owns one (channel, tile): it loads the 4x4 input patch into registers one chunk
-//     ahead (the loads are in flight during the MMAs), transforms it in FP32 registers, rounds the
-//     16 values to TF32 and stores them as V -- no trip of the raw patch through shared memory;
+//     ahead (the loads are in flight during the MMAs; four row pointers and a 16-bit mask of the
+//     values inside the image, so that each load costs a bit test), transforms it in FP32 registers,
+//     rounds the 16 values to TF32 and stores them as V -- no trip of the raw patch through shared
+//     memory;
 //   - warp w runs points 2w and 2w + 1: per point 2 x 4 m16n8 MMAs over the block's 32 x 32.
-// U's fragments are rounded to TF32 as they are loaded (the cache holds the float32 U the IEEE
-// kernels share). The output transform, the bias and the stores stay in FP32.
+// The output transform, the bias and the stores stay in FP32.
 //
 // Shared memory rows are 40 floats (32 + 8): a fragment load (lanes over 4 channels x 8 filters or
 // tiles) then hits 32 distinct banks.
@@ -33,6 +35,7 @@ struct WinogradTcTile {
   static constexpr int kThreads = 256, kMinBlocks = 2;
   static constexpr int kLd = 40;
   static constexpr int kOperandFloats = kWinogradPoints * kK * kLd;  // U or V of one stage
+  static constexpr int kChunkFloats = kWinogradPoints * kK * kM;      // U of one chunk in the cache
   static constexpr int kStageFloats = 2 * kOperandFloats;
   // Two stages; the epilogue's 16 x kM x kLd FP32 points reuse them.
   static constexpr size_t kSmemBytes = 2 * size_t(kStageFloats) * sizeof(float);
@@ -40,6 +43,35 @@ struct WinogradTcTile {
   static_assert(kThreads == 32 * kK && kN == 32, "a thread per (channel, tile) of a chunk; a warp per channel");
   static_assert(kThreads / 32 * 2 == kWinogradPoints, "each warp runs two points");
 };
+
+// U for the tensor-core kernel: [group][filter block of 32][chunk of 8 channels][point][channel]
+// [filter], rounded to TF32, zero beyond the filters and channels.
+__global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w, float* __restrict__ u,
+                                                    const FilterLayout f) {
+  using Cfg = WinogradTcTile;
+  const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
+  const int k_blocks = f.outputs_pad / Cfg::kM, chunks = f.reduction_pad / Cfg::kK;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int m = int(i % f.outputs_pad), r = int((i / f.outputs_pad) % f.reduction_pad);
+    const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
+    float uu[kWinogradPoints];
+    if (m < f.outputs && r < f.reduction) {
+      const int k = f.rotated ? r : m, c = f.rotated ? m : r;
+      const float* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
+      float taps[9];
+#pragma unroll
+      for (int t = 0; t < 9; ++t) taps[t] = src[f.rotated ? 8 - t : t];
+      WinogradF2x2::filter(taps, uu);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kWinogradPoints; ++e) uu[e] = 0.f;
+    }
+    float* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kChunkFloats +
+                 (r % Cfg::kK) * Cfg::kM + m % Cfg::kM;
+#pragma unroll
+    for (int e = 0; e < kWinogradPoints; ++e) dst[e * Cfg::kK * Cfg::kM] = round_to_tf32(uu[e]);
+  }
+}
 
 __global__ void __launch_bounds__(WinogradTcTile::kThreads, WinogradTcTile::kMinBlocks)
     winograd_tc_fused_forward_kernel(const ForwardArgs<float> a) {
@@ -58,35 +90,41 @@ __global__ void __launch_bounds__(WinogradTcTile::kThreads, WinogradTcTile::kMin
   const bool tile_ok = p < cv.tiles();
   const TileCoord tc = tile_coord(cv, tile_ok ? p : 0);
   const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
-  const unsigned mask = tile_ok ? patch_mask(iy0, ix0, cv) : 0u;
-  const int64_t origin =
-      (int64_t(tc.n) * cv.src_C + int64_t(bc.g) * cv.Cg() + warp) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
+  // Bit 4i + j: patch value (i, j) lies inside the image.
+  const unsigned rc = tile_ok ? patch_mask(iy0, ix0, cv) : 0u;
+  unsigned inside = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) inside |= ((rc >> i) & (rc >> (4 + j)) & 1u) << (i * 4 + j);
+  const float* patch =
+      a.x + (int64_t(tc.n) * cv.src_C + int64_t(bc.g) * cv.Cg() + warp) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
+  const int64_t chunk_step = int64_t(Cfg::kK) * cv.in_plane;
 
   auto load_patch = [&](int chunk, float (&d)[16]) {
-    const unsigned m = chunk * Cfg::kK + warp < cv.Cg() ? mask : 0u;
-    const float* src = a.x + origin + int64_t(chunk) * Cfg::kK * cv.in_plane;
+    const unsigned m = chunk * Cfg::kK + warp < cv.Cg() ? inside : 0u;
+    const float* row = patch + chunk * chunk_step;
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i, row += cv.src_W)
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        d[i * 4 + j] = ((m >> i) & (m >> (4 + j)) & 1u) ? __ldg(src + int64_t(i) * cv.src_W + j) : 0.f;
+      for (int j = 0; j < 4; ++j) d[i * 4 + j] = (m >> (i * 4 + j)) & 1u ? __ldg(row + j) : 0.f;
   };
   auto store_v = [&](const float (&d)[16], float* v_tile) {
     float v[16];
     winograd_input_transform<float>(d, v);
 #pragma unroll
-    for (int e = 0; e < 16; ++e) v_tile[(e * Cfg::kK + warp) * kLd + lane] = round_to_tf32(v[e]);
+    for (int e = 0; e < 16; ++e) v_tile[(e * Cfg::kK + warp) * kLd + lane] = __uint_as_float(tf32_bits_for_mma(v[e]));
   };
-  // U rows (channel r, point e) of 32 filters: 8 words each, 128 rows per chunk, 4 words per thread.
-  const float* u_base = a.u + int64_t(bc.g) * a.reduction_pad * kWinogradPoints * a.outputs_pad + bc.kt * Cfg::kM;
+  // U: the block's chunk is 16 points x 8 channels x 32 filters, contiguous in the cache (rows
+  // (point e, channel r) of 8 16-byte words); 4 words per thread.
+  const float* u_block = a.u + (int64_t(bc.g) * a.k_tiles + bc.kt) * (a.reduction_pad / Cfg::kK) * Cfg::kChunkFloats;
   auto fetch_u = [&](int chunk, float* u_tile) {
+    const float* src = u_block + int64_t(chunk) * Cfg::kChunkFloats;
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int idx = threadIdx.x + q * Cfg::kThreads;
-      const int word = idx % 8, row = idx / 8;
-      const int r = row / kWinogradPoints, e = row % kWinogradPoints;
-      cp_async_16(u_tile + (e * Cfg::kK + r) * kLd + word * 4,
-                  u_base + (int64_t(chunk * Cfg::kK + r) * kWinogradPoints + e) * a.outputs_pad + word * 4);
+    for (int q = 0; q < Cfg::kChunkFloats / 4 / Cfg::kThreads; ++q) {
+      const int word = threadIdx.x + q * Cfg::kThreads;
+      const int row = word / 8;  // e * kK + r
+      cp_async_16(u_tile + row * kLd + (word % 8) * 4, src + word * 4);
     }
   };
 
@@ -128,10 +166,10 @@ __global__ void __launch_bounds__(WinogradTcTile::kThreads, WinogradTcTile::kMin
       uint32_t af[2][4], bf[4][2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        af[i][0] = to_tf32(__float_as_uint(ua[i * 16]));
-        af[i][1] = to_tf32(__float_as_uint(ua[i * 16 + 8]));
-        af[i][2] = to_tf32(__float_as_uint(ua[4 * kLd + i * 16]));
-        af[i][3] = to_tf32(__float_as_uint(ua[4 * kLd + i * 16 + 8]));
+        af[i][0] = __float_as_uint(ua[i * 16]);
+        af[i][1] = __float_as_uint(ua[i * 16 + 8]);
+        af[i][2] = __float_as_uint(ua[4 * kLd + i * 16]);
+        af[i][3] = __float_as_uint(ua[4 * kLd + i * 16 + 8]);
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
