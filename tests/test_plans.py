@@ -24,8 +24,10 @@ CONFIGS = {
     "direct": ("wide", "small", "depthwise", "depthwise-unstaged", "depthwise-plane"),
     "csg": ("wide", "medium", "thin"),
     "gemm": ("large", "medium", "small", "narrow") + MMA_SYNC_CONFIGS + WGMMA_CONFIGS,
-    "winograd": ("default", "thin", "tall"),
+    "winograd": ("default", "thin", "tall", "tf32", "tf32-tall"),
 }
+# Winograd's tensor-core tiles: forced, they take the float32 calls that follow TF32.
+WINOGRAD_TF32_CONFIGS = ("tf32", "tf32-tall")
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -40,8 +42,10 @@ def test_each_config_is_forced_through_one_api(algorithm, config):
     The GEMM's tensor-core configs run float16 channels_last (mma.sync ones on Hopper too, where the
     rule takes wgmma); grad_weight follows the forced config's kernel family."""
     tensor_cores = config in MMA_SYNC_CONFIGS + WGMMA_CONFIGS
+    tf32 = algorithm == "winograd" and config in WINOGRAD_TF32_CONFIGS
     if config in WGMMA_CONFIGS and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma configs run on sm_90a")
+    torch.backends.cudnn.allow_tf32 = tf32  # conftest restores it
     dtype = torch.float16 if tensor_cores else torch.float32
     # direct's depthwise configs take small groups only: a depthwise layer with multiplier 2; its
     # whole-plane config a filter that covers the plane (13x13 on 7x7).
@@ -68,7 +72,7 @@ def test_each_config_is_forced_through_one_api(algorithm, config):
     assert torchconv.get_config(algorithm) == ""
     if tensor_cores:
         assert f"grad_input:{config}/" in backward and f"grad_weight:{config.split('-')[0]}-" in backward, backward
-    tolerance = 1e-2 if tensor_cores else TOLERANCE[torch.float32]
+    tolerance = 1e-2 if tensor_cores or tf32 else TOLERANCE[torch.float32]
     for name, ours, r in zip(("forward", "grad_input", "grad_weight"), (out,) + grads, (ref,) + ref_grads):
         assert ours.shape == r.shape
         assert rel_err(ours, r) < tolerance, f"{algorithm} {config} {name}: {rel_err(ours, r):.2e}"

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_backward_repeatable, assert_close_rel, rel_err, using_variant
+from conftest import assert_backward_repeatable, assert_close_rel, rel_err, using_config, using_variant
 from conftest import check_forward_backward as conftest_check
 from test_parity import WINOGRAD_GRID, case_id
 from test_precision import allowed_error
@@ -292,19 +292,24 @@ TF32_SHAPES = [
 
 
 @needs_cuda
-@pytest.mark.parametrize("shape", TF32_SHAPES, ids=shape_id)
-def test_tf32_runs_the_point_gemms_on_tensor_cores(shape):
+@pytest.mark.parametrize("tile", ["tf32", "tf32-tall"])
+@pytest.mark.parametrize("shape", TF32_SHAPES + [
+    (2, 24, 130, 11, 9, 1, 1, True),  # 130 filters: 64-filter blocks, the last with 2
+], ids=shape_id)
+def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile):
+    """Both tiles of the tensor-core kernel (32 and 64 filters per block), forced."""
     n, c, k, h, w, padding, groups, bias = shape
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
     x = torch.randn(n, c, h, w, device="cuda", requires_grad=True)
     wt = torch.randn(k, c // groups, 3, 3, device="cuda", requires_grad=True)
     b = torch.randn(k, device="cuda") if bias else None
     kw = dict(stride=1, padding=padding, dilation=1, groups=groups)
-    y = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
-    assert torchconv.last_choice().startswith("forward:fused:tf32")
-    gy = torch.randn_like(y)
-    gx, gw = torch.autograd.grad(y, (x, wt), gy)
-    assert "grad_input:fused:tf32" in torchconv.last_choice()
+    with using_config("winograd", tile):
+        y = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
+        assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
+        gy = torch.randn_like(y)
+        gx, gw = torch.autograd.grad(y, (x, wt), gy)
+        assert f"grad_input:fused:{tile}/" in torchconv.last_choice()
 
     xd, wd = x.detach().double().requires_grad_(True), wt.detach().double().requires_grad_(True)
     ref = F.conv2d(xd, wd, b.double() if bias else None, **kw)
@@ -343,16 +348,19 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
 
 @needs_cuda
 @pytest.mark.parametrize("n, c, k, hw, choice", [
-    (1, 256, 256, 14, "fused:tf32"),  # C*K/(C+K) = 128: the IEEE rule's F(4x4)
-    (4, 256, 256, 64, "fused:tf32"),  # and at any size
-    (2, 64, 64, 20, "fused:tf32"),
-    (2, 64, 128, 136, "fused:tf32"),  # 42.7: the IEEE rule's F(4x4) on many pixels
+    (1, 256, 256, 14, "fused:tf32-tall/"),  # C*K/(C+K) = 128: the IEEE rule's F(4x4); 64-filter blocks
+    (4, 256, 256, 64, "fused:tf32-tall/"),  # and at any size
+    (2, 128, 64, 20, "fused:tf32-tall/"),  # 128 channels, 64 filters
+    (2, 128, 32, 20, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
+    (2, 64, 64, 20, "fused:tf32/"),  # 64 channels: 32-filter blocks
+    (2, 64, 128, 136, "fused:tf32/"),  # 42.7: the IEEE rule's F(4x4) on many pixels
     (2, 3, 32, 20, "fused:shallow"),  # an RGB stem keeps the shallow kernel (IEEE FP32)
     (2, 32, 4, 20, "fused:narrow"),  # 4 filters: the narrow kernel (IEEE FP32)
 ])
 def test_auto_rule_under_tf32(n, c, k, hw, choice):
     """With TF32 on, auto runs the tensor-core fused F(2x2) on every layer but those of the shallow and
-    narrow kernels: never IEEE F(4x4), which the tensor-core kernel outran on every 3x3 suite layer."""
+    narrow kernels: never IEEE F(4x4), which the tensor-core kernel outran on every 3x3 suite layer.
+    Its tile has 64 filters where a group has more than 32 filters and at least 128 channels."""
     torch.backends.cudnn.allow_tf32 = True
     x = torch.randn(n, c, hw, hw, device="cuda")
     w = torch.randn(k, c, 3, 3, device="cuda")

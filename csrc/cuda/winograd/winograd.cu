@@ -48,8 +48,10 @@ namespace {
 // The float GEMM tile configs' names, in index order; each can be forced with
 // torchconv.set_config("winograd", name) or TORCHCONV_WINOGRAD_CONFIG (tall applies to the fused
 // variant only). A forced config also turns off the shallow and narrow kernels, so both can be timed.
-constexpr const char* kConfigNames[] = {"default", "thin", "tall"};
-constexpr int kConfigDefault = 0, kConfigThin = 1, kConfigTall = 2;
+// tf32 and tf32-tall are the tensor-core fused kernel's tiles (32 and 64 filters per block): forced,
+// they take the fused and auto variants' calls that follow TF32, and other calls run the default.
+constexpr const char* kConfigNames[] = {"default", "thin", "tall", "tf32", "tf32-tall"};
+constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4;
 
 // Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
 //   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
@@ -159,18 +161,29 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
   launch_fused<T, Cfg>(winograd_fused_forward_kernel<T, Cfg>, fused_smem_bytes<T, Cfg>(), x, u, f, bias, cv, y);
 }
 
-// U for the tensor-core kernel: its own layout, rounded to TF32.
+// U for the tensor-core kernel of tile Cfg: its own layout, rounded to TF32.
+template <typename Cfg>
 at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
-  return cached_filters<float>(weight, f, kWinogradPoints, "winograd_u_tf32", winograd_filter_transform_tc_kernel);
+  return cached_filters<float>(weight, f, kWinogradPoints, "winograd_u_tf32/" + std::to_string(Cfg::kM),
+                               winograd_filter_transform_tc_kernel<Cfg>);
 }
 
 // Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh).
+template <typename Cfg>
 void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bias, const WinogradConv& cv,
                   at::Tensor& y) {
-  const FilterLayout f = filter_layout<WinogradTcTile>(weight, cv.groups, cv.transposed);
-  launch_fused<float, WinogradTcTile>(winograd_tc_fused_forward_kernel, WinogradTcTile::kSmemBytes, x,
-                                      tc_transformed_filters(weight, f), f, bias, cv, y);
+  const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
+  launch_fused<float, Cfg>(winograd_tc_fused_forward_kernel<Cfg>, Cfg::kSmemBytes, x,
+                           tc_transformed_filters<Cfg>(weight, f), f, bias, cv, y);
 }
+
+// The tensor-core kernel's tile: 64 filters per block where a group has more than 32 filters and at
+// least 128 channels, else 32. The 64-filter block halves the patch work per MMA but is one block of
+// 16 warps per SM, whose prologue, barriers and epilogue no second block overlaps: on the H100 it won
+// by 3-25% with 128-512 channels (R6, R12, Y8, Y12, Y18 at N = 32, R12 with fewer blocks than SMs),
+// tied with 64 and 256 channels on ResNet's 56 x 56 and 14 x 14 layers, and lost 6-9% with 32 and 64
+// channels on YOLO's large planes, where a block has only 4-8 chunks.
+bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM && cv.Cg() >= 128; }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
 // over Tile::kPoints / Cfg::kBatch point groups per convolution group, output transform.
@@ -317,12 +330,18 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
   const WinogradVariant variant = winograd_variant();
   const char* pass = cv.transposed ? "grad_input" : "forward";
   if constexpr (std::is_same_v<T, float>) {
-    const bool tensor_cores = tf32 && forced_config(kWinograd) < 0 &&
-                              (variant == WinogradVariant::kFused || variant == WinogradVariant::kAuto) &&
-                              cv.Cg() > kShallowMaxReduction && cv.Kg() > kNarrowMaxOutputs;
+    const int forced = forced_config(kWinograd);
+    const bool forced_tc = forced == kConfigTf32 || forced == kConfigTf32Tall;
+    const bool tensor_cores = tf32 && (variant == WinogradVariant::kFused || variant == WinogradVariant::kAuto) &&
+                              (forced_tc || (forced < 0 && cv.Cg() > kShallowMaxReduction &&
+                                             cv.Kg() > kNarrowMaxOutputs));
     if (tensor_cores) {
+      if (forced_tc ? forced == kConfigTf32Tall : tc_tall(cv)) {
+        record_last_choice(pass, "fused:tf32-tall", 1);
+        return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y);
+      }
       record_last_choice(pass, "fused:tf32", 1);
-      return run_tc_fused(x, weight, bias, cv, y);
+      return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y);
     }
   }
   if (variant == WinogradVariant::kF4x4 ||
