@@ -179,10 +179,8 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bi
 
 // The tensor-core kernel's tile: 64 filters per block where a group has more than 32 filters and at
 // least 128 channels, else 32. The 64-filter block halves the patch work per MMA but is one block of
-// 16 warps per SM, whose prologue, barriers and epilogue no second block overlaps: on the H100 it won
-// by 3-25% with 128-512 channels (R6, R12, Y8, Y12, Y18 at N = 32, R12 with fewer blocks than SMs),
-// tied with 64 and 256 channels on ResNet's 56 x 56 and 14 x 14 layers, and lost 6-9% with 32 and 64
-// channels on YOLO's large planes, where a block has only 4-8 chunks.
+// 16 warps per SM, whose prologue, barriers and epilogue no second block overlaps; with few channels
+// (few chunks per block) those fixed costs outweigh the saving (docs/winograd.md has the timings).
 bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM && cv.Cg() >= 128; }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
@@ -318,10 +316,9 @@ bool prefer_f4x4(const WinogradConv& cv) {
 // (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
 // `tf32`: a float32 call while PyTorch's TF32 switch is on. The fused F(2x2) variant (auto's choice
 // then, except for the layers the shallow and narrow kernels take) runs its point GEMMs on tensor
-// cores: on the H100 it beat IEEE F(4x4) on every 3x3 suite layer, down to a tie on the one with
-// the most channels (1024 -> 512 on 17 x 17). The staged and F(4x4) variants, a forced tile config,
-// and the shallow and narrow kernels stay in IEEE FP32 (F(4x4)'s TF32 error would be several times
-// cuDNN's, docs/winograd.md).
+// cores, which outrun IEEE F(4x4)'s fewer multiplications on CUDA cores (docs/winograd.md). The staged
+// and F(4x4) variants, a forced IEEE tile config, and the shallow and narrow kernels stay in IEEE FP32
+// (F(4x4)'s TF32 error would be several times cuDNN's).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
                    at::Tensor& y, bool tf32 = false) {
