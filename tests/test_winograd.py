@@ -276,8 +276,8 @@ def test_cuda_f4x4_is_another_algorithm():
 
 
 # TF32: a float32 call while torch.backends.cudnn.allow_tf32 is on runs the fused F(2x2) with its 16
-# point GEMMs on tensor cores (forward and grad_input; U and V rounded to TF32, transforms, sums and the
-# bias in FP32); grad_weight stays IEEE FP32. Layers with at most 4 channels or 4 filters per group
+# point GEMMs on tensor cores (forward and grad_input: U and V rounded to TF32; grad_weight: dM and V
+# rounded to TF32; transforms, sums and the bias in FP32). Layers with at most 4 channels or 4 filters per group
 # keep the shallow / narrow kernels, and the staged and F(4x4) variants and forced tile configs stay
 # IEEE FP32 (F(4x4)'s error in TF32 would be several times cuDNN's). float16 / bfloat16 calls, widened to
 # float32, keep IEEE FP32 too: their transformed operands would be rounded where a direct
@@ -286,8 +286,9 @@ TF32_SHAPES = [
     (3, 37, 41, 9, 10, 0, 1, True),  # padding 0; C and K off the 8-channel chunks and 32-filter blocks
     (1, 70, 67, 13, 11, 2, 1, True),  # padding 2 (grad_input padding 0), odd H and W
     (2, 16, 24, 8, 12, 3, 2, True),  # padding 3 (grad_input padding -1), groups
-    (1, 64, 96, 29, 31, 1, 1, False),  # several tile blocks and filter blocks
+    (1, 64, 96, 29, 31, 1, 1, False),  # several tile blocks and filter blocks; grad_weight in 3 slices
     (2, 12, 20, 1, 9, 1, 1, True),  # H = 1: partial tiles only
+    (3, 40, 36, 30, 2, 1, 1, True),  # one tile per row: grad_weight's 8-tile steps wrap rows and images
 ]
 
 
@@ -310,15 +311,19 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile):
         gy = torch.randn_like(y)
         gx, gw = torch.autograd.grad(y, (x, wt), gy)
         assert f"grad_input:fused:{tile}/" in torchconv.last_choice()
+        assert f"grad_weight:fused:{tile}/" in torchconv.last_choice()
+        # The slices of the tile reduction are summed in a fixed order: the same bits every call.
+        assert torch.equal(torch.autograd.grad(torchconv.conv2d(x, wt, b, algorithm="winograd", **kw), wt, gy)[0], gw)
 
     xd, wd = x.detach().double().requires_grad_(True), wt.detach().double().requires_grad_(True)
     ref = F.conv2d(xd, wd, b.double() if bias else None, **kw)
     ref_gx, ref_gw = torch.autograd.grad(ref, (xd, wd), gy.double())
     cudnn = F.conv2d(x, wt, b, **kw)
-    cudnn_gx = torch.autograd.grad(cudnn, x, gy)[0]
+    cudnn_gx, cudnn_gw = torch.autograd.grad(cudnn, (x, wt), gy)
     assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
     assert rel_err(gx, ref_gx) <= allowed_error(rel_err(cudnn_gx, ref_gx), torch.float32)
-    assert rel_err(gw, ref_gw) <= 1e-5  # IEEE FP32
+    assert rel_err(gw, ref_gw) <= allowed_error(rel_err(cudnn_gw, ref_gw), torch.float32)
+    assert rel_err(gw, ref_gw) > 1e-6  # TF32 operands, not IEEE
 
 
 @needs_cuda
@@ -366,3 +371,33 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     w = torch.randn(k, c, 3, 3, device="cuda")
     torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
     assert torchconv.last_choice().startswith("forward:" + choice), torchconv.last_choice()
+
+
+@needs_cuda
+@pytest.mark.parametrize("c, k, groups, variant, choice", [
+    (64, 64, 1, "auto", "fused:tf32-tall/"),  # more than 32 filters: 64-filter blocks
+    (64, 32, 1, "auto", "fused:tf32/"),  # 32 filters
+    (48, 96, 3, "fused", "fused:tf32/"),  # groups of 32 filters
+    (8, 64, 1, "auto", "fused:narrow/"),  # at most 8 channels per group: the narrow IEEE tile
+    (64, 4, 1, "auto", "fused:default/"),  # 4 filters: IEEE FP32, like the forward's narrow kernel
+    (64, 64, 1, "staged", "staged:default/"),  # an explicit staged variant stays IEEE
+])
+def test_grad_weight_under_tf32(c, k, groups, variant, choice):
+    """With TF32 on, grad_weight runs its point GEMMs on tensor cores where the forward would, but for
+    the layers of the narrow IEEE tile and those of at most 4 filters; each choice within 2x of cuDNN's
+    error at its precision (TF32 for the tensor-core tiles, else IEEE FP32's bar)."""
+    torch.backends.cudnn.allow_tf32 = True
+    x = torch.randn(2, c, 18, 17, device="cuda")
+    w = torch.randn(k, c // groups, 3, 3, device="cuda", requires_grad=True)
+    with using_variant("winograd", variant):
+        y = torchconv.conv2d(x, w, None, 1, 1, 1, groups, algorithm="winograd")
+        gy = torch.randn_like(y)
+        (gw,) = torch.autograd.grad(y, (w,), gy)
+    assert "grad_weight:" + choice in torchconv.last_choice(), torchconv.last_choice()
+    wd = w.detach().double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(F.conv2d(x.double(), wd, None, 1, 1, 1, groups), (wd,), gy.double())
+    if "tf32" in choice:
+        (cudnn,) = torch.autograd.grad(F.conv2d(x, w, None, 1, 1, 1, groups), (w,), gy)
+        assert rel_err(gw, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+    else:
+        assert rel_err(gw, ref) <= 1e-5

@@ -382,6 +382,20 @@ int64_t weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t slice_byt
   return std::max<int64_t>(1, std::min({want, max_by_work, max_by_memory}));
 }
 
+// Sums a grad_weight's slices into slice 0 (in a fixed order, so the result is deterministic) and
+// maps dU back to the filter: gw = G^T dU G.
+template <typename T>
+void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems, const WinogradConv& cv, int k_pad,
+                        int c_pad, at::Tensor& gw) {
+  if (splits > 1)
+    launch_sum_slices(partial.const_data_ptr<T>(), partial.mutable_data_ptr<T>(), slice_elems, int(splits),
+                      slice_elems, IdentitySliceMap{}, /*many_slices=*/64);  // into slice 0, in place
+  winograd_weight_grad_finish_kernel<T>
+      <<<elementwise_blocks(int64_t(cv.groups) * cv.Kg() * cv.Cg(), 256), 256, 0, current_stream()>>>(
+          partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, cv.Kg(), cv.Cg(), k_pad, c_pad);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 template <typename T, typename Cfg>
 at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                 int64_t* workspace) {
@@ -465,15 +479,65 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
       if (t0 == 0) splits = used;
     }
   }
-  if (splits > 1) {
-    const int64_t slice = slice_bytes / int64_t(sizeof(T));
-    launch_sum_slices(partial.const_data_ptr<T>(), partial.mutable_data_ptr<T>(), slice, int(splits), slice,
-                      IdentitySliceMap{}, /*many_slices=*/64);  // into slice 0, in place
-  }
-  winograd_weight_grad_finish_kernel<T><<<elementwise_blocks(p.K * Cg, 256), 256, 0, current_stream()>>>(
-      partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, Kg, Cg, k_pad, c_pad);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  // (last_choice keeps the pointer: literals only)
+  const char* config = std::is_same_v<T, double>         ? (staged ? "staged:f64" : "fused:f64")
+                       : Cfg::kN < WinogradTileF32::kN ? (staged ? "staged:narrow" : "fused:narrow")
+                                                       : (staged ? "staged:default" : "fused:default");
+  record_last_choice("grad_weight", config, int(splits));
+  finish_grad_weight<T>(partial, splits, slice_bytes / int64_t(sizeof(T)), cv, k_pad, c_pad, gw);
   return gw;
+}
+
+// grad_weight with its point GEMMs on tensor cores in TF32 (winograd_tc_weight_grad_kernel): the fused
+// variant's decomposition and slices.
+template <typename Cfg>
+at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                   const char* config, int64_t* workspace) {
+  auto gy = grad_output.contiguous();
+  auto x = input.contiguous();
+  auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options());
+  const WinogradConv cv = winograd_launch(forward_map(p));
+  const int64_t tiles = cv.tiles();
+  if (tiles == 0) {
+    gw.zero_();
+    return gw;
+  }
+  WeightGradArgs<float> a;
+  a.x = x.const_data_ptr<float>(), a.gy = gy.const_data_ptr<float>(), a.cv = cv;
+  a.k_pad = round_up(cv.Kg(), Cfg::kM), a.c_pad = round_up(cv.Cg(), Cfg::kN);
+  a.k_tiles = a.k_pad / Cfg::kM, a.c_tiles = a.c_pad / Cfg::kN;
+  const int64_t base_blocks = int64_t(a.k_tiles) * a.c_tiles * cv.groups;
+  const int64_t slice_elems = base_blocks * Cfg::kM * Cfg::kN * kWinogradPoints;
+  int64_t splits = weight_grad_splits<Cfg>(tiles, base_blocks, slice_elems * int64_t(sizeof(float)));
+  a.tiles_per_split = round_up(int(ceil_div(tiles, splits)), Cfg::kK);
+  splits = ceil_div(tiles, a.tiles_per_split);
+  auto partial = at::empty({splits * slice_elems}, x.options());
+  *workspace = partial.numel() * int64_t(sizeof(float));
+  a.partial = partial.mutable_data_ptr<float>();
+  const int64_t blocks = base_blocks * splits;
+  check_grid(blocks, "conv2d_winograd_backward");
+  auto kernel = winograd_tc_weight_grad_kernel<Cfg>;
+  ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_winograd_backward");
+  kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  record_last_choice("grad_weight", config, int(splits));
+  finish_grad_weight<float>(partial, splits, slice_elems, cv, a.k_pad, a.c_pad, gw);
+  return gw;
+}
+
+// grad_weight under TF32 (a float32 call with the switch on): the tensor-core kernel's tile (0: 32
+// filters, 1: 64) where the forward's rule would run tensor cores -- the fused or auto variant, a
+// forced tf32 / tf32-tall config or none -- except the layers of the narrow IEEE tile (at most 8
+// channels per group, an RGB stem) and of at most 4 filters per group; -1: IEEE FP32. The 64-filter
+// tile where a group has more than 32 filters: a patch's transform then serves twice the filters.
+int tc_grad_weight_tile(const ConvShape& p) {
+  const WinogradVariant variant = winograd_variant();
+  if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return -1;
+  const int forced = forced_config(kWinograd);
+  if (forced == kConfigTf32 || forced == kConfigTf32Tall) return forced == kConfigTf32Tall ? 1 : 0;
+  const int64_t Kg = p.K / p.groups, Cg = p.channels_per_group();
+  if (forced >= 0 || Cg <= WinogradWeightGradNarrow::kN || Kg <= kNarrowMaxOutputs) return -1;
+  return Kg > WinogradTcTile::kM ? 1 : 0;
 }
 
 // kFollowTf32: the call's own dtype is float32, so PyTorch's TF32 switch applies to it (float16 /
@@ -512,7 +576,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
   auto grad_weight = [&](const ConvShape& p) {
     at::Tensor gw;
     int64_t bytes = 0;
+    const int tc_tile = kFollowTf32 && input.scalar_type() == at::kFloat && tf32_enabled() ? tc_grad_weight_tile(p) : -1;
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_weight_cuda", [&] {
+      if constexpr (std::is_same_v<scalar_t, float>) {
+        if (tc_tile == 1) {
+          gw = winograd_tc_grad_weight<WinogradTcTileTall>(p, grad_output, input, "fused:tf32-tall", &bytes);
+          return;
+        }
+        if (tc_tile == 0) {
+          gw = winograd_tc_grad_weight<WinogradTcTile>(p, grad_output, input, "fused:tf32", &bytes);
+          return;
+        }
+      }
       if constexpr (std::is_same_v<scalar_t, double>) {
         gw = winograd_grad_weight<scalar_t, WinogradTileF64>(p, grad_output, input, &bytes);
       } else if (p.channels_per_group() <= WinogradWeightGradNarrow::kN) {

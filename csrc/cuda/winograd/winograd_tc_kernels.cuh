@@ -1,5 +1,6 @@
 // Winograd F(2x2, 3x3) with its 16 point GEMMs on tensor cores in TF32 (mma.sync m16n8k8, FP32
-// accumulators): float32 NCHW convolutions while PyTorch's cuDNN TF32 switch is on.
+// accumulators): float32 NCHW convolutions while PyTorch's cuDNN TF32 switch is on -- the forward
+// (and grad_input, the same kernel on the rotated filters) and grad_weight (at the end of the file).
 //
 // Fused like the CUDA-core fused kernel (winograd_kernels.cuh): a block computes all 16 points of a
 // kM filters x 32 tiles output block (kM = 32 or 64, WinogradTcConfig), so that its epilogue can run
@@ -87,6 +88,54 @@ __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w,
 }
 
 template <typename Cfg>
+using TcAccumulators = float[Cfg::kPointsPerWarp][Cfg::kMTiles][4][4];
+
+template <typename Cfg>
+__device__ __forceinline__ void zero_accumulators(TcAccumulators<Cfg>& acc) {
+#pragma unroll
+  for (int e = 0; e < Cfg::kPointsPerWarp; ++e)
+#pragma unroll
+    for (int i = 0; i < Cfg::kMTiles; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[e][i][j][q] = 0.f;
+}
+
+// The MMAs of one chunk (one k-step of 8): each warp runs its points over the block's kM x 32. A is
+// [point][k][kLdU] with m along the rows, B is [point][k][kLdV] with n along the rows, both TF32 bit
+// patterns (the forward's U and V, grad_weight's dM and V).
+template <typename Cfg>
+__device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float* a_tile, const float* b_tile,
+                                           int warp, int lane) {
+  constexpr int kLdU = Cfg::kLdU, kLdV = Cfg::kLdV, kI = Cfg::kMTiles;
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int pe = 0; pe < Cfg::kPointsPerWarp; ++pe) {
+    const int e = warp * Cfg::kPointsPerWarp + pe;
+    const float* ua = a_tile + (e * Cfg::kK + t) * kLdU + g;
+    const float* vb = b_tile + (e * Cfg::kK + t) * kLdV + g;
+    uint32_t af[kI][4], bf[4][2];
+#pragma unroll
+    for (int i = 0; i < kI; ++i) {
+      af[i][0] = __float_as_uint(ua[i * 16]);
+      af[i][1] = __float_as_uint(ua[i * 16 + 8]);
+      af[i][2] = __float_as_uint(ua[4 * kLdU + i * 16]);
+      af[i][3] = __float_as_uint(ua[4 * kLdU + i * 16 + 8]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      bf[j][0] = __float_as_uint(vb[j * 8]);
+      bf[j][1] = __float_as_uint(vb[4 * kLdV + j * 8]);
+    }
+#pragma unroll
+    for (int i = 0; i < kI; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) WarpMma<float>::run(acc[pe][i][j], af[i], bf[j]);
+  }
+}
+
+template <typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_tc_fused_forward_kernel(const ForwardArgs<float> a) {
   constexpr int kLdU = Cfg::kLdU, kLdV = Cfg::kLdV;
@@ -142,17 +191,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   };
 
-  const int g = lane / 4, t = lane % 4;
-  constexpr int kP = Cfg::kPointsPerWarp, kI = Cfg::kMTiles;
-  float acc[kP][kI][4][4];
-#pragma unroll
-  for (int e = 0; e < kP; ++e)
-#pragma unroll
-    for (int i = 0; i < kI; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) acc[e][i][j][q] = 0.f;
+  float acc[Cfg::kPointsPerWarp][Cfg::kMTiles][4][4];
+  zero_accumulators<Cfg>(acc);
 
   const int chunks = a.reduction_pad / Cfg::kK;
   float d[16];
@@ -173,31 +213,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       cp_async_commit();
       if (loader) load_patch(chunk + 1, d);
     }
-    const float* u_tile = stage_u(s);
-    const float* v_tile = stage_v(s);
-#pragma unroll
-    for (int pe = 0; pe < kP; ++pe) {
-      const int e = warp * kP + pe;
-      const float* ua = u_tile + (e * Cfg::kK + t) * kLdU + g;
-      const float* vb = v_tile + (e * Cfg::kK + t) * kLdV + g;
-      uint32_t af[kI][4], bf[4][2];
-#pragma unroll
-      for (int i = 0; i < kI; ++i) {
-        af[i][0] = __float_as_uint(ua[i * 16]);
-        af[i][1] = __float_as_uint(ua[i * 16 + 8]);
-        af[i][2] = __float_as_uint(ua[4 * kLdU + i * 16]);
-        af[i][3] = __float_as_uint(ua[4 * kLdU + i * 16 + 8]);
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        bf[j][0] = __float_as_uint(vb[j * 8]);
-        bf[j][1] = __float_as_uint(vb[4 * kLdV + j * 8]);
-      }
-#pragma unroll
-      for (int i = 0; i < kI; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) WarpMma<float>::run(acc[pe][i][j], af[i], bf[j]);
-    }
+    chunk_mmas<Cfg>(acc, stage_u(s), stage_v(s), warp, lane);
     if (more && loader) store_v(d, stage_v(s ^ 1));
   }
 
@@ -206,7 +222,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // for the output transform.
   const int Kg = cv.Kg();
   const int64_t tiles = cv.tiles();
-  constexpr int kF = Cfg::kEpilogueFilters;
+  const int g = lane / 4, t = lane % 4;
+  constexpr int kP = Cfg::kPointsPerWarp, kF = Cfg::kEpilogueFilters;
 #pragma unroll
   for (int pass = 0; pass < Cfg::kM / kF; ++pass) {
     __syncthreads();  // the stages (or the previous pass) are no longer read
@@ -231,6 +248,130 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       write_output_tile(smem + m * kLdV + n, int64_t(kF) * kLdV, cv, bc.g * Kg + k, p0 + n, a.bias, a.y);
     }
   }
+}
+
+// grad_weight on tensor cores: dU = dM V^T per point, reducing over tiles (the FP32 kernel's
+// decomposition, winograd_weight_grad_kernel: a block owns kM filters x 32 channels x 16 points of
+// one slice of the tiles, and writes its dU to that slice). Per chunk of 8 tiles each thread loads
+// one (filter, tile) 2x2 grad_output tile and, in the first 8 warps, one (channel, tile) 4x4 input
+// patch into registers a chunk ahead, transforms them in FP32 (dM = A dY A^T, V = B^T d B) and stores
+// them rounded to TF32 as the MMA's A and B. Each thread keeps one tile slot of the chunk and steps
+// its tile coordinates by 8 tiles per chunk instead of dividing.
+//
+// Pair index bits: 0-2 and 6 up the row (filter or channel), 3-5 the tile within the chunk. A warp's
+// 32 stores then cover 4 tiles x 8 rows, which land in 32 distinct banks with rows kLd = 40 words
+// apart, as the fragment loads do.
+__device__ __forceinline__ int pair_row(int i) { return (i & 7) | ((i >> 6) << 3); }
+__device__ __forceinline__ int pair_tile(int i) { return (i >> 3) & 7; }
+
+template <typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_tc_weight_grad_kernel(const WeightGradArgs<float> a) {
+  static_assert(Cfg::kK == 8 && Cfg::kM * Cfg::kK == Cfg::kThreads && Cfg::kN * Cfg::kK <= Cfg::kThreads,
+                "a (filter, tile) per thread, a (channel, tile) per thread of the first 8 warps");
+  constexpr int kLdU = Cfg::kLdU, kLdV = Cfg::kLdV;
+  extern __shared__ __align__(16) float smem[];
+  const WinogradConv& cv = a.cv;
+  int b = blockIdx.x;
+  const int kt = b % a.k_tiles;
+  b /= a.k_tiles;
+  const int ct = b % a.c_tiles;
+  b /= a.c_tiles;
+  const int grp = b % cv.groups, split = b / cv.groups;
+  const int64_t tile_begin = split * a.tiles_per_split;
+  const int64_t tile_end = min(tile_begin + a.tiles_per_split, cv.tiles());
+  const int Kg = cv.Kg(), Cg = cv.Cg();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  auto stage_a = [&](int s) { return smem + s * Cfg::kStageFloats; };
+  auto stage_b = [&](int s) { return smem + s * Cfg::kStageFloats + Cfg::kUFloats; };
+
+  const int row = pair_row(threadIdx.x), slot = pair_tile(threadIdx.x);
+  const int k = kt * Cfg::kM + row, c = ct * Cfg::kN + row;
+  const bool k_ok = k < Kg;
+  const bool loader = threadIdx.x < Cfg::kN * Cfg::kK, c_ok = loader && c < Cg;
+  const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
+  const float* gy_plane = a.gy + (int64_t(grp) * Kg + (k_ok ? k : 0)) * out_plane;
+  const float* x_plane = a.x + (int64_t(grp) * Cg + (c_ok ? c : 0)) * cv.in_plane;
+
+  int64_t p = tile_begin + slot;
+  TileCoord tc = tile_coord(cv, p);
+  auto next_tile = [&] {
+    p += Cfg::kK;
+    tc.tx += Cfg::kK;
+    while (tc.tx >= cv.tiles_w) {
+      tc.tx -= cv.tiles_w;
+      if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
+    }
+  };
+  float d[16], dy[4];
+  auto load = [&] {
+    const bool live = p < tile_end;
+    const int oy = 2 * tc.ty, ox = 2 * tc.tx;
+    const float* gsrc = gy_plane + int64_t(tc.n) * cv.out_C * out_plane + int64_t(oy) * cv.out_W + ox;
+    const bool ok = live && k_ok, right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
+    dy[0] = ok ? __ldg(gsrc) : 0.f;
+    dy[1] = ok && right ? __ldg(gsrc + 1) : 0.f;
+    dy[2] = ok && below ? __ldg(gsrc + cv.out_W) : 0.f;
+    dy[3] = ok && right && below ? __ldg(gsrc + cv.out_W + 1) : 0.f;
+    if (loader) {
+      const int iy0 = oy + cv.col_oy, ix0 = ox + cv.col_ox;
+      const unsigned rc = live && c_ok ? patch_mask(iy0, ix0, cv) : 0u;
+      const float* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          d[i * 4 + j] = (rc >> i) & (rc >> (4 + j)) & 1u ? __ldg(xsrc + i * cv.src_W + j) : 0.f;
+    }
+  };
+  auto store = [&](float* a_tile, float* b_tile) {
+    float m[16];
+    winograd_output_transform_adjoint<float>(dy, m);
+#pragma unroll
+    for (int e = 0; e < 16; ++e)
+      a_tile[(e * Cfg::kK + slot) * kLdU + row] = __uint_as_float(tf32_bits_for_mma(m[e]));
+    if (loader) {
+      winograd_input_transform<float>(d, m);
+#pragma unroll
+      for (int e = 0; e < 16; ++e)
+        b_tile[(e * Cfg::kK + slot) * kLdV + row] = __uint_as_float(tf32_bits_for_mma(m[e]));
+    }
+  };
+
+  float acc[Cfg::kPointsPerWarp][Cfg::kMTiles][4][4];
+  zero_accumulators<Cfg>(acc);
+  const int chunks = int((tile_end - tile_begin + Cfg::kK - 1) / Cfg::kK);
+  load();
+  store(stage_a(0), stage_b(0));
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int s = chunk & 1;
+    // Stage s is stored by every thread, and every warp is done with s ^ 1.
+    __syncthreads();
+    const bool more = chunk + 1 < chunks;
+    if (more) {
+      next_tile();
+      load();
+    }
+    chunk_mmas<Cfg>(acc, stage_a(s), stage_b(s), warp, lane);
+    if (more) store(stage_a(s ^ 1), stage_b(s ^ 1));
+  }
+
+  // dU straight from the accumulators into the slice ([16][k_pad][c_pad]; padding rows and columns
+  // hold zeros, which the finishing kernel never reads).
+  const int g = lane / 4, t = lane % 4;
+  float* out = a.partial + ((int64_t(split) * cv.groups + grp) * kWinogradPoints * a.k_pad + kt * Cfg::kM) * a.c_pad +
+               ct * Cfg::kN;
+#pragma unroll
+  for (int pe = 0; pe < Cfg::kPointsPerWarp; ++pe)
+#pragma unroll
+    for (int i = 0; i < Cfg::kMTiles; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float(&r)[4] = acc[pe][i][j];
+        float* o = out + (int64_t(warp * Cfg::kPointsPerWarp + pe) * a.k_pad + i * 16 + g) * a.c_pad + j * 8 + 2 * t;
+        *reinterpret_cast<float2*>(o) = make_float2(r[0], r[1]);
+        *reinterpret_cast<float2*>(o + 8 * a.c_pad) = make_float2(r[2], r[3]);
+      }
 }
 
 }  // namespace cuda
