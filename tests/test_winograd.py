@@ -357,15 +357,15 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
     (4, 256, 256, 64, "fused:tf32-tall/"),  # and at any size
     (2, 128, 64, 20, "fused:tf32-tall/"),  # 128 channels, 64 filters
     (2, 128, 32, 20, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
-    (2, 64, 64, 20, "fused:tf32/"),  # 64 channels: 32-filter blocks
-    (2, 64, 128, 136, "fused:tf32/"),  # 42.7: the IEEE rule's F(4x4) on many pixels
+    (2, 64, 33, 20, "fused:tf32-tall/"),  # 33 filters: more than one 32-filter block
+    (2, 16, 128, 136, "fused:tf32-tall/"),  # few channels, many pixels
     (2, 3, 32, 20, "fused:shallow"),  # an RGB stem keeps the shallow kernel (IEEE FP32)
     (2, 32, 4, 20, "fused:narrow"),  # 4 filters: the narrow kernel (IEEE FP32)
 ])
 def test_auto_rule_under_tf32(n, c, k, hw, choice):
     """With TF32 on, auto runs the tensor-core fused F(2x2) on every layer but those of the shallow and
     narrow kernels: never IEEE F(4x4), which the tensor-core kernel outran on every 3x3 suite layer.
-    Its tile has 64 filters where a group has more than 32 filters and at least 128 channels."""
+    Its tile has 64 filters where a group has more than 32 filters."""
     torch.backends.cudnn.allow_tf32 = True
     x = torch.randn(n, c, hw, hw, device="cuda")
     w = torch.randn(k, c, 3, 3, device="cuda")

@@ -164,7 +164,8 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
 // U for the tensor-core kernel of tile Cfg: its own layout, rounded to TF32.
 template <typename Cfg>
 at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
-  return cached_filters<float>(weight, f, kWinogradPoints, "winograd_u_tf32/" + std::to_string(Cfg::kM),
+  return cached_filters<float>(weight, f, kWinogradPoints,
+                               "winograd_u_tf32/" + std::to_string(Cfg::kM) + "x" + std::to_string(Cfg::kK),
                                winograd_filter_transform_tc_kernel<Cfg>);
 }
 
@@ -173,15 +174,15 @@ template <typename Cfg>
 void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bias, const WinogradConv& cv,
                   at::Tensor& y) {
   const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
-  launch_fused<float, Cfg>(winograd_tc_fused_forward_kernel<Cfg>, Cfg::kSmemBytes, x,
+  launch_fused<float, Cfg>(winograd_tc_fused_forward_kernel<Cfg>, Cfg::kForwardSmemBytes, x,
                            tc_transformed_filters<Cfg>(weight, f), f, bias, cv, y);
 }
 
-// The tensor-core kernel's tile: 64 filters per block where a group has more than 32 filters and at
-// least 128 channels, else 32. The 64-filter block halves the patch work per MMA but is one block of
-// 16 warps per SM, whose prologue, barriers and epilogue no second block overlaps; with few channels
-// (few chunks per block) those fixed costs outweigh the saving (docs/winograd.md has the timings).
-bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM && cv.Cg() >= 128; }
+// The tensor-core kernel's tile: 64 filters per block where a group has more than 32 filters, else
+// 32 (one block holds them all). The 64-filter block halves the patch work per MMA, and its 16
+// channels per chunk keep every thread loading and two MMA steps per barrier; it was the faster tile
+// on every 3x3 suite layer (docs/winograd.md).
+bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
 // over Tile::kPoints / Cfg::kBatch point groups per convolution group, output transform.
@@ -517,8 +518,8 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_winograd_backward");
   auto kernel = winograd_tc_weight_grad_kernel<Cfg>;
-  ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_winograd_backward");
-  kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
+  ensure_dynamic_smem(kernel, Cfg::kWeightGradSmemBytes, "conv2d_winograd_backward");
+  kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kWeightGradSmemBytes, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   record_last_choice("grad_weight", config, int(splits));
   finish_grad_weight<float>(partial, splits, slice_elems, cv, a.k_pad, a.c_pad, gw);
@@ -580,7 +581,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_weight_cuda", [&] {
       if constexpr (std::is_same_v<scalar_t, float>) {
         if (tc_tile == 1) {
-          gw = winograd_tc_grad_weight<WinogradTcTileTall>(p, grad_output, input, "fused:tf32-tall", &bytes);
+          gw = winograd_tc_grad_weight<WinogradTcWeightGradTileTall>(p, grad_output, input, "fused:tf32-tall",
+                                                                     &bytes);
           return;
         }
         if (tc_tile == 0) {

@@ -4,19 +4,21 @@
 //
 // Fused like the CUDA-core fused kernel (winograd_kernels.cuh): a block computes all 16 points of a
 // kM filters x 32 tiles output block (kM = 32 or 64, WinogradTcConfig), so that its epilogue can run
-// the output transform. Per chunk of 8 channels (one k-step of the MMA):
-//   - U (16 points x 8 channels x kM filters) comes by cp.async from a cache of its own: rounded to
-//     TF32 once, and laid out so that a block's chunk is one contiguous run;
-//   - each thread of the first 8 warps owns one (channel, tile): it loads the 4x4 input patch into
+// the output transform. Per chunk of kK channels (kK / 8 k-steps of the MMA):
+//   - U (16 points x kK channels x kM filters) comes by cp.async from a cache of its own: rounded to
+//     TF32 once and stored in the order the MMAs read it, so a block's chunk is one contiguous run
+//     and a thread's A fragment one 16-byte load;
+//   - each thread of the first kK warps owns one (channel, tile): it loads the 4x4 input patch into
 //     registers one chunk ahead (the loads are in flight during the MMAs; four row pointers and a
 //     16-bit mask of the values inside the image, so that each load costs a bit test), transforms it
 //     in FP32 registers, rounds the 16 values to TF32 and stores them as V -- no trip of the raw patch
 //     through shared memory;
-//   - each warp runs 16 / warps points: per point kM / 16 x 4 m16n8 MMAs over the block's kM x 32.
+//   - each warp runs 16 / warps points: per point and k-step kM / 16 x 4 m16n8 MMAs over the block's
+//     kM x 32.
 // The output transform, the bias and the stores stay in FP32.
 //
-// Shared memory rows are padded by 8 floats (U: kM + 8, V: 40): a fragment load (lanes over 4
-// channels x 8 filters or tiles) then hits 32 distinct banks.
+// V's shared-memory rows are padded by 8 floats (40): a B fragment load (lanes over 4 channels x 8
+// tiles) then hits 32 distinct banks; so are grad_weight's dM rows (kM + 8).
 //
 // Error: rounding U and V to TF32 keeps F(2x2) within 2x of a direct TF32 convolution's (cuDNN's)
 // error on the suite layers (benchmarks/winograd_error.py); F(4x4)'s larger transforms would put it
@@ -29,37 +31,50 @@
 namespace torchconv {
 namespace cuda {
 
-// Tile configs: kM filters x 32 tiles x 16 points per block, 8 channels per chunk (one m16n8k8 step);
-// each warp runs 16 / warps points over all kM x 32. The 256 threads of the first 8 warps each load
-// and transform one (channel, tile) patch per chunk.
-//   WinogradTcTile:     32 filters, 8 warps of two points, 2 blocks per SM (128 registers);
-//   WinogradTcTileTall: 64 filters, 16 warps of one point, 1 block per SM: each patch serves twice
-//                       the filters, so the loads, transforms and roundings per MMA halve, and the
-//                       epilogue's per-block costs spread over twice the MMAs.
-template <int kM_, int kThreads_, int kMinBlocks_>
+// Tile configs: kM filters x 32 tiles (grad_weight: channels) x 16 points per block, kK channels
+// (grad_weight: tiles) per chunk, kK / 8 m16n8k8 steps; each warp runs 16 / warps points over all
+// kM x 32. Every thread of the forward loads and transforms one (channel, tile) patch per chunk.
+//   WinogradTcTile:     32 filters, 8 channels per chunk, 8 warps of two points, 2 blocks per SM;
+//   WinogradTcTileTall: 64 filters, 16 channels per chunk, 16 warps of one point, 1 block per SM:
+//                       each patch serves twice the filters, so the loads, transforms and roundings
+//                       per MMA halve, and the epilogue's per-block costs spread over twice the MMAs;
+//                       with 16 channels a chunk has a patch for every thread and two MMA steps per
+//                       barrier, and the loads for the next chunk have two steps of MMAs to arrive in.
+//   WinogradTcWeightGradTileTall: grad_weight's 64-filter block, 8 tiles per chunk (a grad_output
+//                       tile per thread; 16 tiles per chunk, two per thread, measured slower).
+template <int kM_, int kK_, int kThreads_, int kMinBlocks_>
 struct WinogradTcConfig {
   static constexpr int kM = kM_;  // filters per block
-  static constexpr int kN = 32;   // tiles per block
-  static constexpr int kK = 8;    // channels per chunk
+  static constexpr int kN = 32;   // tiles (grad_weight: channels) per block
+  static constexpr int kK = kK_;  // channels (grad_weight: tiles) per chunk
+  static constexpr int kSteps = kK / 8;
   static constexpr int kThreads = kThreads_, kMinBlocks = kMinBlocks_;
   static constexpr int kPointsPerWarp = kWinogradPoints * 32 / kThreads;
   static constexpr int kMTiles = kM / 16;
-  static constexpr int kLdU = kM + 8, kLdV = kN + 8;  // rows padded: fragment loads hit 32 banks
-  static constexpr int kUFloats = kWinogradPoints * kK * kLdU, kVFloats = kWinogradPoints * kK * kLdV;
-  static constexpr int kChunkFloats = kWinogradPoints * kK * kM;  // U of one chunk in the cache
-  static constexpr int kStageFloats = kUFloats + kVFloats;
-  static constexpr int kEpilogueFilters = 32;  // per pass through shared memory
-  static constexpr size_t kSmemBytes = 2 * size_t(kStageFloats) * sizeof(float);
-  static_assert(kWinogradPoints * kEpilogueFilters * kLdV <= 2 * kStageFloats, "an epilogue pass fits in the stages");
-  static_assert(kThreads >= 32 * kK && kN == 32, "a thread per (channel, tile) of a chunk; a warp per channel");
+  // Shared-memory rows padded by 8 floats (grad_weight's dM: kM + 8, V: 40): a fragment load (lanes
+  // over 4 channels x 8 filters or tiles) then hits 32 distinct banks. The forward's U needs no
+  // padding: it is stored in fragment order (winograd_filter_transform_tc_kernel).
+  static constexpr int kLdA = kM + 8, kLdV = kN + 8;
+  static constexpr int kUFloats = kWinogradPoints * kK * kM;  // the forward's U of a chunk (one run of the cache)
+  static constexpr int kDmFloats = kWinogradPoints * kK * kLdA, kVFloats = kWinogradPoints * kK * kLdV;
+  static constexpr int kForwardStage = kUFloats + kVFloats, kWeightGradStage = kDmFloats + kVFloats;
+  static constexpr int kEpilogueFilters = 32;  // per pass through shared memory (the forward's M)
+  static constexpr int kEpilogueFloats = kWinogradPoints * kEpilogueFilters * kLdV;
+  static constexpr size_t kForwardSmemBytes =
+      (2 * kForwardStage > kEpilogueFloats ? 2 * kForwardStage : kEpilogueFloats) * sizeof(float);
+  static constexpr size_t kWeightGradSmemBytes = 2 * size_t(kWeightGradStage) * sizeof(float);
+  static_assert(kK % 8 == 0 && kThreads >= 32 * kK && kN == 32, "a thread per (channel, tile) of a chunk");
   static_assert(kPointsPerWarp >= 1 && kM % kEpilogueFilters == 0, "whole points per warp, whole passes");
-  static_assert(kChunkFloats % (4 * kThreads) == 0, "U's 16-byte words split evenly");
+  static_assert(kUFloats % (4 * kThreads) == 0, "U's 16-byte words split evenly");
 };
-using WinogradTcTile = WinogradTcConfig<32, 256, 2>;
-using WinogradTcTileTall = WinogradTcConfig<64, 512, 1>;
+using WinogradTcTile = WinogradTcConfig<32, 8, 256, 2>;
+using WinogradTcTileTall = WinogradTcConfig<64, 16, 512, 1>;
+using WinogradTcWeightGradTileTall = WinogradTcConfig<64, 8, 512, 1>;
 
-// U for the tensor-core kernel: [group][filter block of Cfg::kM][chunk of 8 channels][point][channel]
-// [filter], rounded to TF32, zero beyond the filters and channels.
+// U for the forward kernel: [group][filter block of Cfg::kM][chunk of kK channels] and within a chunk
+// in the order the MMAs read it, [point][step][16-filter tile][lane][4]: lane l's four words are its
+// A fragment (filters l / 4 and l / 4 + 8, channels l % 4 and l % 4 + 4 of the step), one 16-byte
+// load. Rounded to TF32, zero beyond the filters and channels.
 template <typename Cfg>
 __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w, float* __restrict__ u,
                                                     const FilterLayout f) {
@@ -80,8 +95,10 @@ __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w,
 #pragma unroll
       for (int e = 0; e < kWinogradPoints; ++e) uu[e] = 0.f;
     }
-    float* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kChunkFloats +
-                 (r % Cfg::kK) * Cfg::kM + m % Cfg::kM;
+    const int step = (r % Cfg::kK) / 8, kk = r % 8, mm = m % 16;
+    const int lane = (mm % 8) * 4 + kk % 4, word = mm / 8 + 2 * (kk / 4);
+    float* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kUFloats +
+                 ((step * Cfg::kMTiles + (m % Cfg::kM) / 16) * 32 + lane) * 4 + word;
 #pragma unroll
     for (int e = 0; e < kWinogradPoints; ++e) dst[e * Cfg::kK * Cfg::kM] = round_to_tf32(uu[e]);
   }
@@ -102,52 +119,59 @@ __device__ __forceinline__ void zero_accumulators(TcAccumulators<Cfg>& acc) {
         for (int q = 0; q < 4; ++q) acc[e][i][j][q] = 0.f;
 }
 
-// The MMAs of one chunk (one k-step of 8): each warp runs its points over the block's kM x 32. A is
-// [point][k][kLdU] with m along the rows, B is [point][k][kLdV] with n along the rows, both TF32 bit
-// patterns (the forward's U and V, grad_weight's dM and V).
-template <typename Cfg>
+// The MMAs of one chunk (kK / 8 k-steps): each warp runs its points over the block's kM x 32. B is
+// [point][k][kLdV] with n along the rows; A is the forward's U in fragment order (kFragmentOrderA) or
+// grad_weight's dM as [point][k][kLdA] with m along the rows. Both hold TF32 bit patterns.
+template <typename Cfg, bool kFragmentOrderA>
 __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float* a_tile, const float* b_tile,
                                            int warp, int lane) {
-  constexpr int kLdU = Cfg::kLdU, kLdV = Cfg::kLdV, kI = Cfg::kMTiles;
+  constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kI = Cfg::kMTiles;
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int pe = 0; pe < Cfg::kPointsPerWarp; ++pe) {
-    const int e = warp * Cfg::kPointsPerWarp + pe;
-    const float* ua = a_tile + (e * Cfg::kK + t) * kLdU + g;
-    const float* vb = b_tile + (e * Cfg::kK + t) * kLdV + g;
-    uint32_t af[kI][4], bf[4][2];
+  for (int step = 0; step < Cfg::kSteps; ++step)
 #pragma unroll
-    for (int i = 0; i < kI; ++i) {
-      af[i][0] = __float_as_uint(ua[i * 16]);
-      af[i][1] = __float_as_uint(ua[i * 16 + 8]);
-      af[i][2] = __float_as_uint(ua[4 * kLdU + i * 16]);
-      af[i][3] = __float_as_uint(ua[4 * kLdU + i * 16 + 8]);
+    for (int pe = 0; pe < Cfg::kPointsPerWarp; ++pe) {
+      const int e = warp * Cfg::kPointsPerWarp + pe;
+      const float* vb = b_tile + (e * Cfg::kK + step * 8 + t) * kLdV + g;
+      uint32_t af[kI][4], bf[4][2];
+#pragma unroll
+      for (int i = 0; i < kI; ++i) {
+        if constexpr (kFragmentOrderA) {
+          const uint4 w = *reinterpret_cast<const uint4*>(a_tile + (((e * Cfg::kSteps + step) * kI + i) * 32 + lane) * 4);
+          af[i][0] = w.x, af[i][1] = w.y, af[i][2] = w.z, af[i][3] = w.w;
+        } else {
+          const float* ua = a_tile + (e * Cfg::kK + step * 8 + t) * kLdA + g;
+          af[i][0] = __float_as_uint(ua[i * 16]);
+          af[i][1] = __float_as_uint(ua[i * 16 + 8]);
+          af[i][2] = __float_as_uint(ua[4 * kLdA + i * 16]);
+          af[i][3] = __float_as_uint(ua[4 * kLdA + i * 16 + 8]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        bf[j][0] = __float_as_uint(vb[j * 8]);
+        bf[j][1] = __float_as_uint(vb[4 * kLdV + j * 8]);
+      }
+#pragma unroll
+      for (int i = 0; i < kI; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) WarpMma<float>::run(acc[pe][i][j], af[i], bf[j]);
     }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      bf[j][0] = __float_as_uint(vb[j * 8]);
-      bf[j][1] = __float_as_uint(vb[4 * kLdV + j * 8]);
-    }
-#pragma unroll
-    for (int i = 0; i < kI; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) WarpMma<float>::run(acc[pe][i][j], af[i], bf[j]);
-  }
 }
 
 template <typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_tc_fused_forward_kernel(const ForwardArgs<float> a) {
-  constexpr int kLdU = Cfg::kLdU, kLdV = Cfg::kLdV;
+  constexpr int kLdV = Cfg::kLdV;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
   const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  auto stage_u = [&](int s) { return smem + s * Cfg::kStageFloats; };
-  auto stage_v = [&](int s) { return smem + s * Cfg::kStageFloats + Cfg::kUFloats; };
+  auto stage_u = [&](int s) { return smem + s * Cfg::kForwardStage; };
+  auto stage_v = [&](int s) { return smem + s * Cfg::kForwardStage + Cfg::kUFloats; };
 
-  // Threads of the first 8 warps: this thread's tile (p0 + lane) and its channel within a chunk (warp).
+  // Threads of the first kK warps: this thread's tile (p0 + lane) and its channel within a chunk (warp).
   const bool loader = threadIdx.x < 32 * Cfg::kK;
   const int64_t p = p0 + lane;
   const bool tile_ok = loader && p < cv.tiles();
@@ -157,9 +181,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const unsigned rc = tile_ok ? patch_mask(iy0, ix0, cv) : 0u;
   unsigned inside = 0;
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) inside |= ((rc >> i) & (rc >> (4 + j)) & 1u) << (i * 4 + j);
+  for (int i = 0; i < 4; ++i) inside |= (rc >> i) & 1u ? ((rc >> 4) & 0xFu) << (i * 4) : 0u;
   const float* patch = a.x + (int64_t(tc.n) * cv.src_C + int64_t(bc.g) * cv.Cg() + (loader ? warp : 0)) * cv.in_plane +
                        int64_t(iy0) * cv.src_W + ix0;
   const int64_t chunk_step = int64_t(Cfg::kK) * cv.in_plane;
@@ -178,17 +200,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
     for (int e = 0; e < 16; ++e) v_tile[(e * Cfg::kK + warp) * kLdV + lane] = __uint_as_float(tf32_bits_for_mma(v[e]));
   };
-  // U: the block's chunk is 16 points x 8 channels x kM filters, contiguous in the cache (rows
-  // (point e, channel r) of kM / 4 16-byte words).
-  const float* u_block = a.u + (int64_t(bc.g) * a.k_tiles + bc.kt) * (a.reduction_pad / Cfg::kK) * Cfg::kChunkFloats;
+  // U: the block's chunk is one contiguous run of the cache, copied as it is.
+  const float* u_block = a.u + (int64_t(bc.g) * a.k_tiles + bc.kt) * (a.reduction_pad / Cfg::kK) * Cfg::kUFloats +
+                         threadIdx.x * 4;
   auto fetch_u = [&](int chunk, float* u_tile) {
-    const float* src = u_block + int64_t(chunk) * Cfg::kChunkFloats;
+    const float* src = u_block + int64_t(chunk) * Cfg::kUFloats;
 #pragma unroll
-    for (int q = 0; q < Cfg::kChunkFloats / 4 / Cfg::kThreads; ++q) {
-      const int word = threadIdx.x + q * Cfg::kThreads;
-      const int row = word / (Cfg::kM / 4);  // e * kK + r
-      cp_async_16(u_tile + row * kLdU + (word % (Cfg::kM / 4)) * 4, src + word * 4);
-    }
+    for (int q = 0; q < Cfg::kUFloats / 4 / Cfg::kThreads; ++q)
+      cp_async_16(u_tile + (threadIdx.x + q * Cfg::kThreads) * 4, src + q * Cfg::kThreads * 4);
   };
 
   float acc[Cfg::kPointsPerWarp][Cfg::kMTiles][4][4];
@@ -213,17 +232,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       cp_async_commit();
       if (loader) load_patch(chunk + 1, d);
     }
-    chunk_mmas<Cfg>(acc, stage_u(s), stage_v(s), warp, lane);
+    chunk_mmas<Cfg, true>(acc, stage_u(s), stage_v(s), warp, lane);
     if (more && loader) store_v(d, stage_v(s ^ 1));
   }
 
   // Epilogue, in passes of 32 filters: their 16 x 32 x 32 points through shared memory ([point]
   // [filter][tile], rows of kLdV), so that each thread gathers the 16 points of one (filter, tile)
-  // for the output transform.
+  // for the output transform. A thread's tile is the same in every pass (tile p0 + lane; filters
+  // warp, warp + kThreads / 32, ...), so its output address and edges are decoded once.
   const int Kg = cv.Kg();
-  const int64_t tiles = cv.tiles();
   const int g = lane / 4, t = lane % 4;
   constexpr int kP = Cfg::kPointsPerWarp, kF = Cfg::kEpilogueFilters;
+  const bool out_live = p0 + lane < cv.tiles();
+  const TileCoord ot = tile_coord(cv, out_live ? p0 + lane : 0);
+  const int oy = 2 * ot.ty, ox = 2 * ot.tx;
+  const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
+  const bool pairs = right && cv.out_W % 2 == 0;  // (oy, ox) and its right neighbour: one 8-byte store
+  const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
+  float* y_tile = a.y + (int64_t(ot.n) * cv.out_C + int64_t(bc.g) * Kg) * out_plane + int64_t(oy) * cv.out_W + ox;
 #pragma unroll
   for (int pass = 0; pass < Cfg::kM / kF; ++pass) {
     __syncthreads();  // the stages (or the previous pass) are no longer read
@@ -241,11 +267,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
     }
     __syncthreads();
-    for (int q = threadIdx.x; q < kF * Cfg::kN; q += Cfg::kThreads) {
-      const int m = q / Cfg::kN, n = q % Cfg::kN;
+#pragma unroll
+    for (int m = warp; m < kF; m += Cfg::kThreads / 32) {
       const int k = bc.kt * Cfg::kM + pass * kF + m;
-      if (k >= Kg || p0 + n >= tiles) continue;
-      write_output_tile(smem + m * kLdV + n, int64_t(kF) * kLdV, cv, bc.g * Kg + k, p0 + n, a.bias, a.y);
+      if (!out_live || k >= Kg) continue;
+      float mm[16], out[4];
+#pragma unroll
+      for (int e = 0; e < 16; ++e) mm[e] = smem[(e * kF + m) * kLdV + lane];
+      winograd_output_transform<float>(mm, out);
+      const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
+      float* dst = y_tile + k * out_plane;
+#pragma unroll
+      for (int r = 0; r < 2; ++r, dst += cv.out_W) {
+        if (r == 1 && !below) break;
+        if (pairs) {
+          *reinterpret_cast<float2*>(dst) = make_float2(out[2 * r] + b, out[2 * r + 1] + b);
+        } else {
+          dst[0] = out[2 * r] + b;
+          if (right) dst[1] = out[2 * r + 1] + b;
+        }
+      }
     }
   }
 }
@@ -259,8 +300,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // its tile coordinates by 8 tiles per chunk instead of dividing.
 //
 // Pair index bits: 0-2 and 6 up the row (filter or channel), 3-5 the tile within the chunk. A warp's
-// 32 stores then cover 4 tiles x 8 rows, which land in 32 distinct banks with rows kLd = 40 words
-// apart, as the fragment loads do.
+// 32 stores then cover 4 tiles x 8 rows, which land in 32 distinct banks with rows kLd = 8 (mod 32)
+// words apart, as the fragment loads do.
 __device__ __forceinline__ int pair_row(int i) { return (i & 7) | ((i >> 6) << 3); }
 __device__ __forceinline__ int pair_tile(int i) { return (i >> 3) & 7; }
 
@@ -269,7 +310,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_tc_weight_grad_kernel(const WeightGradArgs<float> a) {
   static_assert(Cfg::kK == 8 && Cfg::kM * Cfg::kK == Cfg::kThreads && Cfg::kN * Cfg::kK <= Cfg::kThreads,
                 "a (filter, tile) per thread, a (channel, tile) per thread of the first 8 warps");
-  constexpr int kLdU = Cfg::kLdU, kLdV = Cfg::kLdV;
+  constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   int b = blockIdx.x;
@@ -282,8 +323,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int64_t tile_end = min(tile_begin + a.tiles_per_split, cv.tiles());
   const int Kg = cv.Kg(), Cg = cv.Cg();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  auto stage_a = [&](int s) { return smem + s * Cfg::kStageFloats; };
-  auto stage_b = [&](int s) { return smem + s * Cfg::kStageFloats + Cfg::kUFloats; };
+  auto stage_a = [&](int s) { return smem + s * Cfg::kWeightGradStage; };
+  auto stage_b = [&](int s) { return smem + s * Cfg::kWeightGradStage + Cfg::kDmFloats; };
 
   const int row = pair_row(threadIdx.x), slot = pair_tile(threadIdx.x);
   const int k = kt * Cfg::kM + row, c = ct * Cfg::kN + row;
@@ -329,7 +370,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_output_transform_adjoint<float>(dy, m);
 #pragma unroll
     for (int e = 0; e < 16; ++e)
-      a_tile[(e * Cfg::kK + slot) * kLdU + row] = __uint_as_float(tf32_bits_for_mma(m[e]));
+      a_tile[(e * Cfg::kK + slot) * kLdA + row] = __uint_as_float(tf32_bits_for_mma(m[e]));
     if (loader) {
       winograd_input_transform<float>(d, m);
 #pragma unroll
@@ -352,7 +393,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       next_tile();
       load();
     }
-    chunk_mmas<Cfg>(acc, stage_a(s), stage_b(s), warp, lane);
+    chunk_mmas<Cfg, false>(acc, stage_a(s), stage_b(s), warp, lane);
     if (more) store(stage_a(s ^ 1), stage_b(s ^ 1));
   }
 
