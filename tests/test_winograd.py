@@ -8,6 +8,8 @@ off the 32-wide tiles, batch 1 and more, in float32 within 1e-5 and float64 with
 transformed filters are cached per weight and must follow in-place updates. The CPU kernel runs
 F(4x4,3x3) for 'f4x4' and F(2x2,3x3) for the others; the variant API and its errors are tested
 there too."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -293,27 +295,34 @@ TF32_SHAPES = [
 
 
 @needs_cuda
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.parametrize("tile", ["tf32", "tf32-tall"])
 @pytest.mark.parametrize("shape", TF32_SHAPES + [
     (2, 24, 130, 11, 9, 1, 1, True),  # 130 filters: 64-filter blocks, the last with 2
 ], ids=shape_id)
-def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile):
-    """Both tiles of the tensor-core kernel (32 and 64 filters per block), forced."""
+def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
+    """Both tiles of the tensor-core kernels (32 and 64 filters per block), forced, in both memory
+    formats: channels_last operands are read and written as they are (last_choice's /a=nhwc), with
+    no NCHW copy, and the outputs and gradients come back channels_last."""
     n, c, k, h, w, padding, groups, bias = shape
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
-    x = torch.randn(n, c, h, w, device="cuda", requires_grad=True)
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x = torch.randn(n, c, h, w, device="cuda").contiguous(memory_format=fmt).requires_grad_(True)
     wt = torch.randn(k, c // groups, 3, 3, device="cuda", requires_grad=True)
     b = torch.randn(k, device="cuda") if bias else None
     kw = dict(stride=1, padding=padding, dilation=1, groups=groups)
+    nhwc = "/a=nhwc" if layout == "nhwc" else ""
     with using_config("winograd", tile):
         y = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
-        assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
+        assert torchconv.last_choice() == f"forward:fused:{tile}/splits=1{nhwc}", torchconv.last_choice()
         gy = torch.randn_like(y)
         gx, gw = torch.autograd.grad(y, (x, wt), gy)
-        assert f"grad_input:fused:{tile}/" in torchconv.last_choice()
-        assert f"grad_weight:fused:{tile}/" in torchconv.last_choice()
+        _, grad_input, grad_weight = torchconv.last_choice().split()
+        assert grad_input == f"grad_input:fused:{tile}/splits=1{nhwc}", grad_input
+        assert re.fullmatch(rf"grad_weight:fused:{tile}/splits=\d+{nhwc}", grad_weight), grad_weight
         # The slices of the tile reduction are summed in a fixed order: the same bits every call.
         assert torch.equal(torch.autograd.grad(torchconv.conv2d(x, wt, b, algorithm="winograd", **kw), wt, gy)[0], gw)
+    assert y.is_contiguous(memory_format=fmt) and gx.is_contiguous(memory_format=fmt)
 
     xd, wd = x.detach().double().requires_grad_(True), wt.detach().double().requires_grad_(True)
     ref = F.conv2d(xd, wd, b.double() if bias else None, **kw)
@@ -401,3 +410,30 @@ def test_grad_weight_under_tf32(c, k, groups, variant, choice):
         assert rel_err(gw, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
     else:
         assert rel_err(gw, ref) <= 1e-5
+
+
+@needs_cuda
+def test_channels_last_under_tf32_and_ieee():
+    """A channels_last call (the input's format or the weight's, as PyTorch decides the output's) runs
+    the tensor-core kernels on its NHWC operands under TF32; the IEEE kernels (TF32 off, or the staged
+    variant) compute it through NCHW copies. Every output comes back channels_last."""
+    x = torch.randn(2, 48, 15, 14, device="cuda")
+    w = torch.randn(40, 48, 3, 3, device="cuda") / 20
+    ref = F.conv2d(x.double(), w.double(), None, 1, 1)
+    cudnn_err = rel_err(F.conv2d(x.contiguous(memory_format=torch.channels_last), w, None, 1, 1), ref)
+    torch.backends.cudnn.allow_tf32 = True
+    for xs, ws in ((x.contiguous(memory_format=torch.channels_last), w),
+                   (x, w.contiguous(memory_format=torch.channels_last))):
+        y = torchconv.conv2d(xs, ws, None, 1, 1, algorithm="winograd")
+        assert torchconv.last_choice() == "forward:fused:tf32-tall/splits=1/a=nhwc", torchconv.last_choice()
+        assert y.is_contiguous(memory_format=torch.channels_last)
+        assert rel_err(y, ref) <= allowed_error(cudnn_err, torch.float32)
+    xs = x.contiguous(memory_format=torch.channels_last)
+    with using_variant("winograd", "staged"):
+        y = torchconv.conv2d(xs, w, None, 1, 1, algorithm="winograd")
+    assert "nhwc" not in torchconv.last_choice() and y.is_contiguous(memory_format=torch.channels_last)
+    assert rel_err(y, ref) < 1e-5
+    torch.backends.cudnn.allow_tf32 = False
+    y = torchconv.conv2d(xs, w, None, 1, 1, algorithm="winograd")
+    assert "tf32" not in torchconv.last_choice() and "nhwc" not in torchconv.last_choice()
+    assert y.is_contiguous(memory_format=torch.channels_last) and rel_err(y, ref) < 1e-5

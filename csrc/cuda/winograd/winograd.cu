@@ -169,13 +169,14 @@ at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& 
                                winograd_filter_transform_tc_kernel<Cfg>);
 }
 
-// Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh).
+// Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh); x and y
+// channels_last where `nhwc`.
 template <typename Cfg>
 void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bias, const WinogradConv& cv,
-                  at::Tensor& y) {
+                  at::Tensor& y, bool nhwc) {
   const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
-  launch_fused<float, Cfg>(winograd_tc_fused_forward_kernel<Cfg>, Cfg::kForwardSmemBytes, x,
-                           tc_transformed_filters<Cfg>(weight, f), f, bias, cv, y);
+  launch_fused<float, Cfg>(nhwc ? winograd_tc_fused_forward_kernel<Cfg, true> : winograd_tc_fused_forward_kernel<Cfg, false>,
+                           Cfg::kForwardSmemBytes, x, tc_transformed_filters<Cfg>(weight, f), f, bias, cv, y);
 }
 
 // The tensor-core kernel's tile: 64 filters per block where a group has more than 32 filters, else
@@ -183,6 +184,27 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bi
 // channels per chunk keep every thread loading and two MMA steps per barrier; it was the faster tile
 // on every 3x3 suite layer (docs/winograd.md).
 bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
+
+// The tensor-core tile of a float32 call under TF32 as the variant and a forced config decide it: -1
+// (the IEEE kernels: the staged or F(4x4) variant, a forced IEEE tile config), 0 (`tf32` forced),
+// 1 (`tf32-tall` forced) or kTcTileByRule (the fused or auto variant, no forced config).
+constexpr int kTcTileByRule = 2;
+int forced_tc_tile() {
+  const WinogradVariant variant = winograd_variant();
+  if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return -1;
+  const int forced = forced_config(kWinograd);
+  if (forced == kConfigTf32 || forced == kConfigTf32Tall) return forced == kConfigTf32Tall ? 1 : 0;
+  return forced >= 0 ? -1 : kTcTileByRule;
+}
+
+// A float32 forward or grad_input under TF32: the tensor-core kernel's tile (0: `tf32`, 1:
+// `tf32-tall`), by the rule on every layer but those of the shallow and narrow kernels; -1: IEEE.
+int tc_forward_tile(const WinogradConv& cv) {
+  const int forced = forced_tc_tile();
+  if (forced != kTcTileByRule) return forced;
+  if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return -1;
+  return tc_tall(cv) ? 1 : 0;
+}
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
 // over Tile::kPoints / Cfg::kBatch point groups per convolution group, output transform.
@@ -322,24 +344,19 @@ bool prefer_f4x4(const WinogradConv& cv) {
 // (F(4x4)'s TF32 error would be several times cuDNN's).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
-                   at::Tensor& y, bool tf32 = false) {
+                   at::Tensor& y, bool tf32 = false, bool nhwc = false) {
   const WinogradConv cv = winograd_launch(map);
   if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
   const WinogradVariant variant = winograd_variant();
   const char* pass = cv.transposed ? "grad_input" : "forward";
   if constexpr (std::is_same_v<T, float>) {
-    const int forced = forced_config(kWinograd);
-    const bool forced_tc = forced == kConfigTf32 || forced == kConfigTf32Tall;
-    const bool tensor_cores = tf32 && (variant == WinogradVariant::kFused || variant == WinogradVariant::kAuto) &&
-                              (forced_tc || (forced < 0 && cv.Cg() > kShallowMaxReduction &&
-                                             cv.Kg() > kNarrowMaxOutputs));
-    if (tensor_cores) {
-      if (forced_tc ? forced == kConfigTf32Tall : tc_tall(cv)) {
-        record_last_choice(pass, "fused:tf32-tall", 1);
-        return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y);
-      }
-      record_last_choice(pass, "fused:tf32", 1);
-      return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y);
+    const int tile = tf32 ? tc_forward_tile(cv) : -1;
+    TORCH_INTERNAL_ASSERT(tile >= 0 || !nhwc, "winograd: only the tensor-core kernel reads NHWC");
+    if (tile >= 0) {
+      record_last_choice(pass, tile == 1 ? "fused:tf32-tall" : "fused:tf32", 1);
+      if (nhwc) record_last_operand(pass, "nhwc");
+      if (tile == 1) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
+      return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
     }
   }
   if (variant == WinogradVariant::kF4x4 ||
@@ -493,9 +510,10 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
 // variant's decomposition and slices.
 template <typename Cfg>
 at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
-                                   const char* config, int64_t* workspace) {
-  auto gy = grad_output.contiguous();
-  auto x = input.contiguous();
+                                   const char* config, bool nhwc, int64_t* workspace) {
+  const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  auto gy = grad_output.contiguous(format);
+  auto x = input.contiguous(format);
   auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options());
   const WinogradConv cv = winograd_launch(forward_map(p));
   const int64_t tiles = cv.tiles();
@@ -517,28 +535,34 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
   a.partial = partial.mutable_data_ptr<float>();
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_winograd_backward");
-  auto kernel = winograd_tc_weight_grad_kernel<Cfg>;
+  auto kernel = nhwc ? winograd_tc_weight_grad_kernel<Cfg, true> : winograd_tc_weight_grad_kernel<Cfg, false>;
   ensure_dynamic_smem(kernel, Cfg::kWeightGradSmemBytes, "conv2d_winograd_backward");
   kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kWeightGradSmemBytes, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   record_last_choice("grad_weight", config, int(splits));
+  if (nhwc) record_last_operand("grad_weight", "nhwc");
   finish_grad_weight<float>(partial, splits, slice_elems, cv, a.k_pad, a.c_pad, gw);
   return gw;
 }
 
 // grad_weight under TF32 (a float32 call with the switch on): the tensor-core kernel's tile (0: 32
-// filters, 1: 64) where the forward's rule would run tensor cores -- the fused or auto variant, a
-// forced tf32 / tf32-tall config or none -- except the layers of the narrow IEEE tile (at most 8
-// channels per group, an RGB stem) and of at most 4 filters per group; -1: IEEE FP32. The 64-filter
+// filters, 1: 64) where the forward's would run -- except the layers of the narrow IEEE tile (at most
+// 8 channels per group, an RGB stem) and of at most 4 filters per group; -1: IEEE FP32. The 64-filter
 // tile where a group has more than 32 filters: a patch's transform then serves twice the filters.
 int tc_grad_weight_tile(const ConvShape& p) {
-  const WinogradVariant variant = winograd_variant();
-  if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return -1;
-  const int forced = forced_config(kWinograd);
-  if (forced == kConfigTf32 || forced == kConfigTf32Tall) return forced == kConfigTf32Tall ? 1 : 0;
+  const int forced = forced_tc_tile();
+  if (forced != kTcTileByRule) return forced;
   const int64_t Kg = p.K / p.groups, Cg = p.channels_per_group();
-  if (forced >= 0 || Cg <= WinogradWeightGradNarrow::kN || Kg <= kNarrowMaxOutputs) return -1;
+  if (Cg <= WinogradWeightGradNarrow::kN || Kg <= kNarrowMaxOutputs) return -1;
   return Kg > WinogradTcTile::kM ? 1 : 0;
+}
+
+// The memory format of a float32 call's operands: channels_last where the call's format is
+// (conv_memory_format) and the tensor-core kernels run it (they read NHWC natively); otherwise NCHW.
+at::MemoryFormat operand_format(bool tensor_cores, const at::Tensor& input, const at::Tensor& weight) {
+  return tensor_cores && conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast
+             ? at::MemoryFormat::ChannelsLast
+             : at::MemoryFormat::Contiguous;
 }
 
 // kFollowTf32: the call's own dtype is float32, so PyTorch's TF32 switch applies to it (float16 /
@@ -551,12 +575,15 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
   const ConvShape p = check_conv2d_forward("conv2d_winograd", input, weight, bias, stride, padding, dilation, groups);
   const c10::cuda::CUDAGuard guard(input.device());
   check_can_implement("conv2d_winograd", kWinograd, make_problem(p, input));
-  auto x = input.contiguous();
+  const bool tf32 = kFollowTf32 && tf32_enabled() && input.scalar_type() == at::kFloat;
+  const at::MemoryFormat format =
+      operand_format(tf32 && tc_forward_tile(winograd_launch(forward_map(p))) >= 0, input, weight);
+  auto x = input.contiguous(format);
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
-  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(format));
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cuda", [&] {
     winograd_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, forward_map(p), y,
-                            kFollowTf32 && tf32_enabled());
+                            tf32, format == at::MemoryFormat::ChannelsLast);
   });
   return y;
 }
@@ -565,28 +592,31 @@ template <bool kFollowTf32>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const bool tf32 = kFollowTf32 && tf32_enabled() && input.scalar_type() == at::kFloat;
   auto grad_input = [&](const ConvShape& p) {
-    auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
-    auto gy = grad_output.contiguous();
+    const LaunchMap map = with_reversed_taps(grad_input_map(p, 0, 0));
+    const at::MemoryFormat format = operand_format(tf32 && tc_forward_tile(winograd_launch(map)) >= 0, input, weight);
+    auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
+    auto gy = grad_output.contiguous(format);
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cuda", [&] {
-      winograd_conv<scalar_t>(gy, weight, nullptr, with_reversed_taps(grad_input_map(p, 0, 0)), gx,
-                              kFollowTf32 && tf32_enabled());
+      winograd_conv<scalar_t>(gy, weight, nullptr, map, gx, tf32, format == at::MemoryFormat::ChannelsLast);
     });
     return gx;
   };
   auto grad_weight = [&](const ConvShape& p) {
     at::Tensor gw;
     int64_t bytes = 0;
-    const int tc_tile = kFollowTf32 && input.scalar_type() == at::kFloat && tf32_enabled() ? tc_grad_weight_tile(p) : -1;
+    const int tc_tile = tf32 ? tc_grad_weight_tile(p) : -1;
+    const bool nhwc = operand_format(tc_tile >= 0, input, weight) == at::MemoryFormat::ChannelsLast;
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_weight_cuda", [&] {
       if constexpr (std::is_same_v<scalar_t, float>) {
         if (tc_tile == 1) {
           gw = winograd_tc_grad_weight<WinogradTcWeightGradTileTall>(p, grad_output, input, "fused:tf32-tall",
-                                                                     &bytes);
+                                                                     nhwc, &bytes);
           return;
         }
         if (tc_tile == 0) {
-          gw = winograd_tc_grad_weight<WinogradTcTile>(p, grad_output, input, "fused:tf32", &bytes);
+          gw = winograd_tc_grad_weight<WinogradTcTile>(p, grad_output, input, "fused:tf32", nhwc, &bytes);
           return;
         }
       }

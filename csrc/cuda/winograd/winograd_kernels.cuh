@@ -685,6 +685,20 @@ struct WeightGradArgs {
   int64_t tiles_per_split;
 };
 
+// A grad_weight block's filter tile, channel tile, group and slice of the tile reduction: filter
+// tiles fastest, then channel tiles, groups and slices (every grad_weight kernel's grid).
+struct WeightGradBlock {
+  int kt, ct, g, split;
+};
+__device__ __forceinline__ WeightGradBlock weight_grad_block(int k_tiles, int c_tiles, int groups) {
+  int b = blockIdx.x;
+  const int kt = b % k_tiles;
+  b /= k_tiles;
+  const int ct = b % c_tiles;
+  b /= c_tiles;
+  return {kt, ct, b % groups, b / groups};
+}
+
 // Writes (or adds) a block's 16 x kM x kN accumulator tile to dU slice `slice` ([16][k_pad][c_pad]).
 template <typename T, typename Cfg>
 __device__ __forceinline__ void store_weight_grad_slice(const T (&acc)[Cfg::kThreadM][Cfg::kThreadN], T* partial,
@@ -706,12 +720,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_weight_grad_kernel(const WeightGradArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
-  int b = blockIdx.x;
-  const int kt = b % a.k_tiles;
-  b /= a.k_tiles;
-  const int ct = b % a.c_tiles;
-  b /= a.c_tiles;
-  const int g = b % a.cv.groups, split = b / a.cv.groups;
+  const auto [kt, ct, g, split] = weight_grad_block(a.k_tiles, a.c_tiles, a.cv.groups);
   const int64_t tile_begin = split * a.tiles_per_split;
   const int64_t tile_end = min(tile_begin + a.tiles_per_split, a.cv.tiles());
   const int Kg = a.cv.Kg(), Cg = a.cv.Cg();
@@ -744,12 +753,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_weight_grad_gemm_kernel(const StagedWeightGradArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
-  int b = blockIdx.x;
-  const int kt = b % a.k_tiles;
-  b /= a.k_tiles;
-  const int ct = b % a.c_tiles;
-  b /= a.c_tiles;
-  const int g = b % a.groups, split = b / a.groups;
+  const auto [kt, ct, g, split] = weight_grad_block(a.k_tiles, a.c_tiles, a.groups);
   const int tile_begin = split * a.tiles_per_split;
   const int tiles = min(a.tiles_per_split, a.tiles_pad - tile_begin);
   PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{

@@ -55,11 +55,19 @@ struct WinogradTcConfig {
   // over 4 channels x 8 filters or tiles) then hits 32 distinct banks. The forward's U needs no
   // padding: it is stored in fragment order (winograd_filter_transform_tc_kernel).
   static constexpr int kLdA = kM + 8, kLdV = kN + 8;
+  // The forward's V of NHWC calls, tile-major ([point][tile][kLdVt]): kK + 4 words per row keep both
+  // the loaders' stores (lanes along channels) and the B fragment loads (lanes over 8 tiles x 4
+  // channels) within two ways of the banks.
+  static constexpr int kLdVt = kK + 4;
   static constexpr int kUFloats = kWinogradPoints * kK * kM;  // the forward's U of a chunk (one run of the cache)
   static constexpr int kDmFloats = kWinogradPoints * kK * kLdA, kVFloats = kWinogradPoints * kK * kLdV;
-  static constexpr int kForwardStage = kUFloats + kVFloats, kWeightGradStage = kDmFloats + kVFloats;
+  static constexpr int kVtFloats = kWinogradPoints * kN * kLdVt;
+  static constexpr int kForwardVFloats = kVFloats > kVtFloats ? kVFloats : kVtFloats;
+  static constexpr int kForwardStage = kUFloats + kForwardVFloats, kWeightGradStage = kDmFloats + kVFloats;
   static constexpr int kEpilogueFilters = 32;  // per pass through shared memory (the forward's M)
+  static constexpr int kLdMt = kEpilogueFilters + 4;  // NHWC epilogue: M as [point][tile][filter]
   static constexpr int kEpilogueFloats = kWinogradPoints * kEpilogueFilters * kLdV;
+  static_assert(kWinogradPoints * kN * kLdMt <= kEpilogueFloats, "the NHWC epilogue fits the NCHW one's space");
   static constexpr size_t kForwardSmemBytes =
       (2 * kForwardStage > kEpilogueFloats ? 2 * kForwardStage : kEpilogueFloats) * sizeof(float);
   static constexpr size_t kWeightGradSmemBytes = 2 * size_t(kWeightGradStage) * sizeof(float);
@@ -120,9 +128,10 @@ __device__ __forceinline__ void zero_accumulators(TcAccumulators<Cfg>& acc) {
 }
 
 // The MMAs of one chunk (kK / 8 k-steps): each warp runs its points over the block's kM x 32. B is
-// [point][k][kLdV] with n along the rows; A is the forward's U in fragment order (kFragmentOrderA) or
-// grad_weight's dM as [point][k][kLdA] with m along the rows. Both hold TF32 bit patterns.
-template <typename Cfg, bool kFragmentOrderA>
+// [point][k][kLdV] with n along the rows, or tile-major [point][n][kLdVt] (kTileMajorB, the NHWC
+// forward); A is the forward's U in fragment order (kFragmentOrderA) or grad_weight's dM as
+// [point][k][kLdA] with m along the rows. Both hold TF32 bit patterns.
+template <typename Cfg, bool kFragmentOrderA, bool kTileMajorB = false>
 __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float* a_tile, const float* b_tile,
                                            int warp, int lane) {
   constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kI = Cfg::kMTiles;
@@ -132,7 +141,8 @@ __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float
 #pragma unroll
     for (int pe = 0; pe < Cfg::kPointsPerWarp; ++pe) {
       const int e = warp * Cfg::kPointsPerWarp + pe;
-      const float* vb = b_tile + (e * Cfg::kK + step * 8 + t) * kLdV + g;
+      const float* vb = kTileMajorB ? b_tile + (e * Cfg::kN + g) * Cfg::kLdVt + step * 8 + t
+                                    : b_tile + (e * Cfg::kK + step * 8 + t) * kLdV + g;
       uint32_t af[kI][4], bf[4][2];
 #pragma unroll
       for (int i = 0; i < kI; ++i) {
@@ -149,8 +159,13 @@ __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        bf[j][0] = __float_as_uint(vb[j * 8]);
-        bf[j][1] = __float_as_uint(vb[4 * kLdV + j * 8]);
+        if constexpr (kTileMajorB) {
+          bf[j][0] = __float_as_uint(vb[j * 8 * Cfg::kLdVt]);
+          bf[j][1] = __float_as_uint(vb[j * 8 * Cfg::kLdVt + 4]);
+        } else {
+          bf[j][0] = __float_as_uint(vb[j * 8]);
+          bf[j][1] = __float_as_uint(vb[4 * kLdV + j * 8]);
+        }
       }
 #pragma unroll
       for (int i = 0; i < kI; ++i)
@@ -159,87 +174,15 @@ __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float
     }
 }
 
+// The forward's epilogue, in passes of 32 filters: their 16 x 32 x 32 points through shared memory
+// ([point][filter][tile], rows of kLdV), so that each thread gathers the 16 points of one (filter,
+// tile) for the output transform. A thread's tile is the same in every pass (tile p0 + lane; filters
+// warp, warp + kThreads / 32, ...), so its output address and edges are decoded once.
 template <typename Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_tc_fused_forward_kernel(const ForwardArgs<float> a) {
+__device__ __forceinline__ void tc_epilogue_nchw(TcAccumulators<Cfg>& acc, float* smem, const ForwardArgs<float>& a,
+                                                 const BlockCoord& bc, int64_t p0, int warp, int lane) {
   constexpr int kLdV = Cfg::kLdV;
-  extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
-  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
-  const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  auto stage_u = [&](int s) { return smem + s * Cfg::kForwardStage; };
-  auto stage_v = [&](int s) { return smem + s * Cfg::kForwardStage + Cfg::kUFloats; };
-
-  // Threads of the first kK warps: this thread's tile (p0 + lane) and its channel within a chunk (warp).
-  const bool loader = threadIdx.x < 32 * Cfg::kK;
-  const int64_t p = p0 + lane;
-  const bool tile_ok = loader && p < cv.tiles();
-  const TileCoord tc = tile_coord(cv, tile_ok ? p : 0);
-  const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
-  // Bit 4i + j: patch value (i, j) lies inside the image.
-  const unsigned rc = tile_ok ? patch_mask(iy0, ix0, cv) : 0u;
-  unsigned inside = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) inside |= (rc >> i) & 1u ? ((rc >> 4) & 0xFu) << (i * 4) : 0u;
-  const float* patch = a.x + (int64_t(tc.n) * cv.src_C + int64_t(bc.g) * cv.Cg() + (loader ? warp : 0)) * cv.in_plane +
-                       int64_t(iy0) * cv.src_W + ix0;
-  const int64_t chunk_step = int64_t(Cfg::kK) * cv.in_plane;
-
-  auto load_patch = [&](int chunk, float (&d)[16]) {
-    const unsigned m = chunk * Cfg::kK + warp < cv.Cg() ? inside : 0u;
-    const float* row = patch + chunk * chunk_step;
-#pragma unroll
-    for (int i = 0; i < 4; ++i, row += cv.src_W)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) d[i * 4 + j] = (m >> (i * 4 + j)) & 1u ? __ldg(row + j) : 0.f;
-  };
-  auto store_v = [&](const float (&d)[16], float* v_tile) {
-    float v[16];
-    winograd_input_transform<float>(d, v);
-#pragma unroll
-    for (int e = 0; e < 16; ++e) v_tile[(e * Cfg::kK + warp) * kLdV + lane] = __uint_as_float(tf32_bits_for_mma(v[e]));
-  };
-  // U: the block's chunk is one contiguous run of the cache, copied as it is.
-  const float* u_block = a.u + (int64_t(bc.g) * a.k_tiles + bc.kt) * (a.reduction_pad / Cfg::kK) * Cfg::kUFloats +
-                         threadIdx.x * 4;
-  auto fetch_u = [&](int chunk, float* u_tile) {
-    const float* src = u_block + int64_t(chunk) * Cfg::kUFloats;
-#pragma unroll
-    for (int q = 0; q < Cfg::kUFloats / 4 / Cfg::kThreads; ++q)
-      cp_async_16(u_tile + (threadIdx.x + q * Cfg::kThreads) * 4, src + q * Cfg::kThreads * 4);
-  };
-
-  float acc[Cfg::kPointsPerWarp][Cfg::kMTiles][4][4];
-  zero_accumulators<Cfg>(acc);
-
-  const int chunks = a.reduction_pad / Cfg::kK;
-  float d[16];
-  fetch_u(0, stage_u(0));
-  cp_async_commit();
-  if (loader) {
-    load_patch(0, d);
-    store_v(d, stage_v(0));
-  }
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    const int s = chunk & 1;
-    cp_async_wait<0>();
-    // Stage s is complete (U copied, V stored by every thread), and every warp is done with s ^ 1.
-    __syncthreads();
-    const bool more = chunk + 1 < chunks;
-    if (more) {
-      fetch_u(chunk + 1, stage_u(s ^ 1));
-      cp_async_commit();
-      if (loader) load_patch(chunk + 1, d);
-    }
-    chunk_mmas<Cfg, true>(acc, stage_u(s), stage_v(s), warp, lane);
-    if (more && loader) store_v(d, stage_v(s ^ 1));
-  }
-
-  // Epilogue, in passes of 32 filters: their 16 x 32 x 32 points through shared memory ([point]
-  // [filter][tile], rows of kLdV), so that each thread gathers the 16 points of one (filter, tile)
-  // for the output transform. A thread's tile is the same in every pass (tile p0 + lane; filters
-  // warp, warp + kThreads / 32, ...), so its output address and edges are decoded once.
   const int Kg = cv.Kg();
   const int g = lane / 4, t = lane % 4;
   constexpr int kP = Cfg::kPointsPerWarp, kF = Cfg::kEpilogueFilters;
@@ -291,6 +234,163 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
 }
 
+// The NHWC forward's epilogue: M through shared memory as [point][tile][filter] (rows of kLdMt), lanes
+// along the pass's 32 filters, so a tile's four outputs are four coalesced 128-byte stores; each
+// thread's tiles (warp, warp + kThreads / 32, ...) are decoded once.
+template <typename Cfg>
+__device__ __forceinline__ void tc_epilogue_nhwc(TcAccumulators<Cfg>& acc, float* smem, const ForwardArgs<float>& a,
+                                                 const BlockCoord& bc, int64_t p0, int warp, int lane) {
+  constexpr int kLdMt = Cfg::kLdMt, kF = Cfg::kEpilogueFilters, kP = Cfg::kPointsPerWarp;
+  constexpr int kWarps = Cfg::kThreads / 32, kTilesPerThread = Cfg::kN / kWarps;
+  const WinogradConv& cv = a.cv;
+  const int Kg = cv.Kg();
+  const int g = lane / 4, t = lane % 4;
+  const int64_t row_stride = int64_t(cv.out_W) * cv.out_C;
+  int64_t y_off[kTilesPerThread];
+  unsigned edges[kTilesPerThread];  // bit 0: the tile exists; 1: its right column; 2: its lower row
+#pragma unroll
+  for (int r = 0; r < kTilesPerThread; ++r) {
+    const int64_t p = p0 + warp + r * kWarps;
+    const bool live = p < cv.tiles();
+    const TileCoord ot = tile_coord(cv, live ? p : 0);
+    const int oy = 2 * ot.ty, ox = 2 * ot.tx;
+    y_off[r] = ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg;
+    edges[r] = unsigned(live) | unsigned(ox + 1 < cv.out_W) << 1 | unsigned(oy + 1 < cv.out_H) << 2;
+  }
+#pragma unroll
+  for (int pass = 0; pass < Cfg::kM / kF; ++pass) {
+    __syncthreads();  // the stages (or the previous pass) are no longer read
+#pragma unroll
+    for (int pe = 0; pe < kP; ++pe) {
+      float* m_tile = smem + (warp * kP + pe) * Cfg::kN * kLdMt;
+#pragma unroll
+      for (int i = 0; i < kF / 16; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float(&c)[4] = acc[pe][pass * (kF / 16) + i][j];
+          const int row = i * 16 + g, col = j * 8 + 2 * t;
+          m_tile[col * kLdMt + row] = c[0];
+          m_tile[(col + 1) * kLdMt + row] = c[1];
+          m_tile[col * kLdMt + row + 8] = c[2];
+          m_tile[(col + 1) * kLdMt + row + 8] = c[3];
+        }
+    }
+    __syncthreads();
+    const int k = bc.kt * Cfg::kM + pass * kF + lane;
+    if (k >= Kg) continue;
+    const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
+#pragma unroll
+    for (int r = 0; r < kTilesPerThread; ++r) {
+      if (!(edges[r] & 1u)) continue;
+      const int n = warp + r * kWarps;
+      float mm[16], out[4];
+#pragma unroll
+      for (int e = 0; e < 16; ++e) mm[e] = smem[(e * Cfg::kN + n) * kLdMt + lane];
+      winograd_output_transform<float>(mm, out);
+      float* dst = a.y + y_off[r] + k;
+      dst[0] = out[0] + b;
+      if (edges[r] & 2u) dst[cv.out_C] = out[1] + b;
+      if (edges[r] & 4u) {
+        dst[row_stride] = out[2] + b;
+        if (edges[r] & 2u) dst[row_stride + cv.out_C] = out[3] + b;
+      }
+    }
+  }
+}
+
+// kNhwc: x and y are channels_last. The loaders' lanes then run along a chunk's channels (coalesced
+// NHWC reads), V is stored tile-major, and the epilogue's lanes run along filters (coalesced NHWC
+// stores).
+template <typename Cfg, bool kNhwc>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_tc_fused_forward_kernel(const ForwardArgs<float> a) {
+  constexpr int kLdV = Cfg::kLdV, kLdVt = Cfg::kLdVt;
+  extern __shared__ __align__(16) float smem[];
+  const WinogradConv& cv = a.cv;
+  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
+  const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  auto stage_u = [&](int s) { return smem + s * Cfg::kForwardStage; };
+  auto stage_v = [&](int s) { return smem + s * Cfg::kForwardStage + Cfg::kUFloats; };
+
+  // Threads of the first kK warps: this thread's channel within a chunk and tile within the block
+  // (NCHW: a warp per channel, lanes along tiles; NHWC: lanes along channels, 32 / kK tiles per warp).
+  const bool loader = threadIdx.x < 32 * Cfg::kK;
+  const int ch = kNhwc ? lane % Cfg::kK : warp, tl = kNhwc ? warp * (32 / Cfg::kK) + lane / Cfg::kK : lane;
+  const int64_t p = p0 + tl;
+  const bool tile_ok = loader && p < cv.tiles();
+  const TileCoord tc = tile_coord(cv, tile_ok ? p : 0);
+  const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
+  // Bit 4i + j: patch value (i, j) lies inside the image.
+  const unsigned rc = tile_ok ? patch_mask(iy0, ix0, cv) : 0u;
+  unsigned inside = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) inside |= (rc >> i) & 1u ? ((rc >> 4) & 0xFu) << (i * 4) : 0u;
+  const int64_t c0 = int64_t(bc.g) * cv.Cg() + (loader ? ch : 0);
+  const float* patch = kNhwc ? a.x + ((int64_t(tc.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + c0
+                             : a.x + (int64_t(tc.n) * cv.src_C + c0) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
+  const int64_t chunk_step = kNhwc ? int64_t(Cfg::kK) : int64_t(Cfg::kK) * cv.in_plane;
+  const int64_t row_step = kNhwc ? int64_t(cv.src_W) * cv.src_C : int64_t(cv.src_W);
+  const int col_step = kNhwc ? cv.src_C : 1;
+
+  auto load_patch = [&](int chunk, float (&d)[16]) {
+    const unsigned m = chunk * Cfg::kK + ch < cv.Cg() ? inside : 0u;
+    const float* row = patch + chunk * chunk_step;
+#pragma unroll
+    for (int i = 0; i < 4; ++i, row += row_step)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) d[i * 4 + j] = (m >> (i * 4 + j)) & 1u ? __ldg(row + j * col_step) : 0.f;
+  };
+  auto store_v = [&](const float (&d)[16], float* v_tile) {
+    float v[16];
+    winograd_input_transform<float>(d, v);
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      float* dst = kNhwc ? v_tile + (e * Cfg::kN + tl) * kLdVt + ch : v_tile + (e * Cfg::kK + ch) * kLdV + tl;
+      *dst = __uint_as_float(tf32_bits_for_mma(v[e]));
+    }
+  };
+  // U: the block's chunk is one contiguous run of the cache, copied as it is.
+  const float* u_block = a.u + (int64_t(bc.g) * a.k_tiles + bc.kt) * (a.reduction_pad / Cfg::kK) * Cfg::kUFloats +
+                         threadIdx.x * 4;
+  auto fetch_u = [&](int chunk, float* u_tile) {
+    const float* src = u_block + int64_t(chunk) * Cfg::kUFloats;
+#pragma unroll
+    for (int q = 0; q < Cfg::kUFloats / 4 / Cfg::kThreads; ++q)
+      cp_async_16(u_tile + (threadIdx.x + q * Cfg::kThreads) * 4, src + q * Cfg::kThreads * 4);
+  };
+
+  float acc[Cfg::kPointsPerWarp][Cfg::kMTiles][4][4];
+  zero_accumulators<Cfg>(acc);
+
+  const int chunks = a.reduction_pad / Cfg::kK;
+  float d[16];
+  fetch_u(0, stage_u(0));
+  cp_async_commit();
+  if (loader) {
+    load_patch(0, d);
+    store_v(d, stage_v(0));
+  }
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int s = chunk & 1;
+    cp_async_wait<0>();
+    // Stage s is complete (U copied, V stored by every thread), and every warp is done with s ^ 1.
+    __syncthreads();
+    const bool more = chunk + 1 < chunks;
+    if (more) {
+      fetch_u(chunk + 1, stage_u(s ^ 1));
+      cp_async_commit();
+      if (loader) load_patch(chunk + 1, d);
+    }
+    chunk_mmas<Cfg, true, kNhwc>(acc, stage_u(s), stage_v(s), warp, lane);
+    if (more && loader) store_v(d, stage_v(s ^ 1));
+  }
+  if constexpr (kNhwc)
+    tc_epilogue_nhwc<Cfg>(acc, smem, a, bc, p0, warp, lane);
+  else
+    tc_epilogue_nchw<Cfg>(acc, smem, a, bc, p0, warp, lane);
+}
+
 // grad_weight on tensor cores: dU = dM V^T per point, reducing over tiles (the FP32 kernel's
 // decomposition, winograd_weight_grad_kernel: a block owns kM filters x 32 channels x 16 points of
 // one slice of the tiles, and writes its dU to that slice). Per chunk of 8 tiles each thread loads
@@ -305,7 +405,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 __device__ __forceinline__ int pair_row(int i) { return (i & 7) | ((i >> 6) << 3); }
 __device__ __forceinline__ int pair_tile(int i) { return (i >> 3) & 7; }
 
-template <typename Cfg>
+// kNhwc: x and grad_output are channels_last; a warp's 8 lanes of neighbouring rows then read 32
+// contiguous bytes.
+template <typename Cfg, bool kNhwc>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_tc_weight_grad_kernel(const WeightGradArgs<float> a) {
   static_assert(Cfg::kK == 8 && Cfg::kM * Cfg::kK == Cfg::kThreads && Cfg::kN * Cfg::kK <= Cfg::kThreads,
@@ -313,12 +415,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
-  int b = blockIdx.x;
-  const int kt = b % a.k_tiles;
-  b /= a.k_tiles;
-  const int ct = b % a.c_tiles;
-  b /= a.c_tiles;
-  const int grp = b % cv.groups, split = b / cv.groups;
+  const auto [kt, ct, grp, split] = weight_grad_block(a.k_tiles, a.c_tiles, cv.groups);
   const int64_t tile_begin = split * a.tiles_per_split;
   const int64_t tile_end = min(tile_begin + a.tiles_per_split, cv.tiles());
   const int Kg = cv.Kg(), Cg = cv.Cg();
@@ -331,8 +428,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const bool k_ok = k < Kg;
   const bool loader = threadIdx.x < Cfg::kN * Cfg::kK, c_ok = loader && c < Cg;
   const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
-  const float* gy_plane = a.gy + (int64_t(grp) * Kg + (k_ok ? k : 0)) * out_plane;
-  const float* x_plane = a.x + (int64_t(grp) * Cg + (c_ok ? c : 0)) * cv.in_plane;
+  // The filter's plane (NCHW) or channel (NHWC) of grad_output, the channel's of x.
+  const int64_t gy_channel = int64_t(grp) * Kg + (k_ok ? k : 0), x_channel = int64_t(grp) * Cg + (c_ok ? c : 0);
+  const float* gy_plane = a.gy + (kNhwc ? gy_channel : gy_channel * out_plane);
+  const float* x_plane = a.x + (kNhwc ? x_channel : x_channel * cv.in_plane);
+  // Strides of grad_output's and x's columns and rows.
+  const int gy_col = kNhwc ? cv.out_C : 1, x_col = kNhwc ? cv.src_C : 1;
+  const int64_t gy_row = int64_t(gy_col) * cv.out_W, x_row = int64_t(x_col) * cv.src_W;
 
   int64_t p = tile_begin + slot;
   TileCoord tc = tile_coord(cv, p);
@@ -348,21 +450,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   auto load = [&] {
     const bool live = p < tile_end;
     const int oy = 2 * tc.ty, ox = 2 * tc.tx;
-    const float* gsrc = gy_plane + int64_t(tc.n) * cv.out_C * out_plane + int64_t(oy) * cv.out_W + ox;
+    const float* gsrc = gy_plane + int64_t(tc.n) * cv.out_C * out_plane + oy * gy_row + int64_t(ox) * gy_col;
     const bool ok = live && k_ok, right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
     dy[0] = ok ? __ldg(gsrc) : 0.f;
-    dy[1] = ok && right ? __ldg(gsrc + 1) : 0.f;
-    dy[2] = ok && below ? __ldg(gsrc + cv.out_W) : 0.f;
-    dy[3] = ok && right && below ? __ldg(gsrc + cv.out_W + 1) : 0.f;
+    dy[1] = ok && right ? __ldg(gsrc + gy_col) : 0.f;
+    dy[2] = ok && below ? __ldg(gsrc + gy_row) : 0.f;
+    dy[3] = ok && right && below ? __ldg(gsrc + gy_row + gy_col) : 0.f;
     if (loader) {
       const int iy0 = oy + cv.col_oy, ix0 = ox + cv.col_ox;
       const unsigned rc = live && c_ok ? patch_mask(iy0, ix0, cv) : 0u;
-      const float* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
+      const float* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + iy0 * x_row + int64_t(ix0) * x_col;
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-          d[i * 4 + j] = (rc >> i) & (rc >> (4 + j)) & 1u ? __ldg(xsrc + i * cv.src_W + j) : 0.f;
+          d[i * 4 + j] = (rc >> i) & (rc >> (4 + j)) & 1u ? __ldg(xsrc + i * x_row + j * x_col) : 0.f;
     }
   };
   auto store = [&](float* a_tile, float* b_tile) {
