@@ -175,8 +175,8 @@ template <typename Cfg>
 void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bias, const WinogradConv& cv,
                   at::Tensor& y, bool nhwc) {
   const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
-  launch_fused<float, Cfg>(nhwc ? winograd_tc_fused_forward_kernel<Cfg, true> : winograd_tc_fused_forward_kernel<Cfg, false>,
-                           Cfg::kForwardSmemBytes, x, tc_transformed_filters<Cfg>(weight, f), f, bias, cv, y);
+  auto kernel = nhwc ? winograd_tc_fused_forward_kernel<Cfg, true> : winograd_tc_fused_forward_kernel<Cfg, false>;
+  launch_fused<float, Cfg>(kernel, Cfg::kForwardSmemBytes, x, tc_transformed_filters<Cfg>(weight, f), f, bias, cv, y);
 }
 
 // The tensor-core kernel's tile: 64 filters per block where a group has more than 32 filters, else
@@ -341,7 +341,8 @@ bool prefer_f4x4(const WinogradConv& cv) {
 // then, except for the layers the shallow and narrow kernels take) runs its point GEMMs on tensor
 // cores, which outrun IEEE F(4x4)'s fewer multiplications on CUDA cores (docs/winograd.md). The staged
 // and F(4x4) variants, a forced IEEE tile config, and the shallow and narrow kernels stay in IEEE FP32
-// (F(4x4)'s TF32 error would be several times cuDNN's).
+// (F(4x4)'s TF32 error would be several times cuDNN's). `nhwc`: x and y are channels_last, which only
+// the tensor-core kernels take (the callers copy to NCHW for the others, operand_format).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
                    at::Tensor& y, bool tf32 = false, bool nhwc = false) {

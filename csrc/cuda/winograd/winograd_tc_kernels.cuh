@@ -147,7 +147,8 @@ __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float
 #pragma unroll
       for (int i = 0; i < kI; ++i) {
         if constexpr (kFragmentOrderA) {
-          const uint4 w = *reinterpret_cast<const uint4*>(a_tile + (((e * Cfg::kSteps + step) * kI + i) * 32 + lane) * 4);
+          const float* words = a_tile + (((e * Cfg::kSteps + step) * kI + i) * 32 + lane) * 4;
+          const uint4 w = *reinterpret_cast<const uint4*>(words);
           af[i][0] = w.x, af[i][1] = w.y, af[i][2] = w.z, af[i][3] = w.w;
         } else {
           const float* ua = a_tile + (e * Cfg::kK + step * 8 + t) * kLdA + g;
