@@ -14,6 +14,12 @@ the same precision, computed the same way (operands rounded, float32 sums, outpu
 error cuDNN's convolutions show in benchmarks/results at each precision, which the issue's error bar
 is a multiple of.
 
+Split operands (columns `f2x2-split-v`, `f2x2-split-uv`, reduced precisions only): a kernel can carry an
+operand as two values of the MMA format, hi = round(x) and lo = round(x - hi), at one more MMA per
+product. split-v: U x (V_hi + V_lo), two MMAs per product; split-uv: U_hi x V_hi + U_hi x V_lo +
+U_lo x V_hi, three. Per 2x2 output tile and (filter, channel) pair F(2x2,3x3) then takes 32 or 48
+MMA products against a direct convolution's 36 (16 single-pass).
+
 The transform matrices are built from the points by the Toom-Cook construction (A^T and G from the
 points, B^T solved from the identity y = A^T [(G g) * (B^T d)] in float64), so any point set can be
 compared; each set is checked against a float64 direct convolution first.
@@ -91,9 +97,14 @@ def direct_conv(x, w, padding, precision):
     return y.to(TENSOR_DTYPE[precision])
 
 
-def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32"):
+# Operand splits of the element-wise stage (see the module docstring): the split operands.
+SPLITS = {"f2x2-split-v": "v", "f2x2-split-uv": "uv"}
+
+
+def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split=""):
     """Stride-1 3x3 convolution by F(m x m, 3 x 3) with every stage in `dtype`; U and V rounded to
-    the operand format of `operands` (see round_operand) before the element-wise GEMMs."""
+    the operand format of `operands` (see round_operand) before the element-wise GEMMs, each of the
+    operands named in `split` ("v", "uv") carried as a rounded high and low part."""
     n = m + 2
     at, g, bt = at.to(dtype), g.to(dtype), bt.to(dtype)
     x, w = x.to(dtype), w.to(dtype)
@@ -106,11 +117,19 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32"):
     d = xp.unfold(2, n, m).unfold(3, n, m)  # N, C, th, tw, n, n
     v = torch.einsum("ia,ncxyab,jb->ncxyij", bt, d, bt)  # B^T d B
     u = torch.einsum("ia,kcab,jb->kcij", g, w, g)  # G g G^T
-    v, u = round_operand(v, operands), round_operand(u, operands)
-    # The element-wise stage: n * n GEMMs over the channels.
-    v = v.permute(4, 5, 0, 2, 3, 1).reshape(n * n, N * th * tw, C)
-    u = u.permute(2, 3, 1, 0).reshape(n * n, C, K)
-    mm = torch.bmm(v, u).reshape(n, n, N, th, tw, K)
+    v_hi, u_hi = round_operand(v, operands), round_operand(u, operands)
+    v_lo = round_operand(v - v_hi, operands) if "v" in split else torch.zeros_like(v)
+    u_lo = round_operand(u - u_hi, operands) if "u" in split else torch.zeros_like(u)
+    # The element-wise stage: n * n GEMMs over the channels (the MMAs of a split operand's parts
+    # summed in float32; U_lo x V_lo is never formed).
+    lay_v = lambda t: t.permute(4, 5, 0, 2, 3, 1).reshape(n * n, N * th * tw, C)
+    lay_u = lambda t: t.permute(2, 3, 1, 0).reshape(n * n, C, K)
+    mm = torch.bmm(lay_v(v_hi), lay_u(u_hi))
+    if "v" in split:
+        mm = mm + torch.bmm(lay_v(v_lo), lay_u(u_hi))
+    if "u" in split:
+        mm = mm + torch.bmm(lay_v(v_hi), lay_u(u_lo))
+    mm = mm.reshape(n, n, N, th, tw, K)
     y = torch.einsum("ia,abnxyk,jb->nkxiyj", at, mm, at).reshape(N, K, th * m, tw * m)
     return y[:, :, :Ho, :Wo]
 
@@ -143,7 +162,8 @@ def main():
     rows = []
     layers = [layer for layer in suites.RESNET + suites.YOLO
               if layer.R == 3 and layer.kw == 3 and layer.stride == 1 and layer.dilation == 1 and layer.groups == 1]
-    cols = ["direct", *VARIANTS]
+    split_cols = [c for p in precisions if p != "fp32" for c in SPLITS][: len(SPLITS)]
+    cols = ["direct", *VARIANTS, *split_cols]
     for precision in precisions:
         dtype = TENSOR_DTYPE[precision]
         for layer in layers:
@@ -157,12 +177,16 @@ def main():
             for name, (m, _) in VARIANTS.items():
                 y = winograd_conv(x, w, pad, m, *mats[name], torch.float32, operands=precision)
                 row[name] = rel_err(y.to(dtype), ref)
+            if precision != "fp32":
+                for name, split in SPLITS.items():
+                    y = winograd_conv(x, w, pad, 2, *mats["f2x2"], torch.float32, operands=precision, split=split)
+                    row[name] = rel_err(y.to(dtype), ref)
             rows.append(row)
             print(" ".join(f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
     geomean = {}
     for precision in precisions:
         sel = [r for r in rows if r["precision"] == precision]
-        geomean[precision] = {k: math.exp(sum(math.log(r[k]) for r in sel) / len(sel)) for k in cols}
+        geomean[precision] = {k: math.exp(sum(math.log(r[k]) for r in sel) / len(sel)) for k in cols if k in sel[0]}
         print("geomean", precision, " ".join(f"{k}={v:.2e}" for k, v in geomean[precision].items()))
     if args.out_dir:
         meta = {"machine": platform.processor() or platform.machine(), "torch": torch.__version__, "seed": args.seed,
@@ -170,7 +194,8 @@ def main():
                 "note": "transforms and element-wise GEMMs in float32 on the CPU against a float64 direct "
                         "convolution of the same inputs; tf32/fp16/bf16 round U and V to the MMA operand format "
                         "and the output to the tensor dtype; direct = the direct convolution at that precision; "
-                        "inputs randn, weights randn / sqrt(C * 9)"}
+                        "inputs randn, weights randn / sqrt(C * 9); f2x2-split-v / -uv carry V (and U) as a "
+                        "rounded high and low part, two (three) MMA products per point product"}
         path = os.path.join(args.out_dir, args.tag)
         with open(path + ".json", "w") as f:
             json.dump({"meta": meta, "rows": rows, "geomean": geomean}, f, indent=1)
@@ -181,16 +206,20 @@ def main():
                     "float32; tf32 / fp16 / bf16: U and V rounded to the MMA operand format, float32 sums and "
                     "transforms, the output rounded to the dtype. Points: " + "; ".join(
                         f"`{k}` F({m}x{m},3x3) at {', '.join(str(p) for p in pts)}, inf"
-                        for k, (m, pts) in VARIANTS.items()) + ".\n")
+                        for k, (m, pts) in VARIANTS.items()) + ". `f2x2-split-v` / `f2x2-split-uv` (reduced "
+                    "precisions): F(2x2,3x3) with V (and U) carried as a rounded high and low part, two (three) "
+                    "MMA products per point product.\n")
             for precision in precisions:
+                pcols = [c for c in cols[1:] if c in geomean[precision]]
                 f.write(f"\n## {precision}\n\n")
-                f.write("| layer | C | K | HxW | " + " | ".join(cols) + " |\n|" + "---|" * (4 + len(cols)) + "\n")
+                f.write("| layer | C | K | HxW | direct | " + " | ".join(pcols) + " |\n|" + "---|" * (5 + len(pcols))
+                        + "\n")
                 for r in (r for r in rows if r["precision"] == precision):
                     f.write(f"| {r['layer']} | {r['C']} | {r['K']} | {r['HW']} | {r['direct']:.2e} | " + " | ".join(
-                        f"{r[c]:.2e} ({r[c] / r['direct']:.1f}x)" for c in VARIANTS) + " |\n")
+                        f"{r[c]:.2e} ({r[c] / r['direct']:.1f}x)" for c in pcols) + " |\n")
                 gm = geomean[precision]
                 f.write(f"| geomean | | | | {gm['direct']:.2e} | " + " | ".join(
-                    f"{gm[c]:.2e} ({gm[c] / gm['direct']:.1f}x)" for c in VARIANTS) + " |\n")
+                    f"{gm[c]:.2e} ({gm[c] / gm['direct']:.1f}x)" for c in pcols) + " |\n")
         print("wrote", path + ".json/.md")
 
 
