@@ -122,8 +122,12 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
     u_lo = round_operand(u - u_hi, operands) if "u" in split else torch.zeros_like(u)
     # The element-wise stage: n * n GEMMs over the channels (the MMAs of a split operand's parts
     # summed in float32; U_lo x V_lo is never formed).
-    lay_v = lambda t: t.permute(4, 5, 0, 2, 3, 1).reshape(n * n, N * th * tw, C)
-    lay_u = lambda t: t.permute(2, 3, 1, 0).reshape(n * n, C, K)
+    def lay_v(t):
+        return t.permute(4, 5, 0, 2, 3, 1).reshape(n * n, N * th * tw, C)
+
+    def lay_u(t):
+        return t.permute(2, 3, 1, 0).reshape(n * n, C, K)
+
     mm = torch.bmm(lay_v(v_hi), lay_u(u_hi))
     if "v" in split:
         mm = mm + torch.bmm(lay_v(v_lo), lay_u(u_hi))
@@ -162,7 +166,7 @@ def main():
     rows = []
     layers = [layer for layer in suites.RESNET + suites.YOLO
               if layer.R == 3 and layer.kw == 3 and layer.stride == 1 and layer.dilation == 1 and layer.groups == 1]
-    split_cols = [c for p in precisions if p != "fp32" for c in SPLITS][: len(SPLITS)]
+    split_cols = list(SPLITS) if any(p != "fp32" for p in precisions) else []
     cols = ["direct", *VARIANTS, *split_cols]
     for precision in precisions:
         dtype = TENSOR_DTYPE[precision]
