@@ -24,10 +24,11 @@ CONFIGS = {
     "direct": ("wide", "small", "depthwise", "depthwise-unstaged", "depthwise-plane"),
     "csg": ("wide", "medium", "thin"),
     "gemm": ("large", "medium", "small", "narrow") + MMA_SYNC_CONFIGS + WGMMA_CONFIGS,
-    "winograd": ("default", "thin", "tall", "tf32", "tf32-tall"),
+    "winograd": ("default", "thin", "tall", "tf32", "tf32-tall", "tf32-wgmma"),
 }
-# Winograd's tensor-core tiles: forced, they take the float32 calls that follow TF32.
-WINOGRAD_TF32_CONFIGS = ("tf32", "tf32-tall")
+# Winograd's tensor-core tiles: forced, they take the float32 calls that follow TF32 (tf32-wgmma on
+# Hopper only).
+WINOGRAD_TF32_CONFIGS = ("tf32", "tf32-tall", "tf32-wgmma")
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -43,7 +44,7 @@ def test_each_config_is_forced_through_one_api(algorithm, config):
     rule takes wgmma); grad_weight follows the forced config's kernel family."""
     tensor_cores = config in MMA_SYNC_CONFIGS + WGMMA_CONFIGS
     tf32 = algorithm == "winograd" and config in WINOGRAD_TF32_CONFIGS
-    if config in WGMMA_CONFIGS and torch.cuda.get_device_capability() != (9, 0):
+    if "wgmma" in config and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma configs run on sm_90a")
     torch.backends.cudnn.allow_tf32 = tf32  # conftest restores it
     dtype = torch.float16 if tensor_cores else torch.float32

@@ -296,14 +296,18 @@ TF32_SHAPES = [
 
 @needs_cuda
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-@pytest.mark.parametrize("tile", ["tf32", "tf32-tall"])
+@pytest.mark.parametrize("tile", ["tf32", "tf32-tall", "tf32-wgmma"])
 @pytest.mark.parametrize("shape", TF32_SHAPES + [
     (2, 24, 130, 11, 9, 1, 1, True),  # 130 filters: 64-filter blocks, the last with 2
+    (2, 45, 70, 19, 17, 1, 1, True),  # wgmma: 3 chunks of 16 channels, the last partial; 2 filter blocks
 ], ids=shape_id)
 def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
-    """Both tiles of the tensor-core kernels (32 and 64 filters per block), forced, in both memory
-    formats: channels_last operands are read and written as they are (last_choice's /a=nhwc), with
-    no NCHW copy, and the outputs and gradients come back channels_last."""
+    """The tiles of the tensor-core kernels (32 and 64 filters per block on mma.sync, 64 on Hopper's
+    wgmma, whose grad_weight runs tf32-tall), forced, in both memory formats: channels_last operands
+    are read and written as they are (last_choice's /a=nhwc), with no NCHW copy, and the outputs and
+    gradients come back channels_last."""
+    if tile == "tf32-wgmma" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
     n, c, k, h, w, padding, groups, bias = shape
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
@@ -319,7 +323,8 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
         gx, gw = torch.autograd.grad(y, (x, wt), gy)
         _, grad_input, grad_weight = torchconv.last_choice().split()
         assert grad_input == f"grad_input:fused:{tile}/splits=1{nhwc}", grad_input
-        assert re.fullmatch(rf"grad_weight:fused:{tile}/splits=\d+{nhwc}", grad_weight), grad_weight
+        weight_tile = "tf32-tall" if tile == "tf32-wgmma" else tile
+        assert re.fullmatch(rf"grad_weight:fused:{weight_tile}/splits=\d+{nhwc}", grad_weight), grad_weight
         # The slices of the tile reduction are summed in a fixed order: the same bits every call.
         assert torch.equal(torch.autograd.grad(torchconv.conv2d(x, wt, b, algorithm="winograd", **kw), wt, gy)[0], gw)
     assert y.is_contiguous(memory_format=fmt) and gx.is_contiguous(memory_format=fmt)
@@ -362,24 +367,38 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
 
 @needs_cuda
 @pytest.mark.parametrize("n, c, k, hw, choice", [
-    (1, 256, 256, 14, "fused:tf32-tall/"),  # C*K/(C+K) = 128: the IEEE rule's F(4x4); 64-filter blocks
-    (4, 256, 256, 64, "fused:tf32-tall/"),  # and at any size
-    (2, 128, 64, 20, "fused:tf32-tall/"),  # 128 channels, 64 filters
+    (1, 256, 256, 14, "TALL"),  # C*K/(C+K) = 128: the IEEE rule's F(4x4); 64-filter blocks
+    (4, 256, 256, 64, "TALL"),  # and at any size
+    (2, 128, 64, 20, "TALL"),  # 128 channels, 64 filters
     (2, 128, 32, 20, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
-    (2, 64, 33, 20, "fused:tf32-tall/"),  # 33 filters: more than one 32-filter block
-    (2, 16, 128, 136, "fused:tf32-tall/"),  # few channels, many pixels
+    (2, 64, 33, 20, "TALL"),  # 33 filters: more than one 32-filter block
+    (2, 16, 128, 136, "TALL"),  # few channels, many pixels
     (2, 3, 32, 20, "fused:shallow"),  # an RGB stem keeps the shallow kernel (IEEE FP32)
     (2, 32, 4, 20, "fused:narrow"),  # 4 filters: the narrow kernel (IEEE FP32)
 ])
 def test_auto_rule_under_tf32(n, c, k, hw, choice):
     """With TF32 on, auto runs the tensor-core fused F(2x2) on every layer but those of the shallow and
     narrow kernels: never IEEE F(4x4), which the tensor-core kernel outran on every 3x3 suite layer.
-    Its tile has 64 filters where a group has more than 32 filters."""
+    Its tile has 64 filters where a group has more than 32 filters (TALL): on Hopper's wgmma for
+    NCHW calls, else mma.sync's tf32-tall (channels_last calls keep it on Hopper too:
+    test_channels_last_under_tf32_and_ieee)."""
     torch.backends.cudnn.allow_tf32 = True
+    tall = "fused:tf32-wgmma/" if torch.cuda.get_device_capability() == (9, 0) else "fused:tf32-tall/"
     x = torch.randn(n, c, hw, hw, device="cuda")
     w = torch.randn(k, c, 3, 3, device="cuda")
     torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
-    assert torchconv.last_choice().startswith("forward:" + choice), torchconv.last_choice()
+    assert torchconv.last_choice().startswith("forward:" + choice.replace("TALL", tall)), torchconv.last_choice()
+
+
+@needs_cuda
+def test_tf32_wgmma_forced_off_hopper_is_a_value_error():
+    """tf32-wgmma runs on sm_90a only: forced elsewhere, a TF32 call raises a ValueError naming it."""
+    if torch.cuda.get_device_capability() == (9, 0):
+        pytest.skip("wgmma runs here")
+    torch.backends.cudnn.allow_tf32 = True
+    x, w = torch.randn(1, 16, 8, 8, device="cuda"), torch.randn(64, 16, 3, 3, device="cuda")
+    with using_config("winograd", "tf32-wgmma"), pytest.raises(ValueError, match="'tf32-wgmma' .* sm_90a"):
+        torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
 
 
 @needs_cuda

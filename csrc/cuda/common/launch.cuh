@@ -51,6 +51,19 @@ inline int device_attribute() {
   return values[device];
 }
 
+#if defined(TORCHCONV_WGMMA)
+inline constexpr bool kWgmmaCompiled = true;  // setup.py built the sm_90a target
+#else
+inline constexpr bool kWgmmaCompiled = false;
+#endif
+
+// Whether the current device runs the wgmma kernels (compiled for sm_90a: compute capability 9.0).
+inline bool wgmma_device() {
+  if (!kWgmmaCompiled) return false;
+  return device_attribute<cudaDevAttrComputeCapabilityMajor>() == 9 &&
+         device_attribute<cudaDevAttrComputeCapabilityMinor>() == 0;
+}
+
 // Largest dynamic shared memory a block may opt in to; multiprocessors (grid sizing).
 inline int max_dynamic_smem() { return device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(); }
 inline int sm_count() { return device_attribute<cudaDevAttrMultiProcessorCount>(); }

@@ -1,7 +1,7 @@
 // Hopper warpgroup MMA (wgmma) as PTX wrappers: the instructions exist only on sm_90a, so every
 // body is guarded by __CUDA_ARCH_FEAT_SM90_ALL (setup.py builds the 9.0 target as 9.0a; other
 // targets compile these to a trap and the host never launches them there, see
-// kWgmmaCompiled in gemm_tc.cu).
+// kWgmmaCompiled in launch.cuh).
 //
 // Operands come from shared memory through matrix descriptors (TF32 A may also come from registers:
 // WgmmaRegA). The convolution kernels' are K-major
@@ -43,6 +43,19 @@ __device__ __forceinline__ uint64_t wgmma_descriptor_mn_major(unsigned addr, uns
   return desc;
 }
 
+// The descriptor of a K-major tile without swizzle, in core matrices of 8 rows x 16 bytes (128
+// contiguous bytes, a row's 16 bytes after the previous row's): `k_step_bytes` (leading-byte offset)
+// from a core matrix to the next one along K, `row_step_bytes` (stride-byte offset) to the next 8
+// rows. Such tiles may be any multiple of 4 TF32 words deep, and a warp storing 8 rows x 4 words
+// of one core matrix covers the 32 banks once.
+__device__ __forceinline__ uint64_t wgmma_descriptor_interleaved(unsigned addr, unsigned k_step_bytes,
+                                                                 unsigned row_step_bytes) {
+  uint64_t desc = uint64_t((addr & 0x3FFFF) >> 4);
+  desc |= uint64_t((k_step_bytes >> 4) & 0x3FFF) << 16;
+  desc |= uint64_t((row_step_bytes >> 4) & 0x3FFF) << 32;
+  return desc;
+}
+
 // Byte offset of 16-byte word `word` of row `row` in a 128-byte-swizzled tile.
 __device__ __forceinline__ int swizzle128(int row, int word) { return row * 128 + ((word ^ (row & 7)) << 4); }
 
@@ -81,6 +94,13 @@ struct Wgmma;
 // The PTX operand lists of the accumulator widths; `shape_types` is the instruction's suffix and
 // `modes` its trailing immediates: A and B scales 1, and for 16-bit types both operands K-major (TF32
 // takes no transpose operands: it is always K-major).
+#define TORCHCONV_WGMMA_N32(shape_types, modes)                                                                   \
+  __device__ __forceinline__ static void run(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {    \
+    TORCHCONV_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned." shape_types  \
+                        " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, " modes ";\n}\n" \
+                        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+                        : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                               \
+  }
 #define TORCHCONV_WGMMA_N64(shape_types, modes)                                                                          \
   __device__ __forceinline__ static void run(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {    \
     TORCHCONV_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned." shape_types  \
@@ -134,6 +154,10 @@ struct Wgmma<__half, 256> {
 template <>
 struct Wgmma<__nv_bfloat16, 256> {
   TORCHCONV_WGMMA_N256("m64n256k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_MODES)
+};
+template <>
+struct Wgmma<float, 32> {
+  TORCHCONV_WGMMA_N32("m64n32k8.f32.tf32.tf32", TORCHCONV_WGMMA_TF32_MODES)
 };
 template <>
 struct Wgmma<float, 64> {
@@ -211,6 +235,7 @@ struct WgmmaRegA<float, 256> {
   }
 };
 
+#undef TORCHCONV_WGMMA_N32
 #undef TORCHCONV_WGMMA_N64
 #undef TORCHCONV_WGMMA_N128
 #undef TORCHCONV_WGMMA_N256

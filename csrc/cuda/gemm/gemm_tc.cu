@@ -82,21 +82,9 @@ static_assert(std::tuple_size_v<WgmmaConfigs> == std::size(kWgmmaConfigNames) &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWide>]) == "wgmma-wide" &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTall>]) == "wgmma-tall",
               "WgmmaConfigs follows kWgmmaConfigNames");
-#if defined(TORCHCONV_WGMMA)
-constexpr bool kWgmmaCompiled = true;  // setup.py built the sm_90a target
-#else
-constexpr bool kWgmmaCompiled = false;
-#endif
 constexpr int kWtRowBytes = 128;  // Wt's taps hold their channels padded to the widest chunk
 
 int vector_elems(at::ScalarType dtype) { return dtype == at::kFloat ? 4 : 8; }
-
-// Whether the current device runs the wgmma kernels (compiled for sm_90a: compute capability 9.0).
-bool wgmma_device() {
-  if (!kWgmmaCompiled) return false;
-  return device_attribute<cudaDevAttrComputeCapabilityMajor>() == 9 &&
-         device_attribute<cudaDevAttrComputeCapabilityMinor>() == 0;
-}
 
 constexpr int kMmaSyncConfigs = int(std::size(kTcConfigNames));
 

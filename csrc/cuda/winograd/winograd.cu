@@ -39,6 +39,7 @@
 #include "../common/tile_gemm.cuh"
 #include "winograd_kernels.cuh"
 #include "winograd_tc_kernels.cuh"
+#include "winograd_wgmma_kernels.cuh"
 #include "../../precision.h"
 
 namespace torchconv {
@@ -48,10 +49,11 @@ namespace {
 // The float GEMM tile configs' names, in index order; each can be forced with
 // torchconv.set_config("winograd", name) or TORCHCONV_WINOGRAD_CONFIG (tall applies to the fused
 // variant only). A forced config also turns off the shallow and narrow kernels, so both can be timed.
-// tf32 and tf32-tall are the tensor-core fused kernel's tiles (32 and 64 filters per block): forced,
-// they take the fused and auto variants' calls that follow TF32, and other calls run the default.
-constexpr const char* kConfigNames[] = {"default", "thin", "tall", "tf32", "tf32-tall"};
-constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4;
+// tf32 and tf32-tall are the tensor-core fused kernel's tiles (32 and 64 filters per block), tf32-wgmma
+// the 64-filter block on Hopper's wgmma (sm_90a only; grad_weight then runs tf32-tall): forced, they
+// take the fused and auto variants' calls that follow TF32, and other calls run the default.
+constexpr const char* kConfigNames[] = {"default", "thin", "tall", "tf32", "tf32-tall", "tf32-wgmma"};
+constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4, kConfigTf32Wgmma = 5;
 
 // Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
 //   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
@@ -161,11 +163,13 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
   launch_fused<T, Cfg>(winograd_fused_forward_kernel<T, Cfg>, fused_smem_bytes<T, Cfg>(), x, u, f, bias, cv, y);
 }
 
-// U for the tensor-core kernel of tile Cfg: its own layout, rounded to TF32.
+// U for the tensor-core kernel of tile Cfg: its own layout (mma.sync fragments or wgmma core
+// matrices), rounded to TF32.
 template <typename Cfg>
 at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
   return cached_filters<float>(weight, f, kWinogradPoints,
-                               "winograd_u_tf32/" + std::to_string(Cfg::kM) + "x" + std::to_string(Cfg::kK),
+                               std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
+                                   std::to_string(Cfg::kM) + "x" + std::to_string(Cfg::kK),
                                winograd_filter_transform_tc_kernel<Cfg>);
 }
 
@@ -175,7 +179,11 @@ template <typename Cfg>
 void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bias, const WinogradConv& cv,
                   at::Tensor& y, bool nhwc) {
   const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
-  auto kernel = nhwc ? winograd_tc_fused_forward_kernel<Cfg, true> : winograd_tc_fused_forward_kernel<Cfg, false>;
+  void (*kernel)(ForwardArgs<float>);
+  if constexpr (Cfg::kWgmma)
+    kernel = nhwc ? winograd_wgmma_fused_forward_kernel<Cfg, true> : winograd_wgmma_fused_forward_kernel<Cfg, false>;
+  else
+    kernel = nhwc ? winograd_tc_fused_forward_kernel<Cfg, true> : winograd_tc_fused_forward_kernel<Cfg, false>;
   launch_fused<float, Cfg>(kernel, Cfg::kForwardSmemBytes, x, tc_transformed_filters<Cfg>(weight, f), f, bias, cv, y);
 }
 
@@ -185,25 +193,39 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bi
 // on every 3x3 suite layer (docs/winograd.md).
 bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
 
-// The tensor-core tile of a float32 call under TF32 as the variant and a forced config decide it: -1
-// (the IEEE kernels: the staged or F(4x4) variant, a forced IEEE tile config), 0 (`tf32` forced),
-// 1 (`tf32-tall` forced) or kTcTileByRule (the fused or auto variant, no forced config).
-constexpr int kTcTileByRule = 2;
+// The tensor-core tiles, as tc_forward_tile and tc_grad_weight_tile name them.
+constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2;
+constexpr const char* kTcTileChoices[] = {"fused:tf32", "fused:tf32-tall", "fused:tf32-wgmma"};
+
+// The tensor-core tile of a float32 call under TF32 as the variant and a forced config decide it:
+// kTcIeee (the staged or F(4x4) variant, a forced IEEE tile config), the forced tile, or
+// kTcTileByRule (the fused or auto variant, no forced config). tf32-wgmma forced where wgmma cannot
+// run is a ValueError.
+constexpr int kTcTileByRule = 3;
 int forced_tc_tile() {
   const WinogradVariant variant = winograd_variant();
-  if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return -1;
+  if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return kTcIeee;
   const int forced = forced_config(kWinograd);
-  if (forced == kConfigTf32 || forced == kConfigTf32Tall) return forced == kConfigTf32Tall ? 1 : 0;
-  return forced >= 0 ? -1 : kTcTileByRule;
+  if (forced == kConfigTf32Wgmma) {
+    TORCH_CHECK_VALUE(wgmma_device(), "torchconv.conv2d_winograd: config 'tf32-wgmma' (forced by set_config) runs "
+                      "on sm_90a GPUs (Hopper) only; this GPU or build runs tf32 and tf32-tall");
+    return kTcTileWgmma;
+  }
+  if (forced == kConfigTf32 || forced == kConfigTf32Tall) return forced == kConfigTf32Tall ? kTcTileTall : kTcTile;
+  return forced >= 0 ? kTcIeee : kTcTileByRule;
 }
 
-// A float32 forward or grad_input under TF32: the tensor-core kernel's tile (0: `tf32`, 1:
-// `tf32-tall`), by the rule on every layer but those of the shallow and narrow kernels; -1: IEEE.
-int tc_forward_tile(const WinogradConv& cv) {
+// A float32 forward or grad_input under TF32 (`channels_last`: the call's memory format): the
+// tensor-core kernel's tile, by the rule on every layer but those of the shallow and narrow kernels
+// (kTcIeee). Where a group has more than 32 filters, the 64-filter block: on wgmma for NCHW calls
+// where the device has it, on mma.sync otherwise (the wgmma kernel's NHWC loads leave ptxas too few
+// registers to keep its MMAs asynchronous, and it measured slower there; docs/winograd.md).
+int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
-  if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return -1;
-  return tc_tall(cv) ? 1 : 0;
+  if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return kTcIeee;
+  if (!tc_tall(cv)) return kTcTile;
+  return wgmma_device() && !channels_last ? kTcTileWgmma : kTcTileTall;
 }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
@@ -337,26 +359,28 @@ bool prefer_f4x4(const WinogradConv& cv) {
 
 // One 3x3 stride-1 convolution of x into y (whose size is given) with the filters of `weight`
 // (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
-// `tf32`: a float32 call while PyTorch's TF32 switch is on. The fused F(2x2) variant (auto's choice
-// then, except for the layers the shallow and narrow kernels take) runs its point GEMMs on tensor
-// cores, which outrun IEEE F(4x4)'s fewer multiplications on CUDA cores (docs/winograd.md). The staged
-// and F(4x4) variants, a forced IEEE tile config, and the shallow and narrow kernels stay in IEEE FP32
-// (F(4x4)'s TF32 error would be several times cuDNN's). `nhwc`: x and y are channels_last, which only
-// the tensor-core kernels take (the callers copy to NCHW for the others, operand_format).
+// `tc_tile`: the tensor-core tile of a float32 call while PyTorch's TF32 switch is on (the caller's
+// TcForwardPlan), else kTcIeee. The fused F(2x2) variant (auto's choice then, except for the layers
+// the shallow and narrow kernels take) runs its point GEMMs on tensor cores, which outrun IEEE
+// F(4x4)'s fewer multiplications on CUDA cores (docs/winograd.md). The staged and F(4x4) variants, a
+// forced IEEE tile config, and the shallow and narrow kernels stay in IEEE FP32 (F(4x4)'s TF32 error
+// would be several times cuDNN's). `nhwc`: x and y are channels_last, which only the tensor-core
+// kernels take (the callers copy to NCHW for the others).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
-                   at::Tensor& y, bool tf32 = false, bool nhwc = false) {
+                   at::Tensor& y, int tc_tile = kTcIeee, bool nhwc = false) {
   const WinogradConv cv = winograd_launch(map);
   if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
   const WinogradVariant variant = winograd_variant();
   const char* pass = cv.transposed ? "grad_input" : "forward";
   if constexpr (std::is_same_v<T, float>) {
-    const int tile = tf32 ? tc_forward_tile(cv) : -1;
-    TORCH_INTERNAL_ASSERT(tile >= 0 || !nhwc, "winograd: only the tensor-core kernel reads NHWC");
-    if (tile >= 0) {
-      record_last_choice(pass, tile == 1 ? "fused:tf32-tall" : "fused:tf32", 1);
+    const int tile = tc_tile;
+    TORCH_INTERNAL_ASSERT(tile != kTcIeee || !nhwc, "winograd: only the tensor-core kernel reads NHWC");
+    if (tile != kTcIeee) {
+      record_last_choice(pass, kTcTileChoices[tile], 1);
       if (nhwc) record_last_operand(pass, "nhwc");
-      if (tile == 1) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
+      if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
+      if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
       return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
     }
   }
@@ -546,16 +570,18 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
   return gw;
 }
 
-// grad_weight under TF32 (a float32 call with the switch on): the tensor-core kernel's tile (0: 32
-// filters, 1: 64) where the forward's would run -- except the layers of the narrow IEEE tile (at most
-// 8 channels per group, an RGB stem) and of at most 4 filters per group; -1: IEEE FP32. The 64-filter
-// tile where a group has more than 32 filters: a patch's transform then serves twice the filters.
+// grad_weight under TF32 (a float32 call with the switch on): the tensor-core kernel's tile (kTcTile:
+// 32 filters, kTcTileTall: 64; a forced tf32-wgmma runs tf32-tall) where the forward's would run --
+// except the layers of the narrow IEEE tile (at most 8 channels per group, an RGB stem) and of at
+// most 4 filters per group; kTcIeee: IEEE FP32. The 64-filter tile where a group has more than 32
+// filters: a patch's transform then serves twice the filters.
 int tc_grad_weight_tile(const ConvShape& p) {
   const int forced = forced_tc_tile();
+  if (forced == kTcTileWgmma) return kTcTileTall;
   if (forced != kTcTileByRule) return forced;
   const int64_t Kg = p.K / p.groups, Cg = p.channels_per_group();
-  if (Cg <= WinogradWeightGradNarrow::kN || Kg <= kNarrowMaxOutputs) return -1;
-  return Kg > WinogradTcTile::kM ? 1 : 0;
+  if (Cg <= WinogradWeightGradNarrow::kN || Kg <= kNarrowMaxOutputs) return kTcIeee;
+  return Kg > WinogradTcTile::kM ? kTcTileTall : kTcTile;
 }
 
 // The memory format of a float32 call's operands: channels_last where the call's format is
@@ -564,6 +590,22 @@ at::MemoryFormat operand_format(bool tensor_cores, const at::Tensor& input, cons
   return tensor_cores && conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast
              ? at::MemoryFormat::ChannelsLast
              : at::MemoryFormat::Contiguous;
+}
+
+// The tensor-core tile of a forward or grad_input call (`map`) and the memory format its operands
+// take, decided once per call: kTcIeee and NCHW unless `tf32` (a float32 call with TF32 on).
+struct TcForwardPlan {
+  int tile = kTcIeee;
+  at::MemoryFormat format = at::MemoryFormat::Contiguous;
+  bool nhwc() const { return format == at::MemoryFormat::ChannelsLast; }
+};
+TcForwardPlan tc_forward_plan(bool tf32, const LaunchMap& map, const at::Tensor& input, const at::Tensor& weight) {
+  TcForwardPlan plan;
+  if (!tf32) return plan;
+  const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
+  plan.tile = tc_forward_tile(winograd_launch(map), channels_last);
+  if (plan.tile != kTcIeee && channels_last) plan.format = at::MemoryFormat::ChannelsLast;
+  return plan;
 }
 
 // kFollowTf32: the call's own dtype is float32, so PyTorch's TF32 switch applies to it (float16 /
@@ -577,14 +619,14 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
   const c10::cuda::CUDAGuard guard(input.device());
   check_can_implement("conv2d_winograd", kWinograd, make_problem(p, input));
   const bool tf32 = kFollowTf32 && tf32_enabled() && input.scalar_type() == at::kFloat;
-  const at::MemoryFormat format =
-      operand_format(tf32 && tc_forward_tile(winograd_launch(forward_map(p))) >= 0, input, weight);
-  auto x = input.contiguous(format);
+  const LaunchMap map = forward_map(p);
+  const TcForwardPlan plan = tc_forward_plan(tf32, map, input, weight);
+  auto x = input.contiguous(plan.format);
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
-  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(format));
+  auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cuda", [&] {
-    winograd_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, forward_map(p), y,
-                            tf32, format == at::MemoryFormat::ChannelsLast);
+    winograd_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, map, y, plan.tile,
+                            plan.nhwc());
   });
   return y;
 }
@@ -596,27 +638,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
   const bool tf32 = kFollowTf32 && tf32_enabled() && input.scalar_type() == at::kFloat;
   auto grad_input = [&](const ConvShape& p) {
     const LaunchMap map = with_reversed_taps(grad_input_map(p, 0, 0));
-    const at::MemoryFormat format = operand_format(tf32 && tc_forward_tile(winograd_launch(map)) >= 0, input, weight);
-    auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
-    auto gy = grad_output.contiguous(format);
+    const TcForwardPlan plan = tc_forward_plan(tf32, map, input, weight);
+    auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(plan.format));
+    auto gy = grad_output.contiguous(plan.format);
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cuda", [&] {
-      winograd_conv<scalar_t>(gy, weight, nullptr, map, gx, tf32, format == at::MemoryFormat::ChannelsLast);
+      winograd_conv<scalar_t>(gy, weight, nullptr, map, gx, plan.tile, plan.nhwc());
     });
     return gx;
   };
   auto grad_weight = [&](const ConvShape& p) {
     at::Tensor gw;
     int64_t bytes = 0;
-    const int tc_tile = tf32 ? tc_grad_weight_tile(p) : -1;
-    const bool nhwc = operand_format(tc_tile >= 0, input, weight) == at::MemoryFormat::ChannelsLast;
+    const int tc_tile = tf32 ? tc_grad_weight_tile(p) : kTcIeee;
+    const bool nhwc = operand_format(tc_tile != kTcIeee, input, weight) == at::MemoryFormat::ChannelsLast;
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_weight_cuda", [&] {
       if constexpr (std::is_same_v<scalar_t, float>) {
-        if (tc_tile == 1) {
+        if (tc_tile == kTcTileTall) {
           gw = winograd_tc_grad_weight<WinogradTcWeightGradTileTall>(p, grad_output, input, "fused:tf32-tall",
                                                                      nhwc, &bytes);
           return;
         }
-        if (tc_tile == 0) {
+        if (tc_tile == kTcTile) {
           gw = winograd_tc_grad_weight<WinogradTcTile>(p, grad_output, input, "fused:tf32", nhwc, &bytes);
           return;
         }

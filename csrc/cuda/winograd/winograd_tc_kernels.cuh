@@ -44,6 +44,7 @@ namespace cuda {
 //                       tile per thread; 16 tiles per chunk, two per thread, measured slower).
 template <int kM_, int kK_, int kThreads_, int kMinBlocks_>
 struct WinogradTcConfig {
+  static constexpr bool kWgmma = false;
   static constexpr int kM = kM_;  // filters per block
   static constexpr int kN = 32;   // tiles (grad_weight: channels) per block
   static constexpr int kK = kK_;  // channels (grad_weight: tiles) per chunk
@@ -74,15 +75,21 @@ struct WinogradTcConfig {
   static_assert(kK % 8 == 0 && kThreads >= 32 * kK && kN == 32, "a thread per (channel, tile) of a chunk");
   static_assert(kPointsPerWarp >= 1 && kM % kEpilogueFilters == 0, "whole points per warp, whole passes");
   static_assert(kUFloats % (4 * kThreads) == 0, "U's 16-byte words split evenly");
+  // The word of (channel kk of a chunk, filter m of the block) within a point's U: fragment order,
+  // [step][16-filter tile][lane][4], lane l's four words its A fragment (filters l / 4 and l / 4 + 8,
+  // channels l % 4 and l % 4 + 4 of the step).
+  static __host__ __device__ constexpr int u_word(int kk, int m) {
+    return (((kk / 8) * kMTiles + m / 16) * 32 + (m % 8) * 4 + kk % 4) * 4 + (m % 16) / 8 + 2 * ((kk % 8) / 4);
+  }
 };
 using WinogradTcTile = WinogradTcConfig<32, 8, 256, 2>;
 using WinogradTcTileTall = WinogradTcConfig<64, 16, 512, 1>;
 using WinogradTcWeightGradTileTall = WinogradTcConfig<64, 8, 512, 1>;
 
-// U for the forward kernel: [group][filter block of Cfg::kM][chunk of kK channels] and within a chunk
-// in the order the MMAs read it, [point][step][16-filter tile][lane][4]: lane l's four words are its
-// A fragment (filters l / 4 and l / 4 + 8, channels l % 4 and l % 4 + 4 of the step), one 16-byte
-// load. Rounded to TF32, zero beyond the filters and channels.
+// U for the forward kernels: [group][filter block of Cfg::kM][chunk of kK channels][point] and within
+// a point in the order the MMAs read it (Cfg::u_word: mma.sync fragments, or wgmma's core matrices),
+// so that a block's chunk is one contiguous run. Rounded to TF32, zero beyond the filters and
+// channels.
 template <typename Cfg>
 __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w, float* __restrict__ u,
                                                     const FilterLayout f) {
@@ -103,10 +110,8 @@ __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w,
 #pragma unroll
       for (int e = 0; e < kWinogradPoints; ++e) uu[e] = 0.f;
     }
-    const int step = (r % Cfg::kK) / 8, kk = r % 8, mm = m % 16;
-    const int lane = (mm % 8) * 4 + kk % 4, word = mm / 8 + 2 * (kk / 4);
     float* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kUFloats +
-                 ((step * Cfg::kMTiles + (m % Cfg::kM) / 16) * 32 + lane) * 4 + word;
+                 Cfg::u_word(r % Cfg::kK, m % Cfg::kM);
 #pragma unroll
     for (int e = 0; e < kWinogradPoints; ++e) dst[e * Cfg::kK * Cfg::kM] = round_to_tf32(uu[e]);
   }
@@ -175,18 +180,54 @@ __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float
     }
 }
 
-// The forward's epilogue, in passes of 32 filters: their 16 x 32 x 32 points through shared memory
-// ([point][filter][tile], rows of kLdV), so that each thread gathers the 16 points of one (filter,
-// tile) for the output transform. A thread's tile is the same in every pass (tile p0 + lane; filters
-// warp, warp + kThreads / 32, ...), so its output address and edges are decoded once.
-template <typename Cfg>
-__device__ __forceinline__ void tc_epilogue_nchw(TcAccumulators<Cfg>& acc, float* smem, const ForwardArgs<float>& a,
+// Stores one 16 x 8 accumulator fragment (rows row and row + 8, columns col and col + 1, in the
+// mma.sync C layout that wgmma repeats) into an epilogue's M: [filter][tile] rows of kLd words, or
+// tile-major [tile][filter] (kTileMajor, the NHWC epilogue).
+template <bool kTileMajor, int kLd>
+__device__ __forceinline__ void stage_fragment(float* m_tile, int row, int col, float c0, float c1, float c2,
+                                               float c3) {
+  if constexpr (kTileMajor) {
+    m_tile[col * kLd + row] = c0;
+    m_tile[(col + 1) * kLd + row] = c1;
+    m_tile[col * kLd + row + 8] = c2;
+    m_tile[(col + 1) * kLd + row + 8] = c3;
+  } else {
+    *reinterpret_cast<float2*>(m_tile + row * kLd + col) = make_float2(c0, c1);
+    *reinterpret_cast<float2*>(m_tile + (row + 8) * kLd + col) = make_float2(c2, c3);
+  }
+}
+
+// The points of one epilogue pass (filters pass * kEpilogueFilters on) from the mma.sync kernels'
+// accumulators into M: [point][filter][tile] (rows of kLdV), or [point][tile][filter] (rows of kLdMt)
+// where kTileMajor.
+template <typename Cfg, bool kTileMajor>
+__device__ __forceinline__ void stage_pass(const TcAccumulators<Cfg>& acc, int pass, float* m, int warp, int lane) {
+  constexpr int kF = Cfg::kEpilogueFilters, kP = Cfg::kPointsPerWarp;
+  constexpr int kLd = kTileMajor ? Cfg::kLdMt : Cfg::kLdV, kPoint = kTileMajor ? Cfg::kN * kLd : kF * kLd;
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int pe = 0; pe < kP; ++pe)
+#pragma unroll
+    for (int i = 0; i < kF / 16; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float(&c)[4] = acc[pe][pass * (kF / 16) + i][j];
+        stage_fragment<kTileMajor, kLd>(m + (warp * kP + pe) * kPoint, i * 16 + g, j * 8 + 2 * t, c[0], c[1], c[2],
+                                        c[3]);
+      }
+}
+
+// The forward's epilogue, in passes of Cfg::kEpilogueFilters filters: `stage(pass, smem)` puts their
+// 16 points x kEpilogueFilters x 32 tiles into shared memory ([point][filter][tile], rows of kLdV),
+// so that each thread gathers the 16 points of one (filter, tile) for the output transform. A
+// thread's tile is the same in every pass (tile p0 + lane; filters warp, warp + kThreads / 32, ...),
+// so its output address and edges are decoded once.
+template <typename Cfg, typename Stage>
+__device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, const ForwardArgs<float>& a,
                                                  const BlockCoord& bc, int64_t p0, int warp, int lane) {
-  constexpr int kLdV = Cfg::kLdV;
+  constexpr int kLdV = Cfg::kLdV, kF = Cfg::kEpilogueFilters;
   const WinogradConv& cv = a.cv;
   const int Kg = cv.Kg();
-  const int g = lane / 4, t = lane % 4;
-  constexpr int kP = Cfg::kPointsPerWarp, kF = Cfg::kEpilogueFilters;
   const bool out_live = p0 + lane < cv.tiles();
   const TileCoord ot = tile_coord(cv, out_live ? p0 + lane : 0);
   const int oy = 2 * ot.ty, ox = 2 * ot.tx;
@@ -197,19 +238,7 @@ __device__ __forceinline__ void tc_epilogue_nchw(TcAccumulators<Cfg>& acc, float
 #pragma unroll
   for (int pass = 0; pass < Cfg::kM / kF; ++pass) {
     __syncthreads();  // the stages (or the previous pass) are no longer read
-#pragma unroll
-    for (int pe = 0; pe < kP; ++pe) {
-      float* m_tile = smem + (warp * kP + pe) * kF * kLdV;
-#pragma unroll
-      for (int i = 0; i < kF / 16; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float(&c)[4] = acc[pe][pass * (kF / 16) + i][j];
-          const int row = i * 16 + g, col = j * 8 + 2 * t;
-          *reinterpret_cast<float2*>(m_tile + row * kLdV + col) = make_float2(c[0], c[1]);
-          *reinterpret_cast<float2*>(m_tile + (row + 8) * kLdV + col) = make_float2(c[2], c[3]);
-        }
-    }
+    stage(pass, smem);
     __syncthreads();
 #pragma unroll
     for (int m = warp; m < kF; m += Cfg::kThreads / 32) {
@@ -235,17 +264,17 @@ __device__ __forceinline__ void tc_epilogue_nchw(TcAccumulators<Cfg>& acc, float
   }
 }
 
-// The NHWC forward's epilogue: M through shared memory as [point][tile][filter] (rows of kLdMt), lanes
-// along the pass's 32 filters, so a tile's four outputs are four coalesced 128-byte stores; each
-// thread's tiles (warp, warp + kThreads / 32, ...) are decoded once.
-template <typename Cfg>
-__device__ __forceinline__ void tc_epilogue_nhwc(TcAccumulators<Cfg>& acc, float* smem, const ForwardArgs<float>& a,
+// The NHWC forward's epilogue: `stage(pass, smem)` puts M into shared memory as [point][tile][filter]
+// (rows of kLdMt), lanes then run along the pass's filters, so a tile's four outputs are coalesced
+// stores; each thread's tiles (warp, warp + kThreads / 32, ...) are decoded once.
+template <typename Cfg, typename Stage>
+__device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, const ForwardArgs<float>& a,
                                                  const BlockCoord& bc, int64_t p0, int warp, int lane) {
-  constexpr int kLdMt = Cfg::kLdMt, kF = Cfg::kEpilogueFilters, kP = Cfg::kPointsPerWarp;
+  constexpr int kLdMt = Cfg::kLdMt, kF = Cfg::kEpilogueFilters;
   constexpr int kWarps = Cfg::kThreads / 32, kTilesPerThread = Cfg::kN / kWarps;
+  static_assert(Cfg::kN % kWarps == 0 && kF % 32 == 0, "whole tiles per warp, whole filters per lane");
   const WinogradConv& cv = a.cv;
   const int Kg = cv.Kg();
-  const int g = lane / 4, t = lane % 4;
   const int64_t row_stride = int64_t(cv.out_W) * cv.out_C;
   int64_t y_off[kTilesPerThread];
   unsigned edges[kTilesPerThread];  // bit 0: the tile exists; 1: its right column; 2: its lower row
@@ -261,43 +290,87 @@ __device__ __forceinline__ void tc_epilogue_nhwc(TcAccumulators<Cfg>& acc, float
 #pragma unroll
   for (int pass = 0; pass < Cfg::kM / kF; ++pass) {
     __syncthreads();  // the stages (or the previous pass) are no longer read
-#pragma unroll
-    for (int pe = 0; pe < kP; ++pe) {
-      float* m_tile = smem + (warp * kP + pe) * Cfg::kN * kLdMt;
-#pragma unroll
-      for (int i = 0; i < kF / 16; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float(&c)[4] = acc[pe][pass * (kF / 16) + i][j];
-          const int row = i * 16 + g, col = j * 8 + 2 * t;
-          m_tile[col * kLdMt + row] = c[0];
-          m_tile[(col + 1) * kLdMt + row] = c[1];
-          m_tile[col * kLdMt + row + 8] = c[2];
-          m_tile[(col + 1) * kLdMt + row + 8] = c[3];
-        }
-    }
+    stage(pass, smem);
     __syncthreads();
-    const int k = bc.kt * Cfg::kM + pass * kF + lane;
-    if (k >= Kg) continue;
-    const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
 #pragma unroll
-    for (int r = 0; r < kTilesPerThread; ++r) {
-      if (!(edges[r] & 1u)) continue;
-      const int n = warp + r * kWarps;
-      float mm[16], out[4];
+    for (int f = lane; f < kF; f += 32) {
+      const int k = bc.kt * Cfg::kM + pass * kF + f;
+      if (k >= Kg) continue;
+      const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
 #pragma unroll
-      for (int e = 0; e < 16; ++e) mm[e] = smem[(e * Cfg::kN + n) * kLdMt + lane];
-      winograd_output_transform<float>(mm, out);
-      float* dst = a.y + y_off[r] + k;
-      dst[0] = out[0] + b;
-      if (edges[r] & 2u) dst[cv.out_C] = out[1] + b;
-      if (edges[r] & 4u) {
-        dst[row_stride] = out[2] + b;
-        if (edges[r] & 2u) dst[row_stride + cv.out_C] = out[3] + b;
+      for (int r = 0; r < kTilesPerThread; ++r) {
+        if (!(edges[r] & 1u)) continue;
+        const int n = warp + r * kWarps;
+        float mm[16], out[4];
+#pragma unroll
+        for (int e = 0; e < 16; ++e) mm[e] = smem[(e * Cfg::kN + n) * kLdMt + f];
+        winograd_output_transform<float>(mm, out);
+        float* dst = a.y + y_off[r] + k;
+        dst[0] = out[0] + b;
+        if (edges[r] & 2u) dst[cv.out_C] = out[1] + b;
+        if (edges[r] & 4u) {
+          dst[row_stride] = out[2] + b;
+          if (edges[r] & 2u) dst[row_stride + cv.out_C] = out[3] + b;
+        }
       }
     }
   }
 }
+
+// A forward loader thread's input patches: the 4x4 patch of tile p at channel `ch` of every chunk of
+// kK channels, NCHW or NHWC (kNhwc), loaded into registers. The patch origin and a 16-bit mask of
+// the values inside the image are decoded once, so that each load costs a bit test; the strides come
+// from the kernel parameter (constants, not registers).
+template <bool kNhwc, int kK>
+struct TcPatchLoader {
+  const WinogradConv& cv;  // the kernel parameter
+  const float* patch;
+  int ch;
+  unsigned inside;  // bit 4i + j: patch value (i, j) lies inside the image
+
+  __device__ __forceinline__ TcPatchLoader(const ForwardArgs<float>& a, const BlockCoord& bc, int64_t p, bool live,
+                                           int ch_)
+      : cv(a.cv), ch(ch_) {
+    const TileCoord tc = tile_coord(cv, live ? p : 0);
+    const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
+    const unsigned rc = live ? patch_mask(iy0, ix0, cv) : 0u;
+    inside = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) inside |= (rc >> i) & 1u ? ((rc >> 4) & 0xFu) << (i * 4) : 0u;
+    const int64_t c0 = int64_t(bc.g) * cv.Cg() + ch;
+    patch = kNhwc ? a.x + ((int64_t(tc.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + c0
+                  : a.x + (int64_t(tc.n) * cv.src_C + c0) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
+  }
+
+  __device__ __forceinline__ void load(int chunk, float (&d)[16]) const {
+    const unsigned m = chunk * kK + ch < cv.Cg() ? inside : 0u;
+    const int64_t row_step = kNhwc ? int64_t(cv.src_W) * cv.src_C : int64_t(cv.src_W);
+    const int col_step = kNhwc ? cv.src_C : 1;
+    const float* row = patch + chunk * (kNhwc ? int64_t(kK) : int64_t(kK) * cv.in_plane);
+#pragma unroll
+    for (int i = 0; i < 4; ++i, row += row_step)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) d[i * 4 + j] = (m >> (i * 4 + j)) & 1u ? __ldg(row + j * col_step) : 0.f;
+  }
+};
+
+// A forward block's U: each chunk is one contiguous run of the cache (Cfg::kUFloats words), copied as
+// it is by cp.async, 16 bytes per thread and step.
+template <typename Cfg>
+struct TcUFetcher {
+  const float* u_block;  // this thread's first word of the block's first chunk
+
+  __device__ __forceinline__ TcUFetcher(const ForwardArgs<float>& a, const BlockCoord& bc)
+      : u_block(a.u + (int64_t(bc.g) * a.k_tiles + bc.kt) * (a.reduction_pad / Cfg::kK) * Cfg::kUFloats +
+                threadIdx.x * 4) {}
+
+  __device__ __forceinline__ void fetch(int chunk, float* u_tile) const {
+    const float* src = u_block + int64_t(chunk) * Cfg::kUFloats;
+#pragma unroll
+    for (int q = 0; q < Cfg::kUFloats / 4 / Cfg::kThreads; ++q)
+      cp_async_16(u_tile + (threadIdx.x + q * Cfg::kThreads) * 4, src + q * Cfg::kThreads * 4);
+  }
+};
 
 // kNhwc: x and y are channels_last. The loaders' lanes then run along a chunk's channels (coalesced
 // NHWC reads), V is stored tile-major, and the epilogue's lanes run along filters (coalesced NHWC
@@ -318,30 +391,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // (NCHW: a warp per channel, lanes along tiles; NHWC: lanes along channels, 32 / kK tiles per warp).
   const bool loader = threadIdx.x < 32 * Cfg::kK;
   const int ch = kNhwc ? lane % Cfg::kK : warp, tl = kNhwc ? warp * (32 / Cfg::kK) + lane / Cfg::kK : lane;
-  const int64_t p = p0 + tl;
-  const bool tile_ok = loader && p < cv.tiles();
-  const TileCoord tc = tile_coord(cv, tile_ok ? p : 0);
-  const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
-  // Bit 4i + j: patch value (i, j) lies inside the image.
-  const unsigned rc = tile_ok ? patch_mask(iy0, ix0, cv) : 0u;
-  unsigned inside = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) inside |= (rc >> i) & 1u ? ((rc >> 4) & 0xFu) << (i * 4) : 0u;
-  const int64_t c0 = int64_t(bc.g) * cv.Cg() + (loader ? ch : 0);
-  const float* patch = kNhwc ? a.x + ((int64_t(tc.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + c0
-                             : a.x + (int64_t(tc.n) * cv.src_C + c0) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
-  const int64_t chunk_step = kNhwc ? int64_t(Cfg::kK) : int64_t(Cfg::kK) * cv.in_plane;
-  const int64_t row_step = kNhwc ? int64_t(cv.src_W) * cv.src_C : int64_t(cv.src_W);
-  const int col_step = kNhwc ? cv.src_C : 1;
-
-  auto load_patch = [&](int chunk, float (&d)[16]) {
-    const unsigned m = chunk * Cfg::kK + ch < cv.Cg() ? inside : 0u;
-    const float* row = patch + chunk * chunk_step;
-#pragma unroll
-    for (int i = 0; i < 4; ++i, row += row_step)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) d[i * 4 + j] = (m >> (i * 4 + j)) & 1u ? __ldg(row + j * col_step) : 0.f;
-  };
+  const TcPatchLoader<kNhwc, Cfg::kK> patch(a, bc, p0 + tl, loader && p0 + tl < cv.tiles(), loader ? ch : 0);
   auto store_v = [&](const float (&d)[16], float* v_tile) {
     float v[16];
     winograd_input_transform<float>(d, v);
@@ -351,15 +401,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       *dst = __uint_as_float(tf32_bits_for_mma(v[e]));
     }
   };
-  // U: the block's chunk is one contiguous run of the cache, copied as it is.
-  const float* u_block = a.u + (int64_t(bc.g) * a.k_tiles + bc.kt) * (a.reduction_pad / Cfg::kK) * Cfg::kUFloats +
-                         threadIdx.x * 4;
-  auto fetch_u = [&](int chunk, float* u_tile) {
-    const float* src = u_block + int64_t(chunk) * Cfg::kUFloats;
-#pragma unroll
-    for (int q = 0; q < Cfg::kUFloats / 4 / Cfg::kThreads; ++q)
-      cp_async_16(u_tile + (threadIdx.x + q * Cfg::kThreads) * 4, src + q * Cfg::kThreads * 4);
-  };
+  const TcUFetcher<Cfg> u_chunks(a, bc);
+  auto fetch_u = [&](int chunk, float* u_tile) { u_chunks.fetch(chunk, u_tile); };
 
   float acc[Cfg::kPointsPerWarp][Cfg::kMTiles][4][4];
   zero_accumulators<Cfg>(acc);
@@ -369,7 +412,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   fetch_u(0, stage_u(0));
   cp_async_commit();
   if (loader) {
-    load_patch(0, d);
+    patch.load(0, d);
     store_v(d, stage_v(0));
   }
   for (int chunk = 0; chunk < chunks; ++chunk) {
@@ -381,15 +424,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (more) {
       fetch_u(chunk + 1, stage_u(s ^ 1));
       cp_async_commit();
-      if (loader) load_patch(chunk + 1, d);
+      if (loader) patch.load(chunk + 1, d);
     }
     chunk_mmas<Cfg, true, kNhwc>(acc, stage_u(s), stage_v(s), warp, lane);
     if (more && loader) store_v(d, stage_v(s ^ 1));
   }
+  auto stage = [&](int pass, float* m) { stage_pass<Cfg, kNhwc>(acc, pass, m, warp, lane); };
   if constexpr (kNhwc)
-    tc_epilogue_nhwc<Cfg>(acc, smem, a, bc, p0, warp, lane);
+    tc_epilogue_nhwc<Cfg>(stage, smem, a, bc, p0, warp, lane);
   else
-    tc_epilogue_nchw<Cfg>(acc, smem, a, bc, p0, warp, lane);
+    tc_epilogue_nchw<Cfg>(stage, smem, a, bc, p0, warp, lane);
 }
 
 // grad_weight on tensor cores: dU = dM V^T per point, reducing over tiles (the FP32 kernel's
