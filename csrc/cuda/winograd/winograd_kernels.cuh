@@ -284,6 +284,24 @@ struct FilterLayout {
   int reduction_pad, outputs_pad;
 };
 
+// U = G g G^T of filter pair (reduction r, output m) of group g in layout f: the 3x3 taps of the
+// forward filter (k, c), reversed where f.rotated (grad_input), or zeros in the padding.
+template <typename Tile, typename T>
+__device__ __forceinline__ void filter_points(const T* __restrict__ w, const FilterLayout& f, int g, int r, int m,
+                                              T (&uu)[Tile::kPoints]) {
+  if (m < f.outputs && r < f.reduction) {
+    const int k = f.rotated ? r : m, c = f.rotated ? m : r;
+    const T* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
+    T taps[9];
+#pragma unroll
+    for (int t = 0; t < 9; ++t) taps[t] = src[f.rotated ? 8 - t : t];
+    Tile::filter(taps, uu);
+  } else {
+#pragma unroll
+    for (int e = 0; e < Tile::kPoints; ++e) uu[e] = T(0);
+  }
+}
+
 template <typename Tile, typename T, int kGroupPoints>
 __global__ void winograd_filter_transform_kernel(const T* __restrict__ w, T* __restrict__ u, const FilterLayout f) {
   static_assert(Tile::kPoints % kGroupPoints == 0, "point groups split the points evenly");
@@ -293,17 +311,7 @@ __global__ void winograd_filter_transform_kernel(const T* __restrict__ w, T* __r
     const int m = int(i % f.outputs_pad), r = int((i / f.outputs_pad) % f.reduction_pad);
     const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
     T uu[Tile::kPoints];
-    if (m < f.outputs && r < f.reduction) {
-      const int k = f.rotated ? r : m, c = f.rotated ? m : r;
-      const T* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
-      T taps[9];
-#pragma unroll
-      for (int t = 0; t < 9; ++t) taps[t] = src[f.rotated ? 8 - t : t];
-      Tile::filter(taps, uu);
-    } else {
-#pragma unroll
-      for (int e = 0; e < Tile::kPoints; ++e) uu[e] = T(0);
-    }
+    filter_points<Tile>(w, f, g, r, m, uu);
 #pragma unroll
     for (int q = 0; q < kPointGroups; ++q) {
       T* dst = u + ((int64_t(g) * kPointGroups + q) * f.reduction_pad + r) * kGroupPoints * f.outputs_pad + m;

@@ -99,17 +99,7 @@ __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w,
     const int m = int(i % f.outputs_pad), r = int((i / f.outputs_pad) % f.reduction_pad);
     const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
     float uu[kWinogradPoints];
-    if (m < f.outputs && r < f.reduction) {
-      const int k = f.rotated ? r : m, c = f.rotated ? m : r;
-      const float* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
-      float taps[9];
-#pragma unroll
-      for (int t = 0; t < 9; ++t) taps[t] = src[f.rotated ? 8 - t : t];
-      WinogradF2x2::filter(taps, uu);
-    } else {
-#pragma unroll
-      for (int e = 0; e < kWinogradPoints; ++e) uu[e] = 0.f;
-    }
+    filter_points<WinogradF2x2>(w, f, g, r, m, uu);
     float* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kUFloats +
                  Cfg::u_word(r % Cfg::kK, m % Cfg::kM);
 #pragma unroll
