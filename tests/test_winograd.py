@@ -296,17 +296,19 @@ TF32_SHAPES = [
 
 @needs_cuda
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-@pytest.mark.parametrize("tile", ["tf32", "tf32-tall", "tf32-wgmma"])
+@pytest.mark.parametrize("tile", ["tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster"])
 @pytest.mark.parametrize("shape", TF32_SHAPES + [
     (2, 24, 130, 11, 9, 1, 1, True),  # 130 filters: 64-filter blocks, the last with 2
     (2, 45, 70, 19, 17, 1, 1, True),  # wgmma: 3 chunks of 16 channels, the last partial; 2 filter blocks
 ], ids=shape_id)
 def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
     """The tiles of the tensor-core kernels (32 and 64 filters per block on mma.sync, 64 on Hopper's
-    wgmma, whose grad_weight runs tf32-tall), forced, in both memory formats: channels_last operands
-    are read and written as they are (last_choice's /a=nhwc), with no NCHW copy, and the outputs and
-    gradients come back channels_last."""
-    if tile == "tf32-wgmma" and torch.cuda.get_device_capability() != (9, 0):
+    wgmma, alone or split by points over a cluster of two blocks; the wgmma tiles' grad_weight runs
+    tf32-tall), forced, in both memory formats: channels_last operands are read and written as they
+    are (last_choice's /a=nhwc), with no NCHW copy, and the outputs and gradients come back
+    channels_last. The cluster tile's 64-tile blocks are partial on every shape here (H = 1: 10
+    tiles, all in the first block's half)."""
+    if tile.startswith("tf32-wgmma") and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     n, c, k, h, w, padding, groups, bias = shape
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
@@ -323,7 +325,7 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
         gx, gw = torch.autograd.grad(y, (x, wt), gy)
         _, grad_input, grad_weight = torchconv.last_choice().split()
         assert grad_input == f"grad_input:fused:{tile}/splits=1{nhwc}", grad_input
-        weight_tile = "tf32-tall" if tile == "tf32-wgmma" else tile
+        weight_tile = "tf32-tall" if tile.startswith("tf32-wgmma") else tile
         assert re.fullmatch(rf"grad_weight:fused:{weight_tile}/splits=\d+{nhwc}", grad_weight), grad_weight
         # The slices of the tile reduction are summed in a fixed order: the same bits every call.
         assert torch.equal(torch.autograd.grad(torchconv.conv2d(x, wt, b, algorithm="winograd", **kw), wt, gy)[0], gw)
@@ -391,14 +393,41 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
 
 
 @needs_cuda
-def test_tf32_wgmma_forced_off_hopper_is_a_value_error():
-    """tf32-wgmma runs on sm_90a only: forced elsewhere, a TF32 call raises a ValueError naming it."""
+@pytest.mark.parametrize("tile", ["tf32-wgmma", "tf32-wgmma-cluster"])
+def test_tf32_wgmma_forced_off_hopper_is_a_value_error(tile):
+    """The wgmma tiles run on sm_90a only: forced elsewhere, a TF32 call raises a ValueError naming
+    the config."""
     if torch.cuda.get_device_capability() == (9, 0):
         pytest.skip("wgmma runs here")
     torch.backends.cudnn.allow_tf32 = True
     x, w = torch.randn(1, 16, 8, 8, device="cuda"), torch.randn(64, 16, 3, 3, device="cuda")
-    with using_config("winograd", "tf32-wgmma"), pytest.raises(ValueError, match="'tf32-wgmma' .* sm_90a"):
+    with using_config("winograd", tile), pytest.raises(ValueError, match=f"'{tile}' .* sm_90a"):
         torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+
+
+@needs_cuda
+@pytest.mark.parametrize("c, k, groups, choice", [
+    (256, 64, 1, "CLUSTER"),  # 256 channels: the cluster tile (on Hopper)
+    (512, 40, 1, "CLUSTER"),  # and beyond; 40 filters: one partial filter block
+    (255, 64, 1, "fused:tf32-tall/"),  # fewer channels: the 64-filter mma.sync block
+    (256, 128, 2, "fused:tf32-tall/"),  # 256 channels in 2 groups: a group's 128 count
+    (512, 32, 1, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
+])
+def test_channels_last_tile_rule_under_tf32(c, k, groups, choice):
+    """channels_last calls under TF32 take Hopper's wgmma cluster tile (64 filters x 64 tiles, the
+    points split over two blocks) from 256 channels per group on, and mma.sync's 64-filter tile below
+    (and off Hopper); the output matches cuDNN's TF32 error bar."""
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    choice = choice.replace("CLUSTER", "fused:tf32-wgmma-cluster/" if hopper else "fused:tf32-tall/")
+    torch.backends.cudnn.allow_tf32 = True
+    x = torch.randn(2, c, 11, 13, device="cuda").contiguous(memory_format=torch.channels_last)
+    w = torch.randn(k, c // groups, 3, 3, device="cuda") / 30
+    y = torchconv.conv2d(x, w, None, 1, 1, 1, groups, algorithm="winograd")
+    assert torchconv.last_choice() == f"forward:{choice}splits=1/a=nhwc", torchconv.last_choice()
+    ref = F.conv2d(x.double(), w.double(), None, 1, 1, 1, groups)
+    cudnn_err = rel_err(F.conv2d(x, w, None, 1, 1, 1, groups), ref)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert rel_err(y, ref) <= allowed_error(cudnn_err, torch.float32)
 
 
 @needs_cuda

@@ -50,10 +50,13 @@ namespace {
 // torchconv.set_config("winograd", name) or TORCHCONV_WINOGRAD_CONFIG (tall applies to the fused
 // variant only). A forced config also turns off the shallow and narrow kernels, so both can be timed.
 // tf32 and tf32-tall are the tensor-core fused kernel's tiles (32 and 64 filters per block), tf32-wgmma
-// the 64-filter block on Hopper's wgmma (sm_90a only; grad_weight then runs tf32-tall): forced, they
-// take the fused and auto variants' calls that follow TF32, and other calls run the default.
-constexpr const char* kConfigNames[] = {"default", "thin", "tall", "tf32", "tf32-tall", "tf32-wgmma"};
-constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4, kConfigTf32Wgmma = 5;
+// the 64-filter block on Hopper's wgmma and tf32-wgmma-cluster its 64 x 64 output block split by
+// points over a cluster of two blocks (both sm_90a only; grad_weight then runs tf32-tall): forced,
+// they take the fused and auto variants' calls that follow TF32, and other calls run the default.
+constexpr const char* kConfigNames[] = {"default",    "thin", "tall", "tf32", "tf32-tall",
+                                        "tf32-wgmma", "tf32-wgmma-cluster"};
+constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4, kConfigTf32Wgmma = 5,
+              kConfigTf32WgmmaCluster = 6;
 
 // Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
 //   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
@@ -138,6 +141,20 @@ at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) 
                            winograd_filter_transform_kernel<Tile, T, kGroupPoints>);
 }
 
+// Blocks per cluster of a fused forward tile (Cfg::kCluster where it has one).
+template <typename Cfg, typename = void>
+struct ClusterBlocks {
+  static constexpr int value = 1;
+};
+template <typename Cfg>
+struct ClusterBlocks<Cfg, std::void_t<decltype(Cfg::kCluster)>> {
+  static constexpr int value = Cfg::kCluster;
+};
+template <typename Cfg>
+constexpr int fused_cluster_blocks() {
+  return ClusterBlocks<Cfg>::value;
+}
+
 // One launch of a fused forward kernel: a block per (filter tile of Cfg::kM, tile block of Cfg::kN,
 // group), filter tiles fastest (block_coord).
 template <typename T, typename Cfg, typename Kernel>
@@ -149,11 +166,25 @@ void launch_fused(Kernel kernel, size_t smem, const at::Tensor& x, const at::Ten
   a.k_tiles = int(ceil_div(cv.Kg(), Cfg::kM));
   const int64_t p_tiles = ceil_div(cv.tiles(), Cfg::kN);
   const int64_t blocks = int64_t(a.k_tiles) * p_tiles * cv.groups;
-  check_grid(blocks, "conv2d_winograd");
+  check_grid(blocks * fused_cluster_blocks<Cfg>(), "conv2d_winograd");
   a.p_tiles = int(p_tiles);
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
-  kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if constexpr (fused_cluster_blocks<Cfg>() > 1) {
+    // Clusters of consecutive blocks share one (filter block, tile block, group).
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(blocks * Cfg::kCluster));
+    config.blockDim = dim3(Cfg::kThreads);
+    config.dynamicSmemBytes = smem;
+    config.stream = current_stream();
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = Cfg::kCluster, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster, config.numAttrs = 1;
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+  } else {
+    kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
   record_workspace_bytes(0);
 }
 
@@ -180,11 +211,15 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bi
                   at::Tensor& y, bool nhwc) {
   const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
   void (*kernel)(ForwardArgs<float>);
-  if constexpr (Cfg::kWgmma)
+  if constexpr (fused_cluster_blocks<Cfg>() > 1)
+    kernel = nhwc ? winograd_wgmma_cluster_forward_kernel<Cfg, true> : winograd_wgmma_cluster_forward_kernel<Cfg, false>;
+  else if constexpr (Cfg::kWgmma)
     kernel = nhwc ? winograd_wgmma_fused_forward_kernel<Cfg, true> : winograd_wgmma_fused_forward_kernel<Cfg, false>;
   else
     kernel = nhwc ? winograd_tc_fused_forward_kernel<Cfg, true> : winograd_tc_fused_forward_kernel<Cfg, false>;
-  launch_fused<float, Cfg>(kernel, Cfg::kForwardSmemBytes, x, tc_transformed_filters<Cfg>(weight, f), f, bias, cv, y);
+  // The cluster tile reads the single wgmma block's cache (the same U, half of each chunk per block).
+  using UTile = std::conditional_t<fused_cluster_blocks<Cfg>() == 1, Cfg, WinogradWgmmaTile>;
+  launch_fused<float, Cfg>(kernel, Cfg::kForwardSmemBytes, x, tc_transformed_filters<UTile>(weight, f), f, bias, cv, y);
 }
 
 // The tensor-core kernel's tile: 64 filters per block where a group has more than 32 filters, else
@@ -194,38 +229,50 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bi
 bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
 
 // The tensor-core tiles, as tc_forward_tile and tc_grad_weight_tile name them.
-constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2;
-constexpr const char* kTcTileChoices[] = {"fused:tf32", "fused:tf32-tall", "fused:tf32-wgmma"};
+constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2, kTcTileWgmmaCluster = 3;
+constexpr const char* kTcTileChoices[] = {"fused:tf32", "fused:tf32-tall", "fused:tf32-wgmma",
+                                          "fused:tf32-wgmma-cluster"};
 
 // The tensor-core tile of a float32 call under TF32 as the variant and a forced config decide it:
 // kTcIeee (the staged or F(4x4) variant, a forced IEEE tile config), the forced tile, or
-// kTcTileByRule (the fused or auto variant, no forced config). tf32-wgmma forced where wgmma cannot
+// kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
 // run is a ValueError.
-constexpr int kTcTileByRule = 3;
+constexpr int kTcTileByRule = 4;
 int forced_tc_tile() {
   const WinogradVariant variant = winograd_variant();
   if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return kTcIeee;
   const int forced = forced_config(kWinograd);
-  if (forced == kConfigTf32Wgmma) {
-    TORCH_CHECK_VALUE(wgmma_device(), "torchconv.conv2d_winograd: config 'tf32-wgmma' (forced by set_config) runs "
-                      "on sm_90a GPUs (Hopper) only; this GPU or build runs tf32 and tf32-tall");
-    return kTcTileWgmma;
+  if (forced == kConfigTf32Wgmma || forced == kConfigTf32WgmmaCluster) {
+    TORCH_CHECK_VALUE(wgmma_device(), "torchconv.conv2d_winograd: config '", kConfigNames[forced],
+                      "' (forced by set_config) runs on sm_90a GPUs (Hopper) only; this GPU or build runs tf32 and "
+                      "tf32-tall");
+    return forced == kConfigTf32Wgmma ? kTcTileWgmma : kTcTileWgmmaCluster;
   }
   if (forced == kConfigTf32 || forced == kConfigTf32Tall) return forced == kConfigTf32Tall ? kTcTileTall : kTcTile;
   return forced >= 0 ? kTcIeee : kTcTileByRule;
 }
 
+// The reduction (channels per group) from which channels_last calls take the wgmma cluster tile: it
+// halves the shared-memory and L2 traffic of U per MMA, which pays where the reduction is long; each
+// of its blocks loads 3 of a patch's 4 rows for its half of the points, 1.5 times the single block's
+// patch loads, which costs more where it is short, and on every NCHW layer but the smallest, whose
+// loads are the less efficient ones (docs/winograd.md).
+constexpr int kClusterMinReduction = 256;
+
 // A float32 forward or grad_input under TF32 (`channels_last`: the call's memory format): the
 // tensor-core kernel's tile, by the rule on every layer but those of the shallow and narrow kernels
-// (kTcIeee). Where a group has more than 32 filters, the 64-filter block: on wgmma for NCHW calls
-// where the device has it, on mma.sync otherwise (the wgmma kernel's NHWC loads leave ptxas too few
-// registers to keep its MMAs asynchronous, and it measured slower there; docs/winograd.md).
+// (kTcIeee). Where a group has more than 32 filters, a 64-filter block: where the device has wgmma,
+// the single wgmma block for NCHW calls and, for channels_last calls, the cluster tile from
+// kClusterMinReduction channels on; mma.sync's tf32-tall otherwise (the single wgmma block's NHWC
+// loads leave ptxas too few registers to keep its MMAs asynchronous).
 int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
   if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return kTcIeee;
   if (!tc_tall(cv)) return kTcTile;
-  return wgmma_device() && !channels_last ? kTcTileWgmma : kTcTileTall;
+  if (!wgmma_device()) return kTcTileTall;
+  if (!channels_last) return kTcTileWgmma;
+  return cv.Cg() >= kClusterMinReduction ? kTcTileWgmmaCluster : kTcTileTall;
 }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
@@ -380,6 +427,7 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
       record_last_choice(pass, kTcTileChoices[tile], 1);
       if (nhwc) record_last_operand(pass, "nhwc");
       if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
+      if (tile == kTcTileWgmmaCluster) return run_tc_fused<WinogradWgmmaClusterTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
       return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
     }
@@ -571,13 +619,13 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
 }
 
 // grad_weight under TF32 (a float32 call with the switch on): the tensor-core kernel's tile (kTcTile:
-// 32 filters, kTcTileTall: 64; a forced tf32-wgmma runs tf32-tall) where the forward's would run --
+// 32 filters, kTcTileTall: 64; a forced wgmma tile runs tf32-tall) where the forward's would run --
 // except the layers of the narrow IEEE tile (at most 8 channels per group, an RGB stem) and of at
 // most 4 filters per group; kTcIeee: IEEE FP32. The 64-filter tile where a group has more than 32
 // filters: a patch's transform then serves twice the filters.
 int tc_grad_weight_tile(const ConvShape& p) {
   const int forced = forced_tc_tile();
-  if (forced == kTcTileWgmma) return kTcTileTall;
+  if (forced == kTcTileWgmma || forced == kTcTileWgmmaCluster) return kTcTileTall;
   if (forced != kTcTileByRule) return forced;
   const int64_t Kg = p.K / p.groups, Cg = p.channels_per_group();
   if (Cg <= WinogradWeightGradNarrow::kN || Kg <= kNarrowMaxOutputs) return kTcIeee;

@@ -337,8 +337,7 @@ struct ForwardArgs {
 struct BlockCoord {
   int kt, pt, g;
 };
-__device__ __forceinline__ BlockCoord block_coord(int k_tiles, int p_tiles) {
-  int b = blockIdx.x;
+__device__ __forceinline__ BlockCoord block_coord(int k_tiles, int p_tiles, int b = blockIdx.x) {
   const int kt = b % k_tiles;
   b /= k_tiles;
   return {kt, b % p_tiles, b / p_tiles};

@@ -61,6 +61,7 @@ struct WinogradTcConfig {
   // channels) within two ways of the banks.
   static constexpr int kLdVt = kK + 4;
   static constexpr int kUFloats = kWinogradPoints * kK * kM;  // the forward's U of a chunk (one run of the cache)
+  static constexpr int kUChunkFloats = kUFloats;               // the cache's chunk: the block's U
   static constexpr int kDmFloats = kWinogradPoints * kK * kLdA, kVFloats = kWinogradPoints * kK * kLdV;
   static constexpr int kVtFloats = kWinogradPoints * kN * kLdVt;
   static constexpr int kForwardVFloats = kVFloats > kVtFloats ? kVFloats : kVtFloats;
@@ -100,7 +101,7 @@ __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w,
     const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
     float uu[kWinogradPoints];
     filter_points<WinogradF2x2>(w, f, g, r, m, uu);
-    float* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kUFloats +
+    float* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kUChunkFloats +
                  Cfg::u_word(r % Cfg::kK, m % Cfg::kM);
 #pragma unroll
     for (int e = 0; e < kWinogradPoints; ++e) dst[e * Cfg::kK * Cfg::kM] = round_to_tf32(uu[e]);
@@ -307,55 +308,56 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
   }
 }
 
-// A forward loader thread's input patches: the 4x4 patch of tile p at channel `ch` of every chunk of
-// kK channels, NCHW or NHWC (kNhwc), loaded into registers. The patch origin and a 16-bit mask of
-// the values inside the image are decoded once, so that each load costs a bit test; the strides come
-// from the kernel parameter (constants, not registers).
-template <bool kNhwc, int kK>
+// A forward loader thread's input patches: kRows rows (from row `row0` on) of the 4x4 patch of tile p
+// at channel `ch` of every chunk of kK channels, NCHW or NHWC (kNhwc), loaded into registers. The
+// patch origin and a mask of the values inside the image are decoded once, so that each load costs a
+// bit test; the strides come from the kernel parameter (constants, not registers).
+template <bool kNhwc, int kK, int kRows = 4>
 struct TcPatchLoader {
   const WinogradConv& cv;  // the kernel parameter
   const float* patch;
   int ch;
-  unsigned inside;  // bit 4i + j: patch value (i, j) lies inside the image
+  unsigned inside;  // bit 4i + j: value (row0 + i, j) of the patch lies inside the image
 
   __device__ __forceinline__ TcPatchLoader(const ForwardArgs<float>& a, const BlockCoord& bc, int64_t p, bool live,
-                                           int ch_)
+                                           int ch_, int row0 = 0)
       : cv(a.cv), ch(ch_) {
     const TileCoord tc = tile_coord(cv, live ? p : 0);
-    const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
+    const int iy0 = 2 * tc.ty + cv.col_oy + row0, ix0 = 2 * tc.tx + cv.col_ox;
     const unsigned rc = live ? patch_mask(iy0, ix0, cv) : 0u;
     inside = 0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) inside |= (rc >> i) & 1u ? ((rc >> 4) & 0xFu) << (i * 4) : 0u;
+    for (int i = 0; i < kRows; ++i) inside |= (rc >> i) & 1u ? ((rc >> 4) & 0xFu) << (i * 4) : 0u;
     const int64_t c0 = int64_t(bc.g) * cv.Cg() + ch;
     patch = kNhwc ? a.x + ((int64_t(tc.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + c0
                   : a.x + (int64_t(tc.n) * cv.src_C + c0) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
   }
 
-  __device__ __forceinline__ void load(int chunk, float (&d)[16]) const {
+  __device__ __forceinline__ void load(int chunk, float (&d)[4 * kRows]) const {
     const unsigned m = chunk * kK + ch < cv.Cg() ? inside : 0u;
     const int64_t row_step = kNhwc ? int64_t(cv.src_W) * cv.src_C : int64_t(cv.src_W);
     const int col_step = kNhwc ? cv.src_C : 1;
     const float* row = patch + chunk * (kNhwc ? int64_t(kK) : int64_t(kK) * cv.in_plane);
 #pragma unroll
-    for (int i = 0; i < 4; ++i, row += row_step)
+    for (int i = 0; i < kRows; ++i, row += row_step)
 #pragma unroll
       for (int j = 0; j < 4; ++j) d[i * 4 + j] = (m >> (i * 4 + j)) & 1u ? __ldg(row + j * col_step) : 0.f;
   }
 };
 
-// A forward block's U: each chunk is one contiguous run of the cache (Cfg::kUFloats words), copied as
-// it is by cp.async, 16 bytes per thread and step.
+// A forward block's U: each chunk is one contiguous run of the cache (Cfg::kUFloats words, from word
+// `offset` of the cache's chunk of Cfg::kUChunkFloats), copied as it is by cp.async, 16 bytes per
+// thread and step.
 template <typename Cfg>
 struct TcUFetcher {
   const float* u_block;  // this thread's first word of the block's first chunk
 
-  __device__ __forceinline__ TcUFetcher(const ForwardArgs<float>& a, const BlockCoord& bc)
-      : u_block(a.u + (int64_t(bc.g) * a.k_tiles + bc.kt) * (a.reduction_pad / Cfg::kK) * Cfg::kUFloats +
-                threadIdx.x * 4) {}
+  __device__ __forceinline__ TcUFetcher(const ForwardArgs<float>& a, const BlockCoord& bc, int offset = 0)
+      : u_block(a.u + (int64_t(bc.g) * a.k_tiles + bc.kt) * (a.reduction_pad / Cfg::kK) * Cfg::kUChunkFloats +
+                offset + threadIdx.x * 4) {}
 
   __device__ __forceinline__ void fetch(int chunk, float* u_tile) const {
-    const float* src = u_block + int64_t(chunk) * Cfg::kUFloats;
+    const float* src = u_block + int64_t(chunk) * Cfg::kUChunkFloats;
 #pragma unroll
     for (int q = 0; q < Cfg::kUFloats / 4 / Cfg::kThreads; ++q)
       cp_async_16(u_tile + (threadIdx.x + q * Cfg::kThreads) * 4, src + q * Cfg::kThreads * 4);

@@ -20,8 +20,12 @@
 // or tiles) x 4 channels, 128 contiguous bytes each, [channel quad][row octet][row][channel]; the V
 // stores of a loader warp fall in distinct banks (WinogradWgmmaTile::kVQuad). U comes in that order
 // from its cache (winograd_filter_transform_tc_kernel with u_word).
+//
+// The second kernel (WinogradWgmmaClusterTile, below) splits a 64 x 64 output block's 16 points over
+// a cluster of two blocks, which halves U's traffic per MMA at the cost of more patch loads.
 #pragma once
 
+#include "../common/cluster.cuh"
 #include "../common/wgmma.cuh"
 #include "winograd_tc_kernels.cuh"
 
@@ -40,6 +44,7 @@ struct WinogradWgmmaTile {
   // in distinct banks (the NCHW loaders' lanes cover one quad, 32 banks, either way).
   static constexpr int kVQuad = kN * 4 + 8, kVPoint = (kK / 4) * kVQuad;
   static constexpr int kUFloats = kWinogradPoints * kK * kM, kVFloats = kWinogradPoints * kVPoint;
+  static constexpr int kUChunkFloats = kUFloats;  // the cache's chunk: the block's U
   static constexpr int kStage = kUFloats + kVFloats;
   // The epilogue stages all 64 filters in one pass (the stages' space holds them).
   static constexpr int kEpilogueFilters = kM;
@@ -160,6 +165,240 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     tc_epilogue_nhwc<Cfg>(stage, smem, a, bc, p0, warp, lane);
   else
     tc_epilogue_nchw<Cfg>(stage, smem, a, bc, p0, warp, lane);
+}
+
+// The cluster block: the 16 points of a 64 filters x 64 tiles output block split over a cluster of
+// two blocks, each owning 8 points (the point rows 2 * rank and 2 * rank + 1) for all 64 x 64. A
+// block then streams only its points' U (half of each chunk of the cache), and each MMA is an
+// m64n64k8 that reads 64 rows of V per 64 rows of U where the single block's m64n32k8 read 32: per
+// chunk the shared-memory traffic (U and V written, then read by the MMAs) is two thirds and the U
+// read from L2 half of WinogradWgmmaTile's for the same MMA work. A thread loads 3 of a patch's 4
+// rows (those its point rows need) for two tiles per chunk. The output transform is linear in M, so
+// each block applies it to its own two point rows and the partial outputs of the partner's 32 tiles
+// go to the partner's shared memory once, after the reduction.
+struct WinogradWgmmaClusterTile {
+  static constexpr bool kWgmma = true;
+  static constexpr int kCluster = 2;
+  static constexpr int kM = 64, kN = 64, kK = 16, kSteps = kK / 8;
+  static constexpr int kThreads = 512, kMinBlocks = 1;
+  static constexpr int kPoints = kWinogradPoints / kCluster;  // per block: point rows 2 * rank, 2 * rank + 1
+  static constexpr int kWarpgroups = kThreads / 128, kPointsPerGroup = kPoints / kWarpgroups;
+  static constexpr int kPatchRows = 3;  // the input rows two adjacent point rows of B^T d read
+  static constexpr int kTilesPerThread = kN * kK / kThreads;
+  // V's channel quads kN * 4 + 8 words apart, as in WinogradWgmmaTile (the NHWC loaders' banks).
+  static constexpr int kVQuad = kN * 4 + 8, kVPoint = (kK / 4) * kVQuad;
+  static constexpr int kUChunkFloats = kWinogradPoints * kK * kM;  // the cache's chunk (WinogradWgmmaTile's)
+  static constexpr int kUFloats = kPoints * kK * kM, kVFloats = kPoints * kVPoint;
+  static constexpr int kStage = kUFloats + kVFloats;
+  // The epilogue: the block's M as [point][filter][tile] (rows of kLdM) or, NHWC, [point][tile][filter]
+  // (rows of kLdMt); then the partner's partial outputs, [filter][tile] or [tile][filter] of the
+  // block's kN / 2 tiles, 4 values each, in space of their own (the partner may write them while this
+  // block still reduces).
+  static constexpr int kHalfTiles = kN / kCluster;
+  static constexpr int kLdM = kN + 8, kLdMt = kM + 4;
+  static constexpr int kMFloats = kPoints * (kM * kLdM > kN * kLdMt ? kM * kLdM : kN * kLdMt);
+  static constexpr int kPartialOffset = 2 * kStage > kMFloats ? 2 * kStage : kMFloats;
+  static constexpr int kPartialFloats = kM * kHalfTiles * 4;
+  static constexpr size_t kForwardSmemBytes = size_t(kPartialOffset + kPartialFloats) * sizeof(float);
+  static_assert(kK == 16 && kThreads == 512 && kTilesPerThread == 2 && kHalfTiles == 32, "the loaders' lanes");
+  static_assert(kPointsPerGroup == 2 && kUFloats % (4 * kThreads) == 0, "even splits");
+
+  // U is WinogradWgmmaTile's cache (its u_word): this block's points are one half of each chunk.
+  static __host__ __device__ constexpr int v_word(int kk, int n) {
+    return WinogradWgmmaTile::operand_word(kk, n, kVQuad);
+  }
+};
+
+// The block's two rows of B^T d B (points 4 * i + j of row 2 * rank + i) from patch rows rank ..
+// rank + 2: B^T's rows 0 and 1 read input rows 0-2, rows 2 and 3 input rows 1-3.
+__device__ __forceinline__ void winograd_input_transform_rows(const float (&d)[12], int rank, float (&v)[8]) {
+  float t[2][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float q0 = d[j], q1 = d[4 + j], q2 = d[8 + j];
+    t[0][j] = rank == 0 ? q0 - q2 : q1 - q0;
+    t[1][j] = rank == 0 ? q1 + q2 : q0 - q2;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float x0 = t[i][0], x1 = t[i][1], x2 = t[i][2], x3 = t[i][3];
+    v[i * 4 + 0] = x0 - x2;
+    v[i * 4 + 1] = x1 + x2;
+    v[i * 4 + 2] = x2 - x1;
+    v[i * 4 + 3] = x1 - x3;
+  }
+}
+
+// The output transform A^T m A restricted to the block's point rows 2 * rank and 2 * rank + 1 (m: 8
+// points): the two blocks' results add up to the whole transform.
+__device__ __forceinline__ void winograd_output_transform_rows(const float (&m)[8], int rank, float (&y)[4]) {
+  float t[2][4];  // the rows' part of A^T m
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float a = m[j], b = m[4 + j];
+    t[0][j] = rank == 0 ? a + b : a;
+    t[1][j] = rank == 0 ? b : -a - b;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    y[i * 2 + 0] = t[i][0] + t[i][1] + t[i][2];
+    y[i * 2 + 1] = t[i][1] - t[i][2] - t[i][3];
+  }
+}
+
+// The cluster kernel (WinogradWgmmaClusterTile), launched in clusters of two consecutive blocks of the
+// same (filter block, tile block, group). kNhwc: x and y are channels_last.
+template <typename Cfg, bool kNhwc>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_wgmma_cluster_forward_kernel(const ForwardArgs<float> a) {
+  extern __shared__ __align__(16) float smem[];
+  const WinogradConv& cv = a.cv;
+  const int rank = int(cluster_block_rank());
+  cluster_arrive_relaxed();  // this block has started: waited for before the partner's shared memory is written
+  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, blockIdx.x / Cfg::kCluster);
+  const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
+  auto stage_u = [&](int s) { return smem + s * Cfg::kStage; };
+  auto stage_v = [&](int s) { return smem + s * Cfg::kStage + Cfg::kUFloats; };
+
+  // This thread's channel and tiles tl, tl + 32 of a chunk, lanes as in the single-block kernel.
+  const int ch = kNhwc ? lane % 16 : (warp % 4) * 4 + lane % 4;
+  const int tl = kNhwc ? warp * 2 + lane / 16 : (warp / 4) * 8 + lane / 4;
+  using Loader = TcPatchLoader<kNhwc, Cfg::kK, Cfg::kPatchRows>;
+  const Loader patch0(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch, rank);
+  const Loader patch1(a, bc, p0 + tl + 32, p0 + tl + 32 < cv.tiles(), ch, rank);
+  const int v_word0 = Cfg::v_word(ch, tl), v_word1 = Cfg::v_word(ch, tl + 32);
+  auto store_v = [&](const float (&d)[12], int word, float* v_tile) {
+    float v[8];
+    winograd_input_transform_rows(d, rank, v);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v_tile[e * Cfg::kVPoint + word] = __uint_as_float(tf32_bits_for_mma(v[e]));
+  };
+  const TcUFetcher<Cfg> u_chunks(a, bc, rank * Cfg::kUFloats);
+
+  float acc[Cfg::kPointsPerGroup][2 * Cfg::kN / 4];
+#pragma unroll
+  for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
+#pragma unroll
+    for (int q = 0; q < 2 * Cfg::kN / 4; ++q) acc[pe][q] = 0.f;
+  auto chunk_mmas = [&](int s) {
+    const unsigned u_addr = unsigned(__cvta_generic_to_shared(stage_u(s)));
+    const unsigned v_addr = unsigned(__cvta_generic_to_shared(stage_v(s)));
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < Cfg::kSteps; ++step)
+#pragma unroll
+      for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe) {
+        const int e = group * Cfg::kPointsPerGroup + pe;
+        const uint64_t da = wgmma_descriptor_interleaved(
+            u_addr + 4 * (e * Cfg::kK * Cfg::kM + 8 * step * Cfg::kM), 16 * Cfg::kM, 128);
+        const uint64_t db = wgmma_descriptor_interleaved(v_addr + 4 * (e * Cfg::kVPoint + 2 * step * Cfg::kVQuad),
+                                                         4 * Cfg::kVQuad, 128);
+        Wgmma<float, Cfg::kN>::run(acc[pe], da, db, 1);
+      }
+    wgmma_commit();
+  };
+
+  // Patches loaded two chunks ahead, as in the single-block kernel.
+  const int chunks = a.reduction_pad / Cfg::kK;
+  float d0[12], d1[12];
+  u_chunks.fetch(0, stage_u(0));
+  cp_async_commit();
+  patch0.load(0, d0);
+  patch1.load(0, d1);
+  store_v(d0, v_word0, stage_v(0));
+  store_v(d1, v_word1, stage_v(0));
+  if (chunks > 1) patch0.load(1, d0), patch1.load(1, d1);
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int s = chunk & 1;
+    cp_async_wait<0>();
+    fence_proxy_async_shared();
+    wgmma_wait<0>();
+    __syncthreads();
+    chunk_mmas(s);
+    if (chunk + 1 < chunks) {
+      u_chunks.fetch(chunk + 1, stage_u(s ^ 1));
+      cp_async_commit();
+      store_v(d0, v_word0, stage_v(s ^ 1));
+      store_v(d1, v_word1, stage_v(s ^ 1));
+      if (chunk + 2 < chunks) patch0.load(chunk + 2, d0), patch1.load(chunk + 2, d1);
+    }
+  }
+  wgmma_wait<0>();
+
+  // Epilogue. M of the block's 8 points into shared memory (the stages are free once every
+  // warpgroup's MMAs are done).
+  constexpr int kLd = kNhwc ? Cfg::kLdMt : Cfg::kLdM, kPointFloats = kNhwc ? Cfg::kN * kLd : Cfg::kM * kLd;
+  __syncthreads();
+  {
+    const int row = 16 * (warp % 4) + lane / 4, t = lane % 4;
+#pragma unroll
+    for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
+#pragma unroll
+      for (int j = 0; j < Cfg::kN / 8; ++j) {
+        const float* c = acc[pe] + 4 * j;
+        stage_fragment<kNhwc, kLd>(smem + (group * Cfg::kPointsPerGroup + pe) * kPointFloats, row, j * 8 + 2 * t,
+                                   c[0], c[1], c[2], c[3]);
+      }
+  }
+  __syncthreads();
+  // The partial output of (filter f, tile n of the block) over this block's points.
+  auto partial = [&](int f, int n) {
+    float m[8], y[4];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) m[e] = kNhwc ? smem[(e * Cfg::kN + n) * kLd + f] : smem[(e * Cfg::kM + f) * kLd + n];
+    winograd_output_transform_rows(m, rank, y);
+    return make_float4(y[0], y[1], y[2], y[3]);
+  };
+  // A thread's (filter, tile) pairs of a half (kHalfTiles tiles): NCHW, lanes along the tiles and
+  // warps over the filters; NHWC, lanes along the filters and warps over the tiles. Pair q's slot in
+  // the partial outputs is the same in both blocks.
+  constexpr int kPairs = Cfg::kM * Cfg::kHalfTiles / Cfg::kThreads;  // 4
+  auto pair_filter = [&](int q) { return kNhwc ? lane + 32 * (q % 2) : warp + 16 * q; };
+  auto pair_tile = [&](int q) { return kNhwc ? warp + 16 * (q / 2) : lane; };  // within the half
+  auto pair_slot = [&](int q) {
+    return kNhwc ? pair_tile(q) * Cfg::kM + pair_filter(q) : pair_filter(q) * Cfg::kHalfTiles + pair_tile(q);
+  };
+  float* partials = smem + Cfg::kPartialOffset;
+  cluster_wait_acquire();  // the partner has started: its partial outputs' space may be written
+  {
+    const int other = rank ^ 1;
+    const unsigned remote = cluster_shared_address(partials, unsigned(other));
+#pragma unroll
+    for (int q = 0; q < kPairs; ++q)
+      store_cluster_shared(remote + 16 * pair_slot(q), partial(pair_filter(q), other * Cfg::kHalfTiles + pair_tile(q)));
+  }
+  cluster_arrive_release();
+  cluster_wait_acquire();  // the partner's partial outputs of this block's tiles have landed
+
+  const int Kg = cv.Kg();
+#pragma unroll
+  for (int q = 0; q < kPairs; ++q) {
+    const int f = pair_filter(q), n = rank * Cfg::kHalfTiles + pair_tile(q);
+    const int k = bc.kt * Cfg::kM + f;
+    const int64_t p = p0 + n;
+    if (k >= Kg || p >= cv.tiles()) continue;
+    const float4 mine = partial(f, n), theirs = *reinterpret_cast<const float4*>(partials + 4 * pair_slot(q));
+    const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
+    const float out[4] = {mine.x + theirs.x + b, mine.y + theirs.y + b, mine.z + theirs.z + b, mine.w + theirs.w + b};
+    const TileCoord ot = tile_coord(cv, p);
+    const int oy = 2 * ot.ty, ox = 2 * ot.tx;
+    const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
+    const int64_t col = kNhwc ? cv.out_C : 1, row = col * cv.out_W;
+    float* dst = kNhwc ? a.y + ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg + k
+                       : a.y + ((int64_t(ot.n) * cv.out_C + int64_t(bc.g) * Kg + k) * cv.out_H + oy) * cv.out_W + ox;
+    if (!kNhwc && right && cv.out_W % 2 == 0) {  // each row of the tile one 8-byte store
+      *reinterpret_cast<float2*>(dst) = make_float2(out[0], out[1]);
+      if (below) *reinterpret_cast<float2*>(dst + row) = make_float2(out[2], out[3]);
+      continue;
+    }
+    dst[0] = out[0];
+    if (right) dst[col] = out[1];
+    if (below) {
+      dst[row] = out[2];
+      if (right) dst[row + col] = out[3];
+    }
+  }
 }
 
 }  // namespace cuda

@@ -1,0 +1,73 @@
+// Thread-block clusters (sm_90) as PTX wrappers: a block's rank in its cluster, the cluster barrier,
+// and stores into a partner block's shared memory (distributed shared memory). Older targets compile
+// them to a trap: only kernels the host launches on sm_90 with a cluster dimension use them.
+#pragma once
+
+#include <cstdint>
+
+namespace torchconv {
+namespace cuda {
+
+__device__ __forceinline__ unsigned cluster_block_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+#else
+  __trap();
+  return 0;
+#endif
+}
+
+// The cluster barrier in two halves: every thread of every block of the cluster arrives, then waits
+// for all of them. `release` / `acquire` order this thread's shared-memory accesses of the cluster
+// around it; the relaxed arrival orders nothing (a block announcing that it has started).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void cluster_arrive_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void cluster_wait_acquire() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// The shared::cluster address of `local` (a generic pointer into this block's shared memory) in the
+// shared memory of the cluster's block `rank`.
+__device__ __forceinline__ unsigned cluster_shared_address(const void* local, unsigned rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(unsigned(__cvta_generic_to_shared(local))), "r"(rank));
+  return remote;
+#else
+  __trap();
+  return 0;
+#endif
+}
+
+__device__ __forceinline__ void store_cluster_shared(unsigned address, float4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
+}  // namespace cuda
+}  // namespace torchconv
