@@ -316,12 +316,13 @@ template <bool kNhwc, int kK, int kRows = 4>
 struct TcPatchLoader {
   const WinogradConv& cv;  // the kernel parameter
   const float* patch;
+  int64_t nhwc_row_step;  // NHWC: a patch row's stride, W * C, multiplied once (unused for NCHW)
   int ch;
   unsigned inside;  // bit 4i + j: value (row0 + i, j) of the patch lies inside the image
 
   __device__ __forceinline__ TcPatchLoader(const ForwardArgs<float>& a, const BlockCoord& bc, int64_t p, bool live,
                                            int ch_, int row0 = 0)
-      : cv(a.cv), ch(ch_) {
+      : cv(a.cv), nhwc_row_step(int64_t(a.cv.src_W) * a.cv.src_C), ch(ch_) {
     const TileCoord tc = tile_coord(cv, live ? p : 0);
     const int iy0 = 2 * tc.ty + cv.col_oy + row0, ix0 = 2 * tc.tx + cv.col_ox;
     const unsigned rc = live ? patch_mask(iy0, ix0, cv) : 0u;
@@ -335,7 +336,7 @@ struct TcPatchLoader {
 
   __device__ __forceinline__ void load(int chunk, float (&d)[4 * kRows]) const {
     const unsigned m = chunk * kK + ch < cv.Cg() ? inside : 0u;
-    const int64_t row_step = kNhwc ? int64_t(cv.src_W) * cv.src_C : int64_t(cv.src_W);
+    const int64_t row_step = kNhwc ? nhwc_row_step : int64_t(cv.src_W);
     const int col_step = kNhwc ? cv.src_C : 1;
     const float* row = patch + chunk * (kNhwc ? int64_t(kK) : int64_t(kK) * cv.in_plane);
 #pragma unroll
