@@ -342,6 +342,50 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
     assert rel_err(gw, ref_gw) > 1e-6  # TF32 operands, not IEEE
 
 
+def odd_offset_copy(t):
+    """`t`'s values in a contiguous tensor that starts 4 bytes past an 8-byte boundary (a view at an
+    odd storage offset)."""
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    view = buf[1:].view(t.shape)
+    view.copy_(t)
+    assert view.is_contiguous() and view.data_ptr() % 8 == 4
+    return view
+
+
+@needs_cuda
+@pytest.mark.parametrize("tile", ["tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster"])
+@pytest.mark.parametrize("shape", [
+    (2, 37, 70, 13, 11, 1),  # odd W (rows alternate alignment), odd H * W (so do channel planes)
+    (3, 20, 40, 10, 16, 2),  # even planes, padding 2: every patch row starts at an even column
+    (2, 18, 36, 7, 7, 0),  # 4 x 4 tiles per image: a warp's tiles cross rows and images
+], ids=lambda s: "N{}C{}K{}H{}W{}p{}".format(*s))
+def test_tf32_reads_nchw_inputs_at_any_alignment(shape, tile):
+    """The tensor-core kernels make no assumption about the alignment of an NCHW input or grad_output
+    beyond its element size: one that starts 4 bytes past an 8-byte boundary (a view at an odd storage
+    offset) gives the same bits as an aligned copy of it, with rows and channel planes of either
+    parity and patch rows starting at odd or even columns."""
+    if tile.startswith("tf32-wgmma") and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    n, c, k, h, w, padding = shape
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    x = torch.randn(n, c, h, w, device="cuda")
+    wt = torch.randn(k, c, 3, 3, device="cuda")
+    b = torch.randn(k, device="cuda")
+    with using_config("winograd", tile):
+        y = torchconv.conv2d(x, wt, b, padding=padding, algorithm="winograd")
+        assert torchconv.last_choice() == f"forward:fused:{tile}/splits=1", torchconv.last_choice()
+        gy = torch.randn_like(y)
+        x_odd = odd_offset_copy(x).requires_grad_(True)
+        y_odd = torchconv.conv2d(x_odd, wt, b, padding=padding, algorithm="winograd")
+        (gx_odd,) = torch.autograd.grad(y_odd, x_odd, odd_offset_copy(gy))
+        x_even = x.clone().requires_grad_(True)
+        (gx,) = torch.autograd.grad(torchconv.conv2d(x_even, wt, b, padding=padding, algorithm="winograd"), x_even, gy)
+    assert torch.equal(y_odd, y) and torch.equal(gx_odd, gx)
+    ref = F.conv2d(x.double(), wt.double(), b.double(), padding=padding)
+    cudnn = F.conv2d(x, wt, b, padding=padding)
+    assert rel_err(y_odd, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+
+
 @needs_cuda
 def test_tf32_follows_the_switch_and_the_call_dtype():
     """The same layer: TF32 error with the switch on, IEEE FP32 error with it off; float16 inputs
@@ -381,9 +425,8 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
 def test_auto_rule_under_tf32(n, c, k, hw, choice):
     """With TF32 on, auto runs the tensor-core fused F(2x2) on every layer but those of the shallow and
     narrow kernels: never IEEE F(4x4), which the tensor-core kernel outran on every 3x3 suite layer.
-    Its tile has 64 filters where a group has more than 32 filters (TALL): on Hopper's wgmma for
-    NCHW calls, else mma.sync's tf32-tall (channels_last calls keep it on Hopper too:
-    test_channels_last_under_tf32_and_ieee)."""
+    Its tile has 64 filters where a group has more than 32 filters (TALL): on Hopper's wgmma, else
+    mma.sync's tf32-tall (channels_last calls: test_channels_last_tile_rule_under_tf32)."""
     torch.backends.cudnn.allow_tf32 = True
     tall = "fused:tf32-wgmma/" if torch.cuda.get_device_capability() == (9, 0) else "fused:tf32-tall/"
     x = torch.randn(n, c, hw, hw, device="cuda")
@@ -409,16 +452,18 @@ def test_tf32_wgmma_forced_off_hopper_is_a_value_error(tile):
 @pytest.mark.parametrize("c, k, groups, choice", [
     (256, 64, 1, "CLUSTER"),  # 256 channels: the cluster tile (on Hopper)
     (512, 40, 1, "CLUSTER"),  # and beyond; 40 filters: one partial filter block
-    (255, 64, 1, "fused:tf32-tall/"),  # fewer channels: the 64-filter mma.sync block
-    (256, 128, 2, "fused:tf32-tall/"),  # 256 channels in 2 groups: a group's 128 count
+    (255, 64, 1, "SINGLE"),  # fewer channels: the single 64-filter wgmma block
+    (256, 128, 2, "SINGLE"),  # 256 channels in 2 groups: a group's 128 count
     (512, 32, 1, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
 ])
 def test_channels_last_tile_rule_under_tf32(c, k, groups, choice):
-    """channels_last calls under TF32 take Hopper's wgmma cluster tile (64 filters x 64 tiles, the
-    points split over two blocks) from 256 channels per group on, and mma.sync's 64-filter tile below
-    (and off Hopper); the output matches cuDNN's TF32 error bar."""
+    """channels_last calls under TF32 with more than 32 filters per group take Hopper's wgmma cluster
+    tile (64 filters x 64 tiles, the points split over two blocks) from 256 channels per group on, and
+    the single wgmma block (64 filters x 32 tiles) below; off Hopper mma.sync's 64-filter tile. The
+    output matches cuDNN's TF32 error bar."""
     hopper = torch.cuda.get_device_capability() == (9, 0)
     choice = choice.replace("CLUSTER", "fused:tf32-wgmma-cluster/" if hopper else "fused:tf32-tall/")
+    choice = choice.replace("SINGLE", "fused:tf32-wgmma/" if hopper else "fused:tf32-tall/")
     torch.backends.cudnn.allow_tf32 = True
     x = torch.randn(2, c, 11, 13, device="cuda").contiguous(memory_format=torch.channels_last)
     w = torch.randn(k, c // groups, 3, 3, device="cuda") / 30
@@ -465,6 +510,7 @@ def test_channels_last_under_tf32_and_ieee():
     """A channels_last call (the input's format or the weight's, as PyTorch decides the output's) runs
     the tensor-core kernels on its NHWC operands under TF32; the IEEE kernels (TF32 off, or the staged
     variant) compute it through NCHW copies. Every output comes back channels_last."""
+    single = "tf32-wgmma" if torch.cuda.get_device_capability() == (9, 0) else "tf32-tall"
     x = torch.randn(2, 48, 15, 14, device="cuda")
     w = torch.randn(40, 48, 3, 3, device="cuda") / 20
     ref = F.conv2d(x.double(), w.double(), None, 1, 1)
@@ -473,7 +519,7 @@ def test_channels_last_under_tf32_and_ieee():
     for xs, ws in ((x.contiguous(memory_format=torch.channels_last), w),
                    (x, w.contiguous(memory_format=torch.channels_last))):
         y = torchconv.conv2d(xs, ws, None, 1, 1, algorithm="winograd")
-        assert torchconv.last_choice() == "forward:fused:tf32-tall/splits=1/a=nhwc", torchconv.last_choice()
+        assert torchconv.last_choice() == f"forward:fused:{single}/splits=1/a=nhwc", torchconv.last_choice()
         assert y.is_contiguous(memory_format=torch.channels_last)
         assert rel_err(y, ref) <= allowed_error(cudnn_err, torch.float32)
     xs = x.contiguous(memory_format=torch.channels_last)

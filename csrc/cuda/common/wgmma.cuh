@@ -56,6 +56,13 @@ __device__ __forceinline__ uint64_t wgmma_descriptor_interleaved(unsigned addr, 
   return desc;
 }
 
+// `desc` with its start address `units` 16-byte units further on. The 14-bit address field holds
+// shared addresses >> 4, all below 2^14, so a sum that stays in shared memory never carries into the
+// next field: one 32-bit add (callers pass units, not bytes, so that constant offsets fold into it).
+__device__ __forceinline__ uint64_t wgmma_descriptor_advance(uint64_t desc, unsigned units) {
+  return (desc & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(desc) + units);
+}
+
 // Byte offset of 16-byte word `word` of row `row` in a 128-byte-swizzled tile.
 __device__ __forceinline__ int swizzle128(int row, int word) { return row * 128 + ((word ^ (row & 7)) << 4); }
 

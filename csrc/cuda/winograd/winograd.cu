@@ -262,9 +262,8 @@ constexpr int kClusterMinReduction = 256;
 // A float32 forward or grad_input under TF32 (`channels_last`: the call's memory format): the
 // tensor-core kernel's tile, by the rule on every layer but those of the shallow and narrow kernels
 // (kTcIeee). Where a group has more than 32 filters, a 64-filter block: where the device has wgmma,
-// the single wgmma block for NCHW calls and, for channels_last calls, the cluster tile from
-// kClusterMinReduction channels on; mma.sync's tf32-tall otherwise (the single wgmma block's NHWC
-// loads leave ptxas too few registers to keep its MMAs asynchronous).
+// the single wgmma block, or for channels_last calls of kClusterMinReduction channels on the cluster
+// tile; mma.sync's tf32-tall elsewhere.
 int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
@@ -272,7 +271,7 @@ int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
   if (!tc_tall(cv)) return kTcTile;
   if (!wgmma_device()) return kTcTileTall;
   if (!channels_last) return kTcTileWgmma;
-  return cv.Cg() >= kClusterMinReduction ? kTcTileWgmmaCluster : kTcTileTall;
+  return cv.Cg() >= kClusterMinReduction ? kTcTileWgmmaCluster : kTcTileWgmma;
 }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM

@@ -81,6 +81,40 @@ __device__ __forceinline__ void stage_wgmma_points(const float (&acc)[Cfg::kPoin
     }
 }
 
+// The MMAs of a warpgroup's points (both wgmma tiles: Cfg's stages hold U, then V, for Cfg::kPoints
+// points in core matrices). The descriptors of the warpgroup's first point in stage 0 are built once;
+// every (stage, point, k-step) is a constant offset from them. With the warpgroup index broadcast
+// from lane 0 the compiler knows it is warp-uniform and keeps the descriptors in uniform registers,
+// where per-chunk descriptor arithmetic in each thread was a third of the loop's instructions.
+template <typename Cfg>
+struct WgmmaPointMmas {
+  uint64_t u0, v0;
+
+  __device__ __forceinline__ WgmmaPointMmas(const float* smem) {
+    const int group = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
+    const unsigned base = unsigned(__cvta_generic_to_shared(smem));
+    const int e0 = group * Cfg::kPointsPerGroup;
+    u0 = wgmma_descriptor_interleaved(base + 4 * e0 * Cfg::kK * Cfg::kM, 16 * Cfg::kM, 128);
+    v0 = wgmma_descriptor_interleaved(base + 4 * (Cfg::kUFloats + e0 * Cfg::kVPoint), 4 * Cfg::kVQuad, 128);
+  }
+
+  // The chunk's MMAs of the warpgroup's points from stage s, one asynchronous group.
+  __device__ __forceinline__ void run(float (&acc)[Cfg::kPointsPerGroup][2 * Cfg::kN / 4], int s) const {
+    static_assert(Cfg::kStage % 4 == 0 && Cfg::kVQuad % 2 == 0, "16-byte units");
+    const unsigned stage = unsigned(s) * (Cfg::kStage / 4);  // in 16-byte units, as the offsets below
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < Cfg::kSteps; ++step)
+#pragma unroll
+      for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe) {
+        const uint64_t da = wgmma_descriptor_advance(u0, stage + (pe * Cfg::kK * Cfg::kM + 8 * step * Cfg::kM) / 4);
+        const uint64_t db = wgmma_descriptor_advance(v0, stage + (pe * Cfg::kVPoint + 2 * step * Cfg::kVQuad) / 4);
+        Wgmma<float, Cfg::kN>::run(acc[pe], da, db, 1);
+      }
+    wgmma_commit();
+  }
+};
+
 // kNhwc: x and y are channels_last (the loaders' addressing and the NHWC epilogue); V's layout is
 // the same in both.
 template <typename Cfg, bool kNhwc>
@@ -90,7 +124,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const WinogradConv& cv = a.cv;
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
   const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   auto stage_u = [&](int s) { return smem + s * Cfg::kStage; };
   auto stage_v = [&](int s) { return smem + s * Cfg::kStage + Cfg::kUFloats; };
 
@@ -115,24 +149,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
 #pragma unroll
     for (int q = 0; q < 2 * Cfg::kN / 4; ++q) acc[pe][q] = 0.f;
-  // The chunk's MMAs of this warpgroup's points, one asynchronous group.
-  auto chunk_mmas = [&](int s) {
-    const unsigned u_addr = unsigned(__cvta_generic_to_shared(stage_u(s)));
-    const unsigned v_addr = unsigned(__cvta_generic_to_shared(stage_v(s)));
-    wgmma_fence();
-#pragma unroll
-    for (int step = 0; step < Cfg::kSteps; ++step)
-#pragma unroll
-      for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe) {
-        const int e = group * Cfg::kPointsPerGroup + pe;
-        const uint64_t da = wgmma_descriptor_interleaved(
-            u_addr + 4 * (e * Cfg::kK * Cfg::kM + 8 * step * Cfg::kM), 16 * Cfg::kM, 128);
-        const uint64_t db = wgmma_descriptor_interleaved(v_addr + 4 * (e * Cfg::kVPoint + 2 * step * Cfg::kVQuad),
-                                                         4 * Cfg::kVQuad, 128);
-        Wgmma<float, Cfg::kN>::run(acc[pe], da, db, 1);
-      }
-    wgmma_commit();
-  };
+  const WgmmaPointMmas<Cfg> mmas(smem);
 
   // The patches are loaded two chunks ahead: those of chunk + 2 are issued in iteration `chunk` and
   // stored as V in the next one, so a whole iteration (the MMAs run asynchronously, and issuing them
@@ -151,7 +168,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     wgmma_wait<0>();             // this warpgroup's MMAs of the previous chunk (stage s ^ 1) are done
     // Stage s is complete, and no warpgroup reads s ^ 1 any more.
     __syncthreads();
-    chunk_mmas(s);
+    mmas.run(acc, s);
     if (chunk + 1 < chunks) {
       fetch_u(chunk + 1, stage_u(s ^ 1));
       cp_async_commit();
@@ -281,23 +298,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
 #pragma unroll
     for (int q = 0; q < 2 * Cfg::kN / 4; ++q) acc[pe][q] = 0.f;
-  auto chunk_mmas = [&](int s) {
-    const unsigned u_addr = unsigned(__cvta_generic_to_shared(stage_u(s)));
-    const unsigned v_addr = unsigned(__cvta_generic_to_shared(stage_v(s)));
-    wgmma_fence();
-#pragma unroll
-    for (int step = 0; step < Cfg::kSteps; ++step)
-#pragma unroll
-      for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe) {
-        const int e = group * Cfg::kPointsPerGroup + pe;
-        const uint64_t da = wgmma_descriptor_interleaved(
-            u_addr + 4 * (e * Cfg::kK * Cfg::kM + 8 * step * Cfg::kM), 16 * Cfg::kM, 128);
-        const uint64_t db = wgmma_descriptor_interleaved(v_addr + 4 * (e * Cfg::kVPoint + 2 * step * Cfg::kVQuad),
-                                                         4 * Cfg::kVQuad, 128);
-        Wgmma<float, Cfg::kN>::run(acc[pe], da, db, 1);
-      }
-    wgmma_commit();
-  };
+  const WgmmaPointMmas<Cfg> mmas(smem);
 
   // Patches loaded two chunks ahead, as in the single-block kernel.
   const int chunks = a.reduction_pad / Cfg::kK;
@@ -315,7 +316,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     fence_proxy_async_shared();
     wgmma_wait<0>();
     __syncthreads();
-    chunk_mmas(s);
+    mmas.run(acc, s);
     if (chunk + 1 < chunks) {
       u_chunks.fetch(chunk + 1, stage_u(s ^ 1));
       cp_async_commit();
