@@ -506,6 +506,52 @@ def test_grad_weight_under_tf32(c, k, groups, variant, choice):
 
 
 @needs_cuda
+@pytest.mark.parametrize("tf32", [False, True])
+@pytest.mark.parametrize("shape", [
+    (2, 3, 32, 19, 23, 1, 1, True),  # an RGB stem, one 32-filter block
+    (1, 4, 40, 9, 8, 0, 1, False),  # two filter blocks, the second partial
+    (2, 6, 20, 13, 11, 2, 2, True),  # groups: 3 channels and 10 filters each
+    (3, 2, 7, 1, 9, 1, 1, True),  # H = 1: partial tiles only (one channel would be NCHW and channels_last alike)
+    (1, 2, 33, 31, 30, 1, 1, True),  # 240 tiles: two 128-tile blocks
+], ids=shape_id)
+def test_shallow_kernel_reads_channels_last(shape, tf32):
+    """Layers of at most 4 channels per group (the shallow kernel, IEEE FP32 with TF32 on or off) read
+    and write channels_last operands themselves in float32 (last_choice's /a=nhwc, no NCHW copies),
+    with the NCHW kernel's result; so does the grad_input of a layer of at most 4 filters. float64
+    keeps the NCHW copies."""
+    n, c, k, h, w, padding, groups, bias = shape
+    torch.backends.cudnn.allow_tf32 = tf32  # conftest restores it
+    x = torch.randn(n, c, h, w, device="cuda")
+    wt = torch.randn(k, c // groups, 3, 3, device="cuda")
+    b = torch.randn(k, device="cuda") if bias else None
+    kw = dict(padding=padding, groups=groups, algorithm="winograd")
+    y_nchw = torchconv.conv2d(x, wt, b, **kw)
+    y = torchconv.conv2d(x.contiguous(memory_format=torch.channels_last), wt, b, **kw)
+    assert torchconv.last_choice() == "forward:fused:shallow/splits=1/a=nhwc", torchconv.last_choice()
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    ref = F.conv2d(x.double(), wt.double(), b.double() if bias else None, padding=padding, groups=groups)
+    assert rel_err(y, y_nchw) <= 1e-6 and rel_err(y, ref) <= 1e-5
+
+    # grad_input of a narrow layer (at most 4 filters per group) is a shallow reduction over them.
+    xs = torch.randn(n, 8 * groups, h, w, device="cuda").contiguous(memory_format=torch.channels_last)
+    xs.requires_grad_(True)
+    wn = torch.randn(c, 8, 3, 3, device="cuda")
+    yn = torchconv.conv2d(xs, wn, None, **kw)
+    gy = torch.randn_like(yn)
+    (gx,) = torch.autograd.grad(yn, xs, gy)
+    assert "grad_input:fused:shallow/splits=1/a=nhwc" in torchconv.last_choice(), torchconv.last_choice()
+    assert gx.is_contiguous(memory_format=torch.channels_last)
+    xd = xs.detach().double().requires_grad_(True)
+    (ref_gx,) = torch.autograd.grad(F.conv2d(xd, wn.double(), None, padding=padding, groups=groups), xd, gy.double())
+    assert rel_err(gx, ref_gx) <= 1e-5
+
+    xd = x.double().contiguous(memory_format=torch.channels_last)
+    yd = torchconv.conv2d(xd, wt.double(), b.double() if bias else None, **kw)
+    assert torchconv.last_choice() == "forward:fused:shallow/splits=1", torchconv.last_choice()
+    assert yd.is_contiguous(memory_format=torch.channels_last) and rel_err(yd, ref) <= 1e-12
+
+
+@needs_cuda
 def test_channels_last_under_tf32_and_ieee():
     """A channels_last call (the input's format or the weight's, as PyTorch decides the output's) runs
     the tensor-core kernels on its NHWC operands under TF32; the IEEE kernels (TF32 off, or the staged

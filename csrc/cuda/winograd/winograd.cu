@@ -332,17 +332,36 @@ void launch_shallow(const ShallowArgs<T>& a, int64_t blocks) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+template <int kReduction>
+void launch_shallow_nhwc(const ShallowArgs<float>& a, int64_t blocks) {
+  winograd_shallow_nhwc_forward_kernel<kReduction><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// `nhwc` (float only): x and y are channels_last.
 template <typename T>
 void run_shallow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
-                 at::Tensor& y) {
+                 at::Tensor& y, bool nhwc) {
   ShallowArgs<T> a;
   a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
   a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
   a.k_blocks = int(ceil_div(cv.Kg(), kShallowFilters));
-  const int64_t p_blocks = ceil_div(cv.tiles(), kShallowThreads);
+  const int64_t p_blocks = ceil_div(cv.tiles(), nhwc ? kShallowNhwcTiles : kShallowThreads);
   const int64_t blocks = int64_t(a.k_blocks) * p_blocks * cv.groups;
   check_grid(blocks, "conv2d_winograd");
   a.p_blocks = int(p_blocks);
+  if constexpr (std::is_same_v<T, float>) {
+    if (nhwc) {
+      switch (cv.Cg()) {
+        case 1: launch_shallow_nhwc<1>(a, blocks); break;
+        case 2: launch_shallow_nhwc<2>(a, blocks); break;
+        case 3: launch_shallow_nhwc<3>(a, blocks); break;
+        default: launch_shallow_nhwc<4>(a, blocks); break;
+      }
+      return record_workspace_bytes(0);
+    }
+  }
+  TORCH_INTERNAL_ASSERT(!nhwc, "winograd: the shallow kernel reads NHWC in float32 only");
   switch (cv.Cg()) {
     case 1: launch_shallow<T, 1>(a, blocks); break;
     case 2: launch_shallow<T, 2>(a, blocks); break;
@@ -403,6 +422,18 @@ bool prefer_f4x4(const WinogradConv& cv) {
   return ratio >= 80 || (ratio > 40 && (ratio - 40) * pixels >= 80000);
 }
 
+// Whether winograd_conv runs the shallow kernel (one tile per thread) for an IEEE call of cv: at most
+// kShallowMaxReduction channels per group under the fused or auto variant (auto's staged and F(4x4)
+// rules never take such a layer), unless a float tile config is forced (so that both can be timed).
+// Its float kernel reads and writes channels_last operands itself.
+template <typename T>
+bool runs_shallow(const WinogradConv& cv) {
+  const WinogradVariant variant = winograd_variant();
+  if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return false;
+  if (!std::is_same_v<T, double> && forced_config(kWinograd) >= 0) return false;
+  return cv.Cg() >= 1 && cv.Cg() <= kShallowMaxReduction;
+}
+
 // One 3x3 stride-1 convolution of x into y (whose size is given) with the filters of `weight`
 // (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
 // `tc_tile`: the tensor-core tile of a float32 call while PyTorch's TF32 switch is on (the caller's
@@ -410,8 +441,8 @@ bool prefer_f4x4(const WinogradConv& cv) {
 // the shallow and narrow kernels take) runs its point GEMMs on tensor cores, which outrun IEEE
 // F(4x4)'s fewer multiplications on CUDA cores (docs/winograd.md). The staged and F(4x4) variants, a
 // forced IEEE tile config, and the shallow and narrow kernels stay in IEEE FP32 (F(4x4)'s TF32 error
-// would be several times cuDNN's). `nhwc`: x and y are channels_last, which only the tensor-core
-// kernels take (the callers copy to NCHW for the others).
+// would be several times cuDNN's). `nhwc`: x and y are channels_last, which the tensor-core kernels
+// and the float shallow kernel take (the callers copy to NCHW for the others: tc_forward_plan).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
                    at::Tensor& y, int tc_tile = kTcIeee, bool nhwc = false) {
@@ -421,7 +452,6 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
   const char* pass = cv.transposed ? "grad_input" : "forward";
   if constexpr (std::is_same_v<T, float>) {
     const int tile = tc_tile;
-    TORCH_INTERNAL_ASSERT(tile != kTcIeee || !nhwc, "winograd: only the tensor-core kernel reads NHWC");
     if (tile != kTcIeee) {
       record_last_choice(pass, kTcTileChoices[tile], 1);
       if (nhwc) record_last_operand(pass, "nhwc");
@@ -441,12 +471,15 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
   // A shallow reduction or a narrow output runs its own fused kernel, one tile per thread, unless a
   // GEMM tile config is forced (so that both can be timed).
   const bool rotated = cv.transposed;  // grad_input: the reversed taps are the filter rotated
+  if (runs_shallow<T>(cv)) {
+    const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, rotated);
+    record_last_choice(pass, "fused:shallow", 1);
+    if (nhwc) record_last_operand(pass, "nhwc");
+    return run_shallow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y, nhwc);
+  }
+  TORCH_INTERNAL_ASSERT(!nhwc, "winograd: only the tensor-core and shallow kernels read NHWC");
   if (!staged && (std::is_same_v<T, double> || forced_config(kWinograd) < 0)) {
     const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, rotated);
-    if (cv.Cg() >= 1 && cv.Cg() <= kShallowMaxReduction) {
-      record_last_choice(pass, "fused:shallow", 1);
-      return run_shallow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y);
-    }
     if (cv.Kg() <= kNarrowMaxOutputs) {
       record_last_choice(pass, "fused:narrow", 1);
       return run_narrow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y);
@@ -640,7 +673,9 @@ at::MemoryFormat operand_format(bool tensor_cores, const at::Tensor& input, cons
 }
 
 // The tensor-core tile of a forward or grad_input call (`map`) and the memory format its operands
-// take, decided once per call: kTcIeee and NCHW unless `tf32` (a float32 call with TF32 on).
+// take, decided once per call: kTcIeee unless `tf32` (a float32 call with TF32 on); channels_last
+// where the call's format is and its kernel reads it (a tensor-core tile, or the float shallow kernel),
+// else NCHW.
 struct TcForwardPlan {
   int tile = kTcIeee;
   at::MemoryFormat format = at::MemoryFormat::Contiguous;
@@ -648,10 +683,12 @@ struct TcForwardPlan {
 };
 TcForwardPlan tc_forward_plan(bool tf32, const LaunchMap& map, const at::Tensor& input, const at::Tensor& weight) {
   TcForwardPlan plan;
-  if (!tf32) return plan;
   const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
-  plan.tile = tc_forward_tile(winograd_launch(map), channels_last);
-  if (plan.tile != kTcIeee && channels_last) plan.format = at::MemoryFormat::ChannelsLast;
+  const WinogradConv cv = winograd_launch(map);
+  if (tf32) plan.tile = tc_forward_tile(cv, channels_last);
+  const bool reads_nhwc =
+      plan.tile != kTcIeee || (input.scalar_type() == at::kFloat && runs_shallow<float>(cv));
+  if (channels_last && reads_nhwc) plan.format = at::MemoryFormat::ChannelsLast;
   return plan;
 }
 

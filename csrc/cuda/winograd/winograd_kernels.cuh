@@ -521,6 +521,85 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
   }
 }
 
+// The shallow kernel on channels_last operands (float32; x and y NHWC). A pixel's few channels sit
+// together, and so do its outputs of the block's 32 filters, so here the lanes run along the filters
+// rather than along tiles (whose outputs would be 4 bytes of a different pixel's 128 per lane). The
+// block first transforms its kShallowNhwcTiles tiles' patches into shared memory, a thread per (tile,
+// channel), so that neighbouring lanes read a pixel's neighbouring channels, and decodes each tile's
+// output address once. Then each thread keeps its filter's U in registers and walks its warp's tiles:
+// V read as broadcasts, the 16 products, the output transform, and the warp writes each output pixel's
+// 32 filters as one 128-byte run.
+constexpr int kShallowNhwcTiles = 128;  // tiles per block: 16 per warp
+constexpr int kShallowNhwcLdV = kWinogradPoints + 4;  // a (tile, channel)'s V: 16-byte aligned, stores within 4 ways
+
+template <int kReduction>
+__global__ void __launch_bounds__(kShallowThreads, 2)
+    winograd_shallow_nhwc_forward_kernel(const ShallowArgs<float> a) {
+  static_assert(kShallowFilters == 32, "a lane per filter");
+  __shared__ __align__(16) float vs[kShallowNhwcTiles][kReduction][kShallowNhwcLdV];
+  __shared__ int64_t y_offset[kShallowNhwcTiles];  // the tile's output pixel (oy, ox), channel g * Kg
+  __shared__ unsigned edges[kShallowNhwcTiles];    // bit 0: the tile exists; 1: its right column; 2: its lower row
+  const WinogradConv& cv = a.cv;
+  const int kb = blockIdx.x % a.k_blocks;
+  const int rest = blockIdx.x / a.k_blocks;
+  const int pb = rest % a.p_blocks, g = rest / a.p_blocks;
+  const int64_t p0 = int64_t(pb) * kShallowNhwcTiles;
+
+  for (int i = threadIdx.x; i < kShallowNhwcTiles * kReduction; i += kShallowThreads) {
+    const int tl = i / kReduction, c = i % kReduction;
+    const int64_t p = p0 + tl;
+    const bool live = p < cv.tiles();
+    const TileCoord t = tile_coord(cv, live ? p : 0);
+    const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
+    const unsigned mask = live ? patch_mask(iy0, ix0, cv) : 0u;
+    const float* src = a.x + ((int64_t(t.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + int64_t(g) * kReduction + c;
+    float d[16];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        d[r * 4 + q] = (mask >> r) & (mask >> (4 + q)) & 1u ? __ldg(src + (int64_t(r) * cv.src_W + q) * cv.src_C) : 0.f;
+    winograd_input_transform<float>(d, vs[tl][c]);
+    if (c == 0) {
+      const int oy = 2 * t.ty, ox = 2 * t.tx;
+      y_offset[tl] = ((int64_t(t.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(g) * cv.Kg();
+      edges[tl] = unsigned(live) | unsigned(ox + 1 < cv.out_W) << 1 | unsigned(oy + 1 < cv.out_H) << 2;
+    }
+  }
+  __syncthreads();
+
+  const int k = kb * kShallowFilters + int(threadIdx.x % 32);
+  if (k >= cv.Kg()) return;
+  float u[kReduction][kWinogradPoints];
+  const float* ug = a.u + int64_t(g) * a.reduction_pad * kWinogradPoints * a.outputs_pad + k;
+#pragma unroll
+  for (int c = 0; c < kReduction; ++c)
+#pragma unroll
+    for (int e = 0; e < kWinogradPoints; ++e) u[c][e] = ug[int64_t(c * kWinogradPoints + e) * a.outputs_pad];
+  const float b = a.bias ? a.bias[g * cv.Kg() + k] : 0.f;
+  const int64_t row_stride = int64_t(cv.out_W) * cv.out_C;
+  for (int tl = int(threadIdx.x / 32); tl < kShallowNhwcTiles; tl += kShallowThreads / 32) {
+    const unsigned ed = edges[tl];
+    if (!(ed & 1u)) break;  // the block's tiles past the last one
+    float m[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e) m[e] = u[0][e] * vs[tl][0][e];
+#pragma unroll
+    for (int c = 1; c < kReduction; ++c)
+#pragma unroll
+      for (int e = 0; e < 16; ++e) m[e] += u[c][e] * vs[tl][c][e];
+    float out[4];
+    winograd_output_transform<float>(m, out);
+    float* dst = a.y + y_offset[tl] + k;
+    dst[0] = out[0] + b;
+    if (ed & 2u) dst[cv.out_C] = out[1] + b;
+    if (ed & 4u) {
+      dst[row_stride] = out[2] + b;
+      if (ed & 2u) dst[row_stride + cv.out_C] = out[3] + b;
+    }
+  }
+}
+
 // ---- narrow output (at most 4 filters per group) ----------------------------------------------
 
 // The mirror case: few filters per group (grad_input of an RGB stem, whose "filters" are its 3 input
