@@ -64,8 +64,9 @@ struct WinogradWgmmaTile {
   static __host__ __device__ constexpr int v_word(int kk, int n) { return operand_word(kk, n, kVQuad); }
 };
 
-// The points of the wgmma kernel's accumulators (acc[pe]: point 4 * warpgroup + pe, rows 16 * (warp
-// % 4) on) into the epilogue's M, as stage_pass does for the mma.sync kernels (one pass).
+// The points of a wgmma kernel's accumulators (acc[pe]: point kPointsPerGroup * warpgroup + pe of the
+// block's, rows 16 * (warp % 4) on) into the epilogue's M, as stage_pass does for the mma.sync kernels
+// (one pass).
 template <typename Cfg, bool kTileMajor>
 __device__ __forceinline__ void stage_wgmma_points(const float (&acc)[Cfg::kPointsPerGroup][2 * Cfg::kN / 4],
                                                    float* m, int warp, int lane) {
@@ -81,14 +82,40 @@ __device__ __forceinline__ void stage_wgmma_points(const float (&acc)[Cfg::kPoin
     }
 }
 
-// The MMAs of a warpgroup's points (both wgmma tiles: Cfg's stages hold U, then V, for Cfg::kPoints
-// points in core matrices). The descriptors of the warpgroup's first point in stage 0 are built once;
-// every (stage, point, k-step) is a constant offset from them. With the warpgroup index broadcast
-// from lane 0 the compiler knows it is warp-uniform and keeps the descriptors in uniform registers,
-// where per-chunk descriptor arithmetic in each thread was a third of the loop's instructions.
+// What the two wgmma kernels share: their stages (U, then V, for the block's points in core
+// matrices), their loaders' lanes, and a warpgroup's MMAs of its points with the reduction loop's
+// wait for a stage. The descriptors of the
+// warpgroup's first point in stage 0 are built once; every (stage, point, k-step) is a constant
+// offset from them. With the warpgroup index broadcast from lane 0 the compiler knows it is
+// warp-uniform and keeps the descriptors in uniform registers, rather than building each chunk's
+// descriptors in every thread's registers.
 template <typename Cfg>
 struct WgmmaPointMmas {
+  using Accumulators = float[Cfg::kPointsPerGroup][2 * Cfg::kN / 4];
   uint64_t u0, v0;
+
+  // Stage s's U and V.
+  static __device__ __forceinline__ float* stage_u(float* smem, int s) { return smem + s * Cfg::kStage; }
+  static __device__ __forceinline__ float* stage_v(float* smem, int s) { return stage_u(smem, s) + Cfg::kUFloats; }
+
+  // A loader thread's channel of a chunk and its (first) tile. NCHW: lanes over 4 channels x 8 tiles
+  // (neighbouring tiles, neighbouring addresses), warps over the chunk's 4 channel quads x 4 tile
+  // octets. NHWC: lanes over the chunk's 16 channels x 2 tiles (64 contiguous bytes per tile).
+  template <bool kNhwc>
+  static __device__ __forceinline__ int loader_channel(int warp, int lane) {
+    return kNhwc ? lane % 16 : (warp % 4) * 4 + lane % 4;
+  }
+  template <bool kNhwc>
+  static __device__ __forceinline__ int loader_tile(int warp, int lane) {
+    return kNhwc ? warp * 2 + lane / 16 : (warp / 4) * 8 + lane / 4;
+  }
+
+  static __device__ __forceinline__ void zero(Accumulators& acc) {
+#pragma unroll
+    for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
+#pragma unroll
+      for (int q = 0; q < 2 * Cfg::kN / 4; ++q) acc[pe][q] = 0.f;
+  }
 
   __device__ __forceinline__ WgmmaPointMmas(const float* smem) {
     const int group = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
@@ -99,7 +126,7 @@ struct WgmmaPointMmas {
   }
 
   // The chunk's MMAs of the warpgroup's points from stage s, one asynchronous group.
-  __device__ __forceinline__ void run(float (&acc)[Cfg::kPointsPerGroup][2 * Cfg::kN / 4], int s) const {
+  __device__ __forceinline__ void run(Accumulators& acc, int s) const {
     static_assert(Cfg::kStage % 4 == 0 && Cfg::kVQuad % 2 == 0, "16-byte units");
     const unsigned stage = unsigned(s) * (Cfg::kStage / 4);  // in 16-byte units, as the offsets below
     wgmma_fence();
@@ -113,6 +140,17 @@ struct WgmmaPointMmas {
       }
     wgmma_commit();
   }
+
+  // Once stage s is complete -- this thread's U copies and V stores made visible to the MMAs' proxy,
+  // this warpgroup's MMAs of the previous chunk (stage s ^ 1) done, then every thread's -- the
+  // chunk's MMAs. After the barrier no warpgroup reads stage s ^ 1 any more.
+  __device__ __forceinline__ void run_when_ready(Accumulators& acc, int s) const {
+    cp_async_wait<0>();
+    fence_proxy_async_shared();
+    wgmma_wait<0>();
+    __syncthreads();
+    run(acc, s);
+  }
 };
 
 // kNhwc: x and y are channels_last (the loaders' addressing and the NHWC epilogue); V's layout is
@@ -125,14 +163,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
   const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  auto stage_u = [&](int s) { return smem + s * Cfg::kStage; };
-  auto stage_v = [&](int s) { return smem + s * Cfg::kStage + Cfg::kUFloats; };
+  using Mmas = WgmmaPointMmas<Cfg>;
+  auto stage_u = [&](int s) { return Mmas::stage_u(smem, s); };
+  auto stage_v = [&](int s) { return Mmas::stage_v(smem, s); };
 
-  // This thread's (channel, tile) of a chunk. NCHW: lanes over 4 channels x 8 tiles (neighbouring
-  // tiles, neighbouring addresses), warps over the chunk's 4 channel quads x 4 tile octets. NHWC:
-  // lanes over the chunk's 16 channels x 2 tiles (64 contiguous bytes per tile).
-  const int ch = kNhwc ? lane % 16 : (warp % 4) * 4 + lane % 4;
-  const int tl = kNhwc ? warp * 2 + lane / 16 : (warp / 4) * 8 + lane / 4;
+  // This thread's (channel, tile) of a chunk.
+  const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
   const TcPatchLoader<kNhwc, Cfg::kK> patch(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch);
   const int v_word = Cfg::v_word(ch, tl);
   auto store_v = [&](const float (&d)[16], float* v_tile) {
@@ -144,12 +180,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const TcUFetcher<Cfg> u_chunks(a, bc);
   auto fetch_u = [&](int chunk, float* u_tile) { u_chunks.fetch(chunk, u_tile); };
 
-  float acc[Cfg::kPointsPerGroup][2 * Cfg::kN / 4];
-#pragma unroll
-  for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
-#pragma unroll
-    for (int q = 0; q < 2 * Cfg::kN / 4; ++q) acc[pe][q] = 0.f;
-  const WgmmaPointMmas<Cfg> mmas(smem);
+  typename Mmas::Accumulators acc;
+  Mmas::zero(acc);
+  const Mmas mmas(smem);
 
   // The patches are loaded two chunks ahead: those of chunk + 2 are issued in iteration `chunk` and
   // stored as V in the next one, so a whole iteration (the MMAs run asynchronously, and issuing them
@@ -163,12 +196,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   if (chunks > 1) patch.load(1, d);
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int s = chunk & 1;
-    cp_async_wait<0>();
-    fence_proxy_async_shared();  // this thread's U copies and V stores, to the MMAs' proxy
-    wgmma_wait<0>();             // this warpgroup's MMAs of the previous chunk (stage s ^ 1) are done
-    // Stage s is complete, and no warpgroup reads s ^ 1 any more.
-    __syncthreads();
-    mmas.run(acc, s);
+    mmas.run_when_ready(acc, s);
     if (chunk + 1 < chunks) {
       fetch_u(chunk + 1, stage_u(s ^ 1));
       cp_async_commit();
@@ -207,13 +235,14 @@ struct WinogradWgmmaClusterTile {
   static constexpr int kUChunkFloats = kWinogradPoints * kK * kM;  // the cache's chunk (WinogradWgmmaTile's)
   static constexpr int kUFloats = kPoints * kK * kM, kVFloats = kPoints * kVPoint;
   static constexpr int kStage = kUFloats + kVFloats;
-  // The epilogue: the block's M as [point][filter][tile] (rows of kLdM) or, NHWC, [point][tile][filter]
+  // The epilogue: the block's M as [point][filter][tile] (rows of kLdV, as
+  // stage_wgmma_points names them) or, NHWC, [point][tile][filter]
   // (rows of kLdMt); then the partner's partial outputs, [filter][tile] or [tile][filter] of the
   // block's kN / 2 tiles, 4 values each, in space of their own (the partner may write them while this
   // block still reduces).
   static constexpr int kHalfTiles = kN / kCluster;
-  static constexpr int kLdM = kN + 8, kLdMt = kM + 4;
-  static constexpr int kMFloats = kPoints * (kM * kLdM > kN * kLdMt ? kM * kLdM : kN * kLdMt);
+  static constexpr int kLdV = kN + 8, kLdMt = kM + 4;
+  static constexpr int kMFloats = kPoints * (kM * kLdV > kN * kLdMt ? kM * kLdV : kN * kLdMt);
   static constexpr int kPartialOffset = 2 * kStage > kMFloats ? 2 * kStage : kMFloats;
   static constexpr int kPartialFloats = kM * kHalfTiles * 4;
   static constexpr size_t kForwardSmemBytes = size_t(kPartialOffset + kPartialFloats) * sizeof(float);
@@ -274,13 +303,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   cluster_arrive_relaxed();  // this block has started: waited for before the partner's shared memory is written
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, blockIdx.x / Cfg::kCluster);
   const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
-  auto stage_u = [&](int s) { return smem + s * Cfg::kStage; };
-  auto stage_v = [&](int s) { return smem + s * Cfg::kStage + Cfg::kUFloats; };
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  using Mmas = WgmmaPointMmas<Cfg>;
+  auto stage_u = [&](int s) { return Mmas::stage_u(smem, s); };
+  auto stage_v = [&](int s) { return Mmas::stage_v(smem, s); };
 
-  // This thread's channel and tiles tl, tl + 32 of a chunk, lanes as in the single-block kernel.
-  const int ch = kNhwc ? lane % 16 : (warp % 4) * 4 + lane % 4;
-  const int tl = kNhwc ? warp * 2 + lane / 16 : (warp / 4) * 8 + lane / 4;
+  // This thread's channel and tiles tl, tl + 32 of a chunk.
+  const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
   using Loader = TcPatchLoader<kNhwc, Cfg::kK, Cfg::kPatchRows>;
   const Loader patch0(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch, rank);
   const Loader patch1(a, bc, p0 + tl + 32, p0 + tl + 32 < cv.tiles(), ch, rank);
@@ -293,12 +322,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   };
   const TcUFetcher<Cfg> u_chunks(a, bc, rank * Cfg::kUFloats);
 
-  float acc[Cfg::kPointsPerGroup][2 * Cfg::kN / 4];
-#pragma unroll
-  for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
-#pragma unroll
-    for (int q = 0; q < 2 * Cfg::kN / 4; ++q) acc[pe][q] = 0.f;
-  const WgmmaPointMmas<Cfg> mmas(smem);
+  typename Mmas::Accumulators acc;
+  Mmas::zero(acc);
+  const Mmas mmas(smem);
 
   // Patches loaded two chunks ahead, as in the single-block kernel.
   const int chunks = a.reduction_pad / Cfg::kK;
@@ -312,11 +338,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   if (chunks > 1) patch0.load(1, d0), patch1.load(1, d1);
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int s = chunk & 1;
-    cp_async_wait<0>();
-    fence_proxy_async_shared();
-    wgmma_wait<0>();
-    __syncthreads();
-    mmas.run(acc, s);
+    mmas.run_when_ready(acc, s);
     if (chunk + 1 < chunks) {
       u_chunks.fetch(chunk + 1, stage_u(s ^ 1));
       cp_async_commit();
@@ -329,19 +351,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   // Epilogue. M of the block's 8 points into shared memory (the stages are free once every
   // warpgroup's MMAs are done).
-  constexpr int kLd = kNhwc ? Cfg::kLdMt : Cfg::kLdM, kPointFloats = kNhwc ? Cfg::kN * kLd : Cfg::kM * kLd;
+  constexpr int kLd = kNhwc ? Cfg::kLdMt : Cfg::kLdV;
   __syncthreads();
-  {
-    const int row = 16 * (warp % 4) + lane / 4, t = lane % 4;
-#pragma unroll
-    for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
-#pragma unroll
-      for (int j = 0; j < Cfg::kN / 8; ++j) {
-        const float* c = acc[pe] + 4 * j;
-        stage_fragment<kNhwc, kLd>(smem + (group * Cfg::kPointsPerGroup + pe) * kPointFloats, row, j * 8 + 2 * t,
-                                   c[0], c[1], c[2], c[3]);
-      }
-  }
+  stage_wgmma_points<Cfg, kNhwc>(acc, smem, warp, lane);
   __syncthreads();
   // The partial output of (filter f, tile n of the block) over this block's points.
   auto partial = [&](int f, int n) {
