@@ -24,11 +24,12 @@ CONFIGS = {
     "direct": ("wide", "small", "depthwise", "depthwise-unstaged", "depthwise-plane"),
     "csg": ("wide", "medium", "thin"),
     "gemm": ("large", "medium", "small", "narrow") + MMA_SYNC_CONFIGS + WGMMA_CONFIGS,
-    "winograd": ("default", "thin", "tall", "tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster"),
+    "winograd": ("default", "thin", "tall", "tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster",
+                 "tf32-wgmma-cluster-vstaged"),
 }
 # Winograd's tensor-core tiles: forced, they take the float32 calls that follow TF32 (tf32-wgmma on
 # Hopper only).
-WINOGRAD_TF32_CONFIGS = ("tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster")
+WINOGRAD_TF32_CONFIGS = ("tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster", "tf32-wgmma-cluster-vstaged")
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -284,6 +284,12 @@ def test_cuda_f4x4_is_another_algorithm():
 # IEEE FP32 (F(4x4)'s error in TF32 would be several times cuDNN's). float16 / bfloat16 calls, widened to
 # float32, keep IEEE FP32 too: their transformed operands would be rounded where a direct
 # convolution's are exact. Shapes: (N, C, K, H, W, padding, groups, bias).
+# The tensor-core tiles, forced by set_config: mma.sync's 32- and 64-filter blocks; on Hopper the
+# wgmma block, the cluster of two blocks splitting its points, and the cluster with V staged
+# (transformed once into a workspace by a kernel of its own instead of by every filter block).
+WGMMA_TILES = ["tf32-wgmma", "tf32-wgmma-cluster", "tf32-wgmma-cluster-vstaged"]
+TF32_TILES = ["tf32", "tf32-tall"] + WGMMA_TILES
+
 TF32_SHAPES = [
     (3, 37, 41, 9, 10, 0, 1, True),  # padding 0; C and K off the 8-channel chunks and 32-filter blocks
     (1, 70, 67, 13, 11, 2, 1, True),  # padding 2 (grad_input padding 0), odd H and W
@@ -296,7 +302,7 @@ TF32_SHAPES = [
 
 @needs_cuda
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-@pytest.mark.parametrize("tile", ["tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster"])
+@pytest.mark.parametrize("tile", TF32_TILES)
 @pytest.mark.parametrize("shape", TF32_SHAPES + [
     (2, 24, 130, 11, 9, 1, 1, True),  # 130 filters: 64-filter blocks, the last with 2
     (2, 45, 70, 19, 17, 1, 1, True),  # wgmma: 3 chunks of 16 channels, the last partial; 2 filter blocks
@@ -342,6 +348,43 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
     assert rel_err(gw, ref_gw) > 1e-6  # TF32 operands, not IEEE
 
 
+@needs_cuda
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_staged_v_within_the_workspace_limit(layout):
+    """The staged-V tile keeps V of all tile blocks in a workspace when it fits the workspace limit
+    (16 points x tiles x channels, padded to 16, x 4 bytes), and otherwise transform and reduce the
+    tile blocks in slices that fit it (at least one tile block: a limit below that is exceeded by
+    the one block's V, never failed) -- the same bits either way, forward and grad_input."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    n, c, k, h, w = 3, 40, 72, 23, 17  # 3 x 12 x 9 = 324 tiles: 6 blocks of 64; 48 channels padded
+    x = torch.randn(n, c, h, w, device="cuda").contiguous(memory_format=fmt).requires_grad_(True)
+    wt = torch.randn(k, c, 3, 3, device="cuda")
+    b = torch.randn(k, device="cuda")
+    tile, tiles_per_block = "tf32-wgmma-cluster-vstaged", 64
+    block_bytes = 16 * tiles_per_block * 48 * 4
+    old_limit = torchconv.get_workspace_limit()
+    try:
+        with using_config("winograd", tile):
+            y = torchconv.conv2d(x, wt, b, padding=1, algorithm="winograd")
+            assert torchconv.last_workspace_bytes() == -(-324 // tiles_per_block) * block_bytes
+            gy = torch.randn_like(y)
+            (gx,) = torch.autograd.grad(y, x, gy)
+            for limit in (3 * block_bytes, 1):
+                torchconv.set_workspace_limit(limit)
+                y_sliced = torchconv.conv2d(x, wt, b, padding=1, algorithm="winograd")
+                assert torchconv.last_workspace_bytes() == max(limit, block_bytes)
+                assert torch.equal(y_sliced, y)
+                assert torch.equal(torch.autograd.grad(y_sliced, x, gy)[0], gx)
+    finally:
+        torchconv.set_workspace_limit(old_limit)
+    ref = F.conv2d(x.detach().double(), wt.double(), b.double(), padding=1)
+    cudnn = F.conv2d(x.detach(), wt, b, padding=1)
+    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+
+
 def odd_offset_copy(t):
     """`t`'s values in a contiguous tensor that starts 4 bytes past an 8-byte boundary (a view at an
     odd storage offset)."""
@@ -353,7 +396,7 @@ def odd_offset_copy(t):
 
 
 @needs_cuda
-@pytest.mark.parametrize("tile", ["tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster"])
+@pytest.mark.parametrize("tile", TF32_TILES)
 @pytest.mark.parametrize("shape", [
     (2, 37, 70, 13, 11, 1),  # odd W (rows alternate alignment), odd H * W (so do channel planes)
     (3, 20, 40, 10, 16, 2),  # even planes, padding 2: every patch row starts at an even column
@@ -419,6 +462,10 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
     (2, 128, 32, 20, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
     (2, 64, 33, 20, "TALL"),  # 33 filters: more than one 32-filter block
     (2, 16, 128, 136, "TALL"),  # few channels, many pixels
+    (8, 256, 512, 40, "VSTAGED"),  # 256 channels, 512 filters, 800 blocks: the cluster tile with V staged
+    (8, 256, 511, 40, "TALL"),  # fewer filters: the single wgmma block
+    (8, 255, 512, 40, "TALL"),  # fewer channels: the single wgmma block
+    (2, 256, 512, 10, "TALL"),  # 16 blocks of the staged-V tile: a fraction of one wave
     (2, 3, 32, 20, "fused:shallow"),  # an RGB stem keeps the shallow kernel (IEEE FP32)
     (2, 32, 4, 20, "fused:narrow"),  # 4 filters: the narrow kernel (IEEE FP32)
 ])
@@ -426,9 +473,14 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     """With TF32 on, auto runs the tensor-core fused F(2x2) on every layer but those of the shallow and
     narrow kernels: never IEEE F(4x4), which the tensor-core kernel outran on every 3x3 suite layer.
     Its tile has 64 filters where a group has more than 32 filters (TALL): on Hopper's wgmma, else
-    mma.sync's tf32-tall (channels_last calls: test_channels_last_tile_rule_under_tf32)."""
+    mma.sync's tf32-tall (channels_last calls: test_channels_last_tile_rule_under_tf32). From 256
+    channels and 512 filters per group the wgmma cluster tile with V staged (VSTAGED) where its grid
+    fills the GPU twice: the input transformed once, where 8 or more filter blocks would each load
+    it."""
     torch.backends.cudnn.allow_tf32 = True
-    tall = "fused:tf32-wgmma/" if torch.cuda.get_device_capability() == (9, 0) else "fused:tf32-tall/"
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    tall = "fused:tf32-wgmma/" if hopper else "fused:tf32-tall/"
+    choice = choice.replace("VSTAGED", "fused:tf32-wgmma-cluster-vstaged/" if hopper else "fused:tf32-tall/")
     x = torch.randn(n, c, hw, hw, device="cuda")
     w = torch.randn(k, c, 3, 3, device="cuda")
     torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
@@ -436,7 +488,7 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
 
 
 @needs_cuda
-@pytest.mark.parametrize("tile", ["tf32-wgmma", "tf32-wgmma-cluster"])
+@pytest.mark.parametrize("tile", WGMMA_TILES)
 def test_tf32_wgmma_forced_off_hopper_is_a_value_error(tile):
     """The wgmma tiles run on sm_90a only: forced elsewhere, a TF32 call raises a ValueError naming
     the config."""

@@ -50,13 +50,20 @@ namespace {
 // torchconv.set_config("winograd", name) or TORCHCONV_WINOGRAD_CONFIG (tall applies to the fused
 // variant only). A forced config also turns off the shallow and narrow kernels, so both can be timed.
 // tf32 and tf32-tall are the tensor-core fused kernel's tiles (32 and 64 filters per block), tf32-wgmma
-// the 64-filter block on Hopper's wgmma and tf32-wgmma-cluster its 64 x 64 output block split by
-// points over a cluster of two blocks (both sm_90a only; grad_weight then runs tf32-tall): forced,
-// they take the fused and auto variants' calls that follow TF32, and other calls run the default.
-constexpr const char* kConfigNames[] = {"default",    "thin", "tall", "tf32", "tf32-tall",
-                                        "tf32-wgmma", "tf32-wgmma-cluster"};
+// the 64-filter block on Hopper's wgmma, tf32-wgmma-cluster its 64 x 64 output block split by points
+// over a cluster of two blocks, and tf32-wgmma-cluster-vstaged that cluster reading V transformed
+// beforehand by a kernel of its own (all sm_90a only; grad_weight then runs tf32-tall): forced, they
+// take the fused and auto variants' calls that follow TF32, and other calls run the default.
+constexpr const char* kConfigNames[] = {"default",
+                                        "thin",
+                                        "tall",
+                                        "tf32",
+                                        "tf32-tall",
+                                        "tf32-wgmma",
+                                        "tf32-wgmma-cluster",
+                                        "tf32-wgmma-cluster-vstaged"};
 constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4, kConfigTf32Wgmma = 5,
-              kConfigTf32WgmmaCluster = 6;
+              kConfigTf32WgmmaCluster = 6, kConfigTf32WgmmaClusterVStaged = 7;
 
 // Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
 //   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
@@ -155,19 +162,25 @@ constexpr int fused_cluster_blocks() {
   return ClusterBlocks<Cfg>::value;
 }
 
-// One launch of a fused forward kernel: a block per (filter tile of Cfg::kM, tile block of Cfg::kN,
-// group), filter tiles fastest (block_coord).
-template <typename T, typename Cfg, typename Kernel>
-void launch_fused(Kernel kernel, size_t smem, const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
-                  const T* bias, const WinogradConv& cv, at::Tensor& y) {
+// The arguments of a fused forward launch over all of cv's tile blocks.
+template <typename T, typename Cfg>
+ForwardArgs<T> fused_args(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias,
+                          const WinogradConv& cv, at::Tensor& y) {
   ForwardArgs<T> a;
   a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
   a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
   a.k_tiles = int(ceil_div(cv.Kg(), Cfg::kM));
   const int64_t p_tiles = ceil_div(cv.tiles(), Cfg::kN);
-  const int64_t blocks = int64_t(a.k_tiles) * p_tiles * cv.groups;
-  check_grid(blocks * fused_cluster_blocks<Cfg>(), "conv2d_winograd");
+  check_grid(int64_t(a.k_tiles) * p_tiles * cv.groups * fused_cluster_blocks<Cfg>(), "conv2d_winograd");
   a.p_tiles = int(p_tiles);
+  return a;
+}
+
+// One launch of a fused forward kernel over a's tile blocks: a block per (filter tile of Cfg::kM,
+// tile block of Cfg::kN, group), filter tiles fastest (block_coord).
+template <typename T, typename Cfg, typename Kernel>
+void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T>& a) {
+  const int64_t blocks = int64_t(a.k_tiles) * a.p_tiles * a.cv.groups;
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
   if constexpr (fused_cluster_blocks<Cfg>() > 1) {
     // Clusters of consecutive blocks share one (filter block, tile block, group).
@@ -185,6 +198,12 @@ void launch_fused(Kernel kernel, size_t smem, const at::Tensor& x, const at::Ten
     kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
+}
+
+template <typename T, typename Cfg, typename Kernel>
+void launch_fused(Kernel kernel, size_t smem, const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
+                  const T* bias, const WinogradConv& cv, at::Tensor& y) {
+  launch_fused_blocks<T, Cfg>(kernel, smem, fused_args<T, Cfg>(x, u, f, bias, cv, y));
   record_workspace_bytes(0);
 }
 
@@ -204,6 +223,29 @@ at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& 
                                winograd_filter_transform_tc_kernel<Cfg>);
 }
 
+// A staged-V wgmma tile's launches: winograd_tc_input_transform_kernel writes V of a slice of tile
+// blocks into a workspace within the workspace limit (at least one tile block), then the wgmma
+// kernel reduces it.
+template <typename Cfg, typename Kernel>
+void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const float* bias,
+                    const WinogradConv& cv, at::Tensor& y, bool nhwc) {
+  ForwardArgs<float> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
+  const int64_t p_tiles = a.p_tiles;
+  const int64_t tile_block_floats = int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints;
+  const int64_t slice = columns_per_chunk(p_tiles, tile_block_floats * int64_t(sizeof(float)));
+  at::Tensor v = at::empty({slice * tile_block_floats}, x.options().memory_format(at::MemoryFormat::Contiguous));
+  auto transform = nhwc ? winograd_tc_input_transform_kernel<Cfg, true> : winograd_tc_input_transform_kernel<Cfg, false>;
+  a.v = v.const_data_ptr<float>();
+  for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
+    a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
+    const int64_t threads = int64_t(cv.groups) * a.p_tiles * f.reduction_pad * Cfg::kN;
+    transform<<<elementwise_blocks(threads, 256), 256, 0, current_stream()>>>(a, v.mutable_data_ptr<float>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a);
+  }
+  record_workspace_bytes(v.numel() * int64_t(sizeof(float)));
+}
+
 // Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh); x and y
 // channels_last where `nhwc`.
 template <typename Cfg>
@@ -217,9 +259,14 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bi
     kernel = nhwc ? winograd_wgmma_fused_forward_kernel<Cfg, true> : winograd_wgmma_fused_forward_kernel<Cfg, false>;
   else
     kernel = nhwc ? winograd_tc_fused_forward_kernel<Cfg, true> : winograd_tc_fused_forward_kernel<Cfg, false>;
-  // The cluster tile reads the single wgmma block's cache (the same U, half of each chunk per block).
-  using UTile = std::conditional_t<fused_cluster_blocks<Cfg>() == 1, Cfg, WinogradWgmmaTile>;
-  launch_fused<float, Cfg>(kernel, Cfg::kForwardSmemBytes, x, tc_transformed_filters<UTile>(weight, f), f, bias, cv, y);
+  // Every wgmma tile reads the single wgmma block's cache (the cluster tiles half of each chunk per
+  // block).
+  using UTile = std::conditional_t<Cfg::kWgmma, WinogradWgmmaTile, Cfg>;
+  const at::Tensor u = tc_transformed_filters<UTile>(weight, f);
+  if constexpr (Cfg::kVStaged)
+    run_tc_vstaged<Cfg>(kernel, x, u, f, bias, cv, y, nhwc);
+  else
+    launch_fused<float, Cfg>(kernel, Cfg::kForwardSmemBytes, x, u, f, bias, cv, y);
 }
 
 // The tensor-core kernel's tile: 64 filters per block where a group has more than 32 filters, else
@@ -229,24 +276,30 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bi
 bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
 
 // The tensor-core tiles, as tc_forward_tile and tc_grad_weight_tile name them.
-constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2, kTcTileWgmmaCluster = 3;
-constexpr const char* kTcTileChoices[] = {"fused:tf32", "fused:tf32-tall", "fused:tf32-wgmma",
-                                          "fused:tf32-wgmma-cluster"};
+constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2, kTcTileWgmmaCluster = 3,
+              kTcTileWgmmaClusterVStaged = 4;
+constexpr const char* kTcTileChoices[] = {"fused:tf32", "fused:tf32-tall", "fused:tf32-wgmma", "fused:tf32-wgmma-cluster",
+                                          "fused:tf32-wgmma-cluster-vstaged"};
+bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterVStaged; }
+// The wgmma configs name the wgmma tiles in the same order (forced_tc_tile).
+static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster - kTcTileWgmma &&
+                  kConfigTf32WgmmaClusterVStaged - kConfigTf32Wgmma == kTcTileWgmmaClusterVStaged - kTcTileWgmma,
+              "wgmma configs and tiles in one order");
 
 // The tensor-core tile of a float32 call under TF32 as the variant and a forced config decide it:
 // kTcIeee (the staged or F(4x4) variant, a forced IEEE tile config), the forced tile, or
 // kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
 // run is a ValueError.
-constexpr int kTcTileByRule = 4;
+constexpr int kTcTileByRule = 5;
 int forced_tc_tile() {
   const WinogradVariant variant = winograd_variant();
   if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return kTcIeee;
   const int forced = forced_config(kWinograd);
-  if (forced == kConfigTf32Wgmma || forced == kConfigTf32WgmmaCluster) {
+  if (forced >= kConfigTf32Wgmma && forced <= kConfigTf32WgmmaClusterVStaged) {
     TORCH_CHECK_VALUE(wgmma_device(), "torchconv.conv2d_winograd: config '", kConfigNames[forced],
                       "' (forced by set_config) runs on sm_90a GPUs (Hopper) only; this GPU or build runs tf32 and "
                       "tf32-tall");
-    return forced == kConfigTf32Wgmma ? kTcTileWgmma : kTcTileWgmmaCluster;
+    return kTcTileWgmma + (forced - kConfigTf32Wgmma);
   }
   if (forced == kConfigTf32 || forced == kConfigTf32Tall) return forced == kConfigTf32Tall ? kTcTileTall : kTcTile;
   return forced >= 0 ? kTcIeee : kTcTileByRule;
@@ -259,19 +312,33 @@ int forced_tc_tile() {
 // loads are the less efficient ones (docs/winograd.md).
 constexpr int kClusterMinReduction = 256;
 
+// The filters per group from which NCHW calls of kClusterMinReduction channels stage V: the
+// transform kernel writes V (four times the input) once, and every filter block reads it as it is
+// instead of loading its own patches, which pays where many filter blocks share it -- and where the
+// grid fills the GPU at least twice, so that the transform's launch and V's round trip spread over
+// several waves (vstaged_fills_gpu).
+constexpr int kVStagedMinOutputs = 512;
+bool vstaged_fills_gpu(const WinogradConv& cv) {
+  using Cfg = WinogradWgmmaClusterVStagedTile;
+  const int64_t blocks = ceil_div(cv.Kg(), Cfg::kM) * ceil_div(cv.tiles(), Cfg::kN) * cv.groups * Cfg::kCluster;
+  return blocks >= 2 * int64_t(sm_count());
+}
+
 // A float32 forward or grad_input under TF32 (`channels_last`: the call's memory format): the
 // tensor-core kernel's tile, by the rule on every layer but those of the shallow and narrow kernels
 // (kTcIeee). Where a group has more than 32 filters, a 64-filter block: where the device has wgmma,
-// the single wgmma block, or for channels_last calls of kClusterMinReduction channels on the cluster
-// tile; mma.sync's tf32-tall elsewhere.
+// the single wgmma block; from kClusterMinReduction channels the cluster tile for channels_last
+// calls, and for NCHW calls of kVStagedMinOutputs filters whose grid fills the GPU twice the
+// cluster tile with V staged; mma.sync's tf32-tall elsewhere.
 int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
   if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return kTcIeee;
   if (!tc_tall(cv)) return kTcTile;
   if (!wgmma_device()) return kTcTileTall;
-  if (!channels_last) return kTcTileWgmma;
-  return cv.Cg() >= kClusterMinReduction ? kTcTileWgmmaCluster : kTcTileWgmma;
+  if (cv.Cg() < kClusterMinReduction) return kTcTileWgmma;
+  if (channels_last) return kTcTileWgmmaCluster;
+  return cv.Kg() >= kVStagedMinOutputs && vstaged_fills_gpu(cv) ? kTcTileWgmmaClusterVStaged : kTcTileWgmma;
 }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
@@ -457,6 +524,8 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
       if (nhwc) record_last_operand(pass, "nhwc");
       if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileWgmmaCluster) return run_tc_fused<WinogradWgmmaClusterTile>(x, weight, bias, cv, y, nhwc);
+      if (tile == kTcTileWgmmaClusterVStaged)
+        return run_tc_fused<WinogradWgmmaClusterVStagedTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
       return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
     }
@@ -657,7 +726,7 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
 // filters: a patch's transform then serves twice the filters.
 int tc_grad_weight_tile(const ConvShape& p) {
   const int forced = forced_tc_tile();
-  if (forced == kTcTileWgmma || forced == kTcTileWgmmaCluster) return kTcTileTall;
+  if (wgmma_tile(forced)) return kTcTileTall;
   if (forced != kTcTileByRule) return forced;
   const int64_t Kg = p.K / p.groups, Cg = p.channels_per_group();
   if (Cg <= WinogradWeightGradNarrow::kN || Kg <= kNarrowMaxOutputs) return kTcIeee;

@@ -330,6 +330,10 @@ struct ForwardArgs {
   WinogradConv cv;
   int reduction_pad, outputs_pad;
   int k_tiles, p_tiles;
+  // Kernels whose V is staged (WinogradWgmmaConfig<true>): V of tile blocks p_tile0 .. p_tile0 +
+  // p_tiles, transformed in a workspace (winograd_tc_input_transform_kernel). Elsewhere nullptr, 0.
+  const T* v = nullptr;
+  int p_tile0 = 0;
 };
 
 // Blocks run filter tiles fastest, so the blocks that share an input tile run together and read it

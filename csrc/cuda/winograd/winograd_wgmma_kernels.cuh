@@ -35,7 +35,7 @@ namespace cuda {
 // The wgmma block: 64 filters x 32 tiles x 16 points, 16 channels per chunk (two k-steps), four
 // warpgroups of four points, one block per SM (two stages of U and V take 192 KiB).
 struct WinogradWgmmaTile {
-  static constexpr bool kWgmma = true;
+  static constexpr bool kWgmma = true, kVStaged = false;
   static constexpr int kM = 64, kN = 32, kK = 16, kSteps = kK / 8;
   static constexpr int kThreads = 512, kMinBlocks = 1;
   static constexpr int kWarpgroups = kThreads / 128, kPointsPerGroup = kWinogradPoints / kWarpgroups;
@@ -151,7 +151,66 @@ struct WgmmaPointMmas {
     __syncthreads();
     run(acc, s);
   }
+
+  // The whole reduction of a staged-V block (Cfg::kVStaged): U and V of the next chunk are copied
+  // while this one's MMAs run.
+  template <typename UChunks, typename VChunks>
+  __device__ __forceinline__ void reduce_staged(Accumulators& acc, const UChunks& u, const VChunks& v, float* smem,
+                                                int chunks) const {
+    u.fetch(0, stage_u(smem, 0));
+    v.fetch(0, stage_v(smem, 0));
+    cp_async_commit();
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int s = chunk & 1;
+      run_when_ready(acc, s);
+      if (chunk + 1 < chunks) {
+        u.fetch(chunk + 1, stage_u(smem, s ^ 1));
+        v.fetch(chunk + 1, stage_v(smem, s ^ 1));
+        cp_async_commit();
+      }
+    }
+  }
 };
+
+// A staged-V block's V (Cfg::kVStaged): each chunk Cfg::kVFloats words from word `offset` of the
+// workspace's chunk, as winograd_tc_input_transform_kernel lays them out.
+template <typename Cfg>
+struct WgmmaVFetcher : ChunkRunFetcher<Cfg::kVFloats, Cfg::kVChunkFloats, Cfg::kThreads> {
+  __device__ __forceinline__ WgmmaVFetcher(const ForwardArgs<float>& a, const BlockCoord& bc, int offset = 0)
+      : ChunkRunFetcher<Cfg::kVFloats, Cfg::kVChunkFloats, Cfg::kThreads>(
+            a.v + (int64_t(bc.g) * a.p_tiles + bc.pt) * (a.reduction_pad / Cfg::kK) * Cfg::kVChunkFloats + offset) {}
+};
+
+// V for the staged-V wgmma blocks (Cfg::kVStaged) of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles:
+// [group][tile block][chunk][point][Cfg::v_word(channel, tile)], rounded to TF32, zero outside the
+// image, the tiles and the channels -- each chunk's run is what a block's stage holds (the cluster
+// tile's blocks each take the half of its points). Input and tile coordinates as the fused kernels'
+// loaders decode them (TcPatchLoader), one (channel, tile) patch per thread; with unpadded quads a
+// point's words are the threads' own order, so neighbouring threads store neighbouring words. The
+// input is read once here, where the fused kernels load every patch once per filter block.
+template <typename Cfg, bool kNhwc>
+__global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const ForwardArgs<float> a,
+                                                                          float* __restrict__ v) {
+  constexpr int kQuad = Cfg::kN * 4, kRun = Cfg::kK * Cfg::kN;  // a point's words in a chunk
+  static_assert(Cfg::kVStaged && Cfg::kVQuad == kQuad && Cfg::v_word(5, 9) == 1 * kQuad + 32 + 4 + 1,
+                "unpadded core matrices: word w holds channel (w / kQuad) * 4 + w % 4, tile (w % kQuad) / 4");
+  const int chunks = a.reduction_pad / Cfg::kK;
+  const int64_t total = int64_t(a.cv.groups) * a.p_tiles * chunks * kRun;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int w = int(i % kRun);
+    const int64_t run = i / kRun;  // (group, tile block, chunk)
+    const int chunk = int(run % chunks), pt = int((run / chunks) % a.p_tiles), g = int(run / chunks / a.p_tiles);
+    const int kk = (w / kQuad) * 4 + w % 4, n = (w % kQuad) / 4;
+    const int64_t p = int64_t(a.p_tile0 + pt) * Cfg::kN + n;
+    const TcPatchLoader<kNhwc, Cfg::kK> patch(a, BlockCoord{0, pt, g}, p, p < a.cv.tiles(), kk);
+    float d[16], vv[16];
+    patch.load(chunk, d);
+    winograd_input_transform<float>(d, vv);
+    float* dst = v + run * (kWinogradPoints * kRun) + w;
+#pragma unroll
+    for (int e = 0; e < kWinogradPoints; ++e) dst[e * kRun] = __uint_as_float(tf32_bits_for_mma(vv[e]));
+  }
+}
 
 // kNhwc: x and y are channels_last (the loaders' addressing and the NHWC epilogue); V's layout is
 // the same in both.
@@ -221,8 +280,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // rows (those its point rows need) for two tiles per chunk. The output transform is linear in M, so
 // each block applies it to its own two point rows and the partial outputs of the partner's 32 tiles
 // go to the partner's shared memory once, after the reduction.
-struct WinogradWgmmaClusterTile {
-  static constexpr bool kWgmma = true;
+template <bool kVStaged_>
+struct WinogradWgmmaClusterConfig {
+  static constexpr bool kWgmma = true, kVStaged = kVStaged_;
   static constexpr int kCluster = 2;
   static constexpr int kM = 64, kN = 64, kK = 16, kSteps = kK / 8;
   static constexpr int kThreads = 512, kMinBlocks = 1;
@@ -230,10 +290,12 @@ struct WinogradWgmmaClusterTile {
   static constexpr int kWarpgroups = kThreads / 128, kPointsPerGroup = kPoints / kWarpgroups;
   static constexpr int kPatchRows = 3;  // the input rows two adjacent point rows of B^T d read
   static constexpr int kTilesPerThread = kN * kK / kThreads;
-  // V's channel quads kN * 4 + 8 words apart, as in WinogradWgmmaTile (the NHWC loaders' banks).
-  static constexpr int kVQuad = kN * 4 + 8, kVPoint = (kK / 4) * kVQuad;
+  // V's channel quads kN * 4 + 8 words apart, as in WinogradWgmmaTile (the NHWC loaders' banks), or
+  // unpadded where V is staged.
+  static constexpr int kVQuad = kN * 4 + (kVStaged ? 0 : 8), kVPoint = (kK / 4) * kVQuad;
   static constexpr int kUChunkFloats = kWinogradPoints * kK * kM;  // the cache's chunk (WinogradWgmmaTile's)
   static constexpr int kUFloats = kPoints * kK * kM, kVFloats = kPoints * kVPoint;
+  static constexpr int kVChunkFloats = kWinogradPoints * kVPoint;  // the staged V's chunk: both blocks' points
   static constexpr int kStage = kUFloats + kVFloats;
   // The epilogue: the block's M as [point][filter][tile] (rows of kLdV, as
   // stage_wgmma_points names them) or, NHWC, [point][tile][filter]
@@ -254,6 +316,8 @@ struct WinogradWgmmaClusterTile {
     return WinogradWgmmaTile::operand_word(kk, n, kVQuad);
   }
 };
+using WinogradWgmmaClusterTile = WinogradWgmmaClusterConfig<false>;
+using WinogradWgmmaClusterVStagedTile = WinogradWgmmaClusterConfig<true>;
 
 // The block's two rows of B^T d B (points 4 * i + j of row 2 * rank + i) from patch rows rank ..
 // rank + 2: B^T's rows 0 and 1 read input rows 0-2, rows 2 and 3 input rows 1-3.
@@ -302,49 +366,54 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int rank = int(cluster_block_rank());
   cluster_arrive_relaxed();  // this block has started: waited for before the partner's shared memory is written
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, blockIdx.x / Cfg::kCluster);
-  const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
+  const int64_t p0 = int64_t(a.p_tile0 + bc.pt) * Cfg::kN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
   auto stage_u = [&](int s) { return Mmas::stage_u(smem, s); };
   auto stage_v = [&](int s) { return Mmas::stage_v(smem, s); };
-
-  // This thread's channel and tiles tl, tl + 32 of a chunk.
-  const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
-  using Loader = TcPatchLoader<kNhwc, Cfg::kK, Cfg::kPatchRows>;
-  const Loader patch0(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch, rank);
-  const Loader patch1(a, bc, p0 + tl + 32, p0 + tl + 32 < cv.tiles(), ch, rank);
-  const int v_word0 = Cfg::v_word(ch, tl), v_word1 = Cfg::v_word(ch, tl + 32);
-  auto store_v = [&](const float (&d)[12], int word, float* v_tile) {
-    float v[8];
-    winograd_input_transform_rows(d, rank, v);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) v_tile[e * Cfg::kVPoint + word] = __uint_as_float(tf32_bits_for_mma(v[e]));
-  };
   const TcUFetcher<Cfg> u_chunks(a, bc, rank * Cfg::kUFloats);
 
   typename Mmas::Accumulators acc;
   Mmas::zero(acc);
   const Mmas mmas(smem);
 
-  // Patches loaded two chunks ahead, as in the single-block kernel.
   const int chunks = a.reduction_pad / Cfg::kK;
-  float d0[12], d1[12];
-  u_chunks.fetch(0, stage_u(0));
-  cp_async_commit();
-  patch0.load(0, d0);
-  patch1.load(0, d1);
-  store_v(d0, v_word0, stage_v(0));
-  store_v(d1, v_word1, stage_v(0));
-  if (chunks > 1) patch0.load(1, d0), patch1.load(1, d1);
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    const int s = chunk & 1;
-    mmas.run_when_ready(acc, s);
-    if (chunk + 1 < chunks) {
-      u_chunks.fetch(chunk + 1, stage_u(s ^ 1));
-      cp_async_commit();
-      store_v(d0, v_word0, stage_v(s ^ 1));
-      store_v(d1, v_word1, stage_v(s ^ 1));
-      if (chunk + 2 < chunks) patch0.load(chunk + 2, d0), patch1.load(chunk + 2, d1);
+  if constexpr (Cfg::kVStaged) {
+    // The block's points are the half `rank` of each staged chunk.
+    mmas.reduce_staged(acc, u_chunks, WgmmaVFetcher<Cfg>(a, bc, rank * Cfg::kVFloats), smem, chunks);
+  } else {
+    // This thread's channel and tiles tl, tl + 32 of a chunk.
+    const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
+    using Loader = TcPatchLoader<kNhwc, Cfg::kK, Cfg::kPatchRows>;
+    const Loader patch0(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch, rank);
+    const Loader patch1(a, bc, p0 + tl + 32, p0 + tl + 32 < cv.tiles(), ch, rank);
+    const int v_word0 = Cfg::v_word(ch, tl), v_word1 = Cfg::v_word(ch, tl + 32);
+    auto store_v = [&](const float (&d)[12], int word, float* v_tile) {
+      float v[8];
+      winograd_input_transform_rows(d, rank, v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v_tile[e * Cfg::kVPoint + word] = __uint_as_float(tf32_bits_for_mma(v[e]));
+    };
+
+    // Patches loaded two chunks ahead, as in the single-block kernel.
+    float d0[12], d1[12];
+    u_chunks.fetch(0, stage_u(0));
+    cp_async_commit();
+    patch0.load(0, d0);
+    patch1.load(0, d1);
+    store_v(d0, v_word0, stage_v(0));
+    store_v(d1, v_word1, stage_v(0));
+    if (chunks > 1) patch0.load(1, d0), patch1.load(1, d1);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int s = chunk & 1;
+      mmas.run_when_ready(acc, s);
+      if (chunk + 1 < chunks) {
+        u_chunks.fetch(chunk + 1, stage_u(s ^ 1));
+        cp_async_commit();
+        store_v(d0, v_word0, stage_v(s ^ 1));
+        store_v(d1, v_word1, stage_v(s ^ 1));
+        if (chunk + 2 < chunks) patch0.load(chunk + 2, d0), patch1.load(chunk + 2, d1);
+      }
     }
   }
   wgmma_wait<0>();
