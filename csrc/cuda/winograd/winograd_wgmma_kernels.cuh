@@ -22,7 +22,10 @@
 // from its cache (winograd_filter_transform_tc_kernel with u_word).
 //
 // The second kernel (WinogradWgmmaClusterTile, below) splits a 64 x 64 output block's 16 points over
-// a cluster of two blocks, which halves U's traffic per MMA at the cost of more patch loads.
+// a cluster of two blocks, which halves U's traffic per MMA at the cost of more patch loads. Its
+// staged-V instance (WinogradWgmmaClusterVStagedTile) loads no patches: a kernel of its own
+// (winograd_tc_input_transform_kernel) transforms the input once into a workspace, and each block
+// copies its half of a chunk's V as it copies U.
 #pragma once
 
 #include "../common/cluster.cuh"
@@ -280,6 +283,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // rows (those its point rows need) for two tiles per chunk. The output transform is linear in M, so
 // each block applies it to its own two point rows and the partial outputs of the partner's 32 tiles
 // go to the partner's shared memory once, after the reduction.
+// kVStaged: V comes from the staged workspace (winograd_tc_input_transform_kernel), each block
+// copying its points' half of a chunk by cp.async, instead of from the block's own patch loads.
 template <bool kVStaged_>
 struct WinogradWgmmaClusterConfig {
   static constexpr bool kWgmma = true, kVStaged = kVStaged_;
