@@ -14,11 +14,19 @@ the same precision, computed the same way (operands rounded, float32 sums, outpu
 error cuDNN's convolutions show in benchmarks/results at each precision, which the issue's error bar
 is a multiple of.
 
-Split operands (columns `f2x2-split-v`, `f2x2-split-uv`, reduced precisions only): a kernel can carry an
-operand as two values of the MMA format, hi = round(x) and lo = round(x - hi), at one more MMA per
-product. split-v: U x (V_hi + V_lo), two MMAs per product; split-uv: U_hi x V_hi + U_hi x V_lo +
-U_lo x V_hi, three. Per 2x2 output tile and (filter, channel) pair F(2x2,3x3) then takes 32 or 48
-MMA products against a direct convolution's 36 (16 single-pass).
+Split operands (columns `f2x2-split-v`, `f2x2-split-uv`, `f2x2-split-v8`, reduced precisions only): a
+kernel can carry an operand as two values of the MMA format, hi = round(x) and lo = round(x - hi), at
+one more MMA per product. split-v: U x (V_hi + V_lo), two MMAs per product; split-uv: U_hi x V_hi +
+U_hi x V_lo + U_lo x V_hi, three. split-v8: U x V_hi in the MMA format plus U x V_lo with both operands
+in float8 e4m3 (Hopper's float8 MMAs run at twice the float16 rate), each scaled by a power of two
+that a kernel could apply per accumulator row and column: V_lo's per (point, tile, chunk of 32
+channels), U's per (point, filter). Per 2x2 output tile and (filter, channel) pair F(2x2,3x3) then
+takes 32 or 48 MMA products, or 16 plus 16 float8 ones (24 at the float16 rate), against a direct
+convolution's 36 (16 single-pass).
+
+Nested F(2,3) (column `f2x1`): the one-dimensional transform along the rows only, a direct sum over
+the filter's three rows: V = d B and U = g G^T per input and filter row, V's entries sums of two
+inputs (four in F(2x2)), 24 products per 2x2 output tile and (filter, channel) pair.
 
 The transform matrices are built from the points by the Toom-Cook construction (A^T and G from the
 points, B^T solved from the identity y = A^T [(G g) * (B^T d)] in float64), so any point set can be
@@ -97,14 +105,37 @@ def direct_conv(x, w, padding, precision):
     return y.to(TENSOR_DTYPE[precision])
 
 
-# Operand splits of the element-wise stage (see the module docstring): the split operands.
-SPLITS = {"f2x2-split-v": "v", "f2x2-split-uv": "uv"}
+# Operand splits of the element-wise stage (see the module docstring): the split operands, and v8 for
+# V's low part in float8 e4m3.
+SPLITS = {"f2x2-split-v": "v", "f2x2-split-uv": "uv", "f2x2-split-v8": "v8"}
+
+E4M3_MAX = 448.0  # the largest finite float8 e4m3 (fn) value
+
+
+def round_e4m3(t, group_dims):
+    """t rounded to float8 e4m3 (back in float32) under a power-of-two scale per group -- the entries
+    that share the indices of every dimension but `group_dims` -- the largest that keeps the group's
+    largest magnitude within E4M3_MAX."""
+    amax = t.abs().amax(dim=group_dims, keepdim=True).double()
+    # A float32 power of two (a kernel multiplies by it): groups too small for it underflow.
+    exponent = torch.floor(torch.log2(E4M3_MAX / amax.clamp_min(1e-300))).clamp(max=126.0)
+    scale = torch.where(amax > 0, torch.exp2(exponent), 1.0)
+    return ((t.double() * scale).to(torch.float8_e4m3fn).double() / scale).float()
+
+
+def e4m3_chunks(v, chunk=32):
+    """V (N, C, th, tw, n, n) rounded to e4m3 with a scale per (tile, point, chunk of `chunk` channels)."""
+    N, C = v.shape[:2]
+    cp = -(-C // chunk) * chunk
+    vp = F.pad(v, (0, 0, 0, 0, 0, 0, 0, 0, 0, cp - C)).reshape(N, cp // chunk, chunk, *v.shape[2:])
+    return round_e4m3(vp, (2,)).reshape(N, cp, *v.shape[2:])[:, :C]
 
 
 def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split=""):
     """Stride-1 3x3 convolution by F(m x m, 3 x 3) with every stage in `dtype`; U and V rounded to
     the operand format of `operands` (see round_operand) before the element-wise GEMMs, each of the
-    operands named in `split` ("v", "uv") carried as a rounded high and low part."""
+    operands named in `split` ("v", "uv") carried as a rounded high and low part ("v8": V's low part
+    against U both in float8 e4m3)."""
     n = m + 2
     at, g, bt = at.to(dtype), g.to(dtype), bt.to(dtype)
     x, w = x.to(dtype), w.to(dtype)
@@ -118,7 +149,11 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
     v = torch.einsum("ia,ncxyab,jb->ncxyij", bt, d, bt)  # B^T d B
     u = torch.einsum("ia,kcab,jb->kcij", g, w, g)  # G g G^T
     v_hi, u_hi = round_operand(v, operands), round_operand(u, operands)
-    v_lo = round_operand(v - v_hi, operands) if "v" in split else torch.zeros_like(v)
+    if split == "v8":  # V's low part and U in float8 e4m3, scaled (module docstring)
+        v_lo, u_lo_side = e4m3_chunks(v - v_hi), round_e4m3(u, (1,))
+    else:
+        v_lo = round_operand(v - v_hi, operands) if "v" in split else torch.zeros_like(v)
+        u_lo_side = u_hi
     u_lo = round_operand(u - u_hi, operands) if "u" in split else torch.zeros_like(u)
     # The element-wise stage: n * n GEMMs over the channels (the MMAs of a split operand's parts
     # summed in float32; U_lo x V_lo is never formed).
@@ -130,12 +165,29 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
 
     mm = torch.bmm(lay_v(v_hi), lay_u(u_hi))
     if "v" in split:
-        mm = mm + torch.bmm(lay_v(v_lo), lay_u(u_hi))
+        mm = mm + torch.bmm(lay_v(v_lo), lay_u(u_lo_side))
     if "u" in split:
         mm = mm + torch.bmm(lay_v(v_hi), lay_u(u_lo))
     mm = mm.reshape(n, n, N, th, tw, K)
     y = torch.einsum("ia,abnxyk,jb->nkxiyj", at, mm, at).reshape(N, K, th * m, tw * m)
     return y[:, :, :Ho, :Wo]
+
+
+def nested_rows_conv(x, w, padding, at, g, bt, dtype, operands="fp32"):
+    """Stride-1 3x3 convolution by F(2,3) along the rows nested in a direct sum over the filter's
+    rows, every stage in `dtype`; U = g G^T and V = d B rounded as in winograd_conv."""
+    at, g, bt = at.to(dtype), g.to(dtype), bt.to(dtype)
+    x, w = x.to(dtype), w.to(dtype)
+    N, C, H, W = x.shape
+    K = w.shape[0]
+    Ho, Wo = H + 2 * padding - 2, W + 2 * padding - 2
+    tw = -(-Wo // 2)
+    xp = F.pad(x, (padding, tw * 2 + 2 - W - padding, padding, padding))
+    v = round_operand(torch.einsum("ia,nchta->nchti", bt, xp.unfold(3, 4, 2)), operands)  # d B per row
+    u = round_operand(torch.einsum("ia,kcra->kcri", g, w), operands)  # g G^T per filter row
+    m = torch.einsum("kcri,ncytir->nkyti", u, v.unfold(2, 3, 1))  # sum over channels and filter rows
+    y = torch.einsum("ji,nkyti->nkytj", at, m).reshape(N, K, Ho, tw * 2)
+    return y[..., :Wo]
 
 
 def rel_err(out, ref):
@@ -159,6 +211,8 @@ def main():
     for name, (m, _) in VARIANTS.items():
         err = rel_err(winograd_conv(x, w, 1, m, *mats[name], torch.float64), ref)
         assert err < 1e-12, f"{name}: float64 error {err:.1e}"
+    f2 = mats["f2x2"]
+    assert rel_err(nested_rows_conv(x, w, 1, *f2, torch.float64), ref) < 1e-12
     precisions = [p for p in args.precisions.split(",") if p]
     for p in precisions:
         if p not in PRECISIONS:
@@ -167,7 +221,7 @@ def main():
     layers = [layer for layer in suites.RESNET + suites.YOLO
               if layer.R == 3 and layer.kw == 3 and layer.stride == 1 and layer.dilation == 1 and layer.groups == 1]
     split_cols = list(SPLITS) if any(p != "fp32" for p in precisions) else []
-    cols = ["direct", *VARIANTS, *split_cols]
+    cols = ["direct", *VARIANTS, "f2x1", *split_cols]
     for precision in precisions:
         dtype = TENSOR_DTYPE[precision]
         for layer in layers:
@@ -181,9 +235,10 @@ def main():
             for name, (m, _) in VARIANTS.items():
                 y = winograd_conv(x, w, pad, m, *mats[name], torch.float32, operands=precision)
                 row[name] = rel_err(y.to(dtype), ref)
+            row["f2x1"] = rel_err(nested_rows_conv(x, w, pad, *f2, torch.float32, operands=precision).to(dtype), ref)
             if precision != "fp32":
                 for name, split in SPLITS.items():
-                    y = winograd_conv(x, w, pad, 2, *mats["f2x2"], torch.float32, operands=precision, split=split)
+                    y = winograd_conv(x, w, pad, 2, *f2, torch.float32, operands=precision, split=split)
                     row[name] = rel_err(y.to(dtype), ref)
             rows.append(row)
             print(" ".join(f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
@@ -199,7 +254,9 @@ def main():
                         "convolution of the same inputs; tf32/fp16/bf16 round U and V to the MMA operand format "
                         "and the output to the tensor dtype; direct = the direct convolution at that precision; "
                         "inputs randn, weights randn / sqrt(C * 9); f2x2-split-v / -uv carry V (and U) as a "
-                        "rounded high and low part, two (three) MMA products per point product"}
+                        "rounded high and low part, two (three) MMA products per point product; f2x2-split-v8 "
+                        "adds U x V_lo in float8 e4m3 (power-of-two scales per point and tile and 32 channels, "
+                        "per point and filter); f2x1: F(2,3) along rows nested in a direct sum over filter rows"}
         path = os.path.join(args.out_dir, args.tag)
         with open(path + ".json", "w") as f:
             json.dump({"meta": meta, "rows": rows, "geomean": geomean}, f, indent=1)
@@ -210,9 +267,12 @@ def main():
                     "float32; tf32 / fp16 / bf16: U and V rounded to the MMA operand format, float32 sums and "
                     "transforms, the output rounded to the dtype. Points: " + "; ".join(
                         f"`{k}` F({m}x{m},3x3) at {', '.join(str(p) for p in pts)}, inf"
-                        for k, (m, pts) in VARIANTS.items()) + ". `f2x2-split-v` / `f2x2-split-uv` (reduced "
-                    "precisions): F(2x2,3x3) with V (and U) carried as a rounded high and low part, two (three) "
-                    "MMA products per point product.\n")
+                        for k, (m, pts) in VARIANTS.items()) + ". `f2x1`: F(2,3) along the rows nested in a "
+                    "direct sum over the filter's rows (24 products per 2x2 tile against the direct "
+                    "convolution's 36). `f2x2-split-v` / `f2x2-split-uv` (reduced precisions): F(2x2,3x3) with V "
+                    "(and U) carried as a rounded high and low part, two (three) MMA products per point product; "
+                    "`f2x2-split-v8`: V's low part against U in float8 e4m3 under power-of-two scales (16 "
+                    "products plus 16 at twice the rate).\n")
             for precision in precisions:
                 pcols = [c for c in cols[1:] if c in geomean[precision]]
                 f.write(f"\n## {precision}\n\n")

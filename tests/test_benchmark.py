@@ -245,3 +245,43 @@ def test_winograd_error_study_models_the_tensor_core_operands():
             ratio[precision + split] = we.rel_err(y.to(dtype), ref) / direct
     assert ratio["tf32"] < 2.0 < ratio["fp16"] and ratio["bf16"] > 2.0, ratio
     assert all(ratio[p + "v"] < 2.0 and ratio[p + "uv"] < 1.1 for p in ("fp16", "bf16")), ratio
+
+
+def test_winograd_error_study_models_float8_low_parts_and_nested_f2():
+    """The study's float8 low part: e4m3 keeps 3 significand bits under a power-of-two scale per group
+    (the group's largest value maps within 448, a zero group stays zero, tiny groups underflow
+    rather than overflow); V's low part in e4m3 against U in e4m3 corrects as much of V's rounding as
+    a float16 low part does. Nested F(2,3) (along rows, a direct sum over filter rows) is exact in
+    float64 on partial tiles and H != W, and its float16 error lies between F(2x2,3x3)'s and the direct
+    convolution's."""
+    import math
+
+    import winograd_error as we
+
+    t = torch.tensor([[3.0 * 2.0 ** -20, 1.0 * 2.0 ** -20, 0.0], [0.0, 0.0, 0.0], [1e-44, 0.0, 0.0]])
+    r = we.round_e4m3(t, (1,))
+    assert torch.equal(r[0], t[0]) and torch.equal(r[1], t[1]) and torch.isfinite(r).all()
+    assert we.round_e4m3(torch.tensor([[1.0 + 2.0 ** -4, 1.0 + 2.0 ** -3]]), (1,)).tolist() == [[1.0, 1.0 + 2.0 ** -3]]
+    v = torch.randn(2, 40, 3, 3, 4, 4)
+    assert we.e4m3_chunks(v).shape == v.shape
+    assert ((we.e4m3_chunks(v) - v).abs() <= v.abs() * 2.0 ** -4).all()
+
+    mats = we.transforms(2, [0.0, 1.0, -1.0])
+    x = torch.randn(2, 5, 11, 9, dtype=torch.float64)
+    w = torch.randn(7, 5, 3, 3, dtype=torch.float64)
+    for pad in (1, 0):
+        ref = torch.nn.functional.conv2d(x, w, padding=pad)
+        assert we.rel_err(we.nested_rows_conv(x, w, pad, *mats, torch.float64), ref) < 1e-12
+
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(1, 48, 15, 13, generator=gen).half().double()
+    w = (torch.randn(24, 48, 3, 3, generator=gen) / math.sqrt(48 * 9)).half().double()
+    ref = torch.nn.functional.conv2d(x, w, padding=1)
+    err = lambda y: we.rel_err(y.half(), ref)
+    direct = we.rel_err(we.direct_conv(x, w, 1, "fp16"), ref)
+    single = err(we.winograd_conv(x, w, 1, 2, *mats, torch.float32, operands="fp16"))
+    split16 = err(we.winograd_conv(x, w, 1, 2, *mats, torch.float32, operands="fp16", split="v"))
+    split8 = err(we.winograd_conv(x, w, 1, 2, *mats, torch.float32, operands="fp16", split="v8"))
+    nested = err(we.nested_rows_conv(x, w, 1, *mats, torch.float32, operands="fp16"))
+    assert split8 < 2.0 * direct < single and abs(split8 / split16 - 1.0) < 0.02, (direct, single, split16, split8)
+    assert direct < nested < single, (direct, nested, single)
