@@ -286,8 +286,11 @@ def test_cuda_f4x4_is_another_algorithm():
 # convolution's are exact. Shapes: (N, C, K, H, W, padding, groups, bias).
 # The tensor-core tiles, forced by set_config: mma.sync's 32- and 64-filter blocks; on Hopper the
 # wgmma block, the cluster of two blocks splitting its points, and the cluster with V staged
-# (transformed once into a workspace by a kernel of its own instead of by every filter block).
-WGMMA_TILES = ["tf32-wgmma", "tf32-wgmma-cluster", "tf32-wgmma-cluster-vstaged"]
+# (transformed once into a workspace by a kernel of its own instead of by every filter block): its
+# operands copied by every thread, by bulk copies, or by bulk copies that multicast V to the
+# clusters' two filter blocks.
+VSTAGED_TILES = ["tf32-wgmma-cluster-vstaged", "tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-vmulticast"]
+WGMMA_TILES = ["tf32-wgmma", "tf32-wgmma-cluster"] + VSTAGED_TILES
 TF32_TILES = ["tf32", "tf32-tall"] + WGMMA_TILES
 
 TF32_SHAPES = [
@@ -349,8 +352,9 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
 
 
 @needs_cuda
+@pytest.mark.parametrize("tile", VSTAGED_TILES)
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_staged_v_within_the_workspace_limit(layout):
+def test_staged_v_within_the_workspace_limit(layout, tile):
     """The staged-V tile keeps V of all tile blocks in a workspace when it fits the workspace limit
     (16 points x tiles x channels, padded to 16, x 4 bytes), and otherwise transform and reduce the
     tile blocks in slices that fit it (at least one tile block: a limit below that is exceeded by
@@ -363,7 +367,7 @@ def test_staged_v_within_the_workspace_limit(layout):
     x = torch.randn(n, c, h, w, device="cuda").contiguous(memory_format=fmt).requires_grad_(True)
     wt = torch.randn(k, c, 3, 3, device="cuda")
     b = torch.randn(k, device="cuda")
-    tile, tiles_per_block = "tf32-wgmma-cluster-vstaged", 64
+    tiles_per_block = 64
     block_bytes = 16 * tiles_per_block * 48 * 4
     old_limit = torchconv.get_workspace_limit()
     try:
@@ -383,6 +387,23 @@ def test_staged_v_within_the_workspace_limit(layout):
     ref = F.conv2d(x.detach().double(), wt.double(), b.double(), padding=1)
     cudnn = F.conv2d(x.detach(), wt, b, padding=1)
     assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+
+
+@needs_cuda
+@pytest.mark.parametrize("tile", ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-vmulticast"])
+def test_unverified_tiles_are_refused_outside_the_tests(tile, monkeypatch):
+    """The bulk-copy tiles have not run on a GPU in a released build: forced without
+    TORCHCONV_UNVERIFIED_KERNELS=1 (which the test suite sets), a call is a ValueError naming the
+    config, never a launch."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    monkeypatch.delenv("TORCHCONV_UNVERIFIED_KERNELS")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    x = torch.randn(1, 32, 8, 8, device="cuda")
+    wt = torch.randn(64, 32, 3, 3, device="cuda")
+    with using_config("winograd", tile):
+        with pytest.raises(ValueError, match=f"config '{tile}'.*not been verified on a GPU"):
+            torchconv.conv2d(x, wt, padding=1, algorithm="winograd")
 
 
 def odd_offset_copy(t):

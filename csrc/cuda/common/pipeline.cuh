@@ -44,6 +44,49 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 #endif
 }
 
+// The bulk copy multicast (sm_90a, as the wgmma kernels that use it): the same `bytes` land at
+// `dst`'s offset in the shared memory of every block of the cluster whose rank bit is set in
+// `cta_mask`, each counting them on the mbarrier at `bar`'s offset in its own shared memory.
+__device__ __forceinline__ void bulk_copy_to_shared_multicast(void* dst, const void* src, unsigned bytes,
+                                                              uint64_t* bar, uint16_t cta_mask) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();
+#else
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+      "%4;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))),
+      "l"(src), "r"(bytes), "r"(unsigned(__cvta_generic_to_shared(bar))), "h"(cta_mask)
+      : "memory");
+#endif
+}
+
+// After mbarrier_init, before a cluster barrier: the initialized mbarriers become visible to the
+// other blocks of the cluster (their copies and arrivals may target them once the barrier is passed).
+__device__ __forceinline__ void mbarrier_init_fence_cluster() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// One arrival on the mbarrier at `bar`'s offset in the shared memory of the cluster's block `rank`
+// (this block's own included). Its default semantics (release at CTA scope) suffice to say that this
+// thread's reads of a stage are over where those reads were MMAs waited for (wgmma_wait): a
+// cluster-scope release would add a GPU-wide memory barrier to every arrival.
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* bar, unsigned rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(
+          unsigned(__cvta_generic_to_shared(bar))),
+      "r"(rank)
+      : "memory");
+#endif
+}
+
 // A tensor copy in im2col mode (sm_90): pixelsPerColumn pixels x channelsPerPixel channels (the
 // tensor map `map`, a kernel parameter) of an NHWC tensor, starting at channel c of pixel (n, h, w)
 // shifted by the filter tap's offsets (dw, dh), into `dst` in the map's swizzle; pixels outside the

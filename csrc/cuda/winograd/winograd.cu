@@ -26,6 +26,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 #include <cstdlib>
+#include <iterator>
+#include <string_view>
 #include <type_traits>
 
 #include "../../backward.h"
@@ -52,7 +54,9 @@ namespace {
 // tf32 and tf32-tall are the tensor-core fused kernel's tiles (32 and 64 filters per block), tf32-wgmma
 // the 64-filter block on Hopper's wgmma, tf32-wgmma-cluster its 64 x 64 output block split by points
 // over a cluster of two blocks, and tf32-wgmma-cluster-vstaged that cluster reading V transformed
-// beforehand by a kernel of its own (all sm_90a only; grad_weight then runs tf32-tall): forced, they
+// beforehand by a kernel of its own; tf32-wgmma-cluster-vbulk that cluster with its operands moved by
+// bulk copies through three stages, and tf32-wgmma-cluster-vmulticast its clusters of two filter
+// blocks sharing each V chunk by multicast (all sm_90a only; grad_weight then runs tf32-tall): forced, they
 // take the fused and auto variants' calls that follow TF32, and other calls run the default.
 constexpr const char* kConfigNames[] = {"default",
                                         "thin",
@@ -61,9 +65,12 @@ constexpr const char* kConfigNames[] = {"default",
                                         "tf32-tall",
                                         "tf32-wgmma",
                                         "tf32-wgmma-cluster",
-                                        "tf32-wgmma-cluster-vstaged"};
+                                        "tf32-wgmma-cluster-vstaged",
+                                        "tf32-wgmma-cluster-vbulk",
+                                        "tf32-wgmma-cluster-vmulticast"};
 constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4, kConfigTf32Wgmma = 5,
-              kConfigTf32WgmmaCluster = 6, kConfigTf32WgmmaClusterVStaged = 7;
+              kConfigTf32WgmmaCluster = 6, kConfigTf32WgmmaClusterVStaged = 7, kConfigTf32WgmmaClusterVBulk = 8,
+              kConfigTf32WgmmaClusterVMulticast = 9;
 
 // Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
 //   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
@@ -161,6 +168,21 @@ template <typename Cfg>
 constexpr int fused_cluster_blocks() {
   return ClusterBlocks<Cfg>::value;
 }
+// Filter blocks per cluster (Cfg::kVShare where it has one): the grid's filter blocks come in groups
+// of as many, the last padded.
+template <typename Cfg, typename = void>
+struct ClusterFilterBlocks {
+  static constexpr int value = 1;
+};
+template <typename Cfg>
+struct ClusterFilterBlocks<Cfg, std::void_t<decltype(Cfg::kVShare)>> {
+  static constexpr int value = Cfg::kVShare;
+};
+// Blocks of a fused forward launch over k_tiles filter blocks x p_tiles tile blocks x groups.
+template <typename Cfg>
+int64_t fused_blocks(int64_t k_tiles, int64_t p_tiles, int64_t groups) {
+  return ceil_div(k_tiles, ClusterFilterBlocks<Cfg>::value) * p_tiles * groups * fused_cluster_blocks<Cfg>();
+}
 
 // The arguments of a fused forward launch over all of cv's tile blocks.
 template <typename T, typename Cfg>
@@ -171,7 +193,7 @@ ForwardArgs<T> fused_args(const at::Tensor& x, const at::Tensor& u, const Filter
   a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
   a.k_tiles = int(ceil_div(cv.Kg(), Cfg::kM));
   const int64_t p_tiles = ceil_div(cv.tiles(), Cfg::kN);
-  check_grid(int64_t(a.k_tiles) * p_tiles * cv.groups * fused_cluster_blocks<Cfg>(), "conv2d_winograd");
+  check_grid(fused_blocks<Cfg>(a.k_tiles, p_tiles, cv.groups), "conv2d_winograd");
   a.p_tiles = int(p_tiles);
   return a;
 }
@@ -180,12 +202,12 @@ ForwardArgs<T> fused_args(const at::Tensor& x, const at::Tensor& u, const Filter
 // tile block of Cfg::kN, group), filter tiles fastest (block_coord).
 template <typename T, typename Cfg, typename Kernel>
 void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T>& a) {
-  const int64_t blocks = int64_t(a.k_tiles) * a.p_tiles * a.cv.groups;
+  const int64_t blocks = fused_blocks<Cfg>(a.k_tiles, a.p_tiles, a.cv.groups);
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
   if constexpr (fused_cluster_blocks<Cfg>() > 1) {
-    // Clusters of consecutive blocks share one (filter block, tile block, group).
+    // Clusters of consecutive blocks share one (filter block or Cfg::kVShare of them, tile block, group).
     cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(blocks * Cfg::kCluster));
+    config.gridDim = dim3(unsigned(blocks));
     config.blockDim = dim3(Cfg::kThreads);
     config.dynamicSmemBytes = smem;
     config.stream = current_stream();
@@ -234,7 +256,11 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   const int64_t tile_block_floats = int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints;
   const int64_t slice = columns_per_chunk(p_tiles, tile_block_floats * int64_t(sizeof(float)));
   at::Tensor v = at::empty({slice * tile_block_floats}, x.options().memory_format(at::MemoryFormat::Contiguous));
-  auto transform = nhwc ? winograd_tc_input_transform_kernel<Cfg, true> : winograd_tc_input_transform_kernel<Cfg, false>;
+  // Every staged-V tile reads V as the staged-V cluster lays it out (the bulk-copy tiles derive from it).
+  using VLayout = WinogradWgmmaClusterVStagedTile;
+  static_assert(std::is_base_of_v<VLayout, Cfg>, "V in the staged-V cluster's layout");
+  auto transform =
+      nhwc ? winograd_tc_input_transform_kernel<VLayout, true> : winograd_tc_input_transform_kernel<VLayout, false>;
   a.v = v.const_data_ptr<float>();
   for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
@@ -277,28 +303,51 @@ bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
 
 // The tensor-core tiles, as tc_forward_tile and tc_grad_weight_tile name them.
 constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2, kTcTileWgmmaCluster = 3,
-              kTcTileWgmmaClusterVStaged = 4;
-constexpr const char* kTcTileChoices[] = {"fused:tf32", "fused:tf32-tall", "fused:tf32-wgmma", "fused:tf32-wgmma-cluster",
-                                          "fused:tf32-wgmma-cluster-vstaged"};
-bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterVStaged; }
+              kTcTileWgmmaClusterVStaged = 4, kTcTileWgmmaClusterVBulk = 5, kTcTileWgmmaClusterVMulticast = 6;
+constexpr const char* kTcTileChoices[] = {"fused:tf32",
+                                          "fused:tf32-tall",
+                                          "fused:tf32-wgmma",
+                                          "fused:tf32-wgmma-cluster",
+                                          "fused:tf32-wgmma-cluster-vstaged",
+                                          "fused:tf32-wgmma-cluster-vbulk",
+                                          "fused:tf32-wgmma-cluster-vmulticast"};
+bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterVMulticast; }
 // The wgmma configs name the wgmma tiles in the same order (forced_tc_tile).
 static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster - kTcTileWgmma &&
-                  kConfigTf32WgmmaClusterVStaged - kConfigTf32Wgmma == kTcTileWgmmaClusterVStaged - kTcTileWgmma,
+                  kConfigTf32WgmmaClusterVStaged - kConfigTf32Wgmma == kTcTileWgmmaClusterVStaged - kTcTileWgmma &&
+                  kConfigTf32WgmmaClusterVBulk - kConfigTf32Wgmma == kTcTileWgmmaClusterVBulk - kTcTileWgmma &&
+                  kConfigTf32WgmmaClusterVMulticast - kConfigTf32Wgmma ==
+                      kTcTileWgmmaClusterVMulticast - kTcTileWgmma &&
+                  int(std::size(kTcTileChoices)) == kTcTileWgmmaClusterVMulticast + 1,
               "wgmma configs and tiles in one order");
+
+// The configs from kConfigFirstUnverified on are built (and their CPU-side tests pass) but have not
+// run on a GPU yet: a call refuses them, so that no forced config can hang or corrupt a user's run,
+// unless the environment variable TORCHCONV_UNVERIFIED_KERNELS is 1 (the test suite sets it: its GPU
+// tests are what verifies them).
+constexpr int kConfigFirstUnverified = kConfigTf32WgmmaClusterVBulk;
+bool unverified_kernels_allowed() {
+  const char* env = std::getenv("TORCHCONV_UNVERIFIED_KERNELS");
+  return env != nullptr && std::string_view(env) == "1";
+}
 
 // The tensor-core tile of a float32 call under TF32 as the variant and a forced config decide it:
 // kTcIeee (the staged or F(4x4) variant, a forced IEEE tile config), the forced tile, or
 // kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
-// run is a ValueError.
-constexpr int kTcTileByRule = 5;
+// run, or an unverified one without TORCHCONV_UNVERIFIED_KERNELS=1, is a ValueError.
+constexpr int kTcTileByRule = 7;
 int forced_tc_tile() {
   const WinogradVariant variant = winograd_variant();
   if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return kTcIeee;
   const int forced = forced_config(kWinograd);
-  if (forced >= kConfigTf32Wgmma && forced <= kConfigTf32WgmmaClusterVStaged) {
+  if (forced >= kConfigTf32Wgmma && forced <= kConfigTf32WgmmaClusterVMulticast) {
     TORCH_CHECK_VALUE(wgmma_device(), "torchconv.conv2d_winograd: config '", kConfigNames[forced],
                       "' (forced by set_config) runs on sm_90a GPUs (Hopper) only; this GPU or build runs tf32 and "
                       "tf32-tall");
+    TORCH_CHECK_VALUE(forced < kConfigFirstUnverified || unverified_kernels_allowed(),
+                      "torchconv.conv2d_winograd: config '", kConfigNames[forced],
+                      "' (forced by set_config) has not been verified on a GPU yet; set "
+                      "TORCHCONV_UNVERIFIED_KERNELS=1 to run it anyway");
     return kTcTileWgmma + (forced - kConfigTf32Wgmma);
   }
   if (forced == kConfigTf32 || forced == kConfigTf32Tall) return forced == kConfigTf32Tall ? kTcTileTall : kTcTile;
@@ -526,6 +575,10 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
       if (tile == kTcTileWgmmaCluster) return run_tc_fused<WinogradWgmmaClusterTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileWgmmaClusterVStaged)
         return run_tc_fused<WinogradWgmmaClusterVStagedTile>(x, weight, bias, cv, y, nhwc);
+      if (tile == kTcTileWgmmaClusterVBulk)
+        return run_tc_fused<WinogradWgmmaClusterVBulkTile>(x, weight, bias, cv, y, nhwc);
+      if (tile == kTcTileWgmmaClusterVMulticast)
+        return run_tc_fused<WinogradWgmmaClusterVMulticastTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
       return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
     }

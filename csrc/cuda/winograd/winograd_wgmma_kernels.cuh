@@ -29,6 +29,7 @@
 #pragma once
 
 #include "../common/cluster.cuh"
+#include "../common/pipeline.cuh"
 #include "../common/wgmma.cuh"
 #include "winograd_tc_kernels.cuh"
 
@@ -287,7 +288,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // copying its points' half of a chunk by cp.async, instead of from the block's own patch loads.
 template <bool kVStaged_>
 struct WinogradWgmmaClusterConfig {
-  static constexpr bool kWgmma = true, kVStaged = kVStaged_;
+  static constexpr bool kWgmma = true, kVStaged = kVStaged_, kBulk = false;
+  static constexpr int kVShare = 1;  // filter blocks per cluster (WinogradWgmmaClusterBulkConfig)
   static constexpr int kCluster = 2;
   static constexpr int kM = 64, kN = 64, kK = 16, kSteps = kK / 8;
   static constexpr int kThreads = 512, kMinBlocks = 1;
@@ -323,6 +325,82 @@ struct WinogradWgmmaClusterConfig {
 };
 using WinogradWgmmaClusterTile = WinogradWgmmaClusterConfig<false>;
 using WinogradWgmmaClusterVStagedTile = WinogradWgmmaClusterConfig<true>;
+
+// The staged-V cluster with its operands moved by bulk copies through three stages: one thread of
+// a block issues a chunk's copies (U's run and V's), counted on the stage's mbarrier, two chunks
+// ahead of the MMAs, and the warpgroups free a stage by arriving on a second mbarrier, so that no
+// block barrier remains in the reduction. kVShare > 1: the cluster holds the point pairs of kVShare
+// filter blocks (kVShare * kt + share, share = cluster rank / 2) of one tile block, whose V chunks
+// are the same; each block copies 1 / kVShare of a chunk's V to the blocks of its point half
+// (multicast), so that V crosses from L2 once per kVShare filter blocks.
+template <int kVShare_>
+struct WinogradWgmmaClusterBulkConfig : WinogradWgmmaClusterConfig<true> {
+  static constexpr bool kBulk = true;
+  static constexpr int kVShare = kVShare_;
+  static constexpr int kCluster = 2 * kVShare;
+  static constexpr int kStages = 3;
+  static constexpr int kPartialOffset = kStages * kStage > kMFloats ? kStages * kStage : kMFloats;
+  // Then the mbarriers: a stage's copies landed (kStages), its readers done (kStages).
+  static constexpr int kBarrierOffset = kPartialOffset + kPartialFloats;  // in floats, 8-byte aligned
+  static constexpr size_t kForwardSmemBytes = size_t(kBarrierOffset) * sizeof(float) + 2 * kStages * sizeof(uint64_t);
+  static_assert(kBarrierOffset % 2 == 0 && (kVFloats / kVShare) % 4 == 0, "aligned barriers, 16-byte V pieces");
+  static_assert(kCluster <= 8, "a portable cluster");
+};
+using WinogradWgmmaClusterVBulkTile = WinogradWgmmaClusterBulkConfig<1>;
+using WinogradWgmmaClusterVMulticastTile = WinogradWgmmaClusterBulkConfig<2>;
+
+// The reduction of a bulk-copied staged-V block (Cfg::kBulk), `rank` its point half and `share` its
+// filter block within the cluster; u_block and v_block: chunk 0 of the block's U and V runs. Stage
+// s's copies of chunk c count on full[s] (phase c / kStages); a warpgroup, once its MMAs of chunk c
+// are done, arrives on empty[c % kStages] of every block its V copies reach (4 * kVShare arrivals
+// per phase), and a block's producer waits for that phase before it refills the stage there. The
+// producer (thread 0) waits for the other blocks' warpgroups, so its warp reconverges before the
+// next chunk's MMAs, which the warpgroup issues together.
+template <typename Cfg>
+__device__ __forceinline__ void reduce_bulk(const WgmmaPointMmas<Cfg>& mmas,
+                                            typename WgmmaPointMmas<Cfg>::Accumulators& acc, const float* u_block,
+                                            const float* v_block, float* smem, uint64_t* bars, int chunks, int rank,
+                                            int share) {
+  using Mmas = WgmmaPointMmas<Cfg>;
+  constexpr int kS = Cfg::kStages, kPiece = Cfg::kVFloats / Cfg::kVShare;
+  constexpr unsigned kUBytes = Cfg::kUFloats * sizeof(float), kVBytes = Cfg::kVFloats * sizeof(float);
+  uint64_t* full = bars;
+  uint64_t* empty = bars + kS;
+  uint16_t readers = 0;  // the blocks of this point half: the cluster ranks 2 * j + rank
+#pragma unroll
+  for (int j = 0; j < Cfg::kVShare; ++j) readers |= uint16_t(1u << (2 * j + rank));
+  auto fetch = [&](int chunk) {
+    const int s = chunk % kS;
+    mbarrier_arrive_expect_tx(&full[s], kUBytes + kVBytes);  // U, and every piece of V
+    bulk_copy_to_shared(Mmas::stage_u(smem, s), u_block + int64_t(chunk) * Cfg::kUChunkFloats, kUBytes, &full[s]);
+    float* v_dst = Mmas::stage_v(smem, s) + share * kPiece;
+    const float* v_src = v_block + int64_t(chunk) * Cfg::kVChunkFloats + share * kPiece;
+    if constexpr (Cfg::kVShare == 1)
+      bulk_copy_to_shared(v_dst, v_src, kPiece * sizeof(float), &full[s]);
+    else
+      bulk_copy_to_shared_multicast(v_dst, v_src, kPiece * sizeof(float), &full[s], readers);
+  };
+  const bool producer = threadIdx.x == 0;
+  if (producer)
+    for (int c = 0; c < kS - 1 && c < chunks; ++c) fetch(c);
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    mbarrier_wait(&full[chunk % kS], unsigned(chunk / kS) & 1u);
+    mmas.run(acc, chunk % kS);
+    wgmma_wait<1>();  // this warpgroup's MMAs of chunk - 1 are done
+    if (chunk > 0 && threadIdx.x % 128 == 0) {
+#pragma unroll
+      for (int j = 0; j < Cfg::kVShare; ++j) mbarrier_arrive_cluster(&empty[(chunk - 1) % kS], unsigned(2 * j + rank));
+    }
+    const int next = chunk + kS - 1;
+    if (producer && next < chunks) {
+      // The phase in which chunk next - kS was read; next < kS waits on parity 1 of a fresh
+      // mbarrier, which has completed.
+      mbarrier_wait(&empty[next % kS], unsigned(next / kS - 1) & 1u);
+      fetch(next);
+    }
+    __syncwarp();
+  }
+}
 
 // The block's two rows of B^T d B (points 4 * i + j of row 2 * rank + i) from patch rows rank ..
 // rank + 2: B^T's rows 0 and 1 read input rows 0-2, rows 2 and 3 input rows 1-3.
@@ -368,9 +446,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_cluster_forward_kernel(const ForwardArgs<float> a) {
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
-  const int rank = int(cluster_block_rank());
+  const int cluster_rank = int(cluster_block_rank());
+  // The block's point half, and its filter block among the cluster's kVShare.
+  const int rank = Cfg::kVShare > 1 ? cluster_rank % 2 : cluster_rank;
+  const int share = Cfg::kVShare > 1 ? cluster_rank / 2 : 0;
+  uint64_t* bars = nullptr;
+  if constexpr (Cfg::kBulk) {
+    bars = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < Cfg::kStages; ++s) {
+        mbarrier_init(&bars[s], 1);
+        mbarrier_init(&bars[Cfg::kStages + s], Cfg::kWarpgroups * Cfg::kVShare);
+      }
+      mbarrier_init_fence_cluster();
+    }
+    // Every block's mbarriers exist before any copy or arrival reaches them.
+    cluster_arrive_release();
+    cluster_wait_acquire();
+  }
   cluster_arrive_relaxed();  // this block has started: waited for before the partner's shared memory is written
-  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, blockIdx.x / Cfg::kCluster);
+  BlockCoord bc = block_coord(int(ceil_div(a.k_tiles, Cfg::kVShare)), a.p_tiles, blockIdx.x / Cfg::kCluster);
+  bc.kt = bc.kt * Cfg::kVShare + share;  // past the last filter block where kVShare does not divide k_tiles
   const int64_t p0 = int64_t(a.p_tile0 + bc.pt) * Cfg::kN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
@@ -383,7 +479,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const Mmas mmas(smem);
 
   const int chunks = a.reduction_pad / Cfg::kK;
-  if constexpr (Cfg::kVStaged) {
+  if constexpr (Cfg::kBulk) {
+    // A filter block past the last reads the last one's U (its outputs are not stored) and copies its
+    // share of V for the others.
+    const int kt = bc.kt < a.k_tiles ? bc.kt : a.k_tiles - 1;
+    const float* u_block = a.u + (int64_t(bc.g) * a.k_tiles + kt) * chunks * Cfg::kUChunkFloats + rank * Cfg::kUFloats;
+    const float* v_block = a.v + (int64_t(bc.g) * a.p_tiles + bc.pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
+    reduce_bulk<Cfg>(mmas, acc, u_block, v_block, smem, bars, chunks, rank, share);
+  } else if constexpr (Cfg::kVStaged) {
     // The block's points are the half `rank` of each staged chunk.
     mmas.reduce_staged(acc, u_chunks, WgmmaVFetcher<Cfg>(a, bc, rank * Cfg::kVFloats), smem, chunks);
   } else {
@@ -450,7 +553,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   cluster_wait_acquire();  // the partner has started: its partial outputs' space may be written
   {
     const int other = rank ^ 1;
-    const unsigned remote = cluster_shared_address(partials, unsigned(other));
+    const unsigned remote = cluster_shared_address(partials, unsigned(cluster_rank ^ 1));
 #pragma unroll
     for (int q = 0; q < kPairs; ++q)
       store_cluster_shared(remote + 16 * pair_slot(q), partial(pair_filter(q), other * Cfg::kHalfTiles + pair_tile(q)));
