@@ -155,33 +155,25 @@ at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) 
                            winograd_filter_transform_kernel<Tile, T, kGroupPoints>);
 }
 
-// Blocks per cluster of a fused forward tile (Cfg::kCluster where it has one).
+// A fused forward tile's cluster: its blocks (Cfg::kCluster) and the filter blocks they cover
+// (Cfg::kVShare: the grid's filter blocks come in groups of as many, the last padded); a tile
+// without a cluster, 1 and 1.
 template <typename Cfg, typename = void>
-struct ClusterBlocks {
-  static constexpr int value = 1;
+struct ClusterShape {
+  static constexpr int blocks = 1, filter_blocks = 1;
 };
 template <typename Cfg>
-struct ClusterBlocks<Cfg, std::void_t<decltype(Cfg::kCluster)>> {
-  static constexpr int value = Cfg::kCluster;
+struct ClusterShape<Cfg, std::void_t<decltype(Cfg::kCluster)>> {
+  static constexpr int blocks = Cfg::kCluster, filter_blocks = Cfg::kVShare;
 };
 template <typename Cfg>
 constexpr int fused_cluster_blocks() {
-  return ClusterBlocks<Cfg>::value;
+  return ClusterShape<Cfg>::blocks;
 }
-// Filter blocks per cluster (Cfg::kVShare where it has one): the grid's filter blocks come in groups
-// of as many, the last padded.
-template <typename Cfg, typename = void>
-struct ClusterFilterBlocks {
-  static constexpr int value = 1;
-};
-template <typename Cfg>
-struct ClusterFilterBlocks<Cfg, std::void_t<decltype(Cfg::kVShare)>> {
-  static constexpr int value = Cfg::kVShare;
-};
 // Blocks of a fused forward launch over k_tiles filter blocks x p_tiles tile blocks x groups.
 template <typename Cfg>
 int64_t fused_blocks(int64_t k_tiles, int64_t p_tiles, int64_t groups) {
-  return ceil_div(k_tiles, ClusterFilterBlocks<Cfg>::value) * p_tiles * groups * fused_cluster_blocks<Cfg>();
+  return ceil_div(k_tiles, ClusterShape<Cfg>::filter_blocks) * p_tiles * groups * fused_cluster_blocks<Cfg>();
 }
 
 // The arguments of a fused forward launch over all of cv's tile blocks.
