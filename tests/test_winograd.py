@@ -287,9 +287,10 @@ def test_cuda_f4x4_is_another_algorithm():
 # The tensor-core tiles, forced by set_config: mma.sync's 32- and 64-filter blocks; on Hopper the
 # wgmma block, the cluster of two blocks splitting its points, and the cluster with V staged
 # (transformed once into a workspace by a kernel of its own instead of by every filter block): its
-# operands copied by every thread, by bulk copies, or by bulk copies that multicast V to the
-# clusters' two filter blocks.
-VSTAGED_TILES = ["tf32-wgmma-cluster-vstaged", "tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-vmulticast"]
+# operands copied by every thread, by bulk copies, by bulk copies that multicast V to the clusters'
+# two filter blocks, or V to two filter blocks and U to two tile blocks.
+UNVERIFIED_TILES = ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-vmulticast", "tf32-wgmma-cluster-uvmulticast"]
+VSTAGED_TILES = ["tf32-wgmma-cluster-vstaged"] + UNVERIFIED_TILES
 WGMMA_TILES = ["tf32-wgmma", "tf32-wgmma-cluster"] + VSTAGED_TILES
 TF32_TILES = ["tf32", "tf32-tall"] + WGMMA_TILES
 
@@ -390,7 +391,7 @@ def test_staged_v_within_the_workspace_limit(layout, tile):
 
 
 @needs_cuda
-@pytest.mark.parametrize("tile", ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-vmulticast"])
+@pytest.mark.parametrize("tile", UNVERIFIED_TILES)
 def test_unverified_tiles_are_refused_outside_the_tests(tile, monkeypatch):
     """The bulk-copy tiles have not run on a GPU in a released build: forced without
     TORCHCONV_UNVERIFIED_KERNELS=1 (which the test suite sets), a call is a ValueError naming the

@@ -55,8 +55,9 @@ namespace {
 // the 64-filter block on Hopper's wgmma, tf32-wgmma-cluster its 64 x 64 output block split by points
 // over a cluster of two blocks, and tf32-wgmma-cluster-vstaged that cluster reading V transformed
 // beforehand by a kernel of its own; tf32-wgmma-cluster-vbulk that cluster with its operands moved by
-// bulk copies through three stages, and tf32-wgmma-cluster-vmulticast its clusters of two filter
-// blocks sharing each V chunk by multicast (all sm_90a only; grad_weight then runs tf32-tall): forced, they
+// bulk copies through three stages, tf32-wgmma-cluster-vmulticast its clusters of two filter blocks
+// sharing each V chunk by multicast, and tf32-wgmma-cluster-uvmulticast clusters of two filter blocks x
+// two tile blocks sharing V and U (all sm_90a only; grad_weight then runs tf32-tall): forced, they
 // take the fused and auto variants' calls that follow TF32, and other calls run the default.
 constexpr const char* kConfigNames[] = {"default",
                                         "thin",
@@ -67,10 +68,11 @@ constexpr const char* kConfigNames[] = {"default",
                                         "tf32-wgmma-cluster",
                                         "tf32-wgmma-cluster-vstaged",
                                         "tf32-wgmma-cluster-vbulk",
-                                        "tf32-wgmma-cluster-vmulticast"};
+                                        "tf32-wgmma-cluster-vmulticast",
+                                        "tf32-wgmma-cluster-uvmulticast"};
 constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4, kConfigTf32Wgmma = 5,
               kConfigTf32WgmmaCluster = 6, kConfigTf32WgmmaClusterVStaged = 7, kConfigTf32WgmmaClusterVBulk = 8,
-              kConfigTf32WgmmaClusterVMulticast = 9;
+              kConfigTf32WgmmaClusterVMulticast = 9, kConfigTf32WgmmaClusterUVMulticast = 10;
 
 // Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
 //   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
@@ -155,16 +157,16 @@ at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) 
                            winograd_filter_transform_kernel<Tile, T, kGroupPoints>);
 }
 
-// A fused forward tile's cluster: its blocks (Cfg::kCluster) and the filter blocks they cover
-// (Cfg::kVShare: the grid's filter blocks come in groups of as many, the last padded); a tile
-// without a cluster, 1 and 1.
+// A fused forward tile's cluster: its blocks (Cfg::kCluster) and the filter and tile blocks they
+// cover (Cfg::kVShare, Cfg::kUShare: the grid's filter and tile blocks come in groups of as many, the
+// last padded); a tile without a cluster, 1, 1 and 1.
 template <typename Cfg, typename = void>
 struct ClusterShape {
-  static constexpr int blocks = 1, filter_blocks = 1;
+  static constexpr int blocks = 1, filter_blocks = 1, tile_blocks = 1;
 };
 template <typename Cfg>
 struct ClusterShape<Cfg, std::void_t<decltype(Cfg::kCluster)>> {
-  static constexpr int blocks = Cfg::kCluster, filter_blocks = Cfg::kVShare;
+  static constexpr int blocks = Cfg::kCluster, filter_blocks = Cfg::kVShare, tile_blocks = Cfg::kUShare;
 };
 template <typename Cfg>
 constexpr int fused_cluster_blocks() {
@@ -173,7 +175,8 @@ constexpr int fused_cluster_blocks() {
 // Blocks of a fused forward launch over k_tiles filter blocks x p_tiles tile blocks x groups.
 template <typename Cfg>
 int64_t fused_blocks(int64_t k_tiles, int64_t p_tiles, int64_t groups) {
-  return ceil_div(k_tiles, ClusterShape<Cfg>::filter_blocks) * p_tiles * groups * fused_cluster_blocks<Cfg>();
+  using Shape = ClusterShape<Cfg>;
+  return ceil_div(k_tiles, Shape::filter_blocks) * ceil_div(p_tiles, Shape::tile_blocks) * groups * Shape::blocks;
 }
 
 // The arguments of a fused forward launch over all of cv's tile blocks.
@@ -295,22 +298,26 @@ bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
 
 // The tensor-core tiles, as tc_forward_tile and tc_grad_weight_tile name them.
 constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2, kTcTileWgmmaCluster = 3,
-              kTcTileWgmmaClusterVStaged = 4, kTcTileWgmmaClusterVBulk = 5, kTcTileWgmmaClusterVMulticast = 6;
+              kTcTileWgmmaClusterVStaged = 4, kTcTileWgmmaClusterVBulk = 5, kTcTileWgmmaClusterVMulticast = 6,
+              kTcTileWgmmaClusterUVMulticast = 7;
 constexpr const char* kTcTileChoices[] = {"fused:tf32",
                                           "fused:tf32-tall",
                                           "fused:tf32-wgmma",
                                           "fused:tf32-wgmma-cluster",
                                           "fused:tf32-wgmma-cluster-vstaged",
                                           "fused:tf32-wgmma-cluster-vbulk",
-                                          "fused:tf32-wgmma-cluster-vmulticast"};
-bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterVMulticast; }
+                                          "fused:tf32-wgmma-cluster-vmulticast",
+                                          "fused:tf32-wgmma-cluster-uvmulticast"};
+bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterUVMulticast; }
 // The wgmma configs name the wgmma tiles in the same order (forced_tc_tile).
 static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster - kTcTileWgmma &&
                   kConfigTf32WgmmaClusterVStaged - kConfigTf32Wgmma == kTcTileWgmmaClusterVStaged - kTcTileWgmma &&
                   kConfigTf32WgmmaClusterVBulk - kConfigTf32Wgmma == kTcTileWgmmaClusterVBulk - kTcTileWgmma &&
                   kConfigTf32WgmmaClusterVMulticast - kConfigTf32Wgmma ==
                       kTcTileWgmmaClusterVMulticast - kTcTileWgmma &&
-                  int(std::size(kTcTileChoices)) == kTcTileWgmmaClusterVMulticast + 1,
+                  kConfigTf32WgmmaClusterUVMulticast - kConfigTf32Wgmma ==
+                      kTcTileWgmmaClusterUVMulticast - kTcTileWgmma &&
+                  int(std::size(kTcTileChoices)) == kTcTileWgmmaClusterUVMulticast + 1,
               "wgmma configs and tiles in one order");
 
 // The configs from kConfigFirstUnverified on are built (and their CPU-side tests pass) but have not
@@ -327,12 +334,12 @@ bool unverified_kernels_allowed() {
 // kTcIeee (the staged or F(4x4) variant, a forced IEEE tile config), the forced tile, or
 // kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
 // run, or an unverified one without TORCHCONV_UNVERIFIED_KERNELS=1, is a ValueError.
-constexpr int kTcTileByRule = 7;
+constexpr int kTcTileByRule = 8;
 int forced_tc_tile() {
   const WinogradVariant variant = winograd_variant();
   if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return kTcIeee;
   const int forced = forced_config(kWinograd);
-  if (forced >= kConfigTf32Wgmma && forced <= kConfigTf32WgmmaClusterVMulticast) {
+  if (forced >= kConfigTf32Wgmma && forced <= kConfigTf32WgmmaClusterUVMulticast) {
     TORCH_CHECK_VALUE(wgmma_device(), "torchconv.conv2d_winograd: config '", kConfigNames[forced],
                       "' (forced by set_config) runs on sm_90a GPUs (Hopper) only; this GPU or build runs tf32 and "
                       "tf32-tall");
@@ -571,6 +578,8 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
         return run_tc_fused<WinogradWgmmaClusterVBulkTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileWgmmaClusterVMulticast)
         return run_tc_fused<WinogradWgmmaClusterVMulticastTile>(x, weight, bias, cv, y, nhwc);
+      if (tile == kTcTileWgmmaClusterUVMulticast)
+        return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
       return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
     }

@@ -289,7 +289,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 template <bool kVStaged_>
 struct WinogradWgmmaClusterConfig {
   static constexpr bool kWgmma = true, kVStaged = kVStaged_, kBulk = false;
-  static constexpr int kVShare = 1;  // filter blocks per cluster (WinogradWgmmaClusterBulkConfig)
+  // Filter blocks and tile blocks per cluster (WinogradWgmmaClusterBulkConfig).
+  static constexpr int kVShare = 1, kUShare = 1;
   static constexpr int kCluster = 2;
   static constexpr int kM = 64, kN = 64, kK = 16, kSteps = kK / 8;
   static constexpr int kThreads = 512, kMinBlocks = 1;
@@ -329,56 +330,86 @@ using WinogradWgmmaClusterVStagedTile = WinogradWgmmaClusterConfig<true>;
 // The staged-V cluster with its operands moved by bulk copies through three stages: one thread of
 // a block issues a chunk's copies (U's run and V's), counted on the stage's mbarrier, two chunks
 // ahead of the MMAs, and the warpgroups free a stage by arriving on a second mbarrier, so that no
-// block barrier remains in the reduction. kVShare > 1: the cluster holds the point pairs of kVShare
-// filter blocks (kVShare * kt + share, share = cluster rank / 2) of one tile block, whose V chunks
-// are the same; each block copies 1 / kVShare of a chunk's V to the blocks of its point half
-// (multicast), so that V crosses from L2 once per kVShare filter blocks.
-template <int kVShare_>
+// block barrier remains in the reduction. Larger clusters share operands by multicast: the cluster
+// holds the point pairs of kVShare filter blocks x kUShare tile blocks (BulkClusterPlace); the blocks
+// of one point half and tile block read the same V chunks, those of one point half and filter block
+// the same U chunks, and each block copies its 1 / kVShare of V and 1 / kUShare of U to all the blocks
+// that read them, so that V crosses from L2 once per kVShare filter blocks and U once per kUShare
+// tile blocks.
+template <int kVShare_, int kUShare_ = 1>
 struct WinogradWgmmaClusterBulkConfig : WinogradWgmmaClusterConfig<true> {
   static constexpr bool kBulk = true;
-  static constexpr int kVShare = kVShare_;
-  static constexpr int kCluster = 2 * kVShare;
+  static constexpr int kVShare = kVShare_, kUShare = kUShare_;
+  static constexpr int kCluster = 2 * kVShare * kUShare;
   static constexpr int kStages = 3;
   static constexpr int kPartialOffset = kStages * kStage > kMFloats ? kStages * kStage : kMFloats;
   // Then the mbarriers: a stage's copies landed (kStages), its readers done (kStages).
   static constexpr int kBarrierOffset = kPartialOffset + kPartialFloats;  // in floats, 8-byte aligned
   static constexpr size_t kForwardSmemBytes = size_t(kBarrierOffset) * sizeof(float) + 2 * kStages * sizeof(uint64_t);
-  static_assert(kBarrierOffset % 2 == 0 && (kVFloats / kVShare) % 4 == 0, "aligned barriers, 16-byte V pieces");
+  static_assert(kBarrierOffset % 2 == 0 && (kVFloats / kVShare) % 4 == 0 && (kUFloats / kUShare) % 4 == 0,
+                "aligned barriers, 16-byte operand pieces");
   static_assert(kCluster <= 8, "a portable cluster");
 };
 using WinogradWgmmaClusterVBulkTile = WinogradWgmmaClusterBulkConfig<1>;
 using WinogradWgmmaClusterVMulticastTile = WinogradWgmmaClusterBulkConfig<2>;
+using WinogradWgmmaClusterUVMulticastTile = WinogradWgmmaClusterBulkConfig<2, 2>;
 
-// The reduction of a bulk-copied staged-V block (Cfg::kBulk), `rank` its point half and `share` its
-// filter block within the cluster; u_block and v_block: chunk 0 of the block's U and V runs. Stage
-// s's copies of chunk c count on full[s] (phase c / kStages); a warpgroup, once its MMAs of chunk c
-// are done, arrives on empty[c % kStages] of every block its V copies reach (4 * kVShare arrivals
-// per phase), and a block's producer waits for that phase before it refills the stage there. The
-// producer (thread 0) waits for the other blocks' warpgroups, so its warp reconverges before the
-// next chunk's MMAs, which the warpgroup issues together.
+// A block's place in its cluster (cluster rank half + 2 * (fshare + kVShare * tshare)): its point half,
+// and which of the cluster's filter blocks and tile blocks it computes. Clusters of two (kVShare and
+// kUShare 1) are the rank as the point half.
+template <typename Cfg>
+struct ClusterPlace {
+  int half, fshare, tshare;
+  __device__ __forceinline__ explicit ClusterPlace(int cluster_rank)
+      : half(Cfg::kCluster > 2 ? cluster_rank % 2 : cluster_rank),
+        fshare(Cfg::kVShare > 1 ? (cluster_rank / 2) % Cfg::kVShare : 0),
+        tshare(Cfg::kUShare > 1 ? cluster_rank / (2 * Cfg::kVShare) : 0) {}
+  __device__ __forceinline__ unsigned rank_of(int f, int t) const { return unsigned(half + 2 * (f + Cfg::kVShare * t)); }
+};
+
+// The blocks of the cluster that read one piece of an operand: the ranks of `mask`. A piece for them
+// all is one multicast copy; a block's own piece alone, one bulk copy.
+template <int kShare>
+__device__ __forceinline__ void copy_piece(float* dst, const float* src, unsigned bytes, uint64_t* bar, uint16_t mask) {
+  if constexpr (kShare == 1)
+    bulk_copy_to_shared(dst, src, bytes, bar);
+  else
+    bulk_copy_to_shared_multicast(dst, src, bytes, bar, mask);
+}
+
+// The reduction of a bulk-copied staged-V block (Cfg::kBulk) at `place` in its cluster; u_block and
+// v_block: chunk 0 of the block's U and V runs. Stage s's copies of chunk c count on full[s] (phase
+// c / kStages): the block's producer expects all of U's and V's bytes, whichever blocks copy their
+// pieces. A warpgroup, once its MMAs of chunk c are done, arrives on empty[c % kStages] of every
+// block that copies into it (those of its point half that share its filter block or its tile block,
+// itself included: 4 * (kUShare + kVShare - 1) arrivals per phase), and a block's producer waits for
+// that phase before it refills the stage in those same blocks. The producer (thread 0) waits for
+// the other blocks' warpgroups, so its warp reconverges before the next chunk's MMAs, which the
+// warpgroup issues together.
 template <typename Cfg>
 __device__ __forceinline__ void reduce_bulk(const WgmmaPointMmas<Cfg>& mmas,
                                             typename WgmmaPointMmas<Cfg>::Accumulators& acc, const float* u_block,
-                                            const float* v_block, float* smem, uint64_t* bars, int chunks, int rank,
-                                            int share) {
+                                            const float* v_block, float* smem, uint64_t* bars, int chunks,
+                                            const ClusterPlace<Cfg>& place) {
   using Mmas = WgmmaPointMmas<Cfg>;
-  constexpr int kS = Cfg::kStages, kPiece = Cfg::kVFloats / Cfg::kVShare;
+  constexpr int kS = Cfg::kStages, kVPiece = Cfg::kVFloats / Cfg::kVShare, kUPiece = Cfg::kUFloats / Cfg::kUShare;
   constexpr unsigned kUBytes = Cfg::kUFloats * sizeof(float), kVBytes = Cfg::kVFloats * sizeof(float);
   uint64_t* full = bars;
   uint64_t* empty = bars + kS;
-  uint16_t readers = 0;  // the blocks of this point half: the cluster ranks 2 * j + rank
+  uint16_t v_readers = 0, u_readers = 0;  // the blocks that share this block's V chunks; its U chunks
 #pragma unroll
-  for (int j = 0; j < Cfg::kVShare; ++j) readers |= uint16_t(1u << (2 * j + rank));
+  for (int j = 0; j < Cfg::kVShare; ++j) v_readers |= uint16_t(1u << place.rank_of(j, place.tshare));
+#pragma unroll
+  for (int j = 0; j < Cfg::kUShare; ++j) u_readers |= uint16_t(1u << place.rank_of(place.fshare, j));
   auto fetch = [&](int chunk) {
     const int s = chunk % kS;
-    mbarrier_arrive_expect_tx(&full[s], kUBytes + kVBytes);  // U, and every piece of V
-    bulk_copy_to_shared(Mmas::stage_u(smem, s), u_block + int64_t(chunk) * Cfg::kUChunkFloats, kUBytes, &full[s]);
-    float* v_dst = Mmas::stage_v(smem, s) + share * kPiece;
-    const float* v_src = v_block + int64_t(chunk) * Cfg::kVChunkFloats + share * kPiece;
-    if constexpr (Cfg::kVShare == 1)
-      bulk_copy_to_shared(v_dst, v_src, kPiece * sizeof(float), &full[s]);
-    else
-      bulk_copy_to_shared_multicast(v_dst, v_src, kPiece * sizeof(float), &full[s], readers);
+    mbarrier_arrive_expect_tx(&full[s], kUBytes + kVBytes);  // every piece of U and V
+    copy_piece<Cfg::kUShare>(Mmas::stage_u(smem, s) + place.tshare * kUPiece,
+                             u_block + int64_t(chunk) * Cfg::kUChunkFloats + place.tshare * kUPiece,
+                             kUPiece * sizeof(float), &full[s], u_readers);
+    copy_piece<Cfg::kVShare>(Mmas::stage_v(smem, s) + place.fshare * kVPiece,
+                             v_block + int64_t(chunk) * Cfg::kVChunkFloats + place.fshare * kVPiece,
+                             kVPiece * sizeof(float), &full[s], v_readers);
   };
   const bool producer = threadIdx.x == 0;
   if (producer)
@@ -388,8 +419,12 @@ __device__ __forceinline__ void reduce_bulk(const WgmmaPointMmas<Cfg>& mmas,
     mmas.run(acc, chunk % kS);
     wgmma_wait<1>();  // this warpgroup's MMAs of chunk - 1 are done
     if (chunk > 0 && threadIdx.x % 128 == 0) {
+      uint64_t* freed = &empty[(chunk - 1) % kS];
 #pragma unroll
-      for (int j = 0; j < Cfg::kVShare; ++j) mbarrier_arrive_cluster(&empty[(chunk - 1) % kS], unsigned(2 * j + rank));
+      for (int j = 0; j < Cfg::kUShare; ++j) mbarrier_arrive_cluster(freed, place.rank_of(place.fshare, j));
+#pragma unroll
+      for (int j = 0; j < Cfg::kVShare; ++j)
+        if (j != place.fshare) mbarrier_arrive_cluster(freed, place.rank_of(j, place.tshare));
     }
     const int next = chunk + kS - 1;
     if (producer && next < chunks) {
@@ -447,16 +482,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const int cluster_rank = int(cluster_block_rank());
-  // The block's point half, and its filter block among the cluster's kVShare.
-  const int rank = Cfg::kVShare > 1 ? cluster_rank % 2 : cluster_rank;
-  const int share = Cfg::kVShare > 1 ? cluster_rank / 2 : 0;
+  const ClusterPlace<Cfg> place(cluster_rank);
+  const int rank = place.half;
   uint64_t* bars = nullptr;
   if constexpr (Cfg::kBulk) {
     bars = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
     if (threadIdx.x == 0) {
       for (int s = 0; s < Cfg::kStages; ++s) {
         mbarrier_init(&bars[s], 1);
-        mbarrier_init(&bars[Cfg::kStages + s], Cfg::kWarpgroups * Cfg::kVShare);
+        mbarrier_init(&bars[Cfg::kStages + s], Cfg::kWarpgroups * (Cfg::kUShare + Cfg::kVShare - 1));
       }
       mbarrier_init_fence_cluster();
     }
@@ -465,8 +499,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     cluster_wait_acquire();
   }
   cluster_arrive_relaxed();  // this block has started: waited for before the partner's shared memory is written
-  BlockCoord bc = block_coord(int(ceil_div(a.k_tiles, Cfg::kVShare)), a.p_tiles, blockIdx.x / Cfg::kCluster);
-  bc.kt = bc.kt * Cfg::kVShare + share;  // past the last filter block where kVShare does not divide k_tiles
+  BlockCoord bc = block_coord(int(ceil_div(a.k_tiles, Cfg::kVShare)), int(ceil_div(a.p_tiles, Cfg::kUShare)),
+                              blockIdx.x / Cfg::kCluster);
+  // Past the last filter (tile) block where kVShare (kUShare) does not divide their count.
+  bc.kt = bc.kt * Cfg::kVShare + place.fshare;
+  bc.pt = bc.pt * Cfg::kUShare + place.tshare;
   const int64_t p0 = int64_t(a.p_tile0 + bc.pt) * Cfg::kN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
@@ -480,12 +517,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   const int chunks = a.reduction_pad / Cfg::kK;
   if constexpr (Cfg::kBulk) {
-    // A filter block past the last reads the last one's U (its outputs are not stored) and copies its
-    // share of V for the others.
-    const int kt = bc.kt < a.k_tiles ? bc.kt : a.k_tiles - 1;
+    // A filter (tile) block past the last reads the last one's U (V), copies its pieces for the
+    // others, and stores no outputs.
+    const int kt = bc.kt < a.k_tiles ? bc.kt : a.k_tiles - 1, pt = bc.pt < a.p_tiles ? bc.pt : a.p_tiles - 1;
     const float* u_block = a.u + (int64_t(bc.g) * a.k_tiles + kt) * chunks * Cfg::kUChunkFloats + rank * Cfg::kUFloats;
-    const float* v_block = a.v + (int64_t(bc.g) * a.p_tiles + bc.pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
-    reduce_bulk<Cfg>(mmas, acc, u_block, v_block, smem, bars, chunks, rank, share);
+    const float* v_block = a.v + (int64_t(bc.g) * a.p_tiles + pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
+    reduce_bulk<Cfg>(mmas, acc, u_block, v_block, smem, bars, chunks, place);
   } else if constexpr (Cfg::kVStaged) {
     // The block's points are the half `rank` of each staged chunk.
     mmas.reduce_staged(acc, u_chunks, WgmmaVFetcher<Cfg>(a, bc, rank * Cfg::kVFloats), smem, chunks);
@@ -567,7 +604,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const int f = pair_filter(q), n = rank * Cfg::kHalfTiles + pair_tile(q);
     const int k = bc.kt * Cfg::kM + f;
     const int64_t p = p0 + n;
-    if (k >= Kg || p >= cv.tiles()) continue;
+    if (k >= Kg || p >= cv.tiles() || (Cfg::kUShare > 1 && bc.pt >= a.p_tiles)) continue;
     const float4 mine = partial(f, n), theirs = *reinterpret_cast<const float4*>(partials + 4 * pair_slot(q));
     const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
     const float out[4] = {mine.x + theirs.x + b, mine.y + theirs.y + b, mine.z + theirs.z + b, mine.w + theirs.w + b};
