@@ -331,7 +331,7 @@ using WinogradWgmmaClusterVStagedTile = WinogradWgmmaClusterConfig<true>;
 // a block issues a chunk's copies (U's run and V's), counted on the stage's mbarrier, two chunks
 // ahead of the MMAs, and the warpgroups free a stage by arriving on a second mbarrier, so that no
 // block barrier remains in the reduction. Larger clusters share operands by multicast: the cluster
-// holds the point pairs of kVShare filter blocks x kUShare tile blocks (BulkClusterPlace); the blocks
+// holds the point pairs of kVShare filter blocks x kUShare tile blocks (ClusterPlace); the blocks
 // of one point half and tile block read the same V chunks, those of one point half and filter block
 // the same U chunks, and each block copies its 1 / kVShare of V and 1 / kUShare of U to all the blocks
 // that read them, so that V crosses from L2 once per kVShare filter blocks and U once per kUShare
