@@ -392,6 +392,50 @@ def test_staged_v_within_the_workspace_limit(layout, tile):
 
 @needs_cuda
 @pytest.mark.parametrize("tile", UNVERIFIED_TILES)
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("shape", [
+    (2, 200, 200, 19, 23, 1, 1),  # 13 chunks: every stage's mbarriers go through several phases
+    (3, 33, 130, 17, 15, 0, 1),  # 3 filter blocks and 5 tile blocks: the clusters' last pairs padded
+    (2, 40, 72, 9, 9, 1, 2),  # groups
+], ids=lambda s: "N{}C{}K{}H{}W{}p{}g{}".format(*s))
+def test_bulk_tiles_give_the_staged_v_tiles_bits(shape, layout, tile):
+    """The bulk-copy tiles move the same operands into the same stages as the staged-V cluster and
+    run the same MMAs in the same order, so their outputs are its bits exactly: forward and
+    grad_input, whole and in workspace slices (3 tile blocks in the forward: odd slices pad the tile
+    pairs of the U multicast), with padded filter and tile blocks storing nothing."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    n, c, k, h, w, padding, groups = shape
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x = torch.randn(n, c, h, w, device="cuda").contiguous(memory_format=fmt).requires_grad_(True)
+    wt = torch.randn(k, c // groups, 3, 3, device="cuda")
+    b = torch.randn(k, device="cuda")
+    kw = dict(padding=padding, groups=groups, algorithm="winograd")
+
+    def run(config):
+        with using_config("winograd", config):
+            y = torchconv.conv2d(x, wt, b, **kw)
+            assert torchconv.last_choice().startswith(f"forward:fused:{config}/"), torchconv.last_choice()
+            (gx,) = torch.autograd.grad(y, x, gy)
+        return y, gx
+
+    gy = torch.randn_like(F.conv2d(x.detach(), wt, b, padding=padding, groups=groups))
+    expected = run("tf32-wgmma-cluster-vstaged")
+    got = run(tile)
+    assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+    old_limit = torchconv.get_workspace_limit()
+    try:
+        # The forward's V of 3 tile blocks (16 points x 64 tiles x the padded channels of each group).
+        torchconv.set_workspace_limit(3 * 16 * 64 * groups * (-(-(c // groups) // 16) * 16) * 4)
+        sliced = run(tile)
+    finally:
+        torchconv.set_workspace_limit(old_limit)
+    assert torch.equal(sliced[0], expected[0]) and torch.equal(sliced[1], expected[1])
+
+
+@needs_cuda
+@pytest.mark.parametrize("tile", UNVERIFIED_TILES)
 def test_unverified_tiles_are_refused_outside_the_tests(tile, monkeypatch):
     """The bulk-copy tiles have not run on a GPU in a released build: forced without
     TORCHCONV_UNVERIFIED_KERNELS=1 (which the test suite sets), a call is a ValueError naming the
