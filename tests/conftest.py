@@ -5,7 +5,6 @@ dispatcher's message as the reason.
 Every test starts from a seed derived from its id (CRC-32), so a failing case draws the same inputs
 when it is run again, alone or in the whole suite; the seed is printed with the failure."""
 import contextlib
-import os
 import zlib
 
 import pytest
@@ -13,9 +12,6 @@ import torch
 
 import torchconv
 
-# Kernels that have not run on a GPU yet are refused outside the tests (csrc: kConfigFirstUnverified);
-# their GPU tests here are what verifies them.
-os.environ.setdefault("TORCHCONV_UNVERIFIED_KERNELS", "1")
 
 DEVICES = [
     "cpu",

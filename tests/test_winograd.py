@@ -289,8 +289,7 @@ def test_cuda_f4x4_is_another_algorithm():
 # (transformed once into a workspace by a kernel of its own instead of by every filter block): its
 # operands copied by every thread, by bulk copies, by bulk copies that multicast V to the clusters'
 # two filter blocks, or V to two filter blocks and U to two tile blocks.
-UNVERIFIED_TILES = ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-vmulticast", "tf32-wgmma-cluster-uvmulticast"]
-VSTAGED_TILES = ["tf32-wgmma-cluster-vstaged"] + UNVERIFIED_TILES
+VSTAGED_TILES = ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-uvmulticast"]
 WGMMA_TILES = ["tf32-wgmma", "tf32-wgmma-cluster"] + VSTAGED_TILES
 TF32_TILES = ["tf32", "tf32-tall"] + WGMMA_TILES
 
@@ -391,18 +390,18 @@ def test_staged_v_within_the_workspace_limit(layout, tile):
 
 
 @needs_cuda
-@pytest.mark.parametrize("tile", UNVERIFIED_TILES)
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.parametrize("shape", [
     (2, 200, 200, 19, 23, 1, 1),  # 13 chunks: every stage's mbarriers go through several phases
     (3, 33, 130, 17, 15, 0, 1),  # 3 filter blocks and 5 tile blocks: the clusters' last pairs padded
     (2, 40, 72, 9, 9, 1, 2),  # groups
 ], ids=lambda s: "N{}C{}K{}H{}W{}p{}g{}".format(*s))
-def test_bulk_tiles_give_the_staged_v_tiles_bits(shape, layout, tile):
-    """The bulk-copy tiles move the same operands into the same stages as the staged-V cluster and
-    run the same MMAs in the same order, so their outputs are its bits exactly: forward and
-    grad_input, whole and in workspace slices (3 tile blocks in the forward: odd slices pad the tile
-    pairs of the U multicast), with padded filter and tile blocks storing nothing."""
+def test_multicast_tile_gives_the_two_block_clusters_bits(shape, layout):
+    """The clusters of eight (two filter blocks x two tile blocks sharing V and U by multicast) copy
+    the same operands into the same stages as the two-block clusters and run the same MMAs in the
+    same order, so their outputs are those bits exactly: forward and grad_input, whole and in
+    workspace slices (3 tile blocks in the forward: odd slices pad the tile pairs), with padded
+    filter and tile blocks storing nothing."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     n, c, k, h, w, padding, groups = shape
@@ -421,34 +420,17 @@ def test_bulk_tiles_give_the_staged_v_tiles_bits(shape, layout, tile):
         return y, gx
 
     gy = torch.randn_like(F.conv2d(x.detach(), wt, b, padding=padding, groups=groups))
-    expected = run("tf32-wgmma-cluster-vstaged")
-    got = run(tile)
+    expected = run("tf32-wgmma-cluster-vbulk")
+    got = run("tf32-wgmma-cluster-uvmulticast")
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
     old_limit = torchconv.get_workspace_limit()
     try:
         # The forward's V of 3 tile blocks (16 points x 64 tiles x the padded channels of each group).
         torchconv.set_workspace_limit(3 * 16 * 64 * groups * (-(-(c // groups) // 16) * 16) * 4)
-        sliced = run(tile)
+        sliced = run("tf32-wgmma-cluster-uvmulticast")
     finally:
         torchconv.set_workspace_limit(old_limit)
     assert torch.equal(sliced[0], expected[0]) and torch.equal(sliced[1], expected[1])
-
-
-@needs_cuda
-@pytest.mark.parametrize("tile", UNVERIFIED_TILES)
-def test_unverified_tiles_are_refused_outside_the_tests(tile, monkeypatch):
-    """The bulk-copy tiles have not run on a GPU in a released build: forced without
-    TORCHCONV_UNVERIFIED_KERNELS=1 (which the test suite sets), a call is a ValueError naming the
-    config, never a launch."""
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("wgmma runs on sm_90a")
-    monkeypatch.delenv("TORCHCONV_UNVERIFIED_KERNELS")
-    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
-    x = torch.randn(1, 32, 8, 8, device="cuda")
-    wt = torch.randn(64, 32, 3, 3, device="cuda")
-    with using_config("winograd", tile):
-        with pytest.raises(ValueError, match=f"config '{tile}'.*not been verified on a GPU"):
-            torchconv.conv2d(x, wt, padding=1, algorithm="winograd")
 
 
 def odd_offset_copy(t):
@@ -528,10 +510,13 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
     (2, 128, 32, 20, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
     (2, 64, 33, 20, "TALL"),  # 33 filters: more than one 32-filter block
     (2, 16, 128, 136, "TALL"),  # few channels, many pixels
-    (8, 256, 512, 40, "VSTAGED"),  # 256 channels, 512 filters, 800 blocks: the cluster tile with V staged
-    (8, 256, 511, 40, "TALL"),  # fewer filters: the single wgmma block
+    (8, 256, 512, 40, "MULTICAST"),  # 256 channels, 800 blocks: staged V, clusters of 8 (multicast)
+    (8, 256, 72, 40, "MULTICAST"),  # few filters: 200 blocks, more than one wave
+    (32, 512, 512, 7, "BULK"),  # 128 blocks, one wave: staged V, clusters of 2
+    (33, 256, 64, 16, "BULK"),  # 66 blocks, half the GPU
+    (32, 256, 64, 16, "TALL"),  # 64 blocks: the single wgmma block
     (8, 255, 512, 40, "TALL"),  # fewer channels: the single wgmma block
-    (2, 256, 512, 10, "TALL"),  # 16 blocks of the staged-V tile: a fraction of one wave
+    (2, 256, 512, 10, "TALL"),  # 16 blocks: a fraction of one wave
     (2, 3, 32, 20, "fused:shallow"),  # an RGB stem keeps the shallow kernel (IEEE FP32)
     (2, 32, 4, 20, "fused:narrow"),  # 4 filters: the narrow kernel (IEEE FP32)
 ])
@@ -540,13 +525,17 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     narrow kernels: never IEEE F(4x4), which the tensor-core kernel outran on every 3x3 suite layer.
     Its tile has 64 filters where a group has more than 32 filters (TALL): on Hopper's wgmma, else
     mma.sync's tf32-tall (channels_last calls: test_channels_last_tile_rule_under_tf32). From 256
-    channels and 512 filters per group the wgmma cluster tile with V staged (VSTAGED) where its grid
-    fills the GPU twice: the input transformed once, where 8 or more filter blocks would each load
-    it."""
+    channels per group a wgmma cluster tile with V staged (the input transformed once, where each
+    filter block would load it from NCHW) where the two-block clusters' grid fills half the GPU
+    (BULK), and clusters of eight sharing V and U by multicast beyond one wave (MULTICAST). Block
+    counts are those of a 132-SM GPU (H100, H200)."""
     torch.backends.cudnn.allow_tf32 = True
     hopper = torch.cuda.get_device_capability() == (9, 0)
+    if hopper and torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the cases' block counts are a 132-SM GPU's")
     tall = "fused:tf32-wgmma/" if hopper else "fused:tf32-tall/"
-    choice = choice.replace("VSTAGED", "fused:tf32-wgmma-cluster-vstaged/" if hopper else "fused:tf32-tall/")
+    choice = choice.replace("MULTICAST", "fused:tf32-wgmma-cluster-uvmulticast/" if hopper else "TALL")
+    choice = choice.replace("BULK", "fused:tf32-wgmma-cluster-vbulk/" if hopper else "TALL")
     x = torch.randn(n, c, hw, hw, device="cuda")
     w = torch.randn(k, c, 3, 3, device="cuda")
     torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
@@ -567,23 +556,29 @@ def test_tf32_wgmma_forced_off_hopper_is_a_value_error(tile):
 
 
 @needs_cuda
-@pytest.mark.parametrize("c, k, groups, choice", [
-    (256, 64, 1, "CLUSTER"),  # 256 channels: the cluster tile (on Hopper)
-    (512, 40, 1, "CLUSTER"),  # and beyond; 40 filters: one partial filter block
-    (255, 64, 1, "SINGLE"),  # fewer channels: the single 64-filter wgmma block
-    (256, 128, 2, "SINGLE"),  # 256 channels in 2 groups: a group's 128 count
-    (512, 32, 1, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
+@pytest.mark.parametrize("n, hw, c, k, groups, choice", [
+    (2, (11, 13), 256, 64, 1, "CLUSTER"),  # 256 channels: the cluster tile (on Hopper)
+    (2, (11, 13), 512, 40, 1, "CLUSTER"),  # and beyond; 40 filters: one partial filter block
+    (2, (11, 13), 255, 64, 1, "SINGLE"),  # fewer channels: the single 64-filter wgmma block
+    (2, (11, 13), 256, 128, 2, "SINGLE"),  # 256 channels in 2 groups: a group's 128 count
+    (2, (11, 13), 512, 32, 1, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
+    (32, (14, 14), 256, 256, 1, "CLUSTER"),  # 200 blocks: less than two waves
+    (32, (17, 17), 256, 512, 1, "MULTICAST"),  # 656 blocks: staged V, clusters of 8 (multicast)
 ])
-def test_channels_last_tile_rule_under_tf32(c, k, groups, choice):
+def test_channels_last_tile_rule_under_tf32(n, hw, c, k, groups, choice):
     """channels_last calls under TF32 with more than 32 filters per group take Hopper's wgmma cluster
     tile (64 filters x 64 tiles, the points split over two blocks) from 256 channels per group on, and
-    the single wgmma block (64 filters x 32 tiles) below; off Hopper mma.sync's 64-filter tile. The
-    output matches cuDNN's TF32 error bar."""
+    the single wgmma block (64 filters x 32 tiles) below; off Hopper mma.sync's 64-filter tile. Where
+    the two-block clusters' grid fills the GPU twice (block counts of a 132-SM GPU), V is staged and
+    clusters of eight share it and U by multicast. The output matches cuDNN's TF32 error bar."""
     hopper = torch.cuda.get_device_capability() == (9, 0)
+    if hopper and torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the cases' block counts are a 132-SM GPU's")
+    choice = choice.replace("MULTICAST", "fused:tf32-wgmma-cluster-uvmulticast/" if hopper else "fused:tf32-tall/")
     choice = choice.replace("CLUSTER", "fused:tf32-wgmma-cluster/" if hopper else "fused:tf32-tall/")
     choice = choice.replace("SINGLE", "fused:tf32-wgmma/" if hopper else "fused:tf32-tall/")
     torch.backends.cudnn.allow_tf32 = True
-    x = torch.randn(2, c, 11, 13, device="cuda").contiguous(memory_format=torch.channels_last)
+    x = torch.randn(n, c, *hw, device="cuda").contiguous(memory_format=torch.channels_last)
     w = torch.randn(k, c // groups, 3, 3, device="cuda") / 30
     y = torchconv.conv2d(x, w, None, 1, 1, 1, groups, algorithm="winograd")
     assert torchconv.last_choice() == f"forward:{choice}splits=1/a=nhwc", torchconv.last_choice()

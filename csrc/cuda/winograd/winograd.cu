@@ -53,11 +53,10 @@ namespace {
 // variant only). A forced config also turns off the shallow and narrow kernels, so both can be timed.
 // tf32 and tf32-tall are the tensor-core fused kernel's tiles (32 and 64 filters per block), tf32-wgmma
 // the 64-filter block on Hopper's wgmma, tf32-wgmma-cluster its 64 x 64 output block split by points
-// over a cluster of two blocks, and tf32-wgmma-cluster-vstaged that cluster reading V transformed
-// beforehand by a kernel of its own; tf32-wgmma-cluster-vbulk that cluster with its operands moved by
-// bulk copies through three stages, tf32-wgmma-cluster-vmulticast its clusters of two filter blocks
-// sharing each V chunk by multicast, and tf32-wgmma-cluster-uvmulticast clusters of two filter blocks x
-// two tile blocks sharing V and U (all sm_90a only; grad_weight then runs tf32-tall): forced, they
+// over a cluster of two blocks, tf32-wgmma-cluster-vbulk that cluster reading V transformed
+// beforehand by a kernel of its own, its operands moved by bulk copies through three stages, and
+// tf32-wgmma-cluster-uvmulticast clusters of two filter blocks x two tile blocks of it sharing V and
+// U by multicast (all sm_90a only; grad_weight then runs tf32-tall): forced, they
 // take the fused and auto variants' calls that follow TF32, and other calls run the default.
 constexpr const char* kConfigNames[] = {"default",
                                         "thin",
@@ -66,13 +65,10 @@ constexpr const char* kConfigNames[] = {"default",
                                         "tf32-tall",
                                         "tf32-wgmma",
                                         "tf32-wgmma-cluster",
-                                        "tf32-wgmma-cluster-vstaged",
                                         "tf32-wgmma-cluster-vbulk",
-                                        "tf32-wgmma-cluster-vmulticast",
                                         "tf32-wgmma-cluster-uvmulticast"};
 constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4, kConfigTf32Wgmma = 5,
-              kConfigTf32WgmmaCluster = 6, kConfigTf32WgmmaClusterVStaged = 7, kConfigTf32WgmmaClusterVBulk = 8,
-              kConfigTf32WgmmaClusterVMulticast = 9, kConfigTf32WgmmaClusterUVMulticast = 10;
+              kConfigTf32WgmmaCluster = 6, kConfigTf32WgmmaClusterVBulk = 7, kConfigTf32WgmmaClusterUVMulticast = 8;
 
 // Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
 //   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
@@ -251,8 +247,8 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   const int64_t tile_block_floats = int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints;
   const int64_t slice = columns_per_chunk(p_tiles, tile_block_floats * int64_t(sizeof(float)));
   at::Tensor v = at::empty({slice * tile_block_floats}, x.options().memory_format(at::MemoryFormat::Contiguous));
-  // Every staged-V tile reads V as the staged-V cluster lays it out (the bulk-copy tiles derive from it).
-  using VLayout = WinogradWgmmaClusterVStagedTile;
+  // Every staged-V tile reads V in one layout (the bulk-copy tiles derive from it).
+  using VLayout = WinogradWgmmaClusterVStagedLayout;
   static_assert(std::is_base_of_v<VLayout, Cfg>, "V in the staged-V cluster's layout");
   auto transform =
       nhwc ? winograd_tc_input_transform_kernel<VLayout, true> : winograd_tc_input_transform_kernel<VLayout, false>;
@@ -298,43 +294,27 @@ bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
 
 // The tensor-core tiles, as tc_forward_tile and tc_grad_weight_tile name them.
 constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2, kTcTileWgmmaCluster = 3,
-              kTcTileWgmmaClusterVStaged = 4, kTcTileWgmmaClusterVBulk = 5, kTcTileWgmmaClusterVMulticast = 6,
-              kTcTileWgmmaClusterUVMulticast = 7;
+              kTcTileWgmmaClusterVBulk = 4, kTcTileWgmmaClusterUVMulticast = 5;
 constexpr const char* kTcTileChoices[] = {"fused:tf32",
                                           "fused:tf32-tall",
                                           "fused:tf32-wgmma",
                                           "fused:tf32-wgmma-cluster",
-                                          "fused:tf32-wgmma-cluster-vstaged",
                                           "fused:tf32-wgmma-cluster-vbulk",
-                                          "fused:tf32-wgmma-cluster-vmulticast",
                                           "fused:tf32-wgmma-cluster-uvmulticast"};
 bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterUVMulticast; }
 // The wgmma configs name the wgmma tiles in the same order (forced_tc_tile).
 static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster - kTcTileWgmma &&
-                  kConfigTf32WgmmaClusterVStaged - kConfigTf32Wgmma == kTcTileWgmmaClusterVStaged - kTcTileWgmma &&
                   kConfigTf32WgmmaClusterVBulk - kConfigTf32Wgmma == kTcTileWgmmaClusterVBulk - kTcTileWgmma &&
-                  kConfigTf32WgmmaClusterVMulticast - kConfigTf32Wgmma ==
-                      kTcTileWgmmaClusterVMulticast - kTcTileWgmma &&
                   kConfigTf32WgmmaClusterUVMulticast - kConfigTf32Wgmma ==
                       kTcTileWgmmaClusterUVMulticast - kTcTileWgmma &&
                   int(std::size(kTcTileChoices)) == kTcTileWgmmaClusterUVMulticast + 1,
               "wgmma configs and tiles in one order");
 
-// The configs from kConfigFirstUnverified on are built (and their CPU-side tests pass) but have not
-// run on a GPU yet: a call refuses them, so that no forced config can hang or corrupt a user's run,
-// unless the environment variable TORCHCONV_UNVERIFIED_KERNELS is 1 (the test suite sets it: its GPU
-// tests are what verifies them).
-constexpr int kConfigFirstUnverified = kConfigTf32WgmmaClusterVBulk;
-bool unverified_kernels_allowed() {
-  const char* env = std::getenv("TORCHCONV_UNVERIFIED_KERNELS");
-  return env != nullptr && std::string_view(env) == "1";
-}
-
 // The tensor-core tile of a float32 call under TF32 as the variant and a forced config decide it:
 // kTcIeee (the staged or F(4x4) variant, a forced IEEE tile config), the forced tile, or
 // kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
-// run, or an unverified one without TORCHCONV_UNVERIFIED_KERNELS=1, is a ValueError.
-constexpr int kTcTileByRule = 8;
+// run is a ValueError.
+constexpr int kTcTileByRule = kTcTileWgmmaClusterUVMulticast + 1;
 int forced_tc_tile() {
   const WinogradVariant variant = winograd_variant();
   if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return kTcIeee;
@@ -343,41 +323,41 @@ int forced_tc_tile() {
     TORCH_CHECK_VALUE(wgmma_device(), "torchconv.conv2d_winograd: config '", kConfigNames[forced],
                       "' (forced by set_config) runs on sm_90a GPUs (Hopper) only; this GPU or build runs tf32 and "
                       "tf32-tall");
-    TORCH_CHECK_VALUE(forced < kConfigFirstUnverified || unverified_kernels_allowed(),
-                      "torchconv.conv2d_winograd: config '", kConfigNames[forced],
-                      "' (forced by set_config) has not been verified on a GPU yet; set "
-                      "TORCHCONV_UNVERIFIED_KERNELS=1 to run it anyway");
     return kTcTileWgmma + (forced - kConfigTf32Wgmma);
   }
   if (forced == kConfigTf32 || forced == kConfigTf32Tall) return forced == kConfigTf32Tall ? kTcTileTall : kTcTile;
   return forced >= 0 ? kTcIeee : kTcTileByRule;
 }
 
-// The reduction (channels per group) from which channels_last calls take the wgmma cluster tile: it
-// halves the shared-memory and L2 traffic of U per MMA, which pays where the reduction is long; each
-// of its blocks loads 3 of a patch's 4 rows for its half of the points, 1.5 times the single block's
-// patch loads, which costs more where it is short, and on every NCHW layer but the smallest, whose
-// loads are the less efficient ones (docs/winograd.md).
+// The reduction (channels per group) from which calls take a wgmma cluster tile: it halves the
+// shared-memory and L2 traffic of U per MMA, which pays where the reduction is long. Its costs weigh
+// more where the reduction is short: with patches loaded in the kernel, each block loads 3 of a
+// patch's 4 rows for its half of the points, 1.5 times the single block's patch loads; with V
+// staged, the transform kernel and V's round trip through memory (docs/winograd.md).
 constexpr int kClusterMinReduction = 256;
 
-// The filters per group from which NCHW calls of kClusterMinReduction channels stage V: the
-// transform kernel writes V (four times the input) once, and every filter block reads it as it is
-// instead of loading its own patches, which pays where many filter blocks share it -- and where the
-// grid fills the GPU at least twice, so that the transform's launch and V's round trip spread over
-// several waves (vstaged_fills_gpu).
-constexpr int kVStagedMinOutputs = 512;
-bool vstaged_fills_gpu(const WinogradConv& cv) {
-  using Cfg = WinogradWgmmaClusterVStagedTile;
-  const int64_t blocks = ceil_div(cv.Kg(), Cfg::kM) * ceil_div(cv.tiles(), Cfg::kN) * cv.groups * Cfg::kCluster;
-  return blocks >= 2 * int64_t(sm_count());
+// From kClusterMinReduction channels, the cluster tiles with V staged: the transform kernel writes V
+// (four times the input) once, and every filter block copies it as it is instead of loading its own
+// patches. NCHW calls take them where the grid fills at least half the GPU (their patch loads from
+// NCHW are the costly ones); channels_last calls, whose cluster tile loads patches as channel runs,
+// only where the grid fills it twice, so that the transform's launch and V's round trip spread over
+// several waves. Beyond one wave, clusters of two filter blocks x two tile blocks share V and U by
+// multicast (half the operand bytes from L2 per block); within one, the two-block clusters of
+// tf32-wgmma-cluster-vbulk, as eight-block clusters fit fewer blocks on the GPU at once
+// (docs/winograd.md).
+int staged_v_tile(const WinogradConv& cv, bool channels_last) {
+  using Cfg = WinogradWgmmaClusterVBulkTile;
+  const int64_t blocks = fused_blocks<Cfg>(ceil_div(cv.Kg(), Cfg::kM), ceil_div(cv.tiles(), Cfg::kN), cv.groups);
+  const int64_t sms = sm_count();
+  if (channels_last ? blocks < 2 * sms : 2 * blocks < sms) return channels_last ? kTcTileWgmmaCluster : kTcTileWgmma;
+  return blocks > sms ? kTcTileWgmmaClusterUVMulticast : kTcTileWgmmaClusterVBulk;
 }
 
 // A float32 forward or grad_input under TF32 (`channels_last`: the call's memory format): the
 // tensor-core kernel's tile, by the rule on every layer but those of the shallow and narrow kernels
 // (kTcIeee). Where a group has more than 32 filters, a 64-filter block: where the device has wgmma,
-// the single wgmma block; from kClusterMinReduction channels the cluster tile for channels_last
-// calls, and for NCHW calls of kVStagedMinOutputs filters whose grid fills the GPU twice the
-// cluster tile with V staged; mma.sync's tf32-tall elsewhere.
+// the single wgmma block below kClusterMinReduction channels and a cluster tile from there
+// (staged_v_tile); mma.sync's tf32-tall elsewhere.
 int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
@@ -385,8 +365,7 @@ int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
   if (!tc_tall(cv)) return kTcTile;
   if (!wgmma_device()) return kTcTileTall;
   if (cv.Cg() < kClusterMinReduction) return kTcTileWgmma;
-  if (channels_last) return kTcTileWgmmaCluster;
-  return cv.Kg() >= kVStagedMinOutputs && vstaged_fills_gpu(cv) ? kTcTileWgmmaClusterVStaged : kTcTileWgmma;
+  return staged_v_tile(cv, channels_last);
 }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
@@ -572,12 +551,8 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
       if (nhwc) record_last_operand(pass, "nhwc");
       if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileWgmmaCluster) return run_tc_fused<WinogradWgmmaClusterTile>(x, weight, bias, cv, y, nhwc);
-      if (tile == kTcTileWgmmaClusterVStaged)
-        return run_tc_fused<WinogradWgmmaClusterVStagedTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileWgmmaClusterVBulk)
         return run_tc_fused<WinogradWgmmaClusterVBulkTile>(x, weight, bias, cv, y, nhwc);
-      if (tile == kTcTileWgmmaClusterVMulticast)
-        return run_tc_fused<WinogradWgmmaClusterVMulticastTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileWgmmaClusterUVMulticast)
         return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);

@@ -330,7 +330,7 @@ struct ForwardArgs {
   WinogradConv cv;
   int reduction_pad, outputs_pad;
   int k_tiles, p_tiles;
-  // Kernels whose V is staged (WinogradWgmmaClusterVStagedTile): V of tile blocks p_tile0 .. p_tile0
+  // Kernels whose V is staged (WinogradWgmmaClusterVStagedLayout): V of tile blocks p_tile0 .. p_tile0
   // + p_tiles, transformed in a workspace (winograd_tc_input_transform_kernel). Elsewhere nullptr, 0.
   const T* v = nullptr;
   int p_tile0 = 0;

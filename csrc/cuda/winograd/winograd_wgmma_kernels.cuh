@@ -23,9 +23,9 @@
 //
 // The second kernel (WinogradWgmmaClusterTile, below) splits a 64 x 64 output block's 16 points over
 // a cluster of two blocks, which halves U's traffic per MMA at the cost of more patch loads. Its
-// staged-V instance (WinogradWgmmaClusterVStagedTile) loads no patches: a kernel of its own
+// staged-V instances (WinogradWgmmaClusterBulkConfig) load no patches: a kernel of its own
 // (winograd_tc_input_transform_kernel) transforms the input once into a workspace, and each block
-// copies its half of a chunk's V as it copies U.
+// copies its half of a chunk's V as it copies U, by bulk copies.
 #pragma once
 
 #include "../common/cluster.cuh"
@@ -155,34 +155,6 @@ struct WgmmaPointMmas {
     __syncthreads();
     run(acc, s);
   }
-
-  // The whole reduction of a staged-V block (Cfg::kVStaged): U and V of the next chunk are copied
-  // while this one's MMAs run.
-  template <typename UChunks, typename VChunks>
-  __device__ __forceinline__ void reduce_staged(Accumulators& acc, const UChunks& u, const VChunks& v, float* smem,
-                                                int chunks) const {
-    u.fetch(0, stage_u(smem, 0));
-    v.fetch(0, stage_v(smem, 0));
-    cp_async_commit();
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      const int s = chunk & 1;
-      run_when_ready(acc, s);
-      if (chunk + 1 < chunks) {
-        u.fetch(chunk + 1, stage_u(smem, s ^ 1));
-        v.fetch(chunk + 1, stage_v(smem, s ^ 1));
-        cp_async_commit();
-      }
-    }
-  }
-};
-
-// A staged-V block's V (Cfg::kVStaged): each chunk Cfg::kVFloats words from word `offset` of the
-// workspace's chunk, as winograd_tc_input_transform_kernel lays them out.
-template <typename Cfg>
-struct WgmmaVFetcher : ChunkRunFetcher<Cfg::kVFloats, Cfg::kVChunkFloats, Cfg::kThreads> {
-  __device__ __forceinline__ WgmmaVFetcher(const ForwardArgs<float>& a, const BlockCoord& bc, int offset = 0)
-      : ChunkRunFetcher<Cfg::kVFloats, Cfg::kVChunkFloats, Cfg::kThreads>(
-            a.v + (int64_t(bc.g) * a.p_tiles + bc.pt) * (a.reduction_pad / Cfg::kK) * Cfg::kVChunkFloats + offset) {}
 };
 
 // V for the staged-V wgmma blocks (Cfg::kVStaged) of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles:
@@ -284,8 +256,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // rows (those its point rows need) for two tiles per chunk. The output transform is linear in M, so
 // each block applies it to its own two point rows and the partial outputs of the partner's 32 tiles
 // go to the partner's shared memory once, after the reduction.
-// kVStaged: V comes from the staged workspace (winograd_tc_input_transform_kernel), each block
-// copying its points' half of a chunk by cp.async, instead of from the block's own patch loads.
+// kVStaged: V comes from the staged workspace (winograd_tc_input_transform_kernel) in this layout
+// (WinogradWgmmaClusterVStagedLayout), each block copying its points' half of a chunk
+// (WinogradWgmmaClusterBulkConfig), instead of from the block's own patch loads.
 template <bool kVStaged_>
 struct WinogradWgmmaClusterConfig {
   static constexpr bool kWgmma = true, kVStaged = kVStaged_, kBulk = false;
@@ -325,7 +298,7 @@ struct WinogradWgmmaClusterConfig {
   }
 };
 using WinogradWgmmaClusterTile = WinogradWgmmaClusterConfig<false>;
-using WinogradWgmmaClusterVStagedTile = WinogradWgmmaClusterConfig<true>;
+using WinogradWgmmaClusterVStagedLayout = WinogradWgmmaClusterConfig<true>;
 
 // The staged-V cluster with its operands moved by bulk copies through three stages: one thread of
 // a block issues a chunk's copies (U's run and V's), counted on the stage's mbarrier, two chunks
@@ -337,7 +310,7 @@ using WinogradWgmmaClusterVStagedTile = WinogradWgmmaClusterConfig<true>;
 // that read them, so that V crosses from L2 once per kVShare filter blocks and U once per kUShare
 // tile blocks.
 template <int kVShare_, int kUShare_ = 1>
-struct WinogradWgmmaClusterBulkConfig : WinogradWgmmaClusterConfig<true> {
+struct WinogradWgmmaClusterBulkConfig : WinogradWgmmaClusterVStagedLayout {
   static constexpr bool kBulk = true;
   static constexpr int kVShare = kVShare_, kUShare = kUShare_;
   static constexpr int kCluster = 2 * kVShare * kUShare;
@@ -351,7 +324,6 @@ struct WinogradWgmmaClusterBulkConfig : WinogradWgmmaClusterConfig<true> {
   static_assert(kCluster <= 8, "a portable cluster");
 };
 using WinogradWgmmaClusterVBulkTile = WinogradWgmmaClusterBulkConfig<1>;
-using WinogradWgmmaClusterVMulticastTile = WinogradWgmmaClusterBulkConfig<2>;
 using WinogradWgmmaClusterUVMulticastTile = WinogradWgmmaClusterBulkConfig<2, 2>;
 
 // A block's place in its cluster (cluster rank half + 2 * (fshare + kVShare * tshare)): its point half,
@@ -474,11 +446,12 @@ __device__ __forceinline__ void winograd_output_transform_rows(const float (&m)[
   }
 }
 
-// The cluster kernel (WinogradWgmmaClusterTile), launched in clusters of two consecutive blocks of the
-// same (filter block, tile block, group). kNhwc: x and y are channels_last.
+// The cluster kernel (WinogradWgmmaClusterTile and the bulk configs), launched in clusters of
+// Cfg::kCluster consecutive blocks (ClusterPlace). kNhwc: x and y are channels_last.
 template <typename Cfg, bool kNhwc>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_cluster_forward_kernel(const ForwardArgs<float> a) {
+  static_assert(Cfg::kBulk || !Cfg::kVStaged, "staged V is read by bulk copies");
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const int cluster_rank = int(cluster_block_rank());
@@ -523,9 +496,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const float* u_block = a.u + (int64_t(bc.g) * a.k_tiles + kt) * chunks * Cfg::kUChunkFloats + rank * Cfg::kUFloats;
     const float* v_block = a.v + (int64_t(bc.g) * a.p_tiles + pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
     reduce_bulk<Cfg>(mmas, acc, u_block, v_block, smem, bars, chunks, place);
-  } else if constexpr (Cfg::kVStaged) {
-    // The block's points are the half `rank` of each staged chunk.
-    mmas.reduce_staged(acc, u_chunks, WgmmaVFetcher<Cfg>(a, bc, rank * Cfg::kVFloats), smem, chunks);
   } else {
     // This thread's channel and tiles tl, tl + 32 of a chunk.
     const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
