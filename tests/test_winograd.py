@@ -505,7 +505,7 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
 @needs_cuda
 @pytest.mark.parametrize("n, c, k, hw, choice", [
     (1, 256, 256, 14, "TALL"),  # C*K/(C+K) = 128: the IEEE rule's F(4x4); 64-filter blocks
-    (4, 256, 256, 64, "TALL"),  # and at any size
+    (4, 256, 256, 64, "MULTICAST"),  # 256 channels, 512 blocks: staged V, clusters of 8 (multicast)
     (2, 128, 64, 20, "TALL"),  # 128 channels, 64 filters
     (2, 128, 32, 20, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
     (2, 64, 33, 20, "TALL"),  # 33 filters: more than one 32-filter block
