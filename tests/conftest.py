@@ -12,7 +12,6 @@ import torch
 
 import torchconv
 
-
 DEVICES = [
     "cpu",
     pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),

@@ -346,30 +346,27 @@ struct TcPatchLoader {
   }
 };
 
-// A block's part of each chunk of an operand laid out chunk after chunk (kChunkFloats words each):
-// one contiguous run of kRunFloats words, copied as it is by cp.async, 16 bytes per thread and step.
-template <int kRunFloats, int kChunkFloats, int kThreads>
-struct ChunkRunFetcher {
-  static_assert(kRunFloats % (4 * kThreads) == 0, "16-byte words split evenly");
-  const float* first;  // this thread's first word of the block's first chunk
-
-  __device__ __forceinline__ explicit ChunkRunFetcher(const float* block_run) : first(block_run + threadIdx.x * 4) {}
-
-  __device__ __forceinline__ void fetch(int chunk, float* dst) const {
-    const float* src = first + int64_t(chunk) * kChunkFloats;
-#pragma unroll
-    for (int q = 0; q < kRunFloats / 4 / kThreads; ++q)
-      cp_async_16(dst + (threadIdx.x + q * kThreads) * 4, src + q * kThreads * 4);
-  }
-};
-
-// A forward block's U: each chunk Cfg::kUFloats words from word `offset` of the cache's chunk of
-// Cfg::kUChunkFloats.
+// A forward block's U: each chunk is one contiguous run of the cache (Cfg::kUFloats words, from word
+// `offset` of the cache's chunk of Cfg::kUChunkFloats), copied as it is by cp.async, 16 bytes per
+// thread and step.
 template <typename Cfg>
-struct TcUFetcher : ChunkRunFetcher<Cfg::kUFloats, Cfg::kUChunkFloats, Cfg::kThreads> {
+struct TcUFetcher {
+  const float* u_block;  // this thread's first word of the block's first chunk
+
+  // Chunk 0 of the cache's run for filter block kt of group g.
+  static __device__ __forceinline__ const float* block_run(const ForwardArgs<float>& a, int g, int kt) {
+    return a.u + (int64_t(g) * a.k_tiles + kt) * (a.reduction_pad / Cfg::kK) * Cfg::kUChunkFloats;
+  }
+
   __device__ __forceinline__ TcUFetcher(const ForwardArgs<float>& a, const BlockCoord& bc, int offset = 0)
-      : ChunkRunFetcher<Cfg::kUFloats, Cfg::kUChunkFloats, Cfg::kThreads>(
-            a.u + (int64_t(bc.g) * a.k_tiles + bc.kt) * (a.reduction_pad / Cfg::kK) * Cfg::kUChunkFloats + offset) {}
+      : u_block(block_run(a, bc.g, bc.kt) + offset + threadIdx.x * 4) {}
+
+  __device__ __forceinline__ void fetch(int chunk, float* u_tile) const {
+    const float* src = u_block + int64_t(chunk) * Cfg::kUChunkFloats;
+#pragma unroll
+    for (int q = 0; q < Cfg::kUFloats / 4 / Cfg::kThreads; ++q)
+      cp_async_16(u_tile + (threadIdx.x + q * Cfg::kThreads) * 4, src + q * Cfg::kThreads * 4);
+  }
 };
 
 // kNhwc: x and y are channels_last. The loaders' lanes then run along a chunk's channels (coalesced

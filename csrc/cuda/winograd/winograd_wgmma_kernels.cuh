@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // (WinogradWgmmaClusterBulkConfig), instead of from the block's own patch loads.
 template <bool kVStaged_>
 struct WinogradWgmmaClusterConfig {
-  static constexpr bool kWgmma = true, kVStaged = kVStaged_, kBulk = false;
+  static constexpr bool kWgmma = true, kVStaged = kVStaged_;
   // Filter blocks and tile blocks per cluster (WinogradWgmmaClusterBulkConfig).
   static constexpr int kVShare = 1, kUShare = 1;
   static constexpr int kCluster = 2;
@@ -311,7 +311,6 @@ using WinogradWgmmaClusterVStagedLayout = WinogradWgmmaClusterConfig<true>;
 // tile blocks.
 template <int kVShare_, int kUShare_ = 1>
 struct WinogradWgmmaClusterBulkConfig : WinogradWgmmaClusterVStagedLayout {
-  static constexpr bool kBulk = true;
   static constexpr int kVShare = kVShare_, kUShare = kUShare_;
   static constexpr int kCluster = 2 * kVShare * kUShare;
   static constexpr int kStages = 3;
@@ -349,7 +348,7 @@ __device__ __forceinline__ void copy_piece(float* dst, const float* src, unsigne
     bulk_copy_to_shared_multicast(dst, src, bytes, bar, mask);
 }
 
-// The reduction of a bulk-copied staged-V block (Cfg::kBulk) at `place` in its cluster; u_block and
+// The reduction of a staged-V block (Cfg::kVStaged: a WinogradWgmmaClusterBulkConfig) at `place` in its cluster; u_block and
 // v_block: chunk 0 of the block's U and V runs. Stage s's copies of chunk c count on full[s] (phase
 // c / kStages): the block's producer expects all of U's and V's bytes, whichever blocks copy their
 // pieces. A warpgroup, once its MMAs of chunk c are done, arrives on empty[c % kStages] of every
@@ -451,14 +450,13 @@ __device__ __forceinline__ void winograd_output_transform_rows(const float (&m)[
 template <typename Cfg, bool kNhwc>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_cluster_forward_kernel(const ForwardArgs<float> a) {
-  static_assert(Cfg::kBulk || !Cfg::kVStaged, "staged V is read by bulk copies");
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const int cluster_rank = int(cluster_block_rank());
   const ClusterPlace<Cfg> place(cluster_rank);
   const int rank = place.half;
   uint64_t* bars = nullptr;
-  if constexpr (Cfg::kBulk) {
+  if constexpr (Cfg::kVStaged) {
     bars = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
     if (threadIdx.x == 0) {
       for (int s = 0; s < Cfg::kStages; ++s) {
@@ -489,11 +487,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const Mmas mmas(smem);
 
   const int chunks = a.reduction_pad / Cfg::kK;
-  if constexpr (Cfg::kBulk) {
+  if constexpr (Cfg::kVStaged) {
     // A filter (tile) block past the last reads the last one's U (V), copies its pieces for the
     // others, and stores no outputs.
     const int kt = bc.kt < a.k_tiles ? bc.kt : a.k_tiles - 1, pt = bc.pt < a.p_tiles ? bc.pt : a.p_tiles - 1;
-    const float* u_block = a.u + (int64_t(bc.g) * a.k_tiles + kt) * chunks * Cfg::kUChunkFloats + rank * Cfg::kUFloats;
+    const float* u_block = TcUFetcher<Cfg>::block_run(a, bc.g, kt) + rank * Cfg::kUFloats;
     const float* v_block = a.v + (int64_t(bc.g) * a.p_tiles + pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
     reduce_bulk<Cfg>(mmas, acc, u_block, v_block, smem, bars, chunks, place);
   } else {
