@@ -283,16 +283,17 @@ def test_cuda_f4x4_is_another_algorithm():
 # keep the shallow / narrow kernels, and the staged and F(4x4) variants and forced tile configs stay
 # IEEE FP32 (F(4x4)'s error in TF32 would be several times cuDNN's). float16 / bfloat16 calls, widened to
 # float32, keep IEEE FP32 too: their transformed operands would be rounded where a direct
-# convolution's are exact. Shapes: (N, C, K, H, W, padding, groups, bias).
+# convolution's are exact.
 # The tensor-core tiles, forced by set_config: mma.sync's 32- and 64-filter blocks; on Hopper the
 # wgmma block, the cluster of two blocks splitting its points, and the cluster with V staged
-# (transformed once into a workspace by a kernel of its own instead of by every filter block): its
-# operands copied by every thread, by bulk copies, by bulk copies that multicast V to the clusters'
-# two filter blocks, or V to two filter blocks and U to two tile blocks.
+# (transformed once into a workspace by a kernel of its own instead of by every filter block) and
+# copied by bulk copies: clusters of two, or of eight whose blocks multicast V to two filter blocks
+# and U to two tile blocks.
 VSTAGED_TILES = ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-uvmulticast"]
 WGMMA_TILES = ["tf32-wgmma", "tf32-wgmma-cluster"] + VSTAGED_TILES
 TF32_TILES = ["tf32", "tf32-tall"] + WGMMA_TILES
 
+# Shapes: (N, C, K, H, W, padding, groups, bias).
 TF32_SHAPES = [
     (3, 37, 41, 9, 10, 0, 1, True),  # padding 0; C and K off the 8-channel chunks and 32-filter blocks
     (1, 70, 67, 13, 11, 2, 1, True),  # padding 2 (grad_input padding 0), odd H and W
