@@ -56,8 +56,7 @@ namespace {
 // over a cluster of two blocks, tf32-wgmma-cluster-vbulk that cluster reading V transformed
 // beforehand by a kernel of its own, its operands moved by bulk copies through three stages, and
 // tf32-wgmma-cluster-uvmulticast clusters of two filter blocks x two tile blocks of it sharing V and
-// U by multicast, and tf32-wgmma-cluster-wide a 128 x 128 output block over a cluster of eight blocks
-// of two points each (all sm_90a only; grad_weight then runs tf32-tall): forced, they
+// U by multicast (all sm_90a only; grad_weight then runs tf32-tall): forced, they
 // take the fused and auto variants' calls that follow TF32, and other calls run the default.
 constexpr const char* kConfigNames[] = {"default",
                                         "thin",
@@ -67,11 +66,9 @@ constexpr const char* kConfigNames[] = {"default",
                                         "tf32-wgmma",
                                         "tf32-wgmma-cluster",
                                         "tf32-wgmma-cluster-vbulk",
-                                        "tf32-wgmma-cluster-uvmulticast",
-                                        "tf32-wgmma-cluster-wide"};
+                                        "tf32-wgmma-cluster-uvmulticast"};
 constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4, kConfigTf32Wgmma = 5,
-              kConfigTf32WgmmaCluster = 6, kConfigTf32WgmmaClusterVBulk = 7, kConfigTf32WgmmaClusterUVMulticast = 8,
-              kConfigTf32WgmmaClusterWide = 9;
+              kConfigTf32WgmmaCluster = 6, kConfigTf32WgmmaClusterVBulk = 7, kConfigTf32WgmmaClusterUVMulticast = 8;
 
 // Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
 //   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
@@ -157,15 +154,15 @@ at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) 
 }
 
 // A fused forward tile's cluster: its blocks (Cfg::kCluster) and the filter and tile blocks they
-// cover (Cfg::kFilterBlocks, Cfg::kTileBlocks: the grid's filter and tile blocks come in groups of as
-// many, the last padded); a tile without a cluster, 1, 1 and 1.
+// cover (Cfg::kVShare, Cfg::kUShare: the grid's filter and tile blocks come in groups of as many, the
+// last padded); a tile without a cluster, 1, 1 and 1.
 template <typename Cfg, typename = void>
 struct ClusterShape {
   static constexpr int blocks = 1, filter_blocks = 1, tile_blocks = 1;
 };
 template <typename Cfg>
 struct ClusterShape<Cfg, std::void_t<decltype(Cfg::kCluster)>> {
-  static constexpr int blocks = Cfg::kCluster, filter_blocks = Cfg::kFilterBlocks, tile_blocks = Cfg::kTileBlocks;
+  static constexpr int blocks = Cfg::kCluster, filter_blocks = Cfg::kVShare, tile_blocks = Cfg::kUShare;
 };
 template <typename Cfg>
 constexpr int fused_cluster_blocks() {
@@ -250,11 +247,9 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   const int64_t tile_block_floats = int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints;
   const int64_t slice = columns_per_chunk(p_tiles, tile_block_floats * int64_t(sizeof(float)));
   at::Tensor v = at::empty({slice * tile_block_floats}, x.options().memory_format(at::MemoryFormat::Contiguous));
-  // V as the tile reads it: the bulk-copy two-block clusters' layout (64-tile blocks) for those
-  // tiles and their multicast clusters, the wide cluster's own (128-tile blocks).
-  using VLayout = std::conditional_t<std::is_same_v<Cfg, WinogradWgmmaWideTile>, WinogradWgmmaWideTile,
-                                     WinogradWgmmaClusterVStagedLayout>;
-  static_assert(VLayout::kN == Cfg::kN && VLayout::kK == Cfg::kK, "V's blocks are the launch's tile blocks");
+  // Every staged-V tile reads V in one layout (the bulk-copy tiles derive from it).
+  using VLayout = WinogradWgmmaClusterVStagedLayout;
+  static_assert(std::is_base_of_v<VLayout, Cfg>, "V in the staged-V cluster's layout");
   auto transform =
       nhwc ? winograd_tc_input_transform_kernel<VLayout, true> : winograd_tc_input_transform_kernel<VLayout, false>;
   a.v = v.const_data_ptr<float>();
@@ -275,16 +270,14 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bi
                   at::Tensor& y, bool nhwc) {
   const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
   void (*kernel)(ForwardArgs<float>);
-  if constexpr (std::is_same_v<Cfg, WinogradWgmmaWideTile>)
-    kernel = nhwc ? winograd_wgmma_wide_forward_kernel<Cfg, true> : winograd_wgmma_wide_forward_kernel<Cfg, false>;
-  else if constexpr (fused_cluster_blocks<Cfg>() > 1)
+  if constexpr (fused_cluster_blocks<Cfg>() > 1)
     kernel = nhwc ? winograd_wgmma_cluster_forward_kernel<Cfg, true> : winograd_wgmma_cluster_forward_kernel<Cfg, false>;
   else if constexpr (Cfg::kWgmma)
     kernel = nhwc ? winograd_wgmma_fused_forward_kernel<Cfg, true> : winograd_wgmma_fused_forward_kernel<Cfg, false>;
   else
     kernel = nhwc ? winograd_tc_fused_forward_kernel<Cfg, true> : winograd_tc_fused_forward_kernel<Cfg, false>;
-  // Every wgmma tile reads the single wgmma block's cache (the cluster tiles their points' share of
-  // each chunk per block).
+  // Every wgmma tile reads the single wgmma block's cache (the cluster tiles half of each chunk per
+  // block).
   using UTile = std::conditional_t<Cfg::kWgmma, WinogradWgmmaTile, Cfg>;
   const at::Tensor u = tc_transformed_filters<UTile>(weight, f);
   if constexpr (Cfg::kVStaged)
@@ -301,34 +294,32 @@ bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
 
 // The tensor-core tiles, as tc_forward_tile and tc_grad_weight_tile name them.
 constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2, kTcTileWgmmaCluster = 3,
-              kTcTileWgmmaClusterVBulk = 4, kTcTileWgmmaClusterUVMulticast = 5, kTcTileWgmmaClusterWide = 6;
+              kTcTileWgmmaClusterVBulk = 4, kTcTileWgmmaClusterUVMulticast = 5;
 constexpr const char* kTcTileChoices[] = {"fused:tf32",
                                           "fused:tf32-tall",
                                           "fused:tf32-wgmma",
                                           "fused:tf32-wgmma-cluster",
                                           "fused:tf32-wgmma-cluster-vbulk",
-                                          "fused:tf32-wgmma-cluster-uvmulticast",
-                                          "fused:tf32-wgmma-cluster-wide"};
-bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterWide; }
+                                          "fused:tf32-wgmma-cluster-uvmulticast"};
+bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterUVMulticast; }
 // The wgmma configs name the wgmma tiles in the same order (forced_tc_tile).
 static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster - kTcTileWgmma &&
                   kConfigTf32WgmmaClusterVBulk - kConfigTf32Wgmma == kTcTileWgmmaClusterVBulk - kTcTileWgmma &&
                   kConfigTf32WgmmaClusterUVMulticast - kConfigTf32Wgmma ==
                       kTcTileWgmmaClusterUVMulticast - kTcTileWgmma &&
-                  kConfigTf32WgmmaClusterWide - kConfigTf32Wgmma == kTcTileWgmmaClusterWide - kTcTileWgmma &&
-                  int(std::size(kTcTileChoices)) == kTcTileWgmmaClusterWide + 1,
+                  int(std::size(kTcTileChoices)) == kTcTileWgmmaClusterUVMulticast + 1,
               "wgmma configs and tiles in one order");
 
 // The tensor-core tile of a float32 call under TF32 as the variant and a forced config decide it:
 // kTcIeee (the staged or F(4x4) variant, a forced IEEE tile config), the forced tile, or
 // kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
 // run is a ValueError.
-constexpr int kTcTileByRule = kTcTileWgmmaClusterWide + 1;
+constexpr int kTcTileByRule = kTcTileWgmmaClusterUVMulticast + 1;
 int forced_tc_tile() {
   const WinogradVariant variant = winograd_variant();
   if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return kTcIeee;
   const int forced = forced_config(kWinograd);
-  if (forced >= kConfigTf32Wgmma && forced <= kConfigTf32WgmmaClusterWide) {
+  if (forced >= kConfigTf32Wgmma && forced <= kConfigTf32WgmmaClusterUVMulticast) {
     TORCH_CHECK_VALUE(wgmma_device(), "torchconv.conv2d_winograd: config '", kConfigNames[forced],
                       "' (forced by set_config) runs on sm_90a GPUs (Hopper) only; this GPU or build runs tf32 and "
                       "tf32-tall");
@@ -564,7 +555,6 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
         return run_tc_fused<WinogradWgmmaClusterVBulkTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileWgmmaClusterUVMulticast)
         return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
-      if (tile == kTcTileWgmmaClusterWide) return run_tc_fused<WinogradWgmmaWideTile>(x, weight, bias, cv, y, nhwc);
       if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
       return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
     }

@@ -262,9 +262,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 template <bool kVStaged_>
 struct WinogradWgmmaClusterConfig {
   static constexpr bool kWgmma = true, kVStaged = kVStaged_;
-  // Filter blocks and tile blocks per cluster (WinogradWgmmaClusterBulkConfig), which share V and
-  // U.
-  static constexpr int kVShare = 1, kUShare = 1, kFilterBlocks = kVShare, kTileBlocks = kUShare;
+  // Filter blocks and tile blocks per cluster (WinogradWgmmaClusterBulkConfig).
+  static constexpr int kVShare = 1, kUShare = 1;
   static constexpr int kCluster = 2;
   static constexpr int kM = 64, kN = 64, kK = 16, kSteps = kK / 8;
   static constexpr int kThreads = 512, kMinBlocks = 1;
@@ -312,7 +311,7 @@ using WinogradWgmmaClusterVStagedLayout = WinogradWgmmaClusterConfig<true>;
 // tile blocks.
 template <int kVShare_, int kUShare_ = 1>
 struct WinogradWgmmaClusterBulkConfig : WinogradWgmmaClusterVStagedLayout {
-  static constexpr int kVShare = kVShare_, kUShare = kUShare_, kFilterBlocks = kVShare, kTileBlocks = kUShare;
+  static constexpr int kVShare = kVShare_, kUShare = kUShare_;
   static constexpr int kCluster = 2 * kVShare * kUShare;
   static constexpr int kStages = 3;
   static constexpr int kPartialOffset = kStages * kStage > kMFloats ? kStages * kStage : kMFloats;
@@ -349,44 +348,15 @@ __device__ __forceinline__ void copy_piece(float* dst, const float* src, unsigne
     bulk_copy_to_shared_multicast(dst, src, bytes, bar, mask);
 }
 
-// The bulk-copy pipeline of the staged-V blocks over kStages stages: the producer (thread 0) calls
-// fetch(c, &full[c % kStages]) to issue chunk c's copies, counted on that mbarrier (phase c /
-// kStages), kStages - 1 chunks ahead of the MMAs; every warpgroup waits for it, runs mmas(stage, c), and
-// once its MMAs of chunk c are done (those of chunk c + 1 issued) its first thread calls
-// release(&empty[c % kStages]); the producer waits for that phase before it refills the stage. No
-// block barrier remains in the loop. The producer waits for the other warpgroups (its own's MMAs are
-// issued), so its warp reconverges before the next chunk's MMAs, which the warpgroup issues together.
-template <int kStages, typename Fetch, typename Mmas, typename Release>
-__device__ __forceinline__ void run_bulk_stages(uint64_t* bars, int chunks, const Fetch& fetch, const Mmas& mmas,
-                                                const Release& release) {
-  uint64_t* full = bars;
-  uint64_t* empty = bars + kStages;
-  const bool producer = threadIdx.x == 0;
-  if (producer)
-    for (int c = 0; c < kStages - 1 && c < chunks; ++c) fetch(c, &full[c % kStages]);
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    mbarrier_wait(&full[chunk % kStages], unsigned(chunk / kStages) & 1u);
-    mmas(chunk % kStages, chunk);
-    wgmma_wait<1>();  // this warpgroup's MMAs of chunk - 1 are done
-    if (chunk > 0 && threadIdx.x % 128 == 0) release(&empty[(chunk - 1) % kStages]);
-    const int next = chunk + kStages - 1;
-    if (producer && next < chunks) {
-      // The phase in which chunk next - kStages was read; next < kStages waits on parity 1 of a fresh
-      // mbarrier, which has completed.
-      mbarrier_wait(&empty[next % kStages], unsigned(next / kStages - 1) & 1u);
-      fetch(next, &full[next % kStages]);
-    }
-    __syncwarp();
-  }
-}
-
-// The reduction of a staged-V block (Cfg::kVStaged: a WinogradWgmmaClusterBulkConfig) at `place` in
-// its cluster; u_block and v_block: chunk 0 of the block's U and V runs. A stage's producer expects
-// all of U's and V's bytes, whichever blocks copy their pieces. A warpgroup, once its MMAs of a chunk
-// are done, arrives on that stage's empty mbarrier of every block that copies into it (those of its
-// point half that share its filter block or its tile block, itself included: 4 * (kUShare + kVShare
-// - 1) arrivals per phase), and a block's producer waits for that phase before it refills the stage
-// in those same blocks.
+// The reduction of a staged-V block (Cfg::kVStaged: a WinogradWgmmaClusterBulkConfig) at `place` in its cluster; u_block and
+// v_block: chunk 0 of the block's U and V runs. Stage s's copies of chunk c count on full[s] (phase
+// c / kStages): the block's producer expects all of U's and V's bytes, whichever blocks copy their
+// pieces. A warpgroup, once its MMAs of chunk c are done, arrives on empty[c % kStages] of every
+// block that copies into it (those of its point half that share its filter block or its tile block,
+// itself included: 4 * (kUShare + kVShare - 1) arrivals per phase), and a block's producer waits for
+// that phase before it refills the stage in those same blocks. The producer (thread 0) waits for
+// the other blocks' warpgroups, so its warp reconverges before the next chunk's MMAs, which the
+// warpgroup issues together.
 template <typename Cfg>
 __device__ __forceinline__ void reduce_bulk(const WgmmaPointMmas<Cfg>& mmas,
                                             typename WgmmaPointMmas<Cfg>::Accumulators& acc, const float* u_block,
@@ -395,29 +365,47 @@ __device__ __forceinline__ void reduce_bulk(const WgmmaPointMmas<Cfg>& mmas,
   using Mmas = WgmmaPointMmas<Cfg>;
   constexpr int kS = Cfg::kStages, kVPiece = Cfg::kVFloats / Cfg::kVShare, kUPiece = Cfg::kUFloats / Cfg::kUShare;
   constexpr unsigned kUBytes = Cfg::kUFloats * sizeof(float), kVBytes = Cfg::kVFloats * sizeof(float);
+  uint64_t* full = bars;
+  uint64_t* empty = bars + kS;
   uint16_t v_readers = 0, u_readers = 0;  // the blocks that share this block's V chunks; its U chunks
 #pragma unroll
   for (int j = 0; j < Cfg::kVShare; ++j) v_readers |= uint16_t(1u << place.rank_of(j, place.tshare));
 #pragma unroll
   for (int j = 0; j < Cfg::kUShare; ++j) u_readers |= uint16_t(1u << place.rank_of(place.fshare, j));
-  auto fetch = [&](int chunk, uint64_t* full) {
+  auto fetch = [&](int chunk) {
     const int s = chunk % kS;
-    mbarrier_arrive_expect_tx(full, kUBytes + kVBytes);  // every piece of U and V
+    mbarrier_arrive_expect_tx(&full[s], kUBytes + kVBytes);  // every piece of U and V
     copy_piece<Cfg::kUShare>(Mmas::stage_u(smem, s) + place.tshare * kUPiece,
                              u_block + int64_t(chunk) * Cfg::kUChunkFloats + place.tshare * kUPiece,
-                             kUPiece * sizeof(float), full, u_readers);
+                             kUPiece * sizeof(float), &full[s], u_readers);
     copy_piece<Cfg::kVShare>(Mmas::stage_v(smem, s) + place.fshare * kVPiece,
                              v_block + int64_t(chunk) * Cfg::kVChunkFloats + place.fshare * kVPiece,
-                             kVPiece * sizeof(float), full, v_readers);
+                             kVPiece * sizeof(float), &full[s], v_readers);
   };
-  auto release = [&](uint64_t* freed) {
+  const bool producer = threadIdx.x == 0;
+  if (producer)
+    for (int c = 0; c < kS - 1 && c < chunks; ++c) fetch(c);
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    mbarrier_wait(&full[chunk % kS], unsigned(chunk / kS) & 1u);
+    mmas.run(acc, chunk % kS);
+    wgmma_wait<1>();  // this warpgroup's MMAs of chunk - 1 are done
+    if (chunk > 0 && threadIdx.x % 128 == 0) {
+      uint64_t* freed = &empty[(chunk - 1) % kS];
 #pragma unroll
-    for (int j = 0; j < Cfg::kUShare; ++j) mbarrier_arrive_cluster(freed, place.rank_of(place.fshare, j));
+      for (int j = 0; j < Cfg::kUShare; ++j) mbarrier_arrive_cluster(freed, place.rank_of(place.fshare, j));
 #pragma unroll
-    for (int j = 0; j < Cfg::kVShare; ++j)
-      if (j != place.fshare) mbarrier_arrive_cluster(freed, place.rank_of(j, place.tshare));
-  };
-  run_bulk_stages<kS>(bars, chunks, fetch, [&](int s, int) { mmas.run(acc, s); }, release);
+      for (int j = 0; j < Cfg::kVShare; ++j)
+        if (j != place.fshare) mbarrier_arrive_cluster(freed, place.rank_of(j, place.tshare));
+    }
+    const int next = chunk + kS - 1;
+    if (producer && next < chunks) {
+      // The phase in which chunk next - kS was read; next < kS waits on parity 1 of a fresh
+      // mbarrier, which has completed.
+      mbarrier_wait(&empty[next % kS], unsigned(next / kS - 1) & 1u);
+      fetch(next);
+    }
+    __syncwarp();
+  }
 }
 
 // The block's two rows of B^T d B (points 4 * i + j of row 2 * rank + i) from patch rows rank ..
@@ -454,30 +442,6 @@ __device__ __forceinline__ void winograd_output_transform_rows(const float (&m)[
   for (int i = 0; i < 2; ++i) {
     y[i * 2 + 0] = t[i][0] + t[i][1] + t[i][2];
     y[i * 2 + 1] = t[i][1] - t[i][2] - t[i][3];
-  }
-}
-
-// Output tile p (2x2, clipped at the image's edges) of output channel c (group-major) into y.
-template <bool kNhwc>
-__device__ __forceinline__ void store_output_tile(const ForwardArgs<float>& a, int64_t c, int64_t p,
-                                                  const float (&out)[4]) {
-  const WinogradConv& cv = a.cv;
-  const TileCoord ot = tile_coord(cv, p);
-  const int oy = 2 * ot.ty, ox = 2 * ot.tx;
-  const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
-  const int64_t col = kNhwc ? cv.out_C : 1, row = col * cv.out_W;
-  float* dst = kNhwc ? a.y + ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + c
-                     : a.y + ((int64_t(ot.n) * cv.out_C + c) * cv.out_H + oy) * cv.out_W + ox;
-  if (!kNhwc && right && cv.out_W % 2 == 0) {  // each row of the tile one 8-byte store
-    *reinterpret_cast<float2*>(dst) = make_float2(out[0], out[1]);
-    if (below) *reinterpret_cast<float2*>(dst + row) = make_float2(out[2], out[3]);
-    return;
-  }
-  dst[0] = out[0];
-  if (right) dst[col] = out[1];
-  if (below) {
-    dst[row] = out[2];
-    if (right) dst[row + col] = out[3];
   }
 }
 
@@ -612,222 +576,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const float4 mine = partial(f, n), theirs = *reinterpret_cast<const float4*>(partials + 4 * pair_slot(q));
     const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
     const float out[4] = {mine.x + theirs.x + b, mine.y + theirs.y + b, mine.z + theirs.z + b, mine.w + theirs.w + b};
-    store_output_tile<kNhwc>(a, int64_t(bc.g) * Kg + k, p, out);
-  }
-}
-
-// The wide staged-V cluster: a 128 filters x 128 tiles output block whose 16 points are split over
-// a cluster of eight blocks, two each -- block `rank` owns points 2 * rank and 2 * rank + 1, of point
-// row rank / 2. Why: the reduction of the two-block clusters is bound by the operand bytes the SMs
-// take in (docs/winograd.md), and per chunk a block here copies 32 KB (its points' U of two 64-filter
-// blocks, two runs of the wgmma cache, and their V of 128 tiles, one run of a staged V laid out in
-// 128-tile blocks) for the MMA work for which a two-block cluster's block copies 64 KB. Each
-// warpgroup owns one point and one 64-filter half, as one m64n128k8 per k-step (64 accumulators per
-// thread, as in the two-block clusters).
-// The output transform is linear in M: warpgroups 2 and 3 hand their point's accumulators to
-// warpgroups 0 and 1 (the same filters and tiles, thread by thread), which apply the column half of
-// A^T (.) A that the block's two points take part in, and send the two values per (filter, tile) to
-// the block that owns the tile (16 tiles per block) by distributed shared memory; once every block
-// has sent, each block applies the row half over the eight blocks' values, in a fixed order, and
-// stores its 16 tiles.
-struct WinogradWgmmaWideTile {
-  static constexpr bool kWgmma = true, kVStaged = true;
-  // kM: the U cache's filter block (a.k_tiles counts them); a cluster computes kFilterBlocks of them
-  // for one block of kN tiles.
-  static constexpr int kM = 64, kN = 128, kK = 16, kSteps = kK / 8;
-  static constexpr int kFilterBlocks = 2, kTileBlocks = 1, kCluster = 8;
-  static constexpr int kThreads = 512, kMinBlocks = 1, kWarpgroups = kThreads / 128;
-  static constexpr int kPoints = kWinogradPoints / kCluster;  // per block
-  static constexpr int kStages = 4;
-  static constexpr int kVQuad = kN * 4, kVPoint = (kK / 4) * kVQuad;  // unpadded core matrices
-  static constexpr int kUPoint = kK * kM;
-  static constexpr int kUChunkFloats = kWinogradPoints * kUPoint;   // the wgmma cache's chunk
-  static constexpr int kVChunkFloats = kWinogradPoints * kVPoint;   // the staged V's chunk
-  static constexpr int kUFloats = kFilterBlocks * kPoints * kUPoint;  // a stage: [filter block][point]
-  static constexpr int kVFloats = kPoints * kVPoint;                  // then [point]
-  static constexpr int kStage = kUFloats + kVFloats;
-  // The epilogue: the partial values each block receives, [source rank][filter][tile of its 16][2]
-  // (rows padded by 4 words: a warp's 16-byte stores of 8 filters x 4 tile pairs then cover distinct
-  // banks), over the stages once the whole cluster has reduced; the accumulators warpgroups 2 and 3
-  // hand over, after them; then the mbarriers (a stage's copies landed, its readers done).
-  static constexpr int kOwnedTiles = kN / kCluster, kLdPartial = 2 * kOwnedTiles + 4;
-  static constexpr int kPartialSource = kFilterBlocks * kM * kLdPartial;
-  static constexpr int kPartialFloats = kCluster * kPartialSource;
-  static constexpr int kHandOffset = kPartialFloats > kStages * kStage ? kPartialFloats : kStages * kStage;
-  static constexpr int kHandFloats = (kWarpgroups / kPoints) * 128 * (kN / 2);
-  static constexpr int kBarrierOffset = kHandOffset + kHandFloats;
-  static constexpr size_t kForwardSmemBytes = size_t(kBarrierOffset) * sizeof(float) + 2 * kStages * sizeof(uint64_t);
-  static_assert(kPoints == 2 && kWarpgroups == kPoints * kFilterBlocks && kOwnedTiles == 16, "the warpgroups' shares");
-  static_assert(kBarrierOffset % 2 == 0 && kForwardSmemBytes <= 227 * 1024, "aligned barriers; one block per SM");
-
-  // V's word of (channel kk of a chunk, tile n of the block): the staged layout
-  // (winograd_tc_input_transform_kernel), in core matrices of 8 tiles x 4 channels.
-  static __host__ __device__ constexpr int v_word(int kk, int n) {
-    return WinogradWgmmaTile::operand_word(kk, n, kVQuad);
-  }
-};
-
-// The column half of A^T (.) A over a wide block's two points (2 * (rank % 2) and the next of its
-// point row), from a thread of the first point's warpgroups: the two values per (filter, tile) that
-// the row half takes, sent to the blocks that own the tiles (16 each). Block rank sends to owner
-// (rank + i) % 8 in its i-th pass, so that in each pass every block receives from one block rather
-// than all eight sending to the same one.
-template <typename Cfg>
-struct WideColumnHalf {
-  const float (&acc)[Cfg::kN / 2];  // the first point's M (Wgmma's layout)
-  const float* hand;                // the second point's, [accumulator][thread]
-  const unsigned (&owners)[Cfg::kCluster];  // each block's slot of this block's values
-  int filter, tile;  // accumulator 0's filter (of the block's 128) and tile within the owner's 16
-  bool second;       // the block's points are its row's columns 2 and 3
-
-  template <int kFirstOwner>
-  __device__ __forceinline__ void send() const {
-#pragma unroll
-    for (int i = 0; i < Cfg::kCluster; ++i) {
-      const int o = (kFirstOwner + i) % Cfg::kCluster;
-#pragma unroll
-      for (int jq = 0; jq < 4; ++jq) {
-        // Accumulators q, q + 1: tiles 8 * (q / 4) + tile, + 1, filter + 8 * ((q % 4) / 2).
-        const int q = 4 * (2 * o + jq / 2) + 2 * (jq % 2);
-        float c[4];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float m0 = acc[q + e], m1 = hand[(q + e) * 128];
-          c[2 * e] = second ? m0 : m0 + m1;
-          c[2 * e + 1] = second ? -m0 - m1 : m1;
-        }
-        const int f = filter + 8 * (jq % 2), t = 8 * (jq / 2) + tile;
-        store_cluster_shared(owners[o] + 4 * (f * Cfg::kLdPartial + 2 * t), make_float4(c[0], c[1], c[2], c[3]));
-      }
+    const TileCoord ot = tile_coord(cv, p);
+    const int oy = 2 * ot.ty, ox = 2 * ot.tx;
+    const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
+    const int64_t col = kNhwc ? cv.out_C : 1, row = col * cv.out_W;
+    float* dst = kNhwc ? a.y + ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg + k
+                       : a.y + ((int64_t(ot.n) * cv.out_C + int64_t(bc.g) * Kg + k) * cv.out_H + oy) * cv.out_W + ox;
+    if (!kNhwc && right && cv.out_W % 2 == 0) {  // each row of the tile one 8-byte store
+      *reinterpret_cast<float2*>(dst) = make_float2(out[0], out[1]);
+      if (below) *reinterpret_cast<float2*>(dst + row) = make_float2(out[2], out[3]);
+      continue;
     }
-  }
-};
-
-// The wide cluster's kernel (WinogradWgmmaWideTile), launched in clusters of eight consecutive
-// blocks; its V staged by winograd_tc_input_transform_kernel<WinogradWgmmaWideTile, kNhwc>. kNhwc:
-// y is channels_last.
-template <typename Cfg, bool kNhwc>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_wgmma_wide_forward_kernel(const ForwardArgs<float> a) {
-  extern __shared__ __align__(16) float smem[];
-  const WinogradConv& cv = a.cv;
-  const int rank = int(cluster_block_rank());
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      mbarrier_init(&bars[s], 1);
-      mbarrier_init(&bars[Cfg::kStages + s], Cfg::kWarpgroups);
+    dst[0] = out[0];
+    if (right) dst[col] = out[1];
+    if (below) {
+      dst[row] = out[2];
+      if (right) dst[row + col] = out[3];
     }
-    mbarrier_init_fence_cluster();
-  }
-  __syncthreads();
-  const BlockCoord bc = block_coord(int(ceil_div(a.k_tiles, Cfg::kFilterBlocks)), a.p_tiles, blockIdx.x / Cfg::kCluster);
-  const int64_t p0 = int64_t(a.p_tile0 + bc.pt) * Cfg::kN;
-  const int chunks = a.reduction_pad / Cfg::kK;
-
-  // The warpgroup's point (of the block's two) and filter half, warp-uniform.
-  const int group = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
-  const int point = group / Cfg::kFilterBlocks, half = group % Cfg::kFilterBlocks;
-  const unsigned base = unsigned(__cvta_generic_to_shared(smem));
-  const uint64_t u0 = wgmma_descriptor_interleaved(base + 4 * (half * Cfg::kPoints + point) * Cfg::kUPoint,
-                                                   16 * Cfg::kM, 128);
-  const uint64_t v0 = wgmma_descriptor_interleaved(base + 4 * (Cfg::kUFloats + point * Cfg::kVPoint), 4 * Cfg::kVQuad,
-                                                   128);
-  // Set by chunk 0's first MMA (scale_d 0): zeroed beforehand, the registers' definitions made ptxas
-  // serialize the MMAs (C7515).
-  float acc[Cfg::kN / 2];
-
-  // The block's runs: its points' U of both filter blocks (a filter block past the last reads the
-  // last one's and stores nothing) and their V of the tile block.
-  const float* u_runs[Cfg::kFilterBlocks];
-#pragma unroll
-  for (int h = 0; h < Cfg::kFilterBlocks; ++h) {
-    const int kt = bc.kt * Cfg::kFilterBlocks + h;
-    u_runs[h] = TcUFetcher<Cfg>::block_run(a, bc.g, kt < a.k_tiles ? kt : a.k_tiles - 1) +
-                rank * Cfg::kPoints * Cfg::kUPoint;
-  }
-  const float* v_run =
-      a.v + (int64_t(bc.g) * a.p_tiles + bc.pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kPoints * Cfg::kVPoint;
-  auto fetch = [&](int chunk, uint64_t* full) {
-    float* stage = smem + (chunk % Cfg::kStages) * Cfg::kStage;
-    mbarrier_arrive_expect_tx(full, Cfg::kStage * sizeof(float));
-#pragma unroll
-    for (int h = 0; h < Cfg::kFilterBlocks; ++h)
-      bulk_copy_to_shared(stage + h * Cfg::kPoints * Cfg::kUPoint, u_runs[h] + int64_t(chunk) * Cfg::kUChunkFloats,
-                          Cfg::kPoints * Cfg::kUPoint * sizeof(float), full);
-    bulk_copy_to_shared(stage + Cfg::kUFloats, v_run + int64_t(chunk) * Cfg::kVChunkFloats,
-                        Cfg::kVFloats * sizeof(float), full);
-  };
-  auto mmas = [&](int s, int chunk) {
-    const unsigned stage = unsigned(s) * (Cfg::kStage / 4);  // 16-byte units
-    wgmma_fence();
-#pragma unroll
-    for (int step = 0; step < Cfg::kSteps; ++step)
-      Wgmma<float, Cfg::kN>::run(acc, wgmma_descriptor_advance(u0, stage + 8 * step * Cfg::kM / 4),
-                                 wgmma_descriptor_advance(v0, stage + 2 * step * Cfg::kVQuad / 4),
-                                 chunk > 0 || step > 0);
-    wgmma_commit();
-  };
-  auto release = [&](uint64_t* freed) { mbarrier_arrive_cluster(freed, unsigned(rank)); };
-  run_bulk_stages<Cfg::kStages>(bars, chunks, fetch, mmas, release);
-  wgmma_wait<0>();
-
-  // Epilogue. Accumulator q of a thread: filter 64 * half + 16 * (warp % 4) + lane / 4 + 8 * ((q % 4) / 2),
-  // tile 8 * (q / 4) + 2 * (lane % 4) + q % 2 of the block (Wgmma's layout).
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, thread = threadIdx.x % 128;
-  float* hand = smem + Cfg::kHandOffset + half * 128 * (Cfg::kN / 2);
-  if (point == 1) {
-#pragma unroll
-    for (int q = 0; q < Cfg::kN / 2; ++q) hand[q * 128 + thread] = acc[q];
-  }
-  // Every block of the cluster has reduced (its stages, where the partial values land, are free)
-  // and this block's hand-over is written.
-  cluster_arrive_release();
-  cluster_wait_acquire();
-  float* partials = smem;
-  if (point == 0) {
-    unsigned owners[Cfg::kCluster];
-#pragma unroll
-    for (int o = 0; o < Cfg::kCluster; ++o)
-      owners[o] = cluster_shared_address(partials + rank * Cfg::kPartialSource, unsigned(o));
-    const WideColumnHalf<Cfg> column{acc, hand + thread, owners, 64 * half + 16 * (warp % 4) + lane / 4,
-                                     2 * (lane % 4), rank % 2 != 0};
-    switch (rank) {  // the first owner as a constant: the accumulators' indices stay constants
-      case 0: column.template send<0>(); break;
-      case 1: column.template send<1>(); break;
-      case 2: column.template send<2>(); break;
-      case 3: column.template send<3>(); break;
-      case 4: column.template send<4>(); break;
-      case 5: column.template send<5>(); break;
-      case 6: column.template send<6>(); break;
-      default: column.template send<7>(); break;
-    }
-  }
-  cluster_arrive_release();
-  cluster_wait_acquire();  // every block's values of this block's tiles have landed
-
-  // The row half: T_r = the two blocks of point row r; Y row 0 = T_0 + T_1 + T_2, row 1 = T_1 - T_2 - T_3.
-  // A thread's (filter, tile) pairs: NCHW, lanes along the tiles; NHWC, lanes along the filters.
-  const int Kg = cv.Kg();
-  constexpr int kPairs = Cfg::kFilterBlocks * Cfg::kM * Cfg::kOwnedTiles / Cfg::kThreads;
-#pragma unroll
-  for (int q = 0; q < kPairs; ++q) {
-    const int f = kNhwc ? lane + 32 * q : 2 * warp + lane / 16 + 32 * q, tile = kNhwc ? warp : lane % 16;
-    const int k = bc.kt * Cfg::kFilterBlocks * Cfg::kM + f;
-    const int64_t p = p0 + rank * Cfg::kOwnedTiles + tile;
-    if (k >= Kg || p >= cv.tiles()) continue;
-    float t[4][2];
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const float2 x0 = *reinterpret_cast<const float2*>(partials + 2 * r * Cfg::kPartialSource + f * Cfg::kLdPartial + 2 * tile);
-      const float2 x1 =
-          *reinterpret_cast<const float2*>(partials + (2 * r + 1) * Cfg::kPartialSource + f * Cfg::kLdPartial + 2 * tile);
-      t[r][0] = x0.x + x1.x, t[r][1] = x0.y + x1.y;
-    }
-    const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
-    const float out[4] = {t[0][0] + t[1][0] + t[2][0] + b, t[0][1] + t[1][1] + t[2][1] + b,
-                          t[1][0] - t[2][0] - t[3][0] + b, t[1][1] - t[2][1] - t[3][1] + b};
-    store_output_tile<kNhwc>(a, int64_t(bc.g) * Kg + k, p, out);
   }
 }
 
