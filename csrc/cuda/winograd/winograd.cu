@@ -27,7 +27,6 @@
 #include <torch/library.h>
 #include <cstdlib>
 #include <iterator>
-#include <string_view>
 #include <type_traits>
 
 #include "../../backward.h"
