@@ -285,3 +285,18 @@ def test_winograd_error_study_models_float8_low_parts_and_nested_f2():
     nested = err(we.nested_rows_conv(x, w, 1, *mats, torch.float32, operands="fp16"))
     assert split8 < 2.0 * direct < single and abs(split8 / split16 - 1.0) < 0.02, (direct, single, split16, split8)
     assert direct < nested < single, (direct, nested, single)
+
+
+def test_staged_v_bound_markdown_is_rendered_from_its_json(capsys):
+    """benchmarks/results/staged-v-bound-h100.md is what benchmarks/micro/render_staged_v_bound.py makes of the
+    JSON beside it (the stand-alone replay of the staged-V reduction, benchmarks/micro/staged_v_bound.cu)."""
+    import importlib.util
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
+    spec = importlib.util.spec_from_file_location("render_staged_v_bound",
+                                                  os.path.join(root, "micro", "render_staged_v_bound.py"))
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    render.main(os.path.join(root, "results", "staged-v-bound-h100.json"))
+    with open(os.path.join(root, "results", "staged-v-bound-h100.md")) as f:
+        assert capsys.readouterr().out == f.read()

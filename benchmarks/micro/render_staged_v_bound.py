@@ -1,0 +1,52 @@
+"""Renders staged_v_bound.cu's JSON (benchmarks/results/staged-v-bound-<gpu>.json) as Markdown.
+
+usage: python benchmarks/micro/render_staged_v_bound.py RESULTS.json > RESULTS.md
+"""
+
+import json
+import sys
+
+
+def main(path):
+    data = json.load(open(path))
+    rows = data["rows"]
+    print(f"# Staged-V Winograd reduction replayed on synthetic operands ({data['device']})\n")
+    print(
+        "Source: `benchmarks/micro/staged_v_bound.cu` (stand-alone; build and run line at its top). "
+        "Each reduction row replays the real kernel's grid, block order, operand runs and pipeline "
+        "at N = 32: `full` copies and MMAs, `copy` the copies and mbarriers alone, `mma` the MMAs and "
+        "loop alone. `vbulk`: `tf32-wgmma-cluster-vbulk` (64 filters x 64 tiles x 8 points a block, "
+        "64 KB a chunk, 3 stages, clusters of 2). `wide`: the wide tile that was tried (128 x 128 x 2 "
+        "points, 32 KB a chunk, 4 stages, clusters of 8). CUDA events, median of 7 launches.\n"
+    )
+    if "meta" in data:
+        for key, value in data["meta"].items():
+            print(f"- {key}: {value}")
+        print()
+    print("## Reductions\n")
+    print("| kernel | layer | blocks | chunks | full µs | copy µs | mma µs | operand GB | copy TB/s | MMA TFLOP/s (mma) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    table = {}
+    for r in rows:
+        if "mode" in r:
+            table.setdefault((r["kernel"], r["layer"]), {})[r["mode"]] = r
+    for (kernel, layer), modes in table.items():
+        def us(mode):
+            return f"{modes[mode]['us']:.1f}" if mode in modes else "-"
+
+        any_row = next(iter(modes.values()))
+        gb = next((m["operand_gb"] for m in modes.values() if m["operand_gb"] > 0), 0.0)
+        copy = f"{modes['copy']['tb_per_s']:.2f}" if "copy" in modes else "-"
+        mma = f"{modes['mma']['mma_tflops']:.0f}" if "mma" in modes else "-"
+        print(f"| {kernel} | {layer} | {any_row['blocks']} | {any_row['chunks']} | {us('full')} | {us('copy')} | "
+              f"{us('mma')} | {gb:.3f} | {copy} | {mma} |")
+    print("\n## Exchanging 112 KB per block between the blocks of a cluster\n")
+    print("| how | cluster | blocks | µs per exchange | GB/s per block |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        if "cluster" in r:
+            print(f"| {r['kernel']} | {r['cluster']} | {r['blocks']} | {r['us_per_rep']:.2f} | {r['gb_per_s_per_block']:.1f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

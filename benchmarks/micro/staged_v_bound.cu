@@ -1,0 +1,425 @@
+// What bounds the staged-V Winograd reduction (`tf32-wgmma-cluster-vbulk`, and the wide tile that was
+// tried): the reduction's loop replayed on synthetic operands with the grid, block order, operand runs
+// and pipeline of the real kernel, once as it is and once with either half taken out:
+//   full  -- bulk copies into the stages, the warpgroups' wgmmas on them (the reduction itself);
+//   copy  -- the same copies and mbarriers, no MMAs: the memory system's share;
+//   mma   -- the same MMAs and loop, no copies: the tensor cores' and the loop's share.
+// Also: the wgmma rate with its operands resident in shared memory (no mbarriers), and the rate at
+// which blocks of a cluster store into each other's shared memory (the wide tile's exchange).
+//
+// Build and run on an sm_90a GPU (stand-alone, no PyTorch):
+//   nvcc -std=c++17 -O3 -arch=sm_90a -Icsrc -o /tmp/staged_v_bound benchmarks/micro/staged_v_bound.cu
+//   /tmp/staged_v_bound > staged_v_bound.json
+// Timings are CUDA events around one launch, the median of 7 after 2 warm-ups.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "cuda/common/cluster.cuh"
+#include "cuda/common/pipeline.cuh"
+#include "cuda/common/wgmma.cuh"
+
+using namespace torchconv::cuda;
+
+#define CHECK(x)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+enum Mode { kFull = 0, kCopy = 1, kMma = 2 };
+
+// A reduction block: kPoints points per warpgroup of 64 filters x kN tiles, 16 channels per chunk
+// (two TF32 k-steps), 4 warpgroups. Its stage holds U (4 * kPoints tiles of 64 x 16) and V (the
+// warpgroups' B tiles, kN x 16 each; warpgroups of one point share them in the wide layout).
+// Tiles are K-major in core matrices of 8 rows x 16 bytes: [row group][channel quad][8 x 4 words].
+template <int kN, int kPoints, int kVTiles, int kStages>
+struct Shape {
+  static constexpr int kUTileFloats = 64 * 16, kVTileFloats = kN * 16;
+  static constexpr int kUFloats = 4 * kPoints * kUTileFloats, kVFloats = kVTiles * kVTileFloats;
+  static constexpr int kStage = kUFloats + kVFloats;
+  static constexpr size_t kSmem = size_t(kStages) * kStage * 4 + 2 * kStages * 8;
+};
+
+template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1>
+__global__ void __launch_bounds__(512, 1)
+    reduction_kernel(const float* __restrict__ u, const float* __restrict__ v, float* out, int filter_blocks,
+                     int ranks, int chunks, int wrap) {
+  using S = Shape<kN, kPoints, kVTiles, kStages>;
+  extern __shared__ __align__(1024) float smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * S::kStage);
+  uint64_t* empty = full + kStages;
+  // The real grid's order: cluster rank fastest, then filter blocks, then tile blocks.
+  const int rank = blockIdx.x % ranks, fb = (blockIdx.x / ranks) % filter_blocks, tb = blockIdx.x / ranks / filter_blocks;
+  const int run_chunks = wrap > 0 ? wrap : chunks;
+  const float* u_run = u + (int64_t(fb) * ranks + rank) * run_chunks * S::kUFloats;
+  const float* v_run = v + (int64_t(tb) * ranks + rank) * run_chunks * S::kVFloats;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], 4);
+    }
+  }
+  // Operand values for the MMA-only mode (and the others' first fill): small, finite.
+  for (int i = threadIdx.x; i < kStages * S::kStage; i += blockDim.x) smem[i] = 1.0f / 1024;
+  fence_proxy_async_shared();
+  __syncthreads();
+
+  const int group = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
+  const unsigned base = unsigned(__cvta_generic_to_shared(smem));
+  // Warpgroup g: points g * kPoints + p of U; V tile (g * kPoints + p) % kVTiles.
+  const uint64_t u0 = wgmma_descriptor_interleaved(base + 4 * group * kPoints * S::kUTileFloats, 128, 512);
+  const uint64_t v0 = wgmma_descriptor_interleaved(
+      base + 4 * (S::kUFloats + ((group * kPoints) % kVTiles) * S::kVTileFloats), 128, 512);
+  float acc[kPoints][kN / 2];
+#pragma unroll
+  for (int p = 0; p < kPoints; ++p)
+#pragma unroll
+    for (int q = 0; q < kN / 2; ++q) acc[p][q] = 0.f;
+
+  auto fetch = [&](int chunk) {
+    const int s = chunk % kStages, at = wrap > 0 ? chunk % wrap : chunk;
+    mbarrier_arrive_expect_tx(&full[s], (S::kUFloats + S::kVFloats) * 4);
+    // Each operand's run as kSplit copies.
+#pragma unroll
+    for (int i = 0; i < kSplit; ++i) {
+      constexpr int kU = S::kUFloats / kSplit, kV = S::kVFloats / kSplit;
+      bulk_copy_to_shared(smem + s * S::kStage + i * kU, u_run + int64_t(at) * S::kUFloats + i * kU, kU * 4, &full[s]);
+      bulk_copy_to_shared(smem + s * S::kStage + S::kUFloats + i * kV, v_run + int64_t(at) * S::kVFloats + i * kV,
+                          kV * 4, &full[s]);
+    }
+  };
+  const bool producer = threadIdx.x == 0;
+  if (kMode != kMma && producer)
+    for (int c = 0; c < kStages - 1 && c < chunks; ++c) fetch(c);
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int s = chunk % kStages;
+    if (kMode != kMma) mbarrier_wait(&full[s], unsigned(chunk / kStages) & 1u);
+    if (kMode != kCopy) {
+      const unsigned stage = unsigned(s) * (S::kStage / 4);
+      wgmma_fence();
+#pragma unroll
+      for (int step = 0; step < 2; ++step)
+#pragma unroll
+        for (int p = 0; p < kPoints; ++p) {
+          const uint64_t da = wgmma_descriptor_advance(u0, stage + (p * S::kUTileFloats) / 4 + 16 * step);
+          const uint64_t db = wgmma_descriptor_advance(v0, stage + (p * S::kVTileFloats) / 4 + 16 * step);
+          Wgmma<float, kN>::run(acc[p], da, db, 1);
+        }
+      wgmma_commit();
+      wgmma_wait<1>();
+    }
+    if (kMode != kMma) {
+      if (chunk > 0 && threadIdx.x % 128 == 0)
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(
+                         unsigned(__cvta_generic_to_shared(&empty[(chunk - 1) % kStages])))
+                     : "memory");
+      const int next = chunk + kStages - 1;
+      if (producer && next < chunks) {
+        mbarrier_wait(&empty[next % kStages], unsigned(next / kStages - 1) & 1u);
+        fetch(next);
+      }
+    }
+    __syncwarp();
+  }
+  wgmma_wait<0>();
+  // Keeps the MMAs. (A sum of the accumulators here made ptxas serialize the full mode's MMAs, C7514.)
+  if (threadIdx.x == 1u << 30) {
+#pragma unroll
+    for (int p = 0; p < kPoints; ++p)
+#pragma unroll
+      for (int q = 0; q < kN / 2; ++q) out[p * kN + q] = acc[p][q];
+  }
+}
+
+// Each block of a cluster of kCluster stores `bytes_per_block` into the others' shared memory, block
+// r's i-th pass to rank (r + 1 + i) % kCluster (the wide tile's staggered order), `reps` times, a
+// cluster barrier after each.
+template <int kCluster>
+__global__ void __launch_bounds__(512, 1) dsmem_kernel(float* out, int float4s_per_peer, int reps) {
+  extern __shared__ __align__(1024) float smem[];
+  const unsigned r = cluster_block_rank();
+  float4 val = make_float4(threadIdx.x, 1.f, 2.f, 3.f);
+  for (int rep = 0; rep < reps; ++rep) {
+    for (int i = 0; i < kCluster - 1; ++i) {
+      const unsigned peer = (r + 1 + i) % kCluster;
+      const unsigned remote = cluster_shared_address(smem + 4 * i * float4s_per_peer, peer);  // slot i: one sender
+      for (int j = threadIdx.x; j < float4s_per_peer; j += blockDim.x) store_cluster_shared(remote + 16 * j, val);
+    }
+    cluster_arrive_release();
+    cluster_wait_acquire();
+    val.x += 1.f;
+  }
+  if (smem[threadIdx.x] == -1.f) out[blockIdx.x] = smem[threadIdx.x];
+}
+
+// The same exchange by the copy engine: per rep, thread 0 of each block expects (kCluster - 1) pieces
+// on its own mbarrier, then issues one bulk copy of its piece from its shared memory into each
+// peer's (cp.async.bulk.shared::cluster.shared::cta), and waits for its own pieces to land. kViaL2:
+// instead a bulk copy of each piece to a global slot (shared -> global), a cluster barrier, and bulk
+// copies of the block's incoming pieces from global back into shared memory.
+template <int kCluster, bool kViaL2>
+__global__ void __launch_bounds__(128, 1) bulk_exchange_kernel(float* slots, int piece_bytes, int reps) {
+  extern __shared__ __align__(1024) float smem[];
+  __shared__ uint64_t bar;
+  const unsigned r = cluster_block_rank();
+  const int cluster = blockIdx.x / kCluster;
+  float* inbox = smem + (piece_bytes / 4);  // (kCluster - 1) slots after the outgoing piece
+  if (threadIdx.x == 0) mbarrier_init(&bar, 1);
+  mbarrier_init_fence_cluster();
+  __syncthreads();
+  cluster_arrive_release();
+  cluster_wait_acquire();
+  const unsigned bar_addr = unsigned(__cvta_generic_to_shared(&bar));
+  const unsigned src = unsigned(__cvta_generic_to_shared(smem));
+  for (int rep = 0; rep < reps; ++rep) {
+    if (threadIdx.x == 0) {
+      mbarrier_arrive_expect_tx(&bar, (kCluster - 1) * piece_bytes);
+      for (int i = 0; i < kCluster - 1; ++i) {
+        const unsigned peer = (r + 1 + i) % kCluster;
+        if (!kViaL2) {
+          const unsigned dst = cluster_shared_address(inbox + i * (piece_bytes / 4), peer);
+          const unsigned peer_bar = cluster_shared_address(&bar, peer);
+          asm volatile(
+              "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                  dst),
+              "r"(src), "r"(piece_bytes), "r"(peer_bar)
+              : "memory");
+        } else {
+          float* slot = slots + (int64_t(cluster) * kCluster * kCluster + r * kCluster + peer) * (piece_bytes / 4);
+          asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(slot), "r"(src),
+                       "r"(piece_bytes)
+                       : "memory");
+        }
+      }
+      if (kViaL2) {
+        asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;\n" ::: "memory");
+        asm volatile("fence.proxy.async.global;\n" ::: "memory");
+      }
+    }
+    if (kViaL2) {
+      cluster_arrive_release();
+      cluster_wait_acquire();
+      if (threadIdx.x == 0)
+        for (int i = 0; i < kCluster - 1; ++i) {
+          const unsigned sender = (r + kCluster - 1 - i) % kCluster;  // whose i-th pass came here
+          const float* slot = slots + (int64_t(cluster) * kCluster * kCluster + sender * kCluster + r) * (piece_bytes / 4);
+          bulk_copy_to_shared(inbox + i * (piece_bytes / 4), slot, piece_bytes, &bar);
+        }
+    }
+    mbarrier_wait(&bar, unsigned(rep) & 1u);
+    cluster_arrive_release();  // every block's pieces have landed before the next rep overwrites
+    cluster_wait_acquire();
+  }
+}
+
+static float median_ms(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <typename Launch>
+static float time_ms(Launch launch) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int i = 0; i < 9; ++i) {
+    CHECK(cudaEventRecord(a));
+    launch();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    CHECK(cudaGetLastError());
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 2) t.push_back(ms);
+  }
+  return median_ms(t);
+}
+
+static bool first_row = true;
+static void row(const char* name, const char* layer, const char* mode, int blocks, int chunks, double bytes,
+                double flops, float ms) {
+  std::printf("%s    {\"kernel\": \"%s\", \"layer\": \"%s\", \"mode\": \"%s\", \"blocks\": %d, \"chunks\": %d, "
+              "\"us\": %.1f, \"operand_gb\": %.3f, \"tb_per_s\": %.2f, \"mma_tflops\": %.1f}",
+              first_row ? "" : ",\n", name, layer, mode, blocks, chunks, ms * 1e3, bytes / 1e9, bytes / ms / 1e9,
+              flops / ms / 1e9);
+  first_row = false;
+}
+
+// Launched in clusters of `cluster` consecutive blocks, as the real kernels (the hardware places a
+// cluster's blocks in one GPC); the blocks do not talk to each other.
+template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1>
+static void run_reduction(const char* name, const char* layer, const char* mode, const float* u, const float* v,
+                          float* out, int filter_blocks, int tile_blocks, int ranks, int chunks, int cluster,
+                          int wrap = 0) {
+  using S = Shape<kN, kPoints, kVTiles, kStages>;
+  auto k = reduction_kernel<kN, kPoints, kVTiles, kStages, kMode, kSplit>;
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
+  const int blocks = filter_blocks * tile_blocks * ranks;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(512);
+  cfg.dynamicSmemBytes = S::kSmem;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  const float ms = time_ms(
+      [&] { CHECK(cudaLaunchKernelEx(&cfg, k, u, v, out, filter_blocks, ranks, chunks, wrap)); });
+  const double bytes = double(blocks) * chunks * S::kStage * 4;
+  const double flops = double(blocks) * chunks * 4 * kPoints * 2 * (64.0 * kN * 8 * 2);
+  row(name, layer, mode, blocks, chunks, kMode == kMma ? 0.0 : bytes, kMode == kCopy ? 0.0 : flops, ms);
+}
+
+template <int kN, int kPoints, int kVTiles, int kStages>
+static void run_modes(const char* name, const char* layer, const float* u, const float* v, float* out, int fb,
+                      int tb, int ranks, int chunks) {
+  run_reduction<kN, kPoints, kVTiles, kStages, kFull>(name, layer, "full", u, v, out, fb, tb, ranks, chunks, ranks);
+  run_reduction<kN, kPoints, kVTiles, kStages, kCopy>(name, layer, "copy", u, v, out, fb, tb, ranks, chunks, ranks);
+  run_reduction<kN, kPoints, kVTiles, kStages, kMma>(name, layer, "mma", u, v, out, fb, tb, ranks, chunks, ranks);
+}
+
+template <int kCluster>
+static void run_dsmem(float* out, int bytes_per_block) {
+  const int per_peer = bytes_per_block / 16 / (kCluster - 1);
+  const size_t smem = size_t(kCluster - 1) * per_peer * 16;
+  auto k = dsmem_kernel<kCluster>;
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  const int reps = 100;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(kCluster * 64);
+  cfg.blockDim = dim3(512);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = kCluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int active = 0;
+  CHECK(cudaOccupancyMaxActiveClusters(&active, k, &cfg));
+  const int blocks = active * kCluster;  // one wave
+  cfg.gridDim = dim3(blocks);
+  const float ms = time_ms([&] { CHECK(cudaLaunchKernelEx(&cfg, k, out, per_peer, reps)); });
+  const double per_block = double(per_peer) * 16 * (kCluster - 1);
+  std::printf(",\n    {\"kernel\": \"dsmem_store\", \"cluster\": %d, \"blocks\": %d, \"active_clusters\": %d, "
+              "\"bytes_per_block_per_rep\": %.0f, \"us_per_rep\": %.2f, \"gb_per_s_per_block\": %.1f}",
+              kCluster, blocks, active, per_block, ms * 1e3 / reps, per_block * reps / ms / 1e6);
+}
+
+template <int kCluster, bool kViaL2>
+static void run_bulk_exchange(float* slots, int bytes_per_block) {
+  const int piece = bytes_per_block / (kCluster - 1) / 16 * 16;
+  const size_t smem = size_t(kCluster) * piece;
+  auto k = bulk_exchange_kernel<kCluster, kViaL2>;
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  const int reps = 100;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(kCluster * 64);
+  cfg.blockDim = dim3(128);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = kCluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int active = 0;
+  CHECK(cudaOccupancyMaxActiveClusters(&active, k, &cfg));
+  active = std::min(active, 132 / kCluster);  // one block per SM
+  const int blocks = active * kCluster;
+  cfg.gridDim = dim3(blocks);
+  const float ms = time_ms([&] { CHECK(cudaLaunchKernelEx(&cfg, k, slots, piece, reps)); });
+  const double per_block = double(piece) * (kCluster - 1);
+  std::printf(",\n    {\"kernel\": \"%s\", \"cluster\": %d, \"blocks\": %d, \"bytes_per_block_per_rep\": %.0f, "
+              "\"us_per_rep\": %.2f, \"gb_per_s_per_block\": %.1f}",
+              kViaL2 ? "bulk_exchange_via_l2" : "bulk_exchange_dsmem", kCluster, blocks, per_block, ms * 1e3 / reps,
+              per_block * reps / ms / 1e6);
+}
+
+int main() {
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  int clock_khz = 0;
+  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  // Y18 at N = 32: 1024 filters (16 blocks of 64), 2592 tiles (41 blocks of 64), 512 channels (32
+  // chunks); Y12: 512 filters (8), 9248 tiles (145), 256 channels (16); Y8: 256 (4), 36992 (578), 8.
+  // U per block run: 8 points x 64 x 16 x 4 B = 32 KB a chunk, V likewise.
+  struct Layer {
+    const char* name;
+    int fb, tb, chunks, wide_fb, wide_tb;
+  } layers[] = {{"Y18", 16, 41, 32, 8, 21}, {"Y12", 8, 145, 16, 4, 73}, {"Y8", 4, 578, 8, 2, 289}};
+  size_t max_floats = 0;
+  for (auto& l : layers) {
+    max_floats = std::max(max_floats, size_t(l.fb) * 2 * l.chunks * 8192);
+    max_floats = std::max(max_floats, size_t(l.tb) * 2 * l.chunks * 8192);
+    max_floats = std::max(max_floats, size_t(l.wide_tb) * 8 * l.chunks * 4096);  // the wide runs of V
+  }
+  float *u, *v, *out;
+  CHECK(cudaMalloc(&u, max_floats * 4));
+  CHECK(cudaMalloc(&v, max_floats * 4));
+  CHECK(cudaMalloc(&out, 1 << 20));
+  CHECK(cudaMemset(u, 0, max_floats * 4));
+  CHECK(cudaMemset(v, 0, max_floats * 4));
+  std::printf("{\"device\": \"%s\", \"sms\": %d, \"clock_mhz\": %d, \"l2_mb\": %d,\n  \"rows\": [\n", prop.name,
+              prop.multiProcessorCount, clock_khz / 1000, int(prop.l2CacheSize >> 20));
+  for (auto& l : layers) {
+    // -vbulk: clusters of 2 (the rank is the point half), 2 points of m64n64k8 per warpgroup, 3 stages.
+    run_modes<64, 2, 8, 3>("vbulk", l.name, u, v, out, l.fb, l.tb, 2, l.chunks);
+    // The wide tile: clusters of 8 (2 points each), 128 filters x 128 tiles, each warpgroup one point
+    // and one 64-filter half (m64n128k8, V tiles shared by two warpgroups), 4 stages.
+    run_modes<128, 1, 2, 4>("wide", l.name, u, v, out, l.wide_fb, l.wide_tb, 8, l.chunks);
+  }
+  // The MMAs alone at the wide shape and at the vbulk shape, with one wave of one block per SM and many
+  // chunks (no copies, no mbarriers): the tensor cores' rate on operands in shared memory.
+  // And the copies alone and with the MMAs where every block rereads its own 2 chunks (17 MB in all,
+  // resident in L2): the rate at which the SMs take in L2 hits through this pipeline.
+  const int sms = prop.multiProcessorCount;
+  run_reduction<64, 2, 8, 3, kMma>("vbulk", "one-wave", "mma", u, v, out, sms, 1, 1, 512, 1);
+  run_reduction<128, 1, 2, 4, kMma>("wide", "one-wave", "mma", u, v, out, sms, 1, 1, 512, 1);
+  run_reduction<64, 2, 8, 3, kCopy>("vbulk", "one-wave-l2-resident", "copy", u, v, out, sms, 1, 1, 512, 1, 2);
+  run_reduction<64, 2, 8, 3, kFull>("vbulk", "one-wave-l2-resident", "full", u, v, out, sms, 1, 1, 512, 1, 2);
+  run_reduction<128, 1, 2, 4, kCopy>("wide", "one-wave-l2-resident", "copy", u, v, out, sms, 1, 1, 512, 1, 2);
+  // More stages for the wide shape (chunks of 32 KB: 5 and 6 in flight), and vbulk's runs as 4 copies each.
+  for (auto& l : layers) {
+    run_reduction<128, 1, 2, 6, kCopy>("wide-6-stages", l.name, "copy", u, v, out, l.wide_fb, l.wide_tb, 8, l.chunks, 8);
+    run_reduction<128, 1, 2, 6, kFull>("wide-6-stages", l.name, "full", u, v, out, l.wide_fb, l.wide_tb, 8, l.chunks, 8);
+    run_reduction<64, 2, 8, 3, kCopy, 4>("vbulk-split-4", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+  }
+  run_reduction<128, 1, 2, 6, kCopy>("wide-6-stages", "one-wave-l2-resident", "copy", u, v, out, sms, 1, 1, 512, 1, 2);
+  // The four-row cluster that was estimated and not built: 128 filters x 64 tiles x 4 points a block
+  // (each warpgroup one point, two m64n64k8 for its filter halves), 48 KB a chunk, 4 stages, clusters
+  // of 4. And the wide shape launched in clusters of 2 and without clusters (its blocks do not talk
+  // here): what the eight-block clusters' placement costs the copies.
+  for (auto& l : layers) {
+    run_reduction<64, 2, 4, 4, kFull>("four-row", l.name, "full", u, v, out, l.wide_fb, l.tb, 4, l.chunks, 4);
+    run_reduction<64, 2, 4, 4, kCopy>("four-row", l.name, "copy", u, v, out, l.wide_fb, l.tb, 4, l.chunks, 4);
+    run_reduction<128, 1, 2, 4, kCopy>("wide-clusters-of-2", l.name, "copy", u, v, out, l.wide_fb, l.wide_tb, 8,
+                                       l.chunks, 2);
+    run_reduction<128, 1, 2, 4, kCopy>("wide-no-clusters", l.name, "copy", u, v, out, l.wide_fb, l.wide_tb, 8,
+                                       l.chunks, 1);
+  }
+  run_bulk_exchange<2, false>(u, 112 * 1024);
+  run_bulk_exchange<8, false>(u, 112 * 1024);
+  run_bulk_exchange<2, true>(u, 112 * 1024);
+  run_bulk_exchange<8, true>(u, 112 * 1024);
+  run_dsmem<2>(out, 112 * 1024);
+  run_dsmem<4>(out, 112 * 1024);
+  run_dsmem<8>(out, 112 * 1024);
+  std::printf("\n  ]\n}\n");
+  return 0;
+}
