@@ -231,9 +231,38 @@ def zoo_table(name, data):
             + f". From {source(name, data)}."]
 
 
+def winograd_tensor_core_table(name, data):
+    """The `winograd` rows at tf32, bf16 and fp16 (3x3 stride-1 layers): TF32 tensor cores for float32
+    with the switch on and for bfloat16, IEEE FP32 for float16 (docs/winograd.md)."""
+    rows = [r for r in data["rows"] if r["algorithm"] == "winograd" and not is_fp32(r)]
+    if not rows:
+        return []
+    order = {"tf32": 0, "bf16": 1, "fp16": 2}
+    keys = sorted({(r["precision"], r["layout"], r["N"], r["mode"]) for r in rows},
+                  key=lambda k: (order.get(k[0], 3), k[1], k[2], k[3]))
+    how = {"tf32": "TF32 tensor cores", "bf16": "widened, TF32 tensor cores", "fp16": "widened, IEEE FP32"}
+    lines = [f"Winograd at the tensor-core precisions on the 3x3 stride-1 layers of resnet + yolo, against cuDNN at "
+             f"the same precision and memory format in the same process (ratio cuDNN ms / torchconv ms; error over "
+             f"cuDNN's at the same precision, largest layer). Layers of at most 4 channels or filters per group (Y0, "
+             f"an RGB stem) run the IEEE shallow and narrow kernels at every precision. From {source(name, data)}.", "",
+             "| precision | computed as | layout | N | mode | layers | geomean [lowest-highest layer] | "
+             "error / cuDNN's (largest) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for precision, layout, n, mode in keys:
+        sel = [r for r in rows if (r["precision"], r["layout"], r["N"], r["mode"]) == (precision, layout, n, mode)]
+        ratios = [r["ratio"] for r in sel]
+        errs = [r["rel_err"] / r["reference_rel_err"] for r in sel if r.get("reference_rel_err")]
+        worst = f"{max(errs):.2f}" if errs else "-"
+        lines.append(f"| {precision} | {how.get(precision, '')} | {layout} | {n} | "
+                     f"{'fwd+bwd' if mode == 'fwdbwd' else mode} | {len(sel)} | "
+                     f"**{geomean(ratios):.2f}x** [{min(ratios):.2f}-{max(ratios):.2f}] | {worst} |")
+    return lines
+
+
 def render():
     parts = []
-    for suite, table in (("resnet-yolo", suite_table), ("resnet-yolo", tensor_core_table), ("big", big_table),
+    for suite, table in (("resnet-yolo", suite_table), ("resnet-yolo", tensor_core_table),
+                         ("resnet-yolo", winograd_tensor_core_table), ("big", big_table),
                          ("depthwise", depthwise_table), ("models", models_table), ("models", precision_models_table),
                          ("zoo", zoo_table)):
         name, data = load(suite)

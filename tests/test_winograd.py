@@ -281,9 +281,9 @@ def test_cuda_f4x4_is_another_algorithm():
 # point GEMMs on tensor cores (forward and grad_input: U and V rounded to TF32; grad_weight: dM and V
 # rounded to TF32; transforms, sums and the bias in FP32). Layers with at most 4 channels or 4 filters per group
 # keep the shallow / narrow kernels, and the staged and F(4x4) variants and forced tile configs stay
-# IEEE FP32 (F(4x4)'s error in TF32 would be several times cuDNN's). float16 / bfloat16 calls, widened to
-# float32, keep IEEE FP32 too: their transformed operands would be rounded where a direct
-# convolution's are exact.
+# IEEE FP32 (F(4x4)'s error in TF32 would be several times cuDNN's). bfloat16 and float16 calls come
+# widened to float32: bfloat16 ones run these tiles too, whatever the switch says, and float16 ones keep
+# IEEE FP32 (test_bfloat16_runs_the_tensor_core_tiles below).
 # The tensor-core tiles, forced by set_config: mma.sync's 32- and 64-filter blocks; on Hopper the
 # wgmma block, the cluster of two blocks splitting its points, and the cluster with V staged
 # (transformed once into a workspace by a kernel of its own instead of by every filter block) and
@@ -350,6 +350,53 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
     assert rel_err(gx, ref_gx) <= allowed_error(rel_err(cudnn_gx, ref_gx), torch.float32)
     assert rel_err(gw, ref_gw) <= allowed_error(rel_err(cudnn_gw, ref_gw), torch.float32)
     assert rel_err(gw, ref_gw) > 1e-6  # TF32 operands, not IEEE
+
+
+@needs_cuda
+@pytest.mark.parametrize("allow_tf32", [False, True], ids=["tf32_off", "tf32_on"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape", [
+    (2, 40, 72, 13, 11, 1, 1, True),  # 72 filters: the 64-filter tiles (wgmma on Hopper)
+    (1, 24, 20, 9, 10, 0, 2, False),  # groups of 12 channels and 10 filters: the 32-filter tile
+], ids=shape_id)
+def test_bfloat16_runs_the_tensor_core_tiles(shape, dtype, layout, allow_tf32):
+    """bfloat16 calls (widened to float32) run the TF32 tensor-core tiles for the forward and both
+    gradients whatever PyTorch's TF32 switch says: bfloat16 values are exact in TF32, and rounding the
+    transformed operands to TF32's 10 bits keeps the error under a bfloat16 convolution's. float16
+    calls keep IEEE FP32: V rounded to their own 10 bits would be about 2.5x cuDNN's float16 error
+    (docs/winograd.md). Each pass within 2x of cuDNN's error at the call's dtype (no floor), in the
+    call's dtype and memory format; channels_last read and written as it is."""
+    n, c, k, h, w, padding, groups, bias = shape
+    torch.backends.cudnn.allow_tf32 = allow_tf32  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x = torch.randn(n, c, h, w, device="cuda", dtype=torch.float64).to(dtype).contiguous(memory_format=fmt)
+    wt = (torch.randn(k, c // groups, 3, 3, device="cuda", dtype=torch.float64) / (9 * c // groups) ** 0.5).to(dtype)
+    b = torch.randn(k, device="cuda", dtype=torch.float64).to(dtype) if bias else None
+    x.requires_grad_(True), wt.requires_grad_(True)
+    kw = dict(stride=1, padding=padding, dilation=1, groups=groups)
+    y = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
+    gy = torch.randn_like(y)
+    gx, gw = torch.autograd.grad(y, (x, wt), gy)
+    plans = torchconv.last_choice().split()
+    assert [p.split(":")[0] for p in plans] == ["forward", "grad_input", "grad_weight"], plans
+    for plan in plans:
+        if dtype == torch.bfloat16:
+            assert ":tf32" in plan and plan.endswith("/a=nhwc") == (layout == "nhwc"), plan
+        else:
+            assert "tf32" not in plan, plan
+    assert y.dtype == gx.dtype == gw.dtype == dtype
+    assert y.is_contiguous(memory_format=fmt) and gx.is_contiguous(memory_format=fmt)
+
+    xd, wd = x.detach().double().requires_grad_(True), wt.detach().double().requires_grad_(True)
+    ref = F.conv2d(xd, wd, b.double() if bias else None, **kw)
+    refs = (ref,) + torch.autograd.grad(ref, (xd, wd), gy.double())
+    xr, wr = x.detach().requires_grad_(True), wt.detach().requires_grad_(True)
+    cudnn = F.conv2d(xr, wr, b, **kw)
+    theirs = (cudnn,) + torch.autograd.grad(cudnn, (xr, wr), gy)
+    for name, ours, r, pt in zip(("output", "grad_input", "grad_weight"), (y, gx, gw), refs, theirs):
+        err, pt_err = rel_err(ours, r), rel_err(pt, r)
+        assert err <= 2 * pt_err, f"{name}: error {err:.2e}, cuDNN's {pt_err:.2e}"
 
 
 @needs_cuda

@@ -309,8 +309,8 @@ static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster 
                   int(std::size(kTcTileChoices)) == kTcTileWgmmaClusterUVMulticast + 1,
               "wgmma configs and tiles in one order");
 
-// The tensor-core tile of a float32 call under TF32 as the variant and a forced config decide it:
-// kTcIeee (the staged or F(4x4) variant, a forced IEEE tile config), the forced tile, or
+// The tensor-core tile of a call that runs them (runs_tensor_cores) as the variant and a forced config
+// decide it: kTcIeee (the staged or F(4x4) variant, a forced IEEE tile config), the forced tile, or
 // kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
 // run is a ValueError.
 constexpr int kTcTileByRule = kTcTileWgmmaClusterUVMulticast + 1;
@@ -352,7 +352,7 @@ int staged_v_tile(const WinogradConv& cv, bool channels_last) {
   return blocks > sms ? kTcTileWgmmaClusterUVMulticast : kTcTileWgmmaClusterVBulk;
 }
 
-// A float32 forward or grad_input under TF32 (`channels_last`: the call's memory format): the
+// A forward or grad_input on tensor cores (`channels_last`: the call's memory format): the
 // tensor-core kernel's tile, by the rule on every layer but those of the shallow and narrow kernels
 // (kTcIeee). Where a group has more than 32 filters, a 64-filter block: where the device has wgmma,
 // the single wgmma block below kClusterMinReduction channels and a cluster tile from there
@@ -747,7 +747,7 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
   return gw;
 }
 
-// grad_weight under TF32 (a float32 call with the switch on): the tensor-core kernel's tile (kTcTile:
+// grad_weight on tensor cores (runs_tensor_cores): the tensor-core kernel's tile (kTcTile:
 // 32 filters, kTcTileTall: 64; a forced wgmma tile runs tf32-tall) where the forward's would run --
 // except the layers of the narrow IEEE tile (at most 8 channels per group, an RGB stem) and of at
 // most 4 filters per group; kTcIeee: IEEE FP32. The 64-filter tile where a group has more than 32
@@ -770,7 +770,7 @@ at::MemoryFormat operand_format(bool tensor_cores, const at::Tensor& input, cons
 }
 
 // The tensor-core tile of a forward or grad_input call (`map`) and the memory format its operands
-// take, decided once per call: kTcIeee unless `tf32` (a float32 call with TF32 on); channels_last
+// take, decided once per call: kTcIeee unless `tf32` (runs_tensor_cores); channels_last
 // where the call's format is and its kernel reads it (a tensor-core tile, or the float shallow kernel),
 // else NCHW.
 struct TcForwardPlan {
@@ -789,17 +789,30 @@ TcForwardPlan tc_forward_plan(bool tf32, const LaunchMap& map, const at::Tensor&
   return plan;
 }
 
-// kFollowTf32: the call's own dtype is float32, so PyTorch's TF32 switch applies to it (float16 /
-// bfloat16 calls reach these kernels widened to float32 and keep IEEE FP32: TF32 operands would add
-// the transforms' rounding to their error, docs/winograd.md).
-template <bool kFollowTf32>
+// Which calls of the float32 kernels below run the TF32 tensor-core tiles, by the caller's dtype
+// (float16 and bfloat16 calls reach them widened to float32):
+// - float32: while PyTorch's TF32 switch is on (kFollowSwitch);
+// - bfloat16: always (kAlways). Its values are exact in TF32, and a TF32 Winograd's error (the
+//   transformed operands rounded to TF32's 10 bits) stays below a bfloat16 direct convolution's
+//   (inputs of 8 bits, and the output rounded to them);
+// - float16: never (kNever). Its inputs have TF32's 10 bits already, and rounding V (sums of four
+//   of them) to 10 bits would put the error at about 2.5x cuDNN's float16 error (docs/winograd.md's
+//   single-pass row), over the 2x bar, so they keep IEEE FP32.
+enum class TensorCoreUse { kFollowSwitch, kAlways, kNever };
+template <TensorCoreUse kUse>
+bool runs_tensor_cores(const at::Tensor& input) {
+  if (input.scalar_type() != at::kFloat || kUse == TensorCoreUse::kNever) return false;
+  return kUse == TensorCoreUse::kAlways || tf32_enabled();
+}
+
+template <TensorCoreUse kUse>
 at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weight,
                                 const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                 at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   const ConvShape p = check_conv2d_forward("conv2d_winograd", input, weight, bias, stride, padding, dilation, groups);
   const c10::cuda::CUDAGuard guard(input.device());
   check_can_implement("conv2d_winograd", kWinograd, make_problem(p, input));
-  const bool tf32 = kFollowTf32 && tf32_enabled() && input.scalar_type() == at::kFloat;
+  const bool tf32 = runs_tensor_cores<kUse>(input);
   const LaunchMap map = forward_map(p);
   const TcForwardPlan plan = tc_forward_plan(tf32, map, input, weight);
   auto x = input.contiguous(plan.format);
@@ -812,11 +825,11 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
   return y;
 }
 
-template <bool kFollowTf32>
+template <TensorCoreUse kUse>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const bool tf32 = kFollowTf32 && tf32_enabled() && input.scalar_type() == at::kFloat;
+  const bool tf32 = runs_tensor_cores<kUse>(input);
   auto grad_input = [&](const ConvShape& p) {
     const LaunchMap map = with_reversed_taps(grad_input_map(p, 0, 0));
     const TcForwardPlan plan = tc_forward_plan(tf32, map, input, weight);
@@ -881,26 +894,53 @@ std::string can_implement(const ConvProblem& problem) {
 
 namespace {
 
-// float32 calls follow PyTorch's TF32 switch (the fused F(2x2) on tensor cores); float16 / bfloat16
-// ones are widened to IEEE FP32 (any_precision_forward / _backward).
+using cuda::TensorCoreUse;
+
+// The caller's dtype decides the tensor-core use (cuda::TensorCoreUse); float16 / bfloat16 calls are
+// widened to float32 (any_precision_forward / _backward).
+TensorCoreUse tensor_core_use(const at::Tensor& input) {
+  switch (input.scalar_type()) {
+    case at::kBFloat16:
+      return TensorCoreUse::kAlways;
+    case at::kFloat:
+      return TensorCoreUse::kFollowSwitch;
+    default:
+      return TensorCoreUse::kNever;
+  }
+}
+
 at::Tensor conv2d_winograd_forward(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  if (input.scalar_type() == at::kFloat)
-    return forward_in_fp32(kWinogradOp, &cuda::conv2d_winograd_cuda<true>, input, weight, bias, stride, padding,
-                           dilation, groups);
-  return any_precision_forward<kWinogradOp, &cuda::conv2d_winograd_cuda<false>>(input, weight, bias, stride, padding,
-                                                                               dilation, groups);
+  switch (tensor_core_use(input)) {
+    case TensorCoreUse::kAlways:
+      return any_precision_forward<kWinogradOp, &cuda::conv2d_winograd_cuda<TensorCoreUse::kAlways>>(
+          input, weight, bias, stride, padding, dilation, groups);
+    case TensorCoreUse::kFollowSwitch:
+      return any_precision_forward<kWinogradOp, &cuda::conv2d_winograd_cuda<TensorCoreUse::kFollowSwitch>>(
+          input, weight, bias, stride, padding, dilation, groups);
+    default:
+      return any_precision_forward<kWinogradOp, &cuda::conv2d_winograd_cuda<TensorCoreUse::kNever>>(
+          input, weight, bias, stride, padding, dilation, groups);
+  }
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  if (input.scalar_type() == at::kFloat)
-    return backward_in_fp32(kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda<true>, grad_output, input,
-                            weight, stride, padding, dilation, groups, output_mask);
-  return any_precision_backward<kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda<false>>(
-      grad_output, input, weight, stride, padding, dilation, groups, output_mask);
+  switch (tensor_core_use(input)) {
+    case TensorCoreUse::kAlways:
+      return any_precision_backward<kWinogradBackwardOp,
+                                    &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kAlways>>(
+          grad_output, input, weight, stride, padding, dilation, groups, output_mask);
+    case TensorCoreUse::kFollowSwitch:
+      return any_precision_backward<kWinogradBackwardOp,
+                                    &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kFollowSwitch>>(
+          grad_output, input, weight, stride, padding, dilation, groups, output_mask);
+    default:
+      return any_precision_backward<kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kNever>>(
+          grad_output, input, weight, stride, padding, dilation, groups, output_mask);
+  }
 }
 
 }  // namespace
