@@ -1,6 +1,12 @@
 #include "precision.h"
 
+#include <string>
+
 #include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
+
+#include "weight_cache.h"
 
 namespace torchconv {
 
@@ -26,6 +32,20 @@ std::optional<at::Tensor> widened(const std::optional<at::Tensor>& t) {
   if (!t.has_value()) return t;
   return t->to(at::kFloat);
 }
+
+// The weight in float32. Where the weight cache keeps transforms of `weight` (frozen weights, or
+// inference mode), the float32 copy is kept too, as a plain tensor without grad: the kernels' own
+// caches (re-laid filters, Winograd's transformed filters) then key on the same tensor every call,
+// instead of transforming a fresh copy that dies with the call (as autocast_weight in autograd.cpp).
+at::Tensor widened_weight(const at::Tensor& weight) {
+  if (!weight_transform_is_cached(weight)) return weight.to(at::kFloat);
+  static const std::string kTag = "widened/float32";
+  return cached_weight_transform(weight, kTag, [&] {
+    c10::InferenceMode plain_tensors(false);
+    at::NoGradGuard no_grad;
+    return weight.to(at::kFloat);
+  });
+}
 }  // namespace
 
 at::Tensor forward_in_fp32(const char* op, ForwardKernel kernel, const at::Tensor& input, const at::Tensor& weight,
@@ -38,7 +58,7 @@ at::Tensor forward_in_fp32(const char* op, ForwardKernel kernel, const at::Tenso
   }
   // Checked in the caller's dtype first: widening must not hide a dtype mismatch.
   check_conv2d_forward(op, input, weight, bias, stride, padding, dilation, groups);
-  at::Tensor y = kernel(input.to(at::kFloat), weight.to(at::kFloat), widened(bias), stride, padding, dilation, groups);
+  at::Tensor y = kernel(input.to(at::kFloat), widened_weight(weight), widened(bias), stride, padding, dilation, groups);
   return as_output(y, input.scalar_type(), format);
 }
 
@@ -53,7 +73,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_in_fp32(
     std::tie(gx, gw, gb) = kernel(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
   } else {
     check_conv2d_backward(op, grad_output, input, weight, stride, padding, dilation, groups, output_mask);
-    std::tie(gx, gw, gb) = kernel(grad_output.to(at::kFloat), input.to(at::kFloat), weight.to(at::kFloat), stride,
+    std::tie(gx, gw, gb) = kernel(grad_output.to(at::kFloat), input.to(at::kFloat), widened_weight(weight), stride,
                                   padding, dilation, groups, output_mask);
   }
   return {as_output(gx, dtype, format), as_output(gw, dtype, format), as_output(gb, dtype, format)};

@@ -22,8 +22,9 @@ struct Entry {
 
 using Key = std::pair<const c10::TensorImpl*, std::string>;
 
-// Bounded: a process that creates many short-lived weights (gradcheck, tuning) drops dead entries
-// first and starts over if live ones alone exceed the bound.
+// Bounded: a process that creates many short-lived weights (gradcheck, tuning) starts over if live
+// entries alone exceed the bound. Dead ones (their weight freed) are dropped at every insert, so a
+// freed weight's transform is held at most until the next one is computed.
 constexpr size_t kMaxEntries = 512;
 
 std::mutex g_mutex;
@@ -37,8 +38,7 @@ bool matches(const Entry& e, const at::Tensor& w, uint32_t version) {
   return w.sizes().equals(e.sizes) && w.strides().equals(e.strides);  // no allocation per look-up
 }
 
-void evict_if_full(std::map<Key, Entry>& entries) {
-  if (entries.size() < kMaxEntries) return;
+void evict_dead(std::map<Key, Entry>& entries) {
   for (auto it = entries.begin(); it != entries.end();) it = it->second.owner.expired() ? entries.erase(it) : ++it;
   if (entries.size() >= kMaxEntries) entries.clear();
 }
@@ -63,7 +63,7 @@ at::Tensor cached_weight_transform(const at::Tensor& weight, const std::string& 
   at::Tensor value = compute();
   std::lock_guard<std::mutex> lock(g_mutex);
   auto& entries = cache();
-  evict_if_full(entries);
+  evict_dead(entries);
   entries.insert_or_assign(key, Entry{c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()), version,
                        weight.const_data_ptr(), weight.sizes().vec(), weight.strides().vec(), value});
   return value;
