@@ -43,8 +43,9 @@ using BackwardKernel = std::tuple<at::Tensor, at::Tensor, at::Tensor> (*)(const 
                                                                          std::array<bool, 3>);
 
 // A forward kernel that computes float32 / float64 in NCHW, run for any supported dtype and format:
-// float16 / bfloat16 calls are checked as `op`, widened to float32, and the output rounded back;
-// the output comes back in conv_memory_format.
+// float16 / bfloat16 calls are checked as `op`, widened to float32 (the float32 copy of a weight
+// that the weight cache serves, weight_cache.h, kept there), and the output rounded back; the output
+// comes back in conv_memory_format.
 at::Tensor forward_in_fp32(const char* op, ForwardKernel kernel, const at::Tensor& input, const at::Tensor& weight,
                            const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
                            at::IntArrayRef dilation, int64_t groups);
