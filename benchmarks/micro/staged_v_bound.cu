@@ -243,6 +243,24 @@ static float time_ms(Launch launch) {
   return median_ms(t);
 }
 
+// A launch of `grid` blocks in clusters of `cluster` (its attribute lives beside the config).
+struct ClusterLaunch {
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t cfg = {};
+  ClusterLaunch(int grid, int threads, size_t smem, int cluster) {
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(cluster);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;  // cfg points at attr
+};
+
 static bool first_row = true;
 static void row(const char* name, const char* layer, const char* mode, int blocks, int chunks, double bytes,
                 double flops, float ms) {
@@ -263,17 +281,8 @@ static void run_reduction(const char* name, const char* layer, const char* mode,
   auto k = reduction_kernel<kN, kPoints, kVTiles, kStages, kMode, kSplit>;
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
   const int blocks = filter_blocks * tile_blocks * ranks;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(512);
-  cfg.dynamicSmemBytes = S::kSmem;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = cluster;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  ClusterLaunch launch(blocks, 512, S::kSmem, cluster);
+  cudaLaunchConfig_t& cfg = launch.cfg;
   const float ms = time_ms(
       [&] { CHECK(cudaLaunchKernelEx(&cfg, k, u, v, out, filter_blocks, ranks, chunks, wrap)); });
   const double bytes = double(blocks) * chunks * S::kStage * 4;
@@ -289,29 +298,28 @@ static void run_modes(const char* name, const char* layer, const float* u, const
   run_reduction<kN, kPoints, kVTiles, kStages, kMma>(name, layer, "mma", u, v, out, fb, tb, ranks, chunks, ranks);
 }
 
+// Sets `launch`'s grid to the clusters that fit the GPU at once (at most max_clusters) for kernel
+// k, whose dynamic shared memory is launch's; returns their count.
+template <typename Kernel>
+static int one_wave(Kernel k, ClusterLaunch& launch, int cluster, int max_clusters) {
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(launch.cfg.dynamicSmemBytes)));
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  int active = 0;
+  CHECK(cudaOccupancyMaxActiveClusters(&active, k, &launch.cfg));
+  active = std::min(active, max_clusters);
+  launch.cfg.gridDim = dim3(active * cluster);
+  return active;
+}
+
 template <int kCluster>
 static void run_dsmem(float* out, int bytes_per_block) {
   const int per_peer = bytes_per_block / 16 / (kCluster - 1);
   const size_t smem = size_t(kCluster - 1) * per_peer * 16;
   auto k = dsmem_kernel<kCluster>;
-  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   const int reps = 100;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(kCluster * 64);
-  cfg.blockDim = dim3(512);
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = kCluster;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int active = 0;
-  CHECK(cudaOccupancyMaxActiveClusters(&active, k, &cfg));
-  const int blocks = active * kCluster;  // one wave
-  cfg.gridDim = dim3(blocks);
+  ClusterLaunch launch(kCluster * 64, 512, smem, kCluster);
+  cudaLaunchConfig_t& cfg = launch.cfg;
+  const int active = one_wave(k, launch, kCluster, 1 << 30), blocks = active * kCluster;
   const float ms = time_ms([&] { CHECK(cudaLaunchKernelEx(&cfg, k, out, per_peer, reps)); });
   const double per_block = double(per_peer) * 16 * (kCluster - 1);
   std::printf(",\n    {\"kernel\": \"dsmem_store\", \"cluster\": %d, \"blocks\": %d, \"active_clusters\": %d, "
@@ -324,25 +332,10 @@ static void run_bulk_exchange(float* slots, int bytes_per_block) {
   const int piece = bytes_per_block / (kCluster - 1) / 16 * 16;
   const size_t smem = size_t(kCluster) * piece;
   auto k = bulk_exchange_kernel<kCluster, kViaL2>;
-  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   const int reps = 100;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(kCluster * 64);
-  cfg.blockDim = dim3(128);
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = kCluster;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int active = 0;
-  CHECK(cudaOccupancyMaxActiveClusters(&active, k, &cfg));
-  active = std::min(active, 132 / kCluster);  // one block per SM
-  const int blocks = active * kCluster;
-  cfg.gridDim = dim3(blocks);
+  ClusterLaunch launch(kCluster * 64, 128, smem, kCluster);
+  cudaLaunchConfig_t& cfg = launch.cfg;
+  const int blocks = one_wave(k, launch, kCluster, 132 / kCluster) * kCluster;  // one block per SM
   const float ms = time_ms([&] { CHECK(cudaLaunchKernelEx(&cfg, k, slots, piece, reps)); });
   const double per_block = double(piece) * (kCluster - 1);
   std::printf(",\n    {\"kernel\": \"%s\", \"cluster\": %d, \"blocks\": %d, \"bytes_per_block_per_rep\": %.0f, "
