@@ -794,7 +794,7 @@ TcForwardPlan tc_forward_plan(bool tf32, const LaunchMap& map, const at::Tensor&
 // - float32: while PyTorch's TF32 switch is on (kFollowSwitch);
 // - bfloat16: always (kAlways). Its values are exact in TF32, and a TF32 Winograd's error (the
 //   transformed operands rounded to TF32's 10 bits) stays below a bfloat16 direct convolution's
-//   (inputs of 8 bits, and the output rounded to them);
+//   (inputs with 7-bit mantissas, and the output rounded to them);
 // - float16: never (kNever). Its inputs have TF32's 10 bits already, and rounding V (sums of four
 //   of them) to 10 bits would put the error at about 2.5x cuDNN's float16 error (docs/winograd.md's
 //   single-pass row), over the 2x bar, so they keep IEEE FP32.
