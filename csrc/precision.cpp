@@ -28,23 +28,24 @@ at::Tensor as_output(const at::Tensor& t, at::ScalarType dtype, at::MemoryFormat
 }
 
 namespace {
-std::optional<at::Tensor> widened(const std::optional<at::Tensor>& t) {
-  if (!t.has_value()) return t;
-  return t->to(at::kFloat);
-}
-
-// The weight in float32. Where the weight cache keeps transforms of `weight` (frozen weights, or
+// A weight or bias in float32. Where the weight cache keeps transforms of it (frozen parameters, or
 // inference mode), the float32 copy is kept too, as a plain tensor without grad: the kernels' own
 // caches (re-laid filters, Winograd's transformed filters) then key on the same tensor every call,
 // instead of transforming a fresh copy that dies with the call (as autocast_weight in autograd.cpp).
-at::Tensor widened_weight(const at::Tensor& weight) {
-  if (!weight_transform_is_cached(weight)) return weight.to(at::kFloat);
+// Elsewhere the copy is made in the caller's mode, so that an inference tensor's copy stays one and
+// the kernels' caches pass it by too.
+at::Tensor widened_parameter(const at::Tensor& t) {
+  if (!weight_transform_is_cached(t)) return t.to(at::kFloat);
   static const std::string kTag = "widened/float32";
-  return cached_weight_transform(weight, kTag, [&] {
+  return cached_weight_transform(t, kTag, [&] {
     c10::InferenceMode plain_tensors(false);
     at::NoGradGuard no_grad;
-    return weight.to(at::kFloat);
+    return t.to(at::kFloat);
   });
+}
+std::optional<at::Tensor> widened_parameter(const std::optional<at::Tensor>& t) {
+  if (!t.has_value()) return t;
+  return widened_parameter(*t);
 }
 }  // namespace
 
@@ -58,7 +59,8 @@ at::Tensor forward_in_fp32(const char* op, ForwardKernel kernel, const at::Tenso
   }
   // Checked in the caller's dtype first: widening must not hide a dtype mismatch.
   check_conv2d_forward(op, input, weight, bias, stride, padding, dilation, groups);
-  at::Tensor y = kernel(input.to(at::kFloat), widened_weight(weight), widened(bias), stride, padding, dilation, groups);
+  at::Tensor y = kernel(input.to(at::kFloat), widened_parameter(weight), widened_parameter(bias), stride, padding,
+                        dilation, groups);
   return as_output(y, input.scalar_type(), format);
 }
 
@@ -73,7 +75,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_in_fp32(
     std::tie(gx, gw, gb) = kernel(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
   } else {
     check_conv2d_backward(op, grad_output, input, weight, stride, padding, dilation, groups, output_mask);
-    std::tie(gx, gw, gb) = kernel(grad_output.to(at::kFloat), input.to(at::kFloat), widened_weight(weight), stride,
+    std::tie(gx, gw, gb) = kernel(grad_output.to(at::kFloat), input.to(at::kFloat), widened_parameter(weight), stride,
                                   padding, dilation, groups, output_mask);
   }
   return {as_output(gx, dtype, format), as_output(gw, dtype, format), as_output(gb, dtype, format)};

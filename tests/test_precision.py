@@ -103,30 +103,30 @@ def test_reduced_precision_forward_and_gradients(device, algorithm, shape, dtype
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_widened_frozen_weight_is_cast_once(algorithm, dtype):
     """A float16 / bfloat16 call that a kernel computes in float32 (every CPU kernel) keeps the float32
-    copy of a frozen weight in the weight cache, so later calls neither cast it nor re-transform it
-    (the kernels' own caches key on the same copy); an in-place write to the weight is seen. A
-    trainable weight is cast every call and never cached. A freed weight's entry goes at the next
-    insert."""
+    copies of a frozen weight and bias in the weight cache (one entry each), so later calls neither
+    cast them nor re-transform the weight (the kernels' own caches key on the same copy); an in-place
+    write to the weight is seen. A trainable weight is cast every call and never cached. A freed
+    weight's entry goes at the next insert."""
     torchconv.clear_weight_cache()
     x, w, b, kw = make_case(SHAPES[0], "cpu", dtype)
     conv = lambda w: torchconv.conv2d(x, w, b, algorithm=algorithm, **kw)
     conv(w)
-    assert torchconv.weight_cache_size() == 1
+    assert torchconv.weight_cache_size() == 2
     conv(w)
-    assert torchconv.weight_cache_size() == 1
+    assert torchconv.weight_cache_size() == 2
     with torch.no_grad():
         w.mul_(-1)  # in place: bumps the version counter
     ref = F.conv2d(x.double(), w.double(), b.double(), **kw)
     assert rel_err(conv(w), ref) <= ULP[dtype]
-    assert torchconv.weight_cache_size() == 1
+    assert torchconv.weight_cache_size() == 2
     other = make_case(SHAPES[0], "cpu", dtype)[1]  # allocated while w lives: another TensorImpl
     del w
     conv(other)
-    assert torchconv.weight_cache_size() == 1  # w's entry dropped when other's went in
+    assert torchconv.weight_cache_size() == 2  # w's entry dropped when other's went in; b's stays
     trainable = other.clone().requires_grad_(True)
     for _ in range(3):
         conv(trainable)
-    assert torchconv.weight_cache_size() == 1
+    assert torchconv.weight_cache_size() == 2
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])

@@ -897,7 +897,7 @@ namespace {
 using cuda::TensorCoreUse;
 
 // The caller's dtype decides the tensor-core use (cuda::TensorCoreUse); float16 / bfloat16 calls are
-// widened to float32 (any_precision_forward / _backward).
+// widened to float32 (forward_in_fp32 / backward_in_fp32). The kernels by TensorCoreUse, in its order.
 TensorCoreUse tensor_core_use(const at::Tensor& input) {
   switch (input.scalar_type()) {
     case at::kBFloat16:
@@ -908,39 +908,26 @@ TensorCoreUse tensor_core_use(const at::Tensor& input) {
       return TensorCoreUse::kNever;
   }
 }
+constexpr ForwardKernel kForwardKernels[] = {&cuda::conv2d_winograd_cuda<TensorCoreUse::kFollowSwitch>,
+                                             &cuda::conv2d_winograd_cuda<TensorCoreUse::kAlways>,
+                                             &cuda::conv2d_winograd_cuda<TensorCoreUse::kNever>};
+constexpr BackwardKernel kBackwardKernels[] = {&cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kFollowSwitch>,
+                                               &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kAlways>,
+                                               &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kNever>};
+static_assert(int(TensorCoreUse::kAlways) == 1 && int(TensorCoreUse::kNever) == 2, "the tables' order");
 
 at::Tensor conv2d_winograd_forward(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  switch (tensor_core_use(input)) {
-    case TensorCoreUse::kAlways:
-      return any_precision_forward<kWinogradOp, &cuda::conv2d_winograd_cuda<TensorCoreUse::kAlways>>(
-          input, weight, bias, stride, padding, dilation, groups);
-    case TensorCoreUse::kFollowSwitch:
-      return any_precision_forward<kWinogradOp, &cuda::conv2d_winograd_cuda<TensorCoreUse::kFollowSwitch>>(
-          input, weight, bias, stride, padding, dilation, groups);
-    default:
-      return any_precision_forward<kWinogradOp, &cuda::conv2d_winograd_cuda<TensorCoreUse::kNever>>(
-          input, weight, bias, stride, padding, dilation, groups);
-  }
+  return forward_in_fp32(kWinogradOp, kForwardKernels[int(tensor_core_use(input))], input, weight, bias, stride,
+                         padding, dilation, groups);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  switch (tensor_core_use(input)) {
-    case TensorCoreUse::kAlways:
-      return any_precision_backward<kWinogradBackwardOp,
-                                    &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kAlways>>(
-          grad_output, input, weight, stride, padding, dilation, groups, output_mask);
-    case TensorCoreUse::kFollowSwitch:
-      return any_precision_backward<kWinogradBackwardOp,
-                                    &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kFollowSwitch>>(
-          grad_output, input, weight, stride, padding, dilation, groups, output_mask);
-    default:
-      return any_precision_backward<kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kNever>>(
-          grad_output, input, weight, stride, padding, dilation, groups, output_mask);
-  }
+  return backward_in_fp32(kWinogradBackwardOp, kBackwardKernels[int(tensor_core_use(input))], grad_output, input,
+                          weight, stride, padding, dilation, groups, output_mask);
 }
 
 }  // namespace
