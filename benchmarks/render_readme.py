@@ -240,7 +240,8 @@ def winograd_tensor_core_table(name, data):
     order = {"tf32": 0, "bf16": 1, "fp16": 2}
     keys = sorted({(r["precision"], r["layout"], r["N"], r["mode"]) for r in rows},
                   key=lambda k: (order.get(k[0], 3), k[1], k[2], k[3]))
-    how = {"tf32": "TF32 tensor cores", "bf16": "widened, TF32 tensor cores", "fp16": "widened, IEEE FP32"}
+    how = {"tf32": "TF32 tensor cores", "bf16": "bfloat16 read and written, TF32 tensor cores",
+           "fp16": "widened, IEEE FP32"}
     lines = [f"Winograd at the tensor-core precisions on the 3x3 stride-1 layers of resnet + yolo, against cuDNN at "
              f"the same precision and memory format in the same process (ratio cuDNN ms / torchconv ms; error over "
              f"cuDNN's at the same precision, largest layer). Layers of at most 4 channels or filters per group (Y0, "

@@ -27,13 +27,12 @@ at::Tensor as_output(const at::Tensor& t, at::ScalarType dtype, at::MemoryFormat
   return t.to(dtype, /*non_blocking=*/false, /*copy=*/false, format);
 }
 
-namespace {
-// A weight or bias in float32. Where the weight cache keeps transforms of it (frozen parameters, or
-// inference mode), the float32 copy is kept too, as a plain tensor without grad: the kernels' own
-// caches (re-laid filters, Winograd's transformed filters) then key on the same tensor every call,
-// instead of transforming a fresh copy that dies with the call (as autocast_weight in autograd.cpp).
-// Elsewhere the copy is made in the caller's mode, so that an inference tensor's copy stays one and
-// the kernels' caches pass it by too.
+// Where the weight cache keeps transforms of it (frozen parameters, or inference mode), the float32
+// copy is kept too, as a plain tensor without grad: the kernels' own caches (re-laid filters,
+// Winograd's transformed filters) then key on the same tensor every call, instead of transforming a
+// fresh copy that dies with the call (as autocast_weight in autograd.cpp). Elsewhere the copy is made
+// in the caller's mode, so that an inference tensor's copy stays one and the kernels' caches pass it
+// by too.
 at::Tensor widened_parameter(const at::Tensor& t) {
   if (!weight_transform_is_cached(t)) return t.to(at::kFloat);
   static const std::string kTag = "widened/float32";
@@ -47,7 +46,6 @@ std::optional<at::Tensor> widened_parameter(const std::optional<at::Tensor>& t) 
   if (!t.has_value()) return t;
   return widened_parameter(*t);
 }
-}  // namespace
 
 at::Tensor forward_in_fp32(const char* op, ForwardKernel kernel, const at::Tensor& input, const at::Tensor& weight,
                            const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,

@@ -1,12 +1,12 @@
 // Precisions and memory formats of an operator call, decided once for every algorithm and backend.
 //
 // dtypes: float64 and float32 run natively everywhere; float16 and bfloat16 run natively on the
-// GEMM's tensor-core kernels (CUDA), and every other kernel computes them in float32 (inputs
-// widened, FP32 accumulation, the output rounded back to the input dtype). float32 follows
+// GEMM's tensor-core kernels (CUDA), bfloat16 on Winograd's TF32 tensor-core tiles too (they read
+// and write bfloat16, computing in TF32 / FP32), and every other kernel computes them in float32
+// (inputs widened, FP32 accumulation, the output rounded back to the input dtype). float32 follows
 // PyTorch's cuDNN TF32 switch (torch.backends.cudnn.allow_tf32): on, the GEMM and Winograd's fused
-// F(2x2) run TF32 tensor cores; off, and for every other kernel, IEEE FP32. Winograd's widened
-// bfloat16 calls run its TF32 tiles whatever the switch (csrc/cuda/winograd/winograd.cu:
-// TensorCoreUse).
+// F(2x2) run TF32 tensor cores; off, and for every other kernel, IEEE FP32. Winograd's bfloat16
+// calls run its TF32 tiles whatever the switch (csrc/cuda/winograd/winograd.cu: TensorCoreUse).
 //
 // Memory format: the outputs (and gradients) come back in the format PyTorch's convolution returns
 // for the same input and weight: channels_last when either of them is.
@@ -34,6 +34,11 @@ at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& w
 // `t` in dtype `dtype` and memory format `format` (4-D tensors; others only change dtype), without a
 // copy where it already is.
 at::Tensor as_output(const at::Tensor& t, at::ScalarType dtype, at::MemoryFormat format);
+
+// A weight or bias in float32, for a kernel that computes a float16 / bfloat16 call in float32: the
+// copy the weight cache keeps for a frozen parameter (weight_cache.h), else a fresh one.
+at::Tensor widened_parameter(const at::Tensor& t);
+std::optional<at::Tensor> widened_parameter(const std::optional<at::Tensor>& t);
 
 using ForwardKernel = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                                      at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t);

@@ -8,6 +8,7 @@ off the 32-wide tiles, batch 1 and more, in float32 within 1e-5 and float64 with
 transformed filters are cached per weight and must follow in-place updates. The CPU kernel runs
 F(4x4,3x3) for 'f4x4' and F(2x2,3x3) for the others; the variant API and its errors are tested
 there too."""
+import contextlib
 import re
 
 import pytest
@@ -361,7 +362,7 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
     (1, 24, 20, 9, 10, 0, 2, False),  # groups of 12 channels and 10 filters: the 32-filter tile
 ], ids=shape_id)
 def test_bfloat16_runs_the_tensor_core_tiles(shape, dtype, layout, allow_tf32):
-    """bfloat16 calls (widened to float32) run the TF32 tensor-core tiles for the forward and both
+    """bfloat16 calls run the TF32 tensor-core tiles for the forward and both
     gradients whatever PyTorch's TF32 switch says: bfloat16 values are exact in TF32, and rounding the
     transformed operands to TF32's 10 bits keeps the error under a bfloat16 convolution's. float16
     calls keep IEEE FP32: V rounded to their own 10 bits would be about 2.5x cuDNN's float16 error
@@ -397,6 +398,85 @@ def test_bfloat16_runs_the_tensor_core_tiles(shape, dtype, layout, allow_tf32):
     for name, ours, r, pt in zip(("output", "grad_input", "grad_weight"), (y, gx, gw), refs, theirs):
         err, pt_err = rel_err(ours, r), rel_err(pt, r)
         assert err <= 2 * pt_err, f"{name}: error {err:.2e}, cuDNN's {pt_err:.2e}"
+
+
+def bf16_and_float32_passes(shape, layout, tile=None):
+    """Forward, grad_input and grad_weight of one bfloat16 layer (fresh random values), and of the
+    same values in float32 under TF32 -- with `tile` forced, if given -- plus last_choice of the
+    bfloat16 passes and a CPU profile of them (input shapes recorded)."""
+    n, c, k, h, w, padding, groups, bias = shape
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x = torch.randn(n, c, h, w, device="cuda").to(torch.bfloat16).contiguous(memory_format=fmt)
+    wt = torch.randn(k, c // groups, 3, 3, device="cuda").to(torch.bfloat16)
+    b = torch.randn(k, device="cuda").to(torch.bfloat16) if bias else None
+    gy = torch.randn(n, k, h + 2 * padding - 2, w + 2 * padding - 2, device="cuda").to(torch.bfloat16)
+    gy = gy.contiguous(memory_format=fmt)
+    kw = dict(stride=1, padding=padding, dilation=1, groups=groups, algorithm="winograd")
+
+    def passes(dtype, profile):
+        xx, ww = x.detach().to(dtype).requires_grad_(True), wt.detach().to(dtype).requires_grad_(True)
+        bb = b.to(dtype) if bias else None
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        with (torch.profiler.profile(activities=activities, record_shapes=True) if profile
+              else contextlib.nullcontext()) as prof:
+            y = torchconv.conv2d(xx, ww, bb, **kw)
+            gx, gw = torch.autograd.grad(y, (xx, ww), gy.to(dtype))
+        return (y, gx, gw), torchconv.last_choice().split(), prof
+
+    with contextlib.ExitStack() as stack:
+        if tile is not None:
+            stack.enter_context(using_config("winograd", tile))
+        ours, plans, prof = passes(torch.bfloat16, True)
+        widened, _, _ = passes(torch.float32, False)
+    return ours, widened, plans, prof, (x, gy)
+
+
+@needs_cuda
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("tile", TF32_TILES)
+@pytest.mark.parametrize("shape", TF32_SHAPES[:3] + [
+    (2, 45, 70, 19, 17, 1, 1, True),  # wgmma: 3 chunks of 16 channels, the last partial; 2 filter blocks
+], ids=shape_id)
+def test_bfloat16_tiles_read_and_write_bfloat16(shape, tile, layout):
+    """bfloat16 calls of the tensor-core tiles read the input and grad_output and write the output and
+    grad_input in bfloat16 themselves: the profile holds no cast or copy of a tensor of those shapes
+    (only the small weight is widened). Their arithmetic is the float32 call's, so each pass gives
+    the bits of the same tile run on the values in float32, rounded to bfloat16 -- odd sizes,
+    partial tiles, groups, both memory formats."""
+    if tile.startswith("tf32-wgmma") and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    ours, widened, plans, prof, (x, gy) = bf16_and_float32_passes(shape, layout, tile)
+    nhwc = "/a=nhwc" if layout == "nhwc" else ""
+    weight_tile = "tf32-tall" if tile.startswith("tf32-wgmma") else tile
+    assert plans[0] == f"forward:fused:{tile}/splits=1{nhwc}" and plans[1] == f"grad_input:fused:{tile}/splits=1{nhwc}"
+    assert re.fullmatch(rf"grad_weight:fused:{weight_tile}/splits=\d+{nhwc}", plans[2]), plans
+    for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, widened):
+        assert got.dtype == torch.bfloat16 and torch.equal(got, ref.to(torch.bfloat16)), name
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    assert ours[0].is_contiguous(memory_format=fmt) and ours[1].is_contiguous(memory_format=fmt)
+    activations = {tuple(x.shape), tuple(gy.shape)}
+    copies = [(e.key, e.input_shapes) for e in prof.key_averages(group_by_input_shape=True)
+              if e.key in ("aten::_to_copy", "aten::copy_", "aten::clone")
+              and any(tuple(s) in activations for s in e.input_shapes)]
+    assert not copies, copies
+
+
+@needs_cuda
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("shape, native", [
+    ((2, 6, 40, 11, 9, 1, 1, True), [True, True, False]),  # 6 channels: grad_weight's narrow IEEE tile
+    ((2, 3, 24, 12, 10, 1, 1, True), [False, False, False]),  # RGB stem: shallow, narrow grad_input
+    ((1, 40, 3, 9, 13, 1, 1, False), [False, False, False]),  # 3 filters: narrow, shallow grad_input
+], ids=lambda v: shape_id(v) if isinstance(v, tuple) and len(v) == 8 else None)
+def test_bfloat16_passes_the_tiles_do_not_take_are_widened(shape, native, layout):
+    """A bfloat16 pass that no tensor-core tile takes (the shallow and narrow IEEE kernels' layers)
+    runs widened to float32, pass by pass: the other passes of the same call still run the tiles on
+    bfloat16. Either way each pass gives the bits of the float32 call under TF32, rounded."""
+    ours, widened, plans, _, _ = bf16_and_float32_passes(shape, layout)
+    assert [":tf32" in p for p in plans] == native, plans
+    for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, widened):
+        assert got.dtype == torch.bfloat16 and torch.equal(got, ref.to(torch.bfloat16)), name
 
 
 @needs_cuda

@@ -121,5 +121,27 @@ __device__ __forceinline__ __half from_float<__half>(float v) { return __float2h
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
+// An element read through the read-only cache where `ok`, else zero, in its own type. Callers widen
+// it (widen_to_float) where they use it: the load's latency then overlaps the work in between, where
+// a conversion next to the load would wait for it.
+template <typename T>
+__device__ __forceinline__ T ldg_or_zero(const T* p, bool ok) {
+  return ok ? __ldg(p) : from_float<T>(0.f);
+}
+template <typename T, int N>
+__device__ __forceinline__ void widen_to_float(const T (&in)[N], float (&out)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = to_float(in[i]);
+}
+// Two neighbouring elements stored as one word (8 bytes of float, 4 of a 16-bit type); `dst` is
+// aligned to the pair.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* dst, float v0, float v1) {
+  struct alignas(2 * sizeof(T)) Pair {
+    T a, b;
+  };
+  *reinterpret_cast<Pair*>(dst) = Pair{from_float<T>(v0), from_float<T>(v1)};
+}
+
 }  // namespace cuda
 }  // namespace torchconv

@@ -425,10 +425,6 @@ struct TcEpilogue {
   static constexpr int kVec = 16 / int(sizeof(T));
   static constexpr int kLd = kBN + kVec;
   static constexpr size_t kSmemBytes = size_t(kBM) * kLd * sizeof(T) + size_t(kBM) * sizeof(int64_t);
-  struct alignas(2 * sizeof(T)) Pair {
-    T lo, hi;
-  };
-
   // Rows `row` and `row + 8`, columns `col` and `col + 1` of the tile (an MMA C fragment).
   __device__ __forceinline__ static void stage(T* tile, const TcConvArgs<T>& a, const TcBlock& blk, int row, int col,
                                                const float (&v)[4]) {
@@ -441,8 +437,8 @@ struct TcEpilogue {
     // A column pair in one store (col and kLd are even): half the shared-memory stores of the
     // epilogue; with 16-bit types a warp's stores then hit 32 distinct banks (rows kLd / 2 words
     // apart, 4 mod 32).
-    *reinterpret_cast<Pair*>(tile + row * kLd + col) = Pair{from_float<T>(v[0] + b0), from_float<T>(v[1] + b1)};
-    *reinterpret_cast<Pair*>(tile + (row + 8) * kLd + col) = Pair{from_float<T>(v[2] + b0), from_float<T>(v[3] + b1)};
+    store_pair(tile + row * kLd + col, v[0] + b0, v[1] + b1);
+    store_pair(tile + (row + 8) * kLd + col, v[2] + b0, v[3] + b1);
   }
 
   // After stage() from every thread: write the tile out. Starts with a barrier.

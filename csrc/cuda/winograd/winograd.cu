@@ -174,12 +174,28 @@ int64_t fused_blocks(int64_t k_tiles, int64_t p_tiles, int64_t groups) {
   return ceil_div(k_tiles, Shape::filter_blocks) * ceil_div(p_tiles, Shape::tile_blocks) * groups * Shape::blocks;
 }
 
-// The arguments of a fused forward launch over all of cv's tile blocks.
-template <typename T, typename Cfg>
-ForwardArgs<T> fused_args(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias,
-                          const WinogradConv& cv, at::Tensor& y) {
-  ForwardArgs<T> a;
-  a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
+// x and y's elements as the kernels name them (at::BFloat16 is __nv_bfloat16's bits).
+template <typename TIo>
+const TIo* io_data(const at::Tensor& t) {
+  if constexpr (std::is_same_v<TIo, __nv_bfloat16>)
+    return reinterpret_cast<const TIo*>(t.const_data_ptr<at::BFloat16>());
+  else
+    return t.const_data_ptr<TIo>();
+}
+template <typename TIo>
+TIo* io_data(at::Tensor& t) {
+  if constexpr (std::is_same_v<TIo, __nv_bfloat16>)
+    return reinterpret_cast<TIo*>(t.mutable_data_ptr<at::BFloat16>());
+  else
+    return t.mutable_data_ptr<TIo>();
+}
+
+// The arguments of a fused forward launch over all of cv's tile blocks; x, bias and y of TIo.
+template <typename T, typename Cfg, typename TIo>
+ForwardArgs<T, TIo> fused_args(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const TIo* bias,
+                               const WinogradConv& cv, at::Tensor& y) {
+  ForwardArgs<T, TIo> a;
+  a.x = io_data<TIo>(x), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = io_data<TIo>(y);
   a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
   a.k_tiles = int(ceil_div(cv.Kg(), Cfg::kM));
   const int64_t p_tiles = ceil_div(cv.tiles(), Cfg::kN);
@@ -190,8 +206,8 @@ ForwardArgs<T> fused_args(const at::Tensor& x, const at::Tensor& u, const Filter
 
 // One launch of a fused forward kernel over a's tile blocks: a block per (filter tile of Cfg::kM,
 // tile block of Cfg::kN, group), filter tiles fastest (block_coord).
-template <typename T, typename Cfg, typename Kernel>
-void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T>& a) {
+template <typename T, typename Cfg, typename Kernel, typename TIo>
+void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T, TIo>& a) {
   const int64_t blocks = fused_blocks<Cfg>(a.k_tiles, a.p_tiles, a.cv.groups);
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
   if constexpr (fused_cluster_blocks<Cfg>() > 1) {
@@ -212,9 +228,9 @@ void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T>& a) {
   }
 }
 
-template <typename T, typename Cfg, typename Kernel>
+template <typename T, typename Cfg, typename Kernel, typename TIo>
 void launch_fused(Kernel kernel, size_t smem, const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
-                  const T* bias, const WinogradConv& cv, at::Tensor& y) {
+                  const TIo* bias, const WinogradConv& cv, at::Tensor& y) {
   launch_fused_blocks<T, Cfg>(kernel, smem, fused_args<T, Cfg>(x, u, f, bias, cv, y));
   record_workspace_bytes(0);
 }
@@ -238,19 +254,19 @@ at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& 
 // A staged-V wgmma tile's launches: winograd_tc_input_transform_kernel writes V of a slice of tile
 // blocks into a workspace within the workspace limit (at least one tile block), then the wgmma
 // kernel reduces it.
-template <typename Cfg, typename Kernel>
-void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const float* bias,
+template <typename Cfg, typename Kernel, typename TIo>
+void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const TIo* bias,
                     const WinogradConv& cv, at::Tensor& y, bool nhwc) {
-  ForwardArgs<float> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
+  ForwardArgs<float, TIo> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
   const int64_t p_tiles = a.p_tiles;
   const int64_t tile_block_floats = int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints;
   const int64_t slice = columns_per_chunk(p_tiles, tile_block_floats * int64_t(sizeof(float)));
-  at::Tensor v = at::empty({slice * tile_block_floats}, x.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor v = at::empty({slice * tile_block_floats}, x.options().dtype(at::kFloat));
   // Every staged-V tile reads V in one layout (the bulk-copy tiles derive from it).
   using VLayout = WinogradWgmmaClusterVStagedLayout;
   static_assert(std::is_base_of_v<VLayout, Cfg>, "V in the staged-V cluster's layout");
-  auto transform =
-      nhwc ? winograd_tc_input_transform_kernel<VLayout, true> : winograd_tc_input_transform_kernel<VLayout, false>;
+  auto transform = nhwc ? winograd_tc_input_transform_kernel<VLayout, true, TIo>
+                        : winograd_tc_input_transform_kernel<VLayout, false, TIo>;
   a.v = v.const_data_ptr<float>();
   for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
@@ -263,18 +279,21 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
 }
 
 // Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh); x and y
-// channels_last where `nhwc`.
-template <typename Cfg>
-void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const float* bias, const WinogradConv& cv,
+// channels_last where `nhwc`, x, bias and y of TIo (float or bfloat16), the weight float32.
+template <typename Cfg, typename TIo>
+void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const WinogradConv& cv,
                   at::Tensor& y, bool nhwc) {
   const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
-  void (*kernel)(ForwardArgs<float>);
+  void (*kernel)(ForwardArgs<float, TIo>);
   if constexpr (fused_cluster_blocks<Cfg>() > 1)
-    kernel = nhwc ? winograd_wgmma_cluster_forward_kernel<Cfg, true> : winograd_wgmma_cluster_forward_kernel<Cfg, false>;
+    kernel = nhwc ? winograd_wgmma_cluster_forward_kernel<Cfg, true, TIo>
+                  : winograd_wgmma_cluster_forward_kernel<Cfg, false, TIo>;
   else if constexpr (Cfg::kWgmma)
-    kernel = nhwc ? winograd_wgmma_fused_forward_kernel<Cfg, true> : winograd_wgmma_fused_forward_kernel<Cfg, false>;
+    kernel = nhwc ? winograd_wgmma_fused_forward_kernel<Cfg, true, TIo>
+                  : winograd_wgmma_fused_forward_kernel<Cfg, false, TIo>;
   else
-    kernel = nhwc ? winograd_tc_fused_forward_kernel<Cfg, true> : winograd_tc_fused_forward_kernel<Cfg, false>;
+    kernel = nhwc ? winograd_tc_fused_forward_kernel<Cfg, true, TIo>
+                  : winograd_tc_fused_forward_kernel<Cfg, false, TIo>;
   // Every wgmma tile reads the single wgmma block's cache (the cluster tiles half of each chunk per
   // block).
   using UTile = std::conditional_t<Cfg::kWgmma, WinogradWgmmaTile, Cfg>;
@@ -527,10 +546,30 @@ bool runs_shallow(const WinogradConv& cv) {
   return cv.Cg() >= 1 && cv.Cg() <= kShallowMaxReduction;
 }
 
+// A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee): x, bias and y of TIo,
+// the weight float32.
+template <typename TIo>
+void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const LaunchMap& map,
+                      at::Tensor& y, int tile, bool nhwc) {
+  const WinogradConv cv = winograd_launch(map);
+  if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
+  const char* pass = cv.transposed ? "grad_input" : "forward";
+  record_last_choice(pass, kTcTileChoices[tile], 1);
+  if (nhwc) record_last_operand(pass, "nhwc");
+  if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
+  if (tile == kTcTileWgmmaCluster) return run_tc_fused<WinogradWgmmaClusterTile>(x, weight, bias, cv, y, nhwc);
+  if (tile == kTcTileWgmmaClusterVBulk)
+    return run_tc_fused<WinogradWgmmaClusterVBulkTile>(x, weight, bias, cv, y, nhwc);
+  if (tile == kTcTileWgmmaClusterUVMulticast)
+    return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
+  if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
+  return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
+}
+
 // One 3x3 stride-1 convolution of x into y (whose size is given) with the filters of `weight`
 // (rotated and C / K swapped for grad_input), transformed once per weight and tile config.
-// `tc_tile`: the tensor-core tile of a float32 call while PyTorch's TF32 switch is on (the caller's
-// TcForwardPlan), else kTcIeee. The fused F(2x2) variant (auto's choice then, except for the layers
+// `tc_tile`: the tensor-core tile of a float32 call that runs them (the caller's TcForwardPlan,
+// winograd_tc_conv), else kTcIeee. The fused F(2x2) variant (auto's choice then, except for the layers
 // the shallow and narrow kernels take) runs its point GEMMs on tensor cores, which outrun IEEE
 // F(4x4)'s fewer multiplications on CUDA cores (docs/winograd.md). The staged and F(4x4) variants, a
 // forced IEEE tile config, and the shallow and narrow kernels stay in IEEE FP32 (F(4x4)'s TF32 error
@@ -539,25 +578,13 @@ bool runs_shallow(const WinogradConv& cv) {
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
                    at::Tensor& y, int tc_tile = kTcIeee, bool nhwc = false) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (tc_tile != kTcIeee) return winograd_tc_conv<float>(x, weight, bias, map, y, tc_tile, nhwc);
+  }
   const WinogradConv cv = winograd_launch(map);
   if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
   const WinogradVariant variant = winograd_variant();
   const char* pass = cv.transposed ? "grad_input" : "forward";
-  if constexpr (std::is_same_v<T, float>) {
-    const int tile = tc_tile;
-    if (tile != kTcIeee) {
-      record_last_choice(pass, kTcTileChoices[tile], 1);
-      if (nhwc) record_last_operand(pass, "nhwc");
-      if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
-      if (tile == kTcTileWgmmaCluster) return run_tc_fused<WinogradWgmmaClusterTile>(x, weight, bias, cv, y, nhwc);
-      if (tile == kTcTileWgmmaClusterVBulk)
-        return run_tc_fused<WinogradWgmmaClusterVBulkTile>(x, weight, bias, cv, y, nhwc);
-      if (tile == kTcTileWgmmaClusterUVMulticast)
-        return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
-      if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
-      return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
-    }
-  }
   if (variant == WinogradVariant::kF4x4 ||
       (variant == WinogradVariant::kAuto && std::is_same_v<T, float> && forced_config(kWinograd) < 0 &&
        prefer_f4x4(cv))) {
@@ -709,22 +736,23 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
 }
 
 // grad_weight with its point GEMMs on tensor cores in TF32 (winograd_tc_weight_grad_kernel): the fused
-// variant's decomposition and slices.
-template <typename Cfg>
+// variant's decomposition and slices. grad_output and input of TIo (float or bfloat16); the result
+// is float32.
+template <typename Cfg, typename TIo>
 at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                    const char* config, bool nhwc, int64_t* workspace) {
   const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
   auto gy = grad_output.contiguous(format);
   auto x = input.contiguous(format);
-  auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options());
+  auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options().dtype(at::kFloat));
   const WinogradConv cv = winograd_launch(forward_map(p));
   const int64_t tiles = cv.tiles();
   if (tiles == 0) {
     gw.zero_();
     return gw;
   }
-  WeightGradArgs<float> a;
-  a.x = x.const_data_ptr<float>(), a.gy = gy.const_data_ptr<float>(), a.cv = cv;
+  WeightGradArgs<float, TIo> a;
+  a.x = io_data<TIo>(x), a.gy = io_data<TIo>(gy), a.cv = cv;
   a.k_pad = round_up(cv.Kg(), Cfg::kM), a.c_pad = round_up(cv.Cg(), Cfg::kN);
   a.k_tiles = a.k_pad / Cfg::kM, a.c_tiles = a.c_pad / Cfg::kN;
   const int64_t base_blocks = int64_t(a.k_tiles) * a.c_tiles * cv.groups;
@@ -732,12 +760,12 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
   int64_t splits = weight_grad_splits<Cfg>(tiles, base_blocks, slice_elems * int64_t(sizeof(float)));
   a.tiles_per_split = round_up(int(ceil_div(tiles, splits)), Cfg::kK);
   splits = ceil_div(tiles, a.tiles_per_split);
-  auto partial = at::empty({splits * slice_elems}, x.options());
+  auto partial = at::empty({splits * slice_elems}, gw.options());
   *workspace = partial.numel() * int64_t(sizeof(float));
   a.partial = partial.mutable_data_ptr<float>();
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_winograd_backward");
-  auto kernel = nhwc ? winograd_tc_weight_grad_kernel<Cfg, true> : winograd_tc_weight_grad_kernel<Cfg, false>;
+  auto kernel = nhwc ? winograd_tc_weight_grad_kernel<Cfg, true, TIo> : winograd_tc_weight_grad_kernel<Cfg, false, TIo>;
   ensure_dynamic_smem(kernel, Cfg::kWeightGradSmemBytes, "conv2d_winograd_backward");
   kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kWeightGradSmemBytes, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -745,6 +773,16 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
   if (nhwc) record_last_operand("grad_weight", "nhwc");
   finish_grad_weight<float>(partial, splits, slice_elems, cv, a.k_pad, a.c_pad, gw);
   return gw;
+}
+
+// grad_weight on tensor-core tile `tile` (kTcTile or kTcTileTall), as winograd_tc_grad_weight.
+template <typename TIo>
+at::Tensor run_tc_grad_weight(int tile, const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                              bool nhwc, int64_t* workspace) {
+  if (tile == kTcTileTall)
+    return winograd_tc_grad_weight<WinogradTcWeightGradTileTall, TIo>(p, grad_output, input, "fused:tf32-tall", nhwc,
+                                                                      workspace);
+  return winograd_tc_grad_weight<WinogradTcTile, TIo>(p, grad_output, input, "fused:tf32", nhwc, workspace);
 }
 
 // grad_weight on tensor cores (runs_tensor_cores): the tensor-core kernel's tile (kTcTile:
@@ -790,7 +828,7 @@ TcForwardPlan tc_forward_plan(bool tf32, const LaunchMap& map, const at::Tensor&
 }
 
 // Which calls of the float32 kernels below run the TF32 tensor-core tiles, by the caller's dtype
-// (float16 and bfloat16 calls reach them widened to float32):
+// (float16 calls reach them widened to float32; bfloat16 calls as conv2d_winograd_bf16_cuda says):
 // - float32: while PyTorch's TF32 switch is on (kFollowSwitch);
 // - bfloat16: always (kAlways). Its values are exact in TF32, and a TF32 Winograd's error (the
 //   transformed operands rounded to TF32's 10 bits) stays below a bfloat16 direct convolution's
@@ -847,13 +885,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     const bool nhwc = operand_format(tc_tile != kTcIeee, input, weight) == at::MemoryFormat::ChannelsLast;
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_weight_cuda", [&] {
       if constexpr (std::is_same_v<scalar_t, float>) {
-        if (tc_tile == kTcTileTall) {
-          gw = winograd_tc_grad_weight<WinogradTcWeightGradTileTall>(p, grad_output, input, "fused:tf32-tall",
-                                                                     nhwc, &bytes);
-          return;
-        }
-        if (tc_tile == kTcTile) {
-          gw = winograd_tc_grad_weight<WinogradTcTile>(p, grad_output, input, "fused:tf32", nhwc, &bytes);
+        if (tc_tile != kTcIeee) {
+          gw = run_tc_grad_weight<float>(tc_tile, p, grad_output, input, nhwc, &bytes);
           return;
         }
       }
@@ -870,6 +903,73 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
   };
   return conv2d_backward("conv2d_winograd_backward", kWinograd, grad_output, input, weight, stride, padding,
                          dilation, groups, output_mask, grad_input, grad_weight);
+}
+
+// bfloat16 calls. The tensor-core tiles (which every bfloat16 call of a tile runs: kAlways) read and
+// write bfloat16 themselves, so neither the input, grad_output nor the outputs are copied to float32;
+// the weight and bias are (widened_parameter: small, and kept for frozen weights). What the tiles do
+// not take -- the layers of the shallow and narrow kernels, the staged and F(4x4) variants, a forced
+// IEEE config -- runs widened to float32, as float16 calls do.
+using Bf16 = __nv_bfloat16;
+at::Tensor conv2d_winograd_bf16_cuda(const at::Tensor& input, const at::Tensor& weight,
+                                     const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const ConvShape p = check_conv2d_forward(kWinogradOp, input, weight, bias, stride, padding, dilation, groups);
+  const c10::cuda::CUDAGuard guard(input.device());
+  check_can_implement(kWinogradOp, kWinograd, make_problem(p, input));
+  const LaunchMap map = forward_map(p);
+  const TcForwardPlan plan = tc_forward_plan(true, map, input, weight);
+  if (plan.tile == kTcIeee)
+    return forward_in_fp32(kWinogradOp, &conv2d_winograd_cuda<TensorCoreUse::kAlways>, input, weight, bias, stride,
+                           padding, dilation, groups);
+  const at::Tensor x = input.contiguous(plan.format);
+  const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  at::Tensor y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
+  winograd_tc_conv<Bf16>(x, widened_parameter(weight), b.defined() ? io_data<Bf16>(b) : nullptr, map, y, plan.tile,
+                         plan.nhwc());
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_bf16_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const ConvShape p = check_conv2d_backward(kWinogradBackwardOp, grad_output, input, weight, stride, padding,
+                                            dilation, groups, output_mask);
+  const c10::cuda::CUDAGuard guard(input.device());
+  check_can_implement(kWinogradBackwardOp, kWinograd, make_problem(p, input));
+  const at::MemoryFormat format = conv_memory_format(input, weight);
+  const LaunchMap input_map = with_reversed_taps(grad_input_map(p, 0, 0));
+  const TcForwardPlan input_plan = tc_forward_plan(true, input_map, input, weight);
+  const int weight_tile = tc_grad_weight_tile(p);
+  const bool tc_input = output_mask[0] && input_plan.tile != kTcIeee;
+  const bool tc_weight = output_mask[1] && weight_tile != kTcIeee;
+  int64_t workspace = 0;
+  at::Tensor gx, gw, gb;
+  if (tc_input) {
+    record_workspace_bytes(0);
+    gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(input_plan.format));
+    winograd_tc_conv<Bf16>(grad_output.contiguous(input_plan.format), widened_parameter(weight), nullptr, input_map,
+                           gx, input_plan.tile, input_plan.nhwc());
+    workspace = last_workspace_bytes();
+  }
+  if (tc_weight) {
+    int64_t bytes = 0;
+    const bool nhwc = format == at::MemoryFormat::ChannelsLast;
+    gw = as_output(run_tc_grad_weight<Bf16>(weight_tile, p, grad_output, input, nhwc, &bytes), at::kBFloat16, format);
+    workspace = std::max(workspace, bytes);
+  }
+  if (output_mask[2]) gb = conv_bias_grad(grad_output);
+  const bool widened_input = output_mask[0] && !tc_input, widened_weight = output_mask[1] && !tc_weight;
+  if (widened_input || widened_weight) {
+    auto [fx, fw, unused] =
+        backward_in_fp32(kWinogradBackwardOp, &conv2d_winograd_backward_cuda<TensorCoreUse::kAlways>, grad_output,
+                         input, weight, stride, padding, dilation, groups, {widened_input, widened_weight, false});
+    if (widened_input) gx = fx;
+    if (widened_weight) gw = fw;
+    workspace = std::max(workspace, last_workspace_bytes());
+  }
+  record_workspace_bytes(workspace);
+  return masked_grads(gx, gw, gb, output_mask, input);
 }
 
 // Winograd's limits: F(2x2,3x3)'s shape, and the 2x2 tiles of the forward output and of grad_input
@@ -896,38 +996,31 @@ namespace {
 
 using cuda::TensorCoreUse;
 
-// The caller's dtype decides the tensor-core use (cuda::TensorCoreUse); float16 / bfloat16 calls are
-// widened to float32 (forward_in_fp32 / backward_in_fp32). The kernels by TensorCoreUse, in its order.
-TensorCoreUse tensor_core_use(const at::Tensor& input) {
-  switch (input.scalar_type()) {
-    case at::kBFloat16:
-      return TensorCoreUse::kAlways;
-    case at::kFloat:
-      return TensorCoreUse::kFollowSwitch;
-    default:
-      return TensorCoreUse::kNever;
-  }
-}
-constexpr ForwardKernel kForwardKernels[] = {&cuda::conv2d_winograd_cuda<TensorCoreUse::kFollowSwitch>,
-                                             &cuda::conv2d_winograd_cuda<TensorCoreUse::kAlways>,
-                                             &cuda::conv2d_winograd_cuda<TensorCoreUse::kNever>};
-constexpr BackwardKernel kBackwardKernels[] = {&cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kFollowSwitch>,
-                                               &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kAlways>,
-                                               &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kNever>};
-static_assert(int(TensorCoreUse::kAlways) == 1 && int(TensorCoreUse::kNever) == 2, "the tables' order");
-
+// The caller's dtype decides the kernels: bfloat16 calls their own entries (the tensor-core tiles on
+// bfloat16 itself, the rest widened); float32 calls follow PyTorch's TF32 switch; float16 calls run
+// IEEE FP32, widened (cuda::TensorCoreUse).
 at::Tensor conv2d_winograd_forward(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  return forward_in_fp32(kWinogradOp, kForwardKernels[int(tensor_core_use(input))], input, weight, bias, stride,
-                         padding, dilation, groups);
+  if (input.scalar_type() == at::kBFloat16)
+    return cuda::conv2d_winograd_bf16_cuda(input, weight, bias, stride, padding, dilation, groups);
+  const ForwardKernel kernel = input.scalar_type() == at::kHalf
+                                   ? &cuda::conv2d_winograd_cuda<TensorCoreUse::kNever>
+                                   : &cuda::conv2d_winograd_cuda<TensorCoreUse::kFollowSwitch>;
+  return forward_in_fp32(kWinogradOp, kernel, input, weight, bias, stride, padding, dilation, groups);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  return backward_in_fp32(kWinogradBackwardOp, kBackwardKernels[int(tensor_core_use(input))], grad_output, input,
-                          weight, stride, padding, dilation, groups, output_mask);
+  if (input.scalar_type() == at::kBFloat16)
+    return cuda::conv2d_winograd_backward_bf16_cuda(grad_output, input, weight, stride, padding, dilation, groups,
+                                                    output_mask);
+  const BackwardKernel kernel = input.scalar_type() == at::kHalf
+                                    ? &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kNever>
+                                    : &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kFollowSwitch>;
+  return backward_in_fp32(kWinogradBackwardOp, kernel, grad_output, input, weight, stride, padding, dilation, groups,
+                          output_mask);
 }
 
 }  // namespace

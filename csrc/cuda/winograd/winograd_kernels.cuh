@@ -321,12 +321,14 @@ __global__ void winograd_filter_transform_kernel(const T* __restrict__ w, T* __r
   }
 }
 
-template <typename T>
+// T: the arithmetic's type (U and V's); TIo: the type of x, bias and y. They differ where the TF32
+// tensor-core kernels read and write bfloat16 tensors natively (float arithmetic, TIo bfloat16).
+template <typename T, typename TIo = T>
 struct ForwardArgs {
-  const T* x;
+  const TIo* x;
   const T* u;  // transformed filters, FilterLayout
-  const T* bias;
-  T* y;
+  const TIo* bias;
+  TIo* y;
   WinogradConv cv;
   int reduction_pad, outputs_pad;
   int k_tiles, p_tiles;
@@ -764,10 +766,10 @@ __global__ void winograd_output_transform_kernel(const T* __restrict__ m, const 
 
 // ---- grad_weight ----------------------------------------------------------------------------
 
-template <typename T>
+template <typename T, typename TIo = T>  // as ForwardArgs
 struct WeightGradArgs {
-  const T* x;
-  const T* gy;
+  const TIo* x;
+  const TIo* gy;
   T* partial;  // [split][group][16][Kpad][Cpad]
   WinogradConv cv;
   int k_pad, c_pad;

@@ -1,6 +1,8 @@
 // Winograd F(2x2, 3x3) with its 16 point GEMMs on tensor cores in TF32 (mma.sync m16n8k8, FP32
-// accumulators): float32 NCHW convolutions while PyTorch's cuDNN TF32 switch is on -- the forward
-// (and grad_input, the same kernel on the rotated filters) and grad_weight (at the end of the file).
+// accumulators): float32 convolutions while PyTorch's cuDNN TF32 switch is on, and bfloat16 ones --
+// the forward (and grad_input, the same kernel on the rotated filters) and grad_weight (at the end of
+// the file). The kernels read and write their tensors' own type (TIo: float, or bfloat16, whose
+// values TF32 holds exactly), converting in registers as they load and store.
 //
 // Fused like the CUDA-core fused kernel (winograd_kernels.cuh): a block computes all 16 points of a
 // kM filters x 32 tiles output block (kM = 32 or 64, WinogradTcConfig), so that its epilogue can run
@@ -213,8 +215,8 @@ __device__ __forceinline__ void stage_pass(const TcAccumulators<Cfg>& acc, int p
 // so that each thread gathers the 16 points of one (filter, tile) for the output transform. A
 // thread's tile is the same in every pass (tile p0 + lane; filters warp, warp + kThreads / 32, ...),
 // so its output address and edges are decoded once.
-template <typename Cfg, typename Stage>
-__device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, const ForwardArgs<float>& a,
+template <typename Cfg, typename Stage, typename TIo>
+__device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, const ForwardArgs<float, TIo>& a,
                                                  const BlockCoord& bc, int64_t p0, int warp, int lane) {
   constexpr int kLdV = Cfg::kLdV, kF = Cfg::kEpilogueFilters;
   const WinogradConv& cv = a.cv;
@@ -223,9 +225,9 @@ __device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, con
   const TileCoord ot = tile_coord(cv, out_live ? p0 + lane : 0);
   const int oy = 2 * ot.ty, ox = 2 * ot.tx;
   const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
-  const bool pairs = right && cv.out_W % 2 == 0;  // (oy, ox) and its right neighbour: one 8-byte store
+  const bool pairs = right && cv.out_W % 2 == 0;  // (oy, ox) and its right neighbour: one store
   const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
-  float* y_tile = a.y + (int64_t(ot.n) * cv.out_C + int64_t(bc.g) * Kg) * out_plane + int64_t(oy) * cv.out_W + ox;
+  TIo* y_tile = a.y + (int64_t(ot.n) * cv.out_C + int64_t(bc.g) * Kg) * out_plane + int64_t(oy) * cv.out_W + ox;
 #pragma unroll
   for (int pass = 0; pass < Cfg::kM / kF; ++pass) {
     __syncthreads();  // the stages (or the previous pass) are no longer read
@@ -239,16 +241,16 @@ __device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, con
 #pragma unroll
       for (int e = 0; e < 16; ++e) mm[e] = smem[(e * kF + m) * kLdV + lane];
       winograd_output_transform<float>(mm, out);
-      const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
-      float* dst = y_tile + k * out_plane;
+      const float b = a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
+      TIo* dst = y_tile + k * out_plane;
 #pragma unroll
       for (int r = 0; r < 2; ++r, dst += cv.out_W) {
         if (r == 1 && !below) break;
         if (pairs) {
-          *reinterpret_cast<float2*>(dst) = make_float2(out[2 * r] + b, out[2 * r + 1] + b);
+          store_pair(dst, out[2 * r] + b, out[2 * r + 1] + b);
         } else {
-          dst[0] = out[2 * r] + b;
-          if (right) dst[1] = out[2 * r + 1] + b;
+          dst[0] = from_float<TIo>(out[2 * r] + b);
+          if (right) dst[1] = from_float<TIo>(out[2 * r + 1] + b);
         }
       }
     }
@@ -258,8 +260,8 @@ __device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, con
 // The NHWC forward's epilogue: `stage(pass, smem)` puts M into shared memory as [point][tile][filter]
 // (rows of kLdMt), lanes then run along the pass's filters, so a tile's four outputs are coalesced
 // stores; each thread's tiles (warp, warp + kThreads / 32, ...) are decoded once.
-template <typename Cfg, typename Stage>
-__device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, const ForwardArgs<float>& a,
+template <typename Cfg, typename Stage, typename TIo>
+__device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, const ForwardArgs<float, TIo>& a,
                                                  const BlockCoord& bc, int64_t p0, int warp, int lane) {
   constexpr int kLdMt = Cfg::kLdMt, kF = Cfg::kEpilogueFilters;
   constexpr int kWarps = Cfg::kThreads / 32, kTilesPerThread = Cfg::kN / kWarps;
@@ -287,7 +289,7 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
     for (int f = lane; f < kF; f += 32) {
       const int k = bc.kt * Cfg::kM + pass * kF + f;
       if (k >= Kg) continue;
-      const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
+      const float b = a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
 #pragma unroll
       for (int r = 0; r < kTilesPerThread; ++r) {
         if (!(edges[r] & 1u)) continue;
@@ -296,12 +298,12 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
 #pragma unroll
         for (int e = 0; e < 16; ++e) mm[e] = smem[(e * Cfg::kN + n) * kLdMt + f];
         winograd_output_transform<float>(mm, out);
-        float* dst = a.y + y_off[r] + k;
-        dst[0] = out[0] + b;
-        if (edges[r] & 2u) dst[cv.out_C] = out[1] + b;
+        TIo* dst = a.y + y_off[r] + k;
+        dst[0] = from_float<TIo>(out[0] + b);
+        if (edges[r] & 2u) dst[cv.out_C] = from_float<TIo>(out[1] + b);
         if (edges[r] & 4u) {
-          dst[row_stride] = out[2] + b;
-          if (edges[r] & 2u) dst[row_stride + cv.out_C] = out[3] + b;
+          dst[row_stride] = from_float<TIo>(out[2] + b);
+          if (edges[r] & 2u) dst[row_stride + cv.out_C] = from_float<TIo>(out[3] + b);
         }
       }
     }
@@ -311,16 +313,17 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
 // A forward loader thread's input patches: kRows rows (from row `row0` on) of the 4x4 patch of tile p
 // at channel `ch` of every chunk of kK channels, NCHW or NHWC (kNhwc), loaded into registers. The
 // patch origin and a mask of the values inside the image are decoded once, so that each load costs a
-// bit test; the strides come from the kernel parameter (constants, not registers).
-template <bool kNhwc, int kK, int kRows = 4>
+// bit test; the strides come from the kernel parameter (constants, not registers). The values come
+// as TIo, for the caller to widen where it transforms them (ldg_or_zero).
+template <typename TIo, bool kNhwc, int kK, int kRows = 4>
 struct TcPatchLoader {
   const WinogradConv& cv;  // the kernel parameter
-  const float* patch;
+  const TIo* patch;
   int64_t nhwc_row_step;  // NHWC: a patch row's stride, W * C, multiplied once (unused for NCHW)
   int ch;
   unsigned inside;  // bit 4i + j: value (row0 + i, j) of the patch lies inside the image
 
-  __device__ __forceinline__ TcPatchLoader(const ForwardArgs<float>& a, const BlockCoord& bc, int64_t p, bool live,
+  __device__ __forceinline__ TcPatchLoader(const ForwardArgs<float, TIo>& a, const BlockCoord& bc, int64_t p, bool live,
                                            int ch_, int row0 = 0)
       : cv(a.cv), nhwc_row_step(int64_t(a.cv.src_W) * a.cv.src_C), ch(ch_) {
     const TileCoord tc = tile_coord(cv, live ? p : 0);
@@ -334,15 +337,15 @@ struct TcPatchLoader {
                   : a.x + (int64_t(tc.n) * cv.src_C + c0) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
   }
 
-  __device__ __forceinline__ void load(int chunk, float (&d)[4 * kRows]) const {
+  __device__ __forceinline__ void load(int chunk, TIo (&d)[4 * kRows]) const {
     const unsigned m = chunk * kK + ch < cv.Cg() ? inside : 0u;
     const int64_t row_step = kNhwc ? nhwc_row_step : int64_t(cv.src_W);
     const int col_step = kNhwc ? cv.src_C : 1;
-    const float* row = patch + chunk * (kNhwc ? int64_t(kK) : int64_t(kK) * cv.in_plane);
+    const TIo* row = patch + chunk * (kNhwc ? int64_t(kK) : int64_t(kK) * cv.in_plane);
 #pragma unroll
     for (int i = 0; i < kRows; ++i, row += row_step)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) d[i * 4 + j] = (m >> (i * 4 + j)) & 1u ? __ldg(row + j * col_step) : 0.f;
+      for (int j = 0; j < 4; ++j) d[i * 4 + j] = ldg_or_zero(row + j * col_step, (m >> (i * 4 + j)) & 1u);
   }
 };
 
@@ -354,11 +357,13 @@ struct TcUFetcher {
   const float* u_block;  // this thread's first word of the block's first chunk
 
   // Chunk 0 of the cache's run for filter block kt of group g.
-  static __device__ __forceinline__ const float* block_run(const ForwardArgs<float>& a, int g, int kt) {
+  template <typename Args>
+  static __device__ __forceinline__ const float* block_run(const Args& a, int g, int kt) {
     return a.u + (int64_t(g) * a.k_tiles + kt) * (a.reduction_pad / Cfg::kK) * Cfg::kUChunkFloats;
   }
 
-  __device__ __forceinline__ TcUFetcher(const ForwardArgs<float>& a, const BlockCoord& bc, int offset = 0)
+  template <typename Args>
+  __device__ __forceinline__ TcUFetcher(const Args& a, const BlockCoord& bc, int offset = 0)
       : u_block(block_run(a, bc.g, bc.kt) + offset + threadIdx.x * 4) {}
 
   __device__ __forceinline__ void fetch(int chunk, float* u_tile) const {
@@ -371,10 +376,10 @@ struct TcUFetcher {
 
 // kNhwc: x and y are channels_last. The loaders' lanes then run along a chunk's channels (coalesced
 // NHWC reads), V is stored tile-major, and the epilogue's lanes run along filters (coalesced NHWC
-// stores).
-template <typename Cfg, bool kNhwc>
+// stores). TIo: the type of x, bias and y.
+template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_tc_fused_forward_kernel(const ForwardArgs<float> a) {
+    winograd_tc_fused_forward_kernel(const ForwardArgs<float, TIo> a) {
   constexpr int kLdV = Cfg::kLdV, kLdVt = Cfg::kLdVt;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
@@ -388,10 +393,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // (NCHW: a warp per channel, lanes along tiles; NHWC: lanes along channels, 32 / kK tiles per warp).
   const bool loader = threadIdx.x < 32 * Cfg::kK;
   const int ch = kNhwc ? lane % Cfg::kK : warp, tl = kNhwc ? warp * (32 / Cfg::kK) + lane / Cfg::kK : lane;
-  const TcPatchLoader<kNhwc, Cfg::kK> patch(a, bc, p0 + tl, loader && p0 + tl < cv.tiles(), loader ? ch : 0);
-  auto store_v = [&](const float (&d)[16], float* v_tile) {
-    float v[16];
-    winograd_input_transform<float>(d, v);
+  const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch(a, bc, p0 + tl, loader && p0 + tl < cv.tiles(), loader ? ch : 0);
+  auto store_v = [&](const TIo (&d)[16], float* v_tile) {
+    float f[16], v[16];
+    widen_to_float(d, f);
+    winograd_input_transform<float>(f, v);
 #pragma unroll
     for (int e = 0; e < 16; ++e) {
       float* dst = kNhwc ? v_tile + (e * Cfg::kN + tl) * kLdVt + ch : v_tile + (e * Cfg::kK + ch) * kLdV + tl;
@@ -405,7 +411,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   zero_accumulators<Cfg>(acc);
 
   const int chunks = a.reduction_pad / Cfg::kK;
-  float d[16];
+  TIo d[16];
   fetch_u(0, stage_u(0));
   cp_async_commit();
   if (loader) {
@@ -447,11 +453,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 __device__ __forceinline__ int pair_row(int i) { return (i & 7) | ((i >> 6) << 3); }
 __device__ __forceinline__ int pair_tile(int i) { return (i >> 3) & 7; }
 
-// kNhwc: x and grad_output are channels_last; a warp's 8 lanes of neighbouring rows then read 32
-// contiguous bytes.
-template <typename Cfg, bool kNhwc>
+// kNhwc: x and grad_output are channels_last; a warp's 8 lanes of neighbouring rows then read 8
+// contiguous values. TIo: the type of x and grad_output.
+template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_tc_weight_grad_kernel(const WeightGradArgs<float> a) {
+    winograd_tc_weight_grad_kernel(const WeightGradArgs<float, TIo> a) {
   static_assert(Cfg::kK == 8 && Cfg::kM * Cfg::kK == Cfg::kThreads && Cfg::kN * Cfg::kK <= Cfg::kThreads,
                 "a (filter, tile) per thread, a (channel, tile) per thread of the first 8 warps");
   constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV;
@@ -472,8 +478,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
   // The filter's plane (NCHW) or channel (NHWC) of grad_output, the channel's of x.
   const int64_t gy_channel = int64_t(grp) * Kg + (k_ok ? k : 0), x_channel = int64_t(grp) * Cg + (c_ok ? c : 0);
-  const float* gy_plane = a.gy + (kNhwc ? gy_channel : gy_channel * out_plane);
-  const float* x_plane = a.x + (kNhwc ? x_channel : x_channel * cv.in_plane);
+  const TIo* gy_plane = a.gy + (kNhwc ? gy_channel : gy_channel * out_plane);
+  const TIo* x_plane = a.x + (kNhwc ? x_channel : x_channel * cv.in_plane);
   // Strides of grad_output's and x's columns and rows.
   const int gy_col = kNhwc ? cv.out_C : 1, x_col = kNhwc ? cv.src_C : 1;
   const int64_t gy_row = int64_t(gy_col) * cv.out_W, x_row = int64_t(x_col) * cv.src_W;
@@ -488,35 +494,37 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
     }
   };
-  float d[16], dy[4];
+  TIo d[16], dy[4];  // widened in store (ldg_or_zero)
   auto load = [&] {
     const bool live = p < tile_end;
     const int oy = 2 * tc.ty, ox = 2 * tc.tx;
-    const float* gsrc = gy_plane + int64_t(tc.n) * cv.out_C * out_plane + oy * gy_row + int64_t(ox) * gy_col;
+    const TIo* gsrc = gy_plane + int64_t(tc.n) * cv.out_C * out_plane + oy * gy_row + int64_t(ox) * gy_col;
     const bool ok = live && k_ok, right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
-    dy[0] = ok ? __ldg(gsrc) : 0.f;
-    dy[1] = ok && right ? __ldg(gsrc + gy_col) : 0.f;
-    dy[2] = ok && below ? __ldg(gsrc + gy_row) : 0.f;
-    dy[3] = ok && right && below ? __ldg(gsrc + gy_row + gy_col) : 0.f;
+    dy[0] = ldg_or_zero(gsrc, ok);
+    dy[1] = ldg_or_zero(gsrc + gy_col, ok && right);
+    dy[2] = ldg_or_zero(gsrc + gy_row, ok && below);
+    dy[3] = ldg_or_zero(gsrc + gy_row + gy_col, ok && right && below);
     if (loader) {
       const int iy0 = oy + cv.col_oy, ix0 = ox + cv.col_ox;
       const unsigned rc = live && c_ok ? patch_mask(iy0, ix0, cv) : 0u;
-      const float* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + iy0 * x_row + int64_t(ix0) * x_col;
+      const TIo* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + iy0 * x_row + int64_t(ix0) * x_col;
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-          d[i * 4 + j] = (rc >> i) & (rc >> (4 + j)) & 1u ? __ldg(xsrc + i * x_row + j * x_col) : 0.f;
+          d[i * 4 + j] = ldg_or_zero(xsrc + i * x_row + j * x_col, (rc >> i) & (rc >> (4 + j)) & 1u);
     }
   };
   auto store = [&](float* a_tile, float* b_tile) {
-    float m[16];
-    winograd_output_transform_adjoint<float>(dy, m);
+    float m[16], f[16], g[4];
+    widen_to_float(dy, g);
+    winograd_output_transform_adjoint<float>(g, m);
 #pragma unroll
     for (int e = 0; e < 16; ++e)
       a_tile[(e * Cfg::kK + slot) * kLdA + row] = __uint_as_float(tf32_bits_for_mma(m[e]));
     if (loader) {
-      winograd_input_transform<float>(d, m);
+      widen_to_float(d, f);
+      winograd_input_transform<float>(f, m);
 #pragma unroll
       for (int e = 0; e < 16; ++e)
         b_tile[(e * Cfg::kK + slot) * kLdV + row] = __uint_as_float(tf32_bits_for_mma(m[e]));

@@ -1,6 +1,7 @@
 // Winograd F(2x2, 3x3) with its 16 point GEMMs on Hopper's warpgroup MMA (wgmma m64n32k8, TF32,
 // FP32 accumulators): the forward (and grad_input, the same kernel on the rotated filters) of float32
-// convolutions while PyTorch's cuDNN TF32 switch is on, on sm_90a devices.
+// convolutions while PyTorch's cuDNN TF32 switch is on, and of bfloat16 ones, on sm_90a devices; x
+// and y in their own type (TIo, as winograd_tc_kernels.cuh).
 //
 // The block is the mma.sync kernel's 64-filter block (winograd_tc_kernels.cuh): 64 filters x 32
 // tiles x 16 points, 16 channels per chunk, every thread loading, transforming and storing one
@@ -164,8 +165,8 @@ struct WgmmaPointMmas {
 // loaders decode them (TcPatchLoader), one (channel, tile) patch per thread; with unpadded quads a
 // point's words are the threads' own order, so neighbouring threads store neighbouring words. The
 // input is read once here, where the fused kernels load every patch once per filter block.
-template <typename Cfg, bool kNhwc>
-__global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const ForwardArgs<float> a,
+template <typename Cfg, bool kNhwc, typename TIo>
+__global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const ForwardArgs<float, TIo> a,
                                                                           float* __restrict__ v) {
   constexpr int kQuad = Cfg::kN * 4, kRun = Cfg::kK * Cfg::kN;  // a point's words in a chunk
   static_assert(Cfg::kVStaged && Cfg::kVQuad == kQuad && Cfg::v_word(5, 9) == 1 * kQuad + 32 + 4 + 1,
@@ -178,10 +179,12 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
     const int chunk = int(run % chunks), pt = int((run / chunks) % a.p_tiles), g = int(run / chunks / a.p_tiles);
     const int kk = (w / kQuad) * 4 + w % 4, n = (w % kQuad) / 4;
     const int64_t p = int64_t(a.p_tile0 + pt) * Cfg::kN + n;
-    const TcPatchLoader<kNhwc, Cfg::kK> patch(a, BlockCoord{0, pt, g}, p, p < a.cv.tiles(), kk);
-    float d[16], vv[16];
+    const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch(a, BlockCoord{0, pt, g}, p, p < a.cv.tiles(), kk);
+    TIo d[16];
+    float f[16], vv[16];
     patch.load(chunk, d);
-    winograd_input_transform<float>(d, vv);
+    widen_to_float(d, f);
+    winograd_input_transform<float>(f, vv);
     float* dst = v + run * (kWinogradPoints * kRun) + w;
 #pragma unroll
     for (int e = 0; e < kWinogradPoints; ++e) dst[e * kRun] = __uint_as_float(tf32_bits_for_mma(vv[e]));
@@ -189,10 +192,10 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
 }
 
 // kNhwc: x and y are channels_last (the loaders' addressing and the NHWC epilogue); V's layout is
-// the same in both.
-template <typename Cfg, bool kNhwc>
+// the same in both. TIo: the type of x, bias and y.
+template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_wgmma_fused_forward_kernel(const ForwardArgs<float> a) {
+    winograd_wgmma_fused_forward_kernel(const ForwardArgs<float, TIo> a) {
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
@@ -204,11 +207,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   // This thread's (channel, tile) of a chunk.
   const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
-  const TcPatchLoader<kNhwc, Cfg::kK> patch(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch);
+  const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch);
   const int v_word = Cfg::v_word(ch, tl);
-  auto store_v = [&](const float (&d)[16], float* v_tile) {
-    float v[16];
-    winograd_input_transform<float>(d, v);
+  auto store_v = [&](const TIo (&d)[16], float* v_tile) {
+    float f[16], v[16];
+    widen_to_float(d, f);
+    winograd_input_transform<float>(f, v);
 #pragma unroll
     for (int e = 0; e < 16; ++e) v_tile[e * Cfg::kVPoint + v_word] = __uint_as_float(tf32_bits_for_mma(v[e]));
   };
@@ -223,7 +227,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // stored as V in the next one, so a whole iteration (the MMAs run asynchronously, and issuing them
   // takes no time) covers their latency.
   const int chunks = a.reduction_pad / Cfg::kK;
-  float d[16];
+  TIo d[16];
   fetch_u(0, stage_u(0));
   cp_async_commit();
   patch.load(0, d);
@@ -446,10 +450,11 @@ __device__ __forceinline__ void winograd_output_transform_rows(const float (&m)[
 }
 
 // The cluster kernel (WinogradWgmmaClusterTile and the bulk configs), launched in clusters of
-// Cfg::kCluster consecutive blocks (ClusterPlace). kNhwc: x and y are channels_last.
-template <typename Cfg, bool kNhwc>
+// Cfg::kCluster consecutive blocks (ClusterPlace). kNhwc: x and y are channels_last. TIo: the type
+// of x, bias and y.
+template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_wgmma_cluster_forward_kernel(const ForwardArgs<float> a) {
+    winograd_wgmma_cluster_forward_kernel(const ForwardArgs<float, TIo> a) {
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const int cluster_rank = int(cluster_block_rank());
@@ -497,19 +502,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   } else {
     // This thread's channel and tiles tl, tl + 32 of a chunk.
     const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
-    using Loader = TcPatchLoader<kNhwc, Cfg::kK, Cfg::kPatchRows>;
+    using Loader = TcPatchLoader<TIo, kNhwc, Cfg::kK, Cfg::kPatchRows>;
     const Loader patch0(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch, rank);
     const Loader patch1(a, bc, p0 + tl + 32, p0 + tl + 32 < cv.tiles(), ch, rank);
     const int v_word0 = Cfg::v_word(ch, tl), v_word1 = Cfg::v_word(ch, tl + 32);
-    auto store_v = [&](const float (&d)[12], int word, float* v_tile) {
-      float v[8];
-      winograd_input_transform_rows(d, rank, v);
+    auto store_v = [&](const TIo (&d)[12], int word, float* v_tile) {
+      float f[12], v[8];
+      widen_to_float(d, f);
+      winograd_input_transform_rows(f, rank, v);
 #pragma unroll
       for (int e = 0; e < 8; ++e) v_tile[e * Cfg::kVPoint + word] = __uint_as_float(tf32_bits_for_mma(v[e]));
     };
 
     // Patches loaded two chunks ahead, as in the single-block kernel.
-    float d0[12], d1[12];
+    TIo d0[12], d1[12];
     u_chunks.fetch(0, stage_u(0));
     cp_async_commit();
     patch0.load(0, d0);
@@ -574,24 +580,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const int64_t p = p0 + n;
     if (k >= Kg || p >= cv.tiles() || (Cfg::kUShare > 1 && bc.pt >= a.p_tiles)) continue;
     const float4 mine = partial(f, n), theirs = *reinterpret_cast<const float4*>(partials + 4 * pair_slot(q));
-    const float b = a.bias ? a.bias[bc.g * Kg + k] : 0.f;
+    const float b = a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
     const float out[4] = {mine.x + theirs.x + b, mine.y + theirs.y + b, mine.z + theirs.z + b, mine.w + theirs.w + b};
     const TileCoord ot = tile_coord(cv, p);
     const int oy = 2 * ot.ty, ox = 2 * ot.tx;
     const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
     const int64_t col = kNhwc ? cv.out_C : 1, row = col * cv.out_W;
-    float* dst = kNhwc ? a.y + ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg + k
-                       : a.y + ((int64_t(ot.n) * cv.out_C + int64_t(bc.g) * Kg + k) * cv.out_H + oy) * cv.out_W + ox;
-    if (!kNhwc && right && cv.out_W % 2 == 0) {  // each row of the tile one 8-byte store
-      *reinterpret_cast<float2*>(dst) = make_float2(out[0], out[1]);
-      if (below) *reinterpret_cast<float2*>(dst + row) = make_float2(out[2], out[3]);
+    TIo* dst = kNhwc ? a.y + ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg + k
+                     : a.y + ((int64_t(ot.n) * cv.out_C + int64_t(bc.g) * Kg + k) * cv.out_H + oy) * cv.out_W + ox;
+    if (!kNhwc && right && cv.out_W % 2 == 0) {  // each row of the tile one store
+      store_pair(dst, out[0], out[1]);
+      if (below) store_pair(dst + row, out[2], out[3]);
       continue;
     }
-    dst[0] = out[0];
-    if (right) dst[col] = out[1];
+    dst[0] = from_float<TIo>(out[0]);
+    if (right) dst[col] = from_float<TIo>(out[1]);
     if (below) {
-      dst[row] = out[2];
-      if (right) dst[row + col] = out[3];
+      dst[row] = from_float<TIo>(out[2]);
+      if (right) dst[row + col] = from_float<TIo>(out[3]);
     }
   }
 }
