@@ -31,6 +31,18 @@ def load(suite):
     return None, None
 
 
+def load_every_gpu(suite):
+    """(file name, data) of each GPU's result file of a suite, the H100's first."""
+    found = []
+    for gpu in ("h100", "h200"):
+        name = f"{suite}-{gpu}.json"
+        path = os.path.join(RESULTS, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                found.append((name, json.load(f)))
+    return found
+
+
 def geomean(values):
     values = [v for v in values if v and v > 0]
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
@@ -231,17 +243,31 @@ def zoo_table(name, data):
             + f". From {source(name, data)}."]
 
 
+def computed_as(rows):
+    """How most of a group's layers were computed, from their forward plans (last_choice): TF32 tensor
+    cores, 3xTF32 (float16's split operands) or IEEE FP32 (docs/winograd.md)."""
+    kinds = {}
+    for r in rows:
+        plan = (r.get("plan") or "").split()[0] if r.get("plan") else ""
+        kind = "3xtf32" if ":3xtf32" in plan else "tf32" if ":tf32" in plan else "ieee"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    kind = max(kinds, key=kinds.get)
+    dtype = {"bf16": "bfloat16", "fp16": "float16"}.get(rows[0]["precision"])
+    if kind == "ieee":
+        return "widened, IEEE FP32" if dtype else "IEEE FP32"
+    how = "3xTF32 tensor cores (operands split in two)" if kind == "3xtf32" else "TF32 tensor cores"
+    return f"{dtype} read and written, {how}" if dtype else how
+
+
 def winograd_tensor_core_table(name, data):
-    """The `winograd` rows at tf32, bf16 and fp16 (3x3 stride-1 layers): TF32 tensor cores for float32
-    with the switch on and for bfloat16, IEEE FP32 for float16 (docs/winograd.md)."""
+    """The `winograd` rows at tf32, bf16 and fp16 (3x3 stride-1 layers), each group labelled by how its
+    layers were computed (computed_as)."""
     rows = [r for r in data["rows"] if r["algorithm"] == "winograd" and not is_fp32(r)]
     if not rows:
         return []
     order = {"tf32": 0, "bf16": 1, "fp16": 2}
     keys = sorted({(r["precision"], r["layout"], r["N"], r["mode"]) for r in rows},
                   key=lambda k: (order.get(k[0], 3), k[1], k[2], k[3]))
-    how = {"tf32": "TF32 tensor cores", "bf16": "bfloat16 read and written, TF32 tensor cores",
-           "fp16": "widened, IEEE FP32"}
     lines = [f"Winograd at the tensor-core precisions on the 3x3 stride-1 layers of resnet + yolo, against cuDNN at "
              f"the same precision and memory format in the same process (ratio cuDNN ms / torchconv ms; error over "
              f"cuDNN's at the same precision, largest layer). Layers of at most 4 channels or filters per group (Y0, "
@@ -254,7 +280,7 @@ def winograd_tensor_core_table(name, data):
         ratios = [r["ratio"] for r in sel]
         errs = [r["rel_err"] / r["reference_rel_err"] for r in sel if r.get("reference_rel_err")]
         worst = f"{max(errs):.2f}" if errs else "-"
-        lines.append(f"| {precision} | {how.get(precision, '')} | {layout} | {n} | "
+        lines.append(f"| {precision} | {computed_as(sel)} | {layout} | {n} | "
                      f"{'fwd+bwd' if mode == 'fwdbwd' else mode} | {len(sel)} | "
                      f"**{geomean(ratios):.2f}x** [{min(ratios):.2f}-{max(ratios):.2f}] | {worst} |")
     return lines
@@ -266,10 +292,12 @@ def render():
                          ("resnet-yolo", winograd_tensor_core_table), ("big", big_table),
                          ("depthwise", depthwise_table), ("models", models_table), ("models", precision_models_table),
                          ("zoo", zoo_table)):
-        name, data = load(suite)
-        lines = table(name, data) if data is not None else []
-        if lines:
-            parts += lines + [""]
+        # Winograd's tensor-core rows from every GPU's file: each file's rows are its own code's.
+        files = load_every_gpu(suite) if table is winograd_tensor_core_table else [load(suite)]
+        for name, data in files:
+            lines = table(name, data) if data is not None else []
+            if lines:
+                parts += lines + [""]
     if not parts:
         parts = ["No result files yet: run the benchmarks (below) and then this script.", ""]
     return "\n".join([BEGIN, ""] + parts + [END])

@@ -1,12 +1,13 @@
 // Precisions and memory formats of an operator call, decided once for every algorithm and backend.
 //
 // dtypes: float64 and float32 run natively everywhere; float16 and bfloat16 run natively on the
-// GEMM's tensor-core kernels (CUDA), bfloat16 on Winograd's TF32 tensor-core tiles too (they read
-// and write bfloat16, computing in TF32 / FP32), and every other kernel computes them in float32
-// (inputs widened, FP32 accumulation, the output rounded back to the input dtype). float32 follows
-// PyTorch's cuDNN TF32 switch (torch.backends.cudnn.allow_tf32): on, the GEMM and Winograd's fused
-// F(2x2) run TF32 tensor cores; off, and for every other kernel, IEEE FP32. Winograd's bfloat16
-// calls run its TF32 tiles whatever the switch (csrc/cuda/winograd/winograd.cu: TensorCoreUse).
+// GEMM's tensor-core kernels (CUDA) and on Winograd's TF32 tensor-core tiles (they read and write
+// the 16-bit tensors, computing in TF32 -- float16 with its operands split, 3xTF32 -- and FP32), and
+// every other kernel computes them in float32 (inputs widened, FP32 accumulation, the output
+// rounded back to the input dtype). float32 follows PyTorch's cuDNN TF32 switch
+// (torch.backends.cudnn.allow_tf32): on, the GEMM and Winograd's fused F(2x2) run TF32 tensor
+// cores; off, and for every other kernel, IEEE FP32. Winograd's 16-bit calls run its tiles whatever
+// the switch (csrc/cuda/winograd/winograd.cu: conv2d_winograd_16bit_cuda).
 //
 // Memory format: the outputs (and gradients) come back in the format PyTorch's convolution returns
 // for the same input and weight: channels_last when either of them is.

@@ -282,9 +282,10 @@ def test_cuda_f4x4_is_another_algorithm():
 # point GEMMs on tensor cores (forward and grad_input: U and V rounded to TF32; grad_weight: dM and V
 # rounded to TF32; transforms, sums and the bias in FP32). Layers with at most 4 channels or 4 filters per group
 # keep the shallow / narrow kernels, and the staged and F(4x4) variants and forced tile configs stay
-# IEEE FP32 (F(4x4)'s error in TF32 would be several times cuDNN's). bfloat16 and float16 calls come
-# widened to float32: bfloat16 ones run these tiles too, whatever the switch says, and float16 ones keep
-# IEEE FP32 (test_bfloat16_runs_the_tensor_core_tiles below).
+# IEEE FP32 (F(4x4)'s error in TF32 would be several times cuDNN's). bfloat16 and float16 calls run
+# these tiles too, whatever the switch says, on their own 16-bit tensors: bfloat16 with one TF32
+# product per point product, float16 with its operands split into two TF32 parts and three products
+# (3xTF32, on the mma.sync tiles); test_16bit_calls_run_the_tensor_core_tiles below.
 # The tensor-core tiles, forced by set_config: mma.sync's 32- and 64-filter blocks; on Hopper the
 # wgmma block, the cluster of two blocks splitting its points, and the cluster with V staged
 # (transformed once into a workspace by a kernel of its own instead of by every filter block) and
@@ -358,16 +359,18 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("shape", [
-    (2, 40, 72, 13, 11, 1, 1, True),  # 72 filters: the 64-filter tiles (wgmma on Hopper)
+    (2, 40, 72, 13, 11, 1, 1, True),  # 72 filters: the 64-filter tiles (wgmma on Hopper for bfloat16)
     (1, 24, 20, 9, 10, 0, 2, False),  # groups of 12 channels and 10 filters: the 32-filter tile
 ], ids=shape_id)
-def test_bfloat16_runs_the_tensor_core_tiles(shape, dtype, layout, allow_tf32):
-    """bfloat16 calls run the TF32 tensor-core tiles for the forward and both
-    gradients whatever PyTorch's TF32 switch says: bfloat16 values are exact in TF32, and rounding the
+def test_16bit_calls_run_the_tensor_core_tiles(shape, dtype, layout, allow_tf32):
+    """bfloat16 and float16 calls run the TF32 tensor-core tiles for the forward and both gradients
+    whatever PyTorch's TF32 switch says. bfloat16 values are exact in TF32, and rounding the
     transformed operands to TF32's 10 bits keeps the error under a bfloat16 convolution's. float16
-    calls keep IEEE FP32: V rounded to their own 10 bits would be about 2.5x cuDNN's float16 error
-    (docs/winograd.md). Each pass within 2x of cuDNN's error at the call's dtype (no floor), in the
-    call's dtype and memory format; channels_last read and written as it is."""
+    values keep TF32's 10 bits already, and V rounded to them would be about 2.5x cuDNN's float16
+    error (docs/winograd.md), so float16 calls split each operand into two TF32 parts and run three
+    products per point product on the mma.sync tiles ('3xtf32', '3xtf32-tall'; the wgmma tiles run
+    one product). Each pass within 2x of cuDNN's error at the call's dtype (no floor), in the call's
+    dtype and memory format; channels_last read and written as it is."""
     n, c, k, h, w, padding, groups, bias = shape
     torch.backends.cudnn.allow_tf32 = allow_tf32  # conftest restores it
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
@@ -382,10 +385,8 @@ def test_bfloat16_runs_the_tensor_core_tiles(shape, dtype, layout, allow_tf32):
     plans = torchconv.last_choice().split()
     assert [p.split(":")[0] for p in plans] == ["forward", "grad_input", "grad_weight"], plans
     for plan in plans:
-        if dtype == torch.bfloat16:
-            assert ":tf32" in plan and plan.endswith("/a=nhwc") == (layout == "nhwc"), plan
-        else:
-            assert "tf32" not in plan, plan
+        assert (":tf32" if dtype == torch.bfloat16 else ":3xtf32") in plan, plan
+        assert plan.endswith("/a=nhwc") == (layout == "nhwc"), plan
     assert y.dtype == gx.dtype == gw.dtype == dtype
     assert y.is_contiguous(memory_format=fmt) and gx.is_contiguous(memory_format=fmt)
 
@@ -400,17 +401,17 @@ def test_bfloat16_runs_the_tensor_core_tiles(shape, dtype, layout, allow_tf32):
         assert err <= 2 * pt_err, f"{name}: error {err:.2e}, cuDNN's {pt_err:.2e}"
 
 
-def bf16_and_float32_passes(shape, layout, tile=None):
-    """Forward, grad_input and grad_weight of one bfloat16 layer (fresh random values), and of the
-    same values in float32 under TF32 -- with `tile` forced, if given -- plus last_choice of the
-    bfloat16 passes and a CPU profile of them (input shapes recorded)."""
+def half_and_float32_passes(shape, layout, tile=None, dtype=torch.bfloat16):
+    """Forward, grad_input and grad_weight of one layer in `dtype` (bfloat16 or float16; fresh random
+    values), and of the same values in float32 -- under TF32 for bfloat16 (the same tiles), in IEEE
+    FP32 for float16 (what its split operands approach) -- with `tile` forced, if given; plus
+    last_choice of the 16-bit passes and a CPU profile of them (input shapes recorded)."""
     n, c, k, h, w, padding, groups, bias = shape
-    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
-    x = torch.randn(n, c, h, w, device="cuda").to(torch.bfloat16).contiguous(memory_format=fmt)
-    wt = torch.randn(k, c // groups, 3, 3, device="cuda").to(torch.bfloat16)
-    b = torch.randn(k, device="cuda").to(torch.bfloat16) if bias else None
-    gy = torch.randn(n, k, h + 2 * padding - 2, w + 2 * padding - 2, device="cuda").to(torch.bfloat16)
+    x = torch.randn(n, c, h, w, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    wt = torch.randn(k, c // groups, 3, 3, device="cuda").to(dtype)
+    b = torch.randn(k, device="cuda").to(dtype) if bias else None
+    gy = torch.randn(n, k, h + 2 * padding - 2, w + 2 * padding - 2, device="cuda").to(dtype)
     gy = gy.contiguous(memory_format=fmt)
     kw = dict(stride=1, padding=padding, dilation=1, groups=groups, algorithm="winograd")
 
@@ -427,9 +428,25 @@ def bf16_and_float32_passes(shape, layout, tile=None):
     with contextlib.ExitStack() as stack:
         if tile is not None:
             stack.enter_context(using_config("winograd", tile))
-        ours, plans, prof = passes(torch.bfloat16, True)
+        torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+        ours, plans, prof = passes(dtype, True)
+        torch.backends.cudnn.allow_tf32 = dtype == torch.bfloat16
         widened, _, _ = passes(torch.float32, False)
     return ours, widened, plans, prof, (x, gy)
+
+
+def assert_rounded_ieee(got, ref, name):
+    """A float16 result of split TF32 operands against the IEEE FP32 result `ref` of the same values:
+    the two float32 values differ by about 2^-21 of the terms summed, so their roundings to float16
+    agree but for rare elements near a rounding boundary, and the error is the rounding's (within 5%
+    of the rounded IEEE result's, against a float64 reference of the same values). One TF32 product
+    per point product would miss on most elements, at about twice the rounding's error."""
+    assert got.dtype == torch.float16, name
+    rounded = ref.to(torch.float16)
+    differ = (got != rounded).float().mean().item()
+    assert differ <= 0.05, f"{name}: {differ:.3f} of the elements round differently"
+    err, ieee_err = rel_err(got, ref), rel_err(rounded, ref)
+    assert err <= 1.05 * ieee_err, f"{name}: error {err:.3e} against the float32 result, its rounding's {ieee_err:.3e}"
 
 
 @needs_cuda
@@ -446,13 +463,19 @@ def test_bfloat16_tiles_read_and_write_bfloat16(shape, tile, layout):
     partial tiles, groups, both memory formats."""
     if tile.startswith("tf32-wgmma") and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
-    ours, widened, plans, prof, (x, gy) = bf16_and_float32_passes(shape, layout, tile)
+    ours, widened, plans, prof, (x, gy) = half_and_float32_passes(shape, layout, tile)
     nhwc = "/a=nhwc" if layout == "nhwc" else ""
     weight_tile = "tf32-tall" if tile.startswith("tf32-wgmma") else tile
     assert plans[0] == f"forward:fused:{tile}/splits=1{nhwc}" and plans[1] == f"grad_input:fused:{tile}/splits=1{nhwc}"
     assert re.fullmatch(rf"grad_weight:fused:{weight_tile}/splits=\d+{nhwc}", plans[2]), plans
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, widened):
         assert got.dtype == torch.bfloat16 and torch.equal(got, ref.to(torch.bfloat16)), name
+    assert_read_and_written_as_they_are(ours, prof, x, gy, layout)
+
+
+def assert_read_and_written_as_they_are(ours, prof, x, gy, layout):
+    """The outputs come in the call's memory format, and the profile holds no cast or copy of a tensor
+    of the input's or grad_output's shape."""
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
     assert ours[0].is_contiguous(memory_format=fmt) and ours[1].is_contiguous(memory_format=fmt)
     activations = {tuple(x.shape), tuple(gy.shape)}
@@ -464,19 +487,52 @@ def test_bfloat16_tiles_read_and_write_bfloat16(shape, tile, layout):
 
 @needs_cuda
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("tile", ["tf32", "tf32-tall", "tf32-wgmma"])
+@pytest.mark.parametrize("shape", TF32_SHAPES[:3] + [
+    (2, 45, 70, 19, 17, 1, 1, True),  # 3 chunks of 16 channels, the last partial; 2 filter blocks
+    (1, 64, 96, 29, 31, 1, 1, False),  # several tile and filter blocks; grad_weight in slices
+], ids=shape_id)
+def test_float16_tiles_split_their_operands(shape, tile, layout):
+    """float16 calls of the tensor-core tiles split U, V (and grad_weight's dM) into two TF32 parts
+    and run three products per point product on mma.sync: '3xtf32' (32 filters per block) and
+    '3xtf32-tall' (64), which a forced wgmma tile becomes (the wgmma tiles run one product). They read
+    the input and grad_output and write the output and grad_input in float16 themselves (no copy of
+    those shapes in the profile). Each pass is the IEEE FP32 result rounded to float16, but for rare
+    elements one float16 unit off (assert_rounded_ieee) -- odd sizes, partial tiles, groups, both
+    memory formats."""
+    if tile.startswith("tf32-wgmma") and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    ours, ieee, plans, prof, (x, gy) = half_and_float32_passes(shape, layout, tile, torch.float16)
+    nhwc = "/a=nhwc" if layout == "nhwc" else ""
+    split = "3xtf32" if tile == "tf32" else "3xtf32-tall"
+    assert plans[0] == f"forward:fused:{split}/splits=1{nhwc}" and plans[1] == f"grad_input:fused:{split}/splits=1{nhwc}"
+    assert re.fullmatch(rf"grad_weight:fused:{split}/splits=\d+{nhwc}", plans[2]), plans
+    for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, ieee):
+        assert_rounded_ieee(got, ref, name)
+    assert_read_and_written_as_they_are(ours, prof, x, gy, layout)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.parametrize("shape, native", [
     ((2, 6, 40, 11, 9, 1, 1, True), [True, True, False]),  # 6 channels: grad_weight's narrow IEEE tile
     ((2, 3, 24, 12, 10, 1, 1, True), [False, False, False]),  # RGB stem: shallow, narrow grad_input
     ((1, 40, 3, 9, 13, 1, 1, False), [False, False, False]),  # 3 filters: narrow, shallow grad_input
 ], ids=lambda v: shape_id(v) if isinstance(v, tuple) and len(v) == 8 else None)
-def test_bfloat16_passes_the_tiles_do_not_take_are_widened(shape, native, layout):
-    """A bfloat16 pass that no tensor-core tile takes (the shallow and narrow IEEE kernels' layers)
-    runs widened to float32, pass by pass: the other passes of the same call still run the tiles on
-    bfloat16. Either way each pass gives the bits of the float32 call under TF32, rounded."""
-    ours, widened, plans, _, _ = bf16_and_float32_passes(shape, layout)
-    assert [":tf32" in p for p in plans] == native, plans
+def test_16bit_passes_the_tiles_do_not_take_are_widened(shape, native, layout, dtype):
+    """A bfloat16 or float16 pass that no tensor-core tile takes (the shallow and narrow IEEE
+    kernels' layers) runs widened to float32, in IEEE FP32, pass by pass: the other passes of the
+    same call still run the tiles on the 16-bit tensors. Either way each bfloat16 pass gives the bits
+    of the float32 call under TF32, rounded, and each float16 pass the IEEE FP32 result rounded
+    (assert_rounded_ieee)."""
+    ours, widened, plans, _, _ = half_and_float32_passes(shape, layout, dtype=dtype)
+    assert [(":tf32" if dtype == torch.bfloat16 else ":3xtf32") in p for p in plans] == native, plans
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, widened):
-        assert got.dtype == torch.bfloat16 and torch.equal(got, ref.to(torch.bfloat16)), name
+        if dtype == torch.bfloat16:
+            assert got.dtype == torch.bfloat16 and torch.equal(got, ref.to(torch.bfloat16)), name
+        else:
+            assert_rounded_ieee(got, ref, name)
 
 
 @needs_cuda
@@ -607,8 +663,9 @@ def test_tf32_reads_nchw_inputs_at_any_alignment(shape, tile):
 
 @needs_cuda
 def test_tf32_follows_the_switch_and_the_call_dtype():
-    """The same layer: TF32 error with the switch on, IEEE FP32 error with it off; float16 inputs
-    (computed in float32) and an explicit staged or F(4x4) variant stay IEEE with the switch on."""
+    """The same layer: TF32 error with the switch on, IEEE FP32 error with it off; an explicit staged
+    or F(4x4) variant stays IEEE with the switch on; float16 inputs run 3xTF32 with the switch on or
+    off, within 2x of cuDNN's float16 error."""
     x = torch.randn(2, 64, 20, 20, device="cuda")
     w = torch.randn(64, 64, 3, 3, device="cuda") / 24
     ref = F.conv2d(x.double(), w.double(), None, 1, 1)
@@ -621,13 +678,15 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
             assert rel_err(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), ref) < 1e-5
             assert "tf32" not in torchconv.last_choice()
     xh, wh = x.half(), w.half()
-    yh = torchconv.conv2d(xh, wh, None, 1, 1, algorithm="winograd")
-    assert "tf32" not in torchconv.last_choice()
     ref_h = F.conv2d(xh.double(), wh.double(), None, 1, 1)
+    yh = torchconv.conv2d(xh, wh, None, 1, 1, algorithm="winograd")
+    assert torchconv.last_choice().startswith("forward:fused:3xtf32-tall")
     assert rel_err(yh, ref_h) <= 2 * rel_err(F.conv2d(xh, wh, None, 1, 1), ref_h)
     torch.backends.cudnn.allow_tf32 = False
     assert rel_err(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), ref) < 1e-5
     assert "tf32" not in torchconv.last_choice()
+    assert torch.equal(torchconv.conv2d(xh, wh, None, 1, 1, algorithm="winograd"), yh)
+    assert torchconv.last_choice().startswith("forward:fused:3xtf32-tall")
 
 
 @needs_cuda

@@ -80,8 +80,8 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
        ResNeXt-like groups), which its depthwise specialist runs;
     0b. gemm on CUDA for every other layer at a tensor-core precision (float16, bfloat16, and float32
        when torch.backends.cudnn.allow_tf32 is on): the GEMM is the algorithm with tensor-core
-       kernels for all of them (Winograd runs bfloat16 and TF32 on tensor cores, in float32 words,
-       and float16 on CUDA cores; direct and CSG compute them on CUDA cores in float32);
+       kernels for all of them (Winograd runs them on tensor cores in float32 words, float16 with
+       three products where they take one; direct and CSG compute them on CUDA cores in float32);
     1. csg on CUDA for filters larger than 1x1 on a small layer (at most 0.5 GFLOP: batch-1
        inference) with at least 256 channels per group (128 when strided), unless deterministic
        algorithms are required;

@@ -52,6 +52,15 @@ __device__ __forceinline__ uint32_t tf32_bits_for_mma(float v) {
   return fabsf(v) < __int_as_float(0x7f800000) ? bits + 0x1000u : bits;
 }
 
+// A float32 operand as two TF32 operands: hi = v rounded to TF32, lo = v - hi (exact in float32) as
+// the MMA will round it. The three products hi hi + hi lo + lo hi ("3xTF32") then keep about 21 bits
+// of each operand where one TF32 product keeps 10; the lo lo product they leave out is 2^-22 of the
+// result.
+__device__ __forceinline__ void split_tf32(uint32_t bits, uint32_t& hi, uint32_t& lo) {
+  hi = to_tf32(bits);
+  lo = tf32_bits_for_mma(__uint_as_float(bits) - __uint_as_float(hi));
+}
+
 // A float32 filter re-laid for the TF32 kernels is stored rounded once (relayout_filter's value).
 struct Tf32Rounding {
   __device__ float operator()(float v) const { return round_to_tf32(v); }

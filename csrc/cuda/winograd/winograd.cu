@@ -174,20 +174,18 @@ int64_t fused_blocks(int64_t k_tiles, int64_t p_tiles, int64_t groups) {
   return ceil_div(k_tiles, Shape::filter_blocks) * ceil_div(p_tiles, Shape::tile_blocks) * groups * Shape::blocks;
 }
 
-// x and y's elements as the kernels name them (at::BFloat16 is __nv_bfloat16's bits).
+// x and y's elements as the kernels name them (at::BFloat16 and at::Half are __nv_bfloat16's and
+// __half's bits).
+template <typename TIo>
+using AtIo = std::conditional_t<std::is_same_v<TIo, __nv_bfloat16>, at::BFloat16,
+                                std::conditional_t<std::is_same_v<TIo, __half>, at::Half, TIo>>;
 template <typename TIo>
 const TIo* io_data(const at::Tensor& t) {
-  if constexpr (std::is_same_v<TIo, __nv_bfloat16>)
-    return reinterpret_cast<const TIo*>(t.const_data_ptr<at::BFloat16>());
-  else
-    return t.const_data_ptr<TIo>();
+  return reinterpret_cast<const TIo*>(t.const_data_ptr<AtIo<TIo>>());
 }
 template <typename TIo>
 TIo* io_data(at::Tensor& t) {
-  if constexpr (std::is_same_v<TIo, __nv_bfloat16>)
-    return reinterpret_cast<TIo*>(t.mutable_data_ptr<at::BFloat16>());
-  else
-    return t.mutable_data_ptr<TIo>();
+  return reinterpret_cast<TIo*>(t.mutable_data_ptr<AtIo<TIo>>());
 }
 
 // The arguments of a fused forward launch over all of cv's tile blocks; x, bias and y of TIo.
@@ -242,13 +240,15 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
 }
 
 // U for the tensor-core kernel of tile Cfg: its own layout (mma.sync fragments or wgmma core
-// matrices), rounded to TF32.
-template <typename Cfg>
+// matrices), rounded to TF32 for kernels of one TF32 product, unrounded for the split ones
+// (kTf32Products).
+template <typename Cfg, int kProducts>
 at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
   return cached_filters<float>(weight, f, kWinogradPoints,
                                std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
-                                   std::to_string(Cfg::kM) + "x" + std::to_string(Cfg::kK),
-                               winograd_filter_transform_tc_kernel<Cfg>);
+                                   (kProducts == 1 ? "" : "split/") + std::to_string(Cfg::kM) + "x" +
+                                   std::to_string(Cfg::kK),
+                               winograd_filter_transform_tc_kernel<Cfg, kProducts>);
 }
 
 // A staged-V wgmma tile's launches: winograd_tc_input_transform_kernel writes V of a slice of tile
@@ -279,7 +279,8 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
 }
 
 // Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh); x and y
-// channels_last where `nhwc`, x, bias and y of TIo (float or bfloat16), the weight float32.
+// channels_last where `nhwc`, x, bias and y of TIo (float, bfloat16 or float16: mma.sync tiles only),
+// the weight float32.
 template <typename Cfg, typename TIo>
 void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const WinogradConv& cv,
                   at::Tensor& y, bool nhwc) {
@@ -297,7 +298,7 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const TIo* bias
   // Every wgmma tile reads the single wgmma block's cache (the cluster tiles half of each chunk per
   // block).
   using UTile = std::conditional_t<Cfg::kWgmma, WinogradWgmmaTile, Cfg>;
-  const at::Tensor u = tc_transformed_filters<UTile>(weight, f);
+  const at::Tensor u = tc_transformed_filters<UTile, kTf32Products<TIo>>(weight, f);
   if constexpr (Cfg::kVStaged)
     run_tc_vstaged<Cfg>(kernel, x, u, f, bias, cv, y, nhwc);
   else
@@ -320,6 +321,22 @@ constexpr const char* kTcTileChoices[] = {"fused:tf32",
                                           "fused:tf32-wgmma-cluster-vbulk",
                                           "fused:tf32-wgmma-cluster-uvmulticast"};
 bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterUVMulticast; }
+
+// A tile's name in last_choice for kernels of kProducts TF32 products per point product: float16's
+// split operands (3xTF32) run the mma.sync tiles, named 3xtf32 and 3xtf32-tall.
+template <int kProducts>
+const char* tc_tile_choice(int tile) {
+  if constexpr (kProducts == 3) return tile == kTcTileTall ? "fused:3xtf32-tall" : "fused:3xtf32";
+  return kTcTileChoices[tile];
+}
+
+// The tile that calls of TIo run where the TF32 rule (tc_forward_tile) names `tile`: the wgmma tiles
+// run one TF32 product, so split calls (float16) take mma.sync's 64-filter block instead, as
+// grad_weight does under a forced wgmma tile.
+template <typename TIo>
+int tile_for(int tile) {
+  return kTf32Products<TIo> > 1 && wgmma_tile(tile) ? kTcTileTall : tile;
+}
 // The wgmma configs name the wgmma tiles in the same order (forced_tc_tile).
 static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster - kTcTileWgmma &&
                   kConfigTf32WgmmaClusterVBulk - kConfigTf32Wgmma == kTcTileWgmmaClusterVBulk - kTcTileWgmma &&
@@ -546,22 +563,26 @@ bool runs_shallow(const WinogradConv& cv) {
   return cv.Cg() >= 1 && cv.Cg() <= kShallowMaxReduction;
 }
 
-// A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee): x, bias and y of TIo,
-// the weight float32.
+// A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee; for split calls an
+// mma.sync tile, tile_for): x, bias and y of TIo, the weight float32.
 template <typename TIo>
 void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const LaunchMap& map,
                       at::Tensor& y, int tile, bool nhwc) {
   const WinogradConv cv = winograd_launch(map);
   if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
   const char* pass = cv.transposed ? "grad_input" : "forward";
-  record_last_choice(pass, kTcTileChoices[tile], 1);
+  record_last_choice(pass, tc_tile_choice<kTf32Products<TIo>>(tile), 1);
   if (nhwc) record_last_operand(pass, "nhwc");
-  if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
-  if (tile == kTcTileWgmmaCluster) return run_tc_fused<WinogradWgmmaClusterTile>(x, weight, bias, cv, y, nhwc);
-  if (tile == kTcTileWgmmaClusterVBulk)
-    return run_tc_fused<WinogradWgmmaClusterVBulkTile>(x, weight, bias, cv, y, nhwc);
-  if (tile == kTcTileWgmmaClusterUVMulticast)
-    return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
+  if constexpr (kTf32Products<TIo> == 1) {
+    if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
+    if (tile == kTcTileWgmmaCluster) return run_tc_fused<WinogradWgmmaClusterTile>(x, weight, bias, cv, y, nhwc);
+    if (tile == kTcTileWgmmaClusterVBulk)
+      return run_tc_fused<WinogradWgmmaClusterVBulkTile>(x, weight, bias, cv, y, nhwc);
+    if (tile == kTcTileWgmmaClusterUVMulticast)
+      return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
+  } else {
+    TORCH_INTERNAL_ASSERT(!wgmma_tile(tile), "winograd: split TF32 operands run the mma.sync tiles only");
+  }
   if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
   return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
 }
@@ -736,8 +757,8 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
 }
 
 // grad_weight with its point GEMMs on tensor cores in TF32 (winograd_tc_weight_grad_kernel): the fused
-// variant's decomposition and slices. grad_output and input of TIo (float or bfloat16); the result
-// is float32.
+// variant's decomposition and slices. grad_output and input of TIo (float, bfloat16 or float16); the
+// result is float32.
 template <typename Cfg, typename TIo>
 at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                    const char* config, bool nhwc, int64_t* workspace) {
@@ -779,10 +800,11 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
 template <typename TIo>
 at::Tensor run_tc_grad_weight(int tile, const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                               bool nhwc, int64_t* workspace) {
+  const char* config = tc_tile_choice<kTf32Products<TIo>>(tile);
   if (tile == kTcTileTall)
-    return winograd_tc_grad_weight<WinogradTcWeightGradTileTall, TIo>(p, grad_output, input, "fused:tf32-tall", nhwc,
+    return winograd_tc_grad_weight<WinogradTcWeightGradTileTall, TIo>(p, grad_output, input, config, nhwc,
                                                                       workspace);
-  return winograd_tc_grad_weight<WinogradTcTile, TIo>(p, grad_output, input, "fused:tf32", nhwc, workspace);
+  return winograd_tc_grad_weight<WinogradTcTile, TIo>(p, grad_output, input, config, nhwc, workspace);
 }
 
 // grad_weight on tensor cores (runs_tensor_cores): the tensor-core kernel's tile (kTcTile:
@@ -827,20 +849,14 @@ TcForwardPlan tc_forward_plan(bool tf32, const LaunchMap& map, const at::Tensor&
   return plan;
 }
 
-// Which calls of the float32 kernels below run the TF32 tensor-core tiles, by the caller's dtype
-// (float16 calls reach them widened to float32; bfloat16 calls as conv2d_winograd_bf16_cuda says):
-// - float32: while PyTorch's TF32 switch is on (kFollowSwitch);
-// - bfloat16: always (kAlways). Its values are exact in TF32, and a TF32 Winograd's error (the
-//   transformed operands rounded to TF32's 10 bits) stays below a bfloat16 direct convolution's
-//   (inputs with 7-bit mantissas, and the output rounded to them);
-// - float16: never (kNever). Its inputs have TF32's 10 bits already, and rounding V (sums of four
-//   of them) to 10 bits would put the error at about 2.5x cuDNN's float16 error (docs/winograd.md's
-//   single-pass row), over the 2x bar, so they keep IEEE FP32.
-enum class TensorCoreUse { kFollowSwitch, kAlways, kNever };
+// Which calls of the float32 kernels below run the TF32 tensor-core tiles: float32 calls while
+// PyTorch's TF32 switch is on (kFollowSwitch); the 16-bit calls' passes that no tile takes, which
+// reach them widened, never (kNever: conv2d_winograd_16bit_cuda runs the tiles on 16-bit tensors
+// itself).
+enum class TensorCoreUse { kFollowSwitch, kNever };
 template <TensorCoreUse kUse>
 bool runs_tensor_cores(const at::Tensor& input) {
-  if (input.scalar_type() != at::kFloat || kUse == TensorCoreUse::kNever) return false;
-  return kUse == TensorCoreUse::kAlways || tf32_enabled();
+  return input.scalar_type() == at::kFloat && kUse == TensorCoreUse::kFollowSwitch && tf32_enabled();
 }
 
 template <TensorCoreUse kUse>
@@ -905,32 +921,37 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
                          dilation, groups, output_mask, grad_input, grad_weight);
 }
 
-// bfloat16 calls. The tensor-core tiles (which every bfloat16 call of a tile runs: kAlways) read and
-// write bfloat16 themselves, so neither the input, grad_output nor the outputs are copied to float32;
-// the weight and bias are (widened_parameter: small, and kept for frozen weights). What the tiles do
-// not take -- the layers of the shallow and narrow kernels, the staged and F(4x4) variants, a forced
-// IEEE config -- runs widened to float32, as float16 calls do.
-using Bf16 = __nv_bfloat16;
-at::Tensor conv2d_winograd_bf16_cuda(const at::Tensor& input, const at::Tensor& weight,
-                                     const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                                     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+// bfloat16 and float16 calls (TIo). Every pass that a tensor-core tile takes runs it on the 16-bit
+// tensors: the tiles read and write them themselves, so neither the input, grad_output nor the
+// outputs are copied to float32; the weight and bias are (widened_parameter: small, and kept for
+// frozen weights). bfloat16 runs one TF32 product per point product (its values are exact in TF32,
+// and TF32's 10 bits keep the error under a bfloat16 convolution's, whose inputs and output keep
+// 7); float16 three, on the mma.sync tiles (kTf32Products, tile_for). Either way whatever PyTorch's
+// TF32 switch says: the switch governs float32. What the tiles do not take -- the layers of the
+// shallow and narrow kernels, the staged and F(4x4) variants, a forced IEEE config -- runs widened
+// to float32, in IEEE FP32, pass by pass.
+template <typename TIo>
+at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor& weight,
+                                      const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   const ConvShape p = check_conv2d_forward(kWinogradOp, input, weight, bias, stride, padding, dilation, groups);
   const c10::cuda::CUDAGuard guard(input.device());
   check_can_implement(kWinogradOp, kWinograd, make_problem(p, input));
   const LaunchMap map = forward_map(p);
   const TcForwardPlan plan = tc_forward_plan(true, map, input, weight);
   if (plan.tile == kTcIeee)
-    return forward_in_fp32(kWinogradOp, &conv2d_winograd_cuda<TensorCoreUse::kAlways>, input, weight, bias, stride,
+    return forward_in_fp32(kWinogradOp, &conv2d_winograd_cuda<TensorCoreUse::kNever>, input, weight, bias, stride,
                            padding, dilation, groups);
   const at::Tensor x = input.contiguous(plan.format);
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   at::Tensor y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
-  winograd_tc_conv<Bf16>(x, widened_parameter(weight), b.defined() ? io_data<Bf16>(b) : nullptr, map, y, plan.tile,
-                         plan.nhwc());
+  winograd_tc_conv<TIo>(x, widened_parameter(weight), b.defined() ? io_data<TIo>(b) : nullptr, map, y,
+                        tile_for<TIo>(plan.tile), plan.nhwc());
   return y;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_bf16_cuda(
+template <typename TIo>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
   const ConvShape p = check_conv2d_backward(kWinogradBackwardOp, grad_output, input, weight, stride, padding,
@@ -948,21 +969,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_bf16_cud
   if (tc_input) {
     record_workspace_bytes(0);
     gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(input_plan.format));
-    winograd_tc_conv<Bf16>(grad_output.contiguous(input_plan.format), widened_parameter(weight), nullptr, input_map,
-                           gx, input_plan.tile, input_plan.nhwc());
+    winograd_tc_conv<TIo>(grad_output.contiguous(input_plan.format), widened_parameter(weight), nullptr, input_map,
+                          gx, tile_for<TIo>(input_plan.tile), input_plan.nhwc());
     workspace = last_workspace_bytes();
   }
   if (tc_weight) {
     int64_t bytes = 0;
     const bool nhwc = format == at::MemoryFormat::ChannelsLast;
-    gw = as_output(run_tc_grad_weight<Bf16>(weight_tile, p, grad_output, input, nhwc, &bytes), at::kBFloat16, format);
+    gw = as_output(run_tc_grad_weight<TIo>(weight_tile, p, grad_output, input, nhwc, &bytes), input.scalar_type(),
+                   format);
     workspace = std::max(workspace, bytes);
   }
   if (output_mask[2]) gb = conv_bias_grad(grad_output);
   const bool widened_input = output_mask[0] && !tc_input, widened_weight = output_mask[1] && !tc_weight;
   if (widened_input || widened_weight) {
     auto [fx, fw, unused] =
-        backward_in_fp32(kWinogradBackwardOp, &conv2d_winograd_backward_cuda<TensorCoreUse::kAlways>, grad_output,
+        backward_in_fp32(kWinogradBackwardOp, &conv2d_winograd_backward_cuda<TensorCoreUse::kNever>, grad_output,
                          input, weight, stride, padding, dilation, groups, {widened_input, widened_weight, false});
     if (widened_input) gx = fx;
     if (widened_weight) gw = fw;
@@ -996,31 +1018,31 @@ namespace {
 
 using cuda::TensorCoreUse;
 
-// The caller's dtype decides the kernels: bfloat16 calls their own entries (the tensor-core tiles on
-// bfloat16 itself, the rest widened); float32 calls follow PyTorch's TF32 switch; float16 calls run
-// IEEE FP32, widened (cuda::TensorCoreUse).
+// The caller's dtype decides the kernels: bfloat16 and float16 calls their own entries (the
+// tensor-core tiles on the 16-bit tensors themselves, the rest widened); float32 calls follow
+// PyTorch's TF32 switch (cuda::TensorCoreUse).
 at::Tensor conv2d_winograd_forward(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   if (input.scalar_type() == at::kBFloat16)
-    return cuda::conv2d_winograd_bf16_cuda(input, weight, bias, stride, padding, dilation, groups);
-  const ForwardKernel kernel = input.scalar_type() == at::kHalf
-                                   ? &cuda::conv2d_winograd_cuda<TensorCoreUse::kNever>
-                                   : &cuda::conv2d_winograd_cuda<TensorCoreUse::kFollowSwitch>;
-  return forward_in_fp32(kWinogradOp, kernel, input, weight, bias, stride, padding, dilation, groups);
+    return cuda::conv2d_winograd_16bit_cuda<__nv_bfloat16>(input, weight, bias, stride, padding, dilation, groups);
+  if (input.scalar_type() == at::kHalf)
+    return cuda::conv2d_winograd_16bit_cuda<__half>(input, weight, bias, stride, padding, dilation, groups);
+  return forward_in_fp32(kWinogradOp, &cuda::conv2d_winograd_cuda<TensorCoreUse::kFollowSwitch>, input, weight, bias,
+                         stride, padding, dilation, groups);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
   if (input.scalar_type() == at::kBFloat16)
-    return cuda::conv2d_winograd_backward_bf16_cuda(grad_output, input, weight, stride, padding, dilation, groups,
-                                                    output_mask);
-  const BackwardKernel kernel = input.scalar_type() == at::kHalf
-                                    ? &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kNever>
-                                    : &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kFollowSwitch>;
-  return backward_in_fp32(kWinogradBackwardOp, kernel, grad_output, input, weight, stride, padding, dilation, groups,
-                          output_mask);
+    return cuda::conv2d_winograd_backward_16bit_cuda<__nv_bfloat16>(grad_output, input, weight, stride, padding,
+                                                                    dilation, groups, output_mask);
+  if (input.scalar_type() == at::kHalf)
+    return cuda::conv2d_winograd_backward_16bit_cuda<__half>(grad_output, input, weight, stride, padding, dilation,
+                                                             groups, output_mask);
+  return backward_in_fp32(kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kFollowSwitch>,
+                          grad_output, input, weight, stride, padding, dilation, groups, output_mask);
 }
 
 }  // namespace

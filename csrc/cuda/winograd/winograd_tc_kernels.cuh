@@ -1,8 +1,10 @@
 // Winograd F(2x2, 3x3) with its 16 point GEMMs on tensor cores in TF32 (mma.sync m16n8k8, FP32
-// accumulators): float32 convolutions while PyTorch's cuDNN TF32 switch is on, and bfloat16 ones --
-// the forward (and grad_input, the same kernel on the rotated filters) and grad_weight (at the end of
-// the file). The kernels read and write their tensors' own type (TIo: float, or bfloat16, whose
-// values TF32 holds exactly), converting in registers as they load and store.
+// accumulators): float32 convolutions while PyTorch's cuDNN TF32 switch is on, and bfloat16 and
+// float16 ones -- the forward (and grad_input, the same kernel on the rotated filters) and
+// grad_weight (at the end of the file). The kernels read and write their tensors' own type (TIo:
+// float, bfloat16 or float16, whose values TF32 holds exactly), converting in registers as they load
+// and store. float16 calls split each operand into two TF32 parts and run three products per point
+// product (kTf32Products).
 //
 // Fused like the CUDA-core fused kernel (winograd_kernels.cuh): a block computes all 16 points of a
 // kM filters x 32 tiles output block (kM = 32 or 64, WinogradTcConfig), so that its epilogue can run
@@ -27,11 +29,30 @@
 // several times over, so it has no TF32 kernel.
 #pragma once
 
+#include <type_traits>
+
 #include "../common/mma.cuh"
 #include "winograd_kernels.cuh"
 
 namespace torchconv {
 namespace cuda {
+
+// TF32 MMA products per point product for tensors of type TIo. One for float32 and bfloat16: one
+// rounding of U and V to TF32 keeps the error within 2x of a direct convolution's at their precision.
+// Three for float16 (split_tf32: U and V as hi + lo, the hi hi, hi lo and lo hi products): float16
+// inputs keep TF32's 10 bits already, and V's entries, sums of four of them, rounded to 10 bits
+// would put the error at about 2.5x cuDNN's float16 error; split, the point products are float32's
+// and the error is the output's rounding to float16, as cuDNN's is. Operands a kernel splits are
+// stored unrounded in shared memory and split in registers as the MMAs read them.
+template <typename TIo>
+inline constexpr int kTf32Products = std::is_same_v<TIo, __half> ? 3 : 1;
+
+// An operand value as a kernel running `kProducts` TF32 products stores it for its MMAs: rounded for
+// the MMA (one product), or as it is (split at the MMA).
+template <int kProducts>
+__device__ __forceinline__ float tf32_operand(float v) {
+  return kProducts == 1 ? __uint_as_float(tf32_bits_for_mma(v)) : v;
+}
 
 // Tile configs: kM filters x 32 tiles (grad_weight: channels) x 16 points per block, kK channels
 // (grad_weight: tiles) per chunk, kK / 8 m16n8k8 steps; each warp runs 16 / warps points over all
@@ -91,9 +112,9 @@ using WinogradTcWeightGradTileTall = WinogradTcConfig<64, 8, 512, 1>;
 
 // U for the forward kernels: [group][filter block of Cfg::kM][chunk of kK channels][point] and within
 // a point in the order the MMAs read it (Cfg::u_word: mma.sync fragments, or wgmma's core matrices),
-// so that a block's chunk is one contiguous run. Rounded to TF32, zero beyond the filters and
-// channels.
-template <typename Cfg>
+// so that a block's chunk is one contiguous run. Rounded to TF32 (kProducts == 1) or unrounded, for
+// the kernel to split; zero beyond the filters and channels.
+template <typename Cfg, int kProducts = 1>
 __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w, float* __restrict__ u,
                                                     const FilterLayout f) {
   const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
@@ -106,7 +127,8 @@ __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w,
     float* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kUChunkFloats +
                  Cfg::u_word(r % Cfg::kK, m % Cfg::kM);
 #pragma unroll
-    for (int e = 0; e < kWinogradPoints; ++e) dst[e * Cfg::kK * Cfg::kM] = round_to_tf32(uu[e]);
+    for (int e = 0; e < kWinogradPoints; ++e)
+      dst[e * Cfg::kK * Cfg::kM] = kProducts == 1 ? round_to_tf32(uu[e]) : uu[e];
   }
 }
 
@@ -128,8 +150,9 @@ __device__ __forceinline__ void zero_accumulators(TcAccumulators<Cfg>& acc) {
 // The MMAs of one chunk (kK / 8 k-steps): each warp runs its points over the block's kM x 32. B is
 // [point][k][kLdV] with n along the rows, or tile-major [point][n][kLdVt] (kTileMajorB, the NHWC
 // forward); A is the forward's U in fragment order (kFragmentOrderA) or grad_weight's dM as
-// [point][k][kLdA] with m along the rows. Both hold TF32 bit patterns.
-template <typename Cfg, bool kFragmentOrderA, bool kTileMajorB = false>
+// [point][k][kLdA] with m along the rows. Both hold TF32 bit patterns (kProducts == 1), or float32
+// values that each fragment splits into hi and lo for three products (kTf32Products).
+template <typename Cfg, bool kFragmentOrderA, bool kTileMajorB = false, int kProducts = 1>
 __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float* a_tile, const float* b_tile,
                                            int warp, int lane) {
   constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kI = Cfg::kMTiles;
@@ -166,10 +189,33 @@ __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float
           bf[j][1] = __float_as_uint(vb[4 * kLdV + j * 8]);
         }
       }
+      static_assert(kProducts == 1 || kProducts == 3, "one TF32 product, or 3xTF32");
+      if constexpr (kProducts == 3) {
+        // B's low parts for the whole step, A's one 16-filter row at a time (fewer live registers);
+        // the small products join each accumulator before the large one.
+        uint32_t bl[4][2];
 #pragma unroll
-      for (int i = 0; i < kI; ++i)
+        for (int j = 0; j < 4; ++j)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) WarpMma<float>::run(acc[pe][i][j], af[i], bf[j]);
+          for (int q = 0; q < 2; ++q) split_tf32(bf[j][q], bf[j][q], bl[j][q]);
+#pragma unroll
+        for (int i = 0; i < kI; ++i) {
+          uint32_t al[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) split_tf32(af[i][q], af[i][q], al[q]);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            WarpMma<float>::run(acc[pe][i][j], al, bf[j]);
+            WarpMma<float>::run(acc[pe][i][j], af[i], bl[j]);
+            WarpMma<float>::run(acc[pe][i][j], af[i], bf[j]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kI; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) WarpMma<float>::run(acc[pe][i][j], af[i], bf[j]);
+      }
     }
 }
 
@@ -376,11 +422,12 @@ struct TcUFetcher {
 
 // kNhwc: x and y are channels_last. The loaders' lanes then run along a chunk's channels (coalesced
 // NHWC reads), V is stored tile-major, and the epilogue's lanes run along filters (coalesced NHWC
-// stores). TIo: the type of x, bias and y.
+// stores). TIo: the type of x, bias and y; it sets the TF32 products per point product (U from the
+// cache of the same kTf32Products).
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_tc_fused_forward_kernel(const ForwardArgs<float, TIo> a) {
-  constexpr int kLdV = Cfg::kLdV, kLdVt = Cfg::kLdVt;
+  constexpr int kLdV = Cfg::kLdV, kLdVt = Cfg::kLdVt, kProducts = kTf32Products<TIo>;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
@@ -401,7 +448,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
     for (int e = 0; e < 16; ++e) {
       float* dst = kNhwc ? v_tile + (e * Cfg::kN + tl) * kLdVt + ch : v_tile + (e * Cfg::kK + ch) * kLdV + tl;
-      *dst = __uint_as_float(tf32_bits_for_mma(v[e]));
+      *dst = tf32_operand<kProducts>(v[e]);
     }
   };
   const TcUFetcher<Cfg> u_chunks(a, bc);
@@ -429,7 +476,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       cp_async_commit();
       if (loader) patch.load(chunk + 1, d);
     }
-    chunk_mmas<Cfg, true, kNhwc>(acc, stage_u(s), stage_v(s), warp, lane);
+    chunk_mmas<Cfg, true, kNhwc, kProducts>(acc, stage_u(s), stage_v(s), warp, lane);
     if (more && loader) store_v(d, stage_v(s ^ 1));
   }
   auto stage = [&](int pass, float* m) { stage_pass<Cfg, kNhwc>(acc, pass, m, warp, lane); };
@@ -454,13 +501,13 @@ __device__ __forceinline__ int pair_row(int i) { return (i & 7) | ((i >> 6) << 3
 __device__ __forceinline__ int pair_tile(int i) { return (i >> 3) & 7; }
 
 // kNhwc: x and grad_output are channels_last; a warp's 8 lanes of neighbouring rows then read 8
-// contiguous values. TIo: the type of x and grad_output.
+// contiguous values. TIo: the type of x and grad_output; it sets the TF32 products per point product.
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_tc_weight_grad_kernel(const WeightGradArgs<float, TIo> a) {
   static_assert(Cfg::kK == 8 && Cfg::kM * Cfg::kK == Cfg::kThreads && Cfg::kN * Cfg::kK <= Cfg::kThreads,
                 "a (filter, tile) per thread, a (channel, tile) per thread of the first 8 warps");
-  constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV;
+  constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kProducts = kTf32Products<TIo>;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const auto [kt, ct, grp, split] = weight_grad_block(a.k_tiles, a.c_tiles, cv.groups);
@@ -521,13 +568,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_output_transform_adjoint<float>(g, m);
 #pragma unroll
     for (int e = 0; e < 16; ++e)
-      a_tile[(e * Cfg::kK + slot) * kLdA + row] = __uint_as_float(tf32_bits_for_mma(m[e]));
+      a_tile[(e * Cfg::kK + slot) * kLdA + row] = tf32_operand<kProducts>(m[e]);
     if (loader) {
       widen_to_float(d, f);
       winograd_input_transform<float>(f, m);
 #pragma unroll
       for (int e = 0; e < 16; ++e)
-        b_tile[(e * Cfg::kK + slot) * kLdV + row] = __uint_as_float(tf32_bits_for_mma(m[e]));
+        b_tile[(e * Cfg::kK + slot) * kLdV + row] = tf32_operand<kProducts>(m[e]);
     }
   };
 
@@ -545,7 +592,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       next_tile();
       load();
     }
-    chunk_mmas<Cfg, false>(acc, stage_a(s), stage_b(s), warp, lane);
+    chunk_mmas<Cfg, false, false, kProducts>(acc, stage_a(s), stage_b(s), warp, lane);
     if (more) store(stage_a(s ^ 1), stage_b(s ^ 1));
   }
 
