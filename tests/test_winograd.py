@@ -513,6 +513,26 @@ def test_float16_tiles_split_their_operands(shape, tile, layout):
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["tf32", "bf16", "fp16"])
+def test_grad_output_in_another_layout_is_copied_once(dtype):
+    """A channels_last call whose grad_output comes in NCHW: grad_input and grad_weight both read it
+    channels_last on the tensor-core tiles, and share one copy of it."""
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    x = torch.randn(2, 40, 13, 11, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(72, 40, 3, 3, device="cuda").to(dtype)
+    x.requires_grad_(True), wt.requires_grad_(True)
+    y = torchconv.conv2d(x, wt, None, padding=1, algorithm="winograd")
+    gy = torch.randn(y.shape, device="cuda").to(dtype)  # NCHW
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        torch.autograd.grad(y, (x, wt), gy)
+    plans = torchconv.last_choice().split()
+    assert all(p.endswith("/a=nhwc") for p in plans[1:]), plans
+    copies = sum(e.count for e in prof.key_averages(group_by_input_shape=True)
+                 if e.key == "aten::clone" and [int(v) for v in gy.shape] in [list(s) for s in e.input_shapes])
+    assert copies == 1, copies
+
+
+@needs_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.parametrize("shape, native", [

@@ -879,16 +879,33 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
   return y;
 }
 
+// grad_output in the memory format a gradient's kernel reads, made at most once per backward call:
+// grad_input and grad_weight that read it in the same format share one copy where its own layout is
+// another.
+class GradOutputIn {
+ public:
+  explicit GradOutputIn(const at::Tensor& grad_output) : grad_output_(grad_output) {}
+  at::Tensor operator()(at::MemoryFormat format) {
+    if (!made_.defined() || !made_.is_contiguous(format)) made_ = grad_output_.contiguous(format);
+    return made_;
+  }
+
+ private:
+  const at::Tensor& grad_output_;
+  at::Tensor made_;
+};
+
 template <TensorCoreUse kUse>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
   const bool tf32 = runs_tensor_cores<kUse>(input);
+  GradOutputIn grad_output_in(grad_output);
   auto grad_input = [&](const ConvShape& p) {
     const LaunchMap map = with_reversed_taps(grad_input_map(p, 0, 0));
     const TcForwardPlan plan = tc_forward_plan(tf32, map, input, weight);
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(plan.format));
-    auto gy = grad_output.contiguous(plan.format);
+    const at::Tensor gy = grad_output_in(plan.format);
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cuda", [&] {
       winograd_conv<scalar_t>(gy, weight, nullptr, map, gx, plan.tile, plan.nhwc());
     });
@@ -898,20 +915,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     at::Tensor gw;
     int64_t bytes = 0;
     const int tc_tile = tf32 ? tc_grad_weight_tile(p) : kTcIeee;
-    const bool nhwc = operand_format(tc_tile != kTcIeee, input, weight) == at::MemoryFormat::ChannelsLast;
+    const at::MemoryFormat format = operand_format(tc_tile != kTcIeee, input, weight);
+    const bool nhwc = format == at::MemoryFormat::ChannelsLast;
+    const at::Tensor gy = grad_output_in(format);
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_weight_cuda", [&] {
       if constexpr (std::is_same_v<scalar_t, float>) {
         if (tc_tile != kTcIeee) {
-          gw = run_tc_grad_weight<float>(tc_tile, p, grad_output, input, nhwc, &bytes);
+          gw = run_tc_grad_weight<float>(tc_tile, p, gy, input, nhwc, &bytes);
           return;
         }
       }
       if constexpr (std::is_same_v<scalar_t, double>) {
-        gw = winograd_grad_weight<scalar_t, WinogradTileF64>(p, grad_output, input, &bytes);
+        gw = winograd_grad_weight<scalar_t, WinogradTileF64>(p, gy, input, &bytes);
       } else if (p.channels_per_group() <= WinogradWeightGradNarrow::kN) {
-        gw = winograd_grad_weight<scalar_t, WinogradWeightGradNarrow>(p, grad_output, input, &bytes);
+        gw = winograd_grad_weight<scalar_t, WinogradWeightGradNarrow>(p, gy, input, &bytes);
       } else {
-        gw = winograd_grad_weight<scalar_t, WinogradTileF32>(p, grad_output, input, &bytes);
+        gw = winograd_grad_weight<scalar_t, WinogradTileF32>(p, gy, input, &bytes);
       }
     });
     record_workspace_bytes(bytes);
@@ -966,18 +985,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
   const bool tc_weight = output_mask[1] && weight_tile != kTcIeee;
   int64_t workspace = 0;
   at::Tensor gx, gw, gb;
+  GradOutputIn grad_output_in(grad_output);
   if (tc_input) {
     record_workspace_bytes(0);
     gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(input_plan.format));
-    winograd_tc_conv<TIo>(grad_output.contiguous(input_plan.format), widened_parameter(weight), nullptr, input_map,
-                          gx, tile_for<TIo>(input_plan.tile), input_plan.nhwc());
+    winograd_tc_conv<TIo>(grad_output_in(input_plan.format), widened_parameter(weight), nullptr, input_map, gx,
+                          tile_for<TIo>(input_plan.tile), input_plan.nhwc());
     workspace = last_workspace_bytes();
   }
   if (tc_weight) {
     int64_t bytes = 0;
     const bool nhwc = format == at::MemoryFormat::ChannelsLast;
-    gw = as_output(run_tc_grad_weight<TIo>(weight_tile, p, grad_output, input, nhwc, &bytes), input.scalar_type(),
-                   format);
+    gw = as_output(run_tc_grad_weight<TIo>(weight_tile, p, grad_output_in(format), input, nhwc, &bytes),
+                   input.scalar_type(), format);
     workspace = std::max(workspace, bytes);
   }
   if (output_mask[2]) gb = conv_bias_grad(grad_output);
