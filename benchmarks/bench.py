@@ -57,7 +57,6 @@ PEAK_TFLOPS = {"fp32": FP32_PEAK_TFLOPS, "tf32": 495.0, "fp16": 989.0, "bf16": 9
 
 PRECISION_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                    "fp64": torch.float64}
-HBM_TBPS = 2.98  # measured copy bandwidth of the H100
 
 
 def compute_peak(precision, layer):
@@ -183,6 +182,23 @@ def rel_err(out, ref):
     return (out - ref).norm().item() / (denom if denom > 0 else 1.0)
 
 
+def copy_bandwidth_tbps(device, nbytes=1 << 30, reps=20):
+    """The device's measured copy bandwidth in TB/s (bytes read plus bytes written by a
+    device-to-device copy of `nbytes`): the memory side of the roofline, measured on the GPU the
+    rows come from."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        dst.copy_(src)
+    end.record()
+    end.synchronize()
+    return round(2 * nbytes * reps / (start.elapsed_time(end) * 1e-3) / 1e12, 2)
+
+
 def environment(device):
     return {
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
@@ -191,7 +207,7 @@ def environment(device):
         "cuda": torch.version.cuda,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "fp32_peak_tflops": FP32_PEAK_TFLOPS if device.type == "cuda" else None,
-        "hbm_tbps": HBM_TBPS if device.type == "cuda" else None,
+        "hbm_tbps": copy_bandwidth_tbps(device) if device.type == "cuda" else None,
         "torchconv": torchconv.__version__,
         "reference": "cudnn" if device.type == "cuda" else "aten-cpu",
         "benchmark_mode": torchconv.get_benchmark(),
@@ -297,12 +313,12 @@ def mode_flops_of(flops, mode):
     return flops * (3 if mode == "fwdbwd" else 1)
 
 
-def roofline(layer, n, mode, precision):
-    """(ms, 'memory' or 'compute'): the time the layer's bytes take at the measured copy bandwidth, or
+def roofline(layer, n, mode, precision, hbm_tbps):
+    """(ms, 'memory' or 'compute'): the time the layer's bytes take at the copy bandwidth `hbm_tbps`, or
     its multiply-adds that read the image (padding taps excluded: no kernel needs to run them) at the
     precision's peak, whichever is longer."""
     elem = torch.finfo(PRECISION_DTYPE[precision]).bits // 8
-    mem_ms = layer.bytes(n, mode, elem) / (HBM_TBPS * 1e12) * 1e3
+    mem_ms = layer.bytes(n, mode, elem) / (hbm_tbps * 1e12) * 1e3
     fma_ms = mode_flops_of(layer.useful_flops(n), mode) / (compute_peak(precision, layer) * 1e12) * 1e3
     return max(mem_ms, fma_ms), ("memory" if mem_ms >= fma_ms else "compute")
 
@@ -351,7 +367,8 @@ def bench_layer(layer, n, algorithms, modes, weights, args, device, log):
         cudnn_ms = statistics.median(per_round["cudnn"])
         mode_flops = mode_flops_of(flops, mode)
         label = "cudnn" if device.type == "cuda" else "aten"
-        bound_ms, bound = roofline(layer, n, mode, args.precision) if device.type == "cuda" else (None, None)
+        bound_ms, bound = (roofline(layer, n, mode, args.precision, args.hbm_tbps) if device.type == "cuda"
+                           else (None, None))
         base = dict(suite=None, layer=layer.name, N=n, C=layer.C, K=layer.K, H=layer.HW, W=layer.HW, R=layer.R,
                     S=layer.kw, stride=layer.stride, padding=layer.pad, dilation=layer.dilation, groups=layer.groups,
                     bound=bound, bound_ms=bound_ms,
@@ -523,7 +540,8 @@ def main(argv=None):
         for layout in layouts:
             # Both sides follow PyTorch's switch: ours reads it in C++ (csrc/precision.h).
             torch.backends.cudnn.allow_tf32 = precision == "tf32"
-            run_args = argparse.Namespace(**{**vars(args), "precision": precision, "layout": layout})
+            run_args = argparse.Namespace(**{**vars(args), "precision": precision, "layout": layout,
+                                             "hbm_tbps": meta["hbm_tbps"]})
             for suite in suites:
                 for layer in SUITES[suite]:
                     if keep is not None and layer.name not in keep:

@@ -58,12 +58,14 @@ def rerun(old_rows, layers, rounds, reps):
         entry = by_layer.setdefault((row.get("suite"), layer, n, precision, layout), [set(), set(), set()])
         entry[0].add(mode), entry[1].add(weights), entry[2].add(algo)
     new = {}
+    hbm_tbps = bench.copy_bandwidth_tbps(device) if device.type == "cuda" else None  # the rows' roofline
     for (suite, name, n, precision, layout), (modes, weights, algos) in sorted(by_layer.items()):
         suite_layers = {layer.name: layer for s in SUITES.values() for layer in s}
         layer = suite_layers[name]
         torch.backends.cudnn.allow_tf32 = precision == "tf32"
         args = bench.parse_args(["--rounds", str(rounds), "--reps", str(reps), "--precision", precision,
                                  "--layout", layout])
+        args.hbm_tbps = hbm_tbps
         rows = bench.bench_layer(layer, n, ["cudnn", *sorted(algos)], sorted(modes), sorted(weights), args, device,
                                  lambda s: None)
         for r in rows:

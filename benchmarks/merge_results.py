@@ -77,17 +77,18 @@ def merge(target, sources, skip_precisions=(), by_row=False):
 
 
 def recompute_roofline(target):
-    """Rewrites `target` with each row's bound and bound_ms from bench.roofline (rows of suite layers
-    measured on a GPU; others unchanged). Returns the rows."""
+    """Rewrites `target` with each row's bound and bound_ms from bench.roofline at the copy bandwidth
+    its meta records (rows of suite layers measured on a GPU; others unchanged). Returns the rows."""
     from bench import roofline, write_markdown
     from suites import SUITES
 
     layers = {(suite, layer.name): layer for suite, members in SUITES.items() for layer in members}
     data = load_rows(target)
+    hbm_tbps = data["meta"]["hbm_tbps"]
     for r in data["rows"]:
         layer = layers.get((r.get("suite"), r.get("layer")))
         if layer is not None and r.get("bound_ms") is not None:
-            r["bound_ms"], r["bound"] = roofline(layer, r["N"], r["mode"], r.get("precision", "fp32"))
+            r["bound_ms"], r["bound"] = roofline(layer, r["N"], r["mode"], r.get("precision", "fp32"), hbm_tbps)
     write_result(target, data, lambda path, meta, rows: write_markdown(path, meta, rows, {}))
     return data["rows"]
 

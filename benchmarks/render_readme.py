@@ -245,17 +245,17 @@ def zoo_table(name, data):
 
 def computed_as(rows):
     """How most of a group's layers were computed, from their forward plans (last_choice): TF32 tensor
-    cores, 3xTF32 (float16's split operands) or IEEE FP32 (docs/winograd.md)."""
+    cores, 3xBF16 (float16's split operands) or IEEE FP32 (docs/winograd.md)."""
     kinds = {}
     for r in rows:
         plan = (r.get("plan") or "").split()[0] if r.get("plan") else ""
-        kind = "3xtf32" if ":3xtf32" in plan else "tf32" if ":tf32" in plan else "ieee"
+        kind = "3xbf16" if ":3xbf16" in plan else "tf32" if ":tf32" in plan else "ieee"
         kinds[kind] = kinds.get(kind, 0) + 1
     kind = max(kinds, key=kinds.get)
     dtype = {"bf16": "bfloat16", "fp16": "float16"}.get(rows[0]["precision"])
     if kind == "ieee":
         return "widened, IEEE FP32" if dtype else "IEEE FP32"
-    how = "3xTF32 tensor cores (operands split in two)" if kind == "3xtf32" else "TF32 tensor cores"
+    how = "3xBF16 tensor cores (operands split in two)" if kind == "3xbf16" else "TF32 tensor cores"
     return f"{dtype} read and written, {how}" if dtype else how
 
 

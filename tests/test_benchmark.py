@@ -197,7 +197,8 @@ def test_merge_by_row_replaces_only_the_rerun_algorithms(tmp_path):
 def test_roofline_counts_only_the_taps_that_read_the_image(tmp_path):
     """The FMA side of a row's roofline counts the multiply-adds whose input lies in the image: a
     13x13 filter on a 7x7 plane ('same' padding) reads 49 of its 169 taps per output; without padding
-    every tap counts. merge_results --roofline rewrites stored rows with it."""
+    every tap counts. merge_results --roofline rewrites stored rows with it, at the copy bandwidth
+    the file's meta records (the GPU's the rows come from)."""
     import merge_results
     from suites import DEPTHWISE, Layer
 
@@ -205,7 +206,9 @@ def test_roofline_counts_only_the_taps_that_read_the_image(tmp_path):
     assert replk.useful_flops(2) == 2.0 * 2 * 1024 * 49 * 49 < replk.flops(2)
     valid = Layer("v", 8, 4, 10, 3, padding=0)
     assert valid.useful_flops(3) == valid.flops(3)
-    assert bench.roofline(replk, 32, "fwd", "fp32")[1] == "memory"
+    assert bench.roofline(replk, 32, "fwd", "fp32", 2.98)[1] == "memory"
+    slow, fast = bench.roofline(replk, 32, "fwd", "fp32", 2.0), bench.roofline(replk, 32, "fwd", "fp32", 4.0)
+    assert slow[0] == pytest.approx(2 * fast[0])
     path = tmp_path / "dw.json"
     row = dict(suite="depthwise", layer="replk-1024@7", N=32, C=1024, K=1024, H=7, W=7, R=13, S=13, stride=1,
                padding=6, dilation=1, groups=1024, algorithm="direct", config="default", mode="fwd", weights="frozen",
@@ -213,10 +216,11 @@ def test_roofline_counts_only_the_taps_that_read_the_image(tmp_path):
                ratio_min=2.0, ratio_max=2.0, rounds=1, spread_flag=False, rel_err=0.0, weight_cache=False,
                bound_ms=1.0, bound="compute")
     assert ROW_KEYS <= set(row)
-    path.write_text(json.dumps({"meta": bench.environment(torch.device("cpu")), "rows": [row]}))
+    meta = {**bench.environment(torch.device("cpu")), "hbm_tbps": 4.1}
+    path.write_text(json.dumps({"meta": meta, "rows": [row]}))
     merge_results.main([str(path), "--roofline"])
     stored = json.loads(path.read_text())["rows"][0]
-    assert (stored["bound_ms"], stored["bound"]) == bench.roofline(replk, 32, "fwd", "fp32")
+    assert (stored["bound_ms"], stored["bound"]) == bench.roofline(replk, 32, "fwd", "fp32", 4.1)
 
 
 def test_winograd_error_study_models_the_tensor_core_operands():

@@ -284,8 +284,8 @@ def test_cuda_f4x4_is_another_algorithm():
 # keep the shallow / narrow kernels, and the staged and F(4x4) variants and forced tile configs stay
 # IEEE FP32 (F(4x4)'s error in TF32 would be several times cuDNN's). bfloat16 and float16 calls run
 # these tiles too, whatever the switch says, on their own 16-bit tensors: bfloat16 with one TF32
-# product per point product, float16 with its operands split into two TF32 parts and three products
-# (3xTF32, on the mma.sync tiles); test_16bit_calls_run_the_tensor_core_tiles below.
+# product per point product, float16 with its operands split into two bfloat16 parts and three
+# bfloat16 products (3xBF16, on the mma.sync tiles); test_16bit_calls_run_the_tensor_core_tiles below.
 # The tensor-core tiles, forced by set_config: mma.sync's 32- and 64-filter blocks; on Hopper the
 # wgmma block, the cluster of two blocks splitting its points, and the cluster with V staged
 # (transformed once into a workspace by a kernel of its own instead of by every filter block) and
@@ -367,9 +367,9 @@ def test_16bit_calls_run_the_tensor_core_tiles(shape, dtype, layout, allow_tf32)
     whatever PyTorch's TF32 switch says. bfloat16 values are exact in TF32, and rounding the
     transformed operands to TF32's 10 bits keeps the error under a bfloat16 convolution's. float16
     values keep TF32's 10 bits already, and V rounded to them would be about 2.5x cuDNN's float16
-    error (docs/winograd.md), so float16 calls split each operand into two TF32 parts and run three
-    products per point product on the mma.sync tiles ('3xtf32', '3xtf32-tall'; the wgmma tiles run
-    one product). Each pass within 2x of cuDNN's error at the call's dtype (no floor), in the call's
+    error (docs/winograd.md), so float16 calls split each operand into two bfloat16 parts and run
+    three bfloat16 products per point product on the mma.sync tiles ('3xbf16', '3xbf16-tall'; the
+    wgmma tiles run one TF32 product). Each pass within 2x of cuDNN's error at the call's dtype (no floor), in the call's
     dtype and memory format; channels_last read and written as it is."""
     n, c, k, h, w, padding, groups, bias = shape
     torch.backends.cudnn.allow_tf32 = allow_tf32  # conftest restores it
@@ -385,7 +385,7 @@ def test_16bit_calls_run_the_tensor_core_tiles(shape, dtype, layout, allow_tf32)
     plans = torchconv.last_choice().split()
     assert [p.split(":")[0] for p in plans] == ["forward", "grad_input", "grad_weight"], plans
     for plan in plans:
-        assert (":tf32" if dtype == torch.bfloat16 else ":3xtf32") in plan, plan
+        assert (":tf32" if dtype == torch.bfloat16 else ":3xbf16") in plan, plan
         assert plan.endswith("/a=nhwc") == (layout == "nhwc"), plan
     assert y.dtype == gx.dtype == gw.dtype == dtype
     assert y.is_contiguous(memory_format=fmt) and gx.is_contiguous(memory_format=fmt)
@@ -436,11 +436,13 @@ def half_and_float32_passes(shape, layout, tile=None, dtype=torch.bfloat16):
 
 
 def assert_rounded_ieee(got, ref, name):
-    """A float16 result of split TF32 operands against the IEEE FP32 result `ref` of the same values:
-    the two float32 values differ by about 2^-21 of the terms summed, so their roundings to float16
-    agree but for rare elements near a rounding boundary, and the error is the rounding's (within 5%
-    of the rounded IEEE result's, against a float64 reference of the same values). One TF32 product
-    per point product would miss on most elements, at about twice the rounding's error."""
+    """A float16 result of split operands (3xBF16) against the IEEE FP32 result `ref` of the same
+    values: hi + lo keeps 16 bits of each operand, so the two float32 values differ by about 2^-16 of
+    the terms summed, a few hundredths of a float16 unit; their roundings to float16 agree but for
+    the few elements near a rounding boundary (at most 5%), and the error is the rounding's (within
+    5% of the rounded IEEE result's, against a float64 reference of the same values). One product
+    per point product, TF32 or bfloat16, or a split without one of its three products, would miss
+    on most elements, at twice the rounding's error or more."""
     assert got.dtype == torch.float16, name
     rounded = ref.to(torch.float16)
     differ = (got != rounded).float().mean().item()
@@ -493,9 +495,10 @@ def assert_read_and_written_as_they_are(ours, prof, x, gy, layout):
     (1, 64, 96, 29, 31, 1, 1, False),  # several tile and filter blocks; grad_weight in slices
 ], ids=shape_id)
 def test_float16_tiles_split_their_operands(shape, tile, layout):
-    """float16 calls of the tensor-core tiles split U, V (and grad_weight's dM) into two TF32 parts
-    and run three products per point product on mma.sync: '3xtf32' (32 filters per block) and
-    '3xtf32-tall' (64), which a forced wgmma tile becomes (the wgmma tiles run one product). They read
+    """float16 calls of the tensor-core tiles split U, V (and grad_weight's dM) into bfloat16 hi and lo
+    parts and run three bfloat16 products per point product on mma.sync: '3xbf16' (32 filters per
+    block, one 8-channel step per MMA) and '3xbf16-tall' (64 filters; the forward's two steps per
+    16-channel MMA), which a forced wgmma tile becomes (the wgmma tiles run one TF32 product). They read
     the input and grad_output and write the output and grad_input in float16 themselves (no copy of
     those shapes in the profile). Each pass is the IEEE FP32 result rounded to float16, but for rare
     elements one float16 unit off (assert_rounded_ieee) -- odd sizes, partial tiles, groups, both
@@ -504,7 +507,7 @@ def test_float16_tiles_split_their_operands(shape, tile, layout):
         pytest.skip("wgmma runs on sm_90a")
     ours, ieee, plans, prof, (x, gy) = half_and_float32_passes(shape, layout, tile, torch.float16)
     nhwc = "/a=nhwc" if layout == "nhwc" else ""
-    split = "3xtf32" if tile == "tf32" else "3xtf32-tall"
+    split = "3xbf16" if tile == "tf32" else "3xbf16-tall"
     assert plans[0] == f"forward:fused:{split}/splits=1{nhwc}" and plans[1] == f"grad_input:fused:{split}/splits=1{nhwc}"
     assert re.fullmatch(rf"grad_weight:fused:{split}/splits=\d+{nhwc}", plans[2]), plans
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, ieee):
@@ -547,7 +550,7 @@ def test_16bit_passes_the_tiles_do_not_take_are_widened(shape, native, layout, d
     of the float32 call under TF32, rounded, and each float16 pass the IEEE FP32 result rounded
     (assert_rounded_ieee)."""
     ours, widened, plans, _, _ = half_and_float32_passes(shape, layout, dtype=dtype)
-    assert [(":tf32" if dtype == torch.bfloat16 else ":3xtf32") in p for p in plans] == native, plans
+    assert [(":tf32" if dtype == torch.bfloat16 else ":3xbf16") in p for p in plans] == native, plans
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, widened):
         if dtype == torch.bfloat16:
             assert got.dtype == torch.bfloat16 and torch.equal(got, ref.to(torch.bfloat16)), name
@@ -684,7 +687,7 @@ def test_tf32_reads_nchw_inputs_at_any_alignment(shape, tile):
 @needs_cuda
 def test_tf32_follows_the_switch_and_the_call_dtype():
     """The same layer: TF32 error with the switch on, IEEE FP32 error with it off; an explicit staged
-    or F(4x4) variant stays IEEE with the switch on; float16 inputs run 3xTF32 with the switch on or
+    or F(4x4) variant stays IEEE with the switch on; float16 inputs run 3xBF16 with the switch on or
     off, within 2x of cuDNN's float16 error."""
     x = torch.randn(2, 64, 20, 20, device="cuda")
     w = torch.randn(64, 64, 3, 3, device="cuda") / 24
@@ -700,13 +703,13 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
     xh, wh = x.half(), w.half()
     ref_h = F.conv2d(xh.double(), wh.double(), None, 1, 1)
     yh = torchconv.conv2d(xh, wh, None, 1, 1, algorithm="winograd")
-    assert torchconv.last_choice().startswith("forward:fused:3xtf32-tall")
+    assert torchconv.last_choice().startswith("forward:fused:3xbf16-tall")
     assert rel_err(yh, ref_h) <= 2 * rel_err(F.conv2d(xh, wh, None, 1, 1), ref_h)
     torch.backends.cudnn.allow_tf32 = False
     assert rel_err(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), ref) < 1e-5
     assert "tf32" not in torchconv.last_choice()
     assert torch.equal(torchconv.conv2d(xh, wh, None, 1, 1, algorithm="winograd"), yh)
-    assert torchconv.last_choice().startswith("forward:fused:3xtf32-tall")
+    assert torchconv.last_choice().startswith("forward:fused:3xbf16-tall")
 
 
 @needs_cuda

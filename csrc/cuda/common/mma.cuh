@@ -52,13 +52,15 @@ __device__ __forceinline__ uint32_t tf32_bits_for_mma(float v) {
   return fabsf(v) < __int_as_float(0x7f800000) ? bits + 0x1000u : bits;
 }
 
-// A float32 operand as two TF32 operands: hi = v rounded to TF32, lo = v - hi (exact in float32) as
-// the MMA will round it. The three products hi hi + hi lo + lo hi ("3xTF32") then keep about 21 bits
-// of each operand where one TF32 product keeps 10; the lo lo product they leave out is 2^-22 of the
-// result.
-__device__ __forceinline__ void split_tf32(uint32_t bits, uint32_t& hi, uint32_t& lo) {
-  hi = to_tf32(bits);
-  lo = tf32_bits_for_mma(__uint_as_float(bits) - __uint_as_float(hi));
+// Two float32 values as two bfloat16 pairs: hi = (v0, v1) rounded to bfloat16, lo = the remainders
+// (exact in float32) rounded to bfloat16; v0 in each word's low half, the MMA fragments' lower
+// k index. bfloat16 keeps float32's exponent range, so neither part overflows or flushes where
+// float32 would not, and hi + lo keeps 16 bits of each value: the three products hi hi + hi lo + lo hi
+// ("3xBF16") leave about 2^-16 of the result, at twice the TF32 MMA rate.
+__device__ __forceinline__ void split_bf16x2(float v0, float v1, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hi) : "f"(v1), "f"(v0));
+  const float r0 = v0 - __uint_as_float(hi << 16), r1 = v1 - __uint_as_float(hi & 0xffff0000u);
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lo) : "f"(r1), "f"(r0));
 }
 
 // A float32 filter re-laid for the TF32 kernels is stored rounded once (relayout_filter's value).
@@ -104,6 +106,15 @@ struct WarpMma<__nv_bfloat16> {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
 };
+
+// m16n8k8 in bfloat16 (half of WarpMma<__nv_bfloat16>'s reduction): a's two words are rows g and
+// g + 8 at k 2 (l % 4) and 2 (l % 4) + 1, b's word rows k 2 (l % 4) and 2 (l % 4) + 1 of column g.
+__device__ __forceinline__ void mma_bf16_m16n8k8(float (&d)[4], const uint32_t (&a)[2], uint32_t b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b));
+}
 
 template <>
 struct WarpMma<float> {

@@ -14,6 +14,7 @@
 #include "../common/launch_map.cuh"
 #include "../common/filter_relayout.cuh"
 #include "../common/slice_sum.cuh"
+#include "../common/tensor_data.h"
 #include "depthwise_nhwc_kernels.cuh"
 #include "direct_kernels.cuh"
 
@@ -48,20 +49,6 @@ bool may_be_nhwc_depthwise(const at::Tensor& input, const at::Tensor& weight, in
 }
 
 namespace {
-
-// c10's element types -> the CUDA types the kernel computes with.
-template <typename T>
-struct CudaElement {
-  using type = T;
-};
-template <>
-struct CudaElement<c10::Half> {
-  using type = __half;
-};
-template <>
-struct CudaElement<c10::BFloat16> {
-  using type = __nv_bfloat16;
-};
 
 // The kernel instance for a launch (depthwise_nhwc_kernels.cuh) with kG channels per group:
 // - depthwise (kG = 1): filter widths 3, 5 and 7 at stride 1 or 2 (no dilation along W) unrolled
@@ -115,10 +102,10 @@ void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const at
   auto wt = at::empty({map.R, map.S, group, map.src_C}, weight.options().dtype(at::kFloat));
   relayout_filter(weight.const_data_ptr<scalar_t>(), wt.mutable_data_ptr<float>(), wt.numel(),
                   DwNhwcFilterMap{Rw, Sw, map});
-  a.src = reinterpret_cast<const T*>(src.const_data_ptr());
+  a.src = kernel_data<T>(src);
   a.wt = wt.const_data_ptr<float>();
-  a.bias = bias.defined() ? reinterpret_cast<const T*>(bias.const_data_ptr()) : nullptr;
-  a.dst = reinterpret_cast<T*>(dst.mutable_data_ptr());
+  a.bias = bias.defined() ? kernel_data<T>(bias) : nullptr;
+  a.dst = mutable_kernel_data<T>(dst);
   kernel<<<unsigned(ceil_div(cv.threads, kDwNhwcThreads)), kDwNhwcThreads, 0, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -204,8 +191,7 @@ at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad
   const bool window = g.sw == 1 && g.dw == 1;
   dispatch_nhwc_dtype(x.scalar_type(), [&](auto element) {
     using T = typename CudaElement<decltype(element)>::type;
-    DwNhwcWeightGradArgs<T> a{reinterpret_cast<const T*>(x.const_data_ptr()),
-                              reinterpret_cast<const T*>(gy.const_data_ptr()), partial.mutable_data_ptr<float>(), g};
+    DwNhwcWeightGradArgs<T> a{kernel_data<T>(x), kernel_data<T>(gy), partial.mutable_data_ptr<float>(), g};
     auto kernel = group == 4   ? (window && g.S == 3 ? depthwise_nhwc_grad_weight_kernel<T, 4, 3>
                                                      : depthwise_nhwc_grad_weight_kernel<T, 4, 0>)
                   : group == 2 ? (window && g.S == 3 ? depthwise_nhwc_grad_weight_kernel<T, 2, 3>

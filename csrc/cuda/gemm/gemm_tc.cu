@@ -22,6 +22,7 @@
 #include "../../weight_cache.h"
 #include "../../workspace.h"
 #include "../common/filter_relayout.cuh"
+#include "../common/tensor_data.h"
 #include "gemm_tc.h"
 #include "tc_kernels.cuh"
 #include "tc_weight_grad_kernels.cuh"
@@ -379,10 +380,10 @@ void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, 
   // A channels_last source may hold zero-padded channels (channels_last_padded): its own stride.
   args.cv.src_C = int(src.size(1));
   args.cv.src_image = int64_t(map.src_H) * map.src_W * args.cv.src_C;
-  args.src = reinterpret_cast<const T*>(src.const_data_ptr());
-  args.wt = reinterpret_cast<const T*>(wt.const_data_ptr());
-  args.bias = bias.defined() ? reinterpret_cast<const T*>(bias.const_data_ptr()) : nullptr;
-  args.out = reinterpret_cast<T*>(dst.mutable_data_ptr());
+  args.src = kernel_data<T>(src);
+  args.wt = kernel_data<T>(wt);
+  args.bias = bias.defined() ? kernel_data<T>(bias) : nullptr;
+  args.out = mutable_kernel_data<T>(dst);
   const bool nchw = is_nchw_source(src);
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % 4 == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
@@ -438,8 +439,8 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   splits = ceil_div(wg.positions, wg.positions_per_split);
   auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, x.options().dtype(at::kFloat));
   record_workspace_bytes(partial.numel() * int64_t(sizeof(float)));
-  a.x = reinterpret_cast<const T*>(x.const_data_ptr());
-  a.gy = reinterpret_cast<const T*>(gy.const_data_ptr());
+  a.x = kernel_data<T>(x);
+  a.gy = kernel_data<T>(gy);
   a.partial = partial.mutable_data_ptr<float>();
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_gemm_backward");
@@ -448,7 +449,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   tc_weight_grad_finish_kernel<T><<<elementwise_blocks(gw.numel(), 256), 256, 0, current_stream()>>>(
-      a.partial, reinterpret_cast<T*>(gw.mutable_data_ptr()), wg, int(splits), gw.stride(0), gw.stride(1),
+      a.partial, mutable_kernel_data<T>(gw), wg, int(splits), gw.stride(0), gw.stride(1),
       gw.stride(2), gw.stride(3));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

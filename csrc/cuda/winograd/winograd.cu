@@ -37,6 +37,7 @@
 #include "../../weight_cache.h"
 #include "../../winograd_transforms.h"
 #include "../../workspace.h"
+#include "../common/tensor_data.h"
 #include "../common/tile_gemm.cuh"
 #include "winograd_kernels.cuh"
 #include "winograd_tc_kernels.cuh"
@@ -174,26 +175,12 @@ int64_t fused_blocks(int64_t k_tiles, int64_t p_tiles, int64_t groups) {
   return ceil_div(k_tiles, Shape::filter_blocks) * ceil_div(p_tiles, Shape::tile_blocks) * groups * Shape::blocks;
 }
 
-// x and y's elements as the kernels name them (at::BFloat16 and at::Half are __nv_bfloat16's and
-// __half's bits).
-template <typename TIo>
-using AtIo = std::conditional_t<std::is_same_v<TIo, __nv_bfloat16>, at::BFloat16,
-                                std::conditional_t<std::is_same_v<TIo, __half>, at::Half, TIo>>;
-template <typename TIo>
-const TIo* io_data(const at::Tensor& t) {
-  return reinterpret_cast<const TIo*>(t.const_data_ptr<AtIo<TIo>>());
-}
-template <typename TIo>
-TIo* io_data(at::Tensor& t) {
-  return reinterpret_cast<TIo*>(t.mutable_data_ptr<AtIo<TIo>>());
-}
-
 // The arguments of a fused forward launch over all of cv's tile blocks; x, bias and y of TIo.
 template <typename T, typename Cfg, typename TIo>
 ForwardArgs<T, TIo> fused_args(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const TIo* bias,
                                const WinogradConv& cv, at::Tensor& y) {
   ForwardArgs<T, TIo> a;
-  a.x = io_data<TIo>(x), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = io_data<TIo>(y);
+  a.x = kernel_data<TIo>(x), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = mutable_kernel_data<TIo>(y);
   a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
   a.k_tiles = int(ceil_div(cv.Kg(), Cfg::kM));
   const int64_t p_tiles = ceil_div(cv.tiles(), Cfg::kN);
@@ -241,7 +228,7 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
 
 // U for the tensor-core kernel of tile Cfg: its own layout (mma.sync fragments or wgmma core
 // matrices), rounded to TF32 for kernels of one TF32 product, unrounded for the split ones
-// (kTf32Products).
+// (kMmaProducts).
 template <typename Cfg, int kProducts>
 at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
   return cached_filters<float>(weight, f, kWinogradPoints,
@@ -298,7 +285,7 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const TIo* bias
   // Every wgmma tile reads the single wgmma block's cache (the cluster tiles half of each chunk per
   // block).
   using UTile = std::conditional_t<Cfg::kWgmma, WinogradWgmmaTile, Cfg>;
-  const at::Tensor u = tc_transformed_filters<UTile, kTf32Products<TIo>>(weight, f);
+  const at::Tensor u = tc_transformed_filters<UTile, kMmaProducts<TIo>>(weight, f);
   if constexpr (Cfg::kVStaged)
     run_tc_vstaged<Cfg>(kernel, x, u, f, bias, cv, y, nhwc);
   else
@@ -322,11 +309,11 @@ constexpr const char* kTcTileChoices[] = {"fused:tf32",
                                           "fused:tf32-wgmma-cluster-uvmulticast"};
 bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterUVMulticast; }
 
-// A tile's name in last_choice for kernels of kProducts TF32 products per point product: float16's
-// split operands (3xTF32) run the mma.sync tiles, named 3xtf32 and 3xtf32-tall.
+// A tile's name in last_choice for kernels of kProducts products per point product: float16's split
+// operands (3xBF16) run the mma.sync tiles, named 3xbf16 and 3xbf16-tall.
 template <int kProducts>
 const char* tc_tile_choice(int tile) {
-  if constexpr (kProducts == 3) return tile == kTcTileTall ? "fused:3xtf32-tall" : "fused:3xtf32";
+  if constexpr (kProducts == 3) return tile == kTcTileTall ? "fused:3xbf16-tall" : "fused:3xbf16";
   return kTcTileChoices[tile];
 }
 
@@ -335,7 +322,7 @@ const char* tc_tile_choice(int tile) {
 // grad_weight does under a forced wgmma tile.
 template <typename TIo>
 int tile_for(int tile) {
-  return kTf32Products<TIo> > 1 && wgmma_tile(tile) ? kTcTileTall : tile;
+  return kMmaProducts<TIo> > 1 && wgmma_tile(tile) ? kTcTileTall : tile;
 }
 // The wgmma configs name the wgmma tiles in the same order (forced_tc_tile).
 static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster - kTcTileWgmma &&
@@ -571,9 +558,9 @@ void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* 
   const WinogradConv cv = winograd_launch(map);
   if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
   const char* pass = cv.transposed ? "grad_input" : "forward";
-  record_last_choice(pass, tc_tile_choice<kTf32Products<TIo>>(tile), 1);
+  record_last_choice(pass, tc_tile_choice<kMmaProducts<TIo>>(tile), 1);
   if (nhwc) record_last_operand(pass, "nhwc");
-  if constexpr (kTf32Products<TIo> == 1) {
+  if constexpr (kMmaProducts<TIo> == 1) {
     if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
     if (tile == kTcTileWgmmaCluster) return run_tc_fused<WinogradWgmmaClusterTile>(x, weight, bias, cv, y, nhwc);
     if (tile == kTcTileWgmmaClusterVBulk)
@@ -773,7 +760,7 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
     return gw;
   }
   WeightGradArgs<float, TIo> a;
-  a.x = io_data<TIo>(x), a.gy = io_data<TIo>(gy), a.cv = cv;
+  a.x = kernel_data<TIo>(x), a.gy = kernel_data<TIo>(gy), a.cv = cv;
   a.k_pad = round_up(cv.Kg(), Cfg::kM), a.c_pad = round_up(cv.Cg(), Cfg::kN);
   a.k_tiles = a.k_pad / Cfg::kM, a.c_tiles = a.c_pad / Cfg::kN;
   const int64_t base_blocks = int64_t(a.k_tiles) * a.c_tiles * cv.groups;
@@ -800,7 +787,7 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
 template <typename TIo>
 at::Tensor run_tc_grad_weight(int tile, const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                               bool nhwc, int64_t* workspace) {
-  const char* config = tc_tile_choice<kTf32Products<TIo>>(tile);
+  const char* config = tc_tile_choice<kMmaProducts<TIo>>(tile);
   if (tile == kTcTileTall)
     return winograd_tc_grad_weight<WinogradTcWeightGradTileTall, TIo>(p, grad_output, input, config, nhwc,
                                                                       workspace);
@@ -945,10 +932,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
 // outputs are copied to float32; the weight and bias are (widened_parameter: small, and kept for
 // frozen weights). bfloat16 runs one TF32 product per point product (its values are exact in TF32,
 // and TF32's 10 bits keep the error under a bfloat16 convolution's, whose inputs and output keep
-// 7); float16 three, on the mma.sync tiles (kTf32Products, tile_for). Either way whatever PyTorch's
-// TF32 switch says: the switch governs float32. What the tiles do not take -- the layers of the
-// shallow and narrow kernels, the staged and F(4x4) variants, a forced IEEE config -- runs widened
-// to float32, in IEEE FP32, pass by pass.
+// 7); float16 three bfloat16 products of split operands, on the mma.sync tiles (kMmaProducts,
+// tile_for). Either way whatever PyTorch's TF32 switch says: the switch governs float32. What the
+// tiles do not take -- the layers of the shallow and narrow kernels, the staged and F(4x4) variants,
+// a forced IEEE config -- runs widened to float32, in IEEE FP32, pass by pass.
 template <typename TIo>
 at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor& weight,
                                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
@@ -964,7 +951,7 @@ at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor&
   const at::Tensor x = input.contiguous(plan.format);
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   at::Tensor y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
-  winograd_tc_conv<TIo>(x, widened_parameter(weight), b.defined() ? io_data<TIo>(b) : nullptr, map, y,
+  winograd_tc_conv<TIo>(x, widened_parameter(weight), b.defined() ? kernel_data<TIo>(b) : nullptr, map, y,
                         tile_for<TIo>(plan.tile), plan.nhwc());
   return y;
 }

@@ -1,10 +1,11 @@
 // Winograd F(2x2, 3x3) with its 16 point GEMMs on tensor cores in TF32 (mma.sync m16n8k8, FP32
-// accumulators): float32 convolutions while PyTorch's cuDNN TF32 switch is on, and bfloat16 and
-// float16 ones -- the forward (and grad_input, the same kernel on the rotated filters) and
-// grad_weight (at the end of the file). The kernels read and write their tensors' own type (TIo:
+// accumulators; float16 calls: bfloat16 m16n8k16 / m16n8k8 on split operands, chunk_mmas): float32
+// convolutions while PyTorch's cuDNN TF32 switch is on, and bfloat16 and float16 ones -- the
+// forward (and grad_input, the same kernel on the rotated filters) and grad_weight (at the end of
+// the file). The kernels read and write their tensors' own type (TIo:
 // float, bfloat16 or float16, whose values TF32 holds exactly), converting in registers as they load
-// and store. float16 calls split each operand into two TF32 parts and run three products per point
-// product (kTf32Products).
+// and store. float16 calls split each operand into two bfloat16 parts and run three bfloat16
+// products per point product (kMmaProducts).
 //
 // Fused like the CUDA-core fused kernel (winograd_kernels.cuh): a block computes all 16 points of a
 // kM filters x 32 tiles output block (kM = 32 or 64, WinogradTcConfig), so that its epilogue can run
@@ -37,18 +38,21 @@
 namespace torchconv {
 namespace cuda {
 
-// TF32 MMA products per point product for tensors of type TIo. One for float32 and bfloat16: one
-// rounding of U and V to TF32 keeps the error within 2x of a direct convolution's at their precision.
-// Three for float16 (split_tf32: U and V as hi + lo, the hi hi, hi lo and lo hi products): float16
-// inputs keep TF32's 10 bits already, and V's entries, sums of four of them, rounded to 10 bits
-// would put the error at about 2.5x cuDNN's float16 error; split, the point products are float32's
-// and the error is the output's rounding to float16, as cuDNN's is. Operands a kernel splits are
-// stored unrounded in shared memory and split in registers as the MMAs read them.
+// MMA products per point product for tensors of type TIo. One TF32 product for float32 and
+// bfloat16: one rounding of U and V to TF32 keeps the error within 2x of a direct convolution's at
+// their precision. Three bfloat16 products for float16 (split_bf16x2: U and V as hi + lo, the hi hi,
+// hi lo and lo hi products, "3xBF16"): float16 inputs keep TF32's 10 bits already, and V's entries,
+// sums of four of them, rounded to 10 bits would put the error at about 2.5x cuDNN's float16 error;
+// split, the point products keep 16 bits of each operand, and the error is the output's rounding to
+// float16, as cuDNN's is. bfloat16 MMAs run at twice the TF32 rate, so the three cost one and a half
+// TF32 products; bfloat16's exponent range is float32's, so no part overflows where float32 would
+// not. Operands a kernel splits are stored unrounded in shared memory and split in registers as the
+// MMAs read them.
 template <typename TIo>
-inline constexpr int kTf32Products = std::is_same_v<TIo, __half> ? 3 : 1;
+inline constexpr int kMmaProducts = std::is_same_v<TIo, __half> ? 3 : 1;
 
-// An operand value as a kernel running `kProducts` TF32 products stores it for its MMAs: rounded for
-// the MMA (one product), or as it is (split at the MMA).
+// An operand value as a kernel running `kProducts` products stores it for its MMAs: rounded for the
+// TF32 MMA (one product), or as it is (split at the MMA).
 template <int kProducts>
 __device__ __forceinline__ float tf32_operand(float v) {
   return kProducts == 1 ? __uint_as_float(tf32_bits_for_mma(v)) : v;
@@ -147,76 +151,118 @@ __device__ __forceinline__ void zero_accumulators(TcAccumulators<Cfg>& acc) {
         for (int q = 0; q < 4; ++q) acc[e][i][j][q] = 0.f;
 }
 
+// The A and B fragments of one k-step of point e for chunk_mmas: A's four words per 16-filter row i
+// (rows g and g + 8 at k t and t + 4, g = lane / 4, t = lane % 4), B's two per 8-column piece j (k t
+// and t + 4 of column g), as the m16n8k8 TF32 MMA reads them.
+template <typename Cfg, bool kFragmentOrderA, bool kTileMajorB>
+__device__ __forceinline__ void load_step_fragments(uint32_t (&af)[Cfg::kMTiles][4], uint32_t (&bf)[4][2],
+                                                    const float* a_tile, const float* b_tile, int e, int step,
+                                                    int lane) {
+  constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kI = Cfg::kMTiles;
+  const int g = lane / 4, t = lane % 4;
+  const float* vb = kTileMajorB ? b_tile + (e * Cfg::kN + g) * Cfg::kLdVt + step * 8 + t
+                                : b_tile + (e * Cfg::kK + step * 8 + t) * kLdV + g;
+#pragma unroll
+  for (int i = 0; i < kI; ++i) {
+    if constexpr (kFragmentOrderA) {
+      const float* words = a_tile + (((e * Cfg::kSteps + step) * kI + i) * 32 + lane) * 4;
+      const uint4 w = *reinterpret_cast<const uint4*>(words);
+      af[i][0] = w.x, af[i][1] = w.y, af[i][2] = w.z, af[i][3] = w.w;
+    } else {
+      const float* ua = a_tile + (e * Cfg::kK + step * 8 + t) * kLdA + g;
+      af[i][0] = __float_as_uint(ua[i * 16]);
+      af[i][1] = __float_as_uint(ua[i * 16 + 8]);
+      af[i][2] = __float_as_uint(ua[4 * kLdA + i * 16]);
+      af[i][3] = __float_as_uint(ua[4 * kLdA + i * 16 + 8]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if constexpr (kTileMajorB) {
+      bf[j][0] = __float_as_uint(vb[j * 8 * Cfg::kLdVt]);
+      bf[j][1] = __float_as_uint(vb[j * 8 * Cfg::kLdVt + 4]);
+    } else {
+      bf[j][0] = __float_as_uint(vb[j * 8]);
+      bf[j][1] = __float_as_uint(vb[4 * kLdV + j * 8]);
+    }
+  }
+}
+
 // The MMAs of one chunk (kK / 8 k-steps): each warp runs its points over the block's kM x 32. B is
 // [point][k][kLdV] with n along the rows, or tile-major [point][n][kLdVt] (kTileMajorB, the NHWC
 // forward); A is the forward's U in fragment order (kFragmentOrderA) or grad_weight's dM as
-// [point][k][kLdA] with m along the rows. Both hold TF32 bit patterns (kProducts == 1), or float32
-// values that each fragment splits into hi and lo for three products (kTf32Products).
+// [point][k][kLdA] with m along the rows. Both hold TF32 bit patterns (kProducts == 1: one m16n8k8
+// TF32 MMA per step), or float32 values that the fragments split into bfloat16 hi and lo for three
+// bfloat16 products (kProducts == 3, split_bf16x2).
+//
+// The split path feeds the TF32 fragments' words to the bfloat16 MMAs as they are: a thread's words
+// at k t and t + 4 become its pair at bfloat16 k 2t and 2t + 1 (two steps' words fill m16n8k16's
+// k 0-15: the second step's at 2t + 8 and 2t + 9). A and B take the same permutation of k, so the
+// products' sum is the same; the shared-memory layouts and loads stay the TF32 kernels'. Two steps
+// run as m16n8k16, an odd last step as m16n8k8.
 template <typename Cfg, bool kFragmentOrderA, bool kTileMajorB = false, int kProducts = 1>
 __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float* a_tile, const float* b_tile,
                                            int warp, int lane) {
-  constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kI = Cfg::kMTiles;
-  const int g = lane / 4, t = lane % 4;
+  constexpr int kI = Cfg::kMTiles;
+  static_assert(kProducts == 1 || kProducts == 3, "one TF32 product, or 3xBF16");
+  if constexpr (kProducts == 1) {
 #pragma unroll
-  for (int step = 0; step < Cfg::kSteps; ++step)
+    for (int step = 0; step < Cfg::kSteps; ++step)
 #pragma unroll
-    for (int pe = 0; pe < Cfg::kPointsPerWarp; ++pe) {
-      const int e = warp * Cfg::kPointsPerWarp + pe;
-      const float* vb = kTileMajorB ? b_tile + (e * Cfg::kN + g) * Cfg::kLdVt + step * 8 + t
-                                    : b_tile + (e * Cfg::kK + step * 8 + t) * kLdV + g;
-      uint32_t af[kI][4], bf[4][2];
-#pragma unroll
-      for (int i = 0; i < kI; ++i) {
-        if constexpr (kFragmentOrderA) {
-          const float* words = a_tile + (((e * Cfg::kSteps + step) * kI + i) * 32 + lane) * 4;
-          const uint4 w = *reinterpret_cast<const uint4*>(words);
-          af[i][0] = w.x, af[i][1] = w.y, af[i][2] = w.z, af[i][3] = w.w;
-        } else {
-          const float* ua = a_tile + (e * Cfg::kK + step * 8 + t) * kLdA + g;
-          af[i][0] = __float_as_uint(ua[i * 16]);
-          af[i][1] = __float_as_uint(ua[i * 16 + 8]);
-          af[i][2] = __float_as_uint(ua[4 * kLdA + i * 16]);
-          af[i][3] = __float_as_uint(ua[4 * kLdA + i * 16 + 8]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if constexpr (kTileMajorB) {
-          bf[j][0] = __float_as_uint(vb[j * 8 * Cfg::kLdVt]);
-          bf[j][1] = __float_as_uint(vb[j * 8 * Cfg::kLdVt + 4]);
-        } else {
-          bf[j][0] = __float_as_uint(vb[j * 8]);
-          bf[j][1] = __float_as_uint(vb[4 * kLdV + j * 8]);
-        }
-      }
-      static_assert(kProducts == 1 || kProducts == 3, "one TF32 product, or 3xTF32");
-      if constexpr (kProducts == 3) {
-        // B's low parts for the whole step, A's one 16-filter row at a time (fewer live registers);
-        // the small products join each accumulator before the large one.
-        uint32_t bl[4][2];
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int q = 0; q < 2; ++q) split_tf32(bf[j][q], bf[j][q], bl[j][q]);
-#pragma unroll
-        for (int i = 0; i < kI; ++i) {
-          uint32_t al[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) split_tf32(af[i][q], af[i][q], al[q]);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            WarpMma<float>::run(acc[pe][i][j], al, bf[j]);
-            WarpMma<float>::run(acc[pe][i][j], af[i], bl[j]);
-            WarpMma<float>::run(acc[pe][i][j], af[i], bf[j]);
-          }
-        }
-      } else {
+      for (int pe = 0; pe < Cfg::kPointsPerWarp; ++pe) {
+        uint32_t af[kI][4], bf[4][2];
+        load_step_fragments<Cfg, kFragmentOrderA, kTileMajorB>(af, bf, a_tile, b_tile,
+                                                               warp * Cfg::kPointsPerWarp + pe, step, lane);
 #pragma unroll
         for (int i = 0; i < kI; ++i)
 #pragma unroll
           for (int j = 0; j < 4; ++j) WarpMma<float>::run(acc[pe][i][j], af[i], bf[j]);
       }
-    }
+  } else {
+    constexpr int kStepsPerMma = Cfg::kSteps >= 2 ? 2 : 1;
+    static_assert(Cfg::kSteps % kStepsPerMma == 0, "whole m16n8k16 pairs of steps, or one step");
+#pragma unroll
+    for (int step = 0; step < Cfg::kSteps; step += kStepsPerMma)
+#pragma unroll
+      for (int pe = 0; pe < Cfg::kPointsPerWarp; ++pe) {
+        const int e = warp * Cfg::kPointsPerWarp + pe;
+        // bh / bl[j][s]: B's hi and lo words of step `step + s`; A's split one 16-filter row at a time
+        // (fewer live registers). The small products join each accumulator before the large one.
+        uint32_t bh[4][kStepsPerMma], bl[4][kStepsPerMma];
+        uint32_t af[kStepsPerMma][kI][4];
+#pragma unroll
+        for (int s = 0; s < kStepsPerMma; ++s) {
+          uint32_t bf[4][2];
+          load_step_fragments<Cfg, kFragmentOrderA, kTileMajorB>(af[s], bf, a_tile, b_tile, e, step + s, lane);
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            split_bf16x2(__uint_as_float(bf[j][0]), __uint_as_float(bf[j][1]), bh[j][s], bl[j][s]);
+        }
+#pragma unroll
+        for (int i = 0; i < kI; ++i) {
+          // Word 2s: row g, word 2s + 1: row g + 8 (m16n8k16's order; m16n8k8 takes words 0 and 1).
+          uint32_t ah[2 * kStepsPerMma], al[2 * kStepsPerMma];
+#pragma unroll
+          for (int s = 0; s < kStepsPerMma; ++s)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+              split_bf16x2(__uint_as_float(af[s][i][r]), __uint_as_float(af[s][i][r + 2]), ah[2 * s + r],
+                           al[2 * s + r]);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if constexpr (kStepsPerMma == 2) {
+              WarpMma<__nv_bfloat16>::run(acc[pe][i][j], al, bh[j]);
+              WarpMma<__nv_bfloat16>::run(acc[pe][i][j], ah, bl[j]);
+              WarpMma<__nv_bfloat16>::run(acc[pe][i][j], ah, bh[j]);
+            } else {
+              mma_bf16_m16n8k8(acc[pe][i][j], al, bh[j][0]);
+              mma_bf16_m16n8k8(acc[pe][i][j], ah, bl[j][0]);
+              mma_bf16_m16n8k8(acc[pe][i][j], ah, bh[j][0]);
+            }
+          }
+        }
+      }
+  }
 }
 
 // Stores one 16 x 8 accumulator fragment (rows row and row + 8, columns col and col + 1, in the
@@ -423,11 +469,11 @@ struct TcUFetcher {
 // kNhwc: x and y are channels_last. The loaders' lanes then run along a chunk's channels (coalesced
 // NHWC reads), V is stored tile-major, and the epilogue's lanes run along filters (coalesced NHWC
 // stores). TIo: the type of x, bias and y; it sets the TF32 products per point product (U from the
-// cache of the same kTf32Products).
+// cache of the same kMmaProducts).
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_tc_fused_forward_kernel(const ForwardArgs<float, TIo> a) {
-  constexpr int kLdV = Cfg::kLdV, kLdVt = Cfg::kLdVt, kProducts = kTf32Products<TIo>;
+  constexpr int kLdV = Cfg::kLdV, kLdVt = Cfg::kLdVt, kProducts = kMmaProducts<TIo>;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
@@ -507,7 +553,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_tc_weight_grad_kernel(const WeightGradArgs<float, TIo> a) {
   static_assert(Cfg::kK == 8 && Cfg::kM * Cfg::kK == Cfg::kThreads && Cfg::kN * Cfg::kK <= Cfg::kThreads,
                 "a (filter, tile) per thread, a (channel, tile) per thread of the first 8 warps");
-  constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kProducts = kTf32Products<TIo>;
+  constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kProducts = kMmaProducts<TIo>;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const auto [kt, ct, grp, split] = weight_grad_block(a.k_tiles, a.c_tiles, cv.groups);

@@ -168,7 +168,7 @@ struct WgmmaPointMmas {
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const ForwardArgs<float, TIo> a,
                                                                           float* __restrict__ v) {
-  static_assert(kTf32Products<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
+  static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
   constexpr int kQuad = Cfg::kN * 4, kRun = Cfg::kK * Cfg::kN;  // a point's words in a chunk
   static_assert(Cfg::kVStaged && Cfg::kVQuad == kQuad && Cfg::v_word(5, 9) == 1 * kQuad + 32 + 4 + 1,
                 "unpadded core matrices: word w holds channel (w / kQuad) * 4 + w % 4, tile (w % kQuad) / 4");
@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_fused_forward_kernel(const ForwardArgs<float, TIo> a) {
-  static_assert(kTf32Products<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
+  static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
@@ -457,7 +457,7 @@ __device__ __forceinline__ void winograd_output_transform_rows(const float (&m)[
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_cluster_forward_kernel(const ForwardArgs<float, TIo> a) {
-  static_assert(kTf32Products<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
+  static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const int cluster_rank = int(cluster_block_rank());
