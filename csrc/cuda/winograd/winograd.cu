@@ -227,13 +227,13 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
 }
 
 // U for the tensor-core kernel of tile Cfg: its own layout (mma.sync fragments or wgmma core
-// matrices), rounded to TF32 for kernels of one TF32 product, unrounded for the split ones
-// (kMmaProducts).
+// matrices), rounded to TF32 for kernels of one TF32 product, split into bfloat16 hi and lo parts
+// for the three-product ones (kMmaProducts).
 template <typename Cfg, int kProducts>
 at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
   return cached_filters<float>(weight, f, kWinogradPoints,
                                std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
-                                   (kProducts == 1 ? "" : "split/") + std::to_string(Cfg::kM) + "x" +
+                                   (kProducts == 1 ? "" : "bf16-split/") + std::to_string(Cfg::kM) + "x" +
                                    std::to_string(Cfg::kK),
                                winograd_filter_transform_tc_kernel<Cfg, kProducts>);
 }

@@ -11,8 +11,8 @@
 // kM filters x 32 tiles output block (kM = 32 or 64, WinogradTcConfig), so that its epilogue can run
 // the output transform. Per chunk of kK channels (kK / 8 k-steps of the MMA):
 //   - U (16 points x kK channels x kM filters) comes by cp.async from a cache of its own: rounded to
-//     TF32 once and stored in the order the MMAs read it, so a block's chunk is one contiguous run
-//     and a thread's A fragment one 16-byte load;
+//     TF32 (or split into bfloat16 parts) once and stored in the order the MMAs read it, so a block's
+//     chunk is one contiguous run and a thread's A fragment one 16-byte load (split: two);
 //   - each thread of the first kK warps owns one (channel, tile): it loads the 4x4 input patch into
 //     registers one chunk ahead (the loads are in flight during the MMAs; four row pointers and a
 //     16-bit mask of the values inside the image, so that each load costs a bit test), transforms it
@@ -76,6 +76,10 @@ struct WinogradTcConfig {
   static constexpr int kN = 32;   // tiles (grad_weight: channels) per block
   static constexpr int kK = kK_;  // channels (grad_weight: tiles) per chunk
   static constexpr int kSteps = kK / 8;
+  // k-steps per bfloat16 MMA of the split products (kMmaProducts == 3): two (m16n8k16), or one
+  // (m16n8k8) where a chunk has one.
+  static constexpr int kSplitSteps = kSteps >= 2 ? 2 : 1;
+  static_assert(kSteps % kSplitSteps == 0, "whole m16n8k16 pairs of steps, or one step");
   static constexpr int kThreads = kThreads_, kMinBlocks = kMinBlocks_;
   static constexpr int kPointsPerWarp = kWinogradPoints * 32 / kThreads;
   static constexpr int kMTiles = kM / 16;
@@ -109,6 +113,16 @@ struct WinogradTcConfig {
   static __host__ __device__ constexpr int u_word(int kk, int m) {
     return (((kk / 8) * kMTiles + m / 16) * 32 + (m % 8) * 4 + kk % 4) * 4 + (m % 16) / 8 + 2 * ((kk % 8) / 4);
   }
+  // The forward's split U (kMmaProducts == 3), in bfloat16 halves: the bfloat16 A fragments, hi then
+  // lo, [kSplitSteps steps][16-filter tile][lane][hi: 2 kSplitSteps words, lo: as many]. The half of
+  // the hi part of (channel kk, filter m); lo's is 4 kSplitSteps halves on. Word 2s + (m % 16) / 8 of
+  // a part is step s's row g or g + 8 (m16n8k16's order), its low half channel kk % 4 of the step,
+  // its high half kk % 4 + 4: chunk_mmas's permutation of k, so that a lane's fragments of a step
+  // pair are two 16-byte loads, split once when the cache is filled.
+  static __host__ __device__ constexpr int u_split_half(int kk, int m) {
+    const int word = 2 * ((kk / 8) % kSplitSteps) + (m % 16) / 8, lane = (m % 8) * 4 + kk % 4;
+    return (((kk / (8 * kSplitSteps)) * kMTiles + m / 16) * 32 + lane) * 8 * kSplitSteps + 2 * word + (kk % 8) / 4;
+  }
 };
 using WinogradTcTile = WinogradTcConfig<32, 8, 256, 2>;
 using WinogradTcTileTall = WinogradTcConfig<64, 16, 512, 1>;
@@ -116,8 +130,8 @@ using WinogradTcWeightGradTileTall = WinogradTcConfig<64, 8, 512, 1>;
 
 // U for the forward kernels: [group][filter block of Cfg::kM][chunk of kK channels][point] and within
 // a point in the order the MMAs read it (Cfg::u_word: mma.sync fragments, or wgmma's core matrices),
-// so that a block's chunk is one contiguous run. Rounded to TF32 (kProducts == 1) or unrounded, for
-// the kernel to split; zero beyond the filters and channels.
+// so that a block's chunk is one contiguous run. Rounded to TF32 (kProducts == 1), or split into
+// bfloat16 hi and lo parts (kProducts == 3, Cfg::u_split_half); zero beyond the filters and channels.
 template <typename Cfg, int kProducts = 1>
 __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w, float* __restrict__ u,
                                                     const FilterLayout f) {
@@ -128,11 +142,21 @@ __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w,
     const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
     float uu[kWinogradPoints];
     filter_points<WinogradF2x2>(w, f, g, r, m, uu);
-    float* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kUChunkFloats +
-                 Cfg::u_word(r % Cfg::kK, m % Cfg::kM);
+    float* chunk = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kUChunkFloats;
+    if constexpr (kProducts == 1) {
+      float* dst = chunk + Cfg::u_word(r % Cfg::kK, m % Cfg::kM);
 #pragma unroll
-    for (int e = 0; e < kWinogradPoints; ++e)
-      dst[e * Cfg::kK * Cfg::kM] = kProducts == 1 ? round_to_tf32(uu[e]) : uu[e];
+      for (int e = 0; e < kWinogradPoints; ++e) dst[e * Cfg::kK * Cfg::kM] = round_to_tf32(uu[e]);
+    } else {
+      uint16_t* dst = reinterpret_cast<uint16_t*>(chunk) + Cfg::u_split_half(r % Cfg::kK, m % Cfg::kM);
+#pragma unroll
+      for (int e = 0; e < kWinogradPoints; ++e) {
+        uint32_t hi, lo;  // low halves: uu[e]'s parts
+        split_bf16x2(uu[e], 0.f, hi, lo);
+        dst[2 * e * Cfg::kK * Cfg::kM] = uint16_t(hi);
+        dst[2 * e * Cfg::kK * Cfg::kM + 4 * Cfg::kSplitSteps] = uint16_t(lo);
+      }
+    }
   }
 }
 
@@ -152,18 +176,18 @@ __device__ __forceinline__ void zero_accumulators(TcAccumulators<Cfg>& acc) {
 }
 
 // The A and B fragments of one k-step of point e for chunk_mmas: A's four words per 16-filter row i
-// (rows g and g + 8 at k t and t + 4, g = lane / 4, t = lane % 4), B's two per 8-column piece j (k t
-// and t + 4 of column g), as the m16n8k8 TF32 MMA reads them.
+// (rows g and g + 8 at k t and t + 4, g = lane / 4, t = lane % 4; unless !load_a), B's two per
+// 8-column piece j (k t and t + 4 of column g), as the m16n8k8 TF32 MMA reads them.
 template <typename Cfg, bool kFragmentOrderA, bool kTileMajorB>
 __device__ __forceinline__ void load_step_fragments(uint32_t (&af)[Cfg::kMTiles][4], uint32_t (&bf)[4][2],
                                                     const float* a_tile, const float* b_tile, int e, int step,
-                                                    int lane) {
+                                                    int lane, bool load_a = true) {
   constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kI = Cfg::kMTiles;
   const int g = lane / 4, t = lane % 4;
   const float* vb = kTileMajorB ? b_tile + (e * Cfg::kN + g) * Cfg::kLdVt + step * 8 + t
                                 : b_tile + (e * Cfg::kK + step * 8 + t) * kLdV + g;
 #pragma unroll
-  for (int i = 0; i < kI; ++i) {
+  for (int i = 0; i < kI && load_a; ++i) {
     if constexpr (kFragmentOrderA) {
       const float* words = a_tile + (((e * Cfg::kSteps + step) * kI + i) * 32 + lane) * 4;
       const uint4 w = *reinterpret_cast<const uint4*>(words);
@@ -192,8 +216,9 @@ __device__ __forceinline__ void load_step_fragments(uint32_t (&af)[Cfg::kMTiles]
 // [point][k][kLdV] with n along the rows, or tile-major [point][n][kLdVt] (kTileMajorB, the NHWC
 // forward); A is the forward's U in fragment order (kFragmentOrderA) or grad_weight's dM as
 // [point][k][kLdA] with m along the rows. Both hold TF32 bit patterns (kProducts == 1: one m16n8k8
-// TF32 MMA per step), or float32 values that the fragments split into bfloat16 hi and lo for three
-// bfloat16 products (kProducts == 3, split_bf16x2).
+// TF32 MMA per step), or, for three bfloat16 products (kProducts == 3), float32 values that the
+// fragments split into bfloat16 hi and lo (split_bf16x2) -- but for the forward's U, which its cache
+// holds split (Cfg::u_split_half).
 //
 // The split path feeds the TF32 fragments' words to the bfloat16 MMAs as they are: a thread's words
 // at k t and t + 4 become its pair at bfloat16 k 2t and 2t + 1 (two steps' words fill m16n8k16's
@@ -219,21 +244,22 @@ __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float
           for (int j = 0; j < 4; ++j) WarpMma<float>::run(acc[pe][i][j], af[i], bf[j]);
       }
   } else {
-    constexpr int kStepsPerMma = Cfg::kSteps >= 2 ? 2 : 1;
-    static_assert(Cfg::kSteps % kStepsPerMma == 0, "whole m16n8k16 pairs of steps, or one step");
+    constexpr int kStepsPerMma = Cfg::kSplitSteps;
 #pragma unroll
     for (int step = 0; step < Cfg::kSteps; step += kStepsPerMma)
 #pragma unroll
       for (int pe = 0; pe < Cfg::kPointsPerWarp; ++pe) {
         const int e = warp * Cfg::kPointsPerWarp + pe;
         // bh / bl[j][s]: B's hi and lo words of step `step + s`; A's split one 16-filter row at a time
-        // (fewer live registers). The small products join each accumulator before the large one.
+        // (fewer live registers), or read split (the forward's U, Cfg::u_split_half). The small
+        // products join each accumulator before the large one.
         uint32_t bh[4][kStepsPerMma], bl[4][kStepsPerMma];
         uint32_t af[kStepsPerMma][kI][4];
 #pragma unroll
         for (int s = 0; s < kStepsPerMma; ++s) {
           uint32_t bf[4][2];
-          load_step_fragments<Cfg, kFragmentOrderA, kTileMajorB>(af[s], bf, a_tile, b_tile, e, step + s, lane);
+          load_step_fragments<Cfg, kFragmentOrderA, kTileMajorB>(af[s], bf, a_tile, b_tile, e, step + s, lane,
+                                                                 /*load_a=*/!kFragmentOrderA);
 #pragma unroll
           for (int j = 0; j < 4; ++j)
             split_bf16x2(__uint_as_float(bf[j][0]), __uint_as_float(bf[j][1]), bh[j][s], bl[j][s]);
@@ -242,12 +268,26 @@ __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float
         for (int i = 0; i < kI; ++i) {
           // Word 2s: row g, word 2s + 1: row g + 8 (m16n8k16's order; m16n8k8 takes words 0 and 1).
           uint32_t ah[2 * kStepsPerMma], al[2 * kStepsPerMma];
+          if constexpr (kFragmentOrderA) {
+            const uint32_t* words = reinterpret_cast<const uint32_t*>(a_tile) +
+                                    (((e * (Cfg::kSteps / kStepsPerMma) + step / kStepsPerMma) * kI + i) * 32 + lane) *
+                                        4 * kStepsPerMma;
+            if constexpr (kStepsPerMma == 2) {
+              const uint4 h = reinterpret_cast<const uint4*>(words)[0], l = reinterpret_cast<const uint4*>(words)[1];
+              ah[0] = h.x, ah[1] = h.y, ah[2] = h.z, ah[3] = h.w;
+              al[0] = l.x, al[1] = l.y, al[2] = l.z, al[3] = l.w;
+            } else {
+              const uint4 w = *reinterpret_cast<const uint4*>(words);
+              ah[0] = w.x, ah[1] = w.y, al[0] = w.z, al[1] = w.w;
+            }
+          } else {
 #pragma unroll
-          for (int s = 0; s < kStepsPerMma; ++s)
+            for (int s = 0; s < kStepsPerMma; ++s)
 #pragma unroll
-            for (int r = 0; r < 2; ++r)
-              split_bf16x2(__uint_as_float(af[s][i][r]), __uint_as_float(af[s][i][r + 2]), ah[2 * s + r],
-                           al[2 * s + r]);
+              for (int r = 0; r < 2; ++r)
+                split_bf16x2(__uint_as_float(af[s][i][r]), __uint_as_float(af[s][i][r + 2]), ah[2 * s + r],
+                             al[2 * s + r]);
+          }
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             if constexpr (kStepsPerMma == 2) {
