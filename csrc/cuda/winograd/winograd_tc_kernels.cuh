@@ -176,18 +176,18 @@ __device__ __forceinline__ void zero_accumulators(TcAccumulators<Cfg>& acc) {
 }
 
 // The A and B fragments of one k-step of point e for chunk_mmas: A's four words per 16-filter row i
-// (rows g and g + 8 at k t and t + 4, g = lane / 4, t = lane % 4; unless !load_a), B's two per
+// (rows g and g + 8 at k t and t + 4, g = lane / 4, t = lane % 4; where kLoadA), B's two per
 // 8-column piece j (k t and t + 4 of column g), as the m16n8k8 TF32 MMA reads them.
-template <typename Cfg, bool kFragmentOrderA, bool kTileMajorB>
+template <typename Cfg, bool kFragmentOrderA, bool kTileMajorB, bool kLoadA = true>
 __device__ __forceinline__ void load_step_fragments(uint32_t (&af)[Cfg::kMTiles][4], uint32_t (&bf)[4][2],
                                                     const float* a_tile, const float* b_tile, int e, int step,
-                                                    int lane, bool load_a = true) {
+                                                    int lane) {
   constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kI = Cfg::kMTiles;
   const int g = lane / 4, t = lane % 4;
   const float* vb = kTileMajorB ? b_tile + (e * Cfg::kN + g) * Cfg::kLdVt + step * 8 + t
                                 : b_tile + (e * Cfg::kK + step * 8 + t) * kLdV + g;
 #pragma unroll
-  for (int i = 0; i < kI && load_a; ++i) {
+  for (int i = 0; i < (kLoadA ? kI : 0); ++i) {
     if constexpr (kFragmentOrderA) {
       const float* words = a_tile + (((e * Cfg::kSteps + step) * kI + i) * 32 + lane) * 4;
       const uint4 w = *reinterpret_cast<const uint4*>(words);
@@ -258,8 +258,9 @@ __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float
 #pragma unroll
         for (int s = 0; s < kStepsPerMma; ++s) {
           uint32_t bf[4][2];
-          load_step_fragments<Cfg, kFragmentOrderA, kTileMajorB>(af[s], bf, a_tile, b_tile, e, step + s, lane,
-                                                                 /*load_a=*/!kFragmentOrderA);
+          // The forward's U comes split (below): its TF32-order words are not loaded.
+          load_step_fragments<Cfg, kFragmentOrderA, kTileMajorB, !kFragmentOrderA>(af[s], bf, a_tile, b_tile, e,
+                                                                                   step + s, lane);
 #pragma unroll
           for (int j = 0; j < 4; ++j)
             split_bf16x2(__uint_as_float(bf[j][0]), __uint_as_float(bf[j][1]), bh[j][s], bl[j][s]);
