@@ -46,8 +46,8 @@ namespace cuda {
 // split, the point products keep 16 bits of each operand, and the error is the output's rounding to
 // float16, as cuDNN's is. bfloat16 MMAs run at twice the TF32 rate, so the three cost one and a half
 // TF32 products; bfloat16's exponent range is float32's, so no part overflows where float32 would
-// not. Operands a kernel splits are stored unrounded in shared memory and split in registers as the
-// MMAs read them.
+// not. The forward's U comes split from its cache (u_split_half); the other split operands are
+// stored unrounded in shared memory and split in registers as the MMAs read them.
 template <typename TIo>
 inline constexpr int kMmaProducts = std::is_same_v<TIo, __half> ? 3 : 1;
 
