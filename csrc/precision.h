@@ -3,10 +3,10 @@
 // dtypes: float64 and float32 run natively everywhere; float16 and bfloat16 run natively on the
 // GEMM's tensor-core kernels (CUDA) and on Winograd's TF32 tensor-core tiles (they read and write
 // the 16-bit tensors, computing in TF32 -- float16 with its operands split into bfloat16 hi and lo
-// parts, three bfloat16 products -- and FP32), and every other kernel computes them in float32 (inputs widened, FP32 accumulation, the output
-// rounded back to the input dtype). float32 follows PyTorch's cuDNN TF32 switch
-// (torch.backends.cudnn.allow_tf32): on, the GEMM and Winograd's fused F(2x2) run TF32 tensor
-// cores; off, and for every other kernel, IEEE FP32. Winograd's 16-bit calls run its tiles whatever
+// parts, three bfloat16 products -- and FP32), and every other kernel computes them in float32
+// (inputs widened, FP32 accumulation, the output rounded back to the input dtype). float32 follows
+// PyTorch's cuDNN TF32 switch (torch.backends.cudnn.allow_tf32): on, the GEMM and Winograd's fused
+// F(2x2) run TF32 tensor cores; off, and for every other kernel, IEEE FP32. Winograd's 16-bit calls run its tiles whatever
 // the switch (csrc/cuda/winograd/winograd.cu: conv2d_winograd_16bit_cuda).
 //
 // Memory format: the outputs (and gradients) come back in the format PyTorch's convolution returns

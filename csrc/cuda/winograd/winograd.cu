@@ -568,7 +568,7 @@ void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* 
     if (tile == kTcTileWgmmaClusterUVMulticast)
       return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
   } else {
-    TORCH_INTERNAL_ASSERT(!wgmma_tile(tile), "winograd: split TF32 operands run the mma.sync tiles only");
+    TORCH_INTERNAL_ASSERT(!wgmma_tile(tile), "winograd: split float16 operands (3xBF16) run the mma.sync tiles only");
   }
   if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
   return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
