@@ -6,8 +6,8 @@
 // parts, three bfloat16 products -- and FP32), and every other kernel computes them in float32
 // (inputs widened, FP32 accumulation, the output rounded back to the input dtype). float32 follows
 // PyTorch's cuDNN TF32 switch (torch.backends.cudnn.allow_tf32): on, the GEMM and Winograd's fused
-// F(2x2) run TF32 tensor cores; off, and for every other kernel, IEEE FP32. Winograd's 16-bit calls run its tiles whatever
-// the switch (csrc/cuda/winograd/winograd.cu: conv2d_winograd_16bit_cuda).
+// F(2x2) run TF32 tensor cores; off, and for every other kernel, IEEE FP32. Winograd's 16-bit calls
+// run its tiles whatever the switch (csrc/cuda/winograd/winograd.cu: conv2d_winograd_16bit_cuda).
 //
 // Memory format: the outputs (and gradients) come back in the format PyTorch's convolution returns
 // for the same input and weight: channels_last when either of them is.
