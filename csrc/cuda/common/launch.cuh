@@ -114,6 +114,22 @@ inline unsigned elementwise_blocks(int64_t total, int threads) {
   return unsigned(want < 1 ? 1 : want < cap ? want : cap);
 }
 
+// Splits of a reduction (or of the positions a grad_weight sums over) for a grid of `base` blocks
+// (`slots` = SMs x blocks per SM): the fewest that fill the waves they take to within 90% (the
+// blocks' work is equal, so a partial last wave idles the rest of the GPU), else the best filling;
+// at most `cap`.
+inline int64_t wave_filling_splits(int64_t base, int64_t slots, int64_t cap) {
+  int64_t best = 1;
+  double best_fill = 0.0;
+  for (int64_t s = 1; s <= cap; ++s) {
+    const int64_t blocks = base * s;
+    const double fill = double(blocks) / double(ceil_div(blocks, slots) * slots);
+    if (fill >= 0.9) return s;
+    if (fill > best_fill) best = s, best_fill = fill;
+  }
+  return best;
+}
+
 // A clear error instead of a launch failure for grids past CUDA's 2^31 - 1 blocks.
 inline void check_grid(int64_t blocks, const char* what) {
   TORCH_CHECK_VALUE(blocks < (int64_t(1) << 31), "torchconv.", what, ": problem too large for one launch (",

@@ -201,21 +201,6 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   }
 }
 
-// Reduction splits (forward) or position splits (grad_weight) for a grid of `base` blocks (`slots`
-// = SMs x blocks per SM): the fewest that fill the waves they take to within 90% (the blocks' work
-// is equal, so a partial last wave idles the rest of the GPU), else the best filling; at most `cap`.
-int64_t wave_filling_splits(int64_t base, int64_t slots, int64_t cap) {
-  int64_t best = 1;
-  double best_fill = 0.0;
-  for (int64_t s = 1; s <= cap; ++s) {
-    const int64_t blocks = base * s;
-    const double fill = double(blocks) / double(ceil_div(blocks, slots) * slots);
-    if (fill >= 0.9) return s;
-    if (fill > best_fill) best = s, best_fill = fill;
-  }
-  return best;
-}
-
 // The config rule: the largest tile whose grid still fills the GPU; wgmma on Hopper, mma.sync
 // otherwise. `nchw_source`: the source is float32 NCHW (wgmma only, see is_nchw_source).
 // Grids that would not fill the GPU even with small tiles split a long reduction across blocks

@@ -626,15 +626,15 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
   });
 }
 
-// Slices the tile reduction is split into: enough that the grid fills the GPU about twice over,
-// at least 8 chunks per slice, and the slices within the workspace limit (each costs a write and a
-// read of 16 x K x C values).
+// Slices the tile reduction is split into: the fewest whose grid fills the waves it takes
+// (wave_filling_splits: a block's slice is its whole work, so a last wave of a few blocks costs a
+// whole slice's time), at least 8 chunks per slice, and the slices within the workspace limit (each
+// costs a write and a read of 16 x K x C values).
 template <typename Cfg>
 int64_t weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t slice_bytes) {
   const int64_t max_by_work = std::max<int64_t>(1, tiles / (8 * Cfg::kK));
   const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
-  const int64_t want = ceil_div(2 * int64_t(sm_count()) * Cfg::kMinBlocks, base_blocks);
-  return std::max<int64_t>(1, std::min({want, max_by_work, max_by_memory}));
+  return wave_filling_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, std::min(max_by_work, max_by_memory));
 }
 
 // Sums a grad_weight's slices into slice 0 (in a fixed order, so the result is deterministic) and
