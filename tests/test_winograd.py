@@ -721,10 +721,12 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
     (2, 64, 33, 20, "TALL"),  # 33 filters: more than one 32-filter block
     (2, 16, 128, 136, "TALL"),  # few channels, many pixels
     (8, 256, 512, 40, "MULTICAST"),  # 256 channels, 800 blocks: staged V, clusters of 8 (multicast)
-    (8, 256, 72, 40, "MULTICAST"),  # few filters: 200 blocks, more than one wave
+    (8, 256, 136, 40, "MULTICAST"),  # 136 filters (three filter blocks): 300 blocks, more than one wave
+    (8, 256, 128, 40, "TALL"),  # 128 filters, two filter blocks: V staged for them would not repay
+    (4, 512, 72, 64, "TALL"),  # 72 filters: the single wgmma block however long the reduction
     (32, 512, 512, 7, "BULK"),  # 128 blocks, one wave: staged V, clusters of 2
-    (33, 256, 64, 16, "BULK"),  # 66 blocks, half the GPU
-    (32, 256, 64, 16, "TALL"),  # 64 blocks: the single wgmma block
+    (11, 256, 192, 16, "BULK"),  # 66 blocks, half the GPU
+    (10, 256, 192, 16, "TALL"),  # 60 blocks: the single wgmma block
     (8, 255, 512, 40, "TALL"),  # fewer channels: the single wgmma block
     (2, 256, 512, 10, "TALL"),  # 16 blocks: a fraction of one wave
     (2, 3, 32, 20, "fused:shallow"),  # an RGB stem keeps the shallow kernel (IEEE FP32)
@@ -735,10 +737,11 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     narrow kernels: never IEEE F(4x4), which the tensor-core kernel outran on every 3x3 suite layer.
     Its tile has 64 filters where a group has more than 32 filters (TALL): on Hopper's wgmma, else
     mma.sync's tf32-tall (channels_last calls: test_channels_last_tile_rule_under_tf32). From 256
-    channels per group a wgmma cluster tile with V staged (the input transformed once, where each
-    filter block would load it from NCHW) where the two-block clusters' grid fills half the GPU
-    (BULK), and clusters of eight sharing V and U by multicast beyond one wave (MULTICAST). Block
-    counts are those of a 132-SM GPU (H100, H200)."""
+    channels and more than 128 filters per group a wgmma cluster tile with V staged (the input
+    transformed once, where each filter block would load it from NCHW) where the two-block clusters'
+    grid fills half the GPU (BULK), and clusters of eight sharing V and U by multicast beyond one wave
+    (MULTICAST); with at most 128 filters (two filter blocks) V staged would not repay its round trip.
+    Block counts are those of a 132-SM GPU (H100, H200)."""
     torch.backends.cudnn.allow_tf32 = True
     hopper = torch.cuda.get_device_capability() == (9, 0)
     if hopper and torch.cuda.get_device_properties(0).multi_processor_count != 132:
@@ -767,8 +770,10 @@ def test_tf32_wgmma_forced_off_hopper_is_a_value_error(tile):
 
 @needs_cuda
 @pytest.mark.parametrize("n, hw, c, k, groups, choice", [
-    (2, (11, 13), 256, 64, 1, "CLUSTER"),  # 256 channels: the cluster tile (on Hopper)
-    (2, (11, 13), 512, 40, 1, "CLUSTER"),  # and beyond; 40 filters: one partial filter block
+    (2, (11, 13), 256, 192, 1, "CLUSTER"),  # 256 channels, 192 filters: the cluster tile (on Hopper)
+    (2, (11, 13), 512, 168, 1, "CLUSTER"),  # and beyond; 168 filters: a partial filter block
+    (2, (11, 13), 512, 128, 1, "SINGLE"),  # 128 filters: the single 64-filter wgmma block
+    (2, (11, 13), 256, 64, 1, "SINGLE"),  # 64 filters, one block: the same
     (2, (11, 13), 255, 64, 1, "SINGLE"),  # fewer channels: the single 64-filter wgmma block
     (2, (11, 13), 256, 128, 2, "SINGLE"),  # 256 channels in 2 groups: a group's 128 count
     (2, (11, 13), 512, 32, 1, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
@@ -777,8 +782,9 @@ def test_tf32_wgmma_forced_off_hopper_is_a_value_error(tile):
 ])
 def test_channels_last_tile_rule_under_tf32(n, hw, c, k, groups, choice):
     """channels_last calls under TF32 with more than 32 filters per group take Hopper's wgmma cluster
-    tile (64 filters x 64 tiles, the points split over two blocks) from 256 channels per group on, and
-    the single wgmma block (64 filters x 32 tiles) below; off Hopper mma.sync's 64-filter tile. Where
+    tile (64 filters x 64 tiles, the points split over two blocks) from 256 channels and 129 filters
+    per group on, and the single wgmma block (64 filters x 32 tiles) below either; off Hopper
+    mma.sync's 64-filter tile. Where
     the two-block clusters' grid fills the GPU twice (block counts of a 132-SM GPU), V is staged and
     clusters of eight share it and U by multicast. The output matches cuDNN's TF32 error bar."""
     hopper = torch.cuda.get_device_capability() == (9, 0)

@@ -115,13 +115,13 @@ inline unsigned elementwise_blocks(int64_t total, int threads) {
 }
 
 // Splits of a reduction (or of the positions a grad_weight sums over) for a grid of `base` blocks
-// (`slots` = SMs x blocks per SM): the fewest that fill the waves they take to within 90% (the
-// blocks' work is equal, so a partial last wave idles the rest of the GPU), else the best filling;
-// at most `cap`.
-inline int64_t wave_filling_splits(int64_t base, int64_t slots, int64_t cap) {
-  int64_t best = 1;
+// (`slots` = SMs x blocks per SM): the fewest from `min_splits` on that fill the waves they take to
+// within 90% (the blocks' work is equal, so a partial last wave idles the rest of the GPU), else the
+// best filling; at most `cap`.
+inline int64_t wave_filling_splits(int64_t base, int64_t slots, int64_t cap, int64_t min_splits = 1) {
+  int64_t best = min_splits < 1 ? 1 : min_splits < cap ? min_splits : cap;
   double best_fill = 0.0;
-  for (int64_t s = 1; s <= cap; ++s) {
+  for (int64_t s = best; s <= cap; ++s) {
     const int64_t blocks = base * s;
     const double fill = double(blocks) / double(ceil_div(blocks, slots) * slots);
     if (fill >= 0.9) return s;

@@ -357,6 +357,12 @@ int forced_tc_tile() {
 // patch's 4 rows for its half of the points, 1.5 times the single block's patch loads; with V
 // staged, the transform kernel and V's round trip through memory (docs/winograd.md).
 constexpr int kClusterMinReduction = 256;
+// The outputs per group from which calls take a cluster tile. Up to this many are one or two
+// 64-filter blocks: they share a staged V (written and read once, four times the input) too little
+// to repay its round trip, and a single block's U traffic per MMA is small next to its patch loads
+// (docs/winograd.md: a grad_input of 128 outputs over 256 channels ran faster on the single block
+// than on the staged clusters, and on channels_last than on the fused cluster).
+constexpr int kClusterMinOutputs = 129;
 
 // From kClusterMinReduction channels, the cluster tiles with V staged: the transform kernel writes V
 // (four times the input) once, and every filter block copies it as it is instead of loading its own
@@ -378,15 +384,15 @@ int staged_v_tile(const WinogradConv& cv, bool channels_last) {
 // A forward or grad_input on tensor cores (`channels_last`: the call's memory format): the
 // tensor-core kernel's tile, by the rule on every layer but those of the shallow and narrow kernels
 // (kTcIeee). Where a group has more than 32 filters, a 64-filter block: where the device has wgmma,
-// the single wgmma block below kClusterMinReduction channels and a cluster tile from there
-// (staged_v_tile); mma.sync's tf32-tall elsewhere.
+// the single wgmma block below kClusterMinReduction channels or kClusterMinOutputs outputs and a
+// cluster tile from there (staged_v_tile); mma.sync's tf32-tall elsewhere.
 int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
   if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return kTcIeee;
   if (!tc_tall(cv)) return kTcTile;
   if (!wgmma_device()) return kTcTileTall;
-  if (cv.Cg() < kClusterMinReduction) return kTcTileWgmma;
+  if (cv.Cg() < kClusterMinReduction || cv.Kg() < kClusterMinOutputs) return kTcTileWgmma;
   return staged_v_tile(cv, channels_last);
 }
 
@@ -626,15 +632,16 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
   });
 }
 
-// Slices the tile reduction is split into: the fewest whose grid fills the waves it takes
-// (wave_filling_splits: a block's slice is its whole work, so a last wave of a few blocks costs a
-// whole slice's time), at least 8 chunks per slice, and the slices within the workspace limit (each
-// costs a write and a read of 16 x K x C values).
+// Slices the tile reduction is split into: the fewest whose grid fills the GPU at least twice and
+// fills the waves it takes (wave_filling_splits: a block's slice is its whole work, so a last wave of
+// a few blocks costs a whole slice's time), at least 8 chunks per slice, and the slices within the
+// workspace limit (each costs a write and a read of 16 x K x C values).
 template <typename Cfg>
 int64_t weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t slice_bytes) {
   const int64_t max_by_work = std::max<int64_t>(1, tiles / (8 * Cfg::kK));
   const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
-  return wave_filling_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, std::min(max_by_work, max_by_memory));
+  const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
+  return wave_filling_splits(base_blocks, slots, std::min(max_by_work, max_by_memory), ceil_div(2 * slots, base_blocks));
 }
 
 // Sums a grad_weight's slices into slice 0 (in a fixed order, so the result is deterministic) and
