@@ -576,10 +576,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // grad_weight on tensor cores: dU = dM V^T per point, reducing over tiles (the FP32 kernel's
 // decomposition, winograd_weight_grad_kernel: a block owns kM filters x 32 channels x 16 points of
 // one slice of the tiles, and writes its dU to that slice). Per chunk of 8 tiles each thread loads
-// one (filter, tile) 2x2 grad_output tile and its share of a (channel, tile) 4x4 input patch
-// (kPatchParts) into registers a chunk ahead, transforms them in FP32 (dM = A dY A^T, V = B^T d B)
-// and stores them rounded to TF32 as the MMA's A and B. Each thread keeps one tile slot of the chunk
-// and steps its tile coordinates by 8 tiles per chunk instead of dividing.
+// one (filter, tile) 2x2 grad_output tile and, in the first 8 warps, one (channel, tile) 4x4 input
+// patch into registers a chunk ahead, transforms them in FP32 (dM = A dY A^T, V = B^T d B) and stores
+// them rounded to TF32 as the MMA's A and B. Each thread keeps one tile slot of the chunk and steps
+// its tile coordinates by 8 tiles per chunk instead of dividing.
 //
 // Pair index bits: 0-2 and 6 up the row (filter or channel), 3-5 the tile within the chunk. A warp's
 // 32 stores then cover 4 tiles x 8 rows, which land in 32 distinct banks with rows kLd = 8 (mod 32)
@@ -592,16 +592,8 @@ __device__ __forceinline__ int pair_tile(int i) { return (i >> 3) & 7; }
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_tc_weight_grad_kernel(const WeightGradArgs<float, TIo> a) {
-  // A thread's share of the chunk's input patches: a whole patch where the chunk has one per thread,
-  // else half of one -- V's rows 2 part and 2 part + 1, from input rows part to part + 2 (B^T's rows
-  // 0-1 read input rows 0-2, its rows 2-3 rows 1-3). Every warp then loads and transforms as much:
-  // with whole patches in the first half of the warps, the other half waited for them at each
-  // chunk's barrier.
-  constexpr int kPatchParts = Cfg::kThreads / (Cfg::kN * Cfg::kK);
-  constexpr int kLoadRows = kPatchParts == 1 ? 4 : 3;
-  static_assert(Cfg::kK == 8 && Cfg::kM * Cfg::kK == Cfg::kThreads && Cfg::kM == kPatchParts * Cfg::kN &&
-                    (kPatchParts == 1 || kPatchParts == 2),
-                "a (filter, tile) and a whole or half (channel, tile) patch per thread");
+  static_assert(Cfg::kK == 8 && Cfg::kM * Cfg::kK == Cfg::kThreads && Cfg::kN * Cfg::kK <= Cfg::kThreads,
+                "a (filter, tile) per thread, a (channel, tile) per thread of the first 8 warps");
   constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kProducts = kMmaProducts<TIo>;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
@@ -614,10 +606,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   auto stage_b = [&](int s) { return smem + s * Cfg::kWeightGradStage + Cfg::kDmFloats; };
 
   const int row = pair_row(threadIdx.x), slot = pair_tile(threadIdx.x);
-  // The patch part is warp-uniform: a warp's rows are 8 consecutive ones.
-  const int c_row = row % Cfg::kN, part = row / Cfg::kN;
-  const int k = kt * Cfg::kM + row, c = ct * Cfg::kN + c_row;
-  const bool k_ok = k < Kg, c_ok = c < Cg;
+  const int k = kt * Cfg::kM + row, c = ct * Cfg::kN + row;
+  const bool k_ok = k < Kg;
+  const bool loader = threadIdx.x < Cfg::kN * Cfg::kK, c_ok = loader && c < Cg;
   const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
   // The filter's plane (NCHW) or channel (NHWC) of grad_output, the channel's of x.
   const int64_t gy_channel = int64_t(grp) * Kg + (k_ok ? k : 0), x_channel = int64_t(grp) * Cg + (c_ok ? c : 0);
@@ -637,7 +628,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
     }
   };
-  TIo d[kLoadRows * 4], dy[4];  // widened in store (ldg_or_zero)
+  TIo d[16], dy[4];  // widened in store (ldg_or_zero)
   auto load = [&] {
     const bool live = p < tile_end;
     const int oy = 2 * tc.ty, ox = 2 * tc.tx;
@@ -647,36 +638,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     dy[1] = ldg_or_zero(gsrc + gy_col, ok && right);
     dy[2] = ldg_or_zero(gsrc + gy_row, ok && below);
     dy[3] = ldg_or_zero(gsrc + gy_row + gy_col, ok && right && below);
-    // The part's first input row; patch_mask's row bits then count from it.
-    const int iy0 = oy + cv.col_oy + (kPatchParts == 1 ? 0 : part), ix0 = ox + cv.col_ox;
-    const unsigned rc = live && c_ok ? patch_mask(iy0, ix0, cv) : 0u;
-    const TIo* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + iy0 * x_row + int64_t(ix0) * x_col;
+    if (loader) {
+      const int iy0 = oy + cv.col_oy, ix0 = ox + cv.col_ox;
+      const unsigned rc = live && c_ok ? patch_mask(iy0, ix0, cv) : 0u;
+      const TIo* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + iy0 * x_row + int64_t(ix0) * x_col;
 #pragma unroll
-    for (int i = 0; i < kLoadRows; ++i)
+      for (int i = 0; i < 4; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        d[i * 4 + j] = ldg_or_zero(xsrc + i * x_row + j * x_col, (rc >> i) & (rc >> (4 + j)) & 1u);
-  };
-  // V's rows 2 kPart and 2 kPart + 1 from input rows kPart to kPart + 2 (f), as
-  // winograd_input_transform computes them.
-  auto store_half_patch = [&](auto part_constant, const float (&f)[12], float* b_tile) {
-    constexpr int kPart = decltype(part_constant)::value;
-    float v[8];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float q0 = f[j], q1 = f[4 + j], q2 = f[8 + j];
-      v[j] = kPart == 0 ? q0 - q2 : q1 - q0;      // B^T row 0: d0 - d2; row 2: d2 - d1
-      v[4 + j] = kPart == 0 ? q1 + q2 : q0 - q2;  // B^T row 1: d1 + d2; row 3: d1 - d3
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float x0 = v[r * 4], x1 = v[r * 4 + 1], x2 = v[r * 4 + 2], x3 = v[r * 4 + 3];
-      const float out[4] = {x0 - x2, x1 + x2, x2 - x1, x1 - x3};
-#pragma unroll
-      for (int col = 0; col < 4; ++col) {
-        const int e = 8 * kPart + 4 * r + col;
-        b_tile[(e * Cfg::kK + slot) * kLdV + c_row] = tf32_operand<kProducts>(out[col]);
-      }
+        for (int j = 0; j < 4; ++j)
+          d[i * 4 + j] = ldg_or_zero(xsrc + i * x_row + j * x_col, (rc >> i) & (rc >> (4 + j)) & 1u);
     }
   };
   auto store = [&](float* a_tile, float* b_tile) {
@@ -686,19 +656,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
     for (int e = 0; e < 16; ++e)
       a_tile[(e * Cfg::kK + slot) * kLdA + row] = tf32_operand<kProducts>(m[e]);
-    if constexpr (kPatchParts == 1) {
+    if (loader) {
       widen_to_float(d, f);
       winograd_input_transform<float>(f, m);
 #pragma unroll
       for (int e = 0; e < 16; ++e)
-        b_tile[(e * Cfg::kK + slot) * kLdV + c_row] = tf32_operand<kProducts>(m[e]);
-    } else {
-      float h[12];
-      widen_to_float(d, h);
-      if (part == 0)
-        store_half_patch(std::integral_constant<int, 0>{}, h, b_tile);
-      else
-        store_half_patch(std::integral_constant<int, 1>{}, h, b_tile);
+        b_tile[(e * Cfg::kK + slot) * kLdV + row] = tf32_operand<kProducts>(m[e]);
     }
   };
 
