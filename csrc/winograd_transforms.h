@@ -61,19 +61,27 @@ TORCHCONV_HOST_DEVICE void winograd_input_transform(const T d[16], T v[16]) {
   }
 }
 
-// Y = A^T m A, A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
+// Y = A^T m A, A^T = [[1, 1, 1, 0], [0, 1, -1, -1]], in two steps that a kernel may run apart (a
+// warpgroup holding one column of m applies the first): column j of t = A^T m from column j of m
+// (m0..m3 down the column), then y = t A from t (2 x 4, row-major). Split or not, the same sums in
+// the same order.
+template <typename T>
+TORCHCONV_HOST_DEVICE void winograd_output_column(T m0, T m1, T m2, T m3, T& t0, T& t1) {
+  t0 = m0 + m1 + m2;
+  t1 = m1 - m2 - m3;
+}
+template <typename T>
+TORCHCONV_HOST_DEVICE void winograd_output_rows(const T t[8], T y[4]) {
+  for (int i = 0; i < 2; ++i) {
+    y[i * 2 + 0] = t[i * 4] + t[i * 4 + 1] + t[i * 4 + 2];
+    y[i * 2 + 1] = t[i * 4 + 1] - t[i * 4 + 2] - t[i * 4 + 3];
+  }
+}
 template <typename T>
 TORCHCONV_HOST_DEVICE void winograd_output_transform(const T m[16], T y[4]) {
-  T t[2][4];  // A^T m
-  for (int j = 0; j < 4; ++j) {
-    const T m0 = m[j], m1 = m[4 + j], m2 = m[8 + j], m3 = m[12 + j];
-    t[0][j] = m0 + m1 + m2;
-    t[1][j] = m1 - m2 - m3;
-  }
-  for (int i = 0; i < 2; ++i) {
-    y[i * 2 + 0] = t[i][0] + t[i][1] + t[i][2];
-    y[i * 2 + 1] = t[i][1] - t[i][2] - t[i][3];
-  }
+  T t[8];  // A^T m
+  for (int j = 0; j < 4; ++j) winograd_output_column(m[j], m[4 + j], m[8 + j], m[12 + j], t[j], t[4 + j]);
+  winograd_output_rows(t, y);
 }
 
 // The adjoints of the output and filter transforms, for grad_weight in the Winograd domain:

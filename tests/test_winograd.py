@@ -295,6 +295,12 @@ VSTAGED_TILES = ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-uvmulticast"]
 WGMMA_TILES = ["tf32-wgmma", "tf32-wgmma-cluster"] + VSTAGED_TILES
 TF32_TILES = ["tf32", "tf32-tall"] + WGMMA_TILES
 
+# More output blocks than any GPU has SMs (543 of 64 filters x 32 tiles: 181 tile blocks, the last
+# partial, x 3 filter blocks, the last with 2 filters; 2 chunks, the second partial): the single
+# wgmma block is persistent, a grid of one block per SM walking them, so most blocks compute several
+# and some one more than others.
+PERSISTENT_WALK_SHAPE = (4, 20, 130, 75, 75, 1, 1, True)
+
 # Shapes: (N, C, K, H, W, padding, groups, bias).
 TF32_SHAPES = [
     (3, 37, 41, 9, 10, 0, 1, True),  # padding 0; C and K off the 8-channel chunks and 32-filter blocks
@@ -312,6 +318,7 @@ TF32_SHAPES = [
 @pytest.mark.parametrize("shape", TF32_SHAPES + [
     (2, 24, 130, 11, 9, 1, 1, True),  # 130 filters: 64-filter blocks, the last with 2
     (2, 45, 70, 19, 17, 1, 1, True),  # wgmma: 3 chunks of 16 channels, the last partial; 2 filter blocks
+    PERSISTENT_WALK_SHAPE,
 ], ids=shape_id)
 def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
     """The tiles of the tensor-core kernels (32 and 64 filters per block on mma.sync, 64 on Hopper's
@@ -456,6 +463,7 @@ def assert_rounded_ieee(got, ref, name):
 @pytest.mark.parametrize("tile", TF32_TILES)
 @pytest.mark.parametrize("shape", TF32_SHAPES[:3] + [
     (2, 45, 70, 19, 17, 1, 1, True),  # wgmma: 3 chunks of 16 channels, the last partial; 2 filter blocks
+    PERSISTENT_WALK_SHAPE,
 ], ids=shape_id)
 def test_bfloat16_tiles_read_and_write_bfloat16(shape, tile, layout):
     """bfloat16 calls of the tensor-core tiles read the input and grad_output and write the output and

@@ -168,6 +168,17 @@ template <typename Cfg>
 constexpr int fused_cluster_blocks() {
   return ClusterShape<Cfg>::blocks;
 }
+// Whether Cfg's forward kernel is persistent (WinogradWgmmaTile): a grid of at most one block per SM
+// walking all output blocks.
+template <typename Cfg, typename = void>
+struct PersistentBlocks : std::false_type {};
+template <typename Cfg>
+struct PersistentBlocks<Cfg, std::void_t<decltype(Cfg::kPersistent)>> : std::bool_constant<Cfg::kPersistent> {};
+template <typename Cfg>
+constexpr bool persistent_blocks() {
+  return PersistentBlocks<Cfg>::value;
+}
+
 // Blocks of a fused forward launch over k_tiles filter blocks x p_tiles tile blocks x groups.
 template <typename Cfg>
 int64_t fused_blocks(int64_t k_tiles, int64_t p_tiles, int64_t groups) {
@@ -208,7 +219,9 @@ void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T, TIo>& 
     config.attrs = &cluster, config.numAttrs = 1;
     C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
   } else {
-    kernel<<<unsigned(blocks), Cfg::kThreads, smem, current_stream()>>>(a);
+    // A persistent kernel's blocks walk the output blocks: at most one per SM (Cfg::kMinBlocks).
+    const int64_t grid = persistent_blocks<Cfg>() ? std::min<int64_t>(blocks, sm_count() * Cfg::kMinBlocks) : blocks;
+    kernel<<<unsigned(grid), Cfg::kThreads, smem, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }

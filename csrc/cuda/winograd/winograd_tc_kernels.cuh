@@ -306,6 +306,17 @@ __device__ __forceinline__ void chunk_mmas(TcAccumulators<Cfg>& acc, const float
   }
 }
 
+// The output transform from what an epilogue staged per (filter, tile): the 16 points of M, or
+// (kStaged = 8) A^T M, whose first step the kernel applied before staging.
+template <int kStaged>
+__device__ __forceinline__ void finish_output_transform(const float (&mm)[kStaged], float (&out)[4]) {
+  static_assert(kStaged == kWinogradPoints || kStaged == 8, "M or A^T M");
+  if constexpr (kStaged == kWinogradPoints)
+    winograd_output_transform<float>(mm, out);
+  else
+    winograd_output_rows<float>(mm, out);
+}
+
 // Stores one 16 x 8 accumulator fragment (rows row and row + 8, columns col and col + 1, in the
 // mma.sync C layout that wgmma repeats) into an epilogue's M: [filter][tile] rows of kLd words, or
 // tile-major [tile][filter] (kTileMajor, the NHWC epilogue).
@@ -347,8 +358,9 @@ __device__ __forceinline__ void stage_pass(const TcAccumulators<Cfg>& acc, int p
 // 16 points x kEpilogueFilters x 32 tiles into shared memory ([point][filter][tile], rows of kLdV),
 // so that each thread gathers the 16 points of one (filter, tile) for the output transform. A
 // thread's tile is the same in every pass (tile p0 + lane; filters warp, warp + kThreads / 32, ...),
-// so its output address and edges are decoded once.
-template <typename Cfg, typename Stage, typename TIo>
+// so its output address and edges are decoded once. kStaged = 8: `stage` puts A^T m instead (row h
+// of it, column j at slice 4 h + j; winograd_output_column), which leaves its second step.
+template <typename Cfg, int kStaged = kWinogradPoints, typename Stage, typename TIo>
 __device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, const ForwardArgs<float, TIo>& a,
                                                  const BlockCoord& bc, int64_t p0, int warp, int lane) {
   constexpr int kLdV = Cfg::kLdV, kF = Cfg::kEpilogueFilters;
@@ -370,10 +382,10 @@ __device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, con
     for (int m = warp; m < kF; m += Cfg::kThreads / 32) {
       const int k = bc.kt * Cfg::kM + pass * kF + m;
       if (!out_live || k >= Kg) continue;
-      float mm[16], out[4];
+      float mm[kStaged], out[4];
 #pragma unroll
-      for (int e = 0; e < 16; ++e) mm[e] = smem[(e * kF + m) * kLdV + lane];
-      winograd_output_transform<float>(mm, out);
+      for (int e = 0; e < kStaged; ++e) mm[e] = smem[(e * kF + m) * kLdV + lane];
+      finish_output_transform<kStaged>(mm, out);
       const float b = a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
       TIo* dst = y_tile + k * out_plane;
 #pragma unroll
@@ -393,7 +405,7 @@ __device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, con
 // The NHWC forward's epilogue: `stage(pass, smem)` puts M into shared memory as [point][tile][filter]
 // (rows of kLdMt), lanes then run along the pass's filters, so a tile's four outputs are coalesced
 // stores; each thread's tiles (warp, warp + kThreads / 32, ...) are decoded once.
-template <typename Cfg, typename Stage, typename TIo>
+template <typename Cfg, int kStaged = kWinogradPoints, typename Stage, typename TIo>
 __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, const ForwardArgs<float, TIo>& a,
                                                  const BlockCoord& bc, int64_t p0, int warp, int lane) {
   constexpr int kLdMt = Cfg::kLdMt, kF = Cfg::kEpilogueFilters;
@@ -427,10 +439,10 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
       for (int r = 0; r < kTilesPerThread; ++r) {
         if (!(edges[r] & 1u)) continue;
         const int n = warp + r * kWarps;
-        float mm[16], out[4];
+        float mm[kStaged], out[4];
 #pragma unroll
-        for (int e = 0; e < 16; ++e) mm[e] = smem[(e * Cfg::kN + n) * kLdMt + f];
-        winograd_output_transform<float>(mm, out);
+        for (int e = 0; e < kStaged; ++e) mm[e] = smem[(e * Cfg::kN + n) * kLdMt + f];
+        finish_output_transform<kStaged>(mm, out);
         TIo* dst = a.y + y_off[r] + k;
         dst[0] = from_float<TIo>(out[0] + b);
         if (edges[r] & 2u) dst[cv.out_C] = from_float<TIo>(out[1] + b);

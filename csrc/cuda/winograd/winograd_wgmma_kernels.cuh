@@ -39,11 +39,25 @@ namespace cuda {
 
 // The wgmma block: 64 filters x 32 tiles x 16 points, 16 channels per chunk (two k-steps), four
 // warpgroups of four points, one block per SM (two stages of U and V take 192 KiB).
+//
+// Persistent: a grid of one block per SM, each block walking the output blocks b, b + gridDim.x, ...
+// With one block per SM nothing else hid a block's fixed costs -- the first chunk's U copy and
+// patch loads before any MMA, the epilogue after the last -- and on short reductions (32-64 channels:
+// 2-4 chunks) they took as long as the reduction. Each block now issues the next output block's
+// first copies and loads before its epilogue, so they arrive while the epilogue runs.
+//
+// Warpgroup g owns the points of column g of the 4 x 4 tile (points g, g + 4, g + 8, g + 12), so that
+// it applies the output transform's first step (A^T m, down each column: winograd_output_column) to
+// its own accumulators: the epilogue then stages 8 values per (filter, tile) instead of 16, in half
+// the shared memory, which leaves stage 0 free for the next block's first chunk.
 struct WinogradWgmmaTile {
-  static constexpr bool kWgmma = true, kVStaged = false;
+  static constexpr bool kWgmma = true, kVStaged = false, kPersistent = true;
   static constexpr int kM = 64, kN = 32, kK = 16, kSteps = kK / 8;
   static constexpr int kThreads = 512, kMinBlocks = 1;
   static constexpr int kWarpgroups = kThreads / 128, kPointsPerGroup = kWinogradPoints / kWarpgroups;
+  // Warpgroup g's points: g + kPointStep * pe (a column of the 4 x 4 tile).
+  static constexpr int kPointStep = kWarpgroups;
+  static __host__ __device__ constexpr int first_point(int group) { return group; }
   // V's channel quads (core matrix columns) are kN * 4 + 8 words apart rather than kN * 4: the NHWC
   // loaders' lanes run over 16 channels x 2 tiles, and the 8-word shift puts the four quads' stores
   // in distinct banks (the NCHW loaders' lanes cover one quad, 32 banks, either way).
@@ -51,13 +65,17 @@ struct WinogradWgmmaTile {
   static constexpr int kUFloats = kWinogradPoints * kK * kM, kVFloats = kWinogradPoints * kVPoint;
   static constexpr int kUChunkFloats = kUFloats;  // the cache's chunk: the block's U
   static constexpr int kStage = kUFloats + kVFloats;
-  // The epilogue stages all 64 filters in one pass (the stages' space holds them).
-  static constexpr int kEpilogueFilters = kM;
+  // The epilogue stages all 64 filters in one pass: A^T M (8 values per filter and tile) in stage 1's
+  // space, while the next output block's first chunk fills stage 0.
+  static constexpr int kEpilogueFilters = kM, kStagedValues = 8;
   static constexpr int kLdV = kN + 8, kLdMt = kEpilogueFilters + 4;
-  static constexpr int kEpilogueFloats = kWinogradPoints * (kM * kLdV > kN * kLdMt ? kM * kLdV : kN * kLdMt);
-  static constexpr size_t kForwardSmemBytes = (2 * kStage > kEpilogueFloats ? 2 * kStage : kEpilogueFloats) * sizeof(float);
+  static constexpr int kEpilogueFloats = kStagedValues * (kM * kLdV > kN * kLdMt ? kM * kLdV : kN * kLdMt);
+  static constexpr int kEpilogueOffset = kStage;
+  static constexpr size_t kForwardSmemBytes = 2 * kStage * sizeof(float);
+  static_assert(kEpilogueFloats <= kStage, "the epilogue within stage 1");
   static_assert(kThreads == kK * kN && kK == 16 && kN == 32, "a (channel, tile) patch per thread, the loaders' lanes");
   static_assert(kWinogradPoints % kWarpgroups == 0 && kUFloats % (4 * kThreads) == 0, "even splits");
+  static_assert(kWarpgroups == 4 && kPointsPerGroup == 4, "a warpgroup per column of the 4 x 4 points");
 
   // The word of (channel kk of a chunk, row m) within a point's K-major operand, in core matrices:
   // the next core matrix along K (channel quad) is `quad` words on, the next 8 rows 32 words on;
@@ -82,9 +100,29 @@ __device__ __forceinline__ void stage_wgmma_points(const float (&acc)[Cfg::kPoin
 #pragma unroll
     for (int j = 0; j < Cfg::kN / 8; ++j) {
       const float* c = acc[pe] + 4 * j;
-      stage_fragment<kTileMajor, kLd>(m + ((warp / 4) * Cfg::kPointsPerGroup + pe) * kPoint, row, j * 8 + 2 * t,
-                                      c[0], c[1], c[2], c[3]);
+      stage_fragment<kTileMajor, kLd>(m + (Cfg::first_point(warp / 4) + pe * Cfg::kPointStep) * kPoint, row,
+                                      j * 8 + 2 * t, c[0], c[1], c[2], c[3]);
     }
+}
+
+// The single wgmma block's accumulators (acc[i]: point (i, g) of warpgroup g's column g) into the
+// epilogue's A^T M: each column's first transform step in registers (winograd_output_column), rows h
+// = 0, 1 of column g staged at slice 4 h + g, as stage_wgmma_points lays out points.
+template <typename Cfg, bool kTileMajor>
+__device__ __forceinline__ void stage_wgmma_columns(const float (&acc)[Cfg::kPointsPerGroup][2 * Cfg::kN / 4],
+                                                    float* m, int warp, int lane) {
+  static_assert(Cfg::kPointStep == 4 && Cfg::kPointsPerGroup == 4 && Cfg::kStagedValues == 8, "a column per warpgroup");
+  constexpr int kLd = kTileMajor ? Cfg::kLdMt : Cfg::kLdV, kSlice = kTileMajor ? Cfg::kN * kLd : Cfg::kM * kLd;
+  const int row = 16 * (warp % 4) + lane / 4, t = lane % 4, g = warp / 4;
+#pragma unroll
+  for (int j = 0; j < Cfg::kN / 8; ++j) {
+    float t0[4], t1[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      winograd_output_column(acc[0][4 * j + q], acc[1][4 * j + q], acc[2][4 * j + q], acc[3][4 * j + q], t0[q], t1[q]);
+    stage_fragment<kTileMajor, kLd>(m + g * kSlice, row, j * 8 + 2 * t, t0[0], t0[1], t0[2], t0[3]);
+    stage_fragment<kTileMajor, kLd>(m + (4 + g) * kSlice, row, j * 8 + 2 * t, t1[0], t1[1], t1[2], t1[3]);
+  }
 }
 
 // What the two wgmma kernels share: their stages (U, then V, for the block's points in core
@@ -125,7 +163,7 @@ struct WgmmaPointMmas {
   __device__ __forceinline__ WgmmaPointMmas(const float* smem) {
     const int group = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
     const unsigned base = unsigned(__cvta_generic_to_shared(smem));
-    const int e0 = group * Cfg::kPointsPerGroup;
+    const int e0 = Cfg::first_point(group);
     u0 = wgmma_descriptor_interleaved(base + 4 * e0 * Cfg::kK * Cfg::kM, 16 * Cfg::kM, 128);
     v0 = wgmma_descriptor_interleaved(base + 4 * (Cfg::kUFloats + e0 * Cfg::kVPoint), 4 * Cfg::kVQuad, 128);
   }
@@ -139,8 +177,9 @@ struct WgmmaPointMmas {
     for (int step = 0; step < Cfg::kSteps; ++step)
 #pragma unroll
       for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe) {
-        const uint64_t da = wgmma_descriptor_advance(u0, stage + (pe * Cfg::kK * Cfg::kM + 8 * step * Cfg::kM) / 4);
-        const uint64_t db = wgmma_descriptor_advance(v0, stage + (pe * Cfg::kVPoint + 2 * step * Cfg::kVQuad) / 4);
+        const int e = pe * Cfg::kPointStep;  // from the warpgroup's first point
+        const uint64_t da = wgmma_descriptor_advance(u0, stage + (e * Cfg::kK * Cfg::kM + 8 * step * Cfg::kM) / 4);
+        const uint64_t db = wgmma_descriptor_advance(v0, stage + (e * Cfg::kVPoint + 2 * step * Cfg::kVQuad) / 4);
         Wgmma<float, Cfg::kN>::run(acc[pe], da, db, 1);
       }
     wgmma_commit();
@@ -193,23 +232,26 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
 }
 
 // kNhwc: x and y are channels_last (the loaders' addressing and the NHWC epilogue); V's layout is
-// the same in both. TIo: the type of x, bias and y.
+// the same in both. TIo: the type of x, bias and y. Persistent (WinogradWgmmaTile): launched with at
+// most one block per SM, block blockIdx.x computes output blocks blockIdx.x, + gridDim.x, ...
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_fused_forward_kernel(const ForwardArgs<float, TIo> a) {
   static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
+  static_assert(Cfg::kPersistent, "the output blocks walked by a grid of at most one block per SM");
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
-  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
-  const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
   auto stage_u = [&](int s) { return Mmas::stage_u(smem, s); };
   auto stage_v = [&](int s) { return Mmas::stage_v(smem, s); };
 
-  // This thread's (channel, tile) of a chunk.
+  // This thread's (channel, tile) of a chunk, and its patches in output block bc.
   const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
-  const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch);
+  auto patch_of = [&](const BlockCoord& bc) {
+    const int64_t p = int64_t(bc.pt) * Cfg::kN + tl;
+    return TcPatchLoader<TIo, kNhwc, Cfg::kK>(a, bc, p, p < cv.tiles(), ch);
+  };
   const int v_word = Cfg::v_word(ch, tl);
   auto store_v = [&](const TIo (&d)[16], float* v_tile) {
     float f[16], v[16];
@@ -218,39 +260,53 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
     for (int e = 0; e < 16; ++e) v_tile[e * Cfg::kVPoint + v_word] = __uint_as_float(tf32_bits_for_mma(v[e]));
   };
-  const TcUFetcher<Cfg> u_chunks(a, bc);
-  auto fetch_u = [&](int chunk, float* u_tile) { u_chunks.fetch(chunk, u_tile); };
 
   typename Mmas::Accumulators acc;
-  Mmas::zero(acc);
   const Mmas mmas(smem);
-
-  // The patches are loaded two chunks ahead: those of chunk + 2 are issued in iteration `chunk` and
-  // stored as V in the next one, so a whole iteration (the MMAs run asynchronously, and issuing them
-  // takes no time) covers their latency.
   const int chunks = a.reduction_pad / Cfg::kK;
+  const int blocks = a.k_tiles * a.p_tiles * cv.groups;  // check_grid: within int
+
+  // An output block's first chunk: U into stage 0, the patches into d (stored as V once they have
+  // arrived, at the start of the block's reduction).
   TIo d[16];
-  fetch_u(0, stage_u(0));
-  cp_async_commit();
-  patch.load(0, d);
-  store_v(d, stage_v(0));
-  if (chunks > 1) patch.load(1, d);
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    const int s = chunk & 1;
-    mmas.run_when_ready(acc, s);
-    if (chunk + 1 < chunks) {
-      fetch_u(chunk + 1, stage_u(s ^ 1));
-      cp_async_commit();
-      store_v(d, stage_v(s ^ 1));
-      if (chunk + 2 < chunks) patch.load(chunk + 2, d);
+  auto begin_block = [&](int b) {
+    const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
+    TcUFetcher<Cfg>(a, bc).fetch(0, stage_u(0));
+    cp_async_commit();
+    patch_of(bc).load(0, d);
+  };
+  if (int(blockIdx.x) < blocks) begin_block(blockIdx.x);
+  for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
+    const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
+    const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
+    const auto patch = patch_of(bc);
+    const TcUFetcher<Cfg> u_chunks(a, bc);
+    Mmas::zero(acc);
+    // The patches are loaded two chunks ahead: those of chunk + 2 are issued in iteration `chunk` and
+    // stored as V in the next one, so a whole iteration (the MMAs run asynchronously, and issuing
+    // them takes no time) covers their latency.
+    store_v(d, stage_v(0));
+    if (chunks > 1) patch.load(1, d);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int s = chunk & 1;
+      mmas.run_when_ready(acc, s);
+      if (chunk + 1 < chunks) {
+        u_chunks.fetch(chunk + 1, stage_u(s ^ 1));
+        cp_async_commit();
+        store_v(d, stage_v(s ^ 1));
+        if (chunk + 2 < chunks) patch.load(chunk + 2, d);
+      }
     }
+    wgmma_wait<0>();
+    __syncthreads();  // every warpgroup's MMAs are done: both stages are free
+    if (b + int(gridDim.x) < blocks) begin_block(b + gridDim.x);
+    auto stage = [&](int, float* m) { stage_wgmma_columns<Cfg, kNhwc>(acc, m, warp, lane); };
+    float* m = smem + Cfg::kEpilogueOffset;
+    if constexpr (kNhwc)
+      tc_epilogue_nhwc<Cfg, Cfg::kStagedValues>(stage, m, a, bc, p0, warp, lane);
+    else
+      tc_epilogue_nchw<Cfg, Cfg::kStagedValues>(stage, m, a, bc, p0, warp, lane);
   }
-  wgmma_wait<0>();
-  auto stage = [&](int, float* m) { stage_wgmma_points<Cfg, kNhwc>(acc, m, warp, lane); };
-  if constexpr (kNhwc)
-    tc_epilogue_nhwc<Cfg>(stage, smem, a, bc, p0, warp, lane);
-  else
-    tc_epilogue_nchw<Cfg>(stage, smem, a, bc, p0, warp, lane);
 }
 
 // The cluster block: the 16 points of a 64 filters x 64 tiles output block split over a cluster of
@@ -275,6 +331,10 @@ struct WinogradWgmmaClusterConfig {
   static constexpr int kThreads = 512, kMinBlocks = 1;
   static constexpr int kPoints = kWinogradPoints / kCluster;  // per block: point rows 2 * rank, 2 * rank + 1
   static constexpr int kWarpgroups = kThreads / 128, kPointsPerGroup = kPoints / kWarpgroups;
+  // Warpgroup g's points: the block's kPointsPerGroup * g on, consecutive (WgmmaPointMmas), of the
+  // block's own rows (the point's index in the block's kPoints).
+  static constexpr int kPointStep = 1;
+  static __host__ __device__ constexpr int first_point(int group) { return group * kPointsPerGroup; }
   static constexpr int kPatchRows = 3;  // the input rows two adjacent point rows of B^T d read
   static constexpr int kTilesPerThread = kN * kK / kThreads;
   // V's channel quads kN * 4 + 8 words apart, as in WinogradWgmmaTile (the NHWC loaders' banks), or
