@@ -266,16 +266,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int chunks = a.reduction_pad / Cfg::kK;
   const int blocks = a.k_tiles * a.p_tiles * cv.groups;  // check_grid: within int
 
-  // An output block's first chunk: U into stage 0; the patches of its first two chunks into d0 and
-  // d1 (chunk 0 stored as V once they have arrived, at the start of the block's reduction).
-  TIo d0[16], d1[16];
+  // An output block's first chunk: U into stage 0, the patches into d (stored as V once they have
+  // arrived, at the start of the block's reduction).
+  TIo d[16];
   auto begin_block = [&](int b) {
     const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
     TcUFetcher<Cfg>(a, bc).fetch(0, stage_u(0));
     cp_async_commit();
-    const auto patch = patch_of(bc);
-    patch.load(0, d0);
-    if (chunks > 1) patch.load(1, d1);
+    patch_of(bc).load(0, d);
   };
   if (int(blockIdx.x) < blocks) begin_block(blockIdx.x);
   for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
@@ -284,26 +282,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const auto patch = patch_of(bc);
     const TcUFetcher<Cfg> u_chunks(a, bc);
     Mmas::zero(acc);
-    // The patches are loaded three chunks ahead into two register sets: those of chunk + 3 are issued
-    // in iteration `chunk` and stored as V two iterations later, so their latency has two
-    // iterations to pass (one did not cover it: within an iteration a thread waits only at the
-    // barrier, which its partners reach as soon as it does).
-    store_v(d0, stage_v(0));
-    if (chunks > 2) patch.load(2, d0);
-    // Iteration `chunk`: its MMAs, then chunk + 1's U copy and V (from d), and chunk + 3's loads into d.
-    auto iteration = [&](int chunk, TIo (&d)[16]) {
+    // The patches are loaded two chunks ahead: those of chunk + 2 are issued in iteration `chunk` and
+    // stored as V in the next one, so a whole iteration (the MMAs run asynchronously, and issuing
+    // them takes no time) covers their latency.
+    store_v(d, stage_v(0));
+    if (chunks > 1) patch.load(1, d);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
       const int s = chunk & 1;
       mmas.run_when_ready(acc, s);
       if (chunk + 1 < chunks) {
         u_chunks.fetch(chunk + 1, stage_u(s ^ 1));
         cp_async_commit();
         store_v(d, stage_v(s ^ 1));
-        if (chunk + 3 < chunks) patch.load(chunk + 3, d);
+        if (chunk + 2 < chunks) patch.load(chunk + 2, d);
       }
-    };
-    for (int chunk = 0; chunk < chunks; chunk += 2) {
-      iteration(chunk, d1);  // chunk + 1 (odd) came in d1
-      if (chunk + 1 < chunks) iteration(chunk + 1, d0);
     }
     wgmma_wait<0>();
     __syncthreads();  // every warpgroup's MMAs are done: both stages are free
