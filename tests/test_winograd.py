@@ -764,6 +764,34 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
 
 
 @needs_cuda
+@pytest.mark.parametrize("n, c, k, hw, splits", [
+    (32, 64, 128, 68, 66),  # Y4: 4 blocks; two grids' worth, 264 blocks, fill two waves exactly
+    (32, 128, 256, 68, 24),  # Y8: 16 blocks; two grids' worth (17 slices) leave a third wave of 8 blocks
+    (32, 256, 512, 34, 6),  # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97%
+    (32, 256, 256, 14, 12),  # R9: 32 blocks x 12 slices, 97% of three waves
+])
+def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits):
+    """grad_weight on tensor cores splits the tiles it reduces over into slices, one block per (filter
+    block, channel block, slice), each summed into its own workspace slice: at least two grids' worth
+    of blocks, and the fewest slices from there whose blocks fill the waves they take to 90% (a
+    block's slice is its whole work, so a partial last wave idles the rest of the GPU). Counts of a
+    132-SM GPU (H100, H200) under the default workspace limit."""
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the cases' slice counts are a 132-SM GPU's")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    limit = torchconv.get_workspace_limit()
+    torchconv.set_workspace_limit(256 << 20)
+    try:
+        x = torch.randn(n, c, hw, hw, device="cuda")
+        w = torch.randn(k, c, 3, 3, device="cuda", requires_grad=True)
+        y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+        torch.autograd.grad(y, w, torch.randn_like(y))
+    finally:
+        torchconv.set_workspace_limit(limit)
+    assert torchconv.last_choice().split()[-1] == f"grad_weight:fused:tf32-tall/splits={splits}", torchconv.last_choice()
+
+
+@needs_cuda
 @pytest.mark.parametrize("tile", WGMMA_TILES)
 def test_tf32_wgmma_forced_off_hopper_is_a_value_error(tile):
     """The wgmma tiles run on sm_90a only: forced elsewhere, a TF32 call raises a ValueError naming
