@@ -41,10 +41,10 @@ namespace cuda {
 // warpgroups of four points, one block per SM (two stages of U and V take 192 KiB).
 //
 // Persistent: a grid of one block per SM, each block walking the output blocks b, b + gridDim.x, ...
-// With one block per SM nothing else hid a block's fixed costs -- the first chunk's U copy and
-// patch loads before any MMA, the epilogue after the last -- and on short reductions (32-64 channels:
-// 2-4 chunks) they took as long as the reduction. Each block now issues the next output block's
-// first copies and loads before its epilogue, so they arrive while the epilogue runs.
+// With one block per SM nothing else hides a block's first chunk (U copy and patch loads before any
+// MMA) or its epilogue, so each block issues the next output block's first copies and loads before
+// its epilogue, and they arrive while the epilogue runs. (It gained a few percent: the block's pace
+// is set by the L1 / shared-memory data path of its chunks, docs/winograd.md.)
 //
 // Warpgroup g owns the points of column g of the 4 x 4 tile (points g, g + 4, g + 8, g + 12), so that
 // it applies the output transform's first step (A^T m, down each column: winograd_output_column) to
