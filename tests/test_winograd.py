@@ -692,61 +692,6 @@ def test_tf32_reads_nchw_inputs_at_any_alignment(shape, tile):
     assert rel_err(y_odd, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
 
 
-# Float32 NCHW inputs that the single wgmma block stages by tensor copies: tile rows of at least 32
-# tiles (W >= 63 at padding 1), rows of whole 16-byte units (W a multiple of 4).
-STAGED_INPUT_SHAPES = [
-    (2, 37, 70, 13, 68, 1, 1),  # 34 tiles a row: blocks start anywhere in a row and cross rows and images; 3 chunks
-    (3, 20, 40, 9, 128, 0, 1),  # padding 0, 63 tiles a row (grad_input: 126-wide rows, loaded by the threads)
-    (1, 16, 64, 10, 64, 2, 1),  # padding 2: boxes past the right edge (grad_input: 66-wide rows, loaded)
-    (2, 40, 64, 11, 64, 1, 2),  # groups of 20 channels: a chunk's boxes reach into the next group's channels
-    (4, 20, 130, 75, 76, 1, 1),  # 543 output blocks: the persistent walk refills the boxes across blocks
-]
-
-
-@needs_cuda
-@pytest.mark.parametrize("shape", STAGED_INPUT_SHAPES, ids=lambda s: "N{}C{}K{}H{}W{}p{}g{}".format(*s))
-def test_tf32_wgmma_stages_nchw_inputs_by_tensor_copies(shape):
-    """The single wgmma block reads a float32 NCHW input (or grad_output) by tensor copies into shared
-    memory (last_choice's /a=tma) where its tile rows hold at least 32 tiles and its rows are whole
-    16-byte units: the same bits as its threads' own loads, which it takes for an input that starts
-    off a 16-byte boundary. A group's outputs do not see the next group's channels that its last
-    chunk's copies bring in, even where they hold inf."""
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("wgmma runs on sm_90a")
-    n, c, k, h, w, padding, groups = shape
-    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
-    x = torch.randn(n, c, h, w, device="cuda")
-    wt = torch.randn(k, c // groups, 3, 3, device="cuda")
-    b = torch.randn(k, device="cuda")
-    kw = dict(padding=padding, groups=groups)
-    with using_config("winograd", "tf32-wgmma"):
-        x_aligned = x.clone().requires_grad_(True)
-        y = torchconv.conv2d(x_aligned, wt, b, algorithm="winograd", **kw)
-        assert torchconv.last_choice() == "forward:fused:tf32-wgmma/splits=1/a=tma", torchconv.last_choice()
-        gy = torch.randn_like(y)
-        (gx,) = torch.autograd.grad(y, x_aligned, gy)
-        grad_input_staged = y.shape[-1] % 4 == 0 and (w + 1) // 2 >= 32
-        assert torchconv.last_choice().split()[1] == "grad_input:fused:tf32-wgmma/splits=1" + (
-            "/a=tma" if grad_input_staged else ""), torchconv.last_choice()
-        x_odd = odd_offset_copy(x).requires_grad_(True)
-        y_odd = torchconv.conv2d(x_odd, wt, b, algorithm="winograd", **kw)
-        assert torchconv.last_choice() == "forward:fused:tf32-wgmma/splits=1", torchconv.last_choice()
-        (gx_odd,) = torch.autograd.grad(y_odd, x_odd, odd_offset_copy(gy))
-        if groups > 1:
-            x_inf = x.clone()
-            x_inf[:, c // groups + 3] = float("inf")
-            y_inf = torchconv.conv2d(x_inf, wt, b, algorithm="winograd", **kw)
-            assert torchconv.last_choice() == "forward:fused:tf32-wgmma/splits=1/a=tma", torchconv.last_choice()
-            assert torch.equal(y_inf[:, : k // groups], y[:, : k // groups])
-    assert torch.equal(y_odd, y) and torch.equal(gx_odd, gx)
-    ref = F.conv2d(x.double(), wt.double(), b.double(), **kw)
-    cudnn = F.conv2d(x, wt, b, **kw)
-    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
-    ref_gx = torch.nn.grad.conv2d_input(x.shape, wt.double(), gy.double(), **kw)
-    cudnn_gx = torch.nn.grad.conv2d_input(x.shape, wt, gy, **kw)
-    assert rel_err(gx, ref_gx) <= allowed_error(rel_err(cudnn_gx, ref_gx), torch.float32)
-
-
 @needs_cuda
 def test_tf32_follows_the_switch_and_the_call_dtype():
     """The same layer: TF32 error with the switch on, IEEE FP32 error with it off; an explicit staged

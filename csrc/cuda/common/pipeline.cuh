@@ -1,5 +1,5 @@
 // Hopper's asynchronous copies as PTX wrappers: the bulk copy (the copy engine moves a contiguous
-// run of bytes into shared memory), the im2col and tile tensor copies, and the shared-memory mbarrier that
+// run of bytes into shared memory), the im2col tensor copy, and the shared-memory mbarrier that
 // counts their bytes (a stage is ready once the phase that expected them completes). mbarriers exist
 // from sm_80; waits on a phase's parity, transaction counts and the copies from sm_90 (older targets
 // compile them to a trap: only the wgmma kernels use them).
@@ -103,33 +103,6 @@ __device__ __forceinline__ void tma_load_im2col(void* dst, const void* map, int 
       "l"(reinterpret_cast<uint64_t>(map)), "r"(unsigned(__cvta_generic_to_shared(bar))), "r"(c), "r"(w), "r"(h),
       "r"(n), "h"(dw), "h"(dh)
       : "memory");
-#endif
-}
-
-// A tensor copy in tile mode (sm_90): the map's box (a kernel parameter's tensor map, 4-D) whose
-// first element is at coordinates {c0, c1, c2, c3} (innermost first, any of them negative or past the
-// tensor's end: those elements are zero), into `dst` (128-byte aligned) as the box's dense array. Its
-// bytes, the whole box's, are counted on `bar`.
-__device__ __forceinline__ void tma_load_tile_4d(void* dst, const void* map, int c0, int c1, int c2, int c3,
-                                                 uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  __trap();
-#else
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
-      "[%2];\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(unsigned(__cvta_generic_to_shared(bar))), "r"(c0), "r"(c1), "r"(c2),
-      "r"(c3)
-      : "memory");
-#endif
-}
-
-// One arrival (release at CTA scope) on this block's mbarrier at `bar`.
-__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  __trap();
-#else
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(unsigned(__cvta_generic_to_shared(bar))) : "memory");
 #endif
 }
 

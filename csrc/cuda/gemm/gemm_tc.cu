@@ -23,7 +23,6 @@
 #include "../../workspace.h"
 #include "../common/filter_relayout.cuh"
 #include "../common/tensor_data.h"
-#include "../common/tensor_map.h"
 #include "gemm_tc.h"
 #include "tc_kernels.cuh"
 #include "tc_weight_grad_kernels.cuh"
@@ -210,6 +209,22 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
 // chunk. The splits fill whole waves (see wave_filling_splits), at least kMinChunksPerSplit chunks
 // each, the FP32 sums within the workspace limit; the tiny tile takes what cannot be split so.
 constexpr int kMinChunksPerSplit = 8;
+
+// The driver's im2col tensor-map encoder, looked up once (null where the driver has none).
+PFN_cuTensorMapEncodeIm2col_v12000 im2col_encoder() {
+  static const PFN_cuTensorMapEncodeIm2col_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t err =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &fn, 12000, cudaEnableDefault, &found);
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return PFN_cuTensorMapEncodeIm2col_v12000(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(fn);
+  }();
+  return encode;
+}
 
 // args.a_map: the NHWC source as an im2col tensor map for TcIm2colLoader -- copies of `pixels`
 // positions x 128 bytes of channels, 128-byte swizzle (the stage layout), and a bounding box whose

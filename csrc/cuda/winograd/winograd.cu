@@ -38,7 +38,6 @@
 #include "../../winograd_transforms.h"
 #include "../../workspace.h"
 #include "../common/tensor_data.h"
-#include "../common/tensor_map.h"
 #include "../common/tile_gemm.cuh"
 #include "winograd_kernels.cuh"
 #include "winograd_tc_kernels.cuh"
@@ -203,9 +202,8 @@ ForwardArgs<T, TIo> fused_args(const at::Tensor& x, const at::Tensor& u, const F
 
 // One launch of a fused forward kernel over a's tile blocks: a block per (filter tile of Cfg::kM,
 // tile block of Cfg::kN, group), filter tiles fastest (block_coord).
-// `leading`: the kernel's parameters before a (a tensor map: first, so that its 64-byte alignment holds).
-template <typename T, typename Cfg, typename Kernel, typename TIo, typename... Leading>
-void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T, TIo>& a, const Leading&... leading) {
+template <typename T, typename Cfg, typename Kernel, typename TIo>
+void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T, TIo>& a) {
   const int64_t blocks = fused_blocks<Cfg>(a.k_tiles, a.p_tiles, a.cv.groups);
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
   if constexpr (fused_cluster_blocks<Cfg>() > 1) {
@@ -219,11 +217,11 @@ void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T, TIo>& 
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim.x = Cfg::kCluster, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
     config.attrs = &cluster, config.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, leading..., a));
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
   } else {
     // A persistent kernel's blocks walk the output blocks: at most one per SM (Cfg::kMinBlocks).
     const int64_t grid = persistent_blocks<Cfg>() ? std::min<int64_t>(blocks, sm_count() * Cfg::kMinBlocks) : blocks;
-    kernel<<<unsigned(grid), Cfg::kThreads, smem, current_stream()>>>(leading..., a);
+    kernel<<<unsigned(grid), Cfg::kThreads, smem, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
@@ -280,27 +278,6 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   record_workspace_bytes(v.numel() * int64_t(sizeof(float)));
 }
 
-// x_map for the single wgmma block's staged input (WgmmaStagedInput): float32 NCHW x as dimensions W,
-// C, H, N (innermost first; a box is then [row][channel][column] in shared memory). False where the tensor copies cannot take x -- tile rows of fewer than 32
-// tiles, rows or a start not in whole 16-byte units (the copy engine's strides and address), too
-// little shared memory, or no encoder in the driver -- and the block loads its patches itself.
-bool encode_staged_input_map(CUtensorMap& x_map, const at::Tensor& x, const WinogradConv& cv) {
-  using In = WgmmaStagedInput;
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tiled_encoder();
-  const auto address = reinterpret_cast<uintptr_t>(x.const_data_ptr());
-  if (encode == nullptr || cv.tiles_w < In::kMinTileColumns || (int64_t(cv.src_W) * 4) % 16 != 0 || address % 16 != 0 ||
-      max_dynamic_smem() < int64_t(In::kSmemBytes))
-    return false;
-  const cuuint64_t row = cuuint64_t(cv.src_W) * 4, plane = row * cuuint64_t(cv.src_H);
-  cuuint64_t dims[4] = {cuuint64_t(cv.src_W), cuuint64_t(cv.src_C), cuuint64_t(cv.src_H), cuuint64_t(cv.N)};
-  cuuint64_t strides[3] = {plane, row, plane * cuuint64_t(cv.src_C)};  // of dimensions C, H, N, in bytes
-  cuuint32_t box[4] = {In::kBoxCols, In::kBoxChannels, In::kBoxRows, 1};
-  cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  return encode(&x_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, const_cast<void*>(x.const_data_ptr()), dims, strides, box,
-                element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 // Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh); x and y
 // channels_last where `nhwc`, x, bias and y of TIo (float, bfloat16 or float16: mma.sync tiles only),
 // the weight float32.
@@ -322,15 +299,6 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const TIo* bias
   // block).
   using UTile = std::conditional_t<Cfg::kWgmma, WinogradWgmmaTile, Cfg>;
   const at::Tensor u = tc_transformed_filters<UTile, kMmaProducts<TIo>>(weight, f);
-  if constexpr (std::is_same_v<Cfg, WgmmaStagedInput::Tile> && std::is_same_v<TIo, float>) {
-    CUtensorMap x_map;
-    if (!nhwc && encode_staged_input_map(x_map, x, cv)) {
-      record_last_operand(cv.transposed ? "grad_input" : "forward", "tma");
-      launch_fused_blocks<float, Cfg>(winograd_wgmma_staged_input_forward_kernel<Cfg>, WgmmaStagedInput::kSmemBytes,
-                                      fused_args<float, Cfg>(x, u, f, bias, cv, y), x_map);
-      return record_workspace_bytes(0);
-    }
-  }
   if constexpr (Cfg::kVStaged)
     run_tc_vstaged<Cfg>(kernel, x, u, f, bias, cv, y, nhwc);
   else

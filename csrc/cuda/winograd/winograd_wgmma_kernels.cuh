@@ -29,10 +29,6 @@
 // copies its half of a chunk's V as it copies U, by bulk copies.
 #pragma once
 
-#include <cuda.h>
-
-#include <type_traits>
-
 #include "../common/cluster.cuh"
 #include "../common/pipeline.cuh"
 #include "../common/wgmma.cuh"
@@ -235,67 +231,14 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
   }
 }
 
-// The single wgmma block's float32 NCHW input staged in shared memory by tensor copies (the `tma`
-// operand source, WinogradWgmmaTile only). Loaded by every thread, a chunk's patches cost the L1 about
-// 13 sectors per warp request (lanes over 4 channel planes x 8 tiles, every second column): the
-// larger part of the block's L1 traffic (docs/winograd.md). Here a tensor copy moves the chunk's input
-// region once, zero outside the image, and each thread reads its patch from shared memory. A block's
-// 32 tiles are consecutive, so where a tile row has at least 32 tiles they lie in at most two tile
-// rows, which boxes of 16 tiles each (4 input rows x 16 channels x 40 columns, 10 KiB) cover three at
-// most. A box starts at a multiple of 4 columns (the copy engine's first address of a row must be
-// 16-byte aligned), up to 3 columns before the piece's first patch column, and holds [row][channel]
-// [column]: channels 40 words apart, so that a warp's 4 channels x 8 tiles take the banks two ways
-// (with columns every second word, no layout does better). One buffer: the last warp to have read a chunk's patches issues the copies of
-// the next chunk (of its output block, or the first of the block it walks to next), so a copy has an
-// iteration of the reduction to land. Each warp arrives on an mbarrier once it has read (release) and
-// then counts itself; the warp that counts last waits for that mbarrier's phase (acquire: every
-// warp's reads before the copies), which has completed or is about to.
-struct WgmmaStagedInput {
-  using Tile = WinogradWgmmaTile;
-  static constexpr int kPieceTiles = 16;                // tiles per box
-  static constexpr int kBoxCols = 2 * kPieceTiles + 8;  // the 34 columns a piece reads after up to 3 of alignment
-  static constexpr int kBoxRows = 4, kBoxChannels = Tile::kK, kBoxes = 3;
-  static constexpr int kMinTileColumns = Tile::kN;  // two tile rows per block at most
-  static constexpr int kRowFloats = kBoxChannels * kBoxCols, kBoxFloats = kBoxRows * kRowFloats;
-  static constexpr unsigned kBoxBytes = kBoxFloats * sizeof(float);
-  static constexpr int kFloats = kBoxes * kBoxFloats;
-  // After the two stages: the boxes, the mbarriers of their copies' arrival and of the warps' reads,
-  // and the count of warps that have read them.
-  static constexpr size_t kSmemBytes = Tile::kForwardSmemBytes + kFloats * sizeof(float) + 32;
-  static_assert(kBoxBytes % 128 == 0 && Tile::kForwardSmemBytes % 128 == 0, "boxes 128-byte aligned");
-  static_assert(kPieceTiles * 2 == Tile::kN && kBoxCols % 4 == 0 && kBoxCols >= 2 * kPieceTiles + 2 + 3,
-                "two boxes per tile row of a block, 16-byte rows");
-  // The first column of the box of a piece whose first patch column is `col`, and the offset of that
-  // patch column in the box.
-  static __device__ __forceinline__ int box_col(int col) { return col & ~3; }
-  static __device__ __forceinline__ int box_shift(int col) { return col & 3; }
-
-  // The pieces of the output block whose first tile is p0: runs of at most kPieceTiles tiles within
-  // one tile row; piece k holds the block's tiles start(k) to start(k + 1) - 1 (start1, start2: Tile::kN
-  // where the block has no such piece).
-  struct Pieces {
-    int start1, start2;
-    __device__ __forceinline__ Pieces(const WinogradConv& cv, int64_t p0) {
-      const int run = min(Tile::kN, cv.tiles_w - tile_coord(cv, p0).tx);  // the block's tiles in its first tile row
-      start1 = min(run, kPieceTiles);
-      start2 = min(run > kPieceTiles ? run : run + kPieceTiles, Tile::kN);
-    }
-    __device__ __forceinline__ int piece(int q) const { return int(q >= start1) + int(q >= start2); }
-    __device__ __forceinline__ int start(int k) const { return k == 0 ? 0 : k == 1 ? start1 : start2; }
-  };
-};
-
 // kNhwc: x and y are channels_last (the loaders' addressing and the NHWC epilogue); V's layout is
 // the same in both. TIo: the type of x, bias and y. Persistent (WinogradWgmmaTile): launched with at
 // most one block per SM, block blockIdx.x computes output blocks blockIdx.x, + gridDim.x, ...
-// kStagedInput: x (float32 NCHW) comes by tensor copies of x_map (WgmmaStagedInput) rather than by
-// each thread's loads.
-template <typename Cfg, bool kNhwc, typename TIo, bool kStagedInput>
-__device__ __forceinline__ void wgmma_fused_forward(const ForwardArgs<float, TIo>& a, const void* x_map) {
+template <typename Cfg, bool kNhwc, typename TIo>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_wgmma_fused_forward_kernel(const ForwardArgs<float, TIo> a) {
   static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
   static_assert(Cfg::kPersistent, "the output blocks walked by a grid of at most one block per SM");
-  static_assert(!kStagedInput || (!kNhwc && std::is_same_v<TIo, float> && std::is_same_v<Cfg, WgmmaStagedInput::Tile>),
-                "tensor copies of float32 NCHW inputs into the single wgmma block");
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -322,102 +265,28 @@ __device__ __forceinline__ void wgmma_fused_forward(const ForwardArgs<float, TIo
   const Mmas mmas(smem);
   const int chunks = a.reduction_pad / Cfg::kK;
   const int blocks = a.k_tiles * a.p_tiles * cv.groups;  // check_grid: within int
-  TIo d[16];  // the patch of a later chunk, stored as V once it has arrived
 
-  // The staged input (kStagedInput): the boxes, the parity of the phase of their mbarriers this
-  // thread waits for next, and this thread's first word in the current output block's boxes.
-  using In = WgmmaStagedInput;
-  constexpr unsigned kWarps = Cfg::kThreads / 32;
-  float* const boxes = smem + 2 * Cfg::kStage;
-  uint64_t* const boxes_full = reinterpret_cast<uint64_t*>(boxes + In::kFloats);
-  uint64_t* const boxes_read = boxes_full + 1;
-  unsigned* const readers = reinterpret_cast<unsigned*>(boxes_full + 2);
-  unsigned boxes_parity = 0;
-  int box_word = 0;
-  bool box_live = false;
-  // One thread: the copies of chunk `chunk` of output block b's input into the boxes.
-  auto copy_boxes = [&](int b, int chunk) {
-    const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
-    const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
-    const typename In::Pieces pieces(cv, p0);
-    const int64_t tiles = min(int64_t(Cfg::kN), cv.tiles() - p0);
-    const int count = 1 + int(pieces.start1 < tiles) + int(pieces.start2 < tiles);
-    mbarrier_arrive_expect_tx(boxes_full, count * In::kBoxBytes);
-    for (int k = 0; k < count; ++k) {
-      const TileCoord tc = tile_coord(cv, p0 + pieces.start(k));
-      tma_load_tile_4d(boxes + k * In::kBoxFloats, x_map, In::box_col(2 * tc.tx + cv.col_ox),
-                       bc.g * cv.Cg() + chunk * Cfg::kK, 2 * tc.ty + cv.col_oy, tc.n, boxes_full);
-    }
-  };
-  // This thread's patch of chunk `chunk` of output block b from the boxes into d (zero for a tile past
-  // the last or a channel past the group's); then the last warp to have read the boxes refills them.
-  auto read_boxes = [&](int b, int chunk) {
-    if constexpr (kStagedInput) {
-      mbarrier_wait(boxes_full, boxes_parity);
-      boxes_parity ^= 1u;
-      const bool live = box_live && chunk * Cfg::kK + ch < cv.Cg();
-      const float* src = boxes + box_word;
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) d[4 * i + j] = live ? src[i * In::kRowFloats + j] : 0.f;
-      __syncwarp();  // the warp's reads before lane 0's arrival
-      if (lane == 0) mbarrier_arrive(boxes_read);
-      if (lane == 0 && atomicAdd(readers, 1u) % kWarps == kWarps - 1) {
-        mbarrier_wait(boxes_read, boxes_parity ^ 1u);
-        fence_proxy_async_shared();  // every warp's reads before the copies' writes
-        if (chunk + 1 < chunks)
-          copy_boxes(b, chunk + 1);
-        else if (b + int(gridDim.x) < blocks)
-          copy_boxes(b + gridDim.x, 0);
-      }
-    }
-  };
-  if constexpr (kStagedInput) {
-    if (threadIdx.x == 0) {
-      mbarrier_init(boxes_full, 1);
-      mbarrier_init(boxes_read, kWarps);
-      *readers = 0;
-      mbarrier_init_fence_cluster();
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) copy_boxes(blockIdx.x, 0);  // the grid has at most `blocks` blocks
-  }
-
-  // Chunk `chunk` of output block b's patches into d.
-  auto load_patch = [&](int b, const BlockCoord& bc, int chunk) {
-    if constexpr (kStagedInput)
-      read_boxes(b, chunk);
-    else
-      patch_of(bc).load(chunk, d);
-  };
-  // An output block's first chunk: U into stage 0, the patches into d (stored as V at the start of
-  // the block's reduction).
+  // An output block's first chunk: U into stage 0, the patches into d (stored as V once they have
+  // arrived, at the start of the block's reduction).
+  TIo d[16];
   auto begin_block = [&](int b) {
     const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
     TcUFetcher<Cfg>(a, bc).fetch(0, stage_u(0));
     cp_async_commit();
-    if constexpr (kStagedInput) {
-      const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
-      const typename In::Pieces pieces(cv, p0);
-      const int k = pieces.piece(tl);
-      const int col = 2 * tile_coord(cv, p0 + pieces.start(k)).tx + cv.col_ox;  // the piece's first patch column
-      box_word = k * In::kBoxFloats + ch * In::kBoxCols + In::box_shift(col) + 2 * (tl - pieces.start(k));
-      box_live = p0 + tl < cv.tiles();
-    }
-    load_patch(b, bc, 0);
+    patch_of(bc).load(0, d);
   };
-  begin_block(blockIdx.x);
+  if (int(blockIdx.x) < blocks) begin_block(blockIdx.x);
   for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
     const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
     const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
+    const auto patch = patch_of(bc);
     const TcUFetcher<Cfg> u_chunks(a, bc);
     Mmas::zero(acc);
     // The patches are loaded two chunks ahead: those of chunk + 2 are issued in iteration `chunk` and
     // stored as V in the next one, so a whole iteration (the MMAs run asynchronously, and issuing
     // them takes no time) covers their latency.
     store_v(d, stage_v(0));
-    if (chunks > 1) load_patch(b, bc, 1);
+    if (chunks > 1) patch.load(1, d);
     for (int chunk = 0; chunk < chunks; ++chunk) {
       const int s = chunk & 1;
       mmas.run_when_ready(acc, s);
@@ -425,13 +294,11 @@ __device__ __forceinline__ void wgmma_fused_forward(const ForwardArgs<float, TIo
         u_chunks.fetch(chunk + 1, stage_u(s ^ 1));
         cp_async_commit();
         store_v(d, stage_v(s ^ 1));
-        if (chunk + 2 < chunks) load_patch(b, bc, chunk + 2);
+        if (chunk + 2 < chunks) patch.load(chunk + 2, d);
       }
     }
-    // Every warpgroup's MMAs are done: both stages are free, and the epilogue's barrier-separated use
-    // of stage 1 may begin once the next block's first chunk is under way in stage 0.
     wgmma_wait<0>();
-    __syncthreads();
+    __syncthreads();  // every warpgroup's MMAs are done: both stages are free
     if (b + int(gridDim.x) < blocks) begin_block(b + gridDim.x);
     auto stage = [&](int, float* m) { stage_wgmma_columns<Cfg, kNhwc>(acc, m, warp, lane); };
     float* m = smem + Cfg::kEpilogueOffset;
@@ -440,23 +307,6 @@ __device__ __forceinline__ void wgmma_fused_forward(const ForwardArgs<float, TIo
     else
       tc_epilogue_nchw<Cfg, Cfg::kStagedValues>(stage, m, a, bc, p0, warp, lane);
   }
-}
-
-template <typename Cfg, bool kNhwc, typename TIo>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_wgmma_fused_forward_kernel(const ForwardArgs<float, TIo> a) {
-  wgmma_fused_forward<Cfg, kNhwc, TIo, false>(a, nullptr);
-}
-
-// x (float32 NCHW) by tensor copies of x_map: x as dimensions W, C, H, N (innermost first), boxes of
-// WgmmaStagedInput's. The map is
-// the first parameter: a tensor map's address must be 64-byte aligned, which a parameter after `a`
-// is not.
-template <typename Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_wgmma_staged_input_forward_kernel(const __grid_constant__ CUtensorMap x_map,
-                                               const ForwardArgs<float, float> a) {
-  wgmma_fused_forward<Cfg, false, float, true>(a, &x_map);
 }
 
 // The cluster block: the 16 points of a 64 filters x 64 tiles output block split over a cluster of
