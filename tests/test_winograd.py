@@ -649,34 +649,38 @@ def test_multicast_tile_gives_the_two_block_clusters_bits(shape, layout):
 
 
 def odd_offset_copy(t):
-    """`t`'s values in a contiguous tensor that starts 4 bytes past an 8-byte boundary (a view at an
-    odd storage offset)."""
+    """`t`'s values in a contiguous tensor that starts one element past a boundary of two (4 bytes past
+    an 8-byte boundary for float32, 2 past a 4-byte one for 16-bit types): a view at an odd storage
+    offset."""
     buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
     view = buf[1:].view(t.shape)
     view.copy_(t)
-    assert view.is_contiguous() and view.data_ptr() % 8 == 4
+    assert view.is_contiguous() and view.data_ptr() % (2 * t.element_size()) == t.element_size()
     return view
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["tf32", "bf16"])
 @pytest.mark.parametrize("tile", TF32_TILES)
 @pytest.mark.parametrize("shape", [
     (2, 37, 70, 13, 11, 1),  # odd W (rows alternate alignment), odd H * W (so do channel planes)
     (3, 20, 40, 10, 16, 2),  # even planes, padding 2: every patch row starts at an even column
+    (2, 21, 40, 9, 14, 1),  # even W, padding 1: every patch row starts at an odd column
     (2, 18, 36, 7, 7, 0),  # 4 x 4 tiles per image: a warp's tiles cross rows and images
 ], ids=lambda s: "N{}C{}K{}H{}W{}p{}".format(*s))
-def test_tf32_reads_nchw_inputs_at_any_alignment(shape, tile):
+def test_tf32_reads_nchw_inputs_at_any_alignment(shape, tile, dtype):
     """The tensor-core kernels make no assumption about the alignment of an NCHW input or grad_output
-    beyond its element size: one that starts 4 bytes past an 8-byte boundary (a view at an odd storage
-    offset) gives the same bits as an aligned copy of it, with rows and channel planes of either
-    parity and patch rows starting at odd or even columns."""
+    beyond its element size: one that starts an element past a two-element boundary (a view at an
+    odd storage offset) gives the same bits as an aligned copy of it, with rows and channel planes of
+    either parity and patch rows starting at odd or even columns. (Where W is even, the aligned copy's
+    patch rows load as pairs of elements, the odd one's element by element.)"""
     if tile.startswith("tf32-wgmma") and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     n, c, k, h, w, padding = shape
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
-    x = torch.randn(n, c, h, w, device="cuda")
-    wt = torch.randn(k, c, 3, 3, device="cuda")
-    b = torch.randn(k, device="cuda")
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
+    wt = torch.randn(k, c, 3, 3, device="cuda", dtype=dtype)
+    b = torch.randn(k, device="cuda", dtype=dtype)
     with using_config("winograd", tile):
         y = torchconv.conv2d(x, wt, b, padding=padding, algorithm="winograd")
         assert torchconv.last_choice() == f"forward:fused:{tile}/splits=1", torchconv.last_choice()
@@ -689,7 +693,7 @@ def test_tf32_reads_nchw_inputs_at_any_alignment(shape, tile):
     assert torch.equal(y_odd, y) and torch.equal(gx_odd, gx)
     ref = F.conv2d(x.double(), wt.double(), b.double(), padding=padding)
     cudnn = F.conv2d(x, wt, b, padding=padding)
-    assert rel_err(y_odd, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+    assert rel_err(y_odd, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
 
 
 @needs_cuda

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -152,6 +154,19 @@ template <typename T, int N>
 __device__ __forceinline__ void widen_to_float(const T (&in)[N], float (&out)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) out[i] = to_float(in[i]);
+}
+// Two neighbouring elements loaded as one word (8 bytes of float, 4 of a 16-bit type), or zeros
+// where !ok; `p` is aligned to the pair. Widened where used, as ldg_or_zero.
+template <typename T>
+__device__ __forceinline__ void ldg_pair_or_zero(const T* p, bool ok, T& first, T& second) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 2, "float or a 16-bit type");
+  using Word = std::conditional_t<sizeof(T) == 4, uint2, unsigned>;
+  Word w{};
+  if (ok) w = __ldg(reinterpret_cast<const Word*>(p));
+  T pair[2];
+  memcpy(pair, &w, sizeof(w));
+  first = pair[0];
+  second = pair[1];
 }
 // Two neighbouring elements stored as one word (8 bytes of float, 4 of a 16-bit type); `dst` is
 // aligned to the pair.

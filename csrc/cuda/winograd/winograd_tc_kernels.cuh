@@ -360,7 +360,9 @@ __device__ __forceinline__ void stage_pass(const TcAccumulators<Cfg>& acc, int p
 // thread's tile is the same in every pass (tile p0 + lane; filters warp, warp + kThreads / 32, ...),
 // so its output address and edges are decoded once. kStaged = 8: `stage` puts A^T m instead (row h
 // of it, column j at slice 4 h + j; winograd_output_column), which leaves its second step.
-template <typename Cfg, int kStaged = kWinogradPoints, typename Stage, typename TIo>
+// kStagesFree: the caller's barrier has already ended every read of the stages (the persistent
+// wgmma block's, before it starts the next block's copies), so the first pass needs none of its own.
+template <typename Cfg, int kStaged = kWinogradPoints, bool kStagesFree = false, typename Stage, typename TIo>
 __device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, const ForwardArgs<float, TIo>& a,
                                                  const BlockCoord& bc, int64_t p0, int warp, int lane) {
   constexpr int kLdV = Cfg::kLdV, kF = Cfg::kEpilogueFilters;
@@ -375,7 +377,7 @@ __device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, con
   TIo* y_tile = a.y + (int64_t(ot.n) * cv.out_C + int64_t(bc.g) * Kg) * out_plane + int64_t(oy) * cv.out_W + ox;
 #pragma unroll
   for (int pass = 0; pass < Cfg::kM / kF; ++pass) {
-    __syncthreads();  // the stages (or the previous pass) are no longer read
+    if (pass > 0 || !kStagesFree) __syncthreads();  // the stages (or the previous pass) are no longer read
     stage(pass, smem);
     __syncthreads();
 #pragma unroll
@@ -404,8 +406,9 @@ __device__ __forceinline__ void tc_epilogue_nchw(Stage&& stage, float* smem, con
 
 // The NHWC forward's epilogue: `stage(pass, smem)` puts M into shared memory as [point][tile][filter]
 // (rows of kLdMt), lanes then run along the pass's filters, so a tile's four outputs are coalesced
-// stores; each thread's tiles (warp, warp + kThreads / 32, ...) are decoded once.
-template <typename Cfg, int kStaged = kWinogradPoints, typename Stage, typename TIo>
+// stores; each thread's tiles (warp, warp + kThreads / 32, ...) are decoded once. kStagesFree as in
+// tc_epilogue_nchw.
+template <typename Cfg, int kStaged = kWinogradPoints, bool kStagesFree = false, typename Stage, typename TIo>
 __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, const ForwardArgs<float, TIo>& a,
                                                  const BlockCoord& bc, int64_t p0, int warp, int lane) {
   constexpr int kLdMt = Cfg::kLdMt, kF = Cfg::kEpilogueFilters;
@@ -427,7 +430,7 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
   }
 #pragma unroll
   for (int pass = 0; pass < Cfg::kM / kF; ++pass) {
-    __syncthreads();  // the stages (or the previous pass) are no longer read
+    if (pass > 0 || !kStagesFree) __syncthreads();  // the stages (or the previous pass) are no longer read
     stage(pass, smem);
     __syncthreads();
 #pragma unroll
@@ -460,6 +463,14 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
 // patch origin and a mask of the values inside the image are decoded once, so that each load costs a
 // bit test; the strides come from the kernel parameter (constants, not registers). The values come
 // as TIo, for the caller to widen where it transforms them (ldg_or_zero).
+//
+// NCHW rows where W is even, x is aligned to a pair of elements and the patches start at odd
+// columns (odd padding, as 3x3 layers' 1): values 1 and 2 of a row then lie at an even column, at a
+// pair-aligned address, and inside the image or outside it together (W even), so they load as one
+// word -- three loads per row against four, the same sectors in fewer L1 requests. Patches at even
+// columns could load as two pairs, but a loader with both pairings was slower than none: the two
+// cannot share aligned register pairs, so the compiler gave one of them registers of its own and
+// moved its values into the patch's.
 template <typename TIo, bool kNhwc, int kK, int kRows = 4>
 struct TcPatchLoader {
   const WinogradConv& cv;  // the kernel parameter
@@ -467,6 +478,7 @@ struct TcPatchLoader {
   int64_t nhwc_row_step;  // NHWC: a patch row's stride, W * C, multiplied once (unused for NCHW)
   int ch;
   unsigned inside;  // bit 4i + j: value (row0 + i, j) of the patch lies inside the image
+  bool middle_pairs;  // NCHW rows as value 0, the pair 1-2, value 3; the same in every thread of the launch
 
   __device__ __forceinline__ TcPatchLoader(const ForwardArgs<float, TIo>& a, const BlockCoord& bc, int64_t p, bool live,
                                            int ch_, int row0 = 0)
@@ -480,6 +492,9 @@ struct TcPatchLoader {
     const int64_t c0 = int64_t(bc.g) * cv.Cg() + ch;
     patch = kNhwc ? a.x + ((int64_t(tc.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + c0
                   : a.x + (int64_t(tc.n) * cv.src_C + c0) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
+    // ix0's parity is col_ox's.
+    middle_pairs = !kNhwc && cv.src_W % 2 == 0 && (cv.col_ox & 1) &&
+                   reinterpret_cast<uintptr_t>(a.x) % (2 * sizeof(TIo)) == 0;
   }
 
   __device__ __forceinline__ void load(int chunk, TIo (&d)[4 * kRows]) const {
@@ -487,10 +502,20 @@ struct TcPatchLoader {
     const int64_t row_step = kNhwc ? nhwc_row_step : int64_t(cv.src_W);
     const int col_step = kNhwc ? cv.src_C : 1;
     const TIo* row = patch + chunk * (kNhwc ? int64_t(kK) : int64_t(kK) * cv.in_plane);
+    if (!kNhwc && middle_pairs) {
 #pragma unroll
-    for (int i = 0; i < kRows; ++i, row += row_step)
+      for (int i = 0; i < kRows; ++i, row += row_step) {
+        const unsigned mi = m >> (i * 4);
+        d[i * 4] = ldg_or_zero(row, mi & 1u);
+        ldg_pair_or_zero(row + 1, (mi >> 1) & 1u, d[i * 4 + 1], d[i * 4 + 2]);
+        d[i * 4 + 3] = ldg_or_zero(row + 3, (mi >> 3) & 1u);
+      }
+    } else {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) d[i * 4 + j] = ldg_or_zero(row + j * col_step, (m >> (i * 4 + j)) & 1u);
+      for (int i = 0; i < kRows; ++i, row += row_step)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) d[i * 4 + j] = ldg_or_zero(row + j * col_step, (m >> (i * 4 + j)) & 1u);
+    }
   }
 };
 

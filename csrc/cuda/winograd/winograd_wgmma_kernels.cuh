@@ -195,6 +195,29 @@ struct WgmmaPointMmas {
     __syncthreads();
     run(acc, s);
   }
+
+  // The reduction of a block that loads its own patches, through two stages. On entry chunk 0's U
+  // copies into stage 0 are committed and its patches loaded; store_v(v) transforms the patches
+  // last loaded and stores them as the V at v, load(chunk) loads a chunk's patches. They are loaded
+  // two chunks ahead: those of chunk + 2 are issued in iteration `chunk` and stored as V in the next
+  // one, so a whole iteration (the MMAs run asynchronously, and issuing them takes no time) covers
+  // their latency. On return this warpgroup's MMAs may still run.
+  template <typename UChunks, typename StoreV, typename LoadPatches>
+  __device__ __forceinline__ void reduce_loaded(Accumulators& acc, float* smem, int chunks, const UChunks& u_chunks,
+                                                StoreV&& store_v, LoadPatches&& load) const {
+    store_v(stage_v(smem, 0));
+    if (chunks > 1) load(1);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int s = chunk & 1;
+      run_when_ready(acc, s);
+      if (chunk + 1 < chunks) {
+        u_chunks.fetch(chunk + 1, stage_u(smem, s ^ 1));
+        cp_async_commit();
+        store_v(stage_v(smem, s ^ 1));
+        if (chunk + 2 < chunks) load(chunk + 2);
+      }
+    }
+  }
 };
 
 // V for the staged-V wgmma blocks (Cfg::kVStaged) of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles:
@@ -243,8 +266,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const WinogradConv& cv = a.cv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
-  auto stage_u = [&](int s) { return Mmas::stage_u(smem, s); };
-  auto stage_v = [&](int s) { return Mmas::stage_v(smem, s); };
 
   // This thread's (channel, tile) of a chunk, and its patches in output block bc.
   const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
@@ -271,41 +292,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   TIo d[16];
   auto begin_block = [&](int b) {
     const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
-    TcUFetcher<Cfg>(a, bc).fetch(0, stage_u(0));
+    TcUFetcher<Cfg>(a, bc).fetch(0, Mmas::stage_u(smem, 0));
     cp_async_commit();
     patch_of(bc).load(0, d);
   };
-  if (int(blockIdx.x) < blocks) begin_block(blockIdx.x);
+  begin_block(blockIdx.x);  // the grid has at most `blocks` blocks (launch_fused_blocks)
   for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
     const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
     const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
     const auto patch = patch_of(bc);
-    const TcUFetcher<Cfg> u_chunks(a, bc);
     Mmas::zero(acc);
-    // The patches are loaded two chunks ahead: those of chunk + 2 are issued in iteration `chunk` and
-    // stored as V in the next one, so a whole iteration (the MMAs run asynchronously, and issuing
-    // them takes no time) covers their latency.
-    store_v(d, stage_v(0));
-    if (chunks > 1) patch.load(1, d);
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      const int s = chunk & 1;
-      mmas.run_when_ready(acc, s);
-      if (chunk + 1 < chunks) {
-        u_chunks.fetch(chunk + 1, stage_u(s ^ 1));
-        cp_async_commit();
-        store_v(d, stage_v(s ^ 1));
-        if (chunk + 2 < chunks) patch.load(chunk + 2, d);
-      }
-    }
+    mmas.reduce_loaded(
+        acc, smem, chunks, TcUFetcher<Cfg>(a, bc), [&](float* v) { store_v(d, v); },
+        [&](int chunk) { patch.load(chunk, d); });
     wgmma_wait<0>();
     __syncthreads();  // every warpgroup's MMAs are done: both stages are free
     if (b + int(gridDim.x) < blocks) begin_block(b + gridDim.x);
+    // The barrier above also frees stage 1 for the epilogue: the next block's first chunk writes
+    // stage 0 only.
     auto stage = [&](int, float* m) { stage_wgmma_columns<Cfg, kNhwc>(acc, m, warp, lane); };
     float* m = smem + Cfg::kEpilogueOffset;
     if constexpr (kNhwc)
-      tc_epilogue_nhwc<Cfg, Cfg::kStagedValues>(stage, m, a, bc, p0, warp, lane);
+      tc_epilogue_nhwc<Cfg, Cfg::kStagedValues, /*kStagesFree=*/true>(stage, m, a, bc, p0, warp, lane);
     else
-      tc_epilogue_nchw<Cfg, Cfg::kStagedValues>(stage, m, a, bc, p0, warp, lane);
+      tc_epilogue_nchw<Cfg, Cfg::kStagedValues, /*kStagesFree=*/true>(stage, m, a, bc, p0, warp, lane);
   }
 }
 
@@ -546,8 +556,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int64_t p0 = int64_t(a.p_tile0 + bc.pt) * Cfg::kN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
-  auto stage_u = [&](int s) { return Mmas::stage_u(smem, s); };
-  auto stage_v = [&](int s) { return Mmas::stage_v(smem, s); };
   const TcUFetcher<Cfg> u_chunks(a, bc, rank * Cfg::kUFloats);
 
   typename Mmas::Accumulators acc;
@@ -577,26 +585,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       for (int e = 0; e < 8; ++e) v_tile[e * Cfg::kVPoint + word] = __uint_as_float(tf32_bits_for_mma(v[e]));
     };
 
-    // Patches loaded two chunks ahead, as in the single-block kernel.
     TIo d0[12], d1[12];
-    u_chunks.fetch(0, stage_u(0));
+    u_chunks.fetch(0, Mmas::stage_u(smem, 0));
     cp_async_commit();
     patch0.load(0, d0);
     patch1.load(0, d1);
-    store_v(d0, v_word0, stage_v(0));
-    store_v(d1, v_word1, stage_v(0));
-    if (chunks > 1) patch0.load(1, d0), patch1.load(1, d1);
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      const int s = chunk & 1;
-      mmas.run_when_ready(acc, s);
-      if (chunk + 1 < chunks) {
-        u_chunks.fetch(chunk + 1, stage_u(s ^ 1));
-        cp_async_commit();
-        store_v(d0, v_word0, stage_v(s ^ 1));
-        store_v(d1, v_word1, stage_v(s ^ 1));
-        if (chunk + 2 < chunks) patch0.load(chunk + 2, d0), patch1.load(chunk + 2, d1);
-      }
-    }
+    mmas.reduce_loaded(
+        acc, smem, chunks, u_chunks,
+        [&](float* v) {
+          store_v(d0, v_word0, v);
+          store_v(d1, v_word1, v);
+        },
+        [&](int chunk) {
+          patch0.load(chunk, d0);
+          patch1.load(chunk, d1);
+        });
   }
   wgmma_wait<0>();
 
