@@ -300,6 +300,10 @@ TF32_TILES = ["tf32", "tf32-tall"] + WGMMA_TILES
 # wgmma block is persistent, a grid of one block per SM walking them, so most blocks compute several
 # and some one more than others.
 PERSISTENT_WALK_SHAPE = (4, 20, 130, 75, 75, 1, 1, True)
+# A walk with an odd count of chunks (3, the last partial: 273 output blocks): each block fills stage 0
+# twice and stage 1 once, so the NCHW block's U copies (on the stages' mbarriers, whose phases every
+# thread tracks across the blocks it walks) alternate unevenly between the two stages.
+PERSISTENT_ODD_WALK_SHAPE = (2, 40, 130, 75, 75, 1, 1, True)
 
 # Shapes: (N, C, K, H, W, padding, groups, bias).
 TF32_SHAPES = [
@@ -319,6 +323,7 @@ TF32_SHAPES = [
     (2, 24, 130, 11, 9, 1, 1, True),  # 130 filters: 64-filter blocks, the last with 2
     (2, 45, 70, 19, 17, 1, 1, True),  # wgmma: 3 chunks of 16 channels, the last partial; 2 filter blocks
     PERSISTENT_WALK_SHAPE,
+    PERSISTENT_ODD_WALK_SHAPE,
 ], ids=shape_id)
 def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
     """The tiles of the tensor-core kernels (32 and 64 filters per block on mma.sync, 64 on Hopper's

@@ -71,8 +71,11 @@ struct WinogradWgmmaTile {
   static constexpr int kLdV = kN + 8, kLdMt = kEpilogueFilters + 4;
   static constexpr int kEpilogueFloats = kStagedValues * (kM * kLdV > kN * kLdMt ? kM * kLdV : kN * kLdMt);
   static constexpr int kEpilogueOffset = kStage;
-  static constexpr size_t kForwardSmemBytes = 2 * kStage * sizeof(float);
+  // After the two stages: the mbarriers on which each stage's U copy lands (WgmmaUBulkCopies).
+  static constexpr int kBarrierOffset = 2 * kStage;  // in floats, 8-byte aligned
+  static constexpr size_t kForwardSmemBytes = 2 * kStage * sizeof(float) + 2 * sizeof(uint64_t);
   static_assert(kEpilogueFloats <= kStage, "the epilogue within stage 1");
+  static_assert(kBarrierOffset % 2 == 0 && (kUFloats * sizeof(float)) % 16 == 0, "aligned barriers, a 16-byte copy size");
   static_assert(kThreads == kK * kN && kK == 16 && kN == 32, "a (channel, tile) patch per thread, the loaders' lanes");
   static_assert(kWinogradPoints % kWarpgroups == 0 && kUFloats % (4 * kThreads) == 0, "even splits");
   static_assert(kWarpgroups == 4 && kPointsPerGroup == 4, "a warpgroup per column of the 4 x 4 points");
@@ -185,11 +188,12 @@ struct WgmmaPointMmas {
     wgmma_commit();
   }
 
-  // Once stage s is complete -- this thread's U copies and V stores made visible to the MMAs' proxy,
-  // this warpgroup's MMAs of the previous chunk (stage s ^ 1) done, then every thread's -- the
-  // chunk's MMAs. After the barrier no warpgroup reads stage s ^ 1 any more.
-  __device__ __forceinline__ void run_when_ready(Accumulators& acc, int s) const {
-    cp_async_wait<0>();
+  // Once stage s is complete -- its U landed (u_chunks.wait), this thread's V stores made visible to
+  // the MMAs' proxy, this warpgroup's MMAs of the previous chunk (stage s ^ 1) done, then every
+  // thread's -- the chunk's MMAs. After the barrier no warpgroup reads stage s ^ 1 any more.
+  template <typename UChunks>
+  __device__ __forceinline__ void run_when_ready(Accumulators& acc, int s, const UChunks& u_chunks) const {
+    u_chunks.wait(s);
     fence_proxy_async_shared();
     wgmma_wait<0>();
     __syncthreads();
@@ -197,7 +201,7 @@ struct WgmmaPointMmas {
   }
 
   // The reduction of a block that loads its own patches, through two stages. On entry chunk 0's U
-  // copies into stage 0 are committed and its patches loaded; store_v(v) transforms the patches
+  // copy into stage 0 is issued (u_chunks.fetch) and its patches loaded; store_v(v) transforms the patches
   // last loaded and stores them as the V at v, load(chunk) loads a chunk's patches. They are loaded
   // two chunks ahead: those of chunk + 2 are issued in iteration `chunk` and stored as V in the next
   // one, so a whole iteration (the MMAs run asynchronously, and issuing them takes no time) covers
@@ -209,14 +213,49 @@ struct WgmmaPointMmas {
     if (chunks > 1) load(1);
     for (int chunk = 0; chunk < chunks; ++chunk) {
       const int s = chunk & 1;
-      run_when_ready(acc, s);
+      run_when_ready(acc, s, u_chunks);
       if (chunk + 1 < chunks) {
-        u_chunks.fetch(chunk + 1, stage_u(smem, s ^ 1));
-        cp_async_commit();
+        u_chunks.fetch(chunk + 1, stage_u(smem, s ^ 1), s ^ 1);
         store_v(stage_v(smem, s ^ 1));
         if (chunk + 2 < chunks) load(chunk + 2);
       }
     }
+  }
+};
+
+// A chunk's U for reduce_loaded by every thread's cp.async (TcUFetcher), one commit group per chunk:
+// complete once the thread's copies have landed (the patch loads are not cp.async).
+template <typename Cfg>
+struct WgmmaUThreadCopies {
+  TcUFetcher<Cfg> fetcher;
+  __device__ __forceinline__ void fetch(int chunk, float* u_tile, int) const {
+    fetcher.fetch(chunk, u_tile);
+    cp_async_commit();
+  }
+  __device__ __forceinline__ void wait(int) const { cp_async_wait<0>(); }
+};
+
+// A chunk's U for reduce_loaded by one bulk copy (the cache holds a block's chunk as one contiguous
+// run), issued by thread 0 and counted on the stage's mbarrier (full[s], count 1), which every thread
+// waits for. The copy engine moves the run without the threads' 16-byte copies, whose global-load
+// requests go through the L1 beside the patch loads. phases: bit s the parity of the phase of full[s]
+// this thread waits for next; a stage is refilled only after a block barrier that follows every
+// thread's wait for its previous fill, so no thread falls a phase behind.
+template <typename Cfg>
+struct WgmmaUBulkCopies {
+  const float* run;  // chunk 0 of the block's run
+  uint64_t* full;
+  unsigned& phases;
+  static constexpr unsigned kBytes = Cfg::kUFloats * sizeof(float);
+  __device__ __forceinline__ void fetch(int chunk, float* u_tile, int s) const {
+    if (threadIdx.x == 0) {
+      mbarrier_arrive_expect_tx(&full[s], kBytes);
+      bulk_copy_to_shared(u_tile, run + int64_t(chunk) * Cfg::kUChunkFloats, kBytes, &full[s]);
+    }
+  }
+  __device__ __forceinline__ void wait(int s) const {
+    mbarrier_wait(&full[s], (phases >> s) & 1u);
+    phases ^= 1u << s;
   }
 };
 
@@ -287,13 +326,33 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int chunks = a.reduction_pad / Cfg::kK;
   const int blocks = a.k_tiles * a.p_tiles * cv.groups;  // check_grid: within int
 
+  // Output block bc's U chunks. NCHW blocks take them by bulk copies: their patch loads keep the L1
+  // busy (docs/winograd.md), and the copy engine takes U's requests off it. channels_last blocks,
+  // whose patch loads cost the L1 less, ran slower so and keep the threads' copies.
+  constexpr bool kUBulk = !kNhwc;
+  uint64_t* const u_full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
+  unsigned u_phases = 0;
+  if constexpr (kUBulk) {
+    if (threadIdx.x == 0) {
+      mbarrier_init(&u_full[0], 1);
+      mbarrier_init(&u_full[1], 1);
+      mbarrier_init_fence_cluster();
+    }
+    __syncthreads();
+  }
+  auto u_chunks_of = [&](const BlockCoord& bc) {
+    if constexpr (kUBulk)
+      return WgmmaUBulkCopies<Cfg>{TcUFetcher<Cfg>::block_run(a, bc.g, bc.kt), u_full, u_phases};
+    else
+      return WgmmaUThreadCopies<Cfg>{TcUFetcher<Cfg>(a, bc)};
+  };
+
   // An output block's first chunk: U into stage 0, the patches into d (stored as V once they have
   // arrived, at the start of the block's reduction).
   TIo d[16];
   auto begin_block = [&](int b) {
     const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
-    TcUFetcher<Cfg>(a, bc).fetch(0, Mmas::stage_u(smem, 0));
-    cp_async_commit();
+    u_chunks_of(bc).fetch(0, Mmas::stage_u(smem, 0), 0);
     patch_of(bc).load(0, d);
   };
   begin_block(blockIdx.x);  // the grid has at most `blocks` blocks (launch_fused_blocks)
@@ -303,7 +362,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const auto patch = patch_of(bc);
     Mmas::zero(acc);
     mmas.reduce_loaded(
-        acc, smem, chunks, TcUFetcher<Cfg>(a, bc), [&](float* v) { store_v(d, v); },
+        acc, smem, chunks, u_chunks_of(bc), [&](float* v) { store_v(d, v); },
         [&](int chunk) { patch.load(chunk, d); });
     wgmma_wait<0>();
     __syncthreads();  // every warpgroup's MMAs are done: both stages are free
@@ -556,7 +615,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int64_t p0 = int64_t(a.p_tile0 + bc.pt) * Cfg::kN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
-  const TcUFetcher<Cfg> u_chunks(a, bc, rank * Cfg::kUFloats);
+  const WgmmaUThreadCopies<Cfg> u_chunks{TcUFetcher<Cfg>(a, bc, rank * Cfg::kUFloats)};
 
   typename Mmas::Accumulators acc;
   Mmas::zero(acc);
@@ -586,8 +645,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     };
 
     TIo d0[12], d1[12];
-    u_chunks.fetch(0, Mmas::stage_u(smem, 0));
-    cp_async_commit();
+    u_chunks.fetch(0, Mmas::stage_u(smem, 0), 0);
     patch0.load(0, d0);
     patch1.load(0, d1);
     mmas.reduce_loaded(
