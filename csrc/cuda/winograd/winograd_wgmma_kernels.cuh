@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   // Output block bc's U chunks. NCHW blocks take them by bulk copies: their patch loads keep the L1
   // busy (docs/winograd.md), and the copy engine takes U's requests off it. channels_last blocks,
-  // whose patch loads cost the L1 less, ran slower so and keep the threads' copies.
+  // whose patch loads cost the L1 less, were slower with the bulk copies and keep the threads' copies.
   constexpr bool kUBulk = !kNhwc;
   uint64_t* const u_full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
   unsigned u_phases = 0;
