@@ -564,20 +564,17 @@ __device__ __forceinline__ void winograd_input_transform_rows(const float (&d)[1
 }
 
 // The output transform A^T m A restricted to the block's point rows 2 * rank and 2 * rank + 1 (m: 8
-// points): the two blocks' results add up to the whole transform.
+// points): the two blocks' results add up to the whole transform. Only the first step (A^T m) sees
+// the split; the second is winograd_output_rows.
 __device__ __forceinline__ void winograd_output_transform_rows(const float (&m)[8], int rank, float (&y)[4]) {
-  float t[2][4];  // the rows' part of A^T m
+  float t[8];  // the rows' part of A^T m, 2 x 4 row-major
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const float a = m[j], b = m[4 + j];
-    t[0][j] = rank == 0 ? a + b : a;
-    t[1][j] = rank == 0 ? b : -a - b;
+    t[j] = rank == 0 ? a + b : a;
+    t[4 + j] = rank == 0 ? b : -a - b;
   }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    y[i * 2 + 0] = t[i][0] + t[i][1] + t[i][2];
-    y[i * 2 + 1] = t[i][1] - t[i][2] - t[i][3];
-  }
+  winograd_output_rows<float>(t, y);
 }
 
 // The cluster kernel (WinogradWgmmaClusterTile and the bulk configs), launched in clusters of
