@@ -366,6 +366,55 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
     assert rel_err(gw, ref_gw) > 1e-6  # TF32 operands, not IEEE
 
 
+# Walks of the persistent wgmma block (more output blocks than any GPU has SMs) whose consecutive
+# blocks share their U (the same group and filter block) or do not: shapes (N, C, K, H, W, padding,
+# groups, bias).
+WGMMA_WALK_SHAPES = [
+    (4, 16, 64, 75, 75, 1, 1, True),  # one chunk, one filter block: every block finds its U held
+    (2, 64, 100, 75, 75, 1, 1, True),  # 4 chunks (an even count), 2 filter blocks: 182 blocks
+    (2, 80, 140, 75, 75, 1, 2, False),  # groups of 40 channels (3 chunks) and 70 filters: 364 blocks
+    (1, 32, 300, 75, 75, 1, 1, True),  # 5 filter blocks: whether a block's U is held varies along a walk
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["tf32", "bf16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("shape", WGMMA_WALK_SHAPES, ids=shape_id)
+def test_wgmma_walk_reuses_u_of_the_block_before(shape, layout, dtype):
+    """The persistent wgmma block keeps an output block's last two chunks of U in its stages (its
+    epilogue stages past them); the next block of its walk with the same group and filter block runs
+    its chunks in the opposite order and starts with those two, copying none for blocks of at most
+    two chunks. Forced, forward and grad_input (the same kernel on the rotated filters), against
+    float64 within twice cuDNN's error at the same precision, and the same bits on a second call."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    n, c, k, h, w, padding, groups, bias = shape
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x = torch.randn(n, c, h, w, device="cuda").to(dtype).contiguous(memory_format=fmt).requires_grad_(True)
+    wt = torch.randn(k, c // groups, 3, 3, device="cuda").div(3 * (c // groups) ** 0.5).to(dtype)
+    b = torch.randn(k, device="cuda").to(dtype) if bias else None
+    kw = dict(stride=1, padding=padding, dilation=1, groups=groups)
+    tiles = n * -(-(h + 2 * padding - 2) // 2) * -(-(w + 2 * padding - 2) // 2)
+    assert -(-tiles // 32) * -(-(k // groups) // 64) * groups > torch.cuda.get_device_properties(0).multi_processor_count
+    with using_config("winograd", "tf32-wgmma"):
+        y = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
+        gy = torch.randn_like(y)
+        (gx,) = torch.autograd.grad(y, x, gy)
+        assert torchconv.last_choice().split()[1].startswith("grad_input:fused:tf32-wgmma/"), torchconv.last_choice()
+        y2 = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
+        assert torch.equal(y2, y) and torch.equal(torch.autograd.grad(y2, x, gy)[0], gx)
+    xd, wd = x.detach().double().requires_grad_(True), wt.double()
+    ref = F.conv2d(xd, wd, b.double() if bias else None, **kw)
+    (ref_gx,) = torch.autograd.grad(ref, xd, gy.double())
+    xc = x.detach().requires_grad_(True)
+    cudnn = F.conv2d(xc, wt, b, **kw)
+    (cudnn_gx,) = torch.autograd.grad(cudnn, xc, gy)
+    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
+    assert rel_err(gx, ref_gx) <= allowed_error(rel_err(cudnn_gx, ref_gx), dtype)
+
+
 @needs_cuda
 @pytest.mark.parametrize("allow_tf32", [False, True], ids=["tf32_off", "tf32_on"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])

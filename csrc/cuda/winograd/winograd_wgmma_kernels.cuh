@@ -38,7 +38,7 @@ namespace torchconv {
 namespace cuda {
 
 // The wgmma block: 64 filters x 32 tiles x 16 points, 16 channels per chunk (two k-steps), four
-// warpgroups of four points, one block per SM (two stages of U and V take 192 KiB).
+// warpgroups of four points, one block per SM (two stages of U and V take 196 KiB).
 //
 // Persistent: a grid of one block per SM, each block walking the output blocks b, b + gridDim.x, ...
 // With one block per SM nothing else hides a block's first chunk (U copy and patch loads before any
@@ -49,7 +49,16 @@ namespace cuda {
 // Warpgroup g owns the points of column g of the 4 x 4 tile (points g, g + 4, g + 8, g + 12), so that
 // it applies the output transform's first step (A^T m, down each column: winograd_output_column) to
 // its own accumulators: the epilogue then stages 8 values per (filter, tile) instead of 16, in half
-// the shared memory, which leaves stage 0 free for the next block's first chunk.
+// the shared memory.
+//
+// Where the stages lie (WinogradWgmmaStages): channels_last blocks keep each stage's U and V together
+// and stage their epilogue in stage 1, as the next block's first chunk fills stage 0. NCHW blocks
+// keep U's two stages apart from V's and stage their epilogue over V's, so an output block's last
+// two chunks of U outlive its epilogue: the walk's next block of the same group and filter block
+// (WgmmaChunkOrder) runs its chunks in the opposite order and starts with those two, copying two
+// chunks of U fewer (none where a block has at most two chunks). The price is a block barrier after
+// the epilogue, which now shares space with the next block's first V. channels_last blocks were
+// slower that way (docs/winograd.md), NCHW blocks faster.
 struct WinogradWgmmaTile {
   static constexpr bool kWgmma = true, kVStaged = false, kPersistent = true;
   static constexpr int kM = 64, kN = 32, kK = 16, kSteps = kK / 8;
@@ -65,17 +74,17 @@ struct WinogradWgmmaTile {
   static constexpr int kUFloats = kWinogradPoints * kK * kM, kVFloats = kWinogradPoints * kVPoint;
   static constexpr int kUChunkFloats = kUFloats;  // the cache's chunk: the block's U
   static constexpr int kStage = kUFloats + kVFloats;
-  // The epilogue stages all 64 filters in one pass: A^T M (8 values per filter and tile) in stage 1's
-  // space, while the next output block's first chunk fills stage 0.
+  // The epilogue stages all 64 filters in one pass: A^T M (8 values per filter and tile).
   static constexpr int kEpilogueFilters = kM, kStagedValues = 8;
   static constexpr int kLdV = kN + 8, kLdMt = kEpilogueFilters + 4;
   static constexpr int kEpilogueFloats = kStagedValues * (kM * kLdV > kN * kLdMt ? kM * kLdV : kN * kLdMt);
-  static constexpr int kEpilogueOffset = kStage;
-  // After the two stages: the mbarriers on which each stage's U copy lands (WgmmaUBulkCopies).
-  static constexpr int kBarrierOffset = 2 * kStage;  // in floats, 8-byte aligned
-  static constexpr size_t kForwardSmemBytes = 2 * kStage * sizeof(float) + 2 * sizeof(uint64_t);
-  static_assert(kEpilogueFloats <= kStage, "the epilogue within stage 1");
-  static_assert(kBarrierOffset % 2 == 0 && (kUFloats * sizeof(float)) % 16 == 0, "aligned barriers, a 16-byte copy size");
+  // The larger of the two placements' (WinogradWgmmaStages): U's stages apart, then V's and the
+  // epilogue over them, then the two mbarriers.
+  static constexpr size_t kForwardSmemBytes =
+      (2 * kUFloats + (kEpilogueFloats > 2 * kVFloats ? kEpilogueFloats : 2 * kVFloats)) * sizeof(float) +
+      2 * sizeof(uint64_t);
+  static_assert(kForwardSmemBytes <= 227 * 1024, "within an sm_90 block's shared memory");
+  static_assert(kEpilogueFloats <= kStage, "the epilogue within a stage");
   static_assert(kThreads == kK * kN && kK == 16 && kN == 32, "a (channel, tile) patch per thread, the loaders' lanes");
   static_assert(kWinogradPoints % kWarpgroups == 0 && kUFloats % (4 * kThreads) == 0, "even splits");
   static_assert(kWarpgroups == 4 && kPointsPerGroup == 4, "a warpgroup per column of the 4 x 4 points");
@@ -88,6 +97,24 @@ struct WinogradWgmmaTile {
   }
   static __host__ __device__ constexpr int u_word(int kk, int m) { return operand_word(kk, m, kM * 4); }
   static __host__ __device__ constexpr int v_word(int kk, int n) { return operand_word(kk, n, kVQuad); }
+};
+
+// The single wgmma block's shared memory (WinogradWgmmaTile): kUApart, [U 0][U 1][V 0][V 1] with the
+// epilogue from V 0 on; else [U 0][V 0][U 1][V 1] with the epilogue in stage 1. Then the mbarriers
+// on which each stage's U copy lands (WgmmaUBulkCopies).
+template <bool kUApart_>
+struct WinogradWgmmaStages : WinogradWgmmaTile {
+  static constexpr bool kUApart = kUApart_;
+  // Stage s's U and V (WgmmaPointMmas), in floats from the start of shared memory.
+  static __host__ __device__ constexpr int u_stage_offset(int s) { return s * (kUApart ? kUFloats : kStage); }
+  static __host__ __device__ constexpr int v_stage_offset(int s) {
+    return kUApart ? 2 * kUFloats + s * kVFloats : s * kStage + kUFloats;
+  }
+  static constexpr int kEpilogueOffset = kUApart ? 2 * kUFloats : kStage;
+  static constexpr int kBarrierOffset =
+      kUApart ? 2 * kUFloats + (kEpilogueFloats > 2 * kVFloats ? kEpilogueFloats : 2 * kVFloats) : 2 * kStage;
+  static_assert(kBarrierOffset % 2 == 0 && (kUFloats * sizeof(float)) % 16 == 0, "aligned barriers, a 16-byte copy size");
+  static_assert(kBarrierOffset * sizeof(float) + 2 * sizeof(uint64_t) <= kForwardSmemBytes, "within the launch's");
 };
 
 // The points of a wgmma kernel's accumulators (acc[pe]: point kPointsPerGroup * warpgroup + pe of the
@@ -128,6 +155,16 @@ __device__ __forceinline__ void stage_wgmma_columns(const float (&acc)[Cfg::kPoi
   }
 }
 
+// The order of an output block's chunks in reduce_loaded: 0 .. chunks - 1, or reversed; the first
+// `held` of them in that order find their U in their stage already (the walk's block before, of the
+// same U, ended with them: WinogradWgmmaTile).
+struct WgmmaChunkOrder {
+  int chunks;
+  bool reversed = false;
+  int held = 0;
+  __device__ __forceinline__ int chunk(int i) const { return reversed ? chunks - 1 - i : i; }
+};
+
 // What the two wgmma kernels share: their stages (U, then V, for the block's points in core
 // matrices), their loaders' lanes, and a warpgroup's MMAs of its points with the reduction loop's
 // wait for a stage. The descriptors of the
@@ -141,8 +178,8 @@ struct WgmmaPointMmas {
   uint64_t u0, v0;
 
   // Stage s's U and V.
-  static __device__ __forceinline__ float* stage_u(float* smem, int s) { return smem + s * Cfg::kStage; }
-  static __device__ __forceinline__ float* stage_v(float* smem, int s) { return stage_u(smem, s) + Cfg::kUFloats; }
+  static __device__ __forceinline__ float* stage_u(float* smem, int s) { return smem + Cfg::u_stage_offset(s); }
+  static __device__ __forceinline__ float* stage_v(float* smem, int s) { return smem + Cfg::v_stage_offset(s); }
 
   // A loader thread's channel of a chunk and its (first) tile. NCHW: lanes over 4 channels x 8 tiles
   // (neighbouring tiles, neighbouring addresses), warps over the chunk's 4 channel quads x 4 tile
@@ -167,95 +204,131 @@ struct WgmmaPointMmas {
     const int group = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
     const unsigned base = unsigned(__cvta_generic_to_shared(smem));
     const int e0 = Cfg::first_point(group);
-    u0 = wgmma_descriptor_interleaved(base + 4 * e0 * Cfg::kK * Cfg::kM, 16 * Cfg::kM, 128);
-    v0 = wgmma_descriptor_interleaved(base + 4 * (Cfg::kUFloats + e0 * Cfg::kVPoint), 4 * Cfg::kVQuad, 128);
+    u0 = wgmma_descriptor_interleaved(base + 4 * (Cfg::u_stage_offset(0) + e0 * Cfg::kK * Cfg::kM), 16 * Cfg::kM, 128);
+    v0 = wgmma_descriptor_interleaved(base + 4 * (Cfg::v_stage_offset(0) + e0 * Cfg::kVPoint), 4 * Cfg::kVQuad, 128);
   }
 
   // The chunk's MMAs of the warpgroup's points from stage s, one asynchronous group.
   __device__ __forceinline__ void run(Accumulators& acc, int s) const {
-    static_assert(Cfg::kStage % 4 == 0 && Cfg::kVQuad % 2 == 0, "16-byte units");
-    const unsigned stage = unsigned(s) * (Cfg::kStage / 4);  // in 16-byte units, as the offsets below
+    static_assert((Cfg::u_stage_offset(1) - Cfg::u_stage_offset(0)) % 4 == 0 &&
+                      (Cfg::v_stage_offset(1) - Cfg::v_stage_offset(0)) % 4 == 0 && Cfg::kVQuad % 2 == 0,
+                  "16-byte units");
+    // Stage s from stage 0, in 16-byte units, as the offsets below.
+    const unsigned u_stage = unsigned(s) * ((Cfg::u_stage_offset(1) - Cfg::u_stage_offset(0)) / 4);
+    const unsigned v_stage = unsigned(s) * ((Cfg::v_stage_offset(1) - Cfg::v_stage_offset(0)) / 4);
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < Cfg::kSteps; ++step)
 #pragma unroll
       for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe) {
         const int e = pe * Cfg::kPointStep;  // from the warpgroup's first point
-        const uint64_t da = wgmma_descriptor_advance(u0, stage + (e * Cfg::kK * Cfg::kM + 8 * step * Cfg::kM) / 4);
-        const uint64_t db = wgmma_descriptor_advance(v0, stage + (e * Cfg::kVPoint + 2 * step * Cfg::kVQuad) / 4);
+        const uint64_t da = wgmma_descriptor_advance(u0, u_stage + (e * Cfg::kK * Cfg::kM + 8 * step * Cfg::kM) / 4);
+        const uint64_t db = wgmma_descriptor_advance(v0, v_stage + (e * Cfg::kVPoint + 2 * step * Cfg::kVQuad) / 4);
         Wgmma<float, Cfg::kN>::run(acc[pe], da, db, 1);
       }
     wgmma_commit();
   }
 
-  // Once stage s is complete -- its U landed (u_chunks.wait), this thread's V stores made visible to
-  // the MMAs' proxy, this warpgroup's MMAs of the previous chunk (stage s ^ 1) done, then every
-  // thread's -- the chunk's MMAs. After the barrier no warpgroup reads stage s ^ 1 any more.
+  // Once stage s is complete -- its U landed (u_chunks.wait, unless the stage held it already), this
+  // thread's V stores made visible to the MMAs' proxy, this warpgroup's MMAs of the previous chunk
+  // (stage s ^ 1) done, then every thread's -- the chunk's MMAs. After the barrier no warpgroup
+  // reads stage s ^ 1 any more.
   template <typename UChunks>
-  __device__ __forceinline__ void run_when_ready(Accumulators& acc, int s, const UChunks& u_chunks) const {
-    u_chunks.wait(s);
+  __device__ __forceinline__ void run_when_ready(Accumulators& acc, int s, const UChunks& u_chunks, bool u_held) const {
+    if (!u_held) u_chunks.wait(s);
     fence_proxy_async_shared();
     wgmma_wait<0>();
     __syncthreads();
     run(acc, s);
   }
 
-  // The reduction of a block that loads its own patches, through two stages. On entry chunk 0's U
-  // copy into stage 0 is issued (u_chunks.fetch) and its patches loaded; store_v(v) transforms the patches
-  // last loaded and stores them as the V at v, load(chunk) loads a chunk's patches. They are loaded
-  // two chunks ahead: those of chunk + 2 are issued in iteration `chunk` and stored as V in the next
-  // one, so a whole iteration (the MMAs run asynchronously, and issuing them takes no time) covers
-  // their latency. On return this warpgroup's MMAs may still run.
+  // The reduction of a block that loads its own patches, through two stages, its chunks in `order`;
+  // chunk c's U and V in stage c % 2. On entry the U copy of the order's first chunk is issued
+  // (u_chunks.fetch) unless the stage holds it, and that chunk's patches loaded; store_v(v) transforms
+  // the patches last loaded and stores them as the V at v, load(chunk) loads a chunk's patches. They
+  // are loaded two chunks ahead: those of the chunk after next are issued in an iteration and stored as
+  // V in the next one, so a whole iteration (the MMAs run asynchronously, and issuing them takes no
+  // time) covers their latency. On return this warpgroup's MMAs may still run.
   template <typename UChunks, typename StoreV, typename LoadPatches>
-  __device__ __forceinline__ void reduce_loaded(Accumulators& acc, float* smem, int chunks, const UChunks& u_chunks,
-                                                StoreV&& store_v, LoadPatches&& load) const {
-    store_v(stage_v(smem, 0));
-    if (chunks > 1) load(1);
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      const int s = chunk & 1;
-      run_when_ready(acc, s, u_chunks);
-      if (chunk + 1 < chunks) {
-        u_chunks.fetch(chunk + 1, stage_u(smem, s ^ 1), s ^ 1);
+  __device__ __forceinline__ void reduce_loaded(Accumulators& acc, float* smem, const WgmmaChunkOrder& order,
+                                                const UChunks& u_chunks, StoreV&& store_v, LoadPatches&& load) const {
+    const int chunks = order.chunks;
+    store_v(stage_v(smem, order.chunk(0) & 1));
+    if (chunks > 1) load(order.chunk(1));
+    for (int i = 0; i < chunks; ++i) {
+      const int s = order.chunk(i) & 1;
+      run_when_ready(acc, s, u_chunks, i < order.held);
+      if (i + 1 < chunks) {
+        if (i + 1 >= order.held) u_chunks.fetch(order.chunk(i + 1), s ^ 1);
         store_v(stage_v(smem, s ^ 1));
-        if (chunk + 2 < chunks) load(chunk + 2);
+        if (i + 2 < chunks) load(order.chunk(i + 2));
       }
     }
   }
 };
 
-// A chunk's U for reduce_loaded by every thread's cp.async (TcUFetcher), one commit group per chunk:
-// complete once the thread's copies have landed (the patch loads are not cp.async).
+// A chunk's U for reduce_loaded by every thread's cp.async (TcUFetcher) into stage s, one commit
+// group per chunk: complete once the thread's copies have landed (the patch loads are not cp.async).
 template <typename Cfg>
 struct WgmmaUThreadCopies {
+  struct Barriers {  // none: cp.async's commit groups
+    __device__ __forceinline__ explicit Barriers(float*) {}
+  };
   TcUFetcher<Cfg> fetcher;
-  __device__ __forceinline__ void fetch(int chunk, float* u_tile, int) const {
-    fetcher.fetch(chunk, u_tile);
+  float* smem;
+  template <typename Args>
+  static __device__ __forceinline__ WgmmaUThreadCopies of_block(const Args& a, const BlockCoord& bc, float* smem,
+                                                                Barriers&) {
+    return {TcUFetcher<Cfg>(a, bc), smem};
+  }
+  __device__ __forceinline__ void fetch(int chunk, int s) const {
+    fetcher.fetch(chunk, WgmmaPointMmas<Cfg>::stage_u(smem, s));
     cp_async_commit();
   }
   __device__ __forceinline__ void wait(int) const { cp_async_wait<0>(); }
 };
 
-// A chunk's U for reduce_loaded by one bulk copy (the cache holds a block's chunk as one contiguous
-// run), issued by thread 0 and counted on the stage's mbarrier (full[s], count 1), which every thread
-// waits for. The copy engine moves the run without the threads' 16-byte copies, whose global-load
-// requests go through the L1 beside the patch loads. phases: bit s the parity of the phase of full[s]
-// this thread waits for next; a stage is refilled only after a block barrier that follows every
-// thread's wait for its previous fill, so no thread falls a phase behind.
+// A chunk's U for reduce_loaded by one bulk copy into stage s (the cache holds a block's chunk as one
+// contiguous run), issued by thread 0 and counted on the stage's mbarrier (full[s], count 1), which
+// every thread waits for. The copy engine moves the run without the threads' 16-byte copies, whose
+// global-load requests go through the L1 beside the patch loads. phases: bit s the parity of the
+// phase of full[s] this thread waits for next; a stage is refilled only after a block barrier that
+// follows every thread's wait for its previous fill, so no thread falls a phase behind.
 template <typename Cfg>
 struct WgmmaUBulkCopies {
+  // The stages' mbarriers, and the phases this thread waits for next: one per block of the walk.
+  struct Barriers {
+    uint64_t* full;
+    unsigned phases = 0;
+    __device__ __forceinline__ explicit Barriers(float* smem)
+        : full(reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset)) {
+      if (threadIdx.x == 0) {
+        mbarrier_init(&full[0], 1);
+        mbarrier_init(&full[1], 1);
+        mbarrier_init_fence_cluster();
+      }
+      __syncthreads();
+    }
+  };
   const float* run;  // chunk 0 of the block's run
-  uint64_t* full;
-  unsigned& phases;
+  float* smem;
+  Barriers& bars;
   static constexpr unsigned kBytes = Cfg::kUFloats * sizeof(float);
-  __device__ __forceinline__ void fetch(int chunk, float* u_tile, int s) const {
+  template <typename Args>
+  static __device__ __forceinline__ WgmmaUBulkCopies of_block(const Args& a, const BlockCoord& bc, float* smem,
+                                                              Barriers& bars) {
+    return {TcUFetcher<Cfg>::block_run(a, bc.g, bc.kt), smem, bars};
+  }
+  __device__ __forceinline__ void fetch(int chunk, int s) const {
     if (threadIdx.x == 0) {
-      mbarrier_arrive_expect_tx(&full[s], kBytes);
-      bulk_copy_to_shared(u_tile, run + int64_t(chunk) * Cfg::kUChunkFloats, kBytes, &full[s]);
+      mbarrier_arrive_expect_tx(&bars.full[s], kBytes);
+      bulk_copy_to_shared(WgmmaPointMmas<Cfg>::stage_u(smem, s), run + int64_t(chunk) * Cfg::kUChunkFloats, kBytes,
+                          &bars.full[s]);
     }
   }
   __device__ __forceinline__ void wait(int s) const {
-    mbarrier_wait(&full[s], (phases >> s) & 1u);
-    phases ^= 1u << s;
+    mbarrier_wait(&bars.full[s], (bars.phases >> s) & 1u);
+    bars.phases ^= 1u << s;
   }
 };
 
@@ -304,7 +377,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  using Mmas = WgmmaPointMmas<Cfg>;
+  using Stages = WinogradWgmmaStages<!kNhwc>;
+  using Mmas = WgmmaPointMmas<Stages>;
 
   // This thread's (channel, tile) of a chunk, and its patches in output block bc.
   const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
@@ -330,51 +404,51 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // busy (docs/winograd.md), and the copy engine takes U's requests off it. channels_last blocks,
   // whose patch loads cost the L1 less, were slower with the bulk copies and keep the threads' copies.
   constexpr bool kUBulk = !kNhwc;
-  uint64_t* const u_full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
-  unsigned u_phases = 0;
-  if constexpr (kUBulk) {
-    if (threadIdx.x == 0) {
-      mbarrier_init(&u_full[0], 1);
-      mbarrier_init(&u_full[1], 1);
-      mbarrier_init_fence_cluster();
-    }
-    __syncthreads();
-  }
-  auto u_chunks_of = [&](const BlockCoord& bc) {
-    if constexpr (kUBulk)
-      return WgmmaUBulkCopies<Cfg>{TcUFetcher<Cfg>::block_run(a, bc.g, bc.kt), u_full, u_phases};
-    else
-      return WgmmaUThreadCopies<Cfg>{TcUFetcher<Cfg>(a, bc)};
+  using UCopies = std::conditional_t<kUBulk, WgmmaUBulkCopies<Stages>, WgmmaUThreadCopies<Stages>>;
+  typename UCopies::Barriers u_bars(smem);
+  auto u_chunks_of = [&](const BlockCoord& bc) { return UCopies::of_block(a, bc, smem, u_bars); };
+
+  // The walk: where U's stages outlive the epilogue, a block whose U is that of the block before it
+  // (the same group and filter block) runs its chunks in the other order, starting with the two whose
+  // U the stages still hold.
+  auto order_after = [&](const WgmmaChunkOrder& before, const BlockCoord& from, const BlockCoord& to) {
+    return Stages::kUApart && from.g == to.g && from.kt == to.kt ? WgmmaChunkOrder{chunks, !before.reversed, chunks < 2 ? chunks : 2}
+                                              : WgmmaChunkOrder{chunks};
   };
 
-  // An output block's first chunk: U into stage 0, the patches into d (stored as V once they have
-  // arrived, at the start of the block's reduction).
+  // An output block's first chunk: its U into its stage (unless held there), the patches into d
+  // (stored as V once they have arrived, at the start of the block's reduction).
   TIo d[16];
-  auto begin_block = [&](int b) {
-    const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
-    u_chunks_of(bc).fetch(0, Mmas::stage_u(smem, 0), 0);
-    patch_of(bc).load(0, d);
+  auto begin_block = [&](const BlockCoord& bc, const WgmmaChunkOrder& order) {
+    if (order.held == 0) u_chunks_of(bc).fetch(order.chunk(0), order.chunk(0) & 1);
+    patch_of(bc).load(order.chunk(0), d);
   };
-  begin_block(blockIdx.x);  // the grid has at most `blocks` blocks (launch_fused_blocks)
+  BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, blockIdx.x);  // the grid has at most `blocks` blocks
+  WgmmaChunkOrder order{chunks};
+  begin_block(bc, order);
   for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
-    const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, b);
     const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
     const auto patch = patch_of(bc);
     Mmas::zero(acc);
     mmas.reduce_loaded(
-        acc, smem, chunks, u_chunks_of(bc), [&](float* v) { store_v(d, v); },
-        [&](int chunk) { patch.load(chunk, d); });
+        acc, smem, order, u_chunks_of(bc), [&](float* v) { store_v(d, v); }, [&](int chunk) { patch.load(chunk, d); });
     wgmma_wait<0>();
     __syncthreads();  // every warpgroup's MMAs are done: both stages are free
-    if (b + int(gridDim.x) < blocks) begin_block(b + gridDim.x);
-    // The barrier above also frees stage 1 for the epilogue: the next block's first chunk writes
-    // stage 0 only.
+    const bool more = b + int(gridDim.x) < blocks;
+    const BlockCoord next = block_coord(a.k_tiles, a.p_tiles, more ? b + int(gridDim.x) : b);
+    const WgmmaChunkOrder next_order = order_after(order, bc, next);
+    if (more) begin_block(next, next_order);
+    // The barrier above frees the stages the epilogue takes (Stages): the next block's first chunk
+    // fills U's stage 0 only, or finds its U held.
     auto stage = [&](int, float* m) { stage_wgmma_columns<Cfg, kNhwc>(acc, m, warp, lane); };
-    float* m = smem + Cfg::kEpilogueOffset;
+    float* m = smem + Stages::kEpilogueOffset;
     if constexpr (kNhwc)
       tc_epilogue_nhwc<Cfg, Cfg::kStagedValues, /*kStagesFree=*/true>(stage, m, a, bc, p0, warp, lane);
     else
       tc_epilogue_nchw<Cfg, Cfg::kStagedValues, /*kStagesFree=*/true>(stage, m, a, bc, p0, warp, lane);
+    if (Stages::kUApart && more) __syncthreads();  // the epilogue's reads end before the next block's V stores
+    bc = next;
+    order = next_order;
   }
 }
 
@@ -413,6 +487,9 @@ struct WinogradWgmmaClusterConfig {
   static constexpr int kUFloats = kPoints * kK * kM, kVFloats = kPoints * kVPoint;
   static constexpr int kVChunkFloats = kWinogradPoints * kVPoint;  // the staged V's chunk: both blocks' points
   static constexpr int kStage = kUFloats + kVFloats;
+  // Stage s: its U, then its V (WgmmaPointMmas), in floats from the start of shared memory.
+  static __host__ __device__ constexpr int u_stage_offset(int s) { return s * kStage; }
+  static __host__ __device__ constexpr int v_stage_offset(int s) { return s * kStage + kUFloats; }
   // The epilogue: the block's M as [point][filter][tile] (rows of kLdV, as
   // stage_wgmma_points names them) or, NHWC, [point][tile][filter]
   // (rows of kLdMt); then the partner's partial outputs, [filter][tile] or [tile][filter] of the
@@ -612,7 +689,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int64_t p0 = int64_t(a.p_tile0 + bc.pt) * Cfg::kN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
-  const WgmmaUThreadCopies<Cfg> u_chunks{TcUFetcher<Cfg>(a, bc, rank * Cfg::kUFloats)};
+  const WgmmaUThreadCopies<Cfg> u_chunks{TcUFetcher<Cfg>(a, bc, rank * Cfg::kUFloats), smem};
 
   typename Mmas::Accumulators acc;
   Mmas::zero(acc);
@@ -642,11 +719,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     };
 
     TIo d0[12], d1[12];
-    u_chunks.fetch(0, Mmas::stage_u(smem, 0), 0);
+    u_chunks.fetch(0, 0);
     patch0.load(0, d0);
     patch1.load(0, d1);
     mmas.reduce_loaded(
-        acc, smem, chunks, u_chunks,
+        acc, smem, WgmmaChunkOrder{chunks}, u_chunks,
         [&](float* v) {
           store_v(d0, v_word0, v);
           store_v(d1, v_word1, v);
