@@ -57,8 +57,9 @@ namespace cuda {
 // two chunks of U outlive its epilogue: the walk's next block of the same group and filter block
 // (WgmmaChunkOrder) runs its chunks in the opposite order and starts with those two, copying two
 // chunks of U fewer (none where a block has at most two chunks). The price is a block barrier after
-// the epilogue, which now shares space with the next block's first V. channels_last blocks were
-// slower that way (docs/winograd.md), NCHW blocks faster.
+// the epilogue, which now shares space with the next block's first V. NCHW blocks were faster
+// that way, most of it from the placement rather than the copies saved; channels_last blocks were
+// slower (docs/winograd.md).
 struct WinogradWgmmaTile {
   static constexpr bool kWgmma = true, kVStaged = false, kPersistent = true;
   static constexpr int kM = 64, kN = 32, kK = 16, kSteps = kK / 8;
@@ -114,7 +115,7 @@ struct WinogradWgmmaStages : WinogradWgmmaTile {
   static constexpr int kBarrierOffset =
       kUApart ? 2 * kUFloats + (kEpilogueFloats > 2 * kVFloats ? kEpilogueFloats : 2 * kVFloats) : 2 * kStage;
   static_assert(kBarrierOffset % 2 == 0 && (kUFloats * sizeof(float)) % 16 == 0, "aligned barriers, a 16-byte copy size");
-  static_assert(kBarrierOffset * sizeof(float) + 2 * sizeof(uint64_t) <= kForwardSmemBytes, "within the launch's");
+  static_assert(kBarrierOffset * sizeof(float) + 2 * sizeof(uint64_t) <= kForwardSmemBytes, "within the launch");
 };
 
 // The points of a wgmma kernel's accumulators (acc[pe]: point kPointsPerGroup * warpgroup + pe of the
@@ -412,8 +413,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // (the same group and filter block) runs its chunks in the other order, starting with the two whose
   // U the stages still hold.
   auto order_after = [&](const WgmmaChunkOrder& before, const BlockCoord& from, const BlockCoord& to) {
-    return Stages::kUApart && from.g == to.g && from.kt == to.kt ? WgmmaChunkOrder{chunks, !before.reversed, chunks < 2 ? chunks : 2}
-                                              : WgmmaChunkOrder{chunks};
+    const bool same_u = Stages::kUApart && from.g == to.g && from.kt == to.kt;
+    return same_u ? WgmmaChunkOrder{chunks, !before.reversed, chunks < 2 ? chunks : 2} : WgmmaChunkOrder{chunks};
   };
 
   // An output block's first chunk: its U into its stage (unless held there), the patches into d
