@@ -304,3 +304,27 @@ def test_staged_v_bound_markdown_is_rendered_from_its_json(capsys):
     render.main(os.path.join(root, "results", "staged-v-bound-h100.json"))
     with open(os.path.join(root, "results", "staged-v-bound-h100.md")) as f:
         assert capsys.readouterr().out == f.read()
+
+
+def test_patch_load_model_counts_the_kernels_lane_map():
+    """benchmarks/micro/patch_load_model.py, the count docs/winograd.md quotes for the single wgmma block's
+    NCHW patch loads: the kernel's lane map (4 channels x 8 tiles a warp) conflict-free on V's stores,
+    shuffles cutting its L1 lines, and a one-channel warp touching fewer lines but paying in bank
+    conflicts."""
+    import importlib.util
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
+    path = os.path.join(root, "micro", "patch_load_model.py")
+    spec = importlib.util.spec_from_file_location("patch_load_model", path)
+    model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(model)
+    kernel_map = model.LANE_MAPS["4 channels x 8 tiles (the kernel's)"]
+    one_channel = model.LANE_MAPS["1 channel x 32 tiles"]
+    every_patch = [(c, t) for c in range(16) for t in range(32)]
+    assert sorted(kernel_map(w, lane) for w in range(16) for lane in range(32)) == every_patch
+    loads, lines, sectors, shuffles, stores = model.chunk_counts(kernel_map, 68, 68, 0, shuffles=False)
+    assert (lines, shuffles, stores) == (824, 0, 256)  # Y8: 16 stores a thread, no conflicts
+    _, lines_shfl, _, shuffles, _ = model.chunk_counts(kernel_map, 68, 68, 0, shuffles=True)
+    assert (lines_shfl, shuffles) == (544, 128)
+    _, lines_one, _, _, stores_one = model.chunk_counts(one_channel, 68, 68, 0, shuffles=False)
+    assert lines_one < lines and stores_one == 4 * stores
