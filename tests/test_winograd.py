@@ -382,11 +382,12 @@ WGMMA_WALK_SHAPES = [
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.parametrize("shape", WGMMA_WALK_SHAPES, ids=shape_id)
 def test_wgmma_walk_reuses_u_of_the_block_before(shape, layout, dtype):
-    """The persistent wgmma block keeps an output block's last two chunks of U in its stages (its
-    epilogue stages past them); the next block of its walk with the same group and filter block runs
-    its chunks in the opposite order and starts with those two, copying none for blocks of at most
-    two chunks. Forced, forward and grad_input (the same kernel on the rotated filters), against
-    float64 within twice cuDNN's error at the same precision, and the same bits on a second call."""
+    """The persistent wgmma block on NCHW operands keeps an output block's last two chunks of U in its
+    stages (its epilogue stages past them); the next block of its walk with the same group and filter
+    block runs its chunks in the opposite order and starts with those two, copying none for blocks of
+    at most two chunks. On channels_last operands it walks without (its stages placed as before).
+    Forced, forward and grad_input (the same kernel on the rotated filters), against float64 within
+    twice cuDNN's error at the same precision, and the same bits on a second call."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     n, c, k, h, w, padding, groups, bias = shape
