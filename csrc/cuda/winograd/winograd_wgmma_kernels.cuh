@@ -79,11 +79,10 @@ struct WinogradWgmmaTile {
   static constexpr int kEpilogueFilters = kM, kStagedValues = 8;
   static constexpr int kLdV = kN + 8, kLdMt = kEpilogueFilters + 4;
   static constexpr int kEpilogueFloats = kStagedValues * (kM * kLdV > kN * kLdMt ? kM * kLdV : kN * kLdMt);
-  // The larger of the two placements' (WinogradWgmmaStages): U's stages apart, then V's and the
-  // epilogue over them, then the two mbarriers.
-  static constexpr size_t kForwardSmemBytes =
-      (2 * kUFloats + (kEpilogueFloats > 2 * kVFloats ? kEpilogueFloats : 2 * kVFloats)) * sizeof(float) +
-      2 * sizeof(uint64_t);
+  // WinogradWgmmaStages<true>'s floats before its mbarriers: U's stages, then V's with the epilogue
+  // over them. The launch takes that placement's size, the larger of the two.
+  static constexpr int kUApartFloats = 2 * kUFloats + (kEpilogueFloats > 2 * kVFloats ? kEpilogueFloats : 2 * kVFloats);
+  static constexpr size_t kForwardSmemBytes = kUApartFloats * sizeof(float) + 2 * sizeof(uint64_t);
   static_assert(kForwardSmemBytes <= 227 * 1024, "within an sm_90 block's shared memory");
   static_assert(kEpilogueFloats <= kStage, "the epilogue within a stage");
   static_assert(kThreads == kK * kN && kK == 16 && kN == 32, "a (channel, tile) patch per thread, the loaders' lanes");
@@ -112,8 +111,7 @@ struct WinogradWgmmaStages : WinogradWgmmaTile {
     return kUApart ? 2 * kUFloats + s * kVFloats : s * kStage + kUFloats;
   }
   static constexpr int kEpilogueOffset = kUApart ? 2 * kUFloats : kStage;
-  static constexpr int kBarrierOffset =
-      kUApart ? 2 * kUFloats + (kEpilogueFloats > 2 * kVFloats ? kEpilogueFloats : 2 * kVFloats) : 2 * kStage;
+  static constexpr int kBarrierOffset = kUApart ? kUApartFloats : 2 * kStage;
   static_assert(kBarrierOffset % 2 == 0 && (kUFloats * sizeof(float)) % 16 == 0, "aligned barriers, a 16-byte copy size");
   static_assert(kBarrierOffset * sizeof(float) + 2 * sizeof(uint64_t) <= kForwardSmemBytes, "within the launch");
 };
