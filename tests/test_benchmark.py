@@ -291,18 +291,24 @@ def test_winograd_error_study_models_float8_low_parts_and_nested_f2():
     assert direct < nested < single, (direct, nested, single)
 
 
-def test_staged_v_bound_markdown_is_rendered_from_its_json(capsys):
-    """benchmarks/results/staged-v-bound-h100.md is what benchmarks/micro/render_staged_v_bound.py makes of the
-    JSON beside it (the stand-alone replay of the staged-V reduction, benchmarks/micro/staged_v_bound.cu)."""
+@pytest.mark.parametrize("renderer, result", [
+    ("render_staged_v_bound", "staged-v-bound-h100"),
+    ("render_staged_v_bound", "staged-v-bound-h200"),
+    ("render_input_staging_bound", "input-staging-bound-h200"),
+])
+def test_micro_benchmark_markdown_is_rendered_from_its_json(capsys, renderer, result):
+    """Each stand-alone micro-benchmark's Markdown in benchmarks/results is what its renderer in
+    benchmarks/micro makes of the JSON beside it (the staged-V reduction replayed,
+    benchmarks/micro/staged_v_bound.cu; the NCHW input staged by tensor copies,
+    benchmarks/micro/input_staging_bound.cu)."""
     import importlib.util
 
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
-    spec = importlib.util.spec_from_file_location("render_staged_v_bound",
-                                                  os.path.join(root, "micro", "render_staged_v_bound.py"))
+    spec = importlib.util.spec_from_file_location(renderer, os.path.join(root, "micro", renderer + ".py"))
     render = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(render)
-    render.main(os.path.join(root, "results", "staged-v-bound-h100.json"))
-    with open(os.path.join(root, "results", "staged-v-bound-h100.md")) as f:
+    render.main(os.path.join(root, "results", result + ".json"))
+    with open(os.path.join(root, "results", result + ".md")) as f:
         assert capsys.readouterr().out == f.read()
 
 

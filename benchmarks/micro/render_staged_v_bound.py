@@ -17,7 +17,10 @@ def main(path):
         "at N = 32: `full` copies and MMAs, `copy` the copies and mbarriers alone, `mma` the MMAs and "
         "loop alone. `vbulk`: `tf32-wgmma-cluster-vbulk` (64 filters x 64 tiles x 8 points a block, "
         "64 KB a chunk, 3 stages, clusters of 2). `wide`: the wide tile that was tried (128 x 128 x 2 "
-        "points, 32 KB a chunk, 4 stages, clusters of 8). CUDA events, median of 7 launches.\n"
+        "points, 32 KB a chunk, 4 stages, clusters of 8)."
+        + (" `vbulk-f16`: `vbulk` with its operands as float16 (32 KB a chunk, one k16 MMA step where TF32 "
+           "takes two k8)." if any(r.get("kernel") == "vbulk-f16" for r in rows) else "")
+        + " CUDA events, median of 7 launches.\n"
     )
     if "meta" in data:
         for key, value in data["meta"].items():

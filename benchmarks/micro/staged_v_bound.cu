@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/common/cluster.cuh"
@@ -39,19 +40,21 @@ enum Mode { kFull = 0, kCopy = 1, kMma = 2 };
 // (two TF32 k-steps), 4 warpgroups. Its stage holds U (4 * kPoints tiles of 64 x 16) and V (the
 // warpgroups' B tiles, kN x 16 each; warpgroups of one point share them in the wide layout).
 // Tiles are K-major in core matrices of 8 rows x 16 bytes: [row group][channel quad][8 x 4 words].
-template <int kN, int kPoints, int kVTiles, int kStages>
+// kHalf: the operands as float16 (two to a 4-byte word), one k16 step per chunk instead of two TF32
+// k8 steps, core matrices of 8 rows x 8 channels: the same MMA work on half the bytes.
+template <int kN, int kPoints, int kVTiles, int kStages, bool kHalf = false>
 struct Shape {
-  static constexpr int kUTileFloats = 64 * 16, kVTileFloats = kN * 16;
+  static constexpr int kUTileFloats = 64 * 16 / (kHalf ? 2 : 1), kVTileFloats = kN * 16 / (kHalf ? 2 : 1);
   static constexpr int kUFloats = 4 * kPoints * kUTileFloats, kVFloats = kVTiles * kVTileFloats;
   static constexpr int kStage = kUFloats + kVFloats;
   static constexpr size_t kSmem = size_t(kStages) * kStage * 4 + 2 * kStages * 8;
 };
 
-template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1>
+template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false>
 __global__ void __launch_bounds__(512, 1)
     reduction_kernel(const float* __restrict__ u, const float* __restrict__ v, float* out, int filter_blocks,
                      int ranks, int chunks, int wrap) {
-  using S = Shape<kN, kPoints, kVTiles, kStages>;
+  using S = Shape<kN, kPoints, kVTiles, kStages, kHalf>;
   extern __shared__ __align__(1024) float smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * S::kStage);
   uint64_t* empty = full + kStages;
@@ -74,9 +77,10 @@ __global__ void __launch_bounds__(512, 1)
   const int group = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
   const unsigned base = unsigned(__cvta_generic_to_shared(smem));
   // Warpgroup g: points g * kPoints + p of U; V tile (g * kPoints + p) % kVTiles.
-  const uint64_t u0 = wgmma_descriptor_interleaved(base + 4 * group * kPoints * S::kUTileFloats, 128, 512);
+  constexpr unsigned kRowStep = kHalf ? 256 : 512;  // 8 rows x 16 channels
+  const uint64_t u0 = wgmma_descriptor_interleaved(base + 4 * group * kPoints * S::kUTileFloats, 128, kRowStep);
   const uint64_t v0 = wgmma_descriptor_interleaved(
-      base + 4 * (S::kUFloats + ((group * kPoints) % kVTiles) * S::kVTileFloats), 128, 512);
+      base + 4 * (S::kUFloats + ((group * kPoints) % kVTiles) * S::kVTileFloats), 128, kRowStep);
   float acc[kPoints][kN / 2];
 #pragma unroll
   for (int p = 0; p < kPoints; ++p)
@@ -105,12 +109,12 @@ __global__ void __launch_bounds__(512, 1)
       const unsigned stage = unsigned(s) * (S::kStage / 4);
       wgmma_fence();
 #pragma unroll
-      for (int step = 0; step < 2; ++step)
+      for (int step = 0; step < (kHalf ? 1 : 2); ++step)
 #pragma unroll
         for (int p = 0; p < kPoints; ++p) {
           const uint64_t da = wgmma_descriptor_advance(u0, stage + (p * S::kUTileFloats) / 4 + 16 * step);
           const uint64_t db = wgmma_descriptor_advance(v0, stage + (p * S::kVTileFloats) / 4 + 16 * step);
-          Wgmma<float, kN>::run(acc[p], da, db, 1);
+          Wgmma<std::conditional_t<kHalf, __half, float>, kN>::run(acc[p], da, db, 1);
         }
       wgmma_commit();
       wgmma_wait<1>();
@@ -273,12 +277,12 @@ static void row(const char* name, const char* layer, const char* mode, int block
 
 // Launched in clusters of `cluster` consecutive blocks, as the real kernels (the hardware places a
 // cluster's blocks in one GPC); the blocks do not talk to each other.
-template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1>
+template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false>
 static void run_reduction(const char* name, const char* layer, const char* mode, const float* u, const float* v,
                           float* out, int filter_blocks, int tile_blocks, int ranks, int chunks, int cluster,
                           int wrap = 0) {
-  using S = Shape<kN, kPoints, kVTiles, kStages>;
-  auto k = reduction_kernel<kN, kPoints, kVTiles, kStages, kMode, kSplit>;
+  using S = Shape<kN, kPoints, kVTiles, kStages, kHalf>;
+  auto k = reduction_kernel<kN, kPoints, kVTiles, kStages, kMode, kSplit, kHalf>;
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
   const int blocks = filter_blocks * tile_blocks * ranks;
   ClusterLaunch launch(blocks, 512, S::kSmem, cluster);
@@ -290,12 +294,15 @@ static void run_reduction(const char* name, const char* layer, const char* mode,
   row(name, layer, mode, blocks, chunks, kMode == kMma ? 0.0 : bytes, kMode == kCopy ? 0.0 : flops, ms);
 }
 
-template <int kN, int kPoints, int kVTiles, int kStages>
+template <int kN, int kPoints, int kVTiles, int kStages, bool kHalf = false>
 static void run_modes(const char* name, const char* layer, const float* u, const float* v, float* out, int fb,
                       int tb, int ranks, int chunks) {
-  run_reduction<kN, kPoints, kVTiles, kStages, kFull>(name, layer, "full", u, v, out, fb, tb, ranks, chunks, ranks);
-  run_reduction<kN, kPoints, kVTiles, kStages, kCopy>(name, layer, "copy", u, v, out, fb, tb, ranks, chunks, ranks);
-  run_reduction<kN, kPoints, kVTiles, kStages, kMma>(name, layer, "mma", u, v, out, fb, tb, ranks, chunks, ranks);
+  run_reduction<kN, kPoints, kVTiles, kStages, kFull, 1, kHalf>(name, layer, "full", u, v, out, fb, tb, ranks, chunks,
+                                                                ranks);
+  run_reduction<kN, kPoints, kVTiles, kStages, kCopy, 1, kHalf>(name, layer, "copy", u, v, out, fb, tb, ranks, chunks,
+                                                                ranks);
+  run_reduction<kN, kPoints, kVTiles, kStages, kMma, 1, kHalf>(name, layer, "mma", u, v, out, fb, tb, ranks, chunks,
+                                                               ranks);
 }
 
 // Sets `launch`'s grid to the clusters that fit the GPU at once (at most max_clusters) for kernel
@@ -376,6 +383,9 @@ int main() {
     // The wide tile: clusters of 8 (2 points each), 128 filters x 128 tiles, each warpgroup one point
     // and one 64-filter half (m64n128k8, V tiles shared by two warpgroups), 4 stages.
     run_modes<128, 1, 2, 4>("wide", l.name, u, v, out, l.wide_fb, l.wide_tb, 8, l.chunks);
+    // -vbulk with its operands as float16 (32 KB a chunk): what carrying TF32-rounded U and V in
+    // float16 words (the same 10 significand bits, under power-of-two scales) would give the reduction.
+    run_modes<64, 2, 8, 3, true>("vbulk-f16", l.name, u, v, out, l.fb, l.tb, 2, l.chunks);
   }
   // The MMAs alone at the wide shape and at the vbulk shape, with one wave of one block per SM and many
   // chunks (no copies, no mbarriers): the tensor cores' rate on operands in shared memory.
