@@ -626,9 +626,10 @@ def test_16bit_passes_the_tiles_do_not_take_are_widened(shape, native, layout, d
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 def test_staged_v_within_the_workspace_limit(layout, tile):
     """The staged-V tile keeps V of all tile blocks in a workspace when it fits the workspace limit
-    (16 points x tiles x channels, padded to 16, x 4 bytes), and otherwise transform and reduce the
-    tile blocks in slices that fit it (at least one tile block: a limit below that is exceeded by
-    the one block's V, never failed) -- the same bits either way, forward and grad_input."""
+    (16 points x tiles x channels, padded to 16, in float16: 2 bytes, beside the bounds of V's
+    scales: 4 bytes a pixel and a tile), and otherwise transform and reduce the tile blocks in slices that fit it
+    (at least one tile block: a limit below that is exceeded by the one block's V, never failed) --
+    the same bits either way, forward and grad_input."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
@@ -638,18 +639,19 @@ def test_staged_v_within_the_workspace_limit(layout, tile):
     wt = torch.randn(k, c, 3, 3, device="cuda")
     b = torch.randn(k, device="cuda")
     tiles_per_block = 64
-    block_bytes = 16 * tiles_per_block * 48 * 4
+    block_bytes = 16 * tiles_per_block * 48 * 2
+    scale_bytes = (n * h * w + 324) * 4
     old_limit = torchconv.get_workspace_limit()
     try:
         with using_config("winograd", tile):
             y = torchconv.conv2d(x, wt, b, padding=1, algorithm="winograd")
-            assert torchconv.last_workspace_bytes() == -(-324 // tiles_per_block) * block_bytes
+            assert torchconv.last_workspace_bytes() == -(-324 // tiles_per_block) * block_bytes + scale_bytes
             gy = torch.randn_like(y)
             (gx,) = torch.autograd.grad(y, x, gy)
-            for limit in (3 * block_bytes, 1):
+            for limit, blocks in ((3 * block_bytes, 2), (3 * block_bytes + scale_bytes, 3), (1, 1)):
                 torchconv.set_workspace_limit(limit)
                 y_sliced = torchconv.conv2d(x, wt, b, padding=1, algorithm="winograd")
-                assert torchconv.last_workspace_bytes() == max(limit, block_bytes)
+                assert torchconv.last_workspace_bytes() == blocks * block_bytes + scale_bytes
                 assert torch.equal(y_sliced, y)
                 assert torch.equal(torch.autograd.grad(y_sliced, x, gy)[0], gx)
     finally:
@@ -695,12 +697,60 @@ def test_multicast_tile_gives_the_two_block_clusters_bits(shape, layout):
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
     old_limit = torchconv.get_workspace_limit()
     try:
-        # The forward's V of 3 tile blocks (16 points x 64 tiles x the padded channels of each group).
-        torchconv.set_workspace_limit(3 * 16 * 64 * groups * (-(-(c // groups) // 16) * 16) * 4)
+        # The forward's V of 3 tile blocks (16 points x 64 tiles x the padded channels of each group, in
+        # float16) and the bounds of V's scales (a float per pixel and per tile of each group).
+        tiles = n * -(-(h + 2 * padding - 2) // 2) * -(-(w + 2 * padding - 2) // 2)
+        torchconv.set_workspace_limit(3 * 16 * 64 * groups * (-(-(c // groups) // 16) * 16) * 2
+                                      + groups * (n * h * w + tiles) * 4)
         sliced = run("tf32-wgmma-cluster-uvmulticast")
     finally:
         torchconv.set_workspace_limit(old_limit)
     assert torch.equal(sliced[0], expected[0]) and torch.equal(sliced[1], expected[1])
+
+
+@needs_cuda
+@pytest.mark.parametrize("tile", VSTAGED_TILES)
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_staged_v_carries_tf32_values_in_float16_under_per_filter_and_per_tile_scales(layout, tile):
+    """The staged-V tiles move U and V as float16 words: the TF32-rounded values under a power of two
+    per filter (U) and per tile (V), which the epilogue multiplies back exactly. So images scaled by
+    2^-40 .. 2^40 and filters by 2^-40 .. 2^40 -- far outside float16's range, and 2^80 apart, where
+    one scale for the whole tensor would flush most of them -- give the unscaled call's outputs times
+    both scales, bit for bit, forward and grad_input (images scaled in grad_output); zero images and
+    filters give zeros; and the unscaled call keeps TF32's error."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    n, c, k, h, w = 5, 48, 136, 14, 18  # 136 filters: three filter blocks (the last padded)
+    x_scale = torch.tensor([2.0 ** -40, 1.0, 2.0 ** 40, 0.0, 2.0 ** 17], device="cuda").view(n, 1, 1, 1)
+    w_scale = (2.0 ** torch.linspace(-40, 40, k, device="cuda").round()).view(k, 1, 1, 1)
+    w_scale[7] = 0.0
+    x0, w0 = torch.randn(n, c, h, w, device="cuda"), torch.randn(k, c, 3, 3, device="cuda")
+    with using_config("winograd", tile):
+        def forward(x, wt):
+            y = torchconv.conv2d(x.contiguous(memory_format=fmt), wt, None, padding=1, algorithm="winograd")
+            assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
+            return y
+
+        def grad_input(gy, wt):
+            x = x0.contiguous(memory_format=fmt).requires_grad_(True)
+            y = torchconv.conv2d(x, wt, None, padding=1, algorithm="winograd")
+            return torch.autograd.grad(y, x, gy.contiguous(memory_format=fmt))[0]
+
+        y0 = forward(x0, w0)
+        y = forward(x0 * x_scale, w0 * w_scale)
+        gy0 = torch.randn_like(y0)
+        gx0 = grad_input(gy0, w0 * w_scale)
+        gx = grad_input(gy0 * x_scale.view(n, 1, 1, 1), w0 * w_scale)
+    assert torch.isfinite(y).all() and torch.isfinite(gx).all()
+    scale = x_scale.double().view(n, 1, 1, 1) * w_scale.double().view(1, k, 1, 1)
+    assert torch.equal(y.double(), y0.double() * scale)
+    assert (y[3] == 0).all() and (y[:, 7] == 0).all()
+    assert torch.equal(gx.double(), gx0.double() * x_scale.double().view(n, 1, 1, 1))
+    ref = F.conv2d(x0.double(), w0.double(), None, padding=1)
+    cudnn = F.conv2d(x0, w0, None, padding=1)
+    assert rel_err(y0, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
 
 
 def odd_offset_copy(t):
@@ -782,13 +832,13 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
 @needs_cuda
 @pytest.mark.parametrize("n, c, k, hw, choice", [
     (1, 256, 256, 14, "TALL"),  # C*K/(C+K) = 128: the IEEE rule's F(4x4); 64-filter blocks
-    (4, 256, 256, 64, "MULTICAST"),  # 256 channels, 512 blocks: staged V, clusters of 8 (multicast)
+    (4, 256, 256, 64, "BULK"),  # 256 channels, 512 blocks: staged V, clusters of 2
     (2, 128, 64, 20, "TALL"),  # 128 channels, 64 filters
     (2, 128, 32, 20, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
     (2, 64, 33, 20, "TALL"),  # 33 filters: more than one 32-filter block
     (2, 16, 128, 136, "TALL"),  # few channels, many pixels
-    (8, 256, 512, 40, "MULTICAST"),  # 256 channels, 800 blocks: staged V, clusters of 8 (multicast)
-    (8, 256, 136, 40, "MULTICAST"),  # 136 filters (three filter blocks): 300 blocks, more than one wave
+    (8, 256, 512, 40, "BULK"),  # 256 channels, 800 blocks: staged V, clusters of 2
+    (8, 256, 136, 40, "BULK"),  # 136 filters (three filter blocks): 300 blocks, more than one wave
     (8, 256, 128, 40, "TALL"),  # 128 filters, two filter blocks: V staged for them would not repay
     (4, 512, 72, 64, "TALL"),  # 72 filters: the single wgmma block however long the reduction
     (32, 512, 512, 7, "BULK"),  # 128 blocks, one wave: staged V, clusters of 2
@@ -806,15 +856,15 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     mma.sync's tf32-tall (channels_last calls: test_channels_last_tile_rule_under_tf32). From 256
     channels and more than 128 filters per group a wgmma cluster tile with V staged (the input
     transformed once, where each filter block would load it from NCHW) where the two-block clusters'
-    grid fills half the GPU (BULK), and clusters of eight sharing V and U by multicast beyond one wave
-    (MULTICAST); with at most 128 filters (two filter blocks) V staged would not repay its round trip.
+    grid fills half the GPU, however many waves (BULK: the clusters of eight that share V and U by
+    multicast are a forced config only); with at most 128 filters (two filter blocks) V staged would
+    not repay its round trip.
     Block counts are those of a 132-SM GPU (H100, H200)."""
     torch.backends.cudnn.allow_tf32 = True
     hopper = torch.cuda.get_device_capability() == (9, 0)
     if hopper and torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the cases' block counts are a 132-SM GPU's")
     tall = "fused:tf32-wgmma/" if hopper else "fused:tf32-tall/"
-    choice = choice.replace("MULTICAST", "fused:tf32-wgmma-cluster-uvmulticast/" if hopper else "TALL")
     choice = choice.replace("BULK", "fused:tf32-wgmma-cluster-vbulk/" if hopper else "TALL")
     x = torch.randn(n, c, hw, hw, device="cuda")
     w = torch.randn(k, c, 3, 3, device="cuda")
@@ -873,7 +923,7 @@ def test_tf32_wgmma_forced_off_hopper_is_a_value_error(tile):
     (2, (11, 13), 256, 128, 2, "SINGLE"),  # 256 channels in 2 groups: a group's 128 count
     (2, (11, 13), 512, 32, 1, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
     (32, (14, 14), 256, 256, 1, "CLUSTER"),  # 200 blocks: less than two waves
-    (32, (17, 17), 256, 512, 1, "MULTICAST"),  # 656 blocks: staged V, clusters of 8 (multicast)
+    (32, (17, 17), 256, 512, 1, "BULK"),  # 656 blocks: staged V, clusters of 2
 ])
 def test_channels_last_tile_rule_under_tf32(n, hw, c, k, groups, choice):
     """channels_last calls under TF32 with more than 32 filters per group take Hopper's wgmma cluster
@@ -881,11 +931,11 @@ def test_channels_last_tile_rule_under_tf32(n, hw, c, k, groups, choice):
     per group on, and the single wgmma block (64 filters x 32 tiles) below either; off Hopper
     mma.sync's 64-filter tile. Where
     the two-block clusters' grid fills the GPU twice (block counts of a 132-SM GPU), V is staged and
-    clusters of eight share it and U by multicast. The output matches cuDNN's TF32 error bar."""
+    the two-block clusters read it (tf32-wgmma-cluster-vbulk). The output matches cuDNN's TF32 error bar."""
     hopper = torch.cuda.get_device_capability() == (9, 0)
     if hopper and torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the cases' block counts are a 132-SM GPU's")
-    choice = choice.replace("MULTICAST", "fused:tf32-wgmma-cluster-uvmulticast/" if hopper else "fused:tf32-tall/")
+    choice = choice.replace("BULK", "fused:tf32-wgmma-cluster-vbulk/" if hopper else "fused:tf32-tall/")
     choice = choice.replace("CLUSTER", "fused:tf32-wgmma-cluster/" if hopper else "fused:tf32-tall/")
     choice = choice.replace("SINGLE", "fused:tf32-wgmma/" if hopper else "fused:tf32-tall/")
     torch.backends.cudnn.allow_tf32 = True

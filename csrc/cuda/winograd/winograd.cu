@@ -251,31 +251,75 @@ at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& 
                                winograd_filter_transform_tc_kernel<Cfg, kProducts>);
 }
 
-// A staged-V wgmma tile's launches: winograd_tc_input_transform_kernel writes V of a slice of tile
-// blocks into a workspace within the workspace limit (at least one tile block), then the wgmma
-// kernel reduces it.
+// U for the staged-V tiles: float16 words under a scale per filter (F16Carrier), then each filter's
+// largest |U| ([group][outputs_pad]), in one cached tensor (float32 elements, two halves each).
+template <typename Cfg>
+at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayout& f) {
+  static_assert(Cfg::kOperandBytes == 2, "float16 operands");
+  const int64_t u_words = int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad / 2;
+  return cached_weight_transform(
+      weight,
+      "winograd_u_wgmma_f16/" + std::string(f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" +
+          std::to_string(f.reduction_pad) + "x" + std::to_string(f.outputs_pad),
+      [&] {
+        auto w = weight.contiguous();
+        at::Tensor u = at::empty({u_words + int64_t(f.groups) * f.outputs_pad}, weight.options());
+        float* u_max = u.mutable_data_ptr<float>() + u_words;
+        C10_CUDA_CHECK(cudaMemsetAsync(u_max, 0, size_t(f.groups) * f.outputs_pad * sizeof(float), current_stream()));
+        const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
+        auto* halves = reinterpret_cast<uint16_t*>(u.mutable_data_ptr<float>());
+        winograd_filter_transform_f16_kernel<Cfg, true>
+            <<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w.const_data_ptr<float>(), halves, u_max, f);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        winograd_filter_transform_f16_kernel<Cfg, false>
+            <<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w.const_data_ptr<float>(), halves, u_max, f);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        return u;
+      });
+}
+
+// A staged-V wgmma tile's launches: each tile's bound of its largest |V| (winograd_tc_pixel_max_kernel,
+// once, then winograd_tc_tile_max_kernel per slice), then winograd_tc_input_transform_kernel writes V
+// of a slice of tile blocks into a workspace within the workspace limit (at least one tile block; the
+// pixels' and tiles' maxima stay beside it), in float16 under the tiles' scales, and the wgmma kernel
+// reduces it. u: U in float16 with its filters' maxima (tc_transformed_filters_f16).
 template <typename Cfg, typename Kernel, typename TIo>
 void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const TIo* bias,
                     const WinogradConv& cv, at::Tensor& y, bool nhwc) {
-  ForwardArgs<float, TIo> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
-  const int64_t p_tiles = a.p_tiles;
-  const int64_t tile_block_floats = int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints;
-  const int64_t slice = columns_per_chunk(p_tiles, tile_block_floats * int64_t(sizeof(float)));
-  at::Tensor v = at::empty({slice * tile_block_floats}, x.options().dtype(at::kFloat));
   // Every staged-V tile reads V in one layout (the bulk-copy tiles derive from it).
   using VLayout = WinogradWgmmaClusterVStagedLayout;
   static_assert(std::is_base_of_v<VLayout, Cfg>, "V in the staged-V cluster's layout");
+  ForwardArgs<float, TIo> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
+  a.u_max = u.const_data_ptr<float>() + int64_t(cv.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad / 2;
+  const int64_t p_tiles = a.p_tiles;
+  const int64_t tile_block_bytes = int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints * 2;
+  const int64_t pixels = int64_t(cv.groups) * cv.N * cv.in_plane, tiles = int64_t(cv.groups) * cv.tiles();
+  const int64_t max_bytes = (pixels + tiles) * int64_t(sizeof(float));
+  const int64_t room = std::max<int64_t>(workspace_limit_bytes() - max_bytes, 0);
+  const int64_t slice = std::max<int64_t>(1, std::min(p_tiles, room / tile_block_bytes));
+  at::Tensor v = at::empty({slice * tile_block_bytes / 4}, x.options().dtype(at::kFloat));
+  at::Tensor maxima = at::zeros({pixels + tiles}, x.options().dtype(at::kFloat));
+  float* pixel_max = maxima.mutable_data_ptr<float>();
+  a.v = v.const_data_ptr<float>();
+  a.v_max = pixel_max + pixels;
+  (nhwc ? winograd_tc_pixel_max_kernel<true, TIo> : winograd_tc_pixel_max_kernel<false, TIo>)
+      <<<elementwise_blocks(pixels * ceil_div(cv.Cg(), kPixelMaxChannels), 256), 256, 0, current_stream()>>>(a,
+                                                                                                      pixel_max);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   auto transform = nhwc ? winograd_tc_input_transform_kernel<VLayout, true, TIo>
                         : winograd_tc_input_transform_kernel<VLayout, false, TIo>;
-  a.v = v.const_data_ptr<float>();
+  auto* halves = reinterpret_cast<uint16_t*>(v.mutable_data_ptr<float>());
   for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
+    winograd_tc_tile_max_kernel<VLayout, TIo>
+        <<<elementwise_blocks(int64_t(cv.groups) * a.p_tiles * Cfg::kN, 256), 256, 0, current_stream()>>>(a, pixel_max);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
     const int64_t threads = int64_t(cv.groups) * a.p_tiles * f.reduction_pad * Cfg::kN;
-    transform<<<elementwise_blocks(threads, 256), 256, 0, current_stream()>>>(a, v.mutable_data_ptr<float>());
+    transform<<<elementwise_blocks(threads, 256), 256, 0, current_stream()>>>(a, halves);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a);
   }
-  record_workspace_bytes(v.numel() * int64_t(sizeof(float)));
+  record_workspace_bytes(slice * tile_block_bytes + max_bytes);
 }
 
 // Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh); x and y
@@ -297,12 +341,14 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const TIo* bias
                   : winograd_tc_fused_forward_kernel<Cfg, false, TIo>;
   // Every wgmma tile reads the single wgmma block's cache (the cluster tiles half of each chunk per
   // block).
+  // (The staged-V tiles read its float16 counterpart.)
   using UTile = std::conditional_t<Cfg::kWgmma, WinogradWgmmaTile, Cfg>;
-  const at::Tensor u = tc_transformed_filters<UTile, kMmaProducts<TIo>>(weight, f);
-  if constexpr (Cfg::kVStaged)
-    run_tc_vstaged<Cfg>(kernel, x, u, f, bias, cv, y, nhwc);
-  else
+  if constexpr (Cfg::kVStaged) {
+    run_tc_vstaged<Cfg>(kernel, x, tc_transformed_filters_f16<Cfg>(weight, f), f, bias, cv, y, nhwc);
+  } else {
+    const at::Tensor u = tc_transformed_filters<UTile, kMmaProducts<TIo>>(weight, f);
     launch_fused<float, Cfg>(kernel, Cfg::kForwardSmemBytes, x, u, f, bias, cv, y);
+  }
 }
 
 // The tensor-core kernel's tile: 64 filters per block where a group has more than 32 filters, else
@@ -381,17 +427,16 @@ constexpr int kClusterMinOutputs = 129;
 // (four times the input) once, and every filter block copies it as it is instead of loading its own
 // patches. NCHW calls take them where the grid fills at least half the GPU (their patch loads from
 // NCHW are the costly ones); channels_last calls, whose cluster tile loads patches as channel runs,
-// only where the grid fills it twice, so that the transform's launch and V's round trip spread over
-// several waves. Beyond one wave, clusters of two filter blocks x two tile blocks share V and U by
-// multicast (half the operand bytes from L2 per block); within one, the two-block clusters of
-// tf32-wgmma-cluster-vbulk, as eight-block clusters fit fewer blocks on the GPU at once
-// (docs/winograd.md).
+// only where the grid fills it twice, so that the transform's launches and V's round trip spread over
+// several waves. The two-block clusters of tf32-wgmma-cluster-vbulk: with operands in float16 they
+// outran the clusters of eight that share V and U by multicast on every layer measured, which wait
+// for each other's blocks every chunk and fit fewer blocks on the GPU at once (docs/winograd.md).
 int staged_v_tile(const WinogradConv& cv, bool channels_last) {
   using Cfg = WinogradWgmmaClusterVBulkTile;
   const int64_t blocks = fused_blocks<Cfg>(ceil_div(cv.Kg(), Cfg::kM), ceil_div(cv.tiles(), Cfg::kN), cv.groups);
   const int64_t sms = sm_count();
   if (channels_last ? blocks < 2 * sms : 2 * blocks < sms) return channels_last ? kTcTileWgmmaCluster : kTcTileWgmma;
-  return blocks > sms ? kTcTileWgmmaClusterUVMulticast : kTcTileWgmmaClusterVBulk;
+  return kTcTileWgmmaClusterVBulk;
 }
 
 // A forward or grad_input on tensor cores (`channels_last`: the call's memory format): the

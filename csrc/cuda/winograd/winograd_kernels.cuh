@@ -336,6 +336,10 @@ struct ForwardArgs {
   // + p_tiles, transformed in a workspace (winograd_tc_input_transform_kernel). Elsewhere nullptr, 0.
   const T* v = nullptr;
   int p_tile0 = 0;
+  // The staged-V tiles' float16 operands (F16Carrier): each filter's largest |U| ([group][outputs_pad]),
+  // each tile's largest |V| ([group][tile]). Elsewhere nullptr.
+  const float* u_max = nullptr;
+  const float* v_max = nullptr;
 };
 
 // Blocks run filter tiles fastest, so the blocks that share an input tile run together and read it

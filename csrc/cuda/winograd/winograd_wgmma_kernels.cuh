@@ -72,7 +72,9 @@ struct WinogradWgmmaTile {
   // loaders' lanes run over 16 channels x 2 tiles, and the 8-word shift puts the four quads' stores
   // in distinct banks (the NCHW loaders' lanes cover one quad, 32 banks, either way).
   static constexpr int kVQuad = kN * 4 + 8, kVPoint = (kK / 4) * kVQuad;
-  static constexpr int kUFloats = kWinogradPoints * kK * kM, kVFloats = kWinogradPoints * kVPoint;
+  // Operands are TF32 words (WgmmaPointMmas; the staged-V cluster carries float16, below).
+  static constexpr int kOperandBytes = 4, kUPointFloats = kK * kM;
+  static constexpr int kUFloats = kWinogradPoints * kUPointFloats, kVFloats = kWinogradPoints * kVPoint;
   static constexpr int kUChunkFloats = kUFloats;  // the cache's chunk: the block's U
   static constexpr int kStage = kUFloats + kVFloats;
   // The epilogue stages all 64 filters in one pass: A^T M (8 values per filter and tile).
@@ -203,7 +205,7 @@ struct WgmmaPointMmas {
     const int group = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
     const unsigned base = unsigned(__cvta_generic_to_shared(smem));
     const int e0 = Cfg::first_point(group);
-    u0 = wgmma_descriptor_interleaved(base + 4 * (Cfg::u_stage_offset(0) + e0 * Cfg::kK * Cfg::kM), 16 * Cfg::kM, 128);
+    u0 = wgmma_descriptor_interleaved(base + 4 * (Cfg::u_stage_offset(0) + e0 * Cfg::kUPointFloats), 16 * Cfg::kM, 128);
     v0 = wgmma_descriptor_interleaved(base + 4 * (Cfg::v_stage_offset(0) + e0 * Cfg::kVPoint), 4 * Cfg::kVQuad, 128);
   }
 
@@ -221,9 +223,9 @@ struct WgmmaPointMmas {
 #pragma unroll
       for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe) {
         const int e = pe * Cfg::kPointStep;  // from the warpgroup's first point
-        const uint64_t da = wgmma_descriptor_advance(u0, u_stage + (e * Cfg::kK * Cfg::kM + 8 * step * Cfg::kM) / 4);
+        const uint64_t da = wgmma_descriptor_advance(u0, u_stage + (e * Cfg::kUPointFloats + 8 * step * Cfg::kM) / 4);
         const uint64_t db = wgmma_descriptor_advance(v0, v_stage + (e * Cfg::kVPoint + 2 * step * Cfg::kVQuad) / 4);
-        Wgmma<float, Cfg::kN>::run(acc[pe], da, db, 1);
+        Wgmma<std::conditional_t<Cfg::kOperandBytes == 2, __half, float>, Cfg::kN>::run(acc[pe], da, db, 1);
       }
     wgmma_commit();
   }
@@ -331,20 +333,137 @@ struct WgmmaUBulkCopies {
   }
 };
 
-// V for the staged-V wgmma blocks (Cfg::kVStaged) of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles:
-// [group][tile block][chunk][point][Cfg::v_word(channel, tile)], rounded to TF32, zero outside the
-// image, the tiles and the channels -- each chunk's run is what a block's stage holds (the cluster
-// tile's blocks each take the half of its points). Input and tile coordinates as the fused kernels'
-// loaders decode them (TcPatchLoader), one (channel, tile) patch per thread; with unpadded quads a
-// point's words are the threads' own order, so neighbouring threads store neighbouring words. The
+// Float16 words for TF32-rounded operands (the staged-V tiles, WinogradWgmmaClusterVStagedLayout).
+// float16 and TF32 keep the same 10 significand bits, so a value rounded to TF32 (as the TF32 MMA
+// reads it) and scaled by a power of two into float16's normal range is the same value, and the
+// MMA's products and FP32 sums are the TF32 kernel's, scaled. U is scaled per filter (by its largest
+// |U| over the reduction and the points: its largest value lies in [2^14, 2^15)), V per tile (by a
+// bound of its largest |V| over the group's channels and the points, at most 4 x its largest value:
+// that lies in [2^12, 2^15)); the epilogue multiplies M back by both powers of two, exactly. Values
+// below 2^-14 of the scale's 2^15 lose bits (float16's subnormals) and those below 2^-25 of it
+// vanish: only there do the results depart from the TF32 kernel's.
+struct F16Carrier {
+  // The exponent e of the scale 2^-e for a filter's or tile's largest |value| (0 for 0, infinities
+  // and NaNs: their results are not finite either way).
+  static __device__ __forceinline__ int exponent(float max_abs) {
+    if (!(max_abs > 0.f) || !(max_abs < __int_as_float(0x7f800000))) return 0;
+    int x;
+    frexpf(max_abs, &x);  // max_abs = f 2^x, f in [0.5, 1)
+    return x - 15;
+  }
+  // v (TF32-rounded by the caller) under scale 2^-e, as float16 bits.
+  static __device__ __forceinline__ uint16_t half_bits(float v, int e) {
+    return __half_as_ushort(__float2half_rn(ldexpf(v, -e)));
+  }
+  // The largest |value| of a filter or tile, gathered by atomicMax on the bits (non-negative floats
+  // order as their bits do). fmaxf drops NaNs from it: a NaN stays a NaN in float16, and its
+  // results are NaNs under any scale.
+  static __device__ __forceinline__ void gather_max(const float* max_abs, float v) {
+    atomicMax(reinterpret_cast<unsigned*>(const_cast<float*>(max_abs)), __float_as_uint(fabsf(v)));
+  }
+};
+
+// U for the staged-V tiles in float16 (F16Carrier), in two launches over the cache: `max_abs` first
+// (kMax: each filter's largest |U|, gathered into u_max, zeroed by the caller), then the scaled
+// values, [group][filter block][chunk][point][u_half]. The cache tensor holds u_max after U.
+template <typename Cfg, bool kMax>
+__global__ void winograd_filter_transform_f16_kernel(const float* __restrict__ w, uint16_t* __restrict__ u,
+                                                     float* __restrict__ u_max, const FilterLayout f) {
+  static_assert(Cfg::kOperandBytes == 2, "float16 operands");
+  const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
+  const int k_blocks = f.outputs_pad / Cfg::kM, chunks = f.reduction_pad / Cfg::kK;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int m = int(i % f.outputs_pad), r = int((i / f.outputs_pad) % f.reduction_pad);
+    const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
+    float uu[kWinogradPoints];
+    filter_points<WinogradF2x2>(w, f, g, r, m, uu);
+    float* filter_max = u_max + int64_t(g) * f.outputs_pad + m;
+    if constexpr (kMax) {
+      float most = 0.f;
+#pragma unroll
+      for (int e = 0; e < kWinogradPoints; ++e) most = fmaxf(most, fabsf(round_to_tf32(uu[e])));
+      if (most != 0.f) F16Carrier::gather_max(filter_max, most);
+    } else {
+      const int ex = F16Carrier::exponent(*filter_max);
+      uint16_t* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * (2 * Cfg::kUChunkFloats) +
+                      Cfg::u_half(r % Cfg::kK, m % Cfg::kM);
+#pragma unroll
+      for (int e = 0; e < kWinogradPoints; ++e) dst[e * 2 * Cfg::kUPointFloats] = F16Carrier::half_bits(round_to_tf32(uu[e]), ex);
+    }
+  }
+}
+
+// The staged-V tiles' scales for V (F16Carrier) come from a bound of each tile's largest |V|: a
+// V value is a signed sum of at most four of its patch's inputs, so 4 x the largest |input| of the
+// patch over the group's channels bounds it (and its TF32 rounding stays within the next power of
+// two, which float16 holds). Two launches find it without transforming anything: the largest |input|
+// of each pixel over the group's channels ([group][image][row][column], zeroed by the caller), each
+// thread taking kPixelMaxChannels of them and gathering its maximum by atomicMax, so that layers of
+// few pixels and many channels still fill the GPU; then each tile's window of them.
+constexpr int kPixelMaxChannels = 32;
+template <bool kNhwc, typename TIo>
+__global__ void __launch_bounds__(256) winograd_tc_pixel_max_kernel(const ForwardArgs<float, TIo> a,
+                                                                    float* __restrict__ pixel_max) {
+  const WinogradConv& cv = a.cv;
+  const int slices = (cv.Cg() + kPixelMaxChannels - 1) / kPixelMaxChannels;
+  const int64_t pixels = int64_t(cv.N) * cv.in_plane, total = int64_t(cv.groups) * pixels * slices;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    // NCHW: neighbouring threads take neighbouring pixels of a plane; NHWC, a pixel's channel slices.
+    const int64_t gp = kNhwc ? i / slices : i % (int64_t(cv.groups) * pixels);
+    const int slice = int(kNhwc ? i % slices : i / (int64_t(cv.groups) * pixels));
+    const int g = int(gp / pixels);
+    const int64_t pix = gp % pixels, n = pix / cv.in_plane, yx = pix % cv.in_plane;
+    const int c0 = slice * kPixelMaxChannels, count = min(kPixelMaxChannels, cv.Cg() - c0);
+    const int64_t c = int64_t(g) * cv.Cg() + c0;
+    const TIo* src = kNhwc ? a.x + pix * cv.src_C + c : a.x + (n * cv.src_C + c) * cv.in_plane + yx;
+    const int64_t step = kNhwc ? 1 : cv.in_plane;
+    float most = 0.f;
+#pragma unroll 8
+    for (int j = 0; j < count; ++j) most = fmaxf(most, fabsf(to_float(src[j * step])));
+    if (most != 0.f) F16Carrier::gather_max(pixel_max + gp, most);
+  }
+}
+
+// Each tile's bound of its largest |V| (4 x the largest |input| of its patch window, the image's
+// padding excluded) into a.v_max ([group][tile]), for the tiles p_tile0 * kN on of a.p_tiles blocks.
+template <typename Cfg, typename TIo>
+__global__ void __launch_bounds__(256) winograd_tc_tile_max_kernel(const ForwardArgs<float, TIo> a,
+                                                                   const float* __restrict__ pixel_max) {
+  const WinogradConv& cv = a.cv;
+  const int64_t first = int64_t(a.p_tile0) * Cfg::kN, tiles = cv.tiles();
+  const int64_t blocks_tiles = int64_t(a.p_tiles) * Cfg::kN, count = blocks_tiles < tiles - first ? blocks_tiles : tiles - first;
+  const int64_t total = int64_t(cv.groups) * count;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int g = int(i / count);
+    const int64_t p = first + i % count;
+    const TileCoord tc = tile_coord(cv, p);
+    const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
+    const float* plane = pixel_max + (int64_t(g) * cv.N + tc.n) * cv.in_plane;
+    float most = 0.f;
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int y = iy0 + r, x = ix0 + q;
+        if (y >= 0 && y < cv.src_H && x >= 0 && x < cv.src_W) most = fmaxf(most, plane[int64_t(y) * cv.src_W + x]);
+      }
+    const_cast<float*>(a.v_max)[int64_t(g) * tiles + p] = 4.f * most;
+  }
+}
+
+// V for the staged-V wgmma blocks (Cfg::kVStaged) of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles,
+// in float16 under each tile's scale (F16Carrier, from a.v_max):
+// [group][tile block][chunk][point][Cfg::v_half(channel, tile)], zero outside the image, the tiles and
+// the channels -- each chunk's run is what a block's stage holds (the cluster tile's blocks each take
+// the half of its points). Input and tile coordinates as the fused kernels' loaders decode them
+// (TcPatchLoader), one (channel, tile) patch per thread, a warp's lanes over 4 channels x 8 tiles. The
 // input is read once here, where the fused kernels load every patch once per filter block.
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const ForwardArgs<float, TIo> a,
-                                                                          float* __restrict__ v) {
+                                                                          uint16_t* __restrict__ v) {
   static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
-  constexpr int kQuad = Cfg::kN * 4, kRun = Cfg::kK * Cfg::kN;  // a point's words in a chunk
-  static_assert(Cfg::kVStaged && Cfg::kVQuad == kQuad && Cfg::v_word(5, 9) == 1 * kQuad + 32 + 4 + 1,
-                "unpadded core matrices: word w holds channel (w / kQuad) * 4 + w % 4, tile (w % kQuad) / 4");
+  static_assert(Cfg::kVStaged && Cfg::kOperandBytes == 2, "float16 words");
+  constexpr int kQuad = Cfg::kN * 4, kRun = Cfg::kK * Cfg::kN;  // a point's values in a chunk
   const int chunks = a.reduction_pad / Cfg::kK;
   const int64_t total = int64_t(a.cv.groups) * a.p_tiles * chunks * kRun;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -353,15 +472,17 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
     const int chunk = int(run % chunks), pt = int((run / chunks) % a.p_tiles), g = int(run / chunks / a.p_tiles);
     const int kk = (w / kQuad) * 4 + w % 4, n = (w % kQuad) / 4;
     const int64_t p = int64_t(a.p_tile0 + pt) * Cfg::kN + n;
-    const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch(a, BlockCoord{0, pt, g}, p, p < a.cv.tiles(), kk);
+    const bool live = p < a.cv.tiles();
+    const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch(a, BlockCoord{0, pt, g}, p, live, kk);
     TIo d[16];
     float f[16], vv[16];
     patch.load(chunk, d);
     widen_to_float(d, f);
     winograd_input_transform<float>(f, vv);
-    float* dst = v + run * (kWinogradPoints * kRun) + w;
+    const int ex = live ? F16Carrier::exponent(a.v_max[int64_t(g) * a.cv.tiles() + p]) : 0;
+    uint16_t* dst = v + run * (kWinogradPoints * kRun) + Cfg::v_half(kk, n);
 #pragma unroll
-    for (int e = 0; e < kWinogradPoints; ++e) dst[e * kRun] = __uint_as_float(tf32_bits_for_mma(vv[e]));
+    for (int e = 0; e < kWinogradPoints; ++e) dst[e * kRun] = F16Carrier::half_bits(round_to_tf32(vv[e]), ex);
   }
 }
 
@@ -463,13 +584,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // kVStaged: V comes from the staged workspace (winograd_tc_input_transform_kernel) in this layout
 // (WinogradWgmmaClusterVStagedLayout), each block copying its points' half of a chunk
 // (WinogradWgmmaClusterBulkConfig), instead of from the block's own patch loads.
-template <bool kVStaged_>
+// kOperandBytes: U and V as TF32 words (4) or as float16 (2, staged V only): the TF32-rounded values
+// under power-of-two scales (F16Carrier), half the bytes per chunk, one m64n64k16 step where TF32
+// takes two m64n64k8. Core matrices stay 8 rows x 16 bytes: 8 channels of float16 where TF32 holds 4.
+template <bool kVStaged_, int kOperandBytes_ = 4>
 struct WinogradWgmmaClusterConfig {
   static constexpr bool kWgmma = true, kVStaged = kVStaged_;
+  static constexpr int kOperandBytes = kOperandBytes_;
   // Filter blocks and tile blocks per cluster (WinogradWgmmaClusterBulkConfig).
   static constexpr int kVShare = 1, kUShare = 1;
   static constexpr int kCluster = 2;
-  static constexpr int kM = 64, kN = 64, kK = 16, kSteps = kK / 8;
+  static constexpr int kM = 64, kN = 64, kK = 16, kSteps = kK * kOperandBytes / 32;
+  // Core matrices (16 bytes of channels) along a chunk's K.
+  static constexpr int kKGroups = kK * kOperandBytes / 16;
+  static_assert(kOperandBytes == 4 || (kOperandBytes == 2 && kVStaged), "float16 words for staged V only");
   static constexpr int kThreads = 512, kMinBlocks = 1;
   static constexpr int kPoints = kWinogradPoints / kCluster;  // per block: point rows 2 * rank, 2 * rank + 1
   static constexpr int kWarpgroups = kThreads / 128, kPointsPerGroup = kPoints / kWarpgroups;
@@ -479,11 +607,13 @@ struct WinogradWgmmaClusterConfig {
   static __host__ __device__ constexpr int first_point(int group) { return group * kPointsPerGroup; }
   static constexpr int kPatchRows = 3;  // the input rows two adjacent point rows of B^T d read
   static constexpr int kTilesPerThread = kN * kK / kThreads;
-  // V's channel quads kN * 4 + 8 words apart, as in WinogradWgmmaTile (the NHWC loaders' banks), or
-  // unpadded where V is staged.
-  static constexpr int kVQuad = kN * 4 + (kVStaged ? 0 : 8), kVPoint = (kK / 4) * kVQuad;
-  static constexpr int kUChunkFloats = kWinogradPoints * kK * kM;  // the cache's chunk (WinogradWgmmaTile's)
-  static constexpr int kUFloats = kPoints * kK * kM, kVFloats = kPoints * kVPoint;
+  // V's core-matrix columns (channel quads, or octets of float16) kN * 4 + 8 words apart, as in
+  // WinogradWgmmaTile (the NHWC loaders' banks), or unpadded where V is staged.
+  static constexpr int kVQuad = kN * 4 + (kVStaged ? 0 : 8), kVPoint = kKGroups * kVQuad;
+  static constexpr int kUPointFloats = kKGroups * kM * 4;
+  // The cache's chunk: WinogradWgmmaTile's (TF32), or its float16 counterpart.
+  static constexpr int kUChunkFloats = kWinogradPoints * kUPointFloats;
+  static constexpr int kUFloats = kPoints * kUPointFloats, kVFloats = kPoints * kVPoint;
   static constexpr int kVChunkFloats = kWinogradPoints * kVPoint;  // the staged V's chunk: both blocks' points
   static constexpr int kStage = kUFloats + kVFloats;
   // Stage s: its U, then its V (WgmmaPointMmas), in floats from the start of shared memory.
@@ -503,13 +633,22 @@ struct WinogradWgmmaClusterConfig {
   static_assert(kK == 16 && kThreads == 512 && kTilesPerThread == 2 && kHalfTiles == 32, "the loaders' lanes");
   static_assert(kPointsPerGroup == 2 && kUFloats % (4 * kThreads) == 0, "even splits");
 
-  // U is WinogradWgmmaTile's cache (its u_word): this block's points are one half of each chunk.
+  // U is WinogradWgmmaTile's cache (its u_word), or in float16 its u_half: this block's points are
+  // one half of each chunk.
   static __host__ __device__ constexpr int v_word(int kk, int n) {
     return WinogradWgmmaTile::operand_word(kk, n, kVQuad);
   }
+  // The float16 operands' element of (channel kk of a chunk, row m) within a point: core matrices of
+  // 8 rows x 8 channels, the next 8 channels `rows` x 8 halves on, the next 8 rows 64 halves on.
+  static __host__ __device__ constexpr int operand_half(int kk, int m, int rows) {
+    return (kk / 8) * rows * 8 + (m / 8) * 64 + (m % 8) * 8 + kk % 8;
+  }
+  static __host__ __device__ constexpr int u_half(int kk, int m) { return operand_half(kk, m, kM); }
+  static __host__ __device__ constexpr int v_half(int kk, int n) { return operand_half(kk, n, kN); }
 };
 using WinogradWgmmaClusterTile = WinogradWgmmaClusterConfig<false>;
-using WinogradWgmmaClusterVStagedLayout = WinogradWgmmaClusterConfig<true>;
+// The staged-V tiles' layout: float16 words (WinogradWgmmaClusterBulkConfig).
+using WinogradWgmmaClusterVStagedLayout = WinogradWgmmaClusterConfig<true, 2>;
 
 // The staged-V cluster with its operands moved by bulk copies through three stages: one thread of
 // a block issues a chunk's copies (U's run and V's), counted on the stage's mbarrier, two chunks
@@ -778,7 +917,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (k >= Kg || p >= cv.tiles() || (Cfg::kUShare > 1 && bc.pt >= a.p_tiles)) continue;
     const float4 mine = partial(f, n), theirs = *reinterpret_cast<const float4*>(partials + 4 * pair_slot(q));
     const float b = a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
-    const float out[4] = {mine.x + theirs.x + b, mine.y + theirs.y + b, mine.z + theirs.z + b, mine.w + theirs.w + b};
+    float out[4] = {mine.x + theirs.x, mine.y + theirs.y, mine.z + theirs.z, mine.w + theirs.w};
+    if constexpr (Cfg::kOperandBytes == 2) {  // M back from the filter's and the tile's scales (F16Carrier)
+      const int eu = F16Carrier::exponent(a.u_max[int64_t(bc.g) * a.outputs_pad + k]);
+      const int ev = F16Carrier::exponent(a.v_max[int64_t(bc.g) * cv.tiles() + p]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[e] = ldexpf(ldexpf(out[e], eu), ev);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] += b;
     const TileCoord ot = tile_coord(cv, p);
     const int oy = 2 * ot.ty, ox = 2 * ot.tx;
     const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
