@@ -243,9 +243,15 @@ def zoo_table(name, data):
             + f". From {source(name, data)}."]
 
 
+# The staged-V tiles' operands are float16 words from commit dfa3df4 on; rows measured before it (the
+# H100 files) ran them on TF32 words.
+F16_STAGED_V_SINCE = "2026-11-28T21:00:00+00:00"
+
+
 def computed_as(rows):
     """How most of a group's layers were computed, from their forward plans (last_choice): TF32 tensor
-    cores, 3xBF16 (float16's split operands) or IEEE FP32 (docs/winograd.md)."""
+    cores, 3xBF16 (float16's split operands) or IEEE FP32, and how many ran the staged-V tiles, whose
+    operands are the TF32 values as float16 words under power-of-two scales (docs/winograd.md)."""
     kinds = {}
     for r in rows:
         plan = (r.get("plan") or "").split()[0] if r.get("plan") else ""
@@ -256,6 +262,10 @@ def computed_as(rows):
     if kind == "ieee":
         return "widened, IEEE FP32" if dtype else "IEEE FP32"
     how = "3xBF16 tensor cores (operands split in two)" if kind == "3xbf16" else "TF32 tensor cores"
+    staged = sum(1 for r in rows if any(t in (r.get("plan") or "") for t in ("-vbulk/", "-uvmulticast/"))
+                 and (r.get("date") or "") >= F16_STAGED_V_SINCE)
+    if kind == "tf32" and staged:
+        how += f" ({staged} staged-V layers: the TF32 values as scaled float16 words)"
     return f"{dtype} read and written, {how}" if dtype else how
 
 
