@@ -336,12 +336,12 @@ struct WgmmaUBulkCopies {
 // Float16 words for TF32-rounded operands (the staged-V tiles, WinogradWgmmaClusterVStagedLayout).
 // float16 and TF32 keep the same 10 significand bits, so a value rounded to TF32 (as the TF32 MMA
 // reads it) and scaled by a power of two into float16's normal range is the same value, and the
-// MMA's products and FP32 sums are the TF32 kernel's, scaled. U is scaled per filter (by its largest
-// |U| over the reduction and the points: its largest value lies in [2^14, 2^15)), V per tile (by a
-// bound of its largest |V| over the group's channels and the points, at most 4 x its largest value:
-// that lies in [2^12, 2^15)); the epilogue multiplies M back by both powers of two, exactly. Values
-// below 2^-14 of the scale's 2^15 lose bits (float16's subnormals) and those below 2^-25 of it
-// vanish: only there do the results depart from the TF32 kernel's.
+// MMA's products and FP32 sums are the TF32 kernel's, scaled. U is scaled per filter (its largest |U|
+// over the reduction and the points lands in [2^14, 2^15)), V per tile (a bound of its largest |V|
+// over the group's channels and the points lands there); the epilogue multiplies M back by both
+// powers of two, exactly. Values more than 2^28 times smaller than their filter's largest |U| (their
+// tile's bound) lose bits to float16's subnormals, and those more than 2^39 times smaller vanish:
+// only there do the results depart from the TF32 kernel's.
 struct F16Carrier {
   // The exponent e of the scale 2^-e for a filter's or tile's largest |value| (0 for 0, infinities
   // and NaNs: their results are not finite either way).
