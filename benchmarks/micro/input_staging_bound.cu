@@ -30,17 +30,9 @@
 #include <vector>
 
 #include "cuda/common/pipeline.cuh"
+#include "check.h"
 
 using namespace torchconv::cuda;
-
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 enum Mode { kCopy = 0, kStaged = 1, kStagedOneWarp = 2 };
 enum Boxes { kRow32 = 0, k2x16 = 1, k2x16c8 = 2 };

@@ -22,17 +22,9 @@
 #include "cuda/common/cluster.cuh"
 #include "cuda/common/pipeline.cuh"
 #include "cuda/common/wgmma.cuh"
+#include "check.h"
 
 using namespace torchconv::cuda;
-
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 enum Mode { kFull = 0, kCopy = 1, kMma = 2 };
 
