@@ -278,8 +278,8 @@ at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayo
       });
 }
 
-// A staged-V wgmma tile's launches: each tile's bound of its largest |V| (winograd_tc_pixel_max_kernel,
-// once, then winograd_tc_tile_max_kernel per slice), then winograd_tc_input_transform_kernel writes V
+// A staged-V wgmma tile's launches: each pixel's largest |input| over the group's channels
+// (winograd_tc_pixel_max_kernel, once), then winograd_tc_input_transform_kernel writes V
 // of a slice of tile blocks into a workspace within the workspace limit (at least one tile block; the
 // pixels' and tiles' maxima stay beside it), in float16 under the tiles' scales, and the wgmma kernel
 // reduces it. u: U in float16 with its filters' maxima (tc_transformed_filters_f16).
@@ -297,9 +297,10 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   const int64_t max_bytes = (pixels + tiles) * int64_t(sizeof(float));
   const int64_t room = std::max<int64_t>(workspace_limit_bytes() - max_bytes, 0);
   const int64_t slice = std::max<int64_t>(1, std::min(p_tiles, room / tile_block_bytes));
-  at::Tensor v = at::empty({slice * tile_block_bytes / 4}, x.options().dtype(at::kFloat));
-  at::Tensor maxima = at::zeros({pixels + tiles}, x.options().dtype(at::kFloat));
-  float* pixel_max = maxima.mutable_data_ptr<float>();
+  // V, then the pixels' maxima (zeroed: atomicMax gathers them), then the tiles' bounds, in one allocation.
+  at::Tensor v = at::empty({slice * tile_block_bytes / 4 + pixels + tiles}, x.options().dtype(at::kFloat));
+  float* pixel_max = v.mutable_data_ptr<float>() + slice * tile_block_bytes / 4;
+  C10_CUDA_CHECK(cudaMemsetAsync(pixel_max, 0, size_t(pixels) * sizeof(float), current_stream()));
   a.v = v.const_data_ptr<float>();
   a.v_max = pixel_max + pixels;
   (nhwc ? winograd_tc_pixel_max_kernel<true, TIo> : winograd_tc_pixel_max_kernel<false, TIo>)
@@ -311,11 +312,8 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   auto* halves = reinterpret_cast<uint16_t*>(v.mutable_data_ptr<float>());
   for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
-    winograd_tc_tile_max_kernel<VLayout, TIo>
-        <<<elementwise_blocks(int64_t(cv.groups) * a.p_tiles * Cfg::kN, 256), 256, 0, current_stream()>>>(a, pixel_max);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
     const int64_t threads = int64_t(cv.groups) * a.p_tiles * f.reduction_pad * Cfg::kN;
-    transform<<<elementwise_blocks(threads, 256), 256, 0, current_stream()>>>(a, halves);
+    transform<<<elementwise_blocks(threads, 256), 256, 0, current_stream()>>>(a, pixel_max, halves);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a);
   }

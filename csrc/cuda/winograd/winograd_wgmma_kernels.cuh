@@ -396,10 +396,10 @@ __global__ void winograd_filter_transform_f16_kernel(const float* __restrict__ w
 // The staged-V tiles' scales for V (F16Carrier) come from a bound of each tile's largest |V|: a
 // V value is a signed sum of at most four of its patch's inputs, so 4 x the largest |input| of the
 // patch over the group's channels bounds it (and its TF32 rounding stays within the next power of
-// two, which float16 holds). Two launches find it without transforming anything: the largest |input|
-// of each pixel over the group's channels ([group][image][row][column], zeroed by the caller), each
-// thread taking kPixelMaxChannels of them and gathering its maximum by atomicMax, so that layers of
-// few pixels and many channels still fill the GPU; then each tile's window of them.
+// two, which float16 holds). One launch before the transform finds the largest |input| of each pixel
+// over the group's channels ([group][image][row][column], zeroed by the caller), each thread taking
+// kPixelMaxChannels of them and gathering its maximum by atomicMax, so that layers of few pixels and
+// many channels still fill the GPU; the transform takes each tile's window of them (tile_v_bound).
 constexpr int kPixelMaxChannels = 32;
 template <bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(256) winograd_tc_pixel_max_kernel(const ForwardArgs<float, TIo> a,
@@ -424,31 +424,28 @@ __global__ void __launch_bounds__(256) winograd_tc_pixel_max_kernel(const Forwar
   }
 }
 
-// Each tile's bound of its largest |V| (4 x the largest |input| of its patch window, the image's
-// padding excluded) into a.v_max ([group][tile]), for the tiles p_tile0 * kN on of a.p_tiles blocks.
-template <typename Cfg, typename TIo>
-__global__ void __launch_bounds__(256) winograd_tc_tile_max_kernel(const ForwardArgs<float, TIo> a,
-                                                                   const float* __restrict__ pixel_max) {
-  const WinogradConv& cv = a.cv;
-  const int64_t first = int64_t(a.p_tile0) * Cfg::kN, tiles = cv.tiles();
-  const int64_t blocks_tiles = int64_t(a.p_tiles) * Cfg::kN, count = blocks_tiles < tiles - first ? blocks_tiles : tiles - first;
-  const int64_t total = int64_t(cv.groups) * count;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int g = int(i / count);
-    const int64_t p = first + i % count;
+// Tile p's bound of its largest |V|: 4 x the largest |input| of its patch window (the image's padding
+// excluded) over the group's channels, from the pixels' maxima of group g. The four lanes of a quad
+// share the tile: each reads one row of the window (`row`, its lane % 4) and shuffles gather the four,
+// so that the bound costs each thread four loads, not sixteen. Every lane of the warp calls it.
+__device__ __forceinline__ float tile_v_bound(const WinogradConv& cv, const float* __restrict__ pixel_max, int g,
+                                              int64_t p, bool live, int row) {
+  float most = 0.f;
+  if (live) {
     const TileCoord tc = tile_coord(cv, p);
-    const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
-    const float* plane = pixel_max + (int64_t(g) * cv.N + tc.n) * cv.in_plane;
-    float most = 0.f;
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
+    const int y = 2 * tc.ty + cv.col_oy + row, ix0 = 2 * tc.tx + cv.col_ox;
+    const float* line = pixel_max + ((int64_t(g) * cv.N + tc.n) * cv.src_H + y) * cv.src_W;
+    if (y >= 0 && y < cv.src_H) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int y = iy0 + r, x = ix0 + q;
-        if (y >= 0 && y < cv.src_H && x >= 0 && x < cv.src_W) most = fmaxf(most, plane[int64_t(y) * cv.src_W + x]);
+        const int x = ix0 + q;
+        if (x >= 0 && x < cv.src_W) most = fmaxf(most, line[x]);
       }
-    const_cast<float*>(a.v_max)[int64_t(g) * tiles + p] = 4.f * most;
+    }
   }
+  most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 1));
+  most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 2));
+  return 4.f * most;
 }
 
 // V for the staged-V wgmma blocks (Cfg::kVStaged) of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles,
@@ -460,10 +457,13 @@ __global__ void __launch_bounds__(256) winograd_tc_tile_max_kernel(const Forward
 // input is read once here, where the fused kernels load every patch once per filter block.
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const ForwardArgs<float, TIo> a,
+                                                                          const float* __restrict__ pixel_max,
                                                                           uint16_t* __restrict__ v) {
   static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
   static_assert(Cfg::kVStaged && Cfg::kOperandBytes == 2, "float16 words");
   constexpr int kQuad = Cfg::kN * 4, kRun = Cfg::kK * Cfg::kN;  // a point's values in a chunk
+  // Whole warps run each pass of the loop and w % 4 is the lane % 4 (tile_v_bound's shuffles).
+  static_assert(kRun % 32 == 0, "runs of whole warps");
   const int chunks = a.reduction_pad / Cfg::kK;
   const int64_t total = int64_t(a.cv.groups) * a.p_tiles * chunks * kRun;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -479,7 +479,10 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
     patch.load(chunk, d);
     widen_to_float(d, f);
     winograd_input_transform<float>(f, vv);
-    const int ex = live ? F16Carrier::exponent(a.v_max[int64_t(g) * a.cv.tiles() + p]) : 0;
+    // One lane per tile writes the bound the epilogue scales back by.
+    const float bound = tile_v_bound(a.cv, pixel_max, g, p, live, w % 4);
+    if (live && chunk == 0 && kk == 0) const_cast<float*>(a.v_max)[int64_t(g) * a.cv.tiles() + p] = bound;
+    const int ex = F16Carrier::exponent(bound);
     uint16_t* dst = v + run * (kWinogradPoints * kRun) + Cfg::v_half(kk, n);
 #pragma unroll
     for (int e = 0; e < kWinogradPoints; ++e) dst[e * kRun] = F16Carrier::half_bits(round_to_tf32(vv[e]), ex);
