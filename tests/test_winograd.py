@@ -753,6 +753,62 @@ def test_staged_v_carries_tf32_values_in_float16_under_per_filter_and_per_tile_s
     assert rel_err(y0, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
 
 
+@needs_cuda
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_staged_v_scales_tiles_of_inputs_near_float32s_smallest_normals(layout):
+    """A tile whose inputs lie near float32's smallest normals (2^-120, with 7-bit values in [2^-6, 1]
+    so that they stay normal and exact) takes a V scale above 2^127, which the transform applies as two
+    factors: the outputs are still the unit image's times 2^-120, bit for bit."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    signs = torch.randint(0, 2, (2, 48, 14, 18), device="cuda") * 2 - 1
+    x0 = (torch.randint(1, 65, (2, 48, 14, 18), device="cuda") * signs).float() / 64
+    w0 = torch.randn(136, 48, 3, 3, device="cuda") * 2.0 ** 60  # outputs near 2^-60: normal
+    with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
+        y0 = torchconv.conv2d(x0.contiguous(memory_format=fmt), w0, None, padding=1, algorithm="winograd")
+        y = torchconv.conv2d((x0 * 2.0 ** -120).contiguous(memory_format=fmt), w0, None, padding=1, algorithm="winograd")
+        assert torchconv.last_choice().startswith("forward:fused:tf32-wgmma-cluster-vbulk/"), torchconv.last_choice()
+    assert torch.isfinite(y).all() and y.abs().max() > 0
+    assert torch.equal(y.double(), y0.double() * 2.0 ** -120)
+
+
+@needs_cuda
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_staged_v_transform_gives_the_same_bits_for_any_chunks_per_thread(layout):
+    """The staged-V input transform gives each thread several consecutive chunks where its launch has
+    threads to spare -- a call of 265 tile blocks and 5 chunks (9 in grad_input) takes 2 or 4 a thread
+    on a GPU of up to 265 SMs, the last span short -- and one where it has few: the same call in slices
+    of one tile block (a workspace limit below one block). Same V, so the same bits, forward and
+    grad_input."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x = torch.randn(4, 80, 130, 130, device="cuda").contiguous(memory_format=fmt).requires_grad_(True)
+    wt = torch.randn(130, 80, 3, 3, device="cuda")
+    gy = torch.randn(4, 130, 130, 130, device="cuda").contiguous(memory_format=fmt)
+
+    def run():
+        y = torchconv.conv2d(x, wt, None, padding=1, algorithm="winograd")
+        assert torchconv.last_choice().startswith("forward:fused:tf32-wgmma-cluster-vbulk/"), torchconv.last_choice()
+        return y, torch.autograd.grad(y, x, gy)[0]
+
+    old_limit = torchconv.get_workspace_limit()
+    try:
+        with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
+            whole = run()
+            torchconv.set_workspace_limit(1)
+            sliced = run()
+    finally:
+        torchconv.set_workspace_limit(old_limit)
+    assert torch.equal(whole[0], sliced[0]) and torch.equal(whole[1], sliced[1])
+    ref = F.conv2d(x.detach().double(), wt.double(), None, padding=1)
+    cudnn = F.conv2d(x.detach(), wt, None, padding=1)
+    assert rel_err(whole[0], ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+
+
 def odd_offset_copy(t):
     """`t`'s values in a contiguous tensor that starts one element past a boundary of two (4 bytes past
     an 8-byte boundary for float32, 2 past a 4-byte one for 16-bit types): a view at an odd storage

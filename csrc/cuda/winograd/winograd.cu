@@ -278,6 +278,16 @@ at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayo
       });
 }
 
+// Chunks per thread of the staged-V input transform: as many as keep its threads at least a full
+// wave of the GPU (each of its SMs holds 1024 of them), up to kTransformMaxChunks.
+constexpr int kTransformMaxChunks = 4;
+int transform_chunks_per_thread(int64_t positions, int64_t chunks) {
+  int per = 1;
+  while (per < kTransformMaxChunks && per < chunks && positions * ceil_div(chunks, int64_t(2 * per)) >= 1024 * int64_t(sm_count()))
+    per *= 2;
+  return per;
+}
+
 // A staged-V wgmma tile's launches: each pixel's largest |input| over the group's channels
 // (winograd_tc_pixel_max_kernel, once), then winograd_tc_input_transform_kernel writes V
 // of a slice of tile blocks into a workspace within the workspace limit (at least one tile block; the
@@ -309,11 +319,13 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   auto transform = nhwc ? winograd_tc_input_transform_kernel<VLayout, true, TIo>
                         : winograd_tc_input_transform_kernel<VLayout, false, TIo>;
-  auto* halves = reinterpret_cast<uint16_t*>(v.mutable_data_ptr<float>());
+  auto* words = reinterpret_cast<uint32_t*>(v.mutable_data_ptr<float>());
   for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
-    const int64_t threads = int64_t(cv.groups) * a.p_tiles * f.reduction_pad * Cfg::kN;
-    transform<<<elementwise_blocks(threads, 256), 256, 0, current_stream()>>>(a, pixel_max, halves);
+    const int64_t positions = int64_t(cv.groups) * a.p_tiles * Cfg::kK / 2 * Cfg::kN, chunks = f.reduction_pad / Cfg::kK;
+    const int per = transform_chunks_per_thread(positions, chunks);
+    const int64_t threads = positions * ceil_div(chunks, int64_t(per));
+    transform<<<elementwise_blocks(threads, 256), 256, 0, current_stream()>>>(a, pixel_max, per, words);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a);
   }

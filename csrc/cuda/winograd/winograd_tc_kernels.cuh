@@ -497,6 +497,14 @@ struct TcPatchLoader {
                    reinterpret_cast<uintptr_t>(a.x) % (2 * sizeof(TIo)) == 0;
   }
 
+  // The same patch of the next channel.
+  __device__ __forceinline__ TcPatchLoader next_channel() const {
+    TcPatchLoader next = *this;
+    next.patch += kNhwc ? 1 : cv.in_plane;
+    ++next.ch;
+    return next;
+  }
+
   __device__ __forceinline__ void load(int chunk, TIo (&d)[4 * kRows]) const {
     const unsigned m = chunk * kK + ch < cv.Cg() ? inside : 0u;
     const int64_t row_step = kNhwc ? nhwc_row_step : int64_t(cv.src_W);

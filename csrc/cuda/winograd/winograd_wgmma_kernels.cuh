@@ -351,10 +351,23 @@ struct F16Carrier {
     frexpf(max_abs, &x);  // max_abs = f 2^x, f in [0.5, 1)
     return x - 15;
   }
-  // v (TF32-rounded by the caller) under scale 2^-e, as float16 bits.
-  static __device__ __forceinline__ uint16_t half_bits(float v, int e) {
-    return __half_as_ushort(__float2half_rn(ldexpf(v, -e)));
+  // The scale 2^-e as two normal floats (e as exponent() gives it, so -e lies in [-113, 163]): 2^-e
+  // and 1 where 2^-e is a float, else 2^127 and the rest. Values under the scale are at most their
+  // maximum, so the first product of one over 2^127 is exact, and v * first * second rounds once, as
+  // ldexpf(v, -e) does, in two multiplications instead of ldexpf's range steps.
+  struct Scale {
+    float first, second;
+    __device__ __forceinline__ explicit Scale(int e) {
+      const int head = -e < 127 ? -e : 127;
+      first = __int_as_float((127 + head) << 23);
+      second = __int_as_float((127 - e - head) << 23);
+    }
+  };
+  // v (TF32-rounded by the caller) under the scale, as float16 bits.
+  static __device__ __forceinline__ uint16_t half_bits(float v, const Scale& s) {
+    return __half_as_ushort(__float2half_rn(v * s.first * s.second));
   }
+  static __device__ __forceinline__ uint16_t half_bits(float v, int e) { return half_bits(v, Scale(e)); }
   // The largest |value| of a filter or tile, gathered by atomicMax on the bits (non-negative floats
   // order as their bits do). fmaxf drops NaNs from it: a NaN stays a NaN in float16, and its
   // results are NaNs under any scale.
@@ -449,43 +462,59 @@ __device__ __forceinline__ float tile_v_bound(const WinogradConv& cv, const floa
 }
 
 // V for the staged-V wgmma blocks (Cfg::kVStaged) of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles,
-// in float16 under each tile's scale (F16Carrier, from a.v_max):
+// in float16 under each tile's scale (F16Carrier, tile_v_bound):
 // [group][tile block][chunk][point][Cfg::v_half(channel, tile)], zero outside the image, the tiles and
 // the channels -- each chunk's run is what a block's stage holds (the cluster tile's blocks each take
 // the half of its points). Input and tile coordinates as the fused kernels' loaders decode them
-// (TcPatchLoader), one (channel, tile) patch per thread, a warp's lanes over 4 channels x 8 tiles. The
-// input is read once here, where the fused kernels load every patch once per filter block.
+// (TcPatchLoader). Each thread takes a pair of neighbouring channels of one tile, so that it stores
+// both halves of a 4-byte word and a warp's lanes (4 pairs x 8 tiles) fill whole 128-byte core
+// matrices of a point; and `chunks_per_thread` consecutive chunks, decoding its position, its
+// patches' origin and its tile's bound once for them all. The input is read once here, where the
+// fused kernels load every patch once per filter block.
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const ForwardArgs<float, TIo> a,
                                                                           const float* __restrict__ pixel_max,
-                                                                          uint16_t* __restrict__ v) {
+                                                                          int chunks_per_thread,
+                                                                          uint32_t* __restrict__ v) {
   static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
   static_assert(Cfg::kVStaged && Cfg::kOperandBytes == 2, "float16 words");
   constexpr int kQuad = Cfg::kN * 4, kRun = Cfg::kK * Cfg::kN;  // a point's values in a chunk
-  // Whole warps run each pass of the loop and w % 4 is the lane % 4 (tile_v_bound's shuffles).
-  static_assert(kRun % 32 == 0, "runs of whole warps");
-  const int chunks = a.reduction_pad / Cfg::kK;
-  const int64_t total = int64_t(a.cv.groups) * a.p_tiles * chunks * kRun;
+  constexpr int kRunThreads = kRun / 2;                            // a chunk's channel pairs x tiles
+  // Whole warps run each pass of the loop and w % 4 is the lane % 4 (tile_v_bound's shuffles); a
+  // pair's two halves are one aligned word (operand_half: 8 channels of a row are 8 neighbours).
+  static_assert(kRunThreads % 32 == 0, "runs of whole warps");
+  static_assert(Cfg::v_half(1, 0) == 1 && Cfg::v_half(2, 0) == 2 && Cfg::v_half(0, 1) % 2 == 0, "channel pairs as words");
+  const int chunks = a.reduction_pad / Cfg::kK, spans = (chunks + chunks_per_thread - 1) / chunks_per_thread;
+  const int64_t total = int64_t(a.cv.groups) * a.p_tiles * spans * kRunThreads;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int w = int(i % kRun);
-    const int64_t run = i / kRun;  // (group, tile block, chunk)
-    const int chunk = int(run % chunks), pt = int((run / chunks) % a.p_tiles), g = int(run / chunks / a.p_tiles);
-    const int kk = (w / kQuad) * 4 + w % 4, n = (w % kQuad) / 4;
+    const int w = int(i % kRunThreads);
+    const int64_t rest = i / kRunThreads;  // (group, tile block, span of chunks)
+    const int span = int(rest % spans), pt = int((rest / spans) % a.p_tiles), g = int(rest / spans / a.p_tiles);
+    const int kk = 2 * ((w / kQuad) * 4 + w % 4), n = (w % kQuad) / 4;
     const int64_t p = int64_t(a.p_tile0 + pt) * Cfg::kN + n;
     const bool live = p < a.cv.tiles();
     const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch(a, BlockCoord{0, pt, g}, p, live, kk);
-    TIo d[16];
-    float f[16], vv[16];
-    patch.load(chunk, d);
-    widen_to_float(d, f);
-    winograd_input_transform<float>(f, vv);
-    // One lane per tile writes the bound the epilogue scales back by.
+    const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch_next = patch.next_channel();
     const float bound = tile_v_bound(a.cv, pixel_max, g, p, live, w % 4);
-    if (live && chunk == 0 && kk == 0) const_cast<float*>(a.v_max)[int64_t(g) * a.cv.tiles() + p] = bound;
-    const int ex = F16Carrier::exponent(bound);
-    uint16_t* dst = v + run * (kWinogradPoints * kRun) + Cfg::v_half(kk, n);
+    // One lane per tile writes the bound the epilogue scales back by.
+    if (live && span == 0 && kk == 0) const_cast<float*>(a.v_max)[int64_t(g) * a.cv.tiles() + p] = bound;
+    const F16Carrier::Scale scale(F16Carrier::exponent(bound));
+    const int first = span * chunks_per_thread, last = min(first + chunks_per_thread, chunks);
+    uint32_t* dst = v + (((int64_t(g) * a.p_tiles + pt) * chunks + first) * (kWinogradPoints * kRun) + Cfg::v_half(kk, n)) / 2;
+    for (int chunk = first; chunk < last; ++chunk, dst += kWinogradPoints * kRun / 2) {
+      TIo d[16];
+      float f[16], even[16], odd[16];
+      patch.load(chunk, d);
+      widen_to_float(d, f);
+      winograd_input_transform<float>(f, even);
+      patch_next.load(chunk, d);
+      widen_to_float(d, f);
+      winograd_input_transform<float>(f, odd);
 #pragma unroll
-    for (int e = 0; e < kWinogradPoints; ++e) dst[e * kRun] = F16Carrier::half_bits(round_to_tf32(vv[e]), ex);
+      for (int e = 0; e < kWinogradPoints; ++e)
+        dst[e * kRun / 2] = F16Carrier::half_bits(round_to_tf32(even[e]), scale) |
+                            uint32_t(F16Carrier::half_bits(round_to_tf32(odd[e]), scale)) << 16;
+    }
   }
 }
 
