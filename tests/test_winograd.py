@@ -776,6 +776,84 @@ def test_staged_v_scales_tiles_of_inputs_near_float32s_smallest_normals(layout):
 
 @needs_cuda
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_staged_v_scales_each_group_and_image_by_its_own_pixels(layout):
+    """V's tile scales come from each pixel's largest |input| over its group's channels only: images
+    and groups scaled by 2^-40 .. 2^40 (and one zeroed) give the unscaled call's outputs times their
+    own scale, bit for bit, forward and grad_input (groups of 40 channels and 66 filters, not whole
+    warps of either; 72 000 pixels of a group and image, more than one pass of the maxima's grid on
+    a GPU of up to 140 SMs)."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    n, groups, cg, kg, h, w = 3, 2, 40, 66, 120, 100
+    exponents = torch.tensor([[-40.0, 0.0, 40.0], [17.0, -23.0, 9.0]], device="cuda")
+    scale = (2.0 ** exponents).t().contiguous()  # [image][group]
+    scale[1, 1] = 0.0
+
+    def per_group(t, channels):  # t's channels of group g in image i scaled by scale[i, g]
+        return t * scale.repeat_interleave(channels, dim=1).view(n, groups * channels, 1, 1)
+
+    x0 = torch.randn(n, groups * cg, h, w, device="cuda")
+    wt = torch.randn(groups * kg, cg, 3, 3, device="cuda")
+    gy0 = torch.randn(n, groups * kg, h, w, device="cuda")
+
+    def run(x, gy):
+        x = x.contiguous(memory_format=fmt).requires_grad_(True)
+        y = torchconv.conv2d(x, wt, None, padding=1, groups=groups, algorithm="winograd")
+        assert torchconv.last_choice().startswith("forward:fused:tf32-wgmma-cluster-vbulk/"), torchconv.last_choice()
+        return y, torch.autograd.grad(y, x, gy.contiguous(memory_format=fmt))[0]
+
+    with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
+        y0, gx0 = run(x0, gy0)
+        y, gx = run(per_group(x0, cg), per_group(gy0, kg))
+    assert torch.isfinite(y).all() and torch.isfinite(gx).all()
+    assert torch.equal(y.double(), per_group(y0.double(), kg))
+    assert torch.equal(gx.double(), per_group(gx0.double(), cg))
+
+
+@needs_cuda
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_staged_v_kernels_wait_for_the_kernels_before_them(layout):
+    """The staged-V call's kernels start while the kernel before each finishes (dependent launches),
+    and each waits for its inputs: a call whose input is the output of the call just before it, with
+    nothing between them, gives the bits the same call gives after a device synchronization; and the
+    chain captured in a CUDA graph replays on new inputs with the eager calls' bits."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x = torch.randn(4, 64, 30, 26, device="cuda").contiguous(memory_format=fmt)
+    w1, w2 = torch.randn(64, 64, 3, 3, device="cuda") / 24, torch.randn(72, 64, 3, 3, device="cuda") / 24
+
+    def chain(inp):
+        return torchconv.conv2d(torchconv.conv2d(inp, w1, None, padding=1, algorithm="winograd"), w2, None,
+                                padding=1, algorithm="winograd")
+
+    with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
+        for _ in range(3):
+            y = chain(x)
+        assert torchconv.last_choice().startswith("forward:fused:tf32-wgmma-cluster-vbulk/"), torchconv.last_choice()
+        y1 = torchconv.conv2d(x, w1, None, padding=1, algorithm="winograd")
+        torch.cuda.synchronize()
+        expected = torchconv.conv2d(y1.clone(), w2, None, padding=1, algorithm="winograd")
+        assert torch.equal(y, expected)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            chain(x)  # warm-up on the capture stream
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y_graph = chain(x)
+        for _ in range(2):
+            x.copy_(torch.randn_like(x))
+            graph.replay()
+            assert torch.equal(y_graph, chain(x))
+
+
+@needs_cuda
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 def test_staged_v_transform_gives_the_same_bits_for_any_chunks_per_thread(layout):
     """The staged-V input transform gives each thread several consecutive chunks where its launch has
     threads to spare -- a call of 265 tile blocks and 5 chunks (9 in grad_input) takes 2 or 4 a thread
@@ -926,6 +1004,38 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     w = torch.randn(k, c, 3, 3, device="cuda")
     torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
     assert torchconv.last_choice().startswith("forward:" + choice.replace("TALL", tall)), torchconv.last_choice()
+
+
+@needs_cuda
+@pytest.mark.parametrize("n, c, k, hw, forward, grad_input", [
+    (32, 512, 512, 7, "BULK", "SINGLE"),  # R12: 128 blocks either way, one wave
+    (32, 256, 256, 14, "BULK", "SINGLE"),  # R9: 200 blocks, less than two waves
+    (8, 256, 256, 40, "BULK", "BULK"),  # 400 blocks: more than two waves
+    (8, 192, 256, 40, "SINGLE", "BULK"),  # 192 channels: the forward single; grad_input reduces 256 filters
+])
+def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forward, grad_input):
+    """An NCHW grad_input under TF32 takes the staged-V cluster tile where its two-block clusters'
+    grid fills the GPU twice, and the single wgmma block below that, where the forward already
+    takes staged V from half the GPU on (test_auto_rule_under_tf32): a backward leaves the GPU
+    waiting on its host work between launches, and the staged chain adds launches. Block counts of a
+    132-SM GPU; grad_input within cuDNN's TF32 error bar."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the cases' block counts are a 132-SM GPU's")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    names = {"BULK": "fused:tf32-wgmma-cluster-vbulk/", "SINGLE": "fused:tf32-wgmma/"}
+    x = torch.randn(n, c, hw, hw, device="cuda", requires_grad=True)
+    w = torch.randn(k, c, 3, 3, device="cuda") / (9 * c) ** 0.5
+    y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    gy = torch.randn_like(y)
+    (gx,) = torch.autograd.grad(y, x, gy)
+    choice = torchconv.last_choice()
+    assert choice.startswith("forward:" + names[forward]) and "grad_input:" + names[grad_input] in choice, choice
+    xd = x.detach().double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(F.conv2d(xd, w.double(), None, 1, 1), xd, gy.double())
+    (cudnn,) = torch.autograd.grad(F.conv2d(x, w, None, 1, 1), x, gy)
+    assert rel_err(gx, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
 
 
 @needs_cuda

@@ -201,23 +201,16 @@ ForwardArgs<T, TIo> fused_args(const at::Tensor& x, const at::Tensor& u, const F
 }
 
 // One launch of a fused forward kernel over a's tile blocks: a block per (filter tile of Cfg::kM,
-// tile block of Cfg::kN, group), filter tiles fastest (block_coord).
+// tile block of Cfg::kN, group), filter tiles fastest (block_coord). `dependent`: a cluster kernel that
+// waits for its operands from the kernel before it (launch_with_attributes).
 template <typename T, typename Cfg, typename Kernel, typename TIo>
-void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T, TIo>& a) {
+void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T, TIo>& a, bool dependent = false) {
   const int64_t blocks = fused_blocks<Cfg>(a.k_tiles, a.p_tiles, a.cv.groups);
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
   if constexpr (fused_cluster_blocks<Cfg>() > 1) {
     // Clusters of consecutive blocks share one (filter block or Cfg::kVShare of them, tile block, group).
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(blocks));
-    config.blockDim = dim3(Cfg::kThreads);
-    config.dynamicSmemBytes = smem;
-    config.stream = current_stream();
-    cudaLaunchAttribute cluster;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = Cfg::kCluster, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster, config.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+    launch_with_attributes(kernel, dim3(unsigned(blocks)), dim3(Cfg::kThreads), smem, current_stream(), Cfg::kCluster,
+                           dependent, a);
   } else {
     // A persistent kernel's blocks walk the output blocks: at most one per SM (Cfg::kMinBlocks).
     const int64_t grid = persistent_blocks<Cfg>() ? std::min<int64_t>(blocks, sm_count() * Cfg::kMinBlocks) : blocks;
@@ -307,16 +300,22 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   const int64_t max_bytes = (pixels + tiles) * int64_t(sizeof(float));
   const int64_t room = std::max<int64_t>(workspace_limit_bytes() - max_bytes, 0);
   const int64_t slice = std::max<int64_t>(1, std::min(p_tiles, room / tile_block_bytes));
-  // V, then the pixels' maxima (zeroed: atomicMax gathers them), then the tiles' bounds, in one allocation.
+  // V, then the pixels' maxima, then the tiles' bounds, in one allocation.
   at::Tensor v = at::empty({slice * tile_block_bytes / 4 + pixels + tiles}, x.options().dtype(at::kFloat));
   float* pixel_max = v.mutable_data_ptr<float>() + slice * tile_block_bytes / 4;
-  C10_CUDA_CHECK(cudaMemsetAsync(pixel_max, 0, size_t(pixels) * sizeof(float), current_stream()));
   a.v = v.const_data_ptr<float>();
   a.v_max = pixel_max + pixels;
-  (nhwc ? winograd_tc_pixel_max_kernel<true, TIo> : winograd_tc_pixel_max_kernel<false, TIo>)
-      <<<elementwise_blocks(pixels * ceil_div(cv.Cg(), kPixelMaxChannels), 256), 256, 0, current_stream()>>>(a,
-                                                                                                      pixel_max);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  // The three kernels run as a chain of dependent launches (common/dependent_launch.cuh): each is
+  // scheduled while the one before it finishes.
+  const cudaStream_t stream = current_stream();
+  if (nhwc) {
+    launch_with_attributes(winograd_tc_pixel_max_kernel<true, TIo>, dim3(elementwise_blocks(pixels * 32, 256)), dim3(256),
+                           0, stream, 1, true, a, pixel_max);
+  } else {
+    const int warps = pixel_max_warps(cv.Cg());
+    launch_with_attributes(winograd_tc_pixel_max_kernel<false, TIo>, dim3(elementwise_blocks(pixels, 32)),
+                           dim3(32 * warps), 0, stream, 1, true, a, pixel_max);
+  }
   auto transform = nhwc ? winograd_tc_input_transform_kernel<VLayout, true, TIo>
                         : winograd_tc_input_transform_kernel<VLayout, false, TIo>;
   auto* words = reinterpret_cast<uint32_t*>(v.mutable_data_ptr<float>());
@@ -325,9 +324,9 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
     const int64_t positions = int64_t(cv.groups) * a.p_tiles * Cfg::kK / 2 * Cfg::kN, chunks = f.reduction_pad / Cfg::kK;
     const int per = transform_chunks_per_thread(positions, chunks);
     const int64_t threads = positions * ceil_div(chunks, int64_t(per));
-    transform<<<elementwise_blocks(threads, 256), 256, 0, current_stream()>>>(a, pixel_max, per, words);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a);
+    launch_with_attributes(transform, dim3(elementwise_blocks(threads, 256)), dim3(256), 0, stream, 1, true, a, pixel_max,
+                           per, words);
+    launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a, /*dependent=*/true);
   }
   record_workspace_bytes(slice * tile_block_bytes + max_bytes);
 }
@@ -435,17 +434,21 @@ constexpr int kClusterMinOutputs = 129;
 
 // From kClusterMinReduction channels, the cluster tiles with V staged: the transform kernel writes V
 // (four times the input) once, and every filter block copies it as it is instead of loading its own
-// patches. NCHW calls take them where the grid fills at least half the GPU (their patch loads from
+// patches. NCHW forwards take them where the grid fills at least half the GPU (their patch loads from
 // NCHW are the costly ones); channels_last calls, whose cluster tile loads patches as channel runs,
 // only where the grid fills it twice, so that the transform's launches and V's round trip spread over
-// several waves. The two-block clusters of tf32-wgmma-cluster-vbulk: with operands in float16 they
-// outran the clusters of eight that share V and U by multicast on every layer measured, which wait
-// for each other's blocks every chunk and fit fewer blocks on the GPU at once (docs/winograd.md).
+// several waves. So do NCHW grad_inputs: a backward's host work between its launches leaves the GPU
+// waiting on grids of a wave or two, and the staged chain's two more launches and its workspace add
+// to that host time more than its kernels save (docs/winograd.md). The two-block clusters of
+// tf32-wgmma-cluster-vbulk: with operands in float16 they outran the clusters of eight that share V
+// and U by multicast on every layer measured, which wait for each other's blocks every chunk and fit
+// fewer blocks on the GPU at once.
 int staged_v_tile(const WinogradConv& cv, bool channels_last) {
   using Cfg = WinogradWgmmaClusterVBulkTile;
   const int64_t blocks = fused_blocks<Cfg>(ceil_div(cv.Kg(), Cfg::kM), ceil_div(cv.tiles(), Cfg::kN), cv.groups);
   const int64_t sms = sm_count();
-  if (channels_last ? blocks < 2 * sms : 2 * blocks < sms) return channels_last ? kTcTileWgmmaCluster : kTcTileWgmma;
+  const bool two_waves = channels_last || cv.transposed;
+  if (two_waves ? blocks < 2 * sms : 2 * blocks < sms) return channels_last ? kTcTileWgmmaCluster : kTcTileWgmma;
   return kTcTileWgmmaClusterVBulk;
 }
 

@@ -302,14 +302,23 @@ __device__ __forceinline__ void filter_points(const T* __restrict__ w, const Fil
   }
 }
 
+// Index i of a filter-transform launch over [group][reduction_pad][outputs_pad] (outputs fastest):
+// its group g, reduction r and output m.
+struct FilterPair {
+  int g, r, m;
+  __device__ __forceinline__ FilterPair(int64_t i, const FilterLayout& f)
+      : g(int(i / (int64_t(f.outputs_pad) * f.reduction_pad))),
+        r(int((i / f.outputs_pad) % f.reduction_pad)),
+        m(int(i % f.outputs_pad)) {}
+};
+
 template <typename Tile, typename T, int kGroupPoints>
 __global__ void winograd_filter_transform_kernel(const T* __restrict__ w, T* __restrict__ u, const FilterLayout f) {
   static_assert(Tile::kPoints % kGroupPoints == 0, "point groups split the points evenly");
   constexpr int kPointGroups = Tile::kPoints / kGroupPoints;
   const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int m = int(i % f.outputs_pad), r = int((i / f.outputs_pad) % f.reduction_pad);
-    const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
+    const auto [g, r, m] = FilterPair(i, f);
     T uu[Tile::kPoints];
     filter_points<Tile>(w, f, g, r, m, uu);
 #pragma unroll

@@ -138,8 +138,7 @@ __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w,
   const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
   const int k_blocks = f.outputs_pad / Cfg::kM, chunks = f.reduction_pad / Cfg::kK;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int m = int(i % f.outputs_pad), r = int((i / f.outputs_pad) % f.reduction_pad);
-    const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
+    const auto [g, r, m] = FilterPair(i, f);
     float uu[kWinogradPoints];
     filter_points<WinogradF2x2>(w, f, g, r, m, uu);
     float* chunk = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kUChunkFloats;

@@ -30,6 +30,7 @@
 #pragma once
 
 #include "../common/cluster.cuh"
+#include "../common/dependent_launch.cuh"
 #include "../common/pipeline.cuh"
 #include "../common/wgmma.cuh"
 #include "winograd_tc_kernels.cuh"
@@ -386,8 +387,7 @@ __global__ void winograd_filter_transform_f16_kernel(const float* __restrict__ w
   const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
   const int k_blocks = f.outputs_pad / Cfg::kM, chunks = f.reduction_pad / Cfg::kK;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int m = int(i % f.outputs_pad), r = int((i / f.outputs_pad) % f.reduction_pad);
-    const int g = int(i / (int64_t(f.outputs_pad) * f.reduction_pad));
+    const auto [g, r, m] = FilterPair(i, f);
     float uu[kWinogradPoints];
     filter_points<WinogradF2x2>(w, f, g, r, m, uu);
     float* filter_max = u_max + int64_t(g) * f.outputs_pad + m;
@@ -410,30 +410,67 @@ __global__ void winograd_filter_transform_f16_kernel(const float* __restrict__ w
 // V value is a signed sum of at most four of its patch's inputs, so 4 x the largest |input| of the
 // patch over the group's channels bounds it (and its TF32 rounding stays within the next power of
 // two, which float16 holds). One launch before the transform finds the largest |input| of each pixel
-// over the group's channels ([group][image][row][column], zeroed by the caller), each thread taking
-// kPixelMaxChannels of them and gathering its maximum by atomicMax, so that layers of few pixels and
-// many channels still fill the GPU; the transform takes each tile's window of them (tile_v_bound).
-constexpr int kPixelMaxChannels = 32;
+// over the group's channels ([group][image][row][column]); the transform takes each tile's window of
+// them (tile_v_bound). A pixel's channels are split over threads of one block whose maxima meet
+// there, so the maxima need neither zeroing nor atomics, and layers of few pixels and many channels
+// still fill the GPU: NCHW, a block takes 32 neighbouring pixels (a warp's lanes, one row of a
+// channel plane a load) and its warps the channels in turn; channels_last, a warp takes a pixel, its
+// lanes along the pixel's channels (one run of 32 channels a load).
+constexpr int kPixelMaxThreads = 1024;
+// The largest |src[j * step]| over j < count (0 for none; fmaxf drops NaNs). Eight loads at a time,
+// each predicated on its own index, so that all eight are in flight before the first is used.
+template <typename TIo>
+__device__ __forceinline__ float largest_abs(const TIo* src, int count, int64_t step) {
+  float most = 0.f;
+  for (int j0 = 0; j0 < count; j0 += 8, src += 8 * step) {
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = j0 + j < count ? fabsf(to_float(src[j * step])) : 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) most = fmaxf(most, v[j]);
+  }
+  return most;
+}
+// The NCHW kernel's warps per block: about 32 channels a thread (fewer threads with more loads each
+// took longer: the block's barriers and its final reduction weigh more), one warp at least.
+inline int pixel_max_warps(int channels) {
+  const int warps = (channels + 31) / 32;
+  return warps < 1 ? 1 : warps > kPixelMaxThreads / 32 ? kPixelMaxThreads / 32 : warps;
+}
 template <bool kNhwc, typename TIo>
-__global__ void __launch_bounds__(256) winograd_tc_pixel_max_kernel(const ForwardArgs<float, TIo> a,
-                                                                    float* __restrict__ pixel_max) {
+__global__ void __launch_bounds__(kPixelMaxThreads) winograd_tc_pixel_max_kernel(const ForwardArgs<float, TIo> a,
+                                                                                float* __restrict__ pixel_max) {
+  grid_dependency_wait();  // x may come from the kernel before
+  allow_dependents();
   const WinogradConv& cv = a.cv;
-  const int slices = (cv.Cg() + kPixelMaxChannels - 1) / kPixelMaxChannels;
-  const int64_t pixels = int64_t(cv.N) * cv.in_plane, total = int64_t(cv.groups) * pixels * slices;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    // NCHW: neighbouring threads take neighbouring pixels of a plane; NHWC, a pixel's channel slices.
-    const int64_t gp = kNhwc ? i / slices : i % (int64_t(cv.groups) * pixels);
-    const int slice = int(kNhwc ? i % slices : i / (int64_t(cv.groups) * pixels));
-    const int g = int(gp / pixels);
-    const int64_t pix = gp % pixels, n = pix / cv.in_plane, yx = pix % cv.in_plane;
-    const int c0 = slice * kPixelMaxChannels, count = min(kPixelMaxChannels, cv.Cg() - c0);
-    const int64_t c = int64_t(g) * cv.Cg() + c0;
-    const TIo* src = kNhwc ? a.x + pix * cv.src_C + c : a.x + (n * cv.src_C + c) * cv.in_plane + yx;
-    const int64_t step = kNhwc ? 1 : cv.in_plane;
-    float most = 0.f;
-#pragma unroll 8
-    for (int j = 0; j < count; ++j) most = fmaxf(most, fabsf(to_float(src[j * step])));
-    if (most != 0.f) F16Carrier::gather_max(pixel_max + gp, most);
+  const int Cg = cv.Cg(), warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int64_t pixels = int64_t(cv.N) * cv.in_plane, total = int64_t(cv.groups) * pixels;
+  if constexpr (kNhwc) {
+    for (int64_t gp = int64_t(blockIdx.x) * warps + warp; gp < total; gp += int64_t(gridDim.x) * warps) {
+      float most = largest_abs(a.x + (gp % pixels) * cv.src_C + (gp / pixels) * Cg + lane,
+                               lane < Cg ? (Cg - 1 - lane) / 32 + 1 : 0, 32);
+#pragma unroll
+      for (int d = 16; d > 0; d /= 2) most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, d));
+      if (lane == 0) pixel_max[gp] = most;
+    }
+  } else {
+    __shared__ float part[kPixelMaxThreads / 32][32];
+    for (int64_t base = int64_t(blockIdx.x) * 32; base < total; base += int64_t(gridDim.x) * 32) {
+      const int64_t gp = base + lane;
+      float most = 0.f;
+      if (gp < total) {
+        const int64_t pix = gp % pixels, n = pix / cv.in_plane, yx = pix % cv.in_plane;
+        const TIo* src = a.x + (n * cv.src_C + (gp / pixels) * Cg + warp) * cv.in_plane + yx;
+        most = largest_abs(src, warp < Cg ? (Cg - 1 - warp) / warps + 1 : 0, int64_t(warps) * cv.in_plane);
+      }
+      part[warp][lane] = most;
+      __syncthreads();
+      if (warp == 0) {
+        for (int w = 1; w < warps; ++w) most = fmaxf(most, part[w][lane]);
+        if (gp < total) pixel_max[gp] = most;
+      }
+      __syncthreads();
+    }
   }
 }
 
@@ -484,6 +521,8 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
   // pair's two halves are one aligned word (operand_half: 8 channels of a row are 8 neighbours).
   static_assert(kRunThreads % 32 == 0, "runs of whole warps");
   static_assert(Cfg::v_half(1, 0) == 1 && Cfg::v_half(2, 0) == 2 && Cfg::v_half(0, 1) % 2 == 0, "channel pairs as words");
+  grid_dependency_wait();  // the pixels' maxima (and x) from the kernels before
+  allow_dependents();
   const int chunks = a.reduction_pad / Cfg::kK, spans = (chunks + chunks_per_thread - 1) / chunks_per_thread;
   const int64_t total = int64_t(a.cv.groups) * a.p_tiles * spans * kRunThreads;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -849,6 +888,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     // Every block's mbarriers exist before any copy or arrival reaches them.
     cluster_arrive_release();
     cluster_wait_acquire();
+    grid_dependency_wait();  // V and its tiles' bounds from the transform kernel before
   }
   cluster_arrive_relaxed();  // this block has started: waited for before the partner's shared memory is written
   BlockCoord bc = block_coord(int(ceil_div(a.k_tiles, Cfg::kVShare)), int(ceil_div(a.p_tiles, Cfg::kUShare)),

@@ -1,0 +1,62 @@
+// Programmatic dependent launch (sm_90): a chain of kernels of one call whose next kernel is
+// scheduled while the one before it finishes, so that the GPU does not sit idle between them for
+// the launch of each. A kernel launched by launch_dependent may start before the kernel ahead of it
+// in the stream has finished; it must call grid_dependency_wait before it reads anything that kernel
+// (or any work before it) wrote, and it lets the kernel after it start early by
+// allow_dependents (launch_with_attributes launches them). A kernel launched without the attribute, or on a GPU before sm_90, waits
+// as any launch does, and both calls do nothing.
+#pragma once
+
+#include <utility>
+
+#include <cuda_runtime.h>
+
+#include <c10/cuda/CUDAException.h>
+
+namespace torchconv {
+namespace cuda {
+
+// Waits until the grids ahead of this one in the stream have finished and their memory is visible.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Lets the next grid of the stream, if launched by launch_dependent, be scheduled once every block
+// of this grid has called it (or exited). Called after grid_dependency_wait, so that whatever the
+// next grid may read before its own wait -- nothing of this grid's -- is complete.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Launches kernel(args...) on `stream`, in clusters of `cluster` consecutive blocks where `cluster`
+// > 1, and as a programmatic dependent of the kernel before it where `dependent` (only kernels that
+// call grid_dependency_wait before reading their inputs may be).
+template <typename... Params, typename... Args>
+void launch_with_attributes(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                            int cluster, bool dependent, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attrs[2];
+  unsigned count = 0;
+  if (dependent) {
+    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attrs[count].id = cudaLaunchAttributeClusterDimension;
+    attrs[count].val.clusterDim.x = unsigned(cluster), attrs[count].val.clusterDim.y = 1;
+    attrs[count++].val.clusterDim.z = 1;
+  }
+  config.attrs = attrs, config.numAttrs = count;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace cuda
+}  // namespace torchconv
