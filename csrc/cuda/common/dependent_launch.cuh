@@ -1,10 +1,10 @@
 // Programmatic dependent launch (sm_90): a chain of kernels of one call whose next kernel is
 // scheduled while the one before it finishes, so that the GPU does not sit idle between them for
-// the launch of each. A kernel launched by launch_dependent may start before the kernel ahead of it
-// in the stream has finished; it must call grid_dependency_wait before it reads anything that kernel
-// (or any work before it) wrote, and it lets the kernel after it start early by
-// allow_dependents (launch_with_attributes launches them). A kernel launched without the attribute, or on a GPU before sm_90, waits
-// as any launch does, and both calls do nothing.
+// the launch of each. A kernel launched as a dependent (launch_with_attributes) may start before the
+// kernel ahead of it in the stream has finished; it must call grid_dependency_wait before it reads
+// anything that kernel (or any work before it) wrote, and it lets the kernel after it start early by
+// allow_dependents. A kernel launched without the attribute, or on a GPU before sm_90, waits as any
+// launch does, and both calls do nothing.
 #pragma once
 
 #include <utility>
@@ -23,7 +23,7 @@ __device__ __forceinline__ void grid_dependency_wait() {
 #endif
 }
 
-// Lets the next grid of the stream, if launched by launch_dependent, be scheduled once every block
+// Lets the next grid of the stream, if launched as a dependent, be scheduled once every block
 // of this grid has called it (or exited). Called after grid_dependency_wait, so that whatever the
 // next grid may read before its own wait -- nothing of this grid's -- is complete.
 __device__ __forceinline__ void allow_dependents() {
