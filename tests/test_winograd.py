@@ -978,7 +978,10 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
     (32, 512, 512, 7, "BULK"),  # 128 blocks, one wave: staged V, clusters of 2
     (11, 256, 192, 16, "BULK"),  # 66 blocks, half the GPU
     (10, 256, 192, 16, "TALL"),  # 60 blocks: the single wgmma block
-    (8, 255, 512, 40, "TALL"),  # fewer channels: the single wgmma block
+    (8, 255, 512, 40, "BULK"),  # 255 channels: staged V from 128 channels on
+    (8, 128, 512, 40, "BULK"),  # 128 channels, 800 blocks: staged V
+    (8, 127, 512, 40, "TALL"),  # fewer channels: the single wgmma block
+    (10, 128, 192, 16, "TALL"),  # 128 channels, 60 blocks: the single wgmma block
     (2, 256, 512, 10, "TALL"),  # 16 blocks: a fraction of one wave
     (2, 3, 32, 20, "fused:shallow"),  # an RGB stem keeps the shallow kernel (IEEE FP32)
     (2, 32, 4, 20, "fused:narrow"),  # 4 filters: the narrow kernel (IEEE FP32)
@@ -987,7 +990,7 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     """With TF32 on, auto runs the tensor-core fused F(2x2) on every layer but those of the shallow and
     narrow kernels: never IEEE F(4x4), which the tensor-core kernel outran on every 3x3 suite layer.
     Its tile has 64 filters where a group has more than 32 filters (TALL): on Hopper's wgmma, else
-    mma.sync's tf32-tall (channels_last calls: test_channels_last_tile_rule_under_tf32). From 256
+    mma.sync's tf32-tall (channels_last calls: test_channels_last_tile_rule_under_tf32). From 128
     channels and more than 128 filters per group a wgmma cluster tile with V staged (the input
     transformed once, where each filter block would load it from NCHW) where the two-block clusters'
     grid fills half the GPU, however many waves (BULK: the clusters of eight that share V and U by
@@ -1011,7 +1014,8 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     (32, 512, 512, 7, "BULK", "SINGLE"),  # R12: 128 blocks either way, one wave
     (32, 256, 256, 14, "BULK", "SINGLE"),  # R9: 200 blocks, less than two waves
     (8, 256, 256, 40, "BULK", "BULK"),  # 400 blocks: more than two waves
-    (8, 192, 256, 40, "SINGLE", "BULK"),  # 192 channels: the forward single; grad_input reduces 256 filters
+    (8, 192, 128, 40, "SINGLE", "BULK"),  # 128 filters: the forward single; grad_input reduces them into 192 outputs
+    (8, 96, 256, 40, "SINGLE", "SINGLE"),  # 96 channels: the forward single, and grad_input's 96 outputs
 ])
 def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forward, grad_input):
     """An NCHW grad_input under TF32 takes the staged-V cluster tile where its two-block clusters'
@@ -1088,16 +1092,20 @@ def test_tf32_wgmma_forced_off_hopper_is_a_value_error(tile):
     (2, (11, 13), 255, 64, 1, "SINGLE"),  # fewer channels: the single 64-filter wgmma block
     (2, (11, 13), 256, 128, 2, "SINGLE"),  # 256 channels in 2 groups: a group's 128 count
     (2, (11, 13), 512, 32, 1, "fused:tf32/"),  # 32 filters: one 32-filter block holds them
-    (32, (14, 14), 256, 256, 1, "CLUSTER"),  # 200 blocks: less than two waves
+    (32, (14, 14), 256, 256, 1, "BULK"),  # 200 blocks: half the GPU, staged V
+    (8, (14, 14), 256, 256, 1, "CLUSTER"),  # 56 blocks: less than half the GPU
+    (8, (14, 14), 192, 256, 1, "SINGLE"),  # 56 blocks of 192 channels: the fused cluster from 256 only
+    (32, (14, 14), 128, 256, 1, "BULK"),  # 128 channels, 200 blocks: staged V
     (32, (17, 17), 256, 512, 1, "BULK"),  # 656 blocks: staged V, clusters of 2
 ])
 def test_channels_last_tile_rule_under_tf32(n, hw, c, k, groups, choice):
     """channels_last calls under TF32 with more than 32 filters per group take Hopper's wgmma cluster
-    tile (64 filters x 64 tiles, the points split over two blocks) from 256 channels and 129 filters
-    per group on, and the single wgmma block (64 filters x 32 tiles) below either; off Hopper
-    mma.sync's 64-filter tile. Where
-    the two-block clusters' grid fills the GPU twice (block counts of a 132-SM GPU), V is staged and
-    the two-block clusters read it (tf32-wgmma-cluster-vbulk). The output matches cuDNN's TF32 error bar."""
+    tile (64 filters x 64 tiles, the points split over two blocks) from 129 filters per group on, and
+    the single wgmma block (64 filters x 32 tiles) below; off Hopper mma.sync's 64-filter tile. Where
+    the two-block clusters' grid fills half the GPU (block counts of a 132-SM GPU) and a group has at
+    least 128 channels, as in NCHW, V is staged and the two-block clusters read it
+    (tf32-wgmma-cluster-vbulk); on smaller grids the fused cluster from 256 channels, the single block
+    below. The output matches cuDNN's TF32 error bar."""
     hopper = torch.cuda.get_device_capability() == (9, 0)
     if hopper and torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the cases' block counts are a 132-SM GPU's")

@@ -69,5 +69,20 @@ __device__ __forceinline__ void store_cluster_shared(unsigned address, float4 v)
 #endif
 }
 
+// The same store counted on an mbarrier of the receiving block: 16 bytes of complete_tx on the
+// mbarrier at `remote_bar` (a shared::cluster address in the same block as `address`). The receiver
+// learns that the stores have landed by waiting on that mbarrier, with no cluster barrier, whose
+// release would wait on a GPU-wide memory barrier.
+__device__ __forceinline__ void store_cluster_shared_async(unsigned address, float4 v, unsigned remote_bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   address),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(remote_bar)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
 }  // namespace cuda
 }  // namespace torchconv

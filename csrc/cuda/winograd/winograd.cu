@@ -419,12 +419,17 @@ int forced_tc_tile() {
   return forced >= 0 ? kTcIeee : kTcTileByRule;
 }
 
-// The reduction (channels per group) from which calls take a wgmma cluster tile: it halves the
-// shared-memory and L2 traffic of U per MMA, which pays where the reduction is long. Its costs weigh
-// more where the reduction is short: with patches loaded in the kernel, each block loads 3 of a
-// patch's 4 rows for its half of the points, 1.5 times the single block's patch loads; with V
-// staged, the transform kernel and V's round trip through memory (docs/winograd.md).
+// The reduction (channels per group) from which calls without V staged take the fused wgmma cluster
+// tile: it halves the shared-memory and L2 traffic of U per MMA, which pays where the reduction is
+// long. With patches loaded in the kernel, each block loads 3 of a patch's 4 rows for its half of the
+// points, 1.5 times the single block's patch loads, which weighs more where the reduction is short.
 constexpr int kClusterMinReduction = 256;
+// The reduction from which calls take the staged-V cluster tile where its grid is large enough
+// (staged_v_fills): its per-block fixed costs (the mbarriers, the first chunk's wait, the exchange of
+// partial outputs and the stores) weigh more where a block's reduction is short. With 128 channels
+// (Y8: 256 filters, 68 x 68) it ran faster than the single wgmma block in both layouts, with 64 (Y4)
+// slower (docs/winograd.md).
+constexpr int kStagedMinReduction = 128;
 // The outputs per group from which calls take a cluster tile. Up to this many are one or two
 // 64-filter blocks: they share a staged V (written and read once, four times the input) too little
 // to repay its round trip, and a single block's U traffic per MMA is small next to its patch loads
@@ -432,39 +437,38 @@ constexpr int kClusterMinReduction = 256;
 // than on the staged clusters, and on channels_last than on the fused cluster).
 constexpr int kClusterMinOutputs = 129;
 
-// From kClusterMinReduction channels, the cluster tiles with V staged: the transform kernel writes V
-// (four times the input) once, and every filter block copies it as it is instead of loading its own
-// patches. NCHW forwards take them where the grid fills at least half the GPU (their patch loads from
-// NCHW are the costly ones); channels_last calls, whose cluster tile loads patches as channel runs,
-// only where the grid fills it twice, so that the transform's launches and V's round trip spread over
-// several waves. So do NCHW grad_inputs: a backward's host work between its launches leaves the GPU
-// waiting on grids of a wave or two, and the staged chain's two more launches and its workspace add
-// to that host time more than its kernels save (docs/winograd.md). The two-block clusters of
-// tf32-wgmma-cluster-vbulk: with operands in float16 they outran the clusters of eight that share V
-// and U by multicast on every layer measured, which wait for each other's blocks every chunk and fit
-// fewer blocks on the GPU at once.
-int staged_v_tile(const WinogradConv& cv, bool channels_last) {
+// Whether the staged-V clusters' grid is large enough for them. The transform kernel writes V (four
+// times the input) once, and every filter block copies it as it is instead of loading its own
+// patches. Forwards, NCHW and channels_last, take them where the grid fills at least half the GPU.
+// grad_inputs only where it fills the GPU twice: a backward's host work between its launches leaves
+// the GPU waiting on grids of a wave or two, and the staged chain's two more launches and its
+// workspace add to that host time more than its kernels save (docs/winograd.md). The two-block
+// clusters of tf32-wgmma-cluster-vbulk: with operands in float16 they outran the clusters of eight
+// that share V and U by multicast on every layer measured, which wait for each other's blocks every
+// chunk and fit fewer blocks on the GPU at once.
+bool staged_v_fills(const WinogradConv& cv) {
   using Cfg = WinogradWgmmaClusterVBulkTile;
   const int64_t blocks = fused_blocks<Cfg>(ceil_div(cv.Kg(), Cfg::kM), ceil_div(cv.tiles(), Cfg::kN), cv.groups);
   const int64_t sms = sm_count();
-  const bool two_waves = channels_last || cv.transposed;
-  if (two_waves ? blocks < 2 * sms : 2 * blocks < sms) return channels_last ? kTcTileWgmmaCluster : kTcTileWgmma;
-  return kTcTileWgmmaClusterVBulk;
+  return cv.transposed ? blocks >= 2 * sms : 2 * blocks >= sms;
 }
 
 // A forward or grad_input on tensor cores (`channels_last`: the call's memory format): the
 // tensor-core kernel's tile, by the rule on every layer but those of the shallow and narrow kernels
 // (kTcIeee). Where a group has more than 32 filters, a 64-filter block: where the device has wgmma,
-// the single wgmma block below kClusterMinReduction channels or kClusterMinOutputs outputs and a
-// cluster tile from there (staged_v_tile); mma.sync's tf32-tall elsewhere.
+// the single wgmma block below kClusterMinOutputs outputs or kStagedMinReduction channels, the
+// staged-V clusters from there where their grid fills the GPU enough (staged_v_fills), and below
+// that channels_last calls of at least kClusterMinReduction channels the fused cluster, whose
+// channel-run patch loads cost less than NCHW's; mma.sync's tf32-tall elsewhere.
 int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
   if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return kTcIeee;
   if (!tc_tall(cv)) return kTcTile;
   if (!wgmma_device()) return kTcTileTall;
-  if (cv.Cg() < kClusterMinReduction || cv.Kg() < kClusterMinOutputs) return kTcTileWgmma;
-  return staged_v_tile(cv, channels_last);
+  if (cv.Cg() < kStagedMinReduction || cv.Kg() < kClusterMinOutputs) return kTcTileWgmma;
+  if (staged_v_fills(cv)) return kTcTileWgmmaClusterVBulk;
+  return channels_last && cv.Cg() >= kClusterMinReduction ? kTcTileWgmmaCluster : kTcTileWgmma;
 }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM

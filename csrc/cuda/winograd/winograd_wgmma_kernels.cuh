@@ -369,6 +369,18 @@ struct F16Carrier {
     return __half_as_ushort(__float2half_rn(v * s.first * s.second));
   }
   static __device__ __forceinline__ uint16_t half_bits(float v, int e) { return half_bits(v, Scale(e)); }
+  // The way back: x 2^e for e as exponent() gives it ([-163, 113]), with ldexpf(x, e)'s bits in one
+  // or two multiplications instead of ldexpf's range steps. Where 2^e is a normal float, x 2^e rounds
+  // once. Below, x 2^(e + 126) is exact for |x| >= 2^-89 (a normal result), and 2^-126 times it then
+  // rounds once; smaller x give 0 either way (|x 2^e| < 2^-216).
+  struct Unscale {
+    float first, second;
+    __device__ __forceinline__ explicit Unscale(int e) {
+      first = __int_as_float((127 + (e >= -126 ? e : e + 126)) << 23);
+      second = e >= -126 ? 1.f : __int_as_float(1 << 23);
+    }
+    __device__ __forceinline__ float operator()(float x) const { return x * first * second; }
+  };
   // The largest |value| of a filter or tile, gathered by atomicMax on the bits (non-negative floats
   // order as their bits do). fmaxf drops NaNs from it: a NaN stays a NaN in float16, and its
   // results are NaNs under any scale.
@@ -665,6 +677,8 @@ struct WinogradWgmmaClusterConfig {
   // Filter blocks and tile blocks per cluster (WinogradWgmmaClusterBulkConfig).
   static constexpr int kVShare = 1, kUShare = 1;
   static constexpr int kCluster = 2;
+  // The partner's partial outputs counted on an mbarrier (WinogradWgmmaClusterBulkConfig).
+  static constexpr bool kAsyncPartials = false;
   static constexpr int kM = 64, kN = 64, kK = 16, kSteps = kK * kOperandBytes / 32;
   // Core matrices (16 bytes of channels) along a chunk's K.
   static constexpr int kKGroups = kK * kOperandBytes / 16;
@@ -736,9 +750,12 @@ struct WinogradWgmmaClusterBulkConfig : WinogradWgmmaClusterVStagedLayout {
   static constexpr int kCluster = 2 * kVShare * kUShare;
   static constexpr int kStages = 3;
   static constexpr int kPartialOffset = kStages * kStage > kMFloats ? kStages * kStage : kMFloats;
-  // Then the mbarriers: a stage's copies landed (kStages), its readers done (kStages).
+  // Then the mbarriers: a stage's copies landed (kStages), its readers done (kStages), and the
+  // partner's partial outputs landed (kPartialsBarrier, two-block clusters: kAsyncPartials).
   static constexpr int kBarrierOffset = kPartialOffset + kPartialFloats;  // in floats, 8-byte aligned
-  static constexpr size_t kForwardSmemBytes = size_t(kBarrierOffset) * sizeof(float) + 2 * kStages * sizeof(uint64_t);
+  static constexpr int kPartialsBarrier = 2 * kStages;
+  static constexpr bool kAsyncPartials = kCluster == 2;
+  static constexpr size_t kForwardSmemBytes = size_t(kBarrierOffset) * sizeof(float) + (2 * kStages + 1) * sizeof(uint64_t);
   static_assert(kBarrierOffset % 2 == 0 && (kVFloats / kVShare) % 4 == 0 && (kUFloats / kUShare) % 4 == 0,
                 "aligned barriers, 16-byte operand pieces");
   static_assert(kCluster <= 8, "a portable cluster");
@@ -883,10 +900,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         mbarrier_init(&bars[s], 1);
         mbarrier_init(&bars[Cfg::kStages + s], Cfg::kWarpgroups * (Cfg::kUShare + Cfg::kVShare - 1));
       }
+      mbarrier_init(&bars[Cfg::kPartialsBarrier], 1);
       mbarrier_init_fence_cluster();
     }
-    // Every block's mbarriers exist before any copy or arrival reaches them.
-    cluster_arrive_release();
+    // Every block's mbarriers exist before any copy or arrival reaches them: the fence publishes
+    // them, so the arrival itself can be relaxed (a release would wait on a GPU-wide memory barrier).
+    cluster_arrive_relaxed();
     cluster_wait_acquire();
     grid_dependency_wait();  // V and its tiles' bounds from the transform kernel before
   }
@@ -968,52 +987,100 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   auto pair_slot = [&](int q) {
     return kNhwc ? pair_tile(q) * Cfg::kM + pair_filter(q) : pair_filter(q) * Cfg::kHalfTiles + pair_tile(q);
   };
+  // The partner's partial outputs: with V staged in two-block clusters, stores counted on the
+  // receiver's mbarrier (kAsyncPartials), which it waits on; otherwise stores ordered by the cluster
+  // barrier, which also keeps every block of a larger cluster alive until the others' arrivals on
+  // its stages are over.
+  constexpr bool kAsyncPartials = Cfg::kAsyncPartials;
   float* partials = smem + Cfg::kPartialOffset;
   cluster_wait_acquire();  // the partner has started: its partial outputs' space may be written
   {
     const int other = rank ^ 1;
-    const unsigned remote = cluster_shared_address(partials, unsigned(cluster_rank ^ 1));
+    const unsigned partner = unsigned(cluster_rank ^ 1), remote = cluster_shared_address(partials, partner);
 #pragma unroll
-    for (int q = 0; q < kPairs; ++q)
-      store_cluster_shared(remote + 16 * pair_slot(q), partial(pair_filter(q), other * Cfg::kHalfTiles + pair_tile(q)));
+    for (int q = 0; q < kPairs; ++q) {
+      const float4 v = partial(pair_filter(q), other * Cfg::kHalfTiles + pair_tile(q));
+      if constexpr (kAsyncPartials)
+        store_cluster_shared_async(remote + 16 * pair_slot(q), v,
+                                   cluster_shared_address(bars + Cfg::kPartialsBarrier, partner));
+      else
+        store_cluster_shared(remote + 16 * pair_slot(q), v);
+    }
   }
-  cluster_arrive_release();
-  cluster_wait_acquire();  // the partner's partial outputs of this block's tiles have landed
+  if constexpr (kAsyncPartials) {
+    if (threadIdx.x == 0) mbarrier_arrive_expect_tx(bars + Cfg::kPartialsBarrier, Cfg::kPartialFloats * sizeof(float));
+  } else {
+    cluster_arrive_release();
+  }
 
+  // A thread's tiles among its pairs: NCHW one (its lane), NHWC two (warps w and w + 16). Their
+  // coordinates and output offsets are decoded once, before the wait, and each pair adds its
+  // filter's offset.
+  constexpr int kOwnTiles = kNhwc ? 2 : 1;
+  auto tile_slot = [](int q) { return kNhwc ? q / 2 : 0; };
   const int Kg = cv.Kg();
+  const int64_t plane = int64_t(cv.out_H) * cv.out_W;
+  int64_t tile_offset[kOwnTiles];
+  bool tile_live[kOwnTiles], right[kOwnTiles], below[kOwnTiles];
+#pragma unroll
+  for (int t = 0; t < kOwnTiles; ++t) {
+    const int64_t p = p0 + rank * Cfg::kHalfTiles + pair_tile(kNhwc ? 2 * t : 0);
+    tile_live[t] = p < cv.tiles() && !(Cfg::kUShare > 1 && bc.pt >= a.p_tiles);
+    const TileCoord ot = tile_coord(cv, tile_live[t] ? p : 0);
+    const int oy = 2 * ot.ty, ox = 2 * ot.tx;
+    right[t] = ox + 1 < cv.out_W, below[t] = oy + 1 < cv.out_H;
+    tile_offset[t] = kNhwc ? ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg
+                           : int64_t(ot.n) * cv.out_C * plane + int64_t(oy) * cv.out_W + ox + int64_t(bc.g) * Kg * plane;
+  }
+  // While the partner's partial outputs come: this block's own, each pair's bias and (float16 words)
+  // the largest |U| and |V| whose scales M comes back from, so that their loads' latency passes in
+  // the wait.
+  bool live[kPairs];
+  float4 mine[kPairs];
+  float bias[kPairs], u_max[kPairs], v_max[kPairs];
 #pragma unroll
   for (int q = 0; q < kPairs; ++q) {
     const int f = pair_filter(q), n = rank * Cfg::kHalfTiles + pair_tile(q);
     const int k = bc.kt * Cfg::kM + f;
-    const int64_t p = p0 + n;
-    if (k >= Kg || p >= cv.tiles() || (Cfg::kUShare > 1 && bc.pt >= a.p_tiles)) continue;
-    const float4 mine = partial(f, n), theirs = *reinterpret_cast<const float4*>(partials + 4 * pair_slot(q));
-    const float b = a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
-    float out[4] = {mine.x + theirs.x, mine.y + theirs.y, mine.z + theirs.z, mine.w + theirs.w};
-    if constexpr (Cfg::kOperandBytes == 2) {  // M back from the filter's and the tile's scales (F16Carrier)
-      const int eu = F16Carrier::exponent(a.u_max[int64_t(bc.g) * a.outputs_pad + k]);
-      const int ev = F16Carrier::exponent(a.v_max[int64_t(bc.g) * cv.tiles() + p]);
+    live[q] = tile_live[tile_slot(q)] && k < Kg;
+    mine[q] = partial(f, n);
+    bias[q] = live[q] && a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
+    if constexpr (Cfg::kOperandBytes == 2) {
+      u_max[q] = live[q] ? a.u_max[int64_t(bc.g) * a.outputs_pad + k] : 0.f;
+      v_max[q] = live[q] ? a.v_max[int64_t(bc.g) * cv.tiles() + p0 + n] : 0.f;
+    }
+  }
+  // The partner's partial outputs of this block's tiles have landed.
+  if constexpr (kAsyncPartials)
+    mbarrier_wait(bars + Cfg::kPartialsBarrier, 0);
+  else
+    cluster_wait_acquire();
+
+  const int64_t col = kNhwc ? cv.out_C : 1, row = col * cv.out_W;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) out[e] = ldexpf(ldexpf(out[e], eu), ev);
+  for (int q = 0; q < kPairs; ++q) {
+    if (!live[q]) continue;
+    const int t = tile_slot(q), k = bc.kt * Cfg::kM + pair_filter(q);
+    const float4 theirs = *reinterpret_cast<const float4*>(partials + 4 * pair_slot(q));
+    float out[4] = {mine[q].x + theirs.x, mine[q].y + theirs.y, mine[q].z + theirs.z, mine[q].w + theirs.w};
+    if constexpr (Cfg::kOperandBytes == 2) {  // M back from the filter's and the tile's scales (F16Carrier)
+      const F16Carrier::Unscale by_u(F16Carrier::exponent(u_max[q])), by_v(F16Carrier::exponent(v_max[q]));
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[e] = by_v(by_u(out[e]));
     }
 #pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] += b;
-    const TileCoord ot = tile_coord(cv, p);
-    const int oy = 2 * ot.ty, ox = 2 * ot.tx;
-    const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
-    const int64_t col = kNhwc ? cv.out_C : 1, row = col * cv.out_W;
-    TIo* dst = kNhwc ? a.y + ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg + k
-                     : a.y + ((int64_t(ot.n) * cv.out_C + int64_t(bc.g) * Kg + k) * cv.out_H + oy) * cv.out_W + ox;
-    if (!kNhwc && right && cv.out_W % 2 == 0) {  // each row of the tile one store
+    for (int e = 0; e < 4; ++e) out[e] += bias[q];
+    TIo* dst = a.y + tile_offset[t] + (kNhwc ? int64_t(k) : int64_t(k) * plane);
+    if (!kNhwc && right[t] && cv.out_W % 2 == 0) {  // each row of the tile one store
       store_pair(dst, out[0], out[1]);
-      if (below) store_pair(dst + row, out[2], out[3]);
+      if (below[t]) store_pair(dst + row, out[2], out[3]);
       continue;
     }
     dst[0] = from_float<TIo>(out[0]);
-    if (right) dst[col] = from_float<TIo>(out[1]);
-    if (below) {
+    if (right[t]) dst[col] = from_float<TIo>(out[1]);
+    if (below[t]) {
       dst[row] = from_float<TIo>(out[2]);
-      if (right) dst[row + col] = from_float<TIo>(out[3]);
+      if (right[t]) dst[row + col] = from_float<TIo>(out[3]);
     }
   }
 }
