@@ -180,6 +180,9 @@ def test_tensors_of_2_31_elements_and_more(algorithm):
     the top, middle and bottom against float64, grad_weight against the sum of per-band cuDNN FP32
     gradients. grad_weight reduces over 3.6e7 pixels in FP32 on both sides, so its bar is 1e-4
     (CSG, which sums each slice sequentially, reads about 2e-5; the others about 1e-6)."""
+    # The driver counts the blocks PyTorch's allocator keeps from earlier tests (this test's other
+    # parametrizations too) as used: hand them back before asking what is free.
+    torch.cuda.empty_cache()
     free, _ = torch.cuda.mem_get_info()
     if free < 48 * 2**30:
         pytest.skip("needs 48 GiB of free GPU memory")
