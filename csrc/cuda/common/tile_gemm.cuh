@@ -26,7 +26,7 @@ namespace cuda {
 // count plus the chunk length instead of the reduction length. It costs a second register tile and
 // one add per output per chunk: configs with small thread tiles take it.
 template <int kBatch_, int kM_, int kN_, int kK_, int kThreadM_, int kThreadN_, int kMinBlocks_,
-          bool kChunkSums_ = false>
+          bool kChunkSums_ = false, int kSkew_ = 4>
 struct GemmTileConfig {
   static constexpr int kBatch = kBatch_, kM = kM_, kN = kN_, kK = kK_;
   static constexpr int kThreadM = kThreadM_, kThreadN = kThreadN_;
@@ -36,8 +36,9 @@ struct GemmTileConfig {
   static constexpr int kThreadsPerBatch = kThreadsM * kThreadsN;
   static constexpr int kThreads = kBatch * kThreadsPerBatch;
   // Shared rows are padded by kSkew elements (16 bytes or more, keeping 16-byte alignment): a loader
-  // whose lanes write down a column of the tile (the grad_weight loaders) then hits distinct banks.
-  static constexpr int kSkew = 4;
+  // whose lanes write down a column of the tile (the grad_weight loaders) then hits distinct banks;
+  // 8 floats put the rows of an m16n8k8 fragment's four k steps in four 8-bank quarters.
+  static constexpr int kSkew = kSkew_;
   static constexpr int kLdA = kM + kSkew, kLdB = kN + kSkew;
   static constexpr int kTileA = kBatch * kK * kLdA;  // elements of one A stage
   static constexpr int kTileB = kBatch * kK * kLdB;
@@ -124,16 +125,11 @@ __device__ __forceinline__ void gemm_chunk(const T* __restrict__ As, const T* __
   }
 }
 
-// The main loop: acc += sum over chunks [0, num_chunks) of A_chunk^T B_chunk, per batch entry.
-// `smem` holds two A stages then two B stages. Ends with a barrier, so the caller may reuse `smem`.
-template <typename T, typename Cfg, typename LoaderA, typename LoaderB>
-__device__ __forceinline__ void block_gemm(T* smem, LoaderA& la, LoaderB& lb, int num_chunks,
-                                           T (&acc)[Cfg::kThreadM][Cfg::kThreadN]) {
-  const ThreadTile<Cfg> tt(threadIdx.x);
-#pragma unroll
-  for (int i = 0; i < Cfg::kThreadM; ++i)
-#pragma unroll
-    for (int j = 0; j < Cfg::kThreadN; ++j) acc[i][j] = T(0);
+// The main loop's pipeline over reduction chunks [0, num_chunks): `smem` holds two A stages then two
+// B stages (Cfg::kTileA, Cfg::kTileB elements each); the loads of chunk c + 1 are in flight while
+// math(a_stage, b_stage) runs on chunk c. Ends with a barrier, so the caller may reuse `smem`.
+template <typename T, typename Cfg, typename LoaderA, typename LoaderB, typename ChunkMath>
+__device__ __forceinline__ void pipelined_chunks(T* smem, LoaderA& la, LoaderB& lb, int num_chunks, ChunkMath&& math) {
   if (num_chunks <= 0) return;
   // Stage pointers by arithmetic, not arrays indexed at run time (those would live in local memory).
   T* const a0 = smem;
@@ -158,6 +154,27 @@ __device__ __forceinline__ void block_gemm(T* smem, LoaderA& la, LoaderB& lb, in
       lb.fetch(c + 1, b_next);
       cp_async_commit();
     }
+    math(static_cast<const T*>(a_cur), static_cast<const T*>(b_cur));
+    if (has_next) {
+      la.store(a_next);
+      lb.store(b_next);
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+  }
+}
+
+// The main loop: acc += sum over chunks [0, num_chunks) of A_chunk^T B_chunk, per batch entry, each
+// thread's register tile on CUDA cores (gemm_chunk).
+template <typename T, typename Cfg, typename LoaderA, typename LoaderB>
+__device__ __forceinline__ void block_gemm(T* smem, LoaderA& la, LoaderB& lb, int num_chunks,
+                                           T (&acc)[Cfg::kThreadM][Cfg::kThreadN]) {
+  const ThreadTile<Cfg> tt(threadIdx.x);
+#pragma unroll
+  for (int i = 0; i < Cfg::kThreadM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kThreadN; ++j) acc[i][j] = T(0);
+  pipelined_chunks<T, Cfg>(smem, la, lb, num_chunks, [&](const T* a_cur, const T* b_cur) {
     if constexpr (Cfg::kChunkSums) {
       T part[Cfg::kThreadM][Cfg::kThreadN];
 #pragma unroll
@@ -172,13 +189,7 @@ __device__ __forceinline__ void block_gemm(T* smem, LoaderA& la, LoaderB& lb, in
     } else {
       gemm_chunk<T, Cfg>(a_cur, b_cur, tt, acc);
     }
-    if (has_next) {
-      la.store(a_next);
-      lb.store(b_next);
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-  }
+  });
 }
 
 // Copies rows of a zero-padded workspace laid out [reduction][batch][ld] into a shared tile

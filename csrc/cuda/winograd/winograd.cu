@@ -9,9 +9,12 @@
 //          the bias. Nothing but the transformed filters touches memory between the stages.
 //   staged seed 003's pipeline: an input-transform kernel writes V, the batched GEMM writes M, an
 //          output-transform kernel writes Y; V and M live in a workspace bounded by the workspace
-//          limit (the batch's tiles are processed in chunks).
+//          limit (the batch's tiles are processed in chunks). A float32 call under PyTorch's TF32
+//          switch runs the batched GEMM on TF32 tensor cores.
 //   f4x4   F(4x4, 3x3) through the staged pipeline, the 36 point GEMMs in blocks of a few points;
-//          the forward and grad_input (grad_weight stays in F(2x2)'s domain).
+//          the forward and grad_input (grad_weight stays in F(2x2)'s domain). A float32 call under
+//          PyTorch's TF32 switch runs the point GEMMs on TF32 tensor cores (with several times a
+//          direct TF32 convolution's error: only on request, never auto's choice).
 // All run the block GEMM of tile_gemm.cuh (kBatch = 16 points for F(2x2), 4 for F(4x4)). The
 // transformed filters U are cached per weight (weight_cache.h), so inference pays the filter
 // transform once.
@@ -401,7 +404,8 @@ static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster 
               "wgmma configs and tiles in one order");
 
 // The tensor-core tile of a call that runs them (runs_tensor_cores) as the variant and a forced config
-// decide it: kTcIeee (the staged or F(4x4) variant, a forced IEEE tile config), the forced tile, or
+// decide it: kTcIeee (the staged or F(4x4) variant -- which take TF32 for their own batched GEMMs,
+// winograd_conv --, a forced IEEE tile config), the forced tile, or
 // kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
 // run is a ValueError.
 constexpr int kTcTileByRule = kTcTileWgmmaClusterUVMulticast + 1;
@@ -472,8 +476,9 @@ int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
 }
 
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
-// over Tile::kPoints / Cfg::kBatch point groups per convolution group, output transform.
-template <typename Tile, typename T, typename Cfg>
+// over Tile::kPoints / Cfg::kBatch point groups per convolution group (on TF32 tensor cores where
+// kTf32Gemm), output transform.
+template <typename Tile, typename T, typename Cfg, bool kTf32Gemm = false>
 void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
                 at::Tensor& y) {
   constexpr int kPointGroups = Tile::kPoints / Cfg::kBatch;
@@ -488,7 +493,13 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
   at::Tensor v = at::empty({int64_t(cv.groups) * f.reduction_pad * Tile::kPoints * chunk_pad}, x.options());
   at::Tensor m = at::empty({int64_t(cv.groups) * Tile::kPoints * f.outputs_pad * chunk_pad}, x.options());
   record_workspace_bytes((v.numel() + m.numel()) * int64_t(sizeof(T)));
-  auto gemm = winograd_batched_gemm_kernel<T, Cfg>;
+  void (*gemm)(const StagedGemmArgs<T>) = nullptr;
+  if constexpr (kTf32Gemm) {
+    static_assert(std::is_same_v<T, float>, "TF32 GEMMs for float32 calls");
+    gemm = winograd_batched_gemm_tf32_kernel<Cfg>;
+  } else {
+    gemm = winograd_batched_gemm_kernel<T, Cfg>;
+  }
   constexpr size_t smem = Cfg::template mainloop_smem_bytes<T>();
   ensure_dynamic_smem(gemm, smem, "conv2d_winograd");
   for (int64_t t0 = 0; t0 < tiles; t0 += chunk) {
@@ -513,14 +524,29 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
   }
 }
 
-// F(4x4, 3x3): its own tiles of x, its own filters (36 points in point groups), the staged pipeline.
-template <typename T>
-void run_f4x4(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map, at::Tensor& y) {
-  using Cfg = std::conditional_t<std::is_same_v<T, double>, WinogradF4x4TileF64, WinogradF4x4TileF32>;
-  const WinogradConv cv = winograd_launch<WinogradF4x4>(map);
+// The staged pipeline of Tile with tile config Cfg, its filters transformed (and cached) in Cfg's
+// layout. A TF32 config lays U, V and M out as the IEEE config of the same blocks does, so both
+// share U's cache entry.
+template <typename Tile, typename T, typename Cfg, bool kTf32Gemm = false>
+void run_staged_with(const at::Tensor& x, const at::Tensor& weight, const T* bias, const WinogradConv& cv,
+                     at::Tensor& y) {
   const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
-  const at::Tensor u = transformed_filters<T, WinogradF4x4, Cfg::kBatch>(weight, f);
-  run_staged<WinogradF4x4, T, Cfg>(x, u, f, bias, cv, y);
+  const at::Tensor u = transformed_filters<T, Tile, Cfg::kBatch>(weight, f);
+  run_staged<Tile, T, Cfg, kTf32Gemm>(x, u, f, bias, cv, y);
+}
+
+// F(4x4, 3x3): its own tiles of x, its own filters (36 points in point groups), the staged pipeline;
+// the point GEMMs on TF32 tensor cores where `tf32` (a float32 call of the f4x4 variant under
+// PyTorch's TF32 switch).
+template <typename T>
+void run_f4x4(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map, at::Tensor& y,
+              bool tf32) {
+  const WinogradConv cv = winograd_launch<WinogradF4x4>(map);
+  if constexpr (std::is_same_v<T, float>) {
+    if (tf32) return run_staged_with<WinogradF4x4, float, WinogradF4x4TileTf32, true>(x, weight, bias, cv, y);
+  }
+  using Cfg = std::conditional_t<std::is_same_v<T, double>, WinogradF4x4TileF64, WinogradF4x4TileF32>;
+  run_staged_with<WinogradF4x4, T, Cfg>(x, weight, bias, cv, y);
 }
 
 template <typename T, int kReduction>
@@ -660,13 +686,15 @@ void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* 
 // `tc_tile`: the tensor-core tile of a float32 call that runs them (the caller's TcForwardPlan,
 // winograd_tc_conv), else kTcIeee. The fused F(2x2) variant (auto's choice then, except for the layers
 // the shallow and narrow kernels take) runs its point GEMMs on tensor cores, which outrun IEEE
-// F(4x4)'s fewer multiplications on CUDA cores (docs/winograd.md). The staged and F(4x4) variants, a
-// forced IEEE tile config, and the shallow and narrow kernels stay in IEEE FP32 (F(4x4)'s TF32 error
-// would be several times cuDNN's). `nhwc`: x and y are channels_last, which the tensor-core kernels
-// and the float shallow kernel take (the callers copy to NCHW for the others: tc_forward_plan).
+// F(4x4)'s fewer multiplications on CUDA cores (docs/winograd.md). `tf32`: the call runs TF32 tensor
+// cores (runs_tensor_cores); the staged and F(4x4) variants then take them for their point GEMMs
+// (F(4x4) with several times cuDNN's TF32 error, which is why no rule chooses it). A forced IEEE tile
+// config and the shallow and narrow kernels stay in IEEE FP32. `nhwc`: x and y are channels_last,
+// which the tensor-core kernels and the float shallow kernel take (the callers copy to NCHW for the
+// others: tc_forward_plan).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
-                   at::Tensor& y, int tc_tile = kTcIeee, bool nhwc = false) {
+                   at::Tensor& y, int tc_tile = kTcIeee, bool nhwc = false, bool tf32 = false) {
   if constexpr (std::is_same_v<T, float>) {
     if (tc_tile != kTcIeee) return winograd_tc_conv<float>(x, weight, bias, map, y, tc_tile, nhwc);
   }
@@ -677,8 +705,9 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
   if (variant == WinogradVariant::kF4x4 ||
       (variant == WinogradVariant::kAuto && std::is_same_v<T, float> && forced_config(kWinograd) < 0 &&
        prefer_f4x4(cv))) {
-    record_last_choice(pass, "f4x4:staged", 1);
-    return run_f4x4<T>(x, weight, bias, map, y);
+    const bool tf32_gemms = tf32 && variant == WinogradVariant::kF4x4;
+    record_last_choice(pass, tf32_gemms ? "f4x4:staged-tf32" : "f4x4:staged", 1);
+    return run_f4x4<T>(x, weight, bias, map, y, tf32_gemms);
   }
   const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
   // A shallow reduction or a narrow output runs its own fused kernel, one tile per thread, unless a
@@ -696,6 +725,14 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
     if (cv.Kg() <= kNarrowMaxOutputs) {
       record_last_choice(pass, "fused:narrow", 1);
       return run_narrow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y);
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    // The staged variant asked for under the TF32 switch: its point GEMMs on TF32 tensor cores
+    // (F(2x2)'s TF32 error, as the fused tiles'), unless an IEEE tile config is forced.
+    if (tf32 && variant == WinogradVariant::kStaged && forced_config(kWinograd) < 0) {
+      record_last_choice(pass, "staged:tf32", 1);
+      return run_staged_with<WinogradF2x2, float, WinogradStagedTileTf32, true>(x, weight, bias, cv, y);
     }
   }
   with_tile_config<T>(cv, staged, pass, [&](auto cfg) {
@@ -943,7 +980,7 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cuda", [&] {
     winograd_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, map, y, plan.tile,
-                            plan.nhwc());
+                            plan.nhwc(), tf32);
   });
   return y;
 }
@@ -976,7 +1013,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(plan.format));
     const at::Tensor gy = grad_output_in(plan.format);
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cuda", [&] {
-      winograd_conv<scalar_t>(gy, weight, nullptr, map, gx, plan.tile, plan.nhwc());
+      winograd_conv<scalar_t>(gy, weight, nullptr, map, gx, plan.tile, plan.nhwc(), tf32);
     });
     return gx;
   };

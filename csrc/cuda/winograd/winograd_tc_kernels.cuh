@@ -26,8 +26,9 @@
 // tiles) then hits 32 distinct banks; so are grad_weight's dM rows (kM + 8).
 //
 // Error: rounding U and V to TF32 keeps F(2x2) within 2x of a direct TF32 convolution's (cuDNN's)
-// error on the suite layers (benchmarks/winograd_error.py); F(4x4)'s larger transforms would put it
-// several times over, so it has no TF32 kernel.
+// error on the suite layers (benchmarks/winograd_error.py); F(4x4)'s larger transforms put it
+// several times over, so its TF32 GEMM (winograd_batched_gemm_tf32_kernel, at the end of the file,
+// which also serves F(2x2)'s staged variant) runs only where a call asks for the f4x4 variant.
 #pragma once
 
 #include <type_traits>
@@ -743,6 +744,86 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         *reinterpret_cast<float2*>(o) = make_float2(r[0], r[1]);
         *reinterpret_cast<float2*>(o + 8 * a.c_pad) = make_float2(r[2], r[3]);
       }
+}
+
+// The staged variants' point GEMMs on TF32 tensor cores, for their float32 calls while PyTorch's
+// TF32 switch is on (F(2x2)'s staged variant and F(4x4)): winograd_batched_gemm_kernel's operands,
+// grid and M, in the layouts of the IEEE tile config of the same blocks and point groups (so both
+// share U's cache entry), computed by mma.sync m16n8k8. Warp w of a block computes point w of its
+// point group over the block's kM filters x kN tiles, in (kM / 16) x (kN / 8) fragments. U and V are
+// FP32 in the workspace and rounded to TF32 as a fragment reads them from shared memory; rows padded
+// by 8 floats (kSkew) put each fragment load in 32 banks.
+//   WinogradStagedTileTf32: F(2x2), WinogradTileF32's blocks: 16 points, 32 filters x 32 tiles, 16 warps,
+//                           two blocks per SM;
+//   WinogradF4x4TileTf32:   F(4x4), WinogradF4x4TileF32's blocks: 4 points, 32 filters x 64 tiles, 4 warps,
+//                           four blocks per SM.
+using WinogradStagedTileTf32 = GemmTileConfig<kWinogradPoints, 32, 32, 8, 8, 4, 2, false, 8>;
+using WinogradF4x4TileTf32 = GemmTileConfig<4, 32, 64, 8, 8, 8, 4, false, 8>;
+template <typename Tf32, typename Ieee>
+constexpr bool kSameGemmBlocks = Tf32::kBatch == Ieee::kBatch && Tf32::kM == Ieee::kM && Tf32::kN == Ieee::kN &&
+                                 Tf32::kK == Ieee::kK && Tf32::kThreads == 32 * Tf32::kBatch;
+static_assert(kSameGemmBlocks<WinogradStagedTileTf32, WinogradTileF32> &&
+                  kSameGemmBlocks<WinogradF4x4TileTf32, WinogradF4x4TileF32>,
+              "the TF32 GEMMs read the IEEE GEMMs' operands (the same blocks and point groups), a warp per point");
+
+template <typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_batched_gemm_tf32_kernel(const StagedGemmArgs<float> a) {
+  static_assert(Cfg::kThreads == 32 * Cfg::kBatch, "a warp per point");
+  static_assert(Cfg::kK % 8 == 0 && Cfg::kM % 16 == 0 && Cfg::kN % 8 == 0, "whole m16n8k8 fragments");
+  static_assert(Cfg::kLdA % 32 == 8 && Cfg::kLdB % 32 == 8, "a fragment's four k rows in four bank quarters");
+  constexpr int kMTiles = Cfg::kM / 16, kNTiles = Cfg::kN / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  float* smem = reinterpret_cast<float*>(smem_raw);
+  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
+  PaddedTileLoader<float, Cfg, Cfg::kM, Cfg::kLdA> la{
+      a.u + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.outputs_pad, a.outputs_pad, bc.kt * Cfg::kM};
+  PaddedTileLoader<float, Cfg, Cfg::kN, Cfg::kLdB> lb{
+      a.v + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.tiles_pad, a.tiles_pad, bc.pt * Cfg::kN};
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float acc[kMTiles][kNTiles][4];
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+  // Shared tiles are [point][k][filter or tile]: A (filters x k) and B (k x tiles) of point `warp`.
+  pipelined_chunks<float, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, [&](const float* as, const float* bs) {
+    const float* ap = as + warp * Cfg::kK * Cfg::kLdA + g;
+    const float* bp = bs + warp * Cfg::kK * Cfg::kLdB + g;
+#pragma unroll
+    for (int k0 = 0; k0 < Cfg::kK; k0 += 8) {
+      const float* a_lo = ap + (k0 + t) * Cfg::kLdA;
+      const float* a_hi = a_lo + 4 * Cfg::kLdA;
+      const float* b_lo = bp + (k0 + t) * Cfg::kLdB;
+      const float* b_hi = b_lo + 4 * Cfg::kLdB;
+      uint32_t af[kMTiles][4], bf[kNTiles][2];
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i) {
+        af[i][0] = tf32_bits_for_mma(a_lo[i * 16]), af[i][1] = tf32_bits_for_mma(a_lo[i * 16 + 8]);
+        af[i][2] = tf32_bits_for_mma(a_hi[i * 16]), af[i][3] = tf32_bits_for_mma(a_hi[i * 16 + 8]);
+      }
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+        bf[j][0] = tf32_bits_for_mma(b_lo[j * 8]), bf[j][1] = tf32_bits_for_mma(b_hi[j * 8]);
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) WarpMma<float>::run(acc[i][j], af[i], bf[j]);
+    }
+  });
+  // M is [group][points][outputs_pad][tiles_pad]: a fragment's rows g and g + 8, columns 2t and 2t + 1.
+  float* out = a.m + ((int64_t(bc.g) * Cfg::kBatch + warp) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad +
+               bc.pt * Cfg::kN;
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+      float* o = out + int64_t(i * 16 + g) * a.tiles_pad + j * 8 + 2 * t;
+      *reinterpret_cast<float2*>(o) = make_float2(acc[i][j][0], acc[i][j][1]);
+      *reinterpret_cast<float2*>(o + 8 * int64_t(a.tiles_pad)) = make_float2(acc[i][j][2], acc[i][j][3]);
+    }
 }
 
 }  // namespace cuda
