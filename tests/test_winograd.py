@@ -978,7 +978,8 @@ STAGED_TF32_SHAPES = [
 @pytest.mark.parametrize("shape", STAGED_TF32_SHAPES, ids=lambda s: "N{}C{}K{}H{}W{}p{}g{}".format(*s))
 def test_staged_variants_run_tf32_tensor_cores_on_request(variant, shape):
     """The staged and f4x4 variants of a float32 call while the TF32 switch is on run their point GEMMs
-    on TF32 tensor cores, forward and grad_input (grad_weight stays IEEE FP32). Their error is TF32's:
+    on TF32 tensor cores: forward and grad_input, and the staged variant's grad_weight (F(4x4)'s
+    grad_weight is F(2x2)'s, and stays IEEE FP32 under this variant). Their error is TF32's:
     over the IEEE result's, under 2e-2, and the IEEE result of the same call with the switch off
     differs from theirs by about that error. Staged F(2x2) rounds the same U and V to TF32 as the
     fused mma.sync tile, so the two agree to FP32 summation order. F(4x4)'s error is several times a
@@ -1006,7 +1007,7 @@ def test_staged_variants_run_tf32_tensor_cores_on_request(variant, shape):
         y_fused, gx_fused, _, choice_fused = run()
     torch.backends.cudnn.allow_tf32 = False
     with using_variant("winograd", variant):
-        y_ieee, gx_ieee, _, choice_ieee = run()
+        y_ieee, gx_ieee, gw_ieee, choice_ieee = run()
     tf32_choice = {"staged": "staged:tf32", "f4x4": "f4x4:staged-tf32"}[variant]
     assert f"forward:{tf32_choice}" in choice and f"grad_input:{tf32_choice}" in choice, choice
     assert "forward:fused:tf32/" in choice_fused and "tf32" not in choice_ieee, (choice_fused, choice_ieee)
@@ -1017,7 +1018,94 @@ def test_staged_variants_run_tf32_tensor_cores_on_request(variant, shape):
         assert rel_err(ours, ieee) < 2 * err
         if variant == "staged":
             assert rel_err(ours, fused) < 1e-5, (rel_err(ours, fused), err)
-    assert rel_err(gw, ref_gw) < 1e-5  # IEEE FP32
+    if variant == "staged":
+        assert "grad_weight:staged:tf32/" in choice, choice
+        err = rel_err(gw, ref_gw)
+        assert 1e-5 < err < 2e-2 and rel_err(gw, gw_ieee) < 2 * err, (err, rel_err(gw, gw_ieee))
+    else:
+        assert "tf32" not in choice.split()[2], choice
+        assert rel_err(gw, ref_gw) < 1e-5  # IEEE FP32
+
+
+@needs_cuda
+def test_staged_tf32_in_workspace_chunks():
+    """Under a workspace limit the staged TF32 GEMMs run the batch's tiles in chunks (grad_weight's
+    later chunks add to the first's slices): the same TF32 roundings of the same V, M and dM, so the
+    result is the unchunked call's but for FP32 summation order, forward and both gradients."""
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(3, 40, 23, 19, device="cuda", generator=gen)
+    w = torch.randn(36, 40, 3, 3, device="cuda", generator=gen) / 20
+    gy = torch.randn(3, 36, 23, 19, device="cuda", generator=gen)
+
+    def run():
+        xs, ws = x.detach().requires_grad_(), w.detach().requires_grad_()
+        y = torchconv.conv2d(xs, ws, None, 1, 1, algorithm="winograd")
+        full = torchconv.last_workspace_bytes()
+        return (y.detach(),) + torch.autograd.grad(y, (xs, ws), gy), full, torchconv.last_choice()
+
+    old_limit = torchconv.get_workspace_limit()
+    with using_variant("winograd", "staged"):
+        whole, full, choice = run()
+        assert all(p.startswith(("forward:staged:tf32/", "grad_input:staged:tf32/", "grad_weight:staged:tf32/"))
+                   for p in choice.split()), choice
+        try:
+            torchconv.set_workspace_limit(full // 4)
+            chunked, capped, _ = run()
+        finally:
+            torchconv.set_workspace_limit(old_limit)
+    assert 0 < capped <= full // 4
+    xd, wd = x.double().requires_grad_(), w.double().requires_grad_()
+    ref = F.conv2d(xd, wd, None, 1, 1)
+    refs = (ref,) + torch.autograd.grad(ref, (xd, wd), gy.double())
+    for name, a, b, r in zip(("output", "grad_input", "grad_weight"), whole, chunked, refs):
+        assert 1e-5 < rel_err(a, r) < 2e-2, name
+        assert rel_err(b, a) < 1e-5, (name, rel_err(b, a))
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("variant", ["staged", "f4x4"])
+@pytest.mark.parametrize("shape", [
+    (2, 40, 72, 13, 17, 1, 1, True),
+    (3, 66, 74, 11, 9, 1, 2, False),  # groups of 33 channels and 37 filters
+    (1, 33, 48, 7, 6, 2, 1, True),  # partial tiles, padding 2
+], ids=shape_id)
+def test_16bit_calls_of_the_staged_variants(shape, variant, dtype):
+    """bfloat16 and float16 calls of the staged and f4x4 variants run widened to float32. bfloat16's
+    run their point GEMMs on TF32 tensor cores, as a float32 call under the TF32 switch (its values
+    are exact in TF32; TF32's rounding of U and V, F(4x4)'s too, stays within 2x of a bfloat16
+    convolution's error): each pass is that call's result rounded to bfloat16, bit for bit, and within
+    2x of cuDNN's bfloat16 error. float16's stay IEEE FP32 (TF32 rounding of V would cost float16 2.5x
+    its error): each pass is the IEEE result rounded (assert_rounded_ieee)."""
+    with using_variant("winograd", variant):
+        ours, widened, plans, _, (x, gy) = half_and_float32_passes(shape, "nchw", dtype=dtype)
+    tf32 = {"staged": "staged:tf32/", "f4x4": "f4x4:staged-tf32/"}[variant]
+    gemms_on_tensor_cores = [tf32 in p for p in plans]
+    if dtype == torch.float16:
+        assert gemms_on_tensor_cores == [False, False, False] and not any("tf32" in p for p in plans), plans
+        for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, widened):
+            assert_rounded_ieee(got, ref, name)
+        return
+    # F(4x4)'s grad_weight is F(2x2)'s, in IEEE FP32 under this variant
+    assert gemms_on_tensor_cores == [True, True, variant == "staged"], plans
+    for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, widened):
+        assert got.dtype == torch.bfloat16 and torch.equal(got, ref.to(torch.bfloat16)), name
+    n, c, k, h, w, padding, groups, bias = shape
+    wt = (torch.randn(k, c // groups, 3, 3, device="cuda") / (9 * c // groups) ** 0.5).to(dtype)
+    kw = dict(stride=1, padding=padding, dilation=1, groups=groups)
+    xd, wd = x.detach().double().requires_grad_(True), wt.double().requires_grad_(True)
+    ref = F.conv2d(xd, wd, None, **kw)
+    refs = (ref,) + torch.autograd.grad(ref, (xd, wd), gy.double())
+    xr, wr = x.detach().requires_grad_(True), wt.detach().requires_grad_(True)
+    cudnn = F.conv2d(xr, wr, None, **kw)
+    theirs = (cudnn,) + torch.autograd.grad(cudnn, (xr, wr), gy)
+    xs, ws = x.detach().requires_grad_(True), wt.detach().requires_grad_(True)
+    with using_variant("winograd", variant):
+        y = torchconv.conv2d(xs, ws, None, algorithm="winograd", **kw)
+        mine = (y,) + torch.autograd.grad(y, (xs, ws), gy)
+    for name, got, r, pt in zip(("output", "grad_input", "grad_weight"), mine, refs, theirs):
+        assert rel_err(got, r) <= 2 * rel_err(pt, r), (name, rel_err(got, r), rel_err(pt, r))
 
 
 @needs_cuda
@@ -1187,7 +1275,8 @@ def test_channels_last_tile_rule_under_tf32(n, hw, c, k, groups, choice):
     (48, 96, 3, "fused", "fused:tf32/"),  # groups of 32 filters
     (8, 64, 1, "auto", "fused:narrow/"),  # at most 8 channels per group: the narrow IEEE tile
     (64, 4, 1, "auto", "fused:default/"),  # 4 filters: IEEE FP32, like the forward's narrow kernel
-    (64, 64, 1, "staged", "staged:default/"),  # an explicit staged variant's grad_weight stays IEEE
+    (64, 64, 1, "staged", "staged:tf32/"),  # an explicit staged variant: its own GEMM on TF32 tensor cores
+    (6, 64, 1, "staged", "staged:narrow/"),  # ... but for the narrow IEEE tile's layers
 ])
 def test_grad_weight_under_tf32(c, k, groups, variant, choice):
     """With TF32 on, grad_weight runs its point GEMMs on tensor cores where the forward would, but for

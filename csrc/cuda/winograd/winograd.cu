@@ -10,11 +10,13 @@
 //   staged seed 003's pipeline: an input-transform kernel writes V, the batched GEMM writes M, an
 //          output-transform kernel writes Y; V and M live in a workspace bounded by the workspace
 //          limit (the batch's tiles are processed in chunks). A float32 call under PyTorch's TF32
-//          switch runs the batched GEMM on TF32 tensor cores.
+//          switch runs the batched GEMMs (forward, grad_input, grad_weight) on TF32 tensor cores; so
+//          does a bfloat16 call.
 //   f4x4   F(4x4, 3x3) through the staged pipeline, the 36 point GEMMs in blocks of a few points;
 //          the forward and grad_input (grad_weight stays in F(2x2)'s domain). A float32 call under
-//          PyTorch's TF32 switch runs the point GEMMs on TF32 tensor cores (with several times a
-//          direct TF32 convolution's error: only on request, never auto's choice).
+//          PyTorch's TF32 switch, and a bfloat16 call, runs the point GEMMs on TF32 tensor cores
+//          (with several times a direct TF32 convolution's error: only on request, never auto's
+//          choice).
 // All run the block GEMM of tile_gemm.cuh (kBatch = 16 points for F(2x2), 4 for F(4x4)). The
 // transformed filters U are cached per weight (weight_cache.h), so inference pays the filter
 // transform once.
@@ -772,7 +774,7 @@ void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems
 
 template <typename T, typename Cfg>
 at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
-                                int64_t* workspace) {
+                                int64_t* workspace, bool tf32 = false) {
   auto gy = grad_output.contiguous();
   auto x = input.contiguous();
   auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options());
@@ -792,6 +794,11 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   const WinogradVariant variant = winograd_variant();
   const bool staged = variant == WinogradVariant::kStaged ||
                       ((variant == WinogradVariant::kAuto || variant == WinogradVariant::kF4x4) && prefer_staged(cv));
+  // The staged variant asked for under the TF32 switch: its GEMM on TF32 tensor cores, as the
+  // forward's, unless an IEEE tile config is forced (the narrow blocks have no TF32 GEMM).
+  constexpr bool kHasTf32Gemm = std::is_same_v<T, float> && std::is_same_v<Cfg, WinogradTileF32>;
+  const bool tf32_gemm =
+      kHasTf32Gemm && tf32 && variant == WinogradVariant::kStaged && forced_config(kWinograd) < 0;
   at::Tensor partial;
   int64_t splits = 0;
   if (!staged) {
@@ -827,7 +834,16 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
     partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
     *workspace = (vt.numel() + dmt.numel() + partial.numel()) * int64_t(sizeof(T));
     auto kernel = winograd_weight_grad_gemm_kernel<T, Cfg>;
-    ensure_dynamic_smem(kernel, gemm_smem, "conv2d_winograd_backward");
+    size_t smem = gemm_smem;
+    int threads = Cfg::kThreads;
+    if constexpr (kHasTf32Gemm) {
+      if (tf32_gemm) {
+        kernel = winograd_weight_grad_gemm_tf32_kernel<WinogradStagedTileTf32>;
+        smem = WinogradStagedTileTf32::mainloop_smem_bytes<float>();
+        threads = WinogradStagedTileTf32::kThreads;
+      }
+    }
+    ensure_dynamic_smem(kernel, smem, "conv2d_winograd_backward");
     for (int64_t t0 = 0; t0 < tiles; t0 += chunk) {
       const int64_t count = std::min<int64_t>(chunk, tiles - t0);
       const int tiles_pad = round_up(int(count), Cfg::kK);
@@ -848,7 +864,7 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
       const int64_t used = ceil_div(tiles_pad, a.tiles_per_split);
       const int64_t blocks = base_blocks * used;
       check_grid(blocks, "conv2d_winograd_backward");
-      kernel<<<unsigned(blocks), Cfg::kThreads, gemm_smem, current_stream()>>>(a);
+      kernel<<<unsigned(blocks), threads, smem, current_stream()>>>(a);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       if (t0 == 0) splits = used;
     }
@@ -856,6 +872,7 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   // (last_choice keeps the pointer: literals only)
   const char* config = std::is_same_v<T, double>         ? (staged ? "staged:f64" : "fused:f64")
                        : Cfg::kN < WinogradTileF32::kN ? (staged ? "staged:narrow" : "fused:narrow")
+                       : tf32_gemm && staged           ? "staged:tf32"
                                                        : (staged ? "staged:default" : "fused:default");
   record_last_choice("grad_weight", config, int(splits));
   finish_grad_weight<T>(partial, splits, slice_bytes / int64_t(sizeof(T)), cv, k_pad, c_pad, gw);
@@ -955,15 +972,23 @@ TcForwardPlan tc_forward_plan(bool tf32, const LaunchMap& map, const at::Tensor&
   return plan;
 }
 
-// Which calls of the float32 kernels below run the TF32 tensor-core tiles: float32 calls while
-// PyTorch's TF32 switch is on (kFollowSwitch); the 16-bit calls' passes that no tile takes, which
-// reach them widened, never (kNever: conv2d_winograd_16bit_cuda runs the tiles on 16-bit tensors
-// itself).
-enum class TensorCoreUse { kFollowSwitch, kNever };
+// Which calls of the float32 kernels below run TF32 tensor cores: float32 calls while PyTorch's TF32
+// switch is on (kFollowSwitch). The 16-bit calls' passes that no tile takes reach them widened
+// (conv2d_winograd_16bit_cuda runs the tiles on 16-bit tensors itself): bfloat16's with TF32 on
+// (kAlways), so that the staged variant's GEMMs and F(4x4)'s run on tensor cores (bfloat16 values are
+// exact in TF32, and TF32's rounding of U and V stays under bfloat16's output rounding, F(4x4)'s too:
+// docs/winograd.md); float16's never (kNever: TF32 rounding of V would cost float16 2.5x its error).
+// The other passes reach the same IEEE kernels either way: the tiles' rules do not depend on the
+// dtype, so a pass that no tile took in 16 bits takes none widened.
+enum class TensorCoreUse { kFollowSwitch, kAlways, kNever };
 template <TensorCoreUse kUse>
 bool runs_tensor_cores(const at::Tensor& input) {
-  return input.scalar_type() == at::kFloat && kUse == TensorCoreUse::kFollowSwitch && tf32_enabled();
+  if (input.scalar_type() != at::kFloat || kUse == TensorCoreUse::kNever) return false;
+  return kUse == TensorCoreUse::kAlways || tf32_enabled();
 }
+template <typename TIo>
+constexpr TensorCoreUse kWidenedTensorCoreUse =
+    std::is_same_v<TIo, __nv_bfloat16> ? TensorCoreUse::kAlways : TensorCoreUse::kNever;
 
 template <TensorCoreUse kUse>
 at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weight,
@@ -1036,7 +1061,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
       } else if (p.channels_per_group() <= WinogradWeightGradNarrow::kN) {
         gw = winograd_grad_weight<scalar_t, WinogradWeightGradNarrow>(p, gy, input, &bytes);
       } else {
-        gw = winograd_grad_weight<scalar_t, WinogradTileF32>(p, gy, input, &bytes);
+        gw = winograd_grad_weight<scalar_t, WinogradTileF32>(p, gy, input, &bytes, tf32);
       }
     });
     record_workspace_bytes(bytes);
@@ -1054,7 +1079,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
 // 7); float16 three bfloat16 products of split operands, on the mma.sync tiles (kMmaProducts,
 // tile_for). Either way whatever PyTorch's TF32 switch says: the switch governs float32. What the
 // tiles do not take -- the layers of the shallow and narrow kernels, the staged and F(4x4) variants,
-// a forced IEEE config -- runs widened to float32, in IEEE FP32, pass by pass.
+// a forced IEEE config -- runs widened to float32, pass by pass: in IEEE FP32, but for bfloat16's
+// staged and F(4x4) variants, whose GEMMs take TF32 tensor cores (kWidenedTensorCoreUse).
 template <typename TIo>
 at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor& weight,
                                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
@@ -1065,8 +1091,8 @@ at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor&
   const LaunchMap map = forward_map(p);
   const TcForwardPlan plan = tc_forward_plan(true, map, input, weight);
   if (plan.tile == kTcIeee)
-    return forward_in_fp32(kWinogradOp, &conv2d_winograd_cuda<TensorCoreUse::kNever>, input, weight, bias, stride,
-                           padding, dilation, groups);
+    return forward_in_fp32(kWinogradOp, &conv2d_winograd_cuda<kWidenedTensorCoreUse<TIo>>, input, weight, bias,
+                           stride, padding, dilation, groups);
   const at::Tensor x = input.contiguous(plan.format);
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   at::Tensor y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
@@ -1110,7 +1136,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
   const bool widened_input = output_mask[0] && !tc_input, widened_weight = output_mask[1] && !tc_weight;
   if (widened_input || widened_weight) {
     auto [fx, fw, unused] =
-        backward_in_fp32(kWinogradBackwardOp, &conv2d_winograd_backward_cuda<TensorCoreUse::kNever>, grad_output,
+        backward_in_fp32(kWinogradBackwardOp, &conv2d_winograd_backward_cuda<kWidenedTensorCoreUse<TIo>>, grad_output,
                          input, weight, stride, padding, dilation, groups, {widened_input, widened_weight, false});
     if (widened_input) gx = fx;
     if (widened_weight) gw = fw;

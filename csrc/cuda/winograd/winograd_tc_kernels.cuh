@@ -28,7 +28,8 @@
 // Error: rounding U and V to TF32 keeps F(2x2) within 2x of a direct TF32 convolution's (cuDNN's)
 // error on the suite layers (benchmarks/winograd_error.py); F(4x4)'s larger transforms put it
 // several times over, so its TF32 GEMM (winograd_batched_gemm_tf32_kernel, at the end of the file,
-// which also serves F(2x2)'s staged variant) runs only where a call asks for the f4x4 variant.
+// which also serves F(2x2)'s staged variant, beside its grad_weight's) runs only where a call asks
+// for the f4x4 variant.
 #pragma once
 
 #include <type_traits>
@@ -749,7 +750,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // The staged variants' point GEMMs on TF32 tensor cores, for their float32 calls while PyTorch's
 // TF32 switch is on (F(2x2)'s staged variant and F(4x4)): winograd_batched_gemm_kernel's operands,
 // grid and M, in the layouts of the IEEE tile config of the same blocks and point groups (so both
-// share U's cache entry), computed by mma.sync m16n8k8. Warp w of a block computes point w of its
+// share U's cache entry), computed by mma.sync m16n8k8; likewise the staged grad_weight's GEMM
+// (winograd_weight_grad_gemm_kernel's, WinogradStagedTileTf32 for WinogradTileF32). Warp w of a block computes point w of its
 // point group over the block's kM filters x kN tiles, in (kM / 16) x (kN / 8) fragments. U and V are
 // FP32 in the workspace and rounded to TF32 as a fragment reads them from shared memory; rows padded
 // by 8 floats (kSkew) put each fragment load in 32 banks.
@@ -766,64 +768,114 @@ static_assert(kSameGemmBlocks<WinogradStagedTileTf32, WinogradTileF32> &&
                   kSameGemmBlocks<WinogradF4x4TileTf32, WinogradF4x4TileF32>,
               "the TF32 GEMMs read the IEEE GEMMs' operands (the same blocks and point groups), a warp per point");
 
+// The staged GEMMs' main loop on TF32 tensor cores: acc += A^T B over `chunks` reduction chunks, where
+// the shared tiles are [point][k][filter or tile] (A: kM x k, B: k x kN) and warp w computes point w.
+// acc[i][j] is the m16n8k8 fragment of rows i * 16 + (lane / 4) (+ 8) and columns j * 8 + 2 (lane % 4)
+// (+ 1) of the warp's kM x kN tile.
 template <typename Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_batched_gemm_tf32_kernel(const StagedGemmArgs<float> a) {
+struct Tf32PointGemm {
   static_assert(Cfg::kThreads == 32 * Cfg::kBatch, "a warp per point");
   static_assert(Cfg::kK % 8 == 0 && Cfg::kM % 16 == 0 && Cfg::kN % 8 == 0, "whole m16n8k8 fragments");
   static_assert(Cfg::kLdA % 32 == 8 && Cfg::kLdB % 32 == 8, "a fragment's four k rows in four bank quarters");
-  constexpr int kMTiles = Cfg::kM / 16, kNTiles = Cfg::kN / 8;
+  static constexpr int kMTiles = Cfg::kM / 16, kNTiles = Cfg::kN / 8;
+  using Acc = float[kMTiles][kNTiles][4];
+
+  template <typename LoaderA, typename LoaderB>
+  __device__ __forceinline__ static void run(float* smem, LoaderA& la, LoaderB& lb, int chunks, Acc& acc) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+    pipelined_chunks<float, Cfg>(smem, la, lb, chunks, [&](const float* as, const float* bs) {
+      const float* ap = as + warp * Cfg::kK * Cfg::kLdA + g;
+      const float* bp = bs + warp * Cfg::kK * Cfg::kLdB + g;
+#pragma unroll
+      for (int k0 = 0; k0 < Cfg::kK; k0 += 8) {
+        const float* a_lo = ap + (k0 + t) * Cfg::kLdA;
+        const float* a_hi = a_lo + 4 * Cfg::kLdA;
+        const float* b_lo = bp + (k0 + t) * Cfg::kLdB;
+        const float* b_hi = b_lo + 4 * Cfg::kLdB;
+        uint32_t af[kMTiles][4], bf[kNTiles][2];
+#pragma unroll
+        for (int i = 0; i < kMTiles; ++i) {
+          af[i][0] = tf32_bits_for_mma(a_lo[i * 16]), af[i][1] = tf32_bits_for_mma(a_lo[i * 16 + 8]);
+          af[i][2] = tf32_bits_for_mma(a_hi[i * 16]), af[i][3] = tf32_bits_for_mma(a_hi[i * 16 + 8]);
+        }
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j)
+          bf[j][0] = tf32_bits_for_mma(b_lo[j * 8]), bf[j][1] = tf32_bits_for_mma(b_hi[j * 8]);
+#pragma unroll
+        for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+          for (int j = 0; j < kNTiles; ++j) WarpMma<float>::run(acc[i][j], af[i], bf[j]);
+      }
+    });
+  }
+
+  // Writes (or adds to) the warp's tile at `out` (its row 0, column 0; rows `ld` apart).
+  __device__ __forceinline__ static void store(const Acc& acc, float* out, int64_t ld, bool accumulate) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float2* o = reinterpret_cast<float2*>(out + int64_t(i * 16 + g + 8 * h) * ld + j * 8 + 2 * t);
+          float2 v = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+          if (accumulate) {
+            const float2 before = *o;
+            v.x += before.x, v.y += before.y;
+          }
+          *o = v;
+        }
+  }
+};
+
+template <typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_batched_gemm_tf32_kernel(const StagedGemmArgs<float> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  float* smem = reinterpret_cast<float*>(smem_raw);
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
   PaddedTileLoader<float, Cfg, Cfg::kM, Cfg::kLdA> la{
       a.u + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.outputs_pad, a.outputs_pad, bc.kt * Cfg::kM};
   PaddedTileLoader<float, Cfg, Cfg::kN, Cfg::kLdB> lb{
       a.v + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.tiles_pad, a.tiles_pad, bc.pt * Cfg::kN};
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  float acc[kMTiles][kNTiles][4];
-#pragma unroll
-  for (int i = 0; i < kMTiles; ++i)
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
-  // Shared tiles are [point][k][filter or tile]: A (filters x k) and B (k x tiles) of point `warp`.
-  pipelined_chunks<float, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, [&](const float* as, const float* bs) {
-    const float* ap = as + warp * Cfg::kK * Cfg::kLdA + g;
-    const float* bp = bs + warp * Cfg::kK * Cfg::kLdB + g;
-#pragma unroll
-    for (int k0 = 0; k0 < Cfg::kK; k0 += 8) {
-      const float* a_lo = ap + (k0 + t) * Cfg::kLdA;
-      const float* a_hi = a_lo + 4 * Cfg::kLdA;
-      const float* b_lo = bp + (k0 + t) * Cfg::kLdB;
-      const float* b_hi = b_lo + 4 * Cfg::kLdB;
-      uint32_t af[kMTiles][4], bf[kNTiles][2];
-#pragma unroll
-      for (int i = 0; i < kMTiles; ++i) {
-        af[i][0] = tf32_bits_for_mma(a_lo[i * 16]), af[i][1] = tf32_bits_for_mma(a_lo[i * 16 + 8]);
-        af[i][2] = tf32_bits_for_mma(a_hi[i * 16]), af[i][3] = tf32_bits_for_mma(a_hi[i * 16 + 8]);
-      }
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j)
-        bf[j][0] = tf32_bits_for_mma(b_lo[j * 8]), bf[j][1] = tf32_bits_for_mma(b_hi[j * 8]);
-#pragma unroll
-      for (int i = 0; i < kMTiles; ++i)
-#pragma unroll
-        for (int j = 0; j < kNTiles; ++j) WarpMma<float>::run(acc[i][j], af[i], bf[j]);
-    }
-  });
-  // M is [group][points][outputs_pad][tiles_pad]: a fragment's rows g and g + 8, columns 2t and 2t + 1.
-  float* out = a.m + ((int64_t(bc.g) * Cfg::kBatch + warp) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad +
-               bc.pt * Cfg::kN;
-#pragma unroll
-  for (int i = 0; i < kMTiles; ++i)
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-      float* o = out + int64_t(i * 16 + g) * a.tiles_pad + j * 8 + 2 * t;
-      *reinterpret_cast<float2*>(o) = make_float2(acc[i][j][0], acc[i][j][1]);
-      *reinterpret_cast<float2*>(o + 8 * int64_t(a.tiles_pad)) = make_float2(acc[i][j][2], acc[i][j][3]);
-    }
+  typename Tf32PointGemm<Cfg>::Acc acc;
+  Tf32PointGemm<Cfg>::run(reinterpret_cast<float*>(smem_raw), la, lb, a.reduction_pad / Cfg::kK, acc);
+  // M is [group][points][outputs_pad][tiles_pad].
+  const int warp = threadIdx.x / 32;
+  Tf32PointGemm<Cfg>::store(
+      acc, a.m + ((int64_t(bc.g) * Cfg::kBatch + warp) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad + bc.pt * Cfg::kN,
+      a.tiles_pad, false);
+}
+
+// The staged grad_weight's GEMM (winograd_weight_grad_gemm_kernel's operands, grid and slices) on TF32
+// tensor cores, for the staged variant's float32 calls under the TF32 switch: dU[p] += dM^T[p]^T V^T[p]
+// over the tiles of the block's split, a warp per point.
+template <typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_weight_grad_gemm_tf32_kernel(const StagedWeightGradArgs<float> a) {
+  static_assert(Cfg::kBatch == kWinogradPoints, "a block computes all 16 points of its filters and channels");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const auto [kt, ct, g, split] = weight_grad_block(a.k_tiles, a.c_tiles, a.groups);
+  const int tile_begin = split * a.tiles_per_split;
+  const int tiles = min(a.tiles_per_split, a.tiles_pad - tile_begin);
+  PaddedTileLoader<float, Cfg, Cfg::kM, Cfg::kLdA> la{
+      a.dmt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.k_pad, a.k_pad, kt * Cfg::kM};
+  PaddedTileLoader<float, Cfg, Cfg::kN, Cfg::kLdB> lb{
+      a.vt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.c_pad, a.c_pad, ct * Cfg::kN};
+  typename Tf32PointGemm<Cfg>::Acc acc;
+  Tf32PointGemm<Cfg>::run(reinterpret_cast<float*>(smem_raw), la, lb, tiles / Cfg::kK, acc);
+  // dU slices are [slice][16][k_pad][c_pad] (store_weight_grad_slice's layout).
+  const int warp = threadIdx.x / 32;
+  const int slice = split * a.groups + g;
+  Tf32PointGemm<Cfg>::store(
+      acc, a.partial + ((int64_t(slice) * kWinogradPoints + warp) * a.k_pad + kt * Cfg::kM) * a.c_pad + ct * Cfg::kN,
+      a.c_pad, a.accumulate);
 }
 
 }  // namespace cuda
