@@ -405,9 +405,9 @@ static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster 
                   int(std::size(kTcTileChoices)) == kTcTileWgmmaClusterUVMulticast + 1,
               "wgmma configs and tiles in one order");
 
-// The tensor-core tile of a call that runs them (runs_tensor_cores) as the variant and a forced config
-// decide it: kTcIeee (the staged or F(4x4) variant -- which take TF32 for their own batched GEMMs,
-// winograd_conv --, a forced IEEE tile config), the forced tile, or
+// The tensor-core tile of a call that runs them (point_gemms) as the variant and a forced config
+// decide it: kTcIeee (the staged or F(4x4) variant -- which take tensor cores for their own batched
+// GEMMs, winograd_conv --, a forced IEEE tile config), the forced tile, or
 // kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
 // run is a ValueError.
 constexpr int kTcTileByRule = kTcTileWgmmaClusterUVMulticast + 1;
@@ -477,10 +477,18 @@ int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
   return channels_last && cv.Cg() >= kClusterMinReduction ? kTcTileWgmmaCluster : kTcTileWgmma;
 }
 
+// How a float32 call's point GEMMs run: on CUDA cores in IEEE FP32 (kIeee), or on tensor cores --
+// TF32 products (kTf32: float32 calls under PyTorch's TF32 switch, bfloat16 calls widened) or three
+// bfloat16 products of split operands (kSplitBf16: float16 calls widened, whose error a TF32 rounding
+// of V would put at 2.5x cuDNN's). The tensor-core fused tiles take a call unless kIeee; the staged
+// variant's GEMMs follow it; F(4x4)'s take kTf32 only (split, its error is not known to meet the bar).
+enum class PointGemms { kIeee, kTf32, kSplitBf16 };
+constexpr int mma_products(PointGemms g) { return g == PointGemms::kSplitBf16 ? 3 : 1; }
+
 // The staged pipeline for F(m x m, 3 x 3) (cv's tiles are Tile's): input transform, batched GEMM
-// over Tile::kPoints / Cfg::kBatch point groups per convolution group (on TF32 tensor cores where
-// kTf32Gemm), output transform.
-template <typename Tile, typename T, typename Cfg, bool kTf32Gemm = false>
+// over Tile::kPoints / Cfg::kBatch point groups per convolution group (on tensor cores unless
+// kGemms is kIeee), output transform.
+template <typename Tile, typename T, typename Cfg, PointGemms kGemms = PointGemms::kIeee>
 void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
                 at::Tensor& y) {
   constexpr int kPointGroups = Tile::kPoints / Cfg::kBatch;
@@ -496,9 +504,9 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
   at::Tensor m = at::empty({int64_t(cv.groups) * Tile::kPoints * f.outputs_pad * chunk_pad}, x.options());
   record_workspace_bytes((v.numel() + m.numel()) * int64_t(sizeof(T)));
   void (*gemm)(const StagedGemmArgs<T>) = nullptr;
-  if constexpr (kTf32Gemm) {
-    static_assert(std::is_same_v<T, float>, "TF32 GEMMs for float32 calls");
-    gemm = winograd_batched_gemm_tf32_kernel<Cfg>;
+  if constexpr (kGemms != PointGemms::kIeee) {
+    static_assert(std::is_same_v<T, float>, "tensor-core GEMMs for float32 operands");
+    gemm = winograd_batched_gemm_mma_kernel<Cfg, mma_products(kGemms)>;
   } else {
     gemm = winograd_batched_gemm_kernel<T, Cfg>;
   }
@@ -527,14 +535,14 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
 }
 
 // The staged pipeline of Tile with tile config Cfg, its filters transformed (and cached) in Cfg's
-// layout. A TF32 config lays U, V and M out as the IEEE config of the same blocks does, so both
-// share U's cache entry.
-template <typename Tile, typename T, typename Cfg, bool kTf32Gemm = false>
+// layout. A tensor-core config lays U, V and M out as the IEEE config of the same blocks does, so
+// both share U's cache entry.
+template <typename Tile, typename T, typename Cfg, PointGemms kGemms = PointGemms::kIeee>
 void run_staged_with(const at::Tensor& x, const at::Tensor& weight, const T* bias, const WinogradConv& cv,
                      at::Tensor& y) {
   const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
   const at::Tensor u = transformed_filters<T, Tile, Cfg::kBatch>(weight, f);
-  run_staged<Tile, T, Cfg, kTf32Gemm>(x, u, f, bias, cv, y);
+  run_staged<Tile, T, Cfg, kGemms>(x, u, f, bias, cv, y);
 }
 
 // F(4x4, 3x3): its own tiles of x, its own filters (36 points in point groups), the staged pipeline;
@@ -545,7 +553,8 @@ void run_f4x4(const at::Tensor& x, const at::Tensor& weight, const T* bias, cons
               bool tf32) {
   const WinogradConv cv = winograd_launch<WinogradF4x4>(map);
   if constexpr (std::is_same_v<T, float>) {
-    if (tf32) return run_staged_with<WinogradF4x4, float, WinogradF4x4TileTf32, true>(x, weight, bias, cv, y);
+    if (tf32)
+      return run_staged_with<WinogradF4x4, float, WinogradF4x4TileTf32, PointGemms::kTf32>(x, weight, bias, cv, y);
   }
   using Cfg = std::conditional_t<std::is_same_v<T, double>, WinogradF4x4TileF64, WinogradF4x4TileF32>;
   run_staged_with<WinogradF4x4, T, Cfg>(x, weight, bias, cv, y);
@@ -688,17 +697,22 @@ void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* 
 // `tc_tile`: the tensor-core tile of a float32 call that runs them (the caller's TcForwardPlan,
 // winograd_tc_conv), else kTcIeee. The fused F(2x2) variant (auto's choice then, except for the layers
 // the shallow and narrow kernels take) runs its point GEMMs on tensor cores, which outrun IEEE
-// F(4x4)'s fewer multiplications on CUDA cores (docs/winograd.md). `tf32`: the call runs TF32 tensor
-// cores (runs_tensor_cores); the staged and F(4x4) variants then take them for their point GEMMs
-// (F(4x4) with several times cuDNN's TF32 error, which is why no rule chooses it). A forced IEEE tile
-// config and the shallow and narrow kernels stay in IEEE FP32. `nhwc`: x and y are channels_last,
+// F(4x4)'s fewer multiplications on CUDA cores (docs/winograd.md). `gemms`: how the call's point
+// GEMMs run (point_gemms); the staged and F(4x4) variants take tensor cores for theirs unless kIeee
+// (F(4x4) in TF32 only, with several times cuDNN's TF32 error, which is why no rule chooses it). A
+// forced IEEE tile config and the shallow and narrow kernels stay in IEEE FP32. `nhwc`: x and y are channels_last,
 // which the tensor-core kernels and the float shallow kernel take (the callers copy to NCHW for the
 // others: tc_forward_plan).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
-                   at::Tensor& y, int tc_tile = kTcIeee, bool nhwc = false, bool tf32 = false) {
+                   at::Tensor& y, int tc_tile = kTcIeee, bool nhwc = false, PointGemms gemms = PointGemms::kIeee) {
   if constexpr (std::is_same_v<T, float>) {
-    if (tc_tile != kTcIeee) return winograd_tc_conv<float>(x, weight, bias, map, y, tc_tile, nhwc);
+    if (tc_tile != kTcIeee) {
+      // A float32 tile runs TF32 products: only calls of kTf32 reach one (a widened float16 pass
+      // takes no tile, as its 16-bit call took none).
+      TORCH_INTERNAL_ASSERT(gemms == PointGemms::kTf32, "winograd: a tensor-core tile for a call without TF32");
+      return winograd_tc_conv<float>(x, weight, bias, map, y, tc_tile, nhwc);
+    }
   }
   const WinogradConv cv = winograd_launch(map);
   if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
@@ -707,7 +721,7 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
   if (variant == WinogradVariant::kF4x4 ||
       (variant == WinogradVariant::kAuto && std::is_same_v<T, float> && forced_config(kWinograd) < 0 &&
        prefer_f4x4(cv))) {
-    const bool tf32_gemms = tf32 && variant == WinogradVariant::kF4x4;
+    const bool tf32_gemms = gemms == PointGemms::kTf32 && variant == WinogradVariant::kF4x4;
     record_last_choice(pass, tf32_gemms ? "f4x4:staged-tf32" : "f4x4:staged", 1);
     return run_f4x4<T>(x, weight, bias, map, y, tf32_gemms);
   }
@@ -730,11 +744,16 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
     }
   }
   if constexpr (std::is_same_v<T, float>) {
-    // The staged variant asked for under the TF32 switch: its point GEMMs on TF32 tensor cores
-    // (F(2x2)'s TF32 error, as the fused tiles'), unless an IEEE tile config is forced.
-    if (tf32 && variant == WinogradVariant::kStaged && forced_config(kWinograd) < 0) {
-      record_last_choice(pass, "staged:tf32", 1);
-      return run_staged_with<WinogradF2x2, float, WinogradStagedTileTf32, true>(x, weight, bias, cv, y);
+    // The staged variant asked for by a call on tensor cores: its point GEMMs there (TF32: F(2x2)'s
+    // TF32 error, as the fused tiles'; 3xBF16: about IEEE FP32's), unless an IEEE tile config is forced.
+    if (gemms != PointGemms::kIeee && variant == WinogradVariant::kStaged && forced_config(kWinograd) < 0) {
+      if (gemms == PointGemms::kTf32) {
+        record_last_choice(pass, "staged:tf32", 1);
+        return run_staged_with<WinogradF2x2, float, WinogradStagedTileMma, PointGemms::kTf32>(x, weight, bias, cv, y);
+      }
+      record_last_choice(pass, "staged:3xbf16", 1);
+      return run_staged_with<WinogradF2x2, float, WinogradStagedTileMma, PointGemms::kSplitBf16>(x, weight, bias, cv,
+                                                                                                y);
     }
   }
   with_tile_config<T>(cv, staged, pass, [&](auto cfg) {
@@ -774,7 +793,7 @@ void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems
 
 template <typename T, typename Cfg>
 at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
-                                int64_t* workspace, bool tf32 = false) {
+                                int64_t* workspace, PointGemms gemms = PointGemms::kIeee) {
   auto gy = grad_output.contiguous();
   auto x = input.contiguous();
   auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options());
@@ -794,11 +813,11 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   const WinogradVariant variant = winograd_variant();
   const bool staged = variant == WinogradVariant::kStaged ||
                       ((variant == WinogradVariant::kAuto || variant == WinogradVariant::kF4x4) && prefer_staged(cv));
-  // The staged variant asked for under the TF32 switch: its GEMM on TF32 tensor cores, as the
-  // forward's, unless an IEEE tile config is forced (the narrow blocks have no TF32 GEMM).
-  constexpr bool kHasTf32Gemm = std::is_same_v<T, float> && std::is_same_v<Cfg, WinogradTileF32>;
-  const bool tf32_gemm =
-      kHasTf32Gemm && tf32 && variant == WinogradVariant::kStaged && forced_config(kWinograd) < 0;
+  // The staged variant asked for by a call on tensor cores: its GEMM there, as the forward's, unless
+  // an IEEE tile config is forced (the narrow blocks have no tensor-core GEMM).
+  constexpr bool kHasMmaGemm = std::is_same_v<T, float> && std::is_same_v<Cfg, WinogradTileF32>;
+  const bool mma_gemm =
+      kHasMmaGemm && gemms != PointGemms::kIeee && variant == WinogradVariant::kStaged && forced_config(kWinograd) < 0;
   at::Tensor partial;
   int64_t splits = 0;
   if (!staged) {
@@ -836,11 +855,12 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
     auto kernel = winograd_weight_grad_gemm_kernel<T, Cfg>;
     size_t smem = gemm_smem;
     int threads = Cfg::kThreads;
-    if constexpr (kHasTf32Gemm) {
-      if (tf32_gemm) {
-        kernel = winograd_weight_grad_gemm_tf32_kernel<WinogradStagedTileTf32>;
-        smem = WinogradStagedTileTf32::mainloop_smem_bytes<float>();
-        threads = WinogradStagedTileTf32::kThreads;
+    if constexpr (kHasMmaGemm) {
+      if (mma_gemm) {
+        kernel = gemms == PointGemms::kTf32 ? winograd_weight_grad_gemm_mma_kernel<WinogradStagedTileMma, 1>
+                                            : winograd_weight_grad_gemm_mma_kernel<WinogradStagedTileMma, 3>;
+        smem = WinogradStagedTileMma::mainloop_smem_bytes<float>();
+        threads = WinogradStagedTileMma::kThreads;
       }
     }
     ensure_dynamic_smem(kernel, smem, "conv2d_winograd_backward");
@@ -872,7 +892,7 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   // (last_choice keeps the pointer: literals only)
   const char* config = std::is_same_v<T, double>         ? (staged ? "staged:f64" : "fused:f64")
                        : Cfg::kN < WinogradTileF32::kN ? (staged ? "staged:narrow" : "fused:narrow")
-                       : tf32_gemm && staged           ? "staged:tf32"
+                       : mma_gemm && staged            ? (gemms == PointGemms::kTf32 ? "staged:tf32" : "staged:3xbf16")
                                                        : (staged ? "staged:default" : "fused:default");
   record_last_choice("grad_weight", config, int(splits));
   finish_grad_weight<T>(partial, splits, slice_bytes / int64_t(sizeof(T)), cv, k_pad, c_pad, gw);
@@ -930,7 +950,7 @@ at::Tensor run_tc_grad_weight(int tile, const ConvShape& p, const at::Tensor& gr
   return winograd_tc_grad_weight<WinogradTcTile, TIo>(p, grad_output, input, config, nhwc, workspace);
 }
 
-// grad_weight on tensor cores (runs_tensor_cores): the tensor-core kernel's tile (kTcTile:
+// grad_weight on tensor cores (point_gemms): the tensor-core kernel's tile (kTcTile:
 // 32 filters, kTcTileTall: 64; a forced wgmma tile runs tf32-tall) where the forward's would run --
 // except the layers of the narrow IEEE tile (at most 8 channels per group, an RGB stem) and of at
 // most 4 filters per group; kTcIeee: IEEE FP32. The 64-filter tile where a group has more than 32
@@ -953,7 +973,7 @@ at::MemoryFormat operand_format(bool tensor_cores, const at::Tensor& input, cons
 }
 
 // The tensor-core tile of a forward or grad_input call (`map`) and the memory format its operands
-// take, decided once per call: kTcIeee unless `tf32` (runs_tensor_cores); channels_last
+// take, decided once per call: kTcIeee unless `tensor_cores` (point_gemms); channels_last
 // where the call's format is and its kernel reads it (a tensor-core tile, or the float shallow kernel),
 // else NCHW.
 struct TcForwardPlan {
@@ -961,51 +981,55 @@ struct TcForwardPlan {
   at::MemoryFormat format = at::MemoryFormat::Contiguous;
   bool nhwc() const { return format == at::MemoryFormat::ChannelsLast; }
 };
-TcForwardPlan tc_forward_plan(bool tf32, const LaunchMap& map, const at::Tensor& input, const at::Tensor& weight) {
+TcForwardPlan tc_forward_plan(bool tensor_cores, const LaunchMap& map, const at::Tensor& input,
+                              const at::Tensor& weight) {
   TcForwardPlan plan;
   const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
   const WinogradConv cv = winograd_launch(map);
-  if (tf32) plan.tile = tc_forward_tile(cv, channels_last);
+  if (tensor_cores) plan.tile = tc_forward_tile(cv, channels_last);
   const bool reads_nhwc =
       plan.tile != kTcIeee || (input.scalar_type() == at::kFloat && runs_shallow<float>(cv));
   if (channels_last && reads_nhwc) plan.format = at::MemoryFormat::ChannelsLast;
   return plan;
 }
 
-// Which calls of the float32 kernels below run TF32 tensor cores: float32 calls while PyTorch's TF32
-// switch is on (kFollowSwitch). The 16-bit calls' passes that no tile takes reach them widened
-// (conv2d_winograd_16bit_cuda runs the tiles on 16-bit tensors itself): bfloat16's with TF32 on
-// (kAlways), so that the staged variant's GEMMs and F(4x4)'s run on tensor cores (bfloat16 values are
-// exact in TF32, and TF32's rounding of U and V stays under bfloat16's output rounding, F(4x4)'s too:
-// docs/winograd.md); float16's never (kNever: TF32 rounding of V would cost float16 2.5x its error).
-// The other passes reach the same IEEE kernels either way: the tiles' rules do not depend on the
-// dtype, so a pass that no tile took in 16 bits takes none widened.
-enum class TensorCoreUse { kFollowSwitch, kAlways, kNever };
-template <TensorCoreUse kUse>
-bool runs_tensor_cores(const at::Tensor& input) {
-  if (input.scalar_type() != at::kFloat || kUse == TensorCoreUse::kNever) return false;
-  return kUse == TensorCoreUse::kAlways || tf32_enabled();
+// Whose calls the float32 kernels below serve, which sets how their point GEMMs run (PointGemms):
+// float32 calls (kFloat32: TF32 while PyTorch's TF32 switch is on, else IEEE FP32), and the 16-bit
+// calls' passes that no tile takes, which reach them widened (conv2d_winograd_16bit_cuda runs the
+// tiles on 16-bit tensors itself). Those take tensor cores for the staged variant's GEMMs:
+// bfloat16's TF32 (kWidenedBfloat16; F(4x4)'s too: bfloat16 values are exact in TF32, and TF32's
+// rounding of U and V stays under bfloat16's output rounding, docs/winograd.md), float16's 3xBF16
+// (kWidenedFloat16; TF32 rounding of V would cost float16 2.5x its error). The other passes reach
+// the same IEEE kernels either way: the tiles' rules do not depend on the dtype, so a pass that no
+// tile took in 16 bits takes none widened.
+enum class CallerType { kFloat32, kWidenedBfloat16, kWidenedFloat16 };
+template <CallerType kCaller>
+PointGemms point_gemms(const at::Tensor& input) {
+  if (input.scalar_type() != at::kFloat) return PointGemms::kIeee;
+  if constexpr (kCaller == CallerType::kWidenedBfloat16) return PointGemms::kTf32;
+  if constexpr (kCaller == CallerType::kWidenedFloat16) return PointGemms::kSplitBf16;
+  return tf32_enabled() ? PointGemms::kTf32 : PointGemms::kIeee;
 }
 template <typename TIo>
-constexpr TensorCoreUse kWidenedTensorCoreUse =
-    std::is_same_v<TIo, __nv_bfloat16> ? TensorCoreUse::kAlways : TensorCoreUse::kNever;
+constexpr CallerType kWidenedCaller =
+    std::is_same_v<TIo, __nv_bfloat16> ? CallerType::kWidenedBfloat16 : CallerType::kWidenedFloat16;
 
-template <TensorCoreUse kUse>
+template <CallerType kCaller>
 at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weight,
                                 const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                 at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   const ConvShape p = check_conv2d_forward("conv2d_winograd", input, weight, bias, stride, padding, dilation, groups);
   const c10::cuda::CUDAGuard guard(input.device());
   check_can_implement("conv2d_winograd", kWinograd, make_problem(p, input));
-  const bool tf32 = runs_tensor_cores<kUse>(input);
+  const PointGemms gemms = point_gemms<kCaller>(input);
   const LaunchMap map = forward_map(p);
-  const TcForwardPlan plan = tc_forward_plan(tf32, map, input, weight);
+  const TcForwardPlan plan = tc_forward_plan(gemms != PointGemms::kIeee, map, input, weight);
   auto x = input.contiguous(plan.format);
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cuda", [&] {
     winograd_conv<scalar_t>(x, weight, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, map, y, plan.tile,
-                            plan.nhwc(), tf32);
+                            plan.nhwc(), gemms);
   });
   return y;
 }
@@ -1026,32 +1050,34 @@ class GradOutputIn {
   at::Tensor made_;
 };
 
-template <TensorCoreUse kUse>
+template <CallerType kCaller>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const bool tf32 = runs_tensor_cores<kUse>(input);
+  const PointGemms gemms = point_gemms<kCaller>(input);
+  const bool tensor_cores = gemms != PointGemms::kIeee;
   GradOutputIn grad_output_in(grad_output);
   auto grad_input = [&](const ConvShape& p) {
     const LaunchMap map = with_reversed_taps(grad_input_map(p, 0, 0));
-    const TcForwardPlan plan = tc_forward_plan(tf32, map, input, weight);
+    const TcForwardPlan plan = tc_forward_plan(tensor_cores, map, input, weight);
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(plan.format));
     const at::Tensor gy = grad_output_in(plan.format);
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cuda", [&] {
-      winograd_conv<scalar_t>(gy, weight, nullptr, map, gx, plan.tile, plan.nhwc(), tf32);
+      winograd_conv<scalar_t>(gy, weight, nullptr, map, gx, plan.tile, plan.nhwc(), gemms);
     });
     return gx;
   };
   auto grad_weight = [&](const ConvShape& p) {
     at::Tensor gw;
     int64_t bytes = 0;
-    const int tc_tile = tf32 ? tc_grad_weight_tile(p) : kTcIeee;
+    const int tc_tile = tensor_cores ? tc_grad_weight_tile(p) : kTcIeee;
     const at::MemoryFormat format = operand_format(tc_tile != kTcIeee, input, weight);
     const bool nhwc = format == at::MemoryFormat::ChannelsLast;
     const at::Tensor gy = grad_output_in(format);
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_weight_cuda", [&] {
       if constexpr (std::is_same_v<scalar_t, float>) {
         if (tc_tile != kTcIeee) {
+          TORCH_INTERNAL_ASSERT(gemms == PointGemms::kTf32, "winograd: a tensor-core tile for a call without TF32");
           gw = run_tc_grad_weight<float>(tc_tile, p, gy, input, nhwc, &bytes);
           return;
         }
@@ -1061,7 +1087,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
       } else if (p.channels_per_group() <= WinogradWeightGradNarrow::kN) {
         gw = winograd_grad_weight<scalar_t, WinogradWeightGradNarrow>(p, gy, input, &bytes);
       } else {
-        gw = winograd_grad_weight<scalar_t, WinogradTileF32>(p, gy, input, &bytes, tf32);
+        gw = winograd_grad_weight<scalar_t, WinogradTileF32>(p, gy, input, &bytes, gemms);
       }
     });
     record_workspace_bytes(bytes);
@@ -1079,8 +1105,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
 // 7); float16 three bfloat16 products of split operands, on the mma.sync tiles (kMmaProducts,
 // tile_for). Either way whatever PyTorch's TF32 switch says: the switch governs float32. What the
 // tiles do not take -- the layers of the shallow and narrow kernels, the staged and F(4x4) variants,
-// a forced IEEE config -- runs widened to float32, pass by pass: in IEEE FP32, but for bfloat16's
-// staged and F(4x4) variants, whose GEMMs take TF32 tensor cores (kWidenedTensorCoreUse).
+// a forced IEEE config -- runs widened to float32, pass by pass: in IEEE FP32, but for the staged
+// variant's GEMMs, on tensor cores (bfloat16: TF32, F(4x4)'s too; float16: 3xBF16; kWidenedCaller).
 template <typename TIo>
 at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor& weight,
                                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
@@ -1091,7 +1117,7 @@ at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor&
   const LaunchMap map = forward_map(p);
   const TcForwardPlan plan = tc_forward_plan(true, map, input, weight);
   if (plan.tile == kTcIeee)
-    return forward_in_fp32(kWinogradOp, &conv2d_winograd_cuda<kWidenedTensorCoreUse<TIo>>, input, weight, bias,
+    return forward_in_fp32(kWinogradOp, &conv2d_winograd_cuda<kWidenedCaller<TIo>>, input, weight, bias,
                            stride, padding, dilation, groups);
   const at::Tensor x = input.contiguous(plan.format);
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
@@ -1136,7 +1162,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
   const bool widened_input = output_mask[0] && !tc_input, widened_weight = output_mask[1] && !tc_weight;
   if (widened_input || widened_weight) {
     auto [fx, fw, unused] =
-        backward_in_fp32(kWinogradBackwardOp, &conv2d_winograd_backward_cuda<kWidenedTensorCoreUse<TIo>>, grad_output,
+        backward_in_fp32(kWinogradBackwardOp, &conv2d_winograd_backward_cuda<kWidenedCaller<TIo>>, grad_output,
                          input, weight, stride, padding, dilation, groups, {widened_input, widened_weight, false});
     if (widened_input) gx = fx;
     if (widened_weight) gw = fw;
@@ -1168,11 +1194,11 @@ std::string can_implement(const ConvProblem& problem) {
 
 namespace {
 
-using cuda::TensorCoreUse;
+using cuda::CallerType;
 
 // The caller's dtype decides the kernels: bfloat16 and float16 calls their own entries (the
 // tensor-core tiles on the 16-bit tensors themselves, the rest widened); float32 calls follow
-// PyTorch's TF32 switch (cuda::TensorCoreUse).
+// PyTorch's TF32 switch (cuda::point_gemms).
 at::Tensor conv2d_winograd_forward(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
@@ -1180,7 +1206,7 @@ at::Tensor conv2d_winograd_forward(const at::Tensor& input, const at::Tensor& we
     return cuda::conv2d_winograd_16bit_cuda<__nv_bfloat16>(input, weight, bias, stride, padding, dilation, groups);
   if (input.scalar_type() == at::kHalf)
     return cuda::conv2d_winograd_16bit_cuda<__half>(input, weight, bias, stride, padding, dilation, groups);
-  return forward_in_fp32(kWinogradOp, &cuda::conv2d_winograd_cuda<TensorCoreUse::kFollowSwitch>, input, weight, bias,
+  return forward_in_fp32(kWinogradOp, &cuda::conv2d_winograd_cuda<CallerType::kFloat32>, input, weight, bias,
                          stride, padding, dilation, groups);
 }
 
@@ -1193,7 +1219,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward(
   if (input.scalar_type() == at::kHalf)
     return cuda::conv2d_winograd_backward_16bit_cuda<__half>(grad_output, input, weight, stride, padding, dilation,
                                                              groups, output_mask);
-  return backward_in_fp32(kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda<TensorCoreUse::kFollowSwitch>,
+  return backward_in_fp32(kWinogradBackwardOp, &cuda::conv2d_winograd_backward_cuda<CallerType::kFloat32>,
                           grad_output, input, weight, stride, padding, dilation, groups, output_mask);
 }
 

@@ -27,7 +27,7 @@
 //
 // Error: rounding U and V to TF32 keeps F(2x2) within 2x of a direct TF32 convolution's (cuDNN's)
 // error on the suite layers (benchmarks/winograd_error.py); F(4x4)'s larger transforms put it
-// several times over, so its TF32 GEMM (winograd_batched_gemm_tf32_kernel, at the end of the file,
+// several times over, so its TF32 GEMM (winograd_batched_gemm_mma_kernel, at the end of the file,
 // which also serves F(2x2)'s staged variant, beside its grad_weight's) runs only where a call asks
 // for the f4x4 variant.
 #pragma once
@@ -747,38 +747,86 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
 }
 
-// The staged variants' point GEMMs on TF32 tensor cores, for their float32 calls while PyTorch's
-// TF32 switch is on (F(2x2)'s staged variant and F(4x4)): winograd_batched_gemm_kernel's operands,
-// grid and M, in the layouts of the IEEE tile config of the same blocks and point groups (so both
-// share U's cache entry), computed by mma.sync m16n8k8; likewise the staged grad_weight's GEMM
-// (winograd_weight_grad_gemm_kernel's, WinogradStagedTileTf32 for WinogradTileF32). Warp w of a block computes point w of its
+// The staged variants' point GEMMs on tensor cores, for their float32 calls while PyTorch's TF32
+// switch is on and their bfloat16 calls (F(2x2)'s staged variant and F(4x4): TF32), and F(2x2)'s
+// float16 calls (3xBF16): winograd_batched_gemm_kernel's operands, grid and M, in the layouts of the
+// IEEE tile config of the same blocks and point groups (so both share U's cache entry), computed by
+// mma.sync m16n8k8; likewise the staged grad_weight's GEMM (winograd_weight_grad_gemm_kernel's,
+// WinogradStagedTileMma for WinogradTileF32). Warp w of a block computes point w of its
 // point group over the block's kM filters x kN tiles, in (kM / 16) x (kN / 8) fragments. U and V are
-// FP32 in the workspace and rounded to TF32 as a fragment reads them from shared memory; rows padded
-// by 8 floats (kSkew) put each fragment load in 32 banks.
-//   WinogradStagedTileTf32: F(2x2), WinogradTileF32's blocks: 16 points, 32 filters x 32 tiles, 16 warps,
+// FP32 in the workspace and rounded to TF32 (or split) as a fragment reads them from shared memory;
+// rows padded by 8 floats (kSkew) put each fragment load in 32 banks.
+//   WinogradStagedTileMma:  F(2x2), WinogradTileF32's blocks: 16 points, 32 filters x 32 tiles, 16 warps,
 //                           two blocks per SM;
 //   WinogradF4x4TileTf32:   F(4x4), WinogradF4x4TileF32's blocks: 4 points, 32 filters x 64 tiles, 4 warps,
 //                           four blocks per SM.
-using WinogradStagedTileTf32 = GemmTileConfig<kWinogradPoints, 32, 32, 8, 8, 4, 2, false, 8>;
+using WinogradStagedTileMma = GemmTileConfig<kWinogradPoints, 32, 32, 8, 8, 4, 2, false, 8>;
 using WinogradF4x4TileTf32 = GemmTileConfig<4, 32, 64, 8, 8, 8, 4, false, 8>;
-template <typename Tf32, typename Ieee>
-constexpr bool kSameGemmBlocks = Tf32::kBatch == Ieee::kBatch && Tf32::kM == Ieee::kM && Tf32::kN == Ieee::kN &&
-                                 Tf32::kK == Ieee::kK && Tf32::kThreads == 32 * Tf32::kBatch;
-static_assert(kSameGemmBlocks<WinogradStagedTileTf32, WinogradTileF32> &&
+template <typename Mma, typename Ieee>
+constexpr bool kSameGemmBlocks = Mma::kBatch == Ieee::kBatch && Mma::kM == Ieee::kM && Mma::kN == Ieee::kN &&
+                                 Mma::kK == Ieee::kK && Mma::kThreads == 32 * Mma::kBatch;
+static_assert(kSameGemmBlocks<WinogradStagedTileMma, WinogradTileF32> &&
                   kSameGemmBlocks<WinogradF4x4TileTf32, WinogradF4x4TileF32>,
-              "the TF32 GEMMs read the IEEE GEMMs' operands (the same blocks and point groups), a warp per point");
+              "the tensor-core GEMMs read the IEEE GEMMs' operands (the same blocks and point groups), a warp per point");
 
-// The staged GEMMs' main loop on TF32 tensor cores: acc += A^T B over `chunks` reduction chunks, where
-// the shared tiles are [point][k][filter or tile] (A: kM x k, B: k x kN) and warp w computes point w.
-// acc[i][j] is the m16n8k8 fragment of rows i * 16 + (lane / 4) (+ 8) and columns j * 8 + 2 (lane % 4)
-// (+ 1) of the warp's kM x kN tile.
-template <typename Cfg>
-struct Tf32PointGemm {
+// The staged GEMMs' main loop on tensor cores: acc += A^T B over `chunks` reduction chunks, where the
+// shared tiles are [point][k][filter or tile] (A: kM x k, B: k x kN) of FP32 values and warp w
+// computes point w. acc[i][j] is the m16n8 fragment of rows i * 16 + (lane / 4) (+ 8) and columns
+// j * 8 + 2 (lane % 4) (+ 1) of the warp's kM x kN tile. kProducts: 1, one m16n8k8 TF32 product per
+// k-step (the values rounded as a fragment reads them); 3, "3xBF16" (float16 calls, whose error
+// a TF32 rounding of V would put at 2.5x cuDNN's): each value split into bfloat16 hi and lo parts
+// as a fragment reads it, three m16n8k8 bfloat16 products hi hi + hi lo + lo hi per k-step. The
+// bfloat16 fragments take the TF32 fragment's words as they are: a lane's k rows t and t + 4 become
+// the pair 2t, 2t + 1 of both A's and B's words, the same permutation of k in both.
+template <typename Cfg, int kProducts>
+struct StagedPointMmas {
+  static_assert(kProducts == 1 || kProducts == 3, "TF32, or 3xBF16");
   static_assert(Cfg::kThreads == 32 * Cfg::kBatch, "a warp per point");
   static_assert(Cfg::kK % 8 == 0 && Cfg::kM % 16 == 0 && Cfg::kN % 8 == 0, "whole m16n8k8 fragments");
   static_assert(Cfg::kLdA % 32 == 8 && Cfg::kLdB % 32 == 8, "a fragment's four k rows in four bank quarters");
   static constexpr int kMTiles = Cfg::kM / 16, kNTiles = Cfg::kN / 8;
   using Acc = float[kMTiles][kNTiles][4];
+
+  // One k-step of 8: lo / hi point at the lane's k rows t and t + 4 of A (column g of each 16-row
+  // fragment) and of B (column g of each 8-column fragment).
+  __device__ __forceinline__ static void k_step(Acc& acc, const float* a_lo, const float* a_hi, const float* b_lo,
+                                                const float* b_hi) {
+    if constexpr (kProducts == 1) {
+      uint32_t af[kMTiles][4], bf[kNTiles][2];
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i) {
+        af[i][0] = tf32_bits_for_mma(a_lo[i * 16]), af[i][1] = tf32_bits_for_mma(a_lo[i * 16 + 8]);
+        af[i][2] = tf32_bits_for_mma(a_hi[i * 16]), af[i][3] = tf32_bits_for_mma(a_hi[i * 16 + 8]);
+      }
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+        bf[j][0] = tf32_bits_for_mma(b_lo[j * 8]), bf[j][1] = tf32_bits_for_mma(b_hi[j * 8]);
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) WarpMma<float>::run(acc[i][j], af[i], bf[j]);
+    } else {
+      uint32_t a_big[kMTiles][2], a_small[kMTiles][2];
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i) {
+        split_bf16x2(a_lo[i * 16], a_hi[i * 16], a_big[i][0], a_small[i][0]);
+        split_bf16x2(a_lo[i * 16 + 8], a_hi[i * 16 + 8], a_big[i][1], a_small[i][1]);
+      }
+      // B split fragment by fragment: its parts live only through their MMAs (the 64-register budget
+      // of two 512-thread blocks per SM).
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+        uint32_t b_big, b_small;
+        split_bf16x2(b_lo[j * 8], b_hi[j * 8], b_big, b_small);
+#pragma unroll
+        for (int i = 0; i < kMTiles; ++i) {
+          mma_bf16_m16n8k8(acc[i][j], a_big[i], b_big);
+          mma_bf16_m16n8k8(acc[i][j], a_big[i], b_small);
+          mma_bf16_m16n8k8(acc[i][j], a_small[i], b_big);
+        }
+      }
+    }
+  }
 
   template <typename LoaderA, typename LoaderB>
   __device__ __forceinline__ static void run(float* smem, LoaderA& la, LoaderB& lb, int chunks, Acc& acc) {
@@ -795,22 +843,8 @@ struct Tf32PointGemm {
 #pragma unroll
       for (int k0 = 0; k0 < Cfg::kK; k0 += 8) {
         const float* a_lo = ap + (k0 + t) * Cfg::kLdA;
-        const float* a_hi = a_lo + 4 * Cfg::kLdA;
         const float* b_lo = bp + (k0 + t) * Cfg::kLdB;
-        const float* b_hi = b_lo + 4 * Cfg::kLdB;
-        uint32_t af[kMTiles][4], bf[kNTiles][2];
-#pragma unroll
-        for (int i = 0; i < kMTiles; ++i) {
-          af[i][0] = tf32_bits_for_mma(a_lo[i * 16]), af[i][1] = tf32_bits_for_mma(a_lo[i * 16 + 8]);
-          af[i][2] = tf32_bits_for_mma(a_hi[i * 16]), af[i][3] = tf32_bits_for_mma(a_hi[i * 16 + 8]);
-        }
-#pragma unroll
-        for (int j = 0; j < kNTiles; ++j)
-          bf[j][0] = tf32_bits_for_mma(b_lo[j * 8]), bf[j][1] = tf32_bits_for_mma(b_hi[j * 8]);
-#pragma unroll
-        for (int i = 0; i < kMTiles; ++i)
-#pragma unroll
-          for (int j = 0; j < kNTiles; ++j) WarpMma<float>::run(acc[i][j], af[i], bf[j]);
+        k_step(acc, a_lo, a_lo + 4 * Cfg::kLdA, b_lo, b_lo + 4 * Cfg::kLdB);
       }
     });
   }
@@ -835,30 +869,31 @@ struct Tf32PointGemm {
   }
 };
 
-template <typename Cfg>
+template <typename Cfg, int kProducts>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_batched_gemm_tf32_kernel(const StagedGemmArgs<float> a) {
+    winograd_batched_gemm_mma_kernel(const StagedGemmArgs<float> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
   PaddedTileLoader<float, Cfg, Cfg::kM, Cfg::kLdA> la{
       a.u + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.outputs_pad, a.outputs_pad, bc.kt * Cfg::kM};
   PaddedTileLoader<float, Cfg, Cfg::kN, Cfg::kLdB> lb{
       a.v + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.tiles_pad, a.tiles_pad, bc.pt * Cfg::kN};
-  typename Tf32PointGemm<Cfg>::Acc acc;
-  Tf32PointGemm<Cfg>::run(reinterpret_cast<float*>(smem_raw), la, lb, a.reduction_pad / Cfg::kK, acc);
+  using Mmas = StagedPointMmas<Cfg, kProducts>;
+  typename Mmas::Acc acc;
+  Mmas::run(reinterpret_cast<float*>(smem_raw), la, lb, a.reduction_pad / Cfg::kK, acc);
   // M is [group][points][outputs_pad][tiles_pad].
   const int warp = threadIdx.x / 32;
-  Tf32PointGemm<Cfg>::store(
+  Mmas::store(
       acc, a.m + ((int64_t(bc.g) * Cfg::kBatch + warp) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad + bc.pt * Cfg::kN,
       a.tiles_pad, false);
 }
 
-// The staged grad_weight's GEMM (winograd_weight_grad_gemm_kernel's operands, grid and slices) on TF32
-// tensor cores, for the staged variant's float32 calls under the TF32 switch: dU[p] += dM^T[p]^T V^T[p]
-// over the tiles of the block's split, a warp per point.
-template <typename Cfg>
+// The staged grad_weight's GEMM (winograd_weight_grad_gemm_kernel's operands, grid and slices) on
+// tensor cores (kProducts as StagedPointMmas'), for the staged variant's calls that take them:
+// dU[p] += dM^T[p]^T V^T[p] over the tiles of the block's split, a warp per point.
+template <typename Cfg, int kProducts>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    winograd_weight_grad_gemm_tf32_kernel(const StagedWeightGradArgs<float> a) {
+    winograd_weight_grad_gemm_mma_kernel(const StagedWeightGradArgs<float> a) {
   static_assert(Cfg::kBatch == kWinogradPoints, "a block computes all 16 points of its filters and channels");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const auto [kt, ct, g, split] = weight_grad_block(a.k_tiles, a.c_tiles, a.groups);
@@ -868,12 +903,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       a.dmt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.k_pad, a.k_pad, kt * Cfg::kM};
   PaddedTileLoader<float, Cfg, Cfg::kN, Cfg::kLdB> lb{
       a.vt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.c_pad, a.c_pad, ct * Cfg::kN};
-  typename Tf32PointGemm<Cfg>::Acc acc;
-  Tf32PointGemm<Cfg>::run(reinterpret_cast<float*>(smem_raw), la, lb, tiles / Cfg::kK, acc);
+  using Mmas = StagedPointMmas<Cfg, kProducts>;
+  typename Mmas::Acc acc;
+  Mmas::run(reinterpret_cast<float*>(smem_raw), la, lb, tiles / Cfg::kK, acc);
   // dU slices are [slice][16][k_pad][c_pad] (store_weight_grad_slice's layout).
   const int warp = threadIdx.x / 32;
   const int slice = split * a.groups + g;
-  Tf32PointGemm<Cfg>::store(
+  Mmas::store(
       acc, a.partial + ((int64_t(slice) * kWinogradPoints + warp) * a.k_pad + kt * Cfg::kM) * a.c_pad + ct * Cfg::kN,
       a.c_pad, a.accumulate);
 }
