@@ -66,8 +66,10 @@ def variants(algorithm):
     kernel: input transform, the 16 element-wise GEMMs, output transform), 'staged' (F(2x2,3x3) as
     seed 003's pipeline: V and M in a workspace bounded by the workspace limit) and 'f4x4'
     (F(4x4,3x3): 6x6 input tiles, 36 GEMMs, staged; forward and grad_input, grad_weight stays
-    F(2x2)'s; on TF32 tensor cores for float32 calls while torch.backends.cudnn.allow_tf32 is on, with
-    several times a direct TF32 convolution's error). GEMM: 'implicit' (the GEMM gathers the unrolled matrix from the input as it loads its
+    F(2x2)'s). On CUDA, 'staged' and 'f4x4' run their point GEMMs on TF32 tensor cores for float32
+    calls while torch.backends.cudnn.allow_tf32 is on and for bfloat16 calls ('f4x4' then with several
+    times a direct TF32 convolution's error), and 'staged' runs three bfloat16 products of split
+    operands for float16 calls. GEMM: 'implicit' (the GEMM gathers the unrolled matrix from the input as it loads its
     tiles) and 'explicit' (an unroll kernel writes it for a chunk of columns into the workspace
     first). The CPU kernels ignore this, except Winograd's 'f4x4' (F(4x4,3x3) on the CPU too)."""
     return _C.variants(algorithm)
