@@ -291,16 +291,48 @@ def test_winograd_error_study_models_float8_low_parts_and_nested_f2():
     assert direct < nested < single, (direct, nested, single)
 
 
+def test_winograd_error_study_models_a_fixed_scale_float8_low_part():
+    """The split a kernel can afford without a reduction over a chunk's channels: V's low part in float8
+    e5m2 under one fixed power-of-two scale (2 significand bits, saturating at the largest finite value
+    rather than overflowing, tiny values flushing to zero), U in e4m3 per (point, filter). On bfloat16
+    and float16 inputs of ordinary range it corrects V's rounding as a full low part does, within 2x
+    of the direct convolution's error, where the single pass is over it."""
+    import math
+
+    import winograd_error as we
+
+    s = we.V_LO_FIXED_SCALE
+    t = torch.tensor([1.0 / s, 1.25 / s, 1.375 / s, 1e6, -1e6, 2.0 ** -40, 0.0])
+    r = we.round_e5m2_fixed(t)
+    assert r[:3].tolist() == [1.0 / s, 1.25 / s, 1.5 / s]  # 2 significand bits, ties to even
+    assert r[3].item() == we.E5M2_MAX / s and r[4].item() == -we.E5M2_MAX / s  # saturates
+    assert r[5].item() == 0.0 and r[6].item() == 0.0 and torch.isfinite(r).all()
+
+    mats = we.transforms(2, [0.0, 1.0, -1.0])
+    gen = torch.Generator().manual_seed(2)
+    for precision, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        x = torch.randn(1, 48, 15, 13, generator=gen).to(dtype).double()
+        w = (torch.randn(24, 48, 3, 3, generator=gen) / math.sqrt(48 * 9)).to(dtype).double()
+        ref = torch.nn.functional.conv2d(x, w, padding=1)
+        err = lambda y: we.rel_err(y.to(dtype), ref)
+        direct = we.rel_err(we.direct_conv(x, w, 1, precision), ref)
+        single = err(we.winograd_conv(x, w, 1, 2, *mats, torch.float32, operands=precision))
+        split16 = err(we.winograd_conv(x, w, 1, 2, *mats, torch.float32, operands=precision, split="v"))
+        fixed = err(we.winograd_conv(x, w, 1, 2, *mats, torch.float32, operands=precision, split="v8f"))
+        assert fixed < 2.0 * direct < single and abs(fixed / split16 - 1.0) < 0.02, (precision, direct, single, fixed)
+
+
 @pytest.mark.parametrize("renderer, result", [
     ("render_staged_v_bound", "staged-v-bound-h100"),
     ("render_staged_v_bound", "staged-v-bound-h200"),
     ("render_input_staging_bound", "input-staging-bound-h200"),
+    ("render_wgmma_rate", "wgmma-rate-h200"),
 ])
 def test_micro_benchmark_markdown_is_rendered_from_its_json(capsys, renderer, result):
     """Each stand-alone micro-benchmark's Markdown in benchmarks/results is what its renderer in
     benchmarks/micro makes of the JSON beside it (the staged-V reduction replayed,
     benchmarks/micro/staged_v_bound.cu; the NCHW input staged by tensor copies,
-    benchmarks/micro/input_staging_bound.cu)."""
+    benchmarks/micro/input_staging_bound.cu; the wgmma rates, benchmarks/micro/wgmma_rate.cu)."""
     import importlib.util
 
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
@@ -310,6 +342,27 @@ def test_micro_benchmark_markdown_is_rendered_from_its_json(capsys, renderer, re
     render.main(os.path.join(root, "results", result + ".json"))
     with open(os.path.join(root, "results", result + ".md")) as f:
         assert capsys.readouterr().out == f.read()
+
+
+def test_winograd_half_bound_is_current_and_under_every_measured_time(tmp_path):
+    """benchmarks/results/winograd-half-bound-h200 is what benchmarks/winograd_half_bound.py counts from
+    the committed wgmma rates and resnet-yolo rows, and the count is a lower bound where it can be
+    checked: bfloat16 calls' tiles today (`n32-tf32` below 256 channels, the `n64-tf32` cluster tile
+    from there on; float16 calls run mma.sync tiles the count does not model) never ran faster than
+    their bound."""
+    import winograd_half_bound as hb
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks", "results")
+    out = str(tmp_path / "bound")
+    assert hb.main(["--gpu", "h200", "--out", out]) is None
+    for ext in (".md", ".json"):
+        with open(out + ext) as f, open(os.path.join(root, "winograd-half-bound-h200" + ext)) as g:
+            assert f.read() == g.read(), ext
+    with open(out + ".json") as f:
+        data = json.load(f)
+    for row in data["precisions"]["bf16"]["rows"]:
+        today = "n64-tf32" if row["C"] >= 256 else "n32-tf32"
+        assert row["ours_us"] >= row["designs"][today]["bound_us"], row["layer"]
 
 
 def test_patch_load_model_counts_the_kernels_lane_map():

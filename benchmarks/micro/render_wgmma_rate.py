@@ -35,6 +35,25 @@ def main(path):
             last = cells[max(cells)]
             values = " | ".join(f"{cells[w]['of_peak']:.2f}" if w in cells else "-" for w in (1, 2, 4))
             print(f"| {kind} | {n} | {last['sets']} | {values} | {last['tflops']:.0f} |")
+    if data.get("contention"):
+        print("\n## The MMAs beside other shared-memory traffic\n")
+        print(
+            "Two warpgroups run the MMA loop (2 sets) while a third streams accesses until they finish: `lds` / "
+            "`sts` 16-byte shared loads / stores, `ldg` 16-byte global loads hitting in L1 (32 KB buffer), `bulk` "
+            "one thread's bulk copies of that buffer from L2 into shared memory (four 8 KB copies in flight). "
+            "`alone`: the same traffic with no MMAs. Bytes per clock and SM on block 0: the MMAs' shared-memory "
+            "operand reads (A and B, or B alone for `rs`, at the rate reached) and the traffic's.\n")
+        print("| MMAs | traffic | alone: traffic B/clk | with MMAs: MMA of peak | MMA operand B/clk | traffic B/clk "
+              "| sum B/clk |")
+        print("|---|---|---|---|---|---|---|")
+        pairs = {}
+        for r in data["contention"]:
+            pairs.setdefault((r["kind"], r["n"], r["traffic"]), {})[r["mmas"]] = r
+        for (kind, n, traffic), p in pairs.items():
+            a, w = p[False], p[True]
+            print(f"| {kind} N = {n} | {traffic} | {a['traffic_bytes_per_clock']:.1f} | {w['mma_of_peak']:.2f} | "
+                  f"{w['mma_operand_bytes_per_clock']:.1f} | {w['traffic_bytes_per_clock']:.1f} | "
+                  f"{w['sum_bytes_per_clock']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@
 // Build and run on an sm_90a GPU (stand-alone, no PyTorch):
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Icsrc -o /tmp/wgmma_rate benchmarks/micro/wgmma_rate.cu
 //   /tmp/wgmma_rate > wgmma_rate.json
-// Each row is the median of 5 timed launches after one warm-up.
+// Each row is the median of 5 timed launches after one warm-up. The second table ("contention",
+// contention_kernel below) measures the MMAs beside other shared-memory traffic.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "cuda/common/pipeline.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "check.h"
 
@@ -355,6 +357,172 @@ void add_kind(std::vector<Row>& rows) {
   }
 }
 
+// Shared-memory traffic beside the MMAs: `mma_warpgroups` warpgroups run the rate loop above while
+// one more warpgroup streams 16-byte accesses through the SM's shared-memory / L1 data path until
+// they finish -- shared loads (`lds`), shared stores (`sts`), global loads that hit in L1 (`ldg`,
+// a 32 KB buffer), or bulk copies of that buffer from L2 into shared memory (`bulk`: one thread
+// keeps four 8 KB copies in flight, as a tensor-copy producer would) -- or, with no MMAs, for a
+// fixed number of clocks (`alone`). If the MMAs' operand
+// reads and the other accesses share one data path, the bytes per clock of both add up to a constant.
+enum Traffic { kLds, kSts, kLdg, kBulk };
+constexpr const char* kTrafficNames[] = {"lds", "sts", "ldg", "bulk"};
+constexpr int kBulkCopies = 4;  // copies of kTrafficBytes / kBulkCopies in flight
+constexpr int kTrafficBytes = 32 * 1024;
+
+template <Kind kKind, int kN, int kSets, int kMmaWarpgroups, Traffic kTraffic>
+__global__ void __launch_bounds__(128 * (kMmaWarpgroups + 1), 1)
+    contention_kernel(int iters, const uint4* global_buf, float* sink, long long* out) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  constexpr int kThreads = 128 * (kMmaWarpgroups + 1);
+  const int wg = threadIdx.x / 128;
+  const int a_bytes = 64 * 128, b_bytes = kN * 128;
+  const int mma_bytes = kMmaWarpgroups * a_bytes + b_bytes;
+  uint32_t* words = reinterpret_cast<uint32_t*>(smem);
+  for (int i = threadIdx.x; i < (mma_bytes + kTrafficBytes) / 4; i += kThreads) words[i] = operand_word(kKind, i);
+  volatile int* done = reinterpret_cast<volatile int*>(smem + mma_bytes + kTrafficBytes);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + mma_bytes + kTrafficBytes + 16);
+  if (threadIdx.x == 0) {
+    *done = 0;
+    for (int b = 0; b < kBulkCopies; ++b) torchconv::cuda::mbarrier_init(bars + b, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  torchconv::cuda::fence_proxy_async_shared();
+  const long long c0 = clock64();
+  if (wg < kMmaWarpgroups) {
+    const unsigned base = unsigned(__cvta_generic_to_shared(smem));
+    const unsigned a_addr = base + wg * a_bytes, b_addr = base + kMmaWarpgroups * a_bytes;
+    uint32_t a_frag[kSteps][4];
+    for (int s = 0; s < kSteps; ++s)
+      for (int e = 0; e < 4; ++e) a_frag[s][e] = operand_word(kKind, threadIdx.x * 16 + s * 4 + e);
+    float acc[kSets][kN / 2];
+    for (int s = 0; s < kSets; ++s)
+      for (int j = 0; j < kN / 2; ++j) acc[s][j] = 0.f;
+    for (int it = 0; it < iters; ++it) {
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks) {
+        const uint64_t da = wgmma_descriptor(a_addr + ks * 32), db = wgmma_descriptor(b_addr + ks * 32);
+#pragma unroll
+        for (int s = 0; s < kSets; ++s) {
+          if constexpr (kKind == kBf16SS) Bf16SS<kN>::run(acc[s], da, db);
+          if constexpr (kKind == kBf16RS) Bf16RS<kN>::run(acc[s], a_frag[ks], db);
+        }
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+    }
+    wgmma_wait<0>();
+    if (iters == 0)  // traffic alone: a fixed window
+      while (clock64() - c0 < 4000000) {
+      }
+    float sum = 0.f;
+    for (int s = 0; s < kSets; ++s)
+      for (int j = 0; j < kN / 2; ++j) sum += acc[s][j];
+    if (sum == 1234.5f) sink[threadIdx.x] = sum;
+    if (threadIdx.x == 0) {
+      *done = 1;
+      if (blockIdx.x == 0) out[0] = clock64() - c0;
+    }
+  } else {
+    const int t = threadIdx.x - 128 * kMmaWarpgroups;
+    const uint4* region = reinterpret_cast<const uint4*>(smem + mma_bytes);
+    uint4* region_w = reinterpret_cast<uint4*>(smem + mma_bytes);
+    uint4 x = make_uint4(t, 0, 0, 0);
+    long long rounds = 0;
+    if constexpr (kTraffic == kBulk) {
+      constexpr unsigned kCopyBytes = kTrafficBytes / kBulkCopies;
+      if (t == 0)
+        while (*done == 0) {
+          for (int b = 0; b < kBulkCopies; ++b) {
+            torchconv::cuda::mbarrier_arrive_expect_tx(bars + b, kCopyBytes);
+            torchconv::cuda::bulk_copy_to_shared(smem + mma_bytes + b * kCopyBytes,
+                                                 reinterpret_cast<const uint8_t*>(global_buf) + b * kCopyBytes,
+                                                 kCopyBytes, bars + b);
+          }
+          for (int b = 0; b < kBulkCopies; ++b) torchconv::cuda::mbarrier_wait(bars + b, unsigned(rounds & 1));
+          ++rounds;
+        }
+    } else
+    while (*done == 0) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const int i = (t + 128 * k + 16 * int(rounds & 15)) & (kTrafficBytes / 16 - 1);
+        if constexpr (kTraffic == kLds) {
+          const uint4 v = region[i];
+          x.x ^= v.x, x.y ^= v.y, x.z ^= v.z, x.w ^= v.w;
+        }
+        if constexpr (kTraffic == kSts) region_w[i] = x;
+        if constexpr (kTraffic == kLdg) {
+          const uint4 v = global_buf[i];
+          x.x ^= v.x, x.y ^= v.y, x.z ^= v.z, x.w ^= v.w;
+        }
+      }
+      ++rounds;
+    }
+    if ((x.x ^ x.y ^ x.z ^ x.w) == 0x12345u) sink[t] = 1.f;  // keeps the loads, all 16 bytes
+    if (blockIdx.x == 0 && t == 0) {
+      out[1] = clock64() - c0;
+      out[2] = rounds * (kTraffic == kBulk ? kTrafficBytes : 128 * 8 * 16);
+    }
+  }
+}
+
+struct ContentionRow {
+  Kind kind;
+  int n, sets, mma_warpgroups, traffic;
+  void (*kernel)(int, const uint4*, float*, long long*);
+};
+
+template <Kind kKind, int kN, int kSets>
+void add_contention(std::vector<ContentionRow>& rows) {
+  rows.push_back({kKind, kN, kSets, 2, kLds, contention_kernel<kKind, kN, kSets, 2, kLds>});
+  rows.push_back({kKind, kN, kSets, 2, kSts, contention_kernel<kKind, kN, kSets, 2, kSts>});
+  rows.push_back({kKind, kN, kSets, 2, kLdg, contention_kernel<kKind, kN, kSets, 2, kLdg>});
+  rows.push_back({kKind, kN, kSets, 2, kBulk, contention_kernel<kKind, kN, kSets, 2, kBulk>});
+}
+
+// The MMAs' shared-memory operand bytes per MAC: A (SS only) and B, one k-step of 32 bytes a row.
+double operand_bytes_per_mac(Kind kind, int n) {
+  const double a = (kind == kBf16RS || kind == kE4m3RS) ? 0.0 : 64.0 * 32, b = n * 32.0;
+  return (a + b) / (64.0 * n * kKPerStep[kind]);
+}
+
+void run_contention(int sms, const uint4* global_buf, float* sink, long long* out) {
+  std::vector<ContentionRow> rows;
+  add_contention<kBf16SS, 64, 2>(rows);
+  add_contention<kBf16RS, 64, 2>(rows);
+  add_contention<kBf16SS, 32, 4>(rows);
+  std::printf("], \"contention\": [\n");
+  bool first = true;
+  for (const ContentionRow& r : rows) {
+    const int smem = r.mma_warpgroups * 64 * 128 + r.n * 128 + kTrafficBytes + 16 + 8 * kBulkCopies;
+    CHECK(cudaFuncSetAttribute(r.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const double macs_per_iter_block = double(r.mma_warpgroups) * kSteps * r.sets * 64.0 * r.n * kKPerStep[r.kind];
+    const int iters = int(4e6 * kPeakMacsPerClock[r.kind] / macs_per_iter_block);  // about 4M clocks
+    for (int alone = 1; alone >= 0; --alone) {
+      const int it = alone ? 0 : iters;
+      long long h[3] = {0, 0, 0};
+      for (int rep = 0; rep < 3; ++rep) {  // the last of three launches (the first warms up)
+        r.kernel<<<sms, 128 * (r.mma_warpgroups + 1), smem>>>(it, global_buf, sink, out);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+      }
+      CHECK(cudaMemcpy(h, out, 24, cudaMemcpyDeviceToHost));
+      const double mma_per_clock = alone ? 0.0 : macs_per_iter_block * it / double(h[0]);
+      const double traffic_per_clock = double(h[2]) / double(h[1]);  // bytes moved by the traffic warpgroup
+      const double operand_per_clock = mma_per_clock * operand_bytes_per_mac(r.kind, r.n);
+      std::printf("%s  {\"kind\": \"%s\", \"n\": %d, \"sets\": %d, \"mma_warpgroups\": %d, \"traffic\": \"%s\", "
+                  "\"mmas\": %s, \"mma_of_peak\": %.3f, \"mma_operand_bytes_per_clock\": %.1f, "
+                  "\"traffic_bytes_per_clock\": %.1f, \"sum_bytes_per_clock\": %.1f}",
+                  first ? "" : ",\n", kKindNames[r.kind], r.n, r.sets, r.mma_warpgroups, kTrafficNames[r.traffic],
+                  alone ? "false" : "true", mma_per_clock / kPeakMacsPerClock[r.kind], operand_per_clock,
+                  traffic_per_clock, operand_per_clock + traffic_per_clock);
+      first = false;
+    }
+  }
+}
+
 int main() {
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -368,7 +536,7 @@ int main() {
   float* sink;
   long long* clocks;
   CHECK(cudaMalloc(&sink, 4096));
-  CHECK(cudaMalloc(&clocks, 16));
+  CHECK(cudaMalloc(&clocks, 32));
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
@@ -406,6 +574,11 @@ int main() {
                 per_clock, per_clock / kPeakMacsPerClock[r.kind]);
     first = false;
   }
+  uint4* global_buf;
+  CHECK(cudaMalloc(&global_buf, kTrafficBytes));
+  CHECK(cudaMemset(global_buf, 1, kTrafficBytes));
+  std::printf("\n");
+  run_contention(sms, global_buf, sink, clocks);
   std::printf("\n]}\n");
   return 0;
 }

@@ -1,0 +1,200 @@
+"""What a fused half-precision F(2x2,3x3) kernel could reach on the 3x3 stride-1 suite layers against
+the issue's forward bar (1.2x cuDNN at the same precision and layout), counted from measured rates:
+- the wgmma rates and the shared-memory data path of `benchmarks/results/wgmma-rate-<gpu>.json`
+  (benchmarks/micro/wgmma_rate.cu): MMAs whose operands both come from shared memory run at 0.66 of
+  the peak at N = 32 and 0.99 from N = 64, and they and the threads' shared-memory and L1 accesses
+  (shared loads and stores, global loads that hit in L1) share one data path of about 126 bytes per
+  clock and SM; bulk copies into shared memory do not take from it, but bring at most about 42
+  bytes per clock and SM from L2;
+- the device-to-device copy rate (4.3 TB/s, the device notes) for the input and output;
+- cuDNN's times and ours in `benchmarks/results/resnet-yolo-<gpu>.json` (N = 32, channels_last).
+Counts, not a kernel: each design's time is bounded below by the largest of its MMA time, its bytes
+through the data path, its L2 intake, its input transform's instructions, its input and output
+through memory, and (R-layers) today's host path.
+
+A fused F(2x2) block keeps its points' accumulators in registers for the whole channel loop:
+points x tiles x filters float32 values, at most 32768 per SM (64 registers a thread at 512
+threads). That fixes the per-point MMA tile, and the tile fixes the rate and the bytes:
+- `n32`: all 16 points, 64 filters (A, U) x 32 tiles (B, V), both from shared memory (`tf32-wgmma`
+  today, below 256 channels).
+- `n64`: 8 points at a block (the two halves on the two blocks of a cluster, as `tf32-wgmma-cluster`
+  today from 256 channels; or two passes over the channels, point rows 0-1 then 2-3), each reading
+  three of a patch's four rows, 64 filters x 64 tiles.
+- `rs`: V in registers as A (64 tiles x 32 filters, 4 points per warpgroup, U as B from shared
+  memory); V never touches shared memory, but each warpgroup loads the 8 patch values its point
+  column needs, so every patch value is loaded twice.
+Products: `tf32` one TF32 product per point product (bfloat16 calls' tiles today: the `tf32` designs
+check the count against their measured times; float16 calls run 3xBF16 mma.sync tiles, not counted); `split` the error
+bar's design, U x V_hi in bfloat16 plus U x V_lo in float8 (within 2x of cuDNN's error:
+benchmarks/results/winograd-error-cpu.md, `f2x2-split-v8-fixed`); `single` one bfloat16 product
+(2.5x cuDNN's error: over the bar, shown as a floor).
+
+Bytes through the data path per block and chunk of 16 channels: the MMAs' shared-memory operand
+reads, V's stores (not `rs`) and the patch loads (bfloat16 input); per block, the epilogue's staging
+and stores (`epilogue_bytes`). U arrives by bulk copies, multicast to the two blocks of a cluster:
+with the input rows a block reads per chunk, it bounds the time by the L2 intake (`intake`).
+
+    python benchmarks/winograd_half_bound.py --gpu h200 --out benchmarks/results/winograd-half-bound-h200
+"""
+import argparse
+import json
+import math
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA_PATH_BYTES_PER_CLOCK = 126.0  # wgmma_rate.cu "contention": MMA operands and other accesses together
+BULK_BYTES_PER_CLOCK = 42.0  # wgmma_rate.cu "contention", bulk copies from L2 alone
+U_MULTICAST = 2  # blocks of a cluster sharing each U copy
+CLOCK_GHZ = 1.75  # the SM clock under sustained tensor-core load (wgmma_rate's rows: 1.63-1.80)
+COPY_TBS = 4.3  # device-to-device copy, bytes read and written (the device notes, H200)
+# Today's host path of a bfloat16 channels_last call on the R-layers (docs/winograd.md, "Where the
+# half-precision time goes"): a floor for any kernel behind the same dispatch.
+HOST_US = {"R2": 22.7, "R6": 18.4, "R9": 27.3, "R12": 27.9}
+CHUNK = 16  # channels per chunk
+IN_BYTES = 2  # bfloat16 / float16 input
+LAYERS = ("Y2", "Y4", "Y8", "Y12", "Y18", "R2", "R6", "R9", "R12")
+
+# name: (layout of the MMAs, points a pass, tiles, filters, [(wgmma kind, operand bytes a value)],
+#        thread instructions per transformed input value)
+# The instructions are counted from the shortest sequence each design allows, not measured: a thread
+# loads 8 channels of a patch pixel with one 16-byte load, widens each 16-bit value to float32 (1),
+# transforms exactly in float32 (2 adds per value), rounds pairs to bfloat16 (1/2) and stores 8
+# channels of a point with one store; the split adds the high part's widening, the subtraction, the
+# float8 conversion of pairs, their packing and stores (about 3). ss, 16 points: 16 loads, 128
+# widenings, 256 adds, 64 roundings, 16 stores per 128 values (3.75), split 6.6; ss, 8 points: 12
+# loads for 64 values (4.3, split 7.2); rs: each warpgroup loads the 8 values its point column needs
+# as channel pairs (2 x 16-bit per load), 32 values a thread a chunk, about 5.5 and 8.5 (split).
+DESIGNS = {
+    "n32-tf32": ("ss", 16, 32, 64, [("tf32-ss", 4)], 4.5),
+    "n64-tf32": ("ss", 8, 64, 64, [("tf32-ss", 4)], 5.0),
+    "n32-split": ("ss", 16, 32, 64, [("bf16-ss", 2), ("e4m3-ss", 1)], 6.6),
+    "n64-split": ("ss", 8, 64, 64, [("bf16-ss", 2), ("e4m3-ss", 1)], 7.2),
+    "rs-split": ("rs", 16, 64, 32, [("bf16-rs", 2), ("e4m3-rs", 1)], 8.5),
+    "n64-single": ("ss", 8, 64, 64, [("bf16-ss", 2)], 4.3),
+}
+
+
+def rate_tflops(rates, kind, n):
+    rows = [r for r in rates["rows"] if r["kind"] == kind and r["n"] == n]
+    return max(rows, key=lambda r: r["warpgroups"])["tflops"]
+
+
+def chunk_bytes(layout, points, tiles, filters, operand_bytes):
+    """Bytes through the shared-memory data path per block and chunk (module docstring)."""
+    u = points * filters * CHUNK * operand_bytes
+    if layout == "rs":
+        return u + tiles * 32 * CHUNK * IN_BYTES  # U read by the MMAs; 2 x 16 patch values
+    v = points * tiles * CHUNK * operand_bytes
+    patch = tiles * (16 if points == 16 else 12) * CHUNK * IN_BYTES
+    return (u + v) + v + patch  # MMA reads of U and V, V's stores, the patch loads
+
+
+def intake_bytes(points, tiles, filters, operand_bytes):
+    """Bytes from L2 per block and chunk: its share of U (multicast) and its input rows (tiles in
+    rows of 32, two input rows a tile row, plus the rows its patches add: 2 for 16 points, 1 for 8)."""
+    tile_rows = max(1, tiles // 32)
+    rows = 2 * tile_rows + (2 if points == 16 else 1)
+    return points * filters * CHUNK * operand_bytes / U_MULTICAST + rows * (2 * 32 + 2) * CHUNK * IN_BYTES
+
+
+def epilogue_bytes(points, tiles, filters):
+    """Bytes through the data path per block after its channel loop: a warpgroup holding a column of
+    points applies A^T down it in registers, and the block stages the rest through shared memory
+    (written and read, float32): 8 values per (tile, filter) for 16 points; 4 for 8 points, plus the
+    2 its cluster partner needs (written remotely, read there); then the outputs (16-bit)."""
+    pairs = tiles * filters
+    if points == 16:
+        return pairs * (2 * 8 * 4 + 4 * IN_BYTES)
+    return pairs * (2 * 4 * 4 + 2 * 2 * 4 + 2 * IN_BYTES)
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpu", default="h200")
+    ap.add_argument("--out", default=None, help="path without extension: writes .json and .md")
+    args = ap.parse_args(argv)
+    results = os.path.join(HERE, "results")
+    rates = json.load(open(os.path.join(results, f"wgmma-rate-{args.gpu}.json")))
+    suite = json.load(open(os.path.join(results, f"resnet-yolo-{args.gpu}.json")))
+    sms = rates["sms"]
+    out = {"gpu": rates["gpu"], "data_path_bytes_per_clock": DATA_PATH_BYTES_PER_CLOCK, "clock_ghz": CLOCK_GHZ,
+           "copy_tbs": COPY_TBS, "host_us": HOST_US, "precisions": {}}
+    lines = [f"# A fused half-precision F(2x2,3x3): counted bounds against the forward bar ({rates['gpu']}, "
+             f"channels_last, N = 32)\n",
+             "Source: `benchmarks/winograd_half_bound.py` (counts from measured rates; its docstring defines the "
+             "designs). µs per forward: MMA the F(2x2) products at the measured wgmma rates of the design's tile; "
+             f"path its bytes through the shared-memory data path at {DATA_PATH_BYTES_PER_CLOCK:.0f} B per clock and "
+             f"SM ({CLOCK_GHZ} GHz); L2 U (multicast to {U_MULTICAST} blocks) and the input rows at "
+             f"{BULK_BYTES_PER_CLOCK:.0f} B per clock and SM; bound the largest of MMA, path, L2, input + output at "
+             f"{COPY_TBS} TB/s (I/O), the transform's instructions (issue; counted per value in the "
+             "script's DESIGNS, not measured) and "
+             "the R-layers' host path today; x cuDNN = cuDNN's time over the bound, the best ratio the design could "
+             "reach. The bar is 1.2x (geomean). cuDNN and ours: the auto `winograd` rows of `resnet-yolo` on this "
+             "GPU, cuDNN at the same precision in the same process.\n"]
+    for precision in ("bf16", "fp16"):
+        table(precision, rates, suite, sms, out, lines)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        out["source"] = "benchmarks/winograd_half_bound.py"
+        with open(args.out + ".json", "w") as f:
+            json.dump(out, f, indent=1)
+        with open(args.out + ".md", "w") as f:
+            f.write(text)
+
+
+def table(precision, rates, suite, sms, out, lines):
+    measured = {}
+    for r in suite["rows"]:
+        if (r["N"] == 32 and r["mode"] == "fwd" and r["precision"] == precision and r["layout"] == "nhwc"
+                and r["R"] == 3 and r["stride"] == 1 and r["algorithm"] == "winograd"):
+            measured[r["layer"]] = r  # cuDNN timed beside the auto Winograd, in the same process
+    rows = []
+    for layer in LAYERS:
+        m = measured[layer]
+        C, K, H, W = m["C"], m["K"], m["H"], m["W"]
+        tiles = 32 * math.ceil(H / 2) * math.ceil(W / 2)
+        macs = tiles * 16.0 * C * K
+        io_us = 32 * (C + K) * H * W * IN_BYTES / (COPY_TBS * 1e12) * 1e6
+        row = {"layer": layer, "C": C, "K": K, "HW": H, "cudnn_us": m["cudnn_ms"] * 1e3, "ours_us": m["ms"] * 1e3,
+               "io_us": io_us, "host_us": HOST_US.get(layer, 0.0), "designs": {}}
+        for name, (layout, points, t, f, operands, per_v) in DESIGNS.items():
+            n = f if layout == "rs" else t  # the MMAs' N: filters (rs) or tiles
+            mma_us = sum(2.0 * macs / (rate_tflops(rates, kind, n) * 1e12) for kind, _ in operands) * 1e6
+            chunks = macs / (points * t * f * CHUNK)
+            blocks = chunks / math.ceil(C / CHUNK)
+            path_bytes = (chunks * chunk_bytes(layout, points, t, f, sum(b for _, b in operands))
+                          + blocks * epilogue_bytes(points, t, f))
+            path_us = path_bytes / (DATA_PATH_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
+            intake_us = chunks * intake_bytes(points, t, f, sum(b for _, b in operands)) / (
+                BULK_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
+            # Four warp instructions per clock and SM, 32 threads a warp.
+            issue_us = chunks * points * t * CHUNK * per_v / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6
+            bound = max(mma_us, path_us, intake_us, issue_us, io_us, row["host_us"])
+            row["designs"][name] = {"mma_us": mma_us, "data_path_us": path_us, "intake_us": intake_us,
+                                    "issue_us": issue_us, "bound_us": bound, "ratio_bound": row["cudnn_us"] / bound}
+        rows.append(row)
+    geo = {d: geomean([r["designs"][d]["ratio_bound"] for r in rows]) for d in DESIGNS}
+    geo_ours = geomean([r["cudnn_us"] / r["ours_us"] for r in rows])
+    out["precisions"][precision] = {"rows": rows, "geomean_ratio_bound": geo, "geomean_ratio_ours": geo_ours}
+    lines += [f"## {precision}\n",
+              "| layer | cuDNN µs | ours µs (x cuDNN) | I/O µs | host µs | " + " | ".join(
+                  f"{d} MMA / path / L2 / issue / bound µs (x cuDNN)" for d in DESIGNS) + " |",
+              "|---|---|---|---|---|" + "---|" * len(DESIGNS)]
+    for r in rows:
+        cells = [f"{x['mma_us']:.0f} / {x['data_path_us']:.0f} / {x['intake_us']:.0f} / {x['issue_us']:.0f} / "
+                 f"{x['bound_us']:.0f} "
+                 f"({x['ratio_bound']:.2f}x)"
+                 for x in r["designs"].values()]
+        lines.append(f"| {r['layer']} | {r['cudnn_us']:.0f} | {r['ours_us']:.0f} ({r['cudnn_us'] / r['ours_us']:.2f}x) | "
+                     f"{r['io_us']:.0f} | {r['host_us'] or '-'} | " + " | ".join(cells) + " |")
+    lines.append(f"| geomean | | ({geo_ours:.2f}x) | | | " + " | ".join(f"**{geo[d]:.2f}x**" for d in DESIGNS) + " |")
+    lines.append("")
+
+
+if __name__ == "__main__":
+    main()
