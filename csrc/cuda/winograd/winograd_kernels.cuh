@@ -312,22 +312,32 @@ struct FilterPair {
         m(int(i % f.outputs_pad)) {}
 };
 
+// The loop every filter-transform kernel runs: `body(p, uu)` for each (group, reduction, output) p of
+// the launch (grid-stride over [group][reduction_pad][outputs_pad]), uu that filter's transformed
+// points (zero in the padding); the kernels differ in where and how they store uu.
+template <typename Tile, typename T, typename Body>
+__device__ __forceinline__ void for_each_filter(const T* __restrict__ w, const FilterLayout& f, Body&& body) {
+  const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const FilterPair p(i, f);
+    T uu[Tile::kPoints];
+    filter_points<Tile>(w, f, p.g, p.r, p.m, uu);
+    body(p, uu);
+  }
+}
+
 template <typename Tile, typename T, int kGroupPoints>
 __global__ void winograd_filter_transform_kernel(const T* __restrict__ w, T* __restrict__ u, const FilterLayout f) {
   static_assert(Tile::kPoints % kGroupPoints == 0, "point groups split the points evenly");
   constexpr int kPointGroups = Tile::kPoints / kGroupPoints;
-  const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const auto [g, r, m] = FilterPair(i, f);
-    T uu[Tile::kPoints];
-    filter_points<Tile>(w, f, g, r, m, uu);
+  for_each_filter<Tile>(w, f, [&](const FilterPair& p, const T (&uu)[Tile::kPoints]) {
 #pragma unroll
     for (int q = 0; q < kPointGroups; ++q) {
-      T* dst = u + ((int64_t(g) * kPointGroups + q) * f.reduction_pad + r) * kGroupPoints * f.outputs_pad + m;
+      T* dst = u + ((int64_t(p.g) * kPointGroups + q) * f.reduction_pad + p.r) * kGroupPoints * f.outputs_pad + p.m;
 #pragma unroll
       for (int e = 0; e < kGroupPoints; ++e) dst[int64_t(e) * f.outputs_pad] = uu[q * kGroupPoints + e];
     }
-  }
+  });
 }
 
 // T: the arithmetic's type (U and V's); TIo: the type of x, bias and y. They differ where the TF32
@@ -723,23 +733,36 @@ struct StagedGemmArgs {
   int k_tiles, p_tiles;
 };
 
-// The batched GEMMs M[e] = U[e] V[e] of one point group (Cfg::kBatch points) per block column: the
-// block's "group" counts the convolution's groups times its point groups, which U, V and M lay out
-// consecutively.
+// A block of the batched GEMMs M[e] = U[e] V[e], one point group (Cfg::kBatch points) per block
+// column: the block's "group" counts the convolution's groups times its point groups, which U, V
+// and M lay out consecutively. Its coordinates and U and V loaders, for the IEEE kernel below and
+// the tensor-core one (winograd_batched_gemm_mma_kernel in winograd_tc_kernels.cuh).
+template <typename T, typename Cfg>
+struct StagedGemmBlock {
+  BlockCoord bc;
+  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la;
+  PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb;
+
+  __device__ __forceinline__ explicit StagedGemmBlock(const StagedGemmArgs<T>& a)
+      : bc(block_coord(a.k_tiles, a.p_tiles)),
+        la{a.u + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.outputs_pad, a.outputs_pad, bc.kt * Cfg::kM},
+        lb{a.v + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.tiles_pad, a.tiles_pad, bc.pt * Cfg::kN} {}
+  // The block's tile of M for point `batch` of its group ([group][points][outputs_pad][tiles_pad]).
+  __device__ __forceinline__ T* m_tile(const StagedGemmArgs<T>& a, int batch) const {
+    return a.m + ((int64_t(bc.g) * Cfg::kBatch + batch) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad +
+           bc.pt * Cfg::kN;
+  }
+};
+
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) winograd_batched_gemm_kernel(const StagedGemmArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
-  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
-  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{a.u + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.outputs_pad,
-                                       a.outputs_pad, bc.kt * Cfg::kM};
-  PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb{a.v + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.tiles_pad,
-                                       a.tiles_pad, bc.pt * Cfg::kN};
+  const StagedGemmBlock<T, Cfg> blk(a);
   T acc[Cfg::kThreadM][Cfg::kThreadN];
-  block_gemm<T, Cfg>(smem, la, lb, a.reduction_pad / Cfg::kK, acc);
+  block_gemm<T, Cfg>(smem, blk.la, blk.lb, a.reduction_pad / Cfg::kK, acc);
   const ThreadTile<Cfg> tt(threadIdx.x);
-  T* out = a.m + ((int64_t(bc.g) * Cfg::kBatch + tt.batch) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad +
-           bc.pt * Cfg::kN;
+  T* out = blk.m_tile(a, tt.batch);
 #pragma unroll
   for (int i = 0; i < Cfg::kThreadM; ++i)
 #pragma unroll
@@ -853,21 +876,36 @@ struct StagedWeightGradArgs {
   bool accumulate;
 };
 
+// A block of the staged grad_weight's GEMM dU[p] += dM^T[p]^T V^T[p] over the tiles of its split:
+// its coordinates, its tile count and its dM^T and V^T loaders, for the IEEE kernel below and the
+// tensor-core one (winograd_weight_grad_gemm_mma_kernel in winograd_tc_kernels.cuh).
+template <typename T, typename Cfg>
+struct StagedWeightGradBlock {
+  WeightGradBlock wb;
+  int tiles;  // of the block's split
+  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la;
+  PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb;
+
+  __device__ __forceinline__ explicit StagedWeightGradBlock(const StagedWeightGradArgs<T>& a)
+      : wb(weight_grad_block(a.k_tiles, a.c_tiles, a.groups)),
+        tiles(min(a.tiles_per_split, a.tiles_pad - wb.split * a.tiles_per_split)),
+        la{a.dmt + (int64_t(wb.g) * a.tiles_pad + wb.split * a.tiles_per_split) * kWinogradPoints * a.k_pad, a.k_pad,
+           wb.kt * Cfg::kM},
+        lb{a.vt + (int64_t(wb.g) * a.tiles_pad + wb.split * a.tiles_per_split) * kWinogradPoints * a.c_pad, a.c_pad,
+           wb.ct * Cfg::kN} {}
+  // The dU slice the block writes or adds to (store_weight_grad_slice's layout).
+  __device__ __forceinline__ int slice(const StagedWeightGradArgs<T>& a) const { return wb.split * a.groups + wb.g; }
+};
+
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_weight_grad_gemm_kernel(const StagedWeightGradArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
-  const auto [kt, ct, g, split] = weight_grad_block(a.k_tiles, a.c_tiles, a.groups);
-  const int tile_begin = split * a.tiles_per_split;
-  const int tiles = min(a.tiles_per_split, a.tiles_pad - tile_begin);
-  PaddedTileLoader<T, Cfg, Cfg::kM, Cfg::kLdA> la{
-      a.dmt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.k_pad, a.k_pad, kt * Cfg::kM};
-  PaddedTileLoader<T, Cfg, Cfg::kN, Cfg::kLdB> lb{
-      a.vt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.c_pad, a.c_pad, ct * Cfg::kN};
+  const StagedWeightGradBlock<T, Cfg> blk(a);
   T acc[Cfg::kThreadM][Cfg::kThreadN];
-  block_gemm<T, Cfg>(smem, la, lb, tiles / Cfg::kK, acc);
-  store_weight_grad_slice<T, Cfg>(acc, a.partial, split * a.groups + g, a.k_pad, a.c_pad, kt, ct, a.accumulate);
+  block_gemm<T, Cfg>(smem, blk.la, blk.lb, blk.tiles / Cfg::kK, acc);
+  store_weight_grad_slice<T, Cfg>(acc, a.partial, blk.slice(a), a.k_pad, a.c_pad, blk.wb.kt, blk.wb.ct, a.accumulate);
 }
 
 // V^T for the staged grad_weight: one thread per (group, tile, channel), channels fastest so the

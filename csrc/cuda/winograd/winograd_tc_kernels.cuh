@@ -137,19 +137,15 @@ using WinogradTcWeightGradTileTall = WinogradTcConfig<64, 8, 512, 1>;
 template <typename Cfg, int kProducts = 1>
 __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w, float* __restrict__ u,
                                                     const FilterLayout f) {
-  const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
   const int k_blocks = f.outputs_pad / Cfg::kM, chunks = f.reduction_pad / Cfg::kK;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const auto [g, r, m] = FilterPair(i, f);
-    float uu[kWinogradPoints];
-    filter_points<WinogradF2x2>(w, f, g, r, m, uu);
-    float* chunk = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * Cfg::kUChunkFloats;
+  for_each_filter<WinogradF2x2>(w, f, [&](const FilterPair& p, const float (&uu)[kWinogradPoints]) {
+    float* chunk = u + ((int64_t(p.g) * k_blocks + p.m / Cfg::kM) * chunks + p.r / Cfg::kK) * Cfg::kUChunkFloats;
     if constexpr (kProducts == 1) {
-      float* dst = chunk + Cfg::u_word(r % Cfg::kK, m % Cfg::kM);
+      float* dst = chunk + Cfg::u_word(p.r % Cfg::kK, p.m % Cfg::kM);
 #pragma unroll
       for (int e = 0; e < kWinogradPoints; ++e) dst[e * Cfg::kK * Cfg::kM] = round_to_tf32(uu[e]);
     } else {
-      uint16_t* dst = reinterpret_cast<uint16_t*>(chunk) + Cfg::u_split_half(r % Cfg::kK, m % Cfg::kM);
+      uint16_t* dst = reinterpret_cast<uint16_t*>(chunk) + Cfg::u_split_half(p.r % Cfg::kK, p.m % Cfg::kM);
 #pragma unroll
       for (int e = 0; e < kWinogradPoints; ++e) {
         uint32_t hi, lo;  // low halves: uu[e]'s parts
@@ -158,7 +154,7 @@ __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w,
         dst[2 * e * Cfg::kK * Cfg::kM + 4 * Cfg::kSplitSteps] = uint16_t(lo);
       }
     }
-  }
+  });
 }
 
 template <typename Cfg>
@@ -873,19 +869,11 @@ template <typename Cfg, int kProducts>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_batched_gemm_mma_kernel(const StagedGemmArgs<float> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles);
-  PaddedTileLoader<float, Cfg, Cfg::kM, Cfg::kLdA> la{
-      a.u + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.outputs_pad, a.outputs_pad, bc.kt * Cfg::kM};
-  PaddedTileLoader<float, Cfg, Cfg::kN, Cfg::kLdB> lb{
-      a.v + int64_t(bc.g) * a.reduction_pad * Cfg::kBatch * a.tiles_pad, a.tiles_pad, bc.pt * Cfg::kN};
+  const StagedGemmBlock<float, Cfg> blk(a);
   using Mmas = StagedPointMmas<Cfg, kProducts>;
   typename Mmas::Acc acc;
-  Mmas::run(reinterpret_cast<float*>(smem_raw), la, lb, a.reduction_pad / Cfg::kK, acc);
-  // M is [group][points][outputs_pad][tiles_pad].
-  const int warp = threadIdx.x / 32;
-  Mmas::store(
-      acc, a.m + ((int64_t(bc.g) * Cfg::kBatch + warp) * a.outputs_pad + bc.kt * Cfg::kM) * a.tiles_pad + bc.pt * Cfg::kN,
-      a.tiles_pad, false);
+  Mmas::run(reinterpret_cast<float*>(smem_raw), blk.la, blk.lb, a.reduction_pad / Cfg::kK, acc);
+  Mmas::store(acc, blk.m_tile(a, threadIdx.x / 32), a.tiles_pad, false);  // a warp per point
 }
 
 // The staged grad_weight's GEMM (winograd_weight_grad_gemm_kernel's operands, grid and slices) on
@@ -896,22 +884,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_weight_grad_gemm_mma_kernel(const StagedWeightGradArgs<float> a) {
   static_assert(Cfg::kBatch == kWinogradPoints, "a block computes all 16 points of its filters and channels");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const auto [kt, ct, g, split] = weight_grad_block(a.k_tiles, a.c_tiles, a.groups);
-  const int tile_begin = split * a.tiles_per_split;
-  const int tiles = min(a.tiles_per_split, a.tiles_pad - tile_begin);
-  PaddedTileLoader<float, Cfg, Cfg::kM, Cfg::kLdA> la{
-      a.dmt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.k_pad, a.k_pad, kt * Cfg::kM};
-  PaddedTileLoader<float, Cfg, Cfg::kN, Cfg::kLdB> lb{
-      a.vt + (int64_t(g) * a.tiles_pad + tile_begin) * kWinogradPoints * a.c_pad, a.c_pad, ct * Cfg::kN};
+  const StagedWeightGradBlock<float, Cfg> blk(a);
   using Mmas = StagedPointMmas<Cfg, kProducts>;
   typename Mmas::Acc acc;
-  Mmas::run(reinterpret_cast<float*>(smem_raw), la, lb, tiles / Cfg::kK, acc);
-  // dU slices are [slice][16][k_pad][c_pad] (store_weight_grad_slice's layout).
+  Mmas::run(reinterpret_cast<float*>(smem_raw), blk.la, blk.lb, blk.tiles / Cfg::kK, acc);
+  // dU slices are [slice][16][k_pad][c_pad] (store_weight_grad_slice's layout), a warp per point.
   const int warp = threadIdx.x / 32;
-  const int slice = split * a.groups + g;
-  Mmas::store(
-      acc, a.partial + ((int64_t(slice) * kWinogradPoints + warp) * a.k_pad + kt * Cfg::kM) * a.c_pad + ct * Cfg::kN,
-      a.c_pad, a.accumulate);
+  Mmas::store(acc,
+              a.partial + ((int64_t(blk.slice(a)) * kWinogradPoints + warp) * a.k_pad + blk.wb.kt * Cfg::kM) * a.c_pad +
+                  blk.wb.ct * Cfg::kN,
+              a.c_pad, a.accumulate);
 }
 
 }  // namespace cuda

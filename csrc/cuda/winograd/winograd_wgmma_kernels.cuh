@@ -396,13 +396,9 @@ template <typename Cfg, bool kMax>
 __global__ void winograd_filter_transform_f16_kernel(const float* __restrict__ w, uint16_t* __restrict__ u,
                                                      float* __restrict__ u_max, const FilterLayout f) {
   static_assert(Cfg::kOperandBytes == 2, "float16 operands");
-  const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
   const int k_blocks = f.outputs_pad / Cfg::kM, chunks = f.reduction_pad / Cfg::kK;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const auto [g, r, m] = FilterPair(i, f);
-    float uu[kWinogradPoints];
-    filter_points<WinogradF2x2>(w, f, g, r, m, uu);
-    float* filter_max = u_max + int64_t(g) * f.outputs_pad + m;
+  for_each_filter<WinogradF2x2>(w, f, [&](const FilterPair& p, const float (&uu)[kWinogradPoints]) {
+    float* filter_max = u_max + int64_t(p.g) * f.outputs_pad + p.m;
     if constexpr (kMax) {
       float most = 0.f;
 #pragma unroll
@@ -410,12 +406,13 @@ __global__ void winograd_filter_transform_f16_kernel(const float* __restrict__ w
       if (most != 0.f) F16Carrier::gather_max(filter_max, most);
     } else {
       const int ex = F16Carrier::exponent(*filter_max);
-      uint16_t* dst = u + ((int64_t(g) * k_blocks + m / Cfg::kM) * chunks + r / Cfg::kK) * (2 * Cfg::kUChunkFloats) +
-                      Cfg::u_half(r % Cfg::kK, m % Cfg::kM);
+      uint16_t* dst = u + ((int64_t(p.g) * k_blocks + p.m / Cfg::kM) * chunks + p.r / Cfg::kK) *
+                              (2 * Cfg::kUChunkFloats) +
+                      Cfg::u_half(p.r % Cfg::kK, p.m % Cfg::kM);
 #pragma unroll
       for (int e = 0; e < kWinogradPoints; ++e) dst[e * 2 * Cfg::kUPointFloats] = F16Carrier::half_bits(round_to_tf32(uu[e]), ex);
     }
-  }
+  });
 }
 
 // The staged-V tiles' scales for V (F16Carrier) come from a bound of each tile's largest |V|: a
@@ -997,12 +994,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   {
     const int other = rank ^ 1;
     const unsigned partner = unsigned(cluster_rank ^ 1), remote = cluster_shared_address(partials, partner);
+    // The receiver's mbarrier, mapped once (mapa is volatile asm: the compiler would not hoist it).
+    unsigned remote_bar = 0;
+    if constexpr (kAsyncPartials) remote_bar = cluster_shared_address(bars + Cfg::kPartialsBarrier, partner);
 #pragma unroll
     for (int q = 0; q < kPairs; ++q) {
       const float4 v = partial(pair_filter(q), other * Cfg::kHalfTiles + pair_tile(q));
       if constexpr (kAsyncPartials)
-        store_cluster_shared_async(remote + 16 * pair_slot(q), v,
-                                   cluster_shared_address(bars + Cfg::kPartialsBarrier, partner));
+        store_cluster_shared_async(remote + 16 * pair_slot(q), v, remote_bar);
       else
         store_cluster_shared(remote + 16 * pair_slot(q), v);
     }
