@@ -56,20 +56,19 @@ LAYERS = ("Y2", "Y4", "Y8", "Y12", "Y18", "R2", "R6", "R9", "R12")
 
 # name: (layout of the MMAs, points a pass, tiles, filters, [(wgmma kind, operand bytes a value)],
 #        thread instructions per transformed input value)
-# The instructions are counted from the shortest sequence each design allows, not measured: a thread
-# loads 8 channels of a patch pixel with one 16-byte load, widens each 16-bit value to float32 (1),
-# transforms exactly in float32 (2 adds per value), rounds pairs to bfloat16 (1/2) and stores 8
-# channels of a point with one store; the split adds the high part's widening, the subtraction, the
-# float8 conversion of pairs, their packing and stores (about 3). ss, 16 points: 16 loads, 128
-# widenings, 256 adds, 64 roundings, 16 stores per 128 values (3.75), split 6.6; ss, 8 points: 12
-# loads for 64 values (4.3, split 7.2); rs: each warpgroup loads the 8 values its point column needs
-# as channel pairs (2 x 16-bit per load), 32 values a thread a chunk, about 5.5 and 8.5 (split).
+# The instructions of `n64-split` and `rs-split` are their SASS (benchmarks/micro/transform_count.cu,
+# whose kernels do one chunk of each design's transform and split: 7.8 and 9.3 a value). The
+# others are counted from the shortest sequence by hand: a thread loads 8 channels of a patch pixel
+# with one 16-byte load, widens each 16-bit value to float32 (1), transforms exactly in float32 (2
+# adds a value), rounds pairs to bfloat16 (1/2) and stores 8 channels of a point with one store;
+# the TF32 designs round to TF32 instead; a split adds the high part's widening, the subtraction,
+# the scale and the float8 conversion of pairs (the SASS: about 3.5 more a value).
 DESIGNS = {
     "n32-tf32": ("ss", 16, 32, 64, [("tf32-ss", 4)], 4.5),
     "n64-tf32": ("ss", 8, 64, 64, [("tf32-ss", 4)], 5.0),
-    "n32-split": ("ss", 16, 32, 64, [("bf16-ss", 2), ("e4m3-ss", 1)], 6.6),
-    "n64-split": ("ss", 8, 64, 64, [("bf16-ss", 2), ("e4m3-ss", 1)], 7.2),
-    "rs-split": ("rs", 16, 64, 32, [("bf16-rs", 2), ("e4m3-rs", 1)], 8.5),
+    "n32-split": ("ss", 16, 32, 64, [("bf16-ss", 2), ("e4m3-ss", 1)], 7.3),
+    "n64-split": ("ss", 8, 64, 64, [("bf16-ss", 2), ("e4m3-ss", 1)], 7.8),
+    "rs-split": ("rs", 16, 64, 32, [("bf16-rs", 2), ("e4m3-rs", 1)], 9.3),
     "n64-single": ("ss", 8, 64, 64, [("bf16-ss", 2)], 4.3),
 }
 
@@ -130,8 +129,9 @@ def main(argv=None):
              f"path its bytes through the shared-memory data path at {DATA_PATH_BYTES_PER_CLOCK:.0f} B per clock and "
              f"SM ({CLOCK_GHZ} GHz); L2 U (multicast to {U_MULTICAST} blocks) and the input rows at "
              f"{BULK_BYTES_PER_CLOCK:.0f} B per clock and SM; bound the largest of MMA, path, L2, input + output at "
-             f"{COPY_TBS} TB/s (I/O), the transform's instructions (issue; counted per value in the "
-             "script's DESIGNS, not measured) and "
+             f"{COPY_TBS} TB/s (I/O), the transform's instructions at 4 warp instructions per clock (issue; "
+             "per value from the SASS of transform_count.cu for n64-split and rs-split, by hand for the "
+             "others) and "
              "the R-layers' host path today; x cuDNN = cuDNN's time over the bound, the best ratio the design could "
              "reach. The bar is 1.2x (geomean). cuDNN and ours: the auto `winograd` rows of `resnet-yolo` on this "
              "GPU, cuDNN at the same precision in the same process.\n"]
