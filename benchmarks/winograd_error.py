@@ -26,6 +26,14 @@ channels and one float8 accumulator per point, unscaled once. Per 2x2 output til
 takes 32 or 48 MMA products, or 16 plus 16 float8 ones (24 at the float16 rate), against a direct
 convolution's 36 (16 single-pass).
 
+Wider operands for 16-bit tensors (column `f2x2-tf32-operands`, fp16 and bf16 only): F(2x2,3x3)
+with U and V rounded to TF32 (11 significant bits), one product per point product -- what the
+TF32 tiles compute for bfloat16 tensors, and what a kernel computes at the 16-bit MMA rate when it
+carries those values as float16 under power-of-two scales per tile and per filter (float16 holds
+a TF32 value exactly within its exponent range), as the staged-V tiles do. A bfloat16 input has 8
+significant bits, so V's four-term sums fit in 11 bits but for their rounding; a float16 input has
+11, and they do not.
+
 Nested F(2,3) (column `f2x1`): the one-dimensional transform along the rows only, a direct sum over
 the filter's three rows: V = d B and U = g G^T per input and filter row, V's entries sums of two
 inputs (four in F(2x2)), 24 products per 2x2 output tile and (filter, channel) pair.
@@ -241,7 +249,8 @@ def main():
     layers = [layer for layer in suites.RESNET + suites.YOLO
               if layer.R == 3 and layer.kw == 3 and layer.stride == 1 and layer.dilation == 1 and layer.groups == 1]
     split_cols = list(SPLITS) if any(p != "fp32" for p in precisions) else []
-    cols = ["direct", *VARIANTS, "f2x1", *split_cols]
+    wide_cols = ["f2x2-tf32-operands"] if any(p in ("fp16", "bf16") for p in precisions) else []
+    cols = ["direct", *VARIANTS, "f2x1", *split_cols, *wide_cols]
     for precision in precisions:
         dtype = TENSOR_DTYPE[precision]
         for layer in layers:
@@ -260,6 +269,9 @@ def main():
                 for name, split in SPLITS.items():
                     y = winograd_conv(x, w, pad, 2, *f2, torch.float32, operands=precision, split=split)
                     row[name] = rel_err(y.to(dtype), ref)
+            if precision in ("fp16", "bf16"):  # 16-bit tensors, U and V at TF32's precision
+                y = winograd_conv(x, w, pad, 2, *f2, torch.float32, operands="tf32")
+                row["f2x2-tf32-operands"] = rel_err(y.to(dtype), ref)
             rows.append(row)
             print(" ".join(f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
     geomean = {}
@@ -277,7 +289,8 @@ def main():
                         "rounded high and low part, two (three) MMA products per point product; f2x2-split-v8 "
                         "adds U x V_lo in float8 e4m3 (power-of-two scales per point and tile and 32 channels, "
                         "per point and filter); f2x2-split-v8-fixed: V_lo in float8 e5m2 under the fixed scale 2^12, "
-                        "saturating, U in e4m3 per point and filter; f2x1: F(2,3) along rows nested in a direct "
+                        "saturating, U in e4m3 per point and filter; f2x2-tf32-operands: fp16/bf16 tensors with U and V "
+                        "rounded to TF32; f2x1: F(2,3) along rows nested in a direct "
                         "sum over filter rows"}
         path = os.path.join(args.out_dir, args.tag)
         with open(path + ".json", "w") as f:
@@ -295,7 +308,9 @@ def main():
                     "(and U) carried as a rounded high and low part, two (three) MMA products per point product; "
                     "`f2x2-split-v8`: V's low part against U in float8 e4m3 under power-of-two scales (16 "
                     "products plus 16 at twice the rate); `f2x2-split-v8-fixed`: the same products with V's low "
-                    "part in float8 e5m2 under one fixed scale, 2^12, and U in e4m3 per (point, filter).\n")
+                    "part in float8 e5m2 under one fixed scale, 2^12, and U in e4m3 per (point, filter); "
+                    "`f2x2-tf32-operands` (fp16 / bf16 tensors): U and V at TF32's precision, one product per "
+                    "point product (float16 words under power-of-two scales carry them exactly).\n")
             for precision in precisions:
                 pcols = [c for c in cols[1:] if c in geomean[precision]]
                 f.write(f"\n## {precision}\n\n")

@@ -28,11 +28,17 @@ threads). That fixes the per-point MMA tile, and the tile fixes the rate and the
   copies shared by clusters of 2 x 2 blocks: no patch loads or V stores on the data path, but V
   through memory twice and through L2 into every block. Its "issue" column is the transform
   kernel's time (its instructions or its memory traffic), which the GEMM's bound adds to.
-Products: `tf32` one TF32 product per point product (bfloat16 calls' tiles today: the `tf32` designs
-check the count against their measured times; float16 calls run 3xBF16 mma.sync tiles, not counted); `split` the error
-bar's design, U x V_hi in bfloat16 plus U x V_lo in float8 (within 2x of cuDNN's error:
-benchmarks/results/winograd-error-cpu.md, `f2x2-split-v8-fixed`); `single` one bfloat16 product
-(2.5x cuDNN's error: over the bar, shown as a floor).
+Products (the designs' suffixes):
+- `tf32`: one TF32 product per point product -- the bfloat16 calls' tiles today; these designs
+  check the count against their measured times (float16 calls run 3xBF16 `mma.sync` tiles, not
+  counted).
+- `carrier`: one product at the 16-bit rate with U and V at TF32's precision, carried as float16
+  under power-of-two scales per tile and per filter (as the staged-V tiles do today); the tiles'
+  scales need the input's largest value per pixel first, a pass over the input (`prepass`). Within
+  2x of cuDNN's error for bfloat16 tensors, not for float16 ones (winograd-error-cpu.md,
+  `f2x2-tf32-operands`).
+- `split`: U x V_hi in bfloat16 plus U x V_lo in float8 (24 products at the 16-bit rate), within 2x
+  of cuDNN's error for both (`f2x2-split-v8-fixed`).
 
 Bytes through the data path per block and chunk of 16 channels: the MMAs' shared-memory operand
 reads, V's stores (not `rs`) and the patch loads (bfloat16 input); per block, the epilogue's staging
@@ -59,30 +65,37 @@ HOST_US = {"R2": 22.7, "R6": 18.4, "R9": 27.3, "R12": 27.9}
 CHUNK = 16  # channels per chunk
 IN_BYTES = 2  # bfloat16 / float16 input
 LAYERS = ("Y2", "Y4", "Y8", "Y12", "Y18", "R2", "R6", "R9", "R12")
-WITHIN_ERROR_BAR = ("n32-split", "n64-split", "rs-split", "staged-split")  # the split designs
 
-# name: (layout of the MMAs, points a pass, tiles, filters, [(wgmma kind, operand bytes a value)],
-#        thread instructions per transformed input value)
-# The instructions of `n64-split` and `rs-split` are their SASS (benchmarks/micro/transform_count.cu,
-# whose kernels do one chunk of each design's transform and split: 7.8 and 9.3 a value). The
-# others are counted from the shortest sequence by hand: a thread loads 8 channels of a patch pixel
-# with one 16-byte load, widens each 16-bit value to float32 (1), transforms exactly in float32 (2
-# adds a value), rounds pairs to bfloat16 (1/2) and stores 8 channels of a point with one store;
-# the TF32 designs round to TF32 instead; a split adds the high part's widening, the subtraction,
-# the scale and the float8 conversion of pairs (the SASS: about 3.5 more a value).
+# name: (layout of the MMAs, points a pass, tiles, filters, products, thread instructions per
+#        transformed input value)
+# The instructions of the `n64`, `rs` and `staged` designs are SASS (benchmarks/micro/
+# transform_count.cu, whose kernels do one chunk of each kind of transform: `ss8` split 7.8 and
+# single 5.4, `rs` split 9.3 and single 6.8 a value). The `n32` designs' and today's are counted by
+# hand from the same sequence: a 16-byte load per patch pixel and 8 channels, a widening per value,
+# 2 adds per value, then the products' conversion and stores.
 DESIGNS = {
-    "n32-tf32": ("ss", 16, 32, 64, [("tf32-ss", 4)], 4.5),
-    "n64-tf32": ("ss", 8, 64, 64, [("tf32-ss", 4)], 5.0),
-    "n32-split": ("ss", 16, 32, 64, [("bf16-ss", 2), ("e4m3-ss", 1)], 7.3),
-    "n64-split": ("ss", 8, 64, 64, [("bf16-ss", 2), ("e4m3-ss", 1)], 7.8),
-    "rs-split": ("rs", 16, 64, 32, [("bf16-rs", 2), ("e4m3-rs", 1)], 9.3),
-    "n64-single": ("ss", 8, 64, 64, [("bf16-ss", 2)], 4.3),
-    "staged-split": ("staged", 8, 64, 64, [("bf16-ss", 2), ("e4m3-ss", 1)], 7.8),
+    "n32-tf32": ("ss", 16, 32, 64, "tf32", 4.5),
+    "n64-tf32": ("ss", 8, 64, 64, "tf32", 5.0),
+    "n32-carrier": ("ss", 16, 32, 64, "carrier", 5.0),
+    "n64-carrier": ("ss", 8, 64, 64, "carrier", 5.4),
+    "rs-carrier": ("rs", 16, 64, 32, "carrier", 6.8),
+    "staged-carrier": ("staged", 8, 64, 64, "carrier", 5.4),
+    "n32-split": ("ss", 16, 32, 64, "split", 7.3),
+    "n64-split": ("ss", 8, 64, 64, "split", 7.8),
+    "rs-split": ("rs", 16, 64, 32, "split", 9.3),
+    "staged-split": ("staged", 8, 64, 64, "split", 7.8),
+}
+# The products' MMAs ([(wgmma kind, operand bytes a value)]) and the precisions whose error bar they
+# keep (winograd-error-cpu.md).
+PRODUCTS = {
+    "tf32": ([("tf32", 4)], ("bf16",)),
+    "carrier": ([("bf16", 2)], ("bf16",)),
+    "split": ([("bf16", 2), ("e4m3", 1)], ("bf16", "fp16")),
 }
 
 
 def rate_tflops(rates, kind, n):
-    rows = [r for r in rates["rows"] if r["kind"] == kind and r["n"] == n]
+    rows = [r for r in rates["rows"] if r["kind"] == kind and r["n"] == n]  # kind: e.g. "bf16-ss"
     return max(rows, key=lambda r: r["warpgroups"])["tflops"]
 
 
@@ -138,16 +151,18 @@ def main(argv=None):
     lines = [f"# A fused half-precision F(2x2,3x3): counted bounds against the forward bar ({rates['gpu']}, "
              f"channels_last, N = 32)\n",
              "Source: `benchmarks/winograd_half_bound.py` (counts from measured rates; its docstring defines the "
-             "designs). µs per forward: MMA the F(2x2) products at the measured wgmma rates of the design's tile; "
+             "designs). µs per forward, bounded by what is named: MMA the F(2x2) products at the measured wgmma "
+             "rates of the design's tile; "
              f"path its bytes through the shared-memory data path at {DATA_PATH_BYTES_PER_CLOCK:.0f} B per clock and "
              f"SM ({CLOCK_GHZ} GHz); L2 U (multicast to {U_MULTICAST} blocks) and the input rows at "
              f"{BULK_BYTES_PER_CLOCK:.0f} B per clock and SM; bound the largest of MMA, path, L2, input + output at "
              f"{COPY_TBS} TB/s (I/O), the transform's instructions at 4 warp instructions per clock (issue; "
              "per value from the SASS of transform_count.cu for n64-split and rs-split, by hand for the "
              "others) and "
-             "the R-layers' host path today; x cuDNN = cuDNN's time over the bound, the best ratio the design could "
-             "reach. The bar is 1.2x (geomean). cuDNN and ours: the auto `winograd` rows of `resnet-yolo` on this "
-             "GPU, cuDNN at the same precision in the same process.\n"]
+             "the R-layers' host path today (host); `staged` the transform kernel's time plus the GEMM's; "
+             "`carrier` designs add a pass over the input for their scales. (x) = cuDNN's time over the bound, "
+             "the best ratio the design could reach. The bar is 1.2x (geomean). cuDNN and ours: the auto "
+             "`winograd` rows of `resnet-yolo` on this GPU, cuDNN at the same precision in the same process.\n"]
     for precision in ("bf16", "fp16"):
         table(precision, rates, suite, sms, out, lines)
     text = "\n".join(lines) + "\n"
@@ -172,53 +187,69 @@ def table(precision, rates, suite, sms, out, lines):
         C, K, H, W = m["C"], m["K"], m["H"], m["W"]
         tiles = 32 * math.ceil(H / 2) * math.ceil(W / 2)
         macs = tiles * 16.0 * C * K
-        io_us = 32 * (C + K) * H * W * IN_BYTES / (COPY_TBS * 1e12) * 1e6
+        in_bytes, out_bytes = 32 * C * H * W * IN_BYTES, 32 * K * H * W * IN_BYTES
+        io_us = (in_bytes + out_bytes) / (COPY_TBS * 1e12) * 1e6
         row = {"layer": layer, "C": C, "K": K, "HW": H, "cudnn_us": m["cudnn_ms"] * 1e3, "ours_us": m["ms"] * 1e3,
                "io_us": io_us, "host_us": HOST_US.get(layer, 0.0), "designs": {}}
-        for name, (layout, points, t, f, operands, per_v) in DESIGNS.items():
+        for name, (layout, points, t, f, products, per_v) in DESIGNS.items():
+            mmas, _ = PRODUCTS[products]
+            operand_bytes = sum(b for _, b in mmas)
             n = f if layout == "rs" else t  # the MMAs' N: filters (rs) or tiles
-            mma_us = sum(2.0 * macs / (rate_tflops(rates, kind, n) * 1e12) for kind, _ in operands) * 1e6
+            source = "rs" if layout == "rs" else "ss"
+            mma_us = sum(2.0 * macs / (rate_tflops(rates, f"{kind}-{source}", n) * 1e12) for kind, _ in mmas) * 1e6
             chunks = macs / (points * t * f * CHUNK)
             blocks = chunks / math.ceil(C / CHUNK)
-            path_bytes = (chunks * chunk_bytes(layout, points, t, f, sum(b for _, b in operands))
+            path_bytes = (chunks * chunk_bytes(layout, points, t, f, operand_bytes)
                           + blocks * epilogue_bytes(points, t, f))
             path_us = path_bytes / (DATA_PATH_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
-            intake_us = chunks * intake_bytes(layout, points, t, f, sum(b for _, b in operands)) / (
+            intake_us = chunks * intake_bytes(layout, points, t, f, operand_bytes) / (
                 BULK_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
             # Four warp instructions per clock and SM, 32 threads a warp.
             issue_us = chunks * points * t * CHUNK * per_v / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6
+            # The carriers' scales: a pass over the input for its largest value per pixel, first.
+            prepass_us = in_bytes / (COPY_TBS * 1e12) * 1e6 if products == "carrier" else 0.0
             if layout == "staged":
-                # A transform kernel first (each V value once: the input read, V written), then the
-                # GEMM with the output transform (V read once, the output written).
-                v_bytes = tiles * 16.0 * C * sum(b for _, b in operands)
+                # A transform kernel (each V value once: the input read, V written), then the GEMM
+                # with the output transform (V read once, the output written).
+                v_bytes = tiles * 16.0 * C * operand_bytes
                 issue_us = max(tiles * 16.0 * C * per_v / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6,
-                               (32 * C * H * W * IN_BYTES + v_bytes) / (COPY_TBS * 1e12) * 1e6)
-                gemm_hbm_us = (v_bytes + 32 * K * H * W * IN_BYTES) / (COPY_TBS * 1e12) * 1e6
-                bound = max(issue_us + max(mma_us, path_us, intake_us, gemm_hbm_us), row["host_us"])
+                               (in_bytes + v_bytes) / (COPY_TBS * 1e12) * 1e6)
+                gemm_us = max(mma_us, path_us, intake_us, (v_bytes + out_bytes) / (COPY_TBS * 1e12) * 1e6)
+                kernels_us = prepass_us + issue_us + gemm_us
             else:
-                bound = max(mma_us, path_us, intake_us, issue_us, io_us, row["host_us"])
+                kernels_us = prepass_us + max(mma_us, path_us, intake_us, issue_us, io_us)
+            bound = max(kernels_us, row["host_us"])
             row["designs"][name] = {"mma_us": mma_us, "data_path_us": path_us, "intake_us": intake_us,
-                                    "issue_us": issue_us, "bound_us": bound, "ratio_bound": row["cudnn_us"] / bound}
+                                    "issue_us": issue_us, "prepass_us": prepass_us, "bound_us": bound,
+                                    "ratio_bound": row["cudnn_us"] / bound}
         rows.append(row)
+    within = [d for d, spec in DESIGNS.items() if precision in PRODUCTS[spec[4]][1] and spec[4] != "tf32"]
     geo = {d: geomean([r["designs"][d]["ratio_bound"] for r in rows]) for d in DESIGNS}
     geo_ours = geomean([r["cudnn_us"] / r["ours_us"] for r in rows])
-    # What `auto` could do: the best design within the error bar on each layer.
-    best = {r["layer"]: max(WITHIN_ERROR_BAR, key=lambda d: r["designs"][d]["ratio_bound"]) for r in rows}
+    # What `auto` could do: the best new design within the error bar on each layer.
+    best = {r["layer"]: max(within, key=lambda d: r["designs"][d]["ratio_bound"]) for r in rows}
     geo_best = geomean([r["designs"][best[r["layer"]]]["ratio_bound"] for r in rows])
-    out["precisions"][precision] = {"rows": rows, "geomean_ratio_bound": geo, "geomean_ratio_ours": geo_ours,
-                                    "best_within_error_bar": best, "geomean_ratio_best": geo_best}
+    out["precisions"][precision] = {"rows": rows, "within_error_bar": within, "geomean_ratio_bound": geo,
+                                    "geomean_ratio_ours": geo_ours, "best_within_error_bar": best,
+                                    "geomean_ratio_best": geo_best}
     lines += [f"## {precision}\n",
-              "| layer | cuDNN µs | ours µs (x cuDNN) | I/O µs | host µs | " + " | ".join(
-                  f"{d} MMA / path / L2 / issue / bound µs (x cuDNN)" for d in DESIGNS) + " |",
-              "|---|---|---|---|---|" + "---|" * len(DESIGNS)]
-    for r in rows:
-        cells = [f"{x['mma_us']:.0f} / {x['data_path_us']:.0f} / {x['intake_us']:.0f} / {x['issue_us']:.0f} / "
-                 f"{x['bound_us']:.0f} "
-                 f"({x['ratio_bound']:.2f}x)"
-                 for x in r["designs"].values()]
-        lines.append(f"| {r['layer']} | {r['cudnn_us']:.0f} | {r['ours_us']:.0f} ({r['cudnn_us'] / r['ours_us']:.2f}x) | "
-                     f"{r['io_us']:.0f} | {r['host_us'] or '-'} | " + " | ".join(cells) + " |")
-    lines.append(f"| geomean | | ({geo_ours:.2f}x) | | | " + " | ".join(f"**{geo[d]:.2f}x**" for d in DESIGNS) + " |")
+              "Bound µs (cuDNN / bound). Within the error bar at this precision: " + ", ".join(
+                  f"`{d}`" for d in within) + ".\n",
+              "| design | " + " | ".join(LAYERS) + " | geomean |", "|---|" + "---|" * (len(LAYERS) + 1),
+              "| cuDNN µs | " + " | ".join(f"{r['cudnn_us']:.0f}" for r in rows) + " | |",
+              "| ours µs | " + " | ".join(f"{r['ours_us']:.0f} ({r['cudnn_us'] / r['ours_us']:.2f}x)" for r in rows)
+              + f" | {geo_ours:.2f}x |"]
+    for d in DESIGNS:
+        cells = []
+        for r in rows:
+            x = r["designs"][d]
+            parts = {"MMA": x["mma_us"], "path": x["data_path_us"], "L2": x["intake_us"], "issue": x["issue_us"]}
+            gpu = x["bound_us"] - x["prepass_us"] if DESIGNS[d][0] != "staged" else None
+            what = ("host" if x["bound_us"] == r["host_us"] else
+                    "staged" if gpu is None else max(parts, key=parts.get) if max(parts.values()) >= r["io_us"] else
+                    "I/O")
+            cells.append(f"{x['bound_us']:.0f} {what} ({x['ratio_bound']:.2f}x)")
+        lines.append(f"| `{d}` | " + " | ".join(cells) + f" | {geo[d]:.2f}x |")
     lines.append("")
     lines.append(f"The best design within the error bar on each layer ({', '.join(f'{k} `{v}`' for k, v in best.items())}): "
                  f"geomean **{geo_best:.2f}x** cuDNN at 100% of every bound.")

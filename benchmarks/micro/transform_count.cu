@@ -1,14 +1,16 @@
 // The input transform's instructions per transformed value in the designs that
 // benchmarks/winograd_half_bound.py counts, measured on their SASS instead of counted by hand: one
-// 16-channel chunk of a thread's work, bfloat16 NHWC input, V = B^T d B exact in float32, then V's
-// split into a bfloat16 high part and a float8 e5m2 low part under a power-of-two scale.
-//   ss8  -- `n64-split`: a thread transforms one (tile, 8 channels) patch for 8 points (point rows
-//           0-1, patch rows 0-2: 12 pixels, one 16-byte load each) and stores each point's 8
-//           channels to shared memory, high parts (16 bytes) and low parts (8 bytes);
-//   rs   -- `rs-split`: a thread of the warpgroup owning point column j (here j = 1) builds its A
+// 16-channel chunk of a thread's work, bfloat16 NHWC input, V = B^T d B exact in float32, then
+// either (kSplit) V's split into a bfloat16 high part and a float8 e5m2 low part under a power-of-two
+// scale, or (single) V under the tile's power-of-two scale rounded to float16 (11 significant bits,
+// TF32's precision: the operand a bfloat16 call's single product needs).
+//   ss8  -- `n64`: a thread transforms one (tile, 8 channels) patch for 8 points (point rows 0-1,
+//           patch rows 0-2: 12 pixels, one 16-byte load each) and stores each point's 8 channels to
+//           shared memory (16 bytes; split: and the low parts, 8 bytes);
+//   rs   -- `rs`: a thread of the warpgroup owning point column j (here j = 1) builds its A
 //           fragments for that column's 4 points: 2 tiles x 4 channels (two channel pairs, one
-//           32-bit load per pixel) of the 8 pixels the column needs, high parts as bfloat16 pairs
-//           and low parts as float8 quadruples, which the MMAs would read from registers.
+//           32-bit load per pixel) of the 8 pixels the column needs, as 16-bit pairs (split: and
+//           the low parts as float8 quadruples), which the MMAs would read from registers.
 // Interior tiles (no padding tests); the pixel offsets along a row are immediates (channels a
 // template constant), rows a runtime stride. The kernels write their results to global memory only
 // so that nothing is dead; `count` subtracts those stores and the launch's fixed instructions.
@@ -38,14 +40,29 @@ __device__ __forceinline__ uint32_t e5m2x2(float a, float b) {
   return d;
 }
 
-// The split of a transformed pair (v0, v1): its bfloat16 word, and its low parts' e5m2 pair.
-__device__ __forceinline__ void split_pair(float v0, float v1, uint32_t& hi, uint32_t& lo) {
-  hi = bf16x2(v1, v0);  // v0 in the low half: channel order in memory
-  lo = e5m2x2((v1 - hi_half(hi)) * kLowScale, (v0 - lo_half(hi)) * kLowScale);
+// {a, b} rounded to a float16 pair (a in the high half).
+__device__ __forceinline__ uint32_t f16x2(float a, float b) {
+  uint32_t d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(a), "f"(b));
+  return d;
+}
+
+// A transformed pair (v0, v1) as the MMAs take it: split, its bfloat16 word and its low parts' e5m2
+// pair; single, its float16 word under the tile's scale (lo unused).
+template <bool kSplit>
+__device__ __forceinline__ void operand_pair(float v0, float v1, float tile_scale, uint32_t& hi, uint32_t& lo) {
+  if constexpr (kSplit) {
+    hi = bf16x2(v1, v0);  // v0 in the low half: channel order in memory
+    lo = e5m2x2((v1 - hi_half(hi)) * kLowScale, (v0 - lo_half(hi)) * kLowScale);
+  } else {
+    hi = f16x2(v1 * tile_scale, v0 * tile_scale);
+    lo = 0;
+  }
 }
 
 // ss8: x at the tile's patch origin and the thread's 8 channels; out stands in for shared memory.
-__global__ void ss8_transform(const uint4* __restrict__ x, int row_words, uint4* __restrict__ hi_out,
+template <bool kSplit>
+__global__ void ss8_transform(const uint4* __restrict__ x, int row_words, float tile_scale, uint4* __restrict__ hi_out,
                               uint2* __restrict__ lo_out) {
   uint4 d[3][4];
 #pragma unroll
@@ -78,18 +95,19 @@ __global__ void ss8_transform(const uint4* __restrict__ x, int row_words, uint4*
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) split_pair(a[i][j][0], a[i][j][1], hi[i * 4 + j][w], lo[i * 4 + j][w]);
+      for (int j = 0; j < 4; ++j) operand_pair<kSplit>(a[i][j][0], a[i][j][1], tile_scale, hi[i * 4 + j][w], lo[i * 4 + j][w]);
   }
 #pragma unroll
   for (int p = 0; p < 8; ++p) {
     hi_out[p * 256] = make_uint4(hi[p][0], hi[p][1], hi[p][2], hi[p][3]);
-    lo_out[p * 256] = make_uint2(lo[p][0] | lo[p][1] << 16, lo[p][2] | lo[p][3] << 16);
+    if constexpr (kSplit) lo_out[p * 256] = make_uint2(lo[p][0] | lo[p][1] << 16, lo[p][2] | lo[p][3] << 16);
   }
 }
 
 // rs: x at the thread's first tile's patch origin and its first channel pair; the second tile is
 // `tile_words` on, the second pair 4 words (8 channels) on. Point column 1: patch columns 1 and 2.
-__global__ void rs_transform(const uint32_t* __restrict__ x, int row_words, int tile_words,
+template <bool kSplit>
+__global__ void rs_transform(const uint32_t* __restrict__ x, int row_words, int tile_words, float tile_scale,
                              uint32_t* __restrict__ out) {
   uint32_t hi[4][4], lo[4][2];
 #pragma unroll
@@ -108,7 +126,7 @@ __global__ void rs_transform(const uint32_t* __restrict__ x, int row_words, int 
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       uint32_t l;
-      split_pair(v[i][0], v[i][1], hi[i][q], l);
+      operand_pair<kSplit>(v[i][0], v[i][1], tile_scale, hi[i][q], l);
       // Two pairs' low parts make one 32-bit float8 word of the k32 fragment (the channel order
       // within a k-step is the kernel's to choose, as long as U's float8 copy follows it).
       if (q % 2 == 0) lo[i][q / 2] = l;
@@ -119,7 +137,13 @@ __global__ void rs_transform(const uint32_t* __restrict__ x, int row_words, int 
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) out[(i * 4 + q) * 256] = hi[i][q];
+    if constexpr (kSplit)
 #pragma unroll
-    for (int q = 0; q < 2; ++q) out[(16 + i * 2 + q) * 256] = lo[i][q];
+      for (int q = 0; q < 2; ++q) out[(16 + i * 2 + q) * 256] = lo[i][q];
   }
 }
+
+template __global__ void ss8_transform<true>(const uint4*, int, float, uint4*, uint2*);
+template __global__ void ss8_transform<false>(const uint4*, int, float, uint4*, uint2*);
+template __global__ void rs_transform<true>(const uint32_t*, int, int, float, uint32_t*);
+template __global__ void rs_transform<false>(const uint32_t*, int, int, float, uint32_t*);

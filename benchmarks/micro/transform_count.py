@@ -1,7 +1,7 @@
 """Counts transform_count.cu's SASS: the instructions of each kernel's chunk by class, and per
 transformed value. Not counted: the launch's fixed instructions and the global stores (and their
 uniform-datapath address work) that only keep the results alive; counted instead: the shared-memory
-stores the real kernel would issue (`ss8`: each point's high and low parts, 2 per point).
+stores the real kernel would issue (`ss8`: each point's 16-bit words, and split its low parts).
 
 usage: python benchmarks/micro/transform_count.py SASS_FILE
 """
@@ -9,8 +9,10 @@ import collections
 import re
 import sys
 
-# kernel: (values a thread transforms per chunk, shared-memory stores per chunk in a real kernel)
-KERNELS = {"ss8_transform": (64, 16), "rs_transform": (32, 0)}
+# kernel (mangled-name part): (name, values a thread transforms per chunk, shared-memory stores per
+# chunk in a real kernel)
+KERNELS = {"ss8_transformILb1E": ("ss8 split", 64, 16), "ss8_transformILb0E": ("ss8 single", 64, 8),
+           "rs_transformILb1E": ("rs split", 32, 0), "rs_transformILb0E": ("rs single", 32, 0)}
 NOT_COUNTED = {"STG", "NOP", "EXIT", "BRA", "LDC", "ULDC", "R2UR", "USHF", "ULOP3", "UPRMT", "UIADD3", "UMOV"}
 
 
@@ -31,8 +33,8 @@ def count(path):
 def main(argv):
     counts = count(argv[0])
     lines = ["| kernel | instructions a chunk (counted) | per transformed value | by class |", "|---|---|---|---|"]
-    for name, (values, stores) in KERNELS.items():
-        c = counts[name]
+    for key, (name, values, stores) in KERNELS.items():
+        c = counts[key]
         core = {k: v for k, v in c.items() if k not in NOT_COUNTED}
         if stores:
             core["STS"] = core.get("STS", 0) + stores
