@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "../common/fast_divisor.cuh"
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
 
@@ -294,20 +295,8 @@ __global__ void __launch_bounds__(kDwThreads) depthwise_forward_kernel(const Dir
 // once (kR values) and every output row that reads it takes its products from registers; rows in the
 // padding are skipped, columns in the padding read as zero.
 
-// Division of numerators below 2^31 by a fixed divisor d as a multiply and a shift (round-up method):
-// with s = ceil(log2 d) and m = ceil(2^(31 + s) / d) < 2^32, n / d = (n * m) >> (31 + s) for every such
-// n. The unstaged kernel splits each thread's index with them; the integer divisions they replace
-// would cost more issue slots than a depthwise thread's multiply-adds.
-struct FastDivisor {
-  uint32_t d, m;
-  int shift;
-  __device__ __forceinline__ uint32_t div(uint32_t n) const { return uint32_t((uint64_t(n) * m) >> shift); }
-};
-inline FastDivisor make_fast_divisor(uint32_t d) {
-  int s = 0;
-  while ((uint64_t(1) << s) < d) ++s;
-  return {d, uint32_t(((uint64_t(1) << (31 + s)) + d - 1) / d), 31 + s};
-}
+// The unstaged kernel splits each thread's index with FastDivisors (common/fast_divisor.cuh): the
+// integer divisions they replace would cost more issue slots than a depthwise thread's multiply-adds.
 
 // The unstaged launch's index split: thread t of the launch (below 2^31) is column t mod col_W of
 // strip (t / col_W) mod strips of plane plane0 + t / (col_W * strips); plane = image * (out_C /

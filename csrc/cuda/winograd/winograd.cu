@@ -117,6 +117,9 @@ WinogradConv winograd_launch(const LaunchMap& map) {
   static_cast<LaunchMap&>(cv) = map;
   cv.tiles_h = int(winograd_tiles_of<Tile>(map.out_H)), cv.tiles_w = int(winograd_tiles_of<Tile>(map.out_W));
   cv.cg = map.reduced_per_group(), cv.kg = map.outputs_per_group(), cv.in_plane = int64_t(map.src_H) * map.src_W;
+  // (An empty map launches nothing; its divisors only need to exist.)
+  cv.per_image_div = make_fast_divisor(std::max(1u, uint32_t(cv.tiles_h) * uint32_t(cv.tiles_w)));
+  cv.tiles_w_div = make_fast_divisor(std::max(1u, uint32_t(cv.tiles_w)));
   return cv;
 }
 

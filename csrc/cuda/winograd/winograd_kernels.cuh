@@ -13,6 +13,7 @@
 #include "../../weight_cache.h"
 #include "../../winograd_transforms.h"
 #include "../../workspace.h"
+#include "../common/fast_divisor.cuh"
 #include "../common/slice_sum.cuh"
 #include "../common/launch_map.cuh"
 #include "../common/tile_gemm.cuh"
@@ -54,20 +55,30 @@ struct WinogradConv : LaunchMap {
   // Derived on the host, so kernels read them as constants instead of spending registers.
   int cg, kg;        // channels and filters per group
   int64_t in_plane;  // src_H * src_W
+  // tile_coord's divisors: tiles per image and per tile row.
+  FastDivisor per_image_div, tiles_w_div;
 
   TORCHCONV_HOST_DEVICE int Cg() const { return cg; }
   TORCHCONV_HOST_DEVICE int Kg() const { return kg; }
   TORCHCONV_HOST_DEVICE int64_t tiles() const { return int64_t(N) * tiles_h * tiles_w; }
 };
 
-// Image, tile row and tile column of tile p.
+// Image, tile row and tile column of tile p. Every fused kernel decodes tiles per block and per
+// output tile; below 2^31 tiles (any layer but a huge one) by multiplies, not integer divisions.
 struct TileCoord {
   int n, ty, tx;
 };
 __device__ __forceinline__ TileCoord tile_coord(const WinogradConv& cv, int64_t p) {
   const int per_image = cv.tiles_h * cv.tiles_w;
-  const int n = int(p / per_image), rem = int(p % per_image);
-  return {n, rem / cv.tiles_w, rem % cv.tiles_w};
+  int n, rem;
+  if (p < (int64_t(1) << 31)) {
+    n = int(cv.per_image_div.div(uint32_t(p)));
+    rem = int(p) - n * per_image;
+  } else {
+    n = int(p / per_image), rem = int(p % per_image);
+  }
+  const int ty = int(cv.tiles_w_div.div(uint32_t(rem)));
+  return {n, ty, rem - ty * cv.tiles_w};
 }
 
 // The input patch (Tile::kAlpha square) at (iy0, ix0) of one plane, zero outside the image (the padding).
