@@ -12,6 +12,10 @@ Counts, not a kernel: each design's time is bounded below by the largest of its 
 through the data path, its L2 intake, its input transform's instructions, its input and output
 through memory, and (R-layers) today's host path.
 
+The last table counts the bfloat16 forward+backward on the Y-layers: the best forward and grad_input
+(C and K swapped) designs plus a fused grad_weight (WEIGHT_GRAD_DESIGNS, weight_grad_bounds), against
+cuDNN's forward+backward; the other layers of the bar's geomean enter as measured today.
+
 A fused F(2x2) block keeps its points' accumulators in registers for the whole channel loop:
 points x tiles x filters float32 values, at most 32768 per SM (64 registers a thread at 512
 threads). That fixes the per-point MMA tile, and the tile fixes the rate and the bytes:
@@ -133,6 +137,90 @@ def epilogue_bytes(points, tiles, filters):
     return pairs * (2 * 4 * 4 + 2 * 2 * 4 + 2 * IN_BYTES)
 
 
+# grad_weight, fused: dU[p] = sum over tiles of dM[p]^T V[p], both operands transformed by the block's
+# threads (dM = A dY A^T from 4 grad_output values, V from 16 input values) and stored to shared
+# memory for the MMAs, float16 carriers (bfloat16 tensors): name: (points a block, channels a
+# block (the MMAs' N; 64 filters as M), V instructions a value (transform_count.cu's `ss8 single`),
+# dM instructions a value (by hand: 4 loads and widenings, 12 adds, scale and conversion, 16 values)).
+WEIGHT_GRAD_DESIGNS = {"w32-carrier": (16, 32, 5.4, 3.0), "w64-carrier": (8, 64, 5.4, 3.0)}
+
+
+def weight_grad_bounds(C, K, H, W, rates, sms):
+    """grad_weight's bound (µs) for each WEIGHT_GRAD_DESIGNS entry: a pass over each operand for its
+    scales, then the larger of the MMAs, the data path (MMA reads, both operands' stores, the raw
+    loads), L2 (each block's input rows and grad_output rows) and the transforms' instructions; then,
+    where the tiles are split across blocks to fill the GPU, the partial sums through memory."""
+    tiles = 32 * math.ceil(H / 2) * math.ceil(W / 2)
+    macs = tiles * 16.0 * C * K
+    x_bytes, dy_bytes = 32 * C * H * W * IN_BYTES, 32 * K * H * W * IN_BYTES
+    out = {}
+    for name, (points, n, per_v, per_dm) in WEIGHT_GRAD_DESIGNS.items():
+        chunks = macs / (points * 64 * n * CHUNK)  # chunks of 16 tiles
+        mma_us = 2.0 * macs / (rate_tflops(rates, "bf16-ss", n) * 1e12) * 1e6
+        operands = points * (64 + n) * CHUNK * 2
+        raw = CHUNK * n * (16 if points == 16 else 12) * IN_BYTES + CHUNK * 64 * 4 * IN_BYTES
+        path_us = chunks * (2 * operands + raw) / (DATA_PATH_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
+        rows_in = 4 * (2 * CHUNK + 2) * n * IN_BYTES + 2 * 2 * CHUNK * 64 * IN_BYTES
+        intake_us = chunks * rows_in / (BULK_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
+        issue_us = chunks * points * CHUNK * (n * per_v + 64 * per_dm) / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6
+        prepass_us = (x_bytes + dy_bytes) / (COPY_TBS * 1e12) * 1e6
+        blocks = math.ceil(K / 64) * math.ceil(C / n) * (16 // points)
+        splits = max(1, math.ceil(sms / blocks))
+        finish_us = (splits * 16 * K * C * 4 * 2 / (COPY_TBS * 1e12) * 1e6) if splits > 1 else 0.0
+        out[name] = {"mma_us": mma_us, "data_path_us": path_us, "intake_us": intake_us, "issue_us": issue_us,
+                     "prepass_us": prepass_us, "splits": splits, "finish_us": finish_us,
+                     "bound_us": prepass_us + max(mma_us, path_us, intake_us, issue_us) + finish_us}
+    return out
+
+
+def fwdbwd_table(rates, suite, sms, out, lines):
+    """bfloat16 forward+backward on the Y-layers (the R-layers' calls are host-bound, and a fused
+    pass's host floor was measured for the forward only): the best carrier or split design of the
+    forward and of grad_input (C and K swapped), plus the best grad_weight design, against cuDNN's
+    forward+backward in the same process."""
+    fwd = {r["layer"]: r for r in suite["rows"] if r["N"] == 32 and r["mode"] == "fwd" and r["precision"] == "bf16"
+           and r["layout"] == "nhwc" and r["algorithm"] == "winograd" and r["R"] == 3 and r["stride"] == 1}
+    fb = {r["layer"]: r for r in suite["rows"] if r["N"] == 32 and r["mode"] == "fwdbwd" and r["precision"] == "bf16"
+          and r["layout"] == "nhwc" and r["algorithm"] == "winograd" and r["R"] == 3 and r["stride"] == 1}
+    within = [d for d, spec in DESIGNS.items() if "bf16" in PRODUCTS[spec[4]][1] and spec[4] != "tf32"]
+    rows = []
+    for layer in [l for l in LAYERS if l.startswith("Y")]:
+        m = fwd[layer]
+        C, K, H, W = m["C"], m["K"], m["H"], m["W"]
+        f = pass_bounds(C, K, H, W, rates, sms, 0.0)
+        g = pass_bounds(K, C, H, W, rates, sms, 0.0)
+        w = weight_grad_bounds(C, K, H, W, rates, sms)
+        bf, bg, bw = (min(within, key=lambda d: f[d]["bound_us"]), min(within, key=lambda d: g[d]["bound_us"]),
+                      min(w, key=lambda d: w[d]["bound_us"]))
+        total = f[bf]["bound_us"] + g[bg]["bound_us"] + w[bw]["bound_us"]
+        rows.append({"layer": layer, "cudnn_us": fb[layer]["cudnn_ms"] * 1e3, "ours_us": fb[layer]["ms"] * 1e3,
+                     "forward": (bf, f[bf]["bound_us"]), "grad_input": (bg, g[bg]["bound_us"]),
+                     "grad_weight": (bw, w[bw]["bound_us"]), "weight_grad_designs": w, "bound_us": total,
+                     "ratio_bound": fb[layer]["cudnn_ms"] * 1e3 / total})
+    geo = geomean([r["ratio_bound"] for r in rows])
+    others = [r for l, r in fb.items() if l not in {x["layer"] for x in rows}]
+    geo_bar = geomean([r["ratio_bound"] for r in rows] + [r["ratio"] for r in others])
+    out["fwdbwd_bf16"] = {"rows": rows, "geomean_ratio_bound_y_layers": geo,
+                          "geomean_with_other_layers_as_measured": geo_bar,
+                          "other_layers": {r["layer"]: r["ratio"] for r in others}}
+    lines += ["## bf16 forward+backward (Y-layers)\n",
+              "Bound µs of each pass's best design within the error bar (forward and grad_input: the carrier and "
+              "split designs above, grad_input with C and K swapped; grad_weight: `w32-carrier` or `w64-carrier`, "
+              "the script's WEIGHT_GRAD_DESIGNS), against cuDNN's forward+backward (trainable weights) in the same "
+              "process.\n",
+              "| layer | cuDNN µs | ours µs | forward | grad_input | grad_weight | bound µs (x cuDNN) |",
+              "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['layer']} | {r['cudnn_us']:.0f} | {r['ours_us']:.0f} | {r['forward'][1]:.0f} `{r['forward'][0]}` | "
+                     f"{r['grad_input'][1]:.0f} `{r['grad_input'][0]}` | {r['grad_weight'][1]:.0f} "
+                     f"`{r['grad_weight'][0]}` | {r['bound_us']:.0f} ({r['ratio_bound']:.2f}x) |")
+    lines.append(f"| geomean | | | | | | **{geo:.2f}x** |")
+    lines.append("")
+    lines.append(f"With the other layers of the bar's geomean ({', '.join(f'{k} {v:.2f}x' for k, v in out['fwdbwd_bf16']['other_layers'].items())}) "
+                 f"as measured today: **{geo_bar:.2f}x** (the bar: 1.0x).")
+    lines.append("")
+
+
 def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
@@ -148,7 +236,7 @@ def main(argv=None):
     sms = rates["sms"]
     out = {"gpu": rates["gpu"], "data_path_bytes_per_clock": DATA_PATH_BYTES_PER_CLOCK, "clock_ghz": CLOCK_GHZ,
            "copy_tbs": COPY_TBS, "host_us": HOST_US, "precisions": {}}
-    lines = [f"# A fused half-precision F(2x2,3x3): counted bounds against the forward bar ({rates['gpu']}, "
+    lines = [f"# A fused half-precision F(2x2,3x3): counted bounds against the bars ({rates['gpu']}, "
              f"channels_last, N = 32)\n",
              "Source: `benchmarks/winograd_half_bound.py` (counts from measured rates; its docstring defines the "
              "designs). µs per forward, bounded by what is named: MMA the F(2x2) products at the measured wgmma "
@@ -165,6 +253,7 @@ def main(argv=None):
              "`winograd` rows of `resnet-yolo` on this GPU, cuDNN at the same precision in the same process.\n"]
     for precision in ("bf16", "fp16"):
         table(precision, rates, suite, sms, out, lines)
+    fwdbwd_table(rates, suite, sms, out, lines)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
@@ -173,6 +262,46 @@ def main(argv=None):
             json.dump(out, f, indent=1)
         with open(args.out + ".md", "w") as f:
             f.write(text)
+
+
+def pass_bounds(C, K, H, W, rates, sms, host_us):
+    """Each design's bound (µs) on a forward-structured pass (the forward, or grad_input with C and K
+    swapped): {design: {mma_us, data_path_us, intake_us, issue_us, prepass_us, bound_us}}."""
+    tiles = 32 * math.ceil(H / 2) * math.ceil(W / 2)
+    macs = tiles * 16.0 * C * K
+    in_bytes, out_bytes = 32 * C * H * W * IN_BYTES, 32 * K * H * W * IN_BYTES
+    io_us = (in_bytes + out_bytes) / (COPY_TBS * 1e12) * 1e6
+    designs = {}
+    for name, (layout, points, t, f, products, per_v) in DESIGNS.items():
+        mmas, _ = PRODUCTS[products]
+        operand_bytes = sum(b for _, b in mmas)
+        n = f if layout == "rs" else t  # the MMAs' N: filters (rs) or tiles
+        source = "rs" if layout == "rs" else "ss"
+        mma_us = sum(2.0 * macs / (rate_tflops(rates, f"{kind}-{source}", n) * 1e12) for kind, _ in mmas) * 1e6
+        chunks = macs / (points * t * f * CHUNK)
+        blocks = chunks / math.ceil(C / CHUNK)
+        path_bytes = (chunks * chunk_bytes(layout, points, t, f, operand_bytes)
+                      + blocks * epilogue_bytes(points, t, f))
+        path_us = path_bytes / (DATA_PATH_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
+        intake_us = chunks * intake_bytes(layout, points, t, f, operand_bytes) / (
+            BULK_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
+        # Four warp instructions per clock and SM, 32 threads a warp.
+        issue_us = chunks * points * t * CHUNK * per_v / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6
+        # The carriers' scales: a pass over the input for its largest value per pixel, first.
+        prepass_us = in_bytes / (COPY_TBS * 1e12) * 1e6 if products == "carrier" else 0.0
+        if layout == "staged":
+            # A transform kernel (each V value once: the input read, V written), then the GEMM
+            # with the output transform (V read once, the output written).
+            v_bytes = tiles * 16.0 * C * operand_bytes
+            issue_us = max(tiles * 16.0 * C * per_v / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6,
+                           (in_bytes + v_bytes) / (COPY_TBS * 1e12) * 1e6)
+            gemm_us = max(mma_us, path_us, intake_us, (v_bytes + out_bytes) / (COPY_TBS * 1e12) * 1e6)
+            kernels_us = prepass_us + issue_us + gemm_us
+        else:
+            kernels_us = prepass_us + max(mma_us, path_us, intake_us, issue_us, io_us)
+        designs[name] = {"mma_us": mma_us, "data_path_us": path_us, "intake_us": intake_us,
+                         "issue_us": issue_us, "prepass_us": prepass_us, "bound_us": max(kernels_us, host_us)}
+    return designs
 
 
 def table(precision, rates, suite, sms, out, lines):
@@ -185,43 +314,12 @@ def table(precision, rates, suite, sms, out, lines):
     for layer in LAYERS:
         m = measured[layer]
         C, K, H, W = m["C"], m["K"], m["H"], m["W"]
-        tiles = 32 * math.ceil(H / 2) * math.ceil(W / 2)
-        macs = tiles * 16.0 * C * K
-        in_bytes, out_bytes = 32 * C * H * W * IN_BYTES, 32 * K * H * W * IN_BYTES
-        io_us = (in_bytes + out_bytes) / (COPY_TBS * 1e12) * 1e6
         row = {"layer": layer, "C": C, "K": K, "HW": H, "cudnn_us": m["cudnn_ms"] * 1e3, "ours_us": m["ms"] * 1e3,
-               "io_us": io_us, "host_us": HOST_US.get(layer, 0.0), "designs": {}}
-        for name, (layout, points, t, f, products, per_v) in DESIGNS.items():
-            mmas, _ = PRODUCTS[products]
-            operand_bytes = sum(b for _, b in mmas)
-            n = f if layout == "rs" else t  # the MMAs' N: filters (rs) or tiles
-            source = "rs" if layout == "rs" else "ss"
-            mma_us = sum(2.0 * macs / (rate_tflops(rates, f"{kind}-{source}", n) * 1e12) for kind, _ in mmas) * 1e6
-            chunks = macs / (points * t * f * CHUNK)
-            blocks = chunks / math.ceil(C / CHUNK)
-            path_bytes = (chunks * chunk_bytes(layout, points, t, f, operand_bytes)
-                          + blocks * epilogue_bytes(points, t, f))
-            path_us = path_bytes / (DATA_PATH_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
-            intake_us = chunks * intake_bytes(layout, points, t, f, operand_bytes) / (
-                BULK_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
-            # Four warp instructions per clock and SM, 32 threads a warp.
-            issue_us = chunks * points * t * CHUNK * per_v / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6
-            # The carriers' scales: a pass over the input for its largest value per pixel, first.
-            prepass_us = in_bytes / (COPY_TBS * 1e12) * 1e6 if products == "carrier" else 0.0
-            if layout == "staged":
-                # A transform kernel (each V value once: the input read, V written), then the GEMM
-                # with the output transform (V read once, the output written).
-                v_bytes = tiles * 16.0 * C * operand_bytes
-                issue_us = max(tiles * 16.0 * C * per_v / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6,
-                               (in_bytes + v_bytes) / (COPY_TBS * 1e12) * 1e6)
-                gemm_us = max(mma_us, path_us, intake_us, (v_bytes + out_bytes) / (COPY_TBS * 1e12) * 1e6)
-                kernels_us = prepass_us + issue_us + gemm_us
-            else:
-                kernels_us = prepass_us + max(mma_us, path_us, intake_us, issue_us, io_us)
-            bound = max(kernels_us, row["host_us"])
-            row["designs"][name] = {"mma_us": mma_us, "data_path_us": path_us, "intake_us": intake_us,
-                                    "issue_us": issue_us, "prepass_us": prepass_us, "bound_us": bound,
-                                    "ratio_bound": row["cudnn_us"] / bound}
+               "io_us": 32 * (C + K) * H * W * IN_BYTES / (COPY_TBS * 1e12) * 1e6,
+               "host_us": HOST_US.get(layer, 0.0),
+               "designs": pass_bounds(C, K, H, W, rates, sms, HOST_US.get(layer, 0.0))}
+        for x in row["designs"].values():
+            x["ratio_bound"] = row["cudnn_us"] / x["bound_us"]
         rows.append(row)
     within = [d for d, spec in DESIGNS.items() if precision in PRODUCTS[spec[4]][1] and spec[4] != "tf32"]
     geo = {d: geomean([r["designs"][d]["ratio_bound"] for r in rows]) for d in DESIGNS}
