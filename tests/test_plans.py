@@ -25,12 +25,12 @@ CONFIGS = {
     "csg": ("wide", "medium", "thin"),
     "gemm": ("large", "medium", "small", "narrow") + MMA_SYNC_CONFIGS + WGMMA_CONFIGS,
     "winograd": ("default", "thin", "tall", "tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster",
-                 "tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-uvmulticast", "tf32-wgmma-f16"),
+                 "tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-uvmulticast"),
 }
 # Winograd's tensor-core tiles: forced, they take the float32 calls that follow TF32 (tf32-wgmma on
 # Hopper only).
 WINOGRAD_TF32_CONFIGS = ("tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster", "tf32-wgmma-cluster-vbulk",
-                         "tf32-wgmma-cluster-uvmulticast", "tf32-wgmma-f16")
+                         "tf32-wgmma-cluster-uvmulticast")
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

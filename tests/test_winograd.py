@@ -290,11 +290,9 @@ def test_cuda_f4x4_is_another_algorithm():
 # wgmma block, the cluster of two blocks splitting its points, and the cluster with V staged
 # (transformed once into a workspace by a kernel of its own instead of by every filter block) and
 # copied by bulk copies: clusters of two, or of eight whose blocks multicast V to two filter blocks
-# and U to two tile blocks; and the wgmma block with its operands carried in float16.
+# and U to two tile blocks.
 VSTAGED_TILES = ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-uvmulticast"]
-# The tiles that carry TF32-precision U and V in float16 under power-of-two scales (F16Carrier).
-CARRIER_TILES = VSTAGED_TILES + ["tf32-wgmma-f16"]
-WGMMA_TILES = ["tf32-wgmma", "tf32-wgmma-cluster"] + CARRIER_TILES
+WGMMA_TILES = ["tf32-wgmma", "tf32-wgmma-cluster"] + VSTAGED_TILES
 TF32_TILES = ["tf32", "tf32-tall"] + WGMMA_TILES
 
 # More output blocks than any GPU has SMs (543 of 64 filters x 32 tiles: 181 tile blocks, the last
@@ -380,19 +378,18 @@ WGMMA_WALK_SHAPES = [
 
 
 @needs_cuda
-@pytest.mark.parametrize("tile", ["tf32-wgmma", "tf32-wgmma-f16"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["tf32", "bf16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.parametrize("shape", WGMMA_WALK_SHAPES, ids=shape_id)
-def test_wgmma_walk_reuses_u_of_the_block_before(shape, layout, dtype, tile):
+def test_wgmma_walk_reuses_u_of_the_block_before(shape, layout, dtype):
     """The persistent wgmma block on NCHW operands keeps an output block's last two chunks of U in its
     stages (its epilogue stages past them); the next block of its walk with the same group and filter
     block runs its chunks in the opposite order and starts with those two, copying none for blocks of
-    at most two chunks. On channels_last operands it walks without (its stages placed as before).
-    The float16-carrier block, whose half-size stages leave its epilogue space of its own, walks that
-    way in both layouts. Forced, forward and grad_input (the same kernel on the rotated filters),
-    against float64 within twice cuDNN's error at the same precision, and the same bits on a second
-    call."""
+    at most two chunks. On channels_last operands it walks that way where a block has at most two
+    chunks (the first and last shapes: 16 and 32 channels) and without elsewhere (its stages placed
+    as before).
+    Forced, forward and grad_input (the same kernel on the rotated filters), against float64 within
+    twice cuDNN's error at the same precision, and the same bits on a second call."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     n, c, k, h, w, padding, groups, bias = shape
@@ -404,11 +401,11 @@ def test_wgmma_walk_reuses_u_of_the_block_before(shape, layout, dtype, tile):
     kw = dict(stride=1, padding=padding, dilation=1, groups=groups)
     tiles = n * -(-(h + 2 * padding - 2) // 2) * -(-(w + 2 * padding - 2) // 2)
     assert -(-tiles // 32) * -(-(k // groups) // 64) * groups > torch.cuda.get_device_properties(0).multi_processor_count
-    with using_config("winograd", tile):
+    with using_config("winograd", "tf32-wgmma"):
         y = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
         gy = torch.randn_like(y)
         (gx,) = torch.autograd.grad(y, x, gy)
-        assert torchconv.last_choice().split()[1].startswith(f"grad_input:fused:{tile}/"), torchconv.last_choice()
+        assert torchconv.last_choice().split()[1].startswith("grad_input:fused:tf32-wgmma/"), torchconv.last_choice()
         y2 = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
         assert torch.equal(y2, y) and torch.equal(torch.autograd.grad(y2, x, gy)[0], gx)
     xd, wd = x.detach().double().requires_grad_(True), wt.double()
@@ -714,12 +711,11 @@ def test_multicast_tile_gives_the_two_block_clusters_bits(shape, layout):
 
 
 @needs_cuda
-@pytest.mark.parametrize("tile", CARRIER_TILES)
+@pytest.mark.parametrize("tile", VSTAGED_TILES)
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_carrier_tiles_carry_tf32_values_in_float16_under_per_filter_and_per_tile_scales(layout, tile):
-    """The staged-V tiles and the float16 wgmma block move U and V as float16 words: values of TF32's
-    precision under a power of two per filter (U) and per tile (V), which the epilogue multiplies
-    back exactly. So images scaled by
+def test_staged_v_carries_tf32_values_in_float16_under_per_filter_and_per_tile_scales(layout, tile):
+    """The staged-V tiles move U and V as float16 words: the TF32-rounded values under a power of two
+    per filter (U) and per tile (V), which the epilogue multiplies back exactly. So images scaled by
     2^-40 .. 2^40 and filters by 2^-40 .. 2^40 -- far outside float16's range, and 2^80 apart, where
     one scale for the whole tensor would flush most of them -- give the unscaled call's outputs times
     both scales, bit for bit, forward and grad_input (images scaled in grad_output); zero images and
@@ -760,13 +756,11 @@ def test_carrier_tiles_carry_tf32_values_in_float16_under_per_filter_and_per_til
 
 
 @needs_cuda
-@pytest.mark.parametrize("tile", ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-f16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_carrier_scales_tiles_of_inputs_near_float32s_smallest_normals(layout, tile):
+def test_staged_v_scales_tiles_of_inputs_near_float32s_smallest_normals(layout):
     """A tile whose inputs lie near float32's smallest normals (2^-120, with 7-bit values in [2^-6, 1]
-    so that they stay normal and exact) calls for a V scale above 2^127, which the staged transform
-    applies as two factors and the float16 block clamps to 2^127 (its values still land in float16's
-    range): the outputs are still the unit image's times 2^-120, bit for bit."""
+    so that they stay normal and exact) takes a V scale above 2^127, which the transform applies as two
+    factors: the outputs are still the unit image's times 2^-120, bit for bit."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
@@ -774,18 +768,17 @@ def test_carrier_scales_tiles_of_inputs_near_float32s_smallest_normals(layout, t
     signs = torch.randint(0, 2, (2, 48, 14, 18), device="cuda") * 2 - 1
     x0 = (torch.randint(1, 65, (2, 48, 14, 18), device="cuda") * signs).float() / 64
     w0 = torch.randn(136, 48, 3, 3, device="cuda") * 2.0 ** 60  # outputs near 2^-60: normal
-    with using_config("winograd", tile):
+    with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
         y0 = torchconv.conv2d(x0.contiguous(memory_format=fmt), w0, None, padding=1, algorithm="winograd")
         y = torchconv.conv2d((x0 * 2.0 ** -120).contiguous(memory_format=fmt), w0, None, padding=1, algorithm="winograd")
-        assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
+        assert torchconv.last_choice().startswith("forward:fused:tf32-wgmma-cluster-vbulk/"), torchconv.last_choice()
     assert torch.isfinite(y).all() and y.abs().max() > 0
     assert torch.equal(y.double(), y0.double() * 2.0 ** -120)
 
 
 @needs_cuda
-@pytest.mark.parametrize("tile", ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-f16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_carrier_scales_each_group_and_image_by_its_own_pixels(layout, tile):
+def test_staged_v_scales_each_group_and_image_by_its_own_pixels(layout):
     """V's tile scales come from each pixel's largest |input| over its group's channels only: images
     and groups scaled by 2^-40 .. 2^40 (and one zeroed) give the unscaled call's outputs times their
     own scale, bit for bit, forward and grad_input (groups of 40 channels and 66 filters, not whole
@@ -810,10 +803,10 @@ def test_carrier_scales_each_group_and_image_by_its_own_pixels(layout, tile):
     def run(x, gy):
         x = x.contiguous(memory_format=fmt).requires_grad_(True)
         y = torchconv.conv2d(x, wt, None, padding=1, groups=groups, algorithm="winograd")
-        assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
+        assert torchconv.last_choice().startswith("forward:fused:tf32-wgmma-cluster-vbulk/"), torchconv.last_choice()
         return y, torch.autograd.grad(y, x, gy.contiguous(memory_format=fmt))[0]
 
-    with using_config("winograd", tile):
+    with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
         y0, gx0 = run(x0, gy0)
         y, gx = run(per_group(x0, cg), per_group(gy0, kg))
     assert torch.isfinite(y).all() and torch.isfinite(gx).all()
@@ -822,10 +815,9 @@ def test_carrier_scales_each_group_and_image_by_its_own_pixels(layout, tile):
 
 
 @needs_cuda
-@pytest.mark.parametrize("tile", ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-f16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_carrier_kernels_wait_for_the_kernels_before_them(layout, tile):
-    """The staged-V call's kernels (and the float16 block's two) start while the kernel before each finishes (dependent launches),
+def test_staged_v_kernels_wait_for_the_kernels_before_them(layout):
+    """The staged-V call's kernels start while the kernel before each finishes (dependent launches),
     and each waits for its inputs: a call whose input is the output of the call just before it, with
     nothing between them, gives the bits the same call gives after a device synchronization; and the
     chain captured in a CUDA graph replays on new inputs with the eager calls' bits."""
@@ -840,10 +832,10 @@ def test_carrier_kernels_wait_for_the_kernels_before_them(layout, tile):
         return torchconv.conv2d(torchconv.conv2d(inp, w1, None, padding=1, algorithm="winograd"), w2, None,
                                 padding=1, algorithm="winograd")
 
-    with using_config("winograd", tile):
+    with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
         for _ in range(3):
             y = chain(x)
-        assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
+        assert torchconv.last_choice().startswith("forward:fused:tf32-wgmma-cluster-vbulk/"), torchconv.last_choice()
         y1 = torchconv.conv2d(x, w1, None, padding=1, algorithm="winograd")
         torch.cuda.synchronize()
         expected = torchconv.conv2d(y1.clone(), w2, None, padding=1, algorithm="winograd")

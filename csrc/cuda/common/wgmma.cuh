@@ -139,10 +139,6 @@ struct Wgmma;
 #endif
 
 template <>
-struct Wgmma<__half, 32> {
-  TORCHCONV_WGMMA_N32("m64n32k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_MODES)
-};
-template <>
 struct Wgmma<__half, 64> {
   TORCHCONV_WGMMA_N64("m64n64k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_MODES)
 };

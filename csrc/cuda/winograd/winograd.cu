@@ -61,8 +61,7 @@ namespace {
 // over a cluster of two blocks, tf32-wgmma-cluster-vbulk that cluster reading V transformed
 // beforehand by a kernel of its own, its operands moved by bulk copies through three stages, and
 // tf32-wgmma-cluster-uvmulticast clusters of two filter blocks x two tile blocks of it sharing V and
-// U by multicast, tf32-wgmma-f16 the 64-filter wgmma block with its TF32-precision operands carried
-// in float16 (all sm_90a only; grad_weight then runs tf32-tall): forced, they
+// U by multicast (all sm_90a only; grad_weight then runs tf32-tall): forced, they
 // take the fused and auto variants' calls that follow TF32, and other calls run the default.
 constexpr const char* kConfigNames[] = {"default",
                                         "thin",
@@ -72,11 +71,9 @@ constexpr const char* kConfigNames[] = {"default",
                                         "tf32-wgmma",
                                         "tf32-wgmma-cluster",
                                         "tf32-wgmma-cluster-vbulk",
-                                        "tf32-wgmma-cluster-uvmulticast",
-                                        "tf32-wgmma-f16"};
+                                        "tf32-wgmma-cluster-uvmulticast"};
 constexpr int kConfigThin = 1, kConfigTall = 2, kConfigTf32 = 3, kConfigTf32Tall = 4, kConfigTf32Wgmma = 5,
-              kConfigTf32WgmmaCluster = 6, kConfigTf32WgmmaClusterVBulk = 7, kConfigTf32WgmmaClusterUVMulticast = 8,
-              kConfigTf32WgmmaF16 = 9;
+              kConfigTf32WgmmaCluster = 6, kConfigTf32WgmmaClusterVBulk = 7, kConfigTf32WgmmaClusterUVMulticast = 8;
 
 // Calls f(Cfg{}) with the float tile config for a convolution (the documented rule):
 //   thin  when it reduces over at most 4 channels per group (the staged variant, or the fused one
@@ -225,12 +222,8 @@ void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T, TIo>& 
   } else {
     // A persistent kernel's blocks walk the output blocks: at most one per SM (Cfg::kMinBlocks).
     const int64_t grid = persistent_blocks<Cfg>() ? std::min<int64_t>(blocks, sm_count() * Cfg::kMinBlocks) : blocks;
-    if (dependent) {
-      launch_with_attributes(kernel, dim3(unsigned(grid)), dim3(Cfg::kThreads), smem, current_stream(), 1, true, a);
-    } else {
-      kernel<<<unsigned(grid), Cfg::kThreads, smem, current_stream()>>>(a);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
+    kernel<<<unsigned(grid), Cfg::kThreads, smem, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
 
@@ -296,8 +289,6 @@ int transform_chunks_per_thread(int64_t positions, int64_t chunks) {
   return per;
 }
 
-// Each pixel's largest |input| over its group's channels (winograd_tc_pixel_max_kernel) into
-// pixel_max ([group][image][row][column]), as a dependent launch: the float16 carriers' V scales.
 // channels_last pixels whose group channels are whole 16-byte words take
 // winograd_tc_pixel_max_words_kernel: the fewest lanes a pixel (a power of two, up to a warp) that
 // give each lane one word.
@@ -325,22 +316,6 @@ void launch_pixel_max(const ForwardArgs<float, TIo>& a, float* pixel_max, bool n
     launch_with_attributes(winograd_tc_pixel_max_kernel<false, TIo>, dim3(elementwise_blocks(pixels, 32)),
                            dim3(32 * warps), 0, current_stream(), 1, true, a, pixel_max);
   }
-}
-
-// The single float16-carrier wgmma block's launches (WinogradWgmmaF16Tile): the pixels' maxima into
-// a workspace, then the block, its dependent, which scales each tile's V by them. u: U in float16
-// with its filters' maxima (tc_transformed_filters_f16).
-template <typename Cfg, typename Kernel, typename TIo>
-void run_tc_f16_single(Kernel kernel, const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const TIo* bias,
-                       const WinogradConv& cv, at::Tensor& y, bool nhwc) {
-  ForwardArgs<float, TIo> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
-  a.u_max = u.const_data_ptr<float>() + int64_t(cv.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad / 2;
-  const int64_t pixels = int64_t(cv.groups) * cv.N * cv.in_plane;
-  at::Tensor pixel_max = at::empty({pixels}, x.options().dtype(at::kFloat));
-  a.pixel_max = pixel_max.const_data_ptr<float>();
-  launch_pixel_max(a, pixel_max.mutable_data_ptr<float>(), nhwc);
-  launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a, /*dependent=*/true);
-  record_workspace_bytes(pixels * int64_t(sizeof(float)));
 }
 
 // A staged-V wgmma tile's launches: each pixel's largest |input| over the group's channels
@@ -386,6 +361,13 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   record_workspace_bytes(slice * tile_block_bytes + max_bytes);
 }
 
+// The chunks up to which channels_last calls of the single wgmma block place its stages as NCHW
+// calls do (U apart, the walk's blocks of the same U starting with the chunks the stages hold:
+// WinogradWgmmaStages<true>): with at most two chunks a block copies no U at all along such a walk.
+// With more chunks the placement's barrier after the epilogue cost channels_last blocks more than
+// the copies it saves (docs/winograd.md).
+constexpr int kNhwcUApartMaxChunks = 2;
+
 // Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh); x and y
 // channels_last where `nhwc`, x, bias and y of TIo (float, bfloat16 or float16: mma.sync tiles only),
 // the weight float32.
@@ -397,10 +379,14 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const TIo* bias
   if constexpr (fused_cluster_blocks<Cfg>() > 1)
     kernel = nhwc ? winograd_wgmma_cluster_forward_kernel<Cfg, true, TIo>
                   : winograd_wgmma_cluster_forward_kernel<Cfg, false, TIo>;
-  else if constexpr (Cfg::kWgmma)
-    kernel = nhwc ? winograd_wgmma_fused_forward_kernel<Cfg, true, TIo>
-                  : winograd_wgmma_fused_forward_kernel<Cfg, false, TIo>;
-  else
+  else if constexpr (Cfg::kWgmma) {
+    if (!nhwc)
+      kernel = winograd_wgmma_fused_forward_kernel<Cfg, false, TIo>;
+    else if (f.reduction_pad / Cfg::kK <= kNhwcUApartMaxChunks)
+      kernel = winograd_wgmma_fused_forward_kernel<Cfg, true, TIo, /*kUApart=*/true>;
+    else
+      kernel = winograd_wgmma_fused_forward_kernel<Cfg, true, TIo>;
+  } else
     kernel = nhwc ? winograd_tc_fused_forward_kernel<Cfg, true, TIo>
                   : winograd_tc_fused_forward_kernel<Cfg, false, TIo>;
   // Every wgmma tile reads the single wgmma block's cache (the cluster tiles half of each chunk per
@@ -409,10 +395,6 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const TIo* bias
   using UTile = std::conditional_t<Cfg::kWgmma, WinogradWgmmaTile, Cfg>;
   if constexpr (Cfg::kVStaged) {
     run_tc_vstaged<Cfg>(kernel, x, tc_transformed_filters_f16<Cfg>(weight, f), f, bias, cv, y, nhwc);
-  } else if constexpr (std::is_same_v<Cfg, WinogradWgmmaF16Tile>) {
-    // (The staged-V tiles' float16 cache: the same chunks, U of all 16 points each.)
-    const at::Tensor u = tc_transformed_filters_f16<WinogradWgmmaClusterVStagedLayout>(weight, f);
-    run_tc_f16_single<Cfg>(kernel, x, u, f, bias, cv, y, nhwc);
   } else {
     const at::Tensor u = tc_transformed_filters<UTile, kMmaProducts<TIo>>(weight, f);
     launch_fused<float, Cfg>(kernel, Cfg::kForwardSmemBytes, x, u, f, bias, cv, y);
@@ -427,15 +409,14 @@ bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
 
 // The tensor-core tiles, as tc_forward_tile and tc_grad_weight_tile name them.
 constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2, kTcTileWgmmaCluster = 3,
-              kTcTileWgmmaClusterVBulk = 4, kTcTileWgmmaClusterUVMulticast = 5, kTcTileWgmmaF16 = 6;
+              kTcTileWgmmaClusterVBulk = 4, kTcTileWgmmaClusterUVMulticast = 5;
 constexpr const char* kTcTileChoices[] = {"fused:tf32",
                                           "fused:tf32-tall",
                                           "fused:tf32-wgmma",
                                           "fused:tf32-wgmma-cluster",
                                           "fused:tf32-wgmma-cluster-vbulk",
-                                          "fused:tf32-wgmma-cluster-uvmulticast",
-                                          "fused:tf32-wgmma-f16"};
-bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaF16; }
+                                          "fused:tf32-wgmma-cluster-uvmulticast"};
+bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterUVMulticast; }
 
 // A tile's name in last_choice for kernels of kProducts products per point product: float16's split
 // operands (3xBF16) run the mma.sync tiles, named 3xbf16 and 3xbf16-tall.
@@ -457,9 +438,7 @@ static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster 
                   kConfigTf32WgmmaClusterVBulk - kConfigTf32Wgmma == kTcTileWgmmaClusterVBulk - kTcTileWgmma &&
                   kConfigTf32WgmmaClusterUVMulticast - kConfigTf32Wgmma ==
                       kTcTileWgmmaClusterUVMulticast - kTcTileWgmma &&
-                  kConfigTf32WgmmaF16 - kConfigTf32Wgmma == kTcTileWgmmaF16 - kTcTileWgmma &&
-                  int(std::size(kTcTileChoices)) == kTcTileWgmmaF16 + 1 &&
-                  int(std::size(kConfigNames)) == kConfigTf32WgmmaF16 + 1,
+                  int(std::size(kTcTileChoices)) == kTcTileWgmmaClusterUVMulticast + 1,
               "wgmma configs and tiles in one order");
 
 // The tensor-core tile of a call that runs them (point_gemms) as the variant and a forced config
@@ -467,12 +446,12 @@ static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster 
 // GEMMs, winograd_conv --, a forced IEEE tile config), the forced tile, or
 // kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
 // run is a ValueError.
-constexpr int kTcTileByRule = kTcTileWgmmaF16 + 1;
+constexpr int kTcTileByRule = kTcTileWgmmaClusterUVMulticast + 1;
 int forced_tc_tile() {
   const WinogradVariant variant = winograd_variant();
   if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return kTcIeee;
   const int forced = forced_config(kWinograd);
-  if (forced >= kConfigTf32Wgmma && forced <= kConfigTf32WgmmaF16) {
+  if (forced >= kConfigTf32Wgmma && forced <= kConfigTf32WgmmaClusterUVMulticast) {
     TORCH_CHECK_VALUE(wgmma_device(), "torchconv.conv2d_winograd: config '", kConfigNames[forced],
                       "' (forced by set_config) runs on sm_90a GPUs (Hopper) only; this GPU or build runs tf32 and "
                       "tf32-tall");
@@ -742,7 +721,6 @@ void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* 
       return run_tc_fused<WinogradWgmmaClusterVBulkTile>(x, weight, bias, cv, y, nhwc);
     if (tile == kTcTileWgmmaClusterUVMulticast)
       return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
-    if (tile == kTcTileWgmmaF16) return run_tc_fused<WinogradWgmmaF16Tile>(x, weight, bias, cv, y, nhwc);
   } else {
     TORCH_INTERNAL_ASSERT(!wgmma_tile(tile), "winograd: split float16 operands (3xBF16) run the mma.sync tiles only");
   }

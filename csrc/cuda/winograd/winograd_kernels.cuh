@@ -366,14 +366,10 @@ struct ForwardArgs {
   // + p_tiles, transformed in a workspace (winograd_tc_input_transform_kernel). Elsewhere nullptr, 0.
   const T* v = nullptr;
   int p_tile0 = 0;
-  // The float16 operands (F16Carrier) of the staged-V tiles and the single float16 wgmma block: each
-  // filter's largest |U| ([group][outputs_pad]); the staged-V tiles', each tile's largest |V|
-  // ([group][tile]). Elsewhere nullptr.
+  // The staged-V tiles' float16 operands (F16Carrier): each filter's largest |U| ([group][outputs_pad]),
+  // each tile's largest |V| ([group][tile]). Elsewhere nullptr.
   const float* u_max = nullptr;
   const float* v_max = nullptr;
-  // The single float16-carrier wgmma block's V scales come from each pixel's largest |input| over its
-  // group's channels ([group][image][row][column], winograd_tc_pixel_max_kernel). Elsewhere nullptr.
-  const float* pixel_max = nullptr;
 };
 
 // Blocks run filter tiles fastest, so the blocks that share an input tile run together and read it

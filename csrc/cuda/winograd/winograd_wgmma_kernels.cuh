@@ -60,30 +60,22 @@ namespace cuda {
 // chunks of U fewer (none where a block has at most two chunks). The price is a block barrier after
 // the epilogue, which now shares space with the next block's first V. NCHW blocks were faster
 // that way, most of it from the placement rather than the copies saved; channels_last blocks were
-// slower (docs/winograd.md).
-//
-// kOperandBytes: U and V as TF32 words (4), or as float16 carriers of TF32-precision values (2,
-// F16Carrier: WinogradWgmmaF16Tile): half the bytes per chunk through shared memory and the MMAs,
-// one m64n32k16 step per point where TF32 takes two m64n32k8. Core matrices stay 8 rows x 16 bytes:
-// 8 channels of float16 where TF32 holds 4.
-template <int kOperandBytes_>
-struct WinogradWgmmaTileConfig {
+// slower where a block has many chunks and faster where it has at most two, so they take the NCHW
+// placement there only (winograd_wgmma_fused_forward_kernel's kUApart; docs/winograd.md).
+struct WinogradWgmmaTile {
   static constexpr bool kWgmma = true, kVStaged = false, kPersistent = true;
-  static constexpr int kOperandBytes = kOperandBytes_;
-  static constexpr int kM = 64, kN = 32, kK = 16, kSteps = kK * kOperandBytes / 32;
-  // Core matrices (16 bytes of channels) along a chunk's K.
-  static constexpr int kKGroups = kK * kOperandBytes / 16;
+  static constexpr int kM = 64, kN = 32, kK = 16, kSteps = kK / 8;
   static constexpr int kThreads = 512, kMinBlocks = 1;
   static constexpr int kWarpgroups = kThreads / 128, kPointsPerGroup = kWinogradPoints / kWarpgroups;
   // Warpgroup g's points: g + kPointStep * pe (a column of the 4 x 4 tile).
   static constexpr int kPointStep = kWarpgroups;
   static __host__ __device__ constexpr int first_point(int group) { return group; }
-  // V's core-matrix columns (channel quads, or octets of float16) are kN * 4 + 8 words apart rather
-  // than kN * 4: the NHWC loaders' lanes run over 16 channels x 2 tiles, and the 8-word shift puts
-  // their stores' core-matrix columns in distinct banks (the NCHW loaders' lanes cover one column,
-  // 32 banks, either way).
-  static constexpr int kVQuad = kN * 4 + 8, kVPoint = kKGroups * kVQuad;
-  static constexpr int kUPointFloats = kKGroups * kM * 4;
+  // V's channel quads (core matrix columns) are kN * 4 + 8 words apart rather than kN * 4: the NHWC
+  // loaders' lanes run over 16 channels x 2 tiles, and the 8-word shift puts the four quads' stores
+  // in distinct banks (the NCHW loaders' lanes cover one quad, 32 banks, either way).
+  static constexpr int kVQuad = kN * 4 + 8, kVPoint = (kK / 4) * kVQuad;
+  // Operands are TF32 words (WgmmaPointMmas; the staged-V cluster carries float16, below).
+  static constexpr int kOperandBytes = 4, kUPointFloats = kK * kM;
   static constexpr int kUFloats = kWinogradPoints * kUPointFloats, kVFloats = kWinogradPoints * kVPoint;
   static constexpr int kUChunkFloats = kUFloats;  // the cache's chunk: the block's U
   static constexpr int kStage = kUFloats + kVFloats;
@@ -92,44 +84,31 @@ struct WinogradWgmmaTileConfig {
   static constexpr int kLdV = kN + 8, kLdMt = kEpilogueFilters + 4;
   static constexpr int kEpilogueFloats = kStagedValues * (kM * kLdV > kN * kLdMt ? kM * kLdV : kN * kLdMt);
   // WinogradWgmmaStages<true>'s floats before its mbarriers: U's stages, then V's with the epilogue
-  // over them. The TF32 launch takes that placement's size, the larger of the two; the float16 block
-  // (WinogradWgmmaF16Stages) gives the epilogue and its tiles' scales space of their own.
+  // over them. The launch takes that placement's size, the larger of the two.
   static constexpr int kUApartFloats = 2 * kUFloats + (kEpilogueFloats > 2 * kVFloats ? kEpilogueFloats : 2 * kVFloats);
-  static constexpr int kF16Floats = 2 * kStage + kEpilogueFloats + 2 * kN;
-  static constexpr size_t kForwardSmemBytes =
-      (kOperandBytes == 4 ? kUApartFloats : kF16Floats) * sizeof(float) + 2 * sizeof(uint64_t);
+  static constexpr size_t kForwardSmemBytes = kUApartFloats * sizeof(float) + 2 * sizeof(uint64_t);
   static_assert(kForwardSmemBytes <= 227 * 1024, "within an sm_90 block's shared memory");
-  static_assert(kOperandBytes == 2 || kEpilogueFloats <= kStage, "the TF32 epilogue within a stage");
+  static_assert(kEpilogueFloats <= kStage, "the epilogue within a stage");
   static_assert(kThreads == kK * kN && kK == 16 && kN == 32, "a (channel, tile) patch per thread, the loaders' lanes");
   static_assert(kWinogradPoints % kWarpgroups == 0 && kUFloats % (4 * kThreads) == 0, "even splits");
   static_assert(kWarpgroups == 4 && kPointsPerGroup == 4, "a warpgroup per column of the 4 x 4 points");
 
-  // The TF32 word of (channel kk of a chunk, row m) within a point's K-major operand, in core
-  // matrices: the next core matrix along K (channel quad) is `quad` words on, the next 8 rows 32
-  // words on; k-step s starts at word 2 * s * quad.
+  // The word of (channel kk of a chunk, row m) within a point's K-major operand, in core matrices:
+  // the next core matrix along K (channel quad) is `quad` words on, the next 8 rows 32 words on;
+  // k-step s starts at word 2 * s * quad.
   static __host__ __device__ constexpr int operand_word(int kk, int m, int quad) {
     return (kk / 4) * quad + (m / 8) * 32 + (m % 8) * 4 + kk % 4;
   }
   static __host__ __device__ constexpr int u_word(int kk, int m) { return operand_word(kk, m, kM * 4); }
   static __host__ __device__ constexpr int v_word(int kk, int n) { return operand_word(kk, n, kVQuad); }
-  // The float16 element of (channel kk, tile n) within a point's V: core matrices of 8 tiles x 8
-  // channels, the next 8 channels 2 * kVQuad halves on. U's float16 layout is the staged-V tiles'
-  // (WinogradWgmmaClusterVStagedLayout::u_half: the same chunk, as one cache).
-  static __host__ __device__ constexpr int v_half(int kk, int n) {
-    return (kk / 8) * 2 * kVQuad + (n / 8) * 64 + (n % 8) * 8 + kk % 8;
-  }
 };
-using WinogradWgmmaTile = WinogradWgmmaTileConfig<4>;
-using WinogradWgmmaF16Tile = WinogradWgmmaTileConfig<2>;
 
-// The single TF32 wgmma block's shared memory (WinogradWgmmaTile): kUApart, [U 0][U 1][V 0][V 1]
-// with the epilogue from V 0 on; else [U 0][V 0][U 1][V 1] with the epilogue in stage 1. Then the
-// mbarriers on which each stage's U copy lands (WgmmaUBulkCopies). kUHeld: U's stages outlive the
-// epilogue (the walk's next block of the same U starts with them); kEpilogueOverV: the epilogue
-// shares space with the next block's first V, so its reads end at a barrier.
+// The single wgmma block's shared memory (WinogradWgmmaTile): kUApart, [U 0][U 1][V 0][V 1] with the
+// epilogue from V 0 on; else [U 0][V 0][U 1][V 1] with the epilogue in stage 1. Then the mbarriers
+// on which each stage's U copy lands (WgmmaUBulkCopies).
 template <bool kUApart_>
 struct WinogradWgmmaStages : WinogradWgmmaTile {
-  static constexpr bool kUApart = kUApart_, kUHeld = kUApart, kEpilogueOverV = kUApart;
+  static constexpr bool kUApart = kUApart_;
   // Stage s's U and V (WgmmaPointMmas), in floats from the start of shared memory.
   static __host__ __device__ constexpr int u_stage_offset(int s) { return s * (kUApart ? kUFloats : kStage); }
   static __host__ __device__ constexpr int v_stage_offset(int s) {
@@ -139,34 +118,6 @@ struct WinogradWgmmaStages : WinogradWgmmaTile {
   static constexpr int kBarrierOffset = kUApart ? kUApartFloats : 2 * kStage;
   static_assert(kBarrierOffset % 2 == 0 && (kUFloats * sizeof(float)) % 16 == 0, "aligned barriers, a 16-byte copy size");
   static_assert(kBarrierOffset * sizeof(float) + 2 * sizeof(uint64_t) <= kForwardSmemBytes, "within the launch");
-};
-
-// The single float16-carrier block's shared memory (WinogradWgmmaF16Tile), in both layouts: [U 0][V 0]
-// [U 1][V 1], the epilogue in space of its own (half-size stages leave room for it), then the V
-// exponents of the block's tiles (F16Carrier; two sets, by the parity of the block's place in the
-// walk, as the next block writes its own while this one's epilogue may still read them), then the
-// mbarriers. U's stages outlive the epilogue in both layouts, and nothing of the next block's
-// overwrites the epilogue's space before its first barrier.
-struct WinogradWgmmaF16Stages : WinogradWgmmaF16Tile {
-  static constexpr bool kUHeld = true, kEpilogueOverV = false;
-  static __host__ __device__ constexpr int u_stage_offset(int s) { return s * kStage; }
-  static __host__ __device__ constexpr int v_stage_offset(int s) { return s * kStage + kUFloats; }
-  static constexpr int kEpilogueOffset = 2 * kStage;
-  static constexpr int kTileExponentOffset = kEpilogueOffset + kEpilogueFloats;
-  static constexpr int kBarrierOffset = kTileExponentOffset + 2 * kN;
-  static_assert(kBarrierOffset == kF16Floats && kBarrierOffset % 2 == 0 && (kUFloats * sizeof(float)) % 16 == 0,
-                "aligned barriers, a 16-byte copy size");
-  static_assert(kStage % 4 == 0 && kUFloats % 4 == 0, "16-byte aligned stages");
-};
-
-// The single block's stages for x and y in NCHW or channels_last (kNhwc).
-template <typename Cfg, bool kNhwc>
-struct WgmmaSingleStages {
-  using type = WinogradWgmmaStages<!kNhwc>;
-};
-template <bool kNhwc>
-struct WgmmaSingleStages<WinogradWgmmaF16Tile, kNhwc> {
-  using type = WinogradWgmmaF16Stages;
 };
 
 // The points of a wgmma kernel's accumulators (acc[pe]: point kPointsPerGroup * warpgroup + pe of the
@@ -189,12 +140,10 @@ __device__ __forceinline__ void stage_wgmma_points(const float (&acc)[Cfg::kPoin
 
 // The single wgmma block's accumulators (acc[i]: point (i, g) of warpgroup g's column g) into the
 // epilogue's A^T M: each column's first transform step in registers (winograd_output_column), rows h
-// = 0, 1 of column g staged at slice 4 h + g, as stage_wgmma_points lays out points. scale(q, j, x)
-// gives the value staged for x, of fragment element q of n8 block j: filter row 16 (warp % 4) + lane
-// / 4 + 8 (q / 2), tile column 8 j + 2 (lane % 4) + q % 2.
-template <typename Cfg, bool kTileMajor, typename Scale>
+// = 0, 1 of column g staged at slice 4 h + g, as stage_wgmma_points lays out points.
+template <typename Cfg, bool kTileMajor>
 __device__ __forceinline__ void stage_wgmma_columns(const float (&acc)[Cfg::kPointsPerGroup][2 * Cfg::kN / 4],
-                                                    float* m, int warp, int lane, Scale&& scale) {
+                                                    float* m, int warp, int lane) {
   static_assert(Cfg::kPointStep == 4 && Cfg::kPointsPerGroup == 4 && Cfg::kStagedValues == 8, "a column per warpgroup");
   constexpr int kLd = kTileMajor ? Cfg::kLdMt : Cfg::kLdV, kSlice = kTileMajor ? Cfg::kN * kLd : Cfg::kM * kLd;
   const int row = 16 * (warp % 4) + lane / 4, t = lane % 4, g = warp / 4;
@@ -202,11 +151,8 @@ __device__ __forceinline__ void stage_wgmma_columns(const float (&acc)[Cfg::kPoi
   for (int j = 0; j < Cfg::kN / 8; ++j) {
     float t0[4], t1[4];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
+    for (int q = 0; q < 4; ++q)
       winograd_output_column(acc[0][4 * j + q], acc[1][4 * j + q], acc[2][4 * j + q], acc[3][4 * j + q], t0[q], t1[q]);
-      t0[q] = scale(q, j, t0[q]);
-      t1[q] = scale(q, j, t1[q]);
-    }
     stage_fragment<kTileMajor, kLd>(m + g * kSlice, row, j * 8 + 2 * t, t0[0], t0[1], t0[2], t0[3]);
     stage_fragment<kTileMajor, kLd>(m + (4 + g) * kSlice, row, j * 8 + 2 * t, t1[0], t1[1], t1[2], t1[3]);
   }
@@ -424,22 +370,12 @@ struct F16Carrier {
     return __half_as_ushort(__float2half_rn(v * s.first * s.second));
   }
   static __device__ __forceinline__ uint16_t half_bits(float v, int e) { return half_bits(v, Scale(e)); }
-  // The exponent of a scale the caller applies as one factor, 2^-e a normal float: exponent(max_abs),
-  // or -127 for maxima under 2^-112. Values under such a maximum still land below 2^15, and float16's
-  // subnormals under 2^-127 are finer than float32's own, so nothing is lost to the clamp.
-  static __device__ __forceinline__ int one_factor_exponent(float max_abs) {
-    const int e = exponent(max_abs);
-    return e < -127 ? -127 : e;
-  }
-  // 2^-e for e as one_factor_exponent gives it.
-  static __device__ __forceinline__ float one_factor_scale(int e) { return __int_as_float((127 - e) << 23); }
   // The way back: x 2^e for e as exponent() gives it ([-163, 113]), with ldexpf(x, e)'s bits in one
   // or two multiplications instead of ldexpf's range steps. Where 2^e is a normal float, x 2^e rounds
   // once. Below, x 2^(e + 126) is exact for |x| >= 2^-89 (a normal result), and 2^-126 times it then
   // rounds once; smaller x give 0 either way (|x 2^e| < 2^-216).
   struct Unscale {
     float first, second;
-    Unscale() = default;
     __device__ __forceinline__ explicit Unscale(int e) {
       first = __int_as_float((127 + (e >= -126 ? e : e + 126)) << 23);
       second = e >= -126 ? 1.f : __int_as_float(1 << 23);
@@ -549,7 +485,7 @@ __global__ void __launch_bounds__(kPixelMaxThreads) winograd_tc_pixel_max_kernel
 }
 
 // channels_last where each pixel's channels of a group are whole 16-byte words (C and the channels
-// per group multiples of kVec = 16 / sizeof(TIo), x 16-byte aligned: pixel_max_words): kParts
+// per group multiples of kVec = 16 / sizeof(TIo), x 16-byte aligned: launch_pixel_max): kParts
 // neighbouring lanes (a power of two) take a pixel, each loading its words part, part + kParts, ...,
 // and shuffles gather their maxima. A warp's 32 lanes cover 32 / kParts pixels, a 16-byte load a
 // lane, where the kernel above loads 2 or 4 bytes a lane; and each thread takes kPixelMaxUnroll such
@@ -601,35 +537,25 @@ __global__ void __launch_bounds__(256) winograd_tc_pixel_max_words_kernel(const 
 // Tile p's bound of its largest |V|: 4 x the largest |input| of its patch window (the image's padding
 // excluded) over the group's channels, from the pixels' maxima of group g. The four lanes of a quad
 // share the tile: each reads one row of the window (`row`, its lane % 4) and shuffles gather the four,
-// so that the bound costs each thread four loads, not sixteen. load() issues the loads, bound() (every
-// lane of the warp) waits for them: a caller may load with a block's patches and take the bound where
-// it first stores V.
-struct TileBoundRow {
-  float v[4];
-  __device__ __forceinline__ void load(const WinogradConv& cv, const float* __restrict__ pixel_max, int g, int64_t p,
-                                       bool live, int row) {
-    const TileCoord tc = tile_coord(cv, live ? p : 0);
-    const int y = 2 * tc.ty + cv.col_oy + row, ix0 = 2 * tc.tx + cv.col_ox;
-    const bool row_in = live && y >= 0 && y < cv.src_H;
-    const float* line = pixel_max + ((int64_t(g) * cv.N + tc.n) * cv.src_H + (row_in ? y : 0)) * cv.src_W;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int x = ix0 + q;
-      v[q] = ldg_or_zero(line + x, row_in && x >= 0 && x < cv.src_W);
-    }
-  }
-  __device__ __forceinline__ float bound() const {
-    float most = fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3]));
-    most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 1));
-    most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 2));
-    return 4.f * most;
-  }
-};
+// so that the bound costs each thread four loads, not sixteen. Every lane of the warp calls it.
 __device__ __forceinline__ float tile_v_bound(const WinogradConv& cv, const float* __restrict__ pixel_max, int g,
                                               int64_t p, bool live, int row) {
-  TileBoundRow r;
-  r.load(cv, pixel_max, g, p, live, row);
-  return r.bound();
+  float most = 0.f;
+  if (live) {
+    const TileCoord tc = tile_coord(cv, p);
+    const int y = 2 * tc.ty + cv.col_oy + row, ix0 = 2 * tc.tx + cv.col_ox;
+    const float* line = pixel_max + ((int64_t(g) * cv.N + tc.n) * cv.src_H + y) * cv.src_W;
+    if (y >= 0 && y < cv.src_H) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int x = ix0 + q;
+        if (x >= 0 && x < cv.src_W) most = fmaxf(most, line[x]);
+      }
+    }
+  }
+  most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 1));
+  most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 2));
+  return 4.f * most;
 }
 
 // V for the staged-V wgmma blocks (Cfg::kVStaged) of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles,
@@ -694,21 +620,17 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
 // kNhwc: x and y are channels_last (the loaders' addressing and the NHWC epilogue); V's layout is
 // the same in both. TIo: the type of x, bias and y. Persistent (WinogradWgmmaTile): launched with at
 // most one block per SM, block blockIdx.x computes output blocks blockIdx.x, + gridDim.x, ...
-// Cfg::kOperandBytes 2 (WinogradWgmmaF16Tile): U from the float16 cache with its filters' maxima
-// (a.u_max), V under a scale per tile from the pixels' maxima (a.pixel_max, written by the kernel
-// before it: launched as its dependent), each rounded once into float16's 11 bits (TF32's
-// precision); the epilogue multiplies A^T M back by both powers of two before it stages it.
-template <typename Cfg, bool kNhwc, typename TIo>
+// kUApart: the stages' placement (WinogradWgmmaStages) -- NCHW blocks always, channels_last ones of
+// few chunks (the launcher's choice).
+template <typename Cfg, bool kNhwc, typename TIo, bool kUApart = !kNhwc>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_fused_forward_kernel(const ForwardArgs<float, TIo> a) {
   static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
   static_assert(Cfg::kPersistent, "the output blocks walked by a grid of at most one block per SM");
-  constexpr bool kF16 = Cfg::kOperandBytes == 2;
   extern __shared__ __align__(16) float smem[];
-  if constexpr (kF16) grid_dependency_wait();  // the pixels' maxima (and x, U) from the kernels before
   const WinogradConv& cv = a.cv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  using Stages = typename WgmmaSingleStages<Cfg, kNhwc>::type;
+  using Stages = WinogradWgmmaStages<kUApart>;
   using Mmas = WgmmaPointMmas<Stages>;
 
   // This thread's (channel, tile) of a chunk, and its patches in output block bc.
@@ -717,22 +639,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const int64_t p = int64_t(bc.pt) * Cfg::kN + tl;
     return TcPatchLoader<TIo, kNhwc, Cfg::kK>(a, bc, p, p < cv.tiles(), ch);
   };
-  // float16 carriers: this thread's row of its tile's window of pixel maxima (loaded with the
-  // block's first patches), and the scale of its tile's V.
-  TileBoundRow bound_row;
-  float v_scale = 1.f;
+  const int v_word = Cfg::v_word(ch, tl);
   auto store_v = [&](const TIo (&d)[16], float* v_tile) {
     float f[16], v[16];
     widen_to_float(d, f);
     winograd_input_transform<float>(f, v);
-    if constexpr (kF16) {
-      uint16_t* dst = reinterpret_cast<uint16_t*>(v_tile) + Cfg::v_half(ch, tl);
 #pragma unroll
-      for (int e = 0; e < 16; ++e) dst[e * 2 * Cfg::kVPoint] = __half_as_ushort(__float2half_rn(v[e] * v_scale));
-    } else {
-#pragma unroll
-      for (int e = 0; e < 16; ++e) v_tile[e * Cfg::kVPoint + Cfg::v_word(ch, tl)] = __uint_as_float(tf32_bits_for_mma(v[e]));
-    }
+    for (int e = 0; e < 16; ++e) v_tile[e * Cfg::kVPoint + v_word] = __uint_as_float(tf32_bits_for_mma(v[e]));
   };
 
   typename Mmas::Accumulators acc;
@@ -752,7 +665,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // (the same group and filter block) runs its chunks in the other order, starting with the two whose
   // U the stages still hold.
   auto order_after = [&](const WgmmaChunkOrder& before, const BlockCoord& from, const BlockCoord& to) {
-    const bool same_u = Stages::kUHeld && from.g == to.g && from.kt == to.kt;
+    const bool same_u = Stages::kUApart && from.g == to.g && from.kt == to.kt;
     return same_u ? WgmmaChunkOrder{chunks, !before.reversed, chunks < 2 ? chunks : 2} : WgmmaChunkOrder{chunks};
   };
 
@@ -762,29 +675,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   auto begin_block = [&](const BlockCoord& bc, const WgmmaChunkOrder& order) {
     if (order.held == 0) u_chunks_of(bc).fetch(order.chunk(0), order.chunk(0) & 1);
     patch_of(bc).load(order.chunk(0), d);
-    if constexpr (kF16) {
-      const int64_t p = int64_t(bc.pt) * Cfg::kN + tl;
-      bound_row.load(cv, a.pixel_max, bc.g, p, p < cv.tiles(), lane % 4);
-    }
   };
   BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, blockIdx.x);  // the grid has at most `blocks` blocks
   WgmmaChunkOrder order{chunks};
   begin_block(bc, order);
-  for (int b = blockIdx.x, walk = 0; b < blocks; b += gridDim.x, ++walk) {
+  for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
     const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
     const auto patch = patch_of(bc);
-    // float16 carriers: the block's tile exponents (one lane per tile writes its tile's), and this
-    // thread's accumulator rows' filter maxima, loaded now for the epilogue.
-    int* tile_exponent = nullptr;
-    float row_u_max[2] = {0.f, 0.f};
-    if constexpr (kF16) {
-      const int e = F16Carrier::one_factor_exponent(bound_row.bound());
-      v_scale = F16Carrier::one_factor_scale(e);
-      tile_exponent = reinterpret_cast<int*>(smem + Stages::kTileExponentOffset) + (walk & 1) * Cfg::kN;
-      if (ch == 0) tile_exponent[tl] = e;
-      const float* u_max = a.u_max + int64_t(bc.g) * a.outputs_pad + bc.kt * Cfg::kM + 16 * (warp % 4) + lane / 4;
-      row_u_max[0] = u_max[0], row_u_max[1] = u_max[8];
-    }
     Mmas::zero(acc);
     mmas.reduce_loaded(
         acc, smem, order, u_chunks_of(bc), [&](float* v) { store_v(d, v); }, [&](int chunk) { patch.load(chunk, d); });
@@ -796,26 +693,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (more) begin_block(next, next_order);
     // The barrier above frees the stages the epilogue takes (Stages): the next block's first chunk
     // fills U's stage 0 only, or finds its U held.
-    auto stage = [&](int, float* m) {
-      if constexpr (kF16) {
-        // A^T M back from the scales of its filter (this thread's rows) and its tile (its columns).
-        const F16Carrier::Unscale by_u[2] = {F16Carrier::Unscale(F16Carrier::exponent(row_u_max[0])),
-                                             F16Carrier::Unscale(F16Carrier::exponent(row_u_max[1]))};
-        F16Carrier::Unscale by_v[2 * Cfg::kN / 8];
-#pragma unroll
-        for (int c = 0; c < 2 * Cfg::kN / 8; ++c) by_v[c] = F16Carrier::Unscale(tile_exponent[(c / 2) * 8 + 2 * (lane % 4) + c % 2]);
-        stage_wgmma_columns<Cfg, kNhwc>(acc, m, warp, lane,
-                                        [&](int q, int j, float x) { return by_v[2 * j + q % 2](by_u[q / 2](x)); });
-      } else {
-        stage_wgmma_columns<Cfg, kNhwc>(acc, m, warp, lane, [](int, int, float x) { return x; });
-      }
-    };
+    auto stage = [&](int, float* m) { stage_wgmma_columns<Cfg, kNhwc>(acc, m, warp, lane); };
     float* m = smem + Stages::kEpilogueOffset;
     if constexpr (kNhwc)
       tc_epilogue_nhwc<Cfg, Cfg::kStagedValues, /*kStagesFree=*/true>(stage, m, a, bc, p0, warp, lane);
     else
       tc_epilogue_nchw<Cfg, Cfg::kStagedValues, /*kStagesFree=*/true>(stage, m, a, bc, p0, warp, lane);
-    if (Stages::kEpilogueOverV && more) __syncthreads();  // the epilogue's reads end before the next block's V stores
+    if (Stages::kUApart && more) __syncthreads();  // the epilogue's reads end before the next block's V stores
     bc = next;
     order = next_order;
   }
@@ -900,9 +784,6 @@ struct WinogradWgmmaClusterConfig {
 using WinogradWgmmaClusterTile = WinogradWgmmaClusterConfig<false>;
 // The staged-V tiles' layout: float16 words (WinogradWgmmaClusterBulkConfig).
 using WinogradWgmmaClusterVStagedLayout = WinogradWgmmaClusterConfig<true, 2>;
-static_assert(WinogradWgmmaF16Tile::kUChunkFloats == WinogradWgmmaClusterVStagedLayout::kUChunkFloats &&
-                  WinogradWgmmaF16Tile::kUPointFloats == WinogradWgmmaClusterVStagedLayout::kUPointFloats,
-              "the single float16 block reads the staged-V tiles' U cache");
 
 // The staged-V cluster with its operands moved by bulk copies through three stages: one thread of
 // a block issues a chunk's copies (U's run and V's), counted on the stage's mbarrier, two chunks
