@@ -378,7 +378,7 @@ WGMMA_WALK_SHAPES = [
 
 
 @needs_cuda
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["tf32", "bf16"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["tf32", "bf16", "fp16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.parametrize("shape", WGMMA_WALK_SHAPES, ids=shape_id)
 def test_wgmma_walk_reuses_u_of_the_block_before(shape, layout, dtype):
@@ -405,7 +405,8 @@ def test_wgmma_walk_reuses_u_of_the_block_before(shape, layout, dtype):
         y = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
         gy = torch.randn_like(y)
         (gx,) = torch.autograd.grad(y, x, gy)
-        assert torchconv.last_choice().split()[1].startswith("grad_input:fused:tf32-wgmma/"), torchconv.last_choice()
+        block = "3xbf16-wgmma" if dtype == torch.float16 else "tf32-wgmma"  # float16: split operands
+        assert torchconv.last_choice().split()[1].startswith(f"grad_input:fused:{block}/"), torchconv.last_choice()
         y2 = torchconv.conv2d(x, wt, b, algorithm="winograd", **kw)
         assert torch.equal(y2, y) and torch.equal(torch.autograd.grad(y2, x, gy)[0], gx)
     xd, wd = x.detach().double().requires_grad_(True), wt.double()
@@ -432,8 +433,8 @@ def test_16bit_calls_run_the_tensor_core_tiles(shape, dtype, layout, allow_tf32)
     transformed operands to TF32's 10 bits keeps the error under a bfloat16 convolution's. float16
     values keep TF32's 10 bits already, and V rounded to them would be about 2.5x cuDNN's float16
     error (docs/winograd.md), so float16 calls split each operand into two bfloat16 parts and run
-    three bfloat16 products per point product on the mma.sync tiles ('3xbf16', '3xbf16-tall'; the
-    wgmma tiles run one TF32 product). Each pass within 2x of cuDNN's error at the call's dtype (no floor), in the call's
+    three bfloat16 products per point product ('3xbf16', '3xbf16-tall' on mma.sync, '3xbf16-wgmma'
+    on Hopper's wgmma). Each pass within 2x of cuDNN's error at the call's dtype (no floor), in the call's
     dtype and memory format; channels_last read and written as it is."""
     n, c, k, h, w, padding, groups, bias = shape
     torch.backends.cudnn.allow_tf32 = allow_tf32  # conftest restores it
@@ -554,27 +555,31 @@ def assert_read_and_written_as_they_are(ours, prof, x, gy, layout):
 
 @needs_cuda
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-@pytest.mark.parametrize("tile", ["tf32", "tf32-tall", "tf32-wgmma"])
+@pytest.mark.parametrize("tile", ["tf32", "tf32-tall"] + WGMMA_TILES[:2])
 @pytest.mark.parametrize("shape", TF32_SHAPES[:3] + [
     (2, 45, 70, 19, 17, 1, 1, True),  # 3 chunks of 16 channels, the last partial; 2 filter blocks
     (1, 64, 96, 29, 31, 1, 1, False),  # several tile and filter blocks; grad_weight in slices
+    PERSISTENT_WALK_SHAPE,
 ], ids=shape_id)
 def test_float16_tiles_split_their_operands(shape, tile, layout):
     """float16 calls of the tensor-core tiles split U, V (and grad_weight's dM) into bfloat16 hi and lo
-    parts and run three bfloat16 products per point product on mma.sync: '3xbf16' (32 filters per
+    parts and run three bfloat16 products per point product: on mma.sync '3xbf16' (32 filters per
     block, one 8-channel step per MMA) and '3xbf16-tall' (64 filters; the forward's two steps per
-    16-channel MMA), which a forced wgmma tile becomes (the wgmma tiles run one TF32 product). They read
-    the input and grad_output and write the output and grad_input in float16 themselves (no copy of
-    those shapes in the profile). Each pass is the IEEE FP32 result rounded to float16, but for rare
-    elements one float16 unit off (assert_rounded_ieee) -- odd sizes, partial tiles, groups, both
-    memory formats."""
+    16-channel MMA), and on Hopper's wgmma the single block, '3xbf16-wgmma' (a chunk's 16 channels one
+    bfloat16 k-step, hi and lo in the TF32 words' space), which a forced wgmma cluster tile becomes
+    too (the cluster tiles run one product); grad_weight runs '3xbf16-tall' under a forced wgmma tile.
+    They read the input and grad_output and write the output and grad_input in float16 themselves
+    (no copy of those shapes in the profile). Each pass is the IEEE FP32 result rounded to float16,
+    but for rare elements one float16 unit off (assert_rounded_ieee) -- odd sizes, partial tiles,
+    groups, a persistent walk, both memory formats."""
     if tile.startswith("tf32-wgmma") and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     ours, ieee, plans, prof, (x, gy) = half_and_float32_passes(shape, layout, tile, torch.float16)
     nhwc = "/a=nhwc" if layout == "nhwc" else ""
-    split = "3xbf16" if tile == "tf32" else "3xbf16-tall"
+    split = {"tf32": "3xbf16", "tf32-tall": "3xbf16-tall"}.get(tile, "3xbf16-wgmma")
+    weight_split = "3xbf16" if tile == "tf32" else "3xbf16-tall"
     assert plans[0] == f"forward:fused:{split}/splits=1{nhwc}" and plans[1] == f"grad_input:fused:{split}/splits=1{nhwc}"
-    assert re.fullmatch(rf"grad_weight:fused:{split}/splits=\d+{nhwc}", plans[2]), plans
+    assert re.fullmatch(rf"grad_weight:fused:{weight_split}/splits=\d+{nhwc}", plans[2]), plans
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, ieee):
         assert_rounded_ieee(got, ref, name)
     assert_read_and_written_as_they_are(ours, prof, x, gy, layout)
@@ -957,13 +962,14 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
     xh, wh = x.half(), w.half()
     ref_h = F.conv2d(xh.double(), wh.double(), None, 1, 1)
     yh = torchconv.conv2d(xh, wh, None, 1, 1, algorithm="winograd")
-    assert torchconv.last_choice().startswith("forward:fused:3xbf16-tall")
+    split = "forward:fused:3xbf16-wgmma" if torch.cuda.get_device_capability() == (9, 0) else "forward:fused:3xbf16-tall"
+    assert torchconv.last_choice().startswith(split)
     assert rel_err(yh, ref_h) <= 2 * rel_err(F.conv2d(xh, wh, None, 1, 1), ref_h)
     torch.backends.cudnn.allow_tf32 = False
     assert rel_err(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), ref) < 1e-5
     assert "tf32" not in torchconv.last_choice()
     assert torch.equal(torchconv.conv2d(xh, wh, None, 1, 1, algorithm="winograd"), yh)
-    assert torchconv.last_choice().startswith("forward:fused:3xbf16-tall")
+    assert torchconv.last_choice().startswith(split)
 
 
 # (N, C, K, H, W, padding, groups): odd channel and filter counts, partial tiles, H != W, groups.

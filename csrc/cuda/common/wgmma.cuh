@@ -147,6 +147,10 @@ struct Wgmma<__half, 128> {
   TORCHCONV_WGMMA_N128("m64n128k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_MODES)
 };
 template <>
+struct Wgmma<__nv_bfloat16, 32> {
+  TORCHCONV_WGMMA_N32("m64n32k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_MODES)
+};
+template <>
 struct Wgmma<__nv_bfloat16, 64> {
   TORCHCONV_WGMMA_N64("m64n64k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_MODES)
 };

@@ -368,9 +368,9 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
 // the copies it saves (docs/winograd.md).
 constexpr int kNhwcUApartMaxChunks = 2;
 
-// Fused F(2x2) with the point GEMMs on tensor cores in TF32 (winograd_tc_kernels.cuh); x and y
-// channels_last where `nhwc`, x, bias and y of TIo (float, bfloat16 or float16: mma.sync tiles only),
-// the weight float32.
+// Fused F(2x2) with the point GEMMs on tensor cores (winograd_tc_kernels.cuh); x and y channels_last
+// where `nhwc`, x, bias and y of TIo (float, bfloat16 or float16: float16 on the mma.sync tiles and
+// the single wgmma block), the weight float32.
 template <typename Cfg, typename TIo>
 void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const WinogradConv& cv,
                   at::Tensor& y, bool nhwc) {
@@ -419,19 +419,22 @@ constexpr const char* kTcTileChoices[] = {"fused:tf32",
 bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterUVMulticast; }
 
 // A tile's name in last_choice for kernels of kProducts products per point product: float16's split
-// operands (3xBF16) run the mma.sync tiles, named 3xbf16 and 3xbf16-tall.
+// operands (3xBF16) run the mma.sync tiles, named 3xbf16 and 3xbf16-tall, and the single wgmma
+// block, 3xbf16-wgmma.
 template <int kProducts>
 const char* tc_tile_choice(int tile) {
-  if constexpr (kProducts == 3) return tile == kTcTileTall ? "fused:3xbf16-tall" : "fused:3xbf16";
+  if constexpr (kProducts == 3)
+    return tile == kTcTileWgmma ? "fused:3xbf16-wgmma" : tile == kTcTileTall ? "fused:3xbf16-tall" : "fused:3xbf16";
   return kTcTileChoices[tile];
 }
 
-// The tile that calls of TIo run where the TF32 rule (tc_forward_tile) names `tile`: the wgmma tiles
-// run one TF32 product, so split calls (float16) take mma.sync's 64-filter block instead, as
-// grad_weight does under a forced wgmma tile.
+// The tile that calls of TIo run where the TF32 rule (tc_forward_tile) names `tile`. Split calls
+// (float16) run the single wgmma block (WinogradWgmmaStages' three products) wherever the rule names
+// a wgmma tile: the cluster tiles run one product (their staged V is carried in float16 words, which
+// hold TF32's bits, not a split).
 template <typename TIo>
 int tile_for(int tile) {
-  return kMmaProducts<TIo> > 1 && wgmma_tile(tile) ? kTcTileTall : tile;
+  return kMmaProducts<TIo> > 1 && wgmma_tile(tile) ? kTcTileWgmma : tile;
 }
 // The wgmma configs name the wgmma tiles in the same order (forced_tc_tile).
 static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster - kTcTileWgmma &&
@@ -704,8 +707,8 @@ bool runs_shallow(const WinogradConv& cv) {
   return cv.Cg() >= 1 && cv.Cg() <= kShallowMaxReduction;
 }
 
-// A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee; for split calls an
-// mma.sync tile, tile_for): x, bias and y of TIo, the weight float32.
+// A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee; for split calls no
+// cluster tile, tile_for): x, bias and y of TIo, the weight float32.
 template <typename TIo>
 void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const LaunchMap& map,
                       at::Tensor& y, int tile, bool nhwc) {
@@ -722,7 +725,8 @@ void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* 
     if (tile == kTcTileWgmmaClusterUVMulticast)
       return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
   } else {
-    TORCH_INTERNAL_ASSERT(!wgmma_tile(tile), "winograd: split float16 operands (3xBF16) run the mma.sync tiles only");
+    if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
+    TORCH_INTERNAL_ASSERT(!wgmma_tile(tile), "winograd: split float16 operands (3xBF16) run no cluster tile");
   }
   if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
   return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);
@@ -1138,8 +1142,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
 // outputs are copied to float32; the weight and bias are (widened_parameter: small, and kept for
 // frozen weights). bfloat16 runs one TF32 product per point product (its values are exact in TF32,
 // and TF32's 10 bits keep the error under a bfloat16 convolution's, whose inputs and output keep
-// 7); float16 three bfloat16 products of split operands, on the mma.sync tiles (kMmaProducts,
-// tile_for). Either way whatever PyTorch's TF32 switch says: the switch governs float32. What the
+// 7); float16 three bfloat16 products of split operands, on the mma.sync tiles and the single wgmma
+// block (kMmaProducts, tile_for). Either way whatever PyTorch's TF32 switch says: the switch governs float32. What the
 // tiles do not take -- the layers of the shallow and narrow kernels, the staged and F(4x4) variants,
 // a forced IEEE config -- runs widened to float32, pass by pass: in IEEE FP32, but for the staged
 // variant's GEMMs, on tensor cores (bfloat16: TF32, F(4x4)'s too; float16: 3xBF16; kWidenedCaller).

@@ -81,6 +81,8 @@ struct WinogradTcConfig {
   // k-steps per bfloat16 MMA of the split products (kMmaProducts == 3): two (m16n8k16), or one
   // (m16n8k8) where a chunk has one.
   static constexpr int kSplitSteps = kSteps >= 2 ? 2 : 1;
+  // The split U's lo half of an element, from its hi half (u_split_half).
+  static constexpr int kUSplitLoHalves = 4 * kSplitSteps;
   static_assert(kSteps % kSplitSteps == 0, "whole m16n8k16 pairs of steps, or one step");
   static constexpr int kThreads = kThreads_, kMinBlocks = kMinBlocks_;
   static constexpr int kPointsPerWarp = kWinogradPoints * 32 / kThreads;
@@ -151,7 +153,7 @@ __global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w,
         uint32_t hi, lo;  // low halves: uu[e]'s parts
         split_bf16x2(uu[e], 0.f, hi, lo);
         dst[2 * e * Cfg::kK * Cfg::kM] = uint16_t(hi);
-        dst[2 * e * Cfg::kK * Cfg::kM + 4 * Cfg::kSplitSteps] = uint16_t(lo);
+        dst[2 * e * Cfg::kK * Cfg::kM + Cfg::kUSplitLoHalves] = uint16_t(lo);
       }
     }
   });

@@ -101,14 +101,31 @@ struct WinogradWgmmaTile {
   }
   static __host__ __device__ constexpr int u_word(int kk, int m) { return operand_word(kk, m, kM * 4); }
   static __host__ __device__ constexpr int v_word(int kk, int n) { return operand_word(kk, n, kVQuad); }
+
+  // MMA products per point product: one TF32 product, or three bfloat16 products of split operands
+  // (float16 calls, kMmaProducts; WinogradWgmmaStages).
+  static constexpr int kProducts = 1;
+  // Split operands in bfloat16 halves (kProducts == 3): a chunk's 16 channels are one bfloat16 k-step,
+  // core matrices of 8 rows x 8 channels, and its hi parts fill the space of the TF32 words' first
+  // k-step, its lo parts that of the second. The three products then read them by the TF32 k-steps'
+  // descriptors (WgmmaPointMmas::run), and a stage is the TF32 stage's size.
+  static __host__ __device__ constexpr int split_half(int kk, int m, int quad) {
+    return (kk / 8) * 2 * quad + (m / 8) * 64 + (m % 8) * 8 + kk % 8;
+  }
+  static __host__ __device__ constexpr int u_split_half(int kk, int m) { return split_half(kk, m, kM * 4); }
+  static __host__ __device__ constexpr int v_split_half(int kk, int n) { return split_half(kk, n, kVQuad); }
+  // An element's lo half, from its hi half: the second k-step's space, two core-matrix columns on.
+  static constexpr int kUSplitLoHalves = 4 * kM * 4, kVSplitLoHalves = 4 * kVQuad;
 };
 
 // The single wgmma block's shared memory (WinogradWgmmaTile): kUApart, [U 0][U 1][V 0][V 1] with the
 // epilogue from V 0 on; else [U 0][V 0][U 1][V 1] with the epilogue in stage 1. Then the mbarriers
 // on which each stage's U copy lands (WgmmaUBulkCopies).
-template <bool kUApart_>
+template <bool kUApart_, int kProducts_ = 1>
 struct WinogradWgmmaStages : WinogradWgmmaTile {
   static constexpr bool kUApart = kUApart_;
+  static constexpr int kProducts = kProducts_;
+  static_assert(kProducts == 1 || kProducts == 3, "one TF32 product or three bfloat16 ones");
   // Stage s's U and V (WgmmaPointMmas), in floats from the start of shared memory.
   static __host__ __device__ constexpr int u_stage_offset(int s) { return s * (kUApart ? kUFloats : kStage); }
   static __host__ __device__ constexpr int v_stage_offset(int s) {
@@ -220,15 +237,32 @@ struct WgmmaPointMmas {
     const unsigned u_stage = unsigned(s) * ((Cfg::u_stage_offset(1) - Cfg::u_stage_offset(0)) / 4);
     const unsigned v_stage = unsigned(s) * ((Cfg::v_stage_offset(1) - Cfg::v_stage_offset(0)) / 4);
     wgmma_fence();
+    if constexpr (Cfg::kProducts == 3) {
+      // Split operands: hi in the first TF32 k-step's space, lo in the second's. hi hi, hi lo and lo
+      // hi, each one bfloat16 k-step over the chunk's 16 channels; the points inner, so that
+      // consecutive MMAs accumulate into different registers.
+      static_assert(Cfg::kSteps == 2 && Cfg::kOperandBytes == 4, "a 16-channel chunk in the TF32 words' space");
+      constexpr unsigned kULo = 8 * Cfg::kM / 4, kVLo = 2 * Cfg::kVQuad / 4;  // the second k-step
 #pragma unroll
-    for (int step = 0; step < Cfg::kSteps; ++step)
+      for (int product = 0; product < 3; ++product)
 #pragma unroll
-      for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe) {
-        const int e = pe * Cfg::kPointStep;  // from the warpgroup's first point
-        const uint64_t da = wgmma_descriptor_advance(u0, u_stage + (e * Cfg::kUPointFloats + 8 * step * Cfg::kM) / 4);
-        const uint64_t db = wgmma_descriptor_advance(v0, v_stage + (e * Cfg::kVPoint + 2 * step * Cfg::kVQuad) / 4);
-        Wgmma<std::conditional_t<Cfg::kOperandBytes == 2, __half, float>, Cfg::kN>::run(acc[pe], da, db, 1);
-      }
+        for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe) {
+          const int e = pe * Cfg::kPointStep;
+          const uint64_t da = wgmma_descriptor_advance(u0, u_stage + e * Cfg::kUPointFloats / 4 + (product == 2 ? kULo : 0));
+          const uint64_t db = wgmma_descriptor_advance(v0, v_stage + e * Cfg::kVPoint / 4 + (product == 1 ? kVLo : 0));
+          Wgmma<__nv_bfloat16, Cfg::kN>::run(acc[pe], da, db, 1);
+        }
+    } else {
+#pragma unroll
+      for (int step = 0; step < Cfg::kSteps; ++step)
+#pragma unroll
+        for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe) {
+          const int e = pe * Cfg::kPointStep;  // from the warpgroup's first point
+          const uint64_t da = wgmma_descriptor_advance(u0, u_stage + (e * Cfg::kUPointFloats + 8 * step * Cfg::kM) / 4);
+          const uint64_t db = wgmma_descriptor_advance(v0, v_stage + (e * Cfg::kVPoint + 2 * step * Cfg::kVQuad) / 4);
+          Wgmma<std::conditional_t<Cfg::kOperandBytes == 2, __half, float>, Cfg::kN>::run(acc[pe], da, db, 1);
+        }
+    }
     wgmma_commit();
   }
 
@@ -625,12 +659,12 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
 template <typename Cfg, bool kNhwc, typename TIo, bool kUApart = !kNhwc>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_fused_forward_kernel(const ForwardArgs<float, TIo> a) {
-  static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
   static_assert(Cfg::kPersistent, "the output blocks walked by a grid of at most one block per SM");
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  using Stages = WinogradWgmmaStages<kUApart>;
+  constexpr int kProducts = kMmaProducts<TIo>;
+  using Stages = WinogradWgmmaStages<kUApart, kProducts>;
   using Mmas = WgmmaPointMmas<Stages>;
 
   // This thread's (channel, tile) of a chunk, and its patches in output block bc.
@@ -639,13 +673,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const int64_t p = int64_t(bc.pt) * Cfg::kN + tl;
     return TcPatchLoader<TIo, kNhwc, Cfg::kK>(a, bc, p, p < cv.tiles(), ch);
   };
-  const int v_word = Cfg::v_word(ch, tl);
+  const int v_word = kProducts == 1 ? Cfg::v_word(ch, tl) : Cfg::v_split_half(ch, tl);
   auto store_v = [&](const TIo (&d)[16], float* v_tile) {
     float f[16], v[16];
     widen_to_float(d, f);
     winograd_input_transform<float>(f, v);
+    if constexpr (kProducts == 1) {
 #pragma unroll
-    for (int e = 0; e < 16; ++e) v_tile[e * Cfg::kVPoint + v_word] = __uint_as_float(tf32_bits_for_mma(v[e]));
+      for (int e = 0; e < 16; ++e) v_tile[e * Cfg::kVPoint + v_word] = __uint_as_float(tf32_bits_for_mma(v[e]));
+    } else {
+      // hi and lo in bfloat16 (split_bf16x2), two points per split.
+      uint16_t* h = reinterpret_cast<uint16_t*>(v_tile) + v_word;
+#pragma unroll
+      for (int e = 0; e < 16; e += 2) {
+        uint32_t hi, lo;
+        split_bf16x2(v[e], v[e + 1], hi, lo);
+        h[2 * e * Cfg::kVPoint] = uint16_t(hi);
+        h[2 * (e + 1) * Cfg::kVPoint] = uint16_t(hi >> 16);
+        h[2 * e * Cfg::kVPoint + Cfg::kVSplitLoHalves] = uint16_t(lo);
+        h[2 * (e + 1) * Cfg::kVPoint + Cfg::kVSplitLoHalves] = uint16_t(lo >> 16);
+      }
+    }
   };
 
   typename Mmas::Accumulators acc;
@@ -724,6 +772,7 @@ template <bool kVStaged_, int kOperandBytes_ = 4>
 struct WinogradWgmmaClusterConfig {
   static constexpr bool kWgmma = true, kVStaged = kVStaged_;
   static constexpr int kOperandBytes = kOperandBytes_;
+  static constexpr int kProducts = 1;  // one product per point product (WgmmaPointMmas::run)
   // Filter blocks and tile blocks per cluster (WinogradWgmmaClusterBulkConfig).
   static constexpr int kVShare = 1, kUShare = 1;
   static constexpr int kCluster = 2;
