@@ -328,7 +328,7 @@ TF32_SHAPES = [
 def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
     """The tiles of the tensor-core kernels (32 and 64 filters per block on mma.sync, 64 on Hopper's
     wgmma, alone or split by points over a cluster of two blocks; the wgmma tiles' grad_weight runs
-    tf32-tall), forced, in both memory formats: channels_last operands are read and written as they
+    grad_weight's wgmma block, tf32-wgmma), forced, in both memory formats: channels_last operands are read and written as they
     are (last_choice's /a=nhwc), with no NCHW copy, and the outputs and gradients come back
     channels_last. The cluster tile's 64-tile blocks are partial on every shape here (H = 1: 10
     tiles, all in the first block's half)."""
@@ -349,7 +349,7 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
         gx, gw = torch.autograd.grad(y, (x, wt), gy)
         _, grad_input, grad_weight = torchconv.last_choice().split()
         assert grad_input == f"grad_input:fused:{tile}/splits=1{nhwc}", grad_input
-        weight_tile = "tf32-tall" if tile.startswith("tf32-wgmma") else tile
+        weight_tile = "tf32-wgmma" if tile.startswith("tf32-wgmma") else tile
         assert re.fullmatch(rf"grad_weight:fused:{weight_tile}/splits=\d+{nhwc}", grad_weight), grad_weight
         # The slices of the tile reduction are summed in a fixed order: the same bits every call.
         assert torch.equal(torch.autograd.grad(torchconv.conv2d(x, wt, b, algorithm="winograd", **kw), wt, gy)[0], gw)
@@ -533,7 +533,7 @@ def test_bfloat16_tiles_read_and_write_bfloat16(shape, tile, layout):
         pytest.skip("wgmma runs on sm_90a")
     ours, widened, plans, prof, (x, gy) = half_and_float32_passes(shape, layout, tile)
     nhwc = "/a=nhwc" if layout == "nhwc" else ""
-    weight_tile = "tf32-tall" if tile.startswith("tf32-wgmma") else tile
+    weight_tile = "tf32-wgmma" if tile.startswith("tf32-wgmma") else tile
     assert plans[0] == f"forward:fused:{tile}/splits=1{nhwc}" and plans[1] == f"grad_input:fused:{tile}/splits=1{nhwc}"
     assert re.fullmatch(rf"grad_weight:fused:{weight_tile}/splits=\d+{nhwc}", plans[2]), plans
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, widened):
@@ -567,7 +567,8 @@ def test_float16_tiles_split_their_operands(shape, tile, layout):
     block, one 8-channel step per MMA) and '3xbf16-tall' (64 filters; the forward's two steps per
     16-channel MMA), and on Hopper's wgmma the single block, '3xbf16-wgmma' (a chunk's 16 channels one
     bfloat16 k-step, hi and lo in the TF32 words' space), which a forced wgmma cluster tile becomes
-    too (the cluster tiles run one product); grad_weight runs '3xbf16-tall' under a forced wgmma tile.
+    too (the cluster tiles run one product); grad_weight runs its own wgmma block under a forced wgmma
+    tile, '3xbf16-wgmma' too.
     They read the input and grad_output and write the output and grad_input in float16 themselves
     (no copy of those shapes in the profile). Each pass is the IEEE FP32 result rounded to float16,
     but for rare elements one float16 unit off (assert_rounded_ieee) -- odd sizes, partial tiles,
@@ -577,7 +578,7 @@ def test_float16_tiles_split_their_operands(shape, tile, layout):
     ours, ieee, plans, prof, (x, gy) = half_and_float32_passes(shape, layout, tile, torch.float16)
     nhwc = "/a=nhwc" if layout == "nhwc" else ""
     split = {"tf32": "3xbf16", "tf32-tall": "3xbf16-tall"}.get(tile, "3xbf16-wgmma")
-    weight_split = "3xbf16" if tile == "tf32" else "3xbf16-tall"
+    weight_split = split
     assert plans[0] == f"forward:fused:{split}/splits=1{nhwc}" and plans[1] == f"grad_input:fused:{split}/splits=1{nhwc}"
     assert re.fullmatch(rf"grad_weight:fused:{weight_split}/splits=\d+{nhwc}", plans[2]), plans
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, ieee):
@@ -1201,18 +1202,20 @@ def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forwa
 
 
 @needs_cuda
-@pytest.mark.parametrize("n, c, k, hw, splits", [
-    (32, 64, 128, 68, 66),  # Y4: 4 blocks; two grids' worth, 264 blocks, fill two waves exactly
-    (32, 128, 256, 68, 23),  # Y8: 16 blocks; two grids' worth (17 slices) leave a third wave of 8 blocks, 23 fill it to 93%
-    (32, 256, 512, 34, 6),  # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97%
-    (32, 256, 256, 14, 12),  # R9: 32 blocks x 12 slices, 97% of three waves
+@pytest.mark.parametrize("n, c, k, hw, splits, wgmma_splits", [
+    (32, 64, 128, 68, 66, 65),  # Y4: 4 blocks; two grids' worth, 264 blocks, fill two waves exactly
+    (32, 128, 256, 68, 23, 23),  # Y8: 16 blocks; two grids' worth (17 slices) leave a third wave of 8 blocks, 23 fill it to 93%
+    (32, 256, 512, 34, 6, 6),  # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97%
+    (32, 256, 256, 14, 12, 11),  # R9: 32 blocks x 12 slices, 97% of three waves
 ])
-def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits):
+def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits, wgmma_splits):
     """grad_weight on tensor cores splits the tiles it reduces over into slices, one block per (filter
     block, channel block, slice), each summed into its own workspace slice: at least two grids' worth
     of blocks, and the fewest slices from there whose blocks fill the waves they take to 90% (a
-    block's slice is its whole work, so a partial last wave idles the rest of the GPU). Counts of a
-    132-SM GPU (H100, H200) under the default workspace limit."""
+    block's slice is its whole work, so a partial last wave idles the rest of the GPU). A slice's
+    tiles are whole chunks, 8 tiles on mma.sync and 16 on Hopper's wgmma block, whose rounding can
+    leave one slice fewer (wgmma_splits). Counts of a 132-SM GPU (H100, H200) under the default
+    workspace limit."""
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the cases' slice counts are a 132-SM GPU's")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
@@ -1225,7 +1228,11 @@ def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits):
         torch.autograd.grad(y, w, torch.randn_like(y))
     finally:
         torchconv.set_workspace_limit(limit)
-    assert torchconv.last_choice().split()[-1] == f"grad_weight:fused:tf32-tall/splits={splits}", torchconv.last_choice()
+    if torch.cuda.get_device_capability() == (9, 0):
+        tile, splits = "tf32-wgmma", wgmma_splits  # 64 filters a block either way
+    else:
+        tile = "tf32-tall"
+    assert torchconv.last_choice().split()[-1] == f"grad_weight:fused:{tile}/splits={splits}", torchconv.last_choice()
 
 
 @needs_cuda

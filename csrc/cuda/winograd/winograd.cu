@@ -47,6 +47,7 @@
 #include "winograd_kernels.cuh"
 #include "winograd_tc_kernels.cuh"
 #include "winograd_wgmma_kernels.cuh"
+#include "winograd_wgmma_weight_grad.cuh"
 #include "../../precision.h"
 
 namespace torchconv {
@@ -969,7 +970,11 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
   a.partial = partial.mutable_data_ptr<float>();
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_winograd_backward");
-  auto kernel = nhwc ? winograd_tc_weight_grad_kernel<Cfg, true, TIo> : winograd_tc_weight_grad_kernel<Cfg, false, TIo>;
+  void (*kernel)(WeightGradArgs<float, TIo>);
+  if constexpr (Cfg::kWgmma)
+    kernel = nhwc ? winograd_wgmma_weight_grad_kernel<Cfg, true, TIo> : winograd_wgmma_weight_grad_kernel<Cfg, false, TIo>;
+  else
+    kernel = nhwc ? winograd_tc_weight_grad_kernel<Cfg, true, TIo> : winograd_tc_weight_grad_kernel<Cfg, false, TIo>;
   ensure_dynamic_smem(kernel, Cfg::kWeightGradSmemBytes, "conv2d_winograd_backward");
   kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kWeightGradSmemBytes, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -979,11 +984,15 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
   return gw;
 }
 
-// grad_weight on tensor-core tile `tile` (kTcTile or kTcTileTall), as winograd_tc_grad_weight.
+// grad_weight on tensor-core tile `tile` (kTcTile, kTcTileTall or kTcTileWgmma), as
+// winograd_tc_grad_weight.
 template <typename TIo>
 at::Tensor run_tc_grad_weight(int tile, const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                               bool nhwc, int64_t* workspace) {
   const char* config = tc_tile_choice<kMmaProducts<TIo>>(tile);
+  if (tile == kTcTileWgmma)
+    return winograd_tc_grad_weight<WinogradWgmmaWeightGradConfig<kMmaProducts<TIo>>, TIo>(p, grad_output, input, config,
+                                                                                         nhwc, workspace);
   if (tile == kTcTileTall)
     return winograd_tc_grad_weight<WinogradTcWeightGradTileTall, TIo>(p, grad_output, input, config, nhwc,
                                                                       workspace);
@@ -991,17 +1000,19 @@ at::Tensor run_tc_grad_weight(int tile, const ConvShape& p, const at::Tensor& gr
 }
 
 // grad_weight on tensor cores (point_gemms): the tensor-core kernel's tile (kTcTile:
-// 32 filters, kTcTileTall: 64; a forced wgmma tile runs tf32-tall) where the forward's would run --
-// except the layers of the narrow IEEE tile (at most 8 channels per group, an RGB stem) and of at
-// most 4 filters per group; kTcIeee: IEEE FP32. The 64-filter tile where a group has more than 32
-// filters: a patch's transform then serves twice the filters.
+// 32 filters, kTcTileTall: 64, kTcTileWgmma: 64 on wgmma; a forced wgmma tile runs kTcTileWgmma)
+// where the forward's would run -- except the layers of the narrow IEEE tile (at most 8 channels per
+// group, an RGB stem) and of at most 4 filters per group; kTcIeee: IEEE FP32. A 64-filter tile where
+// a group has more than 32 filters (a patch's transform then serves twice the filters): on wgmma
+// where the device has it (winograd_wgmma_weight_grad_kernel).
 int tc_grad_weight_tile(const ConvShape& p) {
   const int forced = forced_tc_tile();
-  if (wgmma_tile(forced)) return kTcTileTall;
+  if (wgmma_tile(forced)) return kTcTileWgmma;
   if (forced != kTcTileByRule) return forced;
   const int64_t Kg = p.K / p.groups, Cg = p.channels_per_group();
   if (Cg <= WinogradWeightGradNarrow::kN || Kg <= kNarrowMaxOutputs) return kTcIeee;
-  return Kg > WinogradTcTile::kM ? kTcTileTall : kTcTile;
+  if (Kg <= WinogradTcTile::kM) return kTcTile;
+  return wgmma_device() ? kTcTileWgmma : kTcTileTall;
 }
 
 // The memory format of a float32 call's operands: channels_last where the call's format is

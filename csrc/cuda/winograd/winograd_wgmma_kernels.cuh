@@ -1,7 +1,9 @@
 // Winograd F(2x2, 3x3) with its 16 point GEMMs on Hopper's warpgroup MMA (wgmma m64n32k8, TF32,
 // FP32 accumulators): the forward (and grad_input, the same kernel on the rotated filters) of float32
 // convolutions while PyTorch's cuDNN TF32 switch is on, and of bfloat16 ones, on sm_90a devices; x
-// and y in their own type (TIo, as winograd_tc_kernels.cuh).
+// and y in their own type (TIo, as winograd_tc_kernels.cuh). The single block also runs float16
+// calls, with three bfloat16 products of split operands (m64n32k16, WinogradWgmmaStages); the
+// cluster tiles run one TF32 product only.
 //
 // The block is the mma.sync kernel's 64-filter block (winograd_tc_kernels.cuh): 64 filters x 32
 // tiles x 16 points, 16 channels per chunk, every thread loading, transforming and storing one
@@ -185,9 +187,10 @@ struct WgmmaChunkOrder {
   __device__ __forceinline__ int chunk(int i) const { return reversed ? chunks - 1 - i : i; }
 };
 
-// What the two wgmma kernels share: their stages (U, then V, for the block's points in core
-// matrices), their loaders' lanes, and a warpgroup's MMAs of its points with the reduction loop's
-// wait for a stage. The descriptors of the
+// What the wgmma kernels share (the forward's single and cluster blocks, and grad_weight's block,
+// winograd_wgmma_weight_grad.cuh, whose dM takes U's place): their stages (U, then V, for the block's
+// points in core matrices), their loaders' lanes, and a warpgroup's MMAs of its points with the
+// reduction loop's wait for a stage. The descriptors of the
 // warpgroup's first point in stage 0 are built once; every (stage, point, k-step) is a constant
 // offset from them. With the warpgroup index broadcast from lane 0 the compiler knows it is
 // warp-uniform and keeps the descriptors in uniform registers, rather than building each chunk's
@@ -607,7 +610,7 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
                                                                           const float* __restrict__ pixel_max,
                                                                           int chunks_per_thread,
                                                                           uint32_t* __restrict__ v) {
-  static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
+  static_assert(kMmaProducts<TIo> == 1, "the staged-V tiles carry TF32 values, one product per point product");
   static_assert(Cfg::kVStaged && Cfg::kOperandBytes == 2, "float16 words");
   constexpr int kQuad = Cfg::kN * 4, kRun = Cfg::kK * Cfg::kN;  // a point's values in a chunk
   constexpr int kRunThreads = kRun / 2;                            // a chunk's channel pairs x tiles
@@ -985,7 +988,7 @@ __device__ __forceinline__ void winograd_output_transform_rows(const float (&m)[
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_cluster_forward_kernel(const ForwardArgs<float, TIo> a) {
-  static_assert(kMmaProducts<TIo> == 1, "the wgmma tiles run one TF32 product per point product");
+  static_assert(kMmaProducts<TIo> == 1, "the cluster tiles run one TF32 product per point product");
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const int cluster_rank = int(cluster_block_rank());
