@@ -1290,7 +1290,7 @@ def test_channels_last_tile_rule_under_tf32(n, hw, c, k, groups, choice):
 
 @needs_cuda
 @pytest.mark.parametrize("c, k, groups, variant, choice", [
-    (64, 64, 1, "auto", "fused:tf32-tall/"),  # more than 32 filters: 64-filter blocks
+    (64, 64, 1, "auto", "fused:tf32-tall/"),  # more than 32 filters: 64-filter blocks (on wgmma on Hopper)
     (64, 32, 1, "auto", "fused:tf32/"),  # 32 filters
     (48, 96, 3, "fused", "fused:tf32/"),  # groups of 32 filters
     (8, 64, 1, "auto", "fused:narrow/"),  # at most 8 channels per group: the narrow IEEE tile
@@ -1309,6 +1309,8 @@ def test_grad_weight_under_tf32(c, k, groups, variant, choice):
         y = torchconv.conv2d(x, w, None, 1, 1, 1, groups, algorithm="winograd")
         gy = torch.randn_like(y)
         (gw,) = torch.autograd.grad(y, (w,), gy)
+    if choice == "fused:tf32-tall/" and torch.cuda.get_device_capability() == (9, 0):
+        choice = "fused:tf32-wgmma/"  # grad_weight's wgmma block, the same 64-filter blocks
     assert "grad_weight:" + choice in torchconv.last_choice(), torchconv.last_choice()
     wd = w.detach().double().requires_grad_(True)
     (ref,) = torch.autograd.grad(F.conv2d(x.double(), wd, None, 1, 1, 1, groups), (wd,), gy.double())
