@@ -617,6 +617,78 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     tc_epilogue_nchw<Cfg>(stage, smem, a, bc, p0, warp, lane);
 }
 
+// A tensor-core grad_weight thread's operands (winograd_tc_weight_grad_kernel,
+// winograd_wgmma_weight_grad_kernel): per chunk, kFilters (filter, tile) 2x2 grad_output tiles --
+// filters k, k + 32, ... -- and one (channel, tile) 4x4 input patch, all of one tile slot of the chunk,
+// whose coordinates step by kStep tiles per chunk instead of dividing. kNhwc: x and grad_output are
+// channels_last. Loaded as they are (ldg_or_zero), zero past the slice's tiles, the group's filters
+// or its channels.
+template <typename TIo, bool kNhwc, int kStep, int kFilters>
+struct WeightGradSlotLoader {
+  static constexpr int kFilterStep = 32;
+  const WinogradConv& cv;
+  int64_t p, tile_end;
+  TileCoord tc;
+  int64_t out_plane;
+  bool k_ok[kFilters], c_ok;
+  const TIo* gy_plane;  // filter k's plane (NCHW) or channel (NHWC) of grad_output
+  const TIo* x_plane;   // the channel's of x
+  int gy_col, x_col;    // strides of grad_output's and x's columns and rows
+  int64_t gy_row, x_row;
+
+  // Filter k, channel c (a patch loader where c_live), slot tile p0 of the slice ending at tile_end_.
+  __device__ __forceinline__ WeightGradSlotLoader(const WeightGradArgs<float, TIo>& a, int grp, int k, int c,
+                                                  bool c_live, int64_t p0, int64_t tile_end_)
+      : cv(a.cv), p(p0), tile_end(tile_end_), out_plane(int64_t(a.cv.out_H) * a.cv.out_W) {
+    const int Kg = cv.Kg(), Cg = cv.Cg();
+#pragma unroll
+    for (int f = 0; f < kFilters; ++f) k_ok[f] = k + f * kFilterStep < Kg;
+    c_ok = c_live && c < Cg;
+    const int64_t gy_channel = int64_t(grp) * Kg + (k_ok[0] ? k : 0), x_channel = int64_t(grp) * Cg + (c_ok ? c : 0);
+    gy_plane = a.gy + (kNhwc ? gy_channel : gy_channel * out_plane);
+    x_plane = a.x + (kNhwc ? x_channel : x_channel * cv.in_plane);
+    gy_col = kNhwc ? cv.out_C : 1, x_col = kNhwc ? cv.src_C : 1;
+    gy_row = int64_t(gy_col) * cv.out_W, x_row = int64_t(x_col) * cv.src_W;
+    tc = tile_coord(cv, p);
+  }
+
+  __device__ __forceinline__ void next_tile() {
+    p += kStep;
+    tc.tx += kStep;
+    while (tc.tx >= cv.tiles_w) {
+      tc.tx -= cv.tiles_w;
+      if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
+    }
+  }
+
+  // dy[4 f ..]: filter k + 32 f's 2x2 tile; with `patch`, d: the channel's 4x4 patch.
+  __device__ __forceinline__ void load(TIo (&dy)[4 * kFilters], TIo (&d)[16], bool patch) const {
+    const bool live = p < tile_end;
+    const int oy = 2 * tc.ty, ox = 2 * tc.tx;
+    const TIo* gsrc = gy_plane + int64_t(tc.n) * cv.out_C * out_plane + oy * gy_row + int64_t(ox) * gy_col;
+    const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
+#pragma unroll
+    for (int f = 0; f < kFilters; ++f) {
+      const TIo* src = gsrc + (k_ok[f] ? f * kFilterStep * (kNhwc ? 1 : out_plane) : 0);
+      const bool ok = live && k_ok[f];
+      dy[4 * f] = ldg_or_zero(src, ok);
+      dy[4 * f + 1] = ldg_or_zero(src + gy_col, ok && right);
+      dy[4 * f + 2] = ldg_or_zero(src + gy_row, ok && below);
+      dy[4 * f + 3] = ldg_or_zero(src + gy_row + gy_col, ok && right && below);
+    }
+    if (patch) {
+      const int iy0 = oy + cv.col_oy, ix0 = ox + cv.col_ox;
+      const unsigned rc = live && c_ok ? patch_mask(iy0, ix0, cv) : 0u;
+      const TIo* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + iy0 * x_row + int64_t(ix0) * x_col;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          d[i * 4 + j] = ldg_or_zero(xsrc + i * x_row + j * x_col, (rc >> i) & (rc >> (4 + j)) & 1u);
+    }
+  }
+};
+
 // grad_weight on tensor cores: dU = dM V^T per point, reducing over tiles (the FP32 kernel's
 // decomposition, winograd_weight_grad_kernel: a block owns kM filters x 32 channels x 16 points of
 // one slice of the tiles, and writes its dU to that slice). Per chunk of 8 tiles each thread loads
@@ -644,55 +716,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const auto [kt, ct, grp, split] = weight_grad_block(a.k_tiles, a.c_tiles, cv.groups);
   const int64_t tile_begin = split * a.tiles_per_split;
   const int64_t tile_end = min(tile_begin + a.tiles_per_split, cv.tiles());
-  const int Kg = cv.Kg(), Cg = cv.Cg();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   auto stage_a = [&](int s) { return smem + s * Cfg::kWeightGradStage; };
   auto stage_b = [&](int s) { return smem + s * Cfg::kWeightGradStage + Cfg::kDmFloats; };
 
   const int row = pair_row(threadIdx.x), slot = pair_tile(threadIdx.x);
-  const int k = kt * Cfg::kM + row, c = ct * Cfg::kN + row;
-  const bool k_ok = k < Kg;
-  const bool loader = threadIdx.x < Cfg::kN * Cfg::kK, c_ok = loader && c < Cg;
-  const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
-  // The filter's plane (NCHW) or channel (NHWC) of grad_output, the channel's of x.
-  const int64_t gy_channel = int64_t(grp) * Kg + (k_ok ? k : 0), x_channel = int64_t(grp) * Cg + (c_ok ? c : 0);
-  const TIo* gy_plane = a.gy + (kNhwc ? gy_channel : gy_channel * out_plane);
-  const TIo* x_plane = a.x + (kNhwc ? x_channel : x_channel * cv.in_plane);
-  // Strides of grad_output's and x's columns and rows.
-  const int gy_col = kNhwc ? cv.out_C : 1, x_col = kNhwc ? cv.src_C : 1;
-  const int64_t gy_row = int64_t(gy_col) * cv.out_W, x_row = int64_t(x_col) * cv.src_W;
-
-  int64_t p = tile_begin + slot;
-  TileCoord tc = tile_coord(cv, p);
-  auto next_tile = [&] {
-    p += Cfg::kK;
-    tc.tx += Cfg::kK;
-    while (tc.tx >= cv.tiles_w) {
-      tc.tx -= cv.tiles_w;
-      if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
-    }
-  };
+  const bool loader = threadIdx.x < Cfg::kN * Cfg::kK;
+  WeightGradSlotLoader<TIo, kNhwc, Cfg::kK, 1> slot_loader(a, grp, kt * Cfg::kM + row, ct * Cfg::kN + row, loader,
+                                                          tile_begin + slot, tile_end);
   TIo d[16], dy[4];  // widened in store (ldg_or_zero)
-  auto load = [&] {
-    const bool live = p < tile_end;
-    const int oy = 2 * tc.ty, ox = 2 * tc.tx;
-    const TIo* gsrc = gy_plane + int64_t(tc.n) * cv.out_C * out_plane + oy * gy_row + int64_t(ox) * gy_col;
-    const bool ok = live && k_ok, right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
-    dy[0] = ldg_or_zero(gsrc, ok);
-    dy[1] = ldg_or_zero(gsrc + gy_col, ok && right);
-    dy[2] = ldg_or_zero(gsrc + gy_row, ok && below);
-    dy[3] = ldg_or_zero(gsrc + gy_row + gy_col, ok && right && below);
-    if (loader) {
-      const int iy0 = oy + cv.col_oy, ix0 = ox + cv.col_ox;
-      const unsigned rc = live && c_ok ? patch_mask(iy0, ix0, cv) : 0u;
-      const TIo* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + iy0 * x_row + int64_t(ix0) * x_col;
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          d[i * 4 + j] = ldg_or_zero(xsrc + i * x_row + j * x_col, (rc >> i) & (rc >> (4 + j)) & 1u);
-    }
-  };
+  auto next_tile = [&] { slot_loader.next_tile(); };
+  auto load = [&] { slot_loader.load(dy, d, loader); };
   auto store = [&](float* a_tile, float* b_tile) {
     float m[16], f[16], g[4];
     widen_to_float(dy, g);

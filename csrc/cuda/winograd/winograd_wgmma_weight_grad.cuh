@@ -49,56 +49,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const auto [kt, ct, grp, split] = weight_grad_block(a.k_tiles, a.c_tiles, cv.groups);
   const int64_t tile_begin = split * a.tiles_per_split;
   const int64_t tile_end = min(tile_begin + a.tiles_per_split, cv.tiles());
-  const int Kg = cv.Kg(), Cg = cv.Cg();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
 
   const int row = wgmma_weight_grad_row(threadIdx.x), slot = wgmma_weight_grad_slot(threadIdx.x);
-  const int k = kt * Cfg::kM + row, c = ct * Cfg::kN + row;
-  const bool k0_ok = k < Kg, k1_ok = k + 32 < Kg, c_ok = c < Cg;
-  const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
-  // The filters' planes (NCHW) or channels (NHWC) of grad_output, the channel's of x.
-  const int64_t gy_channel = int64_t(grp) * Kg + (k0_ok ? k : 0), x_channel = int64_t(grp) * Cg + (c_ok ? c : 0);
-  const int64_t gy_second = k1_ok ? (kNhwc ? 32 : 32 * out_plane) : 0;  // filter k + 32 from filter k
-  const TIo* gy_plane = a.gy + (kNhwc ? gy_channel : gy_channel * out_plane);
-  const TIo* x_plane = a.x + (kNhwc ? x_channel : x_channel * cv.in_plane);
-  const int gy_col = kNhwc ? cv.out_C : 1, x_col = kNhwc ? cv.src_C : 1;
-  const int64_t gy_row = int64_t(gy_col) * cv.out_W, x_row = int64_t(x_col) * cv.src_W;
-
-  int64_t p = tile_begin + slot;
-  TileCoord tc = tile_coord(cv, p);
-  auto next_tile = [&] {
-    p += Cfg::kK;
-    tc.tx += Cfg::kK;
-    while (tc.tx >= cv.tiles_w) {
-      tc.tx -= cv.tiles_w;
-      if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
-    }
-  };
+  WeightGradSlotLoader<TIo, kNhwc, Cfg::kK, 2> slot_loader(a, grp, kt * Cfg::kM + row, ct * Cfg::kN + row, true,
+                                                          tile_begin + slot, tile_end);
+  static_assert(decltype(slot_loader)::kFilterStep == Cfg::kM / 2, "filters row and row + 32");
   TIo dy[8], d[16];  // widened in store (ldg_or_zero)
-  auto load = [&] {
-    const bool live = p < tile_end;
-    const int oy = 2 * tc.ty, ox = 2 * tc.tx;
-    const TIo* gsrc = gy_plane + int64_t(tc.n) * cv.out_C * out_plane + oy * gy_row + int64_t(ox) * gy_col;
-    const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
-#pragma unroll
-    for (int f = 0; f < 2; ++f) {
-      const TIo* src = gsrc + (f ? gy_second : 0);
-      const bool ok = live && (f ? k1_ok : k0_ok);
-      dy[4 * f] = ldg_or_zero(src, ok);
-      dy[4 * f + 1] = ldg_or_zero(src + gy_col, ok && right);
-      dy[4 * f + 2] = ldg_or_zero(src + gy_row, ok && below);
-      dy[4 * f + 3] = ldg_or_zero(src + gy_row + gy_col, ok && right && below);
-    }
-    const int iy0 = oy + cv.col_oy, ix0 = ox + cv.col_ox;
-    const unsigned rc = live && c_ok ? patch_mask(iy0, ix0, cv) : 0u;
-    const TIo* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + iy0 * x_row + int64_t(ix0) * x_col;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        d[i * 4 + j] = ldg_or_zero(xsrc + i * x_row + j * x_col, (rc >> i) & (rc >> (4 + j)) & 1u);
-  };
+  auto next_tile = [&] { slot_loader.next_tile(); };
+  auto load = [&] { slot_loader.load(dy, d, true); };
   // A (row, slot) operand's 16 points into a stage's dM (quad: Cfg::kM * 4 words, points
   // kUPointFloats apart) or V (Cfg::kVQuad, kVPoint): rounded to TF32, or split into bfloat16 hi
   // and lo in the TF32 words' two k-steps (WinogradWgmmaTile::split_half).
