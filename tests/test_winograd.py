@@ -322,6 +322,7 @@ TF32_SHAPES = [
 @pytest.mark.parametrize("shape", TF32_SHAPES + [
     (2, 24, 130, 11, 9, 1, 1, True),  # 130 filters: 64-filter blocks, the last with 2
     (2, 45, 70, 19, 17, 1, 1, True),  # wgmma: 3 chunks of 16 channels, the last partial; 2 filter blocks
+    (2, 24, 42, 11, 9, 1, 2, True),  # 21 filters a group of 42: a pair of filters would straddle groups
     PERSISTENT_WALK_SHAPE,
     PERSISTENT_ODD_WALK_SHAPE,
 ], ids=shape_id)
@@ -371,6 +372,7 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
 # groups, bias).
 WGMMA_WALK_SHAPES = [
     (4, 16, 64, 75, 75, 1, 1, True),  # one chunk, one filter block: every block finds its U held
+    (2, 16, 75, 75, 75, 1, 1, True),  # 75 filters: channels_last outputs one filter a store, not pairs
     (2, 64, 100, 75, 75, 1, 1, True),  # 4 chunks (an even count), 2 filter blocks: 182 blocks
     (2, 80, 140, 75, 75, 1, 2, False),  # groups of 40 channels (3 chunks) and 70 filters: 364 blocks
     (1, 32, 300, 75, 75, 1, 1, True),  # 5 filter blocks: whether a block's U is held varies along a walk
@@ -386,7 +388,7 @@ def test_wgmma_walk_reuses_u_of_the_block_before(shape, layout, dtype):
     stages (its epilogue stages past them); the next block of its walk with the same group and filter
     block runs its chunks in the opposite order and starts with those two, copying none for blocks of
     at most two chunks. On channels_last operands it walks that way where a block has at most two
-    chunks (the first and last shapes: 16 and 32 channels) and without elsewhere (its stages placed
+    chunks (16 and 32 channels) and without elsewhere (its stages placed
     as before).
     Forced, forward and grad_input (the same kernel on the rotated filters), against float64 within
     twice cuDNN's error at the same precision, and the same bits on a second call."""

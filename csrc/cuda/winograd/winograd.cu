@@ -206,6 +206,7 @@ ForwardArgs<T, TIo> fused_args(const at::Tensor& x, const at::Tensor& u, const F
   const int64_t p_tiles = ceil_div(cv.tiles(), Cfg::kN);
   check_grid(fused_blocks<Cfg>(a.k_tiles, p_tiles, cv.groups), "conv2d_winograd");
   a.p_tiles = int(p_tiles);
+  a.k_tiles_div = make_fast_divisor(uint32_t(a.k_tiles)), a.p_tiles_div = make_fast_divisor(uint32_t(a.p_tiles));
   return a;
 }
 
@@ -352,6 +353,7 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   auto* words = reinterpret_cast<uint32_t*>(v.mutable_data_ptr<float>());
   for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
+    a.p_tiles_div = make_fast_divisor(uint32_t(a.p_tiles));
     const int64_t positions = int64_t(cv.groups) * a.p_tiles * Cfg::kK / 2 * Cfg::kN, chunks = f.reduction_pad / Cfg::kK;
     const int per = transform_chunks_per_thread(positions, chunks);
     const int64_t threads = positions * ceil_div(chunks, int64_t(per));

@@ -362,6 +362,8 @@ struct ForwardArgs {
   WinogradConv cv;
   int reduction_pad, outputs_pad;
   int k_tiles, p_tiles;
+  // k_tiles and p_tiles as divisors (fused_args), for the persistent blocks' block_coord.
+  FastDivisor k_tiles_div, p_tiles_div;
   // Kernels whose V is staged (WinogradWgmmaClusterVStagedLayout): V of tile blocks p_tile0 .. p_tile0
   // + p_tiles, transformed in a workspace (winograd_tc_input_transform_kernel). Elsewhere nullptr, 0.
   const T* v = nullptr;
@@ -381,6 +383,12 @@ __device__ __forceinline__ BlockCoord block_coord(int k_tiles, int p_tiles, int 
   const int kt = b % k_tiles;
   b /= k_tiles;
   return {kt, b % p_tiles, b / p_tiles};
+}
+// The same by divisors made on the host: multiplies, not integer divisions, for a persistent block
+// that decodes every output block it walks to.
+__device__ __forceinline__ BlockCoord block_coord(const FastDivisor& k_tiles, const FastDivisor& p_tiles, int b) {
+  const uint32_t q = k_tiles.div(uint32_t(b)), r = p_tiles.div(q);
+  return {int(uint32_t(b) - q * k_tiles.d), int(q - r * p_tiles.d), int(r)};
 }
 
 // Shared-memory row stride of the epilogue's M tile: padded by one 16-byte word against conflicts.
@@ -838,6 +846,18 @@ __device__ __forceinline__ WeightGradBlock weight_grad_block(int k_tiles, int c_
   return {kt, ct, b % groups, b / groups};
 }
 
+// A grad_weight block's place (weight_grad_block) and the tiles of its slice, [tile_begin, tile_end).
+struct WeightGradSlice {
+  int kt, ct, g, split;
+  int64_t tile_begin, tile_end;
+};
+template <typename T, typename TIo>
+__device__ __forceinline__ WeightGradSlice weight_grad_slice(const WeightGradArgs<T, TIo>& a) {
+  const WeightGradBlock b = weight_grad_block(a.k_tiles, a.c_tiles, a.cv.groups);
+  const int64_t tile_begin = b.split * a.tiles_per_split;
+  return {b.kt, b.ct, b.g, b.split, tile_begin, min(tile_begin + a.tiles_per_split, a.cv.tiles())};
+}
+
 // Writes (or adds) a block's 16 x kM x kN accumulator tile to dU slice `slice` ([16][k_pad][c_pad]).
 template <typename T, typename Cfg>
 __device__ __forceinline__ void store_weight_grad_slice(const T (&acc)[Cfg::kThreadM][Cfg::kThreadN], T* partial,
@@ -859,9 +879,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_weight_grad_kernel(const WeightGradArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
-  const auto [kt, ct, g, split] = weight_grad_block(a.k_tiles, a.c_tiles, a.cv.groups);
-  const int64_t tile_begin = split * a.tiles_per_split;
-  const int64_t tile_end = min(tile_begin + a.tiles_per_split, a.cv.tiles());
+  const auto [kt, ct, g, split, tile_begin, tile_end] = weight_grad_slice(a);
   const int Kg = a.cv.Kg(), Cg = a.cv.Cg();
   T* const stage = smem + Cfg::kTileA * 2 + Cfg::kTileB * 2;
   GradOutputTileLoader<T, Cfg> la{a.gy, stage, a.cv, tile_begin, tile_end, g * Kg + kt * Cfg::kM, (g + 1) * Kg};

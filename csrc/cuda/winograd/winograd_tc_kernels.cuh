@@ -416,6 +416,11 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
   const WinogradConv& cv = a.cv;
   const int Kg = cv.Kg();
   const int64_t row_stride = int64_t(cv.out_W) * cv.out_C;
+  // Neighbouring filters' outputs as one store where every pair starts aligned: an even filter count
+  // per group and per pixel, y aligned to a pair. kF a multiple of 64: whole pairs per lane.
+  constexpr bool kFilterPairs = kF % 64 == 0 && kLdMt % 2 == 0;
+  const bool pairs = Kg % 2 == 0 && cv.out_C % 2 == 0 &&
+                     reinterpret_cast<uintptr_t>(a.y) % (2 * sizeof(TIo)) == 0;
   int64_t y_off[kTilesPerThread];
   unsigned edges[kTilesPerThread];  // bit 0: the tile exists; 1: its right column; 2: its lower row
 #pragma unroll
@@ -432,6 +437,37 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
     if (pass > 0 || !kStagesFree) __syncthreads();  // the stages (or the previous pass) are no longer read
     stage(pass, smem);
     __syncthreads();
+    if (kFilterPairs && pairs) {
+      // Filters 2 lane, 2 lane + 1: one 8-byte shared load a staged value and one store a pair.
+#pragma unroll
+      for (int f = 2 * lane; f < kF; f += 64) {
+        const int k = bc.kt * Cfg::kM + pass * kF + f;
+        if (k >= Kg) continue;  // Kg even: k + 1 < Kg with k
+        const float b0 = a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
+        const float b1 = a.bias ? to_float(a.bias[bc.g * Kg + k + 1]) : 0.f;
+#pragma unroll
+        for (int r = 0; r < kTilesPerThread; ++r) {
+          if (!(edges[r] & 1u)) continue;
+          const int n = warp + r * kWarps;
+          float m0[kStaged], m1[kStaged], o0[4], o1[4];
+#pragma unroll
+          for (int e = 0; e < kStaged; ++e) {
+            const float2 v = *reinterpret_cast<const float2*>(smem + (e * Cfg::kN + n) * kLdMt + f);
+            m0[e] = v.x, m1[e] = v.y;
+          }
+          finish_output_transform<kStaged>(m0, o0);
+          finish_output_transform<kStaged>(m1, o1);
+          TIo* dst = a.y + y_off[r] + k;
+          store_pair(dst, o0[0] + b0, o1[0] + b1);
+          if (edges[r] & 2u) store_pair(dst + cv.out_C, o0[1] + b0, o1[1] + b1);
+          if (edges[r] & 4u) {
+            store_pair(dst + row_stride, o0[2] + b0, o1[2] + b1);
+            if (edges[r] & 2u) store_pair(dst + row_stride + cv.out_C, o0[3] + b0, o1[3] + b1);
+          }
+        }
+      }
+      continue;
+    }
 #pragma unroll
     for (int f = lane; f < kF; f += 32) {
       const int k = bc.kt * Cfg::kM + pass * kF + f;
@@ -713,9 +749,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kLdA = Cfg::kLdA, kLdV = Cfg::kLdV, kProducts = kMmaProducts<TIo>;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
-  const auto [kt, ct, grp, split] = weight_grad_block(a.k_tiles, a.c_tiles, cv.groups);
-  const int64_t tile_begin = split * a.tiles_per_split;
-  const int64_t tile_end = min(tile_begin + a.tiles_per_split, cv.tiles());
+  const auto [kt, ct, grp, split, tile_begin, tile_end] = weight_grad_slice(a);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   auto stage_a = [&](int s) { return smem + s * Cfg::kWeightGradStage; };
   auto stage_b = [&](int s) { return smem + s * Cfg::kWeightGradStage + Cfg::kDmFloats; };

@@ -727,7 +727,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (order.held == 0) u_chunks_of(bc).fetch(order.chunk(0), order.chunk(0) & 1);
     patch_of(bc).load(order.chunk(0), d);
   };
-  BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, blockIdx.x);  // the grid has at most `blocks` blocks
+  BlockCoord bc = block_coord(a.k_tiles_div, a.p_tiles_div, blockIdx.x);  // the grid has at most `blocks` blocks
   WgmmaChunkOrder order{chunks};
   begin_block(bc, order);
   for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
@@ -739,7 +739,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     wgmma_wait<0>();
     __syncthreads();  // every warpgroup's MMAs are done: both stages are free
     const bool more = b + int(gridDim.x) < blocks;
-    const BlockCoord next = block_coord(a.k_tiles, a.p_tiles, more ? b + int(gridDim.x) : b);
+    const BlockCoord next = block_coord(a.k_tiles_div, a.p_tiles_div, more ? b + int(gridDim.x) : b);
     const WgmmaChunkOrder next_order = order_after(order, bc, next);
     if (more) begin_block(next, next_order);
     // The barrier above frees the stages the epilogue takes (Stages): the next block's first chunk

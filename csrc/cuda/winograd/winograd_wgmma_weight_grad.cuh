@@ -46,9 +46,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   static_assert(kProducts == kMmaProducts<TIo>, "the call's products");
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
-  const auto [kt, ct, grp, split] = weight_grad_block(a.k_tiles, a.c_tiles, cv.groups);
-  const int64_t tile_begin = split * a.tiles_per_split;
-  const int64_t tile_end = min(tile_begin + a.tiles_per_split, cv.tiles());
+  const auto [kt, ct, grp, split, tile_begin, tile_end] = weight_grad_slice(a);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
 
