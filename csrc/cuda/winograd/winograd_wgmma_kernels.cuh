@@ -231,8 +231,10 @@ struct WgmmaPointMmas {
     v0 = wgmma_descriptor_interleaved(base + 4 * (Cfg::v_stage_offset(0) + e0 * Cfg::kVPoint), 4 * Cfg::kVQuad, 128);
   }
 
-  // The chunk's MMAs of the warpgroup's points from stage s, one asynchronous group.
-  __device__ __forceinline__ void run(Accumulators& acc, int s) const {
+  // The chunk's MMAs of the warpgroup's points from stage s, one asynchronous group. `accumulate`
+  // false: each point's first MMA ignores acc (scale-d 0), so an output block's first chunk needs no
+  // zeroed accumulators.
+  __device__ __forceinline__ void run(Accumulators& acc, int s, bool accumulate = true) const {
     static_assert((Cfg::u_stage_offset(1) - Cfg::u_stage_offset(0)) % 4 == 0 &&
                       (Cfg::v_stage_offset(1) - Cfg::v_stage_offset(0)) % 4 == 0 && Cfg::kVQuad % 2 == 0,
                   "16-byte units");
@@ -253,7 +255,7 @@ struct WgmmaPointMmas {
           const int e = pe * Cfg::kPointStep;
           const uint64_t da = wgmma_descriptor_advance(u0, u_stage + e * Cfg::kUPointFloats / 4 + (product == 2 ? kULo : 0));
           const uint64_t db = wgmma_descriptor_advance(v0, v_stage + e * Cfg::kVPoint / 4 + (product == 1 ? kVLo : 0));
-          Wgmma<__nv_bfloat16, Cfg::kN>::run(acc[pe], da, db, 1);
+          Wgmma<__nv_bfloat16, Cfg::kN>::run(acc[pe], da, db, product > 0 || accumulate);
         }
     } else {
 #pragma unroll
@@ -263,7 +265,8 @@ struct WgmmaPointMmas {
           const int e = pe * Cfg::kPointStep;  // from the warpgroup's first point
           const uint64_t da = wgmma_descriptor_advance(u0, u_stage + (e * Cfg::kUPointFloats + 8 * step * Cfg::kM) / 4);
           const uint64_t db = wgmma_descriptor_advance(v0, v_stage + (e * Cfg::kVPoint + 2 * step * Cfg::kVQuad) / 4);
-          Wgmma<std::conditional_t<Cfg::kOperandBytes == 2, __half, float>, Cfg::kN>::run(acc[pe], da, db, 1);
+          Wgmma<std::conditional_t<Cfg::kOperandBytes == 2, __half, float>, Cfg::kN>::run(acc[pe], da, db,
+                                                                                          step > 0 || accumulate);
         }
     }
     wgmma_commit();
@@ -274,12 +277,13 @@ struct WgmmaPointMmas {
   // (stage s ^ 1) done, then every thread's -- the chunk's MMAs. After the barrier no warpgroup
   // reads stage s ^ 1 any more.
   template <typename UChunks>
-  __device__ __forceinline__ void run_when_ready(Accumulators& acc, int s, const UChunks& u_chunks, bool u_held) const {
+  __device__ __forceinline__ void run_when_ready(Accumulators& acc, int s, const UChunks& u_chunks, bool u_held,
+                                                 bool accumulate) const {
     if (!u_held) u_chunks.wait(s);
     fence_proxy_async_shared();
     wgmma_wait<0>();
     __syncthreads();
-    run(acc, s);
+    run(acc, s, accumulate);
   }
 
   // The reduction of a block that loads its own patches, through two stages, its chunks in `order`;
@@ -288,7 +292,8 @@ struct WgmmaPointMmas {
   // the patches last loaded and stores them as the V at v, load(chunk) loads a chunk's patches. They
   // are loaded two chunks ahead: those of the chunk after next are issued in an iteration and stored as
   // V in the next one, so a whole iteration (the MMAs run asynchronously, and issuing them takes no
-  // time) covers their latency. On return this warpgroup's MMAs may still run.
+  // time) covers their latency. The first chunk's MMAs overwrite acc (run's `accumulate`), so it
+  // needs no zeroing. On return this warpgroup's MMAs may still run.
   template <typename UChunks, typename StoreV, typename LoadPatches>
   __device__ __forceinline__ void reduce_loaded(Accumulators& acc, float* smem, const WgmmaChunkOrder& order,
                                                 const UChunks& u_chunks, StoreV&& store_v, LoadPatches&& load) const {
@@ -297,7 +302,7 @@ struct WgmmaPointMmas {
     if (chunks > 1) load(order.chunk(1));
     for (int i = 0; i < chunks; ++i) {
       const int s = order.chunk(i) & 1;
-      run_when_ready(acc, s, u_chunks, i < order.held);
+      run_when_ready(acc, s, u_chunks, i < order.held, /*accumulate=*/i > 0);
       if (i + 1 < chunks) {
         if (i + 1 >= order.held) u_chunks.fetch(order.chunk(i + 1), s ^ 1);
         store_v(stage_v(smem, s ^ 1));
@@ -733,7 +738,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
     const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
     const auto patch = patch_of(bc);
-    Mmas::zero(acc);
     mmas.reduce_loaded(
         acc, smem, order, u_chunks_of(bc), [&](float* v) { store_v(d, v); }, [&](int chunk) { patch.load(chunk, d); });
     wgmma_wait<0>();
