@@ -20,6 +20,11 @@ def main(path):
         "points, 32 KB a chunk, 4 stages, clusters of 8)."
         + (" `vbulk-f16`: `vbulk` with its operands as float16 (32 KB a chunk, one k16 MMA step where TF32 "
            "takes two k8)." if any(r.get("kernel") == "vbulk-f16" for r in rows) else "")
+        + (" `gw-*`: grad_weight's GEMM if its dM and V were staged (filter tiles x channel tiles x the fused "
+           "block's slices, 16-tile chunks): `gw-64x32` the fused wgmma grad_weight block's shape (64 filters x "
+           "32 channels x 16 points, 96 KB a chunk, 2 stages), `gw-64x32-f16` in 16-bit words (48 KB, 4 stages), "
+           "`gw-64x64x8` 64 x 64 x 8 points (64 KB, 3 stages); no clusters."
+           if any(str(r.get("kernel", "")).startswith("gw-") for r in rows) else "")
         + " CUDA events, median of 7 launches.\n"
     )
     if "meta" in data:

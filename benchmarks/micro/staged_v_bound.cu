@@ -42,6 +42,11 @@ struct Shape {
   static constexpr size_t kSmem = size_t(kStages) * kStage * 4 + 2 * kStages * 8;
 };
 
+// The MMA's operand type: TF32, or 16-bit words (float16; bfloat16 at N = 32, which float16 has no
+// wrapper for: the same rate and bytes).
+template <bool kHalf, int kN>
+using HalfOrTf32 = std::conditional_t<kHalf, std::conditional_t<kN == 32, __nv_bfloat16, __half>, float>;
+
 template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false>
 __global__ void __launch_bounds__(512, 1)
     reduction_kernel(const float* __restrict__ u, const float* __restrict__ v, float* out, int filter_blocks,
@@ -106,7 +111,7 @@ __global__ void __launch_bounds__(512, 1)
         for (int p = 0; p < kPoints; ++p) {
           const uint64_t da = wgmma_descriptor_advance(u0, stage + (p * S::kUTileFloats) / 4 + 16 * step);
           const uint64_t db = wgmma_descriptor_advance(v0, stage + (p * S::kVTileFloats) / 4 + 16 * step);
-          Wgmma<std::conditional_t<kHalf, __half, float>, kN>::run(acc[p], da, db, 1);
+          Wgmma<HalfOrTf32<kHalf, kN>, kN>::run(acc[p], da, db, 1);
         }
       wgmma_commit();
       wgmma_wait<1>();
@@ -286,15 +291,14 @@ static void run_reduction(const char* name, const char* layer, const char* mode,
   row(name, layer, mode, blocks, chunks, kMode == kMma ? 0.0 : bytes, kMode == kCopy ? 0.0 : flops, ms);
 }
 
+// The three modes, launched in clusters of `cluster` blocks (0: of `ranks`, as the staged-V clusters).
 template <int kN, int kPoints, int kVTiles, int kStages, bool kHalf = false>
 static void run_modes(const char* name, const char* layer, const float* u, const float* v, float* out, int fb,
-                      int tb, int ranks, int chunks) {
-  run_reduction<kN, kPoints, kVTiles, kStages, kFull, 1, kHalf>(name, layer, "full", u, v, out, fb, tb, ranks, chunks,
-                                                                ranks);
-  run_reduction<kN, kPoints, kVTiles, kStages, kCopy, 1, kHalf>(name, layer, "copy", u, v, out, fb, tb, ranks, chunks,
-                                                                ranks);
-  run_reduction<kN, kPoints, kVTiles, kStages, kMma, 1, kHalf>(name, layer, "mma", u, v, out, fb, tb, ranks, chunks,
-                                                               ranks);
+                      int tb, int ranks, int chunks, int cluster = 0) {
+  const int c = cluster > 0 ? cluster : ranks;
+  run_reduction<kN, kPoints, kVTiles, kStages, kFull, 1, kHalf>(name, layer, "full", u, v, out, fb, tb, ranks, chunks, c);
+  run_reduction<kN, kPoints, kVTiles, kStages, kCopy, 1, kHalf>(name, layer, "copy", u, v, out, fb, tb, ranks, chunks, c);
+  run_reduction<kN, kPoints, kVTiles, kStages, kMma, 1, kHalf>(name, layer, "mma", u, v, out, fb, tb, ranks, chunks, c);
 }
 
 // Sets `launch`'s grid to the clusters that fit the GPU at once (at most max_clusters) for kernel
@@ -408,6 +412,38 @@ int main() {
     run_reduction<128, 1, 2, 4, kCopy>("wide-no-clusters", l.name, "copy", u, v, out, l.wide_fb, l.wide_tb, 8,
                                        l.chunks, 1);
   }
+  // grad_weight's GEMM if dM and V were staged in a workspace (docs/winograd.md, "Next: grad_weight"):
+  // dU = dM V^T per point, reducing over tiles, one block per (filter tile, channel tile, slice of the
+  // tiles) as the fused wgmma grad_weight block. Here the "filter blocks" are the filter tiles, the
+  // "tile blocks" the channel tiles and the ranks the slices (the fused block's slice counts at N = 32;
+  // the 8-point shape's ranks are 2 point halves per slice); chunks of 16 tiles.
+  //   gw-64x32: 64 filters x 32 channels x 16 points (4 m64n32k8 points a warpgroup), dM 64 KB and
+  //     V 32 KB a chunk, 2 stages (what shared memory holds);
+  //   gw-64x32-f16: the same in 16-bit words, 48 KB a chunk, 4 stages;
+  //   gw-64x64x8: 64 filters x 64 channels x 8 points (the vbulk shape), 64 KB a chunk, 3 stages.
+  struct GwLayer {
+    const char* name;
+    int k_tiles, c_tiles32, slices, chunks;
+  } gw_layers[] = {{"Y18", 16, 16, 2, 81}, {"Y12", 8, 8, 6, 97}, {"Y8", 4, 4, 23, 101}};
+  size_t gw_u_floats = 0, gw_v_floats = 0;
+  for (auto& l : gw_layers) {
+    gw_u_floats = std::max(gw_u_floats, size_t(l.k_tiles) * l.slices * l.chunks * 16384);
+    gw_v_floats = std::max(gw_v_floats, size_t(l.c_tiles32) * l.slices * l.chunks * 8192);
+  }
+  float *gw_u, *gw_v;
+  CHECK(cudaMalloc(&gw_u, gw_u_floats * 4));
+  CHECK(cudaMalloc(&gw_v, gw_v_floats * 4));
+  CHECK(cudaMemset(gw_u, 0, gw_u_floats * 4));
+  CHECK(cudaMemset(gw_v, 0, gw_v_floats * 4));
+  for (auto& l : gw_layers) {
+    run_modes<32, 4, 16, 2>("gw-64x32", l.name, gw_u, gw_v, out, l.k_tiles, l.c_tiles32, l.slices, l.chunks, 1);
+    run_modes<32, 4, 16, 4, true>("gw-64x32-f16", l.name, gw_u, gw_v, out, l.k_tiles, l.c_tiles32, l.slices,
+                                  l.chunks, 1);
+    run_modes<64, 2, 8, 3>("gw-64x64x8", l.name, gw_u, gw_v, out, l.k_tiles, l.c_tiles32 / 2, 2 * l.slices,
+                           l.chunks, 1);
+  }
+  CHECK(cudaFree(gw_u));
+  CHECK(cudaFree(gw_v));
   run_bulk_exchange<2, false>(u, 112 * 1024);
   run_bulk_exchange<8, false>(u, 112 * 1024);
   run_bulk_exchange<2, true>(u, 112 * 1024);
