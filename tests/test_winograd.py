@@ -295,6 +295,14 @@ VSTAGED_TILES = ["tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-uvmulticast"]
 WGMMA_TILES = ["tf32-wgmma", "tf32-wgmma-cluster"] + VSTAGED_TILES
 TF32_TILES = ["tf32", "tf32-tall"] + WGMMA_TILES
 
+
+def weight_plan(tile):
+    """grad_weight's plan under a forced TF32 tile: the mma.sync tiles' own, the wgmma grad_weight block
+    under every wgmma tile, and under the staged-V tiles dM and V staged too (staged:tf32-wgmma)."""
+    if tile in VSTAGED_TILES:
+        return "staged:tf32-wgmma"
+    return "fused:tf32-wgmma" if tile.startswith("tf32-wgmma") else f"fused:{tile}"
+
 # More output blocks than any GPU has SMs (543 of 64 filters x 32 tiles: 181 tile blocks, the last
 # partial, x 3 filter blocks, the last with 2 filters; 2 chunks, the second partial): the single
 # wgmma block is persistent, a grid of one block per SM walking them, so most blocks compute several
@@ -350,8 +358,7 @@ def test_tf32_runs_the_point_gemms_on_tensor_cores(shape, tile, layout):
         gx, gw = torch.autograd.grad(y, (x, wt), gy)
         _, grad_input, grad_weight = torchconv.last_choice().split()
         assert grad_input == f"grad_input:fused:{tile}/splits=1{nhwc}", grad_input
-        weight_tile = "tf32-wgmma" if tile.startswith("tf32-wgmma") else tile
-        assert re.fullmatch(rf"grad_weight:fused:{weight_tile}/splits=\d+{nhwc}", grad_weight), grad_weight
+        assert re.fullmatch(rf"grad_weight:{weight_plan(tile)}/splits=\d+{nhwc}", grad_weight), grad_weight
         # The slices of the tile reduction are summed in a fixed order: the same bits every call.
         assert torch.equal(torch.autograd.grad(torchconv.conv2d(x, wt, b, algorithm="winograd", **kw), wt, gy)[0], gw)
     assert y.is_contiguous(memory_format=fmt) and gx.is_contiguous(memory_format=fmt)
@@ -535,9 +542,8 @@ def test_bfloat16_tiles_read_and_write_bfloat16(shape, tile, layout):
         pytest.skip("wgmma runs on sm_90a")
     ours, widened, plans, prof, (x, gy) = half_and_float32_passes(shape, layout, tile)
     nhwc = "/a=nhwc" if layout == "nhwc" else ""
-    weight_tile = "tf32-wgmma" if tile.startswith("tf32-wgmma") else tile
     assert plans[0] == f"forward:fused:{tile}/splits=1{nhwc}" and plans[1] == f"grad_input:fused:{tile}/splits=1{nhwc}"
-    assert re.fullmatch(rf"grad_weight:fused:{weight_tile}/splits=\d+{nhwc}", plans[2]), plans
+    assert re.fullmatch(rf"grad_weight:{weight_plan(tile)}/splits=\d+{nhwc}", plans[2]), plans
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, widened):
         assert got.dtype == torch.bfloat16 and torch.equal(got, ref.to(torch.bfloat16)), name
     assert_read_and_written_as_they_are(ours, prof, x, gy, layout)
@@ -586,6 +592,99 @@ def test_float16_tiles_split_their_operands(shape, tile, layout):
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, ieee):
         assert_rounded_ieee(got, ref, name)
     assert_read_and_written_as_they_are(ours, prof, x, gy, layout)
+
+
+# grad_weight with dM and V staged: shapes (N, C, K, H, W, padding, groups, bias).
+STAGED_WEIGHT_GRAD_SHAPES = [
+    (2, 40, 72, 13, 17, 1, 1, True),  # one channel tile and two filter tiles of 64, all partial
+    (3, 66, 74, 11, 9, 1, 2, False),  # groups of 33 channels and 37 filters
+    (1, 33, 130, 7, 6, 2, 1, True),  # padding 2, partial tiles, three filter tiles
+    (4, 20, 130, 75, 75, 1, 1, True),  # 5776 tiles: 361 chunks of 16 over several slices
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("shape", STAGED_WEIGHT_GRAD_SHAPES, ids=shape_id)
+def test_staged_grad_weight_on_wgmma(shape, layout, dtype):
+    """grad_weight with dM and V transformed once into a workspace (in the MMAs' core-matrix layout:
+    TF32 words, or bfloat16 hi and lo for float16's split) and reduced by blocks of 64 filters x 64
+    channels x 8 points that stream them by bulk copies -- under the staged-V configs, and by the rule
+    on deep layers. Its arithmetic is the fused block's: bfloat16 gives the bits of the float32 call
+    under TF32 rounded to bfloat16, float16 the IEEE FP32 result rounded (assert_rounded_ieee); odd
+    sizes, partial tiles, groups, both memory formats."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    ours, widened, plans, _, _ = half_and_float32_passes(shape, layout, "tf32-wgmma-cluster-vbulk", dtype)
+    nhwc = "/a=nhwc" if layout == "nhwc" else ""
+    products = "tf32" if dtype == torch.bfloat16 else "3xbf16"
+    assert re.fullmatch(rf"grad_weight:staged:{products}-wgmma/splits=\d+{nhwc}", plans[2]), plans
+    if dtype == torch.bfloat16:
+        assert ours[2].dtype == torch.bfloat16 and torch.equal(ours[2], widened[2].to(torch.bfloat16))
+    else:
+        assert_rounded_ieee(ours[2], widened[2], "grad_weight")
+
+
+@needs_cuda
+def test_staged_grad_weight_runs_its_slices_in_passes_within_the_workspace_limit():
+    """Under a workspace limit the staged grad_weight transforms and reduces its slices in passes of
+    as many as fit beside the partial sums: the same slices, so the same bits, in less workspace."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(4, 64, 40, 40, device="cuda", generator=gen)
+    w = (torch.randn(64, 64, 3, 3, device="cuda", generator=gen) / 24).requires_grad_()
+    y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    gy = torch.randn(y.shape, device="cuda", generator=gen)
+
+    def run():
+        (gw,) = torch.autograd.grad(y, w, gy, retain_graph=True)
+        return gw, torchconv.last_workspace_bytes(), torchconv.last_choice().split()[-1]
+
+    old_limit = torchconv.get_workspace_limit()
+    with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
+        whole, full, plan = run()
+        try:
+            torchconv.set_workspace_limit(full // 3)
+            passes, capped, plan_capped = run()
+        finally:
+            torchconv.set_workspace_limit(old_limit)
+    assert plan.startswith("grad_weight:staged:tf32-wgmma/") and plan_capped == plan, (plan, plan_capped)
+    assert 0 < capped <= full // 3
+    assert torch.equal(passes, whole)
+    wd = w.detach().double().requires_grad_()
+    (ref,) = torch.autograd.grad(F.conv2d(x.double(), wd, None, 1, 1), wd, gy.double())
+    (cudnn,) = torch.autograd.grad(F.conv2d(x, w, None, 1, 1), w, gy)
+    assert rel_err(whole, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+
+
+@needs_cuda
+@pytest.mark.parametrize("n, c, k, hw, staged", [
+    (2, 256, 256, 64, True),  # 256 channels and filters, 2048 tiles
+    (1, 256, 256, 64, False),  # 1024 tiles: the operands' round trip and launches weigh more
+    (2, 128, 256, 64, False),  # 128 channels: the fused block transforms each dM twice only
+    (2, 256, 128, 64, False),  # 128 filters: each V twice only
+])
+def test_grad_weight_stages_its_operands_on_deep_layers(n, c, k, hw, staged):
+    """The rule: grad_weight stages dM and V (staged:tf32-wgmma) from 256 channels and 256 filters per
+    group over at least 2048 tiles, where the fused block would transform each operand four times or
+    more; the result within twice cuDNN's TF32 error either way."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    x = torch.randn(n, c, hw, hw, device="cuda")
+    w = (torch.randn(k, c, 3, 3, device="cuda") / (9 * c) ** 0.5).requires_grad_()
+    y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    gy = torch.randn_like(y)
+    (gw,) = torch.autograd.grad(y, w, gy)
+    plan = torchconv.last_choice().split()[-1]
+    assert plan.startswith("grad_weight:staged:tf32-wgmma/" if staged else "grad_weight:fused:tf32-wgmma/"), plan
+    wd = w.detach().double().requires_grad_()
+    (ref,) = torch.autograd.grad(F.conv2d(x.double(), wd, None, 1, 1), wd, gy.double())
+    (cudnn,) = torch.autograd.grad(F.conv2d(x, w, None, 1, 1), w, gy)
+    assert rel_err(gw, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
 
 
 @needs_cuda
@@ -1207,7 +1306,9 @@ def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forwa
 @pytest.mark.parametrize("n, c, k, hw, splits, wgmma_splits", [
     (32, 64, 128, 68, 66, 65),  # Y4: 4 blocks; two grids' worth, 264 blocks, fill two waves exactly
     (32, 128, 256, 68, 23, 23),  # Y8: 16 blocks; two grids' worth (17 slices) leave a third wave of 8 blocks, 23 fill it to 93%
-    (32, 256, 512, 34, 6, 6),  # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97%
+    # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97% (on Hopper dM and V staged: 64 blocks
+    # of 64 filters x 64 channels x 8 points, the same slices)
+    (32, 256, 512, 34, 6, 6),
     (32, 256, 256, 14, 12, 11),  # R9: 32 blocks x 12 slices, 97% of three waves
 ])
 def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits, wgmma_splits):
@@ -1231,10 +1332,11 @@ def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits, wgmma_spl
     finally:
         torchconv.set_workspace_limit(limit)
     if torch.cuda.get_device_capability() == (9, 0):
-        tile, splits = "tf32-wgmma", wgmma_splits  # 64 filters a block either way
+        splits = wgmma_splits  # 64 filters a block either way
+        tile = "staged:tf32-wgmma" if c >= 256 and k >= 256 and n * (hw // 2) ** 2 >= 2048 else "fused:tf32-wgmma"
     else:
-        tile = "tf32-tall"
-    assert torchconv.last_choice().split()[-1] == f"grad_weight:fused:{tile}/splits={splits}", torchconv.last_choice()
+        tile = "fused:tf32-tall"
+    assert torchconv.last_choice().split()[-1] == f"grad_weight:{tile}/splits={splits}", torchconv.last_choice()
 
 
 @needs_cuda

@@ -30,6 +30,7 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
+#include <algorithm>
 #include <cstdlib>
 #include <iterator>
 #include <type_traits>
@@ -945,14 +946,23 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
 // grad_weight with its point GEMMs on tensor cores in TF32 (winograd_tc_weight_grad_kernel): the fused
 // variant's decomposition and slices. grad_output and input of TIo (float, bfloat16 or float16); the
 // result is float32.
+// A tensor-core grad_weight's operands in the call's memory format, its float32 result, its launch.
+struct TcWeightGradCall {
+  at::Tensor gy, x, gw;
+  WinogradConv cv;
+};
+TcWeightGradCall tc_weight_grad_call(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                     bool nhwc) {
+  const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  return {grad_output.contiguous(format), input.contiguous(format),
+          new_output({p.K, p.channels_per_group(), 3, 3}, input.options().dtype(at::kFloat)),
+          winograd_launch(forward_map(p))};
+}
+
 template <typename Cfg, typename TIo>
 at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                    const char* config, bool nhwc, int64_t* workspace) {
-  const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-  auto gy = grad_output.contiguous(format);
-  auto x = input.contiguous(format);
-  auto gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options().dtype(at::kFloat));
-  const WinogradConv cv = winograd_launch(forward_map(p));
+  auto [gy, x, gw, cv] = tc_weight_grad_call(p, grad_output, input, nhwc);
   const int64_t tiles = cv.tiles();
   if (tiles == 0) {
     gw.zero_();
@@ -986,12 +996,91 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
   return gw;
 }
 
+// grad_weight with dM and V staged in a workspace and reduced by winograd_wgmma_weight_grad_staged_kernel
+// (the wgmma tile's layers where staged_weight_grad says). Slices of the tiles as the fused blocks'
+// (weight_grad_splits), then more where one slice's operands and the partial sums would not fit the
+// workspace limit; the slices run in passes of as many as fit, each pass transforming its chunks
+// and reducing them into its slices' partial sums.
+template <typename TIo>
+at::Tensor winograd_wgmma_grad_weight_staged(const ConvShape& p, const at::Tensor& grad_output,
+                                             const at::Tensor& input, bool nhwc, int64_t* workspace) {
+  using Cfg = WinogradWgmmaWeightGradStagedConfig<kMmaProducts<TIo>>;
+  auto [gy, x, gw, cv] = tc_weight_grad_call(p, grad_output, input, nhwc);
+  const int64_t tiles = cv.tiles();
+  if (tiles == 0) {
+    gw.zero_();
+    return gw;
+  }
+  StagedWeightGradPass<TIo> s;
+  WeightGradArgs<float, TIo>& a = s.w;
+  a.x = kernel_data<TIo>(x), a.gy = kernel_data<TIo>(gy), a.cv = cv;
+  a.k_pad = round_up(cv.Kg(), Cfg::kM), a.c_pad = round_up(cv.Cg(), Cfg::kN);
+  a.k_tiles = a.k_pad / Cfg::kM, a.c_tiles = a.c_pad / Cfg::kN;
+  const int64_t all_chunks = ceil_div(tiles, int64_t(Cfg::kK));
+  const int64_t base_blocks = int64_t(2) * a.k_tiles * a.c_tiles * cv.groups;  // x 2 point halves
+  const int64_t slice_bytes = int64_t(cv.groups) * kWinogradPoints * a.k_pad * a.c_pad * int64_t(sizeof(float));
+  const int64_t chunk_bytes =
+      int64_t(cv.groups) * (a.k_tiles * Cfg::kUChunkFloats + a.c_tiles * Cfg::kVChunkFloats) * int64_t(sizeof(float));
+  // A slice's operands and all the partial sums: more slices while that exceeds the limit and shrinks.
+  auto bytes_for = [&](int64_t slices) { return ceil_div(all_chunks, slices) * chunk_bytes + slices * slice_bytes; };
+  int64_t splits = weight_grad_splits<Cfg>(tiles, base_blocks, slice_bytes);
+  while (bytes_for(splits) > workspace_limit_bytes() && splits < all_chunks && bytes_for(splits + 1) < bytes_for(splits))
+    ++splits;
+  const int64_t per_split = ceil_div(all_chunks, splits);
+  splits = ceil_div(all_chunks, per_split);
+  const int64_t room = std::max<int64_t>(workspace_limit_bytes() - splits * slice_bytes, 0);
+  const int64_t slices_per_pass = std::clamp<int64_t>(room / (per_split * chunk_bytes), 1, splits);
+  const int64_t pass_chunks = std::min(all_chunks, slices_per_pass * per_split);
+  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, gw.options());
+  auto operands = at::empty({pass_chunks * chunk_bytes / int64_t(sizeof(float))}, gw.options());
+  *workspace = (partial.numel() + operands.numel()) * int64_t(sizeof(float));
+  a.partial = partial.mutable_data_ptr<float>();
+  a.tiles_per_split = per_split * Cfg::kK;
+  s.dm = operands.mutable_data_ptr<float>();
+  s.v = s.dm + pass_chunks * cv.groups * a.k_tiles * Cfg::kUChunkFloats;
+  s.chunks_per_split = int(per_split);
+  auto transform = nhwc ? winograd_wgmma_weight_grad_operands_kernel<Cfg, true, TIo>
+                        : winograd_wgmma_weight_grad_operands_kernel<Cfg, false, TIo>;
+  auto reduce = winograd_wgmma_weight_grad_staged_kernel<Cfg, TIo>;
+  ensure_dynamic_smem(reduce, Cfg::kSmemBytes, "conv2d_winograd_backward");
+  for (int64_t split0 = 0; split0 < splits; split0 += slices_per_pass) {
+    const int64_t n = std::min(slices_per_pass, splits - split0);
+    s.split0 = int(split0), s.chunk0 = split0 * per_split;
+    s.chunks = int(std::min(n * per_split, all_chunks - s.chunk0));
+    const int64_t items = int64_t(cv.groups) * (a.k_tiles + a.c_tiles) * s.chunks * Cfg::kM * Cfg::kK;
+    transform<<<elementwise_blocks(items, 256), 256, 0, current_stream()>>>(s);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const int64_t blocks = base_blocks * n;
+    check_grid(blocks, "conv2d_winograd_backward");
+    reduce<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(s);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  record_last_choice("grad_weight", kMmaProducts<TIo> > 1 ? "staged:3xbf16-wgmma" : "staged:tf32-wgmma", int(splits));
+  if (nhwc) record_last_operand("grad_weight", "nhwc");
+  finish_grad_weight<float>(partial, splits, slice_bytes / int64_t(sizeof(float)), cv, a.k_pad, a.c_pad, gw);
+  return gw;
+}
+
+// Whether the wgmma tile's grad_weight stages dM and V (winograd_wgmma_grad_weight_staged) rather
+// than transforming them in the fused block, which transforms each dM once per 32 channels and each V
+// once per 64 filters: from 256 channels and 256 filters per group, over at least 2048 tiles (the
+// layers where its reduction measured faster, docs/winograd.md; below that the operands' round trip
+// and the launches are a larger share). Forced: with the staged-V configs, whose forwards stage V.
+bool staged_weight_grad(const ConvShape& p) {
+  const int forced = forced_config(kWinograd);
+  if (forced >= 0) return forced == kConfigTf32WgmmaClusterVBulk || forced == kConfigTf32WgmmaClusterUVMulticast;
+  const WinogradConv cv = winograd_launch(forward_map(p));
+  return cv.Cg() >= 256 && cv.Kg() >= 256 && cv.tiles() >= 2048;
+}
+
 // grad_weight on tensor-core tile `tile` (kTcTile, kTcTileTall or kTcTileWgmma), as
-// winograd_tc_grad_weight.
+// winograd_tc_grad_weight, or staged (staged_weight_grad).
 template <typename TIo>
 at::Tensor run_tc_grad_weight(int tile, const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                               bool nhwc, int64_t* workspace) {
   const char* config = tc_tile_choice<kMmaProducts<TIo>>(tile);
+  if (tile == kTcTileWgmma && staged_weight_grad(p))
+    return winograd_wgmma_grad_weight_staged<TIo>(p, grad_output, input, nhwc, workspace);
   if (tile == kTcTileWgmma)
     return winograd_tc_grad_weight<WinogradWgmmaWeightGradConfig<kMmaProducts<TIo>>, TIo>(p, grad_output, input, config,
                                                                                          nhwc, workspace);

@@ -35,6 +35,55 @@ struct WinogradWgmmaWeightGradConfig : WinogradWgmmaStages<true, kProducts_> {
 __device__ __forceinline__ int wgmma_weight_grad_row(int t) { return (t & 7) | ((t >> 7) << 3); }
 __device__ __forceinline__ int wgmma_weight_grad_slot(int t) { return (t >> 3) & 15; }
 
+// An operand's 16 points, at row r and K index kk (a tile of the chunk) of a point's core matrices
+// (`quad` words from one K quad to the next, points `point_floats` apart from `base`): rounded to
+// TF32, or split into bfloat16 hi and lo in the TF32 words' two k-steps (WinogradWgmmaTile::split_half).
+// `base` is a stage in shared memory or a staged operand run in global memory.
+template <int kProducts>
+__device__ __forceinline__ void put_point_operands(float* base, int kk, int r, int quad, int point_floats,
+                                                   const float (&m)[16]) {
+  if constexpr (kProducts == 1) {
+    float* dst = base + WinogradWgmmaTile::operand_word(kk, r, quad);
+#pragma unroll
+    for (int e = 0; e < 16; ++e) dst[e * point_floats] = __uint_as_float(tf32_bits_for_mma(m[e]));
+  } else {
+    uint16_t* h = reinterpret_cast<uint16_t*>(base) + WinogradWgmmaTile::split_half(kk, r, quad);
+#pragma unroll
+    for (int e = 0; e < 16; e += 2) {
+      uint32_t hi, lo;
+      split_bf16x2(m[e], m[e + 1], hi, lo);
+      h[2 * e * point_floats] = uint16_t(hi);
+      h[2 * (e + 1) * point_floats] = uint16_t(hi >> 16);
+      h[2 * e * point_floats + 4 * quad] = uint16_t(lo);
+      h[2 * (e + 1) * point_floats + 4 * quad] = uint16_t(lo >> 16);
+    }
+  }
+}
+
+// dU straight from a block's accumulators into slice `split` of the partial sums
+// ([split][group][16][k_pad][c_pad]; padding rows and columns hold zeros, which the finishing kernel
+// never reads): filter tile kt, channel tile ct of Cfg's kM x kN, the block's points from
+// `first_point` on. acc[pe]: point first_point(g) + pe * kPointStep of warpgroup g, rows (filters)
+// 16 (warp % 4) + lane / 4 (+ 8), columns (channels) 8 j + 2 (lane % 4) (Wgmma).
+template <typename Cfg>
+__device__ __forceinline__ void store_weight_grad_points(const typename WgmmaPointMmas<Cfg>::Accumulators& acc,
+                                                         float* partial, int64_t split, int groups, int grp, int kt,
+                                                         int ct, int k_pad, int c_pad, int first_point) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = warp / 4, r0 = 16 * (warp % 4) + lane / 4, c0 = 2 * (lane % 4);
+  float* out = partial + ((split * groups + grp) * kWinogradPoints * k_pad + kt * Cfg::kM) * c_pad + ct * Cfg::kN;
+#pragma unroll
+  for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
+#pragma unroll
+    for (int j = 0; j < Cfg::kN / 8; ++j) {
+      const float* r = acc[pe] + 4 * j;
+      const int point = first_point + Cfg::first_point(g) + pe * Cfg::kPointStep;
+      float* o = out + (int64_t(point) * k_pad + r0) * c_pad + 8 * j + c0;
+      *reinterpret_cast<float2*>(o) = make_float2(r[0], r[1]);
+      *reinterpret_cast<float2*>(o + 8 * c_pad) = make_float2(r[2], r[3]);
+    }
+}
+
 // kNhwc: x and grad_output are channels_last. TIo: their type, which sets the products per point
 // product (kMmaProducts, Cfg::kProducts).
 template <typename Cfg, bool kNhwc, typename TIo>
@@ -47,7 +96,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const auto [kt, ct, grp, split, tile_begin, tile_end] = weight_grad_slice(a);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
 
   const int row = wgmma_weight_grad_row(threadIdx.x), slot = wgmma_weight_grad_slot(threadIdx.x);
@@ -57,26 +105,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   TIo dy[8], d[16];  // widened in store (ldg_or_zero)
   auto next_tile = [&] { slot_loader.next_tile(); };
   auto load = [&] { slot_loader.load(dy, d, true); };
-  // A (row, slot) operand's 16 points into a stage's dM (quad: Cfg::kM * 4 words, points
-  // kUPointFloats apart) or V (Cfg::kVQuad, kVPoint): rounded to TF32, or split into bfloat16 hi
-  // and lo in the TF32 words' two k-steps (WinogradWgmmaTile::split_half).
   auto put = [&](float* stage, int r, int quad, int point_floats, const float (&m)[16]) {
-    if constexpr (kProducts == 1) {
-      float* dst = stage + WinogradWgmmaTile::operand_word(slot, r, quad);
-#pragma unroll
-      for (int e = 0; e < 16; ++e) dst[e * point_floats] = __uint_as_float(tf32_bits_for_mma(m[e]));
-    } else {
-      uint16_t* h = reinterpret_cast<uint16_t*>(stage) + WinogradWgmmaTile::split_half(slot, r, quad);
-#pragma unroll
-      for (int e = 0; e < 16; e += 2) {
-        uint32_t hi, lo;
-        split_bf16x2(m[e], m[e + 1], hi, lo);
-        h[2 * e * point_floats] = uint16_t(hi);
-        h[2 * (e + 1) * point_floats] = uint16_t(hi >> 16);
-        h[2 * e * point_floats + 4 * quad] = uint16_t(lo);
-        h[2 * (e + 1) * point_floats + 4 * quad] = uint16_t(lo >> 16);
-      }
-    }
+    put_point_operands<kProducts>(stage, slot, r, quad, point_floats, m);
   };
   auto store = [&](int s) {
     float m[16], f[16];
@@ -122,21 +152,142 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
   wgmma_wait<0>();
 
-  // dU straight from the accumulators into the slice ([16][k_pad][c_pad]; padding rows and columns
-  // hold zeros, which the finishing kernel never reads). acc[pe]: point g + 4 pe of warpgroup g, rows
-  // (filters) 16 (warp % 4) + lane / 4 (+ 8), columns (channels) 8 j + 2 (lane % 4) (Wgmma).
-  const int g = warp / 4, r0 = 16 * (warp % 4) + lane / 4, c0 = 2 * (lane % 4);
-  float* out = a.partial + ((int64_t(split) * cv.groups + grp) * kWinogradPoints * a.k_pad + kt * Cfg::kM) * a.c_pad +
-               ct * Cfg::kN;
+  store_weight_grad_points<Cfg>(acc, a.partial, split, cv.groups, grp, kt, ct, a.k_pad, a.c_pad, 0);
+}
+
+// grad_weight with dM and V staged: both transformed once into a workspace
+// (winograd_wgmma_weight_grad_operands_kernel), where the fused block above transforms each (filter,
+// tile) dM once per channel block and each (channel, tile) V once per filter block -- 16 times each on
+// a layer of 512 channels and 1024 filters. The reduction then streams them by bulk copies: a block
+// owns 64 filters x 64 channels x 8 points (one point half: the point rows 2 h and 2 h + 1, as the
+// forward's cluster block) of a slice of the tiles, two points of m64n64k8 per warpgroup, 16-tile
+// chunks of 64 KB through three stages. Against the fused block's shape (64 x 32 x 16 points, which
+// leaves room for two 96 KB stages) it moves two thirds of the bytes per MMA and keeps two chunks'
+// copies in flight (docs/winograd.md, "Next: grad_weight": benchmarks/micro/staged_v_bound.cu's
+// gw-64x64x8 rows).
+template <int kProducts_>
+struct WinogradWgmmaWeightGradStagedConfig : WinogradWgmmaClusterConfig</*kVStaged=*/true, /*kOperandBytes=*/4> {
+  // TF32 words (or bfloat16 halves of the split in their space), V unpadded: no thread stores into
+  // the stages.
+  static constexpr int kProducts = kProducts_;
+  static constexpr int kStages = 3;
+  static constexpr int kBarrierOffset = kStages * kStage;  // in floats: kStages mbarriers after the stages
+  static constexpr size_t kSmemBytes = size_t(kBarrierOffset) * sizeof(float) + kStages * sizeof(uint64_t);
+  static_assert(kUFloats == kVFloats && kUChunkFloats == 2 * kUFloats && kVChunkFloats == 2 * kVFloats,
+                "a chunk's run holds both point halves");
+  static_assert(kSmemBytes <= 227 * 1024, "within an sm_90 block's shared memory");
+};
+
+// The staged operands of one pass over chunks chunk0 .. chunk0 + chunks - 1 of the tiles (16 each):
+// dm: [group][filter tile][chunk][16 points][u_word(tile, filter)], v: [group][channel tile][chunk]
+// [16 points][v_word(tile, channel)] (Cfg's layouts: a chunk's run is what the two point halves'
+// stages hold). The pass's slices are splits split0 .. of chunks_per_split chunks each.
+template <typename TIo>
+struct StagedWeightGradPass {
+  WeightGradArgs<float, TIo> w;  // x, grad_output, the partial sums, k_pad / c_pad, filter and channel tiles
+  float* dm;
+  float* v;
+  int64_t chunk0;
+  int chunks, chunks_per_split, split0;
+};
+
+// Writes the pass's dM and V: one (filter, tile) 2x2 grad_output tile or one (channel, tile) input
+// patch per thread and item, transformed in FP32 and stored as the MMAs read them
+// (put_point_operands). Within a 1024-item run of a (group, row tile, chunk), item bits 0-1 and 5-6
+// are the tile, 2-4 and 7-9 the row: a warp's 32 lanes write one core matrix (8 rows x 4 tiles) of
+// each point, 128 contiguous bytes in TF32 words. Tiles past the image, filters and channels past the
+// group's are zeros (the loader's masks).
+template <typename Cfg, bool kNhwc, typename TIo>
+__global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kernel(const StagedWeightGradPass<TIo> s) {
+  constexpr int kRun = Cfg::kM * Cfg::kK;
+  static_assert(Cfg::kM == 64 && Cfg::kN == 64 && Cfg::kK == 16 && kRun == 1024, "64 rows x 16 tiles a run");
+  const WeightGradArgs<float, TIo>& a = s.w;
+  const WinogradConv& cv = a.cv;
+  const int64_t dm_runs = int64_t(cv.groups) * a.k_tiles * s.chunks;
+  const int64_t total = (dm_runs + int64_t(cv.groups) * a.c_tiles * s.chunks) * kRun;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int w = int(i % kRun);
+    const int kk = (w & 3) | ((w >> 5) & 3) << 2, row = ((w >> 2) & 7) | ((w >> 7) & 7) << 3;
+    const bool is_dm = i / kRun < dm_runs;
+    const int64_t run = is_dm ? i / kRun : i / kRun - dm_runs;  // (group, row tile, chunk)
+    const int tiles_of_rows = is_dm ? a.k_tiles : a.c_tiles;
+    const int chunk = int(run % s.chunks), rt = int((run / s.chunks) % tiles_of_rows);
+    const int grp = int(run / s.chunks / tiles_of_rows);
+    const int64_t p = (s.chunk0 + chunk) * Cfg::kK + kk;
+    // A dM item loads its filter's grad_output tile (the channel out of the loader's range); a V item
+    // its channel's patch (the filter out of range).
+    const int k = is_dm ? rt * Cfg::kM + row : cv.Kg(), c = is_dm ? 0 : rt * Cfg::kN + row;
+    const WeightGradSlotLoader<TIo, kNhwc, Cfg::kK, 1> loader(a, grp, k, c, !is_dm, p, cv.tiles());
+    TIo dy[4], d[16];
+    loader.load(dy, d, !is_dm);
+    float f[16], m[16];
+    if (is_dm) {
+      float g[4];
 #pragma unroll
-  for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
-#pragma unroll
-    for (int j = 0; j < Cfg::kN / 8; ++j) {
-      const float* r = acc[pe] + 4 * j;
-      float* o = out + (int64_t(Cfg::first_point(g) + pe * Cfg::kPointStep) * a.k_pad + r0) * a.c_pad + 8 * j + c0;
-      *reinterpret_cast<float2*>(o) = make_float2(r[0], r[1]);
-      *reinterpret_cast<float2*>(o + 8 * a.c_pad) = make_float2(r[2], r[3]);
+      for (int q = 0; q < 4; ++q) g[q] = to_float(dy[q]);
+      winograd_output_transform_adjoint<float>(g, m);
+      put_point_operands<Cfg::kProducts>(s.dm + run * Cfg::kUChunkFloats, kk, row, Cfg::kM * 4, Cfg::kUPointFloats, m);
+    } else {
+      widen_to_float(d, f);
+      winograd_input_transform<float>(f, m);
+      put_point_operands<Cfg::kProducts>(s.v + run * Cfg::kVChunkFloats, kk, row, Cfg::kVQuad, Cfg::kVPoint, m);
     }
+  }
+}
+
+// The reduction over the staged operands: a block per (point half, filter tile, channel tile, group,
+// slice of the pass), point halves fastest, so that consecutive blocks read the same V runs. Chunk
+// i's dM and V runs land in stage i % 3 by two bulk copies counted on its mbarrier, issued two
+// chunks ahead by thread 0 once every warpgroup's MMAs of the chunk before have retired (the block
+// barrier after wgmma_wait<1>); the first chunk's MMAs overwrite the accumulators.
+template <typename Cfg, typename TIo>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    winograd_wgmma_weight_grad_staged_kernel(const StagedWeightGradPass<TIo> s) {
+  static_assert(Cfg::kProducts == kMmaProducts<TIo>, "the call's products");
+  extern __shared__ __align__(16) float smem[];
+  const WeightGradArgs<float, TIo>& a = s.w;
+  const int groups = a.cv.groups;
+  int b = blockIdx.x;
+  const int half = b % 2;
+  b /= 2;
+  const int kt = b % a.k_tiles;
+  b /= a.k_tiles;
+  const int ct = b % a.c_tiles;
+  b /= a.c_tiles;
+  const int grp = b % groups, split = b / groups;
+  const int c0 = split * s.chunks_per_split, chunks = min(s.chunks_per_split, s.chunks - c0);
+  const float* dm = s.dm + ((int64_t(grp) * a.k_tiles + kt) * s.chunks + c0) * Cfg::kUChunkFloats + half * Cfg::kUFloats;
+  const float* v = s.v + ((int64_t(grp) * a.c_tiles + ct) * s.chunks + c0) * Cfg::kVChunkFloats + half * Cfg::kVFloats;
+  using Mmas = WgmmaPointMmas<Cfg>;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int st = 0; st < Cfg::kStages; ++st) mbarrier_init(&full[st], 1);
+    mbarrier_init_fence_cluster();
+  }
+  __syncthreads();
+  auto fetch = [&](int i) {
+    const int st = i % Cfg::kStages;
+    mbarrier_arrive_expect_tx(&full[st], (Cfg::kUFloats + Cfg::kVFloats) * unsigned(sizeof(float)));
+    bulk_copy_to_shared(Mmas::stage_u(smem, st), dm + int64_t(i) * Cfg::kUChunkFloats, Cfg::kUFloats * sizeof(float),
+                        &full[st]);
+    bulk_copy_to_shared(Mmas::stage_v(smem, st), v + int64_t(i) * Cfg::kVChunkFloats, Cfg::kVFloats * sizeof(float),
+                        &full[st]);
+  };
+  if (threadIdx.x == 0)
+    for (int i = 0; i < Cfg::kStages - 1 && i < chunks; ++i) fetch(i);
+  typename Mmas::Accumulators acc;
+  const Mmas mmas(smem);
+  for (int i = 0; i < chunks; ++i) {
+    mbarrier_wait(&full[i % Cfg::kStages], unsigned(i / Cfg::kStages) & 1u);
+    mmas.run(acc, i % Cfg::kStages, /*accumulate=*/i > 0);
+    wgmma_wait<1>();  // this warpgroup's MMAs of chunk i - 1 are done
+    __syncthreads();  // every warpgroup's: the stage of chunk i - 1 is free
+    if (threadIdx.x == 0 && i + Cfg::kStages - 1 < chunks) fetch(i + Cfg::kStages - 1);
+  }
+  wgmma_wait<0>();
+  store_weight_grad_points<Cfg>(acc, a.partial, s.split0 + split, groups, grp, kt, ct, a.k_pad, a.c_pad,
+                                half * Cfg::kPoints);
 }
 
 }  // namespace cuda
