@@ -63,7 +63,8 @@ namespace {
 // over a cluster of two blocks, tf32-wgmma-cluster-vbulk that cluster reading V transformed
 // beforehand by a kernel of its own, its operands moved by bulk copies through three stages, and
 // tf32-wgmma-cluster-uvmulticast clusters of two filter blocks x two tile blocks of it sharing V and
-// U by multicast (all sm_90a only; grad_weight then runs tf32-tall): forced, they
+// U by multicast (all sm_90a only; grad_weight then runs its wgmma block, with dM and V staged under
+// the two staged-V configs): forced, they
 // take the fused and auto variants' calls that follow TF32, and other calls run the default.
 constexpr const char* kConfigNames[] = {"default",
                                         "thin",
