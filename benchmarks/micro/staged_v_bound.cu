@@ -412,7 +412,7 @@ int main() {
     run_reduction<128, 1, 2, 4, kCopy>("wide-no-clusters", l.name, "copy", u, v, out, l.wide_fb, l.wide_tb, 8,
                                        l.chunks, 1);
   }
-  // grad_weight's GEMM if dM and V were staged in a workspace (docs/winograd.md, "Next: grad_weight"):
+  // grad_weight's GEMM if dM and V were staged in a workspace (docs/winograd.md, "grad_weight with dM and V staged"):
   // dU = dM V^T per point, reducing over tiles, one block per (filter tile, channel tile, slice of the
   // tiles) as the fused wgmma grad_weight block. Here the "filter blocks" are the filter tiles, the
   // "tile blocks" the channel tiles and the ranks the slices (the fused block's slice counts at N = 32;

@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // forward's cluster block) of a slice of the tiles, two points of m64n64k8 per warpgroup, 16-tile
 // chunks of 64 KB through three stages. Against the fused block's shape (64 x 32 x 16 points, which
 // leaves room for two 96 KB stages) it moves two thirds of the bytes per MMA and keeps two chunks'
-// copies in flight (docs/winograd.md, "Next: grad_weight": benchmarks/micro/staged_v_bound.cu's
+// copies in flight (docs/winograd.md, "grad_weight with dM and V staged": benchmarks/micro/staged_v_bound.cu's
 // gw-64x64x8 rows).
 template <int kProducts_>
 struct WinogradWgmmaWeightGradStagedConfig : WinogradWgmmaClusterConfig</*kVStaged=*/true, /*kOperandBytes=*/4> {
