@@ -609,11 +609,11 @@ STAGED_WEIGHT_GRAD_SHAPES = [
 @pytest.mark.parametrize("shape", STAGED_WEIGHT_GRAD_SHAPES, ids=shape_id)
 def test_staged_grad_weight_on_wgmma(shape, layout, dtype):
     """grad_weight with dM and V transformed once into a workspace (in the MMAs' core-matrix layout:
-    TF32 words, or bfloat16 hi and lo for float16's split) and reduced by blocks of 64 filters x 64
-    channels x 8 points that stream them by bulk copies -- under the staged-V configs, and by the rule
-    on deep layers. Its arithmetic is the fused block's: bfloat16 gives the bits of the float32 call
-    under TF32 rounded to bfloat16, float16 the IEEE FP32 result rounded (assert_rounded_ieee); odd
-    sizes, partial tiles, groups, both memory formats."""
+    the TF32-rounded values as float16 words under scales, or bfloat16 hi and lo in TF32 words' space
+    for float16's split) and reduced by blocks of 64 filters x 64 channels x 8 points that stream them
+    by bulk copies -- under the staged-V configs, and by the rule on deep layers. bfloat16 gives the
+    bits of the float32 call under TF32 rounded to bfloat16, float16 the IEEE FP32 result rounded
+    (assert_rounded_ieee); odd sizes, partial tiles, groups, both memory formats."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     ours, widened, plans, _, _ = half_and_float32_passes(shape, layout, "tf32-wgmma-cluster-vbulk", dtype)
@@ -624,6 +624,74 @@ def test_staged_grad_weight_on_wgmma(shape, layout, dtype):
         assert ours[2].dtype == torch.bfloat16 and torch.equal(ours[2], widened[2].to(torch.bfloat16))
     else:
         assert_rounded_ieee(ours[2], widened[2], "grad_weight")
+
+
+def staged_weight_grad_pass_limit(plan, full, groups, kg, cg):
+    """A workspace limit under which the staged grad_weight of `plan` (its splits), which took `full`
+    bytes, keeps its slices and runs them in passes: its partial sums (a slice: 16 points x the
+    group's filters and channels, each padded to 64, in float32) and a third of the rest."""
+    splits = int(re.search(r"splits=(\d+)", plan).group(1))
+    partial = splits * groups * 16 * -(-kg // 64) * 64 * -(-cg // 64) * 64 * 4
+    return partial + (full - partial) // 3
+
+
+@needs_cuda
+@pytest.mark.parametrize("n, c, k, h, w, groups", [
+    (3, 48, 136, 30, 34, 1),  # 136 filters: three filter blocks of 64, the last padded
+    (3, 48, 136, 30, 34, 2),  # groups of 24 channels and 68 filters (two filter blocks each)
+    (4, 300, 72, 30, 34, 1),  # 300 channels: more than a block's threads in channels_last
+    (2, 24, 64, 96, 100, 1),  # 9600 pixels a plane: an NCHW plane's maximum over several blocks
+], ids=["C48K136", "C48K136g2", "C300K72", "C24K64H96W100"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["tf32", "bf16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_staged_grad_weight_carries_tf32_values_in_float16_under_per_filter_and_per_channel_scales(
+        layout, dtype, n, c, k, h, w, groups):
+    """The staged grad_weight of one-product calls (float32 under TF32, bfloat16) moves dM and V as
+    float16 words: the TF32-rounded values under a power of two per filter (dM) and per channel (V),
+    each from its channel's largest |grad_output| or |input| (4 times it bounds the transformed
+    values), which the reduction multiplies back
+    exactly. So input channels scaled by 2^-40 .. 2^40 and grad_output's filters by 2^40 .. 2^-40
+    (one of each zeroed) -- 2^80 apart, where one scale for a whole operand would flush most of
+    them -- give the unscaled call's grad_weight times both scales, bit for bit; and so do its
+    slices run in passes under a small workspace limit."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    cg, kg = c // groups, k // groups
+    c_scale = 2.0 ** torch.linspace(-40, 40, c, device="cuda").round()
+    k_scale = 2.0 ** torch.linspace(40, -40, k, device="cuda").round()
+    c_scale[5], k_scale[7] = 0.0, 0.0
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    x0 = torch.randn(n, c, h, w, device="cuda", generator=gen).to(dtype)
+    gy0 = torch.randn(n, k, h, w, device="cuda", generator=gen).to(dtype)
+    wt = torch.randn(k, cg, 3, 3, device="cuda", generator=gen).to(dtype).requires_grad_()
+
+    def grad_weight(x, gy):
+        y = torchconv.conv2d(x.contiguous(memory_format=fmt), wt, None, padding=1, groups=groups, algorithm="winograd")
+        (gw,) = torch.autograd.grad(y, wt, gy.contiguous(memory_format=fmt))
+        plan = torchconv.last_choice().split()[-1]
+        assert re.fullmatch(r"grad_weight:staged:tf32-wgmma/splits=\d+(/a=nhwc)?", plan), plan
+        return gw, torchconv.last_workspace_bytes(), plan
+
+    xs, gys = x0 * c_scale.view(1, c, 1, 1).to(dtype), gy0 * k_scale.view(1, k, 1, 1).to(dtype)
+    old_limit = torchconv.get_workspace_limit()
+    with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
+        gw0, _, _ = grad_weight(x0, gy0)
+        gw, full, plan = grad_weight(xs, gys)
+        limit = staged_weight_grad_pass_limit(plan, full, groups, kg, cg)
+        try:
+            torchconv.set_workspace_limit(limit)
+            passes, capped, plan_capped = grad_weight(xs, gys)
+        finally:
+            torchconv.set_workspace_limit(old_limit)
+    assert plan_capped == plan and 0 < capped <= limit < full, (plan, plan_capped, capped, limit, full)
+    channel = (torch.arange(k, device="cuda") // kg).view(k, 1) * cg + torch.arange(cg, device="cuda").view(1, cg)
+    scale = (k_scale.double().view(k, 1) * c_scale.double()[channel]).view(k, cg, 1, 1)
+    assert torch.isfinite(gw).all() and gw.abs().max() > 0
+    assert torch.equal(gw.double(), gw0.double() * scale)
+    assert torch.equal(passes, gw)
+    assert (gw[7] == 0).all() and (gw[(channel == 5)] == 0).all()
 
 
 @needs_cuda
@@ -646,13 +714,14 @@ def test_staged_grad_weight_runs_its_slices_in_passes_within_the_workspace_limit
     old_limit = torchconv.get_workspace_limit()
     with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
         whole, full, plan = run()
+        limit = staged_weight_grad_pass_limit(plan, full, 1, 64, 64)
         try:
-            torchconv.set_workspace_limit(full // 3)
+            torchconv.set_workspace_limit(limit)
             passes, capped, plan_capped = run()
         finally:
             torchconv.set_workspace_limit(old_limit)
     assert plan.startswith("grad_weight:staged:tf32-wgmma/") and plan_capped == plan, (plan, plan_capped)
-    assert 0 < capped <= full // 3
+    assert 0 < capped <= limit < full
     assert torch.equal(passes, whole)
     wd = w.detach().double().requires_grad_()
     (ref,) = torch.autograd.grad(F.conv2d(x.double(), wd, None, 1, 1), wd, gy.double())
@@ -661,30 +730,36 @@ def test_staged_grad_weight_runs_its_slices_in_passes_within_the_workspace_limit
 
 
 @needs_cuda
-@pytest.mark.parametrize("n, c, k, hw, staged", [
-    (2, 256, 256, 64, True),  # 256 channels and filters, 2048 tiles
-    (1, 256, 256, 64, False),  # 1024 tiles: the operands' round trip and launches weigh more
-    (2, 128, 256, 64, False),  # 128 channels: the fused block transforms each dM twice only
-    (2, 256, 128, 64, False),  # 128 filters: each V twice only
-])
-def test_grad_weight_stages_its_operands_on_deep_layers(n, c, k, hw, staged):
-    """The rule: grad_weight stages dM and V (staged:tf32-wgmma) from 256 channels and 256 filters per
-    group over at least 2048 tiles, where the fused block would transform each operand four times or
-    more; the result within twice cuDNN's TF32 error either way."""
+@pytest.mark.parametrize("dtype, n, c, k, hw, staged", [
+    (torch.float32, 2, 256, 256, 64, True),  # 256 channels and filters, 2048 tiles
+    (torch.float32, 1, 256, 256, 64, False),  # 1024 tiles: the operands' round trip and launches weigh more
+    (torch.float32, 2, 128, 256, 64, True),  # float16 words from 128 channels: each dM transformed 4 times fused
+    (torch.float32, 2, 64, 256, 64, False),  # 64 channels: each dM twice only
+    (torch.float32, 2, 256, 128, 64, False),  # 128 filters: each V twice only
+    (torch.bfloat16, 2, 128, 256, 64, True),  # bfloat16 as float32's TF32 products: float16 words too
+    (torch.float16, 2, 256, 256, 64, True),  # float16's split, twice the words: from 256 channels
+    (torch.float16, 2, 128, 256, 64, False),
+], ids=lambda v: str(v).replace("torch.", ""))
+def test_grad_weight_stages_its_operands_on_deep_layers(dtype, n, c, k, hw, staged):
+    """The rule: grad_weight stages dM and V over at least 2048 tiles from 256 filters per group
+    (below, the fused block transforms each V at most twice) and 128 channels per group where they
+    travel as float16 words (one product: float32 under TF32, bfloat16), 256 where float16's split
+    operands take TF32 words, twice the bytes; the result within twice cuDNN's error either way."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
-    x = torch.randn(n, c, hw, hw, device="cuda")
-    w = (torch.randn(k, c, 3, 3, device="cuda") / (9 * c) ** 0.5).requires_grad_()
+    x = torch.randn(n, c, hw, hw, device="cuda").to(dtype)
+    w = (torch.randn(k, c, 3, 3, device="cuda") / (9 * c) ** 0.5).to(dtype).requires_grad_()
     y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
     gy = torch.randn_like(y)
     (gw,) = torch.autograd.grad(y, w, gy)
     plan = torchconv.last_choice().split()[-1]
-    assert plan.startswith("grad_weight:staged:tf32-wgmma/" if staged else "grad_weight:fused:tf32-wgmma/"), plan
+    products = "3xbf16" if dtype == torch.float16 else "tf32"
+    assert plan.startswith(f"grad_weight:{'staged' if staged else 'fused'}:{products}-wgmma/"), plan
     wd = w.detach().double().requires_grad_()
     (ref,) = torch.autograd.grad(F.conv2d(x.double(), wd, None, 1, 1), wd, gy.double())
     (cudnn,) = torch.autograd.grad(F.conv2d(x, w, None, 1, 1), w, gy)
-    assert rel_err(gw, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+    assert rel_err(gw, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
 
 
 @needs_cuda
@@ -1306,8 +1381,8 @@ def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forwa
 @pytest.mark.parametrize("n, c, k, hw, splits, wgmma_splits", [
     (32, 64, 128, 68, 66, 65),  # Y4: 4 blocks; two grids' worth, 264 blocks, fill two waves exactly
     (32, 128, 256, 68, 23, 23),  # Y8: 16 blocks; two grids' worth (17 slices) leave a third wave of 8 blocks, 23 fill it to 93%
-    # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97% (on Hopper dM and V staged: 64 blocks
-    # of 64 filters x 64 channels x 8 points, the same slices)
+    # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97% (on Hopper, as on Y8, dM and V staged:
+    # blocks of 64 filters x 64 channels x 8 points, the same slices)
     (32, 256, 512, 34, 6, 6),
     (32, 256, 256, 14, 12, 11),  # R9: 32 blocks x 12 slices, 97% of three waves
 ])
@@ -1333,7 +1408,8 @@ def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits, wgmma_spl
         torchconv.set_workspace_limit(limit)
     if torch.cuda.get_device_capability() == (9, 0):
         splits = wgmma_splits  # 64 filters a block either way
-        tile = "staged:tf32-wgmma" if c >= 256 and k >= 256 and n * (hw // 2) ** 2 >= 2048 else "fused:tf32-wgmma"
+        # dM and V staged from 128 channels and 256 filters over 2048 tiles (float16 words)
+        tile = "staged:tf32-wgmma" if c >= 128 and k >= 256 and n * (hw // 2) ** 2 >= 2048 else "fused:tf32-wgmma"
     else:
         tile = "fused:tf32-tall"
     assert torchconv.last_choice().split()[-1] == f"grad_weight:{tile}/splits={splits}", torchconv.last_choice()

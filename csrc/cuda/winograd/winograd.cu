@@ -822,17 +822,24 @@ int64_t weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t slice_byt
   return wave_filling_splits(base_blocks, slots, std::min(max_by_work, max_by_memory), ceil_div(2 * slots, base_blocks));
 }
 
-// Sums a grad_weight's slices into slice 0 (in a fixed order, so the result is deterministic) and
-// maps dU back to the filter: gw = G^T dU G.
+// Sums a grad_weight's slices (in a fixed order, so the result is deterministic) and maps dU back to
+// the filter: gw = G^T dU G. Below kFinishSumMaxSlices slices the finishing kernel reads them all;
+// from there sum_slices_kernel's lanes (8 an element, which keep many loads in flight) first sum
+// them into slice 0.
+constexpr int kFinishSumMaxSlices = 64;
 template <typename T>
 void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems, const WinogradConv& cv, int k_pad,
                         int c_pad, at::Tensor& gw) {
-  if (splits > 1)
+  int slices = int(splits);
+  if (splits >= kFinishSumMaxSlices) {
     launch_sum_slices(partial.const_data_ptr<T>(), partial.mutable_data_ptr<T>(), slice_elems, int(splits),
-                      slice_elems, IdentitySliceMap{}, /*many_slices=*/64);  // into slice 0, in place
+                      slice_elems, IdentitySliceMap{}, /*many_slices=*/kFinishSumMaxSlices);  // into slice 0, in place
+    slices = 1;
+  }
   winograd_weight_grad_finish_kernel<T>
-      <<<elementwise_blocks(int64_t(cv.groups) * cv.Kg() * cv.Cg(), 256), 256, 0, current_stream()>>>(
-          partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, cv.Kg(), cv.Cg(), k_pad, c_pad);
+      <<<elementwise_blocks(int64_t(cv.groups) * cv.Kg() * cv.Cg(), kWeightGradFinishThreads), kWeightGradFinishThreads,
+         0, current_stream()>>>(partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, cv.Kg(), cv.Cg(),
+                                k_pad, c_pad, slices, slice_elems);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -944,9 +951,6 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   return gw;
 }
 
-// grad_weight with its point GEMMs on tensor cores in TF32 (winograd_tc_weight_grad_kernel): the fused
-// variant's decomposition and slices. grad_output and input of TIo (float, bfloat16 or float16); the
-// result is float32.
 // A tensor-core grad_weight's operands in the call's memory format, its float32 result, its launch.
 struct TcWeightGradCall {
   at::Tensor gy, x, gw;
@@ -960,10 +964,12 @@ TcWeightGradCall tc_weight_grad_call(const ConvShape& p, const at::Tensor& grad_
           winograd_launch(forward_map(p))};
 }
 
+// grad_weight with its point GEMMs on tensor cores in TF32 (winograd_tc_weight_grad_kernel): the fused
+// variant's decomposition and slices. grad_output and input of TIo (float, bfloat16 or float16); the
+// result is float32.
 template <typename Cfg, typename TIo>
-at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
-                                   const char* config, bool nhwc, int64_t* workspace) {
-  auto [gy, x, gw, cv] = tc_weight_grad_call(p, grad_output, input, nhwc);
+at::Tensor winograd_tc_grad_weight(TcWeightGradCall& call, const char* config, bool nhwc, int64_t* workspace) {
+  auto& [gy, x, gw, cv] = call;
   const int64_t tiles = cv.tiles();
   if (tiles == 0) {
     gw.zero_();
@@ -997,16 +1003,39 @@ at::Tensor winograd_tc_grad_weight(const ConvShape& p, const at::Tensor& grad_ou
   return gw;
 }
 
+// Each channel's largest |value| of t (N, C, H, W; channels_last where `nhwc`) into
+// out[group][pad] (channel_max_kernel; out zeroed).
+template <typename TIo>
+void launch_channel_max(const at::Tensor& t, bool nhwc, int per_group, int pad, float* out) {
+  const int64_t images = t.size(0), plane = t.size(2) * t.size(3);
+  const int channels = int(t.size(1));
+  if (images * plane == 0) return;
+  if (nhwc) {
+    const int64_t blocks = ceil_div(images * plane, int64_t(kChannelMaxPixels));
+    check_grid(blocks, "conv2d_winograd_backward");
+    channel_max_kernel<TIo, true><<<unsigned(blocks), unsigned(std::min(256, round_up(channels, 32))), 0,
+                                    current_stream()>>>(kernel_data<TIo>(t), images, channels, plane, per_group, pad, out);
+  } else {
+    const int64_t blocks = ceil_div(images * channels * ceil_div(plane, int64_t(kChannelMaxRun)), int64_t(256 / 32));
+    check_grid(blocks, "conv2d_winograd_backward");
+    channel_max_kernel<TIo, false><<<unsigned(blocks), 256, 0, current_stream()>>>(kernel_data<TIo>(t), images, channels,
+                                                                                    plane, per_group, pad, out);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 // grad_weight with dM and V staged in a workspace and reduced by winograd_wgmma_weight_grad_staged_kernel
 // (the wgmma tile's layers where staged_weight_grad says). Slices of the tiles as the fused blocks'
 // (weight_grad_splits), then more where one slice's operands and the partial sums would not fit the
 // workspace limit; the slices run in passes of as many as fit, each pass transforming its chunks
-// and reducing them into its slices' partial sums.
+// and reducing them into its slices' partial sums. Float16 words (one product): each filter's and
+// channel's largest |value| first (launch_channel_max), so that every pass carries them under the
+// same scales.
 template <typename TIo>
-at::Tensor winograd_wgmma_grad_weight_staged(const ConvShape& p, const at::Tensor& grad_output,
-                                             const at::Tensor& input, bool nhwc, int64_t* workspace) {
-  using Cfg = WinogradWgmmaWeightGradStagedConfig<kMmaProducts<TIo>>;
-  auto [gy, x, gw, cv] = tc_weight_grad_call(p, grad_output, input, nhwc);
+at::Tensor winograd_wgmma_grad_weight_staged(TcWeightGradCall& call, bool nhwc, int64_t* workspace) {
+  using Cfg = WinogradWgmmaWeightGradStagedTile<kMmaProducts<TIo>>;
+  constexpr bool kHalves = Cfg::kOperandBytes == 2;
+  auto& [gy, x, gw, cv] = call;
   const int64_t tiles = cv.tiles();
   if (tiles == 0) {
     gw.zero_();
@@ -1019,9 +1048,11 @@ at::Tensor winograd_wgmma_grad_weight_staged(const ConvShape& p, const at::Tenso
   a.k_tiles = a.k_pad / Cfg::kM, a.c_tiles = a.c_pad / Cfg::kN;
   const int64_t all_chunks = ceil_div(tiles, int64_t(Cfg::kK));
   const int64_t base_blocks = int64_t(2) * a.k_tiles * a.c_tiles * cv.groups;  // x 2 point halves
-  const int64_t slice_bytes = int64_t(cv.groups) * kWinogradPoints * a.k_pad * a.c_pad * int64_t(sizeof(float));
-  const int64_t chunk_bytes =
-      int64_t(cv.groups) * (a.k_tiles * Cfg::kUChunkFloats + a.c_tiles * Cfg::kVChunkFloats) * int64_t(sizeof(float));
+  const int64_t slice_floats = int64_t(cv.groups) * kWinogradPoints * a.k_pad * a.c_pad;
+  const int64_t slice_bytes = slice_floats * int64_t(sizeof(float));
+  const int64_t chunk_floats = int64_t(cv.groups) * (a.k_tiles * Cfg::kUChunkFloats + a.c_tiles * Cfg::kVChunkFloats);
+  const int64_t chunk_bytes = chunk_floats * int64_t(sizeof(float));
+  const int64_t max_floats = kHalves ? int64_t(cv.groups) * (a.k_pad + a.c_pad) : 0;
   // A slice's operands and all the partial sums: more slices while that exceeds the limit and shrinks.
   auto bytes_for = [&](int64_t slices) { return ceil_div(all_chunks, slices) * chunk_bytes + slices * slice_bytes; };
   int64_t splits = weight_grad_splits<Cfg>(tiles, base_blocks, slice_bytes);
@@ -1029,17 +1060,27 @@ at::Tensor winograd_wgmma_grad_weight_staged(const ConvShape& p, const at::Tenso
     ++splits;
   const int64_t per_split = ceil_div(all_chunks, splits);
   splits = ceil_div(all_chunks, per_split);
-  const int64_t room = std::max<int64_t>(workspace_limit_bytes() - splits * slice_bytes, 0);
+  const int64_t room =
+      std::max<int64_t>(workspace_limit_bytes() - splits * slice_bytes - max_floats * int64_t(sizeof(float)), 0);
   const int64_t slices_per_pass = std::clamp<int64_t>(room / (per_split * chunk_bytes), 1, splits);
   const int64_t pass_chunks = std::min(all_chunks, slices_per_pass * per_split);
-  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, gw.options());
-  auto operands = at::empty({pass_chunks * chunk_bytes / int64_t(sizeof(float))}, gw.options());
-  *workspace = (partial.numel() + operands.numel()) * int64_t(sizeof(float));
-  a.partial = partial.mutable_data_ptr<float>();
-  a.tiles_per_split = per_split * Cfg::kK;
-  s.dm = operands.mutable_data_ptr<float>();
+  // The partial sums, then the pass's operands (dM, then V), then the maxima, in one allocation
+  // (each part a whole number of 16-byte units: the bulk copies' alignment).
+  auto ws = at::empty({splits * slice_floats + pass_chunks * chunk_floats + max_floats}, gw.options());
+  *workspace = ws.numel() * int64_t(sizeof(float));
+  a.partial = ws.mutable_data_ptr<float>();
+  s.dm = a.partial + splits * slice_floats;
   s.v = s.dm + pass_chunks * cv.groups * a.k_tiles * Cfg::kUChunkFloats;
+  s.dm_max = s.dm + pass_chunks * chunk_floats;
+  s.v_max = s.dm_max + int64_t(cv.groups) * a.k_pad;
   s.chunks_per_split = int(per_split);
+  const cudaStream_t stream = current_stream();
+  auto items = [&](int64_t chunks) { return int64_t(cv.groups) * (a.k_tiles + a.c_tiles) * chunks * Cfg::kM * Cfg::kK; };
+  if constexpr (kHalves) {
+    C10_CUDA_CHECK(cudaMemsetAsync(s.dm_max, 0, size_t(max_floats) * sizeof(float), stream));
+    launch_channel_max<TIo>(gy, nhwc, cv.Kg(), a.k_pad, s.dm_max);
+    launch_channel_max<TIo>(x, nhwc, cv.Cg(), a.c_pad, s.v_max);
+  }
   auto transform = nhwc ? winograd_wgmma_weight_grad_operands_kernel<Cfg, true, TIo>
                         : winograd_wgmma_weight_grad_operands_kernel<Cfg, false, TIo>;
   auto reduce = winograd_wgmma_weight_grad_staged_kernel<Cfg, TIo>;
@@ -1048,30 +1089,33 @@ at::Tensor winograd_wgmma_grad_weight_staged(const ConvShape& p, const at::Tenso
     const int64_t n = std::min(slices_per_pass, splits - split0);
     s.split0 = int(split0), s.chunk0 = split0 * per_split;
     s.chunks = int(std::min(n * per_split, all_chunks - s.chunk0));
-    const int64_t items = int64_t(cv.groups) * (a.k_tiles + a.c_tiles) * s.chunks * Cfg::kM * Cfg::kK;
-    transform<<<elementwise_blocks(items, 256), 256, 0, current_stream()>>>(s);
+    transform<<<elementwise_blocks(items(s.chunks), 256), 256, 0, stream>>>(s);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const int64_t blocks = base_blocks * n;
     check_grid(blocks, "conv2d_winograd_backward");
-    reduce<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(s);
+    reduce<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(s);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   record_last_choice("grad_weight", kMmaProducts<TIo> > 1 ? "staged:3xbf16-wgmma" : "staged:tf32-wgmma", int(splits));
   if (nhwc) record_last_operand("grad_weight", "nhwc");
-  finish_grad_weight<float>(partial, splits, slice_bytes / int64_t(sizeof(float)), cv, a.k_pad, a.c_pad, gw);
+  finish_grad_weight<float>(ws, splits, slice_floats, cv, a.k_pad, a.c_pad, gw);
   return gw;
 }
 
 // Whether the wgmma tile's grad_weight stages dM and V (winograd_wgmma_grad_weight_staged) rather
 // than transforming them in the fused block, which transforms each dM once per 32 channels and each V
-// once per 64 filters: from 256 channels and 256 filters per group, over at least 2048 tiles (the
-// layers where its reduction measured faster, docs/winograd.md; below that the operands' round trip
-// and the launches are a larger share). Forced: with the staged-V configs, whose forwards stage V.
-bool staged_weight_grad(const ConvShape& p) {
+// once per 64 filters: over at least 2048 tiles, from 256 filters per group and from
+// kStagedWeightGradMinChannels channels -- 128 where the operands travel as float16 words (one
+// product), 256 where float16's split takes TF32 words, twice the bytes (the layers where the
+// staged grad_weight measured faster, docs/winograd.md; below, the operands' round trip and the
+// launches are a larger share). Forced: with the staged-V configs, whose forwards stage V.
+template <int kProducts>
+constexpr int kStagedWeightGradMinChannels = kProducts == 1 ? 128 : 256;
+template <typename TIo>
+bool staged_weight_grad(const WinogradConv& cv) {
   const int forced = forced_config(kWinograd);
   if (forced >= 0) return forced == kConfigTf32WgmmaClusterVBulk || forced == kConfigTf32WgmmaClusterUVMulticast;
-  const WinogradConv cv = winograd_launch(forward_map(p));
-  return cv.Cg() >= 256 && cv.Kg() >= 256 && cv.tiles() >= 2048;
+  return cv.Cg() >= kStagedWeightGradMinChannels<kMmaProducts<TIo>> && cv.Kg() >= 256 && cv.tiles() >= 2048;
 }
 
 // grad_weight on tensor-core tile `tile` (kTcTile, kTcTileTall or kTcTileWgmma), as
@@ -1080,15 +1124,13 @@ template <typename TIo>
 at::Tensor run_tc_grad_weight(int tile, const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                               bool nhwc, int64_t* workspace) {
   const char* config = tc_tile_choice<kMmaProducts<TIo>>(tile);
-  if (tile == kTcTileWgmma && staged_weight_grad(p))
-    return winograd_wgmma_grad_weight_staged<TIo>(p, grad_output, input, nhwc, workspace);
+  TcWeightGradCall call = tc_weight_grad_call(p, grad_output, input, nhwc);
+  if (tile == kTcTileWgmma && staged_weight_grad<TIo>(call.cv))
+    return winograd_wgmma_grad_weight_staged<TIo>(call, nhwc, workspace);
   if (tile == kTcTileWgmma)
-    return winograd_tc_grad_weight<WinogradWgmmaWeightGradConfig<kMmaProducts<TIo>>, TIo>(p, grad_output, input, config,
-                                                                                         nhwc, workspace);
-  if (tile == kTcTileTall)
-    return winograd_tc_grad_weight<WinogradTcWeightGradTileTall, TIo>(p, grad_output, input, config, nhwc,
-                                                                      workspace);
-  return winograd_tc_grad_weight<WinogradTcTile, TIo>(p, grad_output, input, config, nhwc, workspace);
+    return winograd_tc_grad_weight<WinogradWgmmaWeightGradConfig<kMmaProducts<TIo>>, TIo>(call, config, nhwc, workspace);
+  if (tile == kTcTileTall) return winograd_tc_grad_weight<WinogradTcWeightGradTileTall, TIo>(call, config, nhwc, workspace);
+  return winograd_tc_grad_weight<WinogradTcTile, TIo>(call, config, nhwc, workspace);
 }
 
 // grad_weight on tensor cores (point_gemms): the tensor-core kernel's tile (kTcTile:

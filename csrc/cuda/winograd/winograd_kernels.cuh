@@ -985,21 +985,38 @@ __global__ void winograd_grad_output_transform_kernel(const T* __restrict__ gy, 
   }
 }
 
-// Maps dU (summed, in slice 0) back to the filter: dg = G^T dU G.
+// Sums dU's `slices` slices (`slice` elements apart, in slice order: the bits sum_slices_kernel's
+// single lane gives) and maps it back to the filter: dg = G^T dU G. A warp's 32 (filter, channel)
+// pairs own 288 consecutive values of gw, staged in shared memory so that its stores are whole
+// runs of 32.
+constexpr int kWeightGradFinishThreads = 256;
 template <typename T>
-__global__ void winograd_weight_grad_finish_kernel(const T* __restrict__ du_sum, T* __restrict__ gw, int groups,
-                                                   int Kg, int Cg, int k_pad, int c_pad) {
+__global__ void __launch_bounds__(kWeightGradFinishThreads)
+    winograd_weight_grad_finish_kernel(const T* __restrict__ du, T* __restrict__ gw, int groups, int Kg, int Cg,
+                                       int k_pad, int c_pad, int slices, int64_t slice) {
+  __shared__ T staged[kWeightGradFinishThreads / 32][32 * 9];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t total = int64_t(groups) * Kg * Cg;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int c = int(i % Cg), k = int(i / Cg);  // k over all groups
-    const int g = k / Kg, kg = k % Kg;
-    const T* src = du_sum + (int64_t(g) * kWinogradPoints * k_pad + kg) * c_pad + c;
-    T du[16], dg[9];
+  for (int64_t i0 = int64_t(blockIdx.x) * blockDim.x + warp * 32; i0 < total; i0 += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = i0 + lane;
+    if (i < total) {
+      const int c = int(i % Cg), k = int(i / Cg);  // k over all groups
+      const int g = k / Kg, kg = k % Kg;
+      const T* src = du + (int64_t(g) * kWinogradPoints * k_pad + kg) * c_pad + c;
+      T sum[16], dg[9];
 #pragma unroll
-    for (int e = 0; e < 16; ++e) du[e] = src[int64_t(e) * k_pad * c_pad];
-    winograd_filter_transform_adjoint<T>(du, dg);
+      for (int e = 0; e < 16; ++e) sum[e] = src[int64_t(e) * k_pad * c_pad];
+      for (int s = 1; s < slices; ++s)
 #pragma unroll
-    for (int t = 0; t < 9; ++t) gw[i * 9 + t] = dg[t];
+        for (int e = 0; e < 16; ++e) sum[e] += src[s * slice + int64_t(e) * k_pad * c_pad];
+      winograd_filter_transform_adjoint<T>(sum, dg);
+#pragma unroll
+      for (int t = 0; t < 9; ++t) staged[warp][lane * 9 + t] = dg[t];
+    }
+    __syncwarp();
+    const int n = int(min(int64_t(32), total - i0)) * 9;
+    for (int j = lane; j < n; j += 32) gw[i0 * 9 + j] = staged[warp][j];
+    __syncwarp();
   }
 }
 

@@ -160,17 +160,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // tile) dM once per channel block and each (channel, tile) V once per filter block -- 16 times each on
 // a layer of 512 channels and 1024 filters. The reduction then streams them by bulk copies: a block
 // owns 64 filters x 64 channels x 8 points (one point half: the point rows 2 h and 2 h + 1, as the
-// forward's cluster block) of a slice of the tiles, two points of m64n64k8 per warpgroup, 16-tile
-// chunks of 64 KB through three stages. Against the fused block's shape (64 x 32 x 16 points, which
-// leaves room for two 96 KB stages) it moves two thirds of the bytes per MMA and keeps two chunks'
-// copies in flight (docs/winograd.md, "grad_weight with dM and V staged": benchmarks/micro/staged_v_bound.cu's
+// forward's cluster block) of a slice of the tiles, two points per warpgroup, 16-tile chunks through
+// kStages stages. Against the fused block's shape (64 x 32 x 16 points, which leaves room for two
+// 96 KB stages) it moves two thirds of the bytes per MMA and keeps several chunks' copies in flight
+// (docs/winograd.md, "grad_weight with dM and V staged": benchmarks/micro/staged_v_bound.cu's
 // gw-64x64x8 rows).
-template <int kProducts_>
-struct WinogradWgmmaWeightGradStagedConfig : WinogradWgmmaClusterConfig</*kVStaged=*/true, /*kOperandBytes=*/4> {
-  // TF32 words (or bfloat16 halves of the split in their space), V unpadded: no thread stores into
-  // the stages.
+// kOperandBytes: 4, TF32 words (one m64n64k8 product per k-step) or, for float16's three products,
+// bfloat16 halves of the split in their space (kProducts 3); 2, the TF32-rounded values as float16
+// words under power-of-two scales (F16Carrier: per filter for dM, per channel for V, over all the
+// call's tiles), one m64n64k16 step per chunk: half the bytes through memory, L2 and the stages,
+// and MMAs at the 16-bit rate, with the TF32 products' values.
+template <int kProducts_, int kOperandBytes_ = 4>
+struct WinogradWgmmaWeightGradStagedConfig : WinogradWgmmaClusterConfig</*kVStaged=*/true, kOperandBytes_> {
+  // V unpadded: no thread stores into the stages.
+  using Base = WinogradWgmmaClusterConfig<true, kOperandBytes_>;
+  using Base::kStage, Base::kUFloats, Base::kVFloats, Base::kUChunkFloats, Base::kVChunkFloats;
   static constexpr int kProducts = kProducts_;
-  static constexpr int kStages = 3;
+  static_assert(kProducts == 1 || kOperandBytes_ == 4, "split operands in the TF32 words' space");
+  // About 192 KB of stages either way: float16 chunks are half the size, so twice as many in flight.
+  static constexpr int kStages = kOperandBytes_ == 2 ? 6 : 3;
   static constexpr int kBarrierOffset = kStages * kStage;  // in floats: kStages mbarriers after the stages
   static constexpr size_t kSmemBytes = size_t(kBarrierOffset) * sizeof(float) + kStages * sizeof(uint64_t);
   static_assert(kUFloats == kVFloats && kUChunkFloats == 2 * kUFloats && kVChunkFloats == 2 * kVFloats,
@@ -178,25 +186,90 @@ struct WinogradWgmmaWeightGradStagedConfig : WinogradWgmmaClusterConfig</*kVStag
   static_assert(kSmemBytes <= 227 * 1024, "within an sm_90 block's shared memory");
 };
 
+// The staged grad_weight's configs: float16 words (F16Carrier) for one product, TF32 words for the split.
+template <int kProducts>
+using WinogradWgmmaWeightGradStagedTile = WinogradWgmmaWeightGradStagedConfig<kProducts, kProducts == 1 ? 2 : 4>;
+
 // The staged operands of one pass over chunks chunk0 .. chunk0 + chunks - 1 of the tiles (16 each):
 // dm: [group][filter tile][chunk][16 points][u_word(tile, filter)], v: [group][channel tile][chunk]
-// [16 points][v_word(tile, channel)] (Cfg's layouts: a chunk's run is what the two point halves'
-// stages hold). The pass's slices are splits split0 .. of chunks_per_split chunks each.
+// [16 points][v_word(tile, channel)] (Cfg's layouts, or u_half / v_half for float16 words: a chunk's
+// run is what the two point halves' stages hold). The pass's slices are splits split0 .. of
+// chunks_per_split chunks each. Float16 words: dm_max and v_max hold each filter's largest
+// |grad_output| and each channel's largest |input| ([group][k_pad] and [group][c_pad], from
+// channel_max_kernel before the first pass), whose scales (weight_grad_carrier_exponent) every pass
+// takes.
 template <typename TIo>
 struct StagedWeightGradPass {
   WeightGradArgs<float, TIo> w;  // x, grad_output, the partial sums, k_pad / c_pad, filter and channel tiles
   float* dm;
   float* v;
+  float* dm_max;
+  float* v_max;
   int64_t chunk0;
   int chunks, chunks_per_split, split0;
 };
 
+// The exponent of a staged grad_weight row's float16 scale (F16Carrier) from its channel's largest
+// |value| m (channel_max_kernel): a dM value (A dY A^T, A's rows at most two entries of +-1) and a V
+// value (B^T d B, the same) are signed sums of at most four grad_output or input values, so 4 m
+// bounds them, and their TF32 rounding stays within the next power of two, which float16 holds.
+__device__ __forceinline__ int weight_grad_carrier_exponent(float channel_max) {
+  return F16Carrier::exponent(4.f * channel_max);
+}
+
+// Each channel's largest |value| of t ([images][channels][plane], or channels_last [images][plane]
+// [channels]) into out[(c / per_group) * pad + c % per_group] (F16Carrier::gather_max; out zeroed by
+// the caller). NCHW: a warp per run of kChannelMaxRun values of one (image, channel) plane;
+// channels_last: a block per kChannelMaxPixels pixels, each thread owning channels.
+constexpr int kChannelMaxRun = 2048, kChannelMaxPixels = 16;
+template <typename TIo, bool kNhwc>
+__global__ void __launch_bounds__(256) channel_max_kernel(const TIo* __restrict__ t, int64_t images, int channels,
+                                                          int64_t plane, int per_group, int pad, float* out) {
+  auto store = [&](int c, float most) {
+    if (most != 0.f) F16Carrier::gather_max(out + int64_t(c / per_group) * pad + c % per_group, most);
+  };
+  if constexpr (kNhwc) {
+    const int64_t p0 = int64_t(blockIdx.x) * kChannelMaxPixels;
+    const int pixels = int(min(int64_t(kChannelMaxPixels), images * plane - p0));
+    for (int c = threadIdx.x; c < channels; c += blockDim.x) {
+      const TIo* src = t + p0 * channels + c;
+      float most = 0.f;
+#pragma unroll 8
+      for (int p = 0; p < pixels; ++p) most = fmaxf(most, fabsf(to_float(src[int64_t(p) * channels])));
+      store(c, most);
+    }
+  } else {
+    const int64_t runs = (plane + kChannelMaxRun - 1) / kChannelMaxRun;
+    const int64_t unit = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;  // whole warps: blockDim % 32 == 0
+    if (unit >= images * channels * runs) return;
+    const int64_t plane_index = unit / runs, v0 = (unit % runs) * kChannelMaxRun;
+    const int v1 = int(min(int64_t(kChannelMaxRun), plane - v0));
+    const TIo* src = t + plane_index * plane + v0;
+    float most = 0.f;
+#pragma unroll 8
+    for (int v = threadIdx.x % 32; v < v1; v += 32) most = fmaxf(most, fabsf(to_float(src[v])));
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) most = fmaxf(most, __shfl_xor_sync(0xFFFFFFFFu, most, o));
+    if (threadIdx.x % 32 == 0) store(int(plane_index % channels), most);
+  }
+}
+
+// An operand's 16 points at row r and K index kk as float16 words under its row's scale (F16Carrier):
+// `half_point` halves from one point to the next, Cfg::operand_half's layout with `rows` rows.
+__device__ __forceinline__ void put_point_halves(float* base, int kk, int r, int rows, int half_point,
+                                                 const F16Carrier::Scale& scale, const float (&m)[16]) {
+  uint16_t* h = reinterpret_cast<uint16_t*>(base) + WinogradWgmmaClusterVStagedLayout::operand_half(kk, r, rows);
+#pragma unroll
+  for (int e = 0; e < 16; ++e) h[e * half_point] = F16Carrier::half_bits(round_to_tf32(m[e]), scale);
+}
+
 // Writes the pass's dM and V: one (filter, tile) 2x2 grad_output tile or one (channel, tile) input
 // patch per thread and item, transformed in FP32 and stored as the MMAs read them
-// (put_point_operands). Within a 1024-item run of a (group, row tile, chunk), item bits 0-1 and 5-6
-// are the tile, 2-4 and 7-9 the row: a warp's 32 lanes write one core matrix (8 rows x 4 tiles) of
-// each point, 128 contiguous bytes in TF32 words. Tiles past the image, filters and channels past the
-// group's are zeros (the loader's masks).
+// (put_point_operands, put_point_halves). Within a 1024-item run of a (group, row tile, chunk) a
+// warp's 32 lanes write one piece of each point: TF32 words, item bits 0-1 and 5-6 the tile, 2-4 and
+// 7-9 the row, one core matrix (8 rows x 4 tiles, 128 contiguous bytes); float16 words, bits 0-2 and
+// 8 the tile, 3-7 and 9 the row, half a core matrix (4 rows x 8 tiles, 64 contiguous bytes). Tiles
+// past the image, filters and channels past the group's are zeros (the loader's masks).
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kernel(const StagedWeightGradPass<TIo> s) {
   constexpr int kRun = Cfg::kM * Cfg::kK;
@@ -207,7 +280,8 @@ __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kerne
   const int64_t total = (dm_runs + int64_t(cv.groups) * a.c_tiles * s.chunks) * kRun;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int w = int(i % kRun);
-    const int kk = (w & 3) | ((w >> 5) & 3) << 2, row = ((w >> 2) & 7) | ((w >> 7) & 7) << 3;
+    const int kk = Cfg::kOperandBytes == 2 ? (w & 7) | ((w >> 8) & 1) << 3 : (w & 3) | ((w >> 5) & 3) << 2;
+    const int row = Cfg::kOperandBytes == 2 ? ((w >> 3) & 31) | ((w >> 9) & 1) << 5 : ((w >> 2) & 7) | ((w >> 7) & 7) << 3;
     const bool is_dm = i / kRun < dm_runs;
     const int64_t run = is_dm ? i / kRun : i / kRun - dm_runs;  // (group, row tile, chunk)
     const int tiles_of_rows = is_dm ? a.k_tiles : a.c_tiles;
@@ -226,10 +300,22 @@ __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kerne
 #pragma unroll
       for (int q = 0; q < 4; ++q) g[q] = to_float(dy[q]);
       winograd_output_transform_adjoint<float>(g, m);
-      put_point_operands<Cfg::kProducts>(s.dm + run * Cfg::kUChunkFloats, kk, row, Cfg::kM * 4, Cfg::kUPointFloats, m);
     } else {
       widen_to_float(d, f);
       winograd_input_transform<float>(f, m);
+    }
+    if constexpr (Cfg::kOperandBytes == 2) {
+      // The row's channel maximum (weight_grad_carrier_exponent): [group][k_pad] or [group][c_pad].
+      const float most = is_dm ? s.dm_max[int64_t(grp) * a.k_pad + rt * Cfg::kM + row]
+                               : s.v_max[int64_t(grp) * a.c_pad + rt * Cfg::kN + row];
+      const F16Carrier::Scale scale(weight_grad_carrier_exponent(most));
+      if (is_dm)
+        put_point_halves(s.dm + run * Cfg::kUChunkFloats, kk, row, Cfg::kM, 2 * Cfg::kUPointFloats, scale, m);
+      else
+        put_point_halves(s.v + run * Cfg::kVChunkFloats, kk, row, Cfg::kN, 2 * Cfg::kVPoint, scale, m);
+    } else if (is_dm) {
+      put_point_operands<Cfg::kProducts>(s.dm + run * Cfg::kUChunkFloats, kk, row, Cfg::kM * 4, Cfg::kUPointFloats, m);
+    } else {
       put_point_operands<Cfg::kProducts>(s.v + run * Cfg::kVChunkFloats, kk, row, Cfg::kVQuad, Cfg::kVPoint, m);
     }
   }
@@ -286,6 +372,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x == 0 && i + Cfg::kStages - 1 < chunks) fetch(i + Cfg::kStages - 1);
   }
   wgmma_wait<0>();
+  if constexpr (Cfg::kOperandBytes == 2) {
+    // dU back from the filter's and the channel's scales (F16Carrier), at the accumulators' rows and
+    // columns (store_weight_grad_points).
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int r0 = kt * Cfg::kM + 16 * (warp % 4) + lane / 4, c0 = ct * Cfg::kN + 2 * (lane % 4);
+    const float* dm_max = s.dm_max + int64_t(grp) * a.k_pad;
+    const float* v_max = s.v_max + int64_t(grp) * a.c_pad;
+    const F16Carrier::Unscale by_row[2] = {F16Carrier::Unscale(weight_grad_carrier_exponent(dm_max[r0])),
+                                           F16Carrier::Unscale(weight_grad_carrier_exponent(dm_max[r0 + 8]))};
+#pragma unroll
+    for (int j = 0; j < Cfg::kN / 8; ++j)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const F16Carrier::Unscale by_col(weight_grad_carrier_exponent(v_max[c0 + 8 * j + q]));
+#pragma unroll
+        for (int pe = 0; pe < Cfg::kPointsPerGroup; ++pe)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) acc[pe][4 * j + 2 * h + q] = by_col(by_row[h](acc[pe][4 * j + 2 * h + q]));
+      }
+  }
   store_weight_grad_points<Cfg>(acc, a.partial, s.split0 + split, groups, grp, kt, ct, a.k_pad, a.c_pad,
                                 half * Cfg::kPoints);
 }
