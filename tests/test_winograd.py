@@ -787,15 +787,15 @@ def test_grad_output_in_another_layout_is_copied_once(dtype):
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.parametrize("shape, native", [
     ((2, 6, 40, 11, 9, 1, 1, True), [True, True, False]),  # 6 channels: grad_weight's narrow IEEE tile
-    ((2, 3, 24, 12, 10, 1, 1, True), [False, False, False]),  # RGB stem: shallow, narrow grad_input
-    ((1, 40, 3, 9, 13, 1, 1, False), [False, False, False]),  # 3 filters: narrow, shallow grad_input
+    ((1, 40, 3, 9, 13, 1, 1, False), [False, False, False]),  # 3 filters: grad_weight on the IEEE GEMM tile
 ], ids=lambda v: shape_id(v) if isinstance(v, tuple) and len(v) == 8 else None)
-def test_16bit_passes_the_tiles_do_not_take_are_widened(shape, native, layout, dtype):
-    """A bfloat16 or float16 pass that no tensor-core tile takes (the shallow and narrow IEEE
-    kernels' layers) runs widened to float32, in IEEE FP32, pass by pass: the other passes of the
-    same call still run the tiles on the 16-bit tensors. Either way each bfloat16 pass gives the bits
-    of the float32 call under TF32, rounded, and each float16 pass the IEEE FP32 result rounded
-    (assert_rounded_ieee)."""
+def test_16bit_passes_no_kernel_takes_are_widened(shape, native, layout, dtype):
+    """A bfloat16 or float16 pass that neither a tensor-core tile nor a one-tile-per-thread kernel
+    takes (grad_weight of more than 4 channels per group on the narrow IEEE tile, or of at most 4
+    filters on the IEEE GEMM tile) runs widened to float32, in IEEE FP32: the other passes of the same
+    call still run on the 16-bit tensors (here the tiles, or the 3-filter layer's narrow forward and
+    shallow grad_input). Either way each bfloat16 pass gives the bits of the float32 call under TF32,
+    rounded, and each float16 pass the IEEE FP32 result rounded (assert_rounded_ieee)."""
     ours, widened, plans, _, _ = half_and_float32_passes(shape, layout, dtype=dtype)
     assert [(":tf32" if dtype == torch.bfloat16 else ":3xbf16") in p for p in plans] == native, plans
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, widened):
@@ -803,6 +803,44 @@ def test_16bit_passes_the_tiles_do_not_take_are_widened(shape, native, layout, d
             assert got.dtype == torch.bfloat16 and torch.equal(got, ref.to(torch.bfloat16)), name
         else:
             assert_rounded_ieee(got, ref, name)
+
+
+# Layers of at most 4 channels per group (shapes (N, C, K, H, W, padding, groups, bias)): every pass
+# on a one-tile-per-thread kernel -- the shallow forward, the narrow grad_input (at most 4 outputs: the
+# layer's channels), the shallow grad_weight; with at most 4 filters per group the grad_input is a
+# shallow reduction instead.
+THREAD_TILE_SHAPES = [
+    (2, 3, 24, 12, 10, 1, 1, True),  # an RGB stem: one partial filter block
+    (1, 3, 40, 19, 23, 1, 1, True),  # odd H and W: partial tiles; two filter blocks, the second partial
+    (2, 6, 20, 13, 11, 2, 2, True),  # groups: 3 channels and 10 filters each, padding 2
+    (3, 2, 7, 1, 9, 1, 1, False),  # H = 1: partial tiles only
+    (1, 4, 3, 9, 13, 1, 1, False),  # 4 channels, 3 filters: grad_input a shallow reduction too
+    (1, 2, 66, 31, 130, 0, 2, True),  # 1 channel and 33 filters a group: several staged batches of grad_weight
+    (2, 3, 32, 20, 22, 1, 1, True),  # 32 filters: grad_input's lanes take channel runs of 4 (channels_last)
+    (1, 3, 72, 9, 10, 1, 1, False),  # 72 filters: grad_input refills them in shared memory
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("shape", THREAD_TILE_SHAPES, ids=shape_id)
+def test_16bit_shallow_layers_run_on_the_16bit_tensors(shape, layout, dtype):
+    """bfloat16 and float16 calls of a layer of at most 4 channels per group (an RGB stem) run the
+    shallow and narrow kernels on the 16-bit tensors themselves: loads widened exactly, IEEE FP32
+    arithmetic, each result rounded once. So every pass gives the bits of the float32 call, which runs
+    the same kernels, rounded to the dtype -- and the profile holds no cast or copy of a tensor of the
+    input's or grad_output's shape: channels_last operands are read and written as they are."""
+    ours, ref, plans, prof, (x, gy) = half_and_float32_passes(shape, layout, dtype=dtype)
+    nhwc = "/a=nhwc" if layout == "nhwc" else ""
+    n, c, k, h, w, padding, groups, bias = shape
+    grad_input = "shallow" if k // groups <= 4 else "narrow"
+    assert plans[0] == f"forward:fused:shallow/splits=1{nhwc}", plans
+    assert plans[1] == f"grad_input:fused:{grad_input}/splits=1{nhwc}", plans
+    assert re.fullmatch(rf"grad_weight:fused:shallow/splits=\d+{nhwc}", plans[2]), plans
+    for name, got, want in zip(("output", "grad_input", "grad_weight"), ours, ref):
+        assert got.dtype == dtype and torch.equal(got, want.to(dtype)), name
+    assert_read_and_written_as_they_are(ours, prof, x, gy, layout)
 
 
 @needs_cuda
@@ -1513,8 +1551,9 @@ def test_grad_weight_under_tf32(c, k, groups, variant, choice):
 def test_shallow_kernel_reads_channels_last(shape, tf32):
     """Layers of at most 4 channels per group (the shallow kernel, IEEE FP32 with TF32 on or off) read
     and write channels_last operands themselves in float32 (last_choice's /a=nhwc, no NCHW copies),
-    with the NCHW kernel's result; so does the grad_input of a layer of at most 4 filters. float64
-    keeps the NCHW copies."""
+    with the NCHW kernel's result; so do their grad_weight (the NCHW call's bits: the same sums in the
+    same order) and the forward and grad_input of a layer of at most 4 filters (the narrow kernel and
+    a shallow reduction). float64 keeps the NCHW copies."""
     n, c, k, h, w, padding, groups, bias = shape
     torch.backends.cudnn.allow_tf32 = tf32  # conftest restores it
     x = torch.randn(n, c, h, w, device="cuda")
@@ -1528,11 +1567,25 @@ def test_shallow_kernel_reads_channels_last(shape, tf32):
     ref = F.conv2d(x.double(), wt.double(), b.double() if bias else None, padding=padding, groups=groups)
     assert rel_err(y, y_nchw) <= 1e-6 and rel_err(y, ref) <= 1e-5
 
-    # grad_input of a narrow layer (at most 4 filters per group) is a shallow reduction over them.
+    wg = wt.detach().requires_grad_(True)
+    gy = torch.randn_like(y)
+    (gw,) = torch.autograd.grad(torchconv.conv2d(x.contiguous(memory_format=torch.channels_last), wg, b, **kw), wg, gy)
+    assert re.fullmatch(r"grad_weight:fused:shallow/splits=\d+/a=nhwc", torchconv.last_choice().split()[-1])
+    (gw_nchw,) = torch.autograd.grad(torchconv.conv2d(x, wg, b, **kw), wg, gy.contiguous())
+    assert torch.equal(gw, gw_nchw)
+    wd = wt.double().requires_grad_(True)
+    (ref_gw,) = torch.autograd.grad(F.conv2d(x.double(), wd, None, padding=padding, groups=groups), wd, gy.double())
+    assert rel_err(gw, ref_gw) <= 1e-5
+
+    # A narrow layer (at most 4 filters per group): the narrow forward, its grad_input a shallow
+    # reduction over them.
     xs = torch.randn(n, 8 * groups, h, w, device="cuda").contiguous(memory_format=torch.channels_last)
     xs.requires_grad_(True)
     wn = torch.randn(c, 8, 3, 3, device="cuda")
     yn = torchconv.conv2d(xs, wn, None, **kw)
+    assert torchconv.last_choice() == "forward:fused:narrow/splits=1/a=nhwc", torchconv.last_choice()
+    assert yn.is_contiguous(memory_format=torch.channels_last)
+    assert rel_err(yn, F.conv2d(xs.detach().double(), wn.double(), None, padding=padding, groups=groups)) <= 1e-5
     gy = torch.randn_like(yn)
     (gx,) = torch.autograd.grad(yn, xs, gy)
     assert "grad_input:fused:shallow/splits=1/a=nhwc" in torchconv.last_choice(), torchconv.last_choice()

@@ -604,24 +604,25 @@ void run_f4x4(const at::Tensor& x, const at::Tensor& weight, const T* bias, cons
   run_staged_with<WinogradF4x4, T, Cfg>(x, weight, bias, cv, y);
 }
 
-template <typename T, int kReduction>
-void launch_shallow(const ShallowArgs<T>& a, int64_t blocks) {
-  winograd_shallow_forward_kernel<T, kReduction><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
+template <typename T, typename TIo, int kReduction>
+void launch_shallow(const ShallowArgs<T, TIo>& a, int64_t blocks) {
+  winograd_shallow_forward_kernel<T, TIo, kReduction><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <int kReduction>
-void launch_shallow_nhwc(const ShallowArgs<float>& a, int64_t blocks) {
-  winograd_shallow_nhwc_forward_kernel<kReduction><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
+template <typename TIo, int kReduction>
+void launch_shallow_nhwc(const ShallowArgs<float, TIo>& a, int64_t blocks) {
+  winograd_shallow_nhwc_forward_kernel<TIo, kReduction><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// `nhwc` (float only): x and y are channels_last.
-template <typename T>
-void run_shallow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
-                 at::Tensor& y, bool nhwc) {
-  ShallowArgs<T> a;
-  a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
+// T: the compute type, TIo: x's, y's and the bias's (T, or a 16-bit type computed in float). `nhwc`
+// (float compute only): x and y are channels_last.
+template <typename T, typename TIo = T>
+void run_shallow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const TIo* bias,
+                 const WinogradConv& cv, at::Tensor& y, bool nhwc) {
+  ShallowArgs<T, TIo> a;
+  a.x = kernel_data<TIo>(x), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = mutable_kernel_data<TIo>(y);
   a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
   a.k_blocks = int(ceil_div(cv.Kg(), kShallowFilters));
   const int64_t p_blocks = ceil_div(cv.tiles(), nhwc ? kShallowNhwcTiles : kShallowThreads);
@@ -631,46 +632,81 @@ void run_shallow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f
   if constexpr (std::is_same_v<T, float>) {
     if (nhwc) {
       switch (cv.Cg()) {
-        case 1: launch_shallow_nhwc<1>(a, blocks); break;
-        case 2: launch_shallow_nhwc<2>(a, blocks); break;
-        case 3: launch_shallow_nhwc<3>(a, blocks); break;
-        default: launch_shallow_nhwc<4>(a, blocks); break;
+        case 1: launch_shallow_nhwc<TIo, 1>(a, blocks); break;
+        case 2: launch_shallow_nhwc<TIo, 2>(a, blocks); break;
+        case 3: launch_shallow_nhwc<TIo, 3>(a, blocks); break;
+        default: launch_shallow_nhwc<TIo, 4>(a, blocks); break;
       }
       return record_workspace_bytes(0);
     }
   }
-  TORCH_INTERNAL_ASSERT(!nhwc, "winograd: the shallow kernel reads NHWC in float32 only");
+  TORCH_INTERNAL_ASSERT(!nhwc, "winograd: the shallow kernel reads NHWC in float32 compute only");
   switch (cv.Cg()) {
-    case 1: launch_shallow<T, 1>(a, blocks); break;
-    case 2: launch_shallow<T, 2>(a, blocks); break;
-    case 3: launch_shallow<T, 3>(a, blocks); break;
-    default: launch_shallow<T, 4>(a, blocks); break;
+    case 1: launch_shallow<T, TIo, 1>(a, blocks); break;
+    case 2: launch_shallow<T, TIo, 2>(a, blocks); break;
+    case 3: launch_shallow<T, TIo, 3>(a, blocks); break;
+    default: launch_shallow<T, TIo, 4>(a, blocks); break;
   }
   record_workspace_bytes(0);
 }
 
-template <typename T, int kOutputs>
-void launch_narrow(const ShallowArgs<T>& a, int64_t blocks) {
-  winograd_narrow_forward_kernel<T, kOutputs><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
+template <typename T, typename TIo, int kOutputs>
+void launch_narrow(const ShallowArgs<T, TIo>& a, int64_t blocks) {
+  winograd_narrow_forward_kernel<T, TIo, kOutputs><<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename T>
-void run_narrow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
-                at::Tensor& y) {
-  ShallowArgs<T> a;
-  a.x = x.const_data_ptr<T>(), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = y.mutable_data_ptr<T>();
+template <typename TIo, int kOutputs, int kVec>
+void launch_narrow_nhwc(const ShallowArgs<float, TIo>& a, int64_t blocks) {
+  winograd_narrow_nhwc_forward_kernel<TIo, kOutputs, kVec>
+      <<<unsigned(blocks), kShallowThreads, 0, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+template <typename TIo, int kVec>
+void launch_narrow_nhwc(const ShallowArgs<float, TIo>& a, int64_t blocks, int outputs) {
+  switch (outputs) {
+    case 1: return launch_narrow_nhwc<TIo, 1, kVec>(a, blocks);
+    case 2: return launch_narrow_nhwc<TIo, 2, kVec>(a, blocks);
+    case 3: return launch_narrow_nhwc<TIo, 3, kVec>(a, blocks);
+    default: return launch_narrow_nhwc<TIo, 4, kVec>(a, blocks);
+  }
+}
+
+// T and TIo as run_shallow's. `nhwc` (float compute only): x and y are channels_last, read by
+// winograd_narrow_nhwc_forward_kernel -- kNarrowNhwcVec channels a lane and step where a group's
+// channels come in aligned runs of them (whatever the dtype, so that a 16-bit call sums as the float32
+// call does), else one.
+template <typename T, typename TIo = T>
+void run_narrow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const TIo* bias,
+                const WinogradConv& cv, at::Tensor& y, bool nhwc = false) {
+  ShallowArgs<T, TIo> a;
+  a.x = kernel_data<TIo>(x), a.u = u.const_data_ptr<T>(), a.bias = bias, a.y = mutable_kernel_data<TIo>(y);
   a.cv = cv, a.reduction_pad = f.reduction_pad, a.outputs_pad = f.outputs_pad;
   a.k_blocks = 1;
-  const int64_t p_blocks = ceil_div(cv.tiles(), kShallowThreads);
+  // The NHWC kernel's blocks walk its tile groups: two blocks per SM, or fewer where the groups are few.
+  const int64_t p_blocks =
+      nhwc ? std::min(ceil_div(cv.tiles(), kNarrowNhwcTiles), std::max<int64_t>(1, 2 * int64_t(sm_count()) / cv.groups))
+           : ceil_div(cv.tiles(), kShallowThreads);
   const int64_t blocks = p_blocks * cv.groups;
   check_grid(blocks, "conv2d_winograd");
   a.p_blocks = int(p_blocks);
+  if constexpr (std::is_same_v<T, float>) {
+    if (nhwc) {
+      const bool runs = cv.Cg() % kNarrowNhwcVec == 0 && cv.src_C % kNarrowNhwcVec == 0 &&
+                        reinterpret_cast<uintptr_t>(a.x) % 8 == 0;
+      if (runs)
+        launch_narrow_nhwc<TIo, kNarrowNhwcVec>(a, blocks, cv.Kg());
+      else
+        launch_narrow_nhwc<TIo, 1>(a, blocks, cv.Kg());
+      return record_workspace_bytes(0);
+    }
+  }
+  TORCH_INTERNAL_ASSERT(!nhwc, "winograd: the narrow kernel reads NHWC in float32 compute only");
   switch (cv.Kg()) {
-    case 1: launch_narrow<T, 1>(a, blocks); break;
-    case 2: launch_narrow<T, 2>(a, blocks); break;
-    case 3: launch_narrow<T, 3>(a, blocks); break;
-    default: launch_narrow<T, 4>(a, blocks); break;
+    case 1: launch_narrow<T, TIo, 1>(a, blocks); break;
+    case 2: launch_narrow<T, TIo, 2>(a, blocks); break;
+    case 3: launch_narrow<T, TIo, 3>(a, blocks); break;
+    default: launch_narrow<T, TIo, 4>(a, blocks); break;
   }
   record_workspace_bytes(0);
 }
@@ -703,13 +739,48 @@ bool prefer_f4x4(const WinogradConv& cv) {
 // Whether winograd_conv runs the shallow kernel (one tile per thread) for an IEEE call of cv: at most
 // kShallowMaxReduction channels per group under the fused or auto variant (auto's staged and F(4x4)
 // rules never take such a layer), unless a float tile config is forced (so that both can be timed).
-// Its float kernel reads and writes channels_last operands itself.
+// Computing in float32 it reads and writes channels_last operands itself, of float or a 16-bit type;
+// such a layer's grad_weight runs winograd_shallow_weight_grad_kernel the same way.
 template <typename T>
 bool runs_shallow(const WinogradConv& cv) {
   const WinogradVariant variant = winograd_variant();
   if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return false;
   if (!std::is_same_v<T, double> && forced_config(kWinograd) >= 0) return false;
   return cv.Cg() >= 1 && cv.Cg() <= kShallowMaxReduction;
+}
+
+// Whether winograd_conv runs the narrow kernel (one tile per thread) for an IEEE call of cv: at most
+// kNarrowMaxOutputs filters per group where the shallow kernel does not run, under the fused or auto
+// variant (auto's staged and F(4x4) rules never take such a layer), unless a float tile config is forced.
+// Computing in float32 it reads and writes channels_last operands itself (winograd_narrow_nhwc_forward_kernel).
+template <typename T>
+bool runs_narrow(const WinogradConv& cv) {
+  const WinogradVariant variant = winograd_variant();
+  if (variant != WinogradVariant::kFused && variant != WinogradVariant::kAuto) return false;
+  if (!std::is_same_v<T, double> && forced_config(kWinograd) >= 0) return false;
+  return !runs_shallow<T>(cv) && cv.Kg() >= 1 && cv.Kg() <= kNarrowMaxOutputs;
+}
+
+// A forward or grad_input of the shallow or narrow kernel (runs_shallow, runs_narrow) on x, y and the
+// bias of TIo (float, bfloat16 or float16), computed in IEEE FP32 -- for a 16-bit call the float32
+// call's arithmetic on the same values, so its bits rounded once. `weight` is float32. `nhwc`: x and y
+// are channels_last.
+template <typename TIo>
+void winograd_thread_tile_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const WinogradConv& cv,
+                               at::Tensor& y, bool nhwc) {
+  if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
+  const char* pass = cv.transposed ? "grad_input" : "forward";
+  const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, cv.transposed);
+  const at::Tensor u = transformed_filters<float>(weight, f);
+  if (runs_shallow<float>(cv)) {
+    record_last_choice(pass, "fused:shallow", 1);
+    if (nhwc) record_last_operand(pass, "nhwc");
+    return run_shallow<float, TIo>(x, u, f, bias, cv, y, nhwc);
+  }
+  TORCH_INTERNAL_ASSERT(runs_narrow<float>(cv), "winograd: a layer of neither the shallow nor the narrow kernel");
+  record_last_choice(pass, "fused:narrow", 1);
+  if (nhwc) record_last_operand(pass, "nhwc");
+  run_narrow<float, TIo>(x, u, f, bias, cv, y, nhwc);
 }
 
 // A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee; for split calls no
@@ -746,8 +817,8 @@ void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* 
 // GEMMs run (point_gemms); the staged and F(4x4) variants take tensor cores for theirs unless kIeee
 // (F(4x4) in TF32 only, with several times cuDNN's TF32 error, which is why no rule chooses it). A
 // forced IEEE tile config and the shallow and narrow kernels stay in IEEE FP32. `nhwc`: x and y are channels_last,
-// which the tensor-core kernels and the float shallow kernel take (the callers copy to NCHW for the
-// others: tc_forward_plan).
+// which the tensor-core kernels and the shallow and narrow kernels (float) take (the callers copy to
+// NCHW for the others: tc_forward_plan).
 template <typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias, const LaunchMap& map,
                    at::Tensor& y, int tc_tile = kTcIeee, bool nhwc = false, PointGemms gemms = PointGemms::kIeee) {
@@ -780,14 +851,13 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
     if (nhwc) record_last_operand(pass, "nhwc");
     return run_shallow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y, nhwc);
   }
-  TORCH_INTERNAL_ASSERT(!nhwc, "winograd: only the tensor-core and shallow kernels read NHWC");
-  if (!staged && (std::is_same_v<T, double> || forced_config(kWinograd) < 0)) {
+  if (runs_narrow<T>(cv)) {
     const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, rotated);
-    if (cv.Kg() <= kNarrowMaxOutputs) {
-      record_last_choice(pass, "fused:narrow", 1);
-      return run_narrow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y);
-    }
+    record_last_choice(pass, "fused:narrow", 1);
+    if (nhwc) record_last_operand(pass, "nhwc");
+    return run_narrow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y, nhwc);
   }
+  TORCH_INTERNAL_ASSERT(!nhwc, "winograd: only the tensor-core, shallow and narrow kernels read NHWC");
   if constexpr (std::is_same_v<T, float>) {
     // The staged variant asked for by a call on tensor cores: its point GEMMs there (TF32: F(2x2)'s
     // TF32 error, as the fused tiles'; 3xBF16: about IEEE FP32's), unless an IEEE tile config is forced.
@@ -948,6 +1018,67 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
                                                        : (staged ? "staged:default" : "fused:default");
   record_last_choice("grad_weight", config, int(splits));
   finish_grad_weight<T>(partial, splits, slice_bytes / int64_t(sizeof(T)), cv, k_pad, c_pad, gw);
+  return gw;
+}
+
+template <typename TIo, int kChannels, bool kNhwc>
+void launch_shallow_weight_grad(const ShallowWeightGradArgs<TIo>& a, int64_t blocks) {
+  constexpr size_t smem = sizeof(ShallowWeightGradSmem<kChannels>);
+  auto kernel = winograd_shallow_weight_grad_kernel<TIo, kChannels, kNhwc>;
+  ensure_dynamic_smem(kernel, smem, "conv2d_winograd_backward");
+  kernel<<<unsigned(blocks), kShallowThreads, smem, current_stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+template <typename TIo, int kChannels>
+void launch_shallow_weight_grad(const ShallowWeightGradArgs<TIo>& a, int64_t blocks, bool nhwc) {
+  if (nhwc) return launch_shallow_weight_grad<TIo, kChannels, true>(a, blocks);
+  launch_shallow_weight_grad<TIo, kChannels, false>(a, blocks);
+}
+
+// grad_weight of a layer of the shallow forward kernel (runs_shallow: at most 4 channels per group),
+// winograd_shallow_weight_grad_kernel, on grad_output and input of TIo (float, bfloat16 or float16) in
+// the call's memory format (`nhwc`), in IEEE FP32 whatever the dtype; the result is float32. Slices:
+// enough blocks for two per SM twice over, each at least 4 batches of tiles, within the workspace limit.
+template <typename TIo>
+at::Tensor winograd_shallow_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
+                                        bool nhwc, int64_t* workspace) {
+  const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  const at::Tensor gy = grad_output.contiguous(format), x = input.contiguous(format);
+  at::Tensor gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options().dtype(at::kFloat));
+  const WinogradConv cv = winograd_launch(forward_map(p));
+  const int64_t tiles = cv.tiles();
+  *workspace = 0;
+  if (tiles == 0) {
+    record_last_choice("grad_weight", "fused:shallow", 1);
+    gw.zero_();
+    return gw;
+  }
+  ShallowWeightGradArgs<TIo> a;
+  a.x = kernel_data<TIo>(x), a.gy = kernel_data<TIo>(gy), a.cv = cv;
+  a.k_blocks = int(ceil_div(cv.Kg(), kShallowFilters));
+  a.k_pad = a.k_blocks * kShallowFilters;
+  const int64_t base_blocks = int64_t(a.k_blocks) * cv.groups;
+  const int64_t slice_elems = base_blocks * kShallowFilters * kWinogradPoints * cv.Cg();
+  const int64_t max_by_work = std::max<int64_t>(1, tiles / (4 * kShallowWeightGradBatch));
+  const int64_t max_by_memory = std::max<int64_t>(1, workspace_limit_bytes() / (slice_elems * int64_t(sizeof(float))));
+  int64_t splits = std::clamp<int64_t>(ceil_div(4 * int64_t(sm_count()), base_blocks), 1,
+                                       std::min(max_by_work, max_by_memory));
+  a.tiles_per_split = ceil_div(tiles, splits);
+  splits = ceil_div(tiles, a.tiles_per_split);
+  at::Tensor partial = at::empty({splits * slice_elems}, gw.options());
+  *workspace = partial.numel() * int64_t(sizeof(float));
+  a.partial = partial.mutable_data_ptr<float>();
+  const int64_t blocks = base_blocks * splits;
+  check_grid(blocks, "conv2d_winograd_backward");
+  switch (cv.Cg()) {
+    case 1: launch_shallow_weight_grad<TIo, 1>(a, blocks, nhwc); break;
+    case 2: launch_shallow_weight_grad<TIo, 2>(a, blocks, nhwc); break;
+    case 3: launch_shallow_weight_grad<TIo, 3>(a, blocks, nhwc); break;
+    default: launch_shallow_weight_grad<TIo, 4>(a, blocks, nhwc); break;
+  }
+  record_last_choice("grad_weight", "fused:shallow", int(splits));
+  if (nhwc) record_last_operand("grad_weight", "nhwc");
+  finish_grad_weight<float>(partial, splits, slice_elems, cv, a.k_pad, cv.Cg(), gw);
   return gw;
 }
 
@@ -1159,8 +1290,8 @@ at::MemoryFormat operand_format(bool tensor_cores, const at::Tensor& input, cons
 
 // The tensor-core tile of a forward or grad_input call (`map`) and the memory format its operands
 // take, decided once per call: kTcIeee unless `tensor_cores` (point_gemms); channels_last
-// where the call's format is and its kernel reads it (a tensor-core tile, or the float shallow kernel),
-// else NCHW.
+// where the call's format is and its kernel reads it (a tensor-core tile, or the shallow and narrow
+// kernels computing in float32), else NCHW.
 struct TcForwardPlan {
   int tile = kTcIeee;
   at::MemoryFormat format = at::MemoryFormat::Contiguous;
@@ -1172,16 +1303,16 @@ TcForwardPlan tc_forward_plan(bool tensor_cores, const LaunchMap& map, const at:
   const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
   const WinogradConv cv = winograd_launch(map);
   if (tensor_cores) plan.tile = tc_forward_tile(cv, channels_last);
-  const bool reads_nhwc =
-      plan.tile != kTcIeee || (input.scalar_type() == at::kFloat && runs_shallow<float>(cv));
+  const bool reads_nhwc = plan.tile != kTcIeee || (input.scalar_type() != at::kDouble &&
+                                                    (runs_shallow<float>(cv) || runs_narrow<float>(cv)));
   if (channels_last && reads_nhwc) plan.format = at::MemoryFormat::ChannelsLast;
   return plan;
 }
 
 // Whose calls the float32 kernels below serve, which sets how their point GEMMs run (PointGemms):
 // float32 calls (kFloat32: TF32 while PyTorch's TF32 switch is on, else IEEE FP32), and the 16-bit
-// calls' passes that no tile takes, which reach them widened (conv2d_winograd_16bit_cuda runs the
-// tiles on 16-bit tensors itself). Those take tensor cores for the staged variant's GEMMs:
+// calls' passes that neither a tile nor a one-tile-per-thread kernel takes, which reach them widened
+// (conv2d_winograd_16bit_cuda runs those on the 16-bit tensors itself). Those take tensor cores for the staged variant's GEMMs:
 // bfloat16's TF32 (kWidenedBfloat16; F(4x4)'s too: bfloat16 values are exact in TF32, and TF32's
 // rounding of U and V stays under bfloat16's output rounding, docs/winograd.md), float16's 3xBF16
 // (kWidenedFloat16; TF32 rounding of V would cost float16 2.5x its error). The other passes reach
@@ -1256,6 +1387,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     at::Tensor gw;
     int64_t bytes = 0;
     const int tc_tile = tensor_cores ? tc_grad_weight_tile(p) : kTcIeee;
+    if (tc_tile == kTcIeee && input.scalar_type() == at::kFloat && runs_shallow<float>(winograd_launch(forward_map(p)))) {
+      const at::MemoryFormat format = conv_memory_format(input, weight);
+      gw = winograd_shallow_grad_weight<float>(p, grad_output_in(format), input,
+                                               format == at::MemoryFormat::ChannelsLast, &bytes);
+      record_workspace_bytes(bytes);
+      return gw;
+    }
     const at::MemoryFormat format = operand_format(tc_tile != kTcIeee, input, weight);
     const bool nhwc = format == at::MemoryFormat::ChannelsLast;
     const at::Tensor gy = grad_output_in(format);
@@ -1288,10 +1426,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
 // frozen weights). bfloat16 runs one TF32 product per point product (its values are exact in TF32,
 // and TF32's 10 bits keep the error under a bfloat16 convolution's, whose inputs and output keep
 // 7); float16 three bfloat16 products of split operands, on the mma.sync tiles and the single wgmma
-// block (kMmaProducts, tile_for). Either way whatever PyTorch's TF32 switch says: the switch governs float32. What the
-// tiles do not take -- the layers of the shallow and narrow kernels, the staged and F(4x4) variants,
-// a forced IEEE config -- runs widened to float32, pass by pass: in IEEE FP32, but for the staged
-// variant's GEMMs, on tensor cores (bfloat16: TF32, F(4x4)'s too; float16: 3xBF16; kWidenedCaller).
+// block (kMmaProducts, tile_for). Either way whatever PyTorch's TF32 switch says: the switch governs float32.
+// The layers of the one-tile-per-thread kernels (runs_shallow, runs_narrow: an RGB stem, its
+// grad_input; the shallow grad_weight) run them on the 16-bit tensors too, in IEEE FP32 (the float32
+// call's bits, rounded once). What neither takes -- the staged and F(4x4) variants, a forced IEEE
+// config, grad_weight of 5-8 channels or of at most 4 filters per group -- runs widened to float32,
+// pass by pass: in IEEE FP32, but for the staged variant's GEMMs, on tensor cores (bfloat16: TF32,
+// F(4x4)'s too; float16: 3xBF16; kWidenedCaller).
 template <typename TIo>
 at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor& weight,
                                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
@@ -1301,14 +1442,19 @@ at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor&
   check_can_implement(kWinogradOp, kWinograd, make_problem(p, input));
   const LaunchMap map = forward_map(p);
   const TcForwardPlan plan = tc_forward_plan(true, map, input, weight);
-  if (plan.tile == kTcIeee)
+  const WinogradConv cv = winograd_launch(map);
+  const bool thread_tile = plan.tile == kTcIeee && (runs_shallow<float>(cv) || runs_narrow<float>(cv));
+  if (plan.tile == kTcIeee && !thread_tile)
     return forward_in_fp32(kWinogradOp, &conv2d_winograd_cuda<kWidenedCaller<TIo>>, input, weight, bias,
                            stride, padding, dilation, groups);
   const at::Tensor x = input.contiguous(plan.format);
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  const TIo* bias_data = b.defined() ? kernel_data<TIo>(b) : nullptr;
   at::Tensor y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
-  winograd_tc_conv<TIo>(x, widened_parameter(weight), b.defined() ? kernel_data<TIo>(b) : nullptr, map, y,
-                        tile_for<TIo>(plan.tile), plan.nhwc());
+  if (thread_tile)
+    winograd_thread_tile_conv<TIo>(x, widened_parameter(weight), bias_data, cv, y, plan.nhwc());
+  else
+    winograd_tc_conv<TIo>(x, widened_parameter(weight), bias_data, map, y, tile_for<TIo>(plan.tile), plan.nhwc());
   return y;
 }
 
@@ -1323,28 +1469,40 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
   const at::MemoryFormat format = conv_memory_format(input, weight);
   const LaunchMap input_map = with_reversed_taps(grad_input_map(p, 0, 0));
   const TcForwardPlan input_plan = tc_forward_plan(true, input_map, input, weight);
+  const WinogradConv input_cv = winograd_launch(input_map);
   const int weight_tile = tc_grad_weight_tile(p);
+  // Each pass on the 16-bit tensors where a tensor-core tile or a one-tile-per-thread kernel takes it.
   const bool tc_input = output_mask[0] && input_plan.tile != kTcIeee;
+  const bool thread_input =
+      output_mask[0] && !tc_input && (runs_shallow<float>(input_cv) || runs_narrow<float>(input_cv));
   const bool tc_weight = output_mask[1] && weight_tile != kTcIeee;
+  const bool shallow_weight = output_mask[1] && !tc_weight && runs_shallow<float>(winograd_launch(forward_map(p)));
   int64_t workspace = 0;
   at::Tensor gx, gw, gb;
   GradOutputIn grad_output_in(grad_output);
-  if (tc_input) {
+  if (tc_input || thread_input) {
     record_workspace_bytes(0);
     gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(input_plan.format));
-    winograd_tc_conv<TIo>(grad_output_in(input_plan.format), widened_parameter(weight), nullptr, input_map, gx,
-                          tile_for<TIo>(input_plan.tile), input_plan.nhwc());
+    if (tc_input)
+      winograd_tc_conv<TIo>(grad_output_in(input_plan.format), widened_parameter(weight), nullptr, input_map, gx,
+                            tile_for<TIo>(input_plan.tile), input_plan.nhwc());
+    else
+      winograd_thread_tile_conv<TIo>(grad_output_in(input_plan.format), widened_parameter(weight), nullptr, input_cv,
+                                     gx, input_plan.nhwc());
     workspace = last_workspace_bytes();
   }
-  if (tc_weight) {
+  if (tc_weight || shallow_weight) {
     int64_t bytes = 0;
     const bool nhwc = format == at::MemoryFormat::ChannelsLast;
-    gw = as_output(run_tc_grad_weight<TIo>(weight_tile, p, grad_output_in(format), input, nhwc, &bytes),
-                   input.scalar_type(), format);
+    const at::Tensor gw_float =
+        tc_weight ? run_tc_grad_weight<TIo>(weight_tile, p, grad_output_in(format), input, nhwc, &bytes)
+                  : winograd_shallow_grad_weight<TIo>(p, grad_output_in(format), input, nhwc, &bytes);
+    gw = as_output(gw_float, input.scalar_type(), format);
     workspace = std::max(workspace, bytes);
   }
   if (output_mask[2]) gb = conv_bias_grad(grad_output);
-  const bool widened_input = output_mask[0] && !tc_input, widened_weight = output_mask[1] && !tc_weight;
+  const bool widened_input = output_mask[0] && !tc_input && !thread_input;
+  const bool widened_weight = output_mask[1] && !tc_weight && !shallow_weight;
   if (widened_input || widened_weight) {
     auto [fx, fw, unused] =
         backward_in_fp32(kWinogradBackwardOp, &conv2d_winograd_backward_cuda<kWidenedCaller<TIo>>, grad_output,

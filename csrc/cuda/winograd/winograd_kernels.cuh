@@ -16,6 +16,7 @@
 #include "../common/fast_divisor.cuh"
 #include "../common/slice_sum.cuh"
 #include "../common/launch_map.cuh"
+#include "../common/mma.cuh"
 #include "../common/tile_gemm.cuh"
 
 namespace torchconv {
@@ -81,9 +82,22 @@ __device__ __forceinline__ TileCoord tile_coord(const WinogradConv& cv, int64_t 
   return {n, ty, rem - ty * cv.tiles_w};
 }
 
+// A stored element (TIo: the call's dtype) as the compute type T, and back (rounded to nearest even):
+// the identity where they agree, so float and double calls keep their bits.
+template <typename T, typename TIo>
+__device__ __forceinline__ T io_to(TIo v) {
+  if constexpr (std::is_same_v<T, TIo>) return v;
+  else return T(to_float(v));
+}
+template <typename TIo, typename T>
+__device__ __forceinline__ TIo io_from(T v) {
+  if constexpr (std::is_same_v<T, TIo>) return v;
+  else return from_float<TIo>(float(v));
+}
+
 // The input patch (Tile::kAlpha square) at (iy0, ix0) of one plane, zero outside the image (the padding).
-template <typename Tile = WinogradF2x2, typename T>
-__device__ __forceinline__ void load_input_patch(const T* __restrict__ plane, const WinogradConv& cv, int iy0, int ix0,
+template <typename Tile = WinogradF2x2, typename TIo, typename T>
+__device__ __forceinline__ void load_input_patch(const TIo* __restrict__ plane, const WinogradConv& cv, int iy0, int ix0,
                                                  bool valid, T (&d)[Tile::kPoints]) {
 #pragma unroll
   for (int i = 0; i < Tile::kAlpha; ++i) {
@@ -92,7 +106,7 @@ __device__ __forceinline__ void load_input_patch(const T* __restrict__ plane, co
 #pragma unroll
     for (int j = 0; j < Tile::kAlpha; ++j) {
       const int ix = ix0 + j;
-      d[i * Tile::kAlpha + j] = (row_ok && ix >= 0 && ix < cv.src_W) ? plane[int64_t(iy) * cv.src_W + ix] : T(0);
+      d[i * Tile::kAlpha + j] = (row_ok && ix >= 0 && ix < cv.src_W) ? io_to<T>(plane[int64_t(iy) * cv.src_W + ix]) : T(0);
     }
   }
 }
@@ -480,12 +494,14 @@ struct WinogradShallowTile {
   static constexpr int kK = kShallowMaxReduction, kM = kShallowFilters;
 };
 
-template <typename T>
+// T: the compute type (float, or double); TIo: the tensors' (T, bfloat16 or float16: the kernels
+// read and write them themselves and compute in float32).
+template <typename T, typename TIo = T>
 struct ShallowArgs {
-  const T* x;
+  const TIo* x;
   const T* u;  // transformed filters, FilterLayout of WinogradShallowTile
-  const T* bias;
-  T* y;
+  const TIo* bias;
+  TIo* y;
   WinogradConv cv;
   int reduction_pad, outputs_pad;
   int k_blocks, p_blocks;
@@ -503,19 +519,22 @@ struct PairOf<double> {
 };
 
 // Row `row` of a 2x2 output tile; one vector store when both columns exist and are aligned.
-template <typename T>
-__device__ __forceinline__ void write_output_row(T* dst, T left, T right, bool has_right, bool aligned) {
+template <typename TIo, typename T>
+__device__ __forceinline__ void write_output_row(TIo* dst, T left, T right, bool has_right, bool aligned) {
   if (has_right && aligned) {
-    *reinterpret_cast<typename PairOf<T>::type*>(dst) = {left, right};
+    if constexpr (std::is_same_v<T, TIo>)
+      *reinterpret_cast<typename PairOf<T>::type*>(dst) = {left, right};
+    else
+      store_pair<TIo>(dst, left, right);
   } else {
-    dst[0] = left;
-    if (has_right) dst[1] = right;
+    dst[0] = io_from<TIo>(left);
+    if (has_right) dst[1] = io_from<TIo>(right);
   }
 }
 
-template <typename T, int kReduction>
+template <typename T, typename TIo, int kReduction>
 __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
-    winograd_shallow_forward_kernel(const ShallowArgs<T> a) {
+    winograd_shallow_forward_kernel(const ShallowArgs<T, TIo> a) {
   __shared__ __align__(16) T us[kShallowFilters][kReduction][kWinogradPoints];
   const WinogradConv& cv = a.cv;
   const int kb = blockIdx.x % a.k_blocks;
@@ -538,7 +557,7 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
   T v[kReduction][kWinogradPoints];
 #pragma unroll
   for (int c = 0; c < kReduction; ++c) {
-    const T* plane = a.x + (int64_t(t.n) * cv.src_C + int64_t(g) * cv.Cg() + c) * cv.in_plane;
+    const TIo* plane = a.x + (int64_t(t.n) * cv.src_C + int64_t(g) * cv.Cg() + c) * cv.in_plane;
     T d[16];
     load_input_patch(plane, cv, iy0, ix0, active && c < cv.Cg(), d);
     winograd_input_transform<T>(d, v[c]);
@@ -550,7 +569,7 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
   const bool has_right = ox + 1 < cv.out_W, has_below = oy + 1 < cv.out_H;
   const bool aligned = (cv.out_W % 2) == 0;  // ox is even, so the pair starts on a vector boundary
   const int k_first = g * cv.Kg() + k0;
-  T* dst = a.y + ((int64_t(t.n) * cv.out_C + k_first) * cv.out_H + oy) * cv.out_W + ox;
+  TIo* dst = a.y + ((int64_t(t.n) * cv.out_C + k_first) * cv.out_H + oy) * cv.out_W + ox;
   const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
 #pragma unroll 2
   for (int k = 0; k < filters; ++k, dst += out_plane) {
@@ -563,13 +582,13 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
       for (int e = 0; e < 16; ++e) m[e] += us[k][c][e] * v[c][e];
     T out[4];
     winograd_output_transform<T>(m, out);
-    const T b = a.bias ? a.bias[k_first + k] : T(0);
+    const T b = a.bias ? io_to<T>(a.bias[k_first + k]) : T(0);
     write_output_row(dst, out[0] + b, out[1] + b, has_right, aligned);
     if (has_below) write_output_row(dst + cv.out_W, out[2] + b, out[3] + b, has_right, aligned);
   }
 }
 
-// The shallow kernel on channels_last operands (float32; x and y NHWC). A pixel's few channels sit
+// The shallow kernel on channels_last operands (x and y NHWC of TIo, computed in float32). A pixel's few channels sit
 // together, and so do its outputs of the block's 32 filters, so here the lanes run along the filters
 // rather than along tiles (whose outputs would be 4 bytes of a different pixel's 128 per lane). The
 // block first transforms its kShallowNhwcTiles tiles' patches into shared memory, a thread per (tile,
@@ -580,9 +599,11 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
 constexpr int kShallowNhwcTiles = 128;  // tiles per block: 16 per warp
 constexpr int kShallowNhwcLdV = kWinogradPoints + 4;  // a (tile, channel)'s V: 16-byte aligned, stores within 4 ways
 
-template <int kReduction>
-__global__ void __launch_bounds__(kShallowThreads, 2)
-    winograd_shallow_nhwc_forward_kernel(const ShallowArgs<float> a) {
+// Three blocks per SM where the filters' U fits in 80 registers (at most 3 channels): the block's
+// two phases (the patches' transform, then the products) then overlap across more blocks.
+template <typename TIo, int kReduction>
+__global__ void __launch_bounds__(kShallowThreads, kReduction <= 3 ? 3 : 2)
+    winograd_shallow_nhwc_forward_kernel(const ShallowArgs<float, TIo> a) {
   static_assert(kShallowFilters == 32, "a lane per filter");
   __shared__ __align__(16) float vs[kShallowNhwcTiles][kReduction][kShallowNhwcLdV];
   __shared__ int64_t y_offset[kShallowNhwcTiles];  // the tile's output pixel (oy, ox), channel g * Kg
@@ -600,13 +621,15 @@ __global__ void __launch_bounds__(kShallowThreads, 2)
     const TileCoord t = tile_coord(cv, live ? p : 0);
     const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
     const unsigned mask = live ? patch_mask(iy0, ix0, cv) : 0u;
-    const float* src = a.x + ((int64_t(t.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + int64_t(g) * kReduction + c;
-    float d[16];
+    const TIo* src = a.x + ((int64_t(t.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + int64_t(g) * kReduction + c;
+    TIo raw[16];
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-        d[r * 4 + q] = (mask >> r) & (mask >> (4 + q)) & 1u ? __ldg(src + (int64_t(r) * cv.src_W + q) * cv.src_C) : 0.f;
+        raw[r * 4 + q] = ldg_or_zero(src + (int64_t(r) * cv.src_W + q) * cv.src_C, (mask >> r) & (mask >> (4 + q)) & 1u);
+    float d[16];
+    widen_to_float(raw, d);
     winograd_input_transform<float>(d, vs[tl][c]);
     if (c == 0) {
       const int oy = 2 * t.ty, ox = 2 * t.tx;
@@ -624,7 +647,7 @@ __global__ void __launch_bounds__(kShallowThreads, 2)
   for (int c = 0; c < kReduction; ++c)
 #pragma unroll
     for (int e = 0; e < kWinogradPoints; ++e) u[c][e] = ug[int64_t(c * kWinogradPoints + e) * a.outputs_pad];
-  const float b = a.bias ? a.bias[g * cv.Kg() + k] : 0.f;
+  const float b = a.bias ? to_float(a.bias[g * cv.Kg() + k]) : 0.f;
   const int64_t row_stride = int64_t(cv.out_W) * cv.out_C;
   for (int tl = int(threadIdx.x / 32); tl < kShallowNhwcTiles; tl += kShallowThreads / 32) {
     const unsigned ed = edges[tl];
@@ -638,12 +661,12 @@ __global__ void __launch_bounds__(kShallowThreads, 2)
       for (int e = 0; e < 16; ++e) m[e] += u[c][e] * vs[tl][c][e];
     float out[4];
     winograd_output_transform<float>(m, out);
-    float* dst = a.y + y_offset[tl] + k;
-    dst[0] = out[0] + b;
-    if (ed & 2u) dst[cv.out_C] = out[1] + b;
+    TIo* dst = a.y + y_offset[tl] + k;
+    dst[0] = from_float<TIo>(out[0] + b);
+    if (ed & 2u) dst[cv.out_C] = from_float<TIo>(out[1] + b);
     if (ed & 4u) {
-      dst[row_stride] = out[2] + b;
-      if (ed & 2u) dst[row_stride + cv.out_C] = out[3] + b;
+      dst[row_stride] = from_float<TIo>(out[2] + b);
+      if (ed & 2u) dst[row_stride + cv.out_C] = from_float<TIo>(out[3] + b);
     }
   }
 }
@@ -659,9 +682,9 @@ __global__ void __launch_bounds__(kShallowThreads, 2)
 constexpr int kNarrowMaxOutputs = 4;
 constexpr int kNarrowChannels = 64;  // reduction channels per shared-memory refill
 
-template <typename T, int kOutputs>
+template <typename T, typename TIo, int kOutputs>
 __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
-    winograd_narrow_forward_kernel(const ShallowArgs<T> a) {
+    winograd_narrow_forward_kernel(const ShallowArgs<T, TIo> a) {
   __shared__ __align__(16) T us[kNarrowChannels][kWinogradPoints][kOutputs];
   const WinogradConv& cv = a.cv;
   const int pb = blockIdx.x % a.p_blocks, g = blockIdx.x / a.p_blocks;
@@ -669,7 +692,7 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
   const bool active = p < cv.tiles();
   const TileCoord t = tile_coord(cv, active ? p : 0);
   const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
-  const T* plane = a.x + (int64_t(t.n) * cv.src_C + int64_t(g) * cv.Cg()) * cv.in_plane;
+  const TIo* plane = a.x + (int64_t(t.n) * cv.src_C + int64_t(g) * cv.Cg()) * cv.in_plane;
   const T* ug = a.u + int64_t(g) * a.reduction_pad * kWinogradPoints * a.outputs_pad;
 
   T m[kOutputs][kWinogradPoints];
@@ -704,15 +727,328 @@ __global__ void __launch_bounds__(kShallowThreads, sizeof(T) == 4 ? 2 : 1)
   const bool has_right = ox + 1 < cv.out_W, has_below = oy + 1 < cv.out_H;
   const bool aligned = (cv.out_W % 2) == 0;
   const int k_first = g * cv.Kg();
-  T* dst = a.y + ((int64_t(t.n) * cv.out_C + k_first) * cv.out_H + oy) * cv.out_W + ox;
+  TIo* dst = a.y + ((int64_t(t.n) * cv.out_C + k_first) * cv.out_H + oy) * cv.out_W + ox;
   const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
 #pragma unroll
   for (int o = 0; o < kOutputs; ++o, dst += out_plane) {
     T out[4];
     winograd_output_transform<T>(m[o], out);
-    const T b = a.bias ? a.bias[k_first + o] : T(0);
+    const T b = a.bias ? io_to<T>(a.bias[k_first + o]) : T(0);
     write_output_row(dst, out[0] + b, out[1] + b, has_right, aligned);
     if (has_below) write_output_row(dst + cv.out_W, out[2] + b, out[3] + b, has_right, aligned);
+  }
+}
+
+// The narrow kernel on channels_last operands (x and y NHWC of TIo, computed in float32). One
+// channel's patch is 16 scattered elements in NHWC, so here kNarrowNhwcLanes lanes share a tile: each
+// takes kVec neighbouring channels of the 16 pixels per step (a word or two per pixel, so that a tile's
+// lanes read a run of each pixel's channels), transforms them one channel at a time and multiplies
+// them into its partial products of every filter; the lanes' partial outputs are then summed by
+// shuffles and one lane writes the tile's outputs. The channels go to the lanes and are summed in
+// the same order whatever TIo is, so a 16-bit call gives the float32 call's bits, rounded. The
+// filters of a run of kNarrowChannels channels sit in shared memory, a row per channel, the rows of a
+// step's j-th channels of the lanes consecutive and padded so that 8 lanes' 16-byte reads of a row
+// fall in distinct banks. kVec = 1 where the channels do not come in aligned runs of 4 (host). A
+// block walks tile groups a.p_blocks apart, so that where one run holds every channel (an RGB stem's
+// grad_input) its filters are loaded once per block, not once per 32 tiles.
+// Channel j of a load word of kWordChannels elements of TIo held as raw bits (Bits: their size), as
+// float: j may vary at run time without indexing the word.
+template <typename TIo, typename Bits>
+__device__ __forceinline__ float word_channel(Bits w, int j) {
+  auto of_bits = [](unsigned bits) {
+    if constexpr (sizeof(TIo) == 4)
+      return __uint_as_float(bits);
+    else if constexpr (std::is_same_v<TIo, __half>)
+      return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+    else
+      return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(bits)));
+  };
+  if constexpr (sizeof(Bits) == 8) {
+    if constexpr (sizeof(TIo) == 4) return of_bits(j ? w.y : w.x);
+    else return of_bits(((j & 2) ? w.y : w.x) >> ((j & 1) * 16));
+  } else {
+    return of_bits(unsigned(w));
+  }
+}
+
+constexpr int kNarrowNhwcLanes = 8;                                     // lanes per tile
+constexpr int kNarrowNhwcTiles = kShallowThreads / kNarrowNhwcLanes;    // tiles per block
+constexpr int kNarrowNhwcVec = 4;                                       // channels per lane and step
+
+template <typename TIo, int kOutputs, int kVec>
+__global__ void __launch_bounds__(kShallowThreads, 2)
+    winograd_narrow_nhwc_forward_kernel(const ShallowArgs<float, TIo> a) {
+  constexpr int kLanes = kNarrowNhwcLanes, kStep = kLanes * kVec;
+  constexpr int kLdU = kOutputs * kWinogradPoints + 4;
+  // A load word: kWordChannels neighbouring channels (8 bytes of them, or one element where kVec = 1),
+  // kept as raw bits (word_channel).
+  constexpr int kWordChannels = kVec == 1 ? 1 : 8 / int(sizeof(TIo));
+  constexpr int kWords = kVec / kWordChannels;
+  constexpr int kWordBytes = kWordChannels * int(sizeof(TIo));
+  using Bits = std::conditional_t<kWordBytes == 8, uint2, std::conditional_t<kWordBytes == 4, unsigned, unsigned short>>;
+  static_assert(kVec % kWordChannels == 0, "whole words per step");
+  static_assert(kNarrowChannels % kStep == 0, "whole steps per refill");
+  __shared__ __align__(16) float us[kNarrowChannels][kLdU];
+  const WinogradConv& cv = a.cv;
+  const int pb0 = blockIdx.x % a.p_blocks, g = blockIdx.x / a.p_blocks;
+  const int sub = int(threadIdx.x) % kLanes;
+  const int64_t tile_groups = (cv.tiles() + kNarrowNhwcTiles - 1) / kNarrowNhwcTiles;
+  const int64_t x_col = cv.src_C, x_row = int64_t(cv.src_W) * cv.src_C;
+  const float* ug = a.u + int64_t(g) * a.reduction_pad * kWinogradPoints * a.outputs_pad;
+  // The filters of channels [c0, c0 + count) into shared memory.
+  auto fill = [&](int c0, int count) {
+    for (int i = threadIdx.x; i < count * kWinogradPoints * kOutputs; i += kShallowThreads) {
+      const int o = i % kOutputs, ce = i / kOutputs;
+      const int c = ce / kWinogradPoints, e = ce % kWinogradPoints;
+      const int r = c % kStep;  // channel r of its step: lane r / kVec's (r % kVec)-th
+      us[c - r + (r % kVec) * kLanes + r / kVec][o * kWinogradPoints + e] =
+          ug[(int64_t(c0) * kWinogradPoints + ce) * a.outputs_pad + o];
+    }
+  };
+  // With at most kNarrowChannels channels the filters stay resident while the block walks its tiles.
+  const bool resident = cv.Cg() <= kNarrowChannels;
+  if (resident) {
+    fill(0, cv.Cg());
+    __syncthreads();
+  }
+  for (int64_t pb = pb0; pb < tile_groups; pb += a.p_blocks) {
+    const int64_t p = pb * kNarrowNhwcTiles + threadIdx.x / kLanes;
+    const bool active = p < cv.tiles();
+    const TileCoord t = tile_coord(cv, active ? p : 0);
+    const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
+    const unsigned mask = active ? patch_mask(iy0, ix0, cv) : 0u;
+    const TIo* src = a.x + ((int64_t(t.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + int64_t(g) * cv.Cg();
+
+    float m[kOutputs][kWinogradPoints];
+#pragma unroll
+    for (int o = 0; o < kOutputs; ++o)
+#pragma unroll
+      for (int e = 0; e < kWinogradPoints; ++e) m[o][e] = 0.f;
+    for (int c0 = 0; c0 < cv.Cg(); c0 += kNarrowChannels) {
+      const int count = min(kNarrowChannels, cv.Cg() - c0);
+      if (!resident) {
+        __syncthreads();  // the previous run's filters are no longer read
+        fill(c0, count);
+        __syncthreads();
+      }
+      for (int s0 = 0; s0 < count; s0 += kStep) {
+        const int cl = s0 + sub * kVec;  // the lane's first channel of the step
+        if (cl >= count) continue;       // (the host makes kVec divide the channels: whole runs)
+        const TIo* base = src + c0 + cl;
+#pragma unroll 1
+        for (int wd = 0; wd < kWords; ++wd) {
+          Bits w[16];
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const bool in = (mask >> r) & (mask >> (4 + q)) & 1u;
+              w[r * 4 + q] =
+                  in ? *reinterpret_cast<const Bits*>(base + r * x_row + q * x_col + wd * kWordChannels) : Bits{};
+            }
+#pragma unroll 1
+          for (int j = 0; j < kWordChannels; ++j) {
+            float d[16], v[16];
+#pragma unroll
+            for (int e = 0; e < 16; ++e) d[e] = word_channel<TIo>(w[e], j);
+            winograd_input_transform<float>(d, v);
+            const float* urow = us[s0 + (wd * kWordChannels + j) * kLanes + sub];
+#pragma unroll
+            for (int o = 0; o < kOutputs; ++o)
+#pragma unroll
+              for (int e4 = 0; e4 < 4; ++e4) {
+                const float4 u4 = *reinterpret_cast<const float4*>(urow + o * kWinogradPoints + e4 * 4);
+                m[o][e4 * 4 + 0] += u4.x * v[e4 * 4 + 0];
+                m[o][e4 * 4 + 1] += u4.y * v[e4 * 4 + 1];
+                m[o][e4 * 4 + 2] += u4.z * v[e4 * 4 + 2];
+                m[o][e4 * 4 + 3] += u4.w * v[e4 * 4 + 3];
+              }
+          }
+        }
+      }
+    }
+    float out[kOutputs][4];
+#pragma unroll
+    for (int o = 0; o < kOutputs; ++o) winograd_output_transform<float>(m[o], out[o]);
+#pragma unroll
+    for (int off = kLanes / 2; off > 0; off /= 2)
+#pragma unroll
+      for (int o = 0; o < kOutputs; ++o)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) out[o][i] += __shfl_xor_sync(0xffffffffu, out[o][i], off);
+    if (!active || sub != 0) continue;
+
+    const int oy = 2 * t.ty, ox = 2 * t.tx;
+    const bool has_right = ox + 1 < cv.out_W, has_below = oy + 1 < cv.out_H;
+    const int k_first = g * cv.Kg();
+    TIo* dst = a.y + ((int64_t(t.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + k_first;
+    const int64_t row_stride = int64_t(cv.out_W) * cv.out_C;
+#pragma unroll
+    for (int o = 0; o < kOutputs; ++o) {
+      const float b = a.bias ? to_float(a.bias[k_first + o]) : 0.f;
+      dst[o] = from_float<TIo>(out[o][0] + b);
+      if (has_right) dst[cv.out_C + o] = from_float<TIo>(out[o][1] + b);
+      if (has_below) {
+        dst[row_stride + o] = from_float<TIo>(out[o][2] + b);
+        if (has_right) dst[row_stride + cv.out_C + o] = from_float<TIo>(out[o][3] + b);
+      }
+    }
+  }
+}
+
+// ---- grad_weight of a shallow reduction (at most 4 channels per group) ------------------------
+
+// An RGB stem's grad_weight sums, over every 2x2 output tile, the products of its 16 dM points (one
+// per filter) with the 16 V points of each of its few channels: a GEMM block would be mostly
+// padding on the channels (the narrow IEEE tile's 8). Here a lane owns a filter of its block's 32 and
+// keeps its kChannels x 16 sums in registers while its warp walks tiles. A block first stages a batch
+// of tiles in shared memory, in float32: each tile's V (a thread per (tile, channel)) and its 2x2
+// grad_output values of the block's filters (a thread per (tile, filter)), each load run along what
+// is contiguous in the tensors' format (channels in NHWC, tiles in NCHW). Then each lane forms its
+// filter's dM of a tile from the staged values, reads the tile's V as broadcasts and adds the
+// products. A block sums one slice of the tiles into a dU slice of its own, which
+// winograd_weight_grad_finish_kernel sums in slice order (so the result is deterministic). Operands of
+// TIo (float, bfloat16 or float16) are read as they are and widened exactly; the sums are float32.
+constexpr int kShallowWeightGradBatch = 64;                    // tiles staged per round
+constexpr int kShallowWeightGradLdY = kShallowFilters * 4 + 4;  // a tile's 2x2 values of 32 filters: stores within 4 ways
+
+template <typename TIo>
+struct ShallowWeightGradArgs {
+  const TIo* x;
+  const TIo* gy;
+  float* partial;  // [split][group][16][k_pad][Cg] (winograd_weight_grad_finish_kernel's slices)
+  WinogradConv cv;  // the forward's
+  int k_pad, k_blocks;
+  int64_t tiles_per_split;
+};
+
+template <int kChannels>
+struct ShallowWeightGradSmem {
+  float v[kShallowWeightGradBatch][kChannels][kShallowNhwcLdV];
+  float dy[kShallowWeightGradBatch][kShallowWeightGradLdY];
+  int64_t x_offset[kShallowWeightGradBatch];  // the patch's first pixel (may lie in the padding), channel g * Cg
+  int64_t y_offset[kShallowWeightGradBatch];  // the tile's grad_output pixel (oy, ox), filter g * Kg + k0
+  unsigned x_mask[kShallowWeightGradBatch];   // patch_mask
+  unsigned edges[kShallowWeightGradBatch];    // bit 0: the tile exists; 1: its right column; 2: its lower row
+};
+
+template <typename TIo, int kChannels, bool kNhwc>
+__global__ void __launch_bounds__(kShallowThreads, 2)
+    winograd_shallow_weight_grad_kernel(const ShallowWeightGradArgs<TIo> a) {
+  static_assert(kShallowFilters == 32, "a lane per filter");
+  constexpr int kBatch = kShallowWeightGradBatch;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& sm = *reinterpret_cast<ShallowWeightGradSmem<kChannels>*>(smem_raw);
+  const WinogradConv& cv = a.cv;
+  const int kb = blockIdx.x % a.k_blocks;
+  const int rest = blockIdx.x / a.k_blocks;
+  const int g = rest % cv.groups, split = rest / cv.groups;
+  const int Kg = cv.Kg(), k0 = kb * kShallowFilters;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t tile_begin = int64_t(split) * a.tiles_per_split;
+  const int64_t tile_end = min(tile_begin + a.tiles_per_split, cv.tiles());
+  const int64_t out_plane = int64_t(cv.out_H) * cv.out_W;
+  // Steps through the tensors in their format: a filter, a column and a row of grad_output; a
+  // channel, a column and a row of the input.
+  const int64_t y_k = kNhwc ? 1 : out_plane, y_col = kNhwc ? cv.out_C : 1, y_row = int64_t(cv.out_W) * y_col;
+  const int64_t x_c = kNhwc ? 1 : cv.in_plane, x_col = kNhwc ? cv.src_C : 1, x_row = int64_t(cv.src_W) * x_col;
+
+  float acc[kChannels][kWinogradPoints];
+#pragma unroll
+  for (int c = 0; c < kChannels; ++c)
+#pragma unroll
+    for (int e = 0; e < kWinogradPoints; ++e) acc[c][e] = 0.f;
+  for (int64_t b0 = tile_begin; b0 < tile_end; b0 += kBatch) {
+    const int count = int(min(int64_t(kBatch), tile_end - b0));
+    __syncthreads();  // the previous batch is no longer read
+    if (threadIdx.x < kBatch) {
+      const int tl = threadIdx.x;
+      const bool live = tl < count;
+      const TileCoord t = tile_coord(cv, live ? b0 + tl : 0);
+      const int oy = 2 * t.ty, ox = 2 * t.tx;
+      const int iy0 = oy + cv.col_oy, ix0 = ox + cv.col_ox;
+      sm.x_mask[tl] = live ? patch_mask(iy0, ix0, cv) : 0u;
+      sm.x_offset[tl] = kNhwc ? ((int64_t(t.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + int64_t(g) * cv.Cg()
+                              : (int64_t(t.n) * cv.src_C + int64_t(g) * cv.Cg()) * cv.in_plane +
+                                    int64_t(iy0) * cv.src_W + ix0;
+      sm.y_offset[tl] = kNhwc ? ((int64_t(t.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(g) * Kg + k0
+                              : (int64_t(t.n) * cv.out_C + int64_t(g) * Kg + k0) * out_plane + int64_t(oy) * cv.out_W + ox;
+      sm.edges[tl] = unsigned(live) | unsigned(ox + 1 < cv.out_W) << 1 | unsigned(oy + 1 < cv.out_H) << 2;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < kBatch * kChannels; i += kShallowThreads) {
+      const int tl = kNhwc ? i / kChannels : i % kBatch, c = kNhwc ? i % kChannels : i / kBatch;
+      const unsigned mask = sm.x_mask[tl];
+      const TIo* src = a.x + sm.x_offset[tl] + c * x_c;
+      TIo raw[16];
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) raw[r * 4 + q] = ldg_or_zero(src + r * x_row + q * x_col, (mask >> r) & (mask >> (4 + q)) & 1u);
+      float d[16];
+      widen_to_float(raw, d);
+      winograd_input_transform<float>(d, sm.v[tl][c]);
+    }
+    // Every (tile, filter) item's four loads issued before any is used: the batch's loads in flight together.
+    constexpr int kItems = kBatch * kShallowFilters / kShallowThreads;
+    static_assert(kBatch * kShallowFilters % kShallowThreads == 0, "whole items per thread");
+    TIo raw[kItems][4];
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      const int i = int(threadIdx.x) + j * kShallowThreads;
+      const int tl = kNhwc ? i / kShallowFilters : i % kBatch, k = kNhwc ? i % kShallowFilters : i / kBatch;
+      const unsigned ed = k0 + k < Kg ? sm.edges[tl] : 0u;
+      const TIo* src = a.gy + sm.y_offset[tl] + k * y_k;
+      raw[j][0] = ldg_or_zero(src, ed & 1u);
+      raw[j][1] = ldg_or_zero(src + y_col, (ed & 3u) == 3u);
+      raw[j][2] = ldg_or_zero(src + y_row, (ed & 5u) == 5u);
+      raw[j][3] = ldg_or_zero(src + y_row + y_col, ed == 7u);
+    }
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      const int i = int(threadIdx.x) + j * kShallowThreads;
+      const int tl = kNhwc ? i / kShallowFilters : i % kBatch, k = kNhwc ? i % kShallowFilters : i / kBatch;
+      float dy[4];
+      widen_to_float(raw[j], dy);
+      *reinterpret_cast<float4*>(&sm.dy[tl][k * 4]) = make_float4(dy[0], dy[1], dy[2], dy[3]);
+    }
+    __syncthreads();
+    for (int tl = warp; tl < count; tl += kShallowThreads / 32) {
+      const float4 y4 = *reinterpret_cast<const float4*>(&sm.dy[tl][lane * 4]);
+      const float dy[4] = {y4.x, y4.y, y4.z, y4.w};
+      float dm[16];
+      winograd_output_transform_adjoint<float>(dy, dm);
+#pragma unroll
+      for (int c = 0; c < kChannels; ++c)
+#pragma unroll
+        for (int e4 = 0; e4 < 4; ++e4) {
+          const float4 v = *reinterpret_cast<const float4*>(&sm.v[tl][c][e4 * 4]);
+          acc[c][e4 * 4 + 0] += dm[e4 * 4 + 0] * v.x;
+          acc[c][e4 * 4 + 1] += dm[e4 * 4 + 1] * v.y;
+          acc[c][e4 * 4 + 2] += dm[e4 * 4 + 2] * v.z;
+          acc[c][e4 * 4 + 3] += dm[e4 * 4 + 3] * v.w;
+        }
+    }
+  }
+  // The block's warps walked different tiles: their sums of a filter add up in warp order, a channel
+  // at a time through the staged grad_output's space.
+  constexpr int kWarps = kShallowThreads / 32;
+  static_assert(sizeof(float) * kWarps * 32 * (kWinogradPoints + 1) <= sizeof(sm.dy), "the warps' sums fit");
+  auto red = reinterpret_cast<float (*)[32][kWinogradPoints + 1]>(&sm.dy[0][0]);
+  float* out = a.partial + (int64_t(split) * cv.groups + g) * kWinogradPoints * a.k_pad * kChannels;
+#pragma unroll
+  for (int c = 0; c < kChannels; ++c) {
+    __syncthreads();  // the last batch's operands, or the previous channel's sums, are no longer read
+#pragma unroll
+    for (int e = 0; e < kWinogradPoints; ++e) red[warp][lane][e] = acc[c][e];
+    __syncthreads();
+    for (int i = threadIdx.x; i < 32 * kWinogradPoints; i += kShallowThreads) {
+      const int kl = i % 32, e = i / 32;
+      float sum = red[0][kl][e];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) sum += red[w][kl][e];
+      if (k0 + kl < Kg) out[(int64_t(e) * a.k_pad + k0 + kl) * kChannels + c] = sum;
+    }
   }
 }
 
