@@ -739,12 +739,16 @@ def test_staged_grad_weight_runs_its_slices_in_passes_within_the_workspace_limit
     (torch.bfloat16, 2, 128, 256, 64, True),  # bfloat16 as float32's TF32 products: float16 words too
     (torch.float16, 2, 256, 256, 64, True),  # float16's split, twice the words: from 256 channels
     (torch.float16, 2, 128, 256, 64, False),
+    (torch.float16, 2, 256, 256, 32, True),  # 512 tiles: enough for float16's split (R12's count)
+    (torch.float16, 1, 256, 256, 32, False),  # 256 tiles
+    (torch.bfloat16, 2, 256, 256, 32, False),  # 512 tiles: one product needs 2048
 ], ids=lambda v: str(v).replace("torch.", ""))
 def test_grad_weight_stages_its_operands_on_deep_layers(dtype, n, c, k, hw, staged):
-    """The rule: grad_weight stages dM and V over at least 2048 tiles from 256 filters per group
-    (below, the fused block transforms each V at most twice) and 128 channels per group where they
-    travel as float16 words (one product: float32 under TF32, bfloat16), 256 where float16's split
-    operands take TF32 words, twice the bytes; the result within twice cuDNN's error either way."""
+    """The rule: grad_weight stages dM and V from 256 filters per group (below, the fused block
+    transforms each V at most twice) and 128 channels per group where they travel as float16 words
+    (one product: float32 under TF32, bfloat16), over at least 2048 tiles; from 256 channels and 512
+    tiles where float16's split operands take TF32 words (twice the bytes, but the fused block splits
+    every operand it transforms); the result within twice cuDNN's error either way."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
