@@ -761,6 +761,10 @@ bool runs_narrow(const WinogradConv& cv) {
   return !runs_shallow<T>(cv) && cv.Kg() >= 1 && cv.Kg() <= kNarrowMaxOutputs;
 }
 
+// Whether grad_weight runs winograd_shallow_weight_grad_kernel (for float32 and 16-bit calls that no
+// tensor-core tile takes): the layers of the shallow forward kernel.
+bool runs_shallow_weight_grad(const ConvShape& p) { return runs_shallow<float>(winograd_launch(forward_map(p))); }
+
 // A forward or grad_input of the shallow or narrow kernel (runs_shallow, runs_narrow) on x, y and the
 // bias of TIo (float, bfloat16 or float16), computed in IEEE FP32 -- for a 16-bit call the float32
 // call's arithmetic on the same values, so its bits rounded once. `weight` is float32. `nhwc`: x and y
@@ -1316,7 +1320,8 @@ TcForwardPlan tc_forward_plan(bool tensor_cores, const LaunchMap& map, const at:
 // Whose calls the float32 kernels below serve, which sets how their point GEMMs run (PointGemms):
 // float32 calls (kFloat32: TF32 while PyTorch's TF32 switch is on, else IEEE FP32), and the 16-bit
 // calls' passes that neither a tile nor a one-tile-per-thread kernel takes, which reach them widened
-// (conv2d_winograd_16bit_cuda runs those on the 16-bit tensors itself). Those take tensor cores for the staged variant's GEMMs:
+// (conv2d_winograd_16bit_cuda runs those on the 16-bit tensors itself). Those take tensor cores for
+// the staged variant's GEMMs:
 // bfloat16's TF32 (kWidenedBfloat16; F(4x4)'s too: bfloat16 values are exact in TF32, and TF32's
 // rounding of U and V stays under bfloat16's output rounding, docs/winograd.md), float16's 3xBF16
 // (kWidenedFloat16; TF32 rounding of V would cost float16 2.5x its error). The other passes reach
@@ -1391,7 +1396,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     at::Tensor gw;
     int64_t bytes = 0;
     const int tc_tile = tensor_cores ? tc_grad_weight_tile(p) : kTcIeee;
-    if (tc_tile == kTcIeee && input.scalar_type() == at::kFloat && runs_shallow<float>(winograd_launch(forward_map(p)))) {
+    if (tc_tile == kTcIeee && input.scalar_type() == at::kFloat && runs_shallow_weight_grad(p)) {
       const at::MemoryFormat format = conv_memory_format(input, weight);
       gw = winograd_shallow_grad_weight<float>(p, grad_output_in(format), input,
                                                format == at::MemoryFormat::ChannelsLast, &bytes);
@@ -1480,7 +1485,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
   const bool thread_input =
       output_mask[0] && !tc_input && (runs_shallow<float>(input_cv) || runs_narrow<float>(input_cv));
   const bool tc_weight = output_mask[1] && weight_tile != kTcIeee;
-  const bool shallow_weight = output_mask[1] && !tc_weight && runs_shallow<float>(winograd_launch(forward_map(p)));
+  const bool shallow_weight = output_mask[1] && !tc_weight && runs_shallow_weight_grad(p);
   int64_t workspace = 0;
   at::Tensor gx, gw, gb;
   GradOutputIn grad_output_in(grad_output);

@@ -984,7 +984,8 @@ __global__ void __launch_bounds__(kShallowThreads, 2)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) raw[r * 4 + q] = ldg_or_zero(src + r * x_row + q * x_col, (mask >> r) & (mask >> (4 + q)) & 1u);
+        for (int q = 0; q < 4; ++q)
+          raw[r * 4 + q] = ldg_or_zero(src + r * x_row + q * x_col, (mask >> r) & (mask >> (4 + q)) & 1u);
       float d[16];
       widen_to_float(raw, d);
       winograd_input_transform<float>(d, sm.v[tl][c]);
