@@ -563,7 +563,7 @@ def assert_read_and_written_as_they_are(ours, prof, x, gy, layout):
 
 @needs_cuda
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-@pytest.mark.parametrize("tile", ["tf32", "tf32-tall"] + WGMMA_TILES[:2])
+@pytest.mark.parametrize("tile", ["tf32", "tf32-tall"] + WGMMA_TILES)
 @pytest.mark.parametrize("shape", TF32_SHAPES[:3] + [
     (2, 45, 70, 19, 17, 1, 1, True),  # 3 chunks of 16 channels, the last partial; 2 filter blocks
     (1, 64, 96, 29, 31, 1, 1, False),  # several tile and filter blocks; grad_weight in slices
@@ -574,9 +574,12 @@ def test_float16_tiles_split_their_operands(shape, tile, layout):
     parts and run three bfloat16 products per point product: on mma.sync '3xbf16' (32 filters per
     block, one 8-channel step per MMA) and '3xbf16-tall' (64 filters; the forward's two steps per
     16-channel MMA), and on Hopper's wgmma the single block, '3xbf16-wgmma' (a chunk's 16 channels one
-    bfloat16 k-step, hi and lo in the TF32 words' space), which a forced wgmma cluster tile becomes
-    too (the cluster tiles run one product); grad_weight runs its own wgmma block under a forced wgmma
-    tile, '3xbf16-wgmma' too.
+    bfloat16 k-step, hi and lo in the TF32 words' space), which a forced fused cluster tile becomes
+    too (it loads its own patches in TF32 words), and the two-block staged-V cluster,
+    '3xbf16-wgmma-cluster-vbulk' (V transformed once into a workspace as hi and lo halves), which
+    either staged-V tile becomes (the clusters of eight share float16 words only); grad_weight runs
+    its own wgmma block under a forced wgmma tile, '3xbf16-wgmma' too, with dM and V staged under the
+    staged-V tiles.
     They read the input and grad_output and write the output and grad_input in float16 themselves
     (no copy of those shapes in the profile). Each pass is the IEEE FP32 result rounded to float16,
     but for rare elements one float16 unit off (assert_rounded_ieee) -- odd sizes, partial tiles,
@@ -585,10 +588,13 @@ def test_float16_tiles_split_their_operands(shape, tile, layout):
         pytest.skip("wgmma runs on sm_90a")
     ours, ieee, plans, prof, (x, gy) = half_and_float32_passes(shape, layout, tile, torch.float16)
     nhwc = "/a=nhwc" if layout == "nhwc" else ""
+    staged = tile in VSTAGED_TILES
     split = {"tf32": "3xbf16", "tf32-tall": "3xbf16-tall"}.get(tile, "3xbf16-wgmma")
-    weight_split = split
+    weight_split = ("staged:" if staged else "fused:") + split
+    if staged:
+        split += "-cluster-vbulk"
     assert plans[0] == f"forward:fused:{split}/splits=1{nhwc}" and plans[1] == f"grad_input:fused:{split}/splits=1{nhwc}"
-    assert re.fullmatch(rf"grad_weight:fused:{weight_split}/splits=\d+{nhwc}", plans[2]), plans
+    assert re.fullmatch(rf"grad_weight:{weight_split}/splits=\d+{nhwc}", plans[2]), plans
     for name, got, ref in zip(("output", "grad_input", "grad_weight"), ours, ieee):
         assert_rounded_ieee(got, ref, name)
     assert_read_and_written_as_they_are(ours, prof, x, gy, layout)
@@ -848,12 +854,14 @@ def test_16bit_shallow_layers_run_on_the_16bit_tensors(shape, layout, dtype):
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["tf32", "fp16"])
 @pytest.mark.parametrize("tile", VSTAGED_TILES)
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_staged_v_within_the_workspace_limit(layout, tile):
+def test_staged_v_within_the_workspace_limit(layout, tile, dtype):
     """The staged-V tile keeps V of all tile blocks in a workspace when it fits the workspace limit
-    (16 points x tiles x channels, padded to 16, in float16: 2 bytes, beside the bounds of V's
-    scales: 4 bytes a pixel and a tile), and otherwise transform and reduce the tile blocks in slices that fit it
+    (16 points x tiles x channels, padded to 16: in float16 words, 2 bytes a value, beside the bounds
+    of V's scales, 4 bytes a pixel and a tile; for float16 calls split into two bfloat16 halves, 4
+    bytes a value, no scales), and otherwise transform and reduce the tile blocks in slices that fit it
     (at least one tile block: a limit below that is exceeded by the one block's V, never failed) --
     the same bits either way, forward and grad_input."""
     if torch.cuda.get_device_capability() != (9, 0):
@@ -861,20 +869,23 @@ def test_staged_v_within_the_workspace_limit(layout, tile):
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
     n, c, k, h, w = 3, 40, 72, 23, 17  # 3 x 12 x 9 = 324 tiles: 6 blocks of 64; 48 channels padded
-    x = torch.randn(n, c, h, w, device="cuda").contiguous(memory_format=fmt).requires_grad_(True)
-    wt = torch.randn(k, c, 3, 3, device="cuda")
-    b = torch.randn(k, device="cuda")
+    x = torch.randn(n, c, h, w, device="cuda").to(dtype).contiguous(memory_format=fmt).requires_grad_(True)
+    wt = torch.randn(k, c, 3, 3, device="cuda").div(3 * c ** 0.5).to(dtype)
+    b = torch.randn(k, device="cuda").to(dtype)
     tiles_per_block = 64
-    block_bytes = 16 * tiles_per_block * 48 * 2
-    scale_bytes = (n * h * w + 324) * 4
+    split = dtype == torch.float16
+    block_bytes = 16 * tiles_per_block * 48 * (4 if split else 2)
+    scale_bytes = 0 if split else (n * h * w + 324) * 4
     old_limit = torchconv.get_workspace_limit()
     try:
         with using_config("winograd", tile):
             y = torchconv.conv2d(x, wt, b, padding=1, algorithm="winograd")
+            expected = "3xbf16-wgmma-cluster-vbulk" if split else tile
+            assert torchconv.last_choice().startswith(f"forward:fused:{expected}/"), torchconv.last_choice()
             assert torchconv.last_workspace_bytes() == -(-324 // tiles_per_block) * block_bytes + scale_bytes
             gy = torch.randn_like(y)
             (gx,) = torch.autograd.grad(y, x, gy)
-            for limit, blocks in ((3 * block_bytes, 2), (3 * block_bytes + scale_bytes, 3), (1, 1)):
+            for limit, blocks in ((3 * block_bytes + scale_bytes - 1, 2), (3 * block_bytes + scale_bytes, 3), (1, 1)):
                 torchconv.set_workspace_limit(limit)
                 y_sliced = torchconv.conv2d(x, wt, b, padding=1, algorithm="winograd")
                 assert torchconv.last_workspace_bytes() == blocks * block_bytes + scale_bytes
@@ -884,7 +895,7 @@ def test_staged_v_within_the_workspace_limit(layout, tile):
         torchconv.set_workspace_limit(old_limit)
     ref = F.conv2d(x.detach().double(), wt.double(), b.double(), padding=1)
     cudnn = F.conv2d(x.detach(), wt, b, padding=1)
-    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
 
 
 @needs_cuda
@@ -1039,18 +1050,22 @@ def test_staged_v_scales_each_group_and_image_by_its_own_pixels(layout):
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["tf32", "fp16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_staged_v_kernels_wait_for_the_kernels_before_them(layout):
+def test_staged_v_kernels_wait_for_the_kernels_before_them(layout, dtype):
     """The staged-V call's kernels start while the kernel before each finishes (dependent launches),
-    and each waits for its inputs: a call whose input is the output of the call just before it, with
-    nothing between them, gives the bits the same call gives after a device synchronization; and the
-    chain captured in a CUDA graph replays on new inputs with the eager calls' bits."""
+    and each waits for its inputs -- the first of them (the pixel maxima, or for float16's split the
+    transform) for the kernel that wrote x: a call whose input is the output of the call just before
+    it, with nothing between them, gives the bits the same call gives after a device synchronization;
+    and the chain captured in a CUDA graph replays on new inputs with the eager calls' bits."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
-    x = torch.randn(4, 64, 30, 26, device="cuda").contiguous(memory_format=fmt)
-    w1, w2 = torch.randn(64, 64, 3, 3, device="cuda") / 24, torch.randn(72, 64, 3, 3, device="cuda") / 24
+    x = torch.randn(4, 64, 30, 26, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    w1 = (torch.randn(64, 64, 3, 3, device="cuda") / 24).to(dtype)
+    w2 = (torch.randn(72, 64, 3, 3, device="cuda") / 24).to(dtype)
+    tile = "3xbf16-wgmma-cluster-vbulk" if dtype == torch.float16 else "tf32-wgmma-cluster-vbulk"
 
     def chain(inp):
         return torchconv.conv2d(torchconv.conv2d(inp, w1, None, padding=1, algorithm="winograd"), w2, None,
@@ -1059,7 +1074,7 @@ def test_staged_v_kernels_wait_for_the_kernels_before_them(layout):
     with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
         for _ in range(3):
             y = chain(x)
-        assert torchconv.last_choice().startswith("forward:fused:tf32-wgmma-cluster-vbulk/"), torchconv.last_choice()
+        assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
         y1 = torchconv.conv2d(x, w1, None, padding=1, algorithm="winograd")
         torch.cuda.synchronize()
         expected = torchconv.conv2d(y1.clone(), w2, None, padding=1, algorithm="winograd")
@@ -1079,8 +1094,9 @@ def test_staged_v_kernels_wait_for_the_kernels_before_them(layout):
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["tf32", "fp16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_staged_v_transform_gives_the_same_bits_for_any_chunks_per_thread(layout):
+def test_staged_v_transform_gives_the_same_bits_for_any_chunks_per_thread(layout, dtype):
     """The staged-V input transform gives each thread several consecutive chunks where its launch has
     threads to spare -- a call of 265 tile blocks and 5 chunks (9 in grad_input) takes 2 or 4 a thread
     on a GPU of up to 265 SMs, the last span short -- and one where it has few: the same call in slices
@@ -1090,13 +1106,14 @@ def test_staged_v_transform_gives_the_same_bits_for_any_chunks_per_thread(layout
         pytest.skip("wgmma runs on sm_90a")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
-    x = torch.randn(4, 80, 130, 130, device="cuda").contiguous(memory_format=fmt).requires_grad_(True)
-    wt = torch.randn(130, 80, 3, 3, device="cuda")
-    gy = torch.randn(4, 130, 130, 130, device="cuda").contiguous(memory_format=fmt)
+    x = torch.randn(4, 80, 130, 130, device="cuda").to(dtype).contiguous(memory_format=fmt).requires_grad_(True)
+    wt = torch.randn(130, 80, 3, 3, device="cuda").div(27).to(dtype)
+    gy = torch.randn(4, 130, 130, 130, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    tile = "3xbf16-wgmma-cluster-vbulk" if dtype == torch.float16 else "tf32-wgmma-cluster-vbulk"
 
     def run():
         y = torchconv.conv2d(x, wt, None, padding=1, algorithm="winograd")
-        assert torchconv.last_choice().startswith("forward:fused:tf32-wgmma-cluster-vbulk/"), torchconv.last_choice()
+        assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
         return y, torch.autograd.grad(y, x, gy)[0]
 
     old_limit = torchconv.get_workspace_limit()
@@ -1110,7 +1127,7 @@ def test_staged_v_transform_gives_the_same_bits_for_any_chunks_per_thread(layout
     assert torch.equal(whole[0], sliced[0]) and torch.equal(whole[1], sliced[1])
     ref = F.conv2d(x.detach().double(), wt.double(), None, padding=1)
     cudnn = F.conv2d(x.detach(), wt, None, padding=1)
-    assert rel_err(whole[0], ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+    assert rel_err(whole[0], ref) <= allowed_error(rel_err(cudnn, ref), dtype)
 
 
 def odd_offset_copy(t):

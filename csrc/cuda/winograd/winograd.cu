@@ -323,33 +323,38 @@ void launch_pixel_max(const ForwardArgs<float, TIo>& a, float* pixel_max, bool n
 }
 
 // A staged-V wgmma tile's launches: each pixel's largest |input| over the group's channels
-// (winograd_tc_pixel_max_kernel, once), then winograd_tc_input_transform_kernel writes V
-// of a slice of tile blocks into a workspace within the workspace limit (at least one tile block; the
-// pixels' and tiles' maxima stay beside it), in float16 under the tiles' scales, and the wgmma kernel
-// reduces it. u: U in float16 with its filters' maxima (tc_transformed_filters_f16).
+// (winograd_tc_pixel_max_kernel, once; float16 words only), then winograd_tc_input_transform_kernel
+// writes V of a slice of tile blocks into a workspace within the workspace limit (at least one tile
+// block; the pixels' and tiles' maxima stay beside it), in float16 under the tiles' scales or, for
+// float16 calls, split into bfloat16 halves, and the wgmma kernel reduces it. u: U in float16 with its
+// filters' maxima (tc_transformed_filters_f16), or the single wgmma block's split cache.
 template <typename Cfg, typename Kernel, typename TIo>
 void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const TIo* bias,
                     const WinogradConv& cv, at::Tensor& y, bool nhwc) {
-  // Every staged-V tile reads V in one layout (the bulk-copy tiles derive from it).
-  using VLayout = WinogradWgmmaClusterVStagedLayout;
-  static_assert(std::is_base_of_v<VLayout, Cfg>, "V in the staged-V cluster's layout");
+  // Every staged-V tile of one operand format reads V in one layout (the bulk-copy tiles derive from it).
+  using VLayout = typename Cfg::VLayout;
+  constexpr bool kScaled = Cfg::kOperandBytes == 2;
+  static_assert(kScaled == (Cfg::kProducts == 1), "float16 words for one product, the split's halves for three");
   ForwardArgs<float, TIo> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
-  a.u_max = u.const_data_ptr<float>() + int64_t(cv.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad / 2;
+  if constexpr (kScaled)
+    a.u_max = u.const_data_ptr<float>() + int64_t(cv.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad / 2;
   const int64_t p_tiles = a.p_tiles;
-  const int64_t tile_block_bytes = int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints * 2;
-  const int64_t pixels = int64_t(cv.groups) * cv.N * cv.in_plane, tiles = int64_t(cv.groups) * cv.tiles();
+  const int64_t tile_block_bytes =
+      int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints * Cfg::kOperandBytes;
+  const int64_t pixels = kScaled ? int64_t(cv.groups) * cv.N * cv.in_plane : 0;
+  const int64_t tiles = kScaled ? int64_t(cv.groups) * cv.tiles() : 0;
   const int64_t max_bytes = (pixels + tiles) * int64_t(sizeof(float));
   const int64_t room = std::max<int64_t>(workspace_limit_bytes() - max_bytes, 0);
   const int64_t slice = std::max<int64_t>(1, std::min(p_tiles, room / tile_block_bytes));
   // V, then the pixels' maxima, then the tiles' bounds, in one allocation.
   at::Tensor v = at::empty({slice * tile_block_bytes / 4 + pixels + tiles}, x.options().dtype(at::kFloat));
-  float* pixel_max = v.mutable_data_ptr<float>() + slice * tile_block_bytes / 4;
+  float* pixel_max = kScaled ? v.mutable_data_ptr<float>() + slice * tile_block_bytes / 4 : nullptr;
   a.v = v.const_data_ptr<float>();
-  a.v_max = pixel_max + pixels;
-  // The three kernels run as a chain of dependent launches (common/dependent_launch.cuh): each is
+  if constexpr (kScaled) a.v_max = pixel_max + pixels;
+  // The kernels run as a chain of dependent launches (common/dependent_launch.cuh): each is
   // scheduled while the one before it finishes.
   const cudaStream_t stream = current_stream();
-  launch_pixel_max(a, pixel_max, nhwc);
+  if constexpr (kScaled) launch_pixel_max(a, pixel_max, nhwc);
   auto transform = nhwc ? winograd_tc_input_transform_kernel<VLayout, true, TIo>
                         : winograd_tc_input_transform_kernel<VLayout, false, TIo>;
   auto* words = reinterpret_cast<uint32_t*>(v.mutable_data_ptr<float>());
@@ -396,10 +401,13 @@ void run_tc_fused(const at::Tensor& x, const at::Tensor& weight, const TIo* bias
                   : winograd_tc_fused_forward_kernel<Cfg, false, TIo>;
   // Every wgmma tile reads the single wgmma block's cache (the cluster tiles half of each chunk per
   // block).
-  // (The staged-V tiles read its float16 counterpart.)
+  // (The staged-V tiles read its float16 counterpart, or for float16 calls its split cache.)
   using UTile = std::conditional_t<Cfg::kWgmma, WinogradWgmmaTile, Cfg>;
   if constexpr (Cfg::kVStaged) {
-    run_tc_vstaged<Cfg>(kernel, x, tc_transformed_filters_f16<Cfg>(weight, f), f, bias, cv, y, nhwc);
+    if constexpr (Cfg::kProducts == 3)
+      run_tc_vstaged<Cfg>(kernel, x, tc_transformed_filters<WinogradWgmmaTile, 3>(weight, f), f, bias, cv, y, nhwc);
+    else
+      run_tc_vstaged<Cfg>(kernel, x, tc_transformed_filters_f16<Cfg>(weight, f), f, bias, cv, y, nhwc);
   } else {
     const at::Tensor u = tc_transformed_filters<UTile, kMmaProducts<TIo>>(weight, f);
     launch_fused<float, Cfg>(kernel, Cfg::kForwardSmemBytes, x, u, f, bias, cv, y);
@@ -424,22 +432,27 @@ constexpr const char* kTcTileChoices[] = {"fused:tf32",
 bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaClusterUVMulticast; }
 
 // A tile's name in last_choice for kernels of kProducts products per point product: float16's split
-// operands (3xBF16) run the mma.sync tiles, named 3xbf16 and 3xbf16-tall, and the single wgmma
-// block, 3xbf16-wgmma.
+// operands (3xBF16) run the mma.sync tiles, named 3xbf16 and 3xbf16-tall, the single wgmma block,
+// 3xbf16-wgmma, and the two-block staged-V cluster, 3xbf16-wgmma-cluster-vbulk.
 template <int kProducts>
 const char* tc_tile_choice(int tile) {
-  if constexpr (kProducts == 3)
+  if constexpr (kProducts == 3) {
+    if (tile == kTcTileWgmmaClusterVBulk) return "fused:3xbf16-wgmma-cluster-vbulk";
     return tile == kTcTileWgmma ? "fused:3xbf16-wgmma" : tile == kTcTileTall ? "fused:3xbf16-tall" : "fused:3xbf16";
+  }
   return kTcTileChoices[tile];
 }
 
 // The tile that calls of TIo run where the TF32 rule (tc_forward_tile) names `tile`. Split calls
-// (float16) run the single wgmma block (WinogradWgmmaStages' three products) wherever the rule names
-// a wgmma tile: the cluster tiles run one product (their staged V is carried in float16 words, which
-// hold TF32's bits, not a split).
+// (float16) run the staged-V tiles as the two-block cluster on split V
+// (WinogradWgmmaClusterVBulkSplitTile; the clusters of eight share float16 words only), and the
+// single wgmma block (WinogradWgmmaStages' three products) where the rule names the fused cluster,
+// which loads its own patches in TF32 words.
 template <typename TIo>
 int tile_for(int tile) {
-  return kMmaProducts<TIo> > 1 && wgmma_tile(tile) ? kTcTileWgmma : tile;
+  if (kMmaProducts<TIo> == 1 || !wgmma_tile(tile)) return tile;
+  return tile == kTcTileWgmmaClusterVBulk || tile == kTcTileWgmmaClusterUVMulticast ? kTcTileWgmmaClusterVBulk
+                                                                                     : kTcTileWgmma;
 }
 // The wgmma configs name the wgmma tiles in the same order (forced_tc_tile).
 static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster - kTcTileWgmma &&
@@ -787,8 +800,9 @@ void winograd_thread_tile_conv(const at::Tensor& x, const at::Tensor& weight, co
   run_narrow<float, TIo>(x, u, f, bias, cv, y, nhwc);
 }
 
-// A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee; for split calls no
-// cluster tile, tile_for): x, bias and y of TIo, the weight float32.
+// A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee; for split calls the
+// single wgmma block or the two-block staged-V cluster among the wgmma tiles, tile_for): x, bias and y
+// of TIo, the weight float32.
 template <typename TIo>
 void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const LaunchMap& map,
                       at::Tensor& y, int tile, bool nhwc) {
@@ -806,7 +820,9 @@ void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* 
       return run_tc_fused<WinogradWgmmaClusterUVMulticastTile>(x, weight, bias, cv, y, nhwc);
   } else {
     if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
-    TORCH_INTERNAL_ASSERT(!wgmma_tile(tile), "winograd: split float16 operands (3xBF16) run no cluster tile");
+    if (tile == kTcTileWgmmaClusterVBulk)
+      return run_tc_fused<WinogradWgmmaClusterVBulkSplitTile>(x, weight, bias, cv, y, nhwc);
+    TORCH_INTERNAL_ASSERT(!wgmma_tile(tile), "winograd: split float16 operands (3xBF16) run no fused cluster tile");
   }
   if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
   return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);

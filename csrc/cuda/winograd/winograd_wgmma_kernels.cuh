@@ -600,14 +600,16 @@ __device__ __forceinline__ float tile_v_bound(const WinogradConv& cv, const floa
   return 4.f * most;
 }
 
-// V for the staged-V wgmma blocks (Cfg::kVStaged) of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles,
-// in float16 under each tile's scale (F16Carrier, tile_v_bound):
-// [group][tile block][chunk][point][Cfg::v_half(channel, tile)], zero outside the image, the tiles and
-// the channels -- each chunk's run is what a block's stage holds (the cluster tile's blocks each take
-// the half of its points). Input and tile coordinates as the fused kernels' loaders decode them
-// (TcPatchLoader). Each thread takes a pair of neighbouring channels of one tile, so that it stores
-// both halves of a 4-byte word and a warp's lanes (4 pairs x 8 tiles) fill whole 128-byte core
-// matrices of a point; and `chunks_per_thread` consecutive chunks, decoding its position, its
+// V for the staged-V wgmma blocks (Cfg::kVStaged) of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles:
+// in float16 under each tile's scale (F16Carrier, tile_v_bound), [group][tile block][chunk][point]
+// [Cfg::v_half(channel, tile)]; or, for float16 calls (Cfg::kProducts 3), split into bfloat16 hi and
+// lo parts at Cfg::v_split_half (no scale: bfloat16 keeps float32's exponents, and pixel_max is
+// unused). Zero outside the image, the tiles and the channels -- each chunk's run is what a block's
+// stage holds (the cluster tile's blocks each take the half of its points). Input and tile
+// coordinates as the fused kernels' loaders decode them (TcPatchLoader). Each thread takes a pair of
+// neighbouring channels of one tile, so that it stores both halves of each 4-byte word and a warp's
+// lanes (4 pairs x 8 tiles) fill whole 128-byte core matrices of a point (the split: one of the hi
+// parts, one of the lo parts); and `chunks_per_thread` consecutive chunks, decoding its position, its
 // patches' origin and its tile's bound once for them all. The input is read once here, where the
 // fused kernels load every patch once per filter block.
 template <typename Cfg, bool kNhwc, typename TIo>
@@ -615,15 +617,23 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
                                                                           const float* __restrict__ pixel_max,
                                                                           int chunks_per_thread,
                                                                           uint32_t* __restrict__ v) {
-  static_assert(kMmaProducts<TIo> == 1, "the staged-V tiles carry TF32 values, one product per point product");
-  static_assert(Cfg::kVStaged && Cfg::kOperandBytes == 2, "float16 words");
+  constexpr bool kSplit = Cfg::kProducts == 3;
+  static_assert(kMmaProducts<TIo> == Cfg::kProducts, "the call's products");
+  static_assert(Cfg::kVStaged && Cfg::kOperandBytes == (kSplit ? 4 : 2), "float16 words, or the split's halves");
   constexpr int kQuad = Cfg::kN * 4, kRun = Cfg::kK * Cfg::kN;  // a point's values in a chunk
   constexpr int kRunThreads = kRun / 2;                            // a chunk's channel pairs x tiles
+  constexpr int kPointWords = Cfg::kVPoint;                        // a point's run of a chunk, in words
   // Whole warps run each pass of the loop and w % 4 is the lane % 4 (tile_v_bound's shuffles); a
-  // pair's two halves are one aligned word (operand_half: 8 channels of a row are 8 neighbours).
+  // pair's two halves are one aligned word (8 channels of a row are 8 neighbours).
   static_assert(kRunThreads % 32 == 0, "runs of whole warps");
-  static_assert(Cfg::v_half(1, 0) == 1 && Cfg::v_half(2, 0) == 2 && Cfg::v_half(0, 1) % 2 == 0, "channel pairs as words");
-  grid_dependency_wait();  // the pixels' maxima (and x) from the kernels before
+  auto pair_half = [](int kk, int n) {
+    if constexpr (kSplit)
+      return Cfg::v_split_half(kk, n);
+    else
+      return Cfg::v_half(kk, n);
+  };
+  static_assert(kPointWords * 2 == (kSplit ? 2 : 1) * kRun, "a point's halves: one or two per value");
+  grid_dependency_wait();  // the pixels' maxima (or, split, x) from the kernels before
   allow_dependents();
   const int chunks = a.reduction_pad / Cfg::kK, spans = (chunks + chunks_per_thread - 1) / chunks_per_thread;
   const int64_t total = int64_t(a.cv.groups) * a.p_tiles * spans * kRunThreads;
@@ -636,13 +646,17 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
     const bool live = p < a.cv.tiles();
     const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch(a, BlockCoord{0, pt, g}, p, live, kk);
     const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch_next = patch.next_channel();
-    const float bound = tile_v_bound(a.cv, pixel_max, g, p, live, w % 4);
-    // One lane per tile writes the bound the epilogue scales back by.
-    if (live && span == 0 && kk == 0) const_cast<float*>(a.v_max)[int64_t(g) * a.cv.tiles() + p] = bound;
-    const F16Carrier::Scale scale(F16Carrier::exponent(bound));
+    F16Carrier::Scale scale(0);
+    if constexpr (!kSplit) {
+      const float bound = tile_v_bound(a.cv, pixel_max, g, p, live, w % 4);
+      // One lane per tile writes the bound the epilogue scales back by.
+      if (live && span == 0 && kk == 0) const_cast<float*>(a.v_max)[int64_t(g) * a.cv.tiles() + p] = bound;
+      scale = F16Carrier::Scale(F16Carrier::exponent(bound));
+    }
     const int first = span * chunks_per_thread, last = min(first + chunks_per_thread, chunks);
-    uint32_t* dst = v + (((int64_t(g) * a.p_tiles + pt) * chunks + first) * (kWinogradPoints * kRun) + Cfg::v_half(kk, n)) / 2;
-    for (int chunk = first; chunk < last; ++chunk, dst += kWinogradPoints * kRun / 2) {
+    uint32_t* dst = v + ((int64_t(g) * a.p_tiles + pt) * chunks + first) * (kWinogradPoints * kPointWords) +
+                    pair_half(kk, n) / 2;
+    for (int chunk = first; chunk < last; ++chunk, dst += kWinogradPoints * kPointWords) {
       TIo d[16];
       float f[16], even[16], odd[16];
       patch.load(chunk, d);
@@ -652,9 +666,17 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
       widen_to_float(d, f);
       winograd_input_transform<float>(f, odd);
 #pragma unroll
-      for (int e = 0; e < kWinogradPoints; ++e)
-        dst[e * kRun / 2] = F16Carrier::half_bits(round_to_tf32(even[e]), scale) |
-                            uint32_t(F16Carrier::half_bits(round_to_tf32(odd[e]), scale)) << 16;
+      for (int e = 0; e < kWinogradPoints; ++e) {
+        if constexpr (kSplit) {
+          uint32_t hi, lo;
+          split_bf16x2(even[e], odd[e], hi, lo);
+          dst[e * kPointWords] = hi;
+          dst[e * kPointWords + Cfg::kVSplitLoHalves / 2] = lo;
+        } else {
+          dst[e * kPointWords] = F16Carrier::half_bits(round_to_tf32(even[e]), scale) |
+                                 uint32_t(F16Carrier::half_bits(round_to_tf32(odd[e]), scale)) << 16;
+        }
+      }
     }
   }
 }
@@ -840,6 +862,17 @@ struct WinogradWgmmaClusterConfig {
 using WinogradWgmmaClusterTile = WinogradWgmmaClusterConfig<false>;
 // The staged-V tiles' layout: float16 words (WinogradWgmmaClusterBulkConfig).
 using WinogradWgmmaClusterVStagedLayout = WinogradWgmmaClusterConfig<true, 2>;
+// float16 calls' staged V: split into bfloat16 hi and lo parts in the TF32 words' space
+// (WinogradWgmmaTile::split_half with V's unpadded quads), three bfloat16 products per point
+// product (WgmmaPointMmas::run), twice the bytes of the float16 words; U is the single block's split
+// cache (its chunk holds all 16 points, u_split_half), no scales.
+struct WinogradWgmmaClusterVStagedSplitLayout : WinogradWgmmaClusterConfig<true, 4> {
+  static constexpr int kProducts = 3;
+  static __host__ __device__ constexpr int v_split_half(int kk, int n) {
+    return WinogradWgmmaTile::split_half(kk, n, kVQuad);
+  }
+  static constexpr int kVSplitLoHalves = 4 * kVQuad;
+};
 
 // The staged-V cluster with its operands moved by bulk copies through three stages: one thread of
 // a block issues a chunk's copies (U's run and V's), counted on the stage's mbarrier, two chunks
@@ -850,8 +883,12 @@ using WinogradWgmmaClusterVStagedLayout = WinogradWgmmaClusterConfig<true, 2>;
 // the same U chunks, and each block copies its 1 / kVShare of V and 1 / kUShare of U to all the blocks
 // that read them, so that V crosses from L2 once per kVShare filter blocks and U once per kUShare
 // tile blocks.
-template <int kVShare_, int kUShare_ = 1>
-struct WinogradWgmmaClusterBulkConfig : WinogradWgmmaClusterVStagedLayout {
+// Layout: WinogradWgmmaClusterVStagedLayout (float16 words) or WinogradWgmmaClusterVStagedSplitLayout
+// (float16 calls' split).
+template <int kVShare_, int kUShare_ = 1, typename Layout = WinogradWgmmaClusterVStagedLayout>
+struct WinogradWgmmaClusterBulkConfig : Layout {
+  using VLayout = Layout;
+  using Layout::kStage, Layout::kMFloats, Layout::kPartialFloats, Layout::kVFloats, Layout::kUFloats;
   static constexpr int kVShare = kVShare_, kUShare = kUShare_;
   static constexpr int kCluster = 2 * kVShare * kUShare;
   static constexpr int kStages = 3;
@@ -868,6 +905,9 @@ struct WinogradWgmmaClusterBulkConfig : WinogradWgmmaClusterVStagedLayout {
 };
 using WinogradWgmmaClusterVBulkTile = WinogradWgmmaClusterBulkConfig<1>;
 using WinogradWgmmaClusterUVMulticastTile = WinogradWgmmaClusterBulkConfig<2, 2>;
+// float16 calls' tf32-wgmma-cluster-vbulk: the same blocks and stages on split operands.
+using WinogradWgmmaClusterVBulkSplitTile = WinogradWgmmaClusterBulkConfig<1, 1, WinogradWgmmaClusterVStagedSplitLayout>;
+static_assert(WinogradWgmmaClusterVBulkSplitTile::kForwardSmemBytes <= 227 * 1024, "within an sm_90 block's shared memory");
 
 // A block's place in its cluster (cluster rank half + 2 * (fshare + kVShare * tshare)): its point half,
 // and which of the cluster's filter blocks and tile blocks it computes. Clusters of two (kVShare and
@@ -992,7 +1032,8 @@ __device__ __forceinline__ void winograd_output_transform_rows(const float (&m)[
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_cluster_forward_kernel(const ForwardArgs<float, TIo> a) {
-  static_assert(kMmaProducts<TIo> == 1, "the cluster tiles run one TF32 product per point product");
+  static_assert(kMmaProducts<TIo> == Cfg::kProducts && (Cfg::kProducts == 1 || Cfg::kVStaged),
+                "the call's products: three only on staged split V");
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
   const int cluster_rank = int(cluster_block_rank());
