@@ -1404,6 +1404,7 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["tf32", "fp16"])
 @pytest.mark.parametrize("n, c, k, hw, forward, grad_input", [
     (32, 512, 512, 7, "BULK", "SINGLE"),  # R12: 128 blocks either way, one wave
     (32, 256, 256, 14, "BULK", "SINGLE"),  # R9: 200 blocks, less than two waves
@@ -1411,20 +1412,22 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     (8, 192, 128, 40, "SINGLE", "BULK"),  # 128 filters: the forward single; grad_input reduces them into 192 outputs
     (8, 96, 256, 40, "SINGLE", "SINGLE"),  # 96 channels: the forward single, and grad_input's 96 outputs
 ])
-def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forward, grad_input):
+def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forward, grad_input, dtype):
     """An NCHW grad_input under TF32 takes the staged-V cluster tile where its two-block clusters'
     grid fills the GPU twice, and the single wgmma block below that, where the forward already
     takes staged V from half the GPU on (test_auto_rule_under_tf32): a backward leaves the GPU
-    waiting on its host work between launches, and the staged chain adds launches. Block counts of a
-    132-SM GPU; grad_input within cuDNN's TF32 error bar."""
+    waiting on its host work between launches, and the staged chain adds launches. float16 calls
+    follow the same rule on their split operands (3xbf16-wgmma-cluster-vbulk, 3xbf16-wgmma). Block
+    counts of a 132-SM GPU; grad_input within cuDNN's error bar at the call's precision."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the cases' block counts are a 132-SM GPU's")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
-    names = {"BULK": "fused:tf32-wgmma-cluster-vbulk/", "SINGLE": "fused:tf32-wgmma/"}
-    x = torch.randn(n, c, hw, hw, device="cuda", requires_grad=True)
-    w = torch.randn(k, c, 3, 3, device="cuda") / (9 * c) ** 0.5
+    products = "3xbf16" if dtype == torch.float16 else "tf32"
+    names = {"BULK": f"fused:{products}-wgmma-cluster-vbulk/", "SINGLE": f"fused:{products}-wgmma/"}
+    x = torch.randn(n, c, hw, hw, device="cuda").to(dtype).requires_grad_(True)
+    w = (torch.randn(k, c, 3, 3, device="cuda") / (9 * c) ** 0.5).to(dtype)
     y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
     gy = torch.randn_like(y)
     (gx,) = torch.autograd.grad(y, x, gy)
@@ -1433,7 +1436,7 @@ def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forwa
     xd = x.detach().double().requires_grad_(True)
     (ref,) = torch.autograd.grad(F.conv2d(xd, w.double(), None, 1, 1), xd, gy.double())
     (cudnn,) = torch.autograd.grad(F.conv2d(x, w, None, 1, 1), x, gy)
-    assert rel_err(gx, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+    assert rel_err(gx, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
 
 
 @needs_cuda

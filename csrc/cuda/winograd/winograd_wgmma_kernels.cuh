@@ -2,8 +2,9 @@
 // FP32 accumulators): the forward (and grad_input, the same kernel on the rotated filters) of float32
 // convolutions while PyTorch's cuDNN TF32 switch is on, and of bfloat16 ones, on sm_90a devices; x
 // and y in their own type (TIo, as winograd_tc_kernels.cuh). The single block also runs float16
-// calls, with three bfloat16 products of split operands (m64n32k16, WinogradWgmmaStages); the
-// cluster tiles run one TF32 product only.
+// calls, with three bfloat16 products of split operands (m64n32k16, WinogradWgmmaStages), as does the
+// two-block staged-V cluster (WinogradWgmmaClusterVBulkSplitTile); the other cluster tiles run one
+// TF32 product only.
 //
 // The block is the mma.sync kernel's 64-filter block (winograd_tc_kernels.cuh): 64 filters x 32
 // tiles x 16 points, 16 channels per chunk, every thread loading, transforming and storing one
@@ -626,12 +627,13 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
   // Whole warps run each pass of the loop and w % 4 is the lane % 4 (tile_v_bound's shuffles); a
   // pair's two halves are one aligned word (8 channels of a row are 8 neighbours).
   static_assert(kRunThreads % 32 == 0, "runs of whole warps");
-  auto pair_half = [](int kk, int n) {
+  constexpr auto pair_half = [](int kk, int n) {
     if constexpr (kSplit)
       return Cfg::v_split_half(kk, n);
     else
       return Cfg::v_half(kk, n);
   };
+  static_assert(pair_half(1, 0) == 1 && pair_half(2, 0) == 2 && pair_half(0, 1) % 2 == 0, "channel pairs as words");
   static_assert(kPointWords * 2 == (kSplit ? 2 : 1) * kRun, "a point's halves: one or two per value");
   grid_dependency_wait();  // the pixels' maxima (or, split, x) from the kernels before
   allow_dependents();
@@ -797,6 +799,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // kOperandBytes: U and V as TF32 words (4) or as float16 (2, staged V only): the TF32-rounded values
 // under power-of-two scales (F16Carrier), half the bytes per chunk, one m64n64k16 step where TF32
 // takes two m64n64k8. Core matrices stay 8 rows x 16 bytes: 8 channels of float16 where TF32 holds 4.
+// (float16 calls' staged V takes the TF32 words' space for its split halves:
+// WinogradWgmmaClusterVStagedSplitLayout.)
 template <bool kVStaged_, int kOperandBytes_ = 4>
 struct WinogradWgmmaClusterConfig {
   static constexpr bool kWgmma = true, kVStaged = kVStaged_;
