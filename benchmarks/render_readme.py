@@ -251,7 +251,8 @@ F16_STAGED_V_SINCE = "2026-11-28T21:00:00+00:00"
 def computed_as(rows):
     """How most of a group's layers were computed, from their forward plans (last_choice): TF32 tensor
     cores, 3xBF16 (float16's split operands) or IEEE FP32, and how many ran the staged-V tiles, whose
-    operands are the TF32 values as float16 words under power-of-two scales (docs/winograd.md)."""
+    operands are the TF32 values as float16 words under power-of-two scales, or for float16 calls V's
+    bfloat16 halves (docs/winograd.md)."""
     kinds = {}
     for r in rows:
         plan = (r.get("plan") or "").split()[0] if r.get("plan") else ""
@@ -266,6 +267,8 @@ def computed_as(rows):
                  and (r.get("date") or "") >= F16_STAGED_V_SINCE)
     if kind == "tf32" and staged:
         how += f" ({staged} staged-V layers: the TF32 values as scaled float16 words)"
+    elif kind == "3xbf16" and staged:
+        how = how[:-1] + f"; {staged} staged-V layers, V's two halves staged)"
     return f"{dtype} read and written, {how}" if dtype else how
 
 
