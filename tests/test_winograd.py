@@ -285,7 +285,8 @@ def test_cuda_f4x4_is_another_algorithm():
 # IEEE FP32 (F(4x4)'s error in TF32 would be several times cuDNN's). bfloat16 and float16 calls run
 # these tiles too, whatever the switch says, on their own 16-bit tensors: bfloat16 with one TF32
 # product per point product, float16 with its operands split into two bfloat16 parts and three
-# bfloat16 products (3xBF16, on the mma.sync tiles); test_16bit_calls_run_the_tensor_core_tiles below.
+# bfloat16 products (3xBF16: the mma.sync tiles, the single wgmma block and the two-block staged-V
+# cluster, test_float16_tiles_split_their_operands); test_16bit_calls_run_the_tensor_core_tiles below.
 # The tensor-core tiles, forced by set_config: mma.sync's 32- and 64-filter blocks; on Hopper the
 # wgmma block, the cluster of two blocks splitting its points, and the cluster with V staged
 # (transformed once into a workspace by a kernel of its own instead of by every filter block) and
