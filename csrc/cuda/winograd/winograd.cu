@@ -774,30 +774,35 @@ bool runs_narrow(const WinogradConv& cv) {
   return !runs_shallow<T>(cv) && cv.Kg() >= 1 && cv.Kg() <= kNarrowMaxOutputs;
 }
 
+// Whether winograd_conv runs a one-tile-per-thread kernel (the shallow or the narrow one) for cv.
+template <typename T>
+bool runs_thread_tile(const WinogradConv& cv) {
+  return runs_shallow<T>(cv) || runs_narrow<T>(cv);
+}
+
 // Whether grad_weight runs winograd_shallow_weight_grad_kernel (for float32 and 16-bit calls that no
 // tensor-core tile takes): the layers of the shallow forward kernel.
 bool runs_shallow_weight_grad(const ConvShape& p) { return runs_shallow<float>(winograd_launch(forward_map(p))); }
 
-// A forward or grad_input of the shallow or narrow kernel (runs_shallow, runs_narrow) on x, y and the
-// bias of TIo (float, bfloat16 or float16), computed in IEEE FP32 -- for a 16-bit call the float32
-// call's arithmetic on the same values, so its bits rounded once. `weight` is float32. `nhwc`: x and y
-// are channels_last.
-template <typename TIo>
+// A forward or grad_input of the shallow or narrow kernel (runs_thread_tile) computed in T (float:
+// IEEE FP32, or double) on x, y and the bias of TIo (T, or for float bfloat16 or float16 -- the
+// float32 call's arithmetic on the same values, so its bits rounded once). `weight` is of T. `nhwc`
+// (float only): x and y are channels_last.
+template <typename T, typename TIo = T>
 void winograd_thread_tile_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const WinogradConv& cv,
                                at::Tensor& y, bool nhwc) {
   if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
   const char* pass = cv.transposed ? "grad_input" : "forward";
+  const bool shallow = runs_shallow<T>(cv);
+  TORCH_INTERNAL_ASSERT(shallow || runs_narrow<T>(cv),
+                        "winograd: a layer of neither the shallow nor the narrow kernel");
+  // grad_input: the reversed taps are the filter rotated.
   const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, cv.transposed);
-  const at::Tensor u = transformed_filters<float>(weight, f);
-  if (runs_shallow<float>(cv)) {
-    record_last_choice(pass, "fused:shallow", 1);
-    if (nhwc) record_last_operand(pass, "nhwc");
-    return run_shallow<float, TIo>(x, u, f, bias, cv, y, nhwc);
-  }
-  TORCH_INTERNAL_ASSERT(runs_narrow<float>(cv), "winograd: a layer of neither the shallow nor the narrow kernel");
-  record_last_choice(pass, "fused:narrow", 1);
+  const at::Tensor u = transformed_filters<T>(weight, f);
+  record_last_choice(pass, shallow ? "fused:shallow" : "fused:narrow", 1);
   if (nhwc) record_last_operand(pass, "nhwc");
-  run_narrow<float, TIo>(x, u, f, bias, cv, y, nhwc);
+  if (shallow) return run_shallow<T, TIo>(x, u, f, bias, cv, y, nhwc);
+  run_narrow<T, TIo>(x, u, f, bias, cv, y, nhwc);
 }
 
 // A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee; for split calls the
@@ -864,19 +869,8 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& weight, const T* bias,
   const bool staged = variant == WinogradVariant::kStaged || (variant == WinogradVariant::kAuto && prefer_staged(cv));
   // A shallow reduction or a narrow output runs its own fused kernel, one tile per thread, unless a
   // GEMM tile config is forced (so that both can be timed).
+  if (runs_thread_tile<T>(cv)) return winograd_thread_tile_conv<T>(x, weight, bias, cv, y, nhwc);
   const bool rotated = cv.transposed;  // grad_input: the reversed taps are the filter rotated
-  if (runs_shallow<T>(cv)) {
-    const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, rotated);
-    record_last_choice(pass, "fused:shallow", 1);
-    if (nhwc) record_last_operand(pass, "nhwc");
-    return run_shallow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y, nhwc);
-  }
-  if (runs_narrow<T>(cv)) {
-    const FilterLayout f = filter_layout<WinogradShallowTile>(weight, cv.groups, rotated);
-    record_last_choice(pass, "fused:narrow", 1);
-    if (nhwc) record_last_operand(pass, "nhwc");
-    return run_narrow<T>(x, transformed_filters<T>(weight, f), f, bias, cv, y, nhwc);
-  }
   TORCH_INTERNAL_ASSERT(!nhwc, "winograd: only the tensor-core, shallow and narrow kernels read NHWC");
   if constexpr (std::is_same_v<T, float>) {
     // The staged variant asked for by a call on tensor cores: its point GEMMs there (TF32: F(2x2)'s
@@ -1041,6 +1035,19 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   return gw;
 }
 
+// A grad_weight kernel's operands in the call's memory format, its float32 result, its launch (the
+// shallow kernel's and the tensor-core ones').
+struct WeightGradCall {
+  at::Tensor gy, x, gw;
+  WinogradConv cv;
+};
+WeightGradCall weight_grad_call(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input, bool nhwc) {
+  const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  return {grad_output.contiguous(format), input.contiguous(format),
+          new_output({p.K, p.channels_per_group(), 3, 3}, input.options().dtype(at::kFloat)),
+          winograd_launch(forward_map(p))};
+}
+
 template <typename TIo, int kChannels, bool kNhwc>
 void launch_shallow_weight_grad(const ShallowWeightGradArgs<TIo>& a, int64_t blocks) {
   constexpr size_t smem = sizeof(ShallowWeightGradSmem<kChannels>);
@@ -1062,10 +1069,7 @@ void launch_shallow_weight_grad(const ShallowWeightGradArgs<TIo>& a, int64_t blo
 template <typename TIo>
 at::Tensor winograd_shallow_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                         bool nhwc, int64_t* workspace) {
-  const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-  const at::Tensor gy = grad_output.contiguous(format), x = input.contiguous(format);
-  at::Tensor gw = new_output({p.K, p.channels_per_group(), 3, 3}, input.options().dtype(at::kFloat));
-  const WinogradConv cv = winograd_launch(forward_map(p));
+  auto [gy, x, gw, cv] = weight_grad_call(p, grad_output, input, nhwc);
   const int64_t tiles = cv.tiles();
   *workspace = 0;
   if (tiles == 0) {
@@ -1102,24 +1106,11 @@ at::Tensor winograd_shallow_grad_weight(const ConvShape& p, const at::Tensor& gr
   return gw;
 }
 
-// A tensor-core grad_weight's operands in the call's memory format, its float32 result, its launch.
-struct TcWeightGradCall {
-  at::Tensor gy, x, gw;
-  WinogradConv cv;
-};
-TcWeightGradCall tc_weight_grad_call(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
-                                     bool nhwc) {
-  const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-  return {grad_output.contiguous(format), input.contiguous(format),
-          new_output({p.K, p.channels_per_group(), 3, 3}, input.options().dtype(at::kFloat)),
-          winograd_launch(forward_map(p))};
-}
-
 // grad_weight with its point GEMMs on tensor cores in TF32 (winograd_tc_weight_grad_kernel): the fused
 // variant's decomposition and slices. grad_output and input of TIo (float, bfloat16 or float16); the
 // result is float32.
 template <typename Cfg, typename TIo>
-at::Tensor winograd_tc_grad_weight(TcWeightGradCall& call, const char* config, bool nhwc, int64_t* workspace) {
+at::Tensor winograd_tc_grad_weight(WeightGradCall& call, const char* config, bool nhwc, int64_t* workspace) {
   auto& [gy, x, gw, cv] = call;
   const int64_t tiles = cv.tiles();
   if (tiles == 0) {
@@ -1183,7 +1174,7 @@ void launch_channel_max(const at::Tensor& t, bool nhwc, int per_group, int pad, 
 // channel's largest |value| first (launch_channel_max), so that every pass carries them under the
 // same scales.
 template <typename TIo>
-at::Tensor winograd_wgmma_grad_weight_staged(TcWeightGradCall& call, bool nhwc, int64_t* workspace) {
+at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, int64_t* workspace) {
   using Cfg = WinogradWgmmaWeightGradStagedTile<kMmaProducts<TIo>>;
   constexpr bool kHalves = Cfg::kOperandBytes == 2;
   auto& [gy, x, gw, cv] = call;
@@ -1279,7 +1270,7 @@ template <typename TIo>
 at::Tensor run_tc_grad_weight(int tile, const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                               bool nhwc, int64_t* workspace) {
   const char* config = tc_tile_choice<kMmaProducts<TIo>>(tile);
-  TcWeightGradCall call = tc_weight_grad_call(p, grad_output, input, nhwc);
+  WeightGradCall call = weight_grad_call(p, grad_output, input, nhwc);
   if (tile == kTcTileWgmma && staged_weight_grad<TIo>(call.cv))
     return winograd_wgmma_grad_weight_staged<TIo>(call, nhwc, workspace);
   if (tile == kTcTileWgmma)
@@ -1328,7 +1319,7 @@ TcForwardPlan tc_forward_plan(bool tensor_cores, const LaunchMap& map, const at:
   const WinogradConv cv = winograd_launch(map);
   if (tensor_cores) plan.tile = tc_forward_tile(cv, channels_last);
   const bool reads_nhwc = plan.tile != kTcIeee || (input.scalar_type() != at::kDouble &&
-                                                    (runs_shallow<float>(cv) || runs_narrow<float>(cv)));
+                                                    runs_thread_tile<float>(cv));
   if (channels_last && reads_nhwc) plan.format = at::MemoryFormat::ChannelsLast;
   return plan;
 }
@@ -1468,7 +1459,7 @@ at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor&
   const LaunchMap map = forward_map(p);
   const TcForwardPlan plan = tc_forward_plan(true, map, input, weight);
   const WinogradConv cv = winograd_launch(map);
-  const bool thread_tile = plan.tile == kTcIeee && (runs_shallow<float>(cv) || runs_narrow<float>(cv));
+  const bool thread_tile = plan.tile == kTcIeee && runs_thread_tile<float>(cv);
   if (plan.tile == kTcIeee && !thread_tile)
     return forward_in_fp32(kWinogradOp, &conv2d_winograd_cuda<kWidenedCaller<TIo>>, input, weight, bias,
                            stride, padding, dilation, groups);
@@ -1477,7 +1468,7 @@ at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor&
   const TIo* bias_data = b.defined() ? kernel_data<TIo>(b) : nullptr;
   at::Tensor y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
   if (thread_tile)
-    winograd_thread_tile_conv<TIo>(x, widened_parameter(weight), bias_data, cv, y, plan.nhwc());
+    winograd_thread_tile_conv<float, TIo>(x, widened_parameter(weight), bias_data, cv, y, plan.nhwc());
   else
     winograd_tc_conv<TIo>(x, widened_parameter(weight), bias_data, map, y, tile_for<TIo>(plan.tile), plan.nhwc());
   return y;
@@ -1499,7 +1490,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
   // Each pass on the 16-bit tensors where a tensor-core tile or a one-tile-per-thread kernel takes it.
   const bool tc_input = output_mask[0] && input_plan.tile != kTcIeee;
   const bool thread_input =
-      output_mask[0] && !tc_input && (runs_shallow<float>(input_cv) || runs_narrow<float>(input_cv));
+      output_mask[0] && !tc_input && runs_thread_tile<float>(input_cv);
   const bool tc_weight = output_mask[1] && weight_tile != kTcIeee;
   const bool shallow_weight = output_mask[1] && !tc_weight && runs_shallow_weight_grad(p);
   int64_t workspace = 0;
@@ -1512,7 +1503,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
       winograd_tc_conv<TIo>(grad_output_in(input_plan.format), widened_parameter(weight), nullptr, input_map, gx,
                             tile_for<TIo>(input_plan.tile), input_plan.nhwc());
     else
-      winograd_thread_tile_conv<TIo>(grad_output_in(input_plan.format), widened_parameter(weight), nullptr, input_cv,
+      winograd_thread_tile_conv<float, TIo>(grad_output_in(input_plan.format), widened_parameter(weight), nullptr, input_cv,
                                      gx, input_plan.nhwc());
     workspace = last_workspace_bytes();
   }
