@@ -268,7 +268,8 @@ __device__ __forceinline__ void put_point_halves(float* base, int kk, int r, int
 // (put_point_operands, put_point_halves). Within a 1024-item run of a (group, row tile, chunk) a
 // warp's 32 lanes write one piece of each point: TF32 words, item bits 0-1 and 5-6 the tile, 2-4 and
 // 7-9 the row, one core matrix (8 rows x 4 tiles, 128 contiguous bytes); float16 words, bits 0-2 and
-// 8 the tile, 3-7 and 9 the row, half a core matrix (4 rows x 8 tiles, 64 contiguous bytes). Tiles
+// 8 the tile, 3-7 and 9 the row, half a core matrix (4 rows x 8 tiles, 64 contiguous bytes), and
+// so for float16's split, whose hi and lo halves are two-byte stores too. Tiles
 // past the image, filters and channels past the group's are zeros (the loader's masks).
 template <typename Cfg, bool kNhwc, typename TIo>
 __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kernel(const StagedWeightGradPass<TIo> s) {
@@ -280,8 +281,10 @@ __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kerne
   const int64_t total = (dm_runs + int64_t(cv.groups) * a.c_tiles * s.chunks) * kRun;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int w = int(i % kRun);
-    const int kk = Cfg::kOperandBytes == 2 ? (w & 7) | ((w >> 8) & 1) << 3 : (w & 3) | ((w >> 5) & 3) << 2;
-    const int row = Cfg::kOperandBytes == 2 ? ((w >> 3) & 31) | ((w >> 9) & 1) << 5 : ((w >> 2) & 7) | ((w >> 7) & 7) << 3;
+    // Two-byte stores (float16 words, or the split's bfloat16 halves): lanes along 8 tiles of 4 rows.
+    constexpr bool kHalves = Cfg::kOperandBytes == 2 || Cfg::kProducts == 3;
+    const int kk = kHalves ? (w & 7) | ((w >> 8) & 1) << 3 : (w & 3) | ((w >> 5) & 3) << 2;
+    const int row = kHalves ? ((w >> 3) & 31) | ((w >> 9) & 1) << 5 : ((w >> 2) & 7) | ((w >> 7) & 7) << 3;
     const bool is_dm = i / kRun < dm_runs;
     const int64_t run = is_dm ? i / kRun : i / kRun - dm_runs;  // (group, row tile, chunk)
     const int tiles_of_rows = is_dm ? a.k_tiles : a.c_tiles;
