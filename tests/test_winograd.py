@@ -646,9 +646,10 @@ def staged_weight_grad_pass_limit(plan, full, groups, kg, cg):
 @pytest.mark.parametrize("n, c, k, h, w, groups", [
     (3, 48, 136, 30, 34, 1),  # 136 filters: three filter blocks of 64, the last padded
     (3, 48, 136, 30, 34, 2),  # groups of 24 channels and 68 filters (two filter blocks each)
-    (4, 300, 72, 30, 34, 1),  # 300 channels: more than a block's threads in channels_last
+    (4, 300, 72, 30, 34, 1),  # 300 channels: bfloat16 channels_last by single values, not 16-byte vectors
     (2, 24, 64, 96, 100, 1),  # 9600 pixels a plane: an NCHW plane's maximum over several blocks
-], ids=["C48K136", "C48K136g2", "C300K72", "C24K64H96W100"])
+    (1, 1040, 64, 6, 10, 1),  # float32 channels_last: 260 16-byte vectors a pixel, two blocks' worth
+], ids=["C48K136", "C48K136g2", "C300K72", "C24K64H96W100", "C1040K64"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["tf32", "bf16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 def test_staged_grad_weight_carries_tf32_values_in_float16_under_per_filter_and_per_channel_scales(

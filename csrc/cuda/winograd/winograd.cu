@@ -1146,22 +1146,36 @@ at::Tensor winograd_tc_grad_weight(WeightGradCall& call, const char* config, boo
 }
 
 // Each channel's largest |value| of t (N, C, H, W; channels_last where `nhwc`) into
-// out[group][pad] (channel_max_kernel; out zeroed).
+// out[group][pad] (channel_max_nchw_kernel, channel_max_nhwc_kernel; out zeroed).
 template <typename TIo>
 void launch_channel_max(const at::Tensor& t, bool nhwc, int per_group, int pad, float* out) {
   const int64_t images = t.size(0), plane = t.size(2) * t.size(3);
   const int channels = int(t.size(1));
   if (images * plane == 0) return;
+  const TIo* data = kernel_data<TIo>(t);
   if (nhwc) {
-    const int64_t blocks = ceil_div(images * plane, int64_t(kChannelMaxPixels));
-    check_grid(blocks, "conv2d_winograd_backward");
-    channel_max_kernel<TIo, true><<<unsigned(blocks), unsigned(std::min(256, round_up(channels, 32))), 0,
-                                    current_stream()>>>(kernel_data<TIo>(t), images, channels, plane, per_group, pad, out);
+    constexpr int kVec = 16 / int(sizeof(TIo));
+    const bool vectors = channels % kVec == 0 && reinterpret_cast<uintptr_t>(data) % 16 == 0;
+    const int lanes = vectors ? channels / kVec : channels;
+    const int lane_blocks = ceil_div(lanes, kChannelMaxThreads);
+    const int rows = kChannelMaxThreads / std::min(lanes, kChannelMaxThreads);
+    // About eight blocks per SM in all, and at least 16 pixels a thread row.
+    const int64_t pixels = images * plane;
+    const int64_t blocks = std::clamp<int64_t>(ceil_div(pixels, int64_t(16) * rows),
+                                               1, std::max<int64_t>(1, int64_t(8) * sm_count() / lane_blocks));
+    const int64_t per_block = ceil_div(pixels, blocks);
+    const dim3 grid(unsigned(ceil_div(pixels, per_block)), unsigned(lane_blocks));
+    if (vectors)
+      channel_max_nhwc_kernel<TIo, kVec><<<grid, kChannelMaxThreads, 0, current_stream()>>>(data, pixels, channels,
+                                                                                            per_block, per_group, pad, out);
+    else
+      channel_max_nhwc_kernel<TIo, 1><<<grid, kChannelMaxThreads, 0, current_stream()>>>(data, pixels, channels,
+                                                                                         per_block, per_group, pad, out);
   } else {
     const int64_t blocks = ceil_div(images * channels * ceil_div(plane, int64_t(kChannelMaxRun)), int64_t(256 / 32));
     check_grid(blocks, "conv2d_winograd_backward");
-    channel_max_kernel<TIo, false><<<unsigned(blocks), 256, 0, current_stream()>>>(kernel_data<TIo>(t), images, channels,
-                                                                                    plane, per_group, pad, out);
+    channel_max_nchw_kernel<TIo><<<unsigned(blocks), 256, 0, current_stream()>>>(data, images, channels, plane,
+                                                                                  per_group, pad, out);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -196,7 +196,7 @@ using WinogradWgmmaWeightGradStagedTile = WinogradWgmmaWeightGradStagedConfig<kP
 // run is what the two point halves' stages hold). The pass's slices are splits split0 .. of
 // chunks_per_split chunks each. Float16 words: dm_max and v_max hold each filter's largest
 // |grad_output| and each channel's largest |input| ([group][k_pad] and [group][c_pad], from
-// channel_max_kernel before the first pass), whose scales (weight_grad_carrier_exponent) every pass
+// launch_channel_max before the first pass), whose scales (weight_grad_carrier_exponent) every pass
 // takes.
 template <typename TIo>
 struct StagedWeightGradPass {
@@ -210,47 +210,78 @@ struct StagedWeightGradPass {
 };
 
 // The exponent of a staged grad_weight row's float16 scale (F16Carrier) from its channel's largest
-// |value| m (channel_max_kernel): a dM value (A dY A^T, A's rows at most two entries of +-1) and a V
+// |value| m (launch_channel_max): a dM value (A dY A^T, A's rows at most two entries of +-1) and a V
 // value (B^T d B, the same) are signed sums of at most four grad_output or input values, so 4 m
 // bounds them, and their TF32 rounding stays within the next power of two, which float16 holds.
 __device__ __forceinline__ int weight_grad_carrier_exponent(float channel_max) {
   return F16Carrier::exponent(4.f * channel_max);
 }
 
-// Each channel's largest |value| of t ([images][channels][plane], or channels_last [images][plane]
-// [channels]) into out[(c / per_group) * pad + c % per_group] (F16Carrier::gather_max; out zeroed by
-// the caller). NCHW: a warp per run of kChannelMaxRun values of one (image, channel) plane;
-// channels_last: a block per kChannelMaxPixels pixels, each thread owning channels.
-constexpr int kChannelMaxRun = 2048, kChannelMaxPixels = 16;
-template <typename TIo, bool kNhwc>
-__global__ void __launch_bounds__(256) channel_max_kernel(const TIo* __restrict__ t, int64_t images, int channels,
-                                                          int64_t plane, int per_group, int pad, float* out) {
-  auto store = [&](int c, float most) {
-    if (most != 0.f) F16Carrier::gather_max(out + int64_t(c / per_group) * pad + c % per_group, most);
-  };
-  if constexpr (kNhwc) {
-    const int64_t p0 = int64_t(blockIdx.x) * kChannelMaxPixels;
-    const int pixels = int(min(int64_t(kChannelMaxPixels), images * plane - p0));
-    for (int c = threadIdx.x; c < channels; c += blockDim.x) {
-      const TIo* src = t + p0 * channels + c;
-      float most = 0.f;
+// Each channel's largest |value| of t into out[(c / per_group) * pad + c % per_group]
+// (F16Carrier::gather_max; out zeroed by the caller).
+__device__ __forceinline__ void store_channel_max(float* out, int c, int per_group, int pad, float most) {
+  if (most != 0.f) F16Carrier::gather_max(out + int64_t(c / per_group) * pad + c % per_group, most);
+}
+
+// NCHW ([images][channels][plane]): a warp per run of kChannelMaxRun values of one (image, channel)
+// plane, one atomic maximum a run.
+constexpr int kChannelMaxRun = 2048;
+template <typename TIo>
+__global__ void __launch_bounds__(256) channel_max_nchw_kernel(const TIo* __restrict__ t, int64_t images, int channels,
+                                                               int64_t plane, int per_group, int pad, float* out) {
+  const int64_t runs = (plane + kChannelMaxRun - 1) / kChannelMaxRun;
+  const int64_t unit = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;  // whole warps: blockDim % 32 == 0
+  if (unit >= images * channels * runs) return;
+  const int64_t plane_index = unit / runs, v0 = (unit % runs) * kChannelMaxRun;
+  const int v1 = int(min(int64_t(kChannelMaxRun), plane - v0));
+  const TIo* src = t + plane_index * plane + v0;
+  float most = 0.f;
 #pragma unroll 8
-      for (int p = 0; p < pixels; ++p) most = fmaxf(most, fabsf(to_float(src[int64_t(p) * channels])));
-      store(c, most);
-    }
-  } else {
-    const int64_t runs = (plane + kChannelMaxRun - 1) / kChannelMaxRun;
-    const int64_t unit = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;  // whole warps: blockDim % 32 == 0
-    if (unit >= images * channels * runs) return;
-    const int64_t plane_index = unit / runs, v0 = (unit % runs) * kChannelMaxRun;
-    const int v1 = int(min(int64_t(kChannelMaxRun), plane - v0));
-    const TIo* src = t + plane_index * plane + v0;
-    float most = 0.f;
-#pragma unroll 8
-    for (int v = threadIdx.x % 32; v < v1; v += 32) most = fmaxf(most, fabsf(to_float(src[v])));
+  for (int v = threadIdx.x % 32; v < v1; v += 32) most = fmaxf(most, fabsf(to_float(src[v])));
 #pragma unroll
-    for (int o = 16; o > 0; o /= 2) most = fmaxf(most, __shfl_xor_sync(0xFFFFFFFFu, most, o));
-    if (threadIdx.x % 32 == 0) store(int(plane_index % channels), most);
+  for (int o = 16; o > 0; o /= 2) most = fmaxf(most, __shfl_xor_sync(0xFFFFFFFFu, most, o));
+  if (threadIdx.x % 32 == 0) store_channel_max(out, int(plane_index % channels), per_group, pad, most);
+}
+
+// channels_last ([pixels][channels]): a thread owns kVec consecutive channels (one 16-byte load a
+// pixel where kVec > 1: the caller checks channels % kVec and the alignment) of every rows-th pixel of
+// its block's run; `lanes` threads cover a pixel's channels (or 256 of them: blockIdx.y picks which).
+// A few blocks per SM, each reducing its rows in shared memory to one atomic maximum a channel: a
+// block per handful of pixels, each with an atomic maximum a channel, queued the atomics of thousands
+// of blocks on the same addresses.
+constexpr int kChannelMaxThreads = 256;
+template <typename TIo, int kVec>
+__global__ void __launch_bounds__(kChannelMaxThreads)
+    channel_max_nhwc_kernel(const TIo* __restrict__ t, int64_t pixels, int channels, int64_t pixels_per_block,
+                            int per_group, int pad, float* out) {
+  __shared__ float row_max[kChannelMaxThreads * kVec];
+  const int vectors = channels / kVec, c0 = blockIdx.y * kChannelMaxThreads * kVec;
+  const int lanes = min(vectors - int(blockIdx.y) * kChannelMaxThreads, kChannelMaxThreads);
+  const int rows = kChannelMaxThreads / lanes, lane = threadIdx.x % lanes, row = threadIdx.x / lanes;
+  const int64_t p0 = int64_t(blockIdx.x) * pixels_per_block, p1 = min(p0 + pixels_per_block, pixels);
+  float most[kVec];
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) most[e] = 0.f;
+  if (row < rows) {
+    const TIo* src = t + c0 + lane * kVec;
+#pragma unroll 4
+    for (int64_t p = p0 + row; p < p1; p += rows) {
+      TIo v[kVec];
+      if constexpr (kVec > 1)
+        *reinterpret_cast<uint4*>(v) = __ldg(reinterpret_cast<const uint4*>(src + p * channels));
+      else
+        v[0] = src[p * channels];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) most[e] = fmaxf(most[e], fabsf(to_float(v[e])));
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) row_max[threadIdx.x * kVec + e] = most[e];
+  __syncthreads();
+  for (int i = threadIdx.x; i < lanes * kVec; i += kChannelMaxThreads) {
+    float m = row_max[i];
+    for (int r = 1; r < rows; ++r) m = fmaxf(m, row_max[r * lanes * kVec + i]);
+    store_channel_max(out, c0 + i, per_group, pad, m);
   }
 }
 
