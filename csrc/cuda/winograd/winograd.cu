@@ -1260,21 +1260,19 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
 
 // Whether the wgmma tile's grad_weight stages dM and V (winograd_wgmma_grad_weight_staged) rather
 // than transforming them in the fused block, which transforms each dM once per 32 channels and each V
-// once per 64 filters: from 256 filters per group and from kStagedWeightGradMinChannels channels --
-// 128 where the operands travel as float16 words (one product), 256 where float16's split takes TF32
-// words, twice the bytes -- over at least kStagedWeightGradMinTiles tiles: 2048 for one product, 512
-// for float16's split, whose fused block transforms and splits every operand twice over (the layers
-// where the staged grad_weight measured faster, docs/winograd.md; below, the operands' round trip and
-// the launches are a larger share). Forced: with the staged-V configs, whose forwards stage V.
-template <int kProducts>
-constexpr int kStagedWeightGradMinChannels = kProducts == 1 ? 128 : 256;
+// once per 64 filters: from 256 filters and 128 channels per group over at least
+// kStagedWeightGradMinTiles tiles: 2048 for one product (float16 words), 512 for float16's split (TF32
+// words, twice the bytes, but its fused block splits every operand it transforms, each dM four times
+// over on 128 channels) -- the layers where the staged grad_weight measured faster, docs/winograd.md;
+// below, the operands' round trip and the launches are a larger share. Forced: with the staged-V
+// configs, whose forwards stage V.
 template <int kProducts>
 constexpr int64_t kStagedWeightGradMinTiles = kProducts == 1 ? 2048 : 512;
 template <typename TIo>
 bool staged_weight_grad(const WinogradConv& cv) {
   const int forced = forced_config(kWinograd);
   if (forced >= 0) return forced == kConfigTf32WgmmaClusterVBulk || forced == kConfigTf32WgmmaClusterUVMulticast;
-  return cv.Cg() >= kStagedWeightGradMinChannels<kMmaProducts<TIo>> && cv.Kg() >= 256 &&
+  return cv.Cg() >= 128 && cv.Kg() >= 256 &&
          cv.tiles() >= kStagedWeightGradMinTiles<kMmaProducts<TIo>>;
 }
 
