@@ -137,23 +137,26 @@ FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotate
   return f;
 }
 
+// The weight cache's key of a transform `tag` of layout f.
+std::string filter_cache_key(const std::string& tag, const FilterLayout& f) {
+  return tag + "/" + (f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" + std::to_string(f.reduction_pad) +
+         "x" + std::to_string(f.outputs_pad);
+}
+
 // The filters of `weight` transformed by `kernel` (a thread per (reduction, output) pair of layout f,
 // `points` values each), cached under `tag` until the weight changes.
 template <typename T, typename Kernel>
 at::Tensor cached_filters(const at::Tensor& weight, const FilterLayout& f, int points, const std::string& tag,
                           Kernel kernel) {
-  return cached_weight_transform(weight, tag + "/" + (f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" +
-                                             std::to_string(f.reduction_pad) + "x" + std::to_string(f.outputs_pad),
-                                 [&] {
-                                   auto w = weight.contiguous();
-                                   at::Tensor u = at::empty(
-                                       {int64_t(f.groups) * f.reduction_pad * points * f.outputs_pad}, weight.options());
-                                   const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
-                                   kernel<<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
-                                       w.const_data_ptr<T>(), u.mutable_data_ptr<T>(), f);
-                                   C10_CUDA_KERNEL_LAUNCH_CHECK();
-                                   return u;
-                                 });
+  return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
+    auto w = weight.contiguous();
+    at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * points * f.outputs_pad}, weight.options());
+    const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
+    kernel<<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w.const_data_ptr<T>(), u.mutable_data_ptr<T>(),
+                                                                          f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return u;
+  });
 }
 
 // U of F(m x m, 3 x 3) in point groups of kGroupPoints for `weight`.
@@ -249,11 +252,20 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
 // for the three-product ones (kMmaProducts).
 template <typename Cfg, int kProducts>
 at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
-  return cached_filters<float>(weight, f, kWinogradPoints,
-                               std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
-                                   (kProducts == 1 ? "" : "bf16-split/") + std::to_string(Cfg::kM) + "x" +
-                                   std::to_string(Cfg::kK),
-                               winograd_filter_transform_tc_kernel<Cfg, kProducts>);
+  const std::string tag = std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
+                          (kProducts == 1 ? "" : "bf16-split/") + std::to_string(Cfg::kM) + "x" + std::to_string(Cfg::kK);
+  return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
+    auto w = weight.contiguous();
+    at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad}, weight.options());
+    auto kernel = winograd_filter_transform_tc_kernel<Cfg, kProducts>;
+    constexpr size_t smem = filter_run_smem_bytes<Cfg>();
+    ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
+    const int64_t runs = int64_t(f.groups) * (f.outputs_pad / Cfg::kM) * (f.reduction_pad / Cfg::kK);
+    kernel<<<unsigned(std::min<int64_t>(runs, int64_t(sm_count()) * 8)), 256, smem, current_stream()>>>(
+        w.const_data_ptr<float>(), u.mutable_data_ptr<float>(), f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return u;
+  });
 }
 
 // U for the staged-V tiles: float16 words under a scale per filter (F16Carrier), then each filter's
@@ -263,21 +275,22 @@ at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayo
   static_assert(Cfg::kOperandBytes == 2, "float16 operands");
   const int64_t u_words = int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad / 2;
   return cached_weight_transform(
-      weight,
-      "winograd_u_wgmma_f16/" + std::string(f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" +
-          std::to_string(f.reduction_pad) + "x" + std::to_string(f.outputs_pad),
+      weight, filter_cache_key("winograd_u_wgmma_f16", f),
       [&] {
         auto w = weight.contiguous();
         at::Tensor u = at::empty({u_words + int64_t(f.groups) * f.outputs_pad}, weight.options());
         float* u_max = u.mutable_data_ptr<float>() + u_words;
         C10_CUDA_CHECK(cudaMemsetAsync(u_max, 0, size_t(f.groups) * f.outputs_pad * sizeof(float), current_stream()));
-        const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
         auto* halves = reinterpret_cast<uint16_t*>(u.mutable_data_ptr<float>());
-        winograd_filter_transform_f16_kernel<Cfg, true>
-            <<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w.const_data_ptr<float>(), halves, u_max, f);
+        const int64_t runs = int64_t(f.groups) * (f.outputs_pad / Cfg::kM) * (f.reduction_pad / Cfg::kK);
+        const unsigned grid = unsigned(std::min<int64_t>(runs, int64_t(sm_count()) * 8));
+        winograd_filter_transform_f16_kernel<Cfg, true><<<grid, 256, Cfg::kM * sizeof(float), current_stream()>>>(
+            w.const_data_ptr<float>(), halves, u_max, f);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
-        winograd_filter_transform_f16_kernel<Cfg, false>
-            <<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w.const_data_ptr<float>(), halves, u_max, f);
+        auto write = winograd_filter_transform_f16_kernel<Cfg, false>;
+        constexpr size_t smem = filter_run_smem_bytes<Cfg>();
+        ensure_dynamic_smem(write, smem, "conv2d_winograd");
+        write<<<grid, 256, smem, current_stream()>>>(w.const_data_ptr<float>(), halves, u_max, f);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         return u;
       });
