@@ -310,16 +310,23 @@ struct FilterLayout {
 };
 
 // U = G g G^T of filter pair (reduction r, output m) of group g in layout f: the 3x3 taps of the
-// forward filter (k, c), reversed where f.rotated (grad_input), or zeros in the padding.
-template <typename Tile, typename T>
-__device__ __forceinline__ void filter_points(const T* __restrict__ w, const FilterLayout& f, int g, int r, int m,
+// forward filter (k, c), reversed where f.rotated (grad_input), or zeros in the padding. TW: the
+// weight's type (T, or bfloat16 or float16 for float arithmetic: the tensor-core tiles read 16-bit
+// weights themselves, exact in float).
+template <typename Tile, typename T, typename TW>
+__device__ __forceinline__ void filter_points(const TW* __restrict__ w, const FilterLayout& f, int g, int r, int m,
                                               T (&uu)[Tile::kPoints]) {
   if (m < f.outputs && r < f.reduction) {
     const int k = f.rotated ? r : m, c = f.rotated ? m : r;
-    const T* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
+    const TW* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
     T taps[9];
 #pragma unroll
-    for (int t = 0; t < 9; ++t) taps[t] = src[f.rotated ? 8 - t : t];
+    for (int t = 0; t < 9; ++t) {
+      if constexpr (std::is_same_v<T, TW>)
+        taps[t] = src[f.rotated ? 8 - t : t];
+      else
+        taps[t] = to_float(src[f.rotated ? 8 - t : t]);
+    }
     Tile::filter(taps, uu);
   } else {
 #pragma unroll
