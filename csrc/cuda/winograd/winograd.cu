@@ -965,7 +965,9 @@ void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems
     slices = 1;
   }
   winograd_weight_grad_finish_kernel<T>
-      <<<elementwise_blocks(int64_t(cv.groups) * cv.Kg() * cv.Cg(), kWeightGradFinishThreads), kWeightGradFinishThreads,
+      <<<elementwise_blocks(int64_t(cv.groups) * cv.Kg() * cv.Cg() * (32 / kWeightGradFinishPairs),
+                            kWeightGradFinishThreads),
+         kWeightGradFinishThreads,
          0, current_stream()>>>(partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, cv.Kg(), cv.Cg(),
                                 k_pad, c_pad, slices, slice_elems);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
