@@ -267,14 +267,12 @@ void with_weight_data(const at::Tensor& weight, Fn&& fn) {
   }
 }
 
-// The number of filter runs (group, filter block, chunk) of layout f, and the grid that walks them.
-template <typename Cfg>
-int64_t filter_runs(const FilterLayout& f) {
-  return int64_t(f.groups) * (f.outputs_pad / Cfg::kM) * (f.reduction_pad / Cfg::kK);
-}
+// The grid that walks the filter runs (group, filter block, chunk) of layout f: at least one block
+// (a grad_input of no filters has no run, and its U no values).
 template <typename Cfg>
 unsigned filter_run_blocks(const FilterLayout& f) {
-  return unsigned(std::min<int64_t>(filter_runs<Cfg>(f), int64_t(sm_count()) * 8));
+  const int64_t runs = int64_t(f.groups) * (f.outputs_pad / Cfg::kM) * (f.reduction_pad / Cfg::kK);
+  return unsigned(std::clamp<int64_t>(runs, 1, int64_t(sm_count()) * 8));
 }
 
 template <typename Cfg, int kProducts>
