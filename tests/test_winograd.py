@@ -775,6 +775,30 @@ def test_grad_weight_stages_its_operands_on_deep_layers(dtype, n, c, k, hw, stag
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_tensor_core_tiles_read_a_16bit_weight_without_a_float32_copy(dtype):
+    """The tensor-core tiles' filter transforms (forward and grad_input) read a bfloat16 or float16
+    weight themselves: a training step with a trainable weight casts it nowhere. The one cast of
+    the weight's shape is grad_weight's float32 result rounded to the weight's dtype."""
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    x = torch.randn(2, 64, 12, 10, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(96, 64, 3, 3, device="cuda").to(dtype)
+    x.requires_grad_(True), w.requires_grad_(True)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        y = torchconv.conv2d(x, w, None, padding=1, algorithm="winograd")
+        gx, gw = torch.autograd.grad(y, (x, w), torch.randn_like(y))
+    plans = torchconv.last_choice().split()
+    assert len(plans) == 3 and all(re.search(r"(tf32|bf16)-wgmma|:tf32|:3xbf16", p) for p in plans), plans
+    casts = sum(e.count for e in prof.key_averages(group_by_input_shape=True)
+                if e.key == "aten::_to_copy" and list(w.shape) in [list(s) for s in e.input_shapes])
+    assert casts == 1, casts
+    wd = w.detach().double().requires_grad_()
+    xd = x.detach().double().requires_grad_()
+    yd = F.conv2d(xd, wd, None, 1, 1)
+    assert rel_err(y, yd) <= allowed_error(rel_err(F.conv2d(x, w, None, 1, 1), yd), dtype)
+
+
+@needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["tf32", "bf16", "fp16"])
 def test_grad_output_in_another_layout_is_copied_once(dtype):
     """A channels_last call whose grad_output comes in NCHW: grad_input and grad_weight both read it

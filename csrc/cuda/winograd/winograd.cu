@@ -137,23 +137,26 @@ FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotate
   return f;
 }
 
+// The weight cache's key of a transform `tag` of layout f.
+std::string filter_cache_key(const std::string& tag, const FilterLayout& f) {
+  return tag + "/" + (f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" + std::to_string(f.reduction_pad) +
+         "x" + std::to_string(f.outputs_pad);
+}
+
 // The filters of `weight` transformed by `kernel` (a thread per (reduction, output) pair of layout f,
 // `points` values each), cached under `tag` until the weight changes.
 template <typename T, typename Kernel>
 at::Tensor cached_filters(const at::Tensor& weight, const FilterLayout& f, int points, const std::string& tag,
                           Kernel kernel) {
-  return cached_weight_transform(weight, tag + "/" + (f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" +
-                                             std::to_string(f.reduction_pad) + "x" + std::to_string(f.outputs_pad),
-                                 [&] {
-                                   auto w = weight.contiguous();
-                                   at::Tensor u = at::empty(
-                                       {int64_t(f.groups) * f.reduction_pad * points * f.outputs_pad}, weight.options());
-                                   const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
-                                   kernel<<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
-                                       w.const_data_ptr<T>(), u.mutable_data_ptr<T>(), f);
-                                   C10_CUDA_KERNEL_LAUNCH_CHECK();
-                                   return u;
-                                 });
+  return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
+    auto w = weight.contiguous();
+    at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * points * f.outputs_pad}, weight.options());
+    const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
+    kernel<<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w.const_data_ptr<T>(), u.mutable_data_ptr<T>(),
+                                                                          f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return u;
+  });
 }
 
 // U of F(m x m, 3 x 3) in point groups of kGroupPoints for `weight`.
@@ -247,13 +250,48 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
 // U for the tensor-core kernel of tile Cfg: its own layout (mma.sync fragments or wgmma core
 // matrices), rounded to TF32 for kernels of one TF32 product, split into bfloat16 hi and lo parts
 // for the three-product ones (kMmaProducts).
+// fn(data) on the weight's data as the kernels read it: float, bfloat16 or float16 (the tensor-core
+// tiles' filter transforms read a 16-bit call's weight themselves, where a float32 copy of it per call
+// cost a launch and an allocation).
+template <typename Fn>
+void with_weight_data(const at::Tensor& weight, Fn&& fn) {
+  switch (weight.scalar_type()) {
+    case at::kFloat:
+      return fn(kernel_data<float>(weight));
+    case at::kBFloat16:
+      return fn(kernel_data<__nv_bfloat16>(weight));
+    case at::kHalf:
+      return fn(kernel_data<__half>(weight));
+    default:
+      TORCH_CHECK(false, "winograd: tensor-core filter transforms of a ", weight.scalar_type(), " weight");
+  }
+}
+
+// The grid that walks the filter runs (group, filter block, chunk) of layout f: at least one block
+// (a grad_input of no filters has no run, and its U no values).
+template <typename Cfg>
+unsigned filter_run_blocks(const FilterLayout& f) {
+  const int64_t runs = int64_t(f.groups) * (f.outputs_pad / Cfg::kM) * (f.reduction_pad / Cfg::kK);
+  return unsigned(std::clamp<int64_t>(runs, 1, int64_t(sm_count()) * 8));
+}
+
 template <typename Cfg, int kProducts>
 at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
-  return cached_filters<float>(weight, f, kWinogradPoints,
-                               std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
-                                   (kProducts == 1 ? "" : "bf16-split/") + std::to_string(Cfg::kM) + "x" +
-                                   std::to_string(Cfg::kK),
-                               winograd_filter_transform_tc_kernel<Cfg, kProducts>);
+  const std::string tag = std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
+                          (kProducts == 1 ? "" : "bf16-split/") + std::to_string(Cfg::kM) + "x" + std::to_string(Cfg::kK);
+  return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
+    auto w = weight.contiguous();
+    at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad},
+                             weight.options().dtype(at::kFloat));
+    with_weight_data(w, [&](const auto* data) {
+      auto kernel = winograd_filter_transform_tc_kernel<Cfg, kProducts, std::remove_cv_t<std::remove_pointer_t<decltype(data)>>>;
+      constexpr size_t smem = filter_run_smem_bytes<Cfg>();
+      ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
+      kernel<<<filter_run_blocks<Cfg>(f), 256, smem, current_stream()>>>(data, u.mutable_data_ptr<float>(), f);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+    return u;
+  });
 }
 
 // U for the staged-V tiles: float16 words under a scale per filter (F16Carrier), then each filter's
@@ -263,22 +301,26 @@ at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayo
   static_assert(Cfg::kOperandBytes == 2, "float16 operands");
   const int64_t u_words = int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad / 2;
   return cached_weight_transform(
-      weight,
-      "winograd_u_wgmma_f16/" + std::string(f.rotated ? "rotated/" : "") + std::to_string(f.groups) + "/" +
-          std::to_string(f.reduction_pad) + "x" + std::to_string(f.outputs_pad),
+      weight, filter_cache_key("winograd_u_wgmma_f16", f),
       [&] {
         auto w = weight.contiguous();
-        at::Tensor u = at::empty({u_words + int64_t(f.groups) * f.outputs_pad}, weight.options());
+        at::Tensor u =
+            at::empty({u_words + int64_t(f.groups) * f.outputs_pad}, weight.options().dtype(at::kFloat));
         float* u_max = u.mutable_data_ptr<float>() + u_words;
         C10_CUDA_CHECK(cudaMemsetAsync(u_max, 0, size_t(f.groups) * f.outputs_pad * sizeof(float), current_stream()));
-        const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
         auto* halves = reinterpret_cast<uint16_t*>(u.mutable_data_ptr<float>());
-        winograd_filter_transform_f16_kernel<Cfg, true>
-            <<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w.const_data_ptr<float>(), halves, u_max, f);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        winograd_filter_transform_f16_kernel<Cfg, false>
-            <<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w.const_data_ptr<float>(), halves, u_max, f);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        with_weight_data(w, [&](const auto* data) {
+          using TW = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
+          const unsigned grid = filter_run_blocks<Cfg>(f);
+          winograd_filter_transform_f16_kernel<Cfg, true, TW>
+              <<<grid, 256, Cfg::kM * sizeof(float), current_stream()>>>(data, halves, u_max, f);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+          auto write = winograd_filter_transform_f16_kernel<Cfg, false, TW>;
+          constexpr size_t smem = filter_run_smem_bytes<Cfg>();
+          ensure_dynamic_smem(write, smem, "conv2d_winograd");
+          write<<<grid, 256, smem, current_stream()>>>(data, halves, u_max, f);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
         return u;
       });
 }
@@ -807,7 +849,7 @@ void winograd_thread_tile_conv(const at::Tensor& x, const at::Tensor& weight, co
 
 // A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee; for split calls the
 // single wgmma block or the two-block staged-V cluster among the wgmma tiles, tile_for): x, bias and y
-// of TIo, the weight float32.
+// of TIo, the weight float32 or TIo (the filter transforms read either).
 template <typename TIo>
 void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const LaunchMap& map,
                       at::Tensor& y, int tile, bool nhwc) {
@@ -921,7 +963,9 @@ void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems
     slices = 1;
   }
   winograd_weight_grad_finish_kernel<T>
-      <<<elementwise_blocks(int64_t(cv.groups) * cv.Kg() * cv.Cg(), kWeightGradFinishThreads), kWeightGradFinishThreads,
+      <<<elementwise_blocks(int64_t(cv.groups) * cv.Kg() * cv.Cg() * (32 / kWeightGradFinishPairs),
+                            kWeightGradFinishThreads),
+         kWeightGradFinishThreads,
          0, current_stream()>>>(partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, cv.Kg(), cv.Cg(),
                                 k_pad, c_pad, slices, slice_elems);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -1482,7 +1526,7 @@ at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor&
   if (thread_tile)
     winograd_thread_tile_conv<float, TIo>(x, widened_parameter(weight), bias_data, cv, y, plan.nhwc());
   else
-    winograd_tc_conv<TIo>(x, widened_parameter(weight), bias_data, map, y, tile_for<TIo>(plan.tile), plan.nhwc());
+    winograd_tc_conv<TIo>(x, weight, bias_data, map, y, tile_for<TIo>(plan.tile), plan.nhwc());
   return y;
 }
 
@@ -1512,7 +1556,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
     record_workspace_bytes(0);
     gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(input_plan.format));
     if (tc_input)
-      winograd_tc_conv<TIo>(grad_output_in(input_plan.format), widened_parameter(weight), nullptr, input_map, gx,
+      winograd_tc_conv<TIo>(grad_output_in(input_plan.format), weight, nullptr, input_map, gx,
                             tile_for<TIo>(input_plan.tile), input_plan.nhwc());
     else
       winograd_thread_tile_conv<float, TIo>(grad_output_in(input_plan.format), widened_parameter(weight), nullptr, input_cv,

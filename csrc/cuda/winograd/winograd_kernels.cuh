@@ -310,16 +310,23 @@ struct FilterLayout {
 };
 
 // U = G g G^T of filter pair (reduction r, output m) of group g in layout f: the 3x3 taps of the
-// forward filter (k, c), reversed where f.rotated (grad_input), or zeros in the padding.
-template <typename Tile, typename T>
-__device__ __forceinline__ void filter_points(const T* __restrict__ w, const FilterLayout& f, int g, int r, int m,
+// forward filter (k, c), reversed where f.rotated (grad_input), or zeros in the padding. TW: the
+// weight's type (T, or bfloat16 or float16 for float arithmetic: the tensor-core tiles read 16-bit
+// weights themselves, exact in float).
+template <typename Tile, typename T, typename TW>
+__device__ __forceinline__ void filter_points(const TW* __restrict__ w, const FilterLayout& f, int g, int r, int m,
                                               T (&uu)[Tile::kPoints]) {
   if (m < f.outputs && r < f.reduction) {
     const int k = f.rotated ? r : m, c = f.rotated ? m : r;
-    const T* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
+    const TW* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
     T taps[9];
 #pragma unroll
-    for (int t = 0; t < 9; ++t) taps[t] = src[f.rotated ? 8 - t : t];
+    for (int t = 0; t < 9; ++t) {
+      if constexpr (std::is_same_v<T, TW>)
+        taps[t] = src[f.rotated ? 8 - t : t];
+      else
+        taps[t] = to_float(src[f.rotated ? 8 - t : t]);
+    }
     Tile::filter(taps, uu);
   } else {
 #pragma unroll
@@ -1323,36 +1330,50 @@ __global__ void winograd_grad_output_transform_kernel(const T* __restrict__ gy, 
 }
 
 // Sums dU's `slices` slices (`slice` elements apart, in slice order: the bits sum_slices_kernel's
-// single lane gives) and maps it back to the filter: dg = G^T dU G. A warp's 32 (filter, channel)
-// pairs own 288 consecutive values of gw, staged in shared memory so that its stores are whole
-// runs of 32.
-constexpr int kWeightGradFinishThreads = 256;
+// single lane gives) and maps it back to the filter: dg = G^T dU G. A warp takes 8 (filter, channel)
+// pairs at a time, each lane a quarter of one pair's 16 points (lanes 8 q + j: pair j, points 4 q ..
+// 4 q + 3), so that four times as many threads keep loads in flight (a lane a pair left layers of
+// few filter-channel pairs and many slices a few warps per SM, each lane reading 16 values a slice);
+// the quarters meet in shared memory, and the pairs' 72 consecutive values of gw are staged there
+// too, for whole stores.
+constexpr int kWeightGradFinishThreads = 256, kWeightGradFinishPairs = 8;
 template <typename T>
 __global__ void __launch_bounds__(kWeightGradFinishThreads)
     winograd_weight_grad_finish_kernel(const T* __restrict__ du, T* __restrict__ gw, int groups, int Kg, int Cg,
                                        int k_pad, int c_pad, int slices, int64_t slice) {
-  __shared__ T staged[kWeightGradFinishThreads / 32][32 * 9];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kPairs = kWeightGradFinishPairs, kWarps = kWeightGradFinishThreads / 32;
+  __shared__ T sums[kWarps][kPairs][kWinogradPoints];
+  __shared__ T staged[kWarps][kPairs * 9];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane / kPairs, j = lane % kPairs;
   const int64_t total = int64_t(groups) * Kg * Cg;
-  for (int64_t i0 = int64_t(blockIdx.x) * blockDim.x + warp * 32; i0 < total; i0 += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = i0 + lane;
+  const int64_t step = int64_t(gridDim.x) * kWarps * kPairs;
+  for (int64_t i0 = (int64_t(blockIdx.x) * kWarps + warp) * kPairs; i0 < total; i0 += step) {
+    const int64_t i = i0 + j;
     if (i < total) {
       const int c = int(i % Cg), k = int(i / Cg);  // k over all groups
       const int g = k / Kg, kg = k % Kg;
-      const T* src = du + (int64_t(g) * kWinogradPoints * k_pad + kg) * c_pad + c;
-      T sum[16], dg[9];
+      const T* src = du + ((int64_t(g) * kWinogradPoints + 4 * q) * k_pad + kg) * c_pad + c;
+      T sum[4];
 #pragma unroll
-      for (int e = 0; e < 16; ++e) sum[e] = src[int64_t(e) * k_pad * c_pad];
+      for (int e = 0; e < 4; ++e) sum[e] = src[int64_t(e) * k_pad * c_pad];
       for (int s = 1; s < slices; ++s)
 #pragma unroll
-        for (int e = 0; e < 16; ++e) sum[e] += src[s * slice + int64_t(e) * k_pad * c_pad];
-      winograd_filter_transform_adjoint<T>(sum, dg);
+        for (int e = 0; e < 4; ++e) sum[e] += src[s * slice + int64_t(e) * k_pad * c_pad];
 #pragma unroll
-      for (int t = 0; t < 9; ++t) staged[warp][lane * 9 + t] = dg[t];
+      for (int e = 0; e < 4; ++e) sums[warp][j][4 * q + e] = sum[e];
     }
     __syncwarp();
-    const int n = int(min(int64_t(32), total - i0)) * 9;
-    for (int j = lane; j < n; j += 32) gw[i0 * 9 + j] = staged[warp][j];
+    if (q == 0 && i < total) {
+      T du_pair[kWinogradPoints], dg[9];
+#pragma unroll
+      for (int e = 0; e < kWinogradPoints; ++e) du_pair[e] = sums[warp][j][e];
+      winograd_filter_transform_adjoint<T>(du_pair, dg);
+#pragma unroll
+      for (int t = 0; t < 9; ++t) staged[warp][j * 9 + t] = dg[t];
+    }
+    __syncwarp();
+    const int n = int(min(int64_t(kPairs), total - i0)) * 9;
+    for (int v = lane; v < n; v += 32) gw[i0 * 9 + v] = staged[warp][v];
     __syncwarp();
   }
 }

@@ -136,27 +136,50 @@ using WinogradTcWeightGradTileTall = WinogradTcConfig<64, 8, 512, 1>;
 // a point in the order the MMAs read it (Cfg::u_word: mma.sync fragments, or wgmma's core matrices),
 // so that a block's chunk is one contiguous run. Rounded to TF32 (kProducts == 1), or split into
 // bfloat16 hi and lo parts (kProducts == 3, Cfg::u_split_half); zero beyond the filters and channels.
-template <typename Cfg, int kProducts = 1>
-__global__ void winograd_filter_transform_tc_kernel(const float* __restrict__ w, float* __restrict__ u,
-                                                    const FilterLayout f) {
+// TW: the weight's type (float, bfloat16 or float16). A block per run (grid-stride): its threads transform the run's kM x kK filter pairs into shared
+// memory in that order -- channels fastest, or filters where rotated, so that a warp's tap loads are
+// contiguous -- and the block then copies the run out in 16-byte words. Stored from each thread
+// straight to global memory, the two- and four-byte words of one point fell a sector apart, a sector
+// written per word.
+template <typename Cfg>
+constexpr size_t filter_run_smem_bytes() {
+  return size_t(Cfg::kUChunkFloats) * sizeof(float);
+}
+template <typename Cfg, int kProducts, typename TW>
+__global__ void __launch_bounds__(256) winograd_filter_transform_tc_kernel(const TW* __restrict__ w,
+                                                                           float* __restrict__ u, const FilterLayout f) {
+  static_assert(Cfg::kUChunkFloats == kWinogradPoints * Cfg::kK * Cfg::kM && Cfg::kUChunkFloats % 4 == 0,
+                "a run holds the chunk's 16 points, in 16-byte words");
+  extern __shared__ __align__(16) float run[];
   const int k_blocks = f.outputs_pad / Cfg::kM, chunks = f.reduction_pad / Cfg::kK;
-  for_each_filter<WinogradF2x2>(w, f, [&](const FilterPair& p, const float (&uu)[kWinogradPoints]) {
-    float* chunk = u + ((int64_t(p.g) * k_blocks + p.m / Cfg::kM) * chunks + p.r / Cfg::kK) * Cfg::kUChunkFloats;
-    if constexpr (kProducts == 1) {
-      float* dst = chunk + Cfg::u_word(p.r % Cfg::kK, p.m % Cfg::kM);
+  const int64_t runs = int64_t(f.groups) * k_blocks * chunks;
+  for (int64_t b = blockIdx.x; b < runs; b += gridDim.x) {
+    const int chunk = int(b % chunks), kb = int((b / chunks) % k_blocks), g = int(b / chunks / k_blocks);
+    for (int i = threadIdx.x; i < Cfg::kM * Cfg::kK; i += blockDim.x) {
+      const int kk = f.rotated ? i / Cfg::kM : i % Cfg::kK, m = f.rotated ? i % Cfg::kM : i / Cfg::kK;
+      float uu[kWinogradPoints];
+      filter_points<WinogradF2x2>(w, f, g, chunk * Cfg::kK + kk, kb * Cfg::kM + m, uu);
+      if constexpr (kProducts == 1) {
+        float* dst = run + Cfg::u_word(kk, m);
 #pragma unroll
-      for (int e = 0; e < kWinogradPoints; ++e) dst[e * Cfg::kK * Cfg::kM] = round_to_tf32(uu[e]);
-    } else {
-      uint16_t* dst = reinterpret_cast<uint16_t*>(chunk) + Cfg::u_split_half(p.r % Cfg::kK, p.m % Cfg::kM);
+        for (int e = 0; e < kWinogradPoints; ++e) dst[e * Cfg::kK * Cfg::kM] = round_to_tf32(uu[e]);
+      } else {
+        uint16_t* dst = reinterpret_cast<uint16_t*>(run) + Cfg::u_split_half(kk, m);
 #pragma unroll
-      for (int e = 0; e < kWinogradPoints; ++e) {
-        uint32_t hi, lo;  // low halves: uu[e]'s parts
-        split_bf16x2(uu[e], 0.f, hi, lo);
-        dst[2 * e * Cfg::kK * Cfg::kM] = uint16_t(hi);
-        dst[2 * e * Cfg::kK * Cfg::kM + Cfg::kUSplitLoHalves] = uint16_t(lo);
+        for (int e = 0; e < kWinogradPoints; ++e) {
+          uint32_t hi, lo;  // low halves: uu[e]'s parts
+          split_bf16x2(uu[e], 0.f, hi, lo);
+          dst[2 * e * Cfg::kK * Cfg::kM] = uint16_t(hi);
+          dst[2 * e * Cfg::kK * Cfg::kM + Cfg::kUSplitLoHalves] = uint16_t(lo);
+        }
       }
     }
-  });
+    __syncthreads();
+    float4* out = reinterpret_cast<float4*>(u + b * Cfg::kUChunkFloats);
+    const float4* in = reinterpret_cast<const float4*>(run);
+    for (int i = threadIdx.x; i < Cfg::kUChunkFloats / 4; i += blockDim.x) out[i] = in[i];
+    __syncthreads();  // the run's shared memory free for the next
+  }
 }
 
 template <typename Cfg>

@@ -435,28 +435,58 @@ struct F16Carrier {
 
 // U for the staged-V tiles in float16 (F16Carrier), in two launches over the cache: `max_abs` first
 // (kMax: each filter's largest |U|, gathered into u_max, zeroed by the caller), then the scaled
-// values, [group][filter block][chunk][point][u_half]. The cache tensor holds u_max after U.
-template <typename Cfg, bool kMax>
-__global__ void winograd_filter_transform_f16_kernel(const float* __restrict__ w, uint16_t* __restrict__ u,
-                                                     float* __restrict__ u_max, const FilterLayout f) {
+// values, [group][filter block][chunk][point][u_half]. The cache tensor holds u_max after U. TW: the
+// weight's type (float, bfloat16 or float16). A block
+// per run of a (group, filter block, chunk), as winograd_filter_transform_tc_kernel: kMax, the run's
+// filters' maxima meet in shared memory first (one atomic maximum a filter and run, where one a
+// filter pair queued on each filter's address); else the run is written in shared memory and copied
+// out in 16-byte words.
+template <typename Cfg, bool kMax, typename TW>
+__global__ void __launch_bounds__(256) winograd_filter_transform_f16_kernel(const TW* __restrict__ w,
+                                                                            uint16_t* __restrict__ u,
+                                                                            float* __restrict__ u_max,
+                                                                            const FilterLayout f) {
   static_assert(Cfg::kOperandBytes == 2, "float16 operands");
+  static_assert(Cfg::kUChunkFloats == kWinogradPoints * Cfg::kUPointFloats && 2 * Cfg::kUPointFloats == Cfg::kK * Cfg::kM,
+                "a run holds the chunk's 16 points of kK x kM halves");
+  extern __shared__ __align__(16) float run[];  // kMax: the run's kM maxima; else its kUChunkFloats
   const int k_blocks = f.outputs_pad / Cfg::kM, chunks = f.reduction_pad / Cfg::kK;
-  for_each_filter<WinogradF2x2>(w, f, [&](const FilterPair& p, const float (&uu)[kWinogradPoints]) {
-    float* filter_max = u_max + int64_t(p.g) * f.outputs_pad + p.m;
+  const int64_t runs = int64_t(f.groups) * k_blocks * chunks;
+  for (int64_t b = blockIdx.x; b < runs; b += gridDim.x) {
+    const int chunk = int(b % chunks), kb = int((b / chunks) % k_blocks), g = int(b / chunks / k_blocks);
+    float* filter_max = u_max + int64_t(g) * f.outputs_pad + kb * Cfg::kM;
     if constexpr (kMax) {
-      float most = 0.f;
-#pragma unroll
-      for (int e = 0; e < kWinogradPoints; ++e) most = fmaxf(most, fabsf(round_to_tf32(uu[e])));
-      if (most != 0.f) F16Carrier::gather_max(filter_max, most);
-    } else {
-      const int ex = F16Carrier::exponent(*filter_max);
-      uint16_t* dst = u + ((int64_t(p.g) * k_blocks + p.m / Cfg::kM) * chunks + p.r / Cfg::kK) *
-                              (2 * Cfg::kUChunkFloats) +
-                      Cfg::u_half(p.r % Cfg::kK, p.m % Cfg::kM);
-#pragma unroll
-      for (int e = 0; e < kWinogradPoints; ++e) dst[e * 2 * Cfg::kUPointFloats] = F16Carrier::half_bits(round_to_tf32(uu[e]), ex);
+      for (int m = threadIdx.x; m < Cfg::kM; m += blockDim.x) run[m] = 0.f;
+      __syncthreads();
     }
-  });
+    for (int i = threadIdx.x; i < Cfg::kM * Cfg::kK; i += blockDim.x) {
+      const int kk = f.rotated ? i / Cfg::kM : i % Cfg::kK, m = f.rotated ? i % Cfg::kM : i / Cfg::kK;
+      float uu[kWinogradPoints];
+      filter_points<WinogradF2x2>(w, f, g, chunk * Cfg::kK + kk, kb * Cfg::kM + m, uu);
+      if constexpr (kMax) {
+        float most = 0.f;
+#pragma unroll
+        for (int e = 0; e < kWinogradPoints; ++e) most = fmaxf(most, fabsf(round_to_tf32(uu[e])));
+        if (most != 0.f) F16Carrier::gather_max(run + m, most);
+      } else {
+        const int ex = F16Carrier::exponent(filter_max[m]);
+        uint16_t* dst = reinterpret_cast<uint16_t*>(run) + Cfg::u_half(kk, m);
+#pragma unroll
+        for (int e = 0; e < kWinogradPoints; ++e)
+          dst[e * 2 * Cfg::kUPointFloats] = F16Carrier::half_bits(round_to_tf32(uu[e]), ex);
+      }
+    }
+    __syncthreads();
+    if constexpr (kMax) {
+      for (int m = threadIdx.x; m < Cfg::kM; m += blockDim.x)
+        if (run[m] != 0.f) F16Carrier::gather_max(filter_max + m, run[m]);
+    } else {
+      float4* out = reinterpret_cast<float4*>(u + b * (2 * Cfg::kUChunkFloats));
+      const float4* in = reinterpret_cast<const float4*>(run);
+      for (int i = threadIdx.x; i < Cfg::kUChunkFloats / 4; i += blockDim.x) out[i] = in[i];
+    }
+    __syncthreads();  // the run's shared memory free for the next
+  }
 }
 
 // The staged-V tiles' scales for V (F16Carrier) come from a bound of each tile's largest |V|: a
