@@ -634,12 +634,52 @@ def test_staged_grad_weight_on_wgmma(shape, layout, dtype):
 
 
 def staged_weight_grad_pass_limit(plan, full, groups, kg, cg):
-    """A workspace limit under which the staged grad_weight of `plan` (its splits), which took `full`
-    bytes, keeps its slices and runs them in passes: its partial sums (a slice: 16 points x the
-    group's filters and channels, each padded to 64, in float32) and a third of the rest."""
+    """A workspace limit under which the staged grad_weight of `plan` (its splits, at least two), which
+    took `full` bytes, keeps its slices and runs them in passes: its partial sums (a slice: 16 points x
+    the group's filters and channels, each padded to 64, in float32) and two thirds of the rest (one
+    slice's operands or more)."""
     splits = int(re.search(r"splits=(\d+)", plan).group(1))
+    assert splits >= 2, plan
     partial = splits * groups * 16 * -(-kg // 64) * 64 * -(-cg // 64) * 64 * 4
-    return partial + (full - partial) // 3
+    return partial + (full - partial) * 2 // 3
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("c, k, hw", [(128, 256, 68), (256, 512, 34)], ids=["Y8", "Y12"])
+def test_staged_grad_weight_passes_fill_the_gpu_under_the_default_limit(c, k, hw, dtype):
+    """On the YOLO layers at N = 32, whose staged operands reach or pass the default workspace limit,
+    the slice count is chosen so that the passes' reductions -- 2 x 64-filter tiles x 64-channel
+    tiles blocks a slice, one an SM -- fill the waves they take: a count that left a pass a few
+    slices of a few blocks idled up to half the SMs. The passes are the caller's: as many
+    slices as fit beside the partial sums (and the float16 words' maxima), each slice's operands 16
+    points x 16 tiles a chunk x the padded filters and channels, in two-byte words (one product) or
+    four (float16's split halves)."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    n = 32
+    x = torch.randn(n, c, hw, hw, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(k, c, 3, 3, device="cuda") / (9 * c) ** 0.5).to(dtype).requires_grad_()
+    y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+    torch.autograd.grad(y, w, torch.randn_like(y))
+    plan = torchconv.last_choice().split()[-1]
+    products = "tf32" if dtype == torch.bfloat16 else "3xbf16"
+    assert re.fullmatch(rf"grad_weight:staged:{products}-wgmma/splits=\d+/a=nhwc", plan), plan
+    splits = int(re.search(r"splits=(\d+)", plan).group(1))
+    k_tiles, c_tiles, word = -(-k // 64), -(-c // 64), 2 if dtype == torch.bfloat16 else 4
+    chunks = -(-n * (hw // 2) ** 2 // 16)
+    per_split = -(-chunks // splits)
+    assert -(-chunks // per_split) == splits
+    slice_bytes = 16 * k_tiles * 64 * c_tiles * 64 * 4
+    chunk_bytes = (k_tiles + c_tiles) * 64 * 16 * 16 * word
+    maxima = (k_tiles + c_tiles) * 64 * 4 if word == 2 else 0
+    room = torchconv.get_workspace_limit() - splits * slice_bytes - maxima
+    per_pass = min(max(room // (per_split * chunk_bytes), 1), splits)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    passes = [per_pass] * (splits // per_pass) + ([splits % per_pass] if splits % per_pass else [])
+    blocks = [2 * k_tiles * c_tiles * p for p in passes]
+    waves = sum(-(-b // sms) for b in blocks)
+    assert sum(blocks) / (waves * sms) >= 0.9, (plan, passes, blocks, sms)
 
 
 @needs_cuda

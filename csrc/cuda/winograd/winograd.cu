@@ -1224,10 +1224,50 @@ void launch_channel_max(const at::Tensor& t, bool nhwc, int per_group, int pad, 
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// Slices of the staged grad_weight (winograd_wgmma_grad_weight_staged): the count whose passes take
+// the least estimated time under the default workspace limit. A pass's reduction runs its slices'
+// blocks (base_blocks each) in waves, and a block's time is its chunks' operands through its SM's
+// bulk copies (each block reads a chunk's dM and V runs of its point half; the wave's blocks share
+// the DRAM bandwidth when they are many); a pass holds the slices whose operands fit beside all the
+// partial sums, so a slice count whose passes leave most SMs idle (a few slices of few blocks per
+// pass) or end in a wave of a few blocks costs whole block times. More slices also cost their partial
+// sums' write and the finish's read. Estimated for the default limit whatever the limit set, so that
+// a call's slices -- and so its bits -- do not depend on it (a limit too small for one slice beside
+// the partial sums still adds slices, as the caller does); at least 8 chunks per slice.
+template <typename Cfg>
+int64_t staged_weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t slice_bytes, int64_t chunk_bytes,
+                                  int64_t max_bytes) {
+  // Rates of the bound counts in docs/winograd.md: bulk copies from L2 into one SM's shared memory
+  // (about 42 B per clock), DRAM, a block's set-up and partial-sum store, a pass's two launches.
+  constexpr double kSmBytesPerUs = 75e3, kDramBytesPerUs = 3.5e6, kBlockUs = 3.0, kPassUs = 4.0;
+  const double block_chunk_us = double((Cfg::kUFloats + Cfg::kVFloats) * int64_t(sizeof(float))) / kSmBytesPerUs;
+  const int64_t all_chunks = ceil_div(tiles, int64_t(Cfg::kK));
+  const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
+  const int64_t cap = std::min<int64_t>(std::max<int64_t>(1, tiles / (8 * Cfg::kK)), 4 * slots);
+  int64_t best = 0;
+  double best_us = 0.0;
+  for (int64_t s = 1; s <= cap; ++s) {
+    const int64_t per = ceil_div(all_chunks, s), slices = ceil_div(all_chunks, per);
+    if (slices != s) continue;  // the same slices as a smaller count
+    const int64_t room = kDefaultWorkspaceLimitBytes - slices * slice_bytes - max_bytes;
+    if (room < per * chunk_bytes) continue;  // one slice's operands do not fit beside the partial sums
+    const int64_t per_pass = std::min(room / (per * chunk_bytes), slices);
+    auto pass_us = [&](int64_t n) {
+      const double waves = double(ceil_div(base_blocks * n, slots));
+      return std::max(waves * (double(per) * block_chunk_us + kBlockUs), double(n * per * chunk_bytes) / kDramBytesPerUs);
+    };
+    const int64_t full_passes = slices / per_pass, rest = slices % per_pass;
+    const double us = double(full_passes) * pass_us(per_pass) + (rest > 0 ? pass_us(rest) : 0.0) +
+                      double(full_passes + (rest > 0)) * kPassUs + double(slices * slice_bytes) / kDramBytesPerUs;
+    if (best == 0 || us < best_us) best = s, best_us = us;
+  }
+  return best > 0 ? best : weight_grad_splits<Cfg>(tiles, base_blocks, slice_bytes);
+}
+
 // grad_weight with dM and V staged in a workspace and reduced by winograd_wgmma_weight_grad_staged_kernel
-// (the wgmma tile's layers where staged_weight_grad says). Slices of the tiles as the fused blocks'
-// (weight_grad_splits), then more where one slice's operands and the partial sums would not fit the
-// workspace limit; the slices run in passes of as many as fit, each pass transforming its chunks
+// (the wgmma tile's layers where staged_weight_grad says). Slices of the tiles by
+// staged_weight_grad_splits, then more where one slice's operands and the partial sums would not fit
+// the workspace limit; the slices run in passes of as many as fit, each pass transforming its chunks
 // and reducing them into its slices' partial sums. Float16 words (one product): each filter's and
 // channel's largest |value| first (launch_channel_max), so that every pass carries them under the
 // same scales.
@@ -1255,7 +1295,8 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
   const int64_t max_floats = kHalves ? int64_t(cv.groups) * (a.k_pad + a.c_pad) : 0;
   // A slice's operands and all the partial sums: more slices while that exceeds the limit and shrinks.
   auto bytes_for = [&](int64_t slices) { return ceil_div(all_chunks, slices) * chunk_bytes + slices * slice_bytes; };
-  int64_t splits = weight_grad_splits<Cfg>(tiles, base_blocks, slice_bytes);
+  int64_t splits = staged_weight_grad_splits<Cfg>(tiles, base_blocks, slice_bytes, chunk_bytes,
+                                                  max_floats * int64_t(sizeof(float)));
   while (bytes_for(splits) > workspace_limit_bytes() && splits < all_chunks && bytes_for(splits + 1) < bytes_for(splits))
     ++splits;
   const int64_t per_split = ceil_div(all_chunks, splits);
