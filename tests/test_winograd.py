@@ -1508,10 +1508,13 @@ def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forwa
 @needs_cuda
 @pytest.mark.parametrize("n, c, k, hw, splits, wgmma_splits", [
     (32, 64, 128, 68, 66, 65),  # Y4: 4 blocks; two grids' worth, 264 blocks, fill two waves exactly
-    (32, 128, 256, 68, 23, 23),  # Y8: 16 blocks; two grids' worth (17 slices) leave a third wave of 8 blocks, 23 fill it to 93%
-    # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97% (on Hopper, as on Y8, dM and V staged:
-    # blocks of 64 filters x 64 channels x 8 points, the same slices)
-    (32, 256, 512, 34, 6, 6),
+    # Y8: 16 blocks; two grids' worth (17 slices) leave a third wave of 8 blocks, 23 fill it to 93%. On
+    # Hopper dM and V are staged there, in passes under the workspace limit, and the slices are
+    # chosen for the passes (test_staged_grad_weight_passes_fill_the_gpu_under_the_default_limit):
+    # 16, two passes of 8 slices, 128 blocks each
+    (32, 128, 256, 68, 23, 16),
+    # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97%; staged on Hopper: 2, one pass of 128 blocks
+    (32, 256, 512, 34, 6, 2),
     (32, 256, 256, 14, 12, 11),  # R9: 32 blocks x 12 slices, 97% of three waves
 ])
 def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits, wgmma_splits):
@@ -1520,8 +1523,8 @@ def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits, wgmma_spl
     of blocks, and the fewest slices from there whose blocks fill the waves they take to 90% (a
     block's slice is its whole work, so a partial last wave idles the rest of the GPU). A slice's
     tiles are whole chunks, 8 tiles on mma.sync and 16 on Hopper's wgmma block, whose rounding can
-    leave one slice fewer (wgmma_splits). Counts of a 132-SM GPU (H100, H200) under the default
-    workspace limit."""
+    leave one slice fewer (wgmma_splits); the staged grad_weight chooses its own (wgmma_splits).
+    Counts of a 132-SM GPU (H100, H200) under the default workspace limit."""
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the cases' slice counts are a 132-SM GPU's")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
