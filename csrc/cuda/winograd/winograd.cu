@@ -247,9 +247,6 @@ void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, 
   launch_fused<T, Cfg>(winograd_fused_forward_kernel<T, Cfg>, fused_smem_bytes<T, Cfg>(), x, u, f, bias, cv, y);
 }
 
-// U for the tensor-core kernel of tile Cfg: its own layout (mma.sync fragments or wgmma core
-// matrices), rounded to TF32 for kernels of one TF32 product, split into bfloat16 hi and lo parts
-// for the three-product ones (kMmaProducts).
 // fn(data) on the weight's data as the kernels read it: float, bfloat16 or float16 (the tensor-core
 // tiles' filter transforms read a 16-bit call's weight themselves, where a float32 copy of it per call
 // cost a launch and an allocation).
@@ -275,6 +272,9 @@ unsigned filter_run_blocks(const FilterLayout& f) {
   return unsigned(std::clamp<int64_t>(runs, 1, int64_t(sm_count()) * 8));
 }
 
+// U for the tensor-core kernel of tile Cfg: its own layout (mma.sync fragments or wgmma core
+// matrices), rounded to TF32 for kernels of one TF32 product, split into bfloat16 hi and lo parts
+// for the three-product ones (kMmaProducts).
 template <typename Cfg, int kProducts>
 at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
   const std::string tag = std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +

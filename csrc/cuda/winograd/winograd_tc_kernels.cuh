@@ -132,19 +132,21 @@ using WinogradTcTile = WinogradTcConfig<32, 8, 256, 2>;
 using WinogradTcTileTall = WinogradTcConfig<64, 16, 512, 1>;
 using WinogradTcWeightGradTileTall = WinogradTcConfig<64, 8, 512, 1>;
 
-// U for the forward kernels: [group][filter block of Cfg::kM][chunk of kK channels][point] and within
-// a point in the order the MMAs read it (Cfg::u_word: mma.sync fragments, or wgmma's core matrices),
-// so that a block's chunk is one contiguous run. Rounded to TF32 (kProducts == 1), or split into
-// bfloat16 hi and lo parts (kProducts == 3, Cfg::u_split_half); zero beyond the filters and channels.
-// TW: the weight's type (float, bfloat16 or float16). A block per run (grid-stride): its threads transform the run's kM x kK filter pairs into shared
-// memory in that order -- channels fastest, or filters where rotated, so that a warp's tap loads are
-// contiguous -- and the block then copies the run out in 16-byte words. Stored from each thread
-// straight to global memory, the two- and four-byte words of one point fell a sector apart, a sector
-// written per word.
+// The shared memory of a block of the filter transforms by runs: one run (a chunk's 16 points).
 template <typename Cfg>
 constexpr size_t filter_run_smem_bytes() {
   return size_t(Cfg::kUChunkFloats) * sizeof(float);
 }
+
+// U for the forward kernels: [group][filter block of Cfg::kM][chunk of kK channels][point] and within
+// a point in the order the MMAs read it (Cfg::u_word: mma.sync fragments, or wgmma's core matrices),
+// so that a block's chunk is one contiguous run. Rounded to TF32 (kProducts == 1), or split into
+// bfloat16 hi and lo parts (kProducts == 3, Cfg::u_split_half); zero beyond the filters and channels.
+// TW: the weight's type (float, bfloat16 or float16). A block per run (grid-stride): its threads
+// transform the run's kM x kK filter pairs into shared memory in that order -- channels fastest, or
+// filters where rotated, so that a warp's tap loads are contiguous -- and the block then copies the
+// run out in 16-byte words. Stored from each thread straight to global memory, the two- and four-byte
+// words of one point fell a sector apart, a sector written per word.
 template <typename Cfg, int kProducts, typename TW>
 __global__ void __launch_bounds__(256) winograd_filter_transform_tc_kernel(const TW* __restrict__ w,
                                                                            float* __restrict__ u, const FilterLayout f) {
