@@ -1322,15 +1322,19 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
     launch_channel_max<TIo>(gy, nhwc, cv.Kg(), a.k_pad, s.dm_max);
     launch_channel_max<TIo>(x, nhwc, cv.Cg(), a.c_pad, s.v_max);
   }
+  // channels_last float16 words: a thread per row and 8 tiles (winograd_wgmma_weight_grad_operand_rows_kernel).
+  const bool by_rows = nhwc && kHalves;
   auto transform = nhwc ? winograd_wgmma_weight_grad_operands_kernel<Cfg, true, TIo>
                         : winograd_wgmma_weight_grad_operands_kernel<Cfg, false, TIo>;
+  if constexpr (kHalves)
+    if (by_rows) transform = winograd_wgmma_weight_grad_operand_rows_kernel<Cfg, TIo>;
   auto reduce = winograd_wgmma_weight_grad_staged_kernel<Cfg, TIo>;
   ensure_dynamic_smem(reduce, Cfg::kSmemBytes, "conv2d_winograd_backward");
   for (int64_t split0 = 0; split0 < splits; split0 += slices_per_pass) {
     const int64_t n = std::min(slices_per_pass, splits - split0);
     s.split0 = int(split0), s.chunk0 = split0 * per_split;
     s.chunks = int(std::min(n * per_split, all_chunks - s.chunk0));
-    transform<<<elementwise_blocks(items(s.chunks), 256), 256, 0, stream>>>(s);
+    transform<<<elementwise_blocks(items(s.chunks) / (by_rows ? kOperandRowTiles : 1), 256), 256, 0, stream>>>(s);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const int64_t blocks = base_blocks * n;
     check_grid(blocks, "conv2d_winograd_backward");

@@ -355,6 +355,69 @@ __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kerne
   }
 }
 
+// channels_last float16 words (Cfg::kOperandBytes == 2): the operands kernel's values with a thread
+// per row (filter or channel) and 8 consecutive tiles of a run -- a warp 32 neighbouring rows, so that
+// each of its loads is one run of a pixel's channels -- each point's 8 words written as one 16-byte
+// store (a core matrix's row, operand_half). With a thread per (row, tile) a warp's load touched 8
+// pixels and its stores were two bytes each; per item about 380 instructions, of which the run's
+// decode, the tile's coordinates and the row's scale are now once per 8 tiles. The same values
+// under the same scales, so the same bits.
+constexpr int kOperandRowTiles = 8;
+template <typename Cfg, typename TIo>
+__global__ void __launch_bounds__(256, 2) winograd_wgmma_weight_grad_operand_rows_kernel(const StagedWeightGradPass<TIo> s) {
+  static_assert(Cfg::kOperandBytes == 2 && Cfg::kM == 64 && Cfg::kN == 64 && Cfg::kK == 2 * kOperandRowTiles,
+                "64 rows x 16 tiles a run in float16 words: two 8-tile halves a row");
+  constexpr int kRowItems = 2 * Cfg::kM;  // a run's rows x its two halves
+  const WeightGradArgs<float, TIo>& a = s.w;
+  const WinogradConv& cv = a.cv;
+  const int64_t dm_runs = int64_t(cv.groups) * a.k_tiles * s.chunks;
+  const int64_t total = (dm_runs + int64_t(cv.groups) * a.c_tiles * s.chunks) * kRowItems;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int row = int(i % Cfg::kM), half = int(i / Cfg::kM % 2);
+    const bool is_dm = i / kRowItems < dm_runs;  // a warp's 32 items are one run's
+    const int64_t run = is_dm ? i / kRowItems : i / kRowItems - dm_runs;  // (group, row tile, chunk)
+    const int tiles_of_rows = is_dm ? a.k_tiles : a.c_tiles;
+    const int chunk = int(run % s.chunks), rt = int((run / s.chunks) % tiles_of_rows);
+    const int grp = int(run / s.chunks / tiles_of_rows);
+    const int k = is_dm ? rt * Cfg::kM + row : cv.Kg(), c = is_dm ? 0 : rt * Cfg::kN + row;
+    WeightGradSlotLoader<TIo, true, 1, 1> loader(a, grp, k, c, !is_dm,
+                                                 (s.chunk0 + chunk) * Cfg::kK + kOperandRowTiles * half, cv.tiles());
+    const float most = is_dm ? s.dm_max[int64_t(grp) * a.k_pad + rt * Cfg::kM + row]
+                             : s.v_max[int64_t(grp) * a.c_pad + rt * Cfg::kN + row];
+    const F16Carrier::Scale scale(weight_grad_carrier_exponent(most));
+    uint32_t words[kWinogradPoints][kOperandRowTiles / 2];
+#pragma unroll
+    for (int t = 0; t < kOperandRowTiles; ++t) {
+      TIo dy[4], d[16];
+      loader.load(dy, d, !is_dm);
+      float m[16];
+      if (is_dm) {
+        float g[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) g[q] = to_float(dy[q]);
+        winograd_output_transform_adjoint<float>(g, m);
+      } else {
+        float f[16];
+        widen_to_float(d, f);
+        winograd_input_transform<float>(f, m);
+      }
+#pragma unroll
+      for (int e = 0; e < kWinogradPoints; ++e) {
+        const uint32_t h = F16Carrier::half_bits(round_to_tf32(m[e]), scale);
+        words[e][t / 2] = t % 2 == 0 ? h : words[e][t / 2] | h << 16;  // tile t at half t of the row
+      }
+      loader.next_tile();
+    }
+    const int rows = is_dm ? Cfg::kM : Cfg::kN;
+    const int64_t half_point = is_dm ? 2 * Cfg::kUPointFloats : 2 * Cfg::kVPoint;
+    uint16_t* dst = reinterpret_cast<uint16_t*>(is_dm ? s.dm + run * Cfg::kUChunkFloats : s.v + run * Cfg::kVChunkFloats) +
+                    WinogradWgmmaClusterVStagedLayout::operand_half(kOperandRowTiles * half, row, rows);
+#pragma unroll
+    for (int e = 0; e < kWinogradPoints; ++e)
+      *reinterpret_cast<uint4*>(dst + e * half_point) = make_uint4(words[e][0], words[e][1], words[e][2], words[e][3]);
+  }
+}
+
 // The reduction over the staged operands: a block per (point half, filter tile, channel tile, group,
 // slice of the pass), point halves fastest, so that consecutive blocks read the same V runs. Chunk
 // i's dM and V runs land in stage i % 3 by two bulk copies counted on its mbarrier, issued two
