@@ -1196,6 +1196,68 @@ def test_staged_v_transform_gives_the_same_bits_for_any_chunks_per_thread(layout
     assert rel_err(whole[0], ref) <= allowed_error(rel_err(cudnn, ref), dtype)
 
 
+def channels_last_off_16_bytes(t):
+    """`t`'s values in a channels_last tensor that starts one element past a 16-byte boundary: its
+    pixels' channels are not whole 16-byte words of memory."""
+    n, c, h, w = t.shape
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    view = buf[1:].view(n, h, w, c).permute(0, 3, 1, 2)
+    view.copy_(t)
+    assert view.is_contiguous(memory_format=torch.channels_last) and view.data_ptr() % 16 != 0
+    return view
+
+
+def cuda_kernel_names(fn):
+    """The names of the CUDA kernels `fn()` launches, and its result."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}, out
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape", [
+    (2, 40, 72, 23, 17, 1, 1),  # 40 channels: 5 octets of 6 padded (a short last pass of octets)
+    (3, 64, 136, 14, 18, 2, 1),  # padding 2, partial tiles, 3 filter blocks, a partial tile block
+    (2, 48, 80, 9, 13, 0, 2),  # groups of 24 channels and 40 filters, no padding
+    (1, 128, 64, 34, 34, 1, 1),  # 16 octets: four passes of four octets a thread
+], ids=lambda s: "N{}C{}K{}H{}W{}p{}g{}".format(*s))
+def test_staged_v_reads_16bit_channels_last_words_with_the_same_bits(shape, dtype):
+    """16-bit channels_last inputs whose pixels' group channels are whole 16-byte words (C and the
+    channels per group multiples of 8, the tensor 16-byte aligned) are transformed for the staged-V
+    tiles by a kernel that loads and stores 16 bytes a lane; other inputs take the kernel that loads a
+    value a lane. Both write the same V, so the same input one element past a 16-byte boundary gives
+    the same bits, forward and grad_input (grad_output's filters as the channels), with partial tiles,
+    padded channels and groups."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    n, c, k, h, w, padding, groups = shape
+    tile = "3xbf16-wgmma-cluster-vbulk" if dtype == torch.float16 else "tf32-wgmma-cluster-vbulk"
+    x0 = torch.randn(n, c, h, w, device="cuda").to(dtype)
+    wt = (torch.randn(k, c // groups, 3, 3, device="cuda") / (3 * (c // groups) ** 0.5)).to(dtype)
+    b = torch.randn(k, device="cuda").to(dtype)
+    gy0 = torch.randn_like(F.conv2d(x0.float(), wt.float(), None, padding=padding, groups=groups)).to(dtype)
+
+    def run(place):
+        x = place(x0).requires_grad_(True)
+        y = torchconv.conv2d(x, wt, b, padding=padding, groups=groups, algorithm="winograd")
+        assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
+        (gx,) = torch.autograd.grad(y, x, place(gy0))
+        assert f"grad_input:fused:{tile}/" in torchconv.last_choice(), torchconv.last_choice()
+        return y, gx
+
+    with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
+        words, (y, gx) = cuda_kernel_names(lambda: run(lambda t: t.contiguous(memory_format=torch.channels_last)))
+        values, (y_odd, gx_odd) = cuda_kernel_names(lambda: run(channels_last_off_16_bytes))
+    assert any("input_transform_words_kernel" in name for name in words), words
+    assert not any("input_transform_words_kernel" in name for name in values), values
+    assert torch.equal(y, y_odd) and torch.equal(gx, gx_odd)
+    ref = F.conv2d(x0.double(), wt.double(), b.double(), padding=padding, groups=groups)
+    cudnn = F.conv2d(x0, wt, b, padding=padding, groups=groups)
+    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
+
+
 def odd_offset_copy(t):
     """`t`'s values in a contiguous tensor that starts one element past a boundary of two (4 bytes past
     an 8-byte boundary for float32, 2 past a 4-byte one for 16-bit types): a view at an odd storage

@@ -325,8 +325,9 @@ at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayo
       });
 }
 
-// Chunks per thread of the staged-V input transform: as many as keep its threads at least a full
-// wave of the GPU (each of its SMs holds 1024 of them), up to kTransformMaxChunks.
+// Chunks per thread of the staged-V input transform (the words kernel: quads of channel octets): as
+// many as keep its threads at least a full wave of the GPU (each of its SMs holds 1024 of them), up
+// to kTransformMaxChunks.
 constexpr int kTransformMaxChunks = 4;
 int transform_chunks_per_thread(int64_t positions, int64_t chunks) {
   int per = 1;
@@ -348,12 +349,19 @@ void launch_pixel_max_words(const ForwardArgs<float, TIo>& a, float* pixel_max, 
                          current_stream(), 1, true, a, pixel_max);
 }
 
+// channels_last x whose pixels' group channels are whole 16-byte words, 16-byte aligned: the words
+// kernels (the pixels' maxima, the 16-bit input transform) load it 16 bytes a lane.
+template <typename TIo>
+bool x_reads_as_words(const ForwardArgs<float, TIo>& a, bool nhwc) {
+  constexpr int kVec = 16 / int(sizeof(TIo));
+  return nhwc && a.cv.Cg() % kVec == 0 && a.cv.src_C % kVec == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+}
+
 template <typename TIo>
 void launch_pixel_max(const ForwardArgs<float, TIo>& a, float* pixel_max, bool nhwc) {
   const int64_t pixels = int64_t(a.cv.groups) * a.cv.N * a.cv.in_plane;
   constexpr int kVec = 16 / int(sizeof(TIo));
-  if (nhwc && a.cv.Cg() % kVec == 0 && a.cv.src_C % kVec == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0)
-    return launch_pixel_max_words(a, pixel_max, a.cv.Cg() / kVec, pixels);
+  if (x_reads_as_words(a, nhwc)) return launch_pixel_max_words(a, pixel_max, a.cv.Cg() / kVec, pixels);
   if (nhwc) {
     launch_with_attributes(winograd_tc_pixel_max_kernel<true, TIo>, dim3(elementwise_blocks(pixels * 32, 256)), dim3(256),
                            0, current_stream(), 1, true, a, pixel_max);
@@ -399,10 +407,26 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   if constexpr (kScaled) launch_pixel_max(a, pixel_max, nhwc);
   auto transform = nhwc ? winograd_tc_input_transform_kernel<VLayout, true, TIo>
                         : winograd_tc_input_transform_kernel<VLayout, false, TIo>;
+  // 16-bit channels_last inputs of whole 16-byte words: a thread per (tile, octet of channels).
+  bool by_words = false;
+  if constexpr (sizeof(TIo) == 2) by_words = x_reads_as_words(a, nhwc);
   auto* words = reinterpret_cast<uint32_t*>(v.mutable_data_ptr<float>());
   for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
     a.p_tiles_div = make_fast_divisor(uint32_t(a.p_tiles));
+    if constexpr (sizeof(TIo) == 2) {
+      if (by_words) {
+        // Threads of one quad of octets, and quads (kTransformOctetLanes octets a pass) to share out.
+        const int64_t positions = int64_t(cv.groups) * a.p_tiles * Cfg::kN * kTransformOctetLanes;
+        const int64_t quads = ceil_div(int64_t(f.reduction_pad / 8), int64_t(kTransformOctetLanes));
+        const int per = transform_chunks_per_thread(positions, quads);
+        launch_with_attributes(winograd_tc_input_transform_words_kernel<VLayout, TIo>,
+                               dim3(elementwise_blocks(positions * ceil_div(quads, int64_t(per)), 256)), dim3(256), 0,
+                               stream, 1, true, a, pixel_max, per, words);
+        launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a, /*dependent=*/true);
+        continue;
+      }
+    }
     const int64_t positions = int64_t(cv.groups) * a.p_tiles * Cfg::kK / 2 * Cfg::kN, chunks = f.reduction_pad / Cfg::kK;
     const int per = transform_chunks_per_thread(positions, chunks);
     const int64_t threads = positions * ceil_div(chunks, int64_t(per));

@@ -607,9 +607,11 @@ __global__ void __launch_bounds__(256) winograd_tc_pixel_max_words_kernel(const 
 }
 
 // Tile p's bound of its largest |V|: 4 x the largest |input| of its patch window (the image's padding
-// excluded) over the group's channels, from the pixels' maxima of group g. The four lanes of a quad
-// share the tile: each reads one row of the window (`row`, its lane % 4) and shuffles gather the four,
-// so that the bound costs each thread four loads, not sixteen. Every lane of the warp calls it.
+// excluded) over the group's channels, from the pixels' maxima of group g. Four lanes kRowLanes apart
+// (lanes l, l + kRowLanes, l + 2 kRowLanes, l + 3 kRowLanes of an aligned run) share the tile: each
+// reads one row of the window (`row`) and shuffles gather the four, so that the bound costs each
+// thread four loads, not sixteen. Every lane of the warp calls it.
+template <int kRowLanes = 1>
 __device__ __forceinline__ float tile_v_bound(const WinogradConv& cv, const float* __restrict__ pixel_max, int g,
                                               int64_t p, bool live, int row) {
   float most = 0.f;
@@ -625,8 +627,8 @@ __device__ __forceinline__ float tile_v_bound(const WinogradConv& cv, const floa
       }
     }
   }
-  most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 1));
-  most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 2));
+  most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, kRowLanes));
+  most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 2 * kRowLanes));
   return 4.f * most;
 }
 
@@ -707,6 +709,108 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
           dst[e * kPointWords] = F16Carrier::half_bits(round_to_tf32(even[e]), scale) |
                                  uint32_t(F16Carrier::half_bits(round_to_tf32(odd[e]), scale)) << 16;
         }
+      }
+    }
+  }
+}
+
+// winograd_tc_input_transform_kernel's V, the same values at the same places, for channels_last x
+// whose group channels are whole 16-byte words (C and the channels per group multiples of 8, x
+// 16-byte aligned: input_transform_reads_words). A thread takes one tile and channel octets
+// lane / 8, + 4, + 8, ... (`quads_per_thread` of them from its span's first): per octet 16 16-byte
+// loads of its patch, eight channels transformed, each point's eight values one 16-byte store (the
+// split: one of the hi parts, one of the lo parts). A warp's lanes are 8 neighbouring tiles (lane %
+// 8) x 4 octets, so that each store of the warp is four whole 128-byte rows of core matrices, and
+// each load reads 8 pixels' 64 neighbouring bytes: the kernel above loads a 2-byte value a lane
+// (each load a line per tile for 64 bytes in all), so that its loads' L1 requests, not DRAM, set its
+// pace.
+constexpr int kTransformOctetLanes = 4;  // lanes of a tile: the octets a pass takes
+template <typename Cfg, typename TIo>
+__global__ void __launch_bounds__(256, 2) winograd_tc_input_transform_words_kernel(const ForwardArgs<float, TIo> a,
+                                                                                const float* __restrict__ pixel_max,
+                                                                                int quads_per_thread,
+                                                                                uint32_t* __restrict__ v) {
+  constexpr bool kSplit = Cfg::kProducts == 3;
+  static_assert(kMmaProducts<TIo> == Cfg::kProducts && sizeof(TIo) == 2, "16-bit inputs, the call's products");
+  static_assert(Cfg::kVStaged && Cfg::kOperandBytes == (kSplit ? 4 : 2) && Cfg::kK == 16, "two octets a chunk");
+  constexpr auto octet_half = [](int q, int n) {  // channel 8 q of a chunk, tile n
+    if constexpr (kSplit)
+      return Cfg::v_split_half(8 * q, n);
+    else
+      return Cfg::v_half(8 * q, n);
+  };
+  static_assert(octet_half(0, 1) == 8 && octet_half(0, 8) == 64 && octet_half(1, 0) % 8 == 0,
+                "a tile's octet: 16 neighbouring bytes, 8 tiles' a 128-byte row");
+  constexpr int kPointWords = Cfg::kVPoint, kTileRuns = Cfg::kN / 8;  // runs of 8 tiles a tile block
+  grid_dependency_wait();  // the pixels' maxima (or, split, x) from the kernels before
+  allow_dependents();
+  const WinogradConv& cv = a.cv;
+  const int octets = a.reduction_pad / 8, chunks = a.reduction_pad / Cfg::kK;
+  const int quads = (octets + kTransformOctetLanes - 1) / kTransformOctetLanes;
+  const int spans = (quads + quads_per_thread - 1) / quads_per_thread;
+  const int64_t total = int64_t(cv.groups) * a.p_tiles * kTileRuns * spans * 32;
+  const int64_t row_step = int64_t(cv.src_W) * cv.src_C;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int lane = int(i % 32), lane_octet = lane / 8;
+    const int64_t rest = i / 32;  // (group, tile block, run of 8 tiles, span)
+    const int span = int(rest % spans), run = int((rest / spans) % kTileRuns);
+    const int pt = int((rest / spans / kTileRuns) % a.p_tiles), g = int(rest / spans / kTileRuns / a.p_tiles);
+    const int n = run * 8 + lane % 8;
+    const int64_t p = int64_t(a.p_tile0 + pt) * Cfg::kN + n;
+    const bool live = p < cv.tiles();
+    const TileCoord tc = tile_coord(cv, live ? p : 0);
+    const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
+    const unsigned rc = live ? patch_mask(iy0, ix0, cv) : 0u;
+    const TIo* patch = a.x + ((int64_t(tc.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + int64_t(g) * cv.Cg();
+    F16Carrier::Scale scale(0);
+    if constexpr (!kSplit) {
+      const float bound = tile_v_bound<8>(cv, pixel_max, g, p, live, lane_octet);
+      // One lane per tile writes the bound the epilogue scales back by.
+      if (live && span == 0 && lane_octet == 0) const_cast<float*>(a.v_max)[int64_t(g) * cv.tiles() + p] = bound;
+      scale = F16Carrier::Scale(F16Carrier::exponent(bound));
+    }
+    uint32_t* block_v = v + (int64_t(g) * a.p_tiles + pt) * chunks * (kWinogradPoints * kPointWords);
+    const int first = span * quads_per_thread, last = min(first + quads_per_thread, quads);
+    for (int quad = first; quad < last; ++quad) {
+      const int q = quad * kTransformOctetLanes + lane_octet;
+      if (q >= octets) continue;  // (the last quad of a reduction of 2 mod 4 octets)
+      const bool channels = q * 8 < cv.Cg();
+      uint4 raw[16];
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const bool inside = channels && ((rc >> r) & (rc >> (4 + c)) & 1u);
+          raw[r * 4 + c] = inside ? __ldg(reinterpret_cast<const uint4*>(patch + r * row_step + c * cv.src_C + q * 8))
+                                  : make_uint4(0, 0, 0, 0);
+        }
+      uint32_t out[16][4], out_lo[kSplit ? 16 : 1][4];
+#pragma unroll
+      for (int pair = 0; pair < 4; ++pair) {
+        float f[16], even[16], odd[16];
+#pragma unroll
+        for (int e = 0; e < 16; ++e) f[e] = to_float(reinterpret_cast<const TIo*>(&raw[e])[2 * pair]);
+        winograd_input_transform<float>(f, even);
+#pragma unroll
+        for (int e = 0; e < 16; ++e) f[e] = to_float(reinterpret_cast<const TIo*>(&raw[e])[2 * pair + 1]);
+        winograd_input_transform<float>(f, odd);
+#pragma unroll
+        for (int e = 0; e < 16; ++e) {
+          if constexpr (kSplit) {
+            split_bf16x2(even[e], odd[e], out[e][pair], out_lo[e][pair]);
+          } else {
+            out[e][pair] = F16Carrier::half_bits(round_to_tf32(even[e]), scale) |
+                           uint32_t(F16Carrier::half_bits(round_to_tf32(odd[e]), scale)) << 16;
+          }
+        }
+      }
+      uint32_t* dst = block_v + int64_t(q / 2) * (kWinogradPoints * kPointWords) + octet_half(q % 2, n) / 2;
+#pragma unroll
+      for (int e = 0; e < kWinogradPoints; ++e) {
+        *reinterpret_cast<uint4*>(dst + e * kPointWords) = make_uint4(out[e][0], out[e][1], out[e][2], out[e][3]);
+        if constexpr (kSplit)
+          *reinterpret_cast<uint4*>(dst + e * kPointWords + Cfg::kVSplitLoHalves / 2) =
+              make_uint4(out_lo[e][0], out_lo[e][1], out_lo[e][2], out_lo[e][3]);
       }
     }
   }
