@@ -716,7 +716,7 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
 
 // winograd_tc_input_transform_kernel's V, the same values at the same places, for channels_last x
 // whose group channels are whole 16-byte words (C and the channels per group multiples of 8, x
-// 16-byte aligned: input_transform_reads_words). A thread takes one tile and channel octets
+// 16-byte aligned: x_reads_as_words). A thread takes one tile and channel octets
 // lane / 8, + 4, + 8, ... (`quads_per_thread` of them from its span's first): per octet 16 16-byte
 // loads of its patch, eight channels transformed, each point's eight values one 16-byte store (the
 // split: one of the hi parts, one of the lo parts). A warp's lanes are 8 neighbouring tiles (lane %
