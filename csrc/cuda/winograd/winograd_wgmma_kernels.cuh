@@ -1036,11 +1036,12 @@ struct WinogradWgmmaClusterBulkConfig : Layout {
   static constexpr int kBarrierOffset = kPartialOffset + kPartialFloats;  // in floats, 8-byte aligned
   static constexpr int kPartialsBarrier = 2 * kStages;
   static constexpr bool kAsyncPartials = kCluster == 2;
-  // Two-block clusters walk their tile blocks (persistent, a grid of the clusters that fit): the
-  // next block's first chunks are copied while this one's epilogue waits for its partner, and the
-  // partner's partial outputs of the next block wait until this block has read the last ones
-  // (kPartialsFreeBarrier, the partner's arrival).
-  static constexpr bool kWalks = kCluster == 2;
+  // Two-block clusters of float16 words walk their tile blocks (persistent, a grid of the clusters
+  // that fit): the next block's first chunks are copied while this one's epilogue waits for its
+  // partner, and the partner's partial outputs of the next block wait until this block has read the
+  // last ones (kPartialsFreeBarrier, the partner's arrival). float16's split, whose chunks are twice
+  // the bytes, gained nothing from the walk (docs/winograd.md) and launches a block per tile block.
+  static constexpr bool kWalks = kCluster == 2 && Layout::kOperandBytes == 2;
   static constexpr int kPartialsFreeBarrier = 2 * kStages + 1;
   static constexpr size_t kForwardSmemBytes = size_t(kBarrierOffset) * sizeof(float) + (2 * kStages + 2) * sizeof(uint64_t);
   static_assert(kBarrierOffset % 2 == 0 && (kVFloats / kVShare) % 4 == 0 && (kUFloats / kUShare) % 4 == 0,
@@ -1276,7 +1277,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       const int other = rank ^ 1;
       const unsigned partner = unsigned(cluster_rank ^ 1), remote = cluster_shared_address(partials, partner);
       // The receiver's mbarrier, mapped once (mapa is volatile asm: the compiler would not hoist it).
-      unsigned remote_bar = 0;
+      [[maybe_unused]] unsigned remote_bar = 0;
       if constexpr (kAsyncPartials) remote_bar = cluster_shared_address(bars + Cfg::kPartialsBarrier, partner);
 #pragma unroll
       for (int q = 0; q < kPairs; ++q) {
@@ -1317,7 +1318,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     // the wait.
     bool live[kPairs];
     float4 mine[kPairs];
-    float bias[kPairs], u_max[kPairs], v_max[kPairs];
+    float bias[kPairs];
+    [[maybe_unused]] float u_max[kPairs], v_max[kPairs];  // (float16 words)
 #pragma unroll
     for (int q = 0; q < kPairs; ++q) {
       const int f = pair_filter(q), n = rank * Cfg::kHalfTiles + pair_tile(q);
