@@ -1159,6 +1159,24 @@ def test_staged_v_kernels_wait_for_the_kernels_before_them(layout, dtype):
             assert torch.equal(y_graph, chain(x))
 
 
+def assert_staged_whole_equals_sliced(run, x, wt, dtype):
+    """`run()` -- a staged-V forward and grad_input of x and wt at padding 1, under the staged-V config
+    -- gives the same bits whole and in slices of one tile block (a workspace limit below one block's
+    V), and the whole call's output stays within the error bar at `dtype`."""
+    old_limit = torchconv.get_workspace_limit()
+    try:
+        with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
+            whole = run()
+            torchconv.set_workspace_limit(1)
+            sliced = run()
+    finally:
+        torchconv.set_workspace_limit(old_limit)
+    assert torch.equal(whole[0], sliced[0]) and torch.equal(whole[1], sliced[1])
+    ref = F.conv2d(x.detach().double(), wt.double(), None, padding=1)
+    cudnn = F.conv2d(x.detach(), wt, None, padding=1)
+    assert rel_err(whole[0], ref) <= allowed_error(rel_err(cudnn, ref), dtype)
+
+
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["tf32", "fp16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
@@ -1182,18 +1200,7 @@ def test_staged_v_transform_gives_the_same_bits_for_any_chunks_per_thread(layout
         assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
         return y, torch.autograd.grad(y, x, gy)[0]
 
-    old_limit = torchconv.get_workspace_limit()
-    try:
-        with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
-            whole = run()
-            torchconv.set_workspace_limit(1)
-            sliced = run()
-    finally:
-        torchconv.set_workspace_limit(old_limit)
-    assert torch.equal(whole[0], sliced[0]) and torch.equal(whole[1], sliced[1])
-    ref = F.conv2d(x.detach().double(), wt.double(), None, padding=1)
-    cudnn = F.conv2d(x.detach(), wt, None, padding=1)
-    assert rel_err(whole[0], ref) <= allowed_error(rel_err(cudnn, ref), dtype)
+    assert_staged_whole_equals_sliced(run, x, wt, dtype)
 
 
 @needs_cuda
@@ -1224,18 +1231,7 @@ def test_staged_v_clusters_walk_their_tile_blocks_with_the_bits_of_one_each(c, l
         assert f"grad_input:fused:{tile}/" in torchconv.last_choice(), torchconv.last_choice()
         return y, gx
 
-    old_limit = torchconv.get_workspace_limit()
-    try:
-        with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
-            whole = run()
-            torchconv.set_workspace_limit(1)
-            sliced = run()
-    finally:
-        torchconv.set_workspace_limit(old_limit)
-    assert torch.equal(whole[0], sliced[0]) and torch.equal(whole[1], sliced[1])
-    ref = F.conv2d(x.detach().double(), wt.double(), None, padding=1)
-    cudnn = F.conv2d(x.detach(), wt, None, padding=1)
-    assert rel_err(whole[0], ref) <= allowed_error(rel_err(cudnn, ref), dtype)
+    assert_staged_whole_equals_sliced(run, x, wt, dtype)
 
 
 def channels_last_off_16_bytes(t):
