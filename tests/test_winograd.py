@@ -1159,6 +1159,24 @@ def test_staged_v_kernels_wait_for_the_kernels_before_them(layout, dtype):
             assert torch.equal(y_graph, chain(x))
 
 
+def assert_staged_whole_equals_sliced(run, x, wt, dtype):
+    """`run()` -- a staged-V forward and grad_input of x and wt at padding 1, under the staged-V config
+    -- gives the same bits whole and in slices of one tile block (a workspace limit below one block's
+    V), and the whole call's output stays within the error bar at `dtype`."""
+    old_limit = torchconv.get_workspace_limit()
+    try:
+        with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
+            whole = run()
+            torchconv.set_workspace_limit(1)
+            sliced = run()
+    finally:
+        torchconv.set_workspace_limit(old_limit)
+    assert torch.equal(whole[0], sliced[0]) and torch.equal(whole[1], sliced[1])
+    ref = F.conv2d(x.detach().double(), wt.double(), None, padding=1)
+    cudnn = F.conv2d(x.detach(), wt, None, padding=1)
+    assert rel_err(whole[0], ref) <= allowed_error(rel_err(cudnn, ref), dtype)
+
+
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["tf32", "fp16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
@@ -1182,18 +1200,38 @@ def test_staged_v_transform_gives_the_same_bits_for_any_chunks_per_thread(layout
         assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
         return y, torch.autograd.grad(y, x, gy)[0]
 
-    old_limit = torchconv.get_workspace_limit()
-    try:
-        with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
-            whole = run()
-            torchconv.set_workspace_limit(1)
-            sliced = run()
-    finally:
-        torchconv.set_workspace_limit(old_limit)
-    assert torch.equal(whole[0], sliced[0]) and torch.equal(whole[1], sliced[1])
-    ref = F.conv2d(x.detach().double(), wt.double(), None, padding=1)
-    cudnn = F.conv2d(x.detach(), wt, None, padding=1)
-    assert rel_err(whole[0], ref) <= allowed_error(rel_err(cudnn, ref), dtype)
+    assert_staged_whole_equals_sliced(run, x, wt, dtype)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["tf32", "bf16", "fp16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("c", [16, 24, 40], ids=["C16", "C24", "C40"])
+def test_staged_v_clusters_walk_their_tile_blocks_with_the_bits_of_one_each(c, layout, dtype):
+    """The two-block staged-V clusters of float16 words (float32 under TF32, bfloat16) are persistent:
+    as many as the GPU holds walk the tile blocks, each copying its next block's first chunks while it
+    finishes the one before, and waiting for its partner to read one block's partial outputs before
+    sending the next. A call of 265 tile blocks x 2 filter blocks (several a cluster) gives the bits of
+    the same call in one-block slices (a block or two a cluster), forward and grad_input, with 1, 2 and
+    3 chunks a block (fewer than, as many as and more than the stages copied ahead); float16's split,
+    a block per tile block, alike."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x = torch.randn(4, c, 130, 130, device="cuda").to(dtype).contiguous(memory_format=fmt).requires_grad_(True)
+    wt = torch.randn(72, c, 3, 3, device="cuda").div(3 * c ** 0.5).to(dtype)
+    gy = torch.randn(4, 72, 130, 130, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    tile = "3xbf16-wgmma-cluster-vbulk" if dtype == torch.float16 else "tf32-wgmma-cluster-vbulk"
+
+    def run():
+        y = torchconv.conv2d(x, wt, None, padding=1, algorithm="winograd")
+        assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
+        (gx,) = torch.autograd.grad(y, x, gy)
+        assert f"grad_input:fused:{tile}/" in torchconv.last_choice(), torchconv.last_choice()
+        return y, gx
+
+    assert_staged_whole_equals_sliced(run, x, wt, dtype)
 
 
 def channels_last_off_16_bytes(t):

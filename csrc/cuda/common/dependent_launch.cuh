@@ -58,5 +58,23 @@ void launch_with_attributes(void (*kernel)(Params...), dim3 grid, dim3 block, si
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// The clusters of `cluster` blocks of `kernel` (threads and dynamic shared memory as launched) that
+// the GPU holds at once: the grid of a cluster kernel whose clusters walk its work (more clusters
+// would wait for a free place and run their share after the others).
+template <typename... Params>
+int max_active_clusters(void (*kernel)(Params...), dim3 block, size_t smem, int cluster) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(cluster));
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  config.attrs = &attr, config.numAttrs = 1;
+  int clusters = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  return clusters;
+}
+
 }  // namespace cuda
 }  // namespace torchconv

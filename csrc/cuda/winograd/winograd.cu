@@ -33,7 +33,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "../../backward.h"
 #include "../../conv_shape.h"
@@ -218,13 +221,34 @@ ForwardArgs<T, TIo> fused_args(const at::Tensor& x, const at::Tensor& u, const F
 // One launch of a fused forward kernel over a's tile blocks: a block per (filter tile of Cfg::kM,
 // tile block of Cfg::kN, group), filter tiles fastest (block_coord). `dependent`: a cluster kernel that
 // waits for its operands from the kernel before it (launch_with_attributes).
+// The clusters of a walking cluster kernel the GPU holds at once (max_active_clusters), found once
+// per kernel and device.
+template <typename Kernel>
+int64_t walking_clusters(Kernel kernel, int threads, size_t smem, int cluster) {
+  static std::mutex mutex;
+  static std::vector<std::tuple<const void*, int, int64_t>> found;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  const void* key = reinterpret_cast<const void*>(kernel);
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [k, d, n] : found)
+    if (k == key && d == device) return n;
+  const int64_t n = std::max(1, max_active_clusters(kernel, dim3(threads), smem, cluster));
+  found.emplace_back(key, device, n);
+  return n;
+}
+
 template <typename T, typename Cfg, typename Kernel, typename TIo>
 void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T, TIo>& a, bool dependent = false) {
   const int64_t blocks = fused_blocks<Cfg>(a.k_tiles, a.p_tiles, a.cv.groups);
   ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
   if constexpr (fused_cluster_blocks<Cfg>() > 1) {
-    // Clusters of consecutive blocks share one (filter block or Cfg::kVShare of them, tile block, group).
-    launch_with_attributes(kernel, dim3(unsigned(blocks)), dim3(Cfg::kThreads), smem, current_stream(), Cfg::kCluster,
+    // Clusters of consecutive blocks share one (filter block or Cfg::kVShare of them, tile block, group);
+    // walking ones (Cfg::kWalks) take every grid's worth of those on, as many as the GPU holds.
+    int64_t grid = blocks;
+    if constexpr (Cfg::kWalks)
+      grid = std::min(blocks, Cfg::kCluster * walking_clusters(kernel, Cfg::kThreads, smem, Cfg::kCluster));
+    launch_with_attributes(kernel, dim3(unsigned(grid)), dim3(Cfg::kThreads), smem, current_stream(), Cfg::kCluster,
                            dependent, a);
   } else {
     // A persistent kernel's blocks walk the output blocks: at most one per SM (Cfg::kMinBlocks).

@@ -942,8 +942,9 @@ struct WinogradWgmmaClusterConfig {
   // Filter blocks and tile blocks per cluster (WinogradWgmmaClusterBulkConfig).
   static constexpr int kVShare = 1, kUShare = 1;
   static constexpr int kCluster = 2;
-  // The partner's partial outputs counted on an mbarrier (WinogradWgmmaClusterBulkConfig).
-  static constexpr bool kAsyncPartials = false;
+  // The partner's partial outputs counted on an mbarrier; the clusters walking their tile blocks
+  // (WinogradWgmmaClusterBulkConfig).
+  static constexpr bool kAsyncPartials = false, kWalks = false;
   static constexpr int kM = 64, kN = 64, kK = 16, kSteps = kK * kOperandBytes / 32;
   // Core matrices (16 bytes of channels) along a chunk's K.
   static constexpr int kKGroups = kK * kOperandBytes / 16;
@@ -1035,7 +1036,14 @@ struct WinogradWgmmaClusterBulkConfig : Layout {
   static constexpr int kBarrierOffset = kPartialOffset + kPartialFloats;  // in floats, 8-byte aligned
   static constexpr int kPartialsBarrier = 2 * kStages;
   static constexpr bool kAsyncPartials = kCluster == 2;
-  static constexpr size_t kForwardSmemBytes = size_t(kBarrierOffset) * sizeof(float) + (2 * kStages + 1) * sizeof(uint64_t);
+  // Two-block clusters of float16 words walk their tile blocks (persistent, a grid of the clusters
+  // that fit): the next block's first chunks are copied while this one's epilogue waits for its
+  // partner, and the partner's partial outputs of the next block wait until this block has read the
+  // last ones (kPartialsFreeBarrier, the partner's arrival). float16's split, whose chunks are twice
+  // the bytes, gained nothing from the walk (docs/winograd.md) and launches a block per tile block.
+  static constexpr bool kWalks = kCluster == 2 && Layout::kOperandBytes == 2;
+  static constexpr int kPartialsFreeBarrier = 2 * kStages + 1;
+  static constexpr size_t kForwardSmemBytes = size_t(kBarrierOffset) * sizeof(float) + (2 * kStages + 2) * sizeof(uint64_t);
   static_assert(kBarrierOffset % 2 == 0 && (kVFloats / kVShare) % 4 == 0 && (kUFloats / kUShare) % 4 == 0,
                 "aligned barriers, 16-byte operand pieces");
   static_assert(kCluster <= 8, "a portable cluster");
@@ -1069,32 +1077,34 @@ __device__ __forceinline__ void copy_piece(float* dst, const float* src, unsigne
     bulk_copy_to_shared_multicast(dst, src, bytes, bar, mask);
 }
 
-// The reduction of a staged-V block (Cfg::kVStaged: a WinogradWgmmaClusterBulkConfig) at `place` in its cluster; u_block and
-// v_block: chunk 0 of the block's U and V runs. Stage s's copies of chunk c count on full[s] (phase
-// c / kStages): the block's producer expects all of U's and V's bytes, whichever blocks copy their
-// pieces. A warpgroup, once its MMAs of chunk c are done, arrives on empty[c % kStages] of every
-// block that copies into it (those of its point half that share its filter block or its tile block,
-// itself included: 4 * (kUShare + kVShare - 1) arrivals per phase), and a block's producer waits for
-// that phase before it refills the stage in those same blocks. The producer (thread 0) waits for
-// the other blocks' warpgroups, so its warp reconverges before the next chunk's MMAs, which the
-// warpgroup issues together.
+// The copies of a staged-V block's operands into its stages. Stage s's copies of the block's chunk g
+// (counted over the tile blocks a walking block takes, kWalks) count on full[s] (phase g / kStages):
+// the block's producer expects all of U's and V's bytes, whichever blocks copy their pieces. A
+// warpgroup, once its MMAs of chunk g are done, arrives on empty[g % kStages] of every block that
+// copies into it (those of its point half that share its filter block or its tile block, itself
+// included: 4 * (kUShare + kVShare - 1) arrivals per phase), and a block's producer waits for that
+// phase before it refills the stage in those same blocks.
 template <typename Cfg>
-__device__ __forceinline__ void reduce_bulk(const WgmmaPointMmas<Cfg>& mmas,
-                                            typename WgmmaPointMmas<Cfg>::Accumulators& acc, const float* u_block,
-                                            const float* v_block, float* smem, uint64_t* bars, int chunks,
-                                            const ClusterPlace<Cfg>& place) {
-  using Mmas = WgmmaPointMmas<Cfg>;
-  constexpr int kS = Cfg::kStages, kVPiece = Cfg::kVFloats / Cfg::kVShare, kUPiece = Cfg::kUFloats / Cfg::kUShare;
-  constexpr unsigned kUBytes = Cfg::kUFloats * sizeof(float), kVBytes = Cfg::kVFloats * sizeof(float);
-  uint64_t* full = bars;
-  uint64_t* empty = bars + kS;
+struct BulkStages {
+  static constexpr int kS = Cfg::kStages, kVPiece = Cfg::kVFloats / Cfg::kVShare, kUPiece = Cfg::kUFloats / Cfg::kUShare;
+  static constexpr unsigned kUBytes = Cfg::kUFloats * sizeof(float), kVBytes = Cfg::kVFloats * sizeof(float);
+  float* smem;
+  uint64_t* full;
+  uint64_t* empty;
+  ClusterPlace<Cfg> place;
   uint16_t v_readers = 0, u_readers = 0;  // the blocks that share this block's V chunks; its U chunks
+
+  __device__ __forceinline__ BulkStages(float* smem_, uint64_t* bars, const ClusterPlace<Cfg>& place_)
+      : smem(smem_), full(bars), empty(bars + kS), place(place_) {
 #pragma unroll
-  for (int j = 0; j < Cfg::kVShare; ++j) v_readers |= uint16_t(1u << place.rank_of(j, place.tshare));
+    for (int j = 0; j < Cfg::kVShare; ++j) v_readers |= uint16_t(1u << place.rank_of(j, place.tshare));
 #pragma unroll
-  for (int j = 0; j < Cfg::kUShare; ++j) u_readers |= uint16_t(1u << place.rank_of(place.fshare, j));
-  auto fetch = [&](int chunk) {
-    const int s = chunk % kS;
+    for (int j = 0; j < Cfg::kUShare; ++j) u_readers |= uint16_t(1u << place.rank_of(place.fshare, j));
+  }
+  // Chunk `chunk` of the runs from u_block and v_block into the stage of the block's chunk g.
+  __device__ __forceinline__ void fetch(const float* u_block, const float* v_block, int chunk, int g) const {
+    using Mmas = WgmmaPointMmas<Cfg>;
+    const int s = g % kS;
     mbarrier_arrive_expect_tx(&full[s], kUBytes + kVBytes);  // every piece of U and V
     copy_piece<Cfg::kUShare>(Mmas::stage_u(smem, s) + place.tshare * kUPiece,
                              u_block + int64_t(chunk) * Cfg::kUChunkFloats + place.tshare * kUPiece,
@@ -1102,30 +1112,53 @@ __device__ __forceinline__ void reduce_bulk(const WgmmaPointMmas<Cfg>& mmas,
     copy_piece<Cfg::kVShare>(Mmas::stage_v(smem, s) + place.fshare * kVPiece,
                              v_block + int64_t(chunk) * Cfg::kVChunkFloats + place.fshare * kVPiece,
                              kVPiece * sizeof(float), &full[s], v_readers);
-  };
+  }
+  // The same once the stage's chunk g - kS has been read (g < kS: parity 1 of a fresh mbarrier,
+  // which has completed).
+  __device__ __forceinline__ void refill(const float* u_block, const float* v_block, int chunk, int g) const {
+    mbarrier_wait(&empty[g % kS], unsigned(g / kS - 1) & 1u);
+    fetch(u_block, v_block, chunk, g);
+  }
+  // This warpgroup's MMAs of chunk g are done: its stage may be refilled (one thread a warpgroup).
+  __device__ __forceinline__ void release(int g) const {
+    uint64_t* freed = &empty[g % kS];
+#pragma unroll
+    for (int j = 0; j < Cfg::kUShare; ++j) mbarrier_arrive_cluster(freed, place.rank_of(place.fshare, j));
+#pragma unroll
+    for (int j = 0; j < Cfg::kVShare; ++j)
+      if (j != place.fshare) mbarrier_arrive_cluster(freed, place.rank_of(j, place.tshare));
+  }
+};
+
+// The reduction of a staged-V block (Cfg::kVStaged: a WinogradWgmmaClusterBulkConfig) at `place` in
+// its cluster; u_block and v_block: chunk 0 of the block's U and V runs, its chunks the block's
+// `first` on (BulkStages). The producer (thread 0) copies each chunk kStages - 1 chunks ahead of the
+// MMAs -- the first ones itself where `prologue`, else the walk's tile block before copied them --
+// and waits for the other blocks' warpgroups, so its warp reconverges before the next chunk's MMAs,
+// which the warpgroup issues together. `release_last`: the last chunk's stage is released too, once
+// the MMAs are done (a walking block refills it for its next tile block).
+template <typename Cfg>
+__device__ __forceinline__ void reduce_bulk(const WgmmaPointMmas<Cfg>& mmas,
+                                            typename WgmmaPointMmas<Cfg>::Accumulators& acc, const float* u_block,
+                                            const float* v_block, const BulkStages<Cfg>& stages, int chunks,
+                                            int first = 0, bool prologue = true, bool release_last = false) {
+  constexpr int kS = Cfg::kStages;
   const bool producer = threadIdx.x == 0;
-  if (producer)
-    for (int c = 0; c < kS - 1 && c < chunks; ++c) fetch(c);
+  if (producer && prologue)
+    for (int c = 0; c < kS - 1 && c < chunks; ++c) stages.fetch(u_block, v_block, c, first + c);
   for (int chunk = 0; chunk < chunks; ++chunk) {
-    mbarrier_wait(&full[chunk % kS], unsigned(chunk / kS) & 1u);
-    mmas.run(acc, chunk % kS);
+    const int g = first + chunk;
+    mbarrier_wait(&stages.full[g % kS], unsigned(g / kS) & 1u);
+    mmas.run(acc, g % kS);
     wgmma_wait<1>();  // this warpgroup's MMAs of chunk - 1 are done
-    if (chunk > 0 && threadIdx.x % 128 == 0) {
-      uint64_t* freed = &empty[(chunk - 1) % kS];
-#pragma unroll
-      for (int j = 0; j < Cfg::kUShare; ++j) mbarrier_arrive_cluster(freed, place.rank_of(place.fshare, j));
-#pragma unroll
-      for (int j = 0; j < Cfg::kVShare; ++j)
-        if (j != place.fshare) mbarrier_arrive_cluster(freed, place.rank_of(j, place.tshare));
-    }
+    if (chunk > 0 && threadIdx.x % 128 == 0) stages.release(g - 1);
     const int next = chunk + kS - 1;
-    if (producer && next < chunks) {
-      // The phase in which chunk next - kS was read; next < kS waits on parity 1 of a fresh
-      // mbarrier, which has completed.
-      mbarrier_wait(&empty[next % kS], unsigned(next / kS - 1) & 1u);
-      fetch(next);
-    }
+    if (producer && next < chunks) stages.refill(u_block, v_block, next, first + next);
     __syncwarp();
+  }
+  if (release_last) {
+    wgmma_wait<0>();
+    if (threadIdx.x % 128 == 0) stages.release(first + chunks - 1);
   }
 }
 
@@ -1185,6 +1218,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         mbarrier_init(&bars[Cfg::kStages + s], Cfg::kWarpgroups * (Cfg::kUShare + Cfg::kVShare - 1));
       }
       mbarrier_init(&bars[Cfg::kPartialsBarrier], 1);
+      if constexpr (Cfg::kWalks) mbarrier_init(&bars[Cfg::kPartialsFreeBarrier], 1);
       mbarrier_init_fence_cluster();
     }
     // Every block's mbarriers exist before any copy or arrival reaches them: the fence publishes
@@ -1194,180 +1228,235 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     grid_dependency_wait();  // V and its tiles' bounds from the transform kernel before
   }
   cluster_arrive_relaxed();  // this block has started: waited for before the partner's shared memory is written
-  BlockCoord bc = block_coord(int(ceil_div(a.k_tiles, Cfg::kVShare)), int(ceil_div(a.p_tiles, Cfg::kUShare)),
-                              blockIdx.x / Cfg::kCluster);
-  // Past the last filter (tile) block where kVShare (kUShare) does not divide their count.
-  bc.kt = bc.kt * Cfg::kVShare + place.fshare;
-  bc.pt = bc.pt * Cfg::kUShare + place.tshare;
-  const int64_t p0 = int64_t(a.p_tile0 + bc.pt) * Cfg::kN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Mmas = WgmmaPointMmas<Cfg>;
-  const WgmmaUThreadCopies<Cfg> u_chunks{TcUFetcher<Cfg>(a, bc, rank * Cfg::kUFloats), smem};
-
   typename Mmas::Accumulators acc;
-  Mmas::zero(acc);
   const Mmas mmas(smem);
-
   const int chunks = a.reduction_pad / Cfg::kK;
-  if constexpr (Cfg::kVStaged) {
-    // A filter (tile) block past the last reads the last one's U (V), copies its pieces for the
-    // others, and stores no outputs.
-    const int kt = bc.kt < a.k_tiles ? bc.kt : a.k_tiles - 1, pt = bc.pt < a.p_tiles ? bc.pt : a.p_tiles - 1;
-    const float* u_block = TcUFetcher<Cfg>::block_run(a, bc.g, kt) + rank * Cfg::kUFloats;
-    const float* v_block = a.v + (int64_t(bc.g) * a.p_tiles + pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
-    reduce_bulk<Cfg>(mmas, acc, u_block, v_block, smem, bars, chunks, place);
-  } else {
-    // This thread's channel and tiles tl, tl + 32 of a chunk.
-    const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
-    using Loader = TcPatchLoader<TIo, kNhwc, Cfg::kK, Cfg::kPatchRows>;
-    const Loader patch0(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch, rank);
-    const Loader patch1(a, bc, p0 + tl + 32, p0 + tl + 32 < cv.tiles(), ch, rank);
-    const int v_word0 = Cfg::v_word(ch, tl), v_word1 = Cfg::v_word(ch, tl + 32);
-    auto store_v = [&](const TIo (&d)[12], int word, float* v_tile) {
-      float f[12], v[8];
-      widen_to_float(d, f);
-      winograd_input_transform_rows(f, rank, v);
+
+  // Epilogue of block bc from the accumulators: the walk's `iter`-th tile block of this cluster,
+  // the `last` one; prefetch() (walking blocks) copies the next one's first chunks once M is read.
+  auto epilogue = [&](const BlockCoord& bc, int iter, bool last, auto&& prefetch) {
+    const int64_t p0 = int64_t(a.p_tile0 + bc.pt) * Cfg::kN;
+    wgmma_wait<0>();
+
+    // Epilogue. M of the block's 8 points into shared memory (the stages are free once every
+    // warpgroup's MMAs are done).
+    constexpr int kLd = kNhwc ? Cfg::kLdMt : Cfg::kLdV;
+    __syncthreads();
+    stage_wgmma_points<Cfg, kNhwc>(acc, smem, warp, lane);
+    __syncthreads();
+    // The partial output of (filter f, tile n of the block) over this block's points.
+    auto partial = [&](int f, int n) {
+      float m[8], y[4];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v_tile[e * Cfg::kVPoint + word] = __uint_as_float(tf32_bits_for_mma(v[e]));
+      for (int e = 0; e < 8; ++e) m[e] = kNhwc ? smem[(e * Cfg::kN + n) * kLd + f] : smem[(e * Cfg::kM + f) * kLd + n];
+      winograd_output_transform_rows(m, rank, y);
+      return make_float4(y[0], y[1], y[2], y[3]);
     };
-
-    TIo d0[12], d1[12];
-    u_chunks.fetch(0, 0);
-    patch0.load(0, d0);
-    patch1.load(0, d1);
-    mmas.reduce_loaded(
-        acc, smem, WgmmaChunkOrder{chunks}, u_chunks,
-        [&](float* v) {
-          store_v(d0, v_word0, v);
-          store_v(d1, v_word1, v);
-        },
-        [&](int chunk) {
-          patch0.load(chunk, d0);
-          patch1.load(chunk, d1);
-        });
-  }
-  wgmma_wait<0>();
-
-  // Epilogue. M of the block's 8 points into shared memory (the stages are free once every
-  // warpgroup's MMAs are done).
-  constexpr int kLd = kNhwc ? Cfg::kLdMt : Cfg::kLdV;
-  __syncthreads();
-  stage_wgmma_points<Cfg, kNhwc>(acc, smem, warp, lane);
-  __syncthreads();
-  // The partial output of (filter f, tile n of the block) over this block's points.
-  auto partial = [&](int f, int n) {
-    float m[8], y[4];
+    // A thread's (filter, tile) pairs of a half (kHalfTiles tiles): NCHW, lanes along the tiles and
+    // warps over the filters; NHWC, lanes along the filters and warps over the tiles. Pair q's slot in
+    // the partial outputs is the same in both blocks.
+    constexpr int kPairs = Cfg::kM * Cfg::kHalfTiles / Cfg::kThreads;  // 4
+    auto pair_filter = [&](int q) { return kNhwc ? lane + 32 * (q % 2) : warp + 16 * q; };
+    auto pair_tile = [&](int q) { return kNhwc ? warp + 16 * (q / 2) : lane; };  // within the half
+    auto pair_slot = [&](int q) {
+      return kNhwc ? pair_tile(q) * Cfg::kM + pair_filter(q) : pair_filter(q) * Cfg::kHalfTiles + pair_tile(q);
+    };
+    // The partner's partial outputs: with V staged in two-block clusters, stores counted on the
+    // receiver's mbarrier (kAsyncPartials), which it waits on; otherwise stores ordered by the cluster
+    // barrier, which also keeps every block of a larger cluster alive until the others' arrivals on
+    // its stages are over.
+    constexpr bool kAsyncPartials = Cfg::kAsyncPartials;
+    float* partials = smem + Cfg::kPartialOffset;
+    if (iter == 0) cluster_wait_acquire();  // the partner has started: its partial outputs' space may be written
+    // A walking block's partner has read this block's partial outputs of the tile block before.
+    if constexpr (Cfg::kWalks)
+      if (iter > 0) mbarrier_wait(bars + Cfg::kPartialsFreeBarrier, unsigned(iter - 1) & 1u);
+    {
+      const int other = rank ^ 1;
+      const unsigned partner = unsigned(cluster_rank ^ 1), remote = cluster_shared_address(partials, partner);
+      // The receiver's mbarrier, mapped once (mapa is volatile asm: the compiler would not hoist it).
+      [[maybe_unused]] unsigned remote_bar = 0;
+      if constexpr (kAsyncPartials) remote_bar = cluster_shared_address(bars + Cfg::kPartialsBarrier, partner);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) m[e] = kNhwc ? smem[(e * Cfg::kN + n) * kLd + f] : smem[(e * Cfg::kM + f) * kLd + n];
-    winograd_output_transform_rows(m, rank, y);
-    return make_float4(y[0], y[1], y[2], y[3]);
-  };
-  // A thread's (filter, tile) pairs of a half (kHalfTiles tiles): NCHW, lanes along the tiles and
-  // warps over the filters; NHWC, lanes along the filters and warps over the tiles. Pair q's slot in
-  // the partial outputs is the same in both blocks.
-  constexpr int kPairs = Cfg::kM * Cfg::kHalfTiles / Cfg::kThreads;  // 4
-  auto pair_filter = [&](int q) { return kNhwc ? lane + 32 * (q % 2) : warp + 16 * q; };
-  auto pair_tile = [&](int q) { return kNhwc ? warp + 16 * (q / 2) : lane; };  // within the half
-  auto pair_slot = [&](int q) {
-    return kNhwc ? pair_tile(q) * Cfg::kM + pair_filter(q) : pair_filter(q) * Cfg::kHalfTiles + pair_tile(q);
-  };
-  // The partner's partial outputs: with V staged in two-block clusters, stores counted on the
-  // receiver's mbarrier (kAsyncPartials), which it waits on; otherwise stores ordered by the cluster
-  // barrier, which also keeps every block of a larger cluster alive until the others' arrivals on
-  // its stages are over.
-  constexpr bool kAsyncPartials = Cfg::kAsyncPartials;
-  float* partials = smem + Cfg::kPartialOffset;
-  cluster_wait_acquire();  // the partner has started: its partial outputs' space may be written
-  {
-    const int other = rank ^ 1;
-    const unsigned partner = unsigned(cluster_rank ^ 1), remote = cluster_shared_address(partials, partner);
-    // The receiver's mbarrier, mapped once (mapa is volatile asm: the compiler would not hoist it).
-    unsigned remote_bar = 0;
-    if constexpr (kAsyncPartials) remote_bar = cluster_shared_address(bars + Cfg::kPartialsBarrier, partner);
+      for (int q = 0; q < kPairs; ++q) {
+        const float4 v = partial(pair_filter(q), other * Cfg::kHalfTiles + pair_tile(q));
+        if constexpr (kAsyncPartials)
+          store_cluster_shared_async(remote + 16 * pair_slot(q), v, remote_bar);
+        else
+          store_cluster_shared(remote + 16 * pair_slot(q), v);
+      }
+    }
+    if constexpr (kAsyncPartials) {
+      if (threadIdx.x == 0) mbarrier_arrive_expect_tx(bars + Cfg::kPartialsBarrier, Cfg::kPartialFloats * sizeof(float));
+    } else {
+      cluster_arrive_release();
+    }
+
+    // A thread's tiles among its pairs: NCHW one (its lane), NHWC two (warps w and w + 16). Their
+    // coordinates and output offsets are decoded once, before the wait, and each pair adds its
+    // filter's offset.
+    constexpr int kOwnTiles = kNhwc ? 2 : 1;
+    auto tile_slot = [](int q) { return kNhwc ? q / 2 : 0; };
+    const int Kg = cv.Kg();
+    const int64_t plane = int64_t(cv.out_H) * cv.out_W;
+    int64_t tile_offset[kOwnTiles];
+    bool tile_live[kOwnTiles], right[kOwnTiles], below[kOwnTiles];
+#pragma unroll
+    for (int t = 0; t < kOwnTiles; ++t) {
+      const int64_t p = p0 + rank * Cfg::kHalfTiles + pair_tile(kNhwc ? 2 * t : 0);
+      tile_live[t] = p < cv.tiles() && !(Cfg::kUShare > 1 && bc.pt >= a.p_tiles);
+      const TileCoord ot = tile_coord(cv, tile_live[t] ? p : 0);
+      const int oy = 2 * ot.ty, ox = 2 * ot.tx;
+      right[t] = ox + 1 < cv.out_W, below[t] = oy + 1 < cv.out_H;
+      tile_offset[t] = kNhwc ? ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg
+                             : int64_t(ot.n) * cv.out_C * plane + int64_t(oy) * cv.out_W + ox + int64_t(bc.g) * Kg * plane;
+    }
+    // While the partner's partial outputs come: this block's own, each pair's bias and (float16 words)
+    // the largest |U| and |V| whose scales M comes back from, so that their loads' latency passes in
+    // the wait.
+    bool live[kPairs];
+    float4 mine[kPairs];
+    float bias[kPairs];
+    [[maybe_unused]] float u_max[kPairs], v_max[kPairs];  // (float16 words)
 #pragma unroll
     for (int q = 0; q < kPairs; ++q) {
-      const float4 v = partial(pair_filter(q), other * Cfg::kHalfTiles + pair_tile(q));
-      if constexpr (kAsyncPartials)
-        store_cluster_shared_async(remote + 16 * pair_slot(q), v, remote_bar);
-      else
-        store_cluster_shared(remote + 16 * pair_slot(q), v);
+      const int f = pair_filter(q), n = rank * Cfg::kHalfTiles + pair_tile(q);
+      const int k = bc.kt * Cfg::kM + f;
+      live[q] = tile_live[tile_slot(q)] && k < Kg;
+      mine[q] = partial(f, n);
+      bias[q] = live[q] && a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
+      if constexpr (Cfg::kOperandBytes == 2) {
+        u_max[q] = live[q] ? a.u_max[int64_t(bc.g) * a.outputs_pad + k] : 0.f;
+        v_max[q] = live[q] ? a.v_max[int64_t(bc.g) * cv.tiles() + p0 + n] : 0.f;
+      }
     }
-  }
-  if constexpr (kAsyncPartials) {
-    if (threadIdx.x == 0) mbarrier_arrive_expect_tx(bars + Cfg::kPartialsBarrier, Cfg::kPartialFloats * sizeof(float));
+    // M is read: a walking block's producer copies the next tile block's first chunks into the
+    // stages while the partner's partial outputs come.
+    if constexpr (Cfg::kWalks) {
+      __syncthreads();
+      prefetch();
+    }
+    // The partner's partial outputs of this block's tiles have landed.
+    if constexpr (kAsyncPartials)
+      mbarrier_wait(bars + Cfg::kPartialsBarrier, unsigned(iter) & 1u);
+    else
+      cluster_wait_acquire();
+
+    const int64_t col = kNhwc ? cv.out_C : 1, row = col * cv.out_W;
+#pragma unroll
+    for (int q = 0; q < kPairs; ++q) {
+      if (!live[q]) continue;
+      const int t = tile_slot(q), k = bc.kt * Cfg::kM + pair_filter(q);
+      const float4 theirs = *reinterpret_cast<const float4*>(partials + 4 * pair_slot(q));
+      float out[4] = {mine[q].x + theirs.x, mine[q].y + theirs.y, mine[q].z + theirs.z, mine[q].w + theirs.w};
+      if constexpr (Cfg::kOperandBytes == 2) {  // M back from the filter's and the tile's scales (F16Carrier)
+        const F16Carrier::Unscale by_u(F16Carrier::exponent(u_max[q])), by_v(F16Carrier::exponent(v_max[q]));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[e] = by_v(by_u(out[e]));
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[e] += bias[q];
+      TIo* dst = a.y + tile_offset[t] + (kNhwc ? int64_t(k) : int64_t(k) * plane);
+      if (!kNhwc && right[t] && cv.out_W % 2 == 0) {  // each row of the tile one store
+        store_pair(dst, out[0], out[1]);
+        if (below[t]) store_pair(dst + row, out[2], out[3]);
+        continue;
+      }
+      dst[0] = from_float<TIo>(out[0]);
+      if (right[t]) dst[col] = from_float<TIo>(out[1]);
+      if (below[t]) {
+        dst[row] = from_float<TIo>(out[2]);
+        if (right[t]) dst[row + col] = from_float<TIo>(out[3]);
+      }
+    }
+    // Every thread has read the partner's partial outputs: it may send those of its next tile block.
+    if constexpr (Cfg::kWalks) {
+      if (!last) {
+        __syncthreads();
+        if (threadIdx.x == 0) mbarrier_arrive_cluster(bars + Cfg::kPartialsFreeBarrier, unsigned(cluster_rank ^ 1));
+      }
+    }
+
+  };
+
+  if constexpr (Cfg::kWalks) {
+    // The cluster's tile blocks: cluster blockIdx.x / 2 of the grid's, then every grid's worth on;
+    // the stages' chunks counted over them all.
+    static_assert(Cfg::kVStaged && Cfg::kVShare == 1 && Cfg::kUShare == 1, "two-block staged-V clusters");
+    const BulkStages<Cfg> stages(smem, bars, place);
+    const int clusters = int(gridDim.x) / Cfg::kCluster;
+    const int64_t items = int64_t(a.k_tiles) * a.p_tiles * cv.groups;
+    auto runs = [&](const BlockCoord& bc, const float*& u_block, const float*& v_block) {
+      u_block = TcUFetcher<Cfg>::block_run(a, bc.g, bc.kt) + rank * Cfg::kUFloats;
+      v_block = a.v + (int64_t(bc.g) * a.p_tiles + bc.pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
+    };
+    int iter = 0;
+    for (int64_t item = blockIdx.x / Cfg::kCluster; item < items; item += clusters, ++iter) {
+      const BlockCoord bc = block_coord(a.k_tiles_div, a.p_tiles_div, int(item));
+      const float *u_block, *v_block;
+      runs(bc, u_block, v_block);
+      Mmas::zero(acc);
+      const int first = iter * chunks;
+      reduce_bulk<Cfg>(mmas, acc, u_block, v_block, stages, chunks, first, /*prologue=*/iter == 0,
+                       /*release_last=*/true);
+      const bool last = item + clusters >= items;
+      epilogue(bc, iter, last, [&] {
+        if (threadIdx.x != 0 || last) return;
+        const float *u_next, *v_next;
+        runs(block_coord(a.k_tiles_div, a.p_tiles_div, int(item + clusters)), u_next, v_next);
+        for (int c = 0; c < Cfg::kStages - 1 && c < chunks; ++c) stages.refill(u_next, v_next, c, first + chunks + c);
+      });
+    }
   } else {
-    cluster_arrive_release();
-  }
+    BlockCoord bc = block_coord(int(ceil_div(a.k_tiles, Cfg::kVShare)), int(ceil_div(a.p_tiles, Cfg::kUShare)),
+                                blockIdx.x / Cfg::kCluster);
+    // Past the last filter (tile) block where kVShare (kUShare) does not divide their count.
+    bc.kt = bc.kt * Cfg::kVShare + place.fshare;
+    bc.pt = bc.pt * Cfg::kUShare + place.tshare;
+    const int64_t p0 = int64_t(a.p_tile0 + bc.pt) * Cfg::kN;
+    const WgmmaUThreadCopies<Cfg> u_chunks{TcUFetcher<Cfg>(a, bc, rank * Cfg::kUFloats), smem};
 
-  // A thread's tiles among its pairs: NCHW one (its lane), NHWC two (warps w and w + 16). Their
-  // coordinates and output offsets are decoded once, before the wait, and each pair adds its
-  // filter's offset.
-  constexpr int kOwnTiles = kNhwc ? 2 : 1;
-  auto tile_slot = [](int q) { return kNhwc ? q / 2 : 0; };
-  const int Kg = cv.Kg();
-  const int64_t plane = int64_t(cv.out_H) * cv.out_W;
-  int64_t tile_offset[kOwnTiles];
-  bool tile_live[kOwnTiles], right[kOwnTiles], below[kOwnTiles];
+    Mmas::zero(acc);
+    if constexpr (Cfg::kVStaged) {
+      // A filter (tile) block past the last reads the last one's U (V), copies its pieces for the
+      // others, and stores no outputs.
+      const int kt = bc.kt < a.k_tiles ? bc.kt : a.k_tiles - 1, pt = bc.pt < a.p_tiles ? bc.pt : a.p_tiles - 1;
+      const float* u_block = TcUFetcher<Cfg>::block_run(a, bc.g, kt) + rank * Cfg::kUFloats;
+      const float* v_block = a.v + (int64_t(bc.g) * a.p_tiles + pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
+      reduce_bulk<Cfg>(mmas, acc, u_block, v_block, BulkStages<Cfg>(smem, bars, place), chunks);
+    } else {
+      // This thread's channel and tiles tl, tl + 32 of a chunk.
+      const int ch = Mmas::template loader_channel<kNhwc>(warp, lane), tl = Mmas::template loader_tile<kNhwc>(warp, lane);
+      using Loader = TcPatchLoader<TIo, kNhwc, Cfg::kK, Cfg::kPatchRows>;
+      const Loader patch0(a, bc, p0 + tl, p0 + tl < cv.tiles(), ch, rank);
+      const Loader patch1(a, bc, p0 + tl + 32, p0 + tl + 32 < cv.tiles(), ch, rank);
+      const int v_word0 = Cfg::v_word(ch, tl), v_word1 = Cfg::v_word(ch, tl + 32);
+      auto store_v = [&](const TIo (&d)[12], int word, float* v_tile) {
+        float f[12], v[8];
+        widen_to_float(d, f);
+        winograd_input_transform_rows(f, rank, v);
 #pragma unroll
-  for (int t = 0; t < kOwnTiles; ++t) {
-    const int64_t p = p0 + rank * Cfg::kHalfTiles + pair_tile(kNhwc ? 2 * t : 0);
-    tile_live[t] = p < cv.tiles() && !(Cfg::kUShare > 1 && bc.pt >= a.p_tiles);
-    const TileCoord ot = tile_coord(cv, tile_live[t] ? p : 0);
-    const int oy = 2 * ot.ty, ox = 2 * ot.tx;
-    right[t] = ox + 1 < cv.out_W, below[t] = oy + 1 < cv.out_H;
-    tile_offset[t] = kNhwc ? ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg
-                           : int64_t(ot.n) * cv.out_C * plane + int64_t(oy) * cv.out_W + ox + int64_t(bc.g) * Kg * plane;
-  }
-  // While the partner's partial outputs come: this block's own, each pair's bias and (float16 words)
-  // the largest |U| and |V| whose scales M comes back from, so that their loads' latency passes in
-  // the wait.
-  bool live[kPairs];
-  float4 mine[kPairs];
-  float bias[kPairs], u_max[kPairs], v_max[kPairs];
-#pragma unroll
-  for (int q = 0; q < kPairs; ++q) {
-    const int f = pair_filter(q), n = rank * Cfg::kHalfTiles + pair_tile(q);
-    const int k = bc.kt * Cfg::kM + f;
-    live[q] = tile_live[tile_slot(q)] && k < Kg;
-    mine[q] = partial(f, n);
-    bias[q] = live[q] && a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
-    if constexpr (Cfg::kOperandBytes == 2) {
-      u_max[q] = live[q] ? a.u_max[int64_t(bc.g) * a.outputs_pad + k] : 0.f;
-      v_max[q] = live[q] ? a.v_max[int64_t(bc.g) * cv.tiles() + p0 + n] : 0.f;
-    }
-  }
-  // The partner's partial outputs of this block's tiles have landed.
-  if constexpr (kAsyncPartials)
-    mbarrier_wait(bars + Cfg::kPartialsBarrier, 0);
-  else
-    cluster_wait_acquire();
+        for (int e = 0; e < 8; ++e) v_tile[e * Cfg::kVPoint + word] = __uint_as_float(tf32_bits_for_mma(v[e]));
+      };
 
-  const int64_t col = kNhwc ? cv.out_C : 1, row = col * cv.out_W;
-#pragma unroll
-  for (int q = 0; q < kPairs; ++q) {
-    if (!live[q]) continue;
-    const int t = tile_slot(q), k = bc.kt * Cfg::kM + pair_filter(q);
-    const float4 theirs = *reinterpret_cast<const float4*>(partials + 4 * pair_slot(q));
-    float out[4] = {mine[q].x + theirs.x, mine[q].y + theirs.y, mine[q].z + theirs.z, mine[q].w + theirs.w};
-    if constexpr (Cfg::kOperandBytes == 2) {  // M back from the filter's and the tile's scales (F16Carrier)
-      const F16Carrier::Unscale by_u(F16Carrier::exponent(u_max[q])), by_v(F16Carrier::exponent(v_max[q]));
-#pragma unroll
-      for (int e = 0; e < 4; ++e) out[e] = by_v(by_u(out[e]));
+      TIo d0[12], d1[12];
+      u_chunks.fetch(0, 0);
+      patch0.load(0, d0);
+      patch1.load(0, d1);
+      mmas.reduce_loaded(
+          acc, smem, WgmmaChunkOrder{chunks}, u_chunks,
+          [&](float* v) {
+            store_v(d0, v_word0, v);
+            store_v(d1, v_word1, v);
+          },
+          [&](int chunk) {
+            patch0.load(chunk, d0);
+            patch1.load(chunk, d1);
+          });
     }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] += bias[q];
-    TIo* dst = a.y + tile_offset[t] + (kNhwc ? int64_t(k) : int64_t(k) * plane);
-    if (!kNhwc && right[t] && cv.out_W % 2 == 0) {  // each row of the tile one store
-      store_pair(dst, out[0], out[1]);
-      if (below[t]) store_pair(dst + row, out[2], out[3]);
-      continue;
-    }
-    dst[0] = from_float<TIo>(out[0]);
-    if (right[t]) dst[col] = from_float<TIo>(out[1]);
-    if (below[t]) {
-      dst[row] = from_float<TIo>(out[2]);
-      if (right[t]) dst[row + col] = from_float<TIo>(out[3]);
-    }
+    epilogue(bc, 0, true, [] {});
   }
 }
 

@@ -294,6 +294,23 @@ __device__ __forceinline__ void put_point_halves(float* base, int kk, int r, int
   for (int e = 0; e < 16; ++e) h[e * half_point] = F16Carrier::half_bits(round_to_tf32(m[e]), scale);
 }
 
+// A staged grad_weight operand's 16 points: dM from a grad_output tile (A dy A^T's adjoint), or V
+// from an input patch (B^T d B), in float32.
+template <typename TIo>
+__device__ __forceinline__ void staged_operand_transform(bool is_dm, const TIo (&dy)[4], const TIo (&d)[16],
+                                                         float (&m)[16]) {
+  if (is_dm) {
+    float g[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) g[q] = to_float(dy[q]);
+    winograd_output_transform_adjoint<float>(g, m);
+  } else {
+    float f[16];
+    widen_to_float(d, f);
+    winograd_input_transform<float>(f, m);
+  }
+}
+
 // Writes the pass's dM and V: one (filter, tile) 2x2 grad_output tile or one (channel, tile) input
 // patch per thread and item, transformed in FP32 and stored as the MMAs read them
 // (put_point_operands, put_point_halves). Within a 1024-item run of a (group, row tile, chunk) a
@@ -328,16 +345,8 @@ __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kerne
     const WeightGradSlotLoader<TIo, kNhwc, Cfg::kK, 1> loader(a, grp, k, c, !is_dm, p, cv.tiles());
     TIo dy[4], d[16];
     loader.load(dy, d, !is_dm);
-    float f[16], m[16];
-    if (is_dm) {
-      float g[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) g[q] = to_float(dy[q]);
-      winograd_output_transform_adjoint<float>(g, m);
-    } else {
-      widen_to_float(d, f);
-      winograd_input_transform<float>(f, m);
-    }
+    float m[16];
+    staged_operand_transform(is_dm, dy, d, m);
     if constexpr (Cfg::kOperandBytes == 2) {
       // The row's channel maximum (weight_grad_carrier_exponent): [group][k_pad] or [group][c_pad].
       const float most = is_dm ? s.dm_max[int64_t(grp) * a.k_pad + rt * Cfg::kM + row]
@@ -391,16 +400,7 @@ __global__ void __launch_bounds__(256, 2) winograd_wgmma_weight_grad_operand_row
       TIo dy[4], d[16];
       loader.load(dy, d, !is_dm);
       float m[16];
-      if (is_dm) {
-        float g[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) g[q] = to_float(dy[q]);
-        winograd_output_transform_adjoint<float>(g, m);
-      } else {
-        float f[16];
-        widen_to_float(d, f);
-        winograd_input_transform<float>(f, m);
-      }
+      staged_operand_transform(is_dm, dy, d, m);
 #pragma unroll
       for (int e = 0; e < kWinogradPoints; ++e) {
         const uint32_t h = F16Carrier::half_bits(round_to_tf32(m[e]), scale);
