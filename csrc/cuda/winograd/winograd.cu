@@ -218,9 +218,6 @@ ForwardArgs<T, TIo> fused_args(const at::Tensor& x, const at::Tensor& u, const F
   return a;
 }
 
-// One launch of a fused forward kernel over a's tile blocks: a block per (filter tile of Cfg::kM,
-// tile block of Cfg::kN, group), filter tiles fastest (block_coord). `dependent`: a cluster kernel that
-// waits for its operands from the kernel before it (launch_with_attributes).
 // The clusters of a walking cluster kernel the GPU holds at once (max_active_clusters), found once
 // per kernel and device.
 template <typename Kernel>
@@ -238,6 +235,9 @@ int64_t walking_clusters(Kernel kernel, int threads, size_t smem, int cluster) {
   return n;
 }
 
+// One launch of a fused forward kernel over a's tile blocks: a block per (filter tile of Cfg::kM,
+// tile block of Cfg::kN, group), filter tiles fastest (block_coord). `dependent`: a cluster kernel that
+// waits for its operands from the kernel before it (launch_with_attributes).
 template <typename T, typename Cfg, typename Kernel, typename TIo>
 void launch_fused_blocks(Kernel kernel, size_t smem, const ForwardArgs<T, TIo>& a, bool dependent = false) {
   const int64_t blocks = fused_blocks<Cfg>(a.k_tiles, a.p_tiles, a.cv.groups);
