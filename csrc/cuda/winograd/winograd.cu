@@ -433,29 +433,29 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
                         : winograd_tc_input_transform_kernel<VLayout, false, TIo>;
   // 16-bit channels_last inputs of whole 16-byte words: a thread per (tile, octet of channels).
   bool by_words = false;
-  if constexpr (sizeof(TIo) == 2) by_words = x_reads_as_words(a, nhwc);
+  decltype(transform) words_transform = nullptr;
+  if constexpr (sizeof(TIo) == 2) {
+    by_words = x_reads_as_words(a, nhwc);
+    words_transform = winograd_tc_input_transform_words_kernel<VLayout, TIo>;
+  }
   auto* words = reinterpret_cast<uint32_t*>(v.mutable_data_ptr<float>());
   for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
     a.p_tiles_div = make_fast_divisor(uint32_t(a.p_tiles));
-    if constexpr (sizeof(TIo) == 2) {
-      if (by_words) {
-        // Threads of one quad of octets, and quads (kTransformOctetLanes octets a pass) to share out.
-        const int64_t positions = int64_t(cv.groups) * a.p_tiles * Cfg::kN * kTransformOctetLanes;
-        const int64_t quads = ceil_div(int64_t(f.reduction_pad / 8), int64_t(kTransformOctetLanes));
-        const int per = transform_chunks_per_thread(positions, quads);
-        launch_with_attributes(winograd_tc_input_transform_words_kernel<VLayout, TIo>,
-                               dim3(elementwise_blocks(positions * ceil_div(quads, int64_t(per)), 256)), dim3(256), 0,
-                               stream, 1, true, a, pixel_max, per, words);
-        launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a, /*dependent=*/true);
-        continue;
-      }
+    if (by_words) {
+      // Threads of one quad of octets, and quads (kTransformOctetLanes octets a pass) to share out.
+      const int64_t positions = int64_t(cv.groups) * a.p_tiles * Cfg::kN * kTransformOctetLanes;
+      const int64_t quads = ceil_div(int64_t(f.reduction_pad / 8), int64_t(kTransformOctetLanes));
+      const int per = transform_chunks_per_thread(positions, quads);
+      launch_with_attributes(words_transform, dim3(elementwise_blocks(positions * ceil_div(quads, int64_t(per)), 256)),
+                             dim3(256), 0, stream, 1, true, a, pixel_max, per, words);
+    } else {
+      const int64_t positions = int64_t(cv.groups) * a.p_tiles * Cfg::kK / 2 * Cfg::kN, chunks = f.reduction_pad / Cfg::kK;
+      const int per = transform_chunks_per_thread(positions, chunks);
+      const int64_t threads = positions * ceil_div(chunks, int64_t(per));
+      launch_with_attributes(transform, dim3(elementwise_blocks(threads, 256)), dim3(256), 0, stream, 1, true, a,
+                             pixel_max, per, words);
     }
-    const int64_t positions = int64_t(cv.groups) * a.p_tiles * Cfg::kK / 2 * Cfg::kN, chunks = f.reduction_pad / Cfg::kK;
-    const int per = transform_chunks_per_thread(positions, chunks);
-    const int64_t threads = positions * ceil_div(chunks, int64_t(per));
-    launch_with_attributes(transform, dim3(elementwise_blocks(threads, 256)), dim3(256), 0, stream, 1, true, a, pixel_max,
-                           per, words);
     launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a, /*dependent=*/true);
   }
   record_workspace_bytes(slice * tile_block_bytes + max_bytes);
