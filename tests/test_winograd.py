@@ -1296,6 +1296,64 @@ def test_staged_v_reads_16bit_channels_last_words_with_the_same_bits(shape, dtyp
     assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
 
 
+@needs_cuda
+@pytest.mark.parametrize("shape", [
+    (2, 40, 72, 23, 17, 1, 1, False),  # 40 channels, 72 filters: row tiles of 64 partly past the group's rows
+    (3, 64, 136, 14, 18, 2, 1, False),  # padding 2, partial tiles, three filter tiles
+    (2, 48, 80, 9, 13, 0, 2, False),  # groups of 24 channels and 40 filters, no padding
+    (1, 64, 8, 3, 5, 1, 1, False),  # 6 tiles: one chunk, most of it past the image; 8 filters
+    (4, 16, 64, 75, 75, 1, 1, True),  # 5776 tiles: 361 chunks over several slices, in passes under a limit
+], ids=lambda s: "N{}C{}K{}H{}W{}p{}g{}{}".format(*s[:7], "-passes" if s[7] else ""))
+def test_staged_grad_weight_reads_16bit_channels_last_words_with_the_same_bits(shape):
+    """The staged grad_weight of bfloat16 channels_last x and grad_output whose pixels' group channels
+    and filters are whole 16-byte words (the channels and filters per group multiples of 8, both
+    tensors 16-byte aligned) copies a run's pixels into shared memory 16 bytes at a time before it
+    transforms them into dM and V (the operand tiles kernel); other tensors take the rows kernel,
+    which loads a value a lane. Both write the same operands under the same scales, so the same
+    tensors one element past a 16-byte boundary give the same bits -- with partial tiles, rows past
+    the group's, groups, and passes that start past the first chunk."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma runs on sm_90a")
+    n, c, k, h, w, padding, groups, passes = shape
+    dtype = torch.bfloat16
+    x0 = torch.randn(n, c, h, w, device="cuda").to(dtype)
+    wt = (torch.randn(k, c // groups, 3, 3, device="cuda") / (3 * (c // groups) ** 0.5)).to(dtype)
+    gy0 = torch.randn(n, k, h + 2 * padding - 2, w + 2 * padding - 2, device="cuda").to(dtype)
+
+    def run(place):
+        ww = wt.clone().requires_grad_(True)
+        y = torchconv.conv2d(place(x0), ww, None, padding=padding, groups=groups, algorithm="winograd")
+        (gw,) = torch.autograd.grad(y, ww, place(gy0))
+        plan = torchconv.last_choice().split()[-1]
+        assert re.fullmatch(r"grad_weight:staged:tf32-wgmma/splits=\d+/a=nhwc", plan), plan
+        return gw, plan, torchconv.last_workspace_bytes()
+
+    aligned = lambda t: t.contiguous(memory_format=torch.channels_last)
+    with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
+        words, (gw, plan, full) = cuda_kernel_names(lambda: run(aligned))
+        values, (gw_odd, _, _) = cuda_kernel_names(lambda: run(channels_last_off_16_bytes))
+        if passes:
+            old_limit = torchconv.get_workspace_limit()
+            limit = staged_weight_grad_pass_limit(plan, full, groups, k // groups, c // groups)
+            try:
+                torchconv.set_workspace_limit(limit)
+                in_passes, _, capped = run(aligned)
+            finally:
+                torchconv.set_workspace_limit(old_limit)
+            assert 0 < capped <= limit < full
+            assert torch.equal(in_passes, gw)
+    assert any("operand_tiles_kernel" in name for name in words), words
+    assert not any("operand_rows_kernel" in name for name in words), words
+    assert any("operand_rows_kernel" in name for name in values), values
+    assert not any("operand_tiles_kernel" in name for name in values), values
+    assert torch.equal(gw, gw_odd)
+    wd = wt.double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(F.conv2d(x0.double(), wd, None, padding=padding, groups=groups), wd, gy0.double())
+    wc = wt.clone().requires_grad_(True)
+    (cudnn,) = torch.autograd.grad(F.conv2d(x0, wc, None, padding=padding, groups=groups), wc, gy0)
+    assert rel_err(gw, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
+
+
 def odd_offset_copy(t):
     """`t`'s values in a contiguous tensor that starts one element past a boundary of two (4 bytes past
     an 8-byte boundary for float32, 2 past a 4-byte one for 16-bit types): a view at an odd storage

@@ -1312,6 +1312,16 @@ int64_t staged_weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t sl
   return best > 0 ? best : weight_grad_splits<Cfg>(tiles, base_blocks, slice_bytes);
 }
 
+// Whether the staged grad_weight's 16-bit channels_last operands read as 16-byte words of 8 rows
+// (winograd_wgmma_weight_grad_operand_tiles_kernel): the group's channels and filters multiples of 8
+// (so are C and K then), x and grad_output 16-byte aligned.
+template <typename TIo>
+bool weight_grad_operands_read_as_words(const WeightGradArgs<float, TIo>& a, const WinogradConv& cv) {
+  static_assert(sizeof(TIo) == 2, "8 rows a 16-byte word");
+  return cv.Cg() % 8 == 0 && cv.Kg() % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(a.gy) % 16 == 0;
+}
+
 // grad_weight with dM and V staged in a workspace and reduced by winograd_wgmma_weight_grad_staged_kernel
 // (the wgmma tile's layers where staged_weight_grad says). Slices of the tiles by
 // staged_weight_grad_splits, then more where one slice's operands and the partial sums would not fit
@@ -1370,19 +1380,37 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
     launch_channel_max<TIo>(gy, nhwc, cv.Kg(), a.k_pad, s.dm_max);
     launch_channel_max<TIo>(x, nhwc, cv.Cg(), a.c_pad, s.v_max);
   }
-  // channels_last float16 words: a thread per row and 8 tiles (winograd_wgmma_weight_grad_operand_rows_kernel).
+  // channels_last float16 words: a thread per row and 8 tiles (winograd_wgmma_weight_grad_operand_rows_kernel),
+  // from pixels copied into shared memory where x and grad_output read as 16-byte words
+  // (winograd_wgmma_weight_grad_operand_tiles_kernel).
   const bool by_rows = nhwc && kHalves;
+  bool by_tiles = false;
   auto transform = nhwc ? winograd_wgmma_weight_grad_operands_kernel<Cfg, true, TIo>
                         : winograd_wgmma_weight_grad_operands_kernel<Cfg, false, TIo>;
-  if constexpr (kHalves)
+  if constexpr (kHalves) {
     if (by_rows) transform = winograd_wgmma_weight_grad_operand_rows_kernel<Cfg, TIo>;
+    if constexpr (sizeof(TIo) == 2) {
+      by_tiles = by_rows && weight_grad_operands_read_as_words(a, cv);
+      if (by_tiles) {
+        transform = winograd_wgmma_weight_grad_operand_tiles_kernel<Cfg, TIo>;
+        ensure_dynamic_smem(transform, kOperandTileSmemBytes, "conv2d_winograd_backward");
+      }
+    }
+  }
   auto reduce = winograd_wgmma_weight_grad_staged_kernel<Cfg, TIo>;
   ensure_dynamic_smem(reduce, Cfg::kSmemBytes, "conv2d_winograd_backward");
   for (int64_t split0 = 0; split0 < splits; split0 += slices_per_pass) {
     const int64_t n = std::min(slices_per_pass, splits - split0);
     s.split0 = int(split0), s.chunk0 = split0 * per_split;
     s.chunks = int(std::min(n * per_split, all_chunks - s.chunk0));
-    transform<<<elementwise_blocks(items(s.chunks) / (by_rows ? kOperandRowTiles : 1), 256), 256, 0, stream>>>(s);
+    if (by_tiles) {
+      // A block per run at a time, walking the runs: as many blocks as the SMs hold.
+      const int64_t runs = int64_t(cv.groups) * (a.k_tiles + a.c_tiles) * s.chunks;
+      const int64_t grid = std::min<int64_t>(runs, int64_t(sm_count()) * kOperandTileBlocksPerSm);
+      transform<<<unsigned(grid), kOperandTileThreads, kOperandTileSmemBytes, stream>>>(s);
+    } else {
+      transform<<<elementwise_blocks(items(s.chunks) / (by_rows ? kOperandRowTiles : 1), 256), 256, 0, stream>>>(s);
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const int64_t blocks = base_blocks * n;
     check_grid(blocks, "conv2d_winograd_backward");

@@ -418,6 +418,133 @@ __global__ void __launch_bounds__(256, 2) winograd_wgmma_weight_grad_operand_row
   }
 }
 
+// The operand rows kernel's values where x and grad_output are channels_last 16-bit tensors whose
+// rows of a run are whole 16-byte words (the group's channels and filters, and C and K, multiples of
+// 8; both tensors 16-byte aligned: weight_grad_operands_read_as_words): a block per run at a time
+// first copies the run's pixels -- each of its 16 tiles' 16 patch pixels (V) or 4 grad_output pixels
+// (dM), the run's 64 rows of each, 128 bytes -- into shared memory by 16-byte cp.async copies (zeros
+// where a pixel lies outside its image, a tile past the pass or a row past the group's), then each
+// thread takes a row and 8 tiles as the rows kernel does, reading its values from shared memory. The
+// rows kernel's loads are two bytes a lane, each an L2 round trip its thread waits for; here a run's
+// loads are all in flight at once, the next run's while this one is transformed (two buffers). The
+// same values under the same scales, so the same bits.
+constexpr int kOperandTileThreads = 128;                                   // a run's 64 rows x two 8-tile halves
+constexpr int kOperandTileRunTiles = 2 * kOperandRowTiles;                 // a run's tiles (Cfg::kK)
+constexpr int kOperandTileBufferBytes = kOperandTileRunTiles * 16 * 128;  // a V run: 16 tiles x 16 pixels x 128 B
+constexpr int kOperandTileSmemBytes = 2 * kOperandTileBufferBytes;
+constexpr int kOperandTileBlocksPerSm = 3;  // their two buffers each, 192 KiB
+template <typename Cfg, typename TIo>
+__global__ void __launch_bounds__(kOperandTileThreads, kOperandTileBlocksPerSm)
+    winograd_wgmma_weight_grad_operand_tiles_kernel(const StagedWeightGradPass<TIo> s) {
+  static_assert(sizeof(TIo) == 2 && Cfg::kOperandBytes == 2 && Cfg::kM == 64 && Cfg::kN == 64 &&
+                    Cfg::kK == kOperandTileRunTiles,
+                "64 rows of 16-bit values (8 words a pixel) x 16 tiles a run in float16 words");
+  constexpr int kWords = 8;  // 16-byte words of a pixel's 64 rows
+  extern __shared__ __align__(16) float smem[];
+  const WeightGradArgs<float, TIo>& a = s.w;
+  const WinogradConv& cv = a.cv;
+  const int64_t dm_runs = int64_t(cv.groups) * a.k_tiles * s.chunks;
+  const int64_t runs = dm_runs + int64_t(cv.groups) * a.c_tiles * s.chunks;
+  const int t_id = threadIdx.x;
+  // A run's coordinates: dM or V, (group, row tile, chunk).
+  struct Run {
+    bool is_dm;
+    int64_t run;
+    int grp, rt, chunk;
+  };
+  auto run_of = [&](int64_t r) {
+    Run u;
+    u.is_dm = r < dm_runs;
+    u.run = u.is_dm ? r : r - dm_runs;
+    const int tiles_of_rows = u.is_dm ? a.k_tiles : a.c_tiles;
+    u.chunk = int(u.run % s.chunks), u.rt = int((u.run / s.chunks) % tiles_of_rows);
+    u.grp = int(u.run / s.chunks / tiles_of_rows);
+    return u;
+  };
+  // Copies run r's pixels into buffer `buf`, [tile][pixel][row]: thread t_id takes word t_id % 8 of
+  // pixel (t_id / 8) % pixels of tiles t_id / (8 pixels), + 128 / (8 pixels), ... (a warp's copies
+  // are 4 whole pixels, 512 contiguous bytes of the buffer).
+  auto fetch = [&](int64_t r, int buf) {
+    const Run u = run_of(r);
+    const int pixels = u.is_dm ? 4 : 16, tile_step = kOperandTileThreads / (kWords * pixels);
+    const int side = u.is_dm ? 2 : 4;  // a dM item's 2 x 2 grad_output pixels, a V item's 4 x 4 patch
+    const int word = t_id % kWords, pix = (t_id / kWords) % pixels, i = pix / side, j = pix % side;
+    const int rows = u.is_dm ? cv.Kg() : cv.Cg();
+    const bool row_ok = u.rt * Cfg::kM + kWords * word < rows;  // whole words: rows % 8 == 0
+    const TIo* base = u.is_dm ? a.gy + int64_t(u.grp) * cv.Kg() : a.x + int64_t(u.grp) * cv.Cg();
+    base += u.rt * Cfg::kM + kWords * word;
+    int t = t_id / (kWords * pixels);
+    int64_t p = (s.chunk0 + u.chunk) * Cfg::kK + t;
+    TileCoord tc = tile_coord(cv, p < cv.tiles() ? p : 0);
+    char* dst = reinterpret_cast<char*>(smem) + buf * kOperandTileBufferBytes + (t * pixels + pix) * 128 + word * 16;
+    for (; t < kOperandTileRunTiles; t += tile_step, p += tile_step, dst += tile_step * pixels * 128) {
+      bool ok = row_ok && p < cv.tiles();
+      const TIo* src;
+      if (u.is_dm) {
+        const int oy = 2 * tc.ty + i, ox = 2 * tc.tx + j;
+        ok = ok && oy < cv.out_H && ox < cv.out_W;
+        src = base + ((int64_t(tc.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C;
+      } else {
+        const int iy = 2 * tc.ty + cv.col_oy + i, ix = 2 * tc.tx + cv.col_ox + j;
+        ok = ok && iy >= 0 && iy < cv.src_H && ix >= 0 && ix < cv.src_W;
+        src = base + ((int64_t(tc.n) * cv.src_H + iy) * cv.src_W + ix) * cv.src_C;
+      }
+      cp_async_16_or_zero(dst, ok ? src : base, ok);
+      tc.tx += tile_step;  // the next tile this thread copies (the loader's step)
+      while (tc.tx >= cv.tiles_w) {
+        tc.tx -= cv.tiles_w;
+        if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
+      }
+    }
+  };
+  const int row = t_id % Cfg::kM, half = t_id / Cfg::kM;
+  int buf = 0;
+  if (blockIdx.x < runs) fetch(blockIdx.x, 0);
+  cp_async_commit();
+  for (int64_t r = blockIdx.x; r < runs; r += gridDim.x, buf ^= 1) {
+    if (r + gridDim.x < runs) fetch(r + gridDim.x, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // run r's copies (this thread's)
+    __syncthreads();     // everyone's
+    const Run u = run_of(r);
+    const float most = u.is_dm ? s.dm_max[int64_t(u.grp) * a.k_pad + u.rt * Cfg::kM + row]
+                               : s.v_max[int64_t(u.grp) * a.c_pad + u.rt * Cfg::kN + row];
+    const F16Carrier::Scale scale(weight_grad_carrier_exponent(most));
+    const TIo* values = reinterpret_cast<const TIo*>(reinterpret_cast<const char*>(smem) + buf * kOperandTileBufferBytes) + row;
+    uint32_t words[kWinogradPoints][kOperandRowTiles / 2];
+#pragma unroll
+    for (int tt = 0; tt < kOperandRowTiles; ++tt) {
+      const int t = kOperandRowTiles * half + tt;
+      TIo dy[4], d[16];
+      float m[16];
+      if (u.is_dm) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) dy[q] = values[(t * 4 + q) * Cfg::kM];
+        staged_operand_transform(true, dy, d, m);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 16; ++q) d[q] = values[(t * 16 + q) * Cfg::kM];
+        staged_operand_transform(false, dy, d, m);
+      }
+#pragma unroll
+      for (int e = 0; e < kWinogradPoints; ++e) {
+        const uint32_t h = F16Carrier::half_bits(round_to_tf32(m[e]), scale);
+        words[e][tt / 2] = tt % 2 == 0 ? h : words[e][tt / 2] | h << 16;  // tile tt at half tt of the row
+      }
+    }
+    __syncthreads();  // the buffer is read: the next iteration's copies may refill it
+    const int rows = u.is_dm ? Cfg::kM : Cfg::kN;
+    const int64_t half_point = u.is_dm ? 2 * Cfg::kUPointFloats : 2 * Cfg::kVPoint;
+    uint16_t* dst =
+        reinterpret_cast<uint16_t*>(u.is_dm ? s.dm + u.run * Cfg::kUChunkFloats : s.v + u.run * Cfg::kVChunkFloats) +
+        WinogradWgmmaClusterVStagedLayout::operand_half(kOperandRowTiles * half, row, rows);
+#pragma unroll
+    for (int e = 0; e < kWinogradPoints; ++e)
+      *reinterpret_cast<uint4*>(dst + e * half_point) = make_uint4(words[e][0], words[e][1], words[e][2], words[e][3]);
+  }
+  cp_async_wait<0>();
+}
+
 // The reduction over the staged operands: a block per (point half, filter tile, channel tile, group,
 // slice of the pass), point halves fastest, so that consecutive blocks read the same V runs. Chunk
 // i's dM and V runs land in stage i % 3 by two bulk copies counted on its mbarrier, issued two
