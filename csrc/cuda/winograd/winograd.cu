@@ -1387,13 +1387,16 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
   bool by_tiles = false;
   auto transform = nhwc ? winograd_wgmma_weight_grad_operands_kernel<Cfg, true, TIo>
                         : winograd_wgmma_weight_grad_operands_kernel<Cfg, false, TIo>;
+  auto dm_tiles = transform, v_tiles = transform;
   if constexpr (kHalves) {
     if (by_rows) transform = winograd_wgmma_weight_grad_operand_rows_kernel<Cfg, TIo>;
     if constexpr (sizeof(TIo) == 2) {
       by_tiles = by_rows && weight_grad_operands_read_as_words(a, cv);
       if (by_tiles) {
-        transform = winograd_wgmma_weight_grad_operand_tiles_kernel<Cfg, TIo>;
-        ensure_dynamic_smem(transform, kOperandTileSmemBytes, "conv2d_winograd_backward");
+        dm_tiles = winograd_wgmma_weight_grad_operand_tiles_kernel<Cfg, TIo, true>;
+        v_tiles = winograd_wgmma_weight_grad_operand_tiles_kernel<Cfg, TIo, false>;
+        ensure_dynamic_smem(dm_tiles, OperandTileRuns<true>::kSmemBytes, "conv2d_winograd_backward");
+        ensure_dynamic_smem(v_tiles, OperandTileRuns<false>::kSmemBytes, "conv2d_winograd_backward");
       }
     }
   }
@@ -1404,10 +1407,14 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
     s.split0 = int(split0), s.chunk0 = split0 * per_split;
     s.chunks = int(std::min(n * per_split, all_chunks - s.chunk0));
     if (by_tiles) {
-      // A block per run at a time, walking the runs: as many blocks as the SMs hold.
-      const int64_t runs = int64_t(cv.groups) * (a.k_tiles + a.c_tiles) * s.chunks;
-      const int64_t grid = std::min<int64_t>(runs, int64_t(sm_count()) * kOperandTileBlocksPerSm);
-      transform<<<unsigned(grid), kOperandTileThreads, kOperandTileSmemBytes, stream>>>(s);
+      // A block per run at a time, walking the runs: as many blocks as the SMs hold; dM's runs, then V's.
+      const int64_t dm_runs = int64_t(cv.groups) * a.k_tiles * s.chunks, v_runs = int64_t(cv.groups) * a.c_tiles * s.chunks;
+      const int64_t sms = sm_count();
+      dm_tiles<<<unsigned(std::min<int64_t>(dm_runs, sms * OperandTileRuns<true>::kBlocksPerSm)), kOperandTileThreads,
+                 OperandTileRuns<true>::kSmemBytes, stream>>>(s);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      v_tiles<<<unsigned(std::min<int64_t>(v_runs, sms * OperandTileRuns<false>::kBlocksPerSm)), kOperandTileThreads,
+                OperandTileRuns<false>::kSmemBytes, stream>>>(s);
     } else {
       transform<<<elementwise_blocks(items(s.chunks) / (by_rows ? kOperandRowTiles : 1), 256), 256, 0, stream>>>(s);
     }

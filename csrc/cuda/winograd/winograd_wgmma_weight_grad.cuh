@@ -428,59 +428,63 @@ __global__ void __launch_bounds__(256, 2) winograd_wgmma_weight_grad_operand_row
 // rows kernel's loads are two bytes a lane, each an L2 round trip its thread waits for; here a run's
 // loads are all in flight at once, the next run's while this one is transformed (two buffers). The
 // same values under the same scales, so the same bits.
-constexpr int kOperandTileThreads = 128;                                   // a run's 64 rows x two 8-tile halves
-constexpr int kOperandTileRunTiles = 2 * kOperandRowTiles;                 // a run's tiles (Cfg::kK)
-constexpr int kOperandTileBufferBytes = kOperandTileRunTiles * 16 * 128;  // a V run: 16 tiles x 16 pixels x 128 B
-constexpr int kOperandTileSmemBytes = 2 * kOperandTileBufferBytes;
-constexpr int kOperandTileBlocksPerSm = 3;  // their two buffers each, 192 KiB
-template <typename Cfg, typename TIo>
-__global__ void __launch_bounds__(kOperandTileThreads, kOperandTileBlocksPerSm)
+constexpr int kOperandTileThreads = 128;                    // a run's 64 rows x two 8-tile halves
+constexpr int kOperandTileRunTiles = 2 * kOperandRowTiles;  // a run's tiles (Cfg::kK)
+// dM runs (4 grad_output pixels a tile) and V runs (16 patch pixels) in launches of their own: a dM
+// run's buffer is a quarter of a V run's, so that an SM holds four of its blocks (the registers'
+// limit) where V's buffers allow three.
+template <bool kDm>
+struct OperandTileRuns {
+  static constexpr int kPixels = kDm ? 4 : 16, kSide = kDm ? 2 : 4;  // a tile's pixels, kSide x kSide
+  static constexpr int kBufferBytes = kOperandTileRunTiles * kPixels * 128;
+  static constexpr int kSmemBytes = 2 * kBufferBytes;
+  static constexpr int kBlocksPerSm = kDm ? 4 : 3;
+};
+template <typename Cfg, typename TIo, bool kDm>
+__global__ void __launch_bounds__(kOperandTileThreads, OperandTileRuns<kDm>::kBlocksPerSm)
     winograd_wgmma_weight_grad_operand_tiles_kernel(const StagedWeightGradPass<TIo> s) {
   static_assert(sizeof(TIo) == 2 && Cfg::kOperandBytes == 2 && Cfg::kM == 64 && Cfg::kN == 64 &&
                     Cfg::kK == kOperandTileRunTiles,
                 "64 rows of 16-bit values (8 words a pixel) x 16 tiles a run in float16 words");
-  constexpr int kWords = 8;  // 16-byte words of a pixel's 64 rows
+  using Runs = OperandTileRuns<kDm>;
+  constexpr int kWords = 8, kPixels = Runs::kPixels;  // 16-byte words of a pixel's 64 rows
+  constexpr int kTileStep = kOperandTileThreads / (kWords * kPixels);  // tiles a pass of the copies
   extern __shared__ __align__(16) float smem[];
   const WeightGradArgs<float, TIo>& a = s.w;
   const WinogradConv& cv = a.cv;
-  const int64_t dm_runs = int64_t(cv.groups) * a.k_tiles * s.chunks;
-  const int64_t runs = dm_runs + int64_t(cv.groups) * a.c_tiles * s.chunks;
+  const int tiles_of_rows = kDm ? a.k_tiles : a.c_tiles;
+  const int64_t runs = int64_t(cv.groups) * tiles_of_rows * s.chunks;
   const int t_id = threadIdx.x;
-  // A run's coordinates: dM or V, (group, row tile, chunk).
+  // Run r's (group, row tile, chunk).
   struct Run {
-    bool is_dm;
     int64_t run;
     int grp, rt, chunk;
   };
   auto run_of = [&](int64_t r) {
     Run u;
-    u.is_dm = r < dm_runs;
-    u.run = u.is_dm ? r : r - dm_runs;
-    const int tiles_of_rows = u.is_dm ? a.k_tiles : a.c_tiles;
-    u.chunk = int(u.run % s.chunks), u.rt = int((u.run / s.chunks) % tiles_of_rows);
-    u.grp = int(u.run / s.chunks / tiles_of_rows);
+    u.run = r;
+    u.chunk = int(r % s.chunks), u.rt = int((r / s.chunks) % tiles_of_rows);
+    u.grp = int(r / s.chunks / tiles_of_rows);
     return u;
   };
   // Copies run r's pixels into buffer `buf`, [tile][pixel][row]: thread t_id takes word t_id % 8 of
-  // pixel (t_id / 8) % pixels of tiles t_id / (8 pixels), + 128 / (8 pixels), ... (a warp's copies
-  // are 4 whole pixels, 512 contiguous bytes of the buffer).
+  // pixel (t_id / 8) % kPixels of tiles t_id / (8 kPixels), + kTileStep, ... (a warp's copies are 4
+  // whole pixels, 512 contiguous bytes of the buffer).
   auto fetch = [&](int64_t r, int buf) {
     const Run u = run_of(r);
-    const int pixels = u.is_dm ? 4 : 16, tile_step = kOperandTileThreads / (kWords * pixels);
-    const int side = u.is_dm ? 2 : 4;  // a dM item's 2 x 2 grad_output pixels, a V item's 4 x 4 patch
-    const int word = t_id % kWords, pix = (t_id / kWords) % pixels, i = pix / side, j = pix % side;
-    const int rows = u.is_dm ? cv.Kg() : cv.Cg();
+    const int word = t_id % kWords, pix = (t_id / kWords) % kPixels, i = pix / Runs::kSide, j = pix % Runs::kSide;
+    const int rows = kDm ? cv.Kg() : cv.Cg();
     const bool row_ok = u.rt * Cfg::kM + kWords * word < rows;  // whole words: rows % 8 == 0
-    const TIo* base = u.is_dm ? a.gy + int64_t(u.grp) * cv.Kg() : a.x + int64_t(u.grp) * cv.Cg();
-    base += u.rt * Cfg::kM + kWords * word;
-    int t = t_id / (kWords * pixels);
+    const TIo* base = (kDm ? a.gy + int64_t(u.grp) * cv.Kg() : a.x + int64_t(u.grp) * cv.Cg()) + u.rt * Cfg::kM +
+                      kWords * word;
+    int t = t_id / (kWords * kPixels);
     int64_t p = (s.chunk0 + u.chunk) * Cfg::kK + t;
     TileCoord tc = tile_coord(cv, p < cv.tiles() ? p : 0);
-    char* dst = reinterpret_cast<char*>(smem) + buf * kOperandTileBufferBytes + (t * pixels + pix) * 128 + word * 16;
-    for (; t < kOperandTileRunTiles; t += tile_step, p += tile_step, dst += tile_step * pixels * 128) {
+    char* dst = reinterpret_cast<char*>(smem) + buf * Runs::kBufferBytes + (t * kPixels + pix) * 128 + word * 16;
+    for (; t < kOperandTileRunTiles; t += kTileStep, p += kTileStep, dst += kTileStep * kPixels * 128) {
       bool ok = row_ok && p < cv.tiles();
       const TIo* src;
-      if (u.is_dm) {
+      if constexpr (kDm) {
         const int oy = 2 * tc.ty + i, ox = 2 * tc.tx + j;
         ok = ok && oy < cv.out_H && ox < cv.out_W;
         src = base + ((int64_t(tc.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C;
@@ -490,7 +494,7 @@ __global__ void __launch_bounds__(kOperandTileThreads, kOperandTileBlocksPerSm)
         src = base + ((int64_t(tc.n) * cv.src_H + iy) * cv.src_W + ix) * cv.src_C;
       }
       cp_async_16_or_zero(dst, ok ? src : base, ok);
-      tc.tx += tile_step;  // the next tile this thread copies (the loader's step)
+      tc.tx += kTileStep;  // the next tile this thread copies (the loader's step)
       while (tc.tx >= cv.tiles_w) {
         tc.tx -= cv.tiles_w;
         if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
@@ -507,25 +511,25 @@ __global__ void __launch_bounds__(kOperandTileThreads, kOperandTileBlocksPerSm)
     cp_async_wait<1>();  // run r's copies (this thread's)
     __syncthreads();     // everyone's
     const Run u = run_of(r);
-    const float most = u.is_dm ? s.dm_max[int64_t(u.grp) * a.k_pad + u.rt * Cfg::kM + row]
-                               : s.v_max[int64_t(u.grp) * a.c_pad + u.rt * Cfg::kN + row];
+    const float most = kDm ? s.dm_max[int64_t(u.grp) * a.k_pad + u.rt * Cfg::kM + row]
+                           : s.v_max[int64_t(u.grp) * a.c_pad + u.rt * Cfg::kN + row];
     const F16Carrier::Scale scale(weight_grad_carrier_exponent(most));
-    const TIo* values = reinterpret_cast<const TIo*>(reinterpret_cast<const char*>(smem) + buf * kOperandTileBufferBytes) + row;
+    const TIo* values =
+        reinterpret_cast<const TIo*>(reinterpret_cast<const char*>(smem) + buf * Runs::kBufferBytes) + row;
     uint32_t words[kWinogradPoints][kOperandRowTiles / 2];
 #pragma unroll
     for (int tt = 0; tt < kOperandRowTiles; ++tt) {
       const int t = kOperandRowTiles * half + tt;
       TIo dy[4], d[16];
       float m[16];
-      if (u.is_dm) {
+      if constexpr (kDm) {
 #pragma unroll
         for (int q = 0; q < 4; ++q) dy[q] = values[(t * 4 + q) * Cfg::kM];
-        staged_operand_transform(true, dy, d, m);
       } else {
 #pragma unroll
         for (int q = 0; q < 16; ++q) d[q] = values[(t * 16 + q) * Cfg::kM];
-        staged_operand_transform(false, dy, d, m);
       }
+      staged_operand_transform(kDm, dy, d, m);
 #pragma unroll
       for (int e = 0; e < kWinogradPoints; ++e) {
         const uint32_t h = F16Carrier::half_bits(round_to_tf32(m[e]), scale);
@@ -533,14 +537,14 @@ __global__ void __launch_bounds__(kOperandTileThreads, kOperandTileBlocksPerSm)
       }
     }
     __syncthreads();  // the buffer is read: the next iteration's copies may refill it
-    const int rows = u.is_dm ? Cfg::kM : Cfg::kN;
-    const int64_t half_point = u.is_dm ? 2 * Cfg::kUPointFloats : 2 * Cfg::kVPoint;
+    constexpr int kRows = kDm ? Cfg::kM : Cfg::kN;
+    constexpr int64_t kHalfPoint = kDm ? 2 * Cfg::kUPointFloats : 2 * Cfg::kVPoint;
     uint16_t* dst =
-        reinterpret_cast<uint16_t*>(u.is_dm ? s.dm + u.run * Cfg::kUChunkFloats : s.v + u.run * Cfg::kVChunkFloats) +
-        WinogradWgmmaClusterVStagedLayout::operand_half(kOperandRowTiles * half, row, rows);
+        reinterpret_cast<uint16_t*>(kDm ? s.dm + u.run * Cfg::kUChunkFloats : s.v + u.run * Cfg::kVChunkFloats) +
+        WinogradWgmmaClusterVStagedLayout::operand_half(kOperandRowTiles * half, row, kRows);
 #pragma unroll
     for (int e = 0; e < kWinogradPoints; ++e)
-      *reinterpret_cast<uint4*>(dst + e * half_point) = make_uint4(words[e][0], words[e][1], words[e][2], words[e][3]);
+      *reinterpret_cast<uint4*>(dst + e * kHalfPoint) = make_uint4(words[e][0], words[e][1], words[e][2], words[e][3]);
   }
   cp_async_wait<0>();
 }
