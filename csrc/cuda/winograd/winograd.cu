@@ -373,12 +373,20 @@ void launch_pixel_max_words(const ForwardArgs<float, TIo>& a, float* pixel_max, 
                          current_stream(), 1, true, a, pixel_max);
 }
 
-// channels_last x whose pixels' group channels are whole 16-byte words, 16-byte aligned: the words
-// kernels (the pixels' maxima, the 16-bit input transform) load it 16 bytes a lane.
+// Whether a channels_last tensor of TIo at `data`, with `channels` channels a pixel taken `per_group`
+// at a time, reads as whole 16-byte words: each pixel's group channels are whole words of a 16-byte
+// aligned tensor (the words kernels load them 16 bytes a lane).
+template <typename TIo>
+bool channels_last_words(const TIo* data, int per_group, int channels) {
+  constexpr int kVec = 16 / int(sizeof(TIo));
+  return per_group % kVec == 0 && channels % kVec == 0 && reinterpret_cast<uintptr_t>(data) % 16 == 0;
+}
+
+// channels_last x whose pixels' group channels are whole 16-byte words: the words kernels (the
+// pixels' maxima, the 16-bit input transform).
 template <typename TIo>
 bool x_reads_as_words(const ForwardArgs<float, TIo>& a, bool nhwc) {
-  constexpr int kVec = 16 / int(sizeof(TIo));
-  return nhwc && a.cv.Cg() % kVec == 0 && a.cv.src_C % kVec == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+  return nhwc && channels_last_words(a.x, a.cv.Cg(), a.cv.src_C);
 }
 
 template <typename TIo>
@@ -1247,7 +1255,7 @@ void launch_channel_max(const at::Tensor& t, bool nhwc, int per_group, int pad, 
   const TIo* data = kernel_data<TIo>(t);
   if (nhwc) {
     constexpr int kVec = 16 / int(sizeof(TIo));
-    const bool vectors = channels % kVec == 0 && reinterpret_cast<uintptr_t>(data) % 16 == 0;
+    const bool vectors = channels_last_words(data, channels, channels);
     const int lanes = vectors ? channels / kVec : channels;
     const int lane_blocks = ceil_div(lanes, kChannelMaxThreads);
     const int rows = kChannelMaxThreads / std::min(lanes, kChannelMaxThreads);
@@ -1313,13 +1321,11 @@ int64_t staged_weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t sl
 }
 
 // Whether the staged grad_weight's 16-bit channels_last operands read as 16-byte words of 8 rows
-// (winograd_wgmma_weight_grad_operand_tiles_kernel): the group's channels and filters multiples of 8
-// (so are C and K then), x and grad_output 16-byte aligned.
+// (winograd_wgmma_weight_grad_operand_tiles_kernel): x's and grad_output's.
 template <typename TIo>
 bool weight_grad_operands_read_as_words(const WeightGradArgs<float, TIo>& a, const WinogradConv& cv) {
   static_assert(sizeof(TIo) == 2, "8 rows a 16-byte word");
-  return cv.Cg() % 8 == 0 && cv.Kg() % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(a.gy) % 16 == 0;
+  return channels_last_words(a.x, cv.Cg(), cv.src_C) && channels_last_words(a.gy, cv.Kg(), cv.out_C);
 }
 
 // grad_weight with dM and V staged in a workspace and reduced by winograd_wgmma_weight_grad_staged_kernel

@@ -81,6 +81,14 @@ __device__ __forceinline__ TileCoord tile_coord(const WinogradConv& cv, int64_t 
   const int ty = int(cv.tiles_w_div.div(uint32_t(rem)));
   return {n, ty, rem - ty * cv.tiles_w};
 }
+// tc moved `step` tiles on (tile_coord's order), without a division: loaders that walk tiles.
+__device__ __forceinline__ void advance_tile(const WinogradConv& cv, TileCoord& tc, int step) {
+  tc.tx += step;
+  while (tc.tx >= cv.tiles_w) {
+    tc.tx -= cv.tiles_w;
+    if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
+  }
+}
 
 // A stored element (TIo: the call's dtype) as the compute type T, and back (rounded to nearest even):
 // the identity where they agree, so float and double calls keep their bits.

@@ -715,11 +715,7 @@ struct WeightGradSlotLoader {
 
   __device__ __forceinline__ void next_tile() {
     p += kStep;
-    tc.tx += kStep;
-    while (tc.tx >= cv.tiles_w) {
-      tc.tx -= cv.tiles_w;
-      if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
-    }
+    advance_tile(cv, tc, kStep);
   }
 
   // dy[4 f ..]: filter k + 32 f's 2x2 tile; with `patch`, d: the channel's 4x4 patch.

@@ -311,6 +311,25 @@ __device__ __forceinline__ void staged_operand_transform(bool is_dm, const TIo (
   }
 }
 
+// A staged grad_weight pass's run (group, row tile of 64 filters or channels, chunk of 16 tiles),
+// from its index among the pass's dM runs or V runs, and the float16 words' scale of its row
+// (F16Carrier; the row's channel maximum, [group][k_pad] or [group][c_pad]).
+struct OperandRun {
+  int64_t run;  // among the pass's dM runs or V runs
+  int grp, rt, chunk;
+};
+template <typename TIo>
+__device__ __forceinline__ OperandRun operand_run(const StagedWeightGradPass<TIo>& s, bool is_dm, int64_t run) {
+  const int tiles_of_rows = is_dm ? s.w.k_tiles : s.w.c_tiles;
+  return {run, int((run / s.chunks) / tiles_of_rows), int((run / s.chunks) % tiles_of_rows), int(run % s.chunks)};
+}
+template <typename Cfg, typename TIo>
+__device__ __forceinline__ F16Carrier::Scale operand_row_scale(const StagedWeightGradPass<TIo>& s, bool is_dm,
+                                                               const OperandRun& u, int row) {
+  const float most = is_dm ? s.dm_max[int64_t(u.grp) * s.w.k_pad + u.rt * Cfg::kM + row]
+                           : s.v_max[int64_t(u.grp) * s.w.c_pad + u.rt * Cfg::kN + row];
+  return F16Carrier::Scale(weight_grad_carrier_exponent(most));
+}
 // Writes the pass's dM and V: one (filter, tile) 2x2 grad_output tile or one (channel, tile) input
 // patch per thread and item, transformed in FP32 and stored as the MMAs read them
 // (put_point_operands, put_point_halves). Within a 1024-item run of a (group, row tile, chunk) a
@@ -334,11 +353,10 @@ __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kerne
     const int kk = kHalves ? (w & 7) | ((w >> 8) & 1) << 3 : (w & 3) | ((w >> 5) & 3) << 2;
     const int row = kHalves ? ((w >> 3) & 31) | ((w >> 9) & 1) << 5 : ((w >> 2) & 7) | ((w >> 7) & 7) << 3;
     const bool is_dm = i / kRun < dm_runs;
-    const int64_t run = is_dm ? i / kRun : i / kRun - dm_runs;  // (group, row tile, chunk)
-    const int tiles_of_rows = is_dm ? a.k_tiles : a.c_tiles;
-    const int chunk = int(run % s.chunks), rt = int((run / s.chunks) % tiles_of_rows);
-    const int grp = int(run / s.chunks / tiles_of_rows);
-    const int64_t p = (s.chunk0 + chunk) * Cfg::kK + kk;
+    const OperandRun u = operand_run(s, is_dm, is_dm ? i / kRun : i / kRun - dm_runs);
+    const int64_t run = u.run;
+    const int rt = u.rt, grp = u.grp;
+    const int64_t p = (s.chunk0 + u.chunk) * Cfg::kK + kk;
     // A dM item loads its filter's grad_output tile (the channel out of the loader's range); a V item
     // its channel's patch (the filter out of range).
     const int k = is_dm ? rt * Cfg::kM + row : cv.Kg(), c = is_dm ? 0 : rt * Cfg::kN + row;
@@ -348,10 +366,7 @@ __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kerne
     float m[16];
     staged_operand_transform(is_dm, dy, d, m);
     if constexpr (Cfg::kOperandBytes == 2) {
-      // The row's channel maximum (weight_grad_carrier_exponent): [group][k_pad] or [group][c_pad].
-      const float most = is_dm ? s.dm_max[int64_t(grp) * a.k_pad + rt * Cfg::kM + row]
-                               : s.v_max[int64_t(grp) * a.c_pad + rt * Cfg::kN + row];
-      const F16Carrier::Scale scale(weight_grad_carrier_exponent(most));
+      const F16Carrier::Scale scale = operand_row_scale<Cfg>(s, is_dm, u, row);
       if (is_dm)
         put_point_halves(s.dm + run * Cfg::kUChunkFloats, kk, row, Cfg::kM, 2 * Cfg::kUPointFloats, scale, m);
       else
@@ -364,6 +379,33 @@ __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kerne
   }
 }
 
+constexpr int kOperandRowTiles = 8;  // a thread's tiles of a run: half its 16
+// What the operand rows and operand tiles kernels share for a thread's row (filter or channel)
+// and 8 tiles of a run: its 8 tiles' values of each point packed two halves a word, and each point's
+// 8 halves as one 16-byte store (a core matrix's row).
+// Tile t's 16 points (m) under the row's scale into words[point][t / 2], half t % 2.
+__device__ __forceinline__ void pack_operand_tile(uint32_t (&words)[kWinogradPoints][kOperandRowTiles / 2], int t,
+                                                  const float (&m)[16],
+                                                  const F16Carrier::Scale& scale) {
+#pragma unroll
+  for (int e = 0; e < kWinogradPoints; ++e) {
+    const uint32_t h = F16Carrier::half_bits(round_to_tf32(m[e]), scale);
+    words[e][t / 2] = t % 2 == 0 ? h : words[e][t / 2] | h << 16;
+  }
+}
+template <typename Cfg, typename TIo>
+__device__ __forceinline__ void store_operand_row(const StagedWeightGradPass<TIo>& s, bool is_dm, const OperandRun& u,
+                                                  int half, int row,
+                                                  const uint32_t (&words)[kWinogradPoints][kOperandRowTiles / 2]) {
+  const int rows = is_dm ? Cfg::kM : Cfg::kN;
+  const int64_t half_point = is_dm ? 2 * Cfg::kUPointFloats : 2 * Cfg::kVPoint;
+  uint16_t* dst = reinterpret_cast<uint16_t*>(is_dm ? s.dm + u.run * Cfg::kUChunkFloats : s.v + u.run * Cfg::kVChunkFloats) +
+                  WinogradWgmmaClusterVStagedLayout::operand_half(kOperandRowTiles * half, row, rows);
+#pragma unroll
+  for (int e = 0; e < kWinogradPoints; ++e)
+    *reinterpret_cast<uint4*>(dst + e * half_point) = make_uint4(words[e][0], words[e][1], words[e][2], words[e][3]);
+}
+
 // channels_last float16 words (Cfg::kOperandBytes == 2): the operands kernel's values with a thread
 // per row (filter or channel) and 8 consecutive tiles of a run -- a warp 32 neighbouring rows, so that
 // each of its loads is one run of a pixel's channels -- each point's 8 words written as one 16-byte
@@ -371,7 +413,6 @@ __global__ void __launch_bounds__(256) winograd_wgmma_weight_grad_operands_kerne
 // pixels and its stores were two bytes each; per item about 380 instructions, of which the run's
 // decode, the tile's coordinates and the row's scale are now once per 8 tiles. The same values
 // under the same scales, so the same bits.
-constexpr int kOperandRowTiles = 8;
 template <typename Cfg, typename TIo>
 __global__ void __launch_bounds__(256, 2) winograd_wgmma_weight_grad_operand_rows_kernel(const StagedWeightGradPass<TIo> s) {
   static_assert(Cfg::kOperandBytes == 2 && Cfg::kM == 64 && Cfg::kN == 64 && Cfg::kK == 2 * kOperandRowTiles,
@@ -384,16 +425,11 @@ __global__ void __launch_bounds__(256, 2) winograd_wgmma_weight_grad_operand_row
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int row = int(i % Cfg::kM), half = int(i / Cfg::kM % 2);
     const bool is_dm = i / kRowItems < dm_runs;  // a warp's 32 items are one run's
-    const int64_t run = is_dm ? i / kRowItems : i / kRowItems - dm_runs;  // (group, row tile, chunk)
-    const int tiles_of_rows = is_dm ? a.k_tiles : a.c_tiles;
-    const int chunk = int(run % s.chunks), rt = int((run / s.chunks) % tiles_of_rows);
-    const int grp = int(run / s.chunks / tiles_of_rows);
-    const int k = is_dm ? rt * Cfg::kM + row : cv.Kg(), c = is_dm ? 0 : rt * Cfg::kN + row;
-    WeightGradSlotLoader<TIo, true, 1, 1> loader(a, grp, k, c, !is_dm,
-                                                 (s.chunk0 + chunk) * Cfg::kK + kOperandRowTiles * half, cv.tiles());
-    const float most = is_dm ? s.dm_max[int64_t(grp) * a.k_pad + rt * Cfg::kM + row]
-                             : s.v_max[int64_t(grp) * a.c_pad + rt * Cfg::kN + row];
-    const F16Carrier::Scale scale(weight_grad_carrier_exponent(most));
+    const OperandRun u = operand_run(s, is_dm, is_dm ? i / kRowItems : i / kRowItems - dm_runs);
+    const int k = is_dm ? u.rt * Cfg::kM + row : cv.Kg(), c = is_dm ? 0 : u.rt * Cfg::kN + row;
+    WeightGradSlotLoader<TIo, true, 1, 1> loader(a, u.grp, k, c, !is_dm,
+                                                 (s.chunk0 + u.chunk) * Cfg::kK + kOperandRowTiles * half, cv.tiles());
+    const F16Carrier::Scale scale = operand_row_scale<Cfg>(s, is_dm, u, row);
     uint32_t words[kWinogradPoints][kOperandRowTiles / 2];
 #pragma unroll
     for (int t = 0; t < kOperandRowTiles; ++t) {
@@ -401,20 +437,10 @@ __global__ void __launch_bounds__(256, 2) winograd_wgmma_weight_grad_operand_row
       loader.load(dy, d, !is_dm);
       float m[16];
       staged_operand_transform(is_dm, dy, d, m);
-#pragma unroll
-      for (int e = 0; e < kWinogradPoints; ++e) {
-        const uint32_t h = F16Carrier::half_bits(round_to_tf32(m[e]), scale);
-        words[e][t / 2] = t % 2 == 0 ? h : words[e][t / 2] | h << 16;  // tile t at half t of the row
-      }
+      pack_operand_tile(words, t, m, scale);
       loader.next_tile();
     }
-    const int rows = is_dm ? Cfg::kM : Cfg::kN;
-    const int64_t half_point = is_dm ? 2 * Cfg::kUPointFloats : 2 * Cfg::kVPoint;
-    uint16_t* dst = reinterpret_cast<uint16_t*>(is_dm ? s.dm + run * Cfg::kUChunkFloats : s.v + run * Cfg::kVChunkFloats) +
-                    WinogradWgmmaClusterVStagedLayout::operand_half(kOperandRowTiles * half, row, rows);
-#pragma unroll
-    for (int e = 0; e < kWinogradPoints; ++e)
-      *reinterpret_cast<uint4*>(dst + e * half_point) = make_uint4(words[e][0], words[e][1], words[e][2], words[e][3]);
+    store_operand_row<Cfg>(s, is_dm, u, half, row, words);
   }
 }
 
@@ -455,23 +481,11 @@ __global__ void __launch_bounds__(kOperandTileThreads, OperandTileRuns<kDm>::kBl
   const int tiles_of_rows = kDm ? a.k_tiles : a.c_tiles;
   const int64_t runs = int64_t(cv.groups) * tiles_of_rows * s.chunks;
   const int t_id = threadIdx.x;
-  // Run r's (group, row tile, chunk).
-  struct Run {
-    int64_t run;
-    int grp, rt, chunk;
-  };
-  auto run_of = [&](int64_t r) {
-    Run u;
-    u.run = r;
-    u.chunk = int(r % s.chunks), u.rt = int((r / s.chunks) % tiles_of_rows);
-    u.grp = int(r / s.chunks / tiles_of_rows);
-    return u;
-  };
   // Copies run r's pixels into buffer `buf`, [tile][pixel][row]: thread t_id takes word t_id % 8 of
   // pixel (t_id / 8) % kPixels of tiles t_id / (8 kPixels), + kTileStep, ... (a warp's copies are 4
   // whole pixels, 512 contiguous bytes of the buffer).
   auto fetch = [&](int64_t r, int buf) {
-    const Run u = run_of(r);
+    const OperandRun u = operand_run(s, kDm, r);
     const int word = t_id % kWords, pix = (t_id / kWords) % kPixels, i = pix / Runs::kSide, j = pix % Runs::kSide;
     const int rows = kDm ? cv.Kg() : cv.Cg();
     const bool row_ok = u.rt * Cfg::kM + kWords * word < rows;  // whole words: rows % 8 == 0
@@ -494,11 +508,7 @@ __global__ void __launch_bounds__(kOperandTileThreads, OperandTileRuns<kDm>::kBl
         src = base + ((int64_t(tc.n) * cv.src_H + iy) * cv.src_W + ix) * cv.src_C;
       }
       cp_async_16_or_zero(dst, ok ? src : base, ok);
-      tc.tx += kTileStep;  // the next tile this thread copies (the loader's step)
-      while (tc.tx >= cv.tiles_w) {
-        tc.tx -= cv.tiles_w;
-        if (++tc.ty == cv.tiles_h) tc.ty = 0, ++tc.n;
-      }
+      advance_tile(cv, tc, kTileStep);  // the next tile this thread copies
     }
   };
   const int row = t_id % Cfg::kM, half = t_id / Cfg::kM;
@@ -510,10 +520,8 @@ __global__ void __launch_bounds__(kOperandTileThreads, OperandTileRuns<kDm>::kBl
     cp_async_commit();
     cp_async_wait<1>();  // run r's copies (this thread's)
     __syncthreads();     // everyone's
-    const Run u = run_of(r);
-    const float most = kDm ? s.dm_max[int64_t(u.grp) * a.k_pad + u.rt * Cfg::kM + row]
-                           : s.v_max[int64_t(u.grp) * a.c_pad + u.rt * Cfg::kN + row];
-    const F16Carrier::Scale scale(weight_grad_carrier_exponent(most));
+    const OperandRun u = operand_run(s, kDm, r);
+    const F16Carrier::Scale scale = operand_row_scale<Cfg>(s, kDm, u, row);
     const TIo* values =
         reinterpret_cast<const TIo*>(reinterpret_cast<const char*>(smem) + buf * Runs::kBufferBytes) + row;
     uint32_t words[kWinogradPoints][kOperandRowTiles / 2];
@@ -530,21 +538,10 @@ __global__ void __launch_bounds__(kOperandTileThreads, OperandTileRuns<kDm>::kBl
         for (int q = 0; q < 16; ++q) d[q] = values[(t * 16 + q) * Cfg::kM];
       }
       staged_operand_transform(kDm, dy, d, m);
-#pragma unroll
-      for (int e = 0; e < kWinogradPoints; ++e) {
-        const uint32_t h = F16Carrier::half_bits(round_to_tf32(m[e]), scale);
-        words[e][tt / 2] = tt % 2 == 0 ? h : words[e][tt / 2] | h << 16;  // tile tt at half tt of the row
-      }
+      pack_operand_tile(words, tt, m, scale);
     }
     __syncthreads();  // the buffer is read: the next iteration's copies may refill it
-    constexpr int kRows = kDm ? Cfg::kM : Cfg::kN;
-    constexpr int64_t kHalfPoint = kDm ? 2 * Cfg::kUPointFloats : 2 * Cfg::kVPoint;
-    uint16_t* dst =
-        reinterpret_cast<uint16_t*>(kDm ? s.dm + u.run * Cfg::kUChunkFloats : s.v + u.run * Cfg::kVChunkFloats) +
-        WinogradWgmmaClusterVStagedLayout::operand_half(kOperandRowTiles * half, row, kRows);
-#pragma unroll
-    for (int e = 0; e < kWinogradPoints; ++e)
-      *reinterpret_cast<uint4*>(dst + e * kHalfPoint) = make_uint4(words[e][0], words[e][1], words[e][2], words[e][3]);
+    store_operand_row<Cfg>(s, kDm, u, half, row, words);
   }
   cp_async_wait<0>();
 }
