@@ -1206,15 +1206,16 @@ def test_staged_v_transform_gives_the_same_bits_for_any_chunks_per_thread(layout
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["tf32", "bf16", "fp16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-@pytest.mark.parametrize("c", [16, 24, 40], ids=["C16", "C24", "C40"])
+@pytest.mark.parametrize("c", [16, 24, 40, 56, 72], ids=["C16", "C24", "C40", "C56", "C72"])
 def test_staged_v_clusters_walk_their_tile_blocks_with_the_bits_of_one_each(c, layout, dtype):
     """The two-block staged-V clusters of float16 words (float32 under TF32, bfloat16) are persistent:
     as many as the GPU holds walk the tile blocks, each copying its next block's first chunks while it
     finishes the one before, and waiting for its partner to read one block's partial outputs before
     sending the next. A call of 265 tile blocks x 2 filter blocks (several a cluster) gives the bits of
-    the same call in one-block slices (a block or two a cluster), forward and grad_input, with 1, 2 and
-    3 chunks a block (fewer than, as many as and more than the stages copied ahead); float16's split,
-    a block per tile block, alike."""
+    the same call in one-block slices (a block or two a cluster), forward and grad_input, with 1 to 5
+    chunks a block (fewer than, as many as and more than the chunks copied ahead: three through the
+    float16 words' four stages, two through float16's split's three); float16's split, a block per
+    tile block, alike."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it

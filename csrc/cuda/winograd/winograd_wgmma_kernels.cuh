@@ -1012,9 +1012,9 @@ struct WinogradWgmmaClusterVStagedSplitLayout : WinogradWgmmaClusterConfig<true,
   static constexpr int kVSplitLoHalves = 4 * kVQuad;
 };
 
-// The staged-V cluster with its operands moved by bulk copies through three stages: one thread of
-// a block issues a chunk's copies (U's run and V's), counted on the stage's mbarrier, two chunks
-// ahead of the MMAs, and the warpgroups free a stage by arriving on a second mbarrier, so that no
+// The staged-V cluster with its operands moved by bulk copies through kStages stages: one thread of
+// a block issues a chunk's copies (U's run and V's), counted on the stage's mbarrier, kStages - 1
+// chunks ahead of the MMAs, and the warpgroups free a stage by arriving on a second mbarrier, so that no
 // block barrier remains in the reduction. Larger clusters share operands by multicast: the cluster
 // holds the point pairs of kVShare filter blocks x kUShare tile blocks (ClusterPlace); the blocks
 // of one point half and tile block read the same V chunks, those of one point half and filter block
@@ -1029,7 +1029,11 @@ struct WinogradWgmmaClusterBulkConfig : Layout {
   using Layout::kStage, Layout::kMFloats, Layout::kPartialFloats, Layout::kVFloats, Layout::kUFloats;
   static constexpr int kVShare = kVShare_, kUShare = kUShare_;
   static constexpr int kCluster = 2 * kVShare * kUShare;
-  static constexpr int kStages = 3;
+  // Four stages of float16 words (32 KB each) fit in the epilogue's M, which shares their space, so
+  // the fourth costs no shared memory and copies three chunks ahead; float16's split (64 KB a stage)
+  // holds three.
+  static constexpr int kStages = Layout::kOperandBytes == 2 ? 4 : 3;
+  static_assert(Layout::kOperandBytes != 2 || kStages * kStage <= kMFloats, "the float16 words' stages within M");
   static constexpr int kPartialOffset = kStages * kStage > kMFloats ? kStages * kStage : kMFloats;
   // Then the mbarriers: a stage's copies landed (kStages), its readers done (kStages), and the
   // partner's partial outputs landed (kPartialsBarrier, two-block clusters: kAsyncPartials).
