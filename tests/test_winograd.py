@@ -1592,7 +1592,9 @@ def test_16bit_calls_of_the_staged_variants(shape, variant, dtype):
     (2, 16, 128, 136, "TALL"),  # few channels, many pixels
     (8, 256, 512, 40, "BULK"),  # 256 channels, 800 blocks: staged V, clusters of 2
     (8, 256, 136, 40, "BULK"),  # 136 filters (three filter blocks): 300 blocks, more than one wave
-    (8, 256, 128, 40, "TALL"),  # 128 filters, two filter blocks: V staged for them would not repay
+    (8, 256, 128, 40, "TALL"),  # 128 filters, two filter blocks, 200 blocks: V staged would not repay
+    (32, 256, 128, 40, "BULK"),  # the same over 800 blocks (two waves): staged V in float16 words
+    (32, 128, 128, 40, "TALL"),  # 128 filters over 128 channels: the single block however many blocks
     (4, 512, 72, 64, "TALL"),  # 72 filters: the single wgmma block however long the reduction
     (32, 512, 512, 7, "BULK"),  # 128 blocks, one wave: staged V, clusters of 2
     (11, 256, 192, 16, "BULK"),  # 66 blocks, half the GPU
@@ -1614,7 +1616,8 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     transformed once, where each filter block would load it from NCHW) where the two-block clusters'
     grid fills half the GPU, however many waves (BULK: the clusters of eight that share V and U by
     multicast are a forced config only); with at most 128 filters (two filter blocks) V staged would
-    not repay its round trip.
+    not repay its round trip, but for 128 filters over at least 256 channels on a grid that fills the
+    GPU twice (test_grad_input_takes_staged_v_only_on_grids_of_two_waves).
     Block counts are those of a 132-SM GPU (H100, H200)."""
     torch.backends.cudnn.allow_tf32 = True
     hopper = torch.cuda.get_device_capability() == (9, 0)
@@ -1636,14 +1639,20 @@ def test_auto_rule_under_tf32(n, c, k, hw, choice):
     (8, 256, 256, 40, "BULK", "BULK"),  # 400 blocks: more than two waves
     (8, 192, 128, 40, "SINGLE", "BULK"),  # 128 filters: the forward single; grad_input reduces them into 192 outputs
     (8, 96, 256, 40, "SINGLE", "SINGLE"),  # 96 channels: the forward single, and grad_input's 96 outputs
+    # 128 outputs (two filter blocks) over 256 filters, 580 blocks: staged in float16 words, not split
+    (8, 128, 256, 68, "BULK", "WORDS"),
+    (8, 128, 128, 68, "SINGLE", "SINGLE"),  # 128 outputs over 128 filters: the single block
+    (2, 128, 256, 40, "BULK", "SINGLE"),  # 128 outputs over 256 filters, 52 blocks: under two waves
 ])
 def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forward, grad_input, dtype):
     """An NCHW grad_input under TF32 takes the staged-V cluster tile where its two-block clusters'
     grid fills the GPU twice, and the single wgmma block below that, where the forward already
     takes staged V from half the GPU on (test_auto_rule_under_tf32): a backward leaves the GPU
     waiting on its host work between launches, and the staged chain adds launches. float16 calls
-    follow the same rule on their split operands (3xbf16-wgmma-cluster-vbulk, 3xbf16-wgmma). Block
-    counts of a 132-SM GPU; grad_input within cuDNN's error bar at the call's precision."""
+    follow the same rule on their split operands (3xbf16-wgmma-cluster-vbulk, 3xbf16-wgmma), but
+    for calls of two filter blocks (128 outputs) over at least 256 channels: those take staged V
+    in float16 words only (WORDS: float32 under TF32 staged, float16's split on the single block).
+    Block counts of a 132-SM GPU; grad_input within cuDNN's error bar at the call's precision."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
@@ -1651,6 +1660,7 @@ def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forwa
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
     products = "3xbf16" if dtype == torch.float16 else "tf32"
     names = {"BULK": f"fused:{products}-wgmma-cluster-vbulk/", "SINGLE": f"fused:{products}-wgmma/"}
+    names["WORDS"] = names["SINGLE" if dtype == torch.float16 else "BULK"]
     x = torch.randn(n, c, hw, hw, device="cuda").to(dtype).requires_grad_(True)
     w = (torch.randn(k, c, 3, 3, device="cuda") / (9 * c) ** 0.5).to(dtype)
     y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")

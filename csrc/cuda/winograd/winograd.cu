@@ -595,8 +595,15 @@ constexpr int kStagedMinReduction = 128;
 // 64-filter blocks: they share a staged V (written and read once, four times the input) too little
 // to repay its round trip, and a single block's U traffic per MMA is small next to its patch loads
 // (docs/winograd.md: a grad_input of 128 outputs over 256 channels ran faster on the single block
-// than on the staged clusters, and on channels_last than on the fused cluster).
+// than on the staged clusters of three stages, and on channels_last than on the fused cluster) --
+// but for staged_words_two_blocks.
 constexpr int kClusterMinOutputs = 129;
+// Two whole filter blocks (128 outputs) over a long reduction (kClusterMinReduction) do repay a staged
+// V where it travels in float16 words, whose clusters copy three chunks ahead (four stages), and the
+// grid fills the GPU twice (Y8's grad_input, 128 outputs over 256 filters, 68 x 68, ran faster staged
+// in both layouts; float16's split, three stages, did not; 128 over 128 channels and 64 over 128 did
+// not either: docs/winograd.md).
+constexpr int kStagedWordsMinOutputs = 128;
 
 // Whether the staged-V clusters' grid is large enough for them. The transform kernel writes V (four
 // times the input) once, and every filter block copies it as it is instead of loading its own
@@ -607,27 +614,39 @@ constexpr int kClusterMinOutputs = 129;
 // clusters of tf32-wgmma-cluster-vbulk: with operands in float16 they outran the clusters of eight
 // that share V and U by multicast on every layer measured, which wait for each other's blocks every
 // chunk and fit fewer blocks on the GPU at once.
-bool staged_v_fills(const WinogradConv& cv) {
+int64_t staged_v_blocks(const WinogradConv& cv) {
   using Cfg = WinogradWgmmaClusterVBulkTile;
-  const int64_t blocks = fused_blocks<Cfg>(ceil_div(cv.Kg(), Cfg::kM), ceil_div(cv.tiles(), Cfg::kN), cv.groups);
-  const int64_t sms = sm_count();
+  return fused_blocks<Cfg>(ceil_div(cv.Kg(), Cfg::kM), ceil_div(cv.tiles(), Cfg::kN), cv.groups);
+}
+bool staged_v_fills(const WinogradConv& cv) {
+  const int64_t blocks = staged_v_blocks(cv), sms = sm_count();
   return cv.transposed ? blocks >= 2 * sms : 2 * blocks >= sms;
 }
+// Whether a call of two whole filter blocks takes the staged-V clusters (kStagedWordsMinOutputs):
+// float16 words (not float16's split), a long reduction, a grid that fills the GPU twice.
+bool staged_words_two_blocks(const WinogradConv& cv, bool split_operands) {
+  return !split_operands && cv.Kg() >= kStagedWordsMinOutputs && cv.Cg() >= kClusterMinReduction &&
+         staged_v_blocks(cv) >= 2 * int64_t(sm_count());
+}
 
-// A forward or grad_input on tensor cores (`channels_last`: the call's memory format): the
-// tensor-core kernel's tile, by the rule on every layer but those of the shallow and narrow kernels
-// (kTcIeee). Where a group has more than 32 filters, a 64-filter block: where the device has wgmma,
-// the single wgmma block below kClusterMinOutputs outputs or kStagedMinReduction channels, the
+// A forward or grad_input on tensor cores (`channels_last`: the call's memory format;
+// `split_operands`: float16's, three bfloat16 products): the tensor-core kernel's tile, by the rule
+// on every layer but those of the shallow and narrow kernels (kTcIeee). Where a group has more than
+// 32 filters, a 64-filter block: where the device has wgmma, the single wgmma block below
+// kClusterMinOutputs outputs (but staged_words_two_blocks) or kStagedMinReduction channels, the
 // staged-V clusters from there where their grid fills the GPU enough (staged_v_fills), and below
 // that channels_last calls of at least kClusterMinReduction channels the fused cluster, whose
-// channel-run patch loads cost less than NCHW's; mma.sync's tf32-tall elsewhere.
-int tc_forward_tile(const WinogradConv& cv, bool channels_last) {
+// channel-run patch loads cost less than NCHW's; mma.sync's tf32-tall elsewhere. Whether a tile
+// runs does not depend on the dtype, only which wgmma tile.
+int tc_forward_tile(const WinogradConv& cv, bool channels_last, bool split_operands) {
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
   if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return kTcIeee;
   if (!tc_tall(cv)) return kTcTile;
   if (!wgmma_device()) return kTcTileTall;
-  if (cv.Cg() < kStagedMinReduction || cv.Kg() < kClusterMinOutputs) return kTcTileWgmma;
+  if (cv.Cg() < kStagedMinReduction) return kTcTileWgmma;
+  if (cv.Kg() < kClusterMinOutputs)
+    return staged_words_two_blocks(cv, split_operands) ? kTcTileWgmmaClusterVBulk : kTcTileWgmma;
   if (staged_v_fills(cv)) return kTcTileWgmmaClusterVBulk;
   return channels_last && cv.Cg() >= kClusterMinReduction ? kTcTileWgmmaCluster : kTcTileWgmma;
 }
@@ -1507,7 +1526,7 @@ TcForwardPlan tc_forward_plan(bool tensor_cores, const LaunchMap& map, const at:
   TcForwardPlan plan;
   const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
   const WinogradConv cv = winograd_launch(map);
-  if (tensor_cores) plan.tile = tc_forward_tile(cv, channels_last);
+  if (tensor_cores) plan.tile = tc_forward_tile(cv, channels_last, input.scalar_type() == at::kHalf);
   const bool reads_nhwc = plan.tile != kTcIeee || (input.scalar_type() != at::kDouble &&
                                                     runs_thread_tile<float>(cv));
   if (channels_last && reads_nhwc) plan.format = at::MemoryFormat::ChannelsLast;
