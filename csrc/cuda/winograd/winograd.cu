@@ -1433,7 +1433,8 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
     s.chunks = int(std::min(n * per_split, all_chunks - s.chunk0));
     if (by_tiles) {
       // A block per run at a time, walking the runs: as many blocks as the SMs hold; dM's runs, then V's.
-      const int64_t dm_runs = int64_t(cv.groups) * a.k_tiles * s.chunks, v_runs = int64_t(cv.groups) * a.c_tiles * s.chunks;
+      const int64_t dm_runs = int64_t(cv.groups) * a.k_tiles * s.chunks;
+      const int64_t v_runs = int64_t(cv.groups) * a.c_tiles * s.chunks;
       const int64_t sms = sm_count();
       dm_tiles<<<unsigned(std::min<int64_t>(dm_runs, sms * OperandTileRuns<true>::kBlocksPerSm)), kOperandTileThreads,
                  OperandTileRuns<true>::kSmemBytes, stream>>>(s);

@@ -399,7 +399,8 @@ __device__ __forceinline__ void store_operand_row(const StagedWeightGradPass<TIo
                                                   const uint32_t (&words)[kWinogradPoints][kOperandRowTiles / 2]) {
   const int rows = is_dm ? Cfg::kM : Cfg::kN;
   const int64_t half_point = is_dm ? 2 * Cfg::kUPointFloats : 2 * Cfg::kVPoint;
-  uint16_t* dst = reinterpret_cast<uint16_t*>(is_dm ? s.dm + u.run * Cfg::kUChunkFloats : s.v + u.run * Cfg::kVChunkFloats) +
+  float* run = is_dm ? s.dm + u.run * Cfg::kUChunkFloats : s.v + u.run * Cfg::kVChunkFloats;
+  uint16_t* dst = reinterpret_cast<uint16_t*>(run) +
                   WinogradWgmmaClusterVStagedLayout::operand_half(kOperandRowTiles * half, row, rows);
 #pragma unroll
   for (int e = 0; e < kWinogradPoints; ++e)
