@@ -1385,6 +1385,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   };
 
+  // Staged V: chunk 0 of this block's point half of the U and V runs of (group g, filter block kt,
+  // tile block pt).
+  auto runs = [&](int g, int kt, int pt, const float*& u_block, const float*& v_block) {
+    u_block = TcUFetcher<Cfg>::block_run(a, g, kt) + rank * Cfg::kUFloats;
+    v_block = a.v + (int64_t(g) * a.p_tiles + pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
+  };
   if constexpr (Cfg::kWalks) {
     // The cluster's tile blocks: cluster blockIdx.x / 2 of the grid's, then every grid's worth on;
     // the stages' chunks counted over them all.
@@ -1392,15 +1398,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const BulkStages<Cfg> stages(smem, bars, place);
     const int clusters = int(gridDim.x) / Cfg::kCluster;
     const int64_t items = int64_t(a.k_tiles) * a.p_tiles * cv.groups;
-    auto runs = [&](const BlockCoord& bc, const float*& u_block, const float*& v_block) {
-      u_block = TcUFetcher<Cfg>::block_run(a, bc.g, bc.kt) + rank * Cfg::kUFloats;
-      v_block = a.v + (int64_t(bc.g) * a.p_tiles + bc.pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
-    };
     int iter = 0;
     for (int64_t item = blockIdx.x / Cfg::kCluster; item < items; item += clusters, ++iter) {
       const BlockCoord bc = block_coord(a.k_tiles_div, a.p_tiles_div, int(item));
       const float *u_block, *v_block;
-      runs(bc, u_block, v_block);
+      runs(bc.g, bc.kt, bc.pt, u_block, v_block);
       Mmas::zero(acc);
       const int first = iter * chunks;
       reduce_bulk<Cfg>(mmas, acc, u_block, v_block, stages, chunks, first, /*prologue=*/iter == 0,
@@ -1409,7 +1411,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       epilogue(bc, iter, last, [&] {
         if (threadIdx.x != 0 || last) return;
         const float *u_next, *v_next;
-        runs(block_coord(a.k_tiles_div, a.p_tiles_div, int(item + clusters)), u_next, v_next);
+        const BlockCoord next = block_coord(a.k_tiles_div, a.p_tiles_div, int(item + clusters));
+        runs(next.g, next.kt, next.pt, u_next, v_next);
         for (int c = 0; c < Cfg::kStages - 1 && c < chunks; ++c) stages.refill(u_next, v_next, c, first + chunks + c);
       });
     }
@@ -1426,9 +1429,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if constexpr (Cfg::kVStaged) {
       // A filter (tile) block past the last reads the last one's U (V), copies its pieces for the
       // others, and stores no outputs.
-      const int kt = bc.kt < a.k_tiles ? bc.kt : a.k_tiles - 1, pt = bc.pt < a.p_tiles ? bc.pt : a.p_tiles - 1;
-      const float* u_block = TcUFetcher<Cfg>::block_run(a, bc.g, kt) + rank * Cfg::kUFloats;
-      const float* v_block = a.v + (int64_t(bc.g) * a.p_tiles + pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
+      const float *u_block, *v_block;
+      runs(bc.g, bc.kt < a.k_tiles ? bc.kt : a.k_tiles - 1, bc.pt < a.p_tiles ? bc.pt : a.p_tiles - 1, u_block, v_block);
       reduce_bulk<Cfg>(mmas, acc, u_block, v_block, BulkStages<Cfg>(smem, bars, place), chunks);
     } else {
       // This thread's channel and tiles tl, tl + 32 of a chunk.
