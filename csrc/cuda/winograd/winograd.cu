@@ -64,7 +64,8 @@ namespace {
 // tf32 and tf32-tall are the tensor-core fused kernel's tiles (32 and 64 filters per block), tf32-wgmma
 // the 64-filter block on Hopper's wgmma, tf32-wgmma-cluster its 64 x 64 output block split by points
 // over a cluster of two blocks, tf32-wgmma-cluster-vbulk that cluster reading V transformed
-// beforehand by a kernel of its own, its operands moved by bulk copies through three stages, and
+// beforehand by a kernel of its own, its operands moved by bulk copies through stages
+// (WinogradWgmmaClusterBulkConfig::kStages), and
 // tf32-wgmma-cluster-uvmulticast clusters of two filter blocks x two tile blocks of it sharing V and
 // U by multicast (all sm_90a only; grad_weight then runs its wgmma block, with dM and V staged under
 // the two staged-V configs): forced, they

@@ -549,9 +549,9 @@ __global__ void __launch_bounds__(kOperandTileThreads, OperandTileRuns<kDm>::kBl
 
 // The reduction over the staged operands: a block per (point half, filter tile, channel tile, group,
 // slice of the pass), point halves fastest, so that consecutive blocks read the same V runs. Chunk
-// i's dM and V runs land in stage i % 3 by two bulk copies counted on its mbarrier, issued two
-// chunks ahead by thread 0 once every warpgroup's MMAs of the chunk before have retired (the block
-// barrier after wgmma_wait<1>); the first chunk's MMAs overwrite the accumulators.
+// i's dM and V runs land in stage i % kStages by two bulk copies counted on its mbarrier, issued
+// kStages - 1 chunks ahead by thread 0 once every warpgroup's MMAs of the chunk before have retired
+// (the block barrier after wgmma_wait<1>); the first chunk's MMAs overwrite the accumulators.
 template <typename Cfg, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     winograd_wgmma_weight_grad_staged_kernel(const StagedWeightGradPass<TIo> s) {
