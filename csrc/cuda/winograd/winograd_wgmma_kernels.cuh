@@ -1267,43 +1267,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     auto pair_slot = [&](int q) {
       return kNhwc ? pair_tile(q) * Cfg::kM + pair_filter(q) : pair_filter(q) * Cfg::kHalfTiles + pair_tile(q);
     };
-    // A thread's tiles among its pairs: NCHW one (its lane), NHWC two (warps w and w + 16). Their
-    // coordinates and output offsets are decoded once, before the sends, and each pair adds its
-    // filter's offset.
-    constexpr int kOwnTiles = kNhwc ? 2 : 1;
-    auto tile_slot = [](int q) { return kNhwc ? q / 2 : 0; };
-    const int Kg = cv.Kg();
-    const int64_t plane = int64_t(cv.out_H) * cv.out_W;
-    int64_t tile_offset[kOwnTiles];
-    bool tile_live[kOwnTiles], right[kOwnTiles], below[kOwnTiles];
-#pragma unroll
-    for (int t = 0; t < kOwnTiles; ++t) {
-      const int64_t p = p0 + rank * Cfg::kHalfTiles + pair_tile(kNhwc ? 2 * t : 0);
-      tile_live[t] = p < cv.tiles() && !(Cfg::kUShare > 1 && bc.pt >= a.p_tiles);
-      const TileCoord ot = tile_coord(cv, tile_live[t] ? p : 0);
-      const int oy = 2 * ot.ty, ox = 2 * ot.tx;
-      right[t] = ox + 1 < cv.out_W, below[t] = oy + 1 < cv.out_H;
-      tile_offset[t] = kNhwc ? ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg
-                             : int64_t(ot.n) * cv.out_C * plane + int64_t(oy) * cv.out_W + ox + int64_t(bc.g) * Kg * plane;
-    }
-    // Each pair's bias and (float16 words) the largest |U| and |V| whose scales M comes back from,
-    // loaded before the partner's partial outputs are sent and this block's own computed, so that
-    // their latency passes there: a warp that reaches the walk's prefetch with them in flight waits
-    // for them before it can issue the copies the next tile block starts on.
-    bool live[kPairs];
-    float bias[kPairs];
-    [[maybe_unused]] float u_max[kPairs], v_max[kPairs];  // (float16 words)
-#pragma unroll
-    for (int q = 0; q < kPairs; ++q) {
-      const int f = pair_filter(q), n = rank * Cfg::kHalfTiles + pair_tile(q);
-      const int k = bc.kt * Cfg::kM + f;
-      live[q] = tile_live[tile_slot(q)] && k < Kg;
-      bias[q] = live[q] && a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
-      if constexpr (Cfg::kOperandBytes == 2) {
-        u_max[q] = live[q] ? a.u_max[int64_t(bc.g) * a.outputs_pad + k] : 0.f;
-        v_max[q] = live[q] ? a.v_max[int64_t(bc.g) * cv.tiles() + p0 + n] : 0.f;
-      }
-    }
     // The partner's partial outputs: with V staged in two-block clusters, stores counted on the
     // receiver's mbarrier (kAsyncPartials), which it waits on; otherwise stores ordered by the cluster
     // barrier, which also keeps every block of a larger cluster alive until the others' arrivals on
@@ -1335,10 +1298,44 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       cluster_arrive_release();
     }
 
-    // While the partner's partial outputs come: this block's own.
-    float4 mine[kPairs];
+    // A thread's tiles among its pairs: NCHW one (its lane), NHWC two (warps w and w + 16). Their
+    // coordinates and output offsets are decoded once, before the wait, and each pair adds its
+    // filter's offset.
+    constexpr int kOwnTiles = kNhwc ? 2 : 1;
+    auto tile_slot = [](int q) { return kNhwc ? q / 2 : 0; };
+    const int Kg = cv.Kg();
+    const int64_t plane = int64_t(cv.out_H) * cv.out_W;
+    int64_t tile_offset[kOwnTiles];
+    bool tile_live[kOwnTiles], right[kOwnTiles], below[kOwnTiles];
 #pragma unroll
-    for (int q = 0; q < kPairs; ++q) mine[q] = partial(pair_filter(q), rank * Cfg::kHalfTiles + pair_tile(q));
+    for (int t = 0; t < kOwnTiles; ++t) {
+      const int64_t p = p0 + rank * Cfg::kHalfTiles + pair_tile(kNhwc ? 2 * t : 0);
+      tile_live[t] = p < cv.tiles() && !(Cfg::kUShare > 1 && bc.pt >= a.p_tiles);
+      const TileCoord ot = tile_coord(cv, tile_live[t] ? p : 0);
+      const int oy = 2 * ot.ty, ox = 2 * ot.tx;
+      right[t] = ox + 1 < cv.out_W, below[t] = oy + 1 < cv.out_H;
+      tile_offset[t] = kNhwc ? ((int64_t(ot.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(bc.g) * Kg
+                             : int64_t(ot.n) * cv.out_C * plane + int64_t(oy) * cv.out_W + ox + int64_t(bc.g) * Kg * plane;
+    }
+    // While the partner's partial outputs come: this block's own, each pair's bias and (float16 words)
+    // the largest |U| and |V| whose scales M comes back from, so that their loads' latency passes in
+    // the wait.
+    bool live[kPairs];
+    float4 mine[kPairs];
+    float bias[kPairs];
+    [[maybe_unused]] float u_max[kPairs], v_max[kPairs];  // (float16 words)
+#pragma unroll
+    for (int q = 0; q < kPairs; ++q) {
+      const int f = pair_filter(q), n = rank * Cfg::kHalfTiles + pair_tile(q);
+      const int k = bc.kt * Cfg::kM + f;
+      live[q] = tile_live[tile_slot(q)] && k < Kg;
+      mine[q] = partial(f, n);
+      bias[q] = live[q] && a.bias ? to_float(a.bias[bc.g * Kg + k]) : 0.f;
+      if constexpr (Cfg::kOperandBytes == 2) {
+        u_max[q] = live[q] ? a.u_max[int64_t(bc.g) * a.outputs_pad + k] : 0.f;
+        v_max[q] = live[q] ? a.v_max[int64_t(bc.g) * cv.tiles() + p0 + n] : 0.f;
+      }
+    }
     // M is read: a walking block copies the next tile block's first chunks into the stages while the
     // partner's partial outputs come.
     if constexpr (Cfg::kWalks) {
