@@ -1083,11 +1083,11 @@ __device__ __forceinline__ void copy_piece(float* dst, const float* src, unsigne
 
 // The copies of a staged-V block's operands into its stages. Stage s's copies of the block's chunk g
 // (counted over the tile blocks a walking block takes, kWalks) count on full[s] (phase g / kStages):
-// the block's producer expects all of U's and V's bytes, whichever blocks copy their pieces. A
-// warpgroup, once its MMAs of chunk g are done, arrives on empty[g % kStages] of every block that
-// copies into it (those of its point half that share its filter block or its tile block, itself
-// included: 4 * (kUShare + kVShare - 1) arrivals per phase), and a block's producer waits for that
-// phase before it refills the stage in those same blocks.
+// the thread that copies the chunk expects all of U's and V's bytes, whichever blocks copy their
+// pieces. A warpgroup, once its MMAs of chunk g are done, arrives on empty[g % kStages] of every
+// block that copies into it (those of its point half that share its filter block or its tile block,
+// itself included: 4 * (kUShare + kVShare - 1) arrivals per phase), and the thread that refills the
+// stage in those same blocks waits for that phase first.
 template <typename Cfg>
 struct BulkStages {
   static constexpr int kS = Cfg::kStages, kVPiece = Cfg::kVFloats / Cfg::kVShare, kUPiece = Cfg::kUFloats / Cfg::kUShare;
