@@ -1413,7 +1413,7 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
   bool by_tiles = false;
   auto transform = nhwc ? winograd_wgmma_weight_grad_operands_kernel<Cfg, true, TIo>
                         : winograd_wgmma_weight_grad_operands_kernel<Cfg, false, TIo>;
-  auto dm_tiles = transform, v_tiles = transform;
+  decltype(transform) dm_tiles = nullptr, v_tiles = nullptr;  // (by_tiles)
   if constexpr (kHalves) {
     if (by_rows) transform = winograd_wgmma_weight_grad_operand_rows_kernel<Cfg, TIo>;
     if constexpr (sizeof(TIo) == 2) {
@@ -1523,12 +1523,26 @@ struct TcForwardPlan {
   at::MemoryFormat format = at::MemoryFormat::Contiguous;
   bool nhwc() const { return format == at::MemoryFormat::ChannelsLast; }
 };
+
+// Whether calls of dtype t split their operands into several products (kMmaProducts), for host code
+// that holds the dtype only at run time.
+bool splits_operands(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf:
+      return kMmaProducts<__half> > 1;
+    case at::kBFloat16:
+      return kMmaProducts<__nv_bfloat16> > 1;
+    default:
+      return kMmaProducts<float> > 1;
+  }
+}
+
 TcForwardPlan tc_forward_plan(bool tensor_cores, const LaunchMap& map, const at::Tensor& input,
                               const at::Tensor& weight) {
   TcForwardPlan plan;
   const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
   const WinogradConv cv = winograd_launch(map);
-  if (tensor_cores) plan.tile = tc_forward_tile(cv, channels_last, input.scalar_type() == at::kHalf);
+  if (tensor_cores) plan.tile = tc_forward_tile(cv, channels_last, splits_operands(input.scalar_type()));
   const bool reads_nhwc = plan.tile != kTcIeee || (input.scalar_type() != at::kDouble &&
                                                     runs_thread_tile<float>(cv));
   if (channels_last && reads_nhwc) plan.format = at::MemoryFormat::ChannelsLast;
