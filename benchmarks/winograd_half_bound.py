@@ -47,7 +47,10 @@ Products (the designs' suffixes):
 Bytes through the data path per block and chunk of 16 channels: the MMAs' shared-memory operand
 reads, V's stores (not `rs`) and the patch loads (bfloat16 input); per block, the epilogue's staging
 and stores (`epilogue_bytes`). U arrives by bulk copies, multicast to the two blocks of a cluster:
-with the input rows a block reads per chunk, it bounds the time by the L2 intake (`intake`).
+with the input rows a block reads per chunk, it bounds the time by the L2 intake (`intake`). Each
+precision's table is counted again without multicast (every block takes in all of its operands):
+the bound if what limits a block is its SM's intake rather than L2's reads, which multicast does
+not widen (docs/winograd.md, "Bytes into the SMs per unit of convolution work").
 
     python benchmarks/winograd_half_bound.py --gpu h200 --out benchmarks/results/winograd-half-bound-h200
 """
@@ -115,15 +118,18 @@ def chunk_bytes(layout, points, tiles, filters, operand_bytes):
     return (u + v) + v + patch  # MMA reads of U and V, V's stores, the patch loads
 
 
-def intake_bytes(layout, points, tiles, filters, operand_bytes):
+def intake_bytes(layout, points, tiles, filters, operand_bytes, multicast=True):
     """Bytes from L2 per block and chunk: its share of U (multicast) and its input rows (tiles in
     rows of 32, two input rows a tile row, plus the rows its patches add: 2 for 16 points, 1 for 8);
-    staged: its shares of U's and V's chunks."""
+    staged: its shares of U's and V's chunks. Without `multicast` each block takes in its whole U and
+    V chunks: what bounds it if an SM's intake, not L2's reads, is the limit (multicast delivers every
+    byte to each block of the cluster)."""
+    u_share, v_share = (U_MULTICAST, V_MULTICAST) if multicast else (1, 1)
     if layout == "staged":
-        return points * CHUNK * operand_bytes * (filters / U_MULTICAST + tiles / V_MULTICAST)
+        return points * CHUNK * operand_bytes * (filters / u_share + tiles / v_share)
     tile_rows = max(1, tiles // 32)
     rows = 2 * tile_rows + (2 if points == 16 else 1)
-    return points * filters * CHUNK * operand_bytes / U_MULTICAST + rows * (2 * 32 + 2) * CHUNK * IN_BYTES
+    return points * filters * CHUNK * operand_bytes / u_share + rows * (2 * 32 + 2) * CHUNK * IN_BYTES
 
 
 def epilogue_bytes(points, tiles, filters):
@@ -264,9 +270,10 @@ def main(argv=None):
             f.write(text)
 
 
-def pass_bounds(C, K, H, W, rates, sms, host_us):
+def pass_bounds(C, K, H, W, rates, sms, host_us, multicast=True):
     """Each design's bound (µs) on a forward-structured pass (the forward, or grad_input with C and K
-    swapped): {design: {mma_us, data_path_us, intake_us, issue_us, prepass_us, bound_us}}."""
+    swapped): {design: {mma_us, data_path_us, intake_us, issue_us, prepass_us, bound_us}}; `multicast`
+    as intake_bytes."""
     tiles = 32 * math.ceil(H / 2) * math.ceil(W / 2)
     macs = tiles * 16.0 * C * K
     in_bytes, out_bytes = 32 * C * H * W * IN_BYTES, 32 * K * H * W * IN_BYTES
@@ -283,7 +290,7 @@ def pass_bounds(C, K, H, W, rates, sms, host_us):
         path_bytes = (chunks * chunk_bytes(layout, points, t, f, operand_bytes)
                       + blocks * epilogue_bytes(points, t, f))
         path_us = path_bytes / (DATA_PATH_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
-        intake_us = chunks * intake_bytes(layout, points, t, f, operand_bytes) / (
+        intake_us = chunks * intake_bytes(layout, points, t, f, operand_bytes, multicast) / (
             BULK_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
         # Four warp instructions per clock and SM, 32 threads a warp.
         issue_us = chunks * points * t * CHUNK * per_v / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6
@@ -318,7 +325,8 @@ def table(precision, rates, suite, sms, out, lines):
                "io_us": 32 * (C + K) * H * W * IN_BYTES / (COPY_TBS * 1e12) * 1e6,
                "host_us": HOST_US.get(layer, 0.0),
                "designs": pass_bounds(C, K, H, W, rates, sms, HOST_US.get(layer, 0.0))}
-        for x in row["designs"].values():
+        row["designs_unicast"] = pass_bounds(C, K, H, W, rates, sms, HOST_US.get(layer, 0.0), multicast=False)
+        for x in list(row["designs"].values()) + list(row["designs_unicast"].values()):
             x["ratio_bound"] = row["cudnn_us"] / x["bound_us"]
         rows.append(row)
     within = [d for d, spec in DESIGNS.items() if precision in PRODUCTS[spec[4]][1] and spec[4] != "tf32"]
@@ -327,9 +335,15 @@ def table(precision, rates, suite, sms, out, lines):
     # What `auto` could do: the best new design within the error bar on each layer.
     best = {r["layer"]: max(within, key=lambda d: r["designs"][d]["ratio_bound"]) for r in rows}
     geo_best = geomean([r["designs"][best[r["layer"]]]["ratio_bound"] for r in rows])
+    # The same without multicast (intake_bytes): each block takes in all of its operands.
+    geo_unicast = {d: geomean([r["designs_unicast"][d]["ratio_bound"] for r in rows]) for d in DESIGNS}
+    best_unicast = {r["layer"]: max(within, key=lambda d: r["designs_unicast"][d]["ratio_bound"]) for r in rows}
+    geo_best_unicast = geomean([r["designs_unicast"][best_unicast[r["layer"]]]["ratio_bound"] for r in rows])
     out["precisions"][precision] = {"rows": rows, "within_error_bar": within, "geomean_ratio_bound": geo,
                                     "geomean_ratio_ours": geo_ours, "best_within_error_bar": best,
-                                    "geomean_ratio_best": geo_best}
+                                    "geomean_ratio_best": geo_best, "geomean_ratio_bound_unicast": geo_unicast,
+                                    "best_within_error_bar_unicast": best_unicast,
+                                    "geomean_ratio_best_unicast": geo_best_unicast}
     lines += [f"## {precision}\n",
               "Bound µs (cuDNN / bound). Within the error bar at this precision: " + ", ".join(
                   f"`{d}`" for d in within) + ".\n",
@@ -351,6 +365,20 @@ def table(precision, rates, suite, sms, out, lines):
     lines.append("")
     lines.append(f"The best design within the error bar on each layer ({', '.join(f'{k} `{v}`' for k, v in best.items())}): "
                  f"geomean **{geo_best:.2f}x** cuDNN at 100% of every bound.")
+    lines.append("")
+    lines.append("Without multicast (each block takes in all of its U and V: the bound if an SM's intake, not L2's "
+                 "reads, is the limit), the designs whose L2 bound moves:\n")
+    lines.append("| design | " + " | ".join(LAYERS) + " | geomean |")
+    lines.append("|---|" + "---|" * (len(LAYERS) + 1))
+    for d in DESIGNS:
+        if all(abs(r["designs_unicast"][d]["bound_us"] - r["designs"][d]["bound_us"]) < 0.5 for r in rows):
+            continue
+        lines.append(f"| `{d}` | " + " | ".join(
+            f"{r['designs_unicast'][d]['bound_us']:.0f} ({r['designs_unicast'][d]['ratio_bound']:.2f}x)" for r in rows)
+            + f" | {geo_unicast[d]:.2f}x |")
+    lines.append("")
+    lines.append(f"The best within the error bar on each layer without multicast "
+                 f"({', '.join(f'{k} `{v}`' for k, v in best_unicast.items())}): geomean **{geo_best_unicast:.2f}x**.")
     lines.append("")
 
 
