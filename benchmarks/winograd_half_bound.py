@@ -367,7 +367,7 @@ def table(precision, rates, suite, sms, out, lines):
                  f"geomean **{geo_best:.2f}x** cuDNN at 100% of every bound.")
     lines.append("")
     lines.append("Without multicast (each block takes in all of its U and V: the bound if an SM's intake, not L2's "
-                 "reads, is the limit), the designs whose L2 bound moves:\n")
+                 "reads, is the limit), the designs whose bound moves:\n")
     lines.append("| design | " + " | ".join(LAYERS) + " | geomean |")
     lines.append("|---|" + "---|" * (len(LAYERS) + 1))
     for d in DESIGNS:
