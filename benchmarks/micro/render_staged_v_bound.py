@@ -52,8 +52,18 @@ def main(path):
     print("| how | cluster | blocks | µs per exchange | GB/s per block |")
     print("|---|---|---|---|---|")
     for r in rows:
-        if "cluster" in r:
+        if "us_per_rep" in r:
             print(f"| {r['kernel']} | {r['cluster']} | {r['blocks']} | {r['us_per_rep']:.2f} | {r['gb_per_s_per_block']:.1f} |")
+    intake = [r for r in rows if r.get("kernel") == "intake"]
+    if intake:
+        print("\n## The SMs' intake of bulk copies alone (one block an SM, 32 MB into each block)\n")
+        print("| source | blocks | cluster | multicast | copies in flight | copy KB | µs | delivered TB/s | "
+              "read from L2 TB/s | bytes a clock an SM |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in intake:
+            print(f"| {r['source']} | {r['blocks']} | {r['cluster']} | {'yes' if r['multicast'] else 'no'} | "
+                  f"{r['depth']} | {r['copy_kb']} | {r['us']:.1f} | {r['delivered_tb_per_s']:.2f} | "
+                  f"{r['l2_read_tb_per_s']:.2f} | {r['bytes_per_clock_sm']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@
 //   full  -- bulk copies into the stages, the warpgroups' wgmmas on them (the reduction itself);
 //   copy  -- the same copies and mbarriers, no MMAs: the memory system's share;
 //   mma   -- the same MMAs and loop, no copies: the tensor cores' and the loop's share.
-// Also: the wgmma rate with its operands resident in shared memory (no mbarriers), and the rate at
-// which blocks of a cluster store into each other's shared memory (the wide tile's exchange).
+// Also: the wgmma rate with its operands resident in shared memory (no mbarriers), the rate at
+// which blocks of a cluster store into each other's shared memory (the wide tile's exchange), and
+// the SMs' intake of bulk copies alone (`intake`): per SM against the number of SMs copying, the
+// copies in flight, and multicast to the blocks of a cluster.
 //
 // Build and run on an sm_90a GPU (stand-alone, no PyTorch):
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Icsrc -o /tmp/staged_v_bound benchmarks/micro/staged_v_bound.cu
@@ -220,6 +222,64 @@ __global__ void __launch_bounds__(128, 1) bulk_exchange_kernel(float* slots, int
   }
 }
 
+// The SMs' intake of bulk copies alone. Thread 0 of each block (one block per SM) keeps `depth`
+// copies of `copy_bytes` in flight in a ring of as many slots, `copies` copies from scattered places
+// of a source of `span` bytes (L2-resident when small). kMulticast: clusters of kCluster blocks read
+// the same sources, each block copying 1/kCluster of every copy to all of them
+// (`.multicast::cluster`), so that each block still receives copy_bytes a copy while L2 is read once
+// per cluster. A slot is refilled once every block of the cluster has seen it land (an empty
+// mbarrier a slot counting the cluster's arrivals). Each block's clocks go to cycles[block].
+template <int kCluster, bool kMulticast>
+__global__ void __launch_bounds__(128, 1)
+    intake_kernel(const uint8_t* src, size_t span, int copies, int depth, unsigned copy_bytes, long long* cycles) {
+  extern __shared__ __align__(1024) uint8_t intake_smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(intake_smem + size_t(depth) * copy_bytes);
+  uint64_t* empty = full + depth;
+  const unsigned rank = kCluster > 1 ? cluster_block_rank() : 0;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < depth; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], kCluster);
+    }
+    mbarrier_init_fence_cluster();
+  }
+  __syncthreads();
+  if (kCluster > 1) {  // the cluster's mbarriers are initialized before any copy or arrival reaches them
+    cluster_arrive_release();
+    cluster_wait_acquire();
+  }
+  const long long c0 = clock64();
+  if (threadIdx.x == 0) {
+    const unsigned piece = kMulticast ? copy_bytes / kCluster : copy_bytes;
+    const size_t places = span / copy_bytes;
+    const size_t reader = kMulticast ? blockIdx.x / kCluster : blockIdx.x;  // blocks that share sources
+    for (int i = 0; i < copies + depth; ++i) {
+      if (i >= depth) {  // copy i - depth has landed: its slot is free for this block
+        const int j = i - depth;
+        mbarrier_wait(&full[j % depth], unsigned(j / depth) & 1u);
+        for (int r = 0; r < kCluster; ++r) mbarrier_arrive_cluster(&empty[j % depth], unsigned(r));
+      }
+      if (i < copies) {
+        const int s = i % depth;
+        if (i >= depth) mbarrier_wait(&empty[s], unsigned(i / depth - 1) & 1u);
+        mbarrier_arrive_expect_tx(&full[s], copy_bytes);
+        const uint8_t* from = src + ((reader * 7919 + size_t(i) * 131) % places) * copy_bytes;
+        if constexpr (kMulticast)
+          bulk_copy_to_shared_multicast(intake_smem + size_t(s) * copy_bytes + rank * piece, from + rank * piece, piece,
+                                        &full[s], uint16_t((1u << kCluster) - 1));
+        else
+          bulk_copy_to_shared(intake_smem + size_t(s) * copy_bytes, from, copy_bytes, &full[s]);
+      }
+    }
+    cycles[blockIdx.x] = clock64() - c0;
+  }
+  __syncthreads();
+  if (kCluster > 1) {  // no block leaves while a partner's copies may still land in it
+    cluster_arrive_release();
+    cluster_wait_acquire();
+  }
+}
+
 static float median_ms(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -347,6 +407,34 @@ static void run_bulk_exchange(float* slots, int bytes_per_block) {
               per_block * reps / ms / 1e6);
 }
 
+// One intake row: `blocks` blocks (one per SM: the shared memory asked for leaves room for one) in
+// clusters of kCluster (as many of them as run at once), as many copies each as move 32 MB into a
+// block.
+template <int kCluster, bool kMulticast>
+static void run_intake(const uint8_t* src, size_t span, const char* source, int blocks, int depth, int copy_kb,
+                       long long* cycles) {
+  const unsigned copy_bytes = unsigned(copy_kb) * 1024;
+  const int copies = (32 << 20) / int(copy_bytes);
+  const size_t smem = std::max<size_t>(size_t(depth) * copy_bytes + 16 * size_t(depth), 160 * 1024);
+  auto k = intake_kernel<kCluster, kMulticast>;
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  ClusterLaunch launch(blocks, 128, smem, kCluster);
+  cudaLaunchConfig_t& cfg = launch.cfg;
+  if (kCluster > 1) blocks = one_wave(k, launch, kCluster, blocks / kCluster) * kCluster;  // all at once
+  const float ms = time_ms([&] { CHECK(cudaLaunchKernelEx(&cfg, k, src, span, copies, depth, copy_bytes, cycles)); });
+  std::vector<long long> c(size_t(blocks), 0);
+  CHECK(cudaMemcpy(c.data(), cycles, sizeof(long long) * size_t(blocks), cudaMemcpyDeviceToHost));
+  double per_clock = 0.0;
+  for (long long x : c) per_clock += double(copies) * copy_bytes / double(std::max(x, 1LL));
+  per_clock /= blocks;
+  const double delivered = double(blocks) * copies * copy_bytes;
+  std::printf(",\n    {\"kernel\": \"intake\", \"source\": \"%s\", \"blocks\": %d, \"cluster\": %d, "
+              "\"multicast\": %s, \"depth\": %d, \"copy_kb\": %d, \"us\": %.1f, \"delivered_gb\": %.3f, "
+              "\"delivered_tb_per_s\": %.2f, \"l2_read_tb_per_s\": %.2f, \"bytes_per_clock_sm\": %.1f}",
+              source, blocks, kCluster, kMulticast ? "true" : "false", depth, copy_kb, ms * 1e3, delivered / 1e9,
+              delivered / ms / 1e9, delivered / (kMulticast ? kCluster : 1) / ms / 1e9, per_clock);
+}
+
 int main() {
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -451,6 +539,30 @@ int main() {
   run_dsmem<2>(out, 112 * 1024);
   run_dsmem<4>(out, 112 * 1024);
   run_dsmem<8>(out, 112 * 1024);
+  // The SMs' intake of bulk copies (intake_kernel), from a 16 MB source (L2-resident) and a 4 GB one:
+  // per SM against the SMs copying (is about 42-50 B a clock an SM's limit or L2's share?), against
+  // the copies in flight, and with each copy multicast to the 2 or 4 blocks of a cluster (does a block
+  // take in more than it can alone?).
+  {
+    const size_t l2_span = size_t(16) << 20, dram_span = size_t(4) << 30;
+    uint8_t* src;
+    long long* cycles;
+    CHECK(cudaMalloc(&src, dram_span));
+    CHECK(cudaMemset(src, 1, dram_span));
+    CHECK(cudaMalloc(&cycles, sizeof(long long) * 1024));
+    for (int blocks : {1, 2, 8, 33, 66, sms}) run_intake<1, false>(src, l2_span, "l2", blocks, 4, 16, cycles);
+    for (int depth : {2, 8}) run_intake<1, false>(src, l2_span, "l2", sms, depth, 16, cycles);
+    run_intake<1, false>(src, l2_span, "l2", sms, 4, 32, cycles);
+    run_intake<1, false>(src, l2_span, "l2", 1, 8, 16, cycles);
+    run_intake<1, false>(src, dram_span, "dram", sms, 8, 16, cycles);
+    run_intake<2, true>(src, l2_span, "l2", 2, 4, 16, cycles);
+    run_intake<2, true>(src, l2_span, "l2", sms, 4, 16, cycles);
+    run_intake<2, true>(src, l2_span, "l2", sms, 8, 16, cycles);
+    run_intake<4, true>(src, l2_span, "l2", sms / 4 * 4, 8, 16, cycles);
+    run_intake<2, false>(src, l2_span, "l2", sms, 8, 16, cycles);  // clusters, no multicast: placement alone
+    CHECK(cudaFree(src));
+    CHECK(cudaFree(cycles));
+  }
   std::printf("\n  ]\n}\n");
   return 0;
 }
