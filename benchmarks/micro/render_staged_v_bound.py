@@ -57,12 +57,26 @@ def main(path):
     intake = [r for r in rows if r.get("kernel") == "intake"]
     if intake:
         print("\n## The SMs' intake of bulk copies alone (one block an SM, 32 MB into each block)\n")
-        print("| source | blocks | cluster | multicast | copies in flight | copy KB | µs | delivered TB/s | "
+        print("Bulk copies from a 16 MB source (`l2`, L2-resident) or a 4 GB one (`dram`) into a ring of slots, one "
+              "block an SM, no MMAs. `issuers`: the threads issuing the copies (lane 0 of as many warps, or lanes "
+              "0, 8, 16, 24 of one warp); each issuer owns the slots s with s mod issuers its own (a slot's copies "
+              "from one thread), or, `a piece each`, every issuer copies its piece of every slot. `pieces a copy`: "
+              "the bulk copies a slot's bytes are issued as, all counted on its mbarrier. `bytes counted`: where "
+              "the issuer's `mbarrier.arrive.expect_tx` sits. `slots freed by`: the thread that waits for each "
+              "slot to land and arrives on its empty mbarrier. Multicast: each block copies 1 / cluster of every "
+              "slot to all blocks of its cluster (L2 read once a cluster). Bytes a clock an SM: what lands in each "
+              "block, over its own clocks.\n")
+        print("| source | blocks | cluster | multicast | issuers | bytes counted | pieces a copy | source order | slots freed by | "
+              "copies in flight | copy KB | µs | delivered TB/s | "
               "read from L2 TB/s | bytes a clock an SM |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        arrivals = {0: "before the copy", 1: "after the copy", 2: "before, relaxed"}
         for r in intake:
             print(f"| {r['source']} | {r['blocks']} | {r['cluster']} | {'yes' if r['multicast'] else 'no'} | "
-                  f"{r['depth']} | {r['copy_kb']} | {r['us']:.1f} | {r['delivered_tb_per_s']:.2f} | "
+                  f"{r.get('producers', 1)} {'lanes of a warp' if r.get('producer_lanes') else 'warps'}"
+                  f"{', a piece each' if r.get('split_issue') else ''} | "
+                  f"{arrivals[r.get('arrival', 0)]} | {r.get('pieces', 1)} | {'in order' if r.get('sequential') else 'scattered'} | "
+                  f"{'the copying thread' if r.get('one_thread') else 'another warp'} | {r['depth']} | {r['copy_kb']} | {r['us']:.1f} | {r['delivered_tb_per_s']:.2f} | "
                   f"{r['l2_read_tb_per_s']:.2f} | {r['bytes_per_clock_sm']:.1f} |")
 
 

@@ -222,18 +222,49 @@ __global__ void __launch_bounds__(128, 1) bulk_exchange_kernel(float* slots, int
   }
 }
 
-// The SMs' intake of bulk copies alone. Thread 0 of each block (one block per SM) keeps `depth`
-// copies of `copy_bytes` in flight in a ring of as many slots, `copies` copies from scattered places
-// of a source of `span` bytes (L2-resident when small). kMulticast: clusters of kCluster blocks read
-// the same sources, each block copying 1/kCluster of every copy to all of them
+// The SMs' intake of bulk copies alone. One block per SM keeps `depth` copies of `copy_bytes` in
+// flight in a ring of as many slots: `copies` copies from places of a source of `span` bytes
+// (L2-resident when small), scattered, or one after another (`sequential`). Lane 0 of warps
+// 0 .. producers - 1 (at most 8) issues them (warp p the copies p, p + producers, ...; depth is a multiple of
+// producers, so each slot has one issuer), each copy as `pieces` bulk copies counted on its slot's
+// mbarrier; lane 0 of warp 8 waits for each to land and frees its slot. kMulticast: clusters of
+// kCluster blocks read the same sources, each block copying 1/kCluster of every copy to all of them
 // (`.multicast::cluster`), so that each block still receives copy_bytes a copy while L2 is read once
-// per cluster. A slot is refilled once every block of the cluster has seen it land (an empty
-// mbarrier a slot counting the cluster's arrivals). Each block's clocks go to cycles[block].
+// per cluster; a slot is refilled once every block of the cluster has seen it land (an empty
+// mbarrier a slot counting the cluster's arrivals). `one_thread`: thread 0 also waits for each copy
+// and frees its slot between issuing copies. Each block's clocks, from start to its last copy
+// landing, go to cycles[block].
+// How an issuer counts a copy's bytes on its slot's mbarrier: before the copy (release semantics, as
+// the kernels do), after it, or before it with relaxed semantics.
+enum IntakeArrival { kExpectThenCopy = 0, kCopyThenExpect = 1, kRelaxedExpectThenCopy = 2 };
+
+__device__ __forceinline__ void mbarrier_arrive_expect_tx_relaxed(uint64_t* bar, unsigned bytes) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.relaxed.cta.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(
+                   unsigned(__cvta_generic_to_shared(bar))),
+               "r"(bytes)
+               : "memory");
+}
+
+struct IntakeArgs {
+  const uint8_t* src;
+  size_t span;
+  int copies, depth;
+  unsigned copy_bytes;
+  int producers, pieces;
+  bool sequential, one_thread;
+  int arrival;           // IntakeArrival
+  bool producer_lanes;   // the issuers are lanes 0, 8, 16, 24 of warp 0, not lane 0 of warps 0-3
+  bool split_issue;      // every issuer takes part in every copy: issuer p its pieces p, p + producers, ...
+  long long* cycles;
+};
+
+constexpr int kIntakeThreads = 288, kIntakeReleaseWarp = 8;  // up to 8 issuing warps
+
 template <int kCluster, bool kMulticast>
-__global__ void __launch_bounds__(128, 1)
-    intake_kernel(const uint8_t* src, size_t span, int copies, int depth, unsigned copy_bytes, long long* cycles) {
+__global__ void __launch_bounds__(kIntakeThreads, 1) intake_kernel(IntakeArgs a) {
   extern __shared__ __align__(1024) uint8_t intake_smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(intake_smem + size_t(depth) * copy_bytes);
+  const int depth = a.depth;
+  uint64_t* full = reinterpret_cast<uint64_t*>(intake_smem + size_t(depth) * a.copy_bytes);
   uint64_t* empty = full + depth;
   const unsigned rank = kCluster > 1 ? cluster_block_rank() : 0;
   if (threadIdx.x == 0) {
@@ -249,29 +280,49 @@ __global__ void __launch_bounds__(128, 1)
     cluster_wait_acquire();
   }
   const long long c0 = clock64();
-  if (threadIdx.x == 0) {
-    const unsigned piece = kMulticast ? copy_bytes / kCluster : copy_bytes;
-    const size_t places = span / copy_bytes;
-    const size_t reader = kMulticast ? blockIdx.x / kCluster : blockIdx.x;  // blocks that share sources
-    for (int i = 0; i < copies + depth; ++i) {
-      if (i >= depth) {  // copy i - depth has landed: its slot is free for this block
-        const int j = i - depth;
-        mbarrier_wait(&full[j % depth], unsigned(j / depth) & 1u);
-        for (int r = 0; r < kCluster; ++r) mbarrier_arrive_cluster(&empty[j % depth], unsigned(r));
-      }
-      if (i < copies) {
-        const int s = i % depth;
-        if (i >= depth) mbarrier_wait(&empty[s], unsigned(i / depth - 1) & 1u);
-        mbarrier_arrive_expect_tx(&full[s], copy_bytes);
-        const uint8_t* from = src + ((reader * 7919 + size_t(i) * 131) % places) * copy_bytes;
-        if constexpr (kMulticast)
-          bulk_copy_to_shared_multicast(intake_smem + size_t(s) * copy_bytes + rank * piece, from + rank * piece, piece,
-                                        &full[s], uint16_t((1u << kCluster) - 1));
-        else
-          bulk_copy_to_shared(intake_smem + size_t(s) * copy_bytes, from, copy_bytes, &full[s]);
-      }
+  const unsigned piece = kMulticast ? a.copy_bytes / kCluster : a.copy_bytes;  // what this block copies
+  const unsigned sub = piece / unsigned(a.pieces);
+  const size_t places = a.span / a.copy_bytes;
+  const size_t reader = kMulticast ? blockIdx.x / kCluster : blockIdx.x;  // blocks that share sources
+  auto issue = [&](int i, int p) {  // p: this issuer among split_issue's, else 0
+    const int s = i % depth;
+    if (i >= depth) mbarrier_wait(&empty[s], unsigned(i / depth - 1) & 1u);
+    const bool counts = p == 0;  // the one issuer of a copy that counts its bytes
+    if (counts && a.arrival == kExpectThenCopy) mbarrier_arrive_expect_tx(&full[s], a.copy_bytes);
+    if (counts && a.arrival == kRelaxedExpectThenCopy) mbarrier_arrive_expect_tx_relaxed(&full[s], a.copy_bytes);
+    const size_t place = a.sequential ? (reader * 131 + size_t(i)) % places : (reader * 7919 + size_t(i) * 131) % places;
+    const uint8_t* from = a.src + place * a.copy_bytes + rank * piece;
+    uint8_t* to = intake_smem + size_t(s) * a.copy_bytes + rank * piece;
+    for (int q = p; q < a.pieces; q += a.split_issue ? a.producers : 1) {
+      if constexpr (kMulticast)
+        bulk_copy_to_shared_multicast(to + q * sub, from + q * sub, sub, &full[s], uint16_t((1u << kCluster) - 1));
+      else
+        bulk_copy_to_shared(to + q * sub, from + q * sub, sub, &full[s]);
     }
-    cycles[blockIdx.x] = clock64() - c0;
+    if (counts && a.arrival == kCopyThenExpect) mbarrier_arrive_expect_tx(&full[s], a.copy_bytes);
+  };
+  auto release = [&](int j) {  // copy j has landed here: its slot is free for this block
+    mbarrier_wait(&full[j % depth], unsigned(j / depth) & 1u);
+    for (int r = 0; r < kCluster; ++r) mbarrier_arrive_cluster(&empty[j % depth], unsigned(r));
+  };
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  if (a.one_thread) {
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < a.copies + depth; ++i) {
+        if (i >= depth) release(i - depth);
+        if (i < a.copies) issue(i, 0);
+      }
+      a.cycles[blockIdx.x] = clock64() - c0;
+    }
+  } else if (a.producer_lanes ? warp == 0 && lane % 8 == 0 && lane / 8 < a.producers : lane == 0 && warp < a.producers) {
+    const int p = a.producer_lanes ? lane / 8 : warp;
+    if (a.split_issue)
+      for (int i = 0; i < a.copies; ++i) issue(i, p);
+    else
+      for (int i = p; i < a.copies; i += a.producers) issue(i, 0);
+  } else if (lane == 0 && warp == kIntakeReleaseWarp) {
+    for (int j = 0; j < a.copies; ++j) release(j);
+    a.cycles[blockIdx.x] = clock64() - c0;
   }
   __syncthreads();
   if (kCluster > 1) {  // no block leaves while a partner's copies may still land in it
@@ -410,29 +461,41 @@ static void run_bulk_exchange(float* slots, int bytes_per_block) {
 // One intake row: `blocks` blocks (one per SM: the shared memory asked for leaves room for one) in
 // clusters of kCluster (as many of them as run at once), as many copies each as move 32 MB into a
 // block.
+struct IntakeRow {
+  int blocks, depth, copy_kb;
+  int producers = 1, pieces = 1;
+  bool sequential = false, one_thread = false;
+  int arrival = kExpectThenCopy;
+  bool producer_lanes = false, split_issue = false;
+};
+
 template <int kCluster, bool kMulticast>
-static void run_intake(const uint8_t* src, size_t span, const char* source, int blocks, int depth, int copy_kb,
-                       long long* cycles) {
-  const unsigned copy_bytes = unsigned(copy_kb) * 1024;
-  const int copies = (32 << 20) / int(copy_bytes);
-  const size_t smem = std::max<size_t>(size_t(depth) * copy_bytes + 16 * size_t(depth), 160 * 1024);
+static void run_intake(const uint8_t* src, size_t span, const char* source, IntakeRow row, long long* cycles) {
+  IntakeArgs a{src, span, 0, row.depth, unsigned(row.copy_kb) * 1024, row.producers, row.pieces, row.sequential,
+               row.one_thread, row.arrival, row.producer_lanes, row.split_issue, cycles};
+  a.copies = (32 << 20) / int(a.copy_bytes);
+  const size_t smem = std::max<size_t>(size_t(row.depth) * a.copy_bytes + 16 * size_t(row.depth), 160 * 1024);
   auto k = intake_kernel<kCluster, kMulticast>;
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  ClusterLaunch launch(blocks, 128, smem, kCluster);
+  int blocks = row.blocks;
+  ClusterLaunch launch(blocks, kIntakeThreads, smem, kCluster);
   cudaLaunchConfig_t& cfg = launch.cfg;
   if (kCluster > 1) blocks = one_wave(k, launch, kCluster, blocks / kCluster) * kCluster;  // all at once
-  const float ms = time_ms([&] { CHECK(cudaLaunchKernelEx(&cfg, k, src, span, copies, depth, copy_bytes, cycles)); });
+  const float ms = time_ms([&] { CHECK(cudaLaunchKernelEx(&cfg, k, a)); });
   std::vector<long long> c(size_t(blocks), 0);
   CHECK(cudaMemcpy(c.data(), cycles, sizeof(long long) * size_t(blocks), cudaMemcpyDeviceToHost));
   double per_clock = 0.0;
-  for (long long x : c) per_clock += double(copies) * copy_bytes / double(std::max(x, 1LL));
+  for (long long x : c) per_clock += double(a.copies) * a.copy_bytes / double(std::max(x, 1LL));
   per_clock /= blocks;
-  const double delivered = double(blocks) * copies * copy_bytes;
+  const double delivered = double(blocks) * a.copies * a.copy_bytes;
+  auto yes = [](bool b) { return b ? "true" : "false"; };
   std::printf(",\n    {\"kernel\": \"intake\", \"source\": \"%s\", \"blocks\": %d, \"cluster\": %d, "
-              "\"multicast\": %s, \"depth\": %d, \"copy_kb\": %d, \"us\": %.1f, \"delivered_gb\": %.3f, "
-              "\"delivered_tb_per_s\": %.2f, \"l2_read_tb_per_s\": %.2f, \"bytes_per_clock_sm\": %.1f}",
-              source, blocks, kCluster, kMulticast ? "true" : "false", depth, copy_kb, ms * 1e3, delivered / 1e9,
-              delivered / ms / 1e9, delivered / (kMulticast ? kCluster : 1) / ms / 1e9, per_clock);
+              "\"multicast\": %s, \"producers\": %d, \"pieces\": %d, \"sequential\": %s, \"one_thread\": %s, "
+              "\"arrival\": %d, \"producer_lanes\": %s, \"split_issue\": %s, \"depth\": %d, \"copy_kb\": %d, \"us\": %.1f, \"delivered_gb\": %.3f, \"delivered_tb_per_s\": %.2f, "
+              "\"l2_read_tb_per_s\": %.2f, \"bytes_per_clock_sm\": %.1f}",
+              source, blocks, kCluster, yes(kMulticast), row.producers, row.pieces, yes(row.sequential),
+              yes(row.one_thread), row.arrival, yes(row.producer_lanes), yes(row.split_issue), row.depth, row.copy_kb, ms * 1e3, delivered / 1e9, delivered / ms / 1e9,
+              delivered / (kMulticast ? kCluster : 1) / ms / 1e9, per_clock);
 }
 
 int main() {
@@ -550,16 +613,54 @@ int main() {
     CHECK(cudaMalloc(&src, dram_span));
     CHECK(cudaMemset(src, 1, dram_span));
     CHECK(cudaMalloc(&cycles, sizeof(long long) * 1024));
-    for (int blocks : {1, 2, 8, 33, 66, sms}) run_intake<1, false>(src, l2_span, "l2", blocks, 4, 16, cycles);
-    for (int depth : {2, 8}) run_intake<1, false>(src, l2_span, "l2", sms, depth, 16, cycles);
-    run_intake<1, false>(src, l2_span, "l2", sms, 4, 32, cycles);
-    run_intake<1, false>(src, l2_span, "l2", 1, 8, 16, cycles);
-    run_intake<1, false>(src, dram_span, "dram", sms, 8, 16, cycles);
-    run_intake<2, true>(src, l2_span, "l2", 2, 4, 16, cycles);
-    run_intake<2, true>(src, l2_span, "l2", sms, 4, 16, cycles);
-    run_intake<2, true>(src, l2_span, "l2", sms, 8, 16, cycles);
-    run_intake<4, true>(src, l2_span, "l2", sms / 4 * 4, 8, 16, cycles);
-    run_intake<2, false>(src, l2_span, "l2", sms, 8, 16, cycles);  // clusters, no multicast: placement alone
+    const char* l2 = "l2";
+    for (int blocks : {1, 2, 8, 33, 66, sms}) run_intake<1, false>(src, l2_span, l2, {blocks, 4, 16}, cycles);
+    for (int depth : {2, 8, 12}) run_intake<1, false>(src, l2_span, l2, {sms, depth, 16}, cycles);
+    run_intake<1, false>(src, l2_span, l2, {sms, 8, 4}, cycles);
+    run_intake<1, false>(src, l2_span, l2, {sms, 4, 32}, cycles);
+    run_intake<1, false>(src, l2_span, l2, {sms, 3, 64}, cycles);
+    // Is a copy's time its issuer's, its slot's, or the SM's? Copies from several warps, a copy as
+    // several pieces, one after another in the source, and the copying thread freeing the slots.
+    for (int producers : {2, 4, 8}) run_intake<1, false>(src, l2_span, l2, {sms, 8, 16, producers}, cycles);
+    for (int producers : {2, 4, 8}) run_intake<1, false>(src, l2_span, l2, {1, 8, 16, producers}, cycles);
+    run_intake<1, false>(src, l2_span, l2, {sms, 8, 16, 1, 4}, cycles);
+    run_intake<1, false>(src, l2_span, l2, {sms, 8, 16, 1, 1, true}, cycles);
+    run_intake<1, false>(src, l2_span, l2, {sms, 8, 16, 4, 1, true}, cycles);
+    run_intake<1, false>(src, l2_span, l2, {sms, 4, 16, 1, 1, false, true}, cycles);
+    for (int arrival : {kCopyThenExpect, kRelaxedExpectThenCopy}) {
+      run_intake<1, false>(src, l2_span, l2, {1, 8, 16, 1, 1, false, false, arrival}, cycles);
+      run_intake<1, false>(src, l2_span, l2, {sms, 8, 16, 1, 1, false, false, arrival}, cycles);
+    }
+    run_intake<1, false>(src, l2_span, l2, {1, 8, 16, 4, 1, false, false, kExpectThenCopy, true}, cycles);
+    run_intake<1, false>(src, l2_span, l2, {sms, 8, 16, 4, 1, false, false, kExpectThenCopy, true}, cycles);
+    run_intake<1, false>(src, dram_span, "dram", {sms, 8, 16}, cycles);
+    run_intake<1, false>(src, dram_span, "dram", {sms, 8, 16, 4}, cycles);
+    run_intake<2, true>(src, l2_span, l2, {2, 4, 16}, cycles);
+    run_intake<2, true>(src, l2_span, l2, {sms, 8, 16}, cycles);
+    run_intake<2, true>(src, l2_span, l2, {sms, 8, 16, 4}, cycles);
+    run_intake<2, true>(src, l2_span, l2, {sms, 8, 16, 8}, cycles);
+    run_intake<4, true>(src, l2_span, l2, {sms / 4 * 4, 8, 16}, cycles);
+    run_intake<4, true>(src, l2_span, l2, {sms / 4 * 4, 8, 16, 4}, cycles);
+    run_intake<2, false>(src, l2_span, l2, {sms, 8, 16}, cycles);  // clusters, no multicast: placement alone
+    // A staged chunk's copies (32 KB: U's and V's runs, 16 KB each, four stages): from one thread, as
+    // the kernels issue them, and each piece from a lane of its own (split_issue), unicast and with
+    // V and U multicast to clusters of 2 and 4.
+    {
+      const int e = kExpectThenCopy;
+      run_intake<1, false>(src, l2_span, l2, {sms, 4, 32, 1, 2}, cycles);
+      run_intake<1, false>(src, l2_span, l2, {sms, 4, 32, 2, 2, false, false, e, true, true}, cycles);
+      run_intake<1, false>(src, l2_span, l2, {sms, 4, 32, 4, 4, false, false, e, true, true}, cycles);
+      run_intake<2, true>(src, l2_span, l2, {sms, 4, 32, 1, 2}, cycles);
+      run_intake<2, true>(src, l2_span, l2, {sms, 4, 32, 2, 2, false, false, e, true, true}, cycles);
+      run_intake<2, true>(src, l2_span, l2, {sms, 4, 32, 4, 4, false, false, e, true, true}, cycles);
+      run_intake<4, true>(src, l2_span, l2, {sms / 4 * 4, 4, 32, 1, 2}, cycles);
+      run_intake<4, true>(src, l2_span, l2, {sms / 4 * 4, 4, 32, 4, 4, false, false, e, true, true}, cycles);
+      // Stage s's copies from warp s of four: each issuer's copies go to one stage.
+      run_intake<1, false>(src, l2_span, l2, {sms, 4, 32, 4, 2}, cycles);
+      run_intake<2, true>(src, l2_span, l2, {sms, 4, 32, 4, 2}, cycles);
+      run_intake<4, true>(src, l2_span, l2, {sms / 4 * 4, 4, 32, 4, 2}, cycles);
+      run_intake<2, true>(src, l2_span, l2, {sms, 4, 32, 2, 2}, cycles);
+    }
     CHECK(cudaFree(src));
     CHECK(cudaFree(cycles));
   }
