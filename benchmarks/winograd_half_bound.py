@@ -5,7 +5,8 @@ the issue's forward bar (1.2x cuDNN at the same precision and layout), counted f
   the peak at N = 32 and 0.99 from N = 64, and they and the threads' shared-memory and L1 accesses
   (shared loads and stores, global loads that hit in L1) share one data path of about 126 bytes per
   clock and SM; bulk copies into shared memory do not take from it, but bring at most about 42
-  bytes per clock and SM from L2;
+  bytes per clock and SM from L2 when every SM copies (L2's share: an SM takes in 63-77 from
+  multicast copies, the `intake` table of `benchmarks/results/staged-v-bound-<gpu>.md`);
 - the device-to-device copy rate (4.3 TB/s, the device notes) for the input and output;
 - cuDNN's times and ours in `benchmarks/results/resnet-yolo-<gpu>.json` (N = 32, channels_last).
 Counts, not a kernel: each design's time is bounded below by the largest of its MMA time, its bytes
@@ -49,8 +50,8 @@ reads, V's stores (not `rs`) and the patch loads (bfloat16 input); per block, th
 and stores (`epilogue_bytes`). U arrives by bulk copies, multicast to the two blocks of a cluster:
 with the input rows a block reads per chunk, it bounds the time by the L2 intake (`intake`). Each
 precision's table is counted again without multicast (every block takes in all of its operands):
-the bound if what limits a block is its SM's intake rather than L2's reads, which multicast does
-not widen (docs/winograd.md, "Bytes into the SMs per unit of convolution work").
+the bound for kernels whose copies are unicast, as today's walking clusters' are (docs/winograd.md,
+"Bytes into the SMs per unit of convolution work", "The SMs' intake of bulk copies, measured").
 
     python benchmarks/winograd_half_bound.py --gpu h200 --out benchmarks/results/winograd-half-bound-h200
 """
@@ -122,8 +123,8 @@ def intake_bytes(layout, points, tiles, filters, operand_bytes, multicast=True):
     """Bytes from L2 per block and chunk: its share of U (multicast) and its input rows (tiles in
     rows of 32, two input rows a tile row, plus the rows its patches add: 2 for 16 points, 1 for 8);
     staged: its shares of U's and V's chunks. Without `multicast` each block takes in its whole U and
-    V chunks: what bounds it if an SM's intake, not L2's reads, is the limit (multicast delivers every
-    byte to each block of the cluster)."""
+    V chunks: the bound for unicast copies (multicast delivers every byte to each block of the
+    cluster)."""
     u_share, v_share = (U_MULTICAST, V_MULTICAST) if multicast else (1, 1)
     if layout == "staged":
         return points * CHUNK * operand_bytes * (filters / u_share + tiles / v_share)
@@ -366,8 +367,8 @@ def table(precision, rates, suite, sms, out, lines):
     lines.append(f"The best design within the error bar on each layer ({', '.join(f'{k} `{v}`' for k, v in best.items())}): "
                  f"geomean **{geo_best:.2f}x** cuDNN at 100% of every bound.")
     lines.append("")
-    lines.append("Without multicast (each block takes in all of its U and V: the bound if an SM's intake, not L2's "
-                 "reads, is the limit), the designs whose bound moves:\n")
+    lines.append("Without multicast (each block takes in all of its U and V by unicast copies, as today's walking "
+                 "clusters do), the designs whose bound moves:\n")
     lines.append("| design | " + " | ".join(LAYERS) + " | geomean |")
     lines.append("|---|" + "---|" * (len(LAYERS) + 1))
     for d in DESIGNS:

@@ -73,7 +73,7 @@ def main(path):
         arrivals = {0: "before the copy", 1: "after the copy", 2: "before, relaxed"}
         for r in intake:
             print(f"| {r['source']} | {r['blocks']} | {r['cluster']} | {'yes' if r['multicast'] else 'no'} | "
-                  f"{r.get('producers', 1)} {'lanes of a warp' if r.get('producer_lanes') else 'warps'}"
+                  f"{r.get('producers', 1)} {'lanes of a warp' if r.get('producer_lanes') else 'warp' if r.get('producers', 1) == 1 else 'warps'}"
                   f"{', a piece each' if r.get('split_issue') else ''} | "
                   f"{arrivals[r.get('arrival', 0)]} | {r.get('pieces', 1)} | {'in order' if r.get('sequential') else 'scattered'} | "
                   f"{'the copying thread' if r.get('one_thread') else 'another warp'} | {r['depth']} | {r['copy_kb']} | {r['us']:.1f} | {r['delivered_tb_per_s']:.2f} | "
