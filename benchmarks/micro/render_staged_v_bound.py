@@ -25,6 +25,11 @@ def main(path):
            "32 channels x 16 points, 96 KB a chunk, 2 stages), `gw-64x32-f16` in 16-bit words (48 KB, 4 stages), "
            "`gw-64x64x8` 64 x 64 x 8 points (64 KB, 3 stages); no clusters."
            if any(str(r.get("kernel", "")).startswith("gw-") for r in rows) else "")
+        + (" `vbulk-f16-4st`: the float16 words' kernels as they run (4 stages of 32 KB, clusters of 2); `-rotate`: "
+           "chunk c's copies from lane 0 of warp c mod 4, not all from thread 0; `vshare2-f16`: V shared by "
+           "filter-block pairs in clusters of 4, each block copying half of every V chunk to both by multicast "
+           "(operand GB and copy TB/s: bytes delivered; L2 reads 3/4 of them)."
+           if any(r.get("kernel") == "vbulk-f16-4st" for r in rows) else "")
         + " CUDA events, median of 7 launches.\n"
     )
     if "meta" in data:

@@ -49,11 +49,19 @@ struct Shape {
 template <bool kHalf, int kN>
 using HalfOrTf32 = std::conditional_t<kHalf, std::conditional_t<kN == 32, __nv_bfloat16, __half>, float>;
 
-template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false>
+// kVShare > 1: the blocks of kVShare consecutive filter blocks (same rank and tile block) share V,
+// in clusters of ranks x kVShare blocks: each copies 1 / kVShare of every V chunk to all of them by
+// multicast, and a stage is refilled once the warpgroups of all of them have read it (its empty
+// mbarrier counts their arrivals). kRotate: chunk c's copies issued by lane 0 of warp c % kStages,
+// not all by thread 0 (the intake table: one thread's copies into successive stages do not overlap).
+template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false,
+          int kVShare = 1, bool kRotate = false>
 __global__ void __launch_bounds__(512, 1)
     reduction_kernel(const float* __restrict__ u, const float* __restrict__ v, float* out, int filter_blocks,
                      int ranks, int chunks, int wrap) {
   using S = Shape<kN, kPoints, kVTiles, kStages, kHalf>;
+  static_assert(kVShare == 1 || (kSplit == 1 && kMode != kMma), "shared V: whole runs, copies on");
+  static_assert(!kRotate || kStages <= 16, "a warp for each stage");
   extern __shared__ __align__(1024) float smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * S::kStage);
   uint64_t* empty = full + kStages;
@@ -62,16 +70,25 @@ __global__ void __launch_bounds__(512, 1)
   const int run_chunks = wrap > 0 ? wrap : chunks;
   const float* u_run = u + (int64_t(fb) * ranks + rank) * run_chunks * S::kUFloats;
   const float* v_run = v + (int64_t(tb) * ranks + rank) * run_chunks * S::kVFloats;
+  // The blocks of this block's cluster that read its V: cluster ranks rank + ranks * j.
+  const int share = fb % kVShare;
+  uint16_t v_readers = 0;
+  for (int j = 0; j < kVShare; ++j) v_readers |= uint16_t(1u << (rank + ranks * j));
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], 4);
+      mbarrier_init(&empty[s], 4 * kVShare);
     }
+    if (kVShare > 1) mbarrier_init_fence_cluster();
   }
   // Operand values for the MMA-only mode (and the others' first fill): small, finite.
   for (int i = threadIdx.x; i < kStages * S::kStage; i += blockDim.x) smem[i] = 1.0f / 1024;
   fence_proxy_async_shared();
   __syncthreads();
+  if (kVShare > 1) {  // the cluster's mbarriers are initialized before any copy or arrival reaches them
+    cluster_arrive_release();
+    cluster_wait_acquire();
+  }
 
   const int group = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
   const unsigned base = unsigned(__cvta_generic_to_shared(smem));
@@ -89,18 +106,26 @@ __global__ void __launch_bounds__(512, 1)
   auto fetch = [&](int chunk) {
     const int s = chunk % kStages, at = wrap > 0 ? chunk % wrap : chunk;
     mbarrier_arrive_expect_tx(&full[s], (S::kUFloats + S::kVFloats) * 4);
-    // Each operand's run as kSplit copies.
+    // Each operand's run as kSplit copies; shared V as this block's piece to all its readers.
 #pragma unroll
     for (int i = 0; i < kSplit; ++i) {
       constexpr int kU = S::kUFloats / kSplit, kV = S::kVFloats / kSplit;
       bulk_copy_to_shared(smem + s * S::kStage + i * kU, u_run + int64_t(at) * S::kUFloats + i * kU, kU * 4, &full[s]);
-      bulk_copy_to_shared(smem + s * S::kStage + S::kUFloats + i * kV, v_run + int64_t(at) * S::kVFloats + i * kV,
-                          kV * 4, &full[s]);
+      if constexpr (kVShare == 1)
+        bulk_copy_to_shared(smem + s * S::kStage + S::kUFloats + i * kV, v_run + int64_t(at) * S::kVFloats + i * kV,
+                            kV * 4, &full[s]);
+      else {
+        constexpr int kPiece = S::kVFloats / kVShare;
+        bulk_copy_to_shared_multicast(smem + s * S::kStage + S::kUFloats + share * kPiece,
+                                      v_run + int64_t(at) * S::kVFloats + share * kPiece, kPiece * 4, &full[s],
+                                      v_readers);
+      }
     }
   };
-  const bool producer = threadIdx.x == 0;
-  if (kMode != kMma && producer)
-    for (int c = 0; c < kStages - 1 && c < chunks; ++c) fetch(c);
+  auto copier = [&](int chunk) { return threadIdx.x == (kRotate ? 32u * unsigned(chunk % kStages) : 0u); };
+  if (kMode != kMma)
+    for (int c = 0; c < kStages - 1 && c < chunks; ++c)
+      if (copier(c)) fetch(c);
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int s = chunk % kStages;
     if (kMode != kMma) mbarrier_wait(&full[s], unsigned(chunk / kStages) & 1u);
@@ -119,12 +144,16 @@ __global__ void __launch_bounds__(512, 1)
       wgmma_wait<1>();
     }
     if (kMode != kMma) {
-      if (chunk > 0 && threadIdx.x % 128 == 0)
-        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(
-                         unsigned(__cvta_generic_to_shared(&empty[(chunk - 1) % kStages])))
-                     : "memory");
+      if (chunk > 0 && threadIdx.x % 128 == 0) {
+        if constexpr (kVShare == 1)
+          asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(
+                           unsigned(__cvta_generic_to_shared(&empty[(chunk - 1) % kStages])))
+                       : "memory");
+        else
+          for (int j = 0; j < kVShare; ++j) mbarrier_arrive_cluster(&empty[(chunk - 1) % kStages], unsigned(rank + ranks * j));
+      }
       const int next = chunk + kStages - 1;
-      if (producer && next < chunks) {
+      if (copier(next) && next < chunks) {
         mbarrier_wait(&empty[next % kStages], unsigned(next / kStages - 1) & 1u);
         fetch(next);
       }
@@ -132,6 +161,11 @@ __global__ void __launch_bounds__(512, 1)
     __syncwarp();
   }
   wgmma_wait<0>();
+  if (kVShare > 1) {  // no block leaves while a partner's copies may still land in it
+    __syncthreads();
+    cluster_arrive_release();
+    cluster_wait_acquire();
+  }
   // Keeps the MMAs. (A sum of the accumulators here made ptxas serialize the full mode's MMAs, C7514.)
   if (threadIdx.x == 1u << 30) {
 #pragma unroll
@@ -384,13 +418,14 @@ static void row(const char* name, const char* layer, const char* mode, int block
 }
 
 // Launched in clusters of `cluster` consecutive blocks, as the real kernels (the hardware places a
-// cluster's blocks in one GPC); the blocks do not talk to each other.
-template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false>
+// cluster's blocks in one GPC); the blocks talk to each other only where they share V (kVShare).
+template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false,
+          int kVShare = 1, bool kRotate = false>
 static void run_reduction(const char* name, const char* layer, const char* mode, const float* u, const float* v,
                           float* out, int filter_blocks, int tile_blocks, int ranks, int chunks, int cluster,
                           int wrap = 0) {
   using S = Shape<kN, kPoints, kVTiles, kStages, kHalf>;
-  auto k = reduction_kernel<kN, kPoints, kVTiles, kStages, kMode, kSplit, kHalf>;
+  auto k = reduction_kernel<kN, kPoints, kVTiles, kStages, kMode, kSplit, kHalf, kVShare, kRotate>;
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
   const int blocks = filter_blocks * tile_blocks * ranks;
   ClusterLaunch launch(blocks, 512, S::kSmem, cluster);
@@ -533,6 +568,18 @@ int main() {
     // -vbulk with its operands as float16 (32 KB a chunk): what carrying TF32-rounded U and V in
     // float16 words (the same 10 significand bits, under power-of-two scales) would give the reduction.
     run_modes<64, 2, 8, 3, true>("vbulk-f16", l.name, u, v, out, l.fb, l.tb, 2, l.chunks);
+  }
+  // The float16 words' kernels as they run (four stages, clusters of 2), with each chunk's copies from
+  // its stage's warp (`-rotate`), and with V shared by filter-block pairs in clusters of 4 (`vshare2`:
+  // each block copies half of each V chunk to both; L2 reads 3/4 of the bytes delivered).
+  for (auto& l : layers) {
+    run_modes<64, 2, 8, 4, true>("vbulk-f16-4st", l.name, u, v, out, l.fb, l.tb, 2, l.chunks);
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 1, true>("vbulk-f16-4st-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 1, true>("vbulk-f16-4st-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 2>("vshare2-f16", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2>("vshare2-f16", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true>("vshare2-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true>("vshare2-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
   }
   // The MMAs alone at the wide shape and at the vbulk shape, with one wave of one block per SM and many
   // chunks (no copies, no mbarriers): the tensor cores' rate on operands in shared memory.
