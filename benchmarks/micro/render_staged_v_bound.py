@@ -28,7 +28,9 @@ def main(path):
         + (" `vbulk-f16-4st`: the float16 words' kernels as they run (4 stages of 32 KB, clusters of 2); `-rotate`: "
            "chunk c's copies from lane 0 of warp c mod 4, not all from thread 0; `vshare2-f16`: V shared by "
            "filter-block pairs in clusters of 4, each block copying half of every V chunk to both by multicast "
-           "(operand GB and copy TB/s: bytes delivered; L2 reads 3/4 of them)."
+           "(operand GB and copy TB/s: bytes delivered; L2 reads 3/4 of them). `walk-*`: the same as a wave of "
+           "persistent clusters, each taking every grid's worth of items on, the next item's chunks right after "
+           "the last's (the walking clusters' pipeline without their epilogue; blocks: the grid)."
            if any(r.get("kernel") == "vbulk-f16-4st" for r in rows) else "")
         + " CUDA events, median of 7 launches.\n"
     )

@@ -54,11 +54,14 @@ using HalfOrTf32 = std::conditional_t<kHalf, std::conditional_t<kN == 32, __nv_b
 // multicast, and a stage is refilled once the warpgroups of all of them have read it (its empty
 // mbarrier counts their arrivals). kRotate: chunk c's copies issued by lane 0 of warp c % kStages,
 // not all by thread 0 (the intake table: one thread's copies into successive stages do not overlap).
+// `walk`: a grid of the clusters that fit at once, each cluster taking every grid's worth of
+// (filter blocks, tile block) items on, its stages' chunks counted over them all (the walking
+// clusters' pipeline without their epilogue: the next item's chunks follow the last one's).
 template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false,
           int kVShare = 1, bool kRotate = false>
 __global__ void __launch_bounds__(512, 1)
     reduction_kernel(const float* __restrict__ u, const float* __restrict__ v, float* out, int filter_blocks,
-                     int ranks, int chunks, int wrap) {
+                     int ranks, int chunks, int wrap, int tile_blocks, bool walk) {
   using S = Shape<kN, kPoints, kVTiles, kStages, kHalf>;
   static_assert(kVShare == 1 || (kSplit == 1 && kMode != kMma), "shared V: whole runs, copies on");
   static_assert(!kRotate || kStages <= 16, "a warp for each stage");
@@ -70,8 +73,23 @@ __global__ void __launch_bounds__(512, 1)
   const int run_chunks = wrap > 0 ? wrap : chunks;
   const float* u_run = u + (int64_t(fb) * ranks + rank) * run_chunks * S::kUFloats;
   const float* v_run = v + (int64_t(tb) * ranks + rank) * run_chunks * S::kVFloats;
+  // Walking: this cluster's items (filter blocks kVShare at a time, tile block), its chunks over them.
+  const int cluster = ranks * kVShare, cid = blockIdx.x / cluster, clusters = gridDim.x / cluster;
+  const int fb_groups = filter_blocks / kVShare, items = fb_groups * tile_blocks;
+  const int total = walk ? (cid < items ? chunks * ((items - cid + clusters - 1) / clusters) : 0) : chunks;
+  auto runs_of = [&](int g, const float*& ur, const float*& vr, int& at) {
+    if (!walk) {
+      ur = u_run, vr = v_run, at = wrap > 0 ? g % wrap : g;
+      return;
+    }
+    const int item = cid + (g / chunks) * clusters;
+    const int f = (item % fb_groups) * kVShare + (blockIdx.x % cluster) / ranks, t = item / fb_groups;
+    ur = u + (int64_t(f) * ranks + rank) * chunks * S::kUFloats;
+    vr = v + (int64_t(t) * ranks + rank) * chunks * S::kVFloats;
+    at = g % chunks;
+  };
   // The blocks of this block's cluster that read its V: cluster ranks rank + ranks * j.
-  const int share = fb % kVShare;
+  const int share = (blockIdx.x % cluster) / ranks;
   uint16_t v_readers = 0;
   for (int j = 0; j < kVShare; ++j) v_readers |= uint16_t(1u << (rank + ranks * j));
   if (threadIdx.x == 0) {
@@ -104,29 +122,32 @@ __global__ void __launch_bounds__(512, 1)
     for (int q = 0; q < kN / 2; ++q) acc[p][q] = 0.f;
 
   auto fetch = [&](int chunk) {
-    const int s = chunk % kStages, at = wrap > 0 ? chunk % wrap : chunk;
+    const int s = chunk % kStages;
+    const float *ur, *vr;
+    int at;
+    runs_of(chunk, ur, vr, at);
     mbarrier_arrive_expect_tx(&full[s], (S::kUFloats + S::kVFloats) * 4);
     // Each operand's run as kSplit copies; shared V as this block's piece to all its readers.
 #pragma unroll
     for (int i = 0; i < kSplit; ++i) {
       constexpr int kU = S::kUFloats / kSplit, kV = S::kVFloats / kSplit;
-      bulk_copy_to_shared(smem + s * S::kStage + i * kU, u_run + int64_t(at) * S::kUFloats + i * kU, kU * 4, &full[s]);
+      bulk_copy_to_shared(smem + s * S::kStage + i * kU, ur + int64_t(at) * S::kUFloats + i * kU, kU * 4, &full[s]);
       if constexpr (kVShare == 1)
-        bulk_copy_to_shared(smem + s * S::kStage + S::kUFloats + i * kV, v_run + int64_t(at) * S::kVFloats + i * kV,
+        bulk_copy_to_shared(smem + s * S::kStage + S::kUFloats + i * kV, vr + int64_t(at) * S::kVFloats + i * kV,
                             kV * 4, &full[s]);
       else {
         constexpr int kPiece = S::kVFloats / kVShare;
         bulk_copy_to_shared_multicast(smem + s * S::kStage + S::kUFloats + share * kPiece,
-                                      v_run + int64_t(at) * S::kVFloats + share * kPiece, kPiece * 4, &full[s],
+                                      vr + int64_t(at) * S::kVFloats + share * kPiece, kPiece * 4, &full[s],
                                       v_readers);
       }
     }
   };
   auto copier = [&](int chunk) { return threadIdx.x == (kRotate ? 32u * unsigned(chunk % kStages) : 0u); };
   if (kMode != kMma)
-    for (int c = 0; c < kStages - 1 && c < chunks; ++c)
+    for (int c = 0; c < kStages - 1 && c < total; ++c)
       if (copier(c)) fetch(c);
-  for (int chunk = 0; chunk < chunks; ++chunk) {
+  for (int chunk = 0; chunk < total; ++chunk) {
     const int s = chunk % kStages;
     if (kMode != kMma) mbarrier_wait(&full[s], unsigned(chunk / kStages) & 1u);
     if (kMode != kCopy) {
@@ -153,7 +174,7 @@ __global__ void __launch_bounds__(512, 1)
           for (int j = 0; j < kVShare; ++j) mbarrier_arrive_cluster(&empty[(chunk - 1) % kStages], unsigned(rank + ranks * j));
       }
       const int next = chunk + kStages - 1;
-      if (copier(next) && next < chunks) {
+      if (copier(next) && next < total) {
         mbarrier_wait(&empty[next % kStages], unsigned(next / kStages - 1) & 1u);
         fetch(next);
       }
@@ -417,36 +438,6 @@ static void row(const char* name, const char* layer, const char* mode, int block
   first_row = false;
 }
 
-// Launched in clusters of `cluster` consecutive blocks, as the real kernels (the hardware places a
-// cluster's blocks in one GPC); the blocks talk to each other only where they share V (kVShare).
-template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false,
-          int kVShare = 1, bool kRotate = false>
-static void run_reduction(const char* name, const char* layer, const char* mode, const float* u, const float* v,
-                          float* out, int filter_blocks, int tile_blocks, int ranks, int chunks, int cluster,
-                          int wrap = 0) {
-  using S = Shape<kN, kPoints, kVTiles, kStages, kHalf>;
-  auto k = reduction_kernel<kN, kPoints, kVTiles, kStages, kMode, kSplit, kHalf, kVShare, kRotate>;
-  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
-  const int blocks = filter_blocks * tile_blocks * ranks;
-  ClusterLaunch launch(blocks, 512, S::kSmem, cluster);
-  cudaLaunchConfig_t& cfg = launch.cfg;
-  const float ms = time_ms(
-      [&] { CHECK(cudaLaunchKernelEx(&cfg, k, u, v, out, filter_blocks, ranks, chunks, wrap)); });
-  const double bytes = double(blocks) * chunks * S::kStage * 4;
-  const double flops = double(blocks) * chunks * 4 * kPoints * 2 * (64.0 * kN * 8 * 2);
-  row(name, layer, mode, blocks, chunks, kMode == kMma ? 0.0 : bytes, kMode == kCopy ? 0.0 : flops, ms);
-}
-
-// The three modes, launched in clusters of `cluster` blocks (0: of `ranks`, as the staged-V clusters).
-template <int kN, int kPoints, int kVTiles, int kStages, bool kHalf = false>
-static void run_modes(const char* name, const char* layer, const float* u, const float* v, float* out, int fb,
-                      int tb, int ranks, int chunks, int cluster = 0) {
-  const int c = cluster > 0 ? cluster : ranks;
-  run_reduction<kN, kPoints, kVTiles, kStages, kFull, 1, kHalf>(name, layer, "full", u, v, out, fb, tb, ranks, chunks, c);
-  run_reduction<kN, kPoints, kVTiles, kStages, kCopy, 1, kHalf>(name, layer, "copy", u, v, out, fb, tb, ranks, chunks, c);
-  run_reduction<kN, kPoints, kVTiles, kStages, kMma, 1, kHalf>(name, layer, "mma", u, v, out, fb, tb, ranks, chunks, c);
-}
-
 // Sets `launch`'s grid to the clusters that fit the GPU at once (at most max_clusters) for kernel
 // k, whose dynamic shared memory is launch's; returns their count.
 template <typename Kernel>
@@ -458,6 +449,38 @@ static int one_wave(Kernel k, ClusterLaunch& launch, int cluster, int max_cluste
   active = std::min(active, max_clusters);
   launch.cfg.gridDim = dim3(active * cluster);
   return active;
+}
+
+// Launched in clusters of `cluster` consecutive blocks, as the real kernels (the hardware places a
+// cluster's blocks in one GPC); the blocks talk to each other only where they share V (kVShare).
+template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false,
+          int kVShare = 1, bool kRotate = false>
+static void run_reduction(const char* name, const char* layer, const char* mode, const float* u, const float* v,
+                          float* out, int filter_blocks, int tile_blocks, int ranks, int chunks, int cluster,
+                          int wrap = 0, bool walk = false) {
+  using S = Shape<kN, kPoints, kVTiles, kStages, kHalf>;
+  auto k = reduction_kernel<kN, kPoints, kVTiles, kStages, kMode, kSplit, kHalf, kVShare, kRotate>;
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
+  const int blocks = filter_blocks * tile_blocks * ranks;  // the work's, walking or not
+  ClusterLaunch launch(blocks, 512, S::kSmem, cluster);
+  cudaLaunchConfig_t& cfg = launch.cfg;
+  if (walk) one_wave(k, launch, cluster, blocks / cluster);
+  const float ms = time_ms([&] {
+    CHECK(cudaLaunchKernelEx(&cfg, k, u, v, out, filter_blocks, ranks, chunks, wrap, tile_blocks, walk));
+  });
+  const double bytes = double(blocks) * chunks * S::kStage * 4;
+  const double flops = double(blocks) * chunks * 4 * kPoints * 2 * (64.0 * kN * 8 * 2);
+  row(name, layer, mode, int(cfg.gridDim.x), chunks, kMode == kMma ? 0.0 : bytes, kMode == kCopy ? 0.0 : flops, ms);
+}
+
+// The three modes, launched in clusters of `cluster` blocks (0: of `ranks`, as the staged-V clusters).
+template <int kN, int kPoints, int kVTiles, int kStages, bool kHalf = false>
+static void run_modes(const char* name, const char* layer, const float* u, const float* v, float* out, int fb,
+                      int tb, int ranks, int chunks, int cluster = 0) {
+  const int c = cluster > 0 ? cluster : ranks;
+  run_reduction<kN, kPoints, kVTiles, kStages, kFull, 1, kHalf>(name, layer, "full", u, v, out, fb, tb, ranks, chunks, c);
+  run_reduction<kN, kPoints, kVTiles, kStages, kCopy, 1, kHalf>(name, layer, "copy", u, v, out, fb, tb, ranks, chunks, c);
+  run_reduction<kN, kPoints, kVTiles, kStages, kMma, 1, kHalf>(name, layer, "mma", u, v, out, fb, tb, ranks, chunks, c);
 }
 
 template <int kCluster>
@@ -580,6 +603,13 @@ int main() {
     run_reduction<64, 2, 8, 4, kCopy, 1, true, 2>("vshare2-f16", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
     run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true>("vshare2-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
     run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true>("vshare2-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    // Walking (a wave of persistent clusters, each item's chunks after the last's): as the float16
+    // words' clusters of 2 run, and with V shared in clusters of 4.
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 1, true>("walk-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 2, 0, true);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 1, true>("walk-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 2, 0, true);
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true>("walk-vshare2-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true>("walk-vshare2-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, false>("walk-vshare2-f16", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
   }
   // The MMAs alone at the wide shape and at the vbulk shape, with one wave of one block per SM and many
   // chunks (no copies, no mbarriers): the tensor cores' rate on operands in shared memory.
