@@ -30,7 +30,8 @@ def main(path):
            "filter-block pairs in clusters of 4, each block copying half of every V chunk to both by multicast "
            "(operand GB and copy TB/s: bytes delivered; L2 reads 3/4 of them). `walk-*`: the same as a wave of "
            "persistent clusters, each taking every grid's worth of items on, the next item's chunks right after "
-           "the last's (the walking clusters' pipeline without their epilogue; blocks: the grid)."
+           "the last's (the walking clusters' pipeline without their epilogue; blocks: the grid); `-6st`: six stages "
+           "(192 KB, more than fit beside the kernels' M)."
            if any(r.get("kernel") == "vbulk-f16-4st" for r in rows) else "")
         + " CUDA events, median of 7 launches.\n"
     )

@@ -610,6 +610,11 @@ int main() {
     run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true>("walk-vshare2-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
     run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true>("walk-vshare2-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
     run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, false>("walk-vshare2-f16", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
+    // Six stages (192 KB, more than fit beside the kernels' M): whether depth absorbs the pair's
+    // lockstep.
+    run_reduction<64, 2, 8, 6, kFull, 1, true, 1, true>("walk-f16-6st-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 2, 0, true);
+    run_reduction<64, 2, 8, 6, kFull, 1, true, 2, true>("walk-vshare2-f16-6st-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
+    run_reduction<64, 2, 8, 6, kCopy, 1, true, 2, true>("walk-vshare2-f16-6st-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
   }
   // The MMAs alone at the wide shape and at the vbulk shape, with one wave of one block per SM and many
   // chunks (no copies, no mbarriers): the tensor cores' rate on operands in shared memory.
