@@ -54,14 +54,14 @@ using HalfOrTf32 = std::conditional_t<kHalf, std::conditional_t<kN == 32, __nv_b
 // multicast, and a stage is refilled once the warpgroups of all of them have read it (its empty
 // mbarrier counts their arrivals). kRotate: chunk c's copies issued by lane 0 of warp c % kStages,
 // not all by thread 0 (the intake table: one thread's copies into successive stages do not overlap).
-// `walk`: a grid of the clusters that fit at once, each cluster taking every grid's worth of
+// kWalk: a grid of the clusters that fit at once, each cluster taking every grid's worth of
 // (filter blocks, tile block) items on, its stages' chunks counted over them all (the walking
 // clusters' pipeline without their epilogue: the next item's chunks follow the last one's).
 template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false,
-          int kVShare = 1, bool kRotate = false>
+          int kVShare = 1, bool kRotate = false, bool kWalk = false>
 __global__ void __launch_bounds__(512, 1)
     reduction_kernel(const float* __restrict__ u, const float* __restrict__ v, float* out, int filter_blocks,
-                     int ranks, int chunks, int wrap, int tile_blocks, bool walk) {
+                     int ranks, int chunks, int wrap, int tile_blocks) {
   using S = Shape<kN, kPoints, kVTiles, kStages, kHalf>;
   static_assert(kVShare == 1 || (kSplit == 1 && kMode != kMma), "shared V: whole runs, copies on");
   static_assert(!kRotate || kStages <= 16, "a warp for each stage");
@@ -76,9 +76,9 @@ __global__ void __launch_bounds__(512, 1)
   // Walking: this cluster's items (filter blocks kVShare at a time, tile block), its chunks over them.
   const int cluster = ranks * kVShare, cid = blockIdx.x / cluster, clusters = gridDim.x / cluster;
   const int fb_groups = filter_blocks / kVShare, items = fb_groups * tile_blocks;
-  const int total = walk ? (cid < items ? chunks * ((items - cid + clusters - 1) / clusters) : 0) : chunks;
+  const int total = kWalk ? (cid < items ? chunks * ((items - cid + clusters - 1) / clusters) : 0) : chunks;
   auto runs_of = [&](int g, const float*& ur, const float*& vr, int& at) {
-    if (!walk) {
+    if constexpr (!kWalk) {
       ur = u_run, vr = v_run, at = wrap > 0 ? g % wrap : g;
       return;
     }
@@ -454,20 +454,19 @@ static int one_wave(Kernel k, ClusterLaunch& launch, int cluster, int max_cluste
 // Launched in clusters of `cluster` consecutive blocks, as the real kernels (the hardware places a
 // cluster's blocks in one GPC); the blocks talk to each other only where they share V (kVShare).
 template <int kN, int kPoints, int kVTiles, int kStages, int kMode, int kSplit = 1, bool kHalf = false,
-          int kVShare = 1, bool kRotate = false>
+          int kVShare = 1, bool kRotate = false, bool kWalk = false>
 static void run_reduction(const char* name, const char* layer, const char* mode, const float* u, const float* v,
                           float* out, int filter_blocks, int tile_blocks, int ranks, int chunks, int cluster,
-                          int wrap = 0, bool walk = false) {
+                          int wrap = 0) {
   using S = Shape<kN, kPoints, kVTiles, kStages, kHalf>;
-  auto k = reduction_kernel<kN, kPoints, kVTiles, kStages, kMode, kSplit, kHalf, kVShare, kRotate>;
+  auto k = reduction_kernel<kN, kPoints, kVTiles, kStages, kMode, kSplit, kHalf, kVShare, kRotate, kWalk>;
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
   const int blocks = filter_blocks * tile_blocks * ranks;  // the work's, walking or not
   ClusterLaunch launch(blocks, 512, S::kSmem, cluster);
   cudaLaunchConfig_t& cfg = launch.cfg;
-  if (walk) one_wave(k, launch, cluster, blocks / cluster);
-  const float ms = time_ms([&] {
-    CHECK(cudaLaunchKernelEx(&cfg, k, u, v, out, filter_blocks, ranks, chunks, wrap, tile_blocks, walk));
-  });
+  if (kWalk) one_wave(k, launch, cluster, blocks / cluster);
+  const float ms = time_ms(
+      [&] { CHECK(cudaLaunchKernelEx(&cfg, k, u, v, out, filter_blocks, ranks, chunks, wrap, tile_blocks)); });
   const double bytes = double(blocks) * chunks * S::kStage * 4;
   const double flops = double(blocks) * chunks * 4 * kPoints * 2 * (64.0 * kN * 8 * 2);
   row(name, layer, mode, int(cfg.gridDim.x), chunks, kMode == kMma ? 0.0 : bytes, kMode == kCopy ? 0.0 : flops, ms);
@@ -605,16 +604,16 @@ int main() {
     run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true>("vshare2-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
     // Walking (a wave of persistent clusters, each item's chunks after the last's): as the float16
     // words' clusters of 2 run, and with V shared in clusters of 4.
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 1, true>("walk-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 2, 0, true);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 1, true>("walk-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 2, 0, true);
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true>("walk-vshare2-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true>("walk-vshare2-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, false>("walk-vshare2-f16", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 1, true, true>("walk-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 1, true, true>("walk-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true, true>("walk-vshare2-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true, true>("walk-vshare2-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, false, true>("walk-vshare2-f16", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
     // Six stages (192 KB, more than fit beside the kernels' M): whether depth absorbs the pair's
     // lockstep.
-    run_reduction<64, 2, 8, 6, kFull, 1, true, 1, true>("walk-f16-6st-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 2, 0, true);
-    run_reduction<64, 2, 8, 6, kFull, 1, true, 2, true>("walk-vshare2-f16-6st-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
-    run_reduction<64, 2, 8, 6, kCopy, 1, true, 2, true>("walk-vshare2-f16-6st-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4, 0, true);
+    run_reduction<64, 2, 8, 6, kFull, 1, true, 1, true, true>("walk-f16-6st-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+    run_reduction<64, 2, 8, 6, kFull, 1, true, 2, true, true>("walk-vshare2-f16-6st-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 6, kCopy, 1, true, 2, true, true>("walk-vshare2-f16-6st-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
   }
   // The MMAs alone at the wide shape and at the vbulk shape, with one wave of one block per SM and many
   // chunks (no copies, no mbarriers): the tensor cores' rate on operands in shared memory.
