@@ -171,7 +171,8 @@ __global__ void __launch_bounds__(512, 1)
                            unsigned(__cvta_generic_to_shared(&empty[(chunk - 1) % kStages])))
                        : "memory");
         else
-          for (int j = 0; j < kVShare; ++j) mbarrier_arrive_cluster(&empty[(chunk - 1) % kStages], unsigned(rank + ranks * j));
+          for (int j = 0; j < kVShare; ++j)
+            mbarrier_arrive_cluster(&empty[(chunk - 1) % kStages], unsigned(rank + ranks * j));
       }
       const int next = chunk + kStages - 1;
       if (copier(next) && next < total) {
@@ -277,18 +278,6 @@ __global__ void __launch_bounds__(128, 1) bulk_exchange_kernel(float* slots, int
   }
 }
 
-// The SMs' intake of bulk copies alone. One block per SM keeps `depth` copies of `copy_bytes` in
-// flight in a ring of as many slots: `copies` copies from places of a source of `span` bytes
-// (L2-resident when small), scattered, or one after another (`sequential`). Lane 0 of warps
-// 0 .. producers - 1 (at most 8) issues them (warp p the copies p, p + producers, ...; depth is a multiple of
-// producers, so each slot has one issuer), each copy as `pieces` bulk copies counted on its slot's
-// mbarrier; lane 0 of warp 8 waits for each to land and frees its slot. kMulticast: clusters of
-// kCluster blocks read the same sources, each block copying 1/kCluster of every copy to all of them
-// (`.multicast::cluster`), so that each block still receives copy_bytes a copy while L2 is read once
-// per cluster; a slot is refilled once every block of the cluster has seen it land (an empty
-// mbarrier a slot counting the cluster's arrivals). `one_thread`: thread 0 also waits for each copy
-// and frees its slot between issuing copies. Each block's clocks, from start to its last copy
-// landing, go to cycles[block].
 // How an issuer counts a copy's bytes on its slot's mbarrier: before the copy (release semantics, as
 // the kernels do), after it, or before it with relaxed semantics.
 enum IntakeArrival { kExpectThenCopy = 0, kCopyThenExpect = 1, kRelaxedExpectThenCopy = 2 };
@@ -315,6 +304,18 @@ struct IntakeArgs {
 
 constexpr int kIntakeThreads = 288, kIntakeReleaseWarp = 8;  // up to 8 issuing warps
 
+// The SMs' intake of bulk copies alone. One block per SM keeps `depth` copies of `copy_bytes` in
+// flight in a ring of as many slots: `copies` copies from places of a source of `span` bytes
+// (L2-resident when small), scattered, or one after another (`sequential`). Lane 0 of warps
+// 0 .. producers - 1 (at most 8) issues them (warp p the copies p, p + producers, ...; depth is a
+// multiple of producers, so each slot has one issuer), each copy as `pieces` bulk copies counted on
+// its slot's mbarrier; lane 0 of warp 8 waits for each to land and frees its slot. kMulticast:
+// clusters of kCluster blocks read the same sources, each block copying 1/kCluster of every copy to
+// all of them (`.multicast::cluster`), so that each block still receives copy_bytes a copy while L2
+// is read once per cluster; a slot is refilled once every block of the cluster has seen it land (an
+// empty mbarrier a slot counting the cluster's arrivals). `one_thread`: thread 0 also waits for each copy
+// and frees its slot between issuing copies. Each block's clocks, from start to its last copy
+// landing, go to cycles[block].
 template <int kCluster, bool kMulticast>
 __global__ void __launch_bounds__(kIntakeThreads, 1) intake_kernel(IntakeArgs a) {
   extern __shared__ __align__(1024) uint8_t intake_smem[];
@@ -345,7 +346,8 @@ __global__ void __launch_bounds__(kIntakeThreads, 1) intake_kernel(IntakeArgs a)
     const bool counts = p == 0;  // the one issuer of a copy that counts its bytes
     if (counts && a.arrival == kExpectThenCopy) mbarrier_arrive_expect_tx(&full[s], a.copy_bytes);
     if (counts && a.arrival == kRelaxedExpectThenCopy) mbarrier_arrive_expect_tx_relaxed(&full[s], a.copy_bytes);
-    const size_t place = a.sequential ? (reader * 131 + size_t(i)) % places : (reader * 7919 + size_t(i) * 131) % places;
+    const size_t place =
+        a.sequential ? (reader * 131 + size_t(i)) % places : (reader * 7919 + size_t(i) * 131) % places;
     const uint8_t* from = a.src + place * a.copy_bytes + rank * piece;
     uint8_t* to = intake_smem + size_t(s) * a.copy_bytes + rank * piece;
     for (int q = p; q < a.pieces; q += a.split_issue ? a.producers : 1) {
@@ -369,7 +371,8 @@ __global__ void __launch_bounds__(kIntakeThreads, 1) intake_kernel(IntakeArgs a)
       }
       a.cycles[blockIdx.x] = clock64() - c0;
     }
-  } else if (a.producer_lanes ? warp == 0 && lane % 8 == 0 && lane / 8 < a.producers : lane == 0 && warp < a.producers) {
+  } else if (a.producer_lanes ? warp == 0 && lane % 8 == 0 && lane / 8 < a.producers
+                              : lane == 0 && warp < a.producers) {
     const int p = a.producer_lanes ? lane / 8 : warp;
     if (a.split_issue)
       for (int i = 0; i < a.copies; ++i) issue(i, p);
@@ -548,10 +551,12 @@ static void run_intake(const uint8_t* src, size_t span, const char* source, Inta
   auto yes = [](bool b) { return b ? "true" : "false"; };
   std::printf(",\n    {\"kernel\": \"intake\", \"source\": \"%s\", \"blocks\": %d, \"cluster\": %d, "
               "\"multicast\": %s, \"producers\": %d, \"pieces\": %d, \"sequential\": %s, \"one_thread\": %s, "
-              "\"arrival\": %d, \"producer_lanes\": %s, \"split_issue\": %s, \"depth\": %d, \"copy_kb\": %d, \"us\": %.1f, \"delivered_gb\": %.3f, \"delivered_tb_per_s\": %.2f, "
-              "\"l2_read_tb_per_s\": %.2f, \"bytes_per_clock_sm\": %.1f}",
+              "\"arrival\": %d, \"producer_lanes\": %s, \"split_issue\": %s, \"depth\": %d, \"copy_kb\": %d, "
+              "\"us\": %.1f, \"delivered_gb\": %.3f, \"delivered_tb_per_s\": %.2f, \"l2_read_tb_per_s\": %.2f, "
+              "\"bytes_per_clock_sm\": %.1f}",
               source, blocks, kCluster, yes(kMulticast), row.producers, row.pieces, yes(row.sequential),
-              yes(row.one_thread), row.arrival, yes(row.producer_lanes), yes(row.split_issue), row.depth, row.copy_kb, ms * 1e3, delivered / 1e9, delivered / ms / 1e9,
+              yes(row.one_thread), row.arrival, yes(row.producer_lanes), yes(row.split_issue), row.depth,
+              row.copy_kb, ms * 1e3, delivered / 1e9, delivered / ms / 1e9,
               delivered / (kMulticast ? kCluster : 1) / ms / 1e9, per_clock);
 }
 
@@ -596,24 +601,36 @@ int main() {
   // each block copies half of each V chunk to both; L2 reads 3/4 of the bytes delivered).
   for (auto& l : layers) {
     run_modes<64, 2, 8, 4, true>("vbulk-f16-4st", l.name, u, v, out, l.fb, l.tb, 2, l.chunks);
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 1, true>("vbulk-f16-4st-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 1, true>("vbulk-f16-4st-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 1, true>("vbulk-f16-4st-rotate", l.name, "full",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 1, true>("vbulk-f16-4st-rotate", l.name, "copy",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 2);
     run_reduction<64, 2, 8, 4, kFull, 1, true, 2>("vshare2-f16", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
     run_reduction<64, 2, 8, 4, kCopy, 1, true, 2>("vshare2-f16", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true>("vshare2-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true>("vshare2-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true>("vshare2-f16-rotate", l.name, "full",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true>("vshare2-f16-rotate", l.name, "copy",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
     // Walking (a wave of persistent clusters, each item's chunks after the last's): as the float16
     // words' clusters of 2 run, and with V shared in clusters of 4.
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 1, true, true>("walk-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 1, true, true>("walk-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true, true>("walk-vshare2-f16-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true, true>("walk-vshare2-f16-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, false, true>("walk-vshare2-f16", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 1, true, true>("walk-f16-rotate", l.name, "full",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 1, true, true>("walk-f16-rotate", l.name, "copy",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+    run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true, true>("walk-vshare2-f16-rotate", l.name, "full",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true, true>("walk-vshare2-f16-rotate", l.name, "copy",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, false, true>("walk-vshare2-f16", l.name, "copy",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
     // Six stages (192 KB, more than fit beside the kernels' M): whether depth absorbs the pair's
     // lockstep.
-    run_reduction<64, 2, 8, 6, kFull, 1, true, 1, true, true>("walk-f16-6st-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
-    run_reduction<64, 2, 8, 6, kFull, 1, true, 2, true, true>("walk-vshare2-f16-6st-rotate", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 6, kCopy, 1, true, 2, true, true>("walk-vshare2-f16-6st-rotate", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 6, kFull, 1, true, 1, true, true>("walk-f16-6st-rotate", l.name, "full",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 2);
+    run_reduction<64, 2, 8, 6, kFull, 1, true, 2, true, true>("walk-vshare2-f16-6st-rotate", l.name, "full",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_reduction<64, 2, 8, 6, kCopy, 1, true, 2, true, true>("walk-vshare2-f16-6st-rotate", l.name, "copy",
+        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
   }
   // The MMAs alone at the wide shape and at the vbulk shape, with one wave of one block per SM and many
   // chunks (no copies, no mbarriers): the tensor cores' rate on operands in shared memory.
@@ -627,8 +644,10 @@ int main() {
   run_reduction<128, 1, 2, 4, kCopy>("wide", "one-wave-l2-resident", "copy", u, v, out, sms, 1, 1, 512, 1, 2);
   // More stages for the wide shape (chunks of 32 KB: 5 and 6 in flight), and vbulk's runs as 4 copies each.
   for (auto& l : layers) {
-    run_reduction<128, 1, 2, 6, kCopy>("wide-6-stages", l.name, "copy", u, v, out, l.wide_fb, l.wide_tb, 8, l.chunks, 8);
-    run_reduction<128, 1, 2, 6, kFull>("wide-6-stages", l.name, "full", u, v, out, l.wide_fb, l.wide_tb, 8, l.chunks, 8);
+    run_reduction<128, 1, 2, 6, kCopy>("wide-6-stages", l.name, "copy",
+        u, v, out, l.wide_fb, l.wide_tb, 8, l.chunks, 8);
+    run_reduction<128, 1, 2, 6, kFull>("wide-6-stages", l.name, "full",
+        u, v, out, l.wide_fb, l.wide_tb, 8, l.chunks, 8);
     run_reduction<64, 2, 8, 3, kCopy, 4>("vbulk-split-4", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 2);
   }
   run_reduction<128, 1, 2, 6, kCopy>("wide-6-stages", "one-wave-l2-resident", "copy", u, v, out, sms, 1, 1, 512, 1, 2);
