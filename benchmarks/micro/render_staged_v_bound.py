@@ -74,18 +74,22 @@ def main(path):
               "slot to land and arrives on its empty mbarrier. Multicast: each block copies 1 / cluster of every "
               "slot to all blocks of its cluster (L2 read once a cluster). Bytes a clock an SM: what lands in each "
               "block, over its own clocks.\n")
-        print("| source | blocks | cluster | multicast | issuers | bytes counted | pieces a copy | source order | slots freed by | "
-              "copies in flight | copy KB | µs | delivered TB/s | "
-              "read from L2 TB/s | bytes a clock an SM |")
+        print("| source | blocks | cluster | multicast | issuers | bytes counted | pieces a copy | source order | "
+              "slots freed by | copies in flight | copy KB | µs | delivered TB/s | read from L2 TB/s | "
+              "bytes a clock an SM |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         arrivals = {0: "before the copy", 1: "after the copy", 2: "before, relaxed"}
         for r in intake:
-            print(f"| {r['source']} | {r['blocks']} | {r['cluster']} | {'yes' if r['multicast'] else 'no'} | "
-                  f"{r.get('producers', 1)} {'lanes of a warp' if r.get('producer_lanes') else 'warp' if r.get('producers', 1) == 1 else 'warps'}"
-                  f"{', a piece each' if r.get('split_issue') else ''} | "
-                  f"{arrivals[r.get('arrival', 0)]} | {r.get('pieces', 1)} | {'in order' if r.get('sequential') else 'scattered'} | "
-                  f"{'the copying thread' if r.get('one_thread') else 'another warp'} | {r['depth']} | {r['copy_kb']} | {r['us']:.1f} | {r['delivered_tb_per_s']:.2f} | "
-                  f"{r['l2_read_tb_per_s']:.2f} | {r['bytes_per_clock_sm']:.1f} |")
+            n = r.get("producers", 1)
+            issuers = f"{n} " + ("lanes of a warp" if r.get("producer_lanes") else "warp" if n == 1 else "warps")
+            issuers += ", a piece each" if r.get("split_issue") else ""
+            cells = [r["source"], r["blocks"], r["cluster"], "yes" if r["multicast"] else "no", issuers,
+                     arrivals[r.get("arrival", 0)], r.get("pieces", 1),
+                     "in order" if r.get("sequential") else "scattered",
+                     "the copying thread" if r.get("one_thread") else "another warp", r["depth"], r["copy_kb"],
+                     f"{r['us']:.1f}", f"{r['delivered_tb_per_s']:.2f}", f"{r['l2_read_tb_per_s']:.2f}",
+                     f"{r['bytes_per_clock_sm']:.1f}"]
+            print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
 if __name__ == "__main__":
