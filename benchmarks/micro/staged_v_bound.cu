@@ -475,6 +475,21 @@ static void run_reduction(const char* name, const char* layer, const char* mode,
   row(name, layer, mode, int(cfg.gridDim.x), chunks, kMode == kMma ? 0.0 : bytes, kMode == kCopy ? 0.0 : flops, ms);
 }
 
+// The float16 words' shape (vbulk-f16) at kStages stages, V shared by kVShare filter blocks in
+// clusters of 2 x kVShare, copies from the stages' warps (kRotate), walking (kWalk): its full
+// (kFullRow) and copies-only (kCopyRow) rows.
+template <int kStages, int kVShare, bool kRotate, bool kWalk = false, bool kFullRow = true, bool kCopyRow = true>
+static void run_f16(const char* name, const char* layer, const float* u, const float* v, float* out, int fb, int tb,
+                    int chunks) {
+  constexpr int kCluster = 2 * kVShare;
+  if constexpr (kFullRow)
+    run_reduction<64, 2, 8, kStages, kFull, 1, true, kVShare, kRotate, kWalk>(name, layer, "full", u, v, out, fb, tb,
+                                                                              2, chunks, kCluster);
+  if constexpr (kCopyRow)
+    run_reduction<64, 2, 8, kStages, kCopy, 1, true, kVShare, kRotate, kWalk>(name, layer, "copy", u, v, out, fb, tb,
+                                                                              2, chunks, kCluster);
+}
+
 // The three modes, launched in clusters of `cluster` blocks (0: of `ranks`, as the staged-V clusters).
 template <int kN, int kPoints, int kVTiles, int kStages, bool kHalf = false>
 static void run_modes(const char* name, const char* layer, const float* u, const float* v, float* out, int fb,
@@ -601,36 +616,18 @@ int main() {
   // each block copies half of each V chunk to both; L2 reads 3/4 of the bytes delivered).
   for (auto& l : layers) {
     run_modes<64, 2, 8, 4, true>("vbulk-f16-4st", l.name, u, v, out, l.fb, l.tb, 2, l.chunks);
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 1, true>("vbulk-f16-4st-rotate", l.name, "full",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 2);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 1, true>("vbulk-f16-4st-rotate", l.name, "copy",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 2);
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 2>("vshare2-f16", l.name, "full", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2>("vshare2-f16", l.name, "copy", u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true>("vshare2-f16-rotate", l.name, "full",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true>("vshare2-f16-rotate", l.name, "copy",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_f16<4, 1, true>("vbulk-f16-4st-rotate", l.name, u, v, out, l.fb, l.tb, l.chunks);
+    run_f16<4, 2, false>("vshare2-f16", l.name, u, v, out, l.fb, l.tb, l.chunks);
+    run_f16<4, 2, true>("vshare2-f16-rotate", l.name, u, v, out, l.fb, l.tb, l.chunks);
     // Walking (a wave of persistent clusters, each item's chunks after the last's): as the float16
     // words' clusters of 2 run, and with V shared in clusters of 4.
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 1, true, true>("walk-f16-rotate", l.name, "full",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 2);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 1, true, true>("walk-f16-rotate", l.name, "copy",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 2);
-    run_reduction<64, 2, 8, 4, kFull, 1, true, 2, true, true>("walk-vshare2-f16-rotate", l.name, "full",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, true, true>("walk-vshare2-f16-rotate", l.name, "copy",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 4, kCopy, 1, true, 2, false, true>("walk-vshare2-f16", l.name, "copy",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_f16<4, 1, true, true>("walk-f16-rotate", l.name, u, v, out, l.fb, l.tb, l.chunks);
+    run_f16<4, 2, true, true>("walk-vshare2-f16-rotate", l.name, u, v, out, l.fb, l.tb, l.chunks);
+    run_f16<4, 2, false, true, /*kFullRow=*/false>("walk-vshare2-f16", l.name, u, v, out, l.fb, l.tb, l.chunks);
     // Six stages (192 KB, more than fit beside the kernels' M): whether depth absorbs the pair's
     // lockstep.
-    run_reduction<64, 2, 8, 6, kFull, 1, true, 1, true, true>("walk-f16-6st-rotate", l.name, "full",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 2);
-    run_reduction<64, 2, 8, 6, kFull, 1, true, 2, true, true>("walk-vshare2-f16-6st-rotate", l.name, "full",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
-    run_reduction<64, 2, 8, 6, kCopy, 1, true, 2, true, true>("walk-vshare2-f16-6st-rotate", l.name, "copy",
-        u, v, out, l.fb, l.tb, 2, l.chunks, 4);
+    run_f16<6, 1, true, true, true, /*kCopyRow=*/false>("walk-f16-6st-rotate", l.name, u, v, out, l.fb, l.tb, l.chunks);
+    run_f16<6, 2, true, true>("walk-vshare2-f16-6st-rotate", l.name, u, v, out, l.fb, l.tb, l.chunks);
   }
   // The MMAs alone at the wide shape and at the vbulk shape, with one wave of one block per SM and many
   // chunks (no copies, no mbarriers): the tensor cores' rate on operands in shared memory.
