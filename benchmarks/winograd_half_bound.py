@@ -1,5 +1,5 @@
-"""What a fused half-precision F(2x2,3x3) kernel could reach on the 3x3 stride-1 suite layers against
-the issue's forward bar (1.2x cuDNN at the same precision and layout), counted from measured rates:
+"""What a fused half-precision F(2x2,3x3) kernel (and a staged F(4x4,3x3) one) could reach on the 3x3
+stride-1 suite layers against the issue's forward bar (1.2x cuDNN at the same precision and layout), counted from measured rates:
 - the wgmma rates and the shared-memory data path of `benchmarks/results/wgmma-rate-<gpu>.json`
   (benchmarks/micro/wgmma_rate.cu): MMAs whose operands both come from shared memory run at 0.66 of
   the peak at N = 32 and 0.99 from N = 64, and they and the threads' shared-memory and L1 accesses
@@ -33,6 +33,12 @@ threads). That fixes the per-point MMA tile, and the tile fixes the rate and the
   copies shared by clusters of 2 x 2 blocks: no patch loads or V stores on the data path, but V
   through memory twice and through L2 into every block. Its "issue" column is the transform
   kernel's time (its instructions or its memory traffic), which the GEMM's bound adds to.
+- `staged-f4x4`: the staged design for F(4x4,3x3) (6x6 patches, 36 points per 4x4 outputs): 12
+  points a block, 64 filters x 64 tiles (96 accumulators a thread), the 36 points on a cluster of
+  3 blocks. A direct multiply-add then takes 4x fewer MMA multiply-adds (2.25x for F(2x2)), so at
+  the same bytes per MMA a block brings 1.78x fewer bytes into the SM per direct multiply-add; V is
+  2.25x the input (F(2x2): 4x). F(4x4)'s error on TF32-precise operands (carriers) is about 1.6x
+  cuDNN's in bfloat16 (the committed `winograd:f4x4` bf16 rows), within the bar; 7-14x in float16.
 Products (the designs' suffixes):
 - `tf32`: one TF32 product per point product -- the bfloat16 calls' tiles today; these designs
   check the count against their measured times (float16 calls run 3xBF16 `mma.sync` tiles, not
@@ -75,23 +81,26 @@ IN_BYTES = 2  # bfloat16 / float16 input
 LAYERS = ("Y2", "Y4", "Y8", "Y12", "Y18", "R2", "R6", "R9", "R12")
 
 # name: (layout of the MMAs, points a pass, tiles, filters, products, thread instructions per
-#        transformed input value)
+#        transformed input value, output tile m of F(m x m, 3 x 3))
 # The instructions of the `n64`, `rs` and `staged` designs are SASS (benchmarks/micro/
 # transform_count.cu, whose kernels do one chunk of each kind of transform: `ss8` split 7.8 and
 # single 5.4, `rs` split 9.3 and single 6.8 a value). The `n32` designs' and today's are counted by
 # hand from the same sequence: a 16-byte load per patch pixel and 8 channels, a widening per value,
-# 2 adds per value, then the products' conversion and stores.
+# 2 adds per value, then the products' conversion and stores; F(4x4)'s by hand too (6-point rows and
+# columns: about 5 multiply-adds a value where F(2x2) takes 2 adds), where its transform kernel is
+# bound by its memory traffic anyway.
 DESIGNS = {
-    "n32-tf32": ("ss", 16, 32, 64, "tf32", 4.5),
-    "n64-tf32": ("ss", 8, 64, 64, "tf32", 5.0),
-    "n32-carrier": ("ss", 16, 32, 64, "carrier", 5.0),
-    "n64-carrier": ("ss", 8, 64, 64, "carrier", 5.4),
-    "rs-carrier": ("rs", 16, 64, 32, "carrier", 6.8),
-    "staged-carrier": ("staged", 8, 64, 64, "carrier", 5.4),
-    "n32-split": ("ss", 16, 32, 64, "split", 7.3),
-    "n64-split": ("ss", 8, 64, 64, "split", 7.8),
-    "rs-split": ("rs", 16, 64, 32, "split", 9.3),
-    "staged-split": ("staged", 8, 64, 64, "split", 7.8),
+    "n32-tf32": ("ss", 16, 32, 64, "tf32", 4.5, 2),
+    "n64-tf32": ("ss", 8, 64, 64, "tf32", 5.0, 2),
+    "n32-carrier": ("ss", 16, 32, 64, "carrier", 5.0, 2),
+    "n64-carrier": ("ss", 8, 64, 64, "carrier", 5.4, 2),
+    "rs-carrier": ("rs", 16, 64, 32, "carrier", 6.8, 2),
+    "staged-carrier": ("staged", 8, 64, 64, "carrier", 5.4, 2),
+    "staged-f4x4-carrier": ("staged", 12, 64, 64, "carrier", 7.5, 4),
+    "n32-split": ("ss", 16, 32, 64, "split", 7.3, 2),
+    "n64-split": ("ss", 8, 64, 64, "split", 7.8, 2),
+    "rs-split": ("rs", 16, 64, 32, "split", 9.3, 2),
+    "staged-split": ("staged", 8, 64, 64, "split", 7.8, 2),
 }
 # The products' MMAs ([(wgmma kind, operand bytes a value)]) and the precisions whose error bar they
 # keep (winograd-error-cpu.md).
@@ -133,12 +142,16 @@ def intake_bytes(layout, points, tiles, filters, operand_bytes, multicast=True):
     return points * filters * CHUNK * operand_bytes / u_share + rows * (2 * 32 + 2) * CHUNK * IN_BYTES
 
 
-def epilogue_bytes(points, tiles, filters):
+def epilogue_bytes(points, tiles, filters, m=2):
     """Bytes through the data path per block after its channel loop: a warpgroup holding a column of
     points applies A^T down it in registers, and the block stages the rest through shared memory
     (written and read, float32): 8 values per (tile, filter) for 16 points; 4 for 8 points, plus the
-    2 its cluster partner needs (written remotely, read there); then the outputs (16-bit)."""
+    2 its cluster partner needs (written remotely, read there); then the outputs (16-bit). F(4x4):
+    each of the 12 points staged once (written, locally or in the partner that transforms that
+    pair, and read), and a third of the pairs' 16 outputs."""
     pairs = tiles * filters
+    if m == 4:
+        return pairs * (2 * points * 4 + 16 * IN_BYTES / 3)
     if points == 16:
         return pairs * (2 * 8 * 4 + 4 * IN_BYTES)
     return pairs * (2 * 4 * 4 + 2 * 2 * 4 + 2 * IN_BYTES)
@@ -243,11 +256,11 @@ def main(argv=None):
     sms = rates["sms"]
     out = {"gpu": rates["gpu"], "data_path_bytes_per_clock": DATA_PATH_BYTES_PER_CLOCK, "clock_ghz": CLOCK_GHZ,
            "copy_tbs": COPY_TBS, "host_us": HOST_US, "precisions": {}}
-    lines = [f"# A fused half-precision F(2x2,3x3): counted bounds against the bars ({rates['gpu']}, "
+    lines = [f"# A half-precision F(2x2,3x3) or F(4x4,3x3): counted bounds against the bars ({rates['gpu']}, "
              f"channels_last, N = 32)\n",
              "Source: `benchmarks/winograd_half_bound.py` (counts from measured rates; its docstring defines the "
-             "designs). µs per forward, bounded by what is named: MMA the F(2x2) products at the measured wgmma "
-             "rates of the design's tile; "
+             "designs). µs per forward, bounded by what is named: MMA the point products (F(2x2); F(4x4) for "
+             "`staged-f4x4`) at the measured wgmma rates of the design's tile; "
              f"path its bytes through the shared-memory data path at {DATA_PATH_BYTES_PER_CLOCK:.0f} B per clock and "
              f"SM ({CLOCK_GHZ} GHz); L2 U (multicast to {U_MULTICAST} blocks) and the input rows at "
              f"{BULK_BYTES_PER_CLOCK:.0f} B per clock and SM; bound the largest of MMA, path, L2, input + output at "
@@ -275,12 +288,13 @@ def pass_bounds(C, K, H, W, rates, sms, host_us, multicast=True):
     """Each design's bound (µs) on a forward-structured pass (the forward, or grad_input with C and K
     swapped): {design: {mma_us, data_path_us, intake_us, issue_us, prepass_us, bound_us}}; `multicast`
     as intake_bytes."""
-    tiles = 32 * math.ceil(H / 2) * math.ceil(W / 2)
-    macs = tiles * 16.0 * C * K
     in_bytes, out_bytes = 32 * C * H * W * IN_BYTES, 32 * K * H * W * IN_BYTES
     io_us = (in_bytes + out_bytes) / (COPY_TBS * 1e12) * 1e6
     designs = {}
-    for name, (layout, points, t, f, products, per_v) in DESIGNS.items():
+    for name, (layout, points, t, f, products, per_v, m) in DESIGNS.items():
+        tiles = 32 * math.ceil(H / m) * math.ceil(W / m)
+        tile_points = (m + 2) ** 2
+        macs = tiles * float(tile_points) * C * K
         mmas, _ = PRODUCTS[products]
         operand_bytes = sum(b for _, b in mmas)
         n = f if layout == "rs" else t  # the MMAs' N: filters (rs) or tiles
@@ -289,7 +303,7 @@ def pass_bounds(C, K, H, W, rates, sms, host_us, multicast=True):
         chunks = macs / (points * t * f * CHUNK)
         blocks = chunks / math.ceil(C / CHUNK)
         path_bytes = (chunks * chunk_bytes(layout, points, t, f, operand_bytes)
-                      + blocks * epilogue_bytes(points, t, f))
+                      + blocks * epilogue_bytes(points, t, f, m))
         path_us = path_bytes / (DATA_PATH_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
         intake_us = chunks * intake_bytes(layout, points, t, f, operand_bytes, multicast) / (
             BULK_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
@@ -300,8 +314,8 @@ def pass_bounds(C, K, H, W, rates, sms, host_us, multicast=True):
         if layout == "staged":
             # A transform kernel (each V value once: the input read, V written), then the GEMM
             # with the output transform (V read once, the output written).
-            v_bytes = tiles * 16.0 * C * operand_bytes
-            issue_us = max(tiles * 16.0 * C * per_v / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6,
+            v_bytes = tiles * float(tile_points) * C * operand_bytes
+            issue_us = max(tiles * float(tile_points) * C * per_v / (32 * 4 * CLOCK_GHZ * 1e9 * sms) * 1e6,
                            (in_bytes + v_bytes) / (COPY_TBS * 1e12) * 1e6)
             gemm_us = max(mma_us, path_us, intake_us, (v_bytes + out_bytes) / (COPY_TBS * 1e12) * 1e6)
             kernels_us = prepass_us + issue_us + gemm_us
