@@ -33,6 +33,11 @@ def main(path):
            "the last's (the walking clusters' pipeline without their epilogue; blocks: the grid); `-6st`: six stages "
            "(192 KB, more than fit beside the kernels' M)."
            if any(r.get("kernel") == "vbulk-f16-4st" for r in rows) else "")
+        + (" `f4x4-f16-rotate`: F(4x4,3x3) on the staged path (12 of the 36 points a block, 3 a warpgroup, "
+           "64 filters x 64 tiles of 4 x 4 outputs, 48 KB of float16 words a chunk, 4 stages, clusters of 3, "
+           "copies from the stages' warps; `walk-` walking as above). Its layers' grids are F(4x4)'s (Y8: 9248 "
+           "tiles where F(2x2) has 36992); the `walk-f16-rotate` row of Y4 is F(2x2)'s beside it."
+           if any(r.get("kernel") == "f4x4-f16-rotate" for r in rows) else "")
         + " CUDA events, median of 7 launches.\n"
     )
     if "meta" in data:

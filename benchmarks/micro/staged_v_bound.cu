@@ -7,7 +7,8 @@
 // Also: the wgmma rate with its operands resident in shared memory (no mbarriers), the rate at
 // which blocks of a cluster store into each other's shared memory (the wide tile's exchange), and
 // the SMs' intake of bulk copies alone (`intake`): per SM against the number of SMs copying, the
-// copies in flight, and multicast to the blocks of a cluster.
+// copies in flight, and multicast to the blocks of a cluster. And the same loop for F(4x4,3x3) on the
+// staged path (12 of its 36 points a block, clusters of 3) beside F(2x2)'s on the same layers.
 //
 // Build and run on an sm_90a GPU (stand-alone, no PyTorch):
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Icsrc -o /tmp/staged_v_bound benchmarks/micro/staged_v_bound.cu
@@ -490,6 +491,17 @@ static void run_f16(const char* name, const char* layer, const float* u, const f
                                                                               2, chunks, kCluster);
 }
 
+// F(4x4,3x3) on the staged path (`staged-f4x4-carrier` in benchmarks/winograd_half_bound.py): 12 of
+// a tile's 36 points a block (3 a warpgroup, m64n64k16 each), 64 filters x 64 tiles, float16 words
+// (48 KB a chunk), the 36 points on a cluster of 3, 4 stages, each chunk's copies from its stage's
+// warp: its full and copies-only rows, walking (kWalk) or a block per item.
+template <bool kWalk>
+static void run_f4x4(const char* name, const char* layer, const float* u, const float* v, float* out, int fb, int tb,
+                     int chunks) {
+  run_reduction<64, 3, 12, 4, kFull, 1, true, 1, true, kWalk>(name, layer, "full", u, v, out, fb, tb, 3, chunks, 3);
+  run_reduction<64, 3, 12, 4, kCopy, 1, true, 1, true, kWalk>(name, layer, "copy", u, v, out, fb, tb, 3, chunks, 3);
+}
+
 // The three modes, launched in clusters of `cluster` blocks (0: of `ranks`, as the staged-V clusters).
 template <int kN, int kPoints, int kVTiles, int kStages, bool kHalf = false>
 static void run_modes(const char* name, const char* layer, const float* u, const float* v, float* out, int fb,
@@ -593,6 +605,17 @@ int main() {
     max_floats = std::max(max_floats, size_t(l.tb) * 2 * l.chunks * 8192);
     max_floats = std::max(max_floats, size_t(l.wide_tb) * 8 * l.chunks * 4096);  // the wide runs of V
   }
+  // F(4x4)'s tile blocks of 64 tiles at N = 32 (tiles of 4 x 4 outputs: Y18 800, Y12 2592, Y8 9248,
+  // Y4 36992) and its U and V runs, 12 points x 64 x 16 float16 values (6144 floats) a chunk and rank.
+  struct F4x4Layer {
+    const char* name;
+    int fb, tb, chunks;
+  } f4x4_layers[] = {{"Y18", 16, 13, 32}, {"Y12", 8, 41, 16}, {"Y8", 4, 145, 8}, {"Y4", 2, 578, 4}};
+  for (auto& l : f4x4_layers)
+    max_floats = std::max(max_floats, size_t(std::max(l.fb, l.tb)) * 3 * l.chunks * 6144);
+  // F(2x2)'s Y4 beside them: 147968 tiles (2312 blocks), 64 channels (4 chunks).
+  constexpr int kY4TileBlocks = 2312, kY4Chunks = 4;
+  max_floats = std::max(max_floats, size_t(kY4TileBlocks) * 2 * kY4Chunks * 8192);
   float *u, *v, *out;
   CHECK(cudaMalloc(&u, max_floats * 4));
   CHECK(cudaMalloc(&v, max_floats * 4));
@@ -628,6 +651,12 @@ int main() {
     // lockstep.
     run_f16<6, 1, true, true, true, /*kCopyRow=*/false>("walk-f16-6st-rotate", l.name, u, v, out, l.fb, l.tb, l.chunks);
     run_f16<6, 2, true, true>("walk-vshare2-f16-6st-rotate", l.name, u, v, out, l.fb, l.tb, l.chunks);
+  }
+  // F(4x4) on the staged path against F(2x2)'s walking clusters of 2 on the same layers (Y4 added).
+  run_f16<4, 1, true, true>("walk-f16-rotate", "Y4", u, v, out, 2, kY4TileBlocks, kY4Chunks);
+  for (auto& l : f4x4_layers) {
+    run_f4x4<false>("f4x4-f16-rotate", l.name, u, v, out, l.fb, l.tb, l.chunks);
+    run_f4x4<true>("walk-f4x4-f16-rotate", l.name, u, v, out, l.fb, l.tb, l.chunks);
   }
   // The MMAs alone at the wide shape and at the vbulk shape, with one wave of one block per SM and many
   // chunks (no copies, no mbarriers): the tensor cores' rate on operands in shared memory.
