@@ -1,5 +1,5 @@
 // Thread-block clusters (sm_90) as PTX wrappers: a block's rank in its cluster, the cluster barrier,
-// and stores into a partner block's shared memory (distributed shared memory). Older targets compile
+// and stores into (loads from) a partner block's shared memory (distributed shared memory). Older targets compile
 // them to a trap: only kernels the host launches on sm_90 with a cluster dimension use them.
 #pragma once
 
@@ -81,6 +81,19 @@ __device__ __forceinline__ void store_cluster_shared_async(unsigned address, flo
                : "memory");
 #else
   __trap();
+#endif
+}
+
+// A float from the shared memory of a block of the cluster (address: cluster_shared_address), read
+// after a cluster barrier that ordered its writer's stores before it.
+__device__ __forceinline__ float load_cluster_shared(unsigned address) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(address) : "memory");
+  return v;
+#else
+  __trap();
+  return 0.f;
 #endif
 }
 

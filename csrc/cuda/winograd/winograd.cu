@@ -51,6 +51,7 @@
 #include "winograd_kernels.cuh"
 #include "winograd_tc_kernels.cuh"
 #include "winograd_wgmma_kernels.cuh"
+#include "winograd_wgmma_f4x4_kernels.cuh"
 #include "winograd_wgmma_weight_grad.cuh"
 #include "../../precision.h"
 
@@ -320,13 +321,19 @@ at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& 
 }
 
 // U for the staged-V tiles: float16 words under a scale per filter (F16Carrier), then each filter's
-// largest |U| ([group][outputs_pad]), in one cached tensor (float32 elements, two halves each).
+// largest |U| ([group][outputs_pad]), in one cached tensor (float32 elements, two halves each); the
+// points of Cfg::Tile (F(2x2)'s, or F(4x4)'s for WinogradWgmmaF4x4ClusterTile).
+template <typename Cfg>
+int64_t tc_filter_words_f16(const FilterLayout& f) {
+  return int64_t(f.groups) * f.reduction_pad * Cfg::Tile::kPoints * f.outputs_pad / 2;
+}
 template <typename Cfg>
 at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayout& f) {
   static_assert(Cfg::kOperandBytes == 2, "float16 operands");
-  const int64_t u_words = int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad / 2;
+  const int64_t u_words = tc_filter_words_f16<Cfg>(f);
+  const char* tag = Cfg::Tile::kPoints == kWinogradPoints ? "winograd_u_wgmma_f16" : "winograd_u_wgmma_f16/f4x4";
   return cached_weight_transform(
-      weight, filter_cache_key("winograd_u_wgmma_f16", f),
+      weight, filter_cache_key(tag, f),
       [&] {
         auto w = weight.contiguous();
         at::Tensor u =
@@ -419,8 +426,7 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   constexpr bool kScaled = Cfg::kOperandBytes == 2;
   static_assert(kScaled == (Cfg::kProducts == 1), "float16 words for one product, the split's halves for three");
   ForwardArgs<float, TIo> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
-  if constexpr (kScaled)
-    a.u_max = u.const_data_ptr<float>() + int64_t(cv.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad / 2;
+  if constexpr (kScaled) a.u_max = u.const_data_ptr<float>() + tc_filter_words_f16<Cfg>(f);
   const int64_t p_tiles = a.p_tiles;
   const int64_t tile_block_bytes =
       int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints * Cfg::kOperandBytes;
@@ -466,6 +472,51 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
                              pixel_max, per, words);
     }
     launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a, /*dependent=*/true);
+  }
+  record_workspace_bytes(slice * tile_block_bytes + max_bytes);
+}
+
+// F(4x4, 3x3) on the staged-V wgmma cluster (WinogradWgmmaF4x4ClusterTile, winograd_wgmma_f4x4_kernels.cuh):
+// each pixel's largest |input| over the group's channels, each tile's bound of its |V|, then per
+// slice of tile blocks (V within the workspace limit, as run_tc_vstaged) the input transform and the
+// clusters' reduction; x, bias and y of TIo (float under the TF32 switch, or bfloat16), NCHW or
+// channels_last (`nhwc`).
+template <typename TIo>
+void run_tc_f4x4(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const WinogradConv& cv, at::Tensor& y,
+                 bool nhwc) {
+  using Cfg = WinogradWgmmaF4x4ClusterTile;
+  const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
+  const at::Tensor u = tc_transformed_filters_f16<Cfg>(weight, f);
+  ForwardArgs<float, TIo> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
+  a.u_max = u.const_data_ptr<float>() + tc_filter_words_f16<Cfg>(f);
+  const int64_t p_tiles = a.p_tiles;
+  const int64_t tile_block_bytes =
+      int64_t(cv.groups) * f.reduction_pad * Cfg::kN * Cfg::Tile::kPoints * Cfg::kOperandBytes;
+  const int64_t pixels = int64_t(cv.groups) * cv.N * cv.in_plane, tiles = int64_t(cv.groups) * cv.tiles();
+  const int64_t max_bytes = (pixels + tiles) * int64_t(sizeof(float));
+  const int64_t room = std::max<int64_t>(workspace_limit_bytes() - max_bytes, 0);
+  const int64_t slice = std::max<int64_t>(1, std::min(p_tiles, room / tile_block_bytes));
+  // V, then the pixels' maxima, then the tiles' bounds, in one allocation.
+  at::Tensor v = at::empty({slice * tile_block_bytes / 4 + pixels + tiles}, x.options().dtype(at::kFloat));
+  float* pixel_max = v.mutable_data_ptr<float>() + slice * tile_block_bytes / 4;
+  a.v = v.const_data_ptr<float>();
+  a.v_max = pixel_max + pixels;
+  const cudaStream_t stream = current_stream();
+  launch_pixel_max(a, pixel_max, nhwc);
+  winograd_tc_f4x4_tile_bound_kernel<TIo><<<elementwise_blocks(tiles, 256), 256, 0, stream>>>(a, pixel_max);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  auto transform = nhwc ? winograd_tc_f4x4_input_transform_kernel<Cfg, true, TIo>
+                        : winograd_tc_f4x4_input_transform_kernel<Cfg, false, TIo>;
+  auto kernel = nhwc ? winograd_wgmma_f4x4_cluster_forward_kernel<Cfg, true, TIo>
+                     : winograd_wgmma_f4x4_cluster_forward_kernel<Cfg, false, TIo>;
+  auto* halves = reinterpret_cast<uint16_t*>(v.mutable_data_ptr<float>());
+  for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
+    a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
+    a.p_tiles_div = make_fast_divisor(uint32_t(a.p_tiles));
+    const int64_t positions = int64_t(cv.groups) * a.p_tiles * (f.reduction_pad / Cfg::kK) * Cfg::kK * Cfg::kN;
+    transform<<<elementwise_blocks(positions, 256), 256, 0, stream>>>(a, halves);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a);
   }
   record_workspace_bytes(slice * tile_block_bytes + max_bytes);
 }
@@ -522,6 +573,8 @@ bool tc_tall(const WinogradConv& cv) { return cv.Kg() > WinogradTcTile::kM; }
 // The tensor-core tiles, as tc_forward_tile and tc_grad_weight_tile name them.
 constexpr int kTcIeee = -1, kTcTile = 0, kTcTileTall = 1, kTcTileWgmma = 2, kTcTileWgmmaCluster = 3,
               kTcTileWgmmaClusterVBulk = 4, kTcTileWgmmaClusterUVMulticast = 5;
+// The f4x4 variant's tile on Hopper (run_tc_f4x4): no rule of the fused tiles names it.
+constexpr int kTcTileWgmmaF4x4 = -2;
 constexpr const char* kTcTileChoices[] = {"fused:tf32",
                                           "fused:tf32-tall",
                                           "fused:tf32-wgmma",
@@ -535,6 +588,7 @@ bool wgmma_tile(int tile) { return tile >= kTcTileWgmma && tile <= kTcTileWgmmaC
 // 3xbf16-wgmma, and the two-block staged-V cluster, 3xbf16-wgmma-cluster-vbulk.
 template <int kProducts>
 const char* tc_tile_choice(int tile) {
+  if (tile == kTcTileWgmmaF4x4) return "f4x4:tf32-wgmma-cluster";
   if constexpr (kProducts == 3) {
     if (tile == kTcTileWgmmaClusterVBulk) return "fused:3xbf16-wgmma-cluster-vbulk";
     return tile == kTcTileWgmma ? "fused:3xbf16-wgmma" : tile == kTcTileTall ? "fused:3xbf16-tall" : "fused:3xbf16";
@@ -630,6 +684,14 @@ bool staged_words_two_blocks(const WinogradConv& cv, bool split_operands) {
          staged_v_blocks(cv) >= 2 * int64_t(sm_count());
 }
 
+// The f4x4 variant's forward or grad_input on tensor cores: the staged-V F(4x4) cluster where the
+// device has wgmma and no config is forced, for calls of one TF32-precise product (float32 under the
+// TF32 switch, bfloat16: F(4x4)'s error then about 1.6x a bfloat16 convolution's, docs/winograd.md);
+// float16's split operands, a forced config and other GPUs keep the staged pipeline (winograd_conv).
+int f4x4_tile(bool split_operands) {
+  return !split_operands && wgmma_device() && forced_config(kWinograd) < 0 ? kTcTileWgmmaF4x4 : kTcIeee;
+}
+
 // A forward or grad_input on tensor cores (`channels_last`: the call's memory format;
 // `split_operands`: float16's, three bfloat16 products): the tensor-core kernel's tile, by the rule
 // on every layer but those of the shallow and narrow kernels (kTcIeee). Where a group has more than
@@ -640,6 +702,7 @@ bool staged_words_two_blocks(const WinogradConv& cv, bool split_operands) {
 // channel-run patch loads cost less than NCHW's; mma.sync's tf32-tall elsewhere. Whether a tile
 // runs does not depend on the dtype, only which wgmma tile.
 int tc_forward_tile(const WinogradConv& cv, bool channels_last, bool split_operands) {
+  if (winograd_variant() == WinogradVariant::kF4x4) return f4x4_tile(split_operands);
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
   if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return kTcIeee;
@@ -924,17 +987,19 @@ void winograd_thread_tile_conv(const at::Tensor& x, const at::Tensor& weight, co
 }
 
 // A forward or grad_input (`map`) on the tensor-core tile `tile` (not kTcIeee; for split calls the
-// single wgmma block or the two-block staged-V cluster among the wgmma tiles, tile_for): x, bias and y
-// of TIo, the weight float32 or TIo (the filter transforms read either).
+// single wgmma block or the two-block staged-V cluster among the wgmma tiles, tile_for; the f4x4
+// variant's F(4x4) cluster, f4x4_tile): x, bias and y of TIo, the weight float32 or TIo (the filter
+// transforms read either).
 template <typename TIo>
 void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const LaunchMap& map,
                       at::Tensor& y, int tile, bool nhwc) {
-  const WinogradConv cv = winograd_launch(map);
+  const WinogradConv cv = tile == kTcTileWgmmaF4x4 ? winograd_launch<WinogradF4x4>(map) : winograd_launch(map);
   if (cv.tiles() == 0 || cv.out_C == 0) return record_workspace_bytes(0);
   const char* pass = cv.transposed ? "grad_input" : "forward";
   record_last_choice(pass, tc_tile_choice<kMmaProducts<TIo>>(tile), 1);
   if (nhwc) record_last_operand(pass, "nhwc");
   if constexpr (kMmaProducts<TIo> == 1) {
+    if (tile == kTcTileWgmmaF4x4) return run_tc_f4x4(x, weight, bias, cv, y, nhwc);
     if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
     if (tile == kTcTileWgmmaCluster) return run_tc_fused<WinogradWgmmaClusterTile>(x, weight, bias, cv, y, nhwc);
     if (tile == kTcTileWgmmaClusterVBulk)
@@ -945,7 +1010,8 @@ void winograd_tc_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* 
     if (tile == kTcTileWgmma) return run_tc_fused<WinogradWgmmaTile>(x, weight, bias, cv, y, nhwc);
     if (tile == kTcTileWgmmaClusterVBulk)
       return run_tc_fused<WinogradWgmmaClusterVBulkSplitTile>(x, weight, bias, cv, y, nhwc);
-    TORCH_INTERNAL_ASSERT(!wgmma_tile(tile), "winograd: split float16 operands (3xBF16) run no fused cluster tile");
+    TORCH_INTERNAL_ASSERT(!wgmma_tile(tile) && tile != kTcTileWgmmaF4x4,
+                          "winograd: split float16 operands (3xBF16) run no fused cluster tile");
   }
   if (tile == kTcTileTall) return run_tc_fused<WinogradTcTileTall>(x, weight, bias, cv, y, nhwc);
   return run_tc_fused<WinogradTcTile>(x, weight, bias, cv, y, nhwc);

@@ -435,7 +435,8 @@ struct F16Carrier {
 
 // U for the staged-V tiles in float16 (F16Carrier), in two launches over the cache: `max_abs` first
 // (kMax: each filter's largest |U|, gathered into u_max, zeroed by the caller), then the scaled
-// values, [group][filter block][chunk][point][u_half]. The cache tensor holds u_max after U. TW: the
+// values, [group][filter block][chunk][point][u_half], the points of Cfg::Tile (F(2x2)'s 16, or
+// F(4x4)'s 36). The cache tensor holds u_max after U. TW: the
 // weight's type (float, bfloat16 or float16). A block per run of a (group, filter block, chunk), as
 // winograd_filter_transform_tc_kernel: kMax, the run's filters' maxima meet in shared memory first
 // (one atomic maximum a filter and run, where one a filter pair queued on each filter's address);
@@ -445,9 +446,10 @@ __global__ void __launch_bounds__(256) winograd_filter_transform_f16_kernel(cons
                                                                             uint16_t* __restrict__ u,
                                                                             float* __restrict__ u_max,
                                                                             const FilterLayout f) {
+  using Tile = typename Cfg::Tile;
   static_assert(Cfg::kOperandBytes == 2, "float16 operands");
-  static_assert(Cfg::kUChunkFloats == kWinogradPoints * Cfg::kUPointFloats && 2 * Cfg::kUPointFloats == Cfg::kK * Cfg::kM,
-                "a run holds the chunk's 16 points of kK x kM halves");
+  static_assert(Cfg::kUChunkFloats == Tile::kPoints * Cfg::kUPointFloats && 2 * Cfg::kUPointFloats == Cfg::kK * Cfg::kM,
+                "a run holds the chunk's points of kK x kM halves");
   extern __shared__ __align__(16) float run[];  // kMax: the run's kM maxima; else its kUChunkFloats
   const int k_blocks = f.outputs_pad / Cfg::kM, chunks = f.reduction_pad / Cfg::kK;
   const int64_t runs = int64_t(f.groups) * k_blocks * chunks;
@@ -460,18 +462,18 @@ __global__ void __launch_bounds__(256) winograd_filter_transform_f16_kernel(cons
     }
     for (int i = threadIdx.x; i < Cfg::kM * Cfg::kK; i += blockDim.x) {
       const int kk = f.rotated ? i / Cfg::kM : i % Cfg::kK, m = f.rotated ? i % Cfg::kM : i / Cfg::kK;
-      float uu[kWinogradPoints];
-      filter_points<WinogradF2x2>(w, f, g, chunk * Cfg::kK + kk, kb * Cfg::kM + m, uu);
+      float uu[Tile::kPoints];
+      filter_points<Tile>(w, f, g, chunk * Cfg::kK + kk, kb * Cfg::kM + m, uu);
       if constexpr (kMax) {
         float most = 0.f;
 #pragma unroll
-        for (int e = 0; e < kWinogradPoints; ++e) most = fmaxf(most, fabsf(round_to_tf32(uu[e])));
+        for (int e = 0; e < Tile::kPoints; ++e) most = fmaxf(most, fabsf(round_to_tf32(uu[e])));
         if (most != 0.f) F16Carrier::gather_max(run + m, most);
       } else {
         const int ex = F16Carrier::exponent(filter_max[m]);
         uint16_t* dst = reinterpret_cast<uint16_t*>(run) + Cfg::u_half(kk, m);
 #pragma unroll
-        for (int e = 0; e < kWinogradPoints; ++e)
+        for (int e = 0; e < Tile::kPoints; ++e)
           dst[e * 2 * Cfg::kUPointFloats] = F16Carrier::half_bits(round_to_tf32(uu[e]), ex);
       }
     }
@@ -936,6 +938,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // WinogradWgmmaClusterVStagedSplitLayout.)
 template <bool kVStaged_, int kOperandBytes_ = 4>
 struct WinogradWgmmaClusterConfig {
+  using Tile = WinogradF2x2;
   static constexpr bool kWgmma = true, kVStaged = kVStaged_;
   static constexpr int kOperandBytes = kOperandBytes_;
   static constexpr int kProducts = 1;  // one product per point product (WgmmaPointMmas::run)
@@ -1059,13 +1062,14 @@ using WinogradWgmmaClusterVBulkSplitTile = WinogradWgmmaClusterBulkConfig<1, 1, 
 static_assert(WinogradWgmmaClusterVBulkSplitTile::kForwardSmemBytes <= 227 * 1024, "within an sm_90 block's shared memory");
 
 // A block's place in its cluster (cluster rank half + 2 * (fshare + kVShare * tshare)): its point half,
-// and which of the cluster's filter blocks and tile blocks it computes. Clusters of two (kVShare and
-// kUShare 1) are the rank as the point half.
+// and which of the cluster's filter blocks and tile blocks it computes. Clusters of one filter block
+// and tile block (kVShare and kUShare 1: two blocks, or F(4x4)'s three) are the rank as the point
+// part.
 template <typename Cfg>
 struct ClusterPlace {
   int half, fshare, tshare;
   __device__ __forceinline__ explicit ClusterPlace(int cluster_rank)
-      : half(Cfg::kCluster > 2 ? cluster_rank % 2 : cluster_rank),
+      : half(Cfg::kVShare * Cfg::kUShare > 1 ? cluster_rank % 2 : cluster_rank),
         fshare(Cfg::kVShare > 1 ? (cluster_rank / 2) % Cfg::kVShare : 0),
         tshare(Cfg::kUShare > 1 ? cluster_rank / (2 * Cfg::kVShare) : 0) {}
   __device__ __forceinline__ unsigned rank_of(int f, int t) const { return unsigned(half + 2 * (f + Cfg::kVShare * t)); }

@@ -1,0 +1,245 @@
+// Winograd F(4x4, 3x3) on Hopper's wgmma, staged V (the `f4x4` variant of the calls that run TF32
+// tensor cores: float32 under PyTorch's TF32 switch, bfloat16): 36 points per 4x4 output tile where
+// F(2x2) takes 16 per 2x2, so a block of the same MMA tile and the same bytes per MMA does 1.78x more
+// of the direct convolution's work per byte it takes in (docs/winograd.md, "F(4x4) on the staged path
+// for bfloat16").
+//
+// Three kernels before the reduction's: each pixel's largest |input| over the group's channels (the
+// F(2x2) staged-V tiles' winograd_tc_pixel_max_kernel), each tile's bound of its largest |V| from its
+// 6 x 6 window of them, and the input transform, which writes V in float16 words under the tiles'
+// scales (F16Carrier: TF32's precision) in the blocks' chunk runs. U comes from the float16 filter
+// transform of the F(2x2) tiles (winograd_filter_transform_f16_kernel) in the same layout, 36 points a
+// chunk.
+//
+// The reduction: a cluster of three blocks per 64 filters x 64 tiles output block, each block 12 of
+// the 36 points (point rows 2 * rank and 2 * rank + 1), 3 a warpgroup, streaming its points' U and V
+// by bulk copies through four stages (BulkStages, reduce_bulk: the staged-V F(2x2) clusters' loop) and
+// reducing by m64n64k16 MMAs. The epilogue stages each block's M in its shared memory, and each block
+// then finishes a third of the output block's tiles, reading the other 24 points of each from its
+// partners' shared memory.
+#pragma once
+
+#include "winograd_wgmma_kernels.cuh"
+
+namespace torchconv {
+namespace cuda {
+
+// The cluster's block (module comment). Its operands are the F(2x2) staged-V tiles' float16 words
+// (WinogradWgmmaClusterVStagedLayout): core matrices of 8 rows x 8 channels, 48 KB a chunk of
+// 16 channels for 12 points. M (12 points x 64 tiles x 64 filters, float32, [point][tile][filter]
+// rows of kLdMt, stage_wgmma_points) takes the stages' space once the reduction is done.
+struct WinogradWgmmaF4x4ClusterTile {
+  using Tile = WinogradF4x4;
+  static constexpr bool kWgmma = true, kVStaged = true, kWalks = false;
+  static constexpr int kOperandBytes = 2, kProducts = 1;
+  static constexpr int kVShare = 1, kUShare = 1, kCluster = 3;
+  static constexpr int kM = 64, kN = 64, kK = 16, kSteps = 1, kKGroups = kK * kOperandBytes / 16;
+  static constexpr int kThreads = 512, kMinBlocks = 1;
+  static constexpr int kPoints = Tile::kPoints / kCluster;
+  static constexpr int kWarpgroups = kThreads / 128, kPointsPerGroup = kPoints / kWarpgroups, kPointStep = 1;
+  static __host__ __device__ constexpr int first_point(int group) { return group * kPointsPerGroup; }
+  static constexpr int kVQuad = kN * 4, kVPoint = kKGroups * kVQuad, kUPointFloats = kKGroups * kM * 4;
+  static constexpr int kUChunkFloats = Tile::kPoints * kUPointFloats, kVChunkFloats = Tile::kPoints * kVPoint;
+  static constexpr int kUFloats = kPoints * kUPointFloats, kVFloats = kPoints * kVPoint;
+  static constexpr int kStage = kUFloats + kVFloats, kStages = 4;
+  static __host__ __device__ constexpr int u_stage_offset(int s) { return s * kStage; }
+  static __host__ __device__ constexpr int v_stage_offset(int s) { return s * kStage + kUFloats; }
+  static constexpr int kLdMt = kM + 4, kLdV = kN + 8;
+  static constexpr int kMFloats = kPoints * kN * kLdMt;
+  // The stages or M, then the mbarriers: a stage's copies landed (kStages), its readers done (kStages).
+  static constexpr int kBarrierOffset = kStages * kStage > kMFloats ? kStages * kStage : kMFloats;
+  static constexpr size_t kForwardSmemBytes = size_t(kBarrierOffset) * sizeof(float) + 2 * kStages * sizeof(uint64_t);
+  static_assert(kPoints * kCluster == Tile::kPoints && kPointsPerGroup * kWarpgroups == kPoints, "whole point rows");
+  static_assert(kBarrierOffset % 2 == 0 && kForwardSmemBytes <= 227 * 1024, "within an sm_90 block's shared memory");
+
+  static __host__ __device__ constexpr int u_half(int kk, int m) {
+    return WinogradWgmmaClusterVStagedLayout::operand_half(kk, m, kM);
+  }
+  static __host__ __device__ constexpr int v_half(int kk, int n) {
+    return WinogradWgmmaClusterVStagedLayout::operand_half(kk, n, kN);
+  }
+};
+
+// The largest sum of |B^T|'s entries along a row: |V| = |B^T d B| is at most its square times the
+// largest |d| of the window.
+TORCHCONV_HOST_DEVICE constexpr double f4x4_input_row_sum() {
+  double most = 0;
+  for (int i = 0; i < WinogradF4x4::kAlpha; ++i) {
+    double sum = 0;
+    for (int j = 0; j < WinogradF4x4::kAlpha; ++j) {
+      const double c = WinogradF4x4::BT::c(i, j);
+      sum += c < 0 ? -c : c;
+    }
+    most = sum > most ? sum : most;
+  }
+  return most;
+}
+constexpr float kF4x4VBoundFactor = float(f4x4_input_row_sum() * f4x4_input_row_sum());
+
+// Each tile's bound of its largest |V| ([group][tile], a.v_max): kF4x4VBoundFactor times the largest
+// |input| of its 6 x 6 window (the image's padding excluded) over the group's channels, from the
+// pixels' maxima ([group][image][row][column], winograd_tc_pixel_max_kernel). Its scale puts the
+// bound in [2^14, 2^15), so that every V of the tile, rounded to TF32, is a float16 (F16Carrier).
+template <typename TIo>
+__global__ void __launch_bounds__(256) winograd_tc_f4x4_tile_bound_kernel(const ForwardArgs<float, TIo> a,
+                                                                         const float* __restrict__ pixel_max) {
+  const WinogradConv& cv = a.cv;
+  const int64_t tiles = cv.tiles(), total = int64_t(cv.groups) * tiles;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int g = int(i / tiles);
+    const TileCoord tc = tile_coord(cv, i - g * tiles);
+    const int y0 = WinogradF4x4::kOutput * tc.ty + cv.col_oy, x0 = WinogradF4x4::kOutput * tc.tx + cv.col_ox;
+    float most = 0.f;
+#pragma unroll
+    for (int r = 0; r < WinogradF4x4::kAlpha; ++r) {
+      const int y = y0 + r;
+      if (y < 0 || y >= cv.src_H) continue;
+      const float* line = pixel_max + ((int64_t(g) * cv.N + tc.n) * cv.src_H + y) * cv.src_W;
+#pragma unroll
+      for (int q = 0; q < WinogradF4x4::kAlpha; ++q) {
+        const int x = x0 + q;
+        if (x >= 0 && x < cv.src_W) most = fmaxf(most, line[x]);
+      }
+    }
+    const_cast<float*>(a.v_max)[i] = kF4x4VBoundFactor * most;
+  }
+}
+
+// V for WinogradWgmmaF4x4ClusterTile of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles, in float16
+// under each tile's scale: [group][tile block][chunk][point][Cfg::v_half(channel, tile)], zero outside
+// the image, the tiles and the channels. A thread per (channel, tile) of a chunk: channels_last, lanes
+// along the channels (neighbouring addresses); NCHW, along the tiles.
+template <typename Cfg, bool kNhwc, typename TIo>
+__global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(const ForwardArgs<float, TIo> a,
+                                                                              uint16_t* __restrict__ v) {
+  using Tile = typename Cfg::Tile;
+  constexpr int kRun = Cfg::kK * Cfg::kN;
+  const WinogradConv& cv = a.cv;
+  const int chunks = a.reduction_pad / Cfg::kK;
+  const int64_t total = int64_t(cv.groups) * a.p_tiles * chunks * kRun;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int w = int(i % kRun);
+    const int64_t rest = i / kRun;  // (group, tile block, chunk)
+    const int chunk = int(rest % chunks), pt = int((rest / chunks) % a.p_tiles), g = int(rest / chunks / a.p_tiles);
+    const int kk = kNhwc ? w % Cfg::kK : w / Cfg::kN, n = kNhwc ? w / Cfg::kK : w % Cfg::kN;
+    const int64_t p = int64_t(a.p_tile0 + pt) * Cfg::kN + n;
+    const int c = chunk * Cfg::kK + kk;
+    const bool live = p < cv.tiles() && c < cv.Cg();
+    float d[Tile::kPoints], vv[Tile::kPoints];
+    float bound = 0.f;
+#pragma unroll
+    for (int e = 0; e < Tile::kPoints; ++e) d[e] = 0.f;
+    if (live) {
+      const TileCoord tc = tile_coord(cv, p);
+      const int y0 = Tile::kOutput * tc.ty + cv.col_oy, x0 = Tile::kOutput * tc.tx + cv.col_ox;
+      const int64_t ch = int64_t(g) * cv.Cg() + c;
+      const TIo* src = kNhwc ? a.x + int64_t(tc.n) * cv.in_plane * cv.src_C + ch
+                             : a.x + (int64_t(tc.n) * cv.src_C + ch) * cv.in_plane;
+      const int64_t col_step = kNhwc ? cv.src_C : 1;
+#pragma unroll
+      for (int r = 0; r < Tile::kAlpha; ++r) {
+        const int y = y0 + r;
+        if (y < 0 || y >= cv.src_H) continue;
+#pragma unroll
+        for (int q = 0; q < Tile::kAlpha; ++q) {
+          const int x = x0 + q;
+          if (x >= 0 && x < cv.src_W) d[r * Tile::kAlpha + q] = io_to<float>(src[(int64_t(y) * cv.src_W + x) * col_step]);
+        }
+      }
+      bound = a.v_max[int64_t(g) * cv.tiles() + p];
+    }
+    Tile::input(d, vv);
+    const F16Carrier::Scale scale(F16Carrier::exponent(bound));
+    uint16_t* dst = v + ((int64_t(g) * a.p_tiles + pt) * chunks + chunk) * (2 * int64_t(Cfg::kVChunkFloats)) +
+                    Cfg::v_half(kk, n);
+#pragma unroll
+    for (int e = 0; e < Tile::kPoints; ++e) dst[e * 2 * Cfg::kVPoint] = F16Carrier::half_bits(round_to_tf32(vv[e]), scale);
+  }
+}
+
+// The cluster kernel (WinogradWgmmaF4x4ClusterTile), launched in clusters of three consecutive blocks,
+// a cluster per (group, filter block, tile block), filter blocks fastest. kNhwc: x and y are
+// channels_last; TIo: the type of x, bias and y.
+template <typename Cfg, bool kNhwc, typename TIo>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    winograd_wgmma_f4x4_cluster_forward_kernel(const ForwardArgs<float, TIo> a) {
+  static_assert(kMmaProducts<TIo> == 1, "one TF32-precise product per point product");
+  using Tile = typename Cfg::Tile;
+  extern __shared__ __align__(16) float smem[];
+  const WinogradConv& cv = a.cv;
+  const int rank = int(cluster_block_rank());
+  const ClusterPlace<Cfg> place(rank);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbarrier_init(&bars[s], 1);
+      mbarrier_init(&bars[Cfg::kStages + s], Cfg::kWarpgroups);
+    }
+    mbarrier_init_fence_cluster();
+  }
+  // The mbarriers exist before any copy or arrival reaches them.
+  cluster_arrive_relaxed();
+  cluster_wait_acquire();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  using Mmas = WgmmaPointMmas<Cfg>;
+  typename Mmas::Accumulators acc;
+  const Mmas mmas(smem);
+  const int chunks = a.reduction_pad / Cfg::kK;
+  const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, int(blockIdx.x / Cfg::kCluster));
+  const float* u_block = TcUFetcher<Cfg>::block_run(a, bc.g, bc.kt) + rank * Cfg::kUFloats;
+  const float* v_block = a.v + (int64_t(bc.g) * a.p_tiles + bc.pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
+  Mmas::zero(acc);
+  reduce_bulk<Cfg>(mmas, acc, u_block, v_block, BulkStages<Cfg>(smem, bars, place), chunks);
+  wgmma_wait<0>();
+
+  // Epilogue. M of the block's 12 points into its shared memory (the stages are free once every
+  // warpgroup's MMAs are done), then every block's M is visible to the cluster.
+  __syncthreads();
+  stage_wgmma_points<Cfg, true>(acc, smem, warp, lane);
+  cluster_arrive_release();
+  cluster_wait_acquire();
+
+  // A thread's filter (lanes along the filters: neighbouring channels_last outputs) and its tiles of
+  // this block's third: tiles rank, rank + 3, ... of the output block.
+  constexpr int kPointFloats = Cfg::kN * Cfg::kLdMt, kSlots = Cfg::kThreads / Cfg::kM;
+  unsigned blocks_m[Cfg::kCluster];
+#pragma unroll
+  for (int b = 0; b < Cfg::kCluster; ++b) blocks_m[b] = cluster_shared_address(smem, unsigned(b));
+  const int f = threadIdx.x % Cfg::kM, slot = threadIdx.x / Cfg::kM;
+  const int Kg = cv.Kg(), k = bc.kt * Cfg::kM + f;
+  const int64_t tiles = cv.tiles();
+  const bool filter_live = k < Kg;
+  const F16Carrier::Unscale by_u(F16Carrier::exponent(filter_live ? a.u_max[int64_t(bc.g) * a.outputs_pad + k] : 0.f));
+  const float bias = filter_live && a.bias ? io_to<float>(a.bias[int64_t(bc.g) * Kg + k]) : 0.f;
+  const int64_t plane = int64_t(cv.out_H) * cv.out_W;
+  for (int n = rank + Cfg::kCluster * slot; n < Cfg::kN; n += Cfg::kCluster * kSlots) {
+    const int64_t p = int64_t(a.p_tile0 + bc.pt) * Cfg::kN + n;
+    if (!filter_live || p >= tiles) continue;
+    float m[Tile::kPoints], y[Tile::kOutput * Tile::kOutput];
+#pragma unroll
+    for (int b = 0; b < Cfg::kCluster; ++b)
+#pragma unroll
+      for (int q = 0; q < Cfg::kPoints; ++q)
+        m[b * Cfg::kPoints + q] = load_cluster_shared(blocks_m[b] + 4u * unsigned(q * kPointFloats + n * Cfg::kLdMt + f));
+    Tile::output(m, y);
+    const F16Carrier::Unscale by_v(F16Carrier::exponent(a.v_max[int64_t(bc.g) * tiles + p]));
+    const TileCoord tc = tile_coord(cv, p);
+    const int oy = Tile::kOutput * tc.ty, ox = Tile::kOutput * tc.tx;
+    const int64_t channel = int64_t(bc.g) * Kg + k;
+    TIo* out = kNhwc ? a.y + (int64_t(tc.n) * plane + int64_t(oy) * cv.out_W + ox) * cv.out_C + channel
+                     : a.y + (int64_t(tc.n) * cv.out_C + channel) * plane + int64_t(oy) * cv.out_W + ox;
+    const int64_t col = kNhwc ? cv.out_C : 1, row = col * cv.out_W;
+#pragma unroll
+    for (int i = 0; i < Tile::kOutput; ++i)
+#pragma unroll
+      for (int j = 0; j < Tile::kOutput; ++j)
+        if (oy + i < cv.out_H && ox + j < cv.out_W)
+          out[i * row + j * col] = io_from<TIo>(by_v(by_u(y[i * Tile::kOutput + j])) + bias);
+  }
+  // No block leaves while its partners may still read its M.
+  cluster_arrive_release();
+  cluster_wait_acquire();
+}
+
+}  // namespace cuda
+}  // namespace torchconv
