@@ -1403,12 +1403,6 @@ def test_tf32_reads_nchw_inputs_at_any_alignment(shape, tile, dtype):
     assert rel_err(y_odd, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
 
 
-def f4x4_tf32_choice():
-    """What the f4x4 variant's forward and grad_input on TF32 tensor cores run: on Hopper the staged-V
-    F(4x4) cluster (test_f4x4_wgmma_cluster), elsewhere the staged pipeline's TF32 GEMMs."""
-    return "f4x4:tf32-wgmma-cluster" if torch.cuda.get_device_capability() == (9, 0) else "f4x4:staged-tf32"
-
-
 @needs_cuda
 def test_tf32_follows_the_switch_and_the_call_dtype():
     """The same layer: TF32 error with the switch on, IEEE FP32 error with it off; an explicit staged
@@ -1422,7 +1416,7 @@ def test_tf32_follows_the_switch_and_the_call_dtype():
     y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
     assert torchconv.last_choice().startswith("forward:fused:tf32")
     assert 1e-5 < rel_err(y, ref) < 1e-3  # TF32 operands, not IEEE
-    for v, choice in (("staged", "forward:staged:tf32"), ("f4x4", "forward:" + f4x4_tf32_choice())):
+    for v, choice in (("staged", "forward:staged:tf32"), ("f4x4", "forward:f4x4:staged-tf32")):
         with using_variant("winograd", v):
             assert 1e-5 < rel_err(torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd"), ref) < 1e-2
             assert torchconv.last_choice().startswith(choice)
@@ -1483,7 +1477,7 @@ def test_staged_variants_run_tf32_tensor_cores_on_request(variant, shape):
     torch.backends.cudnn.allow_tf32 = False
     with using_variant("winograd", variant):
         y_ieee, gx_ieee, gw_ieee, choice_ieee = run()
-    tf32_choice = {"staged": "staged:tf32", "f4x4": f4x4_tf32_choice()}[variant]
+    tf32_choice = {"staged": "staged:tf32", "f4x4": "f4x4:staged-tf32"}[variant]
     assert f"forward:{tf32_choice}" in choice and f"grad_input:{tf32_choice}" in choice, choice
     assert "forward:fused:tf32/" in choice_fused and "tf32" not in choice_ieee, (choice_fused, choice_ieee)
     for ours, fused, ieee, exact in ((y, y_fused, y_ieee, ref), (gx, gx_fused, gx_ieee, ref_gx)):
@@ -1547,10 +1541,10 @@ def test_staged_tf32_in_workspace_chunks():
     (1, 33, 48, 7, 6, 2, 1, True),  # partial tiles, padding 2
 ], ids=shape_id)
 def test_16bit_calls_of_the_staged_variants(shape, variant, dtype):
-    """bfloat16 and float16 calls of the staged and f4x4 variants run their point GEMMs on tensor cores,
-    widened to float32 (but the f4x4 variant's bfloat16 forward and grad_input on Hopper, which run
-    F(4x4)'s cluster on the bfloat16 tensors: test_f4x4_wgmma_cluster). bfloat16's in TF32, as a
-    float32 call under the TF32 switch (its values
+    """bfloat16 and float16 NCHW calls of the staged and f4x4 variants run widened to float32, their point
+    GEMMs on tensor cores (channels_last bfloat16 calls of the f4x4 variant on Hopper run F(4x4)'s
+    cluster on the bfloat16 tensors: test_f4x4_wgmma_cluster). bfloat16's in TF32, as a float32 call
+    under the TF32 switch (its values
     are exact in TF32; TF32's rounding of U and V, F(4x4)'s too, stays within 2x of a bfloat16
     convolution's error): each pass is that call's result rounded to bfloat16, bit for bit, and within
     2x of cuDNN's bfloat16 error. float16's staged F(2x2) in 3xBF16 (TF32 rounding of V would cost
@@ -1558,7 +1552,7 @@ def test_16bit_calls_of_the_staged_variants(shape, variant, dtype):
     IEEE result rounded, but for rare elements one float16 unit off (assert_rounded_ieee)."""
     with using_variant("winograd", variant):
         ours, widened, plans, _, (x, gy) = half_and_float32_passes(shape, "nchw", dtype=dtype)
-    tf32 = {"staged": "staged:tf32/", "f4x4": f4x4_tf32_choice() + "/"}[variant]
+    tf32 = {"staged": "staged:tf32/", "f4x4": "f4x4:staged-tf32/"}[variant]
     gemms_on_tensor_cores = [tf32 in p for p in plans]
     if dtype == torch.float16:
         if variant == "staged":
@@ -1607,13 +1601,14 @@ F4X4_CLUSTER_SHAPES = [
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "tf32"])
 @pytest.mark.parametrize("shape", F4X4_CLUSTER_SHAPES, ids=lambda s: "N{}C{}K{}H{}W{}p{}g{}".format(*s))
 def test_f4x4_wgmma_cluster(shape, dtype, layout):
-    """On Hopper the f4x4 variant's forward and grad_input of calls on TF32 tensor cores (bfloat16;
-    float32 under the TF32 switch) run F(4x4) on the staged-V wgmma cluster: U and V as float16 words
-    under power-of-two scales (TF32's precision), the 36 points on a cluster of three blocks, x and y
-    read and written in their own dtype and layout. bfloat16 within 2x of cuDNN's bfloat16 error
-    (F(4x4) at TF32's precision is about 1.6x it, docs/winograd.md), forward and grad_input, bias
-    included; float32 at F(4x4)'s TF32 error (several times a direct TF32 convolution's), under 2e-2.
-    grad_weight stays F(2x2)'s in IEEE FP32, as the variant's elsewhere."""
+    """On Hopper the f4x4 variant's forward and grad_input of channels_last calls on TF32 tensor cores
+    (bfloat16; float32 under the TF32 switch) run F(4x4) on the staged-V wgmma cluster: U and V as
+    float16 words under power-of-two scales (TF32's precision), the 36 points on a cluster of three
+    blocks, x and y read and written as they are; NCHW calls keep the staged pipeline's TF32 GEMMs
+    (bfloat16 widened to float32). bfloat16 within 2x of cuDNN's bfloat16 error (F(4x4) at TF32's
+    precision is about 1.6x it, docs/winograd.md), forward and grad_input, bias included; float32 at
+    F(4x4)'s TF32 error (several times a direct TF32 convolution's), under 2e-2. grad_weight stays
+    F(2x2)'s in IEEE FP32, as the variant's elsewhere."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma: Hopper only")
     n, c, k, h, w, padding, groups = shape
@@ -1634,7 +1629,8 @@ def test_f4x4_wgmma_cluster(shape, dtype, layout):
         y = torchconv.conv2d(xs, ws, b, algorithm="winograd", **kw)
         ours = (y,) + torch.autograd.grad(y, (xs, ws), gy)
         choice = torchconv.last_choice()
-    assert "forward:f4x4:tf32-wgmma-cluster/" in choice and "grad_input:f4x4:tf32-wgmma-cluster/" in choice, choice
+    runs = "f4x4:tf32-wgmma-cluster/" if layout == "nhwc" else "f4x4:staged-tf32/"
+    assert f"forward:{runs}" in choice and f"grad_input:{runs}" in choice, choice
     assert "tf32" not in choice.split()[2], choice  # grad_weight: F(2x2), IEEE FP32
     for t in ours:
         assert t.dtype == dtype and torch.isfinite(t).all()

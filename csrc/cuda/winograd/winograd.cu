@@ -479,12 +479,13 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
 // F(4x4, 3x3) on the staged-V wgmma cluster (WinogradWgmmaF4x4ClusterTile, winograd_wgmma_f4x4_kernels.cuh):
 // each pixel's largest |input| over the group's channels, each tile's bound of its |V|, then per
 // slice of tile blocks (V within the workspace limit, as run_tc_vstaged) the input transform and the
-// clusters' reduction; x, bias and y of TIo (float under the TF32 switch, or bfloat16), NCHW or
-// channels_last (`nhwc`).
+// clusters' reduction; x, bias and y of TIo (float under the TF32 switch, or bfloat16), channels_last
+// (f4x4_tile).
 template <typename TIo>
 void run_tc_f4x4(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const WinogradConv& cv, at::Tensor& y,
                  bool nhwc) {
   using Cfg = WinogradWgmmaF4x4ClusterTile;
+  TORCH_INTERNAL_ASSERT(nhwc, "winograd: the F(4x4) cluster runs channels_last calls");
   const FilterLayout f = filter_layout<Cfg>(weight, cv.groups, cv.transposed);
   const at::Tensor u = tc_transformed_filters_f16<Cfg>(weight, f);
   ForwardArgs<float, TIo> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
@@ -502,13 +503,11 @@ void run_tc_f4x4(const at::Tensor& x, const at::Tensor& weight, const TIo* bias,
   a.v = v.const_data_ptr<float>();
   a.v_max = pixel_max + pixels;
   const cudaStream_t stream = current_stream();
-  launch_pixel_max(a, pixel_max, nhwc);
+  launch_pixel_max(a, pixel_max, /*nhwc=*/true);
   winograd_tc_f4x4_tile_bound_kernel<TIo><<<elementwise_blocks(tiles, 256), 256, 0, stream>>>(a, pixel_max);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  auto transform = nhwc ? winograd_tc_f4x4_input_transform_kernel<Cfg, true, TIo>
-                        : winograd_tc_f4x4_input_transform_kernel<Cfg, false, TIo>;
-  auto kernel = nhwc ? winograd_wgmma_f4x4_cluster_forward_kernel<Cfg, true, TIo>
-                     : winograd_wgmma_f4x4_cluster_forward_kernel<Cfg, false, TIo>;
+  auto transform = winograd_tc_f4x4_input_transform_kernel<Cfg, TIo>;
+  auto kernel = winograd_wgmma_f4x4_cluster_forward_kernel<Cfg, TIo>;
   auto* halves = reinterpret_cast<uint16_t*>(v.mutable_data_ptr<float>());
   for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
@@ -684,12 +683,15 @@ bool staged_words_two_blocks(const WinogradConv& cv, bool split_operands) {
          staged_v_blocks(cv) >= 2 * int64_t(sm_count());
 }
 
-// The f4x4 variant's forward or grad_input on tensor cores: the staged-V F(4x4) cluster where the
-// device has wgmma and no config is forced, for calls of one TF32-precise product (float32 under the
-// TF32 switch, bfloat16: F(4x4)'s error then about 1.6x a bfloat16 convolution's, docs/winograd.md);
-// float16's split operands, a forced config and other GPUs keep the staged pipeline (winograd_conv).
-int f4x4_tile(bool split_operands) {
-  return !split_operands && wgmma_device() && forced_config(kWinograd) < 0 ? kTcTileWgmmaF4x4 : kTcIeee;
+// The f4x4 variant's forward or grad_input on tensor cores: the staged-V F(4x4) cluster for
+// channels_last calls of one TF32-precise product (float32 under the TF32 switch, bfloat16: F(4x4)'s
+// error then about 1.6x a bfloat16 convolution's, docs/winograd.md) where the device has wgmma and no
+// config is forced. NCHW calls (whose transform would read, and whose epilogue write, a value a lane
+// from 32 planes), float16's split operands, a forced config and other GPUs keep the staged pipeline
+// (winograd_conv).
+int f4x4_tile(bool channels_last, bool split_operands) {
+  return channels_last && !split_operands && wgmma_device() && forced_config(kWinograd) < 0 ? kTcTileWgmmaF4x4
+                                                                                            : kTcIeee;
 }
 
 // A forward or grad_input on tensor cores (`channels_last`: the call's memory format;
@@ -702,7 +704,7 @@ int f4x4_tile(bool split_operands) {
 // channel-run patch loads cost less than NCHW's; mma.sync's tf32-tall elsewhere. Whether a tile
 // runs does not depend on the dtype, only which wgmma tile.
 int tc_forward_tile(const WinogradConv& cv, bool channels_last, bool split_operands) {
-  if (winograd_variant() == WinogradVariant::kF4x4) return f4x4_tile(split_operands);
+  if (winograd_variant() == WinogradVariant::kF4x4) return f4x4_tile(channels_last, split_operands);
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
   if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return kTcIeee;
@@ -1603,12 +1605,14 @@ bool splits_operands(at::ScalarType t) {
   }
 }
 
-TcForwardPlan tc_forward_plan(bool tensor_cores, const LaunchMap& map, const at::Tensor& input,
+// `split_operands`: the call's point products are float16's split ones (a float16 call's, or a widened
+// float16 pass's), which only some tiles run.
+TcForwardPlan tc_forward_plan(bool tensor_cores, bool split_operands, const LaunchMap& map, const at::Tensor& input,
                               const at::Tensor& weight) {
   TcForwardPlan plan;
   const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
   const WinogradConv cv = winograd_launch(map);
-  if (tensor_cores) plan.tile = tc_forward_tile(cv, channels_last, splits_operands(input.scalar_type()));
+  if (tensor_cores) plan.tile = tc_forward_tile(cv, channels_last, split_operands);
   const bool reads_nhwc = plan.tile != kTcIeee || (input.scalar_type() != at::kDouble &&
                                                     runs_thread_tile<float>(cv));
   if (channels_last && reads_nhwc) plan.format = at::MemoryFormat::ChannelsLast;
@@ -1646,7 +1650,8 @@ at::Tensor conv2d_winograd_cuda(const at::Tensor& input, const at::Tensor& weigh
   check_can_implement("conv2d_winograd", kWinograd, make_problem(p, input));
   const PointGemms gemms = point_gemms<kCaller>(input);
   const LaunchMap map = forward_map(p);
-  const TcForwardPlan plan = tc_forward_plan(gemms != PointGemms::kIeee, map, input, weight);
+  const TcForwardPlan plan =
+      tc_forward_plan(gemms != PointGemms::kIeee, gemms == PointGemms::kSplitBf16, map, input, weight);
   auto x = input.contiguous(plan.format);
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
@@ -1682,7 +1687,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
   GradOutputIn grad_output_in(grad_output);
   auto grad_input = [&](const ConvShape& p) {
     const LaunchMap map = with_reversed_taps(grad_input_map(p, 0, 0));
-    const TcForwardPlan plan = tc_forward_plan(tensor_cores, map, input, weight);
+    const TcForwardPlan plan = tc_forward_plan(tensor_cores, gemms == PointGemms::kSplitBf16, map, input, weight);
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(plan.format));
     const at::Tensor gy = grad_output_in(plan.format);
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cuda", [&] {
@@ -1748,7 +1753,7 @@ at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor&
   const c10::cuda::CUDAGuard guard(input.device());
   check_can_implement(kWinogradOp, kWinograd, make_problem(p, input));
   const LaunchMap map = forward_map(p);
-  const TcForwardPlan plan = tc_forward_plan(true, map, input, weight);
+  const TcForwardPlan plan = tc_forward_plan(true, splits_operands(input.scalar_type()), map, input, weight);
   const WinogradConv cv = winograd_launch(map);
   const bool thread_tile = plan.tile == kTcIeee && runs_thread_tile<float>(cv);
   if (plan.tile == kTcIeee && !thread_tile)
@@ -1775,7 +1780,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
   check_can_implement(kWinogradBackwardOp, kWinograd, make_problem(p, input));
   const at::MemoryFormat format = conv_memory_format(input, weight);
   const LaunchMap input_map = with_reversed_taps(grad_input_map(p, 0, 0));
-  const TcForwardPlan input_plan = tc_forward_plan(true, input_map, input, weight);
+  const TcForwardPlan input_plan =
+      tc_forward_plan(true, splits_operands(input.scalar_type()), input_map, input, weight);
   const WinogradConv input_cv = winograd_launch(input_map);
   const int weight_tile = tc_grad_weight_tile(p);
   // Each pass on the 16-bit tensors where a tensor-core tile or a one-tile-per-thread kernel takes it.

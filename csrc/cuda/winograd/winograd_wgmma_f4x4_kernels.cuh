@@ -1,8 +1,8 @@
-// Winograd F(4x4, 3x3) on Hopper's wgmma, staged V (the `f4x4` variant of the calls that run TF32
-// tensor cores: float32 under PyTorch's TF32 switch, bfloat16): 36 points per 4x4 output tile where
-// F(2x2) takes 16 per 2x2, so a block of the same MMA tile and the same bytes per MMA does 1.78x more
-// of the direct convolution's work per byte it takes in (docs/winograd.md, "F(4x4) on the staged path
-// for bfloat16").
+// Winograd F(4x4, 3x3) on Hopper's wgmma, staged V (the `f4x4` variant of the channels_last calls
+// that run TF32 tensor cores: float32 under PyTorch's TF32 switch, bfloat16): 36 points per 4x4
+// output tile where F(2x2) takes 16 per 2x2, so a block of the same MMA tile and the same bytes per
+// MMA does 1.78x more of the direct convolution's work per byte it takes in (docs/winograd.md,
+// "F(4x4) on the staged path for bfloat16").
 //
 // Three kernels before the reduction's: each pixel's largest |input| over the group's channels (the
 // F(2x2) staged-V tiles' winograd_tc_pixel_max_kernel), each tile's bound of its largest |V| from its
@@ -107,13 +107,15 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_tile_bound_kernel(const 
 
 // V for WinogradWgmmaF4x4ClusterTile of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles, in float16
 // under each tile's scale: [group][tile block][chunk][point][Cfg::v_half(channel, tile)], zero outside
-// the image, the tiles and the channels. A thread per (channel, tile) of a chunk: channels_last, lanes
-// along the channels (neighbouring addresses); NCHW, along the tiles.
-template <typename Cfg, bool kNhwc, typename TIo>
+// the image, the tiles and the channels; x channels_last. A thread per (channel, tile) of a chunk, a
+// warp's lanes 8 channels x 4 tiles, so that each of its stores fills 64 contiguous bytes of a point's
+// core matrix (8 tiles x 8 channels) and each load reads 16 contiguous bytes a tile.
+template <typename Cfg, typename TIo>
 __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(const ForwardArgs<float, TIo> a,
                                                                               uint16_t* __restrict__ v) {
   using Tile = typename Cfg::Tile;
   constexpr int kRun = Cfg::kK * Cfg::kN;
+  static_assert(Cfg::kK == 16 && kRun == 32 * 32, "two channel octets x 64 tiles a run");
   const WinogradConv& cv = a.cv;
   const int chunks = a.reduction_pad / Cfg::kK;
   const int64_t total = int64_t(cv.groups) * a.p_tiles * chunks * kRun;
@@ -121,7 +123,8 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(c
     const int w = int(i % kRun);
     const int64_t rest = i / kRun;  // (group, tile block, chunk)
     const int chunk = int(rest % chunks), pt = int((rest / chunks) % a.p_tiles), g = int(rest / chunks / a.p_tiles);
-    const int kk = kNhwc ? w % Cfg::kK : w / Cfg::kN, n = kNhwc ? w / Cfg::kK : w % Cfg::kN;
+    const int lane = w % 32, warp = w / 32;  // a run's 32 warps: 2 channel octets x 16 tile quads
+    const int kk = lane % 8 + 8 * (warp % 2), n = lane / 8 + 4 * (warp / 2);
     const int64_t p = int64_t(a.p_tile0 + pt) * Cfg::kN + n;
     const int c = chunk * Cfg::kK + kk;
     const bool live = p < cv.tiles() && c < cv.Cg();
@@ -133,9 +136,7 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(c
       const TileCoord tc = tile_coord(cv, p);
       const int y0 = Tile::kOutput * tc.ty + cv.col_oy, x0 = Tile::kOutput * tc.tx + cv.col_ox;
       const int64_t ch = int64_t(g) * cv.Cg() + c;
-      const TIo* src = kNhwc ? a.x + int64_t(tc.n) * cv.in_plane * cv.src_C + ch
-                             : a.x + (int64_t(tc.n) * cv.src_C + ch) * cv.in_plane;
-      const int64_t col_step = kNhwc ? cv.src_C : 1;
+      const TIo* src = a.x + int64_t(tc.n) * cv.in_plane * cv.src_C + ch;
 #pragma unroll
       for (int r = 0; r < Tile::kAlpha; ++r) {
         const int y = y0 + r;
@@ -143,7 +144,8 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(c
 #pragma unroll
         for (int q = 0; q < Tile::kAlpha; ++q) {
           const int x = x0 + q;
-          if (x >= 0 && x < cv.src_W) d[r * Tile::kAlpha + q] = io_to<float>(src[(int64_t(y) * cv.src_W + x) * col_step]);
+          if (x >= 0 && x < cv.src_W)
+            d[r * Tile::kAlpha + q] = io_to<float>(src[(int64_t(y) * cv.src_W + x) * cv.src_C]);
         }
       }
       bound = a.v_max[int64_t(g) * cv.tiles() + p];
@@ -153,14 +155,15 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(c
     uint16_t* dst = v + ((int64_t(g) * a.p_tiles + pt) * chunks + chunk) * (2 * int64_t(Cfg::kVChunkFloats)) +
                     Cfg::v_half(kk, n);
 #pragma unroll
-    for (int e = 0; e < Tile::kPoints; ++e) dst[e * 2 * Cfg::kVPoint] = F16Carrier::half_bits(round_to_tf32(vv[e]), scale);
+    for (int e = 0; e < Tile::kPoints; ++e)
+      dst[e * 2 * Cfg::kVPoint] = F16Carrier::half_bits(round_to_tf32(vv[e]), scale);
   }
 }
 
 // The cluster kernel (WinogradWgmmaF4x4ClusterTile), launched in clusters of three consecutive blocks,
-// a cluster per (group, filter block, tile block), filter blocks fastest. kNhwc: x and y are
-// channels_last; TIo: the type of x, bias and y.
-template <typename Cfg, bool kNhwc, typename TIo>
+// a cluster per (group, filter block, tile block), filter blocks fastest. y channels_last, of TIo as
+// the bias.
+template <typename Cfg, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_f4x4_cluster_forward_kernel(const ForwardArgs<float, TIo> a) {
   static_assert(kMmaProducts<TIo> == 1, "one TF32-precise product per point product");
@@ -187,7 +190,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int chunks = a.reduction_pad / Cfg::kK;
   const BlockCoord bc = block_coord(a.k_tiles, a.p_tiles, int(blockIdx.x / Cfg::kCluster));
   const float* u_block = TcUFetcher<Cfg>::block_run(a, bc.g, bc.kt) + rank * Cfg::kUFloats;
-  const float* v_block = a.v + (int64_t(bc.g) * a.p_tiles + bc.pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
+  const float* v_block =
+      a.v + (int64_t(bc.g) * a.p_tiles + bc.pt) * chunks * Cfg::kVChunkFloats + rank * Cfg::kVFloats;
   Mmas::zero(acc);
   reduce_bulk<Cfg>(mmas, acc, u_block, v_block, BulkStages<Cfg>(smem, bars, place), chunks);
   wgmma_wait<0>();
@@ -199,8 +203,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   cluster_arrive_release();
   cluster_wait_acquire();
 
-  // A thread's filter (lanes along the filters: neighbouring channels_last outputs) and its tiles of
-  // this block's third: tiles rank, rank + 3, ... of the output block.
+  // A thread's filter (lanes along the filters: neighbouring outputs) and its tiles of this block's
+  // third: tiles rank, rank + 3, ... of the output block.
   constexpr int kPointFloats = Cfg::kN * Cfg::kLdMt, kSlots = Cfg::kThreads / Cfg::kM;
   unsigned blocks_m[Cfg::kCluster];
 #pragma unroll
@@ -209,7 +213,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int Kg = cv.Kg(), k = bc.kt * Cfg::kM + f;
   const int64_t tiles = cv.tiles();
   const bool filter_live = k < Kg;
-  const F16Carrier::Unscale by_u(F16Carrier::exponent(filter_live ? a.u_max[int64_t(bc.g) * a.outputs_pad + k] : 0.f));
+  const float u_max = filter_live ? a.u_max[int64_t(bc.g) * a.outputs_pad + k] : 0.f;
+  const F16Carrier::Unscale by_u(F16Carrier::exponent(u_max));
   const float bias = filter_live && a.bias ? io_to<float>(a.bias[int64_t(bc.g) * Kg + k]) : 0.f;
   const int64_t plane = int64_t(cv.out_H) * cv.out_W;
   for (int n = rank + Cfg::kCluster * slot; n < Cfg::kN; n += Cfg::kCluster * kSlots) {
@@ -220,15 +225,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     for (int b = 0; b < Cfg::kCluster; ++b)
 #pragma unroll
       for (int q = 0; q < Cfg::kPoints; ++q)
-        m[b * Cfg::kPoints + q] = load_cluster_shared(blocks_m[b] + 4u * unsigned(q * kPointFloats + n * Cfg::kLdMt + f));
+        m[b * Cfg::kPoints + q] =
+            load_cluster_shared(blocks_m[b] + 4u * unsigned(q * kPointFloats + n * Cfg::kLdMt + f));
     Tile::output(m, y);
     const F16Carrier::Unscale by_v(F16Carrier::exponent(a.v_max[int64_t(bc.g) * tiles + p]));
     const TileCoord tc = tile_coord(cv, p);
     const int oy = Tile::kOutput * tc.ty, ox = Tile::kOutput * tc.tx;
     const int64_t channel = int64_t(bc.g) * Kg + k;
-    TIo* out = kNhwc ? a.y + (int64_t(tc.n) * plane + int64_t(oy) * cv.out_W + ox) * cv.out_C + channel
-                     : a.y + (int64_t(tc.n) * cv.out_C + channel) * plane + int64_t(oy) * cv.out_W + ox;
-    const int64_t col = kNhwc ? cv.out_C : 1, row = col * cv.out_W;
+    TIo* out = a.y + (int64_t(tc.n) * plane + int64_t(oy) * cv.out_W + ox) * cv.out_C + channel;
+    const int64_t col = cv.out_C, row = col * cv.out_W;
 #pragma unroll
     for (int i = 0; i < Tile::kOutput; ++i)
 #pragma unroll
