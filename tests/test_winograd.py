@@ -1657,6 +1657,7 @@ def test_f4x4_wgmma_cluster_in_workspace_slices():
         pytest.skip("wgmma: Hopper only")
     gen = torch.Generator(device="cuda").manual_seed(5)
     x = torch.randn(4, 48, 37, 41, device="cuda", generator=gen).to(torch.bfloat16)
+    x = x.contiguous(memory_format=torch.channels_last)
     w = (torch.randn(80, 48, 3, 3, device="cuda", generator=gen) / 20).to(torch.bfloat16)
     old_limit = torchconv.get_workspace_limit()
     with using_variant("winograd", "f4x4"):

@@ -16,7 +16,8 @@
 //          the forward and grad_input (grad_weight stays in F(2x2)'s domain). A float32 call under
 //          PyTorch's TF32 switch, and a bfloat16 call, runs the point GEMMs on TF32 tensor cores
 //          (with several times a direct TF32 convolution's error: only on request, never auto's
-//          choice).
+//          choice); channels_last ones on Hopper run a staged-V wgmma cluster instead
+//          (winograd_wgmma_f4x4_kernels.cuh).
 // All run the block GEMM of tile_gemm.cuh (kBatch = 16 points for F(2x2), 4 for F(4x4)). The
 // transformed filters U are cached per weight (weight_cache.h), so inference pays the filter
 // transform once.
