@@ -1541,15 +1541,15 @@ def test_staged_tf32_in_workspace_chunks():
     (1, 33, 48, 7, 6, 2, 1, True),  # partial tiles, padding 2
 ], ids=shape_id)
 def test_16bit_calls_of_the_staged_variants(shape, variant, dtype):
-    """bfloat16 and float16 NCHW calls of the staged and f4x4 variants run widened to float32, their point
-    GEMMs on tensor cores (channels_last bfloat16 calls of the f4x4 variant on Hopper run F(4x4)'s
-    cluster on the bfloat16 tensors: test_f4x4_wgmma_cluster). bfloat16's in TF32, as a float32 call
-    under the TF32 switch (its values
-    are exact in TF32; TF32's rounding of U and V, F(4x4)'s too, stays within 2x of a bfloat16
-    convolution's error): each pass is that call's result rounded to bfloat16, bit for bit, and within
-    2x of cuDNN's bfloat16 error. float16's staged F(2x2) in 3xBF16 (TF32 rounding of V would cost
-    float16 2.5x its error), forward and both gradients, and its F(4x4) in IEEE FP32: each pass is the
-    IEEE result rounded, but for rare elements one float16 unit off (assert_rounded_ieee)."""
+    """bfloat16 and float16 NCHW calls of the staged and f4x4 variants run widened to float32, their
+    point GEMMs on tensor cores (channels_last bfloat16 calls of the f4x4 variant on Hopper run
+    F(4x4)'s cluster on the bfloat16 tensors: test_f4x4_wgmma_cluster). bfloat16's in TF32, as a
+    float32 call under the TF32 switch (its values are exact in TF32; TF32's rounding of U and V,
+    F(4x4)'s too, stays within 2x of a bfloat16 convolution's error): each pass is that call's result
+    rounded to bfloat16, bit for bit, and within 2x of cuDNN's bfloat16 error. float16's staged F(2x2)
+    in 3xBF16 (TF32 rounding of V would cost float16 2.5x its error), forward and both gradients, and
+    its F(4x4) in IEEE FP32: each pass is the IEEE result rounded, but for rare elements one float16
+    unit off (assert_rounded_ieee)."""
     with using_variant("winograd", variant):
         ours, widened, plans, _, (x, gy) = half_and_float32_passes(shape, "nchw", dtype=dtype)
     tf32 = {"staged": "staged:tf32/", "f4x4": "f4x4:staged-tf32/"}[variant]

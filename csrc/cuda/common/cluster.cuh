@@ -1,6 +1,7 @@
 // Thread-block clusters (sm_90) as PTX wrappers: a block's rank in its cluster, the cluster barrier,
-// and stores into (loads from) a partner block's shared memory (distributed shared memory). Older targets compile
-// them to a trap: only kernels the host launches on sm_90 with a cluster dimension use them.
+// and stores into (loads from) a partner block's shared memory (distributed shared memory). Older
+// targets compile them to a trap: only kernels the host launches on sm_90 with a cluster dimension
+// use them.
 #pragma once
 
 #include <cstdint>

@@ -436,11 +436,11 @@ struct F16Carrier {
 // U for the staged-V tiles in float16 (F16Carrier), in two launches over the cache: `max_abs` first
 // (kMax: each filter's largest |U|, gathered into u_max, zeroed by the caller), then the scaled
 // values, [group][filter block][chunk][point][u_half], the points of Cfg::Tile (F(2x2)'s 16, or
-// F(4x4)'s 36). The cache tensor holds u_max after U. TW: the
-// weight's type (float, bfloat16 or float16). A block per run of a (group, filter block, chunk), as
-// winograd_filter_transform_tc_kernel: kMax, the run's filters' maxima meet in shared memory first
-// (one atomic maximum a filter and run, where one a filter pair queued on each filter's address);
-// else the run is written in shared memory and copied out in 16-byte words.
+// F(4x4)'s 36). The cache tensor holds u_max after U. TW: the weight's type (float, bfloat16 or
+// float16). A block per run of a (group, filter block, chunk), as winograd_filter_transform_tc_kernel:
+// kMax, the run's filters' maxima meet in shared memory first (one atomic maximum a filter and run,
+// where one a filter pair queued on each filter's address); else the run is written in shared memory
+// and copied out in 16-byte words.
 template <typename Cfg, bool kMax, typename TW>
 __global__ void __launch_bounds__(256) winograd_filter_transform_f16_kernel(const TW* __restrict__ w,
                                                                             uint16_t* __restrict__ u,
