@@ -413,6 +413,35 @@ void launch_pixel_max(const ForwardArgs<float, TIo>& a, float* pixel_max, bool n
   }
 }
 
+// A staged-V tile's workspace, in one allocation: V of `slice` tile blocks of Cfg (as many of the
+// call's as fit the workspace limit beside the maxima, at least one), Tile's points a chunk; then,
+// for float16 words under scales (`scaled`), each pixel's largest |input| over the group's channels
+// and each tile's bound of its |V| ([group][tile]), which the transform and the epilogue read.
+struct StagedVWorkspace {
+  at::Tensor v;
+  int64_t slice = 0, bytes = 0;
+  float* pixel_max = nullptr;
+  float* tile_bound = nullptr;
+};
+template <typename Cfg, typename Tile>
+StagedVWorkspace staged_v_workspace(const at::Tensor& x, const FilterLayout& f, const WinogradConv& cv,
+                                    int64_t p_tiles, bool scaled) {
+  const int64_t tile_block_bytes = int64_t(cv.groups) * f.reduction_pad * Cfg::kN * Tile::kPoints * Cfg::kOperandBytes;
+  const int64_t pixels = scaled ? int64_t(cv.groups) * cv.N * cv.in_plane : 0;
+  const int64_t tiles = scaled ? int64_t(cv.groups) * cv.tiles() : 0;
+  const int64_t max_bytes = (pixels + tiles) * int64_t(sizeof(float));
+  const int64_t room = std::max<int64_t>(workspace_limit_bytes() - max_bytes, 0);
+  StagedVWorkspace ws;
+  ws.slice = std::max<int64_t>(1, std::min(p_tiles, room / tile_block_bytes));
+  ws.bytes = ws.slice * tile_block_bytes + max_bytes;
+  ws.v = at::empty({ws.slice * tile_block_bytes / 4 + pixels + tiles}, x.options().dtype(at::kFloat));
+  if (scaled) {
+    ws.pixel_max = ws.v.mutable_data_ptr<float>() + ws.slice * tile_block_bytes / 4;
+    ws.tile_bound = ws.pixel_max + pixels;
+  }
+  return ws;
+}
+
 // A staged-V wgmma tile's launches: each pixel's largest |input| over the group's channels
 // (winograd_tc_pixel_max_kernel, once; float16 words only), then winograd_tc_input_transform_kernel
 // writes V of a slice of tile blocks into a workspace within the workspace limit (at least one tile
@@ -429,18 +458,11 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
   ForwardArgs<float, TIo> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
   if constexpr (kScaled) a.u_max = u.const_data_ptr<float>() + tc_filter_words_f16<Cfg>(f);
   const int64_t p_tiles = a.p_tiles;
-  const int64_t tile_block_bytes =
-      int64_t(cv.groups) * f.reduction_pad * Cfg::kN * kWinogradPoints * Cfg::kOperandBytes;
-  const int64_t pixels = kScaled ? int64_t(cv.groups) * cv.N * cv.in_plane : 0;
-  const int64_t tiles = kScaled ? int64_t(cv.groups) * cv.tiles() : 0;
-  const int64_t max_bytes = (pixels + tiles) * int64_t(sizeof(float));
-  const int64_t room = std::max<int64_t>(workspace_limit_bytes() - max_bytes, 0);
-  const int64_t slice = std::max<int64_t>(1, std::min(p_tiles, room / tile_block_bytes));
-  // V, then the pixels' maxima, then the tiles' bounds, in one allocation.
-  at::Tensor v = at::empty({slice * tile_block_bytes / 4 + pixels + tiles}, x.options().dtype(at::kFloat));
-  float* pixel_max = kScaled ? v.mutable_data_ptr<float>() + slice * tile_block_bytes / 4 : nullptr;
-  a.v = v.const_data_ptr<float>();
-  if constexpr (kScaled) a.v_max = pixel_max + pixels;
+  StagedVWorkspace ws = staged_v_workspace<Cfg, WinogradF2x2>(x, f, cv, p_tiles, kScaled);
+  const int64_t slice = ws.slice;
+  float* pixel_max = ws.pixel_max;
+  a.v = ws.v.const_data_ptr<float>();
+  a.v_max = ws.tile_bound;
   // The kernels run as a chain of dependent launches (common/dependent_launch.cuh): each is
   // scheduled while the one before it finishes.
   const cudaStream_t stream = current_stream();
@@ -454,7 +476,7 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
     by_words = x_reads_as_words(a, nhwc);
     words_transform = winograd_tc_input_transform_words_kernel<VLayout, TIo>;
   }
-  auto* words = reinterpret_cast<uint32_t*>(v.mutable_data_ptr<float>());
+  auto* words = reinterpret_cast<uint32_t*>(ws.v.mutable_data_ptr<float>());
   for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
     a.p_tiles_div = make_fast_divisor(uint32_t(a.p_tiles));
@@ -474,7 +496,7 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
     }
     launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a, /*dependent=*/true);
   }
-  record_workspace_bytes(slice * tile_block_bytes + max_bytes);
+  record_workspace_bytes(ws.bytes);
 }
 
 // F(4x4, 3x3) on the staged-V wgmma cluster (WinogradWgmmaF4x4ClusterTile, winograd_wgmma_f4x4_kernels.cuh):
@@ -492,33 +514,26 @@ void run_tc_f4x4(const at::Tensor& x, const at::Tensor& weight, const TIo* bias,
   ForwardArgs<float, TIo> a = fused_args<float, Cfg>(x, u, f, bias, cv, y);
   a.u_max = u.const_data_ptr<float>() + tc_filter_words_f16<Cfg>(f);
   const int64_t p_tiles = a.p_tiles;
-  const int64_t tile_block_bytes =
-      int64_t(cv.groups) * f.reduction_pad * Cfg::kN * Cfg::Tile::kPoints * Cfg::kOperandBytes;
-  const int64_t pixels = int64_t(cv.groups) * cv.N * cv.in_plane, tiles = int64_t(cv.groups) * cv.tiles();
-  const int64_t max_bytes = (pixels + tiles) * int64_t(sizeof(float));
-  const int64_t room = std::max<int64_t>(workspace_limit_bytes() - max_bytes, 0);
-  const int64_t slice = std::max<int64_t>(1, std::min(p_tiles, room / tile_block_bytes));
-  // V, then the pixels' maxima, then the tiles' bounds, in one allocation.
-  at::Tensor v = at::empty({slice * tile_block_bytes / 4 + pixels + tiles}, x.options().dtype(at::kFloat));
-  float* pixel_max = v.mutable_data_ptr<float>() + slice * tile_block_bytes / 4;
-  a.v = v.const_data_ptr<float>();
-  a.v_max = pixel_max + pixels;
+  StagedVWorkspace ws = staged_v_workspace<Cfg, typename Cfg::Tile>(x, f, cv, p_tiles, /*scaled=*/true);
+  a.v = ws.v.const_data_ptr<float>();
+  a.v_max = ws.tile_bound;
   const cudaStream_t stream = current_stream();
-  launch_pixel_max(a, pixel_max, /*nhwc=*/true);
-  winograd_tc_f4x4_tile_bound_kernel<TIo><<<elementwise_blocks(tiles, 256), 256, 0, stream>>>(a, pixel_max);
+  launch_pixel_max(a, ws.pixel_max, /*nhwc=*/true);
+  winograd_tc_f4x4_tile_bound_kernel<TIo>
+      <<<elementwise_blocks(int64_t(cv.groups) * cv.tiles(), 256), 256, 0, stream>>>(a, ws.pixel_max);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   auto transform = winograd_tc_f4x4_input_transform_kernel<Cfg, TIo>;
   auto kernel = winograd_wgmma_f4x4_cluster_forward_kernel<Cfg, TIo>;
-  auto* halves = reinterpret_cast<uint16_t*>(v.mutable_data_ptr<float>());
-  for (int64_t t0 = 0; t0 < p_tiles; t0 += slice) {
-    a.p_tile0 = int(t0), a.p_tiles = int(std::min(slice, p_tiles - t0));
+  auto* halves = reinterpret_cast<uint16_t*>(ws.v.mutable_data_ptr<float>());
+  for (int64_t t0 = 0; t0 < p_tiles; t0 += ws.slice) {
+    a.p_tile0 = int(t0), a.p_tiles = int(std::min(ws.slice, p_tiles - t0));
     a.p_tiles_div = make_fast_divisor(uint32_t(a.p_tiles));
     const int64_t positions = int64_t(cv.groups) * a.p_tiles * (f.reduction_pad / Cfg::kK) * Cfg::kK * Cfg::kN;
     transform<<<elementwise_blocks(positions, 256), 256, 0, stream>>>(a, halves);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a);
   }
-  record_workspace_bytes(slice * tile_block_bytes + max_bytes);
+  record_workspace_bytes(ws.bytes);
 }
 
 // The chunks up to which channels_last calls of the single wgmma block place its stages as NCHW
@@ -617,7 +632,8 @@ static_assert(kConfigTf32WgmmaCluster - kConfigTf32Wgmma == kTcTileWgmmaCluster 
 
 // The tensor-core tile of a call that runs them (point_gemms) as the variant and a forced config
 // decide it: kTcIeee (the staged or F(4x4) variant -- which take tensor cores for their own batched
-// GEMMs, winograd_conv --, a forced IEEE tile config), the forced tile, or
+// GEMMs, winograd_conv, or for F(4x4)'s channels_last forward and grad_input the F(4x4) cluster,
+// tc_forward_tile --, a forced IEEE tile config), the forced tile, or
 // kTcTileByRule (the fused or auto variant, no forced config). A wgmma tile forced where wgmma cannot
 // run is a ValueError.
 constexpr int kTcTileByRule = kTcTileWgmmaClusterUVMulticast + 1;
