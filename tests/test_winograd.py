@@ -1602,9 +1602,10 @@ F4X4_CLUSTER_SHAPES = [
 @pytest.mark.parametrize("shape", F4X4_CLUSTER_SHAPES, ids=lambda s: "N{}C{}K{}H{}W{}p{}g{}".format(*s))
 def test_f4x4_wgmma_cluster(shape, dtype, layout):
     """On Hopper the f4x4 variant's forward and grad_input of channels_last calls on TF32 tensor cores
-    (bfloat16; float32 under the TF32 switch) run F(4x4) on the staged-V wgmma cluster: U and V as
-    float16 words under power-of-two scales (TF32's precision), the 36 points on a cluster of three
-    blocks, x and y read and written as they are; NCHW calls keep the staged pipeline's TF32 GEMMs
+    (bfloat16; float32 under the TF32 switch) run F(4x4) on the staged-V wgmma cluster where a group
+    has 16 channels or more (grad_input's: the filters): U and V as float16 words under power-of-two
+    scales (TF32's precision), the 36 points on a cluster of three blocks, x and y read and written as
+    they are; NCHW calls and groups of fewer channels keep the staged pipeline's TF32 GEMMs
     (bfloat16 widened to float32). bfloat16 within 2x of cuDNN's bfloat16 error (F(4x4) at TF32's
     precision is about 1.6x it, docs/winograd.md), forward and grad_input, bias included; float32 at
     F(4x4)'s TF32 error (several times a direct TF32 convolution's), under 2e-2. grad_weight stays
@@ -1629,8 +1630,11 @@ def test_f4x4_wgmma_cluster(shape, dtype, layout):
         y = torchconv.conv2d(xs, ws, b, algorithm="winograd", **kw)
         ours = (y,) + torch.autograd.grad(y, (xs, ws), gy)
         choice = torchconv.last_choice()
-    runs = "f4x4:tf32-wgmma-cluster/" if layout == "nhwc" else "f4x4:staged-tf32/"
-    assert f"forward:{runs}" in choice and f"grad_input:{runs}" in choice, choice
+    cluster, pipeline = "f4x4:tf32-wgmma-cluster/", "f4x4:staged-tf32/"
+    runs = cluster if layout == "nhwc" else pipeline
+    # grad_input reduces over the filters: fewer than 16 a group take the pipeline.
+    runs_back = runs if k // groups >= 16 else pipeline
+    assert f"forward:{runs}" in choice and f"grad_input:{runs_back}" in choice, choice
     assert "tf32" not in choice.split()[2], choice  # grad_weight: F(2x2), IEEE FP32
     for t in ours:
         assert t.dtype == dtype and torch.isfinite(t).all()
@@ -1672,6 +1676,124 @@ def test_f4x4_wgmma_cluster_in_workspace_slices():
             torchconv.set_workspace_limit(old_limit)
     assert 0 < capped < full
     assert torch.equal(sliced, whole)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "tf32"])
+@pytest.mark.parametrize("shape", [
+    (2, 48, 72, 23, 17, 1, 1),  # 6 octets: the last pass of four octets half empty
+    (3, 64, 136, 14, 18, 2, 1),  # padding 2, partial tiles, 3 filter blocks, a partial tile block
+    (2, 48, 80, 9, 13, 0, 2),  # groups of 24 channels (an octet of padding) and 40 filters
+    (1, 20, 64, 11, 10, 1, 1),  # 20 channels: float32's words of 4, an octet half past the channels
+], ids=lambda s: "N{}C{}K{}H{}W{}p{}g{}".format(*s))
+def test_f4x4_cluster_reads_channels_last_words_with_the_same_bits(shape, dtype):
+    """The F(4x4) cluster's input transform of channels_last x whose pixels' group channels are whole
+    16-byte words (8 bfloat16 or 4 float32 channels) loads and stores 16 bytes a lane; other inputs take
+    the kernel that loads a value a lane. Both write the same V, so the same input one element past a
+    16-byte boundary gives the same bits, forward and grad_input (grad_output's filters as the
+    channels), with partial tiles, padding, padded channels and groups."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma: Hopper only")
+    n, c, k, h, w, padding, groups = shape
+    if dtype == torch.bfloat16 and (c // groups) % 8:
+        pytest.skip("bfloat16 words: 8 channels")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    gen = torch.Generator(device="cuda").manual_seed(41)
+    x0 = torch.randn(n, c, h, w, device="cuda", generator=gen).to(dtype)
+    wt = (torch.randn(k, c // groups, 3, 3, device="cuda", generator=gen) / (3 * (c // groups) ** 0.5)).to(dtype)
+    b = torch.randn(k, device="cuda", generator=gen).to(dtype)
+    gy0 = torch.randn_like(F.conv2d(x0.float(), wt.float(), None, padding=padding, groups=groups)).to(dtype)
+
+    def run(place):
+        x = place(x0).requires_grad_(True)
+        y = torchconv.conv2d(x, wt, b, padding=padding, groups=groups, algorithm="winograd")
+        assert torchconv.last_choice().startswith("forward:f4x4:tf32-wgmma-cluster/"), torchconv.last_choice()
+        (gx,) = torch.autograd.grad(y, x, place(gy0))
+        assert "grad_input:f4x4:tf32-wgmma-cluster/" in torchconv.last_choice(), torchconv.last_choice()
+        return y, gx
+
+    with using_variant("winograd", "f4x4"):
+        words, (y, gx) = cuda_kernel_names(lambda: run(lambda t: t.contiguous(memory_format=torch.channels_last)))
+        values, (y_odd, gx_odd) = cuda_kernel_names(lambda: run(channels_last_off_16_bytes))
+    assert any("f4x4_input_transform_words_kernel" in name for name in words), words
+    assert not any("f4x4_input_transform_words_kernel" in name for name in values), values
+    assert torch.equal(y, y_odd) and torch.equal(gx, gx_odd)
+    ref = F.conv2d(x0.double(), wt.double(), b.double(), padding=padding, groups=groups)
+    assert 0 < rel_err(y, ref) < 2e-2
+
+
+@needs_cuda
+@pytest.mark.parametrize("n, c, k, hw, forward, grad_input", [
+    (32, 256, 256, 14, True, True),  # R9: 256 channels and filters, 32 clusters of three (96 blocks)
+    (28, 256, 256, 14, False, False),  # 28 clusters (84 blocks): less than two thirds of the SMs
+    (32, 512, 512, 7, False, False),  # R12: 16 clusters
+    (8, 128, 256, 68, False, True),  # 128 channels: the forward keeps F(2x2); grad_input reduces 256 filters
+    (16, 256, 128, 40, True, False),  # 50 clusters of two filter blocks; grad_input reduces 128 filters
+], ids=lambda v: str(v))
+def test_auto_takes_the_f4x4_cluster_for_bfloat16_channels_last(n, c, k, hw, forward, grad_input):
+    """Under auto, bfloat16 channels_last forwards and grad_inputs of at least 256 channels a group (the
+    reduction: grad_input's are the filters) whose F(4x4) clusters of three blocks fill two thirds of
+    the SMs run the F(4x4) cluster, whose error is within 2x a bfloat16 cuDNN convolution's; the others
+    keep F(2x2)'s tiles. grad_weight stays auto's. Block counts are those of a 132-SM GPU."""
+    if torch.cuda.get_device_capability() != (9, 0) or torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("wgmma, and the cases' block counts: a 132-SM Hopper GPU")
+    gen = torch.Generator(device="cuda").manual_seed(43)
+    x = torch.randn(n, c, hw, hw, device="cuda", generator=gen).to(torch.bfloat16)
+    x = x.contiguous(memory_format=torch.channels_last).requires_grad_()
+    w = (torch.randn(k, c, 3, 3, device="cuda", generator=gen) / (3 * c ** 0.5)).to(torch.bfloat16)
+    gy = torch.randn(n, k, hw, hw, device="cuda", generator=gen).to(torch.bfloat16)
+    gy = gy.contiguous(memory_format=torch.channels_last)
+    y = torchconv.conv2d(x, w, None, padding=1, algorithm="winograd")
+    (gx,) = torch.autograd.grad(y, x, gy)
+    choice = torchconv.last_choice()
+    f4x4 = "f4x4:tf32-wgmma-cluster/"
+    assert (f"forward:{f4x4}" in choice) == forward and (f"grad_input:{f4x4}" in choice) == grad_input, choice
+    xd, wd = x.detach().double().requires_grad_(), w.double()
+    ref = F.conv2d(xd, wd, None, padding=1)
+    (ref_gx,) = torch.autograd.grad(ref, xd, gy.double())
+    xc = x.detach().requires_grad_()
+    cudnn = F.conv2d(xc, w, None, padding=1)
+    (cudnn_gx,) = torch.autograd.grad(cudnn, xc, gy)
+    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), torch.bfloat16)
+    assert rel_err(gx, ref_gx) <= allowed_error(rel_err(cudnn_gx, ref_gx), torch.bfloat16)
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", ["nchw", "float16", "tf32", "fused-variant", "forced-config"])
+def test_auto_keeps_f2x2_where_the_f4x4_cluster_is_not_bfloat16_channels_last_under_auto(case):
+    """R9's layer, which bfloat16 channels_last calls run on the F(4x4) cluster under auto, keeps F(2x2)
+    in NCHW, in float16 (whose split products the cluster does not run), in float32 under TF32
+    (F(4x4)'s TF32 error is several times cuDNN's), under the fused variant and under a forced config."""
+    if torch.cuda.get_device_capability() != (9, 0) or torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("wgmma, and the case's block counts: a 132-SM Hopper GPU")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    dtype = {"float16": torch.float16, "tf32": torch.float32}.get(case, torch.bfloat16)
+    fmt = torch.contiguous_format if case == "nchw" else torch.channels_last
+    x = torch.randn(32, 256, 14, 14, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    w = (torch.randn(256, 256, 3, 3, device="cuda") / 48).to(dtype)
+    variant = "fused" if case == "fused-variant" else "auto"
+    config = using_config("winograd", "tf32-wgmma") if case == "forced-config" else contextlib.nullcontext()
+    with using_variant("winograd", variant), config:
+        torchconv.conv2d(x, w, None, padding=1, algorithm="winograd")
+    assert "f4x4" not in torchconv.last_choice(), torchconv.last_choice()
+
+
+@needs_cuda
+def test_f4x4_cluster_leaves_groups_of_fewer_than_16_channels_to_the_pipeline():
+    """A chunk of the F(4x4) cluster is 16 channels: groups of fewer (an RGB stem's 3) run the f4x4
+    variant's staged pipeline; from 16 channels a group, the cluster."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma: Hopper only")
+    x = torch.randn(2, 16, 20, 20, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(64, 8, 3, 3, device="cuda") / 8).to(torch.bfloat16)
+    with using_variant("winograd", "f4x4"):
+        for groups, runs in ((2, "f4x4:staged-tf32/"), (1, "f4x4:tf32-wgmma-cluster/")):
+            wg = w if groups == 2 else torch.cat([w, w], 1)
+            y = torchconv.conv2d(x, wg, None, padding=1, groups=groups, algorithm="winograd")
+            assert torchconv.last_choice().startswith(f"forward:{runs}"), (groups, torchconv.last_choice())
+            ref = F.conv2d(x.double(), wg.double(), None, padding=1, groups=groups)
+            cudnn = F.conv2d(x, wg, None, padding=1, groups=groups)
+            assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), torch.bfloat16)
 
 
 @needs_cuda

@@ -517,21 +517,32 @@ void run_tc_f4x4(const at::Tensor& x, const at::Tensor& weight, const TIo* bias,
   StagedVWorkspace ws = staged_v_workspace<Cfg, typename Cfg::Tile>(x, f, cv, p_tiles, /*scaled=*/true);
   a.v = ws.v.const_data_ptr<float>();
   a.v_max = ws.tile_bound;
+  // A chain of dependent launches, as run_tc_vstaged's.
   const cudaStream_t stream = current_stream();
   launch_pixel_max(a, ws.pixel_max, /*nhwc=*/true);
-  winograd_tc_f4x4_tile_bound_kernel<TIo>
-      <<<elementwise_blocks(int64_t(cv.groups) * cv.tiles(), 256), 256, 0, stream>>>(a, ws.pixel_max);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  auto transform = winograd_tc_f4x4_input_transform_kernel<Cfg, TIo>;
+  // x of whole 16-byte words: a thread per (tile, octet of channels) and column, then row, of the
+  // window, which takes its tiles' bounds from the pixels' maxima itself.
+  const bool by_words = x_reads_as_words(a, /*nhwc=*/true);
+  if (!by_words)
+    launch_with_attributes(winograd_tc_f4x4_tile_bound_kernel<TIo>,
+                           dim3(elementwise_blocks(int64_t(cv.groups) * cv.tiles(), 256)), dim3(256), 0, stream, 1,
+                           true, a, static_cast<const float*>(ws.pixel_max));
   auto kernel = winograd_wgmma_f4x4_cluster_forward_kernel<Cfg, TIo>;
   auto* halves = reinterpret_cast<uint16_t*>(ws.v.mutable_data_ptr<float>());
   for (int64_t t0 = 0; t0 < p_tiles; t0 += ws.slice) {
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(ws.slice, p_tiles - t0));
     a.p_tiles_div = make_fast_divisor(uint32_t(a.p_tiles));
-    const int64_t positions = int64_t(cv.groups) * a.p_tiles * (f.reduction_pad / Cfg::kK) * Cfg::kK * Cfg::kN;
-    transform<<<elementwise_blocks(positions, 256), 256, 0, stream>>>(a, halves);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a);
+    if (by_words) {
+      const int64_t items = int64_t(cv.groups) * a.p_tiles * (Cfg::kN / 8) * ceil_div(int64_t(f.reduction_pad / 8), int64_t(4));
+      launch_with_attributes(winograd_tc_f4x4_input_transform_words_kernel<Cfg, TIo>, dim3(elementwise_blocks(items, 1)),
+                             dim3(kF4x4WordsWarps * 32), 0, stream, 1, true, a, static_cast<const float*>(ws.pixel_max),
+                             reinterpret_cast<uint32_t*>(halves));
+    } else {
+      const int64_t positions = int64_t(cv.groups) * a.p_tiles * (f.reduction_pad / Cfg::kK) * Cfg::kK * Cfg::kN;
+      launch_with_attributes(winograd_tc_f4x4_input_transform_kernel<Cfg, TIo>, dim3(elementwise_blocks(positions, 256)),
+                             dim3(256), 0, stream, 1, true, a, halves);
+    }
+    launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a, /*dependent=*/true);
   }
   record_workspace_bytes(ws.bytes);
 }
@@ -705,26 +716,51 @@ bool staged_words_two_blocks(const WinogradConv& cv, bool split_operands) {
 // error then about 1.6x a bfloat16 convolution's, docs/winograd.md) where the device has wgmma and no
 // config is forced. NCHW calls (whose transform would read, and whose epilogue write, a value a lane
 // from 32 planes), float16's split operands, a forced config and other GPUs keep the staged pipeline
-// (winograd_conv).
-int f4x4_tile(bool channels_last, bool split_operands) {
-  return channels_last && !split_operands && wgmma_device() && forced_config(kWinograd) < 0 ? kTcTileWgmmaF4x4
-                                                                                            : kTcIeee;
+// (winograd_conv), as do groups of fewer channels than a chunk's 16 (an RGB stem's 3, padded to 16,
+// ran slower on the cluster than on the pipeline).
+int f4x4_tile(const WinogradConv& cv, bool channels_last, bool split_operands) {
+  return channels_last && !split_operands && cv.Cg() >= WinogradWgmmaF4x4ClusterTile::kK && wgmma_device() &&
+                 forced_config(kWinograd) < 0
+             ? kTcTileWgmmaF4x4
+             : kTcIeee;
+}
+
+// Where auto runs bfloat16's channels_last forward and grad_input on the F(4x4) cluster (f4x4_tile):
+// F(4x4) at TF32's precision keeps bfloat16's error within 2x a bfloat16 cuDNN convolution's (about
+// 1.6x, docs/winograd.md), where float32's TF32 calls would take several times cuDNN's TF32 error and
+// keep F(2x2). The cluster's epilogue, which finishes each output block from its three blocks' M
+// through distributed shared memory, costs about as much as 8 chunks of its reduction, and its tiles
+// of 4 x 4 outputs make a quarter of F(2x2)'s tile blocks: from 16 chunks (256 channels a group) on a
+// grid of clusters that fills two thirds of the SMs it outran F(2x2)'s tiles on every layer measured,
+// below that not on all (docs/winograd.md, "The F(4x4) cluster under auto").
+constexpr int kF4x4ClusterMinReduction = 256;
+bool prefer_f4x4_cluster(const WinogradConv& cv) {
+  using Cfg = WinogradWgmmaF4x4ClusterTile;
+  const int64_t tiles =
+      int64_t(cv.N) * winograd_tiles_of<WinogradF4x4>(cv.out_H) * winograd_tiles_of<WinogradF4x4>(cv.out_W);
+  const int64_t clusters = int64_t(cv.groups) * ceil_div(int64_t(cv.Kg()), int64_t(Cfg::kM)) * ceil_div(tiles, int64_t(Cfg::kN));
+  return cv.Cg() >= kF4x4ClusterMinReduction && 3 * Cfg::kCluster * clusters >= 2 * int64_t(sm_count());
 }
 
 // A forward or grad_input on tensor cores (`channels_last`: the call's memory format;
-// `split_operands`: float16's, three bfloat16 products): the tensor-core kernel's tile, by the rule
-// on every layer but those of the shallow and narrow kernels (kTcIeee). Where a group has more than
-// 32 filters, a 64-filter block: where the device has wgmma, the single wgmma block below
-// kClusterMinOutputs outputs (but staged_words_two_blocks) or kStagedMinReduction channels, the
-// staged-V clusters from there where their grid fills the GPU enough (staged_v_fills), and below
-// that channels_last calls of at least kClusterMinReduction channels the fused cluster, whose
-// channel-run patch loads cost less than NCHW's; mma.sync's tf32-tall elsewhere. Whether a tile
-// runs does not depend on the dtype, only which wgmma tile.
-int tc_forward_tile(const WinogradConv& cv, bool channels_last, bool split_operands) {
-  if (winograd_variant() == WinogradVariant::kF4x4) return f4x4_tile(channels_last, split_operands);
+// `split_operands`: float16's, three bfloat16 products; `bfloat16`: a bfloat16 call's): the
+// tensor-core kernel's tile, by the rule on every layer but those of the shallow and narrow kernels
+// (kTcIeee). Under auto, bfloat16's channels_last calls where prefer_f4x4_cluster the F(4x4)
+// cluster. Elsewhere, where a group has more than 32 filters, a 64-filter block: where the device
+// has wgmma, the single wgmma block below kClusterMinOutputs outputs (but staged_words_two_blocks)
+// or kStagedMinReduction channels, the staged-V clusters from there where their grid fills the GPU
+// enough (staged_v_fills), and below that channels_last calls of at least kClusterMinReduction
+// channels the fused cluster, whose channel-run patch loads cost less than NCHW's; mma.sync's
+// tf32-tall elsewhere. Whether a tile runs does not depend on the dtype (the F(4x4) cluster only
+// replaces a tile), only which tile.
+int tc_forward_tile(const WinogradConv& cv, bool channels_last, bool split_operands, bool bfloat16) {
+  if (winograd_variant() == WinogradVariant::kF4x4) return f4x4_tile(cv, channels_last, split_operands);
   const int forced = forced_tc_tile();
   if (forced != kTcTileByRule) return forced;
   if (cv.Cg() <= kShallowMaxReduction || cv.Kg() <= kNarrowMaxOutputs) return kTcIeee;
+  if (bfloat16 && winograd_variant() == WinogradVariant::kAuto && prefer_f4x4_cluster(cv) &&
+      f4x4_tile(cv, channels_last, split_operands) == kTcTileWgmmaF4x4)
+    return kTcTileWgmmaF4x4;
   if (!tc_tall(cv)) return kTcTile;
   if (!wgmma_device()) return kTcTileTall;
   if (cv.Cg() < kStagedMinReduction) return kTcTileWgmma;
@@ -1629,7 +1665,8 @@ TcForwardPlan tc_forward_plan(bool tensor_cores, bool split_operands, const Laun
   TcForwardPlan plan;
   const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
   const WinogradConv cv = winograd_launch(map);
-  if (tensor_cores) plan.tile = tc_forward_tile(cv, channels_last, split_operands);
+  if (tensor_cores)
+    plan.tile = tc_forward_tile(cv, channels_last, split_operands, input.scalar_type() == at::kBFloat16);
   const bool reads_nhwc = plan.tile != kTcIeee || (input.scalar_type() != at::kDouble &&
                                                     runs_thread_tile<float>(cv));
   if (channels_last && reads_nhwc) plan.format = at::MemoryFormat::ChannelsLast;

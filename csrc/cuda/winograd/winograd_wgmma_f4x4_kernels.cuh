@@ -83,6 +83,8 @@ constexpr float kF4x4VBoundFactor = float(f4x4_input_row_sum() * f4x4_input_row_
 template <typename TIo>
 __global__ void __launch_bounds__(256) winograd_tc_f4x4_tile_bound_kernel(const ForwardArgs<float, TIo> a,
                                                                          const float* __restrict__ pixel_max) {
+  grid_dependency_wait();  // the pixels' maxima from the kernel before
+  allow_dependents();
   const WinogradConv& cv = a.cv;
   const int64_t tiles = cv.tiles(), total = int64_t(cv.groups) * tiles;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -116,6 +118,8 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(c
   using Tile = typename Cfg::Tile;
   constexpr int kRun = Cfg::kK * Cfg::kN;
   static_assert(Cfg::kK == 16 && kRun == 32 * 32, "two channel octets x 64 tiles a run");
+  grid_dependency_wait();  // the tiles' bounds from the kernel before
+  allow_dependents();
   const WinogradConv& cv = a.cv;
   const int chunks = a.reduction_pad / Cfg::kK;
   const int64_t total = int64_t(cv.groups) * a.p_tiles * chunks * kRun;
@@ -160,6 +164,130 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(c
   }
 }
 
+// winograd_tc_f4x4_input_transform_kernel's V, the same values at the same places, for channels_last
+// x whose group channels are whole 16-byte words (x_reads_as_words), in transform_sandwich's two
+// steps. A block of six warps takes 8 tiles x 4 channel octets at a time, a slot a lane (tile lane %
+// 8, octet lane / 8, as the F(2x2) words kernel's lanes): first warp j loads column j of each slot's
+// 6 x 6 window, 16 bytes a word, and combines its rows (column j of t = B^T d) into the slot's shared
+// memory, beside the largest of the column's pixel maxima; then warp i combines row i of t along the
+// columns (V = t B) and stores its 6 points under the tile's scale (its bound as
+// winograd_tc_f4x4_tile_bound_kernel's, which one lane per tile writes for the epilogue), each tile's
+// 8 channels one 16-byte word, so that a warp's store fills four 128-byte rows of core matrices and
+// its load reads 8 pixels' 64 neighbouring bytes. The scalar kernel loads and stores a value a lane
+// (a line per tile for 64 bytes), eight times the requests for the same bytes.
+constexpr int kF4x4WordsWarps = WinogradF4x4::kAlpha;
+template <typename Cfg, typename TIo>
+__global__ void __launch_bounds__(kF4x4WordsWarps * 32, 3)
+    winograd_tc_f4x4_input_transform_words_kernel(const ForwardArgs<float, TIo> a, const float* __restrict__ pixel_max,
+                                                  uint32_t* __restrict__ v) {
+  using Tile = typename Cfg::Tile;
+  constexpr int kA = Tile::kAlpha, kRuns = Cfg::kN / 8;  // runs of 8 tiles a tile block
+  constexpr int kVec = 16 / int(sizeof(TIo)), kWords = 8 / kVec;  // channels a word, words an octet
+  // A slot's t, [row][column][channel], its stride 4 floats past a multiple of 32: a quarter warp's
+  // 16-byte accesses (8 lanes, 8 slots) fall on distinct banks.
+  constexpr int kSlotFloats = kA * kA * 8 + 4;
+  static_assert(kA == kF4x4WordsWarps && Cfg::kK == 16, "a warp per column, then per row; two octets a chunk");
+  static_assert(Cfg::v_half(0, 1) == 8 && Cfg::v_half(0, 8) == 64 && Cfg::v_half(8, 0) % 8 == 0,
+                "a tile's octet: 16 neighbouring bytes, 8 tiles' a 128-byte row");
+  __shared__ __align__(16) float slots[32 * kSlotFloats];
+  __shared__ float column_max[8][kA];  // a run's tiles' largest pixel maxima, by window column
+  grid_dependency_wait();  // the pixels' maxima from the kernel before
+  allow_dependents();
+  const WinogradConv& cv = a.cv;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int octets = a.reduction_pad / 8, quads = (octets + 3) / 4;
+  const int64_t tiles = cv.tiles(), items = int64_t(cv.groups) * a.p_tiles * kRuns * quads;
+  const int64_t row_step = int64_t(cv.src_W) * cv.src_C;
+  float* slot = slots + lane * kSlotFloats;
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int quad = int(item % quads);
+    const int64_t rest = item / quads;  // (group, tile block, run)
+    const int run = int(rest % kRuns), pt = int((rest / kRuns) % a.p_tiles), g = int(rest / kRuns / a.p_tiles);
+    const int n = run * 8 + lane % 8, q = quad * 4 + lane / 8;
+    const int64_t p = int64_t(a.p_tile0 + pt) * Cfg::kN + n;
+    const bool live = p < tiles;
+    const TileCoord tc = tile_coord(cv, live ? p : 0);
+    const int y0 = Tile::kOutput * tc.ty + cv.col_oy, x0 = Tile::kOutput * tc.tx + cv.col_ox;
+    {  // Column `warp` of the window: t[i][warp] = sum_k B^T[i][k] d[k][warp], 8 channels.
+      const int x = x0 + warp;
+      const bool column = live && x >= 0 && x < cv.src_W;
+      const TIo* src = a.x + ((int64_t(tc.n) * cv.src_H + y0) * cv.src_W + x) * cv.src_C + int64_t(g) * cv.Cg() + q * 8;
+      const float* maxima = pixel_max + (int64_t(g) * cv.N + tc.n) * cv.in_plane + int64_t(y0) * cv.src_W + x;
+      uint4 raw[kA][kWords];
+      float most = 0.f;
+#pragma unroll
+      for (int r = 0; r < kA; ++r) {
+        const bool row = column && y0 + r >= 0 && y0 + r < cv.src_H;
+#pragma unroll
+        for (int w = 0; w < kWords; ++w) {
+          const bool inside = row && q * 8 + w * kVec < cv.Cg();
+          raw[r][w] = inside ? __ldg(reinterpret_cast<const uint4*>(src + r * row_step + w * kVec)) : make_uint4(0, 0, 0, 0);
+        }
+        if (row) most = fmaxf(most, maxima[r * cv.src_W]);
+      }
+      if (lane < 8) column_max[lane][warp] = most;
+      float t[kA][8];
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        float d[kA];
+#pragma unroll
+        for (int r = 0; r < kA; ++r) d[r] = io_to<float>(reinterpret_cast<const TIo*>(&raw[r][c / kVec])[c % kVec]);
+#pragma unroll
+        for (int i = 0; i < kA; ++i) {
+          bool started = false;
+#pragma unroll
+          for (int k = 0; k < kA; ++k) accumulate_term(t[i][c], started, Tile::BT::c(i, k), d[k]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kA; ++i) {
+        float4* dst = reinterpret_cast<float4*>(slot + (i * kA + warp) * 8);
+        dst[0] = make_float4(t[i][0], t[i][1], t[i][2], t[i][3]);
+        dst[1] = make_float4(t[i][4], t[i][5], t[i][6], t[i][7]);
+      }
+    }
+    __syncthreads();
+    {  // Row `warp` of t along the columns: V[warp][j] = sum_k t[warp][k] B[k][j], points warp * 6 + j.
+      float t[kA][8];
+#pragma unroll
+      for (int k = 0; k < kA; ++k) {
+        const float4* src = reinterpret_cast<const float4*>(slot + (warp * kA + k) * 8);
+        const float4 lo = src[0], hi = src[1];
+        t[k][0] = lo.x, t[k][1] = lo.y, t[k][2] = lo.z, t[k][3] = lo.w;
+        t[k][4] = hi.x, t[k][5] = hi.y, t[k][6] = hi.z, t[k][7] = hi.w;
+      }
+      float most = 0.f;
+#pragma unroll
+      for (int j = 0; j < kA; ++j) most = fmaxf(most, column_max[lane % 8][j]);
+      const float bound = kF4x4VBoundFactor * most;
+      if (live && quad == 0 && warp == 0 && lane < 8) const_cast<float*>(a.v_max)[int64_t(g) * tiles + p] = bound;
+      const F16Carrier::Scale scale(F16Carrier::exponent(bound));
+      uint32_t* dst = v + ((int64_t(g) * a.p_tiles + pt) * (octets / 2) + q / 2) * Cfg::kVChunkFloats +
+                      Cfg::v_half(8 * (q % 2), n) / 2 + warp * kA * Cfg::kVPoint;
+      if (q < octets) {  // (the last quad of a reduction of 2 mod 4 octets has two)
+#pragma unroll
+        for (int j = 0; j < kA; ++j) {
+          uint32_t word[4];
+#pragma unroll
+          for (int h = 0; h < 4; ++h) {
+            float pair[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              bool started = false;
+#pragma unroll
+              for (int k = 0; k < kA; ++k) accumulate_term(pair[e], started, Tile::BT::c(j, k), t[k][2 * h + e]);
+            }
+            word[h] = F16Carrier::half_bits(round_to_tf32(pair[0]), scale) |
+                      uint32_t(F16Carrier::half_bits(round_to_tf32(pair[1]), scale)) << 16;
+          }
+          *reinterpret_cast<uint4*>(dst + j * Cfg::kVPoint) = make_uint4(word[0], word[1], word[2], word[3]);
+        }
+      }
+    }
+    __syncthreads();  // the slots free for the next item
+  }
+}
+
 // The cluster kernel (WinogradWgmmaF4x4ClusterTile), launched in clusters of three consecutive blocks,
 // a cluster per (group, filter block, tile block), filter blocks fastest. y channels_last, of TIo as
 // the bias.
@@ -170,6 +298,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   using Tile = typename Cfg::Tile;
   extern __shared__ __align__(16) float smem[];
   const WinogradConv& cv = a.cv;
+  grid_dependency_wait();  // V and its tiles' bounds from the kernels before
   const int rank = int(cluster_block_rank());
   const ClusterPlace<Cfg> place(rank);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
