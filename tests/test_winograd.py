@@ -1254,6 +1254,27 @@ def cuda_kernel_names(fn):
     return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}, out
 
 
+def assert_words_and_values_agree(conv, choice, words_kernel, x0, gy0):
+    """Runs `conv` forward and grad_input (as `choice`) on x0 channels_last, where the transform reads
+    16-byte words (`words_kernel` runs), and on x0 one element past a 16-byte boundary (it does not):
+    the same bits. Returns the output."""
+
+    def run(place):
+        x = place(x0).requires_grad_(True)
+        y = conv(x)
+        assert torchconv.last_choice().startswith(f"forward:{choice}/"), torchconv.last_choice()
+        (gx,) = torch.autograd.grad(y, x, place(gy0))
+        assert f"grad_input:{choice}/" in torchconv.last_choice(), torchconv.last_choice()
+        return y, gx
+
+    words, (y, gx) = cuda_kernel_names(lambda: run(lambda t: t.contiguous(memory_format=torch.channels_last)))
+    values, (y_odd, gx_odd) = cuda_kernel_names(lambda: run(channels_last_off_16_bytes))
+    assert any(words_kernel in name for name in words), words
+    assert not any(words_kernel in name for name in values), values
+    assert torch.equal(y, y_odd) and torch.equal(gx, gx_odd)
+    return y
+
+
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("shape", [
@@ -1278,20 +1299,11 @@ def test_staged_v_reads_16bit_channels_last_words_with_the_same_bits(shape, dtyp
     b = torch.randn(k, device="cuda").to(dtype)
     gy0 = torch.randn_like(F.conv2d(x0.float(), wt.float(), None, padding=padding, groups=groups)).to(dtype)
 
-    def run(place):
-        x = place(x0).requires_grad_(True)
-        y = torchconv.conv2d(x, wt, b, padding=padding, groups=groups, algorithm="winograd")
-        assert torchconv.last_choice().startswith(f"forward:fused:{tile}/"), torchconv.last_choice()
-        (gx,) = torch.autograd.grad(y, x, place(gy0))
-        assert f"grad_input:fused:{tile}/" in torchconv.last_choice(), torchconv.last_choice()
-        return y, gx
+    def conv(x):
+        return torchconv.conv2d(x, wt, b, padding=padding, groups=groups, algorithm="winograd")
 
     with using_config("winograd", "tf32-wgmma-cluster-vbulk"):
-        words, (y, gx) = cuda_kernel_names(lambda: run(lambda t: t.contiguous(memory_format=torch.channels_last)))
-        values, (y_odd, gx_odd) = cuda_kernel_names(lambda: run(channels_last_off_16_bytes))
-    assert any("input_transform_words_kernel" in name for name in words), words
-    assert not any("input_transform_words_kernel" in name for name in values), values
-    assert torch.equal(y, y_odd) and torch.equal(gx, gx_odd)
+        y = assert_words_and_values_agree(conv, f"fused:{tile}", "input_transform_words_kernel", x0, gy0)
     ref = F.conv2d(x0.double(), wt.double(), b.double(), padding=padding, groups=groups)
     cudnn = F.conv2d(x0, wt, b, padding=padding, groups=groups)
     assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
@@ -1704,20 +1716,12 @@ def test_f4x4_cluster_reads_channels_last_words_with_the_same_bits(shape, dtype)
     b = torch.randn(k, device="cuda", generator=gen).to(dtype)
     gy0 = torch.randn_like(F.conv2d(x0.float(), wt.float(), None, padding=padding, groups=groups)).to(dtype)
 
-    def run(place):
-        x = place(x0).requires_grad_(True)
-        y = torchconv.conv2d(x, wt, b, padding=padding, groups=groups, algorithm="winograd")
-        assert torchconv.last_choice().startswith("forward:f4x4:tf32-wgmma-cluster/"), torchconv.last_choice()
-        (gx,) = torch.autograd.grad(y, x, place(gy0))
-        assert "grad_input:f4x4:tf32-wgmma-cluster/" in torchconv.last_choice(), torchconv.last_choice()
-        return y, gx
+    def conv(x):
+        return torchconv.conv2d(x, wt, b, padding=padding, groups=groups, algorithm="winograd")
 
     with using_variant("winograd", "f4x4"):
-        words, (y, gx) = cuda_kernel_names(lambda: run(lambda t: t.contiguous(memory_format=torch.channels_last)))
-        values, (y_odd, gx_odd) = cuda_kernel_names(lambda: run(channels_last_off_16_bytes))
-    assert any("f4x4_input_transform_words_kernel" in name for name in words), words
-    assert not any("f4x4_input_transform_words_kernel" in name for name in values), values
-    assert torch.equal(y, y_odd) and torch.equal(gx, gx_odd)
+        y = assert_words_and_values_agree(conv, "f4x4:tf32-wgmma-cluster", "f4x4_input_transform_words_kernel", x0,
+                                          gy0)
     ref = F.conv2d(x0.double(), wt.double(), b.double(), padding=padding, groups=groups)
     assert 0 < rel_err(y, ref) < 2e-2
 

@@ -500,9 +500,10 @@ void run_tc_vstaged(Kernel kernel, const at::Tensor& x, const at::Tensor& u, con
 }
 
 // F(4x4, 3x3) on the staged-V wgmma cluster (WinogradWgmmaF4x4ClusterTile, winograd_wgmma_f4x4_kernels.cuh):
-// each pixel's largest |input| over the group's channels, each tile's bound of its |V|, then per
-// slice of tile blocks (V within the workspace limit, as run_tc_vstaged) the input transform and the
-// clusters' reduction; x, bias and y of TIo (float under the TF32 switch, or bfloat16), channels_last
+// each pixel's largest |input| over the group's channels, each tile's bound of its |V| (in the input
+// transform where x reads as 16-byte words, else a kernel of its own), then per slice of tile blocks
+// (V within the workspace limit, as run_tc_vstaged) the input transform and the clusters'
+// reduction; x, bias and y of TIo (float under the TF32 switch, or bfloat16), channels_last
 // (f4x4_tile).
 template <typename TIo>
 void run_tc_f4x4(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const WinogradConv& cv, at::Tensor& y,
@@ -533,14 +534,15 @@ void run_tc_f4x4(const at::Tensor& x, const at::Tensor& weight, const TIo* bias,
     a.p_tile0 = int(t0), a.p_tiles = int(std::min(ws.slice, p_tiles - t0));
     a.p_tiles_div = make_fast_divisor(uint32_t(a.p_tiles));
     if (by_words) {
-      const int64_t items = int64_t(cv.groups) * a.p_tiles * (Cfg::kN / 8) * ceil_div(int64_t(f.reduction_pad / 8), int64_t(4));
-      launch_with_attributes(winograd_tc_f4x4_input_transform_words_kernel<Cfg, TIo>, dim3(elementwise_blocks(items, 1)),
-                             dim3(kF4x4WordsWarps * 32), 0, stream, 1, true, a, static_cast<const float*>(ws.pixel_max),
-                             reinterpret_cast<uint32_t*>(halves));
+      const int64_t items = int64_t(cv.groups) * a.p_tiles * (Cfg::kN / 8) *
+                            ceil_div(int64_t(f.reduction_pad / 8), int64_t(kF4x4WordsOctets));
+      launch_with_attributes(winograd_tc_f4x4_input_transform_words_kernel<Cfg, TIo>,
+                             dim3(elementwise_blocks(items, 1)), dim3(kF4x4WordsWarps * 32), 0, stream, 1, true, a,
+                             static_cast<const float*>(ws.pixel_max), reinterpret_cast<uint32_t*>(halves));
     } else {
       const int64_t positions = int64_t(cv.groups) * a.p_tiles * (f.reduction_pad / Cfg::kK) * Cfg::kK * Cfg::kN;
-      launch_with_attributes(winograd_tc_f4x4_input_transform_kernel<Cfg, TIo>, dim3(elementwise_blocks(positions, 256)),
-                             dim3(256), 0, stream, 1, true, a, halves);
+      launch_with_attributes(winograd_tc_f4x4_input_transform_kernel<Cfg, TIo>,
+                             dim3(elementwise_blocks(positions, 256)), dim3(256), 0, stream, 1, true, a, halves);
     }
     launch_fused_blocks<float, Cfg>(kernel, Cfg::kForwardSmemBytes, a, /*dependent=*/true);
   }
@@ -738,7 +740,8 @@ bool prefer_f4x4_cluster(const WinogradConv& cv) {
   using Cfg = WinogradWgmmaF4x4ClusterTile;
   const int64_t tiles =
       int64_t(cv.N) * winograd_tiles_of<WinogradF4x4>(cv.out_H) * winograd_tiles_of<WinogradF4x4>(cv.out_W);
-  const int64_t clusters = int64_t(cv.groups) * ceil_div(int64_t(cv.Kg()), int64_t(Cfg::kM)) * ceil_div(tiles, int64_t(Cfg::kN));
+  const int64_t clusters =
+      int64_t(cv.groups) * ceil_div(int64_t(cv.Kg()), int64_t(Cfg::kM)) * ceil_div(tiles, int64_t(Cfg::kN));
   return cv.Cg() >= kF4x4ClusterMinReduction && 3 * Cfg::kCluster * clusters >= 2 * int64_t(sm_count());
 }
 

@@ -4,12 +4,12 @@
 // MMA does 1.78x more of the direct convolution's work per byte it takes in (docs/winograd.md,
 // "F(4x4) on the staged path for bfloat16").
 //
-// Three kernels before the reduction's: each pixel's largest |input| over the group's channels (the
-// F(2x2) staged-V tiles' winograd_tc_pixel_max_kernel), each tile's bound of its largest |V| from its
-// 6 x 6 window of them, and the input transform, which writes V in float16 words under the tiles'
-// scales (F16Carrier: TF32's precision) in the blocks' chunk runs. U comes from the float16 filter
-// transform of the F(2x2) tiles (winograd_filter_transform_f16_kernel) in the same layout, 36 points a
-// chunk.
+// Kernels before the reduction's: each pixel's largest |input| over the group's channels (the F(2x2)
+// staged-V tiles' winograd_tc_pixel_max_kernel), each tile's bound of its largest |V| from its 6 x 6
+// window of them, and the input transform, which writes V in float16 words under the tiles' scales
+// (F16Carrier: TF32's precision) in the blocks' chunk runs; where x reads as 16-byte words one kernel
+// takes the bounds and the transform. U comes from the float16 filter transform of the F(2x2) tiles
+// (winograd_filter_transform_f16_kernel) in the same layout, 36 points a chunk.
 //
 // The reduction: a cluster of three blocks per 64 filters x 64 tiles output block, each block 12 of
 // the 36 points (point rows 2 * rank and 2 * rank + 1), 3 a warpgroup, streaming its points' U and V
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(c
 // 8 channels one 16-byte word, so that a warp's store fills four 128-byte rows of core matrices and
 // its load reads 8 pixels' 64 neighbouring bytes. The scalar kernel loads and stores a value a lane
 // (a line per tile for 64 bytes), eight times the requests for the same bytes.
-constexpr int kF4x4WordsWarps = WinogradF4x4::kAlpha;
+constexpr int kF4x4WordsWarps = WinogradF4x4::kAlpha, kF4x4WordsOctets = 4;  // octets an item: lane / 8
 template <typename Cfg, typename TIo>
 __global__ void __launch_bounds__(kF4x4WordsWarps * 32, 3)
     winograd_tc_f4x4_input_transform_words_kernel(const ForwardArgs<float, TIo> a, const float* __restrict__ pixel_max,
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kF4x4WordsWarps * 32, 3)
   allow_dependents();
   const WinogradConv& cv = a.cv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int octets = a.reduction_pad / 8, quads = (octets + 3) / 4;
+  const int octets = a.reduction_pad / 8, quads = (octets + kF4x4WordsOctets - 1) / kF4x4WordsOctets;
   const int64_t tiles = cv.tiles(), items = int64_t(cv.groups) * a.p_tiles * kRuns * quads;
   const int64_t row_step = int64_t(cv.src_W) * cv.src_C;
   float* slot = slots + lane * kSlotFloats;
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kF4x4WordsWarps * 32, 3)
     const int quad = int(item % quads);
     const int64_t rest = item / quads;  // (group, tile block, run)
     const int run = int(rest % kRuns), pt = int((rest / kRuns) % a.p_tiles), g = int(rest / kRuns / a.p_tiles);
-    const int n = run * 8 + lane % 8, q = quad * 4 + lane / 8;
+    const int n = run * 8 + lane % 8, q = quad * kF4x4WordsOctets + lane / 8;
     const int64_t p = int64_t(a.p_tile0 + pt) * Cfg::kN + n;
     const bool live = p < tiles;
     const TileCoord tc = tile_coord(cv, live ? p : 0);
@@ -221,7 +221,8 @@ __global__ void __launch_bounds__(kF4x4WordsWarps * 32, 3)
 #pragma unroll
         for (int w = 0; w < kWords; ++w) {
           const bool inside = row && q * 8 + w * kVec < cv.Cg();
-          raw[r][w] = inside ? __ldg(reinterpret_cast<const uint4*>(src + r * row_step + w * kVec)) : make_uint4(0, 0, 0, 0);
+          raw[r][w] = inside ? __ldg(reinterpret_cast<const uint4*>(src + r * row_step + w * kVec))
+                             : make_uint4(0, 0, 0, 0);
         }
         if (row) most = fmaxf(most, maxima[r * cv.src_W]);
       }
