@@ -250,9 +250,9 @@ F16_STAGED_V_SINCE = "2026-11-28T21:00:00+00:00"
 
 def computed_as(rows):
     """How most of a group's layers were computed, from their forward plans (last_choice): TF32 tensor
-    cores, 3xBF16 (float16's split operands) or IEEE FP32, and how many ran the staged-V tiles, whose
-    operands are the TF32 values as float16 words under power-of-two scales, or for float16 calls V's
-    bfloat16 halves (docs/winograd.md)."""
+    cores, 3xBF16 (float16's split operands) or IEEE FP32, and how many ran the staged-V tiles or the
+    F(4x4) cluster, whose operands are the TF32 values as float16 words under power-of-two scales, or
+    for float16 calls V's bfloat16 halves (docs/winograd.md)."""
     kinds = {}
     for r in rows:
         plan = (r.get("plan") or "").split()[0] if r.get("plan") else ""
@@ -265,8 +265,11 @@ def computed_as(rows):
     how = "3xBF16 tensor cores (operands split in two)" if kind == "3xbf16" else "TF32 tensor cores"
     staged = sum(1 for r in rows if any(t in (r.get("plan") or "") for t in ("-vbulk/", "-uvmulticast/"))
                  and (r.get("date") or "") >= F16_STAGED_V_SINCE)
-    if kind == "tf32" and staged:
-        how += f" ({staged} staged-V layers: the TF32 values as scaled float16 words)"
+    f4x4 = sum(1 for r in rows if "f4x4:tf32-wgmma-cluster/" in (r.get("plan") or ""))
+    if kind == "tf32" and (staged or f4x4):
+        parts = [f"{staged} staged-V layers"] if staged else []
+        parts += [f"{f4x4} with F(4x4) cluster passes"] if f4x4 else []
+        how += f" ({', '.join(parts)}: the TF32 values as scaled float16 words)"
     elif kind == "3xbf16" and staged:
         how = how[:-1] + f"; {staged} staged-V layers, V's two halves staged)"
     return f"{dtype} read and written, {how}" if dtype else how

@@ -337,6 +337,7 @@ def table(precision, rates, suite, sms, out, lines):
         m = measured[layer]
         C, K, H, W = m["C"], m["K"], m["H"], m["W"]
         row = {"layer": layer, "C": C, "K": K, "HW": H, "cudnn_us": m["cudnn_ms"] * 1e3, "ours_us": m["ms"] * 1e3,
+               "plan": m.get("plan", ""),
                "io_us": 32 * (C + K) * H * W * IN_BYTES / (COPY_TBS * 1e12) * 1e6,
                "host_us": HOST_US.get(layer, 0.0),
                "designs": pass_bounds(C, K, H, W, rates, sms, HOST_US.get(layer, 0.0))}

@@ -347,10 +347,10 @@ def test_micro_benchmark_markdown_is_rendered_from_its_json(capsys, renderer, re
 def test_winograd_half_bound_is_current_and_under_every_measured_time(tmp_path):
     """benchmarks/results/winograd-half-bound-h200 is what benchmarks/winograd_half_bound.py counts from
     the committed wgmma rates and resnet-yolo rows, and the count is a lower bound where it can be
-    checked: bfloat16 calls' tiles today (the staged-V tile, `staged-carrier`, from 128 channels and
-    more than 128 filters; the single wgmma block, `n32-tf32`, below; float16 calls run mma.sync tiles
-    the count does not model) never ran faster than their bound counted without multicast, which
-    neither of them uses."""
+    checked: bfloat16 calls' tiles today, by their rows' plans (the staged-V tile, `staged-carrier`; the
+    single wgmma block, `n32-tf32`; the F(4x4) cluster, `staged-f4x4-carrier`; float16 calls run
+    mma.sync tiles the count does not model) never ran faster than their bound counted without
+    multicast, which none of them uses."""
     import math
 
     import winograd_half_bound as hb
@@ -373,8 +373,10 @@ def test_winograd_half_bound_is_current_and_under_every_measured_time(tmp_path):
         return a == b
 
     assert same(data, committed)
+    designs = {"f4x4:tf32-wgmma-cluster/": "staged-f4x4-carrier",
+               "fused:tf32-wgmma-cluster-vbulk/": "staged-carrier", "fused:tf32-wgmma/": "n32-tf32"}
     for row in data["precisions"]["bf16"]["rows"]:
-        today = "staged-carrier" if row["C"] >= 128 and row["K"] > 128 else "n32-tf32"
+        (today,) = [d for tile, d in designs.items() if row["plan"].startswith("forward:" + tile)]
         assert row["ours_us"] >= row["designs_unicast"][today]["bound_us"] >= row["designs"][today]["bound_us"], \
             row["layer"]
 

@@ -62,8 +62,11 @@ def variants(algorithm):
     """The variants of `algorithm`, default first. Direct: 'auto', 'phases', 'gather' (how a strided
     grad_input runs: the forward kernel once per output phase, or one thread per input pixel; 'auto'
     picks per call). Winograd: 'auto' (F(4x4,3x3) on layers with enough channels and pixels, else
-    F(2x2,3x3) fused; float64 always F(2x2); the rule is in csrc/cuda/winograd/winograd.cu), 'fused' (F(2x2,3x3) in one
-    kernel: input transform, the 16 element-wise GEMMs, output transform), 'staged' (F(2x2,3x3) as
+    F(2x2,3x3) fused; float64 always F(2x2); calls on tensor cores (float32 under TF32, bfloat16,
+    float16) F(2x2) on them, but on Hopper bfloat16 channels_last calls of at least 256 channels a
+    group whose grid fills the GPU F(4x4) on them; the rules are in csrc/cuda/winograd/winograd.cu),
+    'fused' (F(2x2,3x3) in one kernel: input transform, the 16 element-wise GEMMs, output
+    transform), 'staged' (F(2x2,3x3) as
     seed 003's pipeline: V and M in a workspace bounded by the workspace limit) and 'f4x4'
     (F(4x4,3x3): 6x6 input tiles, 36 GEMMs, staged; forward and grad_input, grad_weight stays
     F(2x2)'s). On CUDA, 'staged' and 'f4x4' run their point GEMMs on TF32 tensor cores for float32
