@@ -85,16 +85,18 @@ __device__ __forceinline__ void store_cluster_shared_async(unsigned address, flo
 #endif
 }
 
-// A float from the shared memory of a block of the cluster (address: cluster_shared_address), read
-// after a cluster barrier that ordered its writer's stores before it.
-__device__ __forceinline__ float load_cluster_shared(unsigned address) {
+// `local` (a generic pointer into this block's shared memory) as a generic pointer to the same place
+// in the shared memory of the cluster's block `rank`, formed once: loads through it and constant
+// offsets from it need no address arithmetic each.
+template <typename T>
+__device__ __forceinline__ T* cluster_map_shared(T* local, unsigned rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(address) : "memory");
-  return v;
+  uint64_t remote;
+  asm("mapa.u64 %0, %1, %2;\n" : "=l"(remote) : "l"(reinterpret_cast<uint64_t>(local)), "r"(rank));
+  return reinterpret_cast<T*>(remote);
 #else
   __trap();
-  return 0.f;
+  return local;
 #endif
 }
 

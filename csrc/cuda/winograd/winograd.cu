@@ -730,19 +730,26 @@ int f4x4_tile(const WinogradConv& cv, bool channels_last, bool split_operands) {
 // Where auto runs bfloat16's channels_last forward and grad_input on the F(4x4) cluster (f4x4_tile):
 // F(4x4) at TF32's precision keeps bfloat16's error within 2x a bfloat16 cuDNN convolution's (about
 // 1.6x, docs/winograd.md), where float32's TF32 calls would take several times cuDNN's TF32 error and
-// keep F(2x2). The cluster's epilogue, which finishes each output block from its three blocks' M
-// through distributed shared memory, costs about as much as 8 chunks of its reduction, and its tiles
-// of 4 x 4 outputs make a quarter of F(2x2)'s tile blocks: from 16 chunks (256 channels a group) on a
-// grid of clusters that fills two thirds of the SMs it outran F(2x2)'s tiles on every layer measured,
-// below that not on all (docs/winograd.md, "The F(4x4) cluster under auto").
-constexpr int kF4x4ClusterMinReduction = 256;
+// keep F(2x2). The cluster's block pays a fixed cost (its epilogue, which finishes each output block
+// from its three blocks' M through distributed shared memory, and its pipeline's fill) that a deep
+// reduction spreads; it holds an SM alone, so a grid of one or two waves leaves SMs idle in its last;
+// and its staged V, 2.25x F(2x2)'s words a pixel, is read once per filter block. On the layers
+// measured (docs/winograd.md, "The F(4x4) cluster under auto") it outran F(2x2)'s tiles from 256
+// channels a group (16 chunks) on a grid that fills two thirds of the SMs, and from 128 channels with
+// two filter blocks or more on a grid of four waves or more; not with one filter block, nor on fewer
+// waves at 128 channels.
+constexpr int kF4x4ClusterMinReduction = 128, kF4x4ClusterDeepReduction = 256;
+constexpr int kF4x4ClusterMinOutputs = 128, kF4x4ClusterShallowMinWaves = 4;
 bool prefer_f4x4_cluster(const WinogradConv& cv) {
   using Cfg = WinogradWgmmaF4x4ClusterTile;
   const int64_t tiles =
       int64_t(cv.N) * winograd_tiles_of<WinogradF4x4>(cv.out_H) * winograd_tiles_of<WinogradF4x4>(cv.out_W);
-  const int64_t clusters =
-      int64_t(cv.groups) * ceil_div(int64_t(cv.Kg()), int64_t(Cfg::kM)) * ceil_div(tiles, int64_t(Cfg::kN));
-  return cv.Cg() >= kF4x4ClusterMinReduction && 3 * Cfg::kCluster * clusters >= 2 * int64_t(sm_count());
+  const int64_t blocks =
+      fused_blocks<Cfg>(ceil_div(int64_t(cv.Kg()), int64_t(Cfg::kM)), ceil_div(tiles, int64_t(Cfg::kN)), cv.groups);
+  const int64_t sms = sm_count();  // one block an SM (Cfg::kMinBlocks)
+  if (cv.Cg() >= kF4x4ClusterDeepReduction) return 3 * blocks >= 2 * sms;
+  return cv.Cg() >= kF4x4ClusterMinReduction && cv.Kg() >= kF4x4ClusterMinOutputs &&
+         blocks >= kF4x4ClusterShallowMinWaves * sms;
 }
 
 // A forward or grad_input on tensor cores (`channels_last`: the call's memory format;

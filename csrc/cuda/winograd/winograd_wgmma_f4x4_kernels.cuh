@@ -14,9 +14,10 @@
 // The reduction: a cluster of three blocks per 64 filters x 64 tiles output block, each block 12 of
 // the 36 points (point rows 2 * rank and 2 * rank + 1), 3 a warpgroup, streaming its points' U and V
 // by bulk copies through four stages (BulkStages, reduce_bulk: the staged-V F(2x2) clusters' loop) and
-// reducing by m64n64k16 MMAs. The epilogue stages each block's M in its shared memory, and each block
-// then finishes a third of the output block's tiles, reading the other 24 points of each from its
-// partners' shared memory.
+// reducing by m64n64k16 MMAs. The epilogue stages each block's M in its shared memory and applies the
+// output transform's first step along its two point rows there (6 points a row to 4), and each block
+// then finishes a third of the output block's tiles, reading the other 16 of each tile's 24 values
+// from its partners' shared memory.
 #pragma once
 
 #include "winograd_wgmma_kernels.cuh"
@@ -289,6 +290,105 @@ __global__ void __launch_bounds__(kF4x4WordsWarps * 32, 3)
   }
 }
 
+// The first step of the epilogue's output transform on the block's two point rows of M ([point][tile]
+// [filter], stage_wgmma_points), in place: t[r][j] = sum_c m[r][c] A[c][j] (output_line along the
+// row) into the places of the row's points 0 .. 3. The exchange then moves 4 values a (row, tile,
+// filter) instead of 6. A thread per (row, tile, 4 filters) at a time, 16-byte words: a quarter
+// warp's 8 neighbouring words of a tile row fall on distinct banks.
+template <typename Cfg>
+__device__ __forceinline__ void f4x4_row_step(float* m) {
+  using Tile = typename Cfg::Tile;
+  constexpr int kA = Tile::kAlpha, kQuads = Cfg::kM / 4, kPointFloats = Cfg::kN * Cfg::kLdMt;
+  constexpr int kRows = Cfg::kPoints / kA, kItems = kRows * Cfg::kN * kQuads;
+  static_assert(kRows * kA == Cfg::kPoints && kItems % Cfg::kThreads == 0, "whole rows, even splits");
+#pragma unroll
+  for (int i = 0; i < kItems / Cfg::kThreads; ++i) {
+    const int item = i * Cfg::kThreads + int(threadIdx.x);
+    const int quad = item % kQuads, n = (item / kQuads) % Cfg::kN, r = item / (kQuads * Cfg::kN);
+    float* at = m + r * kA * kPointFloats + n * Cfg::kLdMt + 4 * quad;
+    float4 w[kA];
+#pragma unroll
+    for (int c = 0; c < kA; ++c) w[c] = *reinterpret_cast<const float4*>(at + c * kPointFloats);
+    float t[4][Tile::kOutput];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float line[kA];
+#pragma unroll
+      for (int c = 0; c < kA; ++c) line[c] = reinterpret_cast<const float*>(&w[c])[e];
+      Tile::output_line(line, t[e]);
+    }
+#pragma unroll
+    for (int j = 0; j < Tile::kOutput; ++j)
+      *reinterpret_cast<float4*>(at + j * kPointFloats) = make_float4(t[0][j], t[1][j], t[2][j], t[3][j]);
+  }
+}
+
+// The rest of the epilogue for the tiles of block kRank's third of the output block (tiles kRank,
+// kRank + 3, ...): a thread's filter (lanes along the filters: neighbouring outputs) and its tiles,
+// each one's 6 x 4 t (f4x4_row_step) from the three blocks' rows, 8 values from this block's shared
+// memory and 16 from its partners', then down t's columns (output_line) to the 4 x 4 outputs. kRank
+// a constant: the rows' places in t and which of them are local are known when compiling.
+template <typename Cfg, typename TIo, int kRank>
+__device__ __forceinline__ void f4x4_cluster_outputs(const ForwardArgs<float, TIo>& a, const float* m,
+                                                     const BlockCoord& bc) {
+  using Tile = typename Cfg::Tile;
+  constexpr int kA = Tile::kAlpha, kO = Tile::kOutput, kRows = Cfg::kPoints / kA;
+  constexpr int kPointFloats = Cfg::kN * Cfg::kLdMt, kSlots = Cfg::kThreads / Cfg::kM;
+  const WinogradConv& cv = a.cv;
+  const int f = threadIdx.x % Cfg::kM, slot = threadIdx.x / Cfg::kM;
+  const int Kg = cv.Kg(), k = bc.kt * Cfg::kM + f;
+  if (k >= Kg) return;
+  const float* rows[Cfg::kCluster];
+#pragma unroll
+  for (int b = 0; b < Cfg::kCluster; ++b) rows[b] = b == kRank ? m : cluster_map_shared(m, unsigned(b));
+  const int64_t tiles = cv.tiles();
+  const F16Carrier::Unscale by_u(F16Carrier::exponent(a.u_max[int64_t(bc.g) * a.outputs_pad + k]));
+  const float bias = a.bias ? io_to<float>(a.bias[int64_t(bc.g) * Kg + k]) : 0.f;
+  const int64_t plane = int64_t(cv.out_H) * cv.out_W, col = cv.out_C, row = col * cv.out_W;
+  const int64_t channel = int64_t(bc.g) * Kg + k;
+  for (int n = kRank + Cfg::kCluster * slot; n < Cfg::kN; n += Cfg::kCluster * kSlots) {
+    const int64_t p = int64_t(a.p_tile0 + bc.pt) * Cfg::kN + n;
+    if (p >= tiles) break;
+    float t[kA][kO];
+#pragma unroll
+    for (int b = 0; b < Cfg::kCluster; ++b)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int j = 0; j < kO; ++j) t[b * kRows + r][j] = rows[b][(r * kA + j) * kPointFloats + n * Cfg::kLdMt + f];
+    float y[kO][kO];
+#pragma unroll
+    for (int j = 0; j < kO; ++j) {
+      float line[kA], out[kO];
+#pragma unroll
+      for (int r = 0; r < kA; ++r) line[r] = t[r][j];
+      Tile::output_line(line, out);
+#pragma unroll
+      for (int i = 0; i < kO; ++i) y[i][j] = out[i];
+    }
+    const F16Carrier::Unscale by_v(F16Carrier::exponent(a.v_max[int64_t(bc.g) * tiles + p]));
+    const TileCoord tc = tile_coord(cv, p);
+    const int oy = kO * tc.ty, ox = kO * tc.tx;
+    TIo* out = a.y + (int64_t(tc.n) * plane + int64_t(oy) * cv.out_W + ox) * cv.out_C + channel;
+    const int rows_in = cv.out_H - oy, cols_in = cv.out_W - ox;
+#pragma unroll
+    for (int i = 0; i < kO; ++i)
+#pragma unroll
+      for (int j = 0; j < kO; ++j)
+        if (i < rows_in && j < cols_in) out[i * row + j * col] = io_from<TIo>(by_v(by_u(y[i][j])) + bias);
+  }
+}
+
+// f4x4_cluster_outputs of the block of rank `rank`.
+template <typename Cfg, typename TIo, int kRank = 0>
+__device__ __forceinline__ void f4x4_cluster_outputs_of(int rank, const ForwardArgs<float, TIo>& a, const float* m,
+                                                        const BlockCoord& bc) {
+  if constexpr (kRank + 1 < Cfg::kCluster) {
+    if (rank != kRank) return f4x4_cluster_outputs_of<Cfg, TIo, kRank + 1>(rank, a, m, bc);
+  }
+  f4x4_cluster_outputs<Cfg, TIo, kRank>(a, m, bc);
+}
+
 // The cluster kernel (WinogradWgmmaF4x4ClusterTile), launched in clusters of three consecutive blocks,
 // a cluster per (group, filter block, tile block), filter blocks fastest. y channels_last, of TIo as
 // the bias.
@@ -296,9 +396,7 @@ template <typename Cfg, typename TIo>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     winograd_wgmma_f4x4_cluster_forward_kernel(const ForwardArgs<float, TIo> a) {
   static_assert(kMmaProducts<TIo> == 1, "one TF32-precise product per point product");
-  using Tile = typename Cfg::Tile;
   extern __shared__ __align__(16) float smem[];
-  const WinogradConv& cv = a.cv;
   grid_dependency_wait();  // V and its tiles' bounds from the kernels before
   const int rank = int(cluster_block_rank());
   const ClusterPlace<Cfg> place(rank);
@@ -327,51 +425,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   wgmma_wait<0>();
 
   // Epilogue. M of the block's 12 points into its shared memory (the stages are free once every
-  // warpgroup's MMAs are done), then every block's M is visible to the cluster.
+  // warpgroup's MMAs are done), the transform's step along its point rows, then every block's rows
+  // are visible to the cluster.
   __syncthreads();
   stage_wgmma_points<Cfg, true>(acc, smem, warp, lane);
+  __syncthreads();
+  f4x4_row_step<Cfg>(smem);
   cluster_arrive_release();
   cluster_wait_acquire();
-
-  // A thread's filter (lanes along the filters: neighbouring outputs) and its tiles of this block's
-  // third: tiles rank, rank + 3, ... of the output block.
-  constexpr int kPointFloats = Cfg::kN * Cfg::kLdMt, kSlots = Cfg::kThreads / Cfg::kM;
-  unsigned blocks_m[Cfg::kCluster];
-#pragma unroll
-  for (int b = 0; b < Cfg::kCluster; ++b) blocks_m[b] = cluster_shared_address(smem, unsigned(b));
-  const int f = threadIdx.x % Cfg::kM, slot = threadIdx.x / Cfg::kM;
-  const int Kg = cv.Kg(), k = bc.kt * Cfg::kM + f;
-  const int64_t tiles = cv.tiles();
-  const bool filter_live = k < Kg;
-  const float u_max = filter_live ? a.u_max[int64_t(bc.g) * a.outputs_pad + k] : 0.f;
-  const F16Carrier::Unscale by_u(F16Carrier::exponent(u_max));
-  const float bias = filter_live && a.bias ? io_to<float>(a.bias[int64_t(bc.g) * Kg + k]) : 0.f;
-  const int64_t plane = int64_t(cv.out_H) * cv.out_W;
-  for (int n = rank + Cfg::kCluster * slot; n < Cfg::kN; n += Cfg::kCluster * kSlots) {
-    const int64_t p = int64_t(a.p_tile0 + bc.pt) * Cfg::kN + n;
-    if (!filter_live || p >= tiles) continue;
-    float m[Tile::kPoints], y[Tile::kOutput * Tile::kOutput];
-#pragma unroll
-    for (int b = 0; b < Cfg::kCluster; ++b)
-#pragma unroll
-      for (int q = 0; q < Cfg::kPoints; ++q)
-        m[b * Cfg::kPoints + q] =
-            load_cluster_shared(blocks_m[b] + 4u * unsigned(q * kPointFloats + n * Cfg::kLdMt + f));
-    Tile::output(m, y);
-    const F16Carrier::Unscale by_v(F16Carrier::exponent(a.v_max[int64_t(bc.g) * tiles + p]));
-    const TileCoord tc = tile_coord(cv, p);
-    const int oy = Tile::kOutput * tc.ty, ox = Tile::kOutput * tc.tx;
-    const int64_t channel = int64_t(bc.g) * Kg + k;
-    TIo* out = a.y + (int64_t(tc.n) * plane + int64_t(oy) * cv.out_W + ox) * cv.out_C + channel;
-    const int64_t col = cv.out_C, row = col * cv.out_W;
-#pragma unroll
-    for (int i = 0; i < Tile::kOutput; ++i)
-#pragma unroll
-      for (int j = 0; j < Tile::kOutput; ++j)
-        if (oy + i < cv.out_H && ox + j < cv.out_W)
-          out[i * row + j * col] = io_from<TIo>(by_v(by_u(y[i * Tile::kOutput + j])) + bias);
-  }
-  // No block leaves while its partners may still read its M.
+  f4x4_cluster_outputs_of<Cfg, TIo>(rank, a, smem, bc);
+  // No block leaves while its partners may still read its rows (the release: their loads performed).
   cluster_arrive_release();
   cluster_wait_acquire();
 }
