@@ -267,11 +267,11 @@ def computed_as(rows):
                  and (r.get("date") or "") >= F16_STAGED_V_SINCE)
     f4x4 = sum(1 for r in rows if "f4x4:tf32-wgmma-cluster/" in (r.get("plan") or ""))
     if kind == "tf32" and (staged or f4x4):
-        parts = [f"{staged} staged-V layers"] if staged else []
+        parts = [f"{staged} staged-V layer{'s' if staged > 1 else ''}"] if staged else []
         parts += [f"{f4x4} with F(4x4) cluster passes"] if f4x4 else []
         how += f" ({', '.join(parts)}: the TF32 values as scaled float16 words)"
     elif kind == "3xbf16" and staged:
-        how = how[:-1] + f"; {staged} staged-V layers, V's two halves staged)"
+        how = how[:-1] + f"; {staged} staged-V layer{'s' if staged > 1 else ''}, V's two halves staged)"
     return f"{dtype} read and written, {how}" if dtype else how
 
 
