@@ -216,6 +216,38 @@ struct WinogradF4x4 {
   TORCHCONV_HOST_DEVICE static void output(const T m[kPoints], T y[kOutput * kOutput]) {  // Y = A^T m A
     transform_sandwich<4, 6, AT>(m, y);
   }
+  // B^T applied to one line of 6 (6 values), for kernels that run V = B^T d B's two steps apart:
+  // every row of B^T is a short combination of x = d3 - d1 and y = d4 - d2, so 16 additions and
+  // multiply-adds where the rows' 26 terms take 22. The tensor-core kernels round V to TF32,
+  // so the order of the float32 sums does not show in their results; the CPU and the IEEE kernels
+  // keep `input`'s.
+  template <typename T>
+  TORCHCONV_HOST_DEVICE static constexpr void input_line(const T d[kAlpha], T v[kAlpha]) {
+    const T x = d[3] - d[1], y = d[4] - d[2];
+    v[0] = (d[0] - d[2]) + (T(1.5) * x + y);
+    v[1] = (x + y) + T(1.5) * (d[2] + d[3]);
+    v[2] = (y - x) + T(1.5) * (d[3] - d[2]);
+    v[3] = T(2) * x + y;
+    v[4] = y - T(0.5) * x;
+    v[5] = (d[5] - x) + (T(1.5) * y - d[3]);
+  }
+  // V = B^T d B by input_line: down each column of d ([row][column]), then along each row of the
+  // result, as a kernel that runs the two steps in different threads does.
+  template <typename T>
+  TORCHCONV_HOST_DEVICE static constexpr void input_by_lines(const T d[kPoints], T v[kPoints]) {
+    T t[kPoints] = {};
+    TORCHCONV_UNROLL
+    for (int j = 0; j < kAlpha; ++j) {
+      T column[kAlpha] = {}, out[kAlpha] = {};
+      TORCHCONV_UNROLL
+      for (int i = 0; i < kAlpha; ++i) column[i] = d[i * kAlpha + j];
+      input_line(column, out);
+      TORCHCONV_UNROLL
+      for (int i = 0; i < kAlpha; ++i) t[i * kAlpha + j] = out[i];
+    }
+    TORCHCONV_UNROLL
+    for (int i = 0; i < kAlpha; ++i) input_line(t + i * kAlpha, v + i * kAlpha);
+  }
   // A^T applied to one line of 6 (4 values), for a kernel that runs Y = A^T m A's two steps apart
   // (along m's rows, then down the columns of the result): A^T's rows at the points 1 and -1 share
   // m1 + m2 and m1 - m2, so 12 additions and multiply-adds where the rows' 21 terms take 17.
@@ -241,6 +273,19 @@ TORCHCONV_HOST_DEVICE constexpr bool f4x4_output_line_is_at() {
   return true;
 }
 static_assert(f4x4_output_line_is_at(), "WinogradF4x4::output_line applies AT");
+
+// input_line is B^T: its image of each unit vector is B^T's column.
+TORCHCONV_HOST_DEVICE constexpr bool f4x4_input_line_is_bt() {
+  for (int k = 0; k < WinogradF4x4::kAlpha; ++k) {
+    double d[WinogradF4x4::kAlpha] = {}, v[WinogradF4x4::kAlpha] = {};
+    d[k] = 1;
+    WinogradF4x4::input_line(d, v);
+    for (int i = 0; i < WinogradF4x4::kAlpha; ++i)
+      if (v[i] != WinogradF4x4::BT::c(i, k)) return false;
+  }
+  return true;
+}
+static_assert(f4x4_input_line_is_bt(), "WinogradF4x4::input_line applies BT");
 
 // Output tiles of edge Tile::kOutput along an output extent (the last one may be partial).
 template <typename Tile>

@@ -1734,14 +1734,17 @@ def test_f4x4_cluster_reads_channels_last_words_with_the_same_bits(shape, dtype)
     (32, 128, 256, 68, True, True),  # Y8: 128 channels, 4 filter blocks, 1740 blocks (13 waves)
     (8, 128, 256, 68, False, True),  # 444 blocks, under four waves; grad_input reduces 256 filters
     (32, 128, 128, 28, False, False),  # R6: 128 channels and filters on 150 blocks
-    (16, 64, 128, 136, False, False),  # grad_input: 128 filters reduced for one filter block
+    (32, 64, 128, 136, True, False),  # Y4: 64 channels, 2 filter blocks on 26 waves; grad_input: one filter block
+    (16, 64, 128, 136, True, False),  # 13 waves
+    (2, 64, 128, 136, False, False),  # 222 blocks: under four waves
+    (32, 64, 64, 56, False, False),  # R2: 64 filters, one filter block
     (16, 256, 128, 40, True, False),  # 50 clusters of two filter blocks; grad_input reduces 128 filters
 ], ids=lambda v: str(v))
 def test_auto_takes_the_f4x4_cluster_for_bfloat16_channels_last(n, c, k, hw, forward, grad_input):
     """Under auto, bfloat16 channels_last forwards and grad_inputs run the F(4x4) cluster, whose error
     is within 2x a bfloat16 cuDNN convolution's, where a group has at least 256 channels (the
     reduction: grad_input's are the filters) and the clusters of three blocks fill two thirds of the
-    SMs, or at least 128 channels and 128 outputs and the blocks take four waves of the SMs; the others
+    SMs, or at least 64 channels and 128 outputs and the blocks take four waves of the SMs; the others
     keep F(2x2)'s tiles. grad_weight stays auto's. Block counts are those of a 132-SM GPU."""
     if torch.cuda.get_device_capability() != (9, 0) or torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("wgmma, and the cases' block counts: a 132-SM Hopper GPU")

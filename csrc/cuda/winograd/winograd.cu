@@ -536,8 +536,8 @@ void run_tc_f4x4(const at::Tensor& x, const at::Tensor& weight, const TIo* bias,
     if (by_words) {
       const int64_t items = int64_t(cv.groups) * a.p_tiles * (Cfg::kN / 8) *
                             ceil_div(int64_t(f.reduction_pad / 8), int64_t(kF4x4WordsOctets));
-      launch_with_attributes(winograd_tc_f4x4_input_transform_words_kernel<Cfg, TIo>,
-                             dim3(elementwise_blocks(items, 1)), dim3(kF4x4WordsWarps * 32), 0, stream, 1, true, a,
+      launch_with_attributes(winograd_tc_f4x4_input_transform_words_kernel<Cfg, TIo>, dim3(elementwise_blocks(items, 1)),
+                             dim3(kF4x4WordsWarps * 32), 0, stream, 1, true, a,
                              static_cast<const float*>(ws.pixel_max), reinterpret_cast<uint32_t*>(halves));
     } else {
       const int64_t positions = int64_t(cv.groups) * a.p_tiles * (f.reduction_pad / Cfg::kK) * Cfg::kK * Cfg::kN;
@@ -735,10 +735,10 @@ int f4x4_tile(const WinogradConv& cv, bool channels_last, bool split_operands) {
 // reduction spreads; it holds an SM alone, so a grid of one or two waves leaves SMs idle in its last;
 // and its staged V, 2.25x F(2x2)'s words a pixel, is read once per filter block. On the layers
 // measured (docs/winograd.md, "The F(4x4) cluster under auto") it outran F(2x2)'s tiles from 256
-// channels a group (16 chunks) on a grid that fills two thirds of the SMs, and from 128 channels with
+// channels a group (16 chunks) on a grid that fills two thirds of the SMs, and from 64 channels with
 // two filter blocks or more on a grid of four waves or more; not with one filter block, nor on fewer
 // waves at 128 channels.
-constexpr int kF4x4ClusterMinReduction = 128, kF4x4ClusterDeepReduction = 256;
+constexpr int kF4x4ClusterMinReduction = 64, kF4x4ClusterDeepReduction = 256;
 constexpr int kF4x4ClusterMinOutputs = 128, kF4x4ClusterShallowMinWaves = 4;
 bool prefer_f4x4_cluster(const WinogradConv& cv) {
   using Cfg = WinogradWgmmaF4x4ClusterTile;

@@ -110,7 +110,9 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_tile_bound_kernel(const 
 
 // V for WinogradWgmmaF4x4ClusterTile of tile blocks a.p_tile0 .. a.p_tile0 + a.p_tiles, in float16
 // under each tile's scale: [group][tile block][chunk][point][Cfg::v_half(channel, tile)], zero outside
-// the image, the tiles and the channels; x channels_last. A thread per (channel, tile) of a chunk, a
+// the image, the tiles and the channels; x channels_last. Each value rounds once, to float16 under the
+// scale (TF32's 10 bits, ties to even), not first to TF32 as the F(2x2) tiles' V: no product reads
+// it at TF32, so the second rounding would only cost instructions. A thread per (channel, tile) of a chunk, a
 // warp's lanes 8 channels x 4 tiles, so that each of its stores fills 64 contiguous bytes of a point's
 // core matrix (8 tiles x 8 channels) and each load reads 16 contiguous bytes a tile.
 template <typename Cfg, typename TIo>
@@ -155,19 +157,19 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(c
       }
       bound = a.v_max[int64_t(g) * cv.tiles() + p];
     }
-    Tile::input(d, vv);
+    Tile::input_by_lines(d, vv);  // as the words kernel's two steps: the same bits
     const F16Carrier::Scale scale(F16Carrier::exponent(bound));
     uint16_t* dst = v + ((int64_t(g) * a.p_tiles + pt) * chunks + chunk) * (2 * int64_t(Cfg::kVChunkFloats)) +
                     Cfg::v_half(kk, n);
 #pragma unroll
     for (int e = 0; e < Tile::kPoints; ++e)
-      dst[e * 2 * Cfg::kVPoint] = F16Carrier::half_bits(round_to_tf32(vv[e]), scale);
+      dst[e * 2 * Cfg::kVPoint] = F16Carrier::half_bits(vv[e], scale);
   }
 }
 
 // winograd_tc_f4x4_input_transform_kernel's V, the same values at the same places, for channels_last
-// x whose group channels are whole 16-byte words (x_reads_as_words), in transform_sandwich's two
-// steps. A block of six warps takes 8 tiles x 4 channel octets at a time, a slot a lane (tile lane %
+// x whose group channels are whole 16-byte words (x_reads_as_words), in input_by_lines' two steps. A
+// block of six warps takes 8 tiles x 4 channel octets at a time (an item), a slot a lane (tile lane %
 // 8, octet lane / 8, as the F(2x2) words kernel's lanes): first warp j loads column j of each slot's
 // 6 x 6 window, 16 bytes a word, and combines its rows (column j of t = B^T d) into the slot's shared
 // memory, beside the largest of the column's pixel maxima; then warp i combines row i of t along the
@@ -175,10 +177,15 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(c
 // winograd_tc_f4x4_tile_bound_kernel's, which one lane per tile writes for the epilogue), each tile's
 // 8 channels one 16-byte word, so that a warp's store fills four 128-byte rows of core matrices and
 // its load reads 8 pixels' 64 neighbouring bytes. The scalar kernel loads and stores a value a lane
-// (a line per tile for 64 bytes), eight times the requests for the same bytes.
+// (a line per tile for 64 bytes), eight times the requests for the same bytes. The kernel is bound
+// by its instructions and its loads' latency together, so each value costs as few as it can: the
+// factored lines, and a pair of channels scaled and converted to float16 in one conversion (which
+// rounds to TF32's 10 bits itself). Four blocks an SM (80 registers) hide more of the latency than
+// three did (docs/winograd.md); a prefetch of the next item's column cost more than it hid.
 constexpr int kF4x4WordsWarps = WinogradF4x4::kAlpha, kF4x4WordsOctets = 4;  // octets an item: lane / 8
+constexpr int kF4x4WordsBlocksPerSm = 4;
 template <typename Cfg, typename TIo>
-__global__ void __launch_bounds__(kF4x4WordsWarps * 32, 3)
+__global__ void __launch_bounds__(kF4x4WordsWarps * 32, kF4x4WordsBlocksPerSm)
     winograd_tc_f4x4_input_transform_words_kernel(const ForwardArgs<float, TIo> a, const float* __restrict__ pixel_max,
                                                   uint32_t* __restrict__ v) {
   using Tile = typename Cfg::Tile;
@@ -231,15 +238,12 @@ __global__ void __launch_bounds__(kF4x4WordsWarps * 32, 3)
       float t[kA][8];
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
-        float d[kA];
+        float d[kA], out[kA];
 #pragma unroll
         for (int r = 0; r < kA; ++r) d[r] = io_to<float>(reinterpret_cast<const TIo*>(&raw[r][c / kVec])[c % kVec]);
+        Tile::input_line(d, out);
 #pragma unroll
-        for (int i = 0; i < kA; ++i) {
-          bool started = false;
-#pragma unroll
-          for (int k = 0; k < kA; ++k) accumulate_term(t[i][c], started, Tile::BT::c(i, k), d[k]);
-        }
+        for (int i = 0; i < kA; ++i) t[i][c] = out[i];
       }
 #pragma unroll
       for (int i = 0; i < kA; ++i) {
@@ -249,7 +253,7 @@ __global__ void __launch_bounds__(kF4x4WordsWarps * 32, 3)
       }
     }
     __syncthreads();
-    {  // Row `warp` of t along the columns: V[warp][j] = sum_k t[warp][k] B[k][j], points warp * 6 + j.
+    {  // Row `warp` of t along the columns: V[warp][j] = sum_k t[warp][k] B^T[j][k], points warp * 6 + j.
       float t[kA][8];
 #pragma unroll
       for (int k = 0; k < kA; ++k) {
@@ -266,24 +270,24 @@ __global__ void __launch_bounds__(kF4x4WordsWarps * 32, 3)
       const F16Carrier::Scale scale(F16Carrier::exponent(bound));
       uint32_t* dst = v + ((int64_t(g) * a.p_tiles + pt) * (octets / 2) + q / 2) * Cfg::kVChunkFloats +
                       Cfg::v_half(8 * (q % 2), n) / 2 + warp * kA * Cfg::kVPoint;
+      uint32_t word[kA][4];  // [point j][channel pair]
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        float out[2][kA];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float line[kA];
+#pragma unroll
+          for (int k = 0; k < kA; ++k) line[k] = t[k][2 * h + e];
+          Tile::input_line(line, out[e]);
+        }
+#pragma unroll
+        for (int j = 0; j < kA; ++j) word[j][h] = F16Carrier::half2_bits(out[0][j], out[1][j], scale);
+      }
       if (q < octets) {  // (the last quad of a reduction of 2 mod 4 octets has two)
 #pragma unroll
-        for (int j = 0; j < kA; ++j) {
-          uint32_t word[4];
-#pragma unroll
-          for (int h = 0; h < 4; ++h) {
-            float pair[2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              bool started = false;
-#pragma unroll
-              for (int k = 0; k < kA; ++k) accumulate_term(pair[e], started, Tile::BT::c(j, k), t[k][2 * h + e]);
-            }
-            word[h] = F16Carrier::half_bits(round_to_tf32(pair[0]), scale) |
-                      uint32_t(F16Carrier::half_bits(round_to_tf32(pair[1]), scale)) << 16;
-          }
-          *reinterpret_cast<uint4*>(dst + j * Cfg::kVPoint) = make_uint4(word[0], word[1], word[2], word[3]);
-        }
+        for (int j = 0; j < kA; ++j)
+          *reinterpret_cast<uint4*>(dst + j * Cfg::kVPoint) = make_uint4(word[j][0], word[j][1], word[j][2], word[j][3]);
       }
     }
     __syncthreads();  // the slots free for the next item

@@ -408,11 +408,18 @@ struct F16Carrier {
       second = __int_as_float((127 - e - head) << 23);
     }
   };
-  // v (TF32-rounded by the caller) under the scale, as float16 bits.
+  // v under the scale, as float16 bits (rounded to its 10 bits, TF32's: the F(2x2) tiles' callers
+  // round v to TF32 first, as their TF32 words do).
   static __device__ __forceinline__ uint16_t half_bits(float v, const Scale& s) {
     return __half_as_ushort(__float2half_rn(v * s.first * s.second));
   }
   static __device__ __forceinline__ uint16_t half_bits(float v, int e) { return half_bits(v, Scale(e)); }
+  // Two values under the scale, as half_bits' two halves of one word (lo in the low 16 bits): one
+  // conversion of the pair.
+  static __device__ __forceinline__ uint32_t half2_bits(float lo, float hi, const Scale& s) {
+    const __half2 h = __floats2half2_rn(lo * s.first * s.second, hi * s.first * s.second);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
   // The way back: x 2^e for e as exponent() gives it ([-163, 113]), with ldexpf(x, e)'s bits in one
   // or two multiplications instead of ldexpf's range steps. Where 2^e is a normal float, x 2^e rounds
   // once. Below, x 2^(e + 126) is exact for |x| >= 2^-89 (a normal result), and 2^-126 times it then
