@@ -218,9 +218,9 @@ struct WinogradF4x4 {
   }
   // B^T applied to one line of 6 (6 values), for kernels that run V = B^T d B's two steps apart:
   // every row of B^T is a short combination of x = d3 - d1 and y = d4 - d2, so 16 additions and
-  // multiply-adds where the rows' 26 terms take 22. The tensor-core kernels round V to TF32,
-  // so the order of the float32 sums does not show in their results; the CPU and the IEEE kernels
-  // keep `input`'s.
+  // multiply-adds where the rows' 26 terms take 22. The tensor-core kernels keep 10 bits of V
+  // (float16 under a scale), so the order of the float32 sums does not show in their results; the
+  // CPU and the IEEE kernels keep `input`'s.
   template <typename T>
   TORCHCONV_HOST_DEVICE static constexpr void input_line(const T d[kAlpha], T v[kAlpha]) {
     const T x = d[3] - d[1], y = d[4] - d[2];

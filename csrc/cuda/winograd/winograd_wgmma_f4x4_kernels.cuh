@@ -112,9 +112,9 @@ __global__ void __launch_bounds__(256) winograd_tc_f4x4_tile_bound_kernel(const 
 // under each tile's scale: [group][tile block][chunk][point][Cfg::v_half(channel, tile)], zero outside
 // the image, the tiles and the channels; x channels_last. Each value rounds once, to float16 under the
 // scale (TF32's 10 bits, ties to even), not first to TF32 as the F(2x2) tiles' V: no product reads
-// it at TF32, so the second rounding would only cost instructions. A thread per (channel, tile) of a chunk, a
-// warp's lanes 8 channels x 4 tiles, so that each of its stores fills 64 contiguous bytes of a point's
-// core matrix (8 tiles x 8 channels) and each load reads 16 contiguous bytes a tile.
+// it at TF32, so the second rounding would only cost instructions. A thread per (channel, tile) of a
+// chunk, a warp's lanes 8 channels x 4 tiles, so that each of its stores fills 64 contiguous bytes of
+// a point's core matrix (8 tiles x 8 channels) and each load reads 16 contiguous bytes a tile.
 template <typename Cfg, typename TIo>
 __global__ void __launch_bounds__(256) winograd_tc_f4x4_input_transform_kernel(const ForwardArgs<float, TIo> a,
                                                                               uint16_t* __restrict__ v) {
