@@ -261,31 +261,25 @@ struct WinogradF4x4 {
   }
 };
 
-// output_line is A^T: its image of each unit vector is A^T's column.
-TORCHCONV_HOST_DEVICE constexpr bool f4x4_output_line_is_at() {
-  for (int k = 0; k < WinogradF4x4::kAlpha; ++k) {
-    double m[WinogradF4x4::kAlpha] = {}, y[WinogradF4x4::kOutput] = {};
-    m[k] = 1;
-    WinogradF4x4::output_line(m, y);
-    for (int i = 0; i < WinogradF4x4::kOutput; ++i)
-      if (y[i] != WinogradF4x4::AT::c(i, k)) return false;
+// Whether `line` (kIn values in, kOut out) applies Matrix (kOut x kIn): its image of each unit vector
+// is Matrix's column.
+template <typename Matrix, int kIn, int kOut, typename Line>
+TORCHCONV_HOST_DEVICE constexpr bool line_applies(Line line) {
+  for (int k = 0; k < kIn; ++k) {
+    double in[kIn] = {}, out[kOut] = {};
+    in[k] = 1;
+    line(in, out);
+    for (int i = 0; i < kOut; ++i)
+      if (out[i] != Matrix::c(i, k)) return false;
   }
   return true;
 }
-static_assert(f4x4_output_line_is_at(), "WinogradF4x4::output_line applies AT");
-
-// input_line is B^T: its image of each unit vector is B^T's column.
-TORCHCONV_HOST_DEVICE constexpr bool f4x4_input_line_is_bt() {
-  for (int k = 0; k < WinogradF4x4::kAlpha; ++k) {
-    double d[WinogradF4x4::kAlpha] = {}, v[WinogradF4x4::kAlpha] = {};
-    d[k] = 1;
-    WinogradF4x4::input_line(d, v);
-    for (int i = 0; i < WinogradF4x4::kAlpha; ++i)
-      if (v[i] != WinogradF4x4::BT::c(i, k)) return false;
-  }
-  return true;
-}
-static_assert(f4x4_input_line_is_bt(), "WinogradF4x4::input_line applies BT");
+static_assert(line_applies<WinogradF4x4::AT, WinogradF4x4::kAlpha, WinogradF4x4::kOutput>(
+                  [](const double* m, double* y) { WinogradF4x4::output_line(m, y); }),
+              "WinogradF4x4::output_line applies AT");
+static_assert(line_applies<WinogradF4x4::BT, WinogradF4x4::kAlpha, WinogradF4x4::kAlpha>(
+                  [](const double* d, double* v) { WinogradF4x4::input_line(d, v); }),
+              "WinogradF4x4::input_line applies BT");
 
 // Output tiles of edge Tile::kOutput along an output extent (the last one may be partial).
 template <typename Tile>
