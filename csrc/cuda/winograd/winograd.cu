@@ -536,8 +536,8 @@ void run_tc_f4x4(const at::Tensor& x, const at::Tensor& weight, const TIo* bias,
     if (by_words) {
       const int64_t items = int64_t(cv.groups) * a.p_tiles * (Cfg::kN / 8) *
                             ceil_div(int64_t(f.reduction_pad / 8), int64_t(kF4x4WordsOctets));
-      launch_with_attributes(winograd_tc_f4x4_input_transform_words_kernel<Cfg, TIo>, dim3(elementwise_blocks(items, 1)),
-                             dim3(kF4x4WordsWarps * 32), 0, stream, 1, true, a,
+      launch_with_attributes(winograd_tc_f4x4_input_transform_words_kernel<Cfg, TIo>,
+                             dim3(elementwise_blocks(items, 1)), dim3(kF4x4WordsWarps * 32), 0, stream, 1, true, a,
                              static_cast<const float*>(ws.pixel_max), reinterpret_cast<uint32_t*>(halves));
     } else {
       const int64_t positions = int64_t(cv.groups) * a.p_tiles * (f.reduction_pad / Cfg::kK) * Cfg::kK * Cfg::kN;
