@@ -779,24 +779,29 @@ def test_staged_grad_weight_runs_its_slices_in_passes_within_the_workspace_limit
 
 @needs_cuda
 @pytest.mark.parametrize("dtype, n, c, k, hw, staged", [
-    (torch.float32, 2, 256, 256, 64, True),  # 256 channels and filters, 2048 tiles
-    (torch.float32, 1, 256, 256, 64, False),  # 1024 tiles: the operands' round trip and launches weigh more
-    (torch.float32, 2, 128, 256, 64, True),  # float16 words from 128 channels: each dM transformed 4 times fused
+    (torch.float32, 2, 256, 256, 64, True),  # 256 channels and filters over 2048 tiles: 2^27 products
+    (torch.float32, 1, 256, 256, 64, True),  # 1024 tiles: 2^26
+    (torch.float32, 3, 128, 128, 64, True),  # 128 channels and filters, 3072 tiles: 3 x 2^24, the least
+    (torch.float32, 2, 128, 128, 64, False),  # 2048 tiles: 2^25, the launches and round trip weigh more
+    (torch.float32, 2, 256, 128, 64, True),  # 128 filters: each V transformed twice fused, each dM 8 times
     (torch.float32, 2, 64, 256, 64, False),  # 64 channels: each dM twice only
-    (torch.float32, 2, 256, 128, 64, False),  # 128 filters: each V twice only
+    (torch.float32, 4, 256, 64, 64, False),  # 64 filters: each V once only
     (torch.bfloat16, 2, 128, 256, 64, True),  # bfloat16 as float32's TF32 products: float16 words too
-    (torch.float16, 2, 128, 256, 64, True),  # float16's split, twice the words: from 128 channels too
+    (torch.bfloat16, 2, 256, 256, 32, False),  # 512 tiles (R12's count at 512 channels): 2^25
+    (torch.bfloat16, 2, 512, 512, 32, True),  # and at 512 channels, 2^27
+    (torch.float16, 2, 128, 256, 64, True),  # float16's split, twice the words: from 2^19 products
     (torch.float16, 2, 64, 256, 64, False),
-    (torch.float16, 2, 256, 256, 32, True),  # 512 tiles: enough for float16's split (R12's count)
-    (torch.float16, 1, 256, 256, 32, False),  # 256 tiles
-    (torch.bfloat16, 2, 256, 256, 32, False),  # 512 tiles: one product needs 2048
+    (torch.float16, 1, 256, 256, 32, True),  # 256 tiles
+    (torch.float16, 1, 128, 128, 16, True),  # 64 tiles: 2^20
+    (torch.float16, 1, 128, 128, 8, False),  # 16 tiles: 2^18
 ], ids=lambda v: str(v).replace("torch.", ""))
 def test_grad_weight_stages_its_operands_on_deep_layers(dtype, n, c, k, hw, staged):
-    """The rule: grad_weight stages dM and V from 256 filters per group (below, the fused block
-    transforms each V at most twice) and 128 channels per group (below, each dM at most twice), over
-    at least 2048 tiles where they travel as float16 words (one product: float32 under TF32,
-    bfloat16) and 512 where float16's split operands take TF32 words (twice the bytes, but the fused
-    block splits every operand it transforms); the result within twice cuDNN's error either way."""
+    """The rule: grad_weight stages dM and V from 128 filters per group (below, the fused block
+    transforms each V once) and 128 channels per group (below, each dM at most twice) where the point
+    products' size, channels x filters x tiles, reaches 3 x 2^24 while they travel as float16 words
+    (one product: float32 under TF32, bfloat16) and 2^19 where float16's split operands take TF32
+    words (twice the bytes, but the fused block splits every operand it transforms); the result
+    within twice cuDNN's error either way."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma runs on sm_90a")
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
@@ -818,8 +823,8 @@ def test_grad_weight_stages_its_operands_on_deep_layers(dtype, n, c, k, hw, stag
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_tensor_core_tiles_read_a_16bit_weight_without_a_float32_copy(dtype):
     """The tensor-core tiles' filter transforms (forward and grad_input) read a bfloat16 or float16
-    weight themselves: a training step with a trainable weight casts it nowhere. The one cast of
-    the weight's shape is grad_weight's float32 result rounded to the weight's dtype."""
+    weight themselves, and grad_weight's last kernel writes the weight's dtype: a training step with
+    a trainable weight casts nothing of the weight's shape."""
     torch.backends.cudnn.allow_tf32 = True  # conftest restores it
     x = torch.randn(2, 64, 12, 10, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
     w = torch.randn(96, 64, 3, 3, device="cuda").to(dtype)
@@ -831,11 +836,44 @@ def test_tensor_core_tiles_read_a_16bit_weight_without_a_float32_copy(dtype):
     assert len(plans) == 3 and all(re.search(r"(tf32|bf16)-wgmma|:tf32|:3xbf16", p) for p in plans), plans
     casts = sum(e.count for e in prof.key_averages(group_by_input_shape=True)
                 if e.key == "aten::_to_copy" and list(w.shape) in [list(s) for s in e.input_shapes])
-    assert casts == 1, casts
+    assert casts == 0, casts
     wd = w.detach().double().requires_grad_()
     xd = x.detach().double().requires_grad_()
     yd = F.conv2d(xd, wd, None, 1, 1)
     assert rel_err(y, yd) <= allowed_error(rel_err(F.conv2d(x, w, None, 1, 1), yd), dtype)
+
+
+@needs_cuda
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("n, c, k, hw, groups, kernel", [
+    (2, 37, 70, (13, 11), 1, "fused"),  # 37 channels: a warp's 8 (filter, channel) pairs span filters
+    (2, 80, 80, (9, 14), 2, "fused"),  # groups (40 filters each: the wgmma block's 64-filter tile)
+    (3, 128, 128, (64, 64), 1, "staged"),  # dM and V staged (3 x 2^24 products)
+    (2, 3, 16, (17, 10), 1, "shallow"),  # 3 channels: the shallow kernel
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_grad_weight_is_written_in_the_weights_dtype_and_layout(n, c, k, hw, groups, kernel, dtype, channels_last):
+    """grad_weight's float32 sums reach the weight's dtype and the call's layout in the kernels' last
+    step (KCRS, or KRSC under channels_last): the gradient a 16-bit weight gets is of its dtype and
+    format, rounded once from the float32 result (within twice cuDNN's error)."""
+    if kernel != "shallow" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the wgmma grad_weight kernels run on sm_90a")
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.randn(n, c, *hw, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    w = (torch.randn(k, c // groups, 3, 3, device="cuda") / (9 * c // groups) ** 0.5).to(dtype)
+    w = w.contiguous(memory_format=fmt).requires_grad_()
+    y = torchconv.conv2d(x, w, None, 1, 1, 1, groups, algorithm="winograd")
+    gy = torch.randn_like(y)
+    (gw,) = torch.autograd.grad(y, w, gy)
+    plan = torchconv.last_choice().split()[-1]
+    prefix = {"fused": "grad_weight:fused:", "staged": "grad_weight:staged:", "shallow": "grad_weight:fused:shallow/"}
+    assert plan.startswith(prefix[kernel]) and (kernel == "shallow") != ("wgmma" in plan), plan
+    assert gw.dtype == dtype and gw.is_contiguous(memory_format=fmt), (gw.dtype, gw.stride())
+    wd = w.detach().double().requires_grad_()
+    (ref,) = torch.autograd.grad(F.conv2d(x.double(), wd, None, 1, 1, 1, groups), wd, gy.double())
+    (cudnn,) = torch.autograd.grad(F.conv2d(x, w, None, 1, 1, 1, groups), w, gy)
+    assert rel_err(gw, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
 
 
 @needs_cuda
@@ -1909,7 +1947,8 @@ def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forwa
     (32, 128, 256, 68, 23, 16),
     # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97%; staged on Hopper: 2, one pass of 128 blocks
     (32, 256, 512, 34, 6, 2),
-    (32, 256, 256, 14, 12, 11),  # R9: 32 blocks x 12 slices, 97% of three waves
+    # R9: 32 blocks x 12 slices, 97% of three waves; staged on Hopper (2^28 products): 4 slices
+    (32, 256, 256, 14, 12, 4),
 ])
 def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits, wgmma_splits):
     """grad_weight on tensor cores splits the tiles it reduces over into slices, one block per (filter
@@ -1933,8 +1972,9 @@ def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits, wgmma_spl
         torchconv.set_workspace_limit(limit)
     if torch.cuda.get_device_capability() == (9, 0):
         splits = wgmma_splits  # 64 filters a block either way
-        # dM and V staged from 128 channels and 256 filters over 2048 tiles (float16 words)
-        tile = "staged:tf32-wgmma" if c >= 128 and k >= 256 and n * (hw // 2) ** 2 >= 2048 else "fused:tf32-wgmma"
+        # dM and V staged from 128 channels and filters over 3 x 2^24 products (float16 words)
+        staged = c >= 128 and k >= 128 and c * k * n * (hw // 2) ** 2 >= 3 << 24
+        tile = "staged:tf32-wgmma" if staged else "fused:tf32-wgmma"
     else:
         tile = "fused:tf32-tall"
     assert torchconv.last_choice().split()[-1] == f"grad_weight:{tile}/splits={splits}", torchconv.last_choice()

@@ -1156,9 +1156,9 @@ int64_t weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t slice_byt
 }
 
 // Sums a grad_weight's slices (in a fixed order, so the result is deterministic) and maps dU back to
-// the filter: gw = G^T dU G. Below kFinishSumMaxSlices slices the finishing kernel reads them all;
-// from there sum_slices_kernel's lanes (8 an element, which keep many loads in flight) first sum
-// them into slice 0.
+// the filter: gw = G^T dU G, written in gw's dtype (T's, or a 16-bit weight's) and layout (contiguous,
+// or channels_last). Below kFinishSumMaxSlices slices the finishing kernel reads them all; from there
+// sum_slices_kernel's lanes (8 an element, which keep many loads in flight) first sum them into slice 0.
 constexpr int kFinishSumMaxSlices = 64;
 template <typename T>
 void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems, const WinogradConv& cv, int k_pad,
@@ -1169,12 +1169,30 @@ void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems
                       slice_elems, IdentitySliceMap{}, /*many_slices=*/kFinishSumMaxSlices);  // into slice 0, in place
     slices = 1;
   }
-  winograd_weight_grad_finish_kernel<T>
-      <<<elementwise_blocks(int64_t(cv.groups) * cv.Kg() * cv.Cg() * (32 / kWeightGradFinishPairs),
-                            kWeightGradFinishThreads),
-         kWeightGradFinishThreads,
-         0, current_stream()>>>(partial.const_data_ptr<T>(), gw.mutable_data_ptr<T>(), cv.groups, cv.Kg(), cv.Cg(),
-                                k_pad, c_pad, slices, slice_elems);
+  const bool krsc = !gw.is_contiguous();
+  TORCH_INTERNAL_ASSERT(!krsc || gw.is_contiguous(at::MemoryFormat::ChannelsLast), "winograd: grad_weight's layout");
+  auto launch = [&](auto out, auto krsc_tag) {
+    using TOut = std::remove_pointer_t<decltype(out)>;
+    winograd_weight_grad_finish_kernel<T, TOut, decltype(krsc_tag)::value>
+        <<<elementwise_blocks(int64_t(cv.groups) * cv.Kg() * cv.Cg() * (32 / kWeightGradFinishPairs),
+                              kWeightGradFinishThreads),
+           kWeightGradFinishThreads, 0, current_stream()>>>(partial.const_data_ptr<T>(), out, cv.groups, cv.Kg(),
+                                                            cv.Cg(), k_pad, c_pad, slices, slice_elems);
+  };
+  auto launch_in = [&](auto out) {
+    if (krsc) launch(out, std::true_type{});
+    else launch(out, std::false_type{});
+  };
+  if (gw.scalar_type() == c10::CppTypeToScalarType<T>::value) {
+    launch_in(gw.mutable_data_ptr<T>());
+  } else if constexpr (std::is_same_v<T, float>) {  // a 16-bit weight's gradient from float32 sums
+    TORCH_INTERNAL_ASSERT(gw.scalar_type() == at::kBFloat16 || gw.scalar_type() == at::kHalf,
+                          "winograd: grad_weight's dtype");
+    if (gw.scalar_type() == at::kBFloat16) launch_in(mutable_kernel_data<__nv_bfloat16>(gw));
+    else launch_in(mutable_kernel_data<__half>(gw));
+  } else {
+    TORCH_INTERNAL_ASSERT(false, "winograd: grad_weight's dtype");
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -1286,16 +1304,18 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
   return gw;
 }
 
-// A grad_weight kernel's operands in the call's memory format, its float32 result, its launch (the
-// shallow kernel's and the tensor-core ones').
+// A grad_weight kernel's operands in the call's memory format, its result, its launch (the shallow
+// kernel's and the tensor-core ones'). The result: float32 sums written (finish_grad_weight) in
+// `gw_dtype` (float32, or the 16-bit weight's dtype) and `gw_format`.
 struct WeightGradCall {
   at::Tensor gy, x, gw;
   WinogradConv cv;
 };
-WeightGradCall weight_grad_call(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input, bool nhwc) {
+WeightGradCall weight_grad_call(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input, bool nhwc,
+                                at::ScalarType gw_dtype, at::MemoryFormat gw_format) {
   const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
   return {grad_output.contiguous(format), input.contiguous(format),
-          new_output({p.K, p.channels_per_group(), 3, 3}, input.options().dtype(at::kFloat)),
+          new_output({p.K, p.channels_per_group(), 3, 3}, input.options().dtype(gw_dtype).memory_format(gw_format)),
           winograd_launch(forward_map(p))};
 }
 
@@ -1315,12 +1335,14 @@ void launch_shallow_weight_grad(const ShallowWeightGradArgs<TIo>& a, int64_t blo
 
 // grad_weight of a layer of the shallow forward kernel (runs_shallow: at most 4 channels per group),
 // winograd_shallow_weight_grad_kernel, on grad_output and input of TIo (float, bfloat16 or float16) in
-// the call's memory format (`nhwc`), in IEEE FP32 whatever the dtype; the result is float32. Slices:
-// enough blocks for two per SM twice over, each at least 4 batches of tiles, within the workspace limit.
+// the call's memory format (`nhwc`), in IEEE FP32 whatever the dtype; the result in weight_grad_call's
+// dtype and format. Slices: enough blocks for two per SM twice over, each at least 4 batches of tiles,
+// within the workspace limit.
 template <typename TIo>
 at::Tensor winograd_shallow_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
-                                        bool nhwc, int64_t* workspace) {
-  auto [gy, x, gw, cv] = weight_grad_call(p, grad_output, input, nhwc);
+                                        bool nhwc, int64_t* workspace, at::ScalarType gw_dtype,
+                                        at::MemoryFormat gw_format) {
+  auto [gy, x, gw, cv] = weight_grad_call(p, grad_output, input, nhwc, gw_dtype, gw_format);
   const int64_t tiles = cv.tiles();
   *workspace = 0;
   if (tiles == 0) {
@@ -1340,7 +1362,7 @@ at::Tensor winograd_shallow_grad_weight(const ConvShape& p, const at::Tensor& gr
                                        std::min(max_by_work, max_by_memory));
   a.tiles_per_split = ceil_div(tiles, splits);
   splits = ceil_div(tiles, a.tiles_per_split);
-  at::Tensor partial = at::empty({splits * slice_elems}, gw.options());
+  at::Tensor partial = at::empty({splits * slice_elems}, gw.options().dtype(at::kFloat));
   *workspace = partial.numel() * int64_t(sizeof(float));
   a.partial = partial.mutable_data_ptr<float>();
   const int64_t blocks = base_blocks * splits;
@@ -1377,7 +1399,7 @@ at::Tensor winograd_tc_grad_weight(WeightGradCall& call, const char* config, boo
   int64_t splits = weight_grad_splits<Cfg>(tiles, base_blocks, slice_elems * int64_t(sizeof(float)));
   a.tiles_per_split = round_up(int(ceil_div(tiles, splits)), Cfg::kK);
   splits = ceil_div(tiles, a.tiles_per_split);
-  auto partial = at::empty({splits * slice_elems}, gw.options());
+  auto partial = at::empty({splits * slice_elems}, gw.options().dtype(at::kFloat));
   *workspace = partial.numel() * int64_t(sizeof(float));
   a.partial = partial.mutable_data_ptr<float>();
   const int64_t blocks = base_blocks * splits;
@@ -1410,9 +1432,10 @@ void launch_channel_max(const at::Tensor& t, bool nhwc, int per_group, int pad, 
     const int lanes = vectors ? channels / kVec : channels;
     const int lane_blocks = ceil_div(lanes, kChannelMaxThreads);
     const int rows = kChannelMaxThreads / std::min(lanes, kChannelMaxThreads);
-    // About eight blocks per SM in all, and at least 16 pixels a thread row.
+    // About eight blocks per SM in all, and at least 4 pixels a thread row (its loads all in flight at
+    // once: fewer, longer rows left small tensors, such as a 7x7 layer's, on a few SMs' loads in turn).
     const int64_t pixels = images * plane;
-    const int64_t blocks = std::clamp<int64_t>(ceil_div(pixels, int64_t(16) * rows),
+    const int64_t blocks = std::clamp<int64_t>(ceil_div(pixels, int64_t(4) * rows),
                                                1, std::max<int64_t>(1, int64_t(8) * sm_count() / lane_blocks));
     const int64_t per_block = ceil_div(pixels, blocks);
     const dim3 grid(unsigned(ceil_div(pixels, per_block)), unsigned(lane_blocks));
@@ -1522,7 +1545,8 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
   const int64_t pass_chunks = std::min(all_chunks, slices_per_pass * per_split);
   // The partial sums, then the pass's operands (dM, then V), then the maxima, in one allocation
   // (each part a whole number of 16-byte units: the bulk copies' alignment).
-  auto ws = at::empty({splits * slice_floats + pass_chunks * chunk_floats + max_floats}, gw.options());
+  auto ws = at::empty({splits * slice_floats + pass_chunks * chunk_floats + max_floats},
+                      gw.options().dtype(at::kFloat));
   *workspace = ws.numel() * int64_t(sizeof(float));
   a.partial = ws.mutable_data_ptr<float>();
   s.dm = a.partial + splits * slice_floats;
@@ -1590,29 +1614,30 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
 
 // Whether the wgmma tile's grad_weight stages dM and V (winograd_wgmma_grad_weight_staged) rather
 // than transforming them in the fused block, which transforms each dM once per 32 channels and each V
-// once per 64 filters: from 256 filters and 128 channels per group over at least
-// kStagedWeightGradMinTiles tiles: 2048 for one product (float16 words), 512 for float16's split (TF32
-// words, twice the bytes, but its fused block splits every operand it transforms, each dM four times
-// over on 128 channels) -- the layers where the staged grad_weight measured faster, docs/winograd.md;
-// below, the operands' round trip and the launches are a larger share. Forced: with the staged-V
-// configs, whose forwards stage V.
+// once per 64 filters: from 128 filters and 128 channels per group where the point products' size,
+// channels x filters x tiles per group, reaches kStagedWeightGradMinProducts: 3 x 2^24 for one product
+// (float16 words; below, the staged passes' launches, the operands' round trip and the partial sums
+// are a larger share than the fused block's repeated transforms), 2^19 for float16's split (TF32
+// words, twice the bytes, but its fused block splits every operand it transforms) -- the layers where
+// the staged grad_weight measured faster, docs/winograd.md. Forced: with the staged-V configs, whose
+// forwards stage V.
 template <int kProducts>
-constexpr int64_t kStagedWeightGradMinTiles = kProducts == 1 ? 2048 : 512;
+constexpr int64_t kStagedWeightGradMinProducts = kProducts == 1 ? int64_t(3) << 24 : int64_t(1) << 19;
 template <typename TIo>
 bool staged_weight_grad(const WinogradConv& cv) {
   const int forced = forced_config(kWinograd);
   if (forced >= 0) return forced == kConfigTf32WgmmaClusterVBulk || forced == kConfigTf32WgmmaClusterUVMulticast;
-  return cv.Cg() >= 128 && cv.Kg() >= 256 &&
-         cv.tiles() >= kStagedWeightGradMinTiles<kMmaProducts<TIo>>;
+  return cv.Cg() >= 128 && cv.Kg() >= 128 &&
+         int64_t(cv.Cg()) * cv.Kg() * cv.tiles() >= kStagedWeightGradMinProducts<kMmaProducts<TIo>>;
 }
 
 // grad_weight on tensor-core tile `tile` (kTcTile, kTcTileTall or kTcTileWgmma), as
-// winograd_tc_grad_weight, or staged (staged_weight_grad).
+// winograd_tc_grad_weight, or staged (staged_weight_grad); the result in gw_dtype and gw_format.
 template <typename TIo>
 at::Tensor run_tc_grad_weight(int tile, const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
-                              bool nhwc, int64_t* workspace) {
+                              bool nhwc, int64_t* workspace, at::ScalarType gw_dtype, at::MemoryFormat gw_format) {
   const char* config = tc_tile_choice<kMmaProducts<TIo>>(tile);
-  WeightGradCall call = weight_grad_call(p, grad_output, input, nhwc);
+  WeightGradCall call = weight_grad_call(p, grad_output, input, nhwc, gw_dtype, gw_format);
   if (tile == kTcTileWgmma && staged_weight_grad<TIo>(call.cv))
     return winograd_wgmma_grad_weight_staged<TIo>(call, nhwc, workspace);
   if (tile == kTcTileWgmma)
@@ -1766,7 +1791,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     if (tc_tile == kTcIeee && input.scalar_type() == at::kFloat && runs_shallow_weight_grad(p)) {
       const at::MemoryFormat format = conv_memory_format(input, weight);
       gw = winograd_shallow_grad_weight<float>(p, grad_output_in(format), input,
-                                               format == at::MemoryFormat::ChannelsLast, &bytes);
+                                               format == at::MemoryFormat::ChannelsLast, &bytes, at::kFloat,
+                                               at::MemoryFormat::Contiguous);
       record_workspace_bytes(bytes);
       return gw;
     }
@@ -1777,7 +1803,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
       if constexpr (std::is_same_v<scalar_t, float>) {
         if (tc_tile != kTcIeee) {
           TORCH_INTERNAL_ASSERT(gemms == PointGemms::kTf32, "winograd: a tensor-core tile for a call without TF32");
-          gw = run_tc_grad_weight<float>(tc_tile, p, gy, input, nhwc, &bytes);
+          gw = run_tc_grad_weight<float>(tc_tile, p, gy, input, nhwc, &bytes, at::kFloat, at::MemoryFormat::Contiguous);
           return;
         }
       }
@@ -1871,10 +1897,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
   if (tc_weight || shallow_weight) {
     int64_t bytes = 0;
     const bool nhwc = format == at::MemoryFormat::ChannelsLast;
-    const at::Tensor gw_float =
-        tc_weight ? run_tc_grad_weight<TIo>(weight_tile, p, grad_output_in(format), input, nhwc, &bytes)
-                  : winograd_shallow_grad_weight<TIo>(p, grad_output_in(format), input, nhwc, &bytes);
-    gw = as_output(gw_float, input.scalar_type(), format);
+    // Written in the weight's dtype and the call's format by the kernels' last step (finish_grad_weight).
+    gw = tc_weight ? run_tc_grad_weight<TIo>(weight_tile, p, grad_output_in(format), input, nhwc, &bytes,
+                                             input.scalar_type(), format)
+                   : winograd_shallow_grad_weight<TIo>(p, grad_output_in(format), input, nhwc, &bytes,
+                                                       input.scalar_type(), format);
     workspace = std::max(workspace, bytes);
   }
   if (output_mask[2]) gb = conv_bias_grad(grad_output);

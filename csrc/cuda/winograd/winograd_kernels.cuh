@@ -1342,12 +1342,14 @@ __global__ void winograd_grad_output_transform_kernel(const T* __restrict__ gy, 
 // pairs at a time, each lane a quarter of one pair's 16 points (lanes 8 q + j: pair j, points 4 q ..
 // 4 q + 3), so that four times as many threads keep loads in flight (a lane a pair left layers of
 // few filter-channel pairs and many slices a few warps per SM, each lane reading 16 values a slice);
-// the quarters meet in shared memory, and the pairs' 72 consecutive values of gw are staged there
-// too, for whole stores.
+// the quarters meet in shared memory, and the pairs' 72 values of gw are staged there too, for whole
+// stores. gw is written in the weight's dtype (TOut, rounded to nearest even: the bits a cast of the
+// T result gives) and layout: KCRS, where the pairs' 72 values are consecutive, or KRSC (kKrsc,
+// channels_last), where a tap's 8 pairs are consecutive channels of one filter where Cg % 8 == 0.
 constexpr int kWeightGradFinishThreads = 256, kWeightGradFinishPairs = 8;
-template <typename T>
+template <typename T, typename TOut, bool kKrsc>
 __global__ void __launch_bounds__(kWeightGradFinishThreads)
-    winograd_weight_grad_finish_kernel(const T* __restrict__ du, T* __restrict__ gw, int groups, int Kg, int Cg,
+    winograd_weight_grad_finish_kernel(const T* __restrict__ du, TOut* __restrict__ gw, int groups, int Kg, int Cg,
                                        int k_pad, int c_pad, int slices, int64_t slice) {
   constexpr int kPairs = kWeightGradFinishPairs, kWarps = kWeightGradFinishThreads / 32;
   __shared__ T sums[kWarps][kPairs][kWinogradPoints];
@@ -1357,8 +1359,8 @@ __global__ void __launch_bounds__(kWeightGradFinishThreads)
   const int64_t step = int64_t(gridDim.x) * kWarps * kPairs;
   for (int64_t i0 = (int64_t(blockIdx.x) * kWarps + warp) * kPairs; i0 < total; i0 += step) {
     const int64_t i = i0 + j;
+    const int c = int(i % Cg), k = int(i / Cg);  // k over all groups
     if (i < total) {
-      const int c = int(i % Cg), k = int(i / Cg);  // k over all groups
       const int g = k / Kg, kg = k % Kg;
       const T* src = du + ((int64_t(g) * kWinogradPoints + 4 * q) * k_pad + kg) * c_pad + c;
       T sum[4];
@@ -1380,8 +1382,15 @@ __global__ void __launch_bounds__(kWeightGradFinishThreads)
       for (int t = 0; t < 9; ++t) staged[warp][j * 9 + t] = dg[t];
     }
     __syncwarp();
-    const int n = int(min(int64_t(kPairs), total - i0)) * 9;
-    for (int v = lane; v < n; v += 32) gw[i0 * 9 + v] = staged[warp][v];
+    if constexpr (kKrsc) {
+      // Lane 8 q + j stores taps q, q + 4, q + 8 of its own pair j (k, c).
+      if (i < total)
+        for (int t = q; t < 9; t += 32 / kPairs)
+          gw[(int64_t(k) * 9 + t) * Cg + c] = io_from<TOut>(staged[warp][j * 9 + t]);
+    } else {
+      const int n = int(min(int64_t(kPairs), total - i0)) * 9;
+      for (int v = lane; v < n; v += 32) gw[i0 * 9 + v] = io_from<TOut>(staged[warp][v]);
+    }
     __syncwarp();
   }
 }
