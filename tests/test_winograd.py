@@ -1947,7 +1947,7 @@ def test_grad_input_takes_staged_v_only_on_grids_of_two_waves(n, c, k, hw, forwa
     (32, 128, 256, 68, 23, 16),
     # Y12: 64 blocks; 5 slices fill three waves to 81%, 6 to 97%; staged on Hopper: 2, one pass of 128 blocks
     (32, 256, 512, 34, 6, 2),
-    # R9: 32 blocks x 12 slices, 97% of three waves; staged on Hopper (2^28 products): 4 slices
+    # R9: 32 blocks x 12 slices, 97% of three waves; staged on Hopper (6 x 2^24 products): 4 slices
     (32, 256, 256, 14, 12, 4),
 ])
 def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits, wgmma_splits):
