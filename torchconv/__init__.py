@@ -64,8 +64,8 @@ def variants(algorithm):
     picks per call). Winograd: 'auto' (F(4x4,3x3) on layers with enough channels and pixels, else
     F(2x2,3x3) fused; float64 always F(2x2); calls on tensor cores (float32 under TF32, bfloat16,
     float16) F(2x2) on them, but on Hopper bfloat16 channels_last calls of at least 256 channels a
-    group whose grid fills the GPU, or of 64 channels and 128 filters on four waves of it, F(4x4)
-    on them; the rules are in csrc/cuda/winograd/winograd.cu),
+    group whose grid fills two thirds of the SMs, or of 64 channels and 128 filters on four waves,
+    F(4x4) on them; the rules are in csrc/cuda/winograd/winograd.cu),
     'fused' (F(2x2,3x3) in one kernel: input transform, the 16 element-wise GEMMs, output
     transform), 'staged' (F(2x2,3x3) as
     seed 003's pipeline: V and M in a workspace bounded by the workspace limit) and 'f4x4'
