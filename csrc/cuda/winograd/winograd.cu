@@ -1173,15 +1173,23 @@ void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems
   TORCH_INTERNAL_ASSERT(!krsc || gw.is_contiguous(at::MemoryFormat::ChannelsLast), "winograd: grad_weight's layout");
   auto launch = [&](auto out, auto krsc_tag) {
     using TOut = std::remove_pointer_t<decltype(out)>;
+    const int runs_per_filter = int(ceil_div(cv.Cg(), kWeightGradFinishRun));
+    const int64_t runs = int64_t(cv.groups) * cv.Kg() * runs_per_filter;
     winograd_weight_grad_finish_kernel<T, TOut, decltype(krsc_tag)::value>
-        <<<elementwise_blocks(int64_t(cv.groups) * cv.Kg() * cv.Cg() * (32 / kWeightGradFinishPairs),
-                              kWeightGradFinishThreads),
-           kWeightGradFinishThreads, 0, current_stream()>>>(partial.const_data_ptr<T>(), out, cv.groups, cv.Kg(),
-                                                            cv.Cg(), k_pad, c_pad, slices, slice_elems);
+        <<<elementwise_blocks(runs * (32 / kWeightGradFinishRuns), kWeightGradFinishThreads), kWeightGradFinishThreads,
+           0, current_stream()>>>(partial.const_data_ptr<T>(), out, cv.groups, cv.Kg(), cv.Cg(),
+                                  make_fast_divisor(uint32_t(runs_per_filter)), make_fast_divisor(uint32_t(cv.Kg())),
+                                  k_pad, c_pad, slices, slice_elems);
   };
   auto launch_in = [&](auto out) {
-    if (krsc) launch(out, std::true_type{});
-    else launch(out, std::false_type{});
+    // float64 weights reach here contiguous (their gradient is float64 KCRS): no KRSC kernel for them.
+    if constexpr (std::is_same_v<T, double>) {
+      TORCH_INTERNAL_ASSERT(!krsc, "winograd: a float64 grad_weight is written KCRS");
+      launch(out, std::false_type{});
+    } else {
+      if (krsc) launch(out, std::true_type{});
+      else launch(out, std::false_type{});
+    }
   };
   if (gw.scalar_type() == c10::CppTypeToScalarType<T>::value) {
     launch_in(gw.mutable_data_ptr<T>());

@@ -1338,58 +1338,100 @@ __global__ void winograd_grad_output_transform_kernel(const T* __restrict__ gy, 
 }
 
 // Sums dU's `slices` slices (`slice` elements apart, in slice order: the bits sum_slices_kernel's
-// single lane gives) and maps it back to the filter: dg = G^T dU G. A warp takes 8 (filter, channel)
-// pairs at a time, each lane a quarter of one pair's 16 points (lanes 8 q + j: pair j, points 4 q ..
-// 4 q + 3), so that four times as many threads keep loads in flight (a lane a pair left layers of
-// few filter-channel pairs and many slices a few warps per SM, each lane reading 16 values a slice);
-// the quarters meet in shared memory, and the pairs' 72 values of gw are staged there too, for whole
-// stores. gw is written in the weight's dtype (TOut, rounded to nearest even: the bits a cast of the
-// T result gives) and layout: KCRS, where the pairs' 72 values are consecutive, or KRSC (kKrsc,
-// channels_last), where a tap's 8 pairs are consecutive channels of one filter where Cg % 8 == 0.
-constexpr int kWeightGradFinishThreads = 256, kWeightGradFinishPairs = 8;
+// single lane gives) and maps it back to the filter: dg = G^T dU G. A warp takes 32 (filter, channel)
+// pairs at a time, as 8 runs of 4 neighbouring channels of one filter: lane 8 q + j loads points
+// 4 q .. 4 q + 3 of run j, a point's 4 channels as one 16-byte word where c_pad is a multiple of 4 (the
+// tensor-core kernels' partial sums, whose padding columns hold zeros), element by element otherwise.
+// Each lane so keeps 16 values a slice in flight: with 4 (a quarter of one pair's points) the warps
+// the SMs hold kept too few bytes in flight to read the partial sums at the DRAM's pace. The points
+// meet in shared memory ([point][pair]), where each lane then takes one pair's 16 points; for KCRS the
+// warp's 288 values of gw are staged there too, for whole stores. gw is written in the weight's dtype
+// (TOut, rounded to nearest even: the bits a cast of the T result gives) and layout: KCRS, where
+// consecutive pairs' 9 values are consecutive, or KRSC (kKrsc, channels_last), where a tap's pairs
+// are consecutive channels of one filter. run_div divides by the runs a filter has (ceil(Cg / 4)),
+// kg_div by Kg.
+constexpr int kWeightGradFinishThreads = 256, kWeightGradFinishRuns = 8, kWeightGradFinishRun = 4;
 template <typename T, typename TOut, bool kKrsc>
 __global__ void __launch_bounds__(kWeightGradFinishThreads)
     winograd_weight_grad_finish_kernel(const T* __restrict__ du, TOut* __restrict__ gw, int groups, int Kg, int Cg,
-                                       int k_pad, int c_pad, int slices, int64_t slice) {
-  constexpr int kPairs = kWeightGradFinishPairs, kWarps = kWeightGradFinishThreads / 32;
-  __shared__ T sums[kWarps][kPairs][kWinogradPoints];
-  __shared__ T staged[kWarps][kPairs * 9];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane / kPairs, j = lane % kPairs;
-  const int64_t total = int64_t(groups) * Kg * Cg;
-  const int64_t step = int64_t(gridDim.x) * kWarps * kPairs;
-  for (int64_t i0 = (int64_t(blockIdx.x) * kWarps + warp) * kPairs; i0 < total; i0 += step) {
-    const int64_t i = i0 + j;
-    const int c = int(i % Cg), k = int(i / Cg);  // k over all groups
-    if (i < total) {
-      const int g = k / Kg, kg = k % Kg;
-      const T* src = du + ((int64_t(g) * kWinogradPoints + 4 * q) * k_pad + kg) * c_pad + c;
-      T sum[4];
+                                       FastDivisor run_div, FastDivisor kg_div, int k_pad, int c_pad, int slices,
+                                       int64_t slice) {
+  constexpr int kRuns = kWeightGradFinishRuns, kRun = kWeightGradFinishRun, kWarps = kWeightGradFinishThreads / 32;
+  static_assert(kRuns * kRun == 32, "a pair per lane");
+  struct alignas(kRun * sizeof(T)) Run {
+    T v[kRun];
+  };
+  __shared__ Run points[kWarps][kWinogradPoints][kRuns];  // a warp's [point][pair]; then its staged gw
+  static_assert(kWinogradPoints * kRuns * kRun >= 32 * 9, "the staged gw within a warp's points");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane / kRuns, j = lane % kRuns;
+  const int runs_per_filter = int(run_div.d);
+  const int64_t total = int64_t(groups) * Kg * runs_per_filter;  // runs
+  const bool narrow = total < (int64_t(1) << 31);                // run_div takes numerators below 2^31
+  const bool words = c_pad % kRun == 0 && reinterpret_cast<uintptr_t>(du) % sizeof(Run) == 0 &&
+                     slice % kRun == 0;
+  const int64_t point_step = int64_t(k_pad) * c_pad;
+  T* staged = points[warp][0][0].v;
+  auto load_run = [&](const T* src, int c0) {
+    Run v;
+    if (words) {
+      v = *reinterpret_cast<const Run*>(src);
+    } else {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sum[e] = src[int64_t(e) * k_pad * c_pad];
+      for (int cc = 0; cc < kRun; ++cc) v.v[cc] = c0 + cc < c_pad ? src[cc] : T(0);
+    }
+    return v;
+  };
+  const int64_t step = int64_t(gridDim.x) * kWarps * kRuns;
+  for (int64_t r0 = (int64_t(blockIdx.x) * kWarps + warp) * kRuns; r0 < total; r0 += step) {
+    const int64_t r = r0 + j;
+    int k = 0, c0 = 0;  // run r's filter (over all groups) and first channel
+    if (r < total) {
+      const int64_t rk = narrow ? int64_t(run_div.div(uint32_t(r))) : r / runs_per_filter;
+      k = int(rk), c0 = kRun * int(r - rk * runs_per_filter);
+      const int g = int(kg_div.div(uint32_t(k))), kg = k - g * Kg;
+      const T* src = du + ((int64_t(g) * kWinogradPoints + 4 * q) * k_pad + kg) * c_pad + c0;
+      Run sum[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sum[e] = load_run(src + e * point_step, c0);
       for (int s = 1; s < slices; ++s)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) sum[e] += src[s * slice + int64_t(e) * k_pad * c_pad];
+        for (int e = 0; e < 4; ++e) {
+          const Run v = load_run(src + s * slice + e * point_step, c0);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sums[warp][j][4 * q + e] = sum[e];
+          for (int cc = 0; cc < kRun; ++cc) sum[e].v[cc] += v.v[cc];
+        }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) points[warp][4 * q + e][j] = sum[e];
     }
     __syncwarp();
-    if (q == 0 && i < total) {
-      T du_pair[kWinogradPoints], dg[9];
+    // This lane's pair: channel c0 + lane % 4 of run lane / 4, whose place that run's first lane found.
+    const int run = lane / kRun;
+    const int pk = __shfl_sync(0xffffffffu, k, run), pc = __shfl_sync(0xffffffffu, c0, run) + lane % kRun;
+    const bool live = r0 + run < total && pc < Cg;
+    T dg[9];
+    if (live) {
+      T du_pair[kWinogradPoints];
 #pragma unroll
-      for (int e = 0; e < kWinogradPoints; ++e) du_pair[e] = sums[warp][j][e];
+      for (int e = 0; e < kWinogradPoints; ++e) du_pair[e] = points[warp][e][run].v[lane % kRun];
       winograd_filter_transform_adjoint<T>(du_pair, dg);
-#pragma unroll
-      for (int t = 0; t < 9; ++t) staged[warp][j * 9 + t] = dg[t];
     }
     __syncwarp();
     if constexpr (kKrsc) {
-      // Lane 8 q + j stores taps q, q + 4, q + 8 of its own pair j (k, c).
-      if (i < total)
-        for (int t = q; t < 9; t += 32 / kPairs)
-          gw[(int64_t(k) * 9 + t) * Cg + c] = io_from<TOut>(staged[warp][j * 9 + t]);
-    } else {
-      const int n = int(min(int64_t(kPairs), total - i0)) * 9;
-      for (int v = lane; v < n; v += 32) gw[i0 * 9 + v] = io_from<TOut>(staged[warp][v]);
+      if (live)
+#pragma unroll
+        for (int t = 0; t < 9; ++t) gw[(int64_t(pk) * 9 + t) * Cg + pc] = io_from<TOut>(dg[t]);
+    } else if (Cg % kRun == 0) {
+      // The warp's pairs are the consecutive (filter, channel) indices 4 r0 .. 4 r0 + 31: whole stores.
+      if (live)
+#pragma unroll
+        for (int t = 0; t < 9; ++t) staged[lane * 9 + t] = dg[t];
+      __syncwarp();
+      const int n = int(min(int64_t(kRuns), total - r0)) * kRun * 9;
+      TOut* out = gw + r0 * kRun * 9;
+      for (int v = lane; v < n; v += 32) out[v] = io_from<TOut>(staged[v]);
+    } else if (live) {
+#pragma unroll
+      for (int t = 0; t < 9; ++t) gw[(int64_t(pk) * Cg + pc) * 9 + t] = io_from<TOut>(dg[t]);
     }
     __syncwarp();
   }
