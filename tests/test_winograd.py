@@ -1980,6 +1980,37 @@ def test_tf32_grad_weight_slices_fill_their_waves(n, c, k, hw, splits, wgmma_spl
     assert torchconv.last_choice().split()[-1] == f"grad_weight:{tile}/splits={splits}", torchconv.last_choice()
 
 
+# Relative error bars of a grad_weight against float64 of the same input values: IEEE FP32 (or TF32
+# products, under TF32), bfloat16's rounding of the result (2^-9), float16's (2^-11, its products split).
+ROUNDED_GRAD_WEIGHT_BAR = {torch.float32: 2e-3, torch.bfloat16: 1e-2, torch.float16: 2e-3}
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
+def test_grad_weight_finish_of_many_slices(dtype):
+    """grad_weight of a layer with few (filter, channel) pairs and many tiles: its slices (8 to 63,
+    which the finishing kernel reads itself, four slices' loads in flight a lane, the last few one
+    at a time: 35 slices on the IEEE FP32 kernel, 18 on Hopper's wgmma block) are all summed --
+    against float64, and the same bits twice."""
+    torch.backends.cudnn.allow_tf32 = False  # conftest restores it
+    # float64 of the values the call sees
+    x = torch.randn(1, 24, 107, 92, device="cuda").to(dtype).double()
+    gy = torch.randn(1, 40, 107, 92, device="cuda").to(dtype).double()
+    w = torch.randn(40, 24, 3, 3, device="cuda", dtype=torch.float64, requires_grad=True)
+    (ref,) = torch.autograd.grad(F.conv2d(x, w, None, 1, 1), w, gy)
+    ww = w.detach().to(dtype).requires_grad_(True)
+    grads = []
+    for _ in range(2):
+        y = torchconv.conv2d(x.to(dtype), ww, None, 1, 1, algorithm="winograd")
+        grads.append(torch.autograd.grad(y, ww, gy.to(dtype))[0])
+    splits = int(re.search(r"grad_weight:\S*/splits=(\d+)", torchconv.last_choice()).group(1))
+    assert 8 <= splits < 64 and (splits - 1) % 4 != 0, torchconv.last_choice()
+    assert torch.equal(grads[0], grads[1])
+    err = rel_err(grads[0], ref)
+    bar = 1e-5 if dtype == torch.float32 else ROUNDED_GRAD_WEIGHT_BAR[dtype]  # IEEE FP32 (TF32 off)
+    assert err < bar, f"grad_weight off by {err:.2e}"
+
+
 @needs_cuda
 @pytest.mark.parametrize("tile", WGMMA_TILES)
 def test_tf32_wgmma_forced_off_hopper_is_a_value_error(tile):

@@ -1159,7 +1159,8 @@ int64_t weight_grad_splits(int64_t tiles, int64_t base_blocks, int64_t slice_byt
 // the filter: gw = G^T dU G, written in gw's dtype (T's, or a 16-bit weight's) and layout (contiguous,
 // or channels_last). Below kFinishSumMaxSlices slices the finishing kernel reads them all; from there
 // sum_slices_kernel's lanes (8 an element, which keep many loads in flight) first sum them into slice 0.
-constexpr int kFinishSumMaxSlices = 64;
+// From kFinishManySlices on the finish keeps several slices' loads in flight a lane.
+constexpr int kFinishSumMaxSlices = 64, kFinishManySlices = 8;
 template <typename T>
 void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems, const WinogradConv& cv, int k_pad,
                         int c_pad, at::Tensor& gw) {
@@ -1175,11 +1176,18 @@ void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems
     using TOut = std::remove_pointer_t<decltype(out)>;
     const int runs_per_filter = int(ceil_div(cv.Cg(), kWeightGradFinishRun));
     const int64_t runs = int64_t(cv.groups) * cv.Kg() * runs_per_filter;
-    winograd_weight_grad_finish_kernel<T, TOut, decltype(krsc_tag)::value>
-        <<<elementwise_blocks(runs * (32 / kWeightGradFinishRuns), kWeightGradFinishThreads), kWeightGradFinishThreads,
-           0, current_stream()>>>(partial.const_data_ptr<T>(), out, cv.groups, cv.Kg(), cv.Cg(),
-                                  make_fast_divisor(uint32_t(runs_per_filter)), make_fast_divisor(uint32_t(cv.Kg())),
-                                  k_pad, c_pad, slices, slice_elems);
+    auto run = [&](auto kernel) {
+      kernel<<<elementwise_blocks(runs * (32 / kWeightGradFinishRuns), kWeightGradFinishThreads),
+               kWeightGradFinishThreads, 0, current_stream()>>>(
+          partial.const_data_ptr<T>(), out, cv.groups, cv.Kg(), cv.Cg(), make_fast_divisor(uint32_t(runs_per_filter)),
+          make_fast_divisor(uint32_t(cv.Kg())), k_pad, c_pad, slices, slice_elems);
+    };
+    constexpr bool kKrsc = decltype(krsc_tag)::value;
+    // Four slices' loads in flight a lane where there are many; float64's sums keep one.
+    if constexpr (std::is_same_v<T, float>) {
+      if (slices >= kFinishManySlices) return run(winograd_weight_grad_finish_kernel<T, TOut, kKrsc, 4>);
+    }
+    run(winograd_weight_grad_finish_kernel<T, TOut, kKrsc, 1>);
   };
   auto launch_in = [&](auto out) {
     // float64 weights reach here contiguous (their gradient is float64 KCRS): no KRSC kernel for them.

@@ -1349,9 +1349,12 @@ __global__ void winograd_grad_output_transform_kernel(const T* __restrict__ gy, 
 // (TOut, rounded to nearest even: the bits a cast of the T result gives) and layout: KCRS, where
 // consecutive pairs' 9 values are consecutive, or KRSC (kKrsc, channels_last), where a tap's pairs
 // are consecutive channels of one filter. run_div divides by the runs a filter has (ceil(Cg / 4)),
-// kg_div by Kg.
+// kg_div by Kg. kSlicesInFlight: the slices whose loads a lane issues before adding them (in slice
+// order, so the bits stay): where a layer has few pairs and many slices the grid holds fewer warps
+// than the SMs do, and one slice's loads a lane left the DRAM idle between them; 1 elsewhere, where
+// the registers of more would cost warps.
 constexpr int kWeightGradFinishThreads = 256, kWeightGradFinishRuns = 8, kWeightGradFinishRun = 4;
-template <typename T, typename TOut, bool kKrsc>
+template <typename T, typename TOut, bool kKrsc, int kSlicesInFlight>
 __global__ void __launch_bounds__(kWeightGradFinishThreads)
     winograd_weight_grad_finish_kernel(const T* __restrict__ du, TOut* __restrict__ gw, int groups, int Kg, int Cg,
                                        FastDivisor run_div, FastDivisor kg_div, int k_pad, int c_pad, int slices,
@@ -1393,7 +1396,23 @@ __global__ void __launch_bounds__(kWeightGradFinishThreads)
       Run sum[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) sum[e] = load_run(src + e * point_step, c0);
-      for (int s = 1; s < slices; ++s)
+      int s = 1;
+      if constexpr (kSlicesInFlight > 1) {
+        for (; s + kSlicesInFlight <= slices; s += kSlicesInFlight) {
+          Run v[kSlicesInFlight][4];
+#pragma unroll
+          for (int u = 0; u < kSlicesInFlight; ++u)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[u][e] = load_run(src + (s + u) * slice + e * point_step, c0);
+#pragma unroll
+          for (int u = 0; u < kSlicesInFlight; ++u)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+#pragma unroll
+              for (int cc = 0; cc < kRun; ++cc) sum[e].v[cc] += v[u][e].v[cc];
+        }
+      }
+      for (; s < slices; ++s)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const Run v = load_run(src + s * slice + e * point_step, c0);
