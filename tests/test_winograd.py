@@ -1986,6 +1986,41 @@ ROUNDED_GRAD_WEIGHT_BAR = {torch.float32: 2e-3, torch.bfloat16: 1e-2, torch.floa
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["tf32", "bf16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_tensor_core_grad_weight_keeps_nans(dtype, layout):
+    """A NaN in the input or grad_output reaches every grad_weight entry PyTorch makes non-finite,
+    through the tensor-core grad_weight blocks' TF32 rounding: a NaN that a transform computes is
+    float32's 0x7FFFFFFF, which the rounding's add of half a TF32 unit would carry into the sign bit
+    (a zero to the MMA), so NaNs and infinities pass unrounded (tf32_bits_for_mma). Forced tiles: the
+    fused mma.sync and wgmma grad_weight blocks (sm_90a) and the default."""
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x = torch.randn(2, 40, 13, 11, dtype=torch.float64)
+    gy = torch.randn(2, 72, 13, 11, dtype=torch.float64)
+    x[1, 7, 5, 4] = float("nan")
+    gy[0, 50, 8, 2] = float("nan")
+    w = torch.randn(72, 40, 3, 3, dtype=torch.float64, requires_grad=True)
+    (ref,) = torch.autograd.grad(F.conv2d(x, w, None, 1, 1), w, gy)
+    bad_ref = ~torch.isfinite(ref)
+    assert bad_ref[:, 7].all() and bad_ref[50].all()
+    tiles = ["tf32"] + (["tf32-wgmma"] if torch.cuda.get_device_capability() == (9, 0) else []) + [None]
+    for tile in tiles:
+        xx = x.to(dtype).cuda().contiguous(memory_format=fmt)
+        ww = w.detach().to(dtype).cuda().requires_grad_(True)
+        with using_config("winograd", tile) if tile else contextlib.nullcontext():
+            y = torchconv.conv2d(xx, ww, None, 1, 1, algorithm="winograd")
+            (gw,) = torch.autograd.grad(y, ww, gy.to(dtype).cuda().contiguous(memory_format=fmt))
+        if tile:
+            assert "grad_weight:fused:" + tile + "/" in torchconv.last_choice(), torchconv.last_choice()
+        bad = ~torch.isfinite(gw.double().cpu())
+        assert bad[bad_ref].all(), f"{tile}: a grad_weight entry PyTorch makes NaN is finite in ours"
+        good = ~bad
+        err = rel_err(gw.double().cpu()[good], ref[good])
+        assert err < ROUNDED_GRAD_WEIGHT_BAR[dtype], f"{tile}: finite grad_weight entries off by {err:.2e}"
+
+
+@needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
 def test_grad_weight_finish_of_many_slices(dtype):
     """grad_weight of a layer with few (filter, channel) pairs and many tiles: its slices (8 to 63,

@@ -718,30 +718,55 @@ struct WeightGradSlotLoader {
     advance_tile(cv, tc, kStep);
   }
 
-  // dy[4 f ..]: filter k + 32 f's 2x2 tile; with `patch`, d: the channel's 4x4 patch.
+  // dy[4 f ..]: filter k + 32 f's 2x2 tile; with `patch`, d: the channel's 4x4 patch. kWholeTiles:
+  // tiles and patches wholly inside (all but a layer's edges) load without a predicate a value, whose
+  // masks and zero fills were about a sixth of the fused wgmma grad_weight loop's instructions on
+  // 16-bit channels_last tensors (docs/winograd.md, "Whole-tile loads for the fused grad_weight").
+  template <bool kWholeTiles = false>
   __device__ __forceinline__ void load(TIo (&dy)[4 * kFilters], TIo (&d)[16], bool patch) const {
     const bool live = p < tile_end;
     const int oy = 2 * tc.ty, ox = 2 * tc.tx;
     const TIo* gsrc = gy_plane + int64_t(tc.n) * cv.out_C * out_plane + oy * gy_row + int64_t(ox) * gy_col;
     const bool right = ox + 1 < cv.out_W, below = oy + 1 < cv.out_H;
+    bool whole_dy = kWholeTiles && live && right && below;
 #pragma unroll
-    for (int f = 0; f < kFilters; ++f) {
-      const TIo* src = gsrc + (k_ok[f] ? f * kFilterStep * (kNhwc ? 1 : out_plane) : 0);
-      const bool ok = live && k_ok[f];
-      dy[4 * f] = ldg_or_zero(src, ok);
-      dy[4 * f + 1] = ldg_or_zero(src + gy_col, ok && right);
-      dy[4 * f + 2] = ldg_or_zero(src + gy_row, ok && below);
-      dy[4 * f + 3] = ldg_or_zero(src + gy_row + gy_col, ok && right && below);
+    for (int f = 0; f < kFilters; ++f) whole_dy = whole_dy && k_ok[f];
+    if (whole_dy) {
+#pragma unroll
+      for (int f = 0; f < kFilters; ++f) {
+        const TIo* src = gsrc + f * kFilterStep * (kNhwc ? 1 : out_plane);
+        dy[4 * f] = __ldg(src);
+        dy[4 * f + 1] = __ldg(src + gy_col);
+        dy[4 * f + 2] = __ldg(src + gy_row);
+        dy[4 * f + 3] = __ldg(src + gy_row + gy_col);
+      }
+    } else {
+#pragma unroll
+      for (int f = 0; f < kFilters; ++f) {
+        const TIo* src = gsrc + (k_ok[f] ? f * kFilterStep * (kNhwc ? 1 : out_plane) : 0);
+        const bool ok = live && k_ok[f];
+        dy[4 * f] = ldg_or_zero(src, ok);
+        dy[4 * f + 1] = ldg_or_zero(src + gy_col, ok && right);
+        dy[4 * f + 2] = ldg_or_zero(src + gy_row, ok && below);
+        dy[4 * f + 3] = ldg_or_zero(src + gy_row + gy_col, ok && right && below);
+      }
     }
     if (patch) {
       const int iy0 = oy + cv.col_oy, ix0 = ox + cv.col_ox;
-      const unsigned rc = live && c_ok ? patch_mask(iy0, ix0, cv) : 0u;
       const TIo* xsrc = x_plane + int64_t(tc.n) * cv.src_C * cv.in_plane + iy0 * x_row + int64_t(ix0) * x_col;
+      if (kWholeTiles && live && c_ok && iy0 >= 0 && ix0 >= 0 && iy0 + 4 <= cv.src_H && ix0 + 4 <= cv.src_W) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-          d[i * 4 + j] = ldg_or_zero(xsrc + i * x_row + j * x_col, (rc >> i) & (rc >> (4 + j)) & 1u);
+          for (int j = 0; j < 4; ++j) d[i * 4 + j] = __ldg(xsrc + i * x_row + j * x_col);
+      } else {
+        const unsigned rc = live && c_ok ? patch_mask(iy0, ix0, cv) : 0u;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            d[i * 4 + j] = ldg_or_zero(xsrc + i * x_row + j * x_col, (rc >> i) & (rc >> (4 + j)) & 1u);
+      }
     }
   }
 };
