@@ -1315,6 +1315,54 @@ def assert_words_and_values_agree(conv, choice, words_kernel, x0, gy0):
 
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape, tiles", [
+    ((2, 24, 20, 9, 10, 0, 2), ("mma", "mma")),  # groups of 12 channels and 10 filters
+    ((3, 16, 32, 14, 18, 2, 1), ("mma", "mma")),  # padding 2, partial tiles
+    ((2, 37, 30, 7, 9, 1, 1), ("mma", "wgmma")),  # 37 channels: the last pair past the group, element loads
+    ((1, 30, 37, 8, 6, 1, 1), ("wgmma", "mma")),  # 37 filters: grad_input's element loads
+], ids=lambda s: "N{}C{}K{}H{}W{}p{}g{}".format(*s) if len(s) == 7 else "-".join(s))
+def test_mma_tile_reads_16bit_channels_last_pairs_with_the_same_bits(shape, tiles, dtype):
+    """The mma.sync tile (passes of at most 32 outputs a group) on 16-bit channels_last tensors: each
+    lane loads half of a patch (two of its four columns) for two neighbouring channels, each pixel's
+    pair one 4-byte word where the group's channel count and the tensor's are even and the tensor is
+    aligned to a pair, two elements otherwise, and meets the other half's column it needs by a
+    shuffle. Both loads give the same values, so the same input one element past an aligned boundary
+    gives the same bits, forward and grad_input (grad_output's filters as its channels); with odd
+    channel counts (a pair past the group's last channel) each pass is within 2x of cuDNN's error."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the single wgmma block beside it runs on sm_90a")
+    n, c, k, h, w, padding, groups = shape
+    x0 = torch.randn(n, c, h, w, device="cuda").to(dtype)
+    wt = (torch.randn(k, c // groups, 3, 3, device="cuda") / (3 * (c // groups) ** 0.5)).to(dtype)
+    gy0 = torch.randn_like(F.conv2d(x0.float(), wt.float(), None, padding=padding, groups=groups)).to(dtype)
+    kw = dict(padding=padding, groups=groups)
+
+    def run(place):
+        x = place(x0).requires_grad_(True)
+        y = torchconv.conv2d(x, wt, None, algorithm="winograd", **kw)
+        (gx,) = torch.autograd.grad(y, x, place(gy0))
+        plans = torchconv.last_choice().split()
+        return y, gx, [next(p for p in plans if p.startswith(name + ":")) for name in ("forward", "grad_input")]
+
+    y, gx, plans = run(lambda t: t.contiguous(memory_format=torch.channels_last))
+    for plan, tile in zip(plans, tiles):
+        assert plan.endswith("/a=nhwc") and (":tf32" in plan or ":3xbf16" in plan), plan
+        assert (tile == "wgmma") == ("wgmma" in plan), (plan, tile)
+    y_odd, gx_odd, _ = run(channels_last_off_16_bytes)
+    assert torch.equal(y, y_odd) and torch.equal(gx, gx_odd)
+
+    xd = x0.double().requires_grad_(True)
+    ref = F.conv2d(xd, wt.double(), None, **kw)
+    (ref_gx,) = torch.autograd.grad(ref, xd, gy0.double())
+    xc = x0.contiguous(memory_format=torch.channels_last).requires_grad_(True)
+    cudnn = F.conv2d(xc, wt, None, **kw)
+    (cudnn_gx,) = torch.autograd.grad(cudnn, xc, gy0.contiguous(memory_format=torch.channels_last))
+    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), dtype)
+    assert rel_err(gx, ref_gx) <= allowed_error(rel_err(cudnn_gx, ref_gx), dtype)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("shape", [
     (2, 40, 72, 23, 17, 1, 1),  # 40 channels: 5 octets of 6 padded (a short last pass of octets)
     (3, 64, 136, 14, 18, 2, 1),  # padding 2, partial tiles, 3 filter blocks, a partial tile block

@@ -587,6 +587,116 @@ struct TcPatchLoader {
   }
 };
 
+// Two neighbouring 16-bit channels of one pixel as the 4-byte word that holds them (the first in its
+// low half), widened to floats.
+template <typename TIo>
+__device__ __forceinline__ float2 widen_pair(uint32_t w) {
+  if constexpr (std::is_same_v<TIo, __nv_bfloat16>) {
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u));
+  } else {
+    static_assert(std::is_same_v<TIo, __half>, "bfloat16 or float16");
+    __half2 h;
+    memcpy(&h, &w, sizeof(w));
+    return __half22float2(h);
+  }
+}
+
+// A loader lane's half of a 16-bit channels_last 4x4 input patch for two neighbouring channels:
+// columns 2h and 2h + 1 of its four rows, channels c and c + 1 of every chunk of kK, each pixel's pair
+// one 4-byte word where `words` (the group's channel count and x's even, x aligned to a pair), element
+// by element otherwise; zero outside the image, the tile and the group's channels. The patch's other
+// half is its partner lane's (half_patch_pair_transform). Against a lane per channel and whole
+// patch, a chunk takes half the global loads and, where V's layout puts a point's two channels side
+// by side, half the shared-memory stores, for the same bytes.
+template <typename TIo, int kK>
+struct TcHalfPatchPairLoader {
+  static_assert(sizeof(TIo) == 2, "16-bit channels, a pair a word");
+  using Word = uint32_t;
+  const TIo* patch;  // pixel (0, 2h) of the patch, channel c of chunk 0
+  int64_t row_step;  // W * C
+  int col_step;      // C
+  int c, cg;
+  unsigned inside;  // bit 2i + j: pixel (i, 2h + j) of the patch lies inside the image
+  bool words;
+
+  __device__ __forceinline__ TcHalfPatchPairLoader(const ForwardArgs<float, TIo>& a, const BlockCoord& bc, int64_t p,
+                                                   bool live, int c_, int h)
+      : row_step(int64_t(a.cv.src_W) * a.cv.src_C), col_step(a.cv.src_C), c(c_), cg(a.cv.Cg()) {
+    const WinogradConv& cv = a.cv;
+    const TileCoord tc = tile_coord(cv, live ? p : 0);
+    const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
+    const unsigned rc = live ? patch_mask(iy0, ix0, cv) : 0u;
+    inside = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) inside |= ((rc >> i) & (rc >> (4 + 2 * h + j)) & 1u) << (2 * i + j);
+    patch = a.x + ((int64_t(tc.n) * cv.src_H + iy0) * cv.src_W + ix0 + 2 * h) * cv.src_C + int64_t(bc.g) * cg + c;
+    words = cg % 2 == 0 && cv.src_C % 2 == 0 && reinterpret_cast<uintptr_t>(a.x) % sizeof(Word) == 0;
+  }
+
+  // w[i][j]: pixel (i, 2h + j)'s two channels.
+  __device__ __forceinline__ void load(int chunk, Word (&w)[4][2]) const {
+    const int c0 = chunk * kK + c;
+    const TIo* base = patch + chunk * kK;
+    if (words) {
+      const unsigned m = c0 < cg ? inside : 0u;  // cg even: c0 + 1 < cg with c0
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+          w[i][j] = (m >> (2 * i + j)) & 1u ? __ldg(reinterpret_cast<const Word*>(base + i * row_step + j * col_step))
+                                            : Word{};
+    } else {
+      const bool ok0 = c0 < cg, ok1 = c0 + 1 < cg;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const TIo* q = base + i * row_step + j * col_step;
+          const bool in = (inside >> (2 * i + j)) & 1u;
+          const TIo e[2] = {ldg_or_zero(q, in && ok0), ldg_or_zero(q + 1, in && ok1)};
+          memcpy(&w[i][j], e, sizeof(Word));
+        }
+    }
+  }
+};
+
+// V = B^T d B at the points (i, 2h + j) of a channel pair's patch (v[channel][2i + j]), from this
+// lane's columns 2h, 2h + 1 (w, TcHalfPatchPairLoader) and the one column of its partner's (lane ^
+// partner, the other half) that its points need: column 2 for h = 0, column 1 for h = 1, which the
+// partner sends as its raw words (the column B^T is then applied to three columns, one more than a
+// lane owns, for four shuffles instead of eight). The same sums in the same order as
+// winograd_input_transform (B^T down each column, then along the rows), so the same bits: with the
+// lane's columns L0, L1 and the partner's R, the points are L0 - R and L1 + R (h = 0), R - L1 (h = 1).
+template <typename TIo>
+__device__ __forceinline__ void half_patch_pair_transform(const uint32_t (&w)[4][2], int h, int partner,
+                                                          float (&v)[2][8]) {
+  uint32_t theirs[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) theirs[i] = __shfl_xor_sync(0xffffffffu, h ? w[i][0] : w[i][1], partner);
+  // B^T down a column: (d0 - d2, d1 + d2, d2 - d1, d1 - d3), both channels.
+  auto down = [](float2 d0, float2 d1, float2 d2, float2 d3, float2 (&t)[4]) {
+    t[0] = make_float2(d0.x - d2.x, d0.y - d2.y);
+    t[1] = make_float2(d1.x + d2.x, d1.y + d2.y);
+    t[2] = make_float2(d2.x - d1.x, d2.y - d1.y);
+    t[3] = make_float2(d1.x - d3.x, d1.y - d3.y);
+  };
+  float2 l0[4], l1[4], r[4];
+  down(widen_pair<TIo>(w[0][0]), widen_pair<TIo>(w[1][0]), widen_pair<TIo>(w[2][0]), widen_pair<TIo>(w[3][0]), l0);
+  down(widen_pair<TIo>(w[0][1]), widen_pair<TIo>(w[1][1]), widen_pair<TIo>(w[2][1]), widen_pair<TIo>(w[3][1]), l1);
+  down(widen_pair<TIo>(theirs[0]), widen_pair<TIo>(theirs[1]), widen_pair<TIo>(theirs[2]), widen_pair<TIo>(theirs[3]),
+       r);
+  const float s = h ? -1.f : 1.f;  // fmaf(s, x, y): one rounding of y + s x, the add's or the subtraction's bits
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[0][2 * i] = l0[i].x - r[i].x;
+    v[1][2 * i] = l0[i].y - r[i].y;
+    v[0][2 * i + 1] = fmaf(s, l1[i].x, r[i].x);
+    v[1][2 * i + 1] = fmaf(s, l1[i].y, r[i].y);
+  }
+}
+
 // A forward block's U: each chunk is one contiguous run of the cache (Cfg::kUFloats words, from word
 // `offset` of the cache's chunk of Cfg::kUChunkFloats), copied as it is by cp.async, 16 bytes per
 // thread and step.
@@ -629,20 +739,51 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   auto stage_v = [&](int s) { return smem + s * Cfg::kForwardStage + Cfg::kUFloats; };
 
   // Threads of the first kK warps: this thread's channel within a chunk and tile within the block
-  // (NCHW: a warp per channel, lanes along tiles; NHWC: lanes along channels, 32 / kK tiles per warp).
+  // (NCHW: a warp per channel, lanes along tiles; NHWC: lanes along channels, 32 / kK tiles per warp),
+  // a whole patch a thread. 16-bit NHWC (kHalfPairs): lanes along the chunk's channel pairs, then the
+  // patch's two column halves, 32 / kK tiles per warp, the half patch of a channel pair a thread
+  // (TcHalfPatchPairLoader), which this block, bound by its loads and shared-memory stores, runs
+  // faster; float32 NHWC, whose pairs are 8-byte words, ran slower that way (docs/winograd.md).
+  constexpr bool kHalfPairs = kNhwc && sizeof(TIo) == 2;
   const bool loader = threadIdx.x < 32 * Cfg::kK;
-  const int ch = kNhwc ? lane % Cfg::kK : warp, tl = kNhwc ? warp * (32 / Cfg::kK) + lane / Cfg::kK : lane;
-  const TcPatchLoader<TIo, kNhwc, Cfg::kK> patch(a, bc, p0 + tl, loader && p0 + tl < cv.tiles(), loader ? ch : 0);
-  auto store_v = [&](const TIo (&d)[16], float* v_tile) {
-    float f[16], v[16];
-    widen_to_float(d, f);
-    winograd_input_transform<float>(f, v);
+  constexpr int kPairs = Cfg::kK / 2;  // kHalfPairs: a half's partner is kPairs lanes away
+  const int half = kHalfPairs ? (lane / kPairs) % 2 : 0;
+  const int ch = kHalfPairs ? 2 * (lane % kPairs) : kNhwc ? lane % Cfg::kK : warp;
+  const int tl = kNhwc ? warp * (32 / Cfg::kK) + lane / Cfg::kK : lane;
+  const bool live = loader && p0 + tl < cv.tiles();
+  using Loader = std::conditional_t<kHalfPairs, TcHalfPatchPairLoader<TIo, Cfg::kK>, TcPatchLoader<TIo, kNhwc, Cfg::kK>>;
+  using Raw = std::conditional_t<kHalfPairs, uint32_t[4][2], TIo[16]>;
+  const Loader patch = [&] {
+    if constexpr (kHalfPairs)
+      return Loader(a, bc, p0 + tl, live, loader ? ch : 0, half);
+    else
+      return Loader(a, bc, p0 + tl, live, loader ? ch : 0);
+  }();
+  auto store_v = [&](const Raw& d, float* v_tile) {
+    if constexpr (kHalfPairs) {
+      // V tile-major ([point][tile][kLdVt]): the pair's two channels of a point side by side.
+      float v[2][8];
+      half_patch_pair_transform<TIo>(d, half, kPairs, v);
 #pragma unroll
-    for (int e = 0; e < 16; ++e) {
-      float* dst = kNhwc ? v_tile + (e * Cfg::kN + tl) * kLdVt + ch : v_tile + (e * Cfg::kK + ch) * kLdV + tl;
-      *dst = tf32_operand<kProducts>(v[e]);
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int e = 4 * i + 2 * half + j;
+          *reinterpret_cast<float2*>(v_tile + (e * Cfg::kN + tl) * kLdVt + ch) =
+              make_float2(tf32_operand<kProducts>(v[0][2 * i + j]), tf32_operand<kProducts>(v[1][2 * i + j]));
+        }
+    } else {
+      float f[16], v[16];
+      widen_to_float(d, f);
+      winograd_input_transform<float>(f, v);
+#pragma unroll
+      for (int e = 0; e < 16; ++e) {
+        float* dst = kNhwc ? v_tile + (e * Cfg::kN + tl) * kLdVt + ch : v_tile + (e * Cfg::kK + ch) * kLdV + tl;
+        *dst = tf32_operand<kProducts>(v[e]);
+      }
     }
   };
+  static_assert(kLdVt % 2 == 0 && Cfg::kUFloats % 2 == 0, "a channel pair's V one 8-byte store");
   const TcUFetcher<Cfg> u_chunks(a, bc);
   auto fetch_u = [&](int chunk, float* u_tile) { u_chunks.fetch(chunk, u_tile); };
 
@@ -650,7 +791,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   zero_accumulators<Cfg>(acc);
 
   const int chunks = a.reduction_pad / Cfg::kK;
-  TIo d[16];
+  Raw d;
   fetch_u(0, stage_u(0));
   cp_async_commit();
   if (loader) {
