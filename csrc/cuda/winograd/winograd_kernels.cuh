@@ -1396,29 +1396,26 @@ __global__ void __launch_bounds__(kWeightGradFinishThreads)
       Run sum[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) sum[e] = load_run(src + e * point_step, c0);
+      // Slices s .. s + n - 1 loaded, then added in slice order.
+      auto add_slices = [&](int s, auto n) {
+        constexpr int kN = decltype(n)::value;
+        Run v[kN][4];
+#pragma unroll
+        for (int u = 0; u < kN; ++u)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) v[u][e] = load_run(src + (s + u) * slice + e * point_step, c0);
+#pragma unroll
+        for (int u = 0; u < kN; ++u)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+#pragma unroll
+            for (int cc = 0; cc < kRun; ++cc) sum[e].v[cc] += v[u][e].v[cc];
+      };
       int s = 1;
-      if constexpr (kSlicesInFlight > 1) {
-        for (; s + kSlicesInFlight <= slices; s += kSlicesInFlight) {
-          Run v[kSlicesInFlight][4];
-#pragma unroll
-          for (int u = 0; u < kSlicesInFlight; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) v[u][e] = load_run(src + (s + u) * slice + e * point_step, c0);
-#pragma unroll
-          for (int u = 0; u < kSlicesInFlight; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-#pragma unroll
-              for (int cc = 0; cc < kRun; ++cc) sum[e].v[cc] += v[u][e].v[cc];
-        }
-      }
-      for (; s < slices; ++s)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const Run v = load_run(src + s * slice + e * point_step, c0);
-#pragma unroll
-          for (int cc = 0; cc < kRun; ++cc) sum[e].v[cc] += v.v[cc];
-        }
+      if constexpr (kSlicesInFlight > 1)
+        for (; s + kSlicesInFlight <= slices; s += kSlicesInFlight)
+          add_slices(s, std::integral_constant<int, kSlicesInFlight>{});
+      for (; s < slices; ++s) add_slices(s, std::integral_constant<int, 1>{});
 #pragma unroll
       for (int e = 0; e < 4; ++e) points[warp][4 * q + e][j] = sum[e];
     }

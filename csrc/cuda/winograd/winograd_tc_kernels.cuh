@@ -783,7 +783,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
     }
   };
-  static_assert(kLdVt % 2 == 0 && Cfg::kUFloats % 2 == 0, "a channel pair's V one 8-byte store");
+  static_assert(kLdVt % 2 == 0 && Cfg::kUFloats % 2 == 0 && Cfg::kForwardStage % 2 == 0,
+                "a channel pair's V one 8-byte store");
   const TcUFetcher<Cfg> u_chunks(a, bc);
   auto fetch_u = [&](int chunk, float* u_tile) { u_chunks.fetch(chunk, u_tile); };
 
