@@ -533,7 +533,7 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
 // moved its values into the patch's.
 template <typename TIo, bool kNhwc, int kK, int kRows = 4>
 struct TcPatchLoader {
-  const WinogradConv& cv;  // the kernel parameter
+  const WinogradConv* cv;  // the kernel parameter (a pointer, so that a persistent block can reassign its loader)
   const TIo* patch;
   int64_t nhwc_row_step;  // NHWC: a patch row's stride, W * C, multiplied once (unused for NCHW)
   int ch;
@@ -542,7 +542,8 @@ struct TcPatchLoader {
 
   __device__ __forceinline__ TcPatchLoader(const ForwardArgs<float, TIo>& a, const BlockCoord& bc, int64_t p, bool live,
                                            int ch_, int row0 = 0)
-      : cv(a.cv), nhwc_row_step(int64_t(a.cv.src_W) * a.cv.src_C), ch(ch_) {
+      : cv(&a.cv), nhwc_row_step(int64_t(a.cv.src_W) * a.cv.src_C), ch(ch_) {
+    const WinogradConv& cv = a.cv;
     const TileCoord tc = tile_coord(cv, live ? p : 0);
     const int iy0 = 2 * tc.ty + cv.col_oy + row0, ix0 = 2 * tc.tx + cv.col_ox;
     const unsigned rc = live ? patch_mask(iy0, ix0, cv) : 0u;
@@ -560,12 +561,13 @@ struct TcPatchLoader {
   // The same patch of the next channel.
   __device__ __forceinline__ TcPatchLoader next_channel() const {
     TcPatchLoader next = *this;
-    next.patch += kNhwc ? 1 : cv.in_plane;
+    next.patch += kNhwc ? 1 : cv->in_plane;
     ++next.ch;
     return next;
   }
 
   __device__ __forceinline__ void load(int chunk, TIo (&d)[4 * kRows]) const {
+    const WinogradConv& cv = *this->cv;
     const unsigned m = chunk * kK + ch < cv.Cg() ? inside : 0u;
     const int64_t row_step = kNhwc ? nhwc_row_step : int64_t(cv.src_W);
     const int col_step = kNhwc ? cv.src_C : 1;

@@ -892,18 +892,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   };
 
   // An output block's first chunk: its U into its stage (unless held there), the patches into d
-  // (stored as V once they have arrived, at the start of the block's reduction).
+  // (stored as V once they have arrived, at the start of the block's reduction). The block's patch
+  // loader is decoded here once and kept for its other chunks.
   TIo d[16];
   auto begin_block = [&](const BlockCoord& bc, const WgmmaChunkOrder& order) {
     if (order.held == 0) u_chunks_of(bc).fetch(order.chunk(0), order.chunk(0) & 1);
-    patch_of(bc).load(order.chunk(0), d);
+    const auto patch = patch_of(bc);
+    patch.load(order.chunk(0), d);
+    return patch;
   };
   BlockCoord bc = block_coord(a.k_tiles_div, a.p_tiles_div, blockIdx.x);  // the grid has at most `blocks` blocks
   WgmmaChunkOrder order{chunks};
-  begin_block(bc, order);
+  auto patch = begin_block(bc, order);
   for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
     const int64_t p0 = int64_t(bc.pt) * Cfg::kN;
-    const auto patch = patch_of(bc);
     mmas.reduce_loaded(
         acc, smem, order, u_chunks_of(bc), [&](float* v) { store_v(d, v); }, [&](int chunk) { patch.load(chunk, d); });
     wgmma_wait<0>();
@@ -911,7 +913,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const bool more = b + int(gridDim.x) < blocks;
     const BlockCoord next = block_coord(a.k_tiles_div, a.p_tiles_div, more ? b + int(gridDim.x) : b);
     const WgmmaChunkOrder next_order = order_after(order, bc, next);
-    if (more) begin_block(next, next_order);
+    if (more) patch = begin_block(next, next_order);
     // The barrier above frees the stages the epilogue takes (Stages): the next block's first chunk
     // fills U's stage 0 only, or finds its U held.
     auto stage = [&](int, float* m) { stage_wgmma_columns<Cfg, kNhwc>(acc, m, warp, lane); };
