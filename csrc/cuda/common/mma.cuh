@@ -143,6 +143,20 @@ __device__ __forceinline__ __half from_float<__half>(float v) { return __float2h
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
+// Two neighbouring 16-bit elements as the 4-byte word that holds them (the first in its low half),
+// widened to floats.
+template <typename T>
+__device__ __forceinline__ float2 widen_pair(uint32_t w) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u));
+  } else {
+    static_assert(std::is_same_v<T, __half>, "bfloat16 or float16");
+    __half2 h;
+    memcpy(&h, &w, sizeof(w));
+    return __half22float2(h);
+  }
+}
+
 // An element read through the read-only cache where `ok`, else zero, in its own type. Callers widen
 // it (widen_to_float) where they use it: the load's latency then overlaps the work in between, where
 // a conversion next to the load would wait for it.

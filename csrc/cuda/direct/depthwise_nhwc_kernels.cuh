@@ -77,12 +77,9 @@ template <typename T>
 __device__ __forceinline__ void unpack_word(unsigned word, float* f) {
   if constexpr (std::is_same_v<T, float>) {
     f[0] = __uint_as_float(word);
-  } else if constexpr (std::is_same_v<T, __half>) {
-    f[0] = __half2float(__ushort_as_half((unsigned short)(word & 0xffffu)));
-    f[1] = __half2float(__ushort_as_half((unsigned short)(word >> 16)));
   } else {
-    f[0] = __uint_as_float(word << 16);
-    f[1] = __uint_as_float(word & 0xffff0000u);
+    const float2 v = widen_pair<T>(word);
+    f[0] = v.x, f[1] = v.y;
   }
 }
 

@@ -589,20 +589,6 @@ struct TcPatchLoader {
   }
 };
 
-// Two neighbouring 16-bit channels of one pixel as the 4-byte word that holds them (the first in its
-// low half), widened to floats.
-template <typename TIo>
-__device__ __forceinline__ float2 widen_pair(uint32_t w) {
-  if constexpr (std::is_same_v<TIo, __nv_bfloat16>) {
-    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u));
-  } else {
-    static_assert(std::is_same_v<TIo, __half>, "bfloat16 or float16");
-    __half2 h;
-    memcpy(&h, &w, sizeof(w));
-    return __half22float2(h);
-  }
-}
-
 // A loader lane's half of a 16-bit channels_last 4x4 input patch for two neighbouring channels:
 // columns 2h and 2h + 1 of its four rows, channels c and c + 1 of every chunk of kK, each pixel's pair
 // one 4-byte word where `words` (the group's channel count and x's even, x aligned to a pair), element

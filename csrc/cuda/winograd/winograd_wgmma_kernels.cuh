@@ -410,14 +410,15 @@ struct F16Carrier {
   };
   // v under the scale, as float16 bits (rounded to its 10 bits, TF32's: the F(2x2) tiles' callers
   // round v to TF32 first, as their TF32 words do).
+  static __device__ __forceinline__ float scaled(float v, const Scale& s) { return v * s.first * s.second; }
   static __device__ __forceinline__ uint16_t half_bits(float v, const Scale& s) {
-    return __half_as_ushort(__float2half_rn(v * s.first * s.second));
+    return __half_as_ushort(__float2half_rn(scaled(v, s)));
   }
   static __device__ __forceinline__ uint16_t half_bits(float v, int e) { return half_bits(v, Scale(e)); }
   // Two values under the scale, as half_bits' two halves of one word (lo in the low 16 bits): one
   // conversion of the pair.
   static __device__ __forceinline__ uint32_t half2_bits(float lo, float hi, const Scale& s) {
-    const __half2 h = __floats2half2_rn(lo * s.first * s.second, hi * s.first * s.second);
+    const __half2 h = __floats2half2_rn(scaled(lo, s), scaled(hi, s));
     return *reinterpret_cast<const uint32_t*>(&h);
   }
   // The way back: x 2^e for e as exponent() gives it ([-163, 113]), with ldexpf(x, e)'s bits in one
@@ -715,8 +716,7 @@ __global__ void __launch_bounds__(256) winograd_tc_input_transform_kernel(const 
           dst[e * kPointWords] = hi;
           dst[e * kPointWords + Cfg::kVSplitLoHalves / 2] = lo;
         } else {
-          dst[e * kPointWords] = F16Carrier::half_bits(round_to_tf32(even[e]), scale) |
-                                 uint32_t(F16Carrier::half_bits(round_to_tf32(odd[e]), scale)) << 16;
+          dst[e * kPointWords] = F16Carrier::half2_bits(round_to_tf32(even[e]), round_to_tf32(odd[e]), scale);
         }
       }
     }
@@ -808,8 +808,7 @@ __global__ void __launch_bounds__(256, 2) winograd_tc_input_transform_words_kern
           if constexpr (kSplit) {
             split_bf16x2(even[e], odd[e], out[e][pair], out_lo[e][pair]);
           } else {
-            out[e][pair] = F16Carrier::half_bits(round_to_tf32(even[e]), scale) |
-                           uint32_t(F16Carrier::half_bits(round_to_tf32(odd[e]), scale)) << 16;
+            out[e][pair] = F16Carrier::half2_bits(round_to_tf32(even[e]), round_to_tf32(odd[e]), scale);
           }
         }
       }
