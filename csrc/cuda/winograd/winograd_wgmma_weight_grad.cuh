@@ -41,11 +41,12 @@ __device__ __forceinline__ int wgmma_weight_grad_slot(int t) { return (t >> 3) &
 // `base` is a stage in shared memory or a staged operand run in global memory.
 template <int kProducts>
 __device__ __forceinline__ void put_point_operands(float* base, int kk, int r, int quad, int point_floats,
-                                                   const float (&m)[16]) {
+                                                   const float (&m)[16], unsigned exact = 0) {
   if constexpr (kProducts == 1) {
     float* dst = base + WinogradWgmmaTile::operand_word(kk, r, quad);
 #pragma unroll
-    for (int e = 0; e < 16; ++e) dst[e * point_floats] = __uint_as_float(tf32_bits_for_mma(m[e]));
+    for (int e = 0; e < 16; ++e)
+      dst[e * point_floats] = (exact >> e) & 1u ? m[e] : __uint_as_float(tf32_bits_for_mma(m[e]));
   } else {
     uint16_t* h = reinterpret_cast<uint16_t*>(base) + WinogradWgmmaTile::split_half(kk, r, quad);
 #pragma unroll
@@ -106,9 +107,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   auto next_tile = [&] { slot_loader.next_tile(); };
   // Whole-tile loads on channels_last tensors only: measured, they made the NCHW float32 block slower.
   auto load = [&] { slot_loader.template load</*kWholeTiles=*/kNhwc>(dy, d, true); };
-  auto put = [&](float* stage, int r, int quad, int point_floats, const float (&m)[16]) {
-    put_point_operands<kProducts>(stage, slot, r, quad, point_floats, m);
+  auto put = [&](float* stage, int r, int quad, int point_floats, const float (&m)[16], unsigned exact = 0) {
+    put_point_operands<kProducts>(stage, slot, r, quad, point_floats, m, exact);
   };
+  // dM's corners are grad_output values (negated or not): a 16-bit one is exact in TF32, so its
+  // rounding for the MMA changes nothing the MMA reads.
+  const unsigned dm_exact = sizeof(TIo) == 2 && kProducts == 1 ? 0x9009u : 0u;
   auto store = [&](int s) {
     float m[16], f[16];
 #pragma unroll
@@ -117,7 +121,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
       for (int q = 0; q < 4; ++q) g[q] = to_float(dy[4 * fi + q]);
       winograd_output_transform_adjoint<float>(g, m);
-      put(Mmas::stage_u(smem, s), row + 32 * fi, Cfg::kM * 4, Cfg::kUPointFloats, m);
+      put(Mmas::stage_u(smem, s), row + 32 * fi, Cfg::kM * 4, Cfg::kUPointFloats, m, dm_exact);
     }
     widen_to_float(d, f);
     winograd_input_transform<float>(f, m);
