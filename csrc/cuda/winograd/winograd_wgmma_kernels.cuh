@@ -408,9 +408,10 @@ struct F16Carrier {
       second = __int_as_float((127 - e - head) << 23);
     }
   };
+  // v under the scale, in float32.
+  static __device__ __forceinline__ float scaled(float v, const Scale& s) { return v * s.first * s.second; }
   // v under the scale, as float16 bits (rounded to its 10 bits, TF32's: the F(2x2) tiles' callers
   // round v to TF32 first, as their TF32 words do).
-  static __device__ __forceinline__ float scaled(float v, const Scale& s) { return v * s.first * s.second; }
   static __device__ __forceinline__ uint16_t half_bits(float v, const Scale& s) {
     return __half_as_ushort(__float2half_rn(scaled(v, s)));
   }

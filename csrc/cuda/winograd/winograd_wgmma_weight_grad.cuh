@@ -38,7 +38,8 @@ __device__ __forceinline__ int wgmma_weight_grad_slot(int t) { return (t >> 3) &
 // An operand's 16 points, at row r and K index kk (a tile of the chunk) of a point's core matrices
 // (`quad` words from one K quad to the next, points `point_floats` apart from `base`): rounded to
 // TF32, or split into bfloat16 hi and lo in the TF32 words' two k-steps (WinogradWgmmaTile::split_half).
-// `base` is a stage in shared memory or a staged operand run in global memory.
+// `base` is a stage in shared memory or a staged operand run in global memory. Points whose bit is set
+// in `exact` (one product only) are exact in TF32 already and are stored as they are.
 template <int kProducts>
 __device__ __forceinline__ void put_point_operands(float* base, int kk, int r, int quad, int point_floats,
                                                    const float (&m)[16], unsigned exact = 0) {
