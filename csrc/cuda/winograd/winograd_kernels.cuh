@@ -160,6 +160,29 @@ __device__ __forceinline__ unsigned patch_mask(int iy0, int ix0, const WinogradC
   return mask;
 }
 
+// Tile p's 4x4 input patch, decoded once by the loaders that read it: the tile (tile 0 for a tile past
+// the last, `live` false), the image row and column of the patch's top-left value (outside the image
+// where the padding reaches), and which of its rows and columns lie inside (patch_mask; none for a
+// tile past the last). `row0`: the patch from its row row0 on (a loader of some of its rows).
+struct InputPatch {
+  TileCoord tile;
+  int iy0, ix0;
+  unsigned mask;
+  __device__ __forceinline__ InputPatch(const WinogradConv& cv, int64_t p, bool live, int row0 = 0)
+      : tile(tile_coord(cv, live ? p : 0)),
+        iy0(2 * tile.ty + cv.col_oy + row0),
+        ix0(2 * tile.tx + cv.col_ox),
+        mask(live ? patch_mask(iy0, ix0, cv) : 0u) {}
+  // The offset of the top-left value (NHWC: of the patch's column `col`) at channel c (of all the
+  // input's) in an NHWC or an NCHW input.
+  __device__ __forceinline__ int64_t nhwc_offset(const WinogradConv& cv, int64_t c, int col = 0) const {
+    return ((int64_t(tile.n) * cv.src_H + iy0) * cv.src_W + ix0 + col) * cv.src_C + c;
+  }
+  __device__ __forceinline__ int64_t nchw_offset(const WinogradConv& cv, int64_t c) const {
+    return (int64_t(tile.n) * cv.src_C + c) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
+  }
+};
+
 // Stages the 4x4 input patch at `src` (rows cv.src_W apart) for pair `pair`, zero where `mask` says the
 // value lies outside the image; a patch wholly inside takes copies without per-value predicates.
 template <typename T>
@@ -209,10 +232,9 @@ struct InputTileLoader {
       const int i = threadIdx.x + q * Cfg::kThreads;
       const int64_t p = p0 + i % Cfg::kN;
       const bool ok = i < kPairs && p < cv.tiles();
-      const TileCoord t = tile_coord(cv, ok ? p : 0);
-      const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
-      inside[q] = ok ? patch_mask(iy0, ix0, cv) : 0u;
-      origin[q] = x + (int64_t(t.n) * cv.src_C + int64_t(g) * cv.Cg()) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
+      const InputPatch patch(cv, p, ok);
+      inside[q] = patch.mask;
+      origin[q] = x + patch.nchw_offset(cv, int64_t(g) * cv.Cg());
     }
   }
   __device__ void fetch(int chunk, T*) {
@@ -249,10 +271,8 @@ struct InputByTileLoader {
       const int64_t p = tile_begin + int64_t(chunk) * Cfg::kK + i % Cfg::kK;
       const int c = channel0 + i / Cfg::kK;
       const bool ok = p < tile_end && c < channels_end;
-      const TileCoord t = tile_coord(cv, ok ? p : 0);
-      const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
-      const T* src = x + (int64_t(t.n) * cv.src_C + (ok ? c : 0)) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
-      stage_input_patch(raw, kPairs, i, src, ok ? patch_mask(iy0, ix0, cv) : 0u, cv, x);
+      const InputPatch patch(cv, p, ok);
+      stage_input_patch(raw, kPairs, i, x + patch.nchw_offset(cv, ok ? c : 0), patch.mask, cv, x);
     });
   }
   __device__ void store(T* tile) {
@@ -633,10 +653,10 @@ __global__ void __launch_bounds__(kShallowThreads, kReduction <= 3 ? 3 : 2)
     const int tl = i / kReduction, c = i % kReduction;
     const int64_t p = p0 + tl;
     const bool live = p < cv.tiles();
-    const TileCoord t = tile_coord(cv, live ? p : 0);
-    const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
-    const unsigned mask = live ? patch_mask(iy0, ix0, cv) : 0u;
-    const TIo* src = a.x + ((int64_t(t.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + int64_t(g) * kReduction + c;
+    const InputPatch patch(cv, p, live);
+    const TileCoord& t = patch.tile;
+    const unsigned mask = patch.mask;
+    const TIo* src = a.x + patch.nhwc_offset(cv, int64_t(g) * kReduction + c);
     TIo raw[16];
 #pragma unroll
     for (int r = 0; r < 4; ++r)
@@ -829,10 +849,10 @@ __global__ void __launch_bounds__(kShallowThreads, 2)
   for (int64_t pb = pb0; pb < tile_groups; pb += a.p_blocks) {
     const int64_t p = pb * kNarrowNhwcTiles + threadIdx.x / kLanes;
     const bool active = p < cv.tiles();
-    const TileCoord t = tile_coord(cv, active ? p : 0);
-    const int iy0 = 2 * t.ty + cv.col_oy, ix0 = 2 * t.tx + cv.col_ox;
-    const unsigned mask = active ? patch_mask(iy0, ix0, cv) : 0u;
-    const TIo* src = a.x + ((int64_t(t.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + int64_t(g) * cv.Cg();
+    const InputPatch patch(cv, p, active);
+    const TileCoord& t = patch.tile;
+    const unsigned mask = patch.mask;
+    const TIo* src = a.x + patch.nhwc_offset(cv, int64_t(g) * cv.Cg());
 
     float m[kOutputs][kWinogradPoints];
 #pragma unroll
@@ -979,13 +999,12 @@ __global__ void __launch_bounds__(kShallowThreads, 2)
     if (threadIdx.x < kBatch) {
       const int tl = threadIdx.x;
       const bool live = tl < count;
-      const TileCoord t = tile_coord(cv, live ? b0 + tl : 0);
+      const InputPatch patch(cv, b0 + tl, live);
+      const TileCoord& t = patch.tile;
       const int oy = 2 * t.ty, ox = 2 * t.tx;
-      const int iy0 = oy + cv.col_oy, ix0 = ox + cv.col_ox;
-      sm.x_mask[tl] = live ? patch_mask(iy0, ix0, cv) : 0u;
-      sm.x_offset[tl] = kNhwc ? ((int64_t(t.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + int64_t(g) * cv.Cg()
-                              : (int64_t(t.n) * cv.src_C + int64_t(g) * cv.Cg()) * cv.in_plane +
-                                    int64_t(iy0) * cv.src_W + ix0;
+      sm.x_mask[tl] = patch.mask;
+      const int64_t c0 = int64_t(g) * cv.Cg();
+      sm.x_offset[tl] = kNhwc ? patch.nhwc_offset(cv, c0) : patch.nchw_offset(cv, c0);
       sm.y_offset[tl] = kNhwc ? ((int64_t(t.n) * cv.out_H + oy) * cv.out_W + ox) * cv.out_C + int64_t(g) * Kg + k0
                               : (int64_t(t.n) * cv.out_C + int64_t(g) * Kg + k0) * out_plane + int64_t(oy) * cv.out_W + ox;
       sm.edges[tl] = unsigned(live) | unsigned(ox + 1 < cv.out_W) << 1 | unsigned(oy + 1 < cv.out_H) << 2;

@@ -544,15 +544,13 @@ struct TcPatchLoader {
                                            int ch_, int row0 = 0)
       : cv(&a.cv), nhwc_row_step(int64_t(a.cv.src_W) * a.cv.src_C), ch(ch_) {
     const WinogradConv& cv = a.cv;
-    const TileCoord tc = tile_coord(cv, live ? p : 0);
-    const int iy0 = 2 * tc.ty + cv.col_oy + row0, ix0 = 2 * tc.tx + cv.col_ox;
-    const unsigned rc = live ? patch_mask(iy0, ix0, cv) : 0u;
+    const InputPatch origin(cv, p, live, row0);
+    const unsigned rc = origin.mask;
     inside = 0;
 #pragma unroll
     for (int i = 0; i < kRows; ++i) inside |= (rc >> i) & 1u ? ((rc >> 4) & 0xFu) << (i * 4) : 0u;
     const int64_t c0 = int64_t(bc.g) * cv.Cg() + ch;
-    patch = kNhwc ? a.x + ((int64_t(tc.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + c0
-                  : a.x + (int64_t(tc.n) * cv.src_C + c0) * cv.in_plane + int64_t(iy0) * cv.src_W + ix0;
+    patch = a.x + (kNhwc ? origin.nhwc_offset(cv, c0) : origin.nchw_offset(cv, c0));
     // ix0's parity is col_ox's.
     middle_pairs = !kNhwc && cv.src_W % 2 == 0 && (cv.col_ox & 1) &&
                    reinterpret_cast<uintptr_t>(a.x) % (2 * sizeof(TIo)) == 0;
@@ -611,15 +609,14 @@ struct TcHalfPatchPairLoader {
                                                    bool live, int c_, int h)
       : row_step(int64_t(a.cv.src_W) * a.cv.src_C), col_step(a.cv.src_C), c(c_), cg(a.cv.Cg()) {
     const WinogradConv& cv = a.cv;
-    const TileCoord tc = tile_coord(cv, live ? p : 0);
-    const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
-    const unsigned rc = live ? patch_mask(iy0, ix0, cv) : 0u;
+    const InputPatch origin(cv, p, live);
+    const unsigned rc = origin.mask;
     inside = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int j = 0; j < 2; ++j) inside |= ((rc >> i) & (rc >> (4 + 2 * h + j)) & 1u) << (2 * i + j);
-    patch = a.x + ((int64_t(tc.n) * cv.src_H + iy0) * cv.src_W + ix0 + 2 * h) * cv.src_C + int64_t(bc.g) * cg + c;
+    patch = a.x + origin.nhwc_offset(cv, int64_t(bc.g) * cg + c, 2 * h);
     words = cg % 2 == 0 && cv.src_C % 2 == 0 && reinterpret_cast<uintptr_t>(a.x) % sizeof(Word) == 0;
   }
 

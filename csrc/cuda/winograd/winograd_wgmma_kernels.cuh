@@ -768,10 +768,9 @@ __global__ void __launch_bounds__(256, 2) winograd_tc_input_transform_words_kern
     const int n = run * 8 + lane % 8;
     const int64_t p = int64_t(a.p_tile0 + pt) * Cfg::kN + n;
     const bool live = p < cv.tiles();
-    const TileCoord tc = tile_coord(cv, live ? p : 0);
-    const int iy0 = 2 * tc.ty + cv.col_oy, ix0 = 2 * tc.tx + cv.col_ox;
-    const unsigned rc = live ? patch_mask(iy0, ix0, cv) : 0u;
-    const TIo* patch = a.x + ((int64_t(tc.n) * cv.src_H + iy0) * cv.src_W + ix0) * cv.src_C + int64_t(g) * cv.Cg();
+    const InputPatch origin(cv, p, live);
+    const unsigned rc = origin.mask;
+    const TIo* patch = a.x + origin.nhwc_offset(cv, int64_t(g) * cv.Cg());
     F16Carrier::Scale scale(0);
     if constexpr (!kSplit) {
       const float bound = tile_v_bound<8>(cv, pixel_max, g, p, live, lane_octet);
