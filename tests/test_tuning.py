@@ -1,14 +1,16 @@
 """algorithm="auto": the rule, benchmark mode (measured choice per shape, cached, saved to and loaded
 from a JSON file keyed by GPU and torchconv version), deterministic mode, tune() and explain()."""
 import json
+import re
 
 import pytest
 import torch
 import torch.nn as nn
 
 import torchconv
-from conftest import DEVICES, assert_close_rel
+from conftest import DEVICES, assert_close_rel, rel_err
 from test_parity import GRID, case_id
+from test_precision import allowed_error
 from torchconv import tuning
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -320,3 +322,61 @@ def test_rule_sends_small_wide_layers_to_csg(shape, stride, csg):
     x = torch.randn(n, c, h, w_, device="cuda")
     w = torch.randn(k, c, 3, 3, device="cuda")
     assert (torchconv.select_algorithm(x, w, stride, 1, 1, padding=1) == "csg") == csg
+
+
+# (N, C, H, W, K, filter size), stride, dtype, TF32 switch, the rule's choice.
+TENSOR_CORE_RULE_CASES = [
+    ((32, 64, 56, 56, 64, 3), 1, torch.float32, True, "winograd"),  # TF32 3x3 stride 1: Winograd's TF32 tiles
+    ((8, 32, 34, 30, 48, 3), 1, torch.float32, True, "winograd"),  # C and K not multiples of 64, H != W
+    ((1, 256, 34, 34, 512, 3), 1, torch.float32, True, "winograd"),  # batch 1, 1156 positions, 256 channels
+    ((1, 512, 7, 7, 512, 3), 1, torch.float32, True, "gemm"),  # 49 positions, 512 channels: the GEMM splits them
+    ((1, 512, 17, 17, 1024, 3), 1, torch.float32, True, "gemm"),  # 289 positions, 512 channels
+    ((32, 64, 56, 56, 128, 3), 2, torch.float32, True, "gemm"),  # strided
+    ((32, 64, 56, 56, 64, 1), 1, torch.float32, True, "gemm"),  # 1x1
+    ((32, 4, 56, 56, 64, 3), 1, torch.float32, True, "gemm"),  # 4 channels: too few for Winograd
+    ((32, 64, 56, 56, 64, 3), 1, torch.bfloat16, True, "gemm"),  # 16 bits: the GEMM
+    ((32, 64, 56, 56, 64, 3), 1, torch.float16, False, "gemm"),
+    ((32, 64, 56, 56, 64, 3), 1, torch.float32, False, "winograd"),  # IEEE FP32: rule 2
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", TENSOR_CORE_RULE_CASES, ids=lambda c: f"{c[0]}-s{c[1]}-{c[2]}-tf32{c[3]}")
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_rule_at_the_tensor_core_precisions(case, channels_last):
+    """At TF32 the rule gives Winograd's layers (3x3, stride 1, at least 8 channels and filters per
+    group) with at least as many output positions as channels per group to Winograd, whose TF32 tiles
+    outran the GEMM's there; every other TF32 layer and every 16-bit one to the GEMM."""
+    (n, c, h, w_, k, r), stride, dtype, tf32, expected = case
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.randn(n, c, h, w_, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+    w = torch.randn(k, c, r, r, device="cuda", dtype=dtype)
+    torch.backends.cudnn.allow_tf32 = tf32
+    assert torchconv.select_algorithm(x, w, stride, 1, 1, padding=r // 2) == expected
+
+
+@needs_cuda
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_module_at_tf32_trains_on_winograds_tensor_cores(channels_last):
+    """torchconv.Conv2d with PyTorch's TF32 switch on (its default) runs a 3x3 layer's forward and
+    backward on Winograd's TF32 tiles, within 2x of cuDNN's TF32 error on the output and both
+    gradients (or of TF32's unit roundoff, where cuDNN's algorithm for a pass is IEEE FP32)."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    conv = torchconv.Conv2d(40, 72, 3, padding=1, device="cuda").to(memory_format=fmt)
+    x = torch.randn(3, 40, 23, 30, device="cuda").contiguous(memory_format=fmt).requires_grad_()
+    gy = torch.randn(3, 72, 23, 30, device="cuda")
+    torch.backends.cudnn.allow_tf32 = True
+    y = conv(x)
+    forward = torchconv.last_choice()
+    gx, gw = torch.autograd.grad(y, (x, conv.weight), gy)
+    backward = torchconv.last_choice()
+    assert re.match(r"forward:fused:tf32", forward), forward
+    assert re.search(r"grad_input:fused:tf32", backward) and "grad_weight:" in backward, backward
+    yc = torch.nn.functional.conv2d(x, conv.weight, conv.bias, padding=1)
+    gxc, gwc = torch.autograd.grad(yc, (x, conv.weight), gy)
+    x64, w64 = x.detach().double().requires_grad_(), conv.weight.detach().double().requires_grad_()
+    y64 = torch.nn.functional.conv2d(x64, w64, conv.bias.double(), padding=1)
+    gx64, gw64 = torch.autograd.grad(y64, (x64, w64), gy.double())
+    for name, ours, theirs, ref in (("output", y, yc, y64), ("grad_input", gx, gxc, gx64),
+                                    ("grad_weight", gw, gwc, gw64)):
+        assert rel_err(ours, ref) <= allowed_error(rel_err(theirs, ref), torch.float32), name

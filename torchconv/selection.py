@@ -78,10 +78,16 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
 
     0. direct on CUDA for small groups (torchconv._C.small_groups: depthwise, channel multipliers,
        ResNeXt-like groups), which its depthwise specialist runs;
-    0b. gemm on CUDA for every other layer at a tensor-core precision (float16, bfloat16, and float32
-       when torch.backends.cudnn.allow_tf32 is on): the GEMM is the algorithm with tensor-core
-       kernels for all of them (Winograd runs them on tensor cores in float32 words, float16 with
-       three products where they take one; direct and CSG compute them on CUDA cores in float32);
+    0b. winograd on CUDA at TF32 (float32 while torch.backends.cudnn.allow_tf32 is on) for the layers
+       of rule 2 with at least as many output positions (N Ho Wo) as channels per group: its TF32 tiles
+       outran the GEMM's there, forward and most of all forward + backward. Its forward does not split
+       the channel reduction, so on fewer positions (ResNet's 7x7 and YOLO's 17x17 layers of 512
+       channels at batch 1) a block's chain of channels outlasts the GEMM, which splits them across the
+       GPU (docs/auto.md);
+    0c. gemm on CUDA for every other layer at a tensor-core precision (float16, bfloat16, and float32
+       when TF32 is on): the GEMM is the algorithm with tensor-core kernels for all of them and the
+       faster one at 16 bits (Winograd runs 16-bit products in TF32 words, float16 with three
+       products where they take one; direct and CSG compute them on CUDA cores in float32);
     1. csg on CUDA for filters larger than 1x1 on a small layer (at most 0.5 GFLOP: batch-1
        inference) with at least 256 channels per group (128 when strided), unless deterministic
        algorithms are required;
@@ -96,15 +102,20 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     available = candidate_algorithms(input, weight, stride, dilation, padding, groups)
     k, cg, r, s = weight.shape
     kg = k // groups
+    winograd_shape = ((r, s) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and cg >= 8
+                      and kg >= 8)
     order = ["direct"] if input.is_cuda and _C.small_groups(cg, kg) else []
-    if input.is_cuda and _tuning.precision(input) in ("tf32", "fp16", "bf16"):
+    precision = _tuning.precision(input) if input.is_cuda else None
+    positions = input.shape[0] * -(-input.shape[2] // stride[0]) * -(-input.shape[3] // stride[1])
+    if precision == "tf32" and winograd_shape and positions >= cg:
+        order.append("winograd")
+    if precision in ("tf32", "fp16", "bf16"):
         order.append("gemm")
     min_channels = _CSG_MIN_CHANNELS_STRIDED if max(stride) > 1 else _CSG_MIN_CHANNELS
     if input.is_cuda and r * s > 1 and cg >= min_channels:
-        positions = input.shape[0] * -(-input.shape[2] // stride[0]) * -(-input.shape[3] // stride[1])
         if 2.0 * positions * k * cg * r * s <= _CSG_MAX_FLOPS:
             order.append("csg")
-    if (r, s) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and cg >= 8 and kg >= 8:
+    if winograd_shape:
         order.append("winograd")
     if cg * r * s >= 16:
         order.append("gemm")
