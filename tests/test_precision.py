@@ -7,7 +7,8 @@
   (an RGB stem runs on zero-padded channels); every other kernel computes them in float32.
 - float32 follows torch.backends.cudnn.allow_tf32: on, the CUDA GEMM runs TF32 tensor cores (channels
   per group a multiple of 4, or ungrouped) for forward and grad_input -- on Hopper the wgmma kernel,
-  which reads NCHW float32 as it is; off, IEEE FP32 (every other test in this suite runs with it off).
+  which reads NCHW float32 as it is -- and for grad_weight (filters per group a multiple of 4 as
+  well; mma.sync on every GPU); off, IEEE FP32 (every other test in this suite runs with it off).
 - Outputs and gradients come back in the memory format PyTorch's convolution returns: channels_last
   when the input or the weight is.
 - torch.autocast casts the operators' inputs as it casts aten::conv2d's.
@@ -319,10 +320,15 @@ def tf32_pays(shape, channels_last=False):
     calls run TF32 (the CUDA-core kernels would need NCHW copies)."""
     if channels_last:
         return True
+    return macs_per_byte(shape) > 7
+
+
+def macs_per_byte(shape):
+    """A float32 layer's multiply-adds per byte of its input and output, each moved once."""
     n, c, k, h, w, r, s, stride, padding, dilation, groups = shape
     (sh, sw), (ph, pw), (dh, dw) = (v if isinstance(v, tuple) else (v, v) for v in (stride, padding, dilation))
     ho, wo = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1, (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
-    return n * ho * wo * k * (c // groups) * r * s > 7 * 4 * (n * c * h * w + n * k * ho * wo)
+    return n * ho * wo * k * (c // groups) * r * s / (4 * (n * c * h * w + n * k * ho * wo))
 
 
 def tf32_grad_input(shape, channels_last=False):
@@ -443,7 +449,8 @@ def test_tf32_forward_and_grad_input(device, shape, layout):
     """With TF32 allowed, float32 forward and grad_input run the GEMM's tensor cores wherever channels
     (filters, for grad_input) per group are a multiple of 4 or the layer is ungrouped: wgmma on
     Hopper, which reads a 1x1 layer's NCHW input or grad_output as it is (any channel count), other
-    layouts and layers through a channels_last copy. Error within 2x of cuDNN's at TF32; grad_weight stays IEEE FP32."""
+    layouts and layers through a channels_last copy. Error within 2x of cuDNN's at TF32 (grad_weight:
+    test_tf32_grad_weight)."""
     n, c, k, h, w_, r, s, stride, padding, dilation, groups = shape
     x, w, b, kw = make_case(shape, device, torch.float32, channels_last=layout == "nhwc")
     if layout == "strided":  # neither format: the copy path
@@ -461,6 +468,92 @@ def test_tf32_forward_and_grad_input(device, shape, layout):
         assert re.search(r"grad_input:(tc|wgmma)-", backward_plan)
     elif not tf32_grad_input(shape, channels_last=layout == "nhwc"):
         assert not re.search(r"grad_input:(tc|wgmma)-", backward_plan)
+
+
+def tf32_grad_weight(shape, channels_last=False):
+    """grad_weight runs TF32 in channels_last, and in NCHW where a layer has more than 16
+    multiply-adds per byte of input and output (the copies of both into channels_last cost more than
+    tensor cores save on 1x1 layers of few channels), where its kernel's 16-byte copies take the layer:
+    filters per group a multiple of 4, and channels per group too unless the layer is ungrouped (its
+    channels are padded to a word)."""
+    n, c, k, h, w, r, s, stride, padding, dilation, groups = shape
+    words = (k // groups) % 4 == 0 and (groups == 1 or (c // groups) % 4 == 0)
+    return (channels_last or macs_per_byte(shape) > 16) and words
+
+
+# grad_weight's TF32 configs: mma.sync on every GPU (wgmma reads TF32 operands K-major only, and both
+# of grad_weight's run along the positions), a 64-filter tile for groups of at most 64 filters
+# (medium), else 128 x 128 (large); the positions split across blocks to fill the GPU. Partial
+# filter and column tiles, strides, padding, dilation, groups, an RGB stem (channels padded to 4),
+# 1x1 layers, filters or channels per group that are not whole words (IEEE FP32), NCHW layers at
+# most 16 multiply-adds per byte (IEEE FP32: a 1x1 layer of 64 channels at 8.0, beside 128 -> 256 at
+# 21.3 and 128 -> 136 at 16.5).
+TF32_WEIGHT_GRAD_CASES = [
+    ((2, 16, 136, 13, 11, 3, 3, 1, 1, 1, 1), "tc-large"),
+    ((2, 40, 136, 9, 11, 3, 3, 1, 1, 1, 1), "tc-large"),
+    ((2, 16, 72, 15, 14, 3, 3, 2, 2, 2, 1), "tc-large"),
+    ((3, 128, 136, 7, 9, 1, 1, 1, 0, 1, 1), "tc-large"),
+    ((2, 112, 80, 8, 9, 1, 1, 2, 0, 1, 1), "tc-large"),
+    ((2, 16, 24, 9, 7, 3, 3, 1, 1, 1, 1), "tc-medium"),
+    ((1, 32, 40, 12, 13, 3, 3, 2, 1, 1, 1), "tc-medium"),
+    ((2, 64, 48, 10, 9, 3, 3, 1, 1, 1, 2), "tc-medium"),
+    ((2, 3, 16, 15, 14, 7, 7, 2, 3, 1, 1), "tc-medium"),
+    ((2, 24, 24, 10, 9, 5, 3, (2, 1), (2, 1), 1, 3), "tc-medium"),
+    ((8, 64, 128, 40, 33, 3, 3, 1, 1, 1, 1), "tc-large"),
+    ((2, 7, 5, 8, 9, 3, 3, 1, 1, 1, 1), None),
+    ((2, 12, 8, 8, 9, 3, 3, 1, 1, 1, 2), None),
+    ((4, 64, 128, 14, 14, 1, 1, 2, 0, 1, 1), "tc-large"),
+    ((4, 64, 64, 12, 10, 1, 1, 1, 0, 1, 1), "tc-medium"),
+    ((2, 128, 256, 9, 8, 1, 1, 1, 0, 1, 1), "tc-large"),
+]
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])
+@pytest.mark.parametrize("case", TF32_WEIGHT_GRAD_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_tf32_grad_weight(device, case, layout):
+    """With TF32 allowed, float32 grad_weight runs the GEMM's mma.sync kernel (tf32_grad_weight),
+    within 2x of cuDNN's TF32 error, the same bits every call and in every layout (the kernel rounds
+    what it reads to TF32 as the copies of NCHW and strided sources do); elsewhere IEEE FP32, and
+    always with TF32 off."""
+    shape, config = case
+    x, w, b, kw = make_case(shape, device, torch.float32, channels_last=layout == "nhwc")
+    if layout == "strided":  # neither format: the copy path
+        x = torch.cat([x, x], dim=3)[..., ::2]
+    torch.backends.cudnn.allow_tf32 = True
+    w.requires_grad_(True)
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    gy = torch.randn_like(y)
+    (gw,) = torch.autograd.grad(y, (w,), gy)
+    plan = re.search(r"grad_weight:(\S+)/splits=(\d+)", torchconv.last_choice())
+    w64 = w.detach().double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(F.conv2d(x.double(), w64, b.double(), **kw), (w64,), gy.double())
+    wr = w.detach().requires_grad_(True)
+    (theirs,) = torch.autograd.grad(F.conv2d(x, wr, b, **kw), (wr,), gy)
+    err, their_err = rel_err(gw, ref), rel_err(theirs, ref)
+    tensor_cores = tf32_grad_weight(shape, channels_last=layout == "nhwc")
+    assert tensor_cores == (config is not None and (layout == "nhwc" or macs_per_byte(shape) > 16))
+    if tensor_cores:
+        assert plan.group(1) == config, torchconv.last_choice()
+        if shape[0] == 8:
+            assert int(plan.group(2)) > 1
+        assert err <= allowed_error(their_err, torch.float32), f"error {err:.2e}, cuDNN's {their_err:.2e}"
+    else:
+        assert not TENSOR_CORE_PLAN.search(plan.group(0)), torchconv.last_choice()
+        assert err <= 1e-5, err
+    # The same bits every call (the splits' sums are added in a fixed order), and from channels_last
+    # tensors of the same values.
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    assert torch.equal(torch.autograd.grad(y, (w,), gy)[0], gw)
+    if tensor_cores and layout != "nhwc":
+        xc, gyc = (t.contiguous(memory_format=torch.channels_last) for t in (x, gy))
+        y = torchconv.conv2d(xc, w, b, algorithm="gemm", **kw)
+        assert torch.equal(torch.autograd.grad(y, (w,), gyc)[0], gw)
+    torch.backends.cudnn.allow_tf32 = False
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    (gw,) = torch.autograd.grad(y, (w,), gy)
+    assert not TENSOR_CORE_PLAN.search(torchconv.last_choice())
+    assert rel_err(gw, ref) <= 1e-5
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])

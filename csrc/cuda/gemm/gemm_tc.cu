@@ -389,6 +389,12 @@ void dispatch_tc(at::ScalarType dtype, F&& f) {
 //   medium 64 x 128, 4 warps of 64 x 32: groups with <= 64 filters.
 using TcWeightGradLarge = TcWeightGradConfig<128, 128, 32, 2, 4, 4, 2>;
 using TcWeightGradMedium = TcWeightGradConfig<64, 128, 32, 1, 4, 4, 3>;
+// TF32 (4-byte elements; its fragments' loads read a warp tile's rows word by word, so a larger warp
+// tile loads fewer bytes per MMA):
+//   large  128 x 128, 4 warps of 64 x 64, 3 stages (two blocks per SM);
+//   medium 64 x 128, 4 warps of 64 x 32: groups with <= 64 filters.
+using TcWeightGradTf32Large = TcWeightGradConfig<128, 128, 32, 2, 2, 3, 2, 4>;
+using TcWeightGradTf32Medium = TcWeightGradConfig<64, 128, 32, 1, 4, 4, 2, 4>;
 // wgmma (sm_90a; filters x columns, warpgroups across the columns, stages, blocks per SM):
 //   wide    128 x 256: more than 64 filters per group and more than 128 columns (taps x channels
 //           per group) -- even where 128 columns would pad less (a 3x3 layer of 128 channels has
@@ -412,6 +418,8 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   wg.Cg = int(p.channels_per_group()), wg.Kg = int(p.filters_per_group()), wg.cols = wg.R * wg.S * wg.Cg;
   wg.k_pad = round_up(wg.Kg, Cfg::kBM), wg.n_pad = round_up(wg.cols, Cfg::kBN);
   wg.positions = p.N * p.Ho * p.Wo;
+  wg.plane_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Ho * p.Wo)));
+  wg.wo_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Wo)));
   a.m_tiles = wg.k_pad / Cfg::kBM, a.n_tiles = wg.n_pad / Cfg::kBN;
   // Position splits: the waves filled, at least 8 chunks each, the partial sums within the
   // workspace limit.
@@ -439,22 +447,35 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// The grad_weight config rule: wgmma on Hopper, mma.sync otherwise.
+// The grad_weight config rule: wgmma on Hopper, mma.sync otherwise; TF32 mma.sync on every GPU
+// (wgmma reads TF32 operands K-major only, and both of grad_weight's run along the positions, MN-major).
+// `rounded`: x and gy are float32 copies rounded to TF32 when made (channels_last_padded).
 template <typename T>
-void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw) {
+void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw, bool rounded) {
   const bool narrow = p.filters_per_group() <= 64;
-  if (runs_wgmma()) {
+  if constexpr (std::is_same_v<T, float>) {
+    auto run = [&](auto cfg, const char* name) {
+      using Cfg = decltype(cfg);
+      tc_weight_grad<T, Cfg>(rounded ? tc_weight_grad_kernel<T, Cfg, true> : tc_weight_grad_kernel<T, Cfg, false>, p,
+                             x, gy, gw, name);
+    };
+    return narrow ? run(TcWeightGradTf32Medium{}, "tc-medium") : run(TcWeightGradTf32Large{}, "tc-large");
+  } else {
+    if (runs_wgmma()) {
+      if (narrow)
+        return tc_weight_grad<T, WgmmaWeightGradNarrow>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradNarrow>, p, x,
+                                                         gy, gw, "wgmma-narrow");
+      if (p.R * p.S * p.channels_per_group() > 128)
+        return tc_weight_grad<T, WgmmaWeightGradWide>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWide>, p, x, gy,
+                                                       gw, "wgmma-wide");
+      return tc_weight_grad<T, WgmmaWeightGradLarge>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradLarge>, p, x, gy,
+                                                      gw, "wgmma-large");
+    }
     if (narrow)
-      return tc_weight_grad<T, WgmmaWeightGradNarrow>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradNarrow>, p, x,
-                                                       gy, gw, "wgmma-narrow");
-    if (p.R * p.S * p.channels_per_group() > 128)
-      return tc_weight_grad<T, WgmmaWeightGradWide>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWide>, p, x, gy,
-                                                     gw, "wgmma-wide");
-    return tc_weight_grad<T, WgmmaWeightGradLarge>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradLarge>, p, x, gy,
-                                                    gw, "wgmma-large");
+      return tc_weight_grad<T, TcWeightGradMedium>(tc_weight_grad_kernel<T, TcWeightGradMedium>, p, x, gy, gw,
+                                                   "tc-medium");
+    return tc_weight_grad<T, TcWeightGradLarge>(tc_weight_grad_kernel<T, TcWeightGradLarge>, p, x, gy, gw, "tc-large");
   }
-  if (narrow) return tc_weight_grad<T, TcWeightGradMedium>(tc_weight_grad_kernel<T, TcWeightGradMedium>, p, x, gy, gw, "tc-medium");
-  return tc_weight_grad<T, TcWeightGradLarge>(tc_weight_grad_kernel<T, TcWeightGradLarge>, p, x, gy, gw, "tc-large");
 }
 
 // Whether the channels_last kernels read `t` as it is: dense channels_last with `channels` channels,
@@ -534,15 +555,6 @@ bool uses_tensor_cores(at::ScalarType dtype) {
   return is_reduced_float(dtype) || (dtype == at::kFloat && tf32_enabled());
 }
 
-std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype) {
-  if (!is_reduced_float(dtype)) return "its tensor-core grad_weight kernel takes float16 and bfloat16";
-  if ((p.groups > 1 && p.channels_per_group() % 8 != 0) || p.filters_per_group() % 8 != 0)
-    return "its tensor-core grad_weight kernel copies 16-byte runs of channels and of filters, and channels (" +
-           std::to_string(p.channels_per_group()) + ") or filters (" + std::to_string(p.filters_per_group()) +
-           ") per group are not a multiple of 8 (ungrouped layers pad their channels)";
-  return "";
-}
-
 at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                  const at::Tensor& weight) {
   const at::MemoryFormat format = conv_memory_format(input, weight);
@@ -556,10 +568,8 @@ at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_outp
   const at::Tensor x = channels_last_padded(input, padded.C);
   const at::Tensor gy = channels_last_padded(grad_output, p.K);
   at::Tensor target = padded.C == p.C ? gw : at::empty({p.K, padded.C, p.R, p.S}, gw.options());
-  dispatch_tc(input.scalar_type(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, float>) run_tc_weight_grad<T>(padded, x, gy, target);
-  });
+  const bool rounded = is_copy(x, input) && is_copy(gy, grad_output);
+  dispatch_tc(input.scalar_type(), [&](auto tag) { run_tc_weight_grad<decltype(tag)>(padded, x, gy, target, rounded); });
   if (padded.C != p.C) gw.copy_(target.narrow(1, 0, p.C));
   return gw;
 }
@@ -575,12 +585,22 @@ at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_outp
 // Forward and grad_input do the same multiply-adds over the same bytes.
 constexpr double kTf32MaxMacsPerByte = 7.0;
 
-bool tf32_pays(const ConvShape& p, bool channels_last) {
-  if (channels_last) return true;
-  const double macs = p.flops() / 2;
+// A float32 layer's multiply-adds per byte of its input and output, each moved once.
+double macs_per_byte(const ConvShape& p) {
   const double bytes = 4.0 * (double(p.N) * p.C * p.H * p.W + double(p.N) * p.K * p.Ho * p.Wo);
-  return macs > kTf32MaxMacsPerByte * bytes;
+  return p.flops() / 2 / bytes;
 }
+
+bool tf32_pays(const ConvShape& p, bool channels_last) {
+  return channels_last || macs_per_byte(p) > kTf32MaxMacsPerByte;
+}
+
+// An NCHW layer's TF32 grad_weight first copies both its input and grad_output into channels_last
+// (the kernel reads 16-byte runs of filters and channels), where the IEEE FP32 kernel reads the planes
+// as they are: about two more passes over those bytes at copy bandwidth, against the tensor cores'
+// faster multiply-adds. Below kTf32GradWeightNchwMinMacsPerByte -- the 1x1 layers of few channels --
+// the copies cost more than the tensor cores save, and the layer's grad_weight stays IEEE FP32.
+constexpr double kTf32GradWeightNchwMinMacsPerByte = 16.0;
 
 // With TF32 allowed, cuDNN computes the grad_input of an NCHW RGB stem in IEEE FP32 (its error is
 // float32's, three orders below TF32's), so ours does too: an NCHW float32 layer with fewer channels
@@ -603,6 +623,22 @@ std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool
     return "its tensor-core kernels copy 16-byte runs of channels and " +
            std::string(grad_input ? "filters" : "channels") + " per group (" + std::to_string(reduced) +
            ") are not a multiple of " + std::to_string(vec);
+  return "";
+}
+
+std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool channels_last) {
+  if (dtype == at::kFloat && !tf32_pays(p, channels_last))
+    return tc_unsupported_reason(p, dtype, false, channels_last);
+  if (dtype == at::kFloat && !channels_last && macs_per_byte(p) <= kTf32GradWeightNchwMinMacsPerByte)
+    return "with TF32 allowed, the grad_weight of an NCHW float32 layer of at most " +
+           std::to_string(int(kTf32GradWeightNchwMinMacsPerByte)) +
+           " multiply-adds per byte moved runs in IEEE FP32: its TF32 kernel's channels_last copies would cost more "
+           "than its tensor cores save";
+  const int vec = vector_elems(dtype);
+  if ((p.groups > 1 && p.channels_per_group() % vec != 0) || p.filters_per_group() % vec != 0)
+    return "its tensor-core grad_weight kernel copies 16-byte runs of channels and of filters, and channels (" +
+           std::to_string(p.channels_per_group()) + ") or filters (" + std::to_string(p.filters_per_group()) +
+           ") per group are not a multiple of " + std::to_string(vec) + " (ungrouped layers pad their channels)";
   return "";
 }
 

@@ -36,8 +36,11 @@ bool uses_tensor_cores(at::ScalarType dtype);
 // on its CUDA-core kernels in float32. `channels_last`: the call's memory format (conv_memory_format).
 std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input, bool channels_last);
 
-// "" when the tensor-core grad_weight kernel (float16 / bfloat16) can run `p`, else why not.
-std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype);
+// "" when the tensor-core grad_weight kernel runs `p` in `dtype` (a dtype uses_tensor_cores takes),
+// else why not: a float32 layer that TF32 would not make faster (tf32_pays, as the forward; in NCHW
+// also the 1x1 layers of few channels, whose copies into channels_last would cost more than the tensor
+// cores save), or channels (of a grouped layer) or filters per group that are not whole 16-byte words.
+std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool channels_last);
 
 // The forward, grad_input and grad_weight of a checked shape, in conv_memory_format (inside the device guard).
 at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,

@@ -1,16 +1,18 @@
-// grad_weight on tensor cores (float16 / bfloat16, FP32 accumulators), device side: mma.sync
-// m16n8k16 (tc_weight_grad_kernel), and wgmma on sm_90a (tc_weight_grad_wgmma_kernel). In
-// channels_last both operands run along the reduction:
+// grad_weight on tensor cores (float16 / bfloat16, and float32 as TF32; FP32 accumulators), device
+// side: mma.sync (tc_weight_grad_kernel: m16n8k16, TF32 m16n8k8), and wgmma on sm_90a
+// (tc_weight_grad_wgmma_kernel, 16-bit only). In channels_last both operands run along the reduction:
 //     dW[g][k][(tap, c)] = sum over output positions p of gy[p][g, k] * x[p through tap][g, c]
 // so a chunk of kBK positions is kBK rows of filters (gy) and kBK rows of (tap, channel) columns
 // (x, gathered), each row copied in 16-byte words; the MMAs read both tiles transposed (ldmatrix
-// .trans; wgmma's MN-major operands). The positions are split across blocks so that the grid fills
-// the GPU; each split writes FP32 partial sums, which tc_weight_grad_finish_kernel adds in a fixed
-// order (bitwise repeatable) and writes in the weight's dtype and memory format.
+// .trans; wgmma's MN-major operands, which wgmma has for 16-bit types only -- TF32 runs mma.sync, its
+// fragments read by 8- and 4-byte shared loads). The positions are split across blocks so that the grid
+// fills the GPU; each split writes FP32 partial sums, which tc_weight_grad_finish_kernel adds in a
+// fixed order (bitwise repeatable) and writes in the weight's dtype and memory format.
 #pragma once
 
 #include <cstdint>
 
+#include "../common/fast_divisor.cuh"
 #include "../common/launch.cuh"
 #include "../common/mma.cuh"
 #include "../common/wgmma.cuh"
@@ -18,11 +20,15 @@
 namespace torchconv {
 namespace cuda {
 
-template <int kBM_, int kBN_, int kBK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_>
+// kElemBytes: 2 (float16 / bfloat16) or 4 (float32 read as TF32).
+template <int kBM_, int kBN_, int kBK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_, int kElemBytes_ = 2>
 struct TcWeightGradConfig : MmaWarpTiling<kBM_, kBN_, kWarpsM_, kWarpsN_, kMinBlocks_> {
-  static constexpr int kBK = kBK_, kStages = kStages_;
-  // Rows of filters / columns (2-byte elements) padded by 16 bytes: conflict-free ldmatrix.
-  static constexpr int kRowBytesA = kBM_ * 2 + 16, kRowBytesB = kBN_ * 2 + 16;
+  static constexpr int kBK = kBK_, kStages = kStages_, kElemBytes = kElemBytes_;
+  // Rows of filters / columns padded by 16 bytes (2-byte elements: conflict-free ldmatrix) or 32
+  // (4-byte: a row then starts 8 banks on from the one above, so the TF32 fragments' loads -- 4 rows
+  // of a lane quad, 8 neighbouring words or word pairs -- meet distinct banks in each transaction).
+  static constexpr int kRowPad = kElemBytes == 2 ? 16 : 32;
+  static constexpr int kRowBytesA = kBM_ * kElemBytes + kRowPad, kRowBytesB = kBN_ * kElemBytes + kRowPad;
   static constexpr int kStageBytes = kBK * (kRowBytesA + kRowBytesB);
   static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes;
   static_assert(kBK % 16 == 0, "whole m16n8k16 k-steps");
@@ -35,6 +41,7 @@ struct TcWeightGrad {
   int k_pad, n_pad;          // partial-sum tile rows and columns, padded to the block tile
   int64_t positions;         // N x Ho x Wo
   int64_t positions_per_split;
+  FastDivisor plane_div, wo_div;  // by Ho x Wo and Wo: positions below 2^31 decoded by multiplies
 };
 
 template <typename T>
@@ -65,11 +72,68 @@ struct TcWeightGradBlock {
   }
 };
 
-template <typename T, typename Cfg>
+// The TF32 fragments of tc_weight_grad_kernel. No ldmatrix transposes 4-byte elements, so each lane
+// loads its fragment words from the position-major tiles itself, every load landing in the registers
+// the MMA reads (no moves): A's rows permuted so that MMA rows g and g + 8 (g = lane / 4) of m-tile i
+// hold the warp's neighbouring filters 16i + 2g and 16i + 2g + 1 -- one 8-byte load per k (position)
+// -- and B's columns as they are, a 4-byte load each. Each word is rounded to TF32 in its register
+// (tf32_bits_for_mma) unless both sources are copies rounded when made (kRounded); the caller's
+// float32 tensors are not.
+template <typename Cfg, bool kRounded>
+struct Tf32WeightGradFragments {
+  __device__ static uint32_t word(float v) { return kRounded ? __float_as_uint(v) : tf32_bits_for_mma(v); }
+
+  static constexpr int kMTiles = Cfg::kMTiles, kNTiles = Cfg::kNTiles;
+
+  // Lane (g, t)'s first words: row t, filter 2g (column g) of the warp's tile.
+  __device__ static int a_offset(int wm, int lane) {
+    return (lane % 4) * Cfg::kRowBytesA + (wm * Cfg::kWarpM + 2 * (lane / 4)) * 4;
+  }
+  __device__ static int b_offset(int wn, int lane) {
+    return (lane % 4) * Cfg::kRowBytesB + (wn * Cfg::kWarpN + lane / 4) * 4;
+  }
+  // The fragments of k-step ks (positions 8 ks .. 8 ks + 7): rows t (a0, a1; b0) and t + 4 (a2, a3; b1).
+  __device__ static void load(const unsigned char* sa, const unsigned char* sb, int ks, uint32_t (&af)[kMTiles][4],
+                              uint32_t (&bf)[kNTiles][2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = ks * 8 + 4 * h;
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i) {
+        const float2 v = *reinterpret_cast<const float2*>(sa + row * Cfg::kRowBytesA + i * 64);
+        af[i][2 * h] = word(v.x), af[i][2 * h + 1] = word(v.y);
+      }
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+        bf[j][h] = word(*reinterpret_cast<const float*>(sb + row * Cfg::kRowBytesB + j * 32));
+    }
+  }
+  // The sums of the warp's tile (wm, wn) to out (the block's first filter and column): accumulator
+  // element e of tiles (i, j) is filter 16i + 2g + e / 2, column 8j + 2t + e % 2.
+  __device__ static void store(const float (&acc)[kMTiles][kNTiles][4], float* out, int64_t row_stride, int wm,
+                               int wn, int lane) {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = wm * Cfg::kWarpM + 16 * i + 2 * g + h, col = wn * Cfg::kWarpN + 8 * j + 2 * t;
+          *reinterpret_cast<float2*>(out + row * row_stride + col) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+        }
+  }
+};
+
+// kRounded (TF32): x and gy are copies whose values were rounded to TF32 when made.
+template <typename T, typename Cfg, bool kRounded = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     tc_weight_grad_kernel(const __grid_constant__ TcWeightGradArgs<T> a) {
   extern __shared__ __align__(128) unsigned char smem[];
-  constexpr int kWordsA = Cfg::kBM / 8, kWordsB = Cfg::kBN / 8;  // 16-byte words per row
+  static_assert(sizeof(T) == Cfg::kElemBytes, "the config's element size");
+  constexpr bool kTf32 = WarpMma<T>::kTf32;
+  constexpr int kVec = 16 / int(sizeof(T));  // elements per 16-byte word
+  constexpr int kWordsA = Cfg::kBM / kVec, kWordsB = Cfg::kBN / kVec;  // 16-byte words per row
   constexpr int kARows = Cfg::kBK * kWordsA / Cfg::kThreads, kBRows = Cfg::kBK * kWordsB / Cfg::kThreads;
   constexpr int kARowStep = Cfg::kThreads / kWordsA, kBRowStep = Cfg::kThreads / kWordsB;
   static_assert(kARows >= 1 && kBRows >= 1 && Cfg::kThreads % kWordsA == 0 && Cfg::kThreads % kWordsB == 0,
@@ -81,12 +145,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int g = blk.g, split = blk.split, m0 = blk.m0, n0 = blk.n0, chunks = blk.chunks;
   const int64_t p_begin = blk.p_begin, p_end = blk.p_end;
 
-  // A: filters m0 + 8 * word_a .. of grad_output rows; B: column n0 + 8 * word_b = (tap, channel).
+  // A: filters m0 + kVec * word_a .. of grad_output rows; B: column n0 + kVec * word_b = (tap, channel).
   const int word_a = tid % kWordsA, row_a = tid / kWordsA;
   const int word_b = tid % kWordsB, row_b = tid / kWordsB;
-  const bool filter_ok = m0 + word_a * 8 < wg.Kg;
-  const T* gy_base = a.gy + int64_t(g) * wg.Kg + m0 + word_a * 8;
-  const int n = n0 + word_b * 8;
+  const bool filter_ok = m0 + word_a * kVec < wg.Kg;
+  const T* gy_base = a.gy + int64_t(g) * wg.Kg + m0 + word_a * kVec;
+  const int n = n0 + word_b * kVec;
   const bool column_ok = n < wg.cols;
   const int tap = column_ok ? n / wg.Cg : 0, c = column_ok ? n - tap * wg.Cg : 0;
   const int r = tap / wg.S, s = tap - r * wg.S;
@@ -112,8 +176,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       bool ok = column_ok && p < p_end;
       const T* src = a.x;
       if (ok) {
-        const int img = int(p / plane), q = int(p - int64_t(img) * plane);
-        const int oy = q / wg.Wo, ox = q - oy * wg.Wo;
+        int img, q;
+        if (wg.positions <= INT32_MAX) {
+          img = int(wg.plane_div.div(uint32_t(p))), q = int(p) - img * plane;
+        } else {
+          img = int(p / plane), q = int(p - int64_t(img) * plane);
+        }
+        const int oy = int(wg.wo_div.div(uint32_t(q))), ox = q - oy * wg.Wo;
         const int iy = oy * wg.stride_h + dy, ix = ox * wg.stride_w + dx;
         ok = unsigned(iy) < unsigned(wg.H) && unsigned(ix) < unsigned(wg.W);
         src = x_base + ((int64_t(img) * wg.H + iy) * wg.W + ix) * wg.C;
@@ -126,9 +195,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int wm = warp % Cfg::kWarpsM, wn = warp / Cfg::kWarpsM;
   // ldmatrix.trans row addresses: A (stored [position][filter]) rows lane % 8 + (lane / 16) * 8,
   // filter offset ((lane / 8) % 2) * 8; B (stored [position][column]) rows lane % 8 +
-  // ((lane / 8) % 2) * 8, column offset (lane / 16) * 8.
-  const int a_off = (lane % 8 + (lane / 16) * 8) * Cfg::kRowBytesA + (wm * Cfg::kWarpM + ((lane / 8) % 2) * 8) * 2;
-  const int b_off = (lane % 8 + ((lane / 8) % 2) * 8) * Cfg::kRowBytesB + (wn * Cfg::kWarpN + (lane / 16) * 8) * 2;
+  // ((lane / 8) % 2) * 8, column offset (lane / 16) * 8. TF32: Tf32WeightGradFragments.
+  using Tf32 = Tf32WeightGradFragments<Cfg, kRounded>;
+  const int a_off = kTf32 ? Tf32::a_offset(wm, lane)
+                          : (lane % 8 + (lane / 16) * 8) * Cfg::kRowBytesA +
+                                (wm * Cfg::kWarpM + ((lane / 8) % 2) * 8) * 2;
+  const int b_off = kTf32 ? Tf32::b_offset(wn, lane)
+                          : (lane % 8 + ((lane / 8) % 2) * 8) * Cfg::kRowBytesB +
+                                (wn * Cfg::kWarpN + (lane / 16) * 8) * 2;
 
   float acc[Cfg::kMTiles][Cfg::kNTiles][4];
 #pragma unroll
@@ -150,35 +224,51 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (next < chunks) fetch(next, next % Cfg::kStages);
     cp_async_commit();
     const int st = chunk % Cfg::kStages;
-    const unsigned sa = smem_address(stage_a(st) + a_off), sb = smem_address(stage_b(st) + b_off);
+    if constexpr (kTf32) {
 #pragma unroll
-    for (int ks = 0; ks < Cfg::kBK / 16; ++ks) {
-      uint32_t af[Cfg::kMTiles][4], bf[Cfg::kNTiles][2];
+      for (int ks = 0; ks < Cfg::kBK / 8; ++ks) {
+        uint32_t af[Cfg::kMTiles][4], bf[Cfg::kNTiles][2];
+        Tf32::load(stage_a(st) + a_off, stage_b(st) + b_off, ks, af, bf);
 #pragma unroll
-      for (int i = 0; i < Cfg::kMTiles; ++i) ldmatrix_x4_trans(af[i], sa + ks * 16 * Cfg::kRowBytesA + i * 32);
+        for (int i = 0; i < Cfg::kMTiles; ++i)
 #pragma unroll
-      for (int j = 0; j < Cfg::kNTiles; j += 2) {
-        uint32_t q[4];
-        ldmatrix_x4_trans(q, sb + ks * 16 * Cfg::kRowBytesB + j * 16);
-        bf[j][0] = q[0], bf[j][1] = q[1], bf[j + 1][0] = q[2], bf[j + 1][1] = q[3];
+          for (int j = 0; j < Cfg::kNTiles; ++j) WarpMma<T>::run(acc[i][j], af[i], bf[j]);
       }
+    } else {
+      const unsigned sa = smem_address(stage_a(st) + a_off), sb = smem_address(stage_b(st) + b_off);
 #pragma unroll
-      for (int i = 0; i < Cfg::kMTiles; ++i)
+      for (int ks = 0; ks < Cfg::kBK / 16; ++ks) {
+        uint32_t af[Cfg::kMTiles][4], bf[Cfg::kNTiles][2];
 #pragma unroll
-        for (int j = 0; j < Cfg::kNTiles; ++j) WarpMma<T>::run(acc[i][j], af[i], bf[j]);
+        for (int i = 0; i < Cfg::kMTiles; ++i) ldmatrix_x4_trans(af[i], sa + ks * 16 * Cfg::kRowBytesA + i * 32);
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; j += 2) {
+          uint32_t q[4];
+          ldmatrix_x4_trans(q, sb + ks * 16 * Cfg::kRowBytesB + j * 16);
+          bf[j][0] = q[0], bf[j][1] = q[1], bf[j + 1][0] = q[2], bf[j + 1][1] = q[3];
+        }
+#pragma unroll
+        for (int i = 0; i < Cfg::kMTiles; ++i)
+#pragma unroll
+          for (int j = 0; j < Cfg::kNTiles; ++j) WarpMma<T>::run(acc[i][j], af[i], bf[j]);
+      }
     }
   }
   cp_async_wait<0>();
 
   float* out = a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0) * wg.n_pad + n0;
+  if constexpr (kTf32) {
+    Tf32::store(acc, out, wg.n_pad, wm, wn, lane);
+  } else {
 #pragma unroll
-  for (int i = 0; i < Cfg::kMTiles; ++i)
+    for (int i = 0; i < Cfg::kMTiles; ++i)
 #pragma unroll
-    for (int j = 0; j < Cfg::kNTiles; ++j) {
-      const int row = wm * Cfg::kWarpM + i * 16 + lane / 4, col = wn * Cfg::kWarpN + j * 8 + (lane % 4) * 2;
-      *reinterpret_cast<float2*>(out + int64_t(row) * wg.n_pad + col) = make_float2(acc[i][j][0], acc[i][j][1]);
-      *reinterpret_cast<float2*>(out + int64_t(row + 8) * wg.n_pad + col) = make_float2(acc[i][j][2], acc[i][j][3]);
-    }
+      for (int j = 0; j < Cfg::kNTiles; ++j) {
+        const int row = wm * Cfg::kWarpM + i * 16 + lane / 4, col = wn * Cfg::kWarpN + j * 8 + (lane % 4) * 2;
+        *reinterpret_cast<float2*>(out + int64_t(row) * wg.n_pad + col) = make_float2(acc[i][j][0], acc[i][j][1]);
+        *reinterpret_cast<float2*>(out + int64_t(row + 8) * wg.n_pad + col) = make_float2(acc[i][j][2], acc[i][j][3]);
+      }
+  }
 }
 
 // The wgmma tile (sm_90a): kBM filters (64 or 128) x kBN columns (128 or 256), kBK = 64 positions
