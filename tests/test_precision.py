@@ -470,24 +470,46 @@ def test_tf32_forward_and_grad_input(device, shape, layout):
         assert not re.search(r"grad_input:(tc|wgmma)-", backward_plan)
 
 
-def tf32_grad_weight(shape, channels_last=False):
-    """grad_weight runs TF32 in channels_last, and in NCHW where a layer has more than 16
-    multiply-adds per byte of input and output (the copies of both into channels_last cost more than
-    tensor cores save on 1x1 layers of few channels), where its kernel's 16-byte copies take the layer:
-    filters per group a multiple of 4, and channels per group too unless the layer is ungrouped (its
-    channels are padded to a word)."""
+def tf32_grad_weight_reads_nchw(layout):
+    """On Hopper, grad_weight reads dense NCHW float32 planes as they are (wgmma reads TF32 operands
+    K-major, and in NCHW both of grad_weight's run along the positions)."""
+    return layout == "nchw" and hopper()
+
+
+def tf32_grad_weight(shape, layout="nchw"):
+    """grad_weight runs TF32 where the forward would (tf32_pays). Reading NCHW planes
+    (tf32_grad_weight_reads_nchw) that is all; the other kernels copy 16-byte words -- filters per
+    group a multiple of 4, and channels per group too unless the layer is ungrouped (its channels are
+    padded to a word) -- and in NCHW (strided tensors, or GPUs without wgmma) need more than 16
+    multiply-adds per byte of input and output (the copies of both into channels_last cost more
+    than the tensor cores save on 1x1 layers of few channels)."""
     n, c, k, h, w, r, s, stride, padding, dilation, groups = shape
+    if not tf32_pays(shape, channels_last=layout == "nhwc"):
+        return False
+    if tf32_grad_weight_reads_nchw(layout):
+        return True
     words = (k // groups) % 4 == 0 and (groups == 1 or (c // groups) % 4 == 0)
-    return (channels_last or macs_per_byte(shape) > 16) and words
+    return (layout == "nhwc" or macs_per_byte(shape) > 16) and words
 
 
-# grad_weight's TF32 configs: mma.sync on every GPU (wgmma reads TF32 operands K-major only, and both
-# of grad_weight's run along the positions), a 64-filter tile for groups of at most 64 filters
-# (medium), else 128 x 128 (large); the positions split across blocks to fill the GPU. Partial
+def tf32_grad_weight_config(shape, layout, copies_config):
+    """The config of a TF32 grad_weight: reading NCHW planes, by filters per group (at most 64
+    narrow, at most 128 large, else wide: 256 filters a block); else `copies_config`."""
+    if not tf32_grad_weight_reads_nchw(layout):
+        return copies_config
+    filters = shape[2] // shape[10]
+    return "wgmma-nchw-" + ("narrow" if filters <= 64 else "large" if filters <= 128 else "wide")
+
+
+# grad_weight's TF32 configs. On channels_last (or copied) sources mma.sync on every GPU (wgmma reads
+# TF32 operands K-major only, and in channels_last both of grad_weight's run along the positions), a
+# 64-filter tile for groups of at most 64 filters (medium), else 128 x 128 (large); on Hopper's NCHW
+# planes wgmma (tf32_grad_weight_config). The positions split across blocks to fill the GPU. Partial
 # filter and column tiles, strides, padding, dilation, groups, an RGB stem (channels padded to 4),
-# 1x1 layers, filters or channels per group that are not whole words (IEEE FP32), NCHW layers at
-# most 16 multiply-adds per byte (IEEE FP32: a 1x1 layer of 64 channels at 8.0, beside 128 -> 256 at
-# 21.3 and 128 -> 136 at 16.5).
+# 1x1 layers, filters or channels per group that are not whole words (IEEE FP32 on copies; NCHW
+# planes take them), NCHW layers at most 16 multiply-adds per byte (IEEE FP32 on copies: a 1x1 layer
+# of 64 channels at 8.0, beside 128 -> 256 at 21.3 and 128 -> 136 at 16.5), filters per group past
+# a wide tile (300).
 TF32_WEIGHT_GRAD_CASES = [
     ((2, 16, 136, 13, 11, 3, 3, 1, 1, 1, 1), "tc-large"),
     ((2, 40, 136, 9, 11, 3, 3, 1, 1, 1, 1), "tc-large"),
@@ -505,6 +527,11 @@ TF32_WEIGHT_GRAD_CASES = [
     ((4, 64, 128, 14, 14, 1, 1, 2, 0, 1, 1), "tc-large"),
     ((4, 64, 64, 12, 10, 1, 1, 1, 0, 1, 1), "tc-medium"),
     ((2, 128, 256, 9, 8, 1, 1, 1, 0, 1, 1), "tc-large"),
+    ((2, 64, 130, 12, 10, 3, 3, 1, 1, 1, 1), None),
+    ((2, 30, 33, 17, 19, 3, 3, 1, 1, 2, 3), None),
+    ((1, 40, 130, 9, 7, 5, 3, 1, 2, 1, 2), None),
+    ((2, 128, 300, 7, 9, 1, 1, 1, 0, 1, 1), "tc-large"),
+    ((3, 256, 320, 11, 6, 1, 1, 1, 0, 1, 4), "tc-large"),
 ]
 
 
@@ -512,10 +539,10 @@ TF32_WEIGHT_GRAD_CASES = [
 @pytest.mark.parametrize("case", TF32_WEIGHT_GRAD_CASES, ids=lambda c: shape_id(c[0]))
 @pytest.mark.parametrize("device", [CUDA])
 def test_tf32_grad_weight(device, case, layout):
-    """With TF32 allowed, float32 grad_weight runs the GEMM's mma.sync kernel (tf32_grad_weight),
-    within 2x of cuDNN's TF32 error, the same bits every call and in every layout (the kernel rounds
-    what it reads to TF32 as the copies of NCHW and strided sources do); elsewhere IEEE FP32, and
-    always with TF32 off."""
+    """With TF32 allowed, float32 grad_weight runs the GEMM's tensor-core kernels (tf32_grad_weight,
+    tf32_grad_weight_config), within 2x of cuDNN's TF32 error, the same bits every call, and from
+    strided tensors the same bits as from channels_last ones (the mma.sync kernel rounds what it reads
+    to TF32 as the copies of strided sources do); elsewhere IEEE FP32, and always with TF32 off."""
     shape, config = case
     x, w, b, kw = make_case(shape, device, torch.float32, channels_last=layout == "nhwc")
     if layout == "strided":  # neither format: the copy path
@@ -531,10 +558,11 @@ def test_tf32_grad_weight(device, case, layout):
     wr = w.detach().requires_grad_(True)
     (theirs,) = torch.autograd.grad(F.conv2d(x, wr, b, **kw), (wr,), gy)
     err, their_err = rel_err(gw, ref), rel_err(theirs, ref)
-    tensor_cores = tf32_grad_weight(shape, channels_last=layout == "nhwc")
-    assert tensor_cores == (config is not None and (layout == "nhwc" or macs_per_byte(shape) > 16))
+    tensor_cores = tf32_grad_weight(shape, layout)
+    copies = config is not None and (layout == "nhwc" or macs_per_byte(shape) > 16)
+    assert tensor_cores == (tf32_pays(shape) if tf32_grad_weight_reads_nchw(layout) else copies)
     if tensor_cores:
-        assert plan.group(1) == config, torchconv.last_choice()
+        assert plan.group(1) == tf32_grad_weight_config(shape, layout, config), torchconv.last_choice()
         if shape[0] == 8:
             assert int(plan.group(2)) > 1
         assert err <= allowed_error(their_err, torch.float32), f"error {err:.2e}, cuDNN's {their_err:.2e}"
@@ -545,7 +573,7 @@ def test_tf32_grad_weight(device, case, layout):
     # tensors of the same values.
     y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     assert torch.equal(torch.autograd.grad(y, (w,), gy)[0], gw)
-    if tensor_cores and layout != "nhwc":
+    if tensor_cores and layout == "strided":  # the copies' kernel, as channels_last tensors
         xc, gyc = (t.contiguous(memory_format=torch.channels_last) for t in (x, gy))
         y = torchconv.conv2d(xc, w, b, algorithm="gemm", **kw)
         assert torch.equal(torch.autograd.grad(y, (w,), gyc)[0], gw)

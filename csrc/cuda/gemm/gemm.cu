@@ -533,12 +533,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
   // CUDA-core kernels in float32.
   const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
   const bool tc_input = output_mask[0] && tc_unsupported_reason(p, dtype, true, channels_last).empty();
-  const bool tc_weight = output_mask[1] && tc_weight_grad_unsupported_reason(p, dtype, channels_last).empty();
+  const bool tc_weight =
+      output_mask[1] &&
+      tc_weight_grad_unsupported_reason(p, dtype, channels_last, tc_weight_grad_reads_nchw(p, input, grad_output))
+          .empty();
   int64_t workspace = 0;
   at::Tensor gx, gw;
   // Both tensor-core gradients read a float16 / bfloat16 grad_output in channels_last: one copy of an
   // NCHW one serves both (a no-op when it is channels_last already). float32's grad_input takes its
-  // own source (tc_source: a 1x1 layer's NCHW planes as they are, else a copy rounded to TF32).
+  // own source (tc_source: a 1x1 layer's NCHW planes as they are, else a copy rounded to TF32), and its
+  // grad_weight reads dense NCHW planes as they are on Hopper (tc_weight_grad_reads_nchw).
   const at::Tensor gy_tc = tc_input && tc_weight && dtype != at::kFloat
                                ? grad_output.contiguous(at::MemoryFormat::ChannelsLast)
                                : grad_output;

@@ -405,6 +405,14 @@ using TcWeightGradTf32Medium = TcWeightGradConfig<64, 128, 32, 1, 4, 4, 2, 4>;
 using WgmmaWeightGradWide = WgmmaWeightGradConfig<128, 256, 1, 4, 1>;
 using WgmmaWeightGradLarge = WgmmaWeightGradConfig<128, 128, 1, 3, 2>;
 using WgmmaWeightGradNarrow = WgmmaWeightGradConfig<64, 128, 2, 4, 2>;
+// TF32 on wgmma from NCHW planes (sm_90a; filters x 128 columns, blocks per SM):
+//   wgmma-nchw-wide   256 filters, four warpgroups: more than 128 filters per group (half the input
+//                     loads per multiply-add of the 128-filter tile);
+//   wgmma-nchw-large  128 filters, two warpgroups, two blocks per SM: 65 to 128 filters per group;
+//   wgmma-nchw-narrow 64 filters, one warpgroup, three blocks per SM: at most 64.
+using WgmmaNchwWeightGradWide = WgmmaNchwWeightGradConfig<256, 1>;
+using WgmmaNchwWeightGradLarge = WgmmaNchwWeightGradConfig<128, 2>;
+using WgmmaNchwWeightGradNarrow = WgmmaNchwWeightGradConfig<64, 3>;
 
 template <typename T, typename Cfg, typename Kernel>
 void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw,
@@ -447,8 +455,9 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// The grad_weight config rule: wgmma on Hopper, mma.sync otherwise; TF32 mma.sync on every GPU
-// (wgmma reads TF32 operands K-major only, and both of grad_weight's run along the positions, MN-major).
+// The grad_weight config rule for channels_last sources: wgmma on Hopper, mma.sync otherwise; TF32
+// mma.sync on every GPU (wgmma reads TF32 operands K-major only, and in channels_last both of
+// grad_weight's run along the positions, MN-major; NCHW planes are K-major: run_tc_weight_grad_nchw).
 // `rounded`: x and gy are float32 copies rounded to TF32 when made (channels_last_padded).
 template <typename T>
 void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw, bool rounded) {
@@ -476,6 +485,18 @@ void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tenso
                                                    "tc-medium");
     return tc_weight_grad<T, TcWeightGradLarge>(tc_weight_grad_kernel<T, TcWeightGradLarge>, p, x, gy, gw, "tc-large");
   }
+}
+
+// The TF32 grad_weight of NCHW planes (tc_weight_grad_nchw_tf32_kernel), by filters per group.
+void run_tc_weight_grad_nchw(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw) {
+  const int64_t filters = p.filters_per_group();
+  auto run = [&](auto cfg, const char* name) {
+    using Cfg = decltype(cfg);
+    tc_weight_grad<float, Cfg>(tc_weight_grad_nchw_tf32_kernel<Cfg>, p, x, gy, gw, name);
+  };
+  if (filters > 128) return run(WgmmaNchwWeightGradWide{}, "wgmma-nchw-wide");
+  if (filters > 64) return run(WgmmaNchwWeightGradLarge{}, "wgmma-nchw-large");
+  return run(WgmmaNchwWeightGradNarrow{}, "wgmma-nchw-narrow");
 }
 
 // Whether the channels_last kernels read `t` as it is: dense channels_last with `channels` channels,
@@ -555,12 +576,21 @@ bool uses_tensor_cores(at::ScalarType dtype) {
   return is_reduced_float(dtype) || (dtype == at::kFloat && tf32_enabled());
 }
 
+bool tc_weight_grad_reads_nchw(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output) {
+  return is_nchw_source(input) && is_nchw_source(grad_output) && p.C * p.H * p.W <= INT32_MAX &&
+         p.N * p.Ho * p.Wo <= INT32_MAX;
+}
+
 at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                  const at::Tensor& weight) {
   const at::MemoryFormat format = conv_memory_format(input, weight);
   auto gw = new_output({p.K, p.channels_per_group(), p.R, p.S}, weight.options().memory_format(format));
   if (gw.numel() == 0) return gw;
   if (p.N * p.Ho * p.Wo == 0) return gw.zero_();
+  if (tc_weight_grad_reads_nchw(p, input, grad_output)) {
+    run_tc_weight_grad_nchw(p, input, grad_output, gw);
+    return gw;
+  }
   // An ungrouped layer with channels short of a word runs on zero-padded channels; the padded
   // gradient's extra channels are dropped.
   ConvShape padded = p;
@@ -595,10 +625,10 @@ bool tf32_pays(const ConvShape& p, bool channels_last) {
   return channels_last || macs_per_byte(p) > kTf32MaxMacsPerByte;
 }
 
-// An NCHW layer's TF32 grad_weight first copies both its input and grad_output into channels_last
-// (the kernel reads 16-byte runs of filters and channels), where the IEEE FP32 kernel reads the planes
-// as they are: about two more passes over those bytes at copy bandwidth, against the tensor cores'
-// faster multiply-adds. Below kTf32GradWeightNchwMinMacsPerByte -- the 1x1 layers of few channels --
+// Without wgmma (or for NCHW tensors that are not dense), an NCHW layer's TF32 grad_weight first copies
+// both its input and grad_output into channels_last (the mma.sync kernel reads 16-byte runs of filters
+// and channels), where the IEEE FP32 kernel reads the planes as they are: about two more passes over
+// those bytes at copy bandwidth, against the tensor cores' faster multiply-adds. Below kTf32GradWeightNchwMinMacsPerByte -- the 1x1 layers of few channels --
 // the copies cost more than the tensor cores save, and the layer's grad_weight stays IEEE FP32.
 constexpr double kTf32GradWeightNchwMinMacsPerByte = 16.0;
 
@@ -626,9 +656,11 @@ std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool
   return "";
 }
 
-std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool channels_last) {
+std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool channels_last,
+                                              bool reads_nchw) {
   if (dtype == at::kFloat && !tf32_pays(p, channels_last))
     return tc_unsupported_reason(p, dtype, false, channels_last);
+  if (reads_nchw) return "";  // no copies, and any filters and channels (four-byte loads)
   if (dtype == at::kFloat && !channels_last && macs_per_byte(p) <= kTf32GradWeightNchwMinMacsPerByte)
     return "with TF32 allowed, the grad_weight of an NCHW float32 layer of at most " +
            std::to_string(int(kTf32GradWeightNchwMinMacsPerByte)) +

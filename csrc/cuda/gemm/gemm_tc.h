@@ -36,11 +36,19 @@ bool uses_tensor_cores(at::ScalarType dtype);
 // on its CUDA-core kernels in float32. `channels_last`: the call's memory format (conv_memory_format).
 std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool grad_input, bool channels_last);
 
+// Whether the TF32 grad_weight reads float32 input and grad_output as they are, in NCHW: on Hopper's
+// wgmma (which reads TF32 operands K-major, and in NCHW both run along the positions), both dense
+// NCHW, an image's input and the positions within 32-bit offsets.
+bool tc_weight_grad_reads_nchw(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output);
+
 // "" when the tensor-core grad_weight kernel runs `p` in `dtype` (a dtype uses_tensor_cores takes),
-// else why not: a float32 layer that TF32 would not make faster (tf32_pays, as the forward; in NCHW
-// also the 1x1 layers of few channels, whose copies into channels_last would cost more than the tensor
-// cores save), or channels (of a grouped layer) or filters per group that are not whole 16-byte words.
-std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool channels_last);
+// else why not: a float32 layer that TF32 would not make faster (tf32_pays, as the forward). Where the
+// kernel reads NCHW planes as they are (`reads_nchw`, tc_weight_grad_reads_nchw) that is all; the
+// other kernels copy 16-byte words, so channels (of a grouped layer) and filters per group must be
+// whole words, and in NCHW the 1x1 layers of few channels stay IEEE FP32 (their copies into
+// channels_last would cost more than the tensor cores save).
+std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool channels_last,
+                                              bool reads_nchw);
 
 // The forward, grad_input and grad_weight of a checked shape, in conv_memory_format (inside the device guard).
 at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,

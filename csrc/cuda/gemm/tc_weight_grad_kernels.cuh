@@ -1,6 +1,7 @@
 // grad_weight on tensor cores (float16 / bfloat16, and float32 as TF32; FP32 accumulators), device
 // side: mma.sync (tc_weight_grad_kernel: m16n8k16, TF32 m16n8k8), and wgmma on sm_90a
-// (tc_weight_grad_wgmma_kernel, 16-bit only). In channels_last both operands run along the reduction:
+// (tc_weight_grad_wgmma_kernel, 16-bit only; TF32 from NCHW planes, tc_weight_grad_nchw_tf32_kernel,
+// at the end). In channels_last both operands run along the reduction:
 //     dW[g][k][(tap, c)] = sum over output positions p of gy[p][g, k] * x[p through tap][g, c]
 // so a chunk of kBK positions is kBK rows of filters (gy) and kBK rows of (tap, channel) columns
 // (x, gathered), each row copied in 16-byte words; the MMAs read both tiles transposed (ldmatrix
@@ -402,6 +403,140 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
                group_n * Cfg::kWarpGroupN;
 #pragma unroll
   for (int j = 0; j < Cfg::kWarpGroupN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = (warp % 4) * 16 + lane / 4 + 8 * h, col = j * 8 + (lane % 4) * 2;
+      *reinterpret_cast<float2*>(out + int64_t(row) * wg.n_pad + col) =
+          make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+}
+
+// TF32 grad_weight of NCHW float32 tensors on wgmma (sm_90a). In NCHW both operands already run
+// along the positions -- a filter's grad_output plane, a (tap, channel) column's shifted input plane
+// -- which is the K-major order wgmma reads TF32 operands in, so the tiles are gathered from the planes
+// as they are, with no channels_last copies: kBK = 32 positions a chunk, one 128-byte swizzled row per
+// filter (A) or column (B). Lane l of every warp holds position l of the chunk, decoded once per
+// chunk, and loads it for the warp's rows (warp + kWarps j): a row's 32 loads are 32 neighbouring
+// positions (coalesced where they are neighbours in the plane) and its stores one 128-byte row
+// (conflict-free). The loads go through registers, where each value is rounded to TF32 before it is
+// stored (wgmma reads float32 words truncated); the loads of chunk i + 2 are in flight while the
+// MMAs of chunks i and i - 1 run. Columns decode through a table of (offset, dy, dx) the block builds
+// once. kWarpGroups warpgroups of 64 filters x 128 columns.
+template <int kBM_, int kMinBlocks_>
+struct WgmmaNchwWeightGradConfig {
+  static constexpr int kBM = kBM_, kBN = 128, kBK = 32, kStages = 3, kMinBlocks = kMinBlocks_;
+  static constexpr int kWarpGroups = kBM / 64, kThreads = 128 * kWarpGroups, kWarps = kThreads / 32;
+  static constexpr int kRowsA = kBM / kWarps, kRowsB = kBN / kWarps;  // rows a warp loads per chunk
+  static constexpr int kTileBytesA = kBM * 128, kStageBytes = (kBM + kBN) * 128;
+  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kBN * sizeof(int4) + 1024;
+  static_assert(kBM % 64 == 0 && kBK * 4 == 128, "one 128-byte row per filter or column");
+};
+
+template <typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    tc_weight_grad_nchw_tf32_kernel(const __grid_constant__ TcWeightGradArgs<float> a) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
+  int4* columns = reinterpret_cast<int4*>(smem + Cfg::kStages * Cfg::kStageBytes);
+  const TcWeightGrad& wg = a.wg;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const TcWeightGradBlock blk(a, Cfg::kBM, Cfg::kBN, Cfg::kBK);
+  const int g = blk.g, m0 = blk.m0, n0 = blk.n0, chunks = blk.chunks;
+  const int plane = wg.Ho * wg.Wo, in_plane = wg.H * wg.W;
+
+  // Column n0 + i: (offset of its channel's plane and tap from the position's input pixel, dy, dx);
+  // columns past the layer's never fall inside the image.
+  if (tid < Cfg::kBN) {
+    const int n = n0 + tid;
+    int4 e = make_int4(0, -(1 << 29), 0, 0);
+    if (n < wg.cols) {
+      const int tap = n / wg.Cg, c = n - tap * wg.Cg, r = tap / wg.S, s = tap - r * wg.S;
+      const int dy = r * wg.dil_h - wg.pad_h, dx = s * wg.dil_w - wg.pad_w;
+      e = make_int4((g * wg.Cg + c) * in_plane + dy * wg.W + dx, dy, dx, 0);
+    }
+    columns[tid] = e;
+  }
+  __syncthreads();
+
+  // This thread's filters: m0 + warp + kWarps j, those below Kg.
+  const int a_row0 = m0 + warp;
+  const float* gy_rows = a.gy + int64_t(g * wg.Kg + a_row0) * plane;
+  const int64_t image_gy = int64_t(wg.K) * plane, image_x = int64_t(wg.C) * in_plane;
+
+  float ra[Cfg::kRowsA], rb[Cfg::kRowsB];
+  auto load = [&](int chunk) {
+    const int64_t p = blk.p_begin + int64_t(chunk) * Cfg::kBK + lane;
+    const bool pos_ok = p < blk.p_end;
+    int img = 0, q = 0, oy = 0, ox = 0;
+    if (pos_ok) {
+      img = int(wg.plane_div.div(uint32_t(p))), q = int(p) - img * plane;
+      oy = int(wg.wo_div.div(uint32_t(q))), ox = q - oy * wg.Wo;
+    }
+    const float* gy_p = gy_rows + img * image_gy + q;
+#pragma unroll
+    for (int j = 0; j < Cfg::kRowsA; ++j) {
+      const bool ok = pos_ok && a_row0 + j * Cfg::kWarps < wg.Kg;
+      ra[j] = ok ? __ldg(gy_p + int64_t(j) * Cfg::kWarps * plane) : 0.f;
+    }
+    const int iy0 = pos_ok ? oy * wg.stride_h : -(1 << 29), ix0 = ox * wg.stride_w;
+    const float* x_p = a.x + img * image_x + (pos_ok ? iy0 * wg.W + ix0 : 0);
+#pragma unroll
+    for (int j = 0; j < Cfg::kRowsB; ++j) {
+      const int4 e = columns[warp + j * Cfg::kWarps];
+      const bool ok = unsigned(iy0 + e.y) < unsigned(wg.H) && unsigned(ix0 + e.z) < unsigned(wg.W);
+      rb[j] = ok ? __ldg(x_p + e.x) : 0.f;
+    }
+  };
+  auto tile_a = [&](int st) { return smem + st * Cfg::kStageBytes; };
+  auto tile_b = [&](int st) { return smem + st * Cfg::kStageBytes + Cfg::kTileBytesA; };
+  // Word lane / 4 of row `row`, swizzled; element lane % 4 of it.
+  const int lane_byte = (lane % 4) * 4;
+  auto store = [&](int st) {
+#pragma unroll
+    for (int j = 0; j < Cfg::kRowsA; ++j) {
+      const int row = warp + j * Cfg::kWarps;
+      *reinterpret_cast<uint32_t*>(tile_a(st) + swizzle128(row, lane / 4) + lane_byte) = tf32_bits_for_mma(ra[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < Cfg::kRowsB; ++j) {
+      const int row = warp + j * Cfg::kWarps;
+      *reinterpret_cast<uint32_t*>(tile_b(st) + swizzle128(row, lane / 4) + lane_byte) = tf32_bits_for_mma(rb[j]);
+    }
+  };
+
+  const int group = warp / 4;
+  // The first chunk's first MMA scales the accumulators by zero (no zeroing instructions: registers the
+  // wgmma pipeline holds, defined by other instructions, would make ptxas serialize every wgmma). Every
+  // split holds at least one chunk.
+  float acc[64];
+  if (chunks > 0) {
+    load(0);
+    store(0);
+  }
+  if (chunks > 1) load(1);
+  for (int i = 0; i < chunks; ++i) {
+    // Stage i % 3 stored (by every thread, through the generic proxy) and stage (i + 1) % 3 free:
+    // its last reader, chunk i - 2's MMAs, was waited for by every warpgroup before this barrier.
+    fence_proxy_async_shared();
+    __syncthreads();
+    const int st = i % Cfg::kStages;
+    const uint64_t da = wgmma_descriptor(smem_address(tile_a(st) + group * 64 * 128));
+    const uint64_t db = wgmma_descriptor(smem_address(tile_b(st)));
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kBK / 8; ++ks)
+      Wgmma<float, 128>::run(acc, wgmma_descriptor_advance(da, 2 * ks), wgmma_descriptor_advance(db, 2 * ks),
+                             i > 0 || ks > 0);
+    wgmma_commit();
+    if (i + 1 < chunks) store((i + 1) % Cfg::kStages);
+    if (i + 2 < chunks) load(i + 2);
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+
+  float* out = a.partial + ((int64_t(blk.split) * wg.groups + g) * wg.k_pad + m0 + group * 64) * wg.n_pad + n0;
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = (warp % 4) * 16 + lane / 4 + 8 * h, col = j * 8 + (lane % 4) * 2;
