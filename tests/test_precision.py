@@ -584,6 +584,42 @@ def test_tf32_grad_weight(device, case, layout):
     assert rel_err(gw, ref) <= 1e-5
 
 
+@pytest.mark.parametrize(
+    "dtype, layout",
+    [(torch.float32, "nchw"), (torch.float32, "nhwc"), (torch.bfloat16, "nhwc"), (torch.float16, "nchw")],
+    ids=["tf32-nchw", "tf32-nhwc", "bf16-nhwc", "fp16-nchw"],
+)
+@pytest.mark.parametrize(
+    "shape", [(32, 64, 64, 56, 56, 1, 1, 1, 0, 1, 1), (32, 60, 68, 57, 57, 1, 1, 1, 0, 1, 1)], ids=shape_id
+)
+@pytest.mark.parametrize("device", [CUDA])
+def test_grad_weight_of_many_splits(device, shape, dtype, layout):
+    """A 1x1 layer of few channels over many positions splits the tensor-core grad_weight's reduction
+    a hundred ways and more (on GPUs of a hundred SMs and more: the splits fill the waves), where the
+    finish shares each run of 32 elements among a block's warps (the second layer's 68 x 60 elements
+    end in a partial run): within 2x of cuDNN's error at the same precision, the same bits every
+    call."""
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
+    torch.backends.cudnn.allow_tf32 = True
+    w.requires_grad_(True)
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    gy = torch.randn_like(y)
+    (gw,) = torch.autograd.grad(y, (w,), gy)
+    plan = re.search(r"grad_weight:(\S+)/splits=(\d+)", torchconv.last_choice())
+    assert dtype != torch.float32 or tf32_grad_weight(shape, layout)
+    assert TENSOR_CORE_PLAN.search(plan.group(0)), torchconv.last_choice()
+    if torch.cuda.get_device_properties(device).multi_processor_count >= 100:
+        assert int(plan.group(2)) >= 100, torchconv.last_choice()
+    w64 = w.detach().double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(F.conv2d(x.double(), w64, b.double(), **kw), (w64,), gy.double())
+    wr = w.detach().requires_grad_(True)
+    (theirs,) = torch.autograd.grad(F.conv2d(x, wr, b, **kw), (wr,), gy)
+    err, their_err = rel_err(gw, ref), rel_err(theirs, ref)
+    assert err <= allowed_error(their_err, dtype), f"error {err:.2e}, cuDNN's {their_err:.2e}"
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    assert torch.equal(torch.autograd.grad(y, (w,), gy)[0], gw)
+
+
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("shape", SHAPES[:5] + SHAPES[6:7], ids=shape_id)
 @pytest.mark.parametrize("device", [CUDA])

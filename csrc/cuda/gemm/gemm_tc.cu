@@ -414,6 +414,12 @@ using WgmmaNchwWeightGradWide = WgmmaNchwWeightGradConfig<256, 1>;
 using WgmmaNchwWeightGradLarge = WgmmaNchwWeightGradConfig<128, 2>;
 using WgmmaNchwWeightGradNarrow = WgmmaNchwWeightGradConfig<64, 3>;
 
+// Splits from which grad_weight's finish shares each element's sum among a block's warps: with a
+// hundred splits and more (1x1 layers of 64 channels at 56 x 56 and batch 32) one thread's serial
+// loads set the finish's time; with a few tens (a 3x3 layer of 64 channels) the shared form's extra
+// blocks cost more than its shorter runs save (docs/precision.md).
+constexpr int64_t kFinishSharedSplits = 96;
+
 template <typename T, typename Cfg, typename Kernel>
 void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw,
                     const char* name) {
@@ -449,9 +455,22 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   record_last_choice("grad_weight", name, int(splits));
   kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  tc_weight_grad_finish_kernel<T><<<elementwise_blocks(gw.numel(), 256), 256, 0, current_stream()>>>(
-      a.partial, mutable_kernel_data<T>(gw), wg, int(splits), gw.stride(0), gw.stride(1),
-      gw.stride(2), gw.stride(3));
+  // The finish: a warp's 32 elements shared by all eight warps of a block from kFinishSharedSplits
+  // splits on (below it, one warp reading the splits in turn has fewer loads to wait for than the
+  // shared form has blocks to schedule).
+  auto finish = [&](auto warps_per_element) {
+    constexpr int kWarpsPerElement = decltype(warps_per_element)::value;
+    const int64_t warp_runs = ceil_div(int64_t(wg.K) * wg.cols, int64_t(32));
+    const int64_t blocks = ceil_div(warp_runs, int64_t(kFinishThreads / 32 / kWarpsPerElement));
+    const unsigned grid = unsigned(std::min<int64_t>(blocks, int64_t(sm_count()) * 16));
+    tc_weight_grad_finish_kernel<T, kWarpsPerElement><<<grid, kFinishThreads, 0, current_stream()>>>(
+        a.partial, mutable_kernel_data<T>(gw), wg, int(splits), gw.stride(0), gw.stride(1), gw.stride(2),
+        gw.stride(3));
+  };
+  if (splits >= kFinishSharedSplits)
+    finish(std::integral_constant<int, 8>{});
+  else
+    finish(std::integral_constant<int, 1>{});
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -577,8 +596,10 @@ bool uses_tensor_cores(at::ScalarType dtype) {
 }
 
 bool tc_weight_grad_reads_nchw(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output) {
-  return is_nchw_source(input) && is_nchw_source(grad_output) && p.C * p.H * p.W <= INT32_MAX &&
-         p.N * p.Ho * p.Wo <= INT32_MAX;
+  // 32-bit offsets within an image: a position's first tap reaches (Ho - 1) stride + (Wo - 1) stride
+  // elements into the padded plane, so the bound holds the padding rows and columns as well.
+  return is_nchw_source(input) && is_nchw_source(grad_output) &&
+         p.C * (p.H + 2 * p.pad_h) * (p.W + 2 * p.pad_w) <= INT32_MAX && p.N * p.Ho * p.Wo <= INT32_MAX;
 }
 
 at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,

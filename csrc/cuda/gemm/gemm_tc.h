@@ -38,7 +38,7 @@ std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool
 
 // Whether the TF32 grad_weight reads float32 input and grad_output as they are, in NCHW: on Hopper's
 // wgmma (which reads TF32 operands K-major, and in NCHW both run along the positions), both dense
-// NCHW, an image's input and the positions within 32-bit offsets.
+// NCHW, an image's padded input and the positions within 32-bit offsets.
 bool tc_weight_grad_reads_nchw(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output);
 
 // "" when the tensor-core grad_weight kernel runs `p` in `dtype` (a dtype uses_tensor_cores takes),

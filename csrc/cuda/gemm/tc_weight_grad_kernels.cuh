@@ -545,25 +545,53 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
 }
 
-// gw[g * Kg + k][c][r][s] (through its strides: either memory format) = sum over splits, in order,
-// of the partial sums of column (r * S + s) * Cg + c.
-template <typename T>
-__global__ void tc_weight_grad_finish_kernel(const float* __restrict__ partial, T* __restrict__ gw, TcWeightGrad wg,
-                                             int splits, int64_t sk, int64_t sc, int64_t sr, int64_t ss) {
+// gw[g * Kg + k][c][r][s] (through its strides: either memory format) = the sum over splits of the
+// partial sums of column (r * S + s) * Cg + c. A warp takes 32 consecutive elements; with
+// kWarpsPerElement > 1 that many warps share them, warp j summing splits j, j + kWarpsPerElement, ...
+// in order, and their sums join in warp order. One warp an element keeps the splits' own order. The
+// shared form serves reductions of many splits over few elements (1x1 layers of few channels at
+// large batch), where one thread's serial run of loads would set the kernel's time.
+constexpr int kFinishThreads = 256;
+template <typename T, int kWarpsPerElement>
+__global__ void __launch_bounds__(kFinishThreads)
+    tc_weight_grad_finish_kernel(const float* __restrict__ partial, T* __restrict__ gw, TcWeightGrad wg, int splits,
+                                 int64_t sk, int64_t sc, int64_t sr, int64_t ss) {
+  constexpr int kWarps = kFinishThreads / 32, kRuns = kWarps / kWarpsPerElement;
+  static_assert(kRuns * kWarpsPerElement == kWarps, "warps per element divide the block's");
+  __shared__ float sums[kWarpsPerElement > 1 ? kWarps : 1][32];
   const int64_t total = int64_t(wg.K) * wg.cols;
   const int64_t split_stride = int64_t(wg.groups) * wg.k_pad * wg.n_pad;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
-    const int col = int(e % wg.cols);
-    const int k = int(e / wg.cols);
-    const int g = k / wg.Kg, kk = k - g * wg.Kg;
-    const int tap = col / wg.Cg, c = col - tap * wg.Cg;
-    const int r = tap / wg.S, s = tap - r * wg.S;
-    const float* src = partial + (int64_t(g) * wg.k_pad + kk) * wg.n_pad + col;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int run = warp / kWarpsPerElement, part = warp % kWarpsPerElement;
+  const int64_t runs = ceil_div(total, int64_t(32));
+  for (int64_t first = blockIdx.x * int64_t(kRuns); first < runs; first += int64_t(gridDim.x) * kRuns) {
+    const int64_t e = (first + run) * 32 + lane;
+    const bool ok = e < total;
+    int col = 0, k = 0;
     float sum = 0.f;
-    // Unrolled so that several splits' loads are in flight; the sum's order stays the splits'.
+    if (ok) {
+      col = int(e % wg.cols), k = int(e / wg.cols);
+      const int g = k / wg.Kg, kk = k - g * wg.Kg;
+      const float* src = partial + (int64_t(g) * wg.k_pad + kk) * wg.n_pad + col;
+      // Unrolled so that several splits' loads are in flight; the sum's order stays the splits'.
 #pragma unroll 8
-    for (int i = 0; i < splits; ++i) sum += src[i * split_stride];
-    gw[k * sk + c * sc + r * sr + s * ss] = from_float<T>(sum);
+      for (int i = part; i < splits; i += kWarpsPerElement) sum += src[i * split_stride];
+    }
+    if constexpr (kWarpsPerElement > 1) {
+      sums[warp][lane] = sum;
+      __syncthreads();
+      if (part == 0) {
+        sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < kWarpsPerElement; ++j) sum += sums[warp + j][lane];
+      }
+      __syncthreads();
+    }
+    if (ok && part == 0) {
+      const int tap = col / wg.Cg, c = col - tap * wg.Cg;
+      const int r = tap / wg.S, s = tap - r * wg.S;
+      gw[k * sk + c * sc + r * sr + s * ss] = from_float<T>(sum);
+    }
   }
 }
 
