@@ -402,6 +402,29 @@ def test_wgmma_config_rule_of_1x1_nchw_tf32(device, case, setting):
 # 64 (narrow), else 128 x 256 columns (taps x channels per group; wide), or 128 x 128 where there are
 # at most 128 columns (large); the positions split across blocks to fill the GPU. Stride, padding,
 # dilation and groups on the way.
+def gemm_grad_weight(x, w, b, kw):
+    """grad_weight of the GEMM through autograd, for a random grad_output: (gw, gy, the plan's
+    "grad_weight:<config>/splits=<n>" match, the float64 reference); a second call returns the same
+    bits (the splits' sums are added in a fixed order)."""
+    w.requires_grad_(True)
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    gy = torch.randn_like(y)
+    (gw,) = torch.autograd.grad(y, (w,), gy)
+    plan = re.search(r"grad_weight:(\S+)/splits=(\d+)", torchconv.last_choice())
+    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    assert torch.equal(torch.autograd.grad(y, (w,), gy)[0], gw)
+    w64 = w.detach().double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(F.conv2d(x.double(), w64, b.double(), **kw), (w64,), gy.double())
+    return gw, gy, plan, ref
+
+
+def pytorch_grad_weight_error(x, w, b, kw, gy, ref):
+    """PyTorch's (cuDNN's) grad_weight error against `ref` at the tensors' precision."""
+    wr = w.detach().requires_grad_(True)
+    (theirs,) = torch.autograd.grad(F.conv2d(x, wr, b, **kw), (wr,), gy)
+    return rel_err(theirs, ref)
+
+
 WEIGHT_GRAD_CASES = [
     ((2, 16, 136, 13, 11, 3, 3, 1, 1, 1, 1), "wgmma-wide"),
     ((2, 32, 136, 9, 10, 3, 3, 1, 1, 1, 1), "wgmma-wide"),
@@ -422,24 +445,13 @@ WEIGHT_GRAD_CASES = [
 def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
     shape, config = case
     x, w, b, kw = make_case(shape, device, dtype, channels_last)
-    w.requires_grad_(True)
-    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
-    gy = torch.randn_like(y)
-    (gw,) = torch.autograd.grad(y, (w,), gy)
-    plan = re.search(r"grad_weight:(\S+)/splits=(\d+)", torchconv.last_choice())
+    gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
     if hopper():
         assert plan.group(1) == config, torchconv.last_choice()
         if shape[0] == 8:
             assert int(plan.group(2)) > 1
-    w64 = w.detach().double().requires_grad_(True)
-    (ref,) = torch.autograd.grad(F.conv2d(x.double(), w64, b.double(), **kw), (w64,), gy.double())
-    wr = w.detach().requires_grad_(True)
-    (theirs,) = torch.autograd.grad(F.conv2d(x, wr, b, **kw), (wr,), gy)
-    err, their_err = rel_err(gw, ref), rel_err(theirs, ref)
+    err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
     assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
-    # The same bits every call: the splits' sums are added in a fixed order.
-    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
-    assert torch.equal(torch.autograd.grad(y, (w,), gy)[0], gw)
 
 
 @pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])
@@ -548,16 +560,8 @@ def test_tf32_grad_weight(device, case, layout):
     if layout == "strided":  # neither format: the copy path
         x = torch.cat([x, x], dim=3)[..., ::2]
     torch.backends.cudnn.allow_tf32 = True
-    w.requires_grad_(True)
-    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
-    gy = torch.randn_like(y)
-    (gw,) = torch.autograd.grad(y, (w,), gy)
-    plan = re.search(r"grad_weight:(\S+)/splits=(\d+)", torchconv.last_choice())
-    w64 = w.detach().double().requires_grad_(True)
-    (ref,) = torch.autograd.grad(F.conv2d(x.double(), w64, b.double(), **kw), (w64,), gy.double())
-    wr = w.detach().requires_grad_(True)
-    (theirs,) = torch.autograd.grad(F.conv2d(x, wr, b, **kw), (wr,), gy)
-    err, their_err = rel_err(gw, ref), rel_err(theirs, ref)
+    gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
+    err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
     tensor_cores = tf32_grad_weight(shape, layout)
     copies = config is not None and (layout == "nhwc" or macs_per_byte(shape) > 16)
     assert tensor_cores == (tf32_pays(shape) if tf32_grad_weight_reads_nchw(layout) else copies)
@@ -569,10 +573,7 @@ def test_tf32_grad_weight(device, case, layout):
     else:
         assert not TENSOR_CORE_PLAN.search(plan.group(0)), torchconv.last_choice()
         assert err <= 1e-5, err
-    # The same bits every call (the splits' sums are added in a fixed order), and from channels_last
-    # tensors of the same values.
-    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
-    assert torch.equal(torch.autograd.grad(y, (w,), gy)[0], gw)
+    # From channels_last tensors of the same values, the same bits.
     if tensor_cores and layout == "strided":  # the copies' kernel, as channels_last tensors
         xc, gyc = (t.contiguous(memory_format=torch.channels_last) for t in (x, gy))
         y = torchconv.conv2d(xc, w, b, algorithm="gemm", **kw)
@@ -601,23 +602,13 @@ def test_grad_weight_of_many_splits(device, shape, dtype, layout):
     word): within 2x of cuDNN's error at the same precision, the same bits every call."""
     x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
     torch.backends.cudnn.allow_tf32 = True
-    w.requires_grad_(True)
-    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
-    gy = torch.randn_like(y)
-    (gw,) = torch.autograd.grad(y, (w,), gy)
-    plan = re.search(r"grad_weight:(\S+)/splits=(\d+)", torchconv.last_choice())
+    gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
     assert dtype != torch.float32 or tf32_grad_weight(shape, layout)
     assert TENSOR_CORE_PLAN.search(plan.group(0)), torchconv.last_choice()
     if torch.cuda.get_device_properties(device).multi_processor_count >= 100:
         assert int(plan.group(2)) >= 100, torchconv.last_choice()
-    w64 = w.detach().double().requires_grad_(True)
-    (ref,) = torch.autograd.grad(F.conv2d(x.double(), w64, b.double(), **kw), (w64,), gy.double())
-    wr = w.detach().requires_grad_(True)
-    (theirs,) = torch.autograd.grad(F.conv2d(x, wr, b, **kw), (wr,), gy)
-    err, their_err = rel_err(gw, ref), rel_err(theirs, ref)
+    err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
     assert err <= allowed_error(their_err, dtype), f"error {err:.2e}, cuDNN's {their_err:.2e}"
-    y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
-    assert torch.equal(torch.autograd.grad(y, (w,), gy)[0], gw)
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
