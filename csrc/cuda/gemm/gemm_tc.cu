@@ -455,9 +455,8 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   record_last_choice("grad_weight", name, int(splits));
   kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  // The finish: a warp's 32 elements shared by all eight warps of a block from kFinishSharedSplits
-  // splits on (below it, one warp reading the splits in turn has fewer loads to wait for than the
-  // shared form has blocks to schedule).
+  // The finish: each run of 32 elements shared by a block's eight warps from kFinishSharedSplits
+  // splits on, one warp a run below.
   auto finish = [&](auto warps_per_element) {
     constexpr int kWarpsPerElement = decltype(warps_per_element)::value;
     const int64_t warp_runs = ceil_div(int64_t(wg.K) * wg.cols, int64_t(32));
