@@ -506,11 +506,14 @@ def tf32_grad_weight(shape, layout="nchw"):
 
 def tf32_grad_weight_config(shape, layout, copies_config):
     """The config of a TF32 grad_weight: reading NCHW planes, by filters per group (at most 64
-    narrow, at most 128 large, else wide: 256 filters a block); else `copies_config`."""
+    narrow, at most 128 large, else wide: 256 filters a block), with 64-column tiles ("-n64") where
+    a group has at most 64 columns (taps x channels); else `copies_config`."""
     if not tf32_grad_weight_reads_nchw(layout):
         return copies_config
-    filters = shape[2] // shape[10]
-    return "wgmma-nchw-" + ("narrow" if filters <= 64 else "large" if filters <= 128 else "wide")
+    n, c, k, h, w, r, s, stride, padding, dilation, groups = shape
+    filters, columns = k // groups, c // groups * r * s
+    tile = "narrow" if filters <= 64 else "large" if filters <= 128 else "wide"
+    return f"wgmma-nchw-{tile}" + ("-n64" if columns <= 64 else "")
 
 
 # grad_weight's TF32 configs. On channels_last (or copied) sources mma.sync on every GPU (wgmma reads
@@ -521,7 +524,7 @@ def tf32_grad_weight_config(shape, layout, copies_config):
 # 1x1 layers, filters or channels per group that are not whole words (IEEE FP32 on copies; NCHW
 # planes take them), NCHW layers at most 16 multiply-adds per byte (IEEE FP32 on copies: a 1x1 layer
 # of 64 channels at 8.0, beside 128 -> 256 at 21.3 and 128 -> 136 at 16.5), filters per group past
-# a wide tile (300).
+# a wide tile (300), groups of at most 64 columns on each NCHW tile (the 64-column configs).
 TF32_WEIGHT_GRAD_CASES = [
     ((2, 16, 136, 13, 11, 3, 3, 1, 1, 1, 1), "tc-large"),
     ((2, 40, 136, 9, 11, 3, 3, 1, 1, 1, 1), "tc-large"),
@@ -544,6 +547,7 @@ TF32_WEIGHT_GRAD_CASES = [
     ((1, 40, 130, 9, 7, 5, 3, 1, 2, 1, 2), None),
     ((2, 128, 300, 7, 9, 1, 1, 1, 0, 1, 1), "tc-large"),
     ((3, 256, 320, 11, 6, 1, 1, 1, 0, 1, 4), "tc-large"),
+    ((1, 48, 200, 13, 11, 1, 1, 1, 0, 1, 1), "tc-large"),
 ]
 
 

@@ -410,9 +410,15 @@ using WgmmaWeightGradNarrow = WgmmaWeightGradConfig<64, 128, 2, 4, 2>;
 //                     loads per multiply-add of the 128-filter tile);
 //   wgmma-nchw-large  128 filters, two warpgroups, two blocks per SM: 65 to 128 filters per group;
 //   wgmma-nchw-narrow 64 filters, one warpgroup, three blocks per SM: at most 64.
+// Each with 64 columns (`-n64`) where a group has at most 64 (taps x channels per group: the 1x1
+// layers of few channels), whose 128-column tiles would be half padding: half the MMAs, and a
+// quarter to a third fewer loads and stores per chunk.
 using WgmmaNchwWeightGradWide = WgmmaNchwWeightGradConfig<256, 1>;
 using WgmmaNchwWeightGradLarge = WgmmaNchwWeightGradConfig<128, 2>;
 using WgmmaNchwWeightGradNarrow = WgmmaNchwWeightGradConfig<64, 3>;
+using WgmmaNchwWeightGradWideN64 = WgmmaNchwWeightGradConfig<256, 1, 64>;
+using WgmmaNchwWeightGradLargeN64 = WgmmaNchwWeightGradConfig<128, 2, 64>;
+using WgmmaNchwWeightGradNarrowN64 = WgmmaNchwWeightGradConfig<64, 3, 64>;
 
 // Splits from which grad_weight's finish shares each element's sum among a block's warps: with a
 // hundred splits and more (1x1 layers of 64 channels at 56 x 56 and batch 32) one thread's serial
@@ -505,13 +511,18 @@ void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tenso
   }
 }
 
-// The TF32 grad_weight of NCHW planes (tc_weight_grad_nchw_tf32_kernel), by filters per group.
+// The TF32 grad_weight of NCHW planes (tc_weight_grad_nchw_tf32_kernel), by filters and columns per group.
 void run_tc_weight_grad_nchw(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw) {
   const int64_t filters = p.filters_per_group();
   auto run = [&](auto cfg, const char* name) {
     using Cfg = decltype(cfg);
     tc_weight_grad<float, Cfg>(tc_weight_grad_nchw_tf32_kernel<Cfg>, p, x, gy, gw, name);
   };
+  if (p.channels_per_group() * p.R * p.S <= 64) {
+    if (filters > 128) return run(WgmmaNchwWeightGradWideN64{}, "wgmma-nchw-wide-n64");
+    if (filters > 64) return run(WgmmaNchwWeightGradLargeN64{}, "wgmma-nchw-large-n64");
+    return run(WgmmaNchwWeightGradNarrowN64{}, "wgmma-nchw-narrow-n64");
+  }
   if (filters > 128) return run(WgmmaNchwWeightGradWide{}, "wgmma-nchw-wide");
   if (filters > 64) return run(WgmmaNchwWeightGradLarge{}, "wgmma-nchw-large");
   return run(WgmmaNchwWeightGradNarrow{}, "wgmma-nchw-narrow");

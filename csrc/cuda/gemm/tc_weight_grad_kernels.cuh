@@ -421,10 +421,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // (conflict-free). The loads go through registers, where each value is rounded to TF32 before it is
 // stored (wgmma reads float32 words truncated); the loads of chunk i + 2 are in flight while the
 // MMAs of chunks i and i - 1 run. Columns decode through a table of (offset, dy, dx) the block builds
-// once. kWarpGroups warpgroups of 64 filters x 128 columns.
-template <int kBM_, int kMinBlocks_>
+// once. kWarpGroups warpgroups of 64 filters x kBN columns (64 where a layer has no more: 1x1 layers
+// of few channels, whose 128-column tiles were half padding).
+template <int kBM_, int kMinBlocks_, int kBN_ = 128>
 struct WgmmaNchwWeightGradConfig {
-  static constexpr int kBM = kBM_, kBN = 128, kBK = 32, kStages = 3, kMinBlocks = kMinBlocks_;
+  static constexpr int kBM = kBM_, kBN = kBN_, kBK = 32, kStages = 3, kMinBlocks = kMinBlocks_;
   static constexpr int kWarpGroups = kBM / 64, kThreads = 128 * kWarpGroups, kWarps = kThreads / 32;
   static constexpr int kRowsA = kBM / kWarps, kRowsB = kBN / kWarps;  // rows a warp loads per chunk
   static constexpr int kTileBytesA = kBM * 128, kStageBytes = (kBM + kBN) * 128;
@@ -508,7 +509,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // The first chunk's first MMA scales the accumulators by zero (no zeroing instructions: registers the
   // wgmma pipeline holds, defined by other instructions, would make ptxas serialize every wgmma). Every
   // split holds at least one chunk.
-  float acc[64];
+  float acc[Cfg::kBN / 2];
   if (chunks > 0) {
     load(0);
     store(0);
@@ -525,7 +526,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < Cfg::kBK / 8; ++ks)
-      Wgmma<float, 128>::run(acc, wgmma_descriptor_advance(da, 2 * ks), wgmma_descriptor_advance(db, 2 * ks),
+      Wgmma<float, Cfg::kBN>::run(acc, wgmma_descriptor_advance(da, 2 * ks), wgmma_descriptor_advance(db, 2 * ks),
                              i > 0 || ks > 0);
     wgmma_commit();
     if (i + 1 < chunks) store((i + 1) % Cfg::kStages);
@@ -536,7 +537,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   float* out = a.partial + ((int64_t(blk.split) * wg.groups + g) * wg.k_pad + m0 + group * 64) * wg.n_pad + n0;
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
+  for (int j = 0; j < Cfg::kBN / 8; ++j)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = (warp % 4) * 16 + lane / 4 + 8 * h, col = j * 8 + (lane % 4) * 2;
