@@ -1,20 +1,26 @@
-"""Each pass of a convolution apart -- forward, grad_input, grad_weight -- ours against cuDNN FP32
-(TF32 off, cudnn.benchmark on), by the device's time alone (torchconv.timing's device-time rounds:
-the host queues the calls behind a sleep kernel, so launch and dispatch costs are left out). On a
-CPU (a smoke run) the reference is ATen's CPU convolution and the times are wall clock.
+"""Each pass of a convolution apart -- forward, grad_input, grad_weight -- ours against cuDNN at the
+same precision and memory format (cudnn.benchmark on; fp32 = TF32 off), by the device's time alone
+(torchconv.timing's device-time rounds: the host queues the calls behind a sleep kernel, so launch
+and dispatch costs are left out). On a CPU (a smoke run) the reference is ATen's CPU convolution and
+the times are wall clock.
 
-A diagnostic for the GEMM's tile rules: the 1x1 layers of MobileNetV3-Large and EfficientNet-B0 at
-batch 32 (7x7 and 14x14 planes, squeeze-and-excitation's 1x1 planes, few channels on 56x56 and
-112x112) and ResNet-50's two 56x56 1x1 layers, each pass timed on the operators directly, with the
-configs our rules picked (torchconv.last_choice). Each layer twice (--weights): with a frozen weight
-(the GEMM's re-laid filter matrix, cached as in inference) and a trainable one (read in place, as in
-a training step; the operators run under torch.no_grad(), so no graph is recorded). One result file
-per GPU, rewritten in place.
+A diagnostic for the algorithms' rules: which pass of a layer holds a forward+backward ratio. The
+default suite, `pointwise`, is the 1x1 layers of MobileNetV3-Large and EfficientNet-B0 at batch 32
+(7x7 and 14x14 planes, squeeze-and-excitation's 1x1 planes, few channels on 56x56 and 112x112) and
+ResNet-50's two 56x56 1x1 layers; --suite takes the benchmark suites too (resnet, yolo, winograd,
+...). Each pass is timed on the operators directly, with the configs our rules picked
+(torchconv.last_choice); an algorithm that cannot run a layer (Winograd on a 1x1 layer) has no row
+for it. Each layer with a frozen weight (the GEMM's re-laid filter matrix, cached as in inference)
+and/or a trainable one (read in place, as in a training step; the operators run under
+torch.no_grad(), so no graph is recorded). One result file per suite and GPU, rewritten in place.
 
     python benchmarks/pass_times.py --algorithms gemm,csg
+    python benchmarks/pass_times.py --suite resnet,yolo --precision tf32,bf16 --layout nchw,nhwc \
+        --algorithms gemm,winograd --weights trainable
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -23,7 +29,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
-from bench import environment, gpu_slug  # noqa: E402
+from bench import PRECISION_DTYPE, environment, gpu_slug  # noqa: E402
+from suites import SUITES, Layer  # noqa: E402
 from torchconv import timing  # noqa: E402
 
 # (name, C, K, H=W, bias): 1x1 stride-1 layers.
@@ -46,11 +53,17 @@ LAYERS = [
     ("r50-256-64@56", 256, 64, 56, False),
     ("r50-64-256@56", 64, 256, 56, False),
 ]
+# The pointwise suite as layers, and which of them carry a bias.
+POINTWISE = [Layer(name, k, c, hw, 1) for name, c, k, hw, _ in LAYERS]
+BIASED = {name for name, *_, bias in LAYERS if bias}
 PASSES = ("forward", "grad_input", "grad_weight")
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", default="pointwise", help="pointwise, or a comma list of " + ", ".join(SUITES))
+    p.add_argument("--precision", default="fp32", help="comma list of fp32, tf32, fp16, bf16")
+    p.add_argument("--layout", default="nchw", help="comma list of nchw, nhwc")
     p.add_argument("--algorithms", default="gemm,csg")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--layers", default=None, help="comma list of layer names (default: all)")
@@ -75,21 +88,38 @@ def reference_name(device):
     return "cudnn" if device.type == "cuda" else "aten"
 
 
-def bench_layer(layer, args, device, weights):
-    name, c, k, hw, bias = layer
+def suite_layers(suite):
+    """[(suite name, Layer)] of a --suite value."""
+    if suite == "pointwise":
+        return [("pointwise", layer) for layer in POINTWISE]
+    return [(name, layer) for name in suite.split(",") for layer in SUITES[name]]
+
+
+def bench_layer(suite, layer, args, device, weights, precision, layout):
+    dtype = PRECISION_DTYPE[precision]
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    n = layer.N or args.batch
     gen = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(args.batch, c, hw, hw, device=device, generator=gen)
-    w = (torch.randn(k, c, 1, 1, device=device, generator=gen) / c ** 0.5).requires_grad_(weights == "trainable")
-    b = torch.randn(k, device=device, generator=gen) if bias else None
-    gy = torch.randn(args.batch, k, hw, hw, device=device, generator=gen)
-    conv = ((1, 1), (0, 0), (1, 1), 1)
+    draw = lambda *shape: torch.randn(*shape, device=device, generator=gen).to(dtype)
+    x = draw(n, layer.C, layer.HW, layer.HW).contiguous(memory_format=fmt)
+    fan_in = layer.C // layer.groups * layer.R * layer.kw
+    w = (draw(layer.K, layer.C // layer.groups, layer.R, layer.kw) / fan_in ** 0.5).contiguous(memory_format=fmt)
+    w.requires_grad_(weights == "trainable")
+    b = draw(layer.K) if layer.name in BIASED else None
+    gy = draw(n, layer.K, layer.out_hw(), layer.out_w()).contiguous(memory_format=fmt)
+    stride, pads, dilation = [layer.stride] * 2, list(layer.pads), [layer.dilation] * 2
+    conv = (stride, pads, dilation, layer.groups)
     aten = torch.ops.aten
-    contenders = {reference_name(device): {
-        "forward": lambda: aten.convolution(x, w, b, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),
+    ref_name = reference_name(device)
+    contenders = {ref_name: {
+        "forward": lambda: aten.convolution(x, w, b, stride, pads, dilation, False, [0, 0], layer.groups),
         **{name_: (lambda mask=[i == 0, i == 1, False]:
-                   aten.convolution_backward(gy, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, mask))
+                   aten.convolution_backward(gy, x, w, None, stride, pads, dilation, False, [0, 0], layer.groups,
+                                             mask))
            for i, name_ in enumerate(PASSES[1:])}}}
     for algo in args.algorithms.split(","):
+        if torchconv.unsupported_reason(algo, x, w, layer.stride, layer.dilation, layer.pads, layer.groups, b):
+            continue  # the algorithm's own limits (in C++) refuse this layer: no row
         ops = torch.ops.torchconv
         contenders[algo] = pass_calls(getattr(ops, f"conv2d_{algo}"), getattr(ops, f"conv2d_{algo}_backward"),
                                       x, w, b, gy, conv)
@@ -97,7 +127,6 @@ def bench_layer(layer, args, device, weights):
     for pass_name in PASSES:
         fns = {algo: calls[pass_name] for algo, calls in contenders.items()}
         choices = {}
-        ref_name = reference_name(device)
         for algo in fns:
             if algo != ref_name:
                 fns[algo]()
@@ -106,35 +135,54 @@ def bench_layer(layer, args, device, weights):
         ref = statistics.median(times[ref_name])
         for algo, samples in times.items():
             ratios = [r / o for r, o in zip(times[ref_name], samples)]
-            rows.append(dict(layer=name, C=c, K=k, HW=hw, N=args.batch, R=1, S=1, stride=1, groups=1, dilation=1,
-                             bias=bias, weights=weights, precision="fp32", layout="nchw", pass_=pass_name, algorithm=algo,
-                             us=statistics.median(samples) * 1e3, cudnn_us=ref * 1e3,
-                             ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios),
-                             choice=choices.get(algo, "")))
+            rows.append(dict(suite=suite, layer=layer.name, C=layer.C, K=layer.K, HW=layer.HW, N=n, R=layer.R,
+                             S=layer.kw, stride=layer.stride, groups=layer.groups, dilation=layer.dilation,
+                             bias=b is not None, weights=weights, precision=precision, layout=layout,
+                             pass_=pass_name, algorithm=algo, us=statistics.median(samples) * 1e3,
+                             cudnn_us=ref * 1e3, ratio=statistics.median(ratios), ratio_min=min(ratios),
+                             ratio_max=max(ratios), choice=choices.get(algo, "")))
     return rows
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def write_markdown(path, meta, rows):
     ref_name = "cudnn" if meta["reference"] == "cudnn" else "aten"
     algos = [a for a in dict.fromkeys(r["algorithm"] for r in rows) if a != ref_name]
-    lines = [f"# Per-pass device time of 1x1 layers — {meta['gpu']}", "",
+    # Rows written before suites, precisions and layouts were told apart: the pointwise suite's, FP32 NCHW.
+    get = lambda r, k, default: r.get(k, default)
+    key = lambda r: (get(r, "suite", "pointwise"), get(r, "precision", "fp32"), get(r, "layout", "nchw"),
+                     get(r, "weights", "frozen"))
+    suites = ", ".join(dict.fromkeys(k[0] for k in map(key, rows)))
+    lines = [f"# Per-pass device time — {suites} — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}. "
-             "FP32 NCHW (TF32 off), batch as listed; each pass timed alone on the operators by the device's "
-             f"time (the host queues behind a sleep kernel). us = median over rounds; ratio = {ref_name} / ours "
-             "[min-max over rounds]; choice = the config our rule picked (torchconv.last_choice).", ""]
+             f"Each pass timed alone on the operators by the device's time (the host queues behind a sleep "
+             f"kernel); {ref_name} at the row's precision and memory format (fp32 = TF32 off, tf32 = PyTorch's "
+             f"default). us = median over rounds; ratio = {ref_name} / ours [min-max over rounds]; choice = the "
+             "config our rule picked (torchconv.last_choice).", "",
+             "## Geomean ratio per pass", "",
+             "| pass | suite | precision | layout | weights | algorithm | geomean ratio | layers |",
+             "|---|---|---|---|---|---|---|---|"]
+    for pass_name in PASSES:
+        for k in dict.fromkeys(map(key, rows)):
+            for a in algos:
+                ratios = [r["ratio"] for r in rows if r["pass_"] == pass_name and key(r) == k and r["algorithm"] == a]
+                if ratios:
+                    lines.append(f"| {pass_name} | {' | '.join(k)} | {a} | {geomean(ratios):.2f}x | {len(ratios)} |")
+    lines.append("")
     for pass_name in PASSES:
         lines += [f"## {pass_name}", "",
-                  f"| layer | weights | N | {ref_name} us | " +
+                  f"| layer | precision | layout | weights | N | {ref_name} us | " +
                   " | ".join(f"{a} us | {a} ratio | {a} choice" for a in algos) + " |",
-                  "|---|---|---|---|" + "---|---|---|" * len(algos)]
-        # Rows written before the weights were told apart had frozen weights.
-        keys = dict.fromkeys((r["layer"], r.get("weights", "frozen")) for r in rows if r["pass_"] == pass_name)
-        for layer, weights in keys:
-            by = {r["algorithm"]: r for r in rows
-                  if r["layer"] == layer and r.get("weights", "frozen") == weights and r["pass_"] == pass_name}
+                  "|---|---|---|---|---|---|" + "---|---|---|" * len(algos)]
+        keys = dict.fromkeys((r["layer"],) + key(r)[1:] for r in rows if r["pass_"] == pass_name)
+        for k in keys:
+            by = {r["algorithm"]: r for r in rows if r["pass_"] == pass_name and (r["layer"],) + key(r)[1:] == k}
             cells = [f"{by[a]['us']:.1f} | {by[a]['ratio']:.2f} [{by[a]['ratio_min']:.2f}-{by[a]['ratio_max']:.2f}] | "
-                     f"`{by[a]['choice']}`" for a in algos]
-            lines.append(f"| {layer} | {weights} | {by[ref_name]['N']} | {by[ref_name]['us']:.1f} | " +
+                     f"`{by[a]['choice']}`" if a in by else "- | - | -" for a in algos]
+            lines.append(f"| {' | '.join(k)} | {by[ref_name]['N']} | {by[ref_name]['us']:.1f} | " +
                          " | ".join(cells) + " |")
         lines.append("")
     with open(path, "w") as f:
@@ -144,21 +192,26 @@ def write_markdown(path, meta, rows):
 def main(argv=None):
     args = parse_args(argv)
     device = torch.device(args.device)
-    torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
     keep = set(args.layers.split(",")) if args.layers else None
     meta = environment(device)
     rows = []
     with torch.no_grad():
-        for weights in args.weights.split(","):
-            for layer in LAYERS:
-                if keep is None or layer[0] in keep:
-                    new = bench_layer(layer, args, device, weights)
-                    rows += new
-                    print(weights, " ".join(f"{r['pass_']}:{r['algorithm']} {r['us']:.1f}" for r in new), flush=True)
+        for precision in args.precision.split(","):
+            # Both sides follow PyTorch's switch: ours reads it in C++ (csrc/precision.h).
+            torch.backends.cudnn.allow_tf32 = precision == "tf32"
+            for layout in args.layout.split(","):
+                for weights in args.weights.split(","):
+                    for suite, layer in suite_layers(args.suite):
+                        if keep is None or layer.name in keep:
+                            new = bench_layer(suite, layer, args, device, weights, precision, layout)
+                            rows += new
+                            print(precision, layout, weights, layer.name,
+                                  " ".join(f"{r['pass_']}:{r['algorithm']} {r['us']:.1f}" for r in new), flush=True)
     os.makedirs(args.out_dir, exist_ok=True)
-    stem = os.path.join(args.out_dir, f"pass-times-{gpu_slug(meta)}")
+    suite_part = "" if args.suite == "pointwise" else args.suite.replace(",", "-") + "-"
+    stem = os.path.join(args.out_dir, f"pass-times-{suite_part}{gpu_slug(meta)}")
     with open(stem + ".json", "w") as f:
         json.dump({"meta": meta, "argv": sys.argv[1:] if argv is None else list(argv), "rows": rows}, f, indent=1)
     write_markdown(stem + ".md", meta, rows)

@@ -77,7 +77,29 @@ def test_pass_times_reports_each_pass_with_the_rules_choice(tmp_path):
     assert all(r["us"] > 0 and r["precision"] == "fp32" and r["groups"] == 1 for r in rows)
     text = (tmp_path / "pass-times-cpu.md").read_text()
     assert "## grad_weight" in text
-    assert "| mbv3-se-32-120@1 | frozen | 2 |" in text and "| mbv3-se-32-120@1 | trainable | 2 |" in text
+    assert "| mbv3-se-32-120@1 | fp32 | nchw | frozen | 2 |" in text
+    assert "| mbv3-se-32-120@1 | fp32 | nchw | trainable | 2 |" in text
+    assert "| grad_weight | pointwise | fp32 | nchw | frozen | gemm |" in text
+
+
+def test_pass_times_of_a_suite_at_each_precision_and_layout(tmp_path):
+    """pass_times.py --suite / --precision / --layout: rows per precision and memory format (both
+    sides the same), with the layer's own shape; an algorithm that cannot run a layer (Winograd on a
+    1x1 or strided one) has no row for it, and the file is named after the suite."""
+    import pass_times
+
+    rows = pass_times.main(["--suite", "smoke", "--precision", "fp32,bf16", "--layout", "nchw,nhwc",
+                            "--algorithms", "gemm,winograd", "--weights", "trainable", "--batch", "1",
+                            "--rounds", "1", "--reps", "1", "--device", "cpu", "--out-dir", str(tmp_path)])
+    assert {(r["precision"], r["layout"]) for r in rows} == {
+        (p, lay) for p in ("fp32", "bf16") for lay in ("nchw", "nhwc")}
+    assert {(r["layer"], r["algorithm"]) for r in rows} == {
+        ("S1", "aten"), ("S1", "gemm"), ("S1", "winograd"), ("S2", "aten"), ("S2", "gemm"), ("S3", "aten"),
+        ("S3", "gemm")}
+    s3 = next(r for r in rows if r["layer"] == "S3")
+    assert (s3["R"], s3["S"], s3["stride"], s3["suite"]) == (5, 5, 2, "smoke")
+    text = (tmp_path / "pass-times-smoke-cpu.md").read_text()
+    assert "| S2 | bf16 | nhwc | trainable | 1 |" in text and "- | - | -" in text
 
 
 def test_precision_and_layout_rows(tmp_path):
