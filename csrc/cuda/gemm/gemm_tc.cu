@@ -731,7 +731,10 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
     using T = decltype(tag);
     for (int py = 0; py < p.stride_h; ++py)
       for (int px = 0; px < p.stride_w; ++px) {
-        const LaunchMap map = grad_input_map(p, py, px);
+        // Taps reversed so that the source offset rises with the launch tap (grad_input_map's falls):
+        // the im2col tensor copies take only such launches (tma_takes), and Wt holds the taps in the
+        // same order.
+        const LaunchMap map = with_reversed_taps(grad_input_map(p, py, px));
         if (map.col_H <= 0 || map.col_W <= 0) continue;
         if (map.empty() || p.Ho == 0 || p.Wo == 0 || p.K == 0) {
           gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
