@@ -543,12 +543,20 @@ bool kernel_ready(const at::Tensor& t, int64_t channels) {
 // one side of it is strided, and it ran far from the HBM bandwidth); other layouts go through ATen's
 // copy (16-bit types) or the strided padding kernel. A float32 copy (TF32 calls) is always one of our
 // kernels' and holds the values rounded to TF32, so that the MMAs may read it as it is (tma_takes).
-at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels) {
-  if (kernel_ready(t, channels)) return t;
+// `copy`: a copy even of a kernel-ready tensor (float32, for that rounding).
+at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels, bool copy = false) {
+  if (kernel_ready(t, channels) && !copy) return t;
   // at::empty, not at::zeros: only empty takes the memory format from the options.
   auto out = at::empty({t.size(0), channels, t.size(2), t.size(3)},
                        t.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (out.numel() == 0) return out;
+  if (kernel_ready(t, channels) && t.scalar_type() == at::kFloat && t.numel() % 4 == 0) {  // copied to be rounded
+    const int64_t words = t.numel() / 4;
+    tc_round_tf32_kernel<<<elementwise_blocks(words, 256), 256, 0, current_stream()>>>(
+        static_cast<const uint4*>(t.const_data_ptr()), static_cast<uint4*>(out.mutable_data_ptr()), words);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+  }
   const bool nchw = t.is_contiguous(), tf32 = t.scalar_type() == at::kFloat;
   if (!nchw && t.size(1) == channels && !tf32) return out.copy_(t);
   const int64_t plane = t.size(2) * t.size(3), pixels = t.size(0) * plane;
@@ -591,9 +599,13 @@ int64_t padded_channels(const ConvShape& p, at::ScalarType dtype) {
 // 1x1 (TcNchwLoader reads the planes itself, any channel count); otherwise a channels_last copy with
 // its channels zero-padded to `channels`. A 1x1 layer reads each element once, so a copy would
 // double its traffic; a layer of several taps reads each element once per tap, and there one
-// transposing pass costs less than reading the planes tap by tap.
+// transposing pass costs less than reading the planes tap by tap. For the same reason a float32
+// channels_last source of several taps is copied too where the wgmma kernel runs: the copy is rounded
+// to TF32, so the im2col tensor copies may load it (tma_takes), where the threads' gather, which
+// rounds each tile in shared memory, would set the loop's pace.
 at::Tensor tc_source(const at::Tensor& t, int64_t channels, int64_t taps) {
-  return taps == 1 && is_nchw_source(t) ? t : channels_last_padded(t, channels);
+  if (taps == 1 && is_nchw_source(t)) return t;
+  return channels_last_padded(t, channels, taps > 1 && t.scalar_type() == at::kFloat && runs_wgmma());
 }
 
 // Whether `source` (from tc_source or channels_last_padded of `t`) is a copy: in float32, rounded to TF32.

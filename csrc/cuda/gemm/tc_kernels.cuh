@@ -777,6 +777,15 @@ __global__ void tc_pad_channels_kernel(const E* __restrict__ src, E* __restrict_
   }
 }
 
+// dst = src rounded to TF32, both dense channels_last float32 of the same shape on 16-byte boundaries
+// (`words` 16-byte words): the rounded copy of a source the kernels could read as it is.
+__global__ void tc_round_tf32_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t words) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < words; e += int64_t(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldg(src + e);
+    dst[e] = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
+  }
+}
+
 // dst (N, H, W, channels; dense) = src (N, C, H, W; contiguous) with channels C..channels-1 zero: the
 // channels_last copy of an NCHW source. A block moves tiles of 64 pixels x 32 channels through shared
 // memory, so that its reads (a channel's consecutive pixels) and its writes (a pixel's consecutive
