@@ -141,3 +141,11 @@ def assert_backward_repeatable(algorithm, stride):
     second = torch.autograd.grad(torchconv.conv2d(x, w, None, stride, 1, algorithm=algorithm), (x, w), gy)
     for a, b in zip(first, second):
         assert torch.equal(a, b)
+
+
+def cuda_kernel_names(fn):
+    """The names of the CUDA kernels `fn()` launches, and its result."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}, out

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import ALGORITHMS, DEVICES, rel_err, skip_if_no_kernel
+from conftest import ALGORITHMS, DEVICES, cuda_kernel_names, rel_err, skip_if_no_kernel
 
 CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
 REDUCED = [torch.float16, torch.bfloat16]
@@ -480,6 +480,37 @@ def test_tf32_forward_and_grad_input(device, shape, layout):
         assert re.search(r"grad_input:(tc|wgmma)-", backward_plan)
     elif not tf32_grad_input(shape, channels_last=layout == "nhwc"):
         assert not re.search(r"grad_input:(tc|wgmma)-", backward_plan)
+
+
+# Layers of several taps whose chunks hold one tap's channels (16-bit: more than 32 channels and
+# filters; the copies' other limits are met): stride 1, stride 2 (four grad_input phases), dilation 2.
+IM2COL_COPY_SHAPES = [
+    (2, 64, 72, 17, 15, 3, 3, 1, 1, 1, 1),
+    (2, 48, 96, 19, 16, 3, 3, 2, 1, 1, 1),
+    (1, 48, 64, 21, 18, 3, 3, 1, 2, 2, 1),
+]
+# The wgmma kernel's instantiation whose A tiles come by im2col tensor copies (kTmaA).
+IM2COL_COPY_KERNEL = re.compile(r"tc_conv_wgmma_kernel<.*, (true|false), true>\(")
+
+
+@pytest.mark.parametrize("precision, layout", [("bf16", "nhwc"), ("fp16", "nhwc"), ("tf32", "nchw"),
+                                               ("tf32", "nhwc")])
+@pytest.mark.parametrize("shape", IM2COL_COPY_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("device", [CUDA])
+def test_forward_and_grad_input_load_by_im2col_tensor_copies(device, shape, precision, layout):
+    """On Hopper every wgmma launch of the forward and of each grad_input phase of such a layer loads
+    its input tiles by im2col tensor copies: grad_input runs its taps reversed (the copies need source
+    offsets that rise with the tap), and float32 comes from our copy rounded to TF32, of either
+    layout (a channels_last source is copied as well). Errors within 2x of cuDNN's."""
+    if not hopper():
+        pytest.skip("wgmma and its tensor copies: sm_90a")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[precision]
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
+    names, (_, forward_plan, backward_plan) = cuda_kernel_names(lambda: check_gemm_forward_and_grad_input(x, w, b, kw))
+    assert forward_plan.startswith("forward:wgmma-") and "grad_input:wgmma-" in backward_plan, backward_plan
+    launched = [name for name in names if "tc_conv_wgmma_kernel" in name]
+    assert launched and all(IM2COL_COPY_KERNEL.search(name) for name in launched), launched
 
 
 def tf32_grad_weight_reads_nchw(layout):

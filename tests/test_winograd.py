@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_backward_repeatable, assert_close_rel, rel_err, using_config, using_variant
+from conftest import assert_backward_repeatable, assert_close_rel, cuda_kernel_names, rel_err, using_config, using_variant
 from conftest import check_forward_backward as conftest_check
 from test_parity import WINOGRAD_GRID, case_id
 from test_precision import allowed_error
@@ -1282,14 +1282,6 @@ def channels_last_off_16_bytes(t):
     view.copy_(t)
     assert view.is_contiguous(memory_format=torch.channels_last) and view.data_ptr() % 16 != 0
     return view
-
-
-def cuda_kernel_names(fn):
-    """The names of the CUDA kernels `fn()` launches, and its result."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        out = fn()
-        torch.cuda.synchronize()
-    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}, out
 
 
 def assert_words_and_values_agree(conv, choice, words_kernel, x0, gy0):
