@@ -17,6 +17,8 @@ torch.no_grad(), so no graph is recorded). One result file per suite and GPU, re
     python benchmarks/pass_times.py --algorithms gemm,csg
     python benchmarks/pass_times.py --suite resnet,yolo --precision tf32,bf16 --layout nchw,nhwc \
         --algorithms gemm,winograd --weights trainable
+    python benchmarks/pass_times.py --suite resnet --layers R9,R12 --precision bf16 --layout nhwc \
+        --algorithms gemm --configs gemm:wgmma-large,gemm:wgmma-small --out-dir /tmp/sweep
 """
 import argparse
 import json
@@ -65,6 +67,9 @@ def parse_args(argv=None):
     p.add_argument("--precision", default="fp32", help="comma list of fp32, tf32, fp16, bf16")
     p.add_argument("--layout", default="nchw", help="comma list of nchw, nhwc")
     p.add_argument("--algorithms", default="gemm,csg")
+    p.add_argument("--configs", default="",
+                   help="comma list of algorithm:config contenders, each pass run with that tile config forced "
+                        "(torchconv.set_config; forced configs run unsplit), e.g. gemm:wgmma-large,gemm:wgmma-small")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--layers", default=None, help="comma list of layer names (default: all)")
     p.add_argument("--weights", default="frozen,trainable", help="frozen and/or trainable")
@@ -82,6 +87,17 @@ def pass_calls(forward, backward, x, w, b, gy, conv):
         mask = [i == 0, i == 1, False]
         calls[name] = lambda mask=mask: backward(gy, x, w, *conv, mask)
     return calls
+
+
+def forced(algorithm, config, fn):
+    """fn with `algorithm`'s tile config forced for its call (the rule's again after it)."""
+    def run():
+        torchconv.set_config(algorithm, config)
+        try:
+            return fn()
+        finally:
+            torchconv.set_config(algorithm, "")
+    return run
 
 
 def reference_name(device):
@@ -123,13 +139,26 @@ def bench_layer(suite, layer, args, device, weights, precision, layout):
         ops = torch.ops.torchconv
         contenders[algo] = pass_calls(getattr(ops, f"conv2d_{algo}"), getattr(ops, f"conv2d_{algo}_backward"),
                                       x, w, b, gy, conv)
+    for spec in filter(None, args.configs.split(",")):
+        algo, config = spec.split(":")
+        if torchconv.unsupported_reason(algo, x, w, layer.stride, layer.dilation, layer.pads, layer.groups, b):
+            continue
+        ops = torch.ops.torchconv
+        calls = pass_calls(getattr(ops, f"conv2d_{algo}"), getattr(ops, f"conv2d_{algo}_backward"), x, w, b, gy, conv)
+        contenders[spec] = {name: forced(algo, config, fn) for name, fn in calls.items()}
     rows = []
     for pass_name in PASSES:
         fns = {algo: calls[pass_name] for algo, calls in contenders.items()}
         choices = {}
-        for algo in fns:
+        for algo in list(fns):
             if algo != ref_name:
-                fns[algo]()
+                try:
+                    fns[algo]()
+                except ValueError:  # a forced config this call cannot run (its clear error): no row
+                    if ":" not in algo:
+                        raise
+                    del fns[algo]
+                    continue
                 choices[algo] = " ".join(c for c in torchconv.last_choice().split() if c.startswith(pass_name + ":"))
         times = timing.interleaved(fns, device, rounds=args.rounds, reps=args.reps, device_time=True)
         ref = statistics.median(times[ref_name])

@@ -6,6 +6,8 @@ import sys
 import pytest
 import torch
 
+import torchconv
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 import bench  # noqa: E402
 
@@ -100,6 +102,20 @@ def test_pass_times_of_a_suite_at_each_precision_and_layout(tmp_path):
     assert (s3["R"], s3["S"], s3["stride"], s3["suite"]) == (5, 5, 2, "smoke")
     text = (tmp_path / "pass-times-smoke-cpu.md").read_text()
     assert "| S2 | bf16 | nhwc | trainable | 1 |" in text and "- | - | -" in text
+
+
+def test_pass_times_with_forced_configs(tmp_path):
+    """pass_times.py --configs: each algorithm:config is a contender of its own, every pass run with that
+    tile config forced, and the rule's config is back after it."""
+    import pass_times
+
+    rows = pass_times.main(["--suite", "smoke", "--layers", "S1", "--algorithms", "gemm",
+                            "--configs", "gemm:medium,gemm:small", "--weights", "trainable", "--batch", "1",
+                            "--rounds", "1", "--reps", "1", "--device", "cpu", "--out-dir", str(tmp_path)])
+    assert {(r["pass_"], r["algorithm"]) for r in rows} == {
+        (p, a) for p in pass_times.PASSES for a in ("aten", "gemm", "gemm:medium", "gemm:small")}
+    assert torchconv.get_config("gemm") == ""
+    assert "gemm:small us" in (tmp_path / "pass-times-smoke-cpu.md").read_text()
 
 
 def test_precision_and_layout_rows(tmp_path):
