@@ -935,3 +935,51 @@ def test_torch_compile_under_autocast_channels_last(device):
     assert compiled.dtype == eager.dtype == dtype
     assert compiled.is_contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(compiled, eager)
+
+
+# The tensor-core filter relayout (Wt) reads the weight through its strides: weights in any layout
+# give the contiguous weight's bits, forward, grad_input (every phase of a strided layer) and
+# grad_weight; a channels_last weight is read in place (no copy kernel).
+WEIGHT_LAYOUT_SHAPES = [
+    (2, 16, 24, 9, 7, 3, 3, 1, 1, 1, 1),
+    (2, 32, 40, 12, 13, 3, 3, 2, 1, 1, 1),  # four grad_input phases
+    (2, 64, 144, 6, 5, 3, 3, 1, 1, 1, 2),  # groups, filters past one tile
+    (2, 3, 16, 15, 14, 7, 7, 2, 3, 1, 1),  # an RGB stem: taps packed
+    (1, 24, 16, 10, 9, 5, 3, (2, 1), (2, 1), (1, 2), 1),
+]
+
+
+def weight_in_layout(w, layout):
+    if layout == "channels_last":
+        return w.contiguous(memory_format=torch.channels_last)
+    if layout == "sliced":  # every other filter of a weight twice as large
+        big = torch.empty((2 * w.shape[0],) + tuple(w.shape[1:]), device=w.device, dtype=w.dtype)
+        big[::2] = w
+        return big[::2]
+    return w.transpose(2, 3).contiguous().transpose(2, 3)  # "transposed_taps": S before R in memory
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "sliced", "transposed_taps"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
+@pytest.mark.parametrize("shape", WEIGHT_LAYOUT_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("device", [CUDA])
+def test_tensor_core_filter_reads_any_weight_layout(device, shape, precision, layout):
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=True)
+    gy = None
+    results = []
+    for wi in (w, weight_in_layout(w, layout)):
+        assert torch.equal(wi, w)
+        xi, wi = x.detach().requires_grad_(True), wi.detach().requires_grad_(True)
+        y = torchconv.conv2d(xi, wi, b, algorithm="gemm", **kw)
+        assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
+        gy = torch.randn_like(y) if gy is None else gy
+        results.append((y,) + torch.autograd.grad(y, (xi, wi), gy))
+    for name, ours, reference in zip(("output", "grad_input", "grad_weight"), results[1], results[0]):
+        assert torch.equal(ours, reference), name
+    if layout == "channels_last":
+        torchconv._C.set_poison_outputs(False)
+        wi = weight_in_layout(w, layout).requires_grad_(True)
+        names, _ = cuda_kernel_names(lambda: torchconv.conv2d(x, wi, b, algorithm="gemm", **kw))
+        assert all("torchconv::" in name for name in names), sorted(names)

@@ -95,14 +95,36 @@ inline LaunchMap with_reversed_taps(LaunchMap m) {
   return m;
 }
 
-// The weight element behind launch tap (i, j) of reduced channel `red` and destination channel
-// `dst` within group g, for a weight K x C/groups x Rw x Sw.
-TORCHCONV_HOST_DEVICE int64_t weight_index(const LaunchMap& m, int Rw, int Sw, int64_t g, int red, int dst, int i,
-                                           int j) {
+// A weight's element strides, K x C/groups x Rw x Sw in any memory layout (a channels_last weight is
+// read in place).
+struct WeightStrides {
+  int64_t k, c, r, s;
+};
+
+// The strides of a contiguous weight of C/groups = Cg channels and Rw x Sw taps.
+TORCHCONV_HOST_DEVICE WeightStrides contiguous_weight_strides(int Cg, int Rw, int Sw) {
+  return {int64_t(Cg) * Rw * Sw, int64_t(Rw) * Sw, Sw, 1};
+}
+
+// The element offset of the weight behind launch tap (i, j) of reduced channel `red` and destination
+// channel `dst` within group g.
+TORCHCONV_HOST_DEVICE int64_t weight_offset(const LaunchMap& m, const WeightStrides& w, int64_t g, int red, int dst,
+                                            int i, int j) {
   const int k = m.transposed ? red : dst, c = m.transposed ? dst : red;
   const int Kg = m.transposed ? m.reduced_per_group() : m.outputs_per_group();
+  return (g * Kg + k) * w.k + c * w.c + m.filter_r(i) * w.r + m.filter_s(j) * w.s;
+}
+
+// How far apart two consecutive reduced channels of one tap and destination lie.
+TORCHCONV_HOST_DEVICE int64_t reduced_stride(const LaunchMap& m, const WeightStrides& w) {
+  return m.transposed ? w.k : w.c;
+}
+
+// weight_offset of a contiguous weight K x C/groups x Rw x Sw.
+TORCHCONV_HOST_DEVICE int64_t weight_index(const LaunchMap& m, int Rw, int Sw, int64_t g, int red, int dst, int i,
+                                           int j) {
   const int Cg = m.transposed ? m.outputs_per_group() : m.reduced_per_group();
-  return (((g * Kg + k) * Cg + c) * Rw + m.filter_r(i)) * Sw + m.filter_s(j);
+  return weight_offset(m, contiguous_weight_strides(Cg, Rw, Sw), g, red, dst, i, j);
 }
 
 }  // namespace cuda

@@ -139,16 +139,27 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
                           "n" + std::to_string(cv.n_pad) + "/" +
                           (phase >= 0 ? "phase" + std::to_string(phase) + "/" : "") + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
-    auto w = weight.contiguous();
     auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
+    const TcWeightMap map{cv, {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)},
+                          int(weight.size(2)), int(weight.size(3)), kWtRowBytes / int(sizeof(T))};
+    const int64_t words = wt.numel() * int64_t(sizeof(T)) / 16;
+    auto launch = [&](auto elem, auto value) {
+      using E = decltype(elem);
+      const auto* w = static_cast<const E*>(weight.const_data_ptr());
+      auto* out = static_cast<uint4*>(wt.mutable_data_ptr());
+      const unsigned blocks = elementwise_blocks(words, 256);
+      if (words < (int64_t(1) << 31))  // the word's place decoded in 32-bit math
+        tc_weight_relayout_kernel<E, uint32_t><<<blocks, 256, 0, current_stream()>>>(w, out, uint32_t(words), map, value);
+      else
+        tc_weight_relayout_kernel<E, int64_t><<<blocks, 256, 0, current_stream()>>>(w, out, words, map, value);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    };
+    if (words == 0) return wt;
     // 16-bit types copied as bits: zero is all-zero bits.
-    const TcWeightMap map{int(weight.size(2)), int(weight.size(3)), cv, wt.numel() < (int64_t(1) << 31),
-                          kWtRowBytes / int(sizeof(T))};
     if constexpr (std::is_same_v<T, float>) {  // stored rounded to TF32: the kernels read it as is
-      relayout_filter(w.const_data_ptr<float>(), wt.mutable_data_ptr<float>(), wt.numel(), map, Tf32Rounding{});
+      launch(float{}, Tf32Rounding{});
     } else {
-      relayout_filter(reinterpret_cast<const uint16_t*>(w.const_data_ptr()),
-                      reinterpret_cast<uint16_t*>(wt.mutable_data_ptr()), wt.numel(), map);
+      launch(uint16_t{}, SameValue{});
     }
     return wt;
   });

@@ -109,45 +109,72 @@ struct TcConvArgs {
   bool nchw_words;
 };
 
-// Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh).
-// The relayout runs for every call with a trainable weight: 32-bit index math where the matrix allows.
-// Tiled (cv.wt_tiled): [g][n_pad / 64][wt_row / row_elems][64 rows][128 bytes], 16-byte word w of
-// a row stored at word w ^ (row % 8) -- the wgmma stage layout, so that a chunk's B tile is
-// n / 64 contiguous 8 KB copies.
+// Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh),
+// zero where dst, c or tap is padding. Tiled (cv.wt_tiled): [g][n_pad / 64][wt_row / row_elems][64
+// rows][128 bytes], 16-byte word w of a row stored at word w ^ (row % 8) -- the wgmma stage layout, so
+// that a chunk's B tile is n / 64 contiguous 8 KB copies.
+// The relayout runs for every call with a trainable weight (forward and each grad_input phase), so
+// it works by 16-byte words of Wt: a word is kVec consecutive reduced channels of one tap and one
+// destination (red_pad and the rows are whole words), its place is decoded once (in 32-bit math
+// where Wt is small), and its elements lie one reduced_stride apart in the weight, read through the
+// weight's own strides (a channels_last weight needs no contiguous copy).
 struct TcWeightMap {
-  int Rw, Sw;
   TcConv cv;
-  bool small;     // the matrix has fewer than 2^31 elements
-  int row_elems;  // elements of a 128-byte row (tiled)
-  __device__ int64_t src(int64_t e) const {
-    int col, dst;
-    int64_t g;
+  WeightStrides ws;
+  int Rw, Sw;
+  int row_elems;  // elements of a 128-byte row
+
+  // Group, destination row and first column of Wt word `word` (kVec elements a word).
+  template <typename I>
+  __device__ __forceinline__ void place(I word, int vec, int64_t& g, int& dst, int& col) const {
     if (cv.wt_tiled) {
-      const int tile_size = 64 * row_elems, col_tiles = cv.wt_row / row_elems;
-      const int within = int(e % tile_size);
-      const int64_t tile = e / tile_size;
-      const int row = within / row_elems, pos = within - row * row_elems;
-      const int vec = row_elems / 8;  // elements of a 16-byte word
-      const int word = (pos / vec) ^ (row & 7);
+      constexpr int kRowWords = 8, kTileWords = 64 * kRowWords;
+      const int within = int(word % I(kTileWords));
+      const I tile = word / I(kTileWords);
+      const int row = within / kRowWords, logical = (within % kRowWords) ^ (row & 7);
+      const I col_tiles = I(cv.wt_row / row_elems), row_tiles = I(cv.n_pad / 64);
       const int col_tile = int(tile % col_tiles);
-      const int64_t rest = tile / col_tiles;
-      const int row_tiles = cv.n_pad / 64;
-      dst = int(rest % row_tiles) * 64 + row, g = rest / row_tiles;
-      col = col_tile * row_elems + word * vec + pos % vec;
-    } else if (small) {
-      const unsigned i = unsigned(e), row = i / unsigned(cv.wt_row);
-      col = int(i - row * unsigned(cv.wt_row));
-      dst = int(row % unsigned(cv.n_pad)), g = row / unsigned(cv.n_pad);
+      const I rest = tile / col_tiles;
+      dst = int(rest % row_tiles) * 64 + row, g = int64_t(rest / row_tiles);
+      col = col_tile * row_elems + logical * vec;
     } else {
-      col = int(e % cv.wt_row);
-      const int64_t rest = e / cv.wt_row;
-      dst = int(rest % cv.n_pad), g = rest / cv.n_pad;
+      const I row_words = I(cv.wt_row / vec);
+      const I row = word / row_words;
+      col = int(word - row * row_words) * vec;
+      dst = int(row % I(cv.n_pad)), g = int64_t(row / I(cv.n_pad));
     }
-    const int tap = col / cv.red_pad, c = col - tap * cv.red_pad;
-    if (dst >= cv.outputs || c >= cv.reduced || tap >= cv.R * cv.S) return -1;
-    return weight_index(cv, Rw, Sw, g, c, dst, tap / cv.S, tap % cv.S);
   }
 };
+
+// One thread per 16-byte word of Wt (E: the element's bits, uint16_t for the 16-bit types; float with
+// Tf32Rounding stores TF32-rounded values that the kernels read as they are).
+template <typename E, typename I, typename Value>
+__global__ void tc_weight_relayout_kernel(const E* __restrict__ w, uint4* __restrict__ wt, I words, TcWeightMap map,
+                                          Value value) {
+  constexpr int kVec = 16 / int(sizeof(E));
+  const TcConv& cv = map.cv;
+  const int taps = cv.R * cv.S;
+  const int64_t step = reduced_stride(cv, map.ws);
+  for (I word = I(blockIdx.x) * blockDim.x + threadIdx.x; word < words; word += I(gridDim.x) * blockDim.x) {
+    int64_t g;
+    int dst, col;
+    map.place(word, kVec, g, dst, col);
+    const int tap = col / cv.red_pad, c0 = col - tap * cv.red_pad;
+    union {
+      uint4 word;
+      E e[kVec];
+    } out;
+    if (dst < cv.outputs && tap < taps && c0 < cv.reduced) {
+      const E* src = w + weight_offset(cv, map.ws, g, c0, dst, tap / cv.S, tap % cv.S);
+      const int n = min(kVec, cv.reduced - c0);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) out.e[i] = i < n ? value(__ldg(src + i * step)) : E(0);
+    } else {
+      out.word = make_uint4(0, 0, 0, 0);
+    }
+    wt[word] = out.word;
+  }
+}
 
 // The block's place in the grid: destination-channel tiles fastest, so that the blocks sharing an
 // input tile run together and read it from L2.
