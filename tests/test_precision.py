@@ -48,6 +48,13 @@ SHAPES = [
 ]
 
 
+def at_precision(precision):
+    """The dtype of a precision name (fp16, bf16, tf32), with PyTorch's TF32 switch set for it
+    (conftest's ieee_fp32 restores the switch)."""
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
+
+
 def shape_id(s):
     return "N{}C{}K{}H{}W{}R{}S{}st{}p{}d{}g{}".format(*s).replace(" ", "")
 
@@ -362,9 +369,8 @@ GRID_CASES = [
 @pytest.mark.parametrize("device", [CUDA])
 def test_wgmma_config_rule(device, case, precision, channels_last):
     shape, expected = case
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
+    dtype = at_precision(precision)
     x, w, b, kw = make_case(shape, device, dtype, channels_last)
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
     y, forward_plan, _ = check_gemm_forward_and_grad_input(x, w, b, kw)
     if hopper():
         assert re.match("forward:" + expected[precision], forward_plan), forward_plan
@@ -504,8 +510,7 @@ def test_forward_and_grad_input_load_by_im2col_tensor_copies(device, shape, prec
     layout (a channels_last source is copied as well). Errors within 2x of cuDNN's."""
     if not hopper():
         pytest.skip("wgmma and its tensor copies: sm_90a")
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[precision]
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    dtype = at_precision(precision)
     x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
     names, (_, forward_plan, backward_plan) = cuda_kernel_names(lambda: check_gemm_forward_and_grad_input(x, w, b, kw))
     assert forward_plan.startswith("forward:wgmma-") and "grad_input:wgmma-" in backward_plan, backward_plan
@@ -759,8 +764,7 @@ def test_tensor_cores_take_misaligned_channels_last_views(device, precision):
     """The tensor-core kernels copy 16-byte words: a dense channels_last input or grad_output whose
     first element is not on a 16-byte boundary is copied once, and gives the same bits as an
     aligned one (forward, grad_input and grad_weight)."""
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    dtype = at_precision(precision)
     x, w, b, kw = make_case((2, 16, 24, 9, 7, 3, 3, 1, 1, 1, 1), device, dtype, channels_last=True)
     gy = torch.randn(2, 24, 9, 7, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
     results = []
@@ -795,8 +799,7 @@ IM2COL_SHAPES = [
 @pytest.mark.parametrize("shape", IM2COL_SHAPES, ids=shape_id)
 @pytest.mark.parametrize("device", [CUDA])
 def test_im2col_copies_cover_every_geometry(device, shape, precision, layout):
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    dtype = at_precision(precision)
     x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
     y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
     assert TENSOR_CORE_PLAN.search(forward_plan) and TENSOR_CORE_PLAN.search(backward_plan)
@@ -819,8 +822,7 @@ def test_nchw_source_gives_the_channels_last_bits(device, shape, precision):
     """An NCHW input and grad_output of a layer with several taps reach the tensor-core kernels as a
     channels_last copy (a tiled transpose; only 1x1 layers in TF32 are gathered from NCHW by the
     kernel): forward and grad_input give the bits the same call gives on channels_last tensors."""
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    dtype = at_precision(precision)
     x, w, b, kw = make_case(shape, device, dtype, channels_last=False)
     results = []
     for fmt in (torch.contiguous_format, torch.channels_last):
@@ -882,8 +884,7 @@ def test_rgb_stem_pads_any_input_layout(device, precision, layout):
     with its channels zero-padded to a word: from NCHW, from channels_last and from a strided view
     the same bits as from a contiguous input, forward and both gradients, within 2x of PyTorch's
     error. With TF32 an NCHW input's grad_input is IEEE FP32 instead (tf32_grad_input)."""
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    dtype = at_precision(precision)
     x, w, b, kw = make_case((2, 3, 16, 17, 13, 7, 7, 2, 3, 1, 1), device, dtype, channels_last=True)
     gy = torch.randn(2, 16, 9, 7, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
     big = torch.randn(2, 5, 2 * 17, 13 + 3, device=device, dtype=dtype)
@@ -964,8 +965,7 @@ def weight_in_layout(w, layout):
 @pytest.mark.parametrize("shape", WEIGHT_LAYOUT_SHAPES, ids=shape_id)
 @pytest.mark.parametrize("device", [CUDA])
 def test_tensor_core_filter_reads_any_weight_layout(device, shape, precision, layout):
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[precision]
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    dtype = at_precision(precision)
     x, w, b, kw = make_case(shape, device, dtype, channels_last=True)
     gy = None
     results = []
