@@ -42,9 +42,15 @@ def test_zoo_model(name):
                 with torch.random.fork_rng(devices=["cuda"]):
                     torch.manual_seed(1)
                     m(inp).square().mean().backward()
-                grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
+                grads.append({name: p.grad for name, p in m.named_parameters()})
+            choices = {key: entry["algorithm"] for key, entry in torchconv.tuning.cache_entries().items()}
     finally:
         torchconv.set_benchmark(False)
         torchconv.clear_cache()
-    ours, cudnn = rel_err(grads[0], grads[2]), rel_err(grads[1], grads[2])
-    assert ours <= max(2 * cudnn, 1e-5), (ours, cudnn)
+    flat = [torch.cat([g.flatten() for g in gs.values()]) for gs in grads]
+    ours, cudnn = rel_err(flat[0], flat[2]), rel_err(flat[1], flat[2])
+    if ours > max(2 * cudnn, 1e-5):  # the parameters furthest off and benchmark mode's choices, to say where
+        worst = sorted(grads[0], key=lambda n: -rel_err(grads[0][n], grads[2][n]) / max(rel_err(grads[1][n], grads[2][n]), 1e-12))
+        detail = [f"{n}: ours {rel_err(grads[0][n], grads[2][n]):.1e}, cuDNN {rel_err(grads[1][n], grads[2][n]):.1e}"
+                  for n in worst[:3]]
+        pytest.fail(f"gradients: ours {ours:.2e}, cuDNN {cudnn:.2e}; {detail}; choices {choices}")
