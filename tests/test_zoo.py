@@ -1,12 +1,23 @@
 """A fast subset of the model zoo (benchmarks/models.py --zoo) on the GPU: torchvision models of
-different families, converted, in benchmark mode: logits and one step's gradients equal the
-nn.Conv2d model's: the logits within 1e-4 of cuDNN FP32's, the gradients (against the model in
-float64) within 2x of cuDNN FP32's own error (deep random networks in training mode amplify
-rounding, so a fixed bar on the gradients would test conditioning, not the kernels)."""
+different families, converted, in benchmark mode, one FP32 (TF32 off) training step.
+
+- The logits equal the nn.Conv2d model's within 1e-4 of cuDNN FP32's.
+- Every convolution's gradients in that step -- the grad_input it passed back, and the weight and bias
+  gradients autograd accumulated -- are those of a float64 convolution of the very tensors it saw
+  (its input and the grad_output that reached it), within 1e-5 or 2x cuDNN FP32's error on the same
+  tensors.
+
+The gradients are checked layer by layer, not as the whole model's against the model in float64:
+the step passes through max pools and ReLUs, whose gradients jump where two window entries tie or
+an input crosses zero, and any two FP32 computations of a deep network (cuDNN's as much as ours)
+decide such a near-tie differently now and then. The gradients upstream of that element then differ
+by orders of magnitude more than rounding, so a whole-model bar tests the inputs' near-ties, not the
+kernels."""
 import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torchconv
 
@@ -15,7 +26,52 @@ MODELS = ["resnet18", "mobilenet_v3_small", "shufflenet_v2_x0_5", "squeezenet1_1
 
 
 def rel_err(a, b):
-    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300)).item()
+
+
+def record_conv_tensors(model):
+    """Hooks on every torchconv.Conv2d of `model` that keep, per layer, the input it was called with,
+    the gradient that reached its output and the gradient it passed back to its input. Returns the
+    per-layer records and the hook handles."""
+    records, handles = {}, []
+    for name, conv in model.named_modules():
+        if not isinstance(conv, torchconv.Conv2d):
+            continue
+        rec = records[name] = {"conv": conv}
+
+        def before(module, args, rec=rec):
+            (inp,) = args
+            rec["input"], rec["input_requires_grad"] = inp.detach().clone(), inp.requires_grad
+            if inp.requires_grad:  # an alias used by this layer alone: its gradient is the layer's grad_input
+                inp = inp.view_as(inp)
+                inp.register_hook(lambda g: rec.__setitem__("grad_input", g))
+            return (inp,)
+
+        def after(module, args, out, rec=rec):
+            # Registered before any in-place op that follows (an inplace ReLU): the hook receives
+            # the gradient of the convolution's own output.
+            out.register_hook(lambda g: rec.__setitem__("grad_output", g))
+
+        handles += [conv.register_forward_pre_hook(before), conv.register_forward_hook(after)]
+    return records, handles
+
+
+def layer_gradient_errors(rec):
+    """{gradient: (ours, cuDNN FP32)} relative errors against float64 for one recorded layer."""
+    conv = rec["conv"]
+    params = [conv.weight] + ([conv.bias] if conv.bias is not None else [])
+
+    def grads(dtype):
+        leaves = [t.detach().to(dtype).requires_grad_() for t in [rec["input"], *params]]
+        out = F.conv2d(leaves[0], leaves[1], leaves[2] if conv.bias is not None else None, conv.stride, conv.padding,
+                       conv.dilation, conv.groups)
+        return torch.autograd.grad(out, leaves, rec["grad_output"].to(dtype))
+
+    with torch.backends.cudnn.flags(allow_tf32=False):
+        ref, cudnn = grads(torch.float64), grads(torch.float32)
+    names = ["grad_input", "grad_weight", "grad_bias"][:len(ref)]
+    ours = [rec.get("grad_input"), *[p.grad for p in params]]
+    return {n: (rel_err(o, r), rel_err(c, r)) for n, o, c, r in zip(names, ours, cudnn, ref) if o is not None}
 
 
 @needs_cuda
@@ -32,25 +88,27 @@ def test_zoo_model(name):
             reference.eval(), model.eval()
             with torch.no_grad():
                 assert rel_err(model(x), reference(x)) < 1e-4
-            reference.train(), model.train()
-            for m in [*model.modules(), *reference.modules()]:  # same masks in float32 and float64
+            model.train()
+            for m in model.modules():
                 if "Dropout" in type(m).__name__ or type(m).__name__ == "StochasticDepth":
                     m.eval()
-            reference64 = copy.deepcopy(reference).double()
-            grads = []
-            for m, inp in ((model, x), (reference, x), (reference64, x.double())):
-                with torch.random.fork_rng(devices=["cuda"]):
-                    torch.manual_seed(1)
-                    m(inp).square().mean().backward()
-                grads.append({name: p.grad for name, p in m.named_parameters()})
+            records, handles = record_conv_tensors(model)
+            try:
+                model(x).square().mean().backward()
+            finally:
+                for h in handles:
+                    h.remove()
             choices = {key: entry["algorithm"] for key, entry in torchconv.tuning.cache_entries().items()}
     finally:
         torchconv.set_benchmark(False)
         torchconv.clear_cache()
-    flat = [torch.cat([g.flatten() for g in gs.values()]) for gs in grads]
-    ours, cudnn = rel_err(flat[0], flat[2]), rel_err(flat[1], flat[2])
-    if ours > max(2 * cudnn, 1e-5):  # the parameters furthest off and benchmark mode's choices, to say where
-        worst = sorted(grads[0], key=lambda n: -rel_err(grads[0][n], grads[2][n]) / max(rel_err(grads[1][n], grads[2][n]), 1e-12))
-        detail = [f"{n}: ours {rel_err(grads[0][n], grads[2][n]):.1e}, cuDNN {rel_err(grads[1][n], grads[2][n]):.1e}"
-                  for n in worst[:3]]
-        pytest.fail(f"gradients: ours {ours:.2e}, cuDNN {cudnn:.2e}; {detail}; choices {choices}")
+    assert records and all("grad_output" in rec for rec in records.values())
+    failures = []
+    for layer, rec in records.items():
+        expected = {"grad_weight", "grad_bias"} & {f"grad_{n}" for n, p in rec["conv"].named_parameters()}
+        errors = layer_gradient_errors(rec)
+        assert expected <= errors.keys(), f"{layer}: no gradient for {expected - errors.keys()}"
+        assert ("grad_input" in errors) == rec["input_requires_grad"], f"{layer}: grad_input reached the input or not"
+        failures += [f"{layer} {g}: ours {ours:.1e}, cuDNN {cudnn:.1e}" for g, (ours, cudnn) in errors.items()
+                     if ours > max(2 * cudnn, 1e-5)]
+    assert not failures, f"{failures}; benchmark mode's choices {choices}"
