@@ -141,7 +141,7 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
   return cached_weight_transform(weight, tag, [&] {
     auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
     const TcWeightMap map{cv, {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)},
-                          int(weight.size(2)), int(weight.size(3)), kWtRowBytes / int(sizeof(T))};
+                          kWtRowBytes / int(sizeof(T))};
     const int64_t words = wt.numel() * int64_t(sizeof(T)) / 16;
     auto launch = [&](auto elem, auto value) {
       using E = decltype(elem);

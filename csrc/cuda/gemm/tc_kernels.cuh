@@ -121,7 +121,6 @@ struct TcConvArgs {
 struct TcWeightMap {
   TcConv cv;
   WeightStrides ws;
-  int Rw, Sw;
   int row_elems;  // elements of a 128-byte row
 
   // Group, destination row and first column of Wt word `word` (kVec elements a word).
