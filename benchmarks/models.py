@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
+from layer_grads import check_layers, record_conv_tensors  # noqa: E402
 from merge_results import merge_rows  # noqa: E402
 from bench import environment, gpu_slug  # noqa: E402
 from torchconv.timing import compare  # noqa: E402
@@ -152,8 +153,10 @@ def zoo_model(name, args, device, log):
                    ratio_max=timed["ratio_max"])
         reference.train(), ours.train()
         torchconv.tune(copy.deepcopy(ours), x, train=True, progress=False)
-        # One step's gradients against float64 (the nn.Conv2d model in double), ours and cuDNN FP32's,
-        # with dropout and stochastic depth off (their masks would differ between dtypes).
+        # One step's gradients, with dropout and stochastic depth off (their masks would differ between
+        # dtypes): each convolution's against a float64 convolution of the tensors it saw (the bar,
+        # benchmarks/layer_grads.py), and the whole model's against the nn.Conv2d model in float64,
+        # ours and cuDNN FP32's (which jump at near-ties of max pools and ReLUs, for either).
         for model in (ours, reference):
             for m in model.modules():
                 if "Dropout" in type(m).__name__ or type(m).__name__ == "StochasticDepth":
@@ -162,9 +165,16 @@ def zoo_model(name, args, device, log):
         grads = []
         for model, inp in ((ours, x), (reference, x), (reference64, x.double())):
             model.zero_grad(set_to_none=True)
+            records, handles = record_conv_tensors(model) if model is ours else ({}, [])
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(1)
                 logits(model(inp)).square().mean().backward()
+            for h in handles:
+                h.remove()
+            if model is ours:
+                errors, row["layer_grad_over"] = check_layers(records)
+                row["layer_grad_err"] = max(e[0] for errs in errors.values() for e in errs.values())
+                del records
             grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
         del reference64
         row["grad_err"] = rel_err(grads[0], grads[2])
@@ -184,8 +194,8 @@ def zoo_model(name, args, device, log):
                    algorithms=chosen(ours), ok=True)
     except Exception as err:  # noqa: BLE001 -- a model that fails is a row that says so
         row["error"] = f"{type(err).__name__}: {err}"
-    log(f"  {name:<20} ok={row['ok']} " + (f"logits {row['logit_err']:.1e} grads {row['grad_err']:.1e} "
-        f"(cuDNN FP32's {row['cudnn_grad_err']:.1e}) "
+    log(f"  {name:<20} ok={row['ok']} " + (f"logits {row['logit_err']:.1e} layer grads {row['layer_grad_err']:.1e} "
+        f"{row['layer_grad_over'] or ''} model grads {row['grad_err']:.1e} (cuDNN FP32's {row['cudnn_grad_err']:.1e}) "
         f"inference x{row['ratio']:.2f} train x{row['train_ratio']:.2f} {row['algorithms']}" if row["ok"]
         else row.get("error", "")))
     return row
@@ -195,17 +205,21 @@ def write_zoo_markdown(path, meta, rows):
     lines = [f"# Model zoo — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, {meta['date']}. torchvision models, random weights, FP32, "
              "every nn.Conv2d converted, benchmark mode on; the nn.Conv2d model on cuDNN FP32 (TF32 off) is the "
-             "reference for the logits and the times (interleaved rounds); the gradients of one training step are "
-             "compared with the nn.Conv2d model in float64, ours and cuDNN FP32's alike.", "",
-             "| model | batch | ok | logits rel err | grads rel err (ours / cuDNN FP32, vs float64) | inference ms | "
-             "cuDNN ms | ratio | train step ms | cuDNN ms | ratio | algorithms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "reference for the logits and the times (interleaved rounds). One training step's gradients: each "
+             "convolution's against a float64 convolution of the tensors it saw (worst over layers and gradients; "
+             "the bar 1e-5 or 2x cuDNN FP32's on the same tensors), and the whole model's against the nn.Conv2d "
+             "model in float64, ours and cuDNN FP32's alike (these jump at max-pool and ReLU near-ties).", "",
+             "| model | batch | ok | logits rel err | layer grads rel err (worst) | model grads rel err (ours / cuDNN "
+             "FP32, vs float64) | inference ms | cuDNN ms | ratio | train step ms | cuDNN ms | ratio | algorithms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if not r["ok"]:
-            lines.append(f"| {r['model']} | {r['batch']} | no: {r.get('error', '')[:80]} |" + " - |" * 9)
+            lines.append(f"| {r['model']} | {r['batch']} | no: {r.get('error', '')[:80]} |" + " - |" * 10)
             continue
         algos = ", ".join(f"{k} {v}" for k, v in sorted(r["algorithms"].items()))
-        lines.append(f"| {r['model']} | {r['batch']} | yes | {r['logit_err']:.1e} | {r['grad_err']:.1e} / "
+        layer = f"{r['layer_grad_err']:.1e}" + (f" (over: {'; '.join(r['layer_grad_over'])})" if r["layer_grad_over"]
+                                                else "")
+        lines.append(f"| {r['model']} | {r['batch']} | yes | {r['logit_err']:.1e} | {layer} | {r['grad_err']:.1e} / "
                      f"{r['cudnn_grad_err']:.1e} | "
                      f"{r['ms']:.2f} | {r['cudnn_ms']:.2f} | {r['ratio']:.2f} | {r['train_ms']:.2f} | "
                      f"{r['cudnn_train_ms']:.2f} | {r['train_ratio']:.2f} | {algos} |")
