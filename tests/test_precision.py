@@ -947,9 +947,9 @@ WEIGHT_LAYOUT_SHAPES = [
     (2, 64, 144, 6, 5, 3, 3, 1, 1, 1, 2),  # groups, filters past one tile
     (2, 3, 16, 15, 14, 7, 7, 2, 3, 1, 1),  # an RGB stem: taps packed
     (1, 24, 16, 10, 9, 5, 3, (2, 1), (2, 1), (1, 2), 1),
-    (2, 160, 72, 8, 7, 3, 3, 1, 1, 1, 1),  # channels past one 128-byte row of Wt, several row tiles
-    (1, 40, 12, 13, 11, 11, 11, 1, 5, 1, 1),  # 121 taps: few filters per tile of the relayout
-    (1, 40, 8, 21, 20, 19, 19, 1, 9, 1, 1),  # 361 taps: one filter's taps past shared memory
+    (2, 160, 72, 8, 7, 3, 3, 1, 1, 1, 1),  # a tap's channels over several 128-byte rows of Wt
+    (1, 40, 12, 13, 11, 11, 11, 1, 5, 1, 1),  # 121 taps
+    (1, 40, 8, 21, 20, 19, 19, 1, 9, 1, 1),  # 361 taps
 ]
 
 
