@@ -4,6 +4,9 @@
 # (the summary), build.log, tests.log, and whatever the benchmark commands write there.
 #   bash benchmarks/gpu_session.sh "bench.py --suite resnet,yolo" "models.py --models resnet50"
 # PYTEST_SEL="tests -k cuda" narrows the test run (default: all of tests/; "skip" skips it).
+# PYTEST_SHARDS=3 runs the test files instead in 3 pytest processes at once on the one GPU (files
+# dealt by size, largest first, to the lightest shard): the whole suite and the build then fit one
+# device call. tests.log holds the shards' logs one after the other.
 # MEMCHECK="tests/test_x.py -k cuda" / RACECHECK="..." run compute-sanitizer over those tests.
 set -uo pipefail
 OUT="${OUT:-$PWD/gpu_out}"
@@ -17,7 +20,30 @@ t0=$SECONDS
 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 TORCHCONV_PTXAS_VERBOSE=1 python -m pip install --no-build-isolation --no-deps -v -e . > "$OUT/build.log" 2>&1 \
   || { tail -50 "$OUT/build.log"; exit 1; }
 echo "== build $((SECONDS - t0)) s; spills: $(grep -cE '[1-9][0-9]* bytes spill' "$OUT/build.log")" | tee -a "$LOG"
-if [ "${PYTEST_SEL:-tests}" != skip ]; then
+if [ -n "${PYTEST_SHARDS:-}" ]; then
+  t0=$SECONDS
+  shards=$(python - "$PYTEST_SHARDS" <<'PY'
+import glob, os, sys
+n = int(sys.argv[1])
+load, groups = [0] * n, [[] for _ in range(n)]
+for f in sorted(glob.glob("tests/test_*.py"), key=os.path.getsize, reverse=True):
+    i = load.index(min(load))
+    groups[i].append(f)
+    load[i] += os.path.getsize(f)
+print("\n".join(" ".join(g) for g in groups if g))
+PY
+)
+  i=0; pids=()
+  while read -r files; do
+    { echo "== shard $i: $files"; python -m pytest $files -q -rfEs -p no:cacheprovider; echo "pytest rc=$?"; } \
+      > "$OUT/tests-$i.log" 2>&1 &
+    pids+=($!); i=$((i + 1))
+  done <<< "$shards"
+  wait "${pids[@]}"
+  cat "$OUT"/tests-*.log > "$OUT/tests.log" && rm -f "$OUT"/tests-*.log
+  { echo "== tests in $i shards ($((SECONDS - t0)) s)"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20
+    grep -E "^(== shard|pytest rc|[0-9]+ (passed|failed))" "$OUT/tests.log"; } | tee -a "$LOG"
+elif [ "${PYTEST_SEL:-tests}" != skip ]; then
   t0=$SECONDS
   eval python -m pytest ${PYTEST_SEL:-tests} -q -rfEs -p no:cacheprovider > "$OUT/tests.log" 2>&1; echo "pytest rc=$?" >> "$OUT/tests.log"
   { echo "== tests ($((SECONDS - t0)) s)"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20; tail -2 "$OUT/tests.log"; } | tee -a "$LOG"
