@@ -17,6 +17,10 @@ DEVICES = [
     pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
 ]
 ALGORITHMS = torchconv.ALGORITHMS
+# Tile configs are the CUDA kernels' (torchconv.configs): a build without nvcc has CPU kernels only
+# and no config to name or force.
+needs_cuda_build = pytest.mark.skipif(not torchconv.available_algorithms("cuda"),
+                                      reason="a CPU-only build: no CUDA kernels, no tile configs")
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import torchconv
+from conftest import needs_cuda_build
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 import bench  # noqa: E402
@@ -104,6 +105,7 @@ def test_pass_times_of_a_suite_at_each_precision_and_layout(tmp_path):
     assert "| S2 | bf16 | nhwc | trainable | 1 |" in text and "- | - | -" in text
 
 
+@needs_cuda_build
 def test_pass_times_with_forced_configs(tmp_path):
     """pass_times.py --configs: each algorithm:config is a contender of its own, every pass run with that
     tile config forced, and the rule's config is back after it."""

@@ -28,7 +28,7 @@ import pytest
 import torch
 
 import torchconv
-from conftest import assert_backward_repeatable, assert_close_rel, check_forward_backward
+from conftest import assert_backward_repeatable, assert_close_rel, check_forward_backward, needs_cuda_build
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 CONFIGS = ("wide", "small")
@@ -129,12 +129,14 @@ def test_last_choice_names_each_pass():
     assert torchconv.last_choice() == "forward:small/splits=1 grad_input:small/splits=1"
 
 
+@needs_cuda_build
 def test_unknown_tile_name_is_a_value_error():
     with pytest.raises(ValueError, match="must name a config of 'direct' \\('wide', 'small', 'depthwise', 'depthwise-unstaged', 'depthwise-plane'\\)"):
         torchconv.set_config("direct", "huge")
     assert torchconv.get_config("direct") == ""
 
 
+@needs_cuda_build
 def test_tile_from_environment():
     """TORCHCONV_DIRECT_CONFIG forces a config for the whole process (read once); a bad name is a
     ValueError naming the variable."""
