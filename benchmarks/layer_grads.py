@@ -7,18 +7,20 @@ FP32 computations of a deep network (cuDNN's as much as ours) decide such a near
 and then, and the gradients upstream of it then differ by orders of magnitude more than rounding: a
 whole-model bar measures the inputs' near-ties, not the convolutions. A layer's own gradients on its
 own tensors have no such jump."""
+import os
+import sys
+
 import torch
 import torch.nn.functional as F
 
 import torchconv
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import rel_err  # noqa: E402,F401 -- the relative error every benchmark reports (test_zoo takes it from here)
+
 # A layer's gradient is over the bar past 1e-5 (IEEE FP32's) and past twice cuDNN FP32's error on the
 # same tensors (a reduction long enough, or cancelling enough, to lose more than 1e-5 in FP32).
 IEEE_FP32_BAR = 1e-5
-
-
-def rel_err(a, b):
-    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300)).item()
 
 
 def record_conv_tensors(model):

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
 from layer_grads import check_layers, record_conv_tensors  # noqa: E402
 from merge_results import merge_rows  # noqa: E402
-from bench import environment, gpu_slug  # noqa: E402
+from bench import environment, gpu_slug, rel_err  # noqa: E402
 from torchconv.timing import compare  # noqa: E402
 
 MODELS = ("resnet50", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny", "resnet18")
@@ -64,10 +64,6 @@ def build(name):
 
 def logits(out):
     return out["out"] if isinstance(out, dict) else out
-
-
-def rel_err(out, ref):
-    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
 def chosen(model):

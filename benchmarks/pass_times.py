@@ -22,7 +22,6 @@ torch.no_grad(), so no graph is recorded). One result file per suite and GPU, re
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -31,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
-from bench import PRECISION_DTYPE, environment, gpu_slug  # noqa: E402
+from bench import PRECISION_DTYPE, environment, geomean, gpu_slug  # noqa: E402
 from suites import SUITES, Layer  # noqa: E402
 from torchconv import timing  # noqa: E402
 
@@ -171,10 +170,6 @@ def bench_layer(suite, layer, args, device, weights, precision, layout):
                              cudnn_us=ref * 1e3, ratio=statistics.median(ratios), ratio_min=min(ratios),
                              ratio_max=max(ratios), choice=choices.get(algo, "")))
     return rows
-
-
-def geomean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def write_markdown(path, meta, rows):
