@@ -34,15 +34,22 @@ print("\n".join(" ".join(g) for g in groups if g))
 PY
 )
   i=0; pids=()
+  # The shards share the CPU cores: each gets its part of them (torch's CPU kernels and the float64
+  # references spin when oversubscribed); a stopped session stops its shards too.
+  threads=$(( $(nproc) / PYTEST_SHARDS )); [ $threads -lt 1 ] && threads=1
+  stopped=
+  trap 'kill "${pids[@]}" 2>/dev/null; stopped=1' TERM INT
   while read -r files; do
-    { echo "== shard $i: $files"; python -m pytest $files -q -rfEs -p no:cacheprovider; echo "pytest rc=$?"; } \
-      > "$OUT/tests-$i.log" 2>&1 &
+    echo "== shard $i: $files" > "$OUT/tests-$i.log"
+    OMP_NUM_THREADS=$threads python -m pytest $files -q -rfEs -p no:cacheprovider >> "$OUT/tests-$i.log" 2>&1 &
     pids+=($!); i=$((i + 1))
   done <<< "$shards"
-  wait "${pids[@]}"
+  for j in "${!pids[@]}"; do wait "${pids[$j]}"; echo "pytest rc=$?" >> "$OUT/tests-$j.log"; done
+  trap - TERM INT
   cat "$OUT"/tests-*.log > "$OUT/tests.log" && rm -f "$OUT"/tests-*.log
   { echo "== tests in $i shards ($((SECONDS - t0)) s)"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20
     grep -E "^(== shard|pytest rc|[0-9]+ (passed|failed))" "$OUT/tests.log"; } | tee -a "$LOG"
+  [ -n "$stopped" ] && { echo "== stopped" | tee -a "$LOG"; exit 143; }
 elif [ "${PYTEST_SEL:-tests}" != skip ]; then
   t0=$SECONDS
   eval python -m pytest ${PYTEST_SEL:-tests} -q -rfEs -p no:cacheprovider > "$OUT/tests.log" 2>&1; echo "pytest rc=$?" >> "$OUT/tests.log"

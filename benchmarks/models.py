@@ -13,7 +13,6 @@ Rows go to <out-dir>/<tag>.json and .md (suite = the model's name, layer "model"
 import argparse
 import collections
 import copy
-import json
 import os
 import sys
 import warnings
@@ -24,7 +23,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
 from layer_grads import check_layers, record_conv_tensors  # noqa: E402
-from merge_results import merge_rows  # noqa: E402
+from merge_results import merge_rows, write_result  # noqa: E402
 from bench import environment, gpu_slug, rel_err  # noqa: E402
 from torchconv.timing import compare  # noqa: E402
 
@@ -260,22 +259,20 @@ def main(argv=None):
     meta = environment(device)
     print(f"# {meta['gpu']} | torch {meta['torch']} | cuDNN {meta['cudnn']}", flush=True)
     log = lambda s: print(s, flush=True)  # noqa: E731
-    if args.zoo:
-        rows, stem, write = [zoo_model(name, args, device, log) for name in ZOO], "zoo", write_zoo_markdown
-    else:
-        rows, stem, write = [], "models", write_markdown
-        for name in args.models.split(","):
-            rows += bench_model(name, args, device, log)
-    torchconv.set_benchmark(False)
     os.makedirs(args.out_dir, exist_ok=True)
-    stem = os.path.join(args.out_dir, args.tag or f"{stem}-{gpu_slug(meta)}")
     extra = {"argv": sys.argv[1:] if argv is None else list(argv)}
     if args.zoo:
-        with open(stem + ".json", "w") as f:
-            json.dump({"meta": meta, **extra, "rows": rows}, f, indent=1)
-        write(stem + ".md", meta, rows)
+        # The zoo file is rewritten whole, after each model: a run stopped part-way keeps what it measured.
+        stem, rows = os.path.join(args.out_dir, args.tag or f"zoo-{gpu_slug(meta)}"), []
+        for name in ZOO:
+            rows.append(zoo_model(name, args, device, log))
+            write_result(stem + ".json", {"meta": meta, **extra, "rows": rows}, write_zoo_markdown)
     else:  # rewritten in place: rows of other models, precisions or batches stay (merge_results.py)
-        merge_rows(stem + ".json", meta, rows, write, extra)
+        stem, rows = os.path.join(args.out_dir, args.tag or f"models-{gpu_slug(meta)}"), []
+        for name in args.models.split(","):
+            rows += bench_model(name, args, device, log)
+        merge_rows(stem + ".json", meta, rows, write_markdown, extra)
+    torchconv.set_benchmark(False)
     print(f"wrote {stem}.json/.md ({len(rows)} rows)")
     return rows
 
