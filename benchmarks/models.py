@@ -186,7 +186,8 @@ def zoo_model(name, args, device, log):
         timed = compare(lambda: train_step(ours, opt_ours), lambda: train_step(reference, opt_ref), device,
                         rounds=args.rounds, reps=max(1, args.reps // 2))
         row.update(train_ms=timed["ms"], cudnn_train_ms=timed["reference_ms"], train_ratio=timed["ratio"],
-                   algorithms=chosen(ours), ok=True)
+                   train_ratio_min=timed["ratio_min"], train_ratio_max=timed["ratio_max"], algorithms=chosen(ours),
+                   ok=True)
     except Exception as err:  # noqa: BLE001 -- a model that fails is a row that says so
         row["error"] = f"{type(err).__name__}: {err}"
     log(f"  {name:<20} ok={row['ok']} " + (f"logits {row['logit_err']:.1e} layer grads {row['layer_grad_err']:.1e} "
