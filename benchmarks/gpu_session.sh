@@ -4,9 +4,9 @@
 # (the summary), build.log, tests.log, and whatever the benchmark commands write there.
 #   bash benchmarks/gpu_session.sh "bench.py --suite resnet,yolo" "models.py --models resnet50"
 # PYTEST_SEL="tests -k cuda" narrows the test run (default: all of tests/; "skip" skips it).
-# PYTEST_SHARDS=3 runs the test files instead in 3 pytest processes at once on the one GPU (files
-# dealt by size, largest first, to the lightest shard): the whole suite and the build then fit one
-# device call. tests.log holds the shards' logs one after the other.
+# PYTEST_SHARDS=3 runs the whole suite instead in 3 pytest processes at once on the one GPU (tests
+# dealt one at a time: TORCHCONV_TEST_SHARD in tests/conftest.py): the whole suite and the build then
+# fit one device call. tests.log holds the shards' logs one after the other.
 # MEMCHECK="tests/test_x.py -k cuda" / RACECHECK="..." run compute-sanitizer over those tests.
 set -uo pipefail
 OUT="${OUT:-$PWD/gpu_out}"
@@ -22,28 +22,18 @@ MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 TORCHCONV_PTXAS_VERBOSE=1 python -m pip ins
 echo "== build $((SECONDS - t0)) s; spills: $(grep -cE '[1-9][0-9]* bytes spill' "$OUT/build.log")" | tee -a "$LOG"
 if [ -n "${PYTEST_SHARDS:-}" ]; then
   t0=$SECONDS
-  shards=$(python - "$PYTEST_SHARDS" <<'PY'
-import glob, os, sys
-n = int(sys.argv[1])
-load, groups = [0] * n, [[] for _ in range(n)]
-for f in sorted(glob.glob("tests/test_*.py"), key=os.path.getsize, reverse=True):
-    i = load.index(min(load))
-    groups[i].append(f)
-    load[i] += os.path.getsize(f)
-print("\n".join(" ".join(g) for g in groups if g))
-PY
-)
   i=0; pids=()
   # The shards share the CPU cores: each gets its part of them (torch's CPU kernels and the float64
   # references spin when oversubscribed); a stopped session stops its shards too.
   threads=$(( $(nproc) / PYTEST_SHARDS )); [ $threads -lt 1 ] && threads=1
   stopped=
   trap 'kill "${pids[@]}" 2>/dev/null; stopped=1' TERM INT
-  while read -r files; do
-    echo "== shard $i: $files" > "$OUT/tests-$i.log"
-    OMP_NUM_THREADS=$threads python -m pytest $files -q -rfEs -p no:cacheprovider >> "$OUT/tests-$i.log" 2>&1 &
-    pids+=($!); i=$((i + 1))
-  done <<< "$shards"
+  for ((i = 0; i < PYTEST_SHARDS; i++)); do
+    echo "== shard $i/$PYTEST_SHARDS" > "$OUT/tests-$i.log"
+    TORCHCONV_TEST_SHARD=$i/$PYTEST_SHARDS OMP_NUM_THREADS=$threads python -m pytest tests -q -rfEs -p no:cacheprovider \
+      >> "$OUT/tests-$i.log" 2>&1 &
+    pids+=($!)
+  done
   for j in "${!pids[@]}"; do wait "${pids[$j]}"; echo "pytest rc=$?" >> "$OUT/tests-$j.log"; done
   trap - TERM INT
   cat "$OUT"/tests-*.log > "$OUT/tests.log" && rm -f "$OUT"/tests-*.log

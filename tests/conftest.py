@@ -5,6 +5,7 @@ dispatcher's message as the reason.
 Every test starts from a seed derived from its id (CRC-32), so a failing case draws the same inputs
 when it is run again, alone or in the whole suite; the seed is printed with the failure."""
 import contextlib
+import os
 import zlib
 
 import pytest
@@ -37,6 +38,22 @@ def seeded(request):
     torch.manual_seed(seed)
     request.node.user_properties.append(("seed", seed))
     yield seed
+
+
+def pytest_collection_modifyitems(config, items):
+    """TORCHCONV_TEST_SHARD=k/n keeps the collected tests k, k + n, k + 2n, ... (0 <= k < n):
+    benchmarks/gpu_session.sh runs n such shards at once on one GPU. Dealt one test at a time, the
+    shards share the slow files alike, where whole files dealt to shards leave one running long."""
+    spec = os.environ.get("TORCHCONV_TEST_SHARD")
+    if not spec:
+        return
+    try:
+        k, n = (int(v) for v in spec.split("/"))
+        assert 0 <= k < n
+    except (ValueError, AssertionError):
+        raise pytest.UsageError(f"TORCHCONV_TEST_SHARD={spec!r}: expected k/n with 0 <= k < n") from None
+    config.hook.pytest_deselected(items=[item for i, item in enumerate(items) if i % n != k])
+    items[:] = items[k::n]
 
 
 @pytest.hookimpl(hookwrapper=True)
