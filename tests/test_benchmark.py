@@ -443,3 +443,29 @@ def test_patch_load_model_counts_the_kernels_lane_map():
     assert (lines_shfl, shuffles) == (544, 128)
     _, lines_one, _, _, stores_one = model.chunk_counts(one_channel, 68, 68, 0, shuffles=False)
     assert lines_one < lines and stores_one == 4 * stores
+
+
+def test_test_shards_partition_the_suite():
+    """TORCHCONV_TEST_SHARD=k/n (tests/conftest.py; gpu_session.sh's PYTEST_SHARDS) keeps the collected
+    tests k, k + n, ...: the n shards together are the suite, each test in one of them; anything else
+    than k/n with 0 <= k < n is a usage error that names the variable."""
+    import subprocess
+
+    tests = os.path.dirname(os.path.abspath(__file__))
+
+    def collect(shard=None):
+        env = {k: v for k, v in os.environ.items() if k != "TORCHCONV_TEST_SHARD"}
+        if shard is not None:
+            env["TORCHCONV_TEST_SHARD"] = shard
+        run = subprocess.run([sys.executable, "-m", "pytest", os.path.join(tests, "test_errors.py"), "--co", "-q",
+                              "-p", "no:cacheprovider"], cwd=os.path.dirname(tests), env=env, capture_output=True,
+                             text=True)
+        return [line for line in run.stdout.splitlines() if "::" in line], run
+
+    whole, _ = collect()
+    shards = [collect(f"{k}/3")[0] for k in range(3)]
+    assert whole and all(shards) and sorted(sum(shards, [])) == sorted(whole)
+    assert shards[1] == whole[1::3]
+    for bad in ("3/3", "one/3"):
+        _, run = collect(bad)
+        assert run.returncode != 0 and "TORCHCONV_TEST_SHARD" in run.stdout + run.stderr
