@@ -7,6 +7,7 @@ FP32 computations of a deep network (cuDNN's as much as ours) decide such a near
 and then, and the gradients upstream of it then differ by orders of magnitude more than rounding: a
 whole-model bar measures the inputs' near-ties, not the convolutions. A layer's own gradients on its
 own tensors have no such jump."""
+import contextlib
 import os
 import sys
 
@@ -23,10 +24,19 @@ from bench import rel_err  # noqa: E402,F401 -- the relative error every benchma
 IEEE_FP32_BAR = 1e-5
 
 
+def stochastic_layers_off(model):
+    """Dropout and stochastic depth of `model` in eval mode, the rest as it is: their masks would differ
+    between the runs (and dtypes) whose gradients are compared."""
+    for m in model.modules():
+        if "Dropout" in type(m).__name__ or type(m).__name__ == "StochasticDepth":
+            m.eval()
+
+
+@contextlib.contextmanager
 def record_conv_tensors(model):
-    """Hooks on every torchconv.Conv2d of `model` that keep, per layer (by module name), the input it
-    was called with, the gradient that reached its output and the gradient it passed back to its
-    input. Returns the records and the hook handles (remove them after the step)."""
+    """Within the block, hooks on every torchconv.Conv2d of `model` keep, per layer (by module name),
+    the input it was called with, the gradient that reached its output and the gradient it passed back
+    to its input; yields those records (filled as the step runs; the hooks go when the block ends)."""
     records, handles = {}, []
     for name, conv in model.named_modules():
         if not isinstance(conv, torchconv.Conv2d):
@@ -47,7 +57,11 @@ def record_conv_tensors(model):
             out.register_hook(lambda g: rec.__setitem__("grad_output", g))
 
         handles += [conv.register_forward_pre_hook(before), conv.register_forward_hook(after)]
-    return records, handles
+    try:
+        yield records
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def layer_gradient_errors(rec):

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
-from layer_grads import check_layers, record_conv_tensors  # noqa: E402
+from layer_grads import check_layers, record_conv_tensors, stochastic_layers_off  # noqa: E402
 from merge_results import merge_rows, write_result  # noqa: E402
 from bench import environment, gpu_slug, rel_err  # noqa: E402
 from torchconv.timing import compare  # noqa: E402
@@ -153,19 +153,15 @@ def zoo_model(name, args, device, log):
         # benchmarks/layer_grads.py), and the whole model's against the nn.Conv2d model in float64,
         # ours and cuDNN FP32's (which jump at near-ties of max pools and ReLUs, for either).
         for model in (ours, reference):
-            for m in model.modules():
-                if "Dropout" in type(m).__name__ or type(m).__name__ == "StochasticDepth":
-                    m.eval()
+            stochastic_layers_off(model)
         reference64 = copy.deepcopy(reference).double()
         grads = []
         for model, inp in ((ours, x), (reference, x), (reference64, x.double())):
             model.zero_grad(set_to_none=True)
-            records, handles = record_conv_tensors(model) if model is ours else ({}, [])
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            with record_conv_tensors(model) as records, \
+                    torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(1)
                 logits(model(inp)).square().mean().backward()
-            for h in handles:
-                h.remove()
             if model is ours:
                 errors, row["layer_grad_over"] = check_layers(records)
                 row["layer_grad_err"] = max(e[0] for errs in errors.values() for e in errs.values())

@@ -17,7 +17,7 @@ import torch
 import torchconv
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-from layer_grads import check_layers, record_conv_tensors, rel_err  # noqa: E402
+from layer_grads import check_layers, record_conv_tensors, rel_err, stochastic_layers_off  # noqa: E402
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 MODELS = ["resnet18", "mobilenet_v3_small", "shufflenet_v2_x0_5", "squeezenet1_1", "regnet_x_400mf"]
@@ -38,15 +38,9 @@ def test_zoo_model(name):
             with torch.no_grad():
                 assert rel_err(model(x), reference(x)) < 1e-4
             model.train()
-            for m in model.modules():
-                if "Dropout" in type(m).__name__ or type(m).__name__ == "StochasticDepth":
-                    m.eval()
-            records, handles = record_conv_tensors(model)
-            try:
+            stochastic_layers_off(model)
+            with record_conv_tensors(model) as records:
                 model(x).square().mean().backward()
-            finally:
-                for h in handles:
-                    h.remove()
             choices = {key: entry["algorithm"] for key, entry in torchconv.tuning.cache_entries().items()}
     finally:
         torchconv.set_benchmark(False)
