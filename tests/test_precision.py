@@ -348,7 +348,8 @@ def tf32_grad_input(shape, channels_last=False):
 # The wgmma config rule at its edges (Hopper), as (shape, forward config per precision):
 # - grids too small for the GPU even with small tiles, long reductions: the reduction splits across
 #   blocks of large (medium) tiles, FP32 sums added in a fixed order. Two filter tiles, the second
-#   partial; groups; stride 2 with 64 filters (medium);
+#   partial; groups; stride 2 with 64 filters (medium); one tile of 70 filters (the last four
+#   channels partial) and 70 positions split 8 ways, where some splits have no rows to finish;
 # - such a grid with a reduction too short to split (1x1, 64 channels): the tiny tile;
 # - more than 128 filters and at least two waves of 128 x 256 tiles: the wide tile (one partial).
 SPLIT = {p: r"wgmma-(large|medium)/splits=([2-9]|\d\d+)$" for p in ("tf32", "fp16", "bf16")}
@@ -358,6 +359,7 @@ GRID_CASES = [
     ((2, 512, 136, 7, 5, 3, 3, 1, 1, 1, 1), SPLIT),
     ((2, 256, 256, 5, 6, 3, 3, 1, 1, 1, 2), SPLIT),
     ((1, 256, 64, 9, 8, 3, 3, 2, 1, 1, 1), SPLIT),
+    ((2, 512, 70, 7, 5, 3, 3, 1, 1, 1, 1), SPLIT),
     ((2, 64, 136, 7, 5, 1, 1, 1, 0, 1, 1), TINY),
     ((2, 16, 136, 136, 136, 3, 3, 1, 1, 1, 1), WIDE),
 ]
@@ -376,6 +378,10 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
         assert re.match("forward:" + expected[precision], forward_plan), forward_plan
     # The same bits every call: split sums are added in a fixed order.
     assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
+    if hopper() and expected is SPLIT:
+        # The splits of a tile run as one thread-block cluster and add their sums through distributed
+        # shared memory: no workspace.
+        assert torchconv.last_workspace_bytes() == 0
 
 
 # The rule for 1x1 layers whose NCHW float32 source the TF32 kernel reads itself (A from registers):

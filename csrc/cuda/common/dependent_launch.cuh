@@ -32,12 +32,12 @@ __device__ __forceinline__ void allow_dependents() {
 #endif
 }
 
-// Launches kernel(args...) on `stream`, in clusters of `cluster` consecutive blocks where `cluster`
-// > 1, and as a programmatic dependent of the kernel before it where `dependent` (only kernels that
-// call grid_dependency_wait before reading their inputs may be).
+// Launches kernel(args...) on `stream`, in clusters of `cluster` blocks where it holds more than one
+// (an int: that many consecutive blocks of x), and as a programmatic dependent of the kernel before
+// it where `dependent` (only kernels that call grid_dependency_wait before reading their inputs may be).
 template <typename... Params, typename... Args>
 void launch_with_attributes(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                            int cluster, bool dependent, Args&&... args) {
+                            dim3 cluster, bool dependent, Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
@@ -49,10 +49,10 @@ void launch_with_attributes(void (*kernel)(Params...), dim3 grid, dim3 block, si
     attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[count++].val.programmaticStreamSerializationAllowed = 1;
   }
-  if (cluster > 1) {
+  if (cluster.x * cluster.y * cluster.z > 1) {
     attrs[count].id = cudaLaunchAttributeClusterDimension;
-    attrs[count].val.clusterDim.x = unsigned(cluster), attrs[count].val.clusterDim.y = 1;
-    attrs[count++].val.clusterDim.z = 1;
+    attrs[count].val.clusterDim.x = cluster.x, attrs[count].val.clusterDim.y = cluster.y;
+    attrs[count++].val.clusterDim.z = cluster.z;
   }
   config.attrs = attrs, config.numAttrs = count;
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));

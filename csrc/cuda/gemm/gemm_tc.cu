@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
+#include <mutex>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -21,6 +23,7 @@
 #include "../../tuning.h"
 #include "../../weight_cache.h"
 #include "../../workspace.h"
+#include "../common/dependent_launch.cuh"
 #include "../common/filter_relayout.cuh"
 #include "../common/tensor_data.h"
 #include "gemm_tc.h"
@@ -177,8 +180,24 @@ int reduction_chunks(const TcConv& cv, int elem, int chunk_bytes) {
   return cv.R * cv.S * int(ceil_div(int64_t(std::max(cv.reduced, 1)) * elem, chunk_bytes));
 }
 
-// `splits` > 1 (wgmma only): the reduction is split across blockIdx.y and summed by
-// tc_split_finish_kernel.
+// The splits of a tile launched as one cluster (at most the portable cluster size): whether the
+// current GPU holds such a cluster of `kernel`'s blocks, asked once per kernel and device.
+constexpr int kMaxClusterSplits = 8;
+template <typename Kernel>
+bool tc_cluster_sums_fit(Kernel kernel, int threads, size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, bool> known;
+  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), int(c10::cuda::current_device())};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(key);
+  if (it == known.end())
+    it = known.emplace(key, max_active_clusters(kernel, dim3(threads), smem, kMaxClusterSplits) > 0).first;
+  return it->second;
+}
+
+// `splits` > 1 (wgmma only): the reduction is split across blockIdx.y, and the splits of a tile add
+// their sums as one cluster (tc_cluster_split_sums) or, where the GPU cannot hold the cluster, through
+// a workspace summed by tc_split_finish_kernel.
 template <typename T, typename Cfg, typename Kernel>
 void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, const char* name, int splits = 1) {
   TcConvArgs<T> args = args_in;
@@ -195,6 +214,13 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
   record_last_choice(pass, name, splits);
+  if (splits > 1 && splits <= kMaxClusterSplits && tc_cluster_sums_fit(kernel, Cfg::kThreads, smem)) {
+    args.cluster_sums = true;
+    record_workspace_bytes(0);
+    launch_with_attributes(kernel, dim3(unsigned(blocks), unsigned(splits)), dim3(Cfg::kThreads), smem,
+                           current_stream(), dim3(1, unsigned(splits)), false, args);
+    return;
+  }
   at::Tensor partial;
   if (splits > 1) {
     partial = at::empty({int64_t(splits) * cv.rows * cv.groups * cv.outputs},
@@ -218,7 +244,9 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
 // instead of taking the tiny tile: the tiny tile's pace is set by its per-chunk work (wait, barrier,
 // loads issued), while large (medium) tiles with the reduction split keep four times the MMAs per
 // chunk. The splits fill whole waves (see wave_filling_splits), at least kMinChunksPerSplit chunks
-// each, the FP32 sums within the workspace limit; the tiny tile takes what cannot be split so.
+// each, at most a cluster's worth (kMaxClusterSplits), the FP32 sums within the workspace limit (the
+// workspace holds them where the GPU cannot launch the cluster); the tiny tile takes what cannot be
+// split so.
 constexpr int kMinChunksPerSplit = 8;
 
 // The driver's im2col tensor-map encoder, looked up once (null where the driver has none).
@@ -306,8 +334,8 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     const int64_t base = wide ? blocks(128, 128) : blocks(128, 64);
     const int64_t per_sm = wide ? WgmmaLarge::kMinBlocks : WgmmaMedium::kMinBlocks;
     const int64_t split_bytes = std::max<int64_t>(cv.rows * cv.groups * cv.outputs * int64_t(sizeof(float)), 1);
-    const int64_t cap = std::min(int64_t(reduction_chunks(cv, sizeof(T), WgmmaLarge::kBKBytes) / kMinChunksPerSplit),
-                                 workspace_limit_bytes() / split_bytes);
+    const int64_t cap = std::min({int64_t(reduction_chunks(cv, sizeof(T), WgmmaLarge::kBKBytes) / kMinChunksPerSplit),
+                                  workspace_limit_bytes() / split_bytes, int64_t(kMaxClusterSplits)});
     const int splits = int(wave_filling_splits(base, per_sm * sms, cap));
     if (splits >= 2 && wide) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass, splits);
     if (splits >= 2) return launch_wgmma<T, WgmmaMedium, kNchwSource, kTmaA>(args, pass, splits);

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../common/cluster.cuh"
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
 #include "../common/mma.cuh"
@@ -99,9 +100,12 @@ struct TcConvArgs {
   T* out;
   TcConv cv;
   int m_tiles, n_tiles;
-  // A split reduction (wgmma kernel): blockIdx.y reduces chunks_per_split chunks and writes its
-  // FP32 sums to partial[blockIdx.y][row][group x outputs]; tc_split_finish_kernel adds them.
-  float* partial;  // null: one split, the kernel's epilogue writes `out`
+  // A split reduction (wgmma kernel): blockIdx.y reduces chunks_per_split chunks. Its FP32 sums go
+  // either to partial[blockIdx.y][row][group x outputs], which tc_split_finish_kernel adds, or, where
+  // `cluster_sums`, to the splits of the tile launched as one cluster, which add them themselves
+  // through distributed shared memory (no workspace, no second launch).
+  float* partial;  // null and !cluster_sums: one split, the kernel's epilogue writes `out`
+  bool cluster_sums;
   int chunks_per_split;
   // The source as an im2col tensor map (wgmma kernel with TcIm2colLoader; unused otherwise).
   CUtensorMap a_map;
@@ -608,6 +612,66 @@ struct WgmmaTileConfig {
   }
 };
 
+// The end of a split reduction whose splits are one cluster (blockIdx.y = the block's rank): each
+// block stages its FP32 sums in its own shared memory (the pipeline's stages, free once every MMA has
+// completed), and block r then finishes its share of the tile's rows -- a contiguous run, so that an
+// NCHW destination's rows are written in runs too -- adding the splits' sums in split order as
+// tc_split_finish_kernel does (the same bits), with the bias once, rounded once to T.
+template <typename T, typename Cfg, int kM>
+__device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, const TcBlock& blk, unsigned char* smem,
+                                                      const float (&acc)[kM][Cfg::kBN / 2]) {
+  constexpr int kLd = Cfg::kBN + 8;  // floats a staged row: a half-warp's 8-byte stores cover the 32 banks once
+  constexpr int kMaxSplits = 8;      // the portable cluster size (tc_cluster_sums_fit)
+  static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
+                "the staged sums fit in the pipeline's stages");
+  const TcConv& cv = a.cv;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
+  float* sums = reinterpret_cast<float*>(smem);
+  __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
+#pragma unroll
+  for (int r = 0; r < kM; ++r)
+#pragma unroll
+    for (int j = 0; j < Cfg::kBN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = (group * kM + r) * 64 + (warp % 4) * 16 + lane / 4 + 8 * h;
+        *reinterpret_cast<float2*>(sums + row * kLd + j * 8 + (lane % 4) * 2) =
+            make_float2(acc[r][4 * j + 2 * h], acc[r][4 * j + 2 * h + 1]);
+      }
+  cluster_arrive_release();
+  cluster_wait_acquire();
+  const int splits = int(gridDim.y), rank = int(blockIdx.y);
+  const float* part[kMaxSplits];
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s) part[s] = cluster_map_shared(sums, unsigned(s < splits ? s : rank));
+  const int per = (Cfg::kBM + splits - 1) / splits, row0 = rank * per;
+  const int rows = int(min(int64_t(min(per, Cfg::kBM - row0)), cv.rows - blk.m0 - row0));
+  constexpr int kQuads = Cfg::kBN / 4;
+  const bool channels_inner = cv.dst_sc == 1;  // NHWC: a row's channels adjacent; NCHW: the rows
+  for (int item = threadIdx.x; item < rows * kQuads; item += Cfg::kThreads) {
+    const int row = channels_inner ? item / kQuads : item % rows;
+    const int quad = channels_inner ? item % kQuads : item / rows;
+    const int n = blk.n0 + quad * 4;
+    if (n >= cv.outputs) continue;
+    float4 v[kMaxSplits];
+#pragma unroll
+    for (int s = 0; s < kMaxSplits; ++s)
+      if (s < splits) v[s] = *reinterpret_cast<const float4*>(part[s] + (row0 + row) * kLd + quad * 4);
+    float sum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int s = 0; s < kMaxSplits; ++s)
+      if (s < splits) sum[0] += v[s].x, sum[1] += v[s].y, sum[2] += v[s].z, sum[3] += v[s].w;
+    const int col = blk.g * cv.outputs + n;
+    T* o = a.out + cv.dst_offset(cv.position(blk.m0 + row0 + row)) + int64_t(col) * cv.dst_sc;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (n + e < cv.outputs) o[e * cv.dst_sc] = from_float<T>(a.bias != nullptr ? sum[e] + to_float(a.bias[col + e]) : sum[e]);
+  }
+  // No block leaves while another may still read its shared memory.
+  cluster_arrive_release();
+  cluster_wait_acquire();
+}
+
 // kNchwSource: A from a float32 NCHW source (TcNchwLoader), to the MMAs from registers; kTmaA: A
 // by im2col tensor copies (TcIm2colLoader); neither: A gathered from NHWC (TcLoader).
 template <typename T, typename Cfg, bool kNchwSource = false, bool kTmaA = false>
@@ -714,6 +778,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   wgmma_wait<0>();
   cp_async_wait<0>();
 
+  if (a.cluster_sums) return tc_cluster_split_sums<T, Cfg>(a, blk, smem, acc);
   if (a.partial != nullptr) {
     // A split: the FP32 sums straight from the accumulators (a lane quad writes 32 contiguous bytes).
     const int64_t ld = int64_t(cv.groups) * cv.outputs;
