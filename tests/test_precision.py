@@ -380,7 +380,7 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
     assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
     if hopper() and expected is SPLIT:
         # The splits of a tile run as one thread-block cluster and add their sums through distributed
-        # shared memory: no workspace.
+        # shared memory: no workspace (grids of a few tiles, whose clusters take one wave).
         assert torchconv.last_workspace_bytes() == 0
 
 

@@ -180,18 +180,20 @@ int reduction_chunks(const TcConv& cv, int elem, int chunk_bytes) {
   return cv.R * cv.S * int(ceil_div(int64_t(std::max(cv.reduced, 1)) * elem, chunk_bytes));
 }
 
-// The splits of a tile launched as one cluster (at most the portable cluster size): whether the
-// current GPU holds such a cluster of `kernel`'s blocks, asked once per kernel and device.
+// The splits of a tile launched as one cluster (at most the portable cluster size). A cluster's
+// blocks run in one GPC at once, so fewer clusters of `splits` blocks fit the GPU than its block slots
+// divided by `splits`: the clusters the current GPU holds at once, asked once per kernel, device and
+// cluster size (0: none fits).
 constexpr int kMaxClusterSplits = 8;
 template <typename Kernel>
-bool tc_cluster_sums_fit(Kernel kernel, int threads, size_t smem) {
+int tc_active_clusters(Kernel kernel, int threads, size_t smem, int splits) {
   static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, bool> known;
-  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), int(c10::cuda::current_device())};
+  static std::map<std::tuple<const void*, int, int>, int> known;
+  const std::tuple<const void*, int, int> key{reinterpret_cast<const void*>(kernel),
+                                              int(c10::cuda::current_device()), splits};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = known.find(key);
-  if (it == known.end())
-    it = known.emplace(key, max_active_clusters(kernel, dim3(threads), smem, kMaxClusterSplits) > 0).first;
+  if (it == known.end()) it = known.emplace(key, max_active_clusters(kernel, dim3(threads), smem, splits)).first;
   return it->second;
 }
 
@@ -214,7 +216,13 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
   record_last_choice(pass, name, splits);
-  if (splits > 1 && splits <= kMaxClusterSplits && tc_cluster_sums_fit(kernel, Cfg::kThreads, smem)) {
+  // The splits add their sums as clusters where the clusters take no more waves than the blocks
+  // would alone (the rule counted kMinBlocks per SM); a partly empty last wave of clusters costs a
+  // whole wave of the kernel, more than the workspace's round trip and tc_split_finish_kernel.
+  const int clusters = splits > 1 && splits <= kMaxClusterSplits
+                           ? tc_active_clusters(kernel, Cfg::kThreads, smem, splits) : 0;
+  const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
+  if (clusters > 0 && ceil_div(blocks, int64_t(clusters)) <= ceil_div(blocks * splits, slots)) {
     args.cluster_sums = true;
     record_workspace_bytes(0);
     launch_with_attributes(kernel, dim3(unsigned(blocks), unsigned(splits)), dim3(Cfg::kThreads), smem,
