@@ -462,6 +462,10 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
         assert plan.group(1) == config, torchconv.last_choice()
         if shape[0] == 8:
             assert int(plan.group(2)) > 1
+        # A tile's splits, at most 8 (the grids here take one wave of clusters), add their sums as one
+        # thread-block cluster and write grad_weight themselves; more go through the workspace.
+        splits = int(plan.group(2))
+        assert (torchconv.last_workspace_bytes() == 0) == (splits <= 8), (splits, torchconv.last_workspace_bytes())
     err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
     assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
 

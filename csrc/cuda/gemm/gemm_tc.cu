@@ -497,15 +497,31 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   int64_t splits = wave_filling_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, std::min(by_work, by_memory));
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
-  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, x.options().dtype(at::kFloat));
-  record_workspace_bytes(partial.numel() * int64_t(sizeof(float)));
   a.x = kernel_data<T>(x);
   a.gy = kernel_data<T>(gy);
-  a.partial = partial.mutable_data_ptr<float>();
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_gemm_backward");
   ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");
   record_last_choice("grad_weight", name, int(splits));
+  if constexpr (Cfg::kClusterSums) {
+    // The wgmma kernels write gw themselves: one block a tile where the positions are not split, the
+    // splits of a tile as one cluster where the clusters take no more waves than the blocks alone.
+    const int clusters = splits > 1 && splits <= kMaxClusterSplits
+                             ? tc_active_clusters(kernel, Cfg::kThreads, Cfg::kSmemBytes, int(splits)) : 0;
+    const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
+    if (splits == 1 || (clusters > 0 && ceil_div(base_blocks, int64_t(clusters)) <= ceil_div(blocks, slots))) {
+      a.cluster_sums = true;
+      a.gw = mutable_kernel_data<T>(gw);
+      a.gw_sk = gw.stride(0), a.gw_sc = gw.stride(1), a.gw_sr = gw.stride(2), a.gw_ss = gw.stride(3);
+      record_workspace_bytes(0);
+      launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
+                             Cfg::kSmemBytes, current_stream(), dim3(1, unsigned(splits)), false, a);
+      return;
+    }
+  }
+  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, x.options().dtype(at::kFloat));
+  record_workspace_bytes(partial.numel() * int64_t(sizeof(float)));
+  a.partial = partial.mutable_data_ptr<float>();
   kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   // The finish: each run of 32 elements shared by a block's eight warps from kFinishSharedSplits

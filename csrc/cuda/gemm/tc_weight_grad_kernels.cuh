@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "../common/cluster.cuh"
 #include "../common/fast_divisor.cuh"
 #include "../common/launch.cuh"
 #include "../common/mma.cuh"
@@ -25,6 +26,7 @@ namespace cuda {
 template <int kBM_, int kBN_, int kBK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_, int kElemBytes_ = 2>
 struct TcWeightGradConfig : MmaWarpTiling<kBM_, kBN_, kWarpsM_, kWarpsN_, kMinBlocks_> {
   static constexpr int kBK = kBK_, kStages = kStages_, kElemBytes = kElemBytes_;
+  static constexpr bool kClusterSums = false;  // its splits' sums go through the workspace only
   // Rows of filters / columns padded by 16 bytes (2-byte elements: conflict-free ldmatrix) or 32
   // (4-byte: a row then starts 8 banks on from the one above, so the TF32 fragments' loads -- 4 rows
   // of a lane quad, 8 neighbouring words or word pairs -- meet distinct banks in each transaction).
@@ -52,6 +54,11 @@ struct TcWeightGradArgs {
   float* partial;  // [split][group][k_pad][n_pad]
   TcWeightGrad wg;
   int m_tiles, n_tiles;
+  // Instead of `partial` (wgmma kernels): the blocks of a tile, one per split along blockIdx.y, are
+  // one cluster (or one block: no split) and write gw themselves (tc_weight_grad_cluster_finish).
+  bool cluster_sums;
+  T* gw;
+  int64_t gw_sk, gw_sc, gw_sr, gw_ss;  // gw's strides: filter, channel, tap row, tap column
 };
 
 // The block's place in the grid: column tiles fastest, then filter tiles, groups, position splits
@@ -66,7 +73,7 @@ struct TcWeightGradBlock {
     bid /= a.n_tiles;
     m0 = bid % a.m_tiles * bm;
     bid /= a.m_tiles;
-    g = bid % a.wg.groups, split = bid / a.wg.groups;
+    g = bid % a.wg.groups, split = bid / a.wg.groups + int(blockIdx.y);  // splits along x, or y (clusters)
     p_begin = int64_t(split) * a.wg.positions_per_split;
     p_end = min(a.wg.positions, p_begin + a.wg.positions_per_split);
     chunks = int((p_end - p_begin + bk - 1) / bk);
@@ -272,6 +279,58 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
 }
 
+// The staged sums' row of floats: kBN + 8, so that a half-warp's 8-byte stores of an accumulator
+// fragment (8 rows x 4 pairs of columns) cover the 32 banks once.
+template <int kBN>
+constexpr int kClusterSumsLd = kBN + 8;
+
+// The end of grad_weight in a wgmma kernel whose position splits are one cluster (blockIdx.y = the
+// block's rank; a grid without splits: one block): each block has staged its FP32 sums of the tile
+// (`sums`, [kBM][kClusterSumsLd] in its shared memory), and block r finishes a contiguous run of the
+// tile's filters from every split's sums through distributed shared memory, added in split order as
+// tc_weight_grad_finish_kernel does (the same bits), written once in gw's dtype and memory format --
+// no workspace and no finish launch.
+template <typename T, int kBM, int kBN, int kThreads>
+__device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGradArgs<T>& a, const TcWeightGradBlock& blk,
+                                                              const float* sums) {
+  constexpr int kLd = kClusterSumsLd<kBN>, kMaxSplits = 8, kQuads = kBN / 4;  // 8: the portable cluster size
+  const TcWeightGrad& wg = a.wg;
+  const int splits = int(gridDim.y), rank = int(blockIdx.y);
+  if (splits > 1) {
+    cluster_arrive_release();
+    cluster_wait_acquire();
+  } else {
+    __syncthreads();
+  }
+  const int per = (kBM + splits - 1) / splits, row0 = rank * per;
+  const int rows = min(min(per, kBM - row0), wg.Kg - blk.m0 - row0);
+  for (int item = threadIdx.x; item < rows * kQuads; item += kThreads) {
+    const int row = item / kQuads, col = blk.n0 + (item % kQuads) * 4;
+    if (col >= wg.cols) continue;
+    // Split i's quad, mapped into its block's shared memory where needed (one mapa each: the
+    // kernels that end here hold their registers for the MMAs' accumulators).
+    const float* mine = sums + (row0 + row) * kLd + col - blk.n0;
+    float sum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < kMaxSplits; ++i)
+      if (i < splits) {
+        const float4 v = *reinterpret_cast<const float4*>(splits > 1 ? cluster_map_shared(mine, unsigned(i)) : mine);
+        sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
+      }
+    const int64_t k = int64_t(blk.g) * wg.Kg + blk.m0 + row0 + row;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (col + e >= wg.cols) break;
+      const int tap = (col + e) / wg.Cg, c = col + e - tap * wg.Cg, r = tap / wg.S;
+      a.gw[k * a.gw_sk + c * a.gw_sc + r * a.gw_sr + (tap - r * wg.S) * a.gw_ss] = from_float<T>(sum[e]);
+    }
+  }
+  if (splits > 1) {  // no block leaves while another may still read its shared memory
+    cluster_arrive_release();
+    cluster_wait_acquire();
+  }
+}
+
 // The wgmma tile (sm_90a): kBM filters (64 or 128) x kBN columns (128 or 256), kBK = 64 positions
 // per chunk, kWarpGroupsN warpgroups across the columns (one per 64 filters down the rows), kStages
 // shared stages. Both operands are stored MN-major, one position per 128-byte row: 64-element blocks
@@ -279,6 +338,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 template <int kBM_, int kBN_, int kWarpGroupsN_, int kStages_, int kMinBlocks_>
 struct WgmmaWeightGradConfig {
   static constexpr int kBM = kBM_, kBN = kBN_, kBK = 64, kStages = kStages_, kMinBlocks = kMinBlocks_;
+  static constexpr bool kClusterSums = true;  // tc_weight_grad_cluster_finish
   static constexpr int kWarpGroupsM = kBM / 64, kWarpGroupsN = kWarpGroupsN_;
   static constexpr int kThreads = 128 * kWarpGroupsM * kWarpGroupsN;
   static constexpr int kWarpGroupN = kBN / kWarpGroupsN;  // columns of one warpgroup's MMA
@@ -398,6 +458,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   wgmma_wait<0>();
   cp_async_wait<0>();
 
+  if (a.cluster_sums) {
+    constexpr int kLd = kClusterSumsLd<Cfg::kBN>;
+    static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
+                  "the staged sums fit in the pipeline's stages");
+    float* sums = reinterpret_cast<float*>(smem);
+    __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
+#pragma unroll
+    for (int j = 0; j < Cfg::kWarpGroupN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = group_m * 64 + (warp % 4) * 16 + lane / 4 + 8 * h;
+        const int col = group_n * Cfg::kWarpGroupN + j * 8 + (lane % 4) * 2;
+        *reinterpret_cast<float2*>(sums + row * kLd + col) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      }
+    return tc_weight_grad_cluster_finish<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums);
+  }
   // The FP32 sums straight from the accumulators (a lane quad writes 32 contiguous bytes).
   float* out = a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0 + group_m * 64) * wg.n_pad + n0 +
                group_n * Cfg::kWarpGroupN;
@@ -426,6 +502,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 template <int kBM_, int kMinBlocks_, int kBN_ = 128>
 struct WgmmaNchwWeightGradConfig {
   static constexpr int kBM = kBM_, kBN = kBN_, kBK = 32, kStages = 3, kMinBlocks = kMinBlocks_;
+  static constexpr bool kClusterSums = true;  // tc_weight_grad_cluster_finish
   static constexpr int kWarpGroups = kBM / 64, kThreads = 128 * kWarpGroups, kWarps = kThreads / 32;
   static constexpr int kRowsA = kBM / kWarps, kRowsB = kBN / kWarps;  // rows a warp loads per chunk
   static constexpr int kTileBytesA = kBM * 128, kStageBytes = (kBM + kBN) * 128;
@@ -535,6 +612,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
   wgmma_wait<0>();
 
+  if (a.cluster_sums) {
+    constexpr int kLd = kClusterSumsLd<Cfg::kBN>;
+    static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
+                  "the staged sums fit in the pipeline's stages (the column table after them is not needed)");
+    float* sums = reinterpret_cast<float*>(smem);
+    __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
+#pragma unroll
+    for (int j = 0; j < Cfg::kBN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = group * 64 + (warp % 4) * 16 + lane / 4 + 8 * h, col = j * 8 + (lane % 4) * 2;
+        *reinterpret_cast<float2*>(sums + row * kLd + col) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      }
+    return tc_weight_grad_cluster_finish<float, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums);
+  }
   float* out = a.partial + ((int64_t(blk.split) * wg.groups + g) * wg.k_pad + m0 + group * 64) * wg.n_pad + n0;
 #pragma unroll
   for (int j = 0; j < Cfg::kBN / 8; ++j)
