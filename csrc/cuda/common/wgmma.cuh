@@ -90,6 +90,19 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 #endif
 }
 
+// A warpgroup's m64 x kN FP32 accumulators (the layout below) to a row-major float tile of `ld` floats
+// a row, from its row 0 and column 0: a lane quad writes 32 contiguous bytes of each row.
+template <int kN>
+__device__ __forceinline__ void store_wgmma_accumulators(float* tile, int64_t ld, const float (&d)[kN / 2]) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<float2*>(tile + int64_t((warp % 4) * 16 + lane / 4 + 8 * h) * ld + j * 8 + (lane % 4) * 2) =
+          make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+}
+
 // d (m64 x kN per warpgroup, FP32) += A (m64 x k) * B (k x kN), or = when scale_d is 0; one k-step is
 // 32 bytes of each operand row: k16 for float16 / bfloat16, k8 for float32 read as TF32 (the MMA does not
 // round a float32 word itself, so TF32 callers round their tiles first, see tc_kernels.cuh).

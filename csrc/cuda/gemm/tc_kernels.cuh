@@ -625,19 +625,11 @@ __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, co
   static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
                 "the staged sums fit in the pipeline's stages");
   const TcConv& cv = a.cv;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
+  const int group = int(threadIdx.x) / 128;
   float* sums = reinterpret_cast<float*>(smem);
   __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
 #pragma unroll
-  for (int r = 0; r < kM; ++r)
-#pragma unroll
-    for (int j = 0; j < Cfg::kBN / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = (group * kM + r) * 64 + (warp % 4) * 16 + lane / 4 + 8 * h;
-        *reinterpret_cast<float2*>(sums + row * kLd + j * 8 + (lane % 4) * 2) =
-            make_float2(acc[r][4 * j + 2 * h], acc[r][4 * j + 2 * h + 1]);
-      }
+  for (int r = 0; r < kM; ++r) store_wgmma_accumulators<Cfg::kBN>(sums + (group * kM + r) * 64 * kLd, kLd, acc[r]);
   cluster_arrive_release();
   cluster_wait_acquire();
   const int splits = int(gridDim.y), rank = int(blockIdx.y);

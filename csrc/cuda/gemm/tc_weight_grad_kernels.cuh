@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   };
 
-  const int warp = tid / 32, lane = tid % 32, group = warp / 4;
+  const int group = tid / 128;
   const int group_m = group % Cfg::kWarpGroupsM, group_n = group / Cfg::kWarpGroupsM;
   float acc[Cfg::kWarpGroupN / 2];
 #pragma unroll
@@ -464,27 +464,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
                   "the staged sums fit in the pipeline's stages");
     float* sums = reinterpret_cast<float*>(smem);
     __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
-#pragma unroll
-    for (int j = 0; j < Cfg::kWarpGroupN / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = group_m * 64 + (warp % 4) * 16 + lane / 4 + 8 * h;
-        const int col = group_n * Cfg::kWarpGroupN + j * 8 + (lane % 4) * 2;
-        *reinterpret_cast<float2*>(sums + row * kLd + col) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-      }
+    store_wgmma_accumulators<Cfg::kWarpGroupN>(sums + group_m * 64 * kLd + group_n * Cfg::kWarpGroupN, kLd, acc);
     return tc_weight_grad_cluster_finish<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums);
   }
-  // The FP32 sums straight from the accumulators (a lane quad writes 32 contiguous bytes).
-  float* out = a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0 + group_m * 64) * wg.n_pad + n0 +
-               group_n * Cfg::kWarpGroupN;
-#pragma unroll
-  for (int j = 0; j < Cfg::kWarpGroupN / 8; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = (warp % 4) * 16 + lane / 4 + 8 * h, col = j * 8 + (lane % 4) * 2;
-      *reinterpret_cast<float2*>(out + int64_t(row) * wg.n_pad + col) =
-          make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-    }
+  // The FP32 sums straight from the accumulators.
+  store_wgmma_accumulators<Cfg::kWarpGroupN>(
+      a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0 + group_m * 64) * wg.n_pad + n0 +
+          group_n * Cfg::kWarpGroupN,
+      wg.n_pad, acc);
 }
 
 // TF32 grad_weight of NCHW float32 tensors on wgmma (sm_90a). In NCHW both operands already run
@@ -618,24 +605,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
                   "the staged sums fit in the pipeline's stages (the column table after them is not needed)");
     float* sums = reinterpret_cast<float*>(smem);
     __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
-#pragma unroll
-    for (int j = 0; j < Cfg::kBN / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = group * 64 + (warp % 4) * 16 + lane / 4 + 8 * h, col = j * 8 + (lane % 4) * 2;
-        *reinterpret_cast<float2*>(sums + row * kLd + col) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-      }
+    store_wgmma_accumulators<Cfg::kBN>(sums + group * 64 * kLd, kLd, acc);
     return tc_weight_grad_cluster_finish<float, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums);
   }
-  float* out = a.partial + ((int64_t(blk.split) * wg.groups + g) * wg.k_pad + m0 + group * 64) * wg.n_pad + n0;
-#pragma unroll
-  for (int j = 0; j < Cfg::kBN / 8; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = (warp % 4) * 16 + lane / 4 + 8 * h, col = j * 8 + (lane % 4) * 2;
-      *reinterpret_cast<float2*>(out + int64_t(row) * wg.n_pad + col) =
-          make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-    }
+  store_wgmma_accumulators<Cfg::kBN>(
+      a.partial + ((int64_t(blk.split) * wg.groups + g) * wg.k_pad + m0 + group * 64) * wg.n_pad + n0, wg.n_pad, acc);
 }
 
 // gw[g * Kg + k][c][r][s] (through its strides: either memory format) = the sum over splits of the
