@@ -285,17 +285,25 @@ template <int kBN>
 constexpr int kClusterSumsLd = kBN + 8;
 
 // The end of grad_weight in a wgmma kernel whose position splits are one cluster (blockIdx.y = the
-// block's rank; a grid without splits: one block): each block has staged its FP32 sums of the tile
-// (`sums`, [kBM][kClusterSumsLd] in its shared memory), and block r finishes a contiguous run of the
+// block's rank; a grid without splits: one block): each block stages its FP32 sums of the tile --
+// its warpgroup's accumulators `acc` at (acc_row, acc_col) -- as [kBM][kClusterSumsLd] floats in
+// its pipeline's shared memory, and block r finishes a contiguous run of the
 // tile's filters from every split's sums through distributed shared memory, added in split order as
 // tc_weight_grad_finish_kernel does (the same bits), written once in gw's dtype and memory format --
 // no workspace and no finish launch.
-template <typename T, int kBM, int kBN, int kThreads>
+template <typename T, typename Cfg, int kAcc>
 __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGradArgs<T>& a, const TcWeightGradBlock& blk,
-                                                              const float* sums) {
+                                                              unsigned char* smem, const float (&acc)[kAcc],
+                                                              int acc_row, int acc_col) {
+  constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kThreads = Cfg::kThreads;
   constexpr int kLd = kClusterSumsLd<kBN>, kMaxSplits = 8, kQuads = kBN / 4;  // 8: the portable cluster size
+  static_assert(size_t(kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
+                "the staged sums fit in the pipeline's stages (what a kernel keeps after them stays)");
   const TcWeightGrad& wg = a.wg;
   const int splits = int(gridDim.y), rank = int(blockIdx.y);
+  float* sums = reinterpret_cast<float*>(smem);
+  __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
+  store_wgmma_accumulators<2 * kAcc>(sums + acc_row * kLd + acc_col, kLd, acc);
   if (splits > 1) {
     cluster_arrive_release();
     cluster_wait_acquire();
@@ -458,15 +466,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   wgmma_wait<0>();
   cp_async_wait<0>();
 
-  if (a.cluster_sums) {
-    constexpr int kLd = kClusterSumsLd<Cfg::kBN>;
-    static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
-                  "the staged sums fit in the pipeline's stages");
-    float* sums = reinterpret_cast<float*>(smem);
-    __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
-    store_wgmma_accumulators<Cfg::kWarpGroupN>(sums + group_m * 64 * kLd + group_n * Cfg::kWarpGroupN, kLd, acc);
-    return tc_weight_grad_cluster_finish<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums);
-  }
+  if (a.cluster_sums)
+    return tc_weight_grad_cluster_finish<T, Cfg>(a, blk, smem, acc, group_m * 64, group_n * Cfg::kWarpGroupN);
   // The FP32 sums straight from the accumulators.
   store_wgmma_accumulators<Cfg::kWarpGroupN>(
       a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0 + group_m * 64) * wg.n_pad + n0 +
@@ -599,15 +600,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
   wgmma_wait<0>();
 
-  if (a.cluster_sums) {
-    constexpr int kLd = kClusterSumsLd<Cfg::kBN>;
-    static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
-                  "the staged sums fit in the pipeline's stages (the column table after them is not needed)");
-    float* sums = reinterpret_cast<float*>(smem);
-    __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
-    store_wgmma_accumulators<Cfg::kBN>(sums + group * 64 * kLd, kLd, acc);
-    return tc_weight_grad_cluster_finish<float, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums);
-  }
+  if (a.cluster_sums) return tc_weight_grad_cluster_finish<float, Cfg>(a, blk, smem, acc, group * 64, 0);
   store_wgmma_accumulators<Cfg::kBN>(
       a.partial + ((int64_t(blk.split) * wg.groups + g) * wg.k_pad + m0 + group * 64) * wg.n_pad + n0, wg.n_pad, acc);
 }
