@@ -30,7 +30,7 @@ if [ -n "${PYTEST_SHARDS:-}" ]; then
   trap 'kill "${pids[@]}" 2>/dev/null; stopped=1' TERM INT
   for ((i = 0; i < PYTEST_SHARDS; i++)); do
     echo "== shard $i/$PYTEST_SHARDS" > "$OUT/tests-$i.log"
-    TORCHCONV_TEST_SHARD=$i/$PYTEST_SHARDS OMP_NUM_THREADS=$threads python -m pytest tests -q -rfEs -p no:cacheprovider \
+    TORCHCONV_TEST_SHARD=$i/$PYTEST_SHARDS OMP_NUM_THREADS=$threads python -m pytest tests -q -rfEs --durations=8 -p no:cacheprovider \
       >> "$OUT/tests-$i.log" 2>&1 &
     pids+=($!)
   done
