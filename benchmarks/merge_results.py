@@ -37,13 +37,16 @@ def load_rows(path):
     return data
 
 
-def merge_rows(target, meta, new_rows, write_markdown, extra=None, by_row=False):
+def merge_rows(target, meta, new_rows, write_markdown, extra=None, by_row=False, key=None):
     """Rewrites `target` (JSON, created when missing) and its Markdown twin with `new_rows` merged
-    in; `meta` (and `extra` top-level fields, e.g. argv) describe the newest run. Returns the rows."""
+    in; `meta` (and `extra` top-level fields, e.g. argv) describe the newest run. A target row goes
+    where a new row has its `key` (default: its group, or with `by_row` its group, layer and
+    algorithm). Returns the rows."""
     old = load_rows(target) if os.path.exists(target) else {"meta": {}, "rows": []}
     for r in new_rows:
         r.setdefault("date", meta.get("date"))
-    key = (lambda r: group(r) + (r.get("layer"), r.get("algorithm"))) if by_row else group
+    if key is None:
+        key = (lambda r: group(r) + (r.get("layer"), r.get("algorithm"))) if by_row else group
     replaced = {key(r) for r in new_rows}
     rows = [r for r in old["rows"] if key(r) not in replaced] + list(new_rows)
     meta = dict(meta)

@@ -12,7 +12,8 @@ ResNet-50's two 56x56 1x1 layers; --suite takes the benchmark suites too (resnet
 (torchconv.last_choice); an algorithm that cannot run a layer (Winograd on a 1x1 layer) has no row
 for it. Each layer with a frozen weight (the GEMM's re-laid filter matrix, cached as in inference)
 and/or a trainable one (read in place, as in a training step; the operators run under
-torch.no_grad(), so no graph is recorded). One result file per suite and GPU, rewritten in place.
+torch.no_grad(), so no graph is recorded). One result file per suite and GPU, rewritten in place: a run's rows
+replace the file's rows of the same layer, precision, layout, weights, batch, pass and contender.
 
     python benchmarks/pass_times.py --algorithms gemm,csg
     python benchmarks/pass_times.py --suite resnet,yolo --precision tf32,bf16 --layout nchw,nhwc \
@@ -21,7 +22,6 @@ torch.no_grad(), so no graph is recorded). One result file per suite and GPU, re
         --algorithms gemm --configs gemm:wgmma-large,gemm:wgmma-small --out-dir /tmp/sweep
 """
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -31,6 +31,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
 from bench import PRECISION_DTYPE, environment, geomean, gpu_slug  # noqa: E402
+from merge_results import merge_rows  # noqa: E402
 from suites import SUITES, Layer  # noqa: E402
 from torchconv import timing  # noqa: E402
 
@@ -236,11 +237,18 @@ def main(argv=None):
     os.makedirs(args.out_dir, exist_ok=True)
     suite_part = "" if args.suite == "pointwise" else args.suite.replace(",", "-") + "-"
     stem = os.path.join(args.out_dir, f"pass-times-{suite_part}{gpu_slug(meta)}")
-    with open(stem + ".json", "w") as f:
-        json.dump({"meta": meta, "argv": sys.argv[1:] if argv is None else list(argv), "rows": rows}, f, indent=1)
-    write_markdown(stem + ".md", meta, rows)
-    print(f"wrote {stem}.json/.md ({len(rows)} rows)")
+    # Rewritten in place: the run's rows replace the file's rows of the same layer, precision, layout,
+    # weights, batch, pass and contender; the others stay.
+    merged = merge_rows(stem + ".json", meta, rows, write_markdown,
+                        extra={"argv": sys.argv[1:] if argv is None else list(argv)}, key=row_key)
+    print(f"wrote {stem}.json/.md ({len(rows)} rows of {len(merged)})")
     return rows
+
+
+def row_key(row):
+    """What a row measures: a rerun's row of the same key replaces it."""
+    return (row.get("suite", "pointwise"), row["layer"], row.get("precision", "fp32"), row.get("layout", "nchw"),
+            row.get("weights", "frozen"), row["N"], row["pass_"], row["algorithm"])
 
 
 if __name__ == "__main__":

@@ -84,6 +84,14 @@ def test_pass_times_reports_each_pass_with_the_rules_choice(tmp_path):
     assert "| mbv3-se-32-120@1 | fp32 | nchw | frozen | 2 |" in text
     assert "| mbv3-se-32-120@1 | fp32 | nchw | trainable | 2 |" in text
     assert "| grad_weight | pointwise | fp32 | nchw | frozen | gemm |" in text
+    # One current file per suite and GPU: a rerun's rows replace the file's rows they measure again
+    # (the trainable ones here), and the others stay.
+    rerun = pass_times.main(["--layers", "mbv3-se-32-120@1", "--batch", "2", "--rounds", "1", "--reps", "1",
+                             "--weights", "trainable", "--device", "cpu", "--out-dir", str(tmp_path)])
+    saved = json.loads((tmp_path / "pass-times-cpu.json").read_text())["rows"]
+    assert len(saved) == len(rows)
+    assert [r for r in saved if r["weights"] == "frozen"] == [r for r in rows if r["weights"] == "frozen"]
+    assert [r for r in saved if r["weights"] == "trainable"] == rerun
 
 
 def test_pass_times_of_a_suite_at_each_precision_and_layout(tmp_path):
