@@ -259,11 +259,13 @@ def main(argv=None):
     os.makedirs(args.out_dir, exist_ok=True)
     extra = {"argv": sys.argv[1:] if argv is None else list(argv)}
     if args.zoo:
-        # The zoo file is rewritten whole, after each model: a run stopped part-way keeps what it measured.
+        # The zoo file is rewritten whole, after each model: a run stopped part-way keeps what it measured,
+        # and "models" says what the run was to measure (the README names the models it did not reach).
         stem, rows = os.path.join(args.out_dir, args.tag or f"zoo-{gpu_slug(meta)}"), []
         for name in ZOO:
             rows.append(zoo_model(name, args, device, log))
-            write_result(stem + ".json", {"meta": meta, **extra, "rows": rows}, write_zoo_markdown)
+            write_result(stem + ".json", {"meta": meta, **extra, "models": list(ZOO), "rows": rows},
+                         write_zoo_markdown)
     else:  # rewritten in place: rows of other models, precisions or batches stay (merge_results.py)
         stem, rows = os.path.join(args.out_dir, args.tag or f"models-{gpu_slug(meta)}"), []
         for name in args.models.split(","):

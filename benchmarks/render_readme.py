@@ -247,8 +247,12 @@ def zoo_table(name, data):
                              for r in worse)
                  + "; whole-model gradients jump at max-pool and ReLU near-ties, cuDNN's as often as ours on "
                  "squeezenet1_1, and the check is now made layer by layer: docs/measurement.md")
-    return [f"Model zoo: {len(ok)} of {len(rows)} torchvision models of different families ran converted in "
-            f"benchmark mode (batch {rows[0]['batch']}; largest logits rel. error {worst_logits:.1e}; {grads}). "
+    # A run stopped part-way wrote the models it reached; "models" lists what it was to measure.
+    planned = data.get("models") or [r["model"] for r in rows]
+    missing = [m for m in planned if m not in {r["model"] for r in rows}]
+    not_run = f" ({', '.join(missing)} not reached: the run stopped)" if missing else ""
+    return [f"Model zoo: {len(ok)} of {len(planned)} torchvision models of different families ran converted in "
+            f"benchmark mode{not_run} (batch {rows[0]['batch']}; largest logits rel. error {worst_logits:.1e}; {grads}). "
             f"Inference / training-step ratio to cuDNN FP32: " + ", ".join(f"{r['model']} {ratio(r)}" for r in ok)
             + f". From {source(name, data)}."]
 

@@ -204,6 +204,21 @@ def test_readme_results_section_is_rendered_from_the_result_files():
     assert render_readme.main(["--check"]) == 0
 
 
+def test_readme_zoo_line_names_the_models_a_stopped_run_did_not_reach():
+    """models.py --zoo rewrites its file after each model and records the models it was to run; the
+    README's zoo line counts against those and names the ones a stopped run did not reach."""
+    import render_readme
+
+    row = dict(model="resnet18", ok=True, batch=16, logit_err=1e-6, ratio=1.1, train_ratio=1.2, layer_grad_err=2e-6,
+               layer_grad_over=[])
+    meta = dict(gpu="NVIDIA H200", cudnn=91900, torch="2.11.0", date="2026-12-01T00:00:00+00:00")
+    whole = render_readme.zoo_table("zoo-h200.json", dict(meta=meta, models=["resnet18"], rows=[row]))[0]
+    assert whole.startswith("Model zoo: 1 of 1 torchvision models") and "not reached" not in whole
+    stopped = render_readme.zoo_table("zoo-h200.json", dict(meta=meta, models=["resnet18", "vgg11", "alexnet"],
+                                                            rows=[row]))[0]
+    assert stopped.startswith("Model zoo: 1 of 3 torchvision models") and "(vgg11, alexnet not reached" in stopped
+
+
 def test_winograd_error_study_builds_exact_transforms():
     """benchmarks/winograd_error.py builds F(m x m, 3 x 3) from any interpolation points: in float64
     each variant equals a direct convolution (partial tiles, H != W), float32 stays within 1e-5, and
