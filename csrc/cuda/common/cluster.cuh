@@ -9,6 +9,10 @@
 namespace torchconv {
 namespace cuda {
 
+// The portable cluster size: the most blocks a cluster holds without opting into non-portable sizes
+// (the GEMM's split reductions launch at most this many splits of a tile as one cluster).
+constexpr int kMaxClusterSplits = 8;
+
 __device__ __forceinline__ unsigned cluster_block_rank() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   unsigned rank;

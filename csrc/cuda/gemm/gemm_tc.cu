@@ -180,11 +180,10 @@ int reduction_chunks(const TcConv& cv, int elem, int chunk_bytes) {
   return cv.R * cv.S * int(ceil_div(int64_t(std::max(cv.reduced, 1)) * elem, chunk_bytes));
 }
 
-// The splits of a tile launched as one cluster (at most the portable cluster size). A cluster's
+// The splits of a tile launched as one cluster (at most kMaxClusterSplits, cluster.cuh). A cluster's
 // blocks run in one GPC at once, so fewer clusters of `splits` blocks fit the GPU than its block slots
 // divided by `splits`: the clusters the current GPU holds at once, asked once per kernel, device and
 // cluster size (0: none fits).
-constexpr int kMaxClusterSplits = 8;
 template <typename Kernel>
 int tc_active_clusters(Kernel kernel, int threads, size_t smem, int splits) {
   static std::mutex mutex;

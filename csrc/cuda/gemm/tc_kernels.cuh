@@ -621,7 +621,6 @@ template <typename T, typename Cfg, int kM>
 __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, const TcBlock& blk, unsigned char* smem,
                                                       const float (&acc)[kM][Cfg::kBN / 2]) {
   constexpr int kLd = Cfg::kBN + 8;  // floats a staged row: a half-warp's 8-byte stores cover the 32 banks once
-  constexpr int kMaxSplits = 8;      // the portable cluster size (tc_cluster_sums_fit)
   static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
                 "the staged sums fit in the pipeline's stages");
   const TcConv& cv = a.cv;
@@ -633,9 +632,9 @@ __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, co
   cluster_arrive_release();
   cluster_wait_acquire();
   const int splits = int(gridDim.y), rank = int(blockIdx.y);
-  const float* part[kMaxSplits];
+  const float* part[kMaxClusterSplits];
 #pragma unroll
-  for (int s = 0; s < kMaxSplits; ++s) part[s] = cluster_map_shared(sums, unsigned(s < splits ? s : rank));
+  for (int s = 0; s < kMaxClusterSplits; ++s) part[s] = cluster_map_shared(sums, unsigned(s < splits ? s : rank));
   const int per = (Cfg::kBM + splits - 1) / splits, row0 = rank * per;
   const int rows = int(min(int64_t(min(per, Cfg::kBM - row0)), cv.rows - blk.m0 - row0));
   constexpr int kQuads = Cfg::kBN / 4;
@@ -645,13 +644,13 @@ __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, co
     const int quad = channels_inner ? item % kQuads : item / rows;
     const int n = blk.n0 + quad * 4;
     if (n >= cv.outputs) continue;
-    float4 v[kMaxSplits];
+    float4 v[kMaxClusterSplits];
 #pragma unroll
-    for (int s = 0; s < kMaxSplits; ++s)
+    for (int s = 0; s < kMaxClusterSplits; ++s)
       if (s < splits) v[s] = *reinterpret_cast<const float4*>(part[s] + (row0 + row) * kLd + quad * 4);
     float sum[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int s = 0; s < kMaxSplits; ++s)
+    for (int s = 0; s < kMaxClusterSplits; ++s)
       if (s < splits) sum[0] += v[s].x, sum[1] += v[s].y, sum[2] += v[s].z, sum[3] += v[s].w;
     const int col = blk.g * cv.outputs + n;
     T* o = a.out + cv.dst_offset(cv.position(blk.m0 + row0 + row)) + int64_t(col) * cv.dst_sc;

@@ -296,7 +296,7 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
                                                               unsigned char* smem, const float (&acc)[kAcc],
                                                               int acc_row, int acc_col) {
   constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kThreads = Cfg::kThreads;
-  constexpr int kLd = kClusterSumsLd<kBN>, kMaxSplits = 8, kQuads = kBN / 4;  // 8: the portable cluster size
+  constexpr int kLd = kClusterSumsLd<kBN>, kQuads = kBN / 4;
   static_assert(size_t(kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
                 "the staged sums fit in the pipeline's stages (what a kernel keeps after them stays)");
   const TcWeightGrad& wg = a.wg;
@@ -320,7 +320,7 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
     const float* mine = sums + (row0 + row) * kLd + col - blk.n0;
     float sum[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int i = 0; i < kMaxSplits; ++i)
+    for (int i = 0; i < kMaxClusterSplits; ++i)
       if (i < splits) {
         const float4 v = *reinterpret_cast<const float4*>(splits > 1 ? cluster_map_shared(mine, unsigned(i)) : mine);
         sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
