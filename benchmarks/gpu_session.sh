@@ -4,9 +4,10 @@
 # (the summary), build.log, tests.log, and whatever the benchmark commands write there.
 #   bash benchmarks/gpu_session.sh "bench.py --suite resnet,yolo" "models.py --models resnet50"
 # PYTEST_SEL="tests -k cuda" narrows the test run (default: all of tests/; "skip" skips it).
-# PYTEST_SHARDS=3 runs the whole suite instead in 3 pytest processes at once on the one GPU (tests
-# dealt one at a time: TORCHCONV_TEST_SHARD in tests/conftest.py): the whole suite and the build then
-# fit one device call. tests.log holds the shards' logs one after the other.
+# PYTEST_SHARDS=3 runs the whole suite instead in 3 pytest processes at once on the one GPU (each test
+# in the shard its id's hash names: TORCHCONV_TEST_SHARD in tests/conftest.py): the whole suite and the
+# build then fit one device call. tests.log holds the shards' logs one after the other, each with its
+# slowest tests.
 # MEMCHECK="tests/test_x.py -k cuda" / RACECHECK="..." run compute-sanitizer over those tests.
 set -uo pipefail
 OUT="${OUT:-$PWD/gpu_out}"
