@@ -996,3 +996,38 @@ def test_tensor_core_filter_reads_any_weight_layout(device, shape, precision, la
         wi = weight_in_layout(w, layout).requires_grad_(True)
         names, _ = cuda_kernel_names(lambda: torchconv.conv2d(x, wi, b, algorithm="gemm", **kw))
         assert all("torchconv::" in name for name in names), sorted(names)
+
+
+# A frozen weight's re-laid filters are cached (csrc/weight_cache.h). A strided grad_input re-lays
+# them for each output phase with the taps that reach the phase, and those follow from the stride,
+# padding and dilation, not from the phase alone: one weight used at several geometries must get
+# each one's own taps (a phase's taps at padding 1 are one row, at padding 0 two), also when a
+# geometry comes back after another.
+SHARED_WEIGHT_GEOMETRIES = [(2, 1, 1), (2, 0, 1), (2, 2, 2), (2, 1, 1), (1, 1, 1), (2, 0, 1)]  # stride, padding, dilation
+
+
+@pytest.mark.parametrize("algorithm, precision", [("gemm", "fp32"), ("csg", "fp32"), ("direct", "fp32"),
+                                                  ("gemm", "tf32"), ("gemm", "bf16"), ("gemm", "fp16")])
+@pytest.mark.parametrize("device", [CUDA])
+def test_frozen_weight_shared_by_strided_layers_of_other_paddings(device, algorithm, precision):
+    dtype = torch.float32 if precision == "fp32" else at_precision(precision)
+    torchconv.clear_weight_cache()
+    x, w, _, _ = make_case((2, 40, 48, 13, 11, 3, 3, 1, 1, 1, 1), device, dtype, channels_last=precision == "tf32")
+    assert not w.requires_grad  # frozen: its re-laid filters are cached
+    for stride, padding, dilation in SHARED_WEIGHT_GEOMETRIES:
+        kw = dict(stride=stride, padding=padding, dilation=dilation)
+        xi = x.detach().requires_grad_(True)
+        y = torchconv.conv2d(xi, w, None, algorithm=algorithm, **kw)
+        gy = torch.randn_like(y)
+        (gx,) = torch.autograd.grad(y, (xi,), gy)
+        if precision == "tf32":
+            assert "grad_input:wgmma-" in torchconv.last_choice() or not hopper(), torchconv.last_choice()
+        ref = torch.nn.grad.conv2d_input(x.shape, w.double(), gy.double(), **kw)
+        what = f"grad_input at stride {stride}, padding {padding}, dilation {dilation}"
+        if precision == "fp32":
+            assert rel_err(gx, ref) < 1e-5, what
+        else:
+            theirs = torch.nn.grad.conv2d_input(x.shape, w, gy, **kw)
+            assert rel_err(gx, ref) <= allowed_error(rel_err(theirs, ref), dtype), what
+    if algorithm != "direct":  # the direct kernels re-lay the filter on every call
+        assert torchconv.weight_cache_size() > 0

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "../../conv_shape.h"
 
@@ -46,6 +47,16 @@ struct LaunchMap {
            out_ox == 0;
   }
 };
+
+// Which filter taps a launch holds, in its order (launch tap (i, j) is filter tap (tap_r0 + i tap_dr,
+// tap_s0 + j tap_ds)): besides the weight, what a filter re-laid for the launch depends on, and so
+// part of its cache key. A strided grad_input phase's taps follow from the stride, padding and
+// dilation, not from the phase's index alone: one weight used at two paddings has different taps in
+// the same phase.
+inline std::string launch_taps_key(const LaunchMap& m) {
+  return "taps" + std::to_string(m.R) + "x" + std::to_string(m.S) + "@" + std::to_string(m.tap_r0) + "," +
+         std::to_string(m.tap_dr) + "," + std::to_string(m.tap_s0) + "," + std::to_string(m.tap_ds);
+}
 
 // The forward convolution: input -> output, the filter's taps in order.
 inline LaunchMap forward_map(const ConvShape& p) {

@@ -52,8 +52,8 @@ namespace cuda {
 namespace {
 
 template <typename T>
-at::Tensor filter_layout(const at::Tensor& weight, const CsgConv& cv, int phase) {
-  const std::string tag = cv.transposed ? "csg/t" + std::to_string(phase) + "/" + std::to_string(cv.groups)
+at::Tensor filter_layout(const at::Tensor& weight, const CsgConv& cv) {
+  const std::string tag = cv.transposed ? "csg/t/" + launch_taps_key(cv) + "/" + std::to_string(cv.groups)
                                         : "csg/f/" + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
@@ -411,7 +411,7 @@ at::Tensor conv2d_csg_cuda(const at::Tensor& input, const at::Tensor& weight, co
       else y.zero_();
       return;
     }
-    const at::Tensor f = filter_layout<scalar_t>(weight, cv, -1);
+    const at::Tensor f = filter_layout<scalar_t>(weight, cv);
     csg_conv<scalar_t>(x.const_data_ptr<scalar_t>(), f.const_data_ptr<scalar_t>(),
                        b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, y, cv, kForward, false);
   });
@@ -451,7 +451,7 @@ void csg_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tensor& 
         ensure_zeroed();
         continue;
       }
-      const at::Tensor f = filter_layout<T>(weight, cv, py * sw + px);
+      const at::Tensor f = filter_layout<T>(weight, cv);
       if (phased) ensure_zeroed();
       csg_conv<T>(gy.const_data_ptr<T>(), f.const_data_ptr<T>(), nullptr, gx, cv, kGradInput, zeroed);
     }

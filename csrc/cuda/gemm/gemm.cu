@@ -47,8 +47,8 @@ namespace torchconv {
 namespace cuda {
 namespace {
 
-// A launch map as the GEMM runs it. `phase` names the cached weight matrix of a strided
-// grad_input's phase (-1 for the forward map and a stride-1 grad_input).
+// A launch map as the GEMM runs it. `phase`: a strided grad_input's phase (-1 for the forward map and
+// a stride-1 grad_input), whose cached weight matrix is named by the phase's taps (launch_taps_key).
 GatherConv gemm_launch(const LaunchMap& map, int phase) {
   GatherConv cv{};
   static_cast<LaunchMap&>(cv) = map;
@@ -95,7 +95,7 @@ at::Tensor weight_matrix(const at::Tensor& weight, const GatherConv& cv, int& re
   rows_pad = round_up(cv.outputs, kWeightRowPad);
   const int rp = reduction_pad, mp = rows_pad;
   const std::string tag = std::string("gemm_a/") + (cv.transposed ? "transposed/" : "") +
-                          (cv.phase >= 0 ? "phase" + std::to_string(cv.phase) + "/" : "") + std::to_string(cv.groups);
+                          (cv.phase >= 0 ? launch_taps_key(cv) + "/" : "") + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
     auto w = weight.contiguous();
     auto a = at::empty({int64_t(cv.groups) * rp * mp}, weight.options());

@@ -64,7 +64,7 @@ constexpr int kReductionPad = 16;  // the deepest chunk
 // stride-1 layer has one), whose taps step backwards through grad_output.
 struct GatherConv : LaunchMap {
   bool dense_out;  // the columns are the output plane itself (out_s = 1, out_o = 0): vector stores
-  int phase;       // grad_input phase index (iy mod s) * s + (ix mod s), -1 otherwise: names the cached A
+  int phase;       // grad_input phase index (iy mod s) * s + (ix mod s), -1 otherwise (its cached A is named by its taps)
   int channels;    // gathered channels per group (the reduction runs over channels x R x S)
   int outputs;     // GEMM rows per group (filters; grad_input: input channels)
   int reduction;   // channels * R * S

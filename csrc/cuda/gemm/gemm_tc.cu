@@ -136,11 +136,13 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   return cv;
 }
 
+// Wt of launch `cv`, cached until the weight changes. A grad_input launch's Wt holds the taps of its
+// phase, named in the tag (launch_taps_key).
 template <typename T>
-at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv, int phase) {
-  const std::string tag = std::string("gemm_tc/") + (cv.wt_tiled ? "tiled/" : "") + (cv.transposed ? "transposed/" : "") +
-                          "n" + std::to_string(cv.n_pad) + "/" +
-                          (phase >= 0 ? "phase" + std::to_string(phase) + "/" : "") + std::to_string(cv.groups);
+at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv) {
+  const std::string tag = std::string("gemm_tc/") + (cv.wt_tiled ? "tiled/" : "") +
+                          (cv.transposed ? "transposed/" + launch_taps_key(cv) + "/" : "") + "n" +
+                          std::to_string(cv.n_pad) + "/" + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
     auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
     const TcWeightMap map{cv, {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)},
@@ -404,10 +406,10 @@ bool reads_whole_planes(const TcConv& cv) {
 // (possibly with zero-padded channels; `src_rounded`: a float32 copy rounded to TF32), or NCHW.
 template <typename T>
 void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, const at::Tensor& bias,
-             const LaunchMap& map, int phase, at::Tensor& dst) {
+             const LaunchMap& map, at::Tensor& dst) {
   TcConvArgs<T> args{};
   args.cv = tc_launch(map, src.scalar_type(), dst);
-  const at::Tensor wt = tc_weight<T>(weight, args.cv, phase);
+  const at::Tensor wt = tc_weight<T>(weight, args.cv);
   // A channels_last source may hold zero-padded channels (channels_last_padded): its own stride.
   args.cv.src_C = int(src.size(1));
   args.cv.src_image = int64_t(map.src_H) * map.src_W * args.cv.src_C;
@@ -789,7 +791,7 @@ at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const 
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
-    tc_conv<T>(x, is_copy(x, input), weight, b, forward_map(p), -1, y);
+    tc_conv<T>(x, is_copy(x, input), weight, b, forward_map(p), y);
   });
   return y;
 }
@@ -800,7 +802,6 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
   if (gx.numel() == 0) return gx;
   const at::Tensor gy = tc_source(grad_output, p.K, p.R * p.S);
-  const bool strided = p.stride_h > 1 || p.stride_w > 1;
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
     for (int py = 0; py < p.stride_h; ++py)
@@ -814,8 +815,7 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
           gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
           continue;
         }
-        tc_conv<T>(gy, is_copy(gy, grad_output), weight, at::Tensor(), map, strided ? py * int(p.stride_w) + px : -1,
-                   gx);
+        tc_conv<T>(gy, is_copy(gy, grad_output), weight, at::Tensor(), map, gx);
       }
   });
   return gx;
