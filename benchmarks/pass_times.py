@@ -176,10 +176,7 @@ def bench_layer(suite, layer, args, device, weights, precision, layout):
 def write_markdown(path, meta, rows):
     ref_name = "cudnn" if meta["reference"] == "cudnn" else "aten"
     algos = [a for a in dict.fromkeys(r["algorithm"] for r in rows) if a != ref_name]
-    # Rows written before suites, precisions and layouts were told apart: the pointwise suite's, FP32 NCHW.
-    get = lambda r, k, default: r.get(k, default)
-    key = lambda r: (get(r, "suite", "pointwise"), get(r, "precision", "fp32"), get(r, "layout", "nchw"),
-                     get(r, "weights", "frozen"))
+    key = group_key
     suites = ", ".join(dict.fromkeys(k[0] for k in map(key, rows)))
     lines = [f"# Per-pass device time — {suites} — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}. "
@@ -245,10 +242,20 @@ def main(argv=None):
     return rows
 
 
+# Rows written before suites, precisions, layouts and weights were told apart: the pointwise suite's,
+# FP32 NCHW, frozen weights.
+ROW_DEFAULTS = {"suite": "pointwise", "precision": "fp32", "layout": "nchw", "weights": "frozen"}
+
+
+def group_key(row):
+    """The (suite, precision, layout, weights) a row belongs to."""
+    return tuple(row.get(k, default) for k, default in ROW_DEFAULTS.items())
+
+
 def row_key(row):
     """What a row measures: a rerun's row of the same key replaces it."""
-    return (row.get("suite", "pointwise"), row["layer"], row.get("precision", "fp32"), row.get("layout", "nchw"),
-            row.get("weights", "frozen"), row["N"], row["pass_"], row["algorithm"])
+    suite, precision, layout, weights = group_key(row)
+    return (suite, row["layer"], precision, layout, weights, row["N"], row["pass_"], row["algorithm"])
 
 
 if __name__ == "__main__":
