@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The patch strided-grad-input-phases (on a branch: git am docs/wip/strided-grad-input-phases.patch), one
-# device call from the repository root: build, the tests that name the phases' launch, the per-kernel
-# profile against the baselines below, the whole suite (3 shards), memcheck.
+# The patches strided-grad-input-phases and cluster-end-quad-stores (on a branch: git am
+# docs/wip/strided-grad-input-phases.patch docs/wip/cluster-end-quad-stores.patch), one device call from
+# the repository root: build, the tests that name the phases' launch, the per-kernel profile against the
+# baselines below, the whole suite (3 shards), memcheck.
 # Baselines (profiler, H200, N = 32, trainable weight, main before the patch: a launch and a Wt relayout
 # per phase, each phase split as clusters by the per-launch rule), grad_input total us:
 #   R10 bf16 nhwc 64.2 (phase launches 53.2, relayouts 11.1); R7 bf16 nhwc 43.9. cuDNN's R10 bf16 nhwc
-#   grad_input: 26.4 (pass-times-resnet-yolo-h200, device time).
+#   grad_input: 26.4 (pass-times-resnet-yolo-h200, device time). grad_weight through clusters (kernel):
+#   R12 bf16 nhwc 46.0 (34.4 for the same kernel writing the workspace), R10 bf16 nhwc 46.3; R12 forward
+#   bf16 nhwc 42.4 and R12 TF32 NCHW grad_weight 103.0 (70.4 + finish 32.6) stay on the workspace.
 # Expect: one tc_conv_wgmma_phases_kernel and one tc_weight_relayout_phases_kernel per grad_input of
 # R4 / R7 / R10; the rule's splits (last_choice): R4 1, R7 2, R10 2 (bf16 and TF32).
 set -uo pipefail
