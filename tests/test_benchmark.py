@@ -69,6 +69,27 @@ def test_model_profile_reports_both_contenders_and_the_choices(tmp_path):
     assert "## mobilenet_v3_large train N=2" in (tmp_path / "profile-models-cpu.md").read_text()
 
 
+def test_models_rows_per_mode_against_the_reference_model(tmp_path):
+    """models.py (not --zoo): per model and mode (inference, a training step) a row for the reference
+    model and one for the converted model in benchmark mode, with its logits' error against the
+    reference's and the algorithms it chose; the file is rewritten in place by row (a rerun of one mode
+    keeps the other's rows)."""
+    pytest.importorskip("torchvision")
+    import models
+
+    argv = ["--models", "squeezenet1_1", "--batch", "4", "--image", "64", "--rounds", "1", "--reps", "1",
+            "--device", "cpu", "--out-dir", str(tmp_path), "--tag", "models-test"]
+    rows = models.main(argv)
+    assert sorted((r["mode"], r["algorithm"]) for r in rows) == [("fwd", "auto"), ("fwd", "cudnn"),
+                                                                   ("train", "auto"), ("train", "cudnn")]
+    ours = [r for r in rows if r["algorithm"] == "auto"]
+    assert all(r["rel_err"] < 1e-5 and sum(r["algorithms"].values()) == 26 and r["ms"] > 0 for r in ours), ours
+    models.main(argv + ["--modes", "fwd"])
+    saved = json.loads((tmp_path / "models-test.json").read_text())["rows"]
+    assert sorted((r["mode"], r["algorithm"]) for r in saved) == sorted((r["mode"], r["algorithm"]) for r in rows)
+    assert "squeezenet1_1" in (tmp_path / "models-test.md").read_text()
+
+
 def test_pass_times_reports_each_pass_with_the_rules_choice(tmp_path):
     """pass_times.py: one row per layer, weights kind, pass and contender, ours with the config its
     rule picked; on a CPU the reference is ATen's."""
