@@ -9,6 +9,8 @@
 #   grad_input: 26.4 (pass-times-resnet-yolo-h200, device time). grad_weight through clusters (kernel):
 #   R12 bf16 nhwc 46.0 (34.4 for the same kernel writing the workspace), R10 bf16 nhwc 46.3; R12 forward
 #   bf16 nhwc 42.4 and R12 TF32 NCHW grad_weight 103.0 (70.4 + finish 32.6) stay on the workspace.
+# The targeted tests include main's test_frozen_weight_shared_by_strided_layers_of_other_paddings, written
+# without a GPU (the cached filters of a strided grad_input named by their taps).
 # Expect: one tc_conv_wgmma_phases_kernel and one tc_weight_relayout_phases_kernel per grad_input of
 # R4 / R7 / R10; the rule's splits (last_choice): R4 1, R7 2, R10 2 (bf16 and TF32).
 set -uo pipefail
