@@ -176,8 +176,7 @@ def bench_layer(suite, layer, args, device, weights, precision, layout):
 def write_markdown(path, meta, rows):
     ref_name = "cudnn" if meta["reference"] == "cudnn" else "aten"
     algos = [a for a in dict.fromkeys(r["algorithm"] for r in rows) if a != ref_name]
-    key = group_key
-    suites = ", ".join(dict.fromkeys(k[0] for k in map(key, rows)))
+    suites = ", ".join(dict.fromkeys(k[0] for k in map(group_key, rows)))
     lines = [f"# Per-pass device time — {suites} — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}. "
              f"Each pass timed alone on the operators by the device's time (the host queues behind a sleep "
@@ -188,9 +187,10 @@ def write_markdown(path, meta, rows):
              "| pass | suite | precision | layout | weights | algorithm | geomean ratio | layers |",
              "|---|---|---|---|---|---|---|---|"]
     for pass_name in PASSES:
-        for k in dict.fromkeys(map(key, rows)):
+        for k in dict.fromkeys(map(group_key, rows)):
             for a in algos:
-                ratios = [r["ratio"] for r in rows if r["pass_"] == pass_name and key(r) == k and r["algorithm"] == a]
+                ratios = [r["ratio"] for r in rows
+                          if r["pass_"] == pass_name and group_key(r) == k and r["algorithm"] == a]
                 if ratios:
                     lines.append(f"| {pass_name} | {' | '.join(k)} | {a} | {geomean(ratios):.2f}x | {len(ratios)} |")
     lines.append("")
@@ -199,9 +199,9 @@ def write_markdown(path, meta, rows):
                   f"| layer | precision | layout | weights | N | {ref_name} us | " +
                   " | ".join(f"{a} us | {a} ratio | {a} choice" for a in algos) + " |",
                   "|---|---|---|---|---|---|" + "---|---|---|" * len(algos)]
-        keys = dict.fromkeys((r["layer"],) + key(r)[1:] for r in rows if r["pass_"] == pass_name)
+        keys = dict.fromkeys((r["layer"],) + group_key(r)[1:] for r in rows if r["pass_"] == pass_name)
         for k in keys:
-            by = {r["algorithm"]: r for r in rows if r["pass_"] == pass_name and (r["layer"],) + key(r)[1:] == k}
+            by = {r["algorithm"]: r for r in rows if r["pass_"] == pass_name and (r["layer"],) + group_key(r)[1:] == k}
             cells = [f"{by[a]['us']:.1f} | {by[a]['ratio']:.2f} [{by[a]['ratio_min']:.2f}-{by[a]['ratio_max']:.2f}] | "
                      f"`{by[a]['choice']}`" if a in by else "- | - | -" for a in algos]
             lines.append(f"| {' | '.join(k)} | {by[ref_name]['N']} | {by[ref_name]['us']:.1f} | " +
