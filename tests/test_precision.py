@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import ALGORITHMS, DEVICES, cuda_kernel_names, rel_err, skip_if_no_kernel
+from conftest import ALGORITHMS, DEVICES, cuda_kernel_names, rel_err, skip_if_no_kernel, using_config
 
 CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
 REDUCED = [torch.float16, torch.bfloat16]
@@ -505,8 +505,10 @@ IM2COL_COPY_SHAPES = [
     (2, 48, 96, 19, 16, 3, 3, 2, 1, 1, 1),
     (1, 48, 64, 21, 18, 3, 3, 1, 2, 2, 1),
 ]
-# The wgmma kernel's instantiation whose A tiles come by im2col tensor copies (kTmaA).
-IM2COL_COPY_KERNEL = re.compile(r"tc_conv_wgmma_kernel<.*, (true|false), true>\(")
+# The wgmma kernels' instantiations whose A tiles come by im2col tensor copies (kTmaA): the launch of
+# one forward or grad_input phase, and that of a strided grad_input's phases together.
+IM2COL_COPY_KERNEL = re.compile(r"tc_conv_wgmma_kernel<.*, (true|false), true>\(|tc_conv_wgmma_phases_kernel<.*, true>\(")
+WGMMA_CONV_KERNEL = re.compile(r"tc_conv_wgmma_(phases_)?kernel<")
 
 
 @pytest.mark.parametrize("precision, layout", [("bf16", "nhwc"), ("fp16", "nhwc"), ("tf32", "nchw"),
@@ -514,7 +516,7 @@ IM2COL_COPY_KERNEL = re.compile(r"tc_conv_wgmma_kernel<.*, (true|false), true>\(
 @pytest.mark.parametrize("shape", IM2COL_COPY_SHAPES, ids=shape_id)
 @pytest.mark.parametrize("device", [CUDA])
 def test_forward_and_grad_input_load_by_im2col_tensor_copies(device, shape, precision, layout):
-    """On Hopper every wgmma launch of the forward and of each grad_input phase of such a layer loads
+    """On Hopper every wgmma launch of the forward and of the grad_input phases of such a layer loads
     its input tiles by im2col tensor copies: grad_input runs its taps reversed (the copies need source
     offsets that rise with the tap), and float32 comes from our copy rounded to TF32, of either
     layout (a channels_last source is copied as well). Errors within 2x of cuDNN's."""
@@ -524,7 +526,7 @@ def test_forward_and_grad_input_load_by_im2col_tensor_copies(device, shape, prec
     x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
     names, (_, forward_plan, backward_plan) = cuda_kernel_names(lambda: check_gemm_forward_and_grad_input(x, w, b, kw))
     assert forward_plan.startswith("forward:wgmma-") and "grad_input:wgmma-" in backward_plan, backward_plan
-    launched = [name for name in names if "tc_conv_wgmma_kernel" in name]
+    launched = [name for name in names if WGMMA_CONV_KERNEL.search(name)]
     assert launched and all(IM2COL_COPY_KERNEL.search(name) for name in launched), launched
 
 
@@ -1031,3 +1033,63 @@ def test_frozen_weight_shared_by_strided_layers_of_other_paddings(device, algori
             assert rel_err(gx, ref) <= allowed_error(rel_err(theirs, ref), dtype), what
     if algorithm != "direct":  # the direct kernels re-lay the filter on every call
         assert torchconv.weight_cache_size() > 0
+
+
+# A strided grad_input runs each output phase as a launch of the taps that reach it. On Hopper, where
+# 2 to 4 phases receive taps (stride 2 x 2 or less), the phases run as one launch of one grid (their
+# tiles longest reduction first, each phase split as the rule says) and their Wt is re-laid by one
+# launch; otherwise (one phase, more than 4, forced configs) a launch per phase. (shape, phases that
+# receive taps): im2col tensor copies and gathered A (packed taps of an RGB stem), groups, stride per
+# axis, a grid of four tiles whose phases split as clusters.
+PHASE_LAUNCH_CASES = [
+    ((2, 48, 96, 19, 16, 3, 3, 2, 1, 1, 1), 4),  # 1, 2, 2 and 4 taps
+    ((1, 64, 72, 13, 11, 3, 3, (2, 1), 1, 1, 1), 2),
+    ((2, 32, 64, 15, 17, 3, 3, 2, 1, 1, 2), 4),
+    ((2, 3, 16, 15, 14, 7, 7, 2, 3, 1, 1), 4),  # 16 filters: packed taps, A gathered
+    ((1, 64, 256, 9, 8, 3, 3, 2, 1, 1, 1), 4),  # four tiles, long reductions: the phases split
+    ((2, 24, 40, 10, 9, 1, 1, 2, 0, 1, 1), 1),  # 1x1 stride 2: phase (0, 0) only
+    ((1, 16, 32, 17, 16, 5, 5, 3, 1, 1, 1), 9),
+]
+
+
+def cuda_kernel_launches(fn):
+    """The names of the CUDA kernels `fn()` launches, once per launch."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
+@pytest.mark.parametrize("case", PHASE_LAUNCH_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_strided_grad_input_phases_run_as_one_launch(device, case, precision):
+    if not hopper():
+        pytest.skip("the phases' launch: the wgmma kernel (sm_90a)")
+    shape, phases = case
+    dtype = at_precision(precision)
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=True)
+    _, _, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+    assert "grad_input:wgmma-" in backward_plan, backward_plan
+    if shape == PHASE_LAUNCH_CASES[4][0]:
+        assert not backward_plan.endswith("/splits=1"), backward_plan
+        assert torchconv.last_workspace_bytes() == 0
+    # A trainable weight (its Wt re-laid every call), grad_input alone.
+    xi, wi = x.detach().requires_grad_(True), w.detach().requires_grad_(True)
+    y = torchconv.conv2d(xi, wi, b, algorithm="gemm", **kw)
+    gy = torch.randn_like(y)
+    torchconv._C.set_poison_outputs(False)  # no fill kernels among the launches counted
+    launches = cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi,), gy, retain_graph=True))
+    joint = [n for n in launches if "tc_conv_wgmma_phases_kernel" in n]
+    single = [n for n in launches if "tc_conv_wgmma_kernel" in n]
+    joint_relayout = [n for n in launches if "tc_weight_relayout_phases_kernel" in n]
+    single_relayout = [n for n in launches if "tc_weight_relayout_kernel" in n]
+    if 2 <= phases <= 4:
+        assert (len(joint), len(single), len(joint_relayout), len(single_relayout)) == (1, 0, 1, 0), launches
+    else:
+        assert (len(joint), len(single), len(joint_relayout), len(single_relayout)) == (0, phases, 0, phases), launches
+    # A forced config runs as named, phase by phase.
+    if phases > 1:
+        with using_config("gemm", "wgmma-large"):
+            launches = cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi,), gy))
+        assert sum("tc_conv_wgmma_kernel" in n for n in launches) == phases, launches

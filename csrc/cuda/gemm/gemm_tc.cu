@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/util/SmallVector.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
@@ -136,6 +137,26 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   return cv;
 }
 
+// Launches a Wt relayout of `words` 16-byte words as launch(element, index, value): the word's place
+// decoded in 32-bit math where the words allow; float32 Wt stored rounded to TF32 (the kernels read it
+// as is), 16-bit types copied as bits (zero is all-zero bits).
+template <typename T, typename Launch>
+void relayout_words(int64_t words, Launch&& launch) {
+  if (words == 0) return;
+  auto run = [&](auto elem, auto value) {
+    if (words < (int64_t(1) << 31))
+      launch(elem, uint32_t{}, value);
+    else
+      launch(elem, int64_t{}, value);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if constexpr (std::is_same_v<T, float>) {
+    run(float{}, Tf32Rounding{});
+  } else {
+    run(uint16_t{}, SameValue{});
+  }
+}
+
 // Wt of launch `cv`, cached until the weight changes. A grad_input launch's Wt holds the taps of its
 // phase, named in the tag (launch_taps_key).
 template <typename T>
@@ -148,28 +169,16 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv) {
     const TcWeightMap map{cv, {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)},
                           kWtRowBytes / int(sizeof(T))};
     const int64_t words = wt.numel() * int64_t(sizeof(T)) / 16;
-    auto launch = [&](auto elem, auto value) {
+    relayout_words<T>(words, [&](auto elem, auto index, auto value) {
       using E = decltype(elem);
-      const auto* w = static_cast<const E*>(weight.const_data_ptr());
-      auto* out = static_cast<uint4*>(wt.mutable_data_ptr());
-      const unsigned blocks = elementwise_blocks(words, 256);
-      if (words < (int64_t(1) << 31))  // the word's place decoded in 32-bit math
-        tc_weight_relayout_kernel<E, uint32_t><<<blocks, 256, 0, current_stream()>>>(w, out, uint32_t(words), map, value);
-      else
-        tc_weight_relayout_kernel<E, int64_t><<<blocks, 256, 0, current_stream()>>>(w, out, words, map, value);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    if (words == 0) return wt;
-    // 16-bit types copied as bits: zero is all-zero bits.
-    if constexpr (std::is_same_v<T, float>) {  // stored rounded to TF32: the kernels read it as is
-      launch(float{}, Tf32Rounding{});
-    } else {
-      launch(uint16_t{}, SameValue{});
-    }
+      using I = decltype(index);
+      tc_weight_relayout_kernel<E, I><<<elementwise_blocks(words, 256), 256, 0, current_stream()>>>(
+          static_cast<const E*>(weight.const_data_ptr()), static_cast<uint4*>(wt.mutable_data_ptr()), I(words), map,
+          value);
+    });
     return wt;
   });
 }
-
 
 // Blocks of a grid of bm x bn tiles over `cv`.
 int64_t tile_blocks(const TcConv& cv, int bm, int bn) {
@@ -421,6 +430,166 @@ void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, 
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % 4 == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
   run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, !nchw && tma_takes<T>(args.cv, src_rounded));
+}
+
+// ---- A strided grad_input's phases in one launch ----------------------------------------------
+
+// The Wt of every phase, re-laid by one launch into one tensor and cached as one entry named by every
+// phase's taps; phase p's Wt starts at word maps.first_word[p].
+template <typename T>
+at::Tensor tc_phase_weights(const at::Tensor& weight, const TcConv* cvs, int phases, TcWeightPhaseMaps& maps) {
+  maps = TcWeightPhaseMaps{};
+  maps.phases = phases;
+  std::string tag = "gemm_tc/tiled/transposed/phases/n" + std::to_string(cvs[0].n_pad) + "/" + std::to_string(cvs[0].groups);
+  int64_t words = 0;
+  for (int p = 0; p < phases; ++p) {
+    tag += "/" + launch_taps_key(cvs[p]);
+    maps.map[p] = TcWeightMap{cvs[p], {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)},
+                              kWtRowBytes / int(sizeof(T))};
+    maps.first_word[p] = words;
+    words += int64_t(cvs[p].groups) * cvs[p].n_pad * cvs[p].wt_row * int64_t(sizeof(T)) / 16;
+  }
+  maps.first_word[phases] = words;
+  return cached_weight_transform(weight, tag, [&] {
+    auto wt = at::empty({words * 16 / int64_t(sizeof(T))}, weight.options());
+    relayout_words<T>(words, [&](auto elem, auto index, auto value) {
+      using E = decltype(elem);
+      using I = decltype(index);
+      tc_weight_relayout_phases_kernel<E, I><<<elementwise_blocks(words, 256), 256, 0, current_stream()>>>(
+          static_cast<const E*>(weight.const_data_ptr()), static_cast<uint4*>(wt.mutable_data_ptr()), maps, value);
+    });
+    return wt;
+  });
+}
+
+// Per-block overhead of the phases' split rule, in chunks: the pipeline's fill and the epilogue.
+constexpr int64_t kPhaseBlockOverheadChunks = 2;
+
+// The splits of the phases' launch: each phase's reduction cut into `splits` runs (gridDim.y), the
+// count that minimizes the launch's estimated time in chunks -- the longer of its longest block and
+// its blocks' chunks spread over the GPU's block slots, each block kPhaseBlockOverheadChunks more --
+// at most kMaxClusterSplits (the splits add their sums as one cluster), each run at least
+// kMinChunksPerSplit chunks of the longest phase. The phases' reductions differ (1, 2, 2 and 4 taps
+// for a 3x3 layer of stride 2), so a split count that fills the GPU with the shorter phases' blocks
+// still leaves the longest phase's blocks setting the time.
+int64_t phase_splits(const int64_t* tiles, const int* chunks, int phases, int64_t slots) {
+  int longest = 1;
+  for (int p = 0; p < phases; ++p) longest = std::max(longest, chunks[p]);
+  const int64_t cap = std::clamp<int64_t>(longest / kMinChunksPerSplit, 1, kMaxClusterSplits);
+  int64_t best = 1;
+  double best_time = 0.0;
+  for (int64_t s = 1; s <= cap; ++s) {
+    int64_t block_chunks = 0, work = 0;
+    for (int p = 0; p < phases; ++p) {
+      const int64_t per_split = ceil_div(int64_t(chunks[p]), s) + kPhaseBlockOverheadChunks;
+      block_chunks = std::max(block_chunks, per_split);
+      work += tiles[p] * s * per_split;
+    }
+    const double time = std::max(double(block_chunks), double(work) / double(slots));
+    if (s == 1 || time < best_time) best = s, best_time = time;
+  }
+  return best;
+}
+
+// Launches `pa`'s phases (their TcConv set, the rest of their arguments but the tiling) as one grid of
+// config Cfg: the phases ordered longest reduction first (the blocks that set the time start first).
+template <typename T, typename Cfg, bool kTmaA>
+void launch_tc_phases(TcPhaseArgs<T> pa) {
+  const int phases = pa.phases;
+  for (int p = 0; p < phases; ++p) {
+    TcConvArgs<T>& a = pa.phase[p];
+    a.cv.chunks_per_tap = int(ceil_div(int64_t(std::max(a.cv.reduced, 1)) * int64_t(sizeof(T)), Cfg::kBKBytes));
+    a.cv.chunks = reduction_chunks(a.cv, int(sizeof(T)), Cfg::kBKBytes);
+    a.m_tiles = int(ceil_div(a.cv.rows, Cfg::kBM));
+    a.n_tiles = int(ceil_div(a.cv.outputs, Cfg::kBN));
+  }
+  int order[kMaxGradInputPhases];  // longest reduction first (an insertion sort: stable, no allocation)
+  for (int p = 0; p < phases; ++p) {
+    int i = p;
+    for (; i > 0 && pa.phase[order[i - 1]].cv.chunks < pa.phase[p].cv.chunks; --i) order[i] = order[i - 1];
+    order[i] = p;
+  }
+  const TcPhaseArgs<T> unsorted = pa;
+  for (int p = 0; p < phases; ++p) pa.phase[p] = unsorted.phase[order[p]];
+  int64_t tiles[kMaxGradInputPhases];
+  int chunks[kMaxGradInputPhases];
+  int64_t blocks = 0;
+  for (int p = 0; p < phases; ++p) {
+    tiles[p] = int64_t(pa.phase[p].m_tiles) * pa.phase[p].n_tiles * pa.phase[p].cv.groups;
+    chunks[p] = pa.phase[p].cv.chunks;
+    check_grid(blocks + tiles[p], "conv2d_gemm");
+    pa.first_block[p] = int(blocks);
+    blocks += tiles[p];
+  }
+  pa.first_block[phases] = int(blocks);
+  const auto kernel = tc_conv_wgmma_phases_kernel<T, Cfg, kTmaA>;
+  constexpr size_t smem = Cfg::template smem_bytes<T>();
+  ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
+  const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
+  int splits = int(phase_splits(tiles, chunks, phases, slots));
+  // As launch_tc: clusters only where they take no more waves than the blocks alone; otherwise unsplit.
+  if (splits > 1) {
+    const int clusters = tc_active_clusters(kernel, Cfg::kThreads, smem, splits);
+    if (clusters == 0 || ceil_div(blocks, int64_t(clusters)) > ceil_div(blocks * splits, slots)) splits = 1;
+  }
+  check_grid(blocks * splits, "conv2d_gemm");
+  for (int p = 0; p < phases; ++p) {
+    TcConvArgs<T>& a = pa.phase[p];
+    a.chunks_per_split = int(ceil_div(a.cv.chunks, splits));
+    a.cluster_sums = splits > 1;
+  }
+  record_last_choice("grad_input", kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits);
+  record_workspace_bytes(0);
+  launch_with_attributes(kernel, dim3(unsigned(blocks), unsigned(splits)), dim3(Cfg::kThreads), smem,
+                         current_stream(), dim3(1, unsigned(splits)), false, pa);
+}
+
+// The A tiles by im2col tensor copies where every phase's launch takes them (tma_takes) and the
+// driver encodes every phase's map; gathered otherwise.
+template <typename T, typename Cfg>
+void run_tc_phases(TcPhaseArgs<T>& pa, bool src_rounded) {
+  bool tma = true;
+  for (int p = 0; p < pa.phases && tma; ++p)
+    tma = tma_takes<T>(pa.phase[p].cv, src_rounded) && encode_im2col_map(pa.phase[p], Cfg::kBM);
+  if (tma) return launch_tc_phases<T, Cfg, true>(pa);
+  launch_tc_phases<T, Cfg, false>(pa);
+}
+
+// The phases `maps` (2 to kMaxGradInputPhases launches of a strided grad_input, none empty) of `src`
+// with `weight` into `dst` as one launch of the wgmma kernel. False, having launched nothing, where
+// that kernel does not run, a config is forced (forced configs run as named, phase by phase) or the
+// source is NCHW (read so only by launches of one tap).
+template <typename T>
+bool tc_conv_phases(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, const LaunchMap* maps,
+                    int phases, at::Tensor& dst) {
+  if (phases < 2 || phases > kMaxGradInputPhases || !runs_wgmma() || forced_wgmma_config() >= 0 ||
+      is_nchw_source(src))
+    return false;
+  TcConv cvs[kMaxGradInputPhases];
+  for (int p = 0; p < phases; ++p) cvs[p] = tc_launch(maps[p], src.scalar_type(), dst);
+  TcWeightPhaseMaps wmaps;
+  const at::Tensor wt = tc_phase_weights<T>(weight, cvs, phases, wmaps);
+  TcPhaseArgs<T> pa{};
+  pa.phases = phases;
+  for (int p = 0; p < phases; ++p) {
+    TcConvArgs<T>& a = pa.phase[p];
+    a.cv = cvs[p];
+    a.cv.src_C = int(src.size(1));  // as tc_conv: a channels_last source's own stride
+    a.cv.src_image = int64_t(maps[p].src_H) * maps[p].src_W * a.cv.src_C;
+    a.src = kernel_data<T>(src);
+    a.wt = kernel_data<T>(wt) + wmaps.first_word[p] * (16 / int64_t(sizeof(T)));
+    a.bias = nullptr;
+    a.out = mutable_kernel_data<T>(dst);
+  }
+  // The config rule of run_wgmma over the phases' tiles together, without the small and tiny tiles:
+  // the phases' splits fill the GPU instead.
+  const TcConv& cv = cvs[0];
+  int64_t wide_blocks = 0;
+  for (int p = 0; p < phases; ++p) wide_blocks += tile_blocks(cvs[p], 128, 256);
+  if (cv.outputs > 128 && wide_blocks >= 2 * int64_t(sm_count())) run_tc_phases<T, WgmmaWide>(pa, src_rounded);
+  else if (cv.outputs > 64) run_tc_phases<T, WgmmaLarge>(pa, src_rounded);
+  else run_tc_phases<T, WgmmaMedium>(pa, src_rounded);
+  return true;
 }
 
 template <typename F>
@@ -802,21 +971,25 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
   if (gx.numel() == 0) return gx;
   const at::Tensor gy = tc_source(grad_output, p.K, p.R * p.S);
+  // The phases that receive taps; the others are zero.
+  c10::SmallVector<LaunchMap, kMaxGradInputPhases> maps;
+  for (int py = 0; py < p.stride_h; ++py)
+    for (int px = 0; px < p.stride_w; ++px) {
+      // Taps reversed so that the source offset rises with the launch tap (grad_input_map's falls):
+      // the im2col tensor copies take only such launches (tma_takes), and Wt holds the taps in the
+      // same order.
+      const LaunchMap map = with_reversed_taps(grad_input_map(p, py, px));
+      if (map.col_H <= 0 || map.col_W <= 0) continue;
+      if (map.empty() || p.Ho == 0 || p.Wo == 0 || p.K == 0)
+        gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
+      else
+        maps.push_back(map);
+    }
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
-    for (int py = 0; py < p.stride_h; ++py)
-      for (int px = 0; px < p.stride_w; ++px) {
-        // Taps reversed so that the source offset rises with the launch tap (grad_input_map's falls):
-        // the im2col tensor copies take only such launches (tma_takes), and Wt holds the taps in the
-        // same order.
-        const LaunchMap map = with_reversed_taps(grad_input_map(p, py, px));
-        if (map.col_H <= 0 || map.col_W <= 0) continue;
-        if (map.empty() || p.Ho == 0 || p.Wo == 0 || p.K == 0) {
-          gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
-          continue;
-        }
-        tc_conv<T>(gy, is_copy(gy, grad_output), weight, at::Tensor(), map, gx);
-      }
+    const bool rounded = is_copy(gy, grad_output);
+    if (tc_conv_phases<T>(gy, rounded, weight, maps.data(), int(maps.size()), gx)) return;
+    for (const LaunchMap& map : maps) tc_conv<T>(gy, rounded, weight, at::Tensor(), map, gx);
   });
   return gx;
 }

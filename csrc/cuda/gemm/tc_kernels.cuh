@@ -113,6 +113,10 @@ struct TcConvArgs {
   bool nchw_words;
 };
 
+// Phases of a strided grad_input that one launch takes (tc_conv_wgmma_phases_kernel): stride 2 x 2,
+// so that the kernel parameter, an argument set per phase, stays under 4 KB.
+constexpr int kMaxGradInputPhases = 4;
+
 // Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh),
 // zero where dst, c or tap is padding. Tiled (cv.wt_tiled): [g][n_pad / 64][wt_row / row_elems][64
 // rows][128 bytes], 16-byte word w of a row stored at word w ^ (row % 8) -- the wgmma stage layout, so
@@ -149,33 +153,59 @@ struct TcWeightMap {
   }
 };
 
-// One thread per 16-byte word of Wt (E: the element's bits, uint16_t for the 16-bit types; float with
-// Tf32Rounding stores TF32-rounded values that the kernels read as they are).
+// Word `word` of Wt (E: the element's bits, uint16_t for the 16-bit types; float with Tf32Rounding
+// stores TF32-rounded values that the kernels read as they are).
+template <typename E, typename I, typename Value>
+__device__ __forceinline__ uint4 tc_weight_word(const E* __restrict__ w, I word, const TcWeightMap& map, Value value) {
+  constexpr int kVec = 16 / int(sizeof(E));
+  const TcConv& cv = map.cv;
+  int64_t g;
+  int dst, col;
+  map.place(word, kVec, g, dst, col);
+  const int tap = col / cv.red_pad, c0 = col - tap * cv.red_pad;
+  union {
+    uint4 word;
+    E e[kVec];
+  } out;
+  if (dst < cv.outputs && tap < cv.R * cv.S && c0 < cv.reduced) {
+    const int64_t step = reduced_stride(cv, map.ws);
+    const E* src = w + weight_offset(cv, map.ws, g, c0, dst, tap / cv.S, tap % cv.S);
+    const int n = min(kVec, cv.reduced - c0);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) out.e[i] = i < n ? value(__ldg(src + i * step)) : E(0);
+  } else {
+    out.word = make_uint4(0, 0, 0, 0);
+  }
+  return out.word;
+}
+
+// One thread per 16-byte word of Wt.
 template <typename E, typename I, typename Value>
 __global__ void tc_weight_relayout_kernel(const E* __restrict__ w, uint4* __restrict__ wt, I words, TcWeightMap map,
                                           Value value) {
-  constexpr int kVec = 16 / int(sizeof(E));
-  const TcConv& cv = map.cv;
-  const int taps = cv.R * cv.S;
-  const int64_t step = reduced_stride(cv, map.ws);
+  for (I word = I(blockIdx.x) * blockDim.x + threadIdx.x; word < words; word += I(gridDim.x) * blockDim.x)
+    wt[word] = tc_weight_word(w, word, map, value);
+}
+
+// The Wt of every phase of a strided grad_input in one launch (the phases' launches differ in their
+// taps): phase p's Wt is words [first_word[p], first_word[p + 1]) of `wt`.
+struct TcWeightPhaseMaps {
+  TcWeightMap map[kMaxGradInputPhases];
+  int64_t first_word[kMaxGradInputPhases + 1];
+  int phases;
+};
+static_assert(sizeof(TcWeightPhaseMaps) <= 4096, "a kernel parameter of at most 4 KB");
+
+template <typename E, typename I, typename Value>
+__global__ void tc_weight_relayout_phases_kernel(const E* __restrict__ w, uint4* __restrict__ wt,
+                                                 const __grid_constant__ TcWeightPhaseMaps maps, Value value) {
+  const I words = I(maps.first_word[maps.phases]);
   for (I word = I(blockIdx.x) * blockDim.x + threadIdx.x; word < words; word += I(gridDim.x) * blockDim.x) {
-    int64_t g;
-    int dst, col;
-    map.place(word, kVec, g, dst, col);
-    const int tap = col / cv.red_pad, c0 = col - tap * cv.red_pad;
-    union {
-      uint4 word;
-      E e[kVec];
-    } out;
-    if (dst < cv.outputs && tap < taps && c0 < cv.reduced) {
-      const E* src = w + weight_offset(cv, map.ws, g, c0, dst, tap / cv.S, tap % cv.S);
-      const int n = min(kVec, cv.reduced - c0);
+    int p = 0;
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) out.e[i] = i < n ? value(__ldg(src + i * step)) : E(0);
-    } else {
-      out.word = make_uint4(0, 0, 0, 0);
-    }
-    wt[word] = out.word;
+    for (int i = 1; i < kMaxGradInputPhases; ++i)
+      if (i < maps.phases && int64_t(word) >= maps.first_word[i]) p = i;
+    wt[word] = tc_weight_word(w, I(word - I(maps.first_word[p])), maps.map[p], value);
   }
 }
 
@@ -663,16 +693,17 @@ __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, co
   cluster_wait_acquire();
 }
 
-// kNchwSource: A from a float32 NCHW source (TcNchwLoader), to the MMAs from registers; kTmaA: A
-// by im2col tensor copies (TcIm2colLoader); neither: A gathered from NHWC (TcLoader).
-template <typename T, typename Cfg, bool kNchwSource = false, bool kTmaA = false>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_kernel(const __grid_constant__ TcConvArgs<T> a) {
+// One block's tile of launch `a`: block `block` of its grid, blockIdx.y its split. kNchwSource: A
+// from a float32 NCHW source (TcNchwLoader), to the MMAs from registers; kTmaA: A by im2col tensor
+// copies (TcIm2colLoader); neither: A gathered from NHWC (TcLoader).
+template <typename T, typename Cfg, bool kNchwSource, bool kTmaA>
+__device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int block) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ uint64_t b_landed[Cfg::kStages];  // a stage's bulk (B) and tensor (A, kTmaA) copies arrived
   // The swizzle is a function of address bits 4-9: tiles start on 1024-byte boundaries.
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
   const TcConv& cv = a.cv;
-  const TcBlock blk(blockIdx.x, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
+  const TcBlock blk(block, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
   using Loader = std::conditional_t<
       kTmaA, TcIm2colLoader<T>,
       std::conditional_t<kNchwSource, TcNchwLoader<Cfg::kBM, Cfg::kThreads>,
@@ -800,6 +831,34 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
       Epilogue::stage(tile, a, blk, tile_row(r, 0), j * 8 + (lane % 4) * 2, v);
     }
   Epilogue::store(a, smem, blk);
+}
+
+template <typename T, typename Cfg, bool kNchwSource = false, bool kTmaA = false>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_kernel(const __grid_constant__ TcConvArgs<T> a) {
+  tc_conv_wgmma_tile<T, Cfg, kNchwSource, kTmaA>(a, int(blockIdx.x));
+}
+
+// The phases of a strided grad_input (each output phase a launch of its own taps, common/launch_map.cuh)
+// as one grid: phase p's blocks are blockIdx.x in [first_block[p], first_block[p + 1]), every phase
+// split blockIdx.y ways (gridDim.y, each phase its own chunks_per_split). One launch instead of one per
+// phase: the phases' reductions differ (a 3x3 layer of stride 2 has 1, 2, 2 and 4 taps per phase),
+// and, alone, each phase's grid is a fraction of a wave.
+template <typename T>
+struct TcPhaseArgs {
+  TcConvArgs<T> phase[kMaxGradInputPhases];
+  int first_block[kMaxGradInputPhases + 1];
+  int phases;
+};
+static_assert(sizeof(TcPhaseArgs<float>) <= 4096, "a kernel parameter of at most 4 KB");
+
+template <typename T, typename Cfg, bool kTmaA>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_phases_kernel(
+    const __grid_constant__ TcPhaseArgs<T> pa) {
+  int p = 0;
+#pragma unroll
+  for (int i = 1; i < kMaxGradInputPhases; ++i)
+    if (i < pa.phases && int(blockIdx.x) >= pa.first_block[i]) p = i;
+  tc_conv_wgmma_tile<T, Cfg, false, kTmaA>(pa.phase[p], int(blockIdx.x) - pa.first_block[p]);
 }
 
 // The end of a split reduction: out = bias + the splits' FP32 sums added in split order
