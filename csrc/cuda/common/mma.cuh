@@ -191,6 +191,15 @@ __device__ __forceinline__ void store_pair(T* dst, float v0, float v1) {
   };
   *reinterpret_cast<Pair*>(dst) = Pair{from_float<T>(v0), from_float<T>(v1)};
 }
+// Four neighbouring elements stored as one word (16 bytes of float, 8 of a 16-bit type); `dst` is
+// aligned to the quad.
+template <typename T>
+__device__ __forceinline__ void store_quad(T* dst, const float (&v)[4]) {
+  struct alignas(4 * sizeof(T)) Quad {
+    T e[4];
+  };
+  *reinterpret_cast<Quad*>(dst) = Quad{{from_float<T>(v[0]), from_float<T>(v[1]), from_float<T>(v[2]), from_float<T>(v[3])}};
+}
 
 }  // namespace cuda
 }  // namespace torchconv

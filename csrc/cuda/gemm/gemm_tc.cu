@@ -411,6 +411,15 @@ bool reads_whole_planes(const TcConv& cv) {
          cv.col_H == cv.src_H && cv.col_W == cv.src_W;
 }
 
+// Whether the destination of `cv` at `out` takes a quad of channels as one store (TcConvArgs::dst_quads):
+// channels adjacent, every group's channels and every stride a multiple of 4, `out` aligned to 4
+// elements.
+template <typename T>
+bool quads_of_channels(const TcConv& cv, const T* out) {
+  return cv.dst_sc == 1 && cv.outputs % 4 == 0 && cv.dst_sn % 4 == 0 && cv.dst_sh % 4 == 0 && cv.dst_sw % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(out) % (4 * sizeof(T)) == 0;
+}
+
 // `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
 // (possibly with zero-padded channels; `src_rounded`: a float32 copy rounded to TF32), or NCHW.
 template <typename T>
@@ -429,6 +438,7 @@ void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, 
   const bool nchw = is_nchw_source(src);
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % 4 == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
+  args.dst_quads = quads_of_channels(args.cv, args.out);
   run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, !nchw && tma_takes<T>(args.cv, src_rounded));
 }
 
@@ -580,6 +590,7 @@ bool tc_conv_phases(const at::Tensor& src, bool src_rounded, const at::Tensor& w
     a.wt = kernel_data<T>(wt) + wmaps.first_word[p] * (16 / int64_t(sizeof(T)));
     a.bias = nullptr;
     a.out = mutable_kernel_data<T>(dst);
+    a.dst_quads = quads_of_channels(a.cv, a.out);
   }
   // The config rule of run_wgmma over the phases' tiles together, without the small and tiny tiles:
   // the phases' splits fill the GPU instead.
@@ -683,6 +694,8 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
       a.cluster_sums = true;
       a.gw = mutable_kernel_data<T>(gw);
       a.gw_sk = gw.stride(0), a.gw_sc = gw.stride(1), a.gw_sr = gw.stride(2), a.gw_ss = gw.stride(3);
+      a.gw_quads = a.gw_sc == 1 && wg.Cg % 4 == 0 && a.gw_sk % 4 == 0 && a.gw_sr % 4 == 0 && a.gw_ss % 4 == 0 &&
+                   reinterpret_cast<uintptr_t>(a.gw) % (4 * sizeof(T)) == 0;
       record_workspace_bytes(0);
       launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
                              Cfg::kSmemBytes, current_stream(), dim3(1, unsigned(splits)), false, a);

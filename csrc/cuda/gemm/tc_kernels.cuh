@@ -111,6 +111,9 @@ struct TcConvArgs {
   CUtensorMap a_map;
   // An NCHW source read as whole planes in position order, 16-byte words of positions (TcNchwLoader).
   bool nchw_words;
+  // The destination's channels adjacent (NHWC) with every quad of a row's channels aligned to 4
+  // elements: the cluster end stores a quad at once.
+  bool dst_quads;
 };
 
 // Phases of a strided grad_input that one launch takes (tc_conv_wgmma_phases_kernel): stride 2 x 2,
@@ -684,9 +687,17 @@ __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, co
       if (s < splits) sum[0] += v[s].x, sum[1] += v[s].y, sum[2] += v[s].z, sum[3] += v[s].w;
     const int col = blk.g * cv.outputs + n;
     T* o = a.out + cv.dst_offset(cv.position(blk.m0 + row0 + row)) + int64_t(col) * cv.dst_sc;
+    if (a.bias != nullptr)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (n + e < cv.outputs) sum[e] += to_float(a.bias[col + e]);
+    if (a.dst_quads) {  // n + 3 < outputs: outputs is a multiple of 4
+      store_quad(o, sum);
+      continue;
+    }
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      if (n + e < cv.outputs) o[e * cv.dst_sc] = from_float<T>(a.bias != nullptr ? sum[e] + to_float(a.bias[col + e]) : sum[e]);
+      if (n + e < cv.outputs) o[e * cv.dst_sc] = from_float<T>(sum[e]);
   }
   // No block leaves while another may still read its shared memory.
   cluster_arrive_release();

@@ -59,6 +59,9 @@ struct TcWeightGradArgs {
   bool cluster_sums;
   T* gw;
   int64_t gw_sk, gw_sc, gw_sr, gw_ss;  // gw's strides: filter, channel, tap row, tap column
+  // gw's channels adjacent, channels per group and every stride multiples of 4, gw aligned to 4
+  // elements: a quad of columns (one tap's channels) is one store.
+  bool gw_quads;
 };
 
 // The block's place in the grid: column tiles fastest, then filter tiles, groups, position splits
@@ -326,6 +329,11 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
         sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
       }
     const int64_t k = int64_t(blk.g) * wg.Kg + blk.m0 + row0 + row;
+    if (a.gw_quads) {  // col + 3 < cols, in one tap: cols and Cg are multiples of 4
+      const int tap = col / wg.Cg, c = col - tap * wg.Cg, r = tap / wg.S;
+      store_quad(a.gw + k * a.gw_sk + c + r * a.gw_sr + (tap - r * wg.S) * a.gw_ss, sum);
+      continue;
+    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       if (col + e >= wg.cols) break;
