@@ -315,30 +315,37 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
   }
   const int per = (kBM + splits - 1) / splits, row0 = rank * per;
   const int rows = min(min(per, kBM - row0), wg.Kg - blk.m0 - row0);
-  for (int item = threadIdx.x; item < rows * kQuads; item += kThreads) {
-    const int row = item / kQuads, col = blk.n0 + (item % kQuads) * 4;
-    if (col >= wg.cols) continue;
-    // Split i's quad, mapped into its block's shared memory where needed (one mapa each: the
-    // kernels that end here hold their registers for the MMAs' accumulators).
-    const float* mine = sums + (row0 + row) * kLd + col - blk.n0;
-    float sum[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < kMaxClusterSplits; ++i)
-      if (i < splits) {
-        const float4 v = *reinterpret_cast<const float4*>(splits > 1 ? cluster_map_shared(mine, unsigned(i)) : mine);
-        sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
-      }
-    const int64_t k = int64_t(blk.g) * wg.Kg + blk.m0 + row0 + row;
-    if (a.gw_quads) {  // col + 3 < cols, in one tap: cols and Cg are multiples of 4
-      const int tap = col / wg.Cg, c = col - tap * wg.Cg, r = tap / wg.S;
-      store_quad(a.gw + k * a.gw_sk + c + r * a.gw_sr + (tap - r * wg.S) * a.gw_ss, sum);
-      continue;
-    }
+  // A thread finishes one quad of columns in every kRowStep-th row of the block's share, so the
+  // quad's place in gw (its elements' taps and channels) is decoded once.
+  static_assert(kThreads % kQuads == 0, "a thread's rows share one quad of columns");
+  constexpr int kRowStep = kThreads / kQuads;
+  const int quad = int(threadIdx.x) % kQuads, col = blk.n0 + quad * 4;
+  if (col < wg.cols) {
+    int64_t offset[4];  // of element e in a filter's gradient (gw_quads: offset[0] starts the quad)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if (col + e >= wg.cols) break;
-      const int tap = (col + e) / wg.Cg, c = col + e - tap * wg.Cg, r = tap / wg.S;
-      a.gw[k * a.gw_sk + c * a.gw_sc + r * a.gw_sr + (tap - r * wg.S) * a.gw_ss] = from_float<T>(sum[e]);
+      const int tap = min(col + e, wg.cols - 1) / wg.Cg, c = min(col + e, wg.cols - 1) - tap * wg.Cg, r = tap / wg.S;
+      offset[e] = c * a.gw_sc + r * a.gw_sr + (tap - r * wg.S) * a.gw_ss;
+    }
+    for (int row = int(threadIdx.x) / kQuads; row < rows; row += kRowStep) {
+      // Split i's quad, mapped into its block's shared memory where needed (one mapa each: the
+      // kernels that end here hold their registers for the MMAs' accumulators).
+      const float* mine = sums + (row0 + row) * kLd + quad * 4;
+      float sum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < kMaxClusterSplits; ++i)
+        if (i < splits) {
+          const float4 v = *reinterpret_cast<const float4*>(splits > 1 ? cluster_map_shared(mine, unsigned(i)) : mine);
+          sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
+        }
+      T* filter = a.gw + (int64_t(blk.g) * wg.Kg + blk.m0 + row0 + row) * a.gw_sk;
+      if (a.gw_quads) {  // col + 3 < cols, in one tap: cols and Cg are multiples of 4
+        store_quad(filter + offset[0], sum);
+        continue;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (col + e < wg.cols) filter[offset[e]] = from_float<T>(sum[e]);
     }
   }
   if (splits > 1) {  // no block leaves while another may still read its shared memory
