@@ -31,7 +31,8 @@ layers up to --full-reference-max-flops; larger layers are checked whole against
 
 Results go to --out-dir as JSON ({"meta": {...}, "rows": [...]}) and Markdown, named by --tag
 (default: the suites and the GPU), rewritten in place: the run's rows replace the file's rows of the
-same suite, precision, layout, batch, mode and weights, and the others stay (merge_results.py).
+same suite, precision, layout, batch, mode, weights, layer, algorithm and config, and the others stay
+(merge_results.row_key): a run of some algorithms leaves the other algorithms' rows of its layers.
 """
 import argparse
 import datetime
@@ -47,7 +48,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
-from merge_results import merge_rows  # noqa: E402
+from merge_results import merge_rows, row_key  # noqa: E402
 from suites import SUITES  # noqa: E402
 from torchconv.timing import SPREAD_FLAG, hold_stream, interleaved, time_ms  # noqa: E402
 
@@ -560,12 +561,12 @@ def main(argv=None):
 
     os.makedirs(args.out_dir, exist_ok=True)
     stem = args.tag or f"{'-'.join(suites)}-{gpu_slug(meta)}"
-    # The file is rewritten in place: this run's rows replace those of the same suite, precision,
-    # layout, batch, mode and weights; rows of other precisions or batches stay (merge_results.py).
+    # The file is rewritten in place, by row: this run's rows replace those it measured anew; rows of
+    # other algorithms, layers, precisions or batches stay (merge_results.row_key).
     merged = merge_rows(os.path.join(args.out_dir, stem + ".json"), meta, rows,
                         lambda path, m, r: write_markdown(path, m, r, profiles, host_times),
                         {"argv": sys.argv[1:] if argv is None else list(argv), "profile": profiles or None,
-                         "host_us": host_times or None})
+                         "host_us": host_times or None}, key=row_key)
     print(f"wrote {os.path.join(args.out_dir, stem)}.json/.md ({len(rows)} rows of {len(merged)})")
     return rows
 

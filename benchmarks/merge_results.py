@@ -1,8 +1,9 @@
 """Merges new result rows into a suite's current result file, rewritten in place (JSON and
 Markdown): rows of the target whose group -- suite, precision, layout, batch, mode (and weights) --
 appears among the new rows are replaced by them; the others stay. With --by-row only the rows of
-the same group, layer and algorithm are replaced (a rerun of some algorithms on some layers; every
-row carries the cuDNN time of its own run, so its ratio stays its own). Each row keeps the date of
+the same group, layer, algorithm and config are replaced (`row_key`: a rerun of some algorithms on
+some layers, as bench.py merges its runs; every row carries the cuDNN time of its own run, so its
+ratio stays its own). Each row keeps the date of
 the run that produced it. Bench files (bench.py) and model files (models.py, examples/resnet50.py)
 both merge this way:
 
@@ -28,6 +29,11 @@ def group(row):
             row.get("weights"))
 
 
+def row_key(row):
+    """A row's place in a result file: its group, layer, algorithm and config."""
+    return group(row) + (row.get("layer"), row.get("algorithm"), row.get("config"))
+
+
 def load_rows(path):
     with open(path) as f:
         data = json.load(f)
@@ -40,13 +46,13 @@ def load_rows(path):
 def merge_rows(target, meta, new_rows, write_markdown, extra=None, by_row=False, key=None):
     """Rewrites `target` (JSON, created when missing) and its Markdown twin with `new_rows` merged
     in; `meta` (and `extra` top-level fields, e.g. argv) describe the newest run. A target row goes
-    where a new row has its `key` (default: its group, or with `by_row` its group, layer and
-    algorithm). Returns the rows."""
+    where a new row has its `key` (default: its group, or with `by_row` its `row_key`). Returns the
+    rows."""
     old = load_rows(target) if os.path.exists(target) else {"meta": {}, "rows": []}
     for r in new_rows:
         r.setdefault("date", meta.get("date"))
     if key is None:
-        key = (lambda r: group(r) + (r.get("layer"), r.get("algorithm"))) if by_row else group
+        key = row_key if by_row else group
     replaced = {key(r) for r in new_rows}
     rows = [r for r in old["rows"] if key(r) not in replaced] + list(new_rows)
     meta = dict(meta)
@@ -102,7 +108,7 @@ def main(argv=None):
     p.add_argument("sources", nargs="*")
     p.add_argument("--roofline", action="store_true", help="recompute every row's roofline (no sources)")
     p.add_argument("--skip-precision", default="", help="comma list of precisions whose new rows are left out")
-    p.add_argument("--by-row", action="store_true", help="replace only rows of the same group, layer and algorithm")
+    p.add_argument("--by-row", action="store_true", help="replace only rows of the same group, layer, algorithm and config")
     args = p.parse_args(argv)
     if args.roofline:
         rows = recompute_roofline(args.target)

@@ -169,19 +169,25 @@ def test_precision_and_layout_rows(tmp_path):
 
 
 def test_result_file_is_rewritten_in_place(tmp_path):
-    """A run replaces the rows of the precisions, layouts, batches and modes it ran; the others stay."""
+    """A run replaces the rows it measured anew (precision, layout, batch, mode, weights, layer,
+    algorithm, config); the others stay: other precisions, and other algorithms' rows of the same
+    layers and precision."""
     run = lambda *extra: bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup",  # noqa: E731
-                                     "0", "--mode", "fwd", "--weights", "frozen", "--algorithms", "cudnn,gemm",
-                                     "--out-dir", str(tmp_path), "--tag", "suite", *extra])
+                                     "0", "--mode", "fwd", "--weights", "frozen", "--out-dir", str(tmp_path),
+                                     "--tag", "suite", *extra])
     rows = lambda: json.loads((tmp_path / "suite.json").read_text())["rows"]  # noqa: E731
-    run()
+    run("--algorithms", "cudnn,gemm")
     first = len(rows())
-    run("--precision", "bf16", "--layout", "nhwc")
+    run("--algorithms", "cudnn,gemm", "--precision", "bf16", "--layout", "nhwc")
     assert len(rows()) == 2 * first
-    run()
+    run("--algorithms", "cudnn,gemm")
     assert len(rows()) == 2 * first
     assert {(r["precision"], r["layout"]) for r in rows()} == {("fp32", "nchw"), ("bf16", "nhwc")}
     assert all(r.get("date") for r in rows())
+    gemm_rows = [r for r in rows() if r["algorithm"] == "gemm"]
+    run("--algorithms", "cudnn,direct")
+    assert [r for r in rows() if r["algorithm"] == "gemm"] == gemm_rows
+    assert {r["algorithm"] for r in rows() if r["precision"] == "fp32"} == {"aten", "gemm", "direct"}
 
 
 def test_variant_spec_stages_and_workspace_columns(tmp_path):
