@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the end of a split grad_weight through a cluster (tc_weight_grad_cluster_finish) spends its
-# time: R12 (N = 32) grad_weight in bfloat16 channels_last (its cluster kernel 46.0 µs against 34.4 for
+# time: R12 (N = 32) grad_weight in bfloat16 channels_last (its cluster kernel 38.5 µs against 34.4 for
 # the same kernel writing a workspace, same 3 splits; profiler, session diagnostic) and in TF32 NCHW
 # (~11 µs a wave of clusters). One launch each under ncu (an installed build: run after a build in the
 # same call). Read: the warp stall reasons (barrier = the cluster barriers; long scoreboard = the DSMEM
