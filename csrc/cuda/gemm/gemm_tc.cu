@@ -321,6 +321,53 @@ void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1) {
   launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, kNchwSource>, args, pass, kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits);
 }
 
+// The launch-time estimate behind the cluster splits of the 16-bit rule (run_wgmma): a launch's
+// blocks are latency-bound, each taking about the same time per chunk whether one or two share an SM,
+// so a launch takes its waves of blocks (of clusters, where split) times a block's chunks, plus a
+// block's fixed cost in chunk-times (pipeline fill, epilogue, the clusters' exchange). A wide tile's
+// chunk, twice large's multiply-adds at one block per SM, costs 7/8 of large's two blocks' chunks.
+// Fitted to the bfloat16 forward and grad_input of the resnet + yolo 3x3 layers with each config at
+// 1-6 splits (docs/precision.md).
+constexpr int kBlockFixedChunks = 20;
+constexpr double kWideChunkCost = 0.875;
+
+struct SplitEstimate {
+  int splits;
+  double time;  // in chunk-times of a large block
+};
+
+// The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerSplit chunks each)
+// that minimizes config Cfg's estimated time for `cv`, with that time. Splits are counted only
+// where launch_tc would take their clusters (no more waves of clusters than of blocks).
+template <typename T, typename Cfg, typename Kernel>
+SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv) {
+  const int64_t chunks = reduction_chunks(cv, int(sizeof(T)), Cfg::kBKBytes);
+  const int64_t blocks = tile_blocks(cv, Cfg::kBM, Cfg::kBN);
+  const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
+  const double chunk_cost = Cfg::kBN == 256 ? kWideChunkCost : 1.0;
+  auto time = [&](int64_t waves, int64_t splits) {
+    return double(waves) * double(ceil_div(chunks, splits) + kBlockFixedChunks) * chunk_cost;
+  };
+  SplitEstimate best{1, time(ceil_div(blocks, slots), 1)};
+  if (chunks < 2 * kMinChunksPerSplit) return best;
+  constexpr size_t smem = Cfg::template smem_bytes<T>();
+  ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
+  for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * kMinChunksPerSplit; ++splits) {
+    const int clusters = tc_active_clusters(kernel, Cfg::kThreads, smem, splits);
+    if (clusters == 0 || ceil_div(blocks, int64_t(clusters)) > ceil_div(blocks * splits, slots)) continue;
+    const double t = time(ceil_div(blocks, int64_t(clusters)), splits);
+    if (t < best.time) best = {splits, t};
+  }
+  return best;
+}
+
+// The kernel launch_wgmma runs for config Cfg (with A by tensor copies where the map encodes).
+template <typename T, typename Cfg, bool kNchwSource, bool kTmaA>
+constexpr auto wgmma_kernel() {
+  if constexpr (kTmaA) return tc_conv_wgmma_kernel<T, Cfg, false, true>;
+  else return tc_conv_wgmma_kernel<T, Cfg, kNchwSource>;
+}
+
 template <typename T, bool kNchwSource, bool kTmaA = false>
 void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   const TcConv& cv = args.cv;
@@ -336,6 +383,24 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     default: break;  // the rule
   }
   const bool wide = cv.outputs > 64;
+  // 16-bit launches of more than 64 destination channels split their reduction as clusters of the
+  // large or wide tile where the estimate says the splits' shorter blocks more than pay for their
+  // extra waves: grids of a few tiles (7 x 7 outputs of 512 channels), grids just over a wave of
+  // wide tiles (17 x 17 grad_input of 512 channels). Elsewhere, and for TF32 (whose chunks hold half
+  // the channels; not fitted), the rule below.
+  if constexpr (sizeof(T) == 2 && !kNchwSource) {
+    if (wide) {
+      SplitEstimate best = cluster_split_estimate<T, WgmmaLarge>(wgmma_kernel<T, WgmmaLarge, kNchwSource, kTmaA>(), cv);
+      bool best_wide = false;
+      if (cv.outputs > 128) {
+        const SplitEstimate w =
+            cluster_split_estimate<T, WgmmaWide>(wgmma_kernel<T, WgmmaWide, kNchwSource, kTmaA>(), cv);
+        if (w.time < best.time) best = w, best_wide = true;
+      }
+      if (best.splits >= 2 && best_wide) return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass, best.splits);
+      if (best.splits >= 2) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass, best.splits);
+    }
+  }
   // The wide tile: more than 128 destination channels and at least two waves of its tiles. With A
   // from registers (1x1 NCHW TF32) it wins from one full wave on where the reduction has at least 8
   // chunks (half the B bytes per MMA); with shorter reductions the store of the output tile is a
