@@ -387,9 +387,11 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
         assert re.match("forward:" + expected[precision], forward_plan), forward_plan
     # The same bits every call: split sums are added in a fixed order.
     assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
-    if hopper() and re.search("splits=[2-9]", forward_plan):
+    if hopper() and (expected is SPLIT or (precision != "tf32" and re.search("splits=[2-9]", forward_plan))):
         # The splits of a tile run as one thread-block cluster and add their sums through distributed
-        # shared memory: no workspace (grids of a few tiles, whose clusters take one wave).
+        # shared memory: no workspace (grids of a few tiles, whose clusters take one wave; the 16-bit
+        # estimate counts splits only as clusters). TF32's 7 x 7 grid of 512 filters fills the block
+        # slots with its splits, whose clusters would take a second wave: the workspace.
         assert torchconv.last_workspace_bytes() == 0
 
 
