@@ -1,0 +1,110 @@
+"""Session diagnostic (needs docs/wip/split-sweep.patch applied and built): each pass's time (CUDA
+events, 20 calls x 5 rounds, median) of the GEMM's forward / grad_input under every forced wgmma config
+at 1-6 splits (as the launch decides, through the workspace, as clusters) and grad_weight at 1-16
+position splits, against the rule; N = 32, a trainable weight. Prints each pass's rule time and best
+four, and writes every measurement to $OUT/sweep-<precision>-<layout>.json.
+
+    python docs/wip/split_sweep.py --layers Y18,Y12,R12,R9,R7 --precision tf32 --layout nchw
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, "benchmarks")
+import torchconv  # noqa: E402
+from suites import RESNET, YOLO  # noqa: E402
+
+LAYERS = {layer.name: layer for layer in RESNET + YOLO}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}
+KNOBS = ("SPLITS", "NOCLUSTER", "CLUSTER", "GW_SPLITS")
+ops = torch.ops.torchconv
+
+
+def timeit(fn, reps=20, rounds=5):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / reps * 1000)
+    return statistics.median(times)
+
+
+def set_knobs(**knobs):
+    for k in KNOBS:
+        os.environ.pop("TORCHCONV_EXP_" + k, None)
+    for k, v in knobs.items():
+        os.environ["TORCHCONV_EXP_" + k] = str(v)
+
+
+def candidates(pass_):
+    out = [("rule", {}, "")]
+    if pass_ == "gw":
+        for s in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16):
+            out += [(f"s{s}", dict(GW_SPLITS=s), ""), (f"s{s}/ws", dict(GW_SPLITS=s, NOCLUSTER=1), ""),
+                    (f"s{s}/cl", dict(GW_SPLITS=s, CLUSTER=1), "")]
+        return out
+    for config in ("wgmma-large", "wgmma-wide", "wgmma-small", "wgmma-medium"):
+        for s in (1, 2, 3, 4, 6):
+            out.append((f"{config}/s{s}", dict(SPLITS=s), config))
+            if s > 1:
+                out += [(f"{config}/s{s}/ws", dict(SPLITS=s, NOCLUSTER=1), config),
+                        (f"{config}/s{s}/cl", dict(SPLITS=s, CLUSTER=1), config)]
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--layers", required=True)
+    p.add_argument("--precision", default="bf16", choices=sorted(DTYPES))
+    p.add_argument("--layout", default="nhwc", choices=["nchw", "nhwc"])
+    p.add_argument("--passes", default="fwd,gi,gw")
+    args = p.parse_args()
+    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    fmt = torch.channels_last if args.layout == "nhwc" else torch.contiguous_format
+    dtype = DTYPES[args.precision]
+    results = []
+    for name in args.layers.split(","):
+        layer = LAYERS[name]
+        x = torch.randn(32, layer.C, layer.HW, layer.HW, device="cuda").to(dtype).contiguous(memory_format=fmt)
+        w = torch.randn(layer.K, layer.C, layer.R, layer.R, device="cuda") / (layer.C * layer.R * layer.R) ** .5
+        w = w.to(dtype).contiguous(memory_format=fmt)
+        gy = torch.randn(32, layer.K, layer.out_hw(), layer.out_w(), device="cuda").to(dtype).contiguous(memory_format=fmt)
+        conv = ([layer.stride] * 2, list(layer.pads), [1, 1], 1)
+        calls = {"fwd": lambda: ops.conv2d_gemm(x, w, None, *conv),
+                 "gi": lambda: ops.conv2d_gemm_backward(gy, x, w, *conv, [True, False, False])[0],
+                 "gw": lambda: ops.conv2d_gemm_backward(gy, x, w, *conv, [False, True, False])[1]}
+        for pass_ in args.passes.split(","):
+            ref = calls[pass_]().float()
+            for label, knobs, config in candidates(pass_):
+                set_knobs(**knobs)
+                torchconv.set_config("gemm", config)
+                try:
+                    err = ((calls[pass_]().float() - ref).norm() / ref.norm()).item()
+                    us, choice = timeit(calls[pass_]), torchconv.last_choice()
+                except Exception as e:  # a config that cannot run this layer
+                    us, err, choice = float("nan"), float("nan"), str(e)[:80]
+                results.append(dict(layer=name, pass_=pass_, label=label, us=us, err=err, choice=choice))
+            set_knobs()
+            torchconv.set_config("gemm", "")
+            rows = [r for r in results if r["layer"] == name and r["pass_"] == pass_]
+            best = sorted((r for r in rows if r["us"] == r["us"] and r["err"] < 1e-2), key=lambda r: r["us"])[:4]
+            print(f"{name:4} {pass_:3} rule {rows[0]['us']:7.1f} [{rows[0]['choice'][-40:]}] best: "
+                  + " | ".join(f"{r['label']} {r['us']:.1f}" for r in best), flush=True)
+    out = os.path.join(os.environ.get("OUT", "."), f"sweep-{args.precision}-{args.layout}.json")
+    with open(out, "w") as f:
+        json.dump(results, f, indent=0)
+
+
+if __name__ == "__main__":
+    main()
