@@ -48,7 +48,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
-from merge_results import merge_rows, row_key  # noqa: E402
+from merge_results import load_rows, merge_rows, row_key  # noqa: E402
 from suites import SUITES  # noqa: E402
 from torchconv.timing import SPREAD_FLAG, hold_stream, interleaved, time_ms  # noqa: E402
 
@@ -561,9 +561,15 @@ def main(argv=None):
 
     os.makedirs(args.out_dir, exist_ok=True)
     stem = args.tag or f"{'-'.join(suites)}-{gpu_slug(meta)}"
+    target = os.path.join(args.out_dir, stem + ".json")
     # The file is rewritten in place, by row: this run's rows replace those it measured anew; rows of
-    # other algorithms, layers, precisions or batches stay (merge_results.row_key).
-    merged = merge_rows(os.path.join(args.out_dir, stem + ".json"), meta, rows,
+    # other algorithms, layers, precisions or batches stay (merge_results.row_key), and so do the
+    # per-kernel profiles of the layers this run did not profile.
+    if os.path.exists(target):
+        earlier = load_rows(target)
+        profiles = {**(earlier.get("profile") or {}), **profiles}
+        host_times = {**(earlier.get("host_us") or {}), **host_times}
+    merged = merge_rows(target, meta, rows,
                         lambda path, m, r: write_markdown(path, m, r, profiles, host_times),
                         {"argv": sys.argv[1:] if argv is None else list(argv), "profile": profiles or None,
                          "host_us": host_times or None}, key=row_key)

@@ -50,6 +50,12 @@ def test_profile_mode_reports_per_kernel_times(tmp_path):
     assert set(host) == {"aten", "direct", "gemm"} and all(us > 0 for us in host.values())
     text = (tmp_path / "prof.md").read_text()
     assert "Per-kernel time" in text and "- **direct**: host " in text
+    # A later run without profiles, rewriting the file by row, keeps them.
+    bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "1", "--warmup", "0", "--mode", "fwd",
+                "--algorithms", "cudnn,direct", "--layers", "S1", "--out-dir", str(tmp_path), "--tag", "prof"])
+    again = json.loads((tmp_path / "prof.json").read_text())
+    assert again["profile"] == data["profile"] and again["host_us"] == data["host_us"]
+    assert "Per-kernel time" in (tmp_path / "prof.md").read_text()
 
 
 def test_model_profile_reports_both_contenders_and_the_choices(tmp_path):
