@@ -3,9 +3,8 @@ Markdown): rows of the target whose group -- suite, precision, layout, batch, mo
 appears among the new rows are replaced by them; the others stay. With --by-row only the rows of
 the same group, layer, algorithm and config are replaced (`row_key`: a rerun of some algorithms on
 some layers, as bench.py merges its runs; every row carries the cuDNN time of its own run, so its
-ratio stays its own). Each row keeps the date of
-the run that produced it. Bench files (bench.py) and model files (models.py, examples/resnet50.py)
-both merge this way:
+ratio stays its own). Each row keeps the date of the run that produced it. Bench files (bench.py) and
+model files (models.py, examples/resnet50.py) both merge this way:
 
     python benchmarks/merge_results.py benchmarks/results/resnet-yolo-h100.json new-fp16.json new-tf32.json
     python benchmarks/merge_results.py benchmarks/results/models-h100.json resnet50-precision.json --skip-precision fp32
