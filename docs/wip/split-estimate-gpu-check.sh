@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The patches split-estimate-tf32 and clusters-by-size (on a branch: git am
-# docs/wip/split-estimate-tf32.patch docs/wip/clusters-by-size.patch), one device call from the repository
+# The patches split-estimate-tf32, clusters-by-size and review-mends (on a branch: git am
+# docs/wip/split-estimate-tf32.patch docs/wip/clusters-by-size.patch docs/wip/review-mends.patch), one
+# device call from the repository
 # root: build, the config rule's tests, per-pass rows (TF32 NCHW, bf16 / fp16 channels_last) and
 # forward+backward rows (TF32 NCHW, bf16 channels_last) merged by row into copies of the committed files
 # (copy the json and md back after checking), the whole suite (3 shards), memcheck; logs in logs.tgz.
