@@ -352,16 +352,15 @@ def tf32_grad_input(shape, channels_last=False):
 #   channels partial) and 70 positions split 8 ways, where some splits have no rows to finish;
 # - such a grid with a reduction too short to split (1x1, 64 channels): the tiny tile;
 # - more than 128 filters and at least two waves of 128 x 256 tiles: the wide tile (one partial);
-# - float16 and bfloat16 of more than 64 filters: the splits of the large or wide tile as clusters
-#   where the launch-time estimate says they pay (cluster_split_estimate): a few tiles of 512 filters
-#   (7 x 7 outputs, batch 32), or a grid of wide tiles just over a wave (17 x 17, 512 filters, 9216
-#   long reductions); TF32 keeps the rule above (one wave and more of large tiles: unsplit).
-SPLIT = {"tf32": r"wgmma-(large|medium)/splits=([2-9]|\d\d+)$"} | {
-    p: r"wgmma-(large|medium|wide)/splits=([2-9]|\d\d+)$" for p in ("fp16", "bf16")}
+# - more than 64 filters: the splits of the large or wide tile as clusters where the launch-time
+#   estimate says they pay (cluster_split_estimate): a few tiles of 512 filters (7 x 7 outputs, batch
+#   32), or a grid of wide tiles just over a wave (17 x 17, 512 filters, 9216 long reductions); and
+#   not where the splits would be short (R7: 256 filters, stride 2, 18 chunks in 16-bit: the rule).
+SPLIT = {p: r"wgmma-(large|medium|wide)/splits=([2-9]|\d\d+)$" for p in ("tf32", "fp16", "bf16")}
 TINY = {p: r"wgmma-tiny/splits=1$" for p in ("tf32", "fp16", "bf16")}
 WIDE = {p: r"wgmma-wide/splits=1$" for p in ("tf32", "fp16", "bf16")}
-WIDE_SPLIT_16 = {"tf32": SPLIT["tf32"]} | {p: r"wgmma-wide/splits=[2-8]$" for p in ("fp16", "bf16")}
-WIDE_SPLIT_16_LARGE_32 = {"tf32": r"wgmma-large/splits=1$"} | {p: r"wgmma-wide/splits=[2-8]$" for p in ("fp16", "bf16")}
+WIDE_SPLIT = {p: r"wgmma-wide/splits=[2-8]$" for p in ("tf32", "fp16", "bf16")}
+SHORT_UNSPLIT_16 = {"tf32": r"wgmma-\w+/splits=\d+$"} | {p: r"wgmma-small/splits=1$" for p in ("fp16", "bf16")}
 GRID_CASES = [
     ((2, 512, 136, 7, 5, 3, 3, 1, 1, 1, 1), SPLIT),
     ((2, 256, 256, 5, 6, 3, 3, 1, 1, 1, 2), SPLIT),
@@ -369,8 +368,9 @@ GRID_CASES = [
     ((2, 512, 70, 7, 5, 3, 3, 1, 1, 1, 1), SPLIT),
     ((2, 64, 136, 7, 5, 1, 1, 1, 0, 1, 1), TINY),
     ((2, 16, 136, 136, 136, 3, 3, 1, 1, 1, 1), WIDE),
-    ((32, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1), WIDE_SPLIT_16),
-    ((32, 1024, 512, 17, 17, 3, 3, 1, 1, 1, 1), WIDE_SPLIT_16_LARGE_32),
+    ((32, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1), WIDE_SPLIT),
+    ((32, 1024, 512, 17, 17, 3, 3, 1, 1, 1, 1), WIDE_SPLIT),
+    ((32, 128, 256, 28, 28, 3, 3, 2, 1, 1, 1), SHORT_UNSPLIT_16),
 ]
 
 
@@ -387,11 +387,10 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
         assert re.match("forward:" + expected[precision], forward_plan), forward_plan
     # The same bits every call: split sums are added in a fixed order.
     assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
-    if hopper() and (expected is SPLIT or (precision != "tf32" and re.search("splits=[2-9]", forward_plan))):
+    if hopper() and re.search("splits=[2-9]", forward_plan):
         # The splits of a tile run as one thread-block cluster and add their sums through distributed
-        # shared memory: no workspace (grids of a few tiles, whose clusters take one wave; the 16-bit
-        # estimate counts splits only as clusters). TF32's 7 x 7 grid of 512 filters fills the block
-        # slots with its splits, whose clusters would take a second wave: the workspace.
+        # shared memory: no workspace (grids of a few tiles, whose clusters take one wave; the
+        # estimate counts splits only as clusters).
         assert torchconv.last_workspace_bytes() == 0
 
 

@@ -326,17 +326,20 @@ void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1) {
 // so a launch takes its waves of blocks (of clusters, where split) times a block's chunks, plus a
 // block's fixed cost in chunk-times (pipeline fill, epilogue, the clusters' exchange). A wide tile's
 // chunk, twice large's multiply-adds at one block per SM, costs 7/8 of large's two blocks' chunks.
-// Fitted to the bfloat16 forward and grad_input of the resnet + yolo 3x3 layers with each config at
-// 1-6 splits (docs/precision.md).
+// Fitted to the bfloat16 and TF32 forward and grad_input of the resnet + yolo 3x3 layers with each
+// config at 1-6 splits (docs/precision.md).
 constexpr int kBlockFixedChunks = 20;
 constexpr double kWideChunkCost = 0.875;
+// The estimate's splits hold at least 16 chunks: with fewer it misjudged the one case it was tried on
+// (R7's forward, 18 chunks: 2 wide splits lost to the unsplit large and small tiles).
+constexpr int kMinChunksPerClusterSplit = 16;
 
 struct SplitEstimate {
   int splits;
   double time;  // in chunk-times of a large block
 };
 
-// The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerSplit chunks each)
+// The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerClusterSplit chunks each)
 // that minimizes config Cfg's estimated time for `cv`, with that time. Splits are counted only
 // where launch_tc would take their clusters (no more waves of clusters than of blocks).
 template <typename T, typename Cfg, typename Kernel>
@@ -349,10 +352,11 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv) {
     return double(waves) * double(ceil_div(chunks, splits) + kBlockFixedChunks) * chunk_cost;
   };
   SplitEstimate best{1, time(ceil_div(blocks, slots), 1)};
-  if (chunks < 2 * kMinChunksPerSplit) return best;
+  if (chunks < 2 * kMinChunksPerClusterSplit) return best;
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
-  for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * kMinChunksPerSplit; ++splits) {
+  for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * kMinChunksPerClusterSplit;
+       ++splits) {
     const int clusters = tc_active_clusters(kernel, Cfg::kThreads, smem, splits);
     if (clusters == 0 || ceil_div(blocks, int64_t(clusters)) > ceil_div(blocks * splits, slots)) continue;
     const double t = time(ceil_div(blocks, int64_t(clusters)), splits);
@@ -383,12 +387,12 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     default: break;  // the rule
   }
   const bool wide = cv.outputs > 64;
-  // 16-bit launches of more than 64 destination channels split their reduction as clusters of the
-  // large or wide tile where the estimate says the splits' shorter blocks more than pay for their
-  // extra waves: grids of a few tiles (7 x 7 outputs of 512 channels), grids just over a wave of
-  // wide tiles (17 x 17 grad_input of 512 channels). Elsewhere, and for TF32 (whose chunks hold half
-  // the channels; not fitted), the rule below.
-  if constexpr (sizeof(T) == 2 && !kNchwSource) {
+  // Launches of more than 64 destination channels split their reduction as clusters of the large or
+  // wide tile where the estimate says the splits' shorter blocks more than pay for their extra waves:
+  // grids of a few tiles (7 x 7 outputs of 512 channels), grids just over a wave of wide tiles (17 x 17
+  // grad_input of 512 channels). Elsewhere, and for NCHW float32 sources read by the 1x1 kernel
+  // (not swept), the rule below.
+  if constexpr (!kNchwSource) {
     if (wide) {
       SplitEstimate best = cluster_split_estimate<T, WgmmaLarge>(wgmma_kernel<T, WgmmaLarge, kNchwSource, kTmaA>(), cv);
       bool best_wide = false;
