@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -193,18 +194,28 @@ int reduction_chunks(const TcConv& cv, int elem, int chunk_bytes) {
 
 // The splits of a tile launched as one cluster (at most kMaxClusterSplits, cluster.cuh). A cluster's
 // blocks run in one GPC at once, so fewer clusters of `splits` blocks fit the GPU than its block slots
-// divided by `splits`: the clusters the current GPU holds at once, asked once per kernel, device and
-// cluster size (0: none fits).
+// divided by `splits`: the clusters of each size the current GPU holds at once (0: none fits), asked
+// once per kernel and device for every size, so that a rule weighing several split counts looks them
+// up once. The entries are never changed or erased, so a reference outlives the lock.
+using ClustersBySize = std::array<int, kMaxClusterSplits + 1>;
 template <typename Kernel>
-int tc_active_clusters(Kernel kernel, int threads, size_t smem, int splits) {
+const ClustersBySize& tc_active_clusters_by_size(Kernel kernel, int threads, size_t smem) {
   static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int>, int> known;
-  const std::tuple<const void*, int, int> key{reinterpret_cast<const void*>(kernel),
-                                              int(c10::cuda::current_device()), splits};
+  static std::map<std::pair<const void*, int>, ClustersBySize> known;
+  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), int(c10::cuda::current_device())};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = known.find(key);
-  if (it == known.end()) it = known.emplace(key, max_active_clusters(kernel, dim3(threads), smem, splits)).first;
+  if (it == known.end()) {
+    ClustersBySize clusters{};
+    for (int size = 2; size <= kMaxClusterSplits; ++size)
+      clusters[size] = max_active_clusters(kernel, dim3(threads), smem, size);
+    it = known.emplace(key, clusters).first;
+  }
   return it->second;
+}
+template <typename Kernel>
+int tc_active_clusters(Kernel kernel, int threads, size_t smem, int splits) {
+  return splits >= 2 && splits <= kMaxClusterSplits ? tc_active_clusters_by_size(kernel, threads, smem)[splits] : 0;
 }
 
 // `splits` > 1 (wgmma only): the reduction is split across blockIdx.y, and the splits of a tile add
@@ -355,9 +366,10 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv) {
   if (chunks < 2 * kMinChunksPerClusterSplit) return best;
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
+  const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, smem);
   for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * kMinChunksPerClusterSplit;
        ++splits) {
-    const int clusters = tc_active_clusters(kernel, Cfg::kThreads, smem, splits);
+    const int clusters = clusters_by_size[splits];
     if (clusters == 0 || ceil_div(blocks, int64_t(clusters)) > ceil_div(blocks * splits, slots)) continue;
     const double t = time(ceil_div(blocks, int64_t(clusters)), splits);
     if (t < best.time) best = {splits, t};
