@@ -213,6 +213,12 @@ const ClustersBySize& tc_active_clusters_by_size(Kernel kernel, int threads, siz
   }
   return it->second;
 }
+// Whether `blocks` tiles split `splits` ways run as clusters (`clusters` of them held at once) in no
+// more waves than their blocks alone would take in `slots` block slots: a partly empty last wave of
+// clusters costs a whole wave of the kernel, more than the workspace's round trip.
+inline bool clusters_in_waves(int64_t blocks, int clusters, int64_t splits, int64_t slots) {
+  return clusters > 0 && ceil_div(blocks, int64_t(clusters)) <= ceil_div(blocks * splits, slots);
+}
 template <typename Kernel>
 int tc_active_clusters(Kernel kernel, int threads, size_t smem, int splits) {
   return splits >= 2 && splits <= kMaxClusterSplits ? tc_active_clusters_by_size(kernel, threads, smem)[splits] : 0;
@@ -238,12 +244,10 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
   record_last_choice(pass, name, splits);
   // The splits add their sums as clusters where the clusters take no more waves than the blocks
-  // would alone (the rule counted kMinBlocks per SM); a partly empty last wave of clusters costs a
-  // whole wave of the kernel, more than the workspace's round trip and tc_split_finish_kernel.
-  const int clusters = splits > 1 && splits <= kMaxClusterSplits
-                           ? tc_active_clusters(kernel, Cfg::kThreads, smem, splits) : 0;
+  // would alone (the rule counted kMinBlocks per SM), else through the workspace and
+  // tc_split_finish_kernel.
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
-  if (clusters > 0 && ceil_div(blocks, int64_t(clusters)) <= ceil_div(blocks * splits, slots)) {
+  if (splits > 1 && clusters_in_waves(blocks, tc_active_clusters(kernel, Cfg::kThreads, smem, splits), splits, slots)) {
     args.cluster_sums = true;
     record_workspace_bytes(0);
     launch_with_attributes(kernel, dim3(unsigned(blocks), unsigned(splits)), dim3(Cfg::kThreads), smem,
@@ -370,7 +374,7 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv) {
   for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * kMinChunksPerClusterSplit;
        ++splits) {
     const int clusters = clusters_by_size[splits];
-    if (clusters == 0 || ceil_div(blocks, int64_t(clusters)) > ceil_div(blocks * splits, slots)) continue;
+    if (!clusters_in_waves(blocks, clusters, splits, slots)) continue;
     const double t = time(ceil_div(blocks, int64_t(clusters)), splits);
     if (t < best.time) best = {splits, t};
   }
@@ -503,23 +507,31 @@ bool quads_of_channels(const TcConv& cv, const T* out) {
 
 // `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
 // (possibly with zero-padded channels; `src_rounded`: a float32 copy rounded to TF32), or NCHW.
+// The arguments of launch `cv` of `src` with Wt at `wt` into `dst` (+ bias where defined).
+template <typename T>
+TcConvArgs<T> tc_args(const TcConv& cv, const at::Tensor& src, const T* wt, const at::Tensor& bias, at::Tensor& dst) {
+  TcConvArgs<T> args{};
+  args.cv = cv;
+  // A channels_last source may hold zero-padded channels (channels_last_padded): its own stride.
+  args.cv.src_C = int(src.size(1));
+  args.cv.src_image = int64_t(cv.src_H) * cv.src_W * args.cv.src_C;
+  args.src = kernel_data<T>(src);
+  args.wt = wt;
+  args.bias = bias.defined() ? kernel_data<T>(bias) : nullptr;
+  args.out = mutable_kernel_data<T>(dst);
+  args.dst_quads = quads_of_channels(args.cv, args.out);
+  return args;
+}
+
 template <typename T>
 void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, const at::Tensor& bias,
              const LaunchMap& map, at::Tensor& dst) {
-  TcConvArgs<T> args{};
-  args.cv = tc_launch(map, src.scalar_type(), dst);
-  const at::Tensor wt = tc_weight<T>(weight, args.cv);
-  // A channels_last source may hold zero-padded channels (channels_last_padded): its own stride.
-  args.cv.src_C = int(src.size(1));
-  args.cv.src_image = int64_t(map.src_H) * map.src_W * args.cv.src_C;
-  args.src = kernel_data<T>(src);
-  args.wt = kernel_data<T>(wt);
-  args.bias = bias.defined() ? kernel_data<T>(bias) : nullptr;
-  args.out = mutable_kernel_data<T>(dst);
+  const TcConv cv = tc_launch(map, src.scalar_type(), dst);
+  const at::Tensor wt = tc_weight<T>(weight, cv);
+  TcConvArgs<T> args = tc_args<T>(cv, src, kernel_data<T>(wt), bias, dst);
   const bool nchw = is_nchw_source(src);
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % 4 == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
-  args.dst_quads = quads_of_channels(args.cv, args.out);
   run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, !nchw && tma_takes<T>(args.cv, src_rounded));
 }
 
@@ -619,10 +631,8 @@ void launch_tc_phases(TcPhaseArgs<T> pa) {
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
   int splits = int(phase_splits(tiles, chunks, phases, slots));
   // As launch_tc: clusters only where they take no more waves than the blocks alone; otherwise unsplit.
-  if (splits > 1) {
-    const int clusters = tc_active_clusters(kernel, Cfg::kThreads, smem, splits);
-    if (clusters == 0 || ceil_div(blocks, int64_t(clusters)) > ceil_div(blocks * splits, slots)) splits = 1;
-  }
+  if (splits > 1 && !clusters_in_waves(blocks, tc_active_clusters(kernel, Cfg::kThreads, smem, splits), splits, slots))
+    splits = 1;
   check_grid(blocks * splits, "conv2d_gemm");
   for (int p = 0; p < phases; ++p) {
     TcConvArgs<T>& a = pa.phase[p];
@@ -662,17 +672,9 @@ bool tc_conv_phases(const at::Tensor& src, bool src_rounded, const at::Tensor& w
   const at::Tensor wt = tc_phase_weights<T>(weight, cvs, phases, wmaps);
   TcPhaseArgs<T> pa{};
   pa.phases = phases;
-  for (int p = 0; p < phases; ++p) {
-    TcConvArgs<T>& a = pa.phase[p];
-    a.cv = cvs[p];
-    a.cv.src_C = int(src.size(1));  // as tc_conv: a channels_last source's own stride
-    a.cv.src_image = int64_t(maps[p].src_H) * maps[p].src_W * a.cv.src_C;
-    a.src = kernel_data<T>(src);
-    a.wt = kernel_data<T>(wt) + wmaps.first_word[p] * (16 / int64_t(sizeof(T)));
-    a.bias = nullptr;
-    a.out = mutable_kernel_data<T>(dst);
-    a.dst_quads = quads_of_channels(a.cv, a.out);
-  }
+  for (int p = 0; p < phases; ++p)
+    pa.phase[p] = tc_args<T>(cvs[p], src, kernel_data<T>(wt) + wmaps.first_word[p] * (16 / int64_t(sizeof(T))),
+                             at::Tensor(), dst);
   // The config rule of run_wgmma over the phases' tiles together, without the small and tiny tiles:
   // the phases' splits fill the GPU instead.
   const TcConv& cv = cvs[0];
@@ -768,10 +770,10 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   if constexpr (Cfg::kClusterSums) {
     // The wgmma kernels write gw themselves: one block a tile where the positions are not split, the
     // splits of a tile as one cluster where the clusters take no more waves than the blocks alone.
-    const int clusters = splits > 1 && splits <= kMaxClusterSplits
-                             ? tc_active_clusters(kernel, Cfg::kThreads, Cfg::kSmemBytes, int(splits)) : 0;
     const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
-    if (splits == 1 || (clusters > 0 && ceil_div(base_blocks, int64_t(clusters)) <= ceil_div(blocks, slots))) {
+    if (splits == 1 ||
+        clusters_in_waves(base_blocks, tc_active_clusters(kernel, Cfg::kThreads, Cfg::kSmemBytes, int(splits)), splits,
+                          slots)) {
       a.cluster_sums = true;
       a.gw = mutable_kernel_data<T>(gw);
       a.gw_sk = gw.stride(0), a.gw_sc = gw.stride(1), a.gw_sr = gw.stride(2), a.gw_ss = gw.stride(3);
