@@ -480,6 +480,34 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
     assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
 
 
+# The 16-bit grad_weight's split estimate (weight_grad_cluster_splits) where it overrules the
+# wave-filling rule, as (shape, splits pattern): a grid of many wide tiles (17 x 17 outputs, 1024
+# filters: 144 tiles), whose rule fills the waves with 5 splits through the workspace, takes 2-4 as
+# clusters in fewer waves; a short reduction over two waves of 72 tiles (7 x 7, 512 filters) goes
+# unsplit rather than in the rule's 3 splits; a few tiles (1x1, stride 2, 4 tiles) split as clusters
+# past the rule's floor of 8 chunks a split.
+WEIGHT_GRAD_ESTIMATE_CASES = [
+    ((32, 512, 1024, 17, 17, 3, 3, 1, 1, 1, 1), "[2-4]"),
+    ((32, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1), "1"),
+    ((32, 256, 512, 14, 14, 1, 1, 2, 0, 1, 1), "[5-8]"),
+]
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", WEIGHT_GRAD_ESTIMATE_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_weight_grad_split_estimate(device, case, dtype, channels_last):
+    shape, splits = case
+    x, w, b, kw = make_case(shape, device, dtype, channels_last)
+    gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
+    if hopper():
+        assert re.fullmatch(splits, plan.group(2)), torchconv.last_choice()
+        assert torchconv.last_workspace_bytes() == 0  # the splits add their sums as clusters
+    err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
+    assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
+
+
 @pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])
 @pytest.mark.parametrize("shape", TF32_SHAPES, ids=shape_id)
 @pytest.mark.parametrize("device", [CUDA])

@@ -351,33 +351,46 @@ constexpr int kMinChunksPerClusterSplit = 16;
 
 struct SplitEstimate {
   int splits;
-  double time;  // in chunk-times of a large block
+  double time;  // in chunk-times of a block
 };
 
+// The split count, 1 or 2..kMaxClusterSplits as clusters of at least `min_chunks` chunks each, that
+// minimizes a launch's estimated time: its waves of blocks (of clusters, where split) times a block's
+// chunks plus `fixed_chunks`. Splits are counted only where the clusters take no more waves than the
+// blocks alone (where the launches run them as clusters). `clusters_by_size`: the GPU's active clusters
+// of each size for the kernel.
+inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int64_t slots,
+                                             const ClustersBySize& clusters_by_size, int fixed_chunks,
+                                             int min_chunks) {
+  auto time = [&](int64_t waves, int64_t splits) {
+    return double(waves) * double(ceil_div(chunks, splits) + fixed_chunks);
+  };
+  SplitEstimate best{1, time(ceil_div(blocks, slots), 1)};
+  for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * min_chunks; ++splits) {
+    const int clusters = clusters_by_size[splits];
+    if (!clusters_in_waves(blocks, clusters, splits, slots)) continue;
+    const double t = time(ceil_div(blocks, int64_t(clusters)), splits);
+    if (t < best.time) best = {splits, t};
+  }
+  return best;
+}
+
 // The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerClusterSplit chunks each)
-// that minimizes config Cfg's estimated time for `cv`, with that time. Splits are counted only
-// where launch_tc would take their clusters (no more waves of clusters than of blocks).
+// that minimizes config Cfg's estimated time for `cv`, with that time in chunk-times of a large block.
 template <typename T, typename Cfg, typename Kernel>
 SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv) {
   const int64_t chunks = reduction_chunks(cv, int(sizeof(T)), Cfg::kBKBytes);
   const int64_t blocks = tile_blocks(cv, Cfg::kBM, Cfg::kBN);
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
   const double chunk_cost = Cfg::kBN == 256 ? kWideChunkCost : 1.0;
-  auto time = [&](int64_t waves, int64_t splits) {
-    return double(waves) * double(ceil_div(chunks, splits) + kBlockFixedChunks) * chunk_cost;
-  };
-  SplitEstimate best{1, time(ceil_div(blocks, slots), 1)};
-  if (chunks < 2 * kMinChunksPerClusterSplit) return best;
-  constexpr size_t smem = Cfg::template smem_bytes<T>();
-  ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
-  const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, smem);
-  for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * kMinChunksPerClusterSplit;
-       ++splits) {
-    const int clusters = clusters_by_size[splits];
-    if (!clusters_in_waves(blocks, clusters, splits, slots)) continue;
-    const double t = time(ceil_div(blocks, int64_t(clusters)), splits);
-    if (t < best.time) best = {splits, t};
+  SplitEstimate best{1, double(ceil_div(blocks, slots)) * double(chunks + kBlockFixedChunks)};
+  if (chunks >= 2 * kMinChunksPerClusterSplit) {
+    constexpr size_t smem = Cfg::template smem_bytes<T>();
+    ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
+    best = cluster_splits_by_waves(blocks, chunks, slots, tc_active_clusters_by_size(kernel, Cfg::kThreads, smem),
+                                   kBlockFixedChunks, kMinChunksPerClusterSplit);
   }
+  best.time *= chunk_cost;
   return best;
 }
 
@@ -737,6 +750,46 @@ using WgmmaNchwWeightGradNarrowN64 = WgmmaNchwWeightGradConfig<64, 3, 64>;
 // blocks cost more than its shorter runs save (docs/precision.md).
 constexpr int64_t kFinishSharedSplits = 96;
 
+// grad_weight's split estimate (the 16-bit wgmma kernels): the wave-filling rule's count weighed against
+// 1 to kMaxClusterSplits splits as clusters by the forward's model (cluster_splits_by_waves), with
+// grad_weight's constants. Its blocks too are latency-bound, a chunk taking about the same time in any
+// wave, so a grid of many tiles (17 x 17 outputs of 1024 filters: 144 wide tiles) pays a whole wave of
+// blocks for the rule's wave-filling split, and the rule's splits beyond the clusters' waves pay the
+// workspace: its partial sums written and read back, and the finish's launch. Fitted to a sweep of the
+// bfloat16 channels_last grad_weight of the resnet + yolo layers of 7 x 7 to 136 x 136 outputs at 1-16
+// splits, as clusters and through the workspace (docs/precision.md).
+constexpr int kWeightGradBlockFixedChunks = 8;
+constexpr int kMinChunksPerWeightGradClusterSplit = 3;
+// A wide grad_weight chunk takes ~1.2 µs, in which HBM (~3 TB/s) moves about 3.6 MB.
+constexpr double kHbmBytesPerWeightGradChunk = 3.6e6;
+constexpr int kFinishFixedChunks = 3;
+// The estimate replaces the rule's count only where it is at least 2% faster: closer than that the
+// sweep measured the rule as often ahead (3 splits as clusters of a 34 x 34 layer of 512 filters, 1%
+// faster by the estimate than the rule's 7 through the workspace, measured 3% slower).
+constexpr double kWeightGradEstimateMargin = 0.98;
+
+template <typename Cfg, typename Kernel>
+int64_t weight_grad_cluster_splits(Kernel kernel, int64_t tiles, int64_t positions, int64_t rule_splits,
+                                   int64_t slice_bytes) {
+  const int64_t chunks = ceil_div(positions, int64_t(Cfg::kBK));
+  const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
+  ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");  // before the occupancy query
+  const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, Cfg::kSmemBytes);
+  const int rule_clusters = rule_splits <= kMaxClusterSplits ? clusters_by_size[rule_splits] : 0;
+  const double rule_block = double(ceil_div(chunks, rule_splits) + kWeightGradBlockFixedChunks);
+  double rule_time;
+  if (rule_splits == 1)
+    rule_time = double(ceil_div(tiles, slots)) * rule_block;
+  else if (clusters_in_waves(tiles, rule_clusters, rule_splits, slots))
+    rule_time = double(ceil_div(tiles, int64_t(rule_clusters))) * rule_block;
+  else
+    rule_time = double(ceil_div(tiles * rule_splits, slots)) * rule_block +
+                2.0 * double(rule_splits * slice_bytes) / kHbmBytesPerWeightGradChunk + kFinishFixedChunks;
+  const SplitEstimate best = cluster_splits_by_waves(tiles, chunks, slots, clusters_by_size,
+                                                     kWeightGradBlockFixedChunks, kMinChunksPerWeightGradClusterSplit);
+  return best.time < kWeightGradEstimateMargin * rule_time ? best.splits : rule_splits;
+}
+
 template <typename T, typename Cfg, typename Kernel>
 void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw,
                     const char* name) {
@@ -753,12 +806,14 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   wg.wo_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Wo)));
   a.m_tiles = wg.k_pad / Cfg::kBM, a.n_tiles = wg.n_pad / Cfg::kBN;
   // Position splits: the waves filled, at least 8 chunks each, the partial sums within the
-  // workspace limit.
+  // workspace limit; for the 16-bit wgmma kernels, another count as clusters where the estimate says so.
   const int64_t base_blocks = int64_t(a.m_tiles) * a.n_tiles * wg.groups;
   const int64_t slice_bytes = int64_t(wg.groups) * wg.k_pad * wg.n_pad * int64_t(sizeof(float));
   const int64_t by_work = std::max<int64_t>(1, wg.positions / (8 * Cfg::kBK));
   const int64_t by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
   int64_t splits = wave_filling_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, std::min(by_work, by_memory));
+  if constexpr (Cfg::kClusterSums && sizeof(T) == 2)
+    splits = weight_grad_cluster_splits<Cfg>(kernel, base_blocks, wg.positions, splits, slice_bytes);
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
   a.x = kernel_data<T>(x);
