@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# review-mends.patch and weight-grad-fast-divisors.patch (on a branch: git am docs/wip/review-mends.patch
+# review-mends.patch (3 commits) and weight-grad-fast-divisors.patch (on a branch: git am docs/wip/review-mends.patch
 # docs/wip/weight-grad-fast-divisors.patch), one device call from the repository root: build, per-pass
 # rows bf16 / fp16 channels_last merged by row into a copy of the committed file (copy the json and md
 # back after checking), the whole suite (6 shards), memcheck of the grad_weight rule tests, logs in
