@@ -367,6 +367,11 @@ inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int
   };
   SplitEstimate best{1, time(ceil_div(blocks, slots), 1)};
   for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * min_chunks; ++splits) {
+    // The launches split a reduction into ceil(chunks / splits) chunks a split and drop empty splits,
+    // so a count whose splits of that length need fewer (28 chunks in 8 splits of 4: 7) would launch
+    // as the fewer, whose clusters may not fit the waves (then its sums would go through a workspace
+    // the rule did not size); the fewer is weighed in its own turn.
+    if (ceil_div(chunks, ceil_div(chunks, int64_t(splits))) != splits) continue;
     const int clusters = clusters_by_size[splits];
     if (!clusters_in_waves(blocks, clusters, splits, slots)) continue;
     const double t = time(ceil_div(blocks, int64_t(clusters)), splits);
