@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -514,13 +515,15 @@ bool reads_whole_planes(const TcConv& cv) {
          cv.col_H == cv.src_H && cv.col_W == cv.src_W;
 }
 
-// Whether the destination of `cv` at `out` takes a quad of channels as one store (TcConvArgs::dst_quads):
-// channels adjacent, every group's channels and every stride a multiple of 4, `out` aligned to 4
-// elements.
+// Whether a destination at `out` takes a quad of channels as one store (the cluster ends' dst_quads and
+// gw_quads): channels adjacent (`channel_stride` 1), a group's `channels` and every other stride a
+// multiple of 4, `out` aligned to 4 elements.
 template <typename T>
-bool quads_of_channels(const TcConv& cv, const T* out) {
-  return cv.dst_sc == 1 && cv.outputs % 4 == 0 && cv.dst_sn % 4 == 0 && cv.dst_sh % 4 == 0 && cv.dst_sw % 4 == 0 &&
-         reinterpret_cast<uintptr_t>(out) % (4 * sizeof(T)) == 0;
+bool quads_of_channels(const T* out, int64_t channel_stride, int64_t channels,
+                       std::initializer_list<int64_t> other_strides) {
+  bool quads = channel_stride == 1 && channels % 4 == 0 && reinterpret_cast<uintptr_t>(out) % (4 * sizeof(T)) == 0;
+  for (const int64_t stride : other_strides) quads = quads && stride % 4 == 0;
+  return quads;
 }
 
 // `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
@@ -537,7 +540,8 @@ TcConvArgs<T> tc_args(const TcConv& cv, const at::Tensor& src, const T* wt, cons
   args.wt = wt;
   args.bias = bias.defined() ? kernel_data<T>(bias) : nullptr;
   args.out = mutable_kernel_data<T>(dst);
-  args.dst_quads = quads_of_channels(args.cv, args.out);
+  args.dst_quads =
+      quads_of_channels(args.out, args.cv.dst_sc, args.cv.outputs, {args.cv.dst_sn, args.cv.dst_sh, args.cv.dst_sw});
   return args;
 }
 
@@ -837,8 +841,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
       a.cluster_sums = true;
       a.gw = mutable_kernel_data<T>(gw);
       a.gw_sk = gw.stride(0), a.gw_sc = gw.stride(1), a.gw_sr = gw.stride(2), a.gw_ss = gw.stride(3);
-      a.gw_quads = a.gw_sc == 1 && wg.Cg % 4 == 0 && a.gw_sk % 4 == 0 && a.gw_sr % 4 == 0 && a.gw_ss % 4 == 0 &&
-                   reinterpret_cast<uintptr_t>(a.gw) % (4 * sizeof(T)) == 0;
+      a.gw_quads = quads_of_channels(a.gw, a.gw_sc, wg.Cg, {a.gw_sk, a.gw_sr, a.gw_ss});
       record_workspace_bytes(0);
       launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
                              Cfg::kSmemBytes, current_stream(), dim3(1, unsigned(splits)), false, a);
