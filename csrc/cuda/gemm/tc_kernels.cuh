@@ -120,6 +120,17 @@ struct TcConvArgs {
 // so that the kernel parameter, an argument set per phase, stays under 4 KB.
 constexpr int kMaxGradInputPhases = 4;
 
+// The phase whose range [first[p], first[p + 1]) holds `index` (first[0] = 0; the phases' Wt words or
+// blocks, laid end to end).
+template <typename I, typename F>
+__device__ __forceinline__ int phase_of(I index, const F (&first)[kMaxGradInputPhases + 1], int phases) {
+  int p = 0;
+#pragma unroll
+  for (int i = 1; i < kMaxGradInputPhases; ++i)
+    if (i < phases && int64_t(index) >= int64_t(first[i])) p = i;
+  return p;
+}
+
 // Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh),
 // zero where dst, c or tap is padding. Tiled (cv.wt_tiled): [g][n_pad / 64][wt_row / row_elems][64
 // rows][128 bytes], 16-byte word w of a row stored at word w ^ (row % 8) -- the wgmma stage layout, so
@@ -204,10 +215,7 @@ __global__ void tc_weight_relayout_phases_kernel(const E* __restrict__ w, uint4*
                                                  const __grid_constant__ TcWeightPhaseMaps maps, Value value) {
   const I words = I(maps.first_word[maps.phases]);
   for (I word = I(blockIdx.x) * blockDim.x + threadIdx.x; word < words; word += I(gridDim.x) * blockDim.x) {
-    int p = 0;
-#pragma unroll
-    for (int i = 1; i < kMaxGradInputPhases; ++i)
-      if (i < maps.phases && int64_t(word) >= maps.first_word[i]) p = i;
+    const int p = phase_of(word, maps.first_word, maps.phases);
     wt[word] = tc_weight_word(w, I(word - I(maps.first_word[p])), maps.map[p], value);
   }
 }
@@ -865,10 +873,7 @@ static_assert(sizeof(TcPhaseArgs<float>) <= 4096, "a kernel parameter of at most
 template <typename T, typename Cfg, bool kTmaA>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_phases_kernel(
     const __grid_constant__ TcPhaseArgs<T> pa) {
-  int p = 0;
-#pragma unroll
-  for (int i = 1; i < kMaxGradInputPhases; ++i)
-    if (i < pa.phases && int(blockIdx.x) >= pa.first_block[i]) p = i;
+  const int p = phase_of(blockIdx.x, pa.first_block, pa.phases);
   tc_conv_wgmma_tile<T, Cfg, false, kTmaA>(pa.phase[p], int(blockIdx.x) - pa.first_block[p]);
 }
 
