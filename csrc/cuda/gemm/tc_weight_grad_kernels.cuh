@@ -47,6 +47,24 @@ struct TcWeightGrad {
   FastDivisor plane_div, wo_div;  // by Ho x Wo and Wo: positions below 2^31 decoded by multiplies
 };
 
+// Position p (image, then output row and column) of grad_output: by the fast divisors' multiplies
+// where the positions fit 31 bits (the loads' address math runs once a chunk in every thread, beside
+// the MMAs), else by divisions.
+struct TcPosition {
+  int img, oy, ox;
+};
+__device__ __forceinline__ TcPosition decode_position(const TcWeightGrad& wg, int64_t p) {
+  const int plane = wg.Ho * wg.Wo;
+  int img, q;
+  if (wg.positions <= INT32_MAX) {
+    img = int(wg.plane_div.div(uint32_t(p))), q = int(p) - img * plane;
+  } else {
+    img = int(p / plane), q = int(p - int64_t(img) * plane);
+  }
+  const int oy = int(wg.wo_div.div(uint32_t(q)));
+  return {img, oy, q - oy * wg.Wo};
+}
+
 template <typename T>
 struct TcWeightGradArgs {
   const T* x;   // NHWC
@@ -167,7 +185,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int r = tap / wg.S, s = tap - r * wg.S;
   const int dy = r * wg.dil_h - wg.pad_h, dx = s * wg.dil_w - wg.pad_w;
   const T* x_base = a.x + int64_t(g) * wg.Cg + c;
-  const int plane = wg.Ho * wg.Wo;
 
   auto stage_a = [&](int st) { return smem + st * Cfg::kStageBytes; };
   auto stage_b = [&](int st) { return smem + st * Cfg::kStageBytes + Cfg::kBK * Cfg::kRowBytesA; };
@@ -187,16 +204,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       bool ok = column_ok && p < p_end;
       const T* src = a.x;
       if (ok) {
-        int img, q;
-        if (wg.positions <= INT32_MAX) {
-          img = int(wg.plane_div.div(uint32_t(p))), q = int(p) - img * plane;
-        } else {
-          img = int(p / plane), q = int(p - int64_t(img) * plane);
-        }
-        const int oy = int(wg.wo_div.div(uint32_t(q))), ox = q - oy * wg.Wo;
-        const int iy = oy * wg.stride_h + dy, ix = ox * wg.stride_w + dx;
+        const TcPosition pos = decode_position(wg, p);
+        const int iy = pos.oy * wg.stride_h + dy, ix = pos.ox * wg.stride_w + dx;
         ok = unsigned(iy) < unsigned(wg.H) && unsigned(ix) < unsigned(wg.W);
-        src = x_base + ((int64_t(img) * wg.H + iy) * wg.W + ix) * wg.C;
+        src = x_base + ((int64_t(pos.img) * wg.H + iy) * wg.W + ix) * wg.C;
       }
       cp_async_16_or_zero(stage_b(st) + row * Cfg::kRowBytesB + word_b * 16, ok ? src : a.x, ok);
     }
@@ -414,7 +425,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   }
   const T* x_group = a.x + int64_t(g) * wg.Cg;
-  const int plane = wg.Ho * wg.Wo;
 
   auto stage_a = [&](int st) { return smem + st * Cfg::kStageBytes; };
   auto stage_b = [&](int st) { return smem + st * Cfg::kStageBytes + Cfg::kBM / 64 * Cfg::kBlockBytes; };
@@ -434,10 +444,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     int iy0 = -(1 << 29), ix0 = 0;  // with b_dy: never inside the image
     const T* x_image = a.x;
     if (row_ok) {
-      const int img = int(p / plane), q = int(p - int64_t(img) * plane);
-      const int oy = q / wg.Wo;
-      iy0 = oy * wg.stride_h, ix0 = (q - oy * wg.Wo) * wg.stride_w;
-      x_image = x_group + int64_t(img) * wg.H * wg.W * wg.C;
+      const TcPosition pos = decode_position(wg, p);
+      iy0 = pos.oy * wg.stride_h, ix0 = pos.ox * wg.stride_w;
+      x_image = x_group + int64_t(pos.img) * wg.H * wg.W * wg.C;
     }
 #pragma unroll
     for (int j = 0; j < kBWords; ++j) {
