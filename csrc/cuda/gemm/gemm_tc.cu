@@ -732,10 +732,14 @@ using TcWeightGradTf32Medium = TcWeightGradConfig<64, 128, 32, 1, 4, 4, 2, 4>;
 //   wide    128 x 256: more than 64 filters per group and more than 128 columns (taps x channels
 //           per group) -- even where 128 columns would pad less (a 3x3 layer of 128 channels has
 //           1152), the wide tile's MMAs per byte loaded make it the faster of the two;
+//   wide-n192  128 x 192: as wide, where 192-column tiles pad the columns less than 256-column ones
+//           (a 3x3 layer of 64 channels: 576 columns in three tiles of 192, not of 256 with a
+//           quarter of each MMA padding; 128 channels: 1152 in six, not 1280 in five);
 //   large   128 x 128 (two blocks per SM): more than 64 filters, at most 128 columns;
 //   narrow  64 x 128, two warpgroups of 64 columns (two blocks per SM): groups with <= 64 filters
 //           (faster than 64 x 256 on the layers of 64 filters: two blocks per SM hide the loads).
 using WgmmaWeightGradWide = WgmmaWeightGradConfig<128, 256, 1, 4, 1>;
+using WgmmaWeightGradWideN192 = WgmmaWeightGradConfig<128, 192, 1, 4, 1>;
 using WgmmaWeightGradLarge = WgmmaWeightGradConfig<128, 128, 1, 3, 2>;
 using WgmmaWeightGradNarrow = WgmmaWeightGradConfig<64, 128, 2, 4, 2>;
 // TF32 on wgmma from NCHW planes (sm_90a; filters x 128 columns, blocks per SM):
@@ -760,43 +764,50 @@ using WgmmaNchwWeightGradNarrowN64 = WgmmaNchwWeightGradConfig<64, 3, 64>;
 constexpr int64_t kFinishSharedSplits = 96;
 
 // grad_weight's split estimate (the 16-bit wgmma kernels): the wave-filling rule's count weighed against
-// 1 to kMaxClusterSplits splits as clusters by the forward's model (cluster_splits_by_waves), with
-// grad_weight's constants. Its blocks too are latency-bound, a chunk taking about the same time in any
-// wave, so a grid of many tiles (17 x 17 outputs of 1024 filters: 144 wide tiles) pays a whole wave of
-// blocks for the rule's wave-filling split, and the rule's splits beyond the clusters' waves pay the
-// workspace: its partial sums written and read back, and the finish's launch. Fitted to a sweep of the
-// bfloat16 channels_last grad_weight of the resnet + yolo layers of 7 x 7 to 136 x 136 outputs at 1-16
-// splits, as clusters and through the workspace (docs/precision.md).
+// the most splits the rule's waves hold and against 1 to kMaxClusterSplits splits as clusters, by the
+// forward's model (cluster_splits_by_waves) with grad_weight's constants. Its blocks too are
+// latency-bound, a chunk taking about the same time in any wave, so a wave's time is its blocks'
+// chunks: a grid of a few tiles over long reductions (a 3x3 layer of 128 channels at 68 x 68 outputs:
+// 12 tiles of 2312 chunks) gains from every split its waves still hold beyond the rule's 90%, a grid
+// of many tiles (17 x 17 outputs of 1024 filters: 144 wide tiles) pays a whole wave of blocks for the
+// rule's wave-filling split, and splits beyond the clusters' waves pay the workspace: their partial
+// sums written and read back, and the finish's launch. Fitted to a sweep of the bfloat16 channels_last
+// grad_weight of the resnet + yolo layers of 7 x 7 to 136 x 136 outputs at 1-16 splits, as clusters
+// and through the workspace (docs/precision.md).
 constexpr int kWeightGradBlockFixedChunks = 8;
 constexpr int kMinChunksPerWeightGradClusterSplit = 3;
 // A wide grad_weight chunk takes ~1.2 µs, in which HBM (~3 TB/s) moves about 3.6 MB.
 constexpr double kHbmBytesPerWeightGradChunk = 3.6e6;
 constexpr int kFinishFixedChunks = 3;
-// The estimate replaces the rule's count only where it is at least 2% faster: closer than that the
-// sweep measured the rule as often ahead (3 splits as clusters of a 34 x 34 layer of 512 filters, 1%
-// faster by the estimate than the rule's 7 through the workspace, measured 3% slower).
+// The clusters replace the count through the workspace only where at least 2% faster: closer than
+// that the sweep measured the rule as often ahead (3 splits as clusters of a 34 x 34 layer of 512
+// filters, 1% faster by the estimate than the rule's 7 through the workspace, measured 3% slower).
 constexpr double kWeightGradEstimateMargin = 0.98;
 
+// `cap`: the most splits the positions and the workspace limit allow (the rule's bound).
 template <typename Cfg, typename Kernel>
-int64_t weight_grad_cluster_splits(Kernel kernel, int64_t tiles, int64_t positions, int64_t rule_splits,
+int64_t weight_grad_split_estimate(Kernel kernel, int64_t tiles, int64_t positions, int64_t rule_splits, int64_t cap,
                                    int64_t slice_bytes) {
   const int64_t chunks = ceil_div(positions, int64_t(Cfg::kBK));
   const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
   ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");  // before the occupancy query
   const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, Cfg::kSmemBytes);
-  const int rule_clusters = rule_splits <= kMaxClusterSplits ? clusters_by_size[rule_splits] : 0;
-  const double rule_block = double(ceil_div(chunks, rule_splits) + kWeightGradBlockFixedChunks);
-  double rule_time;
-  if (rule_splits == 1)
-    rule_time = double(ceil_div(tiles, slots)) * rule_block;
-  else if (clusters_in_waves(tiles, rule_clusters, rule_splits, slots))
-    rule_time = double(ceil_div(tiles, int64_t(rule_clusters))) * rule_block;
-  else
-    rule_time = double(ceil_div(tiles * rule_splits, slots)) * rule_block +
-                2.0 * double(rule_splits * slice_bytes) / kHbmBytesPerWeightGradChunk + kFinishFixedChunks;
+  // A count's time: unsplit, as clusters where the launch runs its splits so, else through the workspace.
+  auto time_of = [&](int64_t splits) {
+    const double block = double(ceil_div(chunks, splits) + kWeightGradBlockFixedChunks);
+    if (splits == 1) return double(ceil_div(tiles, slots)) * block;
+    const int clusters = splits <= kMaxClusterSplits ? clusters_by_size[splits] : 0;
+    if (clusters_in_waves(tiles, clusters, splits, slots)) return double(ceil_div(tiles, int64_t(clusters))) * block;
+    return double(ceil_div(tiles * splits, slots)) * block +
+           2.0 * double(splits * slice_bytes) / kHbmBytesPerWeightGradChunk + kFinishFixedChunks;
+  };
+  int64_t splits = rule_splits;
+  double time = time_of(rule_splits);
+  const int64_t fullest = std::min(cap, ceil_div(tiles * rule_splits, slots) * slots / tiles);
+  if (fullest > rule_splits && time_of(fullest) < time) splits = fullest, time = time_of(fullest);
   const SplitEstimate best = cluster_splits_by_waves(tiles, chunks, slots, clusters_by_size,
                                                      kWeightGradBlockFixedChunks, kMinChunksPerWeightGradClusterSplit);
-  return best.time < kWeightGradEstimateMargin * rule_time ? best.splits : rule_splits;
+  return best.time < kWeightGradEstimateMargin * time ? best.splits : splits;
 }
 
 template <typename T, typename Cfg, typename Kernel>
@@ -820,9 +831,10 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   const int64_t slice_bytes = int64_t(wg.groups) * wg.k_pad * wg.n_pad * int64_t(sizeof(float));
   const int64_t by_work = std::max<int64_t>(1, wg.positions / (8 * Cfg::kBK));
   const int64_t by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
-  int64_t splits = wave_filling_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, std::min(by_work, by_memory));
+  const int64_t cap = std::min(by_work, by_memory);
+  int64_t splits = wave_filling_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, cap);
   if constexpr (Cfg::kClusterSums && sizeof(T) == 2)
-    splits = weight_grad_cluster_splits<Cfg>(kernel, base_blocks, wg.positions, splits, slice_bytes);
+    splits = weight_grad_split_estimate<Cfg>(kernel, base_blocks, wg.positions, splits, cap, slice_bytes);
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
   a.x = kernel_data<T>(x);
@@ -890,7 +902,11 @@ void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tenso
       if (narrow)
         return tc_weight_grad<T, WgmmaWeightGradNarrow>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradNarrow>, p, x,
                                                          gy, gw, "wgmma-narrow");
-      if (p.R * p.S * p.channels_per_group() > 128)
+      const int64_t cols = p.R * p.S * p.channels_per_group();
+      if (cols > 128 && round_up(cols, int64_t(192)) < round_up(cols, int64_t(256)))
+        return tc_weight_grad<T, WgmmaWeightGradWideN192>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWideN192>, p,
+                                                           x, gy, gw, "wgmma-wide-n192");
+      if (cols > 128)
         return tc_weight_grad<T, WgmmaWeightGradWide>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWide>, p, x, gy,
                                                        gw, "wgmma-wide");
       return tc_weight_grad<T, WgmmaWeightGradLarge>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradLarge>, p, x, gy,

@@ -328,10 +328,11 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
   const int rows = min(min(per, kBM - row0), wg.Kg - blk.m0 - row0);
   // A thread finishes one quad of columns in every kRowStep-th row of the block's share, so the
   // quad's place in gw (its elements' taps and channels) is decoded once.
-  static_assert(kThreads % kQuads == 0, "a thread's rows share one quad of columns");
+  // (kRowStep whole rows of quads a pass: with 48 quads, 16 of 256 threads have none.)
+  static_assert(kThreads >= kQuads, "a pass finishes at least one row");
   constexpr int kRowStep = kThreads / kQuads;
   const int quad = int(threadIdx.x) % kQuads, col = blk.n0 + quad * 4;
-  if (col < wg.cols) {
+  if (col < wg.cols && int(threadIdx.x) < kRowStep * kQuads) {
     int64_t offset[4];  // of element e in a filter's gradient (gw_quads: offset[0] starts the quad)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -365,7 +366,7 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
   }
 }
 
-// The wgmma tile (sm_90a): kBM filters (64 or 128) x kBN columns (128 or 256), kBK = 64 positions
+// The wgmma tile (sm_90a): kBM filters (64 or 128) x kBN columns (128, 192 or 256), kBK = 64 positions
 // per chunk, kWarpGroupsN warpgroups across the columns (one per 64 filters down the rows), kStages
 // shared stages. Both operands are stored MN-major, one position per 128-byte row: 64-element blocks
 // of kBK swizzled rows (8 KB), A (gy) then B (x gathered).
