@@ -902,8 +902,8 @@ void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tenso
       if (narrow)
         return tc_weight_grad<T, WgmmaWeightGradNarrow>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradNarrow>, p, x,
                                                          gy, gw, "wgmma-narrow");
-      const int64_t cols = p.R * p.S * p.channels_per_group();
-      if (cols > 128 && round_up(cols, int64_t(192)) < round_up(cols, int64_t(256)))
+      const int cols = int(p.R * p.S * p.channels_per_group());
+      if (cols > 128 && round_up(cols, 192) < round_up(cols, 256))
         return tc_weight_grad<T, WgmmaWeightGradWideN192>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWideN192>, p,
                                                            x, gy, gw, "wgmma-wide-n192");
       if (cols > 128)
