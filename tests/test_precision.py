@@ -421,8 +421,10 @@ def test_wgmma_config_rule_of_1x1_nchw_tf32(device, case, setting):
 
 
 # The wgmma grad_weight config rule (Hopper), as (shape, config, split count pattern): 64 filters for
-# groups with at most 64 (narrow), else 128 x 256 columns (taps x channels per group; wide), or 128 x
-# 128 where there are at most 128 columns (large); the positions split across blocks to fill the GPU.
+# groups with at most 64 (narrow), else 128 x 256 columns (taps x channels per group; wide), 128 x 192
+# where 192-column tiles pad the columns less (wide-n192: 144, 288, 360, 576 or 1152 columns; 216 and
+# 2304 stay wide), or 128 x 128 where there are at most 128 columns (large); the positions split
+# across blocks to fill the GPU.
 # Stride, padding, dilation and groups on the way. In float16 / bfloat16 the split estimate
 # (weight_grad_cluster_splits) overrules the wave-filling count: a grid of many wide tiles (17 x 17
 # outputs, 1024 filters: 144 tiles), whose rule fills the waves with 5 splits through the workspace,
@@ -453,15 +455,19 @@ def pytorch_grad_weight_error(x, w, b, kw, gy, ref):
 
 
 WEIGHT_GRAD_CASES = [
-    ((2, 16, 136, 13, 11, 3, 3, 1, 1, 1, 1), "wgmma-wide", r"\d+"),
-    ((2, 32, 136, 9, 10, 3, 3, 1, 1, 1, 1), "wgmma-wide", r"\d+"),
-    ((2, 16, 72, 15, 14, 3, 3, 2, 2, 2, 1), "wgmma-wide", r"\d+"),
+    ((2, 16, 136, 13, 11, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", r"\d+"),
+    ((2, 32, 136, 9, 10, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", r"\d+"),
+    ((2, 16, 72, 15, 14, 3, 3, 2, 2, 2, 1), "wgmma-wide-n192", r"\d+"),
+    ((2, 40, 136, 11, 9, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", r"\d+"),
+    ((2, 128, 136, 9, 11, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", r"\d+"),
+    ((2, 24, 136, 10, 9, 3, 3, 1, 1, 1, 1), "wgmma-wide", r"\d+"),
+    ((1, 256, 200, 9, 7, 3, 3, 1, 1, 1, 1), "wgmma-wide", r"\d+"),
     ((3, 128, 136, 7, 9, 1, 1, 1, 0, 1, 1), "wgmma-large", r"\d+"),
     ((2, 112, 80, 8, 9, 1, 1, 2, 0, 1, 1), "wgmma-large", r"\d+"),
     ((2, 16, 24, 9, 7, 3, 3, 1, 1, 1, 1), "wgmma-narrow", r"\d+"),
     ((1, 32, 40, 12, 13, 3, 3, 2, 1, 1, 1), "wgmma-narrow", r"\d+"),
     ((2, 64, 48, 10, 9, 3, 3, 1, 1, 1, 2), "wgmma-narrow", r"\d+"),
-    ((8, 64, 128, 40, 33, 3, 3, 1, 1, 1, 1), "wgmma-wide", r"[2-9]|\d\d+"),  # many position splits
+    ((8, 64, 128, 40, 33, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", r"[2-9]|\d\d+"),  # many position splits
     ((32, 512, 1024, 17, 17, 3, 3, 1, 1, 1, 1), "wgmma-wide", "[2-4]"),
     ((32, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1), "wgmma-wide", "1"),
     ((32, 256, 512, 14, 14, 1, 1, 2, 0, 1, 1), "wgmma-wide", "[5-8]"),
@@ -483,6 +489,23 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
         # as one thread-block cluster and write grad_weight themselves; more go through the workspace.
         splits = int(plan.group(2))
         assert (torchconv.last_workspace_bytes() == 0) == (splits <= 8), (splits, torchconv.last_workspace_bytes())
+    err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
+    assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
+
+
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_weight_grad_splits_fill_the_wave(device, dtype):
+    """A few tiles over a long reduction (3x3, 128 channels, 256 filters, 68 x 68 outputs, batch 8: 12
+    tiles of 128 x 192 and 578 chunks) split into the most blocks one wave holds, not the fewest that
+    fill it to 90%: every block's run of chunks sets the wave's time."""
+    x, w, b, kw = make_case((8, 128, 256, 68, 68, 3, 3, 1, 1, 1, 1), device, dtype, channels_last=True)
+    gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
+    if hopper():
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        assert plan.group(1) == "wgmma-wide-n192", torchconv.last_choice()
+        splits, tiles = int(plan.group(2)), 2 * 6
+        assert tiles * splits <= sms < tiles * (splits + 1), torchconv.last_choice()
     err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
     assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
 
