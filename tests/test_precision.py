@@ -426,7 +426,7 @@ def test_wgmma_config_rule_of_1x1_nchw_tf32(device, case, setting):
 # 2304 stay wide), or 128 x 128 where there are at most 128 columns (large); the positions split
 # across blocks to fill the GPU.
 # Stride, padding, dilation and groups on the way. In float16 / bfloat16 the split estimate
-# (weight_grad_cluster_splits) overrules the wave-filling count: a grid of many wide tiles (17 x 17
+# (weight_grad_split_estimate) overrules the wave-filling count: a grid of many wide tiles (17 x 17
 # outputs, 1024 filters: 144 tiles), whose rule fills the waves with 5 splits through the workspace,
 # takes 2-4 as clusters in fewer waves; a short reduction over two waves of 72 tiles (7 x 7, 512
 # filters) goes unsplit rather than in the rule's 3 splits; a few tiles (1x1, stride 2, 4 tiles) split
