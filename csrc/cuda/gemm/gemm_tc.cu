@@ -763,9 +763,10 @@ using WgmmaNchwWeightGradNarrowN64 = WgmmaNchwWeightGradConfig<64, 3, 64>;
 // blocks cost more than its shorter runs save (docs/precision.md).
 constexpr int64_t kFinishSharedSplits = 96;
 
-// grad_weight's split estimate (the 16-bit wgmma kernels): the wave-filling rule's count weighed against
-// the most splits the rule's waves hold and against 1 to kMaxClusterSplits splits as clusters, by the
-// forward's model (cluster_splits_by_waves) with grad_weight's constants. Its blocks too are
+// grad_weight's split estimate (the wgmma kernels): the wave-filling rule's count weighed against the
+// most splits the rule's waves hold and (float16 and bfloat16: `weigh_clusters`) against 1 to
+// kMaxClusterSplits splits as clusters, by the forward's model (cluster_splits_by_waves) with
+// grad_weight's constants. Its blocks too are
 // latency-bound, a chunk taking about the same time in any wave, so a wave's time is its blocks'
 // chunks: a grid of a few tiles over long reductions (a 3x3 layer of 128 channels at 68 x 68 outputs:
 // 12 tiles of 2312 chunks) gains from every split its waves still hold beyond the rule's 90%, a grid
@@ -773,7 +774,8 @@ constexpr int64_t kFinishSharedSplits = 96;
 // rule's wave-filling split, and splits beyond the clusters' waves pay the workspace: their partial
 // sums written and read back, and the finish's launch. Fitted to a sweep of the bfloat16 channels_last
 // grad_weight of the resnet + yolo layers of 7 x 7 to 136 x 136 outputs at 1-16 splits, as clusters
-// and through the workspace (docs/precision.md).
+// and through the workspace (docs/precision.md). TF32 (from NCHW planes) keeps the rule against the
+// clusters: its sweep found the rule the fastest or within 3% of the counts 1-16.
 constexpr int kWeightGradBlockFixedChunks = 8;
 constexpr int kMinChunksPerWeightGradClusterSplit = 3;
 // A wide grad_weight chunk takes ~1.2 µs, in which HBM (~3 TB/s) moves about 3.6 MB.
@@ -787,7 +789,7 @@ constexpr double kWeightGradEstimateMargin = 0.98;
 // `cap`: the most splits the positions and the workspace limit allow (the rule's bound).
 template <typename Cfg, typename Kernel>
 int64_t weight_grad_split_estimate(Kernel kernel, int64_t tiles, int64_t positions, int64_t rule_splits, int64_t cap,
-                                   int64_t slice_bytes) {
+                                   int64_t slice_bytes, bool weigh_clusters) {
   const int64_t chunks = ceil_div(positions, int64_t(Cfg::kBK));
   const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
   ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");  // before the occupancy query
@@ -805,6 +807,7 @@ int64_t weight_grad_split_estimate(Kernel kernel, int64_t tiles, int64_t positio
   double time = time_of(rule_splits);
   const int64_t fullest = std::min(cap, ceil_div(tiles * rule_splits, slots) * slots / tiles);
   if (fullest > rule_splits && time_of(fullest) < time) splits = fullest, time = time_of(fullest);
+  if (!weigh_clusters) return splits;
   const SplitEstimate best = cluster_splits_by_waves(tiles, chunks, slots, clusters_by_size,
                                                      kWeightGradBlockFixedChunks, kMinChunksPerWeightGradClusterSplit);
   return best.time < kWeightGradEstimateMargin * time ? best.splits : splits;
@@ -826,15 +829,16 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   wg.wo_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Wo)));
   a.m_tiles = wg.k_pad / Cfg::kBM, a.n_tiles = wg.n_pad / Cfg::kBN;
   // Position splits: the waves filled, at least 8 chunks each, the partial sums within the
-  // workspace limit; for the 16-bit wgmma kernels, another count as clusters where the estimate says so.
+  // workspace limit; for the wgmma kernels, the most splits those waves hold where the estimate says so,
+  // and for the 16-bit ones another count as clusters.
   const int64_t base_blocks = int64_t(a.m_tiles) * a.n_tiles * wg.groups;
   const int64_t slice_bytes = int64_t(wg.groups) * wg.k_pad * wg.n_pad * int64_t(sizeof(float));
   const int64_t by_work = std::max<int64_t>(1, wg.positions / (8 * Cfg::kBK));
   const int64_t by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
   const int64_t cap = std::min(by_work, by_memory);
   int64_t splits = wave_filling_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, cap);
-  if constexpr (Cfg::kClusterSums && sizeof(T) == 2)
-    splits = weight_grad_split_estimate<Cfg>(kernel, base_blocks, wg.positions, splits, cap, slice_bytes);
+  if constexpr (Cfg::kClusterSums)
+    splits = weight_grad_split_estimate<Cfg>(kernel, base_blocks, wg.positions, splits, cap, slice_bytes, sizeof(T) == 2);
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
   a.x = kernel_data<T>(x);
