@@ -766,16 +766,16 @@ constexpr int64_t kFinishSharedSplits = 96;
 // grad_weight's split estimate (the wgmma kernels): the wave-filling rule's count weighed against the
 // most splits the rule's waves hold and (float16 and bfloat16: `weigh_clusters`) against 1 to
 // kMaxClusterSplits splits as clusters, by the forward's model (cluster_splits_by_waves) with
-// grad_weight's constants. Its blocks too are
-// latency-bound, a chunk taking about the same time in any wave, so a wave's time is its blocks'
-// chunks: a grid of a few tiles over long reductions (a 3x3 layer of 128 channels at 68 x 68 outputs:
-// 12 tiles of 2312 chunks) gains from every split its waves still hold beyond the rule's 90%, a grid
-// of many tiles (17 x 17 outputs of 1024 filters: 144 wide tiles) pays a whole wave of blocks for the
-// rule's wave-filling split, and splits beyond the clusters' waves pay the workspace: their partial
-// sums written and read back, and the finish's launch. Fitted to a sweep of the bfloat16 channels_last
-// grad_weight of the resnet + yolo layers of 7 x 7 to 136 x 136 outputs at 1-16 splits, as clusters
-// and through the workspace (docs/precision.md). TF32 (from NCHW planes) keeps the rule against the
-// clusters: its sweep found the rule the fastest or within 3% of the counts 1-16.
+// grad_weight's constants. Its blocks too are latency-bound, a chunk taking about the same time in any
+// wave, so a wave's time is its blocks' runs of chunks: a grid of a few tiles over long reductions (a
+// 3x3 layer of 128 channels at 68 x 68 outputs: 12 tiles of 2312 chunks) gains from every split its
+// waves still hold beyond the rule's 90%, a grid of many tiles (17 x 17 outputs of 1024 filters: 144
+// wide tiles) pays a whole wave of blocks for the rule's wave-filling split, and splits beyond the
+// clusters' waves pay the workspace: their partial sums written and read back, and the finish's
+// launch. Fitted to a sweep of the bfloat16 channels_last grad_weight of the resnet + yolo layers of
+// 7 x 7 to 136 x 136 outputs at 1-16 splits, as clusters and through the workspace; TF32 from NCHW
+// planes takes the fullest count by the same constants and keeps the rule against the clusters (its
+// sweep found the rule the fastest or within 3% of the counts 1-16; docs/precision.md).
 constexpr int kWeightGradBlockFixedChunks = 8;
 constexpr int kMinChunksPerWeightGradClusterSplit = 3;
 // A wide grad_weight chunk takes ~1.2 µs, in which HBM (~3 TB/s) moves about 3.6 MB.
