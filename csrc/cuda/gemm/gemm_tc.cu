@@ -526,8 +526,6 @@ bool quads_of_channels(const T* out, int64_t channel_stride, int64_t channels,
   return quads;
 }
 
-// `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
-// (possibly with zero-padded channels; `src_rounded`: a float32 copy rounded to TF32), or NCHW.
 // The arguments of launch `cv` of `src` with Wt at `wt` into `dst` (+ bias where defined).
 template <typename T>
 TcConvArgs<T> tc_args(const TcConv& cv, const at::Tensor& src, const T* wt, const at::Tensor& bias, at::Tensor& dst) {
@@ -545,6 +543,8 @@ TcConvArgs<T> tc_args(const TcConv& cv, const at::Tensor& src, const T* wt, cons
   return args;
 }
 
+// `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
+// (possibly with zero-padded channels; `src_rounded`: a float32 copy rounded to TF32), or NCHW.
 template <typename T>
 void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, const at::Tensor& bias,
              const LaunchMap& map, at::Tensor& dst) {
