@@ -763,7 +763,7 @@ using WgmmaNchwWeightGradNarrowN64 = WgmmaNchwWeightGradConfig<64, 3, 64>;
 // blocks cost more than its shorter runs save (docs/precision.md).
 constexpr int64_t kFinishSharedSplits = 96;
 
-// grad_weight's split estimate (the wgmma kernels): the wave-filling rule's count weighed against the
+// grad_weight's split estimate: the wave-filling rule's count weighed against the
 // most splits the rule's waves hold and (float16 and bfloat16: `weigh_clusters`) against 1 to
 // kMaxClusterSplits splits as clusters, by the forward's model (cluster_splits_by_waves) with
 // grad_weight's constants. Its blocks too are latency-bound, a chunk taking about the same time in any
@@ -773,9 +773,10 @@ constexpr int64_t kFinishSharedSplits = 96;
 // wide tiles) pays a whole wave of blocks for the rule's wave-filling split, and splits beyond the
 // clusters' waves pay the workspace: their partial sums written and read back, and the finish's
 // launch. Fitted to a sweep of the bfloat16 channels_last grad_weight of the resnet + yolo layers of
-// 7 x 7 to 136 x 136 outputs at 1-16 splits, as clusters and through the workspace; TF32 from NCHW
-// planes takes the fullest count by the same constants and keeps the rule against the clusters (its
-// sweep found the rule the fastest or within 3% of the counts 1-16; docs/precision.md).
+// 7 x 7 to 136 x 136 outputs at 1-16 splits, as clusters and through the workspace; TF32 and the
+// mma.sync kernels (whose sums go through the workspace only) take the fullest count by the same
+// constants and keep the rule against the clusters (TF32's sweep found the rule the fastest or
+// within 3% of the counts 1-16; docs/precision.md).
 constexpr int kWeightGradBlockFixedChunks = 8;
 constexpr int kMinChunksPerWeightGradClusterSplit = 3;
 // A wide grad_weight chunk takes ~1.2 µs, in which HBM (~3 TB/s) moves about 3.6 MB.
@@ -792,8 +793,11 @@ int64_t weight_grad_split_estimate(Kernel kernel, int64_t tiles, int64_t positio
                                    int64_t slice_bytes, bool weigh_clusters) {
   const int64_t chunks = ceil_div(positions, int64_t(Cfg::kBK));
   const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
-  ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");  // before the occupancy query
-  const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, Cfg::kSmemBytes);
+  static const ClustersBySize kNoClusters{};
+  if constexpr (Cfg::kClusterSums)
+    ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");  // before the occupancy query
+  const ClustersBySize& clusters_by_size =
+      Cfg::kClusterSums ? tc_active_clusters_by_size(kernel, Cfg::kThreads, Cfg::kSmemBytes) : kNoClusters;
   // A count's time: unsplit, as clusters where the launch runs its splits so, else through the workspace.
   auto time_of = [&](int64_t splits) {
     const double block = double(ceil_div(chunks, splits) + kWeightGradBlockFixedChunks);
@@ -829,16 +833,16 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   wg.wo_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Wo)));
   a.m_tiles = wg.k_pad / Cfg::kBM, a.n_tiles = wg.n_pad / Cfg::kBN;
   // Position splits: the waves filled, at least 8 chunks each, the partial sums within the
-  // workspace limit; for the wgmma kernels, the most splits those waves hold where the estimate says so,
-  // and for the 16-bit ones another count as clusters.
+  // workspace limit; the most splits those waves hold where the estimate says so, and for the 16-bit
+  // wgmma kernels another count as clusters.
   const int64_t base_blocks = int64_t(a.m_tiles) * a.n_tiles * wg.groups;
   const int64_t slice_bytes = int64_t(wg.groups) * wg.k_pad * wg.n_pad * int64_t(sizeof(float));
   const int64_t by_work = std::max<int64_t>(1, wg.positions / (8 * Cfg::kBK));
   const int64_t by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
   const int64_t cap = std::min(by_work, by_memory);
   int64_t splits = wave_filling_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, cap);
-  if constexpr (Cfg::kClusterSums)
-    splits = weight_grad_split_estimate<Cfg>(kernel, base_blocks, wg.positions, splits, cap, slice_bytes, sizeof(T) == 2);
+  splits = weight_grad_split_estimate<Cfg>(kernel, base_blocks, wg.positions, splits, cap, slice_bytes,
+                                          Cfg::kClusterSums && sizeof(T) == 2);
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
   a.x = kernel_data<T>(x);
