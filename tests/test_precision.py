@@ -495,22 +495,25 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
 
 # A few tiles over a long reduction, as (shape, config, tiles, blocks per SM): 3x3, 128 channels, 256
 # filters, 68 x 68 outputs, batch 8 in 16-bit channels_last (12 tiles of 128 x 192, 578 chunks); 64
-# channels, 128 filters in TF32 from NCHW planes (5 tiles of 128 x 128, two blocks per SM, 1156 chunks).
+# channels, 128 filters in TF32 (5 tiles of 128 x 128, two blocks per SM, 1156 chunks) from NCHW planes
+# (wgmma) and from channels_last (mma.sync, its sums through the workspace only).
 FILL_CASES = {
-    "fp16": ((8, 128, 256, 68, 68, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", 12, 1),
-    "bf16": ((8, 128, 256, 68, 68, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", 12, 1),
-    "tf32": ((8, 64, 128, 68, 68, 3, 3, 1, 1, 1, 1), "wgmma-nchw-large", 5, 2),
+    "fp16-nhwc": ((8, 128, 256, 68, 68, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", 12, 1),
+    "bf16-nhwc": ((8, 128, 256, 68, 68, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", 12, 1),
+    "tf32-nchw": ((8, 64, 128, 68, 68, 3, 3, 1, 1, 1, 1), "wgmma-nchw-large", 5, 2),
+    "tf32-nhwc": ((8, 64, 128, 68, 68, 3, 3, 1, 1, 1, 1), "tc-large", 5, 2),
 }
 
 
-@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
+@pytest.mark.parametrize("setting", list(FILL_CASES))
 @pytest.mark.parametrize("device", [CUDA])
-def test_wgmma_weight_grad_splits_fill_the_wave(device, precision):
+def test_weight_grad_splits_fill_the_wave(device, setting):
     """grad_weight's splits of a few tiles over a long reduction: more than the fewest that fill one
     wave to 90%, as many as the wave holds (less what the splits' whole chunks round away): every
     block's run of chunks sets the wave's time."""
-    shape, config, tiles, per_sm = FILL_CASES[precision]
-    x, w, b, kw = make_case(shape, device, at_precision(precision), channels_last=precision != "tf32")
+    shape, config, tiles, per_sm = FILL_CASES[setting]
+    precision, layout = setting.split("-")
+    x, w, b, kw = make_case(shape, device, at_precision(precision), channels_last=layout == "nhwc")
     gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
     if hopper():
         slots = torch.cuda.get_device_properties(device).multi_processor_count * per_sm
