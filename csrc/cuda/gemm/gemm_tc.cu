@@ -787,17 +787,13 @@ constexpr int kFinishFixedChunks = 3;
 // filters, 1% faster by the estimate than the rule's 7 through the workspace, measured 3% slower).
 constexpr double kWeightGradEstimateMargin = 0.98;
 
-// `cap`: the most splits the positions and the workspace limit allow (the rule's bound).
-template <typename Cfg, typename Kernel>
-int64_t weight_grad_split_estimate(Kernel kernel, int64_t tiles, int64_t positions, int64_t rule_splits, int64_t cap,
-                                   int64_t slice_bytes, bool weigh_clusters) {
+// `cap`: the most splits the positions and the workspace limit allow (the rule's bound);
+// `clusters_by_size`: the kernel's (tc_active_clusters_by_size).
+template <typename Cfg>
+int64_t weight_grad_split_estimate(const ClustersBySize& clusters_by_size, int64_t tiles, int64_t positions,
+                                   int64_t rule_splits, int64_t cap, int64_t slice_bytes, bool weigh_clusters) {
   const int64_t chunks = ceil_div(positions, int64_t(Cfg::kBK));
   const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
-  static const ClustersBySize kNoClusters{};
-  if constexpr (Cfg::kClusterSums)
-    ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");  // before the occupancy query
-  const ClustersBySize& clusters_by_size =
-      Cfg::kClusterSums ? tc_active_clusters_by_size(kernel, Cfg::kThreads, Cfg::kSmemBytes) : kNoClusters;
   // A count's time: unsplit, as clusters where the launch runs its splits so, else through the workspace.
   auto time_of = [&](int64_t splits) {
     const double block = double(ceil_div(chunks, splits) + kWeightGradBlockFixedChunks);
@@ -840,24 +836,28 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   const int64_t by_work = std::max<int64_t>(1, wg.positions / (8 * Cfg::kBK));
   const int64_t by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
   const int64_t cap = std::min(by_work, by_memory);
-  int64_t splits = wave_filling_splits(base_blocks, int64_t(sm_count()) * Cfg::kMinBlocks, cap);
-  splits = weight_grad_split_estimate<Cfg>(kernel, base_blocks, wg.positions, splits, cap, slice_bytes,
-                                          Cfg::kClusterSums && sizeof(T) == 2);
+  const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
+  int64_t splits = wave_filling_splits(base_blocks, slots, cap);
+  ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");  // before the occupancy query
+  // The kernel's cluster counts (none where its sums go through the workspace only), looked up once a
+  // call for the estimate and the launch.
+  static const ClustersBySize kNoClusters{};
+  const ClustersBySize& clusters_by_size =
+      Cfg::kClusterSums ? tc_active_clusters_by_size(kernel, Cfg::kThreads, Cfg::kSmemBytes) : kNoClusters;
+  splits = weight_grad_split_estimate<Cfg>(clusters_by_size, base_blocks, wg.positions, splits, cap, slice_bytes,
+                                           Cfg::kClusterSums && sizeof(T) == 2);
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
   a.x = kernel_data<T>(x);
   a.gy = kernel_data<T>(gy);
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_gemm_backward");
-  ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");
   record_last_choice("grad_weight", name, int(splits));
   if constexpr (Cfg::kClusterSums) {
     // The wgmma kernels write gw themselves: one block a tile where the positions are not split, the
     // splits of a tile as one cluster where the clusters take no more waves than the blocks alone.
-    const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
-    if (splits == 1 ||
-        clusters_in_waves(base_blocks, tc_active_clusters(kernel, Cfg::kThreads, Cfg::kSmemBytes, int(splits)), splits,
-                          slots)) {
+    const int clusters = splits <= kMaxClusterSplits ? clusters_by_size[splits] : 0;
+    if (splits == 1 || clusters_in_waves(base_blocks, clusters, splits, slots)) {
       a.cluster_sums = true;
       a.gw = mutable_kernel_data<T>(gw);
       a.gw_sk = gw.stride(0), a.gw_sc = gw.stride(1), a.gw_sr = gw.stride(2), a.gw_ss = gw.stride(3);
