@@ -493,6 +493,28 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
     assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
 
 
+# The channels_last wgmma grad_weight addresses a position's taps by 32-bit offsets within the image,
+# padding included: an image whose padded extent x channels passes 2^31 runs the mma.sync kernel (its
+# 64-bit addresses), one just within it wgmma. Dilation as wide as the padding keeps the output 8 x 8.
+WIDE_IMAGE_CASES = [
+    ((1, 448, 16, 8, 8, 3, 3, 1, 1100, 1100, 1), "tc-medium"),  # 448 x 2208 x 2208 > 2^31
+    ((1, 448, 16, 8, 8, 3, 3, 1, 1000, 1000, 1), "wgmma-narrow"),  # 448 x 2008 x 2008 < 2^31
+]
+
+
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", WIDE_IMAGE_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_weight_grad_image_offsets_beyond_32_bits(device, case, dtype):
+    shape, config = case
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=True)
+    gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
+    if hopper():
+        assert plan.group(1) == config, torchconv.last_choice()
+    err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
+    assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
+
+
 # A few tiles over a long reduction, as (shape, config, tiles, blocks per SM): 3x3, 128 channels, 256
 # filters, 68 x 68 outputs, batch 8 in 16-bit channels_last (12 tiles of 128 x 192, 578 chunks); 64
 # channels, 128 filters in TF32 (5 tiles of 128 x 128, two blocks per SM, 1156 chunks) from NCHW planes

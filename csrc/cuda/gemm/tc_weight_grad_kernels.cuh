@@ -386,10 +386,13 @@ struct WgmmaWeightGradConfig {
 
 // grad_weight on wgmma: the reduction over positions is the MMAs' k, so both tiles are read
 // MN-major (the transpose modes) straight from the rows the loads copy, one position per row. A's
-// rows (gy) are kBM / 8 words of one position's filters, copied with a row per 16 threads' words;
+// rows (gy) are kBM / 8 words of one position's filters, copied with a row per kWordsA threads' words;
 // B's (x) are gathered, and each thread keeps one row of the chunk so that its position is decoded
-// once per chunk, its kBN / 8 / kThreadsPerRow words (fixed taps and channels, precomputed) then
-// being an offset and two bounds tests each.
+// once per chunk. The copies' address arithmetic runs in every thread beside the MMAs of a loop that
+// is latency-bound, so what can be is fixed before it: a thread's A rows lie a constant step apart
+// in gy and its chunks another, its B words (fixed taps and channels) are 32-bit offsets from the
+// position's input pixel (tc_weight_grad_offsets_fit bounds them) and two bounds tests each, and
+// their shared-memory places are a register and immediates.
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     tc_weight_grad_wgmma_kernel(const __grid_constant__ TcWeightGradArgs<T> a) {
@@ -398,63 +401,74 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kWordsA = Cfg::kBM / 8, kThreadsPerRow = Cfg::kThreads / Cfg::kBK;
   constexpr int kARows = Cfg::kBK * kWordsA / Cfg::kThreads, kARowStep = Cfg::kThreads / kWordsA;
   constexpr int kBWords = Cfg::kBN / 8 / kThreadsPerRow;
+  // A thread's B words w0 + j kThreadsPerRow take kPlaces places in a 64-element block, the same in each.
+  constexpr int kPlaces = 8 / kThreadsPerRow;
   static_assert(Cfg::kThreads % kWordsA == 0 && kARows >= 1 && kBWords >= 1 && Cfg::kThreads % Cfg::kBK == 0,
                 "each pass copies whole rows");
+  static_assert(kARowStep % 8 == 0 && 8 % kThreadsPerRow == 0 && kBWords % kPlaces == 0,
+                "rows a swizzle period apart, words a fixed set of places in each block");
   const TcWeightGrad& wg = a.wg;
   const int tid = threadIdx.x;
 
   const TcWeightGradBlock blk(a, Cfg::kBM, Cfg::kBN, Cfg::kBK);
   const int g = blk.g, split = blk.split, m0 = blk.m0, n0 = blk.n0, chunks = blk.chunks;
-  const int64_t p_begin = blk.p_begin, p_end = blk.p_end;
-
-  // A: word word_a (filters m0 + 8 word_a ..) of rows row_a + i kARowStep.
-  const int word_a = tid % kWordsA, row_a = tid / kWordsA;
-  const bool filter_ok = m0 + word_a * 8 < wg.Kg;
-  const T* gy_base = a.gy + int64_t(g) * wg.Kg + m0 + word_a * 8;
-  // B: row row_b, words word_b0 + j kThreadsPerRow, each a (tap, 8 channels) column.
-  const int row_b = tid / kThreadsPerRow, word_b0 = tid % kThreadsPerRow;
-  int b_dy[kBWords], b_dx[kBWords], b_c[kBWords];
-#pragma unroll
-  for (int j = 0; j < kBWords; ++j) {
-    const int n = n0 + (word_b0 + j * kThreadsPerRow) * 8;
-    if (n < wg.cols) {
-      const int tap = n / wg.Cg, r = tap / wg.S;
-      b_c[j] = n - tap * wg.Cg;
-      b_dy[j] = r * wg.dil_h - wg.pad_h, b_dx[j] = (tap - r * wg.S) * wg.dil_w - wg.pad_w;
-    } else {
-      b_c[j] = 0, b_dy[j] = -(1 << 29), b_dx[j] = 0;  // never inside the image
-    }
-  }
-  const T* x_group = a.x + int64_t(g) * wg.Cg;
+  const int split_positions = int(blk.p_end - blk.p_begin);
 
   auto stage_a = [&](int st) { return smem + st * Cfg::kStageBytes; };
   auto stage_b = [&](int st) { return smem + st * Cfg::kStageBytes + Cfg::kBM / 64 * Cfg::kBlockBytes; };
   // Word w (of the tile's row) of row `row`: its 64-element block, then the swizzled row.
   auto place = [](int row, int w) { return (w / 8) * Cfg::kBlockBytes + swizzle128(row, w % 8); };
+
+  // A: word word_a (filters m0 + 8 word_a ..) of rows row_a + i kARowStep; a_rows of the split's
+  // positions from row_a on have a word to copy (none where the word's filters are past the group's).
+  const int word_a = tid % kWordsA, row_a = tid / kWordsA;
+  const int a_rows = m0 + word_a * 8 < wg.Kg ? split_positions - row_a : 0;
+  const T* gy_first = a.gy + (blk.p_begin + row_a) * wg.K + int64_t(g) * wg.Kg + m0 + word_a * 8;
+  const int64_t gy_chunk_step = int64_t(Cfg::kBK) * wg.K, gy_row_step = int64_t(kARowStep) * wg.K;
+  const int a_place = place(row_a, word_a);
+  // B: row row_b, words word_b0 + j kThreadsPerRow, each a (tap, 8 channels) column: the word's
+  // offset from the position's input pixel (channel 0 of the group) and its tap's dy, dx.
+  const int row_b = tid / kThreadsPerRow, word_b0 = tid % kThreadsPerRow;
+  int b_dy[kBWords], b_dx[kBWords], b_offset[kBWords];
+#pragma unroll
+  for (int j = 0; j < kBWords; ++j) {
+    const int n = n0 + (word_b0 + j * kThreadsPerRow) * 8;
+    if (n < wg.cols) {
+      const int tap = n / wg.Cg, r = tap / wg.S;
+      b_dy[j] = r * wg.dil_h - wg.pad_h, b_dx[j] = (tap - r * wg.S) * wg.dil_w - wg.pad_w;
+      b_offset[j] = (b_dy[j] * wg.W + b_dx[j]) * wg.C + n - tap * wg.Cg;
+    } else {
+      b_dy[j] = -(1 << 29), b_dx[j] = 0, b_offset[j] = 0;  // never inside the image
+    }
+  }
+  int b_place[kPlaces];
+#pragma unroll
+  for (int j = 0; j < kPlaces; ++j) b_place[j] = place(row_b, word_b0 + j * kThreadsPerRow);
+  const T* x_group = a.x + int64_t(g) * wg.Cg;
+  const int64_t image_elements = int64_t(wg.H) * wg.W * wg.C;
+
   auto fetch = [&](int chunk, int st) {
-    const int64_t p0 = p_begin + int64_t(chunk) * Cfg::kBK;
+    const int r0 = chunk * Cfg::kBK;
+    const T* gy_chunk = gy_first + chunk * gy_chunk_step;
+    unsigned char* a_dst = stage_a(st) + a_place;
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
-      const int row = row_a + i * kARowStep;
-      const int64_t p = p0 + row;
-      const bool ok = filter_ok && p < p_end;
-      cp_async_16_or_zero(stage_a(st) + place(row, word_a), ok ? gy_base + p * wg.K : a.gy, ok);
+      const bool ok = r0 + i * kARowStep < a_rows;
+      cp_async_16_or_zero(a_dst + i * kARowStep * 128, ok ? gy_chunk + i * gy_row_step : a.gy, ok);
     }
-    const int64_t p = p0 + row_b;
-    const bool row_ok = p < p_end;
     int iy0 = -(1 << 29), ix0 = 0;  // with b_dy: never inside the image
-    const T* x_image = a.x;
-    if (row_ok) {
-      const TcPosition pos = decode_position(wg, p);
+    const T* x_pixel = a.x;
+    if (r0 + row_b < split_positions) {
+      const TcPosition pos = decode_position(wg, blk.p_begin + r0 + row_b);
       iy0 = pos.oy * wg.stride_h, ix0 = pos.ox * wg.stride_w;
-      x_image = x_group + int64_t(pos.img) * wg.H * wg.W * wg.C;
+      x_pixel = x_group + pos.img * image_elements + int64_t(iy0 * wg.W + ix0) * wg.C;
     }
+    unsigned char* b_stage = stage_b(st);
 #pragma unroll
     for (int j = 0; j < kBWords; ++j) {
-      const int iy = iy0 + b_dy[j], ix = ix0 + b_dx[j];
-      const bool ok = unsigned(iy) < unsigned(wg.H) && unsigned(ix) < unsigned(wg.W);
-      const T* src = x_image + (int64_t(iy) * wg.W + ix) * wg.C + b_c[j];
-      cp_async_16_or_zero(stage_b(st) + place(row_b, word_b0 + j * kThreadsPerRow), ok ? src : a.x, ok);
+      const bool ok = unsigned(iy0 + b_dy[j]) < unsigned(wg.H) && unsigned(ix0 + b_dx[j]) < unsigned(wg.W);
+      cp_async_16_or_zero(b_stage + b_place[j % kPlaces] + j / kPlaces * Cfg::kBlockBytes,
+                          ok ? x_pixel + b_offset[j] : a.x, ok);
     }
   };
 
@@ -478,13 +492,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (next < chunks) fetch(next, next % Cfg::kStages);
     cp_async_commit();
     const int st = i % Cfg::kStages;
-    const unsigned sa = smem_address(stage_a(st) + group_m * Cfg::kBlockBytes);
-    const unsigned sb = smem_address(stage_b(st) + group_n * (Cfg::kWarpGroupN / 64) * Cfg::kBlockBytes);
+    const uint64_t da = wgmma_descriptor_mn_major(smem_address(stage_a(st) + group_m * Cfg::kBlockBytes),
+                                                  Cfg::kBlockBytes);
+    const uint64_t db = wgmma_descriptor_mn_major(
+        smem_address(stage_b(st) + group_n * (Cfg::kWarpGroupN / 64) * Cfg::kBlockBytes), Cfg::kBlockBytes);
     wgmma_fence();
+    // k-step ks: 16 positions (2 KB) further on in both tiles.
 #pragma unroll
     for (int ks = 0; ks < Cfg::kBK / 16; ++ks)
-      WgmmaMnMajor<T, Cfg::kWarpGroupN>::run(acc, wgmma_descriptor_mn_major(sa + ks * 2048, Cfg::kBlockBytes),
-                                             wgmma_descriptor_mn_major(sb + ks * 2048, Cfg::kBlockBytes), 1);
+      WgmmaMnMajor<T, Cfg::kWarpGroupN>::run(acc, wgmma_descriptor_advance(da, ks * 128),
+                                             wgmma_descriptor_advance(db, ks * 128), 1);
     wgmma_commit();
     wgmma_wait<1>();
   }
