@@ -493,12 +493,13 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
     assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
 
 
-# The channels_last wgmma grad_weight addresses a position's taps by 32-bit offsets within the image,
-# padding included: an image whose padded extent x channels passes 2^31 runs the mma.sync kernel (its
-# 64-bit addresses), one just within it wgmma. Dilation as wide as the padding keeps the output 8 x 8.
+# The channels_last grad_weight kernels address a position's taps by 64-bit offsets from its input
+# pixel, fixed before their loops: padding and dilation far past the image (a padded extent x channels
+# beyond 2^31, where 32-bit offsets would wrap) still run wgmma on Hopper and give cuDNN's error.
+# Dilation as wide as the padding keeps the output 8 x 8.
 WIDE_IMAGE_CASES = [
-    ((1, 448, 16, 8, 8, 3, 3, 1, 1100, 1100, 1), "tc-medium"),  # 448 x 2208 x 2208 > 2^31
-    ((1, 448, 16, 8, 8, 3, 3, 1, 1000, 1000, 1), "wgmma-narrow"),  # 448 x 2008 x 2008 < 2^31
+    ((1, 448, 16, 8, 8, 3, 3, 1, 1100, 1100, 1), "wgmma-narrow"),  # 448 x 2208 x 2208 > 2^31
+    ((1, 448, 136, 8, 8, 3, 3, 1, 1100, 1100, 1), "wgmma-wide-n192"),  # 4032 columns: 21 tiles of 192
 ]
 
 
@@ -511,6 +512,25 @@ def test_weight_grad_image_offsets_beyond_32_bits(device, case, dtype):
     gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
     if hopper():
         assert plan.group(1) == config, torchconv.last_choice()
+    err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
+    assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
+
+
+# The 16-bit mma.sync grad_weight (GPUs without wgmma; on Hopper where a tc-* config is forced) on
+# the wgmma rule's shapes but the three of 512 channels, and the wide images: tc-medium for groups of
+# at most 64 filters, else tc-large.
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", WEIGHT_GRAD_CASES[:-3] + WIDE_IMAGE_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_mma_sync_weight_grad(device, case, dtype):
+    shape = case[0]
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=True)
+    torchconv.set_config("gemm", "tc-large")
+    try:
+        gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
+    finally:
+        torchconv.set_config("gemm", "")
+    assert plan.group(1) == ("tc-medium" if shape[2] // shape[10] <= 64 else "tc-large"), torchconv.last_choice()
     err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
     assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
 

@@ -891,16 +891,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Whether an image's offsets, padding included, fit 32 bits: the grad_weight kernels that read NCHW
-// planes and the channels_last wgmma one address a position's taps by 32-bit offsets within the image
-// (a position's first tap reaches (Ho - 1) stride + (Wo - 1) stride elements into the padded plane,
-// a tap at most the padded plane's extent from it).
-bool image_offsets_fit_int32(const ConvShape& p) {
-  return p.C * (p.H + 2 * p.pad_h) * (p.W + 2 * p.pad_w) <= INT32_MAX;
-}
-
-// The grad_weight config rule for channels_last sources: wgmma on Hopper (mma.sync where an image's
-// offsets do not fit 32 bits), mma.sync otherwise; TF32
+// The grad_weight config rule for channels_last sources: wgmma on Hopper, mma.sync otherwise; TF32
 // mma.sync on every GPU (wgmma reads TF32 operands K-major only, and in channels_last both of
 // grad_weight's run along the positions, MN-major; NCHW planes are K-major: run_tc_weight_grad_nchw).
 // `rounded`: x and gy are float32 copies rounded to TF32 when made (channels_last_padded).
@@ -915,7 +906,7 @@ void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tenso
     };
     return narrow ? run(TcWeightGradTf32Medium{}, "tc-medium") : run(TcWeightGradTf32Large{}, "tc-large");
   } else {
-    if (runs_wgmma() && image_offsets_fit_int32(p)) {
+    if (runs_wgmma()) {
       if (narrow)
         return tc_weight_grad<T, WgmmaWeightGradNarrow>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradNarrow>, p, x,
                                                          gy, gw, "wgmma-narrow");
@@ -1043,8 +1034,10 @@ bool uses_tensor_cores(at::ScalarType dtype) {
 }
 
 bool tc_weight_grad_reads_nchw(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output) {
-  return is_nchw_source(input) && is_nchw_source(grad_output) && image_offsets_fit_int32(p) &&
-         p.N * p.Ho * p.Wo <= INT32_MAX;
+  // 32-bit offsets within an image: a position's first tap reaches (Ho - 1) stride + (Wo - 1) stride
+  // elements into the padded plane, so the bound holds the padding rows and columns as well.
+  return is_nchw_source(input) && is_nchw_source(grad_output) &&
+         p.C * (p.H + 2 * p.pad_h) * (p.W + 2 * p.pad_w) <= INT32_MAX && p.N * p.Ho * p.Wo <= INT32_MAX;
 }
 
 at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,

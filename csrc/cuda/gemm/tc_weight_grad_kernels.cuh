@@ -163,53 +163,70 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr bool kTf32 = WarpMma<T>::kTf32;
   constexpr int kVec = 16 / int(sizeof(T));  // elements per 16-byte word
   constexpr int kWordsA = Cfg::kBM / kVec, kWordsB = Cfg::kBN / kVec;  // 16-byte words per row
-  constexpr int kARows = Cfg::kBK * kWordsA / Cfg::kThreads, kBRows = Cfg::kBK * kWordsB / Cfg::kThreads;
-  constexpr int kARowStep = Cfg::kThreads / kWordsA, kBRowStep = Cfg::kThreads / kWordsB;
-  static_assert(kARows >= 1 && kBRows >= 1 && Cfg::kThreads % kWordsA == 0 && Cfg::kThreads % kWordsB == 0,
+  constexpr int kARows = Cfg::kBK * kWordsA / Cfg::kThreads, kARowStep = Cfg::kThreads / kWordsA;
+  // B: kThreadsPerRow threads a row of the chunk, kBWords words each (one position decoded a thread).
+  constexpr int kThreadsPerRow = Cfg::kThreads / Cfg::kBK, kBWords = kWordsB / kThreadsPerRow;
+  static_assert(kARows >= 1 && kBWords >= 1 && Cfg::kThreads % kWordsA == 0 && Cfg::kThreads % Cfg::kBK == 0 &&
+                    kWordsB % kThreadsPerRow == 0,
                 "each pass copies whole rows");
   const TcWeightGrad& wg = a.wg;
   const int tid = threadIdx.x;
 
   const TcWeightGradBlock blk(a, Cfg::kBM, Cfg::kBN, Cfg::kBK);
   const int g = blk.g, split = blk.split, m0 = blk.m0, n0 = blk.n0, chunks = blk.chunks;
-  const int64_t p_begin = blk.p_begin, p_end = blk.p_end;
+  const int split_positions = int(blk.p_end - blk.p_begin);
 
-  // A: filters m0 + kVec * word_a .. of grad_output rows; B: column n0 + kVec * word_b = (tap, channel).
+  // The copies' address arithmetic, fixed before the loop as in tc_weight_grad_wgmma_kernel. A:
+  // filters m0 + kVec * word_a .. of grad_output rows row_a + i kARowStep, a_rows of the split's
+  // positions from row_a on with a word to copy.
   const int word_a = tid % kWordsA, row_a = tid / kWordsA;
-  const int word_b = tid % kWordsB, row_b = tid / kWordsB;
-  const bool filter_ok = m0 + word_a * kVec < wg.Kg;
-  const T* gy_base = a.gy + int64_t(g) * wg.Kg + m0 + word_a * kVec;
-  const int n = n0 + word_b * kVec;
-  const bool column_ok = n < wg.cols;
-  const int tap = column_ok ? n / wg.Cg : 0, c = column_ok ? n - tap * wg.Cg : 0;
-  const int r = tap / wg.S, s = tap - r * wg.S;
-  const int dy = r * wg.dil_h - wg.pad_h, dx = s * wg.dil_w - wg.pad_w;
-  const T* x_base = a.x + int64_t(g) * wg.Cg + c;
+  const int a_rows = m0 + word_a * kVec < wg.Kg ? split_positions - row_a : 0;
+  const T* gy_first = a.gy + (blk.p_begin + row_a) * wg.K + int64_t(g) * wg.Kg + m0 + word_a * kVec;
+  const int64_t gy_chunk_step = int64_t(Cfg::kBK) * wg.K, gy_row_step = int64_t(kARowStep) * wg.K;
+  const int a_place = row_a * Cfg::kRowBytesA + word_a * 16;
+  // B: row row_b, words word_b0 + j kThreadsPerRow, each a (tap, kVec channels) column: its offset
+  // from the position's input pixel (channel 0 of the group) and its tap's dy, dx.
+  const int row_b = tid / kThreadsPerRow, word_b0 = tid % kThreadsPerRow;
+  int b_dy[kBWords], b_dx[kBWords];
+  int64_t b_offset[kBWords];
+#pragma unroll
+  for (int j = 0; j < kBWords; ++j) {
+    const int n = n0 + (word_b0 + j * kThreadsPerRow) * kVec;
+    if (n < wg.cols) {
+      const int tap = n / wg.Cg, r = tap / wg.S;
+      b_dy[j] = r * wg.dil_h - wg.pad_h, b_dx[j] = (tap - r * wg.S) * wg.dil_w - wg.pad_w;
+      b_offset[j] = (int64_t(b_dy[j]) * wg.W + b_dx[j]) * wg.C + n - tap * wg.Cg;
+    } else {
+      b_dy[j] = -(1 << 29), b_dx[j] = 0, b_offset[j] = 0;  // never inside the image
+    }
+  }
+  const int b_place = row_b * Cfg::kRowBytesB + word_b0 * 16;
+  const T* x_group = a.x + int64_t(g) * wg.Cg;
+  const int64_t image_elements = int64_t(wg.H) * wg.W * wg.C;
 
   auto stage_a = [&](int st) { return smem + st * Cfg::kStageBytes; };
   auto stage_b = [&](int st) { return smem + st * Cfg::kStageBytes + Cfg::kBK * Cfg::kRowBytesA; };
   auto fetch = [&](int chunk, int st) {
-    const int64_t p0 = p_begin + int64_t(chunk) * Cfg::kBK;
+    const int r0 = chunk * Cfg::kBK;
+    const T* gy_chunk = gy_first + chunk * gy_chunk_step;
+    unsigned char* a_dst = stage_a(st) + a_place;
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
-      const int row = row_a + i * kARowStep;
-      const int64_t p = p0 + row;
-      const bool ok = filter_ok && p < p_end;
-      cp_async_16_or_zero(stage_a(st) + row * Cfg::kRowBytesA + word_a * 16, ok ? gy_base + p * wg.K : a.gy, ok);
+      const bool ok = r0 + i * kARowStep < a_rows;
+      cp_async_16_or_zero(a_dst + i * kARowStep * Cfg::kRowBytesA, ok ? gy_chunk + i * gy_row_step : a.gy, ok);
     }
+    int iy0 = -(1 << 29), ix0 = 0;  // with b_dy: never inside the image
+    const T* x_pixel = a.x;
+    if (r0 + row_b < split_positions) {
+      const TcPosition pos = decode_position(wg, blk.p_begin + r0 + row_b);
+      iy0 = pos.oy * wg.stride_h, ix0 = pos.ox * wg.stride_w;
+      x_pixel = x_group + pos.img * image_elements + (int64_t(iy0) * wg.W + ix0) * wg.C;
+    }
+    unsigned char* b_dst = stage_b(st) + b_place;
 #pragma unroll
-    for (int i = 0; i < kBRows; ++i) {
-      const int row = row_b + i * kBRowStep;
-      const int64_t p = p0 + row;
-      bool ok = column_ok && p < p_end;
-      const T* src = a.x;
-      if (ok) {
-        const TcPosition pos = decode_position(wg, p);
-        const int iy = pos.oy * wg.stride_h + dy, ix = pos.ox * wg.stride_w + dx;
-        ok = unsigned(iy) < unsigned(wg.H) && unsigned(ix) < unsigned(wg.W);
-        src = x_base + ((int64_t(pos.img) * wg.H + iy) * wg.W + ix) * wg.C;
-      }
-      cp_async_16_or_zero(stage_b(st) + row * Cfg::kRowBytesB + word_b * 16, ok ? src : a.x, ok);
+    for (int j = 0; j < kBWords; ++j) {
+      const bool ok = unsigned(iy0 + b_dy[j]) < unsigned(wg.H) && unsigned(ix0 + b_dx[j]) < unsigned(wg.W);
+      cp_async_16_or_zero(b_dst + j * kThreadsPerRow * 16, ok ? x_pixel + b_offset[j] : a.x, ok);
     }
   };
 
@@ -390,9 +407,8 @@ struct WgmmaWeightGradConfig {
 // B's (x) are gathered, and each thread keeps one row of the chunk so that its position is decoded
 // once per chunk. The copies' address arithmetic runs in every thread beside the MMAs of a loop that
 // is latency-bound, so what can be is fixed before it: a thread's A rows lie a constant step apart
-// in gy and its chunks another, its B words (fixed taps and channels) are 32-bit offsets from the
-// position's input pixel (tc_weight_grad_offsets_fit bounds them) and two bounds tests each, and
-// their shared-memory places are a register and immediates.
+// in gy and its chunks another, its B words (fixed taps and channels) are offsets from the position's
+// input pixel and two bounds tests each, and their shared-memory places are a register and immediates.
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     tc_weight_grad_wgmma_kernel(const __grid_constant__ TcWeightGradArgs<T> a) {
@@ -429,14 +445,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // B: row row_b, words word_b0 + j kThreadsPerRow, each a (tap, 8 channels) column: the word's
   // offset from the position's input pixel (channel 0 of the group) and its tap's dy, dx.
   const int row_b = tid / kThreadsPerRow, word_b0 = tid % kThreadsPerRow;
-  int b_dy[kBWords], b_dx[kBWords], b_offset[kBWords];
+  int b_dy[kBWords], b_dx[kBWords];
+  int64_t b_offset[kBWords];
 #pragma unroll
   for (int j = 0; j < kBWords; ++j) {
     const int n = n0 + (word_b0 + j * kThreadsPerRow) * 8;
     if (n < wg.cols) {
       const int tap = n / wg.Cg, r = tap / wg.S;
       b_dy[j] = r * wg.dil_h - wg.pad_h, b_dx[j] = (tap - r * wg.S) * wg.dil_w - wg.pad_w;
-      b_offset[j] = (b_dy[j] * wg.W + b_dx[j]) * wg.C + n - tap * wg.Cg;
+      b_offset[j] = (int64_t(b_dy[j]) * wg.W + b_dx[j]) * wg.C + n - tap * wg.Cg;
     } else {
       b_dy[j] = -(1 << 29), b_dx[j] = 0, b_offset[j] = 0;  // never inside the image
     }
@@ -461,7 +478,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (r0 + row_b < split_positions) {
       const TcPosition pos = decode_position(wg, blk.p_begin + r0 + row_b);
       iy0 = pos.oy * wg.stride_h, ix0 = pos.ox * wg.stride_w;
-      x_pixel = x_group + pos.img * image_elements + int64_t(iy0 * wg.W + ix0) * wg.C;
+      x_pixel = x_group + pos.img * image_elements + (int64_t(iy0) * wg.W + ix0) * wg.C;
     }
     unsigned char* b_stage = stage_b(st);
 #pragma unroll
