@@ -494,9 +494,9 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
 
 
 # The channels_last grad_weight kernels address a position's taps by 64-bit offsets from its input
-# pixel, fixed before their loops: padding and dilation far past the image (a padded extent x channels
-# beyond 2^31, where 32-bit offsets would wrap) still run wgmma on Hopper and give cuDNN's error.
-# Dilation as wide as the padding keeps the output 8 x 8.
+# pixel, fixed before their loops, so no image size bounds them: padding and dilation far past the
+# image (a padded extent x channels beyond 2^31, what 32-bit image offsets would need) still run
+# wgmma on Hopper and give cuDNN's error. Dilation as wide as the padding keeps the output 8 x 8.
 WIDE_IMAGE_CASES = [
     ((1, 448, 16, 8, 8, 3, 3, 1, 1100, 1100, 1), "wgmma-narrow"),  # 448 x 2208 x 2208 > 2^31
     ((1, 448, 136, 8, 8, 3, 3, 1, 1100, 1100, 1), "wgmma-wide-n192"),  # 4032 columns: 21 tiles of 192
@@ -506,7 +506,7 @@ WIDE_IMAGE_CASES = [
 @pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
 @pytest.mark.parametrize("case", WIDE_IMAGE_CASES, ids=lambda c: shape_id(c[0]))
 @pytest.mark.parametrize("device", [CUDA])
-def test_weight_grad_image_offsets_beyond_32_bits(device, case, dtype):
+def test_weight_grad_padding_far_past_the_image(device, case, dtype):
     shape, config = case
     x, w, b, kw = make_case(shape, device, dtype, channels_last=True)
     gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
