@@ -225,16 +225,26 @@ int tc_active_clusters(Kernel kernel, int threads, size_t smem, int splits) {
   return splits >= 2 && splits <= kMaxClusterSplits ? tc_active_clusters_by_size(kernel, threads, smem)[splits] : 0;
 }
 
+// The launch's last fields: the config's chunking of the reduction (only chunks that hold channels
+// run; Wt is padded for the widest one) and the divisors the kernels split indices by.
+template <typename T, typename Cfg>
+void set_config_fields(TcConv& cv) {
+  cv.chunks_per_tap = int(ceil_div(int64_t(std::max(cv.reduced, 1)) * int64_t(sizeof(T)), Cfg::kBKBytes));
+  cv.chunks = reduction_chunks(cv, int(sizeof(T)), Cfg::kBKBytes);
+  cv.chunks_per_tap_div = make_fast_divisor(uint32_t(cv.chunks_per_tap));
+  cv.s_div = make_fast_divisor(uint32_t(cv.S));
+  cv.col_plane_div = make_fast_divisor(uint32_t(std::max(cv.col_plane, 1)));
+  cv.col_w_div = make_fast_divisor(uint32_t(std::max(cv.col_W, 1)));
+}
+
 // `splits` > 1 (wgmma only): the reduction is split across blockIdx.y, and the splits of a tile add
 // their sums as one cluster (tc_cluster_split_sums) or, where the GPU cannot hold the cluster, through
 // a workspace summed by tc_split_finish_kernel.
 template <typename T, typename Cfg, typename Kernel>
 void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, const char* name, int splits = 1) {
   TcConvArgs<T> args = args_in;
-  // The config's chunk: only chunks that hold channels run (Wt is padded for the widest one).
   TcConv& cv = args.cv;
-  cv.chunks_per_tap = int(ceil_div(int64_t(std::max(cv.reduced, 1)) * int64_t(sizeof(T)), Cfg::kBKBytes));
-  cv.chunks = reduction_chunks(cv, int(sizeof(T)), Cfg::kBKBytes);
+  set_config_fields<T, Cfg>(cv);
   args.chunks_per_split = int(ceil_div(cv.chunks, splits));
   splits = int(ceil_div(cv.chunks, args.chunks_per_split));  // none empty
   args.m_tiles = int(ceil_div(args.cv.rows, Cfg::kBM));
@@ -623,8 +633,7 @@ void launch_tc_phases(TcPhaseArgs<T> pa) {
   const int phases = pa.phases;
   for (int p = 0; p < phases; ++p) {
     TcConvArgs<T>& a = pa.phase[p];
-    a.cv.chunks_per_tap = int(ceil_div(int64_t(std::max(a.cv.reduced, 1)) * int64_t(sizeof(T)), Cfg::kBKBytes));
-    a.cv.chunks = reduction_chunks(a.cv, int(sizeof(T)), Cfg::kBKBytes);
+    set_config_fields<T, Cfg>(a.cv);
     a.m_tiles = int(ceil_div(a.cv.rows, Cfg::kBM));
     a.n_tiles = int(ceil_div(a.cv.outputs, Cfg::kBN));
   }

@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "../common/cluster.cuh"
+#include "../common/fast_divisor.cuh"
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
 #include "../common/mma.cuh"
@@ -70,6 +71,11 @@ struct TcConv : LaunchMap {
   int wt_row;          // elements of Wt per destination channel: taps x red_pad, padded to the widest chunk
   int chunks_per_tap;  // chunks of the launched config that hold channels (not packed)
   int chunks;          // chunks of the whole reduction
+  // By chunks_per_tap and S: a chunk's tap and the tap's row, split by multiplies in the loops (an
+  // integer division's dependent chain sits on the loads' issue path, in the thread that issues the
+  // tensor copies too); by col_plane and col_W: a row's position (position(), in the loaders and the
+  // epilogues, for each row a thread stores) where the rows fit 31 bits.
+  FastDivisor chunks_per_tap_div, s_div, col_plane_div, col_w_div;
   int n_pad;           // destination channels per group in Wt, padded to the widest tile
   bool wt_tiled;       // Wt in 128-byte-swizzled tiles of 64 rows x one chunk (wgmma kernels, see TcWtBulkLoader)
   int col_plane;       // col_H x col_W
@@ -82,8 +88,13 @@ struct TcConv : LaunchMap {
     int n, cy, cx;
   };
   __device__ __forceinline__ Position position(int64_t m) const {
-    const int n = int(m / col_plane), q = int(m - int64_t(n) * col_plane);
-    const int cy = q / col_W;
+    int n, q;
+    if (rows <= INT32_MAX) {
+      n = int(col_plane_div.div(uint32_t(m))), q = int(m) - n * col_plane;
+    } else {
+      n = int(m / col_plane), q = int(m - int64_t(n) * col_plane);
+    }
+    const int cy = int(col_w_div.div(uint32_t(q)));
     return {n, cy, q - cy * col_W};
   }
   // The destination element of a position's channel 0 (group 0).
@@ -237,7 +248,7 @@ struct TcBlock {
 // The element of a Wt row where chunk `chunk` of `chunk_elems` reduced channels starts.
 __device__ __forceinline__ int wt_column(const TcConv& cv, int chunk, int chunk_elems) {
   if (cv.packed) return chunk * chunk_elems;
-  const int tap = chunk / cv.chunks_per_tap;
+  const int tap = int(cv.chunks_per_tap_div.div(uint32_t(chunk)));
   return tap * cv.red_pad + (chunk - tap * cv.chunks_per_tap) * chunk_elems;
 }
 
@@ -312,7 +323,7 @@ struct TcLoader {
 
   const TcConv& cv;
   const T* src;
-  const T* a_base[kARows];
+  const T* a_pixel[kARows];  // the row's position's pixel in the source (its group's channel 0)
   int a_y[kARows], a_x[kARows];
   TcWtLoader<T, kBN, kBKBytes, kThreads> wt;
   int word, row0;
@@ -324,10 +335,11 @@ struct TcLoader {
       const int64_t m = blk.m0 + row0 + i * kRowsPerPass;
       if (m < cv.rows) {
         const TcConv::Position p = cv.position(m);
-        a_base[i] = a.src + int64_t(p.n) * cv.src_image + int64_t(blk.g) * cv.reduced;
         a_y[i] = p.cy * cv.col_sy + cv.col_oy, a_x[i] = p.cx * cv.col_sx + cv.col_ox;
+        a_pixel[i] = a.src + int64_t(p.n) * cv.src_image + int64_t(blk.g) * cv.reduced +
+                     (int64_t(a_y[i]) * cv.src_W + a_x[i]) * cv.src_C;
       } else {
-        a_base[i] = a.src, a_y[i] = -(1 << 30), a_x[i] = 0;  // never inside the source
+        a_pixel[i] = a.src, a_y[i] = -(1 << 30), a_x[i] = 0;  // never inside the source
       }
     }
   }
@@ -348,18 +360,19 @@ struct TcLoader {
       c = (word & ((1 << cv.tap_shift) - 1)) * kVec;
       channel_ok = tap < cv.R * cv.S && c < cv.reduced;
     } else {
-      tap = chunk / cv.chunks_per_tap;
+      tap = int(cv.chunks_per_tap_div.div(uint32_t(chunk)));
       c = (chunk - tap * cv.chunks_per_tap) * kChunk + word * kVec;
       channel_ok = c < cv.reduced;
     }
-    const int ti = tap / cv.S, tj = tap - ti * cv.S;
+    const int ti = int(cv.s_div.div(uint32_t(tap))), tj = tap - ti * cv.S;
     const int dy = ti * cv.tap_sy, dx = tj * cv.tap_sx;
+    // The word's offset from every row's pixel: the rows' addresses are one add each.
+    const int64_t tap_offset = (int64_t(dy) * cv.src_W + dx) * cv.src_C + c;
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
       const int iy = a_y[i] + dy, ix = a_x[i] + dx;
       const bool ok = channel_ok && unsigned(iy) < unsigned(cv.src_H) && unsigned(ix) < unsigned(cv.src_W);
-      const T* p = a_base[i] + (int64_t(iy) * cv.src_W + ix) * cv.src_C + c;
-      cp_async_16_or_zero(stage_a + offset(row0 + i * kRowsPerPass, word), ok ? p : src, ok);
+      cp_async_16_or_zero(stage_a + offset(row0 + i * kRowsPerPass, word), ok ? a_pixel[i] + tap_offset : src, ok);
     }
   }
 
@@ -397,9 +410,9 @@ struct TcIm2colLoader {
 
   __device__ __forceinline__ void fetch(const TcConvArgs<T>& a, int chunk, unsigned char* stage_a, uint64_t* bar) const {
     const TcConv& cv = a.cv;
-    const int tap = chunk / cv.chunks_per_tap;
+    const int tap = int(cv.chunks_per_tap_div.div(uint32_t(chunk)));
     const int c = c0 + (chunk - tap * cv.chunks_per_tap) * kChunk;
-    const int ti = tap / cv.S, tj = tap - ti * cv.S;
+    const int ti = int(cv.s_div.div(uint32_t(tap))), tj = tap - ti * cv.S;
     tma_load_im2col(stage_a, &a.a_map, c, w, h, n, uint16_t(tj * cv.tap_sx), uint16_t(ti * cv.tap_sy), bar);
   }
 };
