@@ -169,6 +169,14 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
+// `p` as a value the compiler cannot see through: addresses formed from it stay one multiply-add from
+// the pointer (IMAD.WIDE) instead of being re-associated into 64-bit sums of its parts per address.
+template <typename T>
+__device__ __forceinline__ const T* opaque_pointer(const T* p) {
+  asm("" : "+l"(p));
+  return p;
+}
+
 inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
 }  // namespace cuda

@@ -583,28 +583,34 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
   __syncthreads();
 
-  // This thread's filters: m0 + warp + kWarps j, those below Kg.
+  // This thread's filters: m0 + warp + kWarps j for j below a_rows (those below Kg).
   const int a_row0 = m0 + warp;
+  const int a_rows = a_row0 < wg.Kg ? (wg.Kg - a_row0 + Cfg::kWarps - 1) / Cfg::kWarps : 0;
   const float* gy_rows = a.gy + int64_t(g * wg.Kg + a_row0) * plane;
   const int64_t image_gy = int64_t(wg.K) * plane, image_x = int64_t(wg.C) * in_plane;
 
+  // The loads' addresses run in every thread beside the MMAs, so each is one multiply-add from a
+  // pointer of the chunk's position (opaque_pointer: not re-associated into a 64-bit sum per row): a
+  // filter's row a multiple of the plane from gy_p, a column's element its table offset from x_p.
+  // Positions in 32 bits (tc_weight_grad_reads_nchw bounds N Ho Wo below 2^31), unsigned so that a
+  // last chunk's lanes past the end cannot wrap.
+  const uint32_t p_lane = uint32_t(blk.p_begin) + lane, p_end = uint32_t(blk.p_end);
   float ra[Cfg::kRowsA], rb[Cfg::kRowsB];
   auto load = [&](int chunk) {
-    const int64_t p = blk.p_begin + int64_t(chunk) * Cfg::kBK + lane;
-    const bool pos_ok = p < blk.p_end;
+    const uint32_t p = p_lane + uint32_t(chunk * Cfg::kBK);
+    const bool pos_ok = p < p_end;
     int img = 0, q = 0, oy = 0, ox = 0;
     if (pos_ok) {
-      img = int(wg.plane_div.div(uint32_t(p))), q = int(p) - img * plane;
+      img = int(wg.plane_div.div(p)), q = int(p) - img * plane;
       oy = int(wg.wo_div.div(uint32_t(q))), ox = q - oy * wg.Wo;
     }
-    const float* gy_p = gy_rows + img * image_gy + q;
+    const float* gy_p = opaque_pointer(gy_rows + img * image_gy + q);
+    const int a_loaded = pos_ok ? a_rows : 0;
 #pragma unroll
-    for (int j = 0; j < Cfg::kRowsA; ++j) {
-      const bool ok = pos_ok && a_row0 + j * Cfg::kWarps < wg.Kg;
-      ra[j] = ok ? __ldg(gy_p + int64_t(j) * Cfg::kWarps * plane) : 0.f;
-    }
+    for (int j = 0; j < Cfg::kRowsA; ++j)
+      ra[j] = j < a_loaded ? __ldg(gy_p + int64_t(plane) * (j * Cfg::kWarps)) : 0.f;
     const int iy0 = pos_ok ? oy * wg.stride_h : -(1 << 29), ix0 = ox * wg.stride_w;
-    const float* x_p = a.x + img * image_x + (pos_ok ? iy0 * wg.W + ix0 : 0);
+    const float* x_p = opaque_pointer(a.x + img * image_x + (pos_ok ? iy0 * wg.W + ix0 : 0));
 #pragma unroll
     for (int j = 0; j < Cfg::kRowsB; ++j) {
       const int4 e = columns[warp + j * Cfg::kWarps];
@@ -614,19 +620,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   };
   auto tile_a = [&](int st) { return smem + st * Cfg::kStageBytes; };
   auto tile_b = [&](int st) { return smem + st * Cfg::kStageBytes + Cfg::kTileBytesA; };
-  // Word lane / 4 of row `row`, swizzled; element lane % 4 of it.
-  const int lane_byte = (lane % 4) * 4;
+  // Element lane % 4 of word lane / 4 of row warp + kWarps j, swizzled: the rows' swizzle phases
+  // (row % 8) repeat every kPhases rows of the thread, so each place is one of kPhases registers plus
+  // an immediate.
+  constexpr int kPhases = Cfg::kWarps % 8 == 0 ? 1 : 8 / Cfg::kWarps;
+  static_assert(Cfg::kWarps % 8 == 0 || 8 % Cfg::kWarps == 0, "the rows' swizzle phases repeat");
+  int places[kPhases];
+#pragma unroll
+  for (int ph = 0; ph < kPhases; ++ph) places[ph] = swizzle128(warp + ph * Cfg::kWarps, lane / 4) + (lane % 4) * 4;
+  auto place = [&](int j) { return places[j % kPhases] + (j - j % kPhases) * Cfg::kWarps * 128; };
   auto store = [&](int st) {
+    unsigned char* a_tile = tile_a(st);
+    unsigned char* b_tile = tile_b(st);
 #pragma unroll
-    for (int j = 0; j < Cfg::kRowsA; ++j) {
-      const int row = warp + j * Cfg::kWarps;
-      *reinterpret_cast<uint32_t*>(tile_a(st) + swizzle128(row, lane / 4) + lane_byte) = tf32_bits_for_mma(ra[j]);
-    }
+    for (int j = 0; j < Cfg::kRowsA; ++j)
+      *reinterpret_cast<uint32_t*>(a_tile + place(j)) = tf32_bits_for_mma(ra[j]);
 #pragma unroll
-    for (int j = 0; j < Cfg::kRowsB; ++j) {
-      const int row = warp + j * Cfg::kWarps;
-      *reinterpret_cast<uint32_t*>(tile_b(st) + swizzle128(row, lane / 4) + lane_byte) = tf32_bits_for_mma(rb[j]);
-    }
+    for (int j = 0; j < Cfg::kRowsB; ++j)
+      *reinterpret_cast<uint32_t*>(b_tile + place(j)) = tf32_bits_for_mma(rb[j]);
   };
 
   const int group = warp / 4;
