@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The three landable patches in one device call (~9 min; each also has its own check script): on a
+# The three landable patches in one device call (~9 min; to check one alone, git am only that one): on a
 # branch, `git am docs/wip/auto-rgb-stems.patch docs/wip/nchw-source-copies.patch
 # docs/wip/tf32-gw-round-once.patch`, then run this from the repository root. One build; the rule's
 # GPU tests; per-pass rows of the GEMM at TF32 NCHW and channels_last merged by row into a copy of
