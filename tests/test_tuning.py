@@ -333,7 +333,14 @@ TENSOR_CORE_RULE_CASES = [
     ((1, 512, 17, 17, 1024, 3), 1, torch.float32, True, "gemm"),  # 289 positions, 512 channels
     ((32, 64, 56, 56, 128, 3), 2, torch.float32, True, "gemm"),  # strided
     ((32, 64, 56, 56, 64, 1), 1, torch.float32, True, "gemm"),  # 1x1
-    ((32, 4, 56, 56, 64, 3), 1, torch.float32, True, "gemm"),  # 4 channels: too few for Winograd
+    ((32, 4, 56, 56, 64, 3), 1, torch.float32, True, "winograd"),  # 4 channels: Winograd's shallow kernel
+    ((32, 3, 68, 68, 32, 3), 1, torch.float32, True, "winograd"),  # an RGB stem, at every precision
+    ((32, 3, 68, 68, 32, 3), 1, torch.float32, False, "winograd"),
+    ((32, 3, 68, 68, 32, 3), 1, torch.bfloat16, True, "winograd"),
+    ((2, 3, 37, 29, 64, 3), 1, torch.float16, True, "winograd"),
+    ((32, 5, 56, 56, 64, 3), 1, torch.float32, True, "gemm"),  # 5 channels: neither Winograd rule's
+    ((32, 5, 56, 56, 64, 3), 1, torch.bfloat16, True, "gemm"),
+    ((32, 3, 68, 68, 32, 3), 2, torch.bfloat16, True, "gemm"),  # a strided stem
     ((32, 64, 56, 56, 64, 3), 1, torch.bfloat16, True, "gemm"),  # 16 bits: the GEMM
     ((32, 64, 56, 56, 64, 3), 1, torch.float16, False, "gemm"),
     ((32, 64, 56, 56, 64, 3), 1, torch.float32, False, "winograd"),  # IEEE FP32: rule 2
@@ -346,7 +353,9 @@ TENSOR_CORE_RULE_CASES = [
 def test_rule_at_the_tensor_core_precisions(case, channels_last):
     """At TF32 the rule gives Winograd's layers (3x3, stride 1, at least 8 channels and filters per
     group) with at least as many output positions as channels per group to Winograd, whose TF32 tiles
-    outran the GEMM's there; every other TF32 layer and every 16-bit one to the GEMM."""
+    outran the GEMM's there; at every precision it gives RGB-stem-like layers (3x3, stride 1, at most 4
+    channels and at least 8 filters per group) to Winograd's shallow kernels; every other TF32 layer
+    and every other 16-bit one to the GEMM."""
     (n, c, h, w_, k, r), stride, dtype, tf32, expected = case
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     x = torch.randn(n, c, h, w_, device="cuda", dtype=dtype).contiguous(memory_format=fmt)

@@ -71,6 +71,16 @@ _CSG_MAX_FLOPS = 0.5e9
 _CSG_MIN_CHANNELS = 256
 _CSG_MIN_CHANNELS_STRIDED = 128
 
+# Channels per group at or below which a 3x3 stride-1 layer of at least 8 filters goes to Winograd at
+# every precision: its shallow kernels (one tile per thread, float32 arithmetic, any layout and dtype)
+# ran YOLO's RGB stem (3 -> 32 at 544 x 544, batch 32) faster than the GEMM in every pass at TF32,
+# bfloat16 and float16, NCHW and channels_last (forward 2.0-3.5x, grad_input 1.4-5.3x, grad_weight
+# 1.1-4.7x; benchmarks/results/pass-times-resnet-yolo-h200.json), and forward + backward ahead of
+# cuDNN at the same setting (TF32 NCHW 2.3x, bfloat16 channels_last 1.5x, float16 1.06x;
+# resnet-yolo-h200.json). The GEMM pads such a layer's reduction to whole chunks, and in float32
+# NCHW leaves it on CUDA cores (memory-bound there).
+_WINOGRAD_THIN_MAX_CHANNELS = 4
+
 
 def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     """The `algorithm="auto"` rule when benchmark mode is off, from the committed H100 results
@@ -78,6 +88,8 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
 
     0. direct on CUDA for small groups (torchconv._C.small_groups: depthwise, channel multipliers,
        ResNeXt-like groups), which its depthwise specialist runs;
+    0a. winograd on CUDA, at every precision, for RGB-stem-like layers: 3x3, stride 1, undilated, at
+       most 4 channels and at least 8 filters per group (its shallow kernels; _WINOGRAD_THIN_MAX_CHANNELS);
     0b. winograd on CUDA at TF32 (float32 while torch.backends.cudnn.allow_tf32 is on) for the layers
        of rule 2 with at least as many output positions (N Ho Wo) as channels per group: its TF32 tiles
        outran the GEMM's there, forward and most of all forward + backward. Its forward does not split
@@ -102,9 +114,11 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     available = candidate_algorithms(input, weight, stride, dilation, padding, groups)
     k, cg, r, s = weight.shape
     kg = k // groups
-    winograd_shape = ((r, s) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and cg >= 8
-                      and kg >= 8)
+    winograd_filters = (r, s) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and kg >= 8
+    winograd_shape = winograd_filters and cg >= 8
     order = ["direct"] if input.is_cuda and _C.small_groups(cg, kg) else []
+    if input.is_cuda and winograd_filters and cg <= _WINOGRAD_THIN_MAX_CHANNELS:
+        order.append("winograd")
     precision = _tuning.precision(input) if input.is_cuda else None
     positions = input.shape[0] * -(-input.shape[2] // stride[0]) * -(-input.shape[3] // stride[1])
     if precision == "tf32" and winograd_shape and positions >= cg:
