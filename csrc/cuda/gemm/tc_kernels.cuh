@@ -442,7 +442,7 @@ struct TcNchwLoader {
 
   const float* src;
   const float* base;  // this thread's first position's pixel, channel 0 of the group
-  int64_t plane;
+  int plane;          // a channel's plane: below 2^31 elements (the GEMM's bound)
   int reduced;
   int col0, pos;      // this thread's first channel and its (first) position in the tile
   bool inside;        // the position exists and its pixel is inside the source (not padding)
@@ -451,7 +451,7 @@ struct TcNchwLoader {
   __device__ TcNchwLoader(const TcConvArgs<float>& a, const TcBlock& blk)
       : src(a.src), base(a.src), reduced(a.cv.reduced), inside(false), words(a.nchw_words) {
     const TcConv& cv = a.cv;
-    plane = int64_t(cv.src_H) * cv.src_W;
+    plane = cv.src_H * cv.src_W;
     const int per_col = words ? kBM / 4 : kBM;  // threads along one channel's row
     col0 = threadIdx.x / per_col;
     pos = (threadIdx.x % per_col) * (words ? 4 : 1);
@@ -470,34 +470,58 @@ struct TcNchwLoader {
     return c * kBM * 4 + (((p >> 2) ^ ((c & 3) << 1)) << 4) + (p & 3) * 4;
   }
 
-  __device__ __forceinline__ void fetch_a(int chunk, unsigned char* stage_a) const {
+  // The copies' and fragments' addresses run in every thread beside the MMAs, so they are fixed
+  // before the loop where they can be: a copy's source is one multiply-add from the chunk's pointer
+  // (opaque_pointer: not re-associated into a 64-bit sum per copy) and its channel test one compare
+  // with an immediate; its place in the tile, and a fragment element's, a register plus an immediate
+  // (the swizzle's phase, (channel % 4), repeats every 4 / kCols copies of a thread, and is the
+  // thread's own in every fragment).
+  template <int kCols>
+  __device__ __forceinline__ void copy_chunk(int chunk, unsigned char* stage_a) const {
+    constexpr int kCopies = kChunk / kCols, kPhases = kCols % 4 == 0 ? 1 : 4 / kCols;
     const int c0 = chunk * kChunk + col0;
-    if (words) {
+    const float* p = opaque_pointer(base + int64_t(c0) * plane);
+    const int channels_left = inside ? reduced - c0 : 0;  // copy i holds a channel where i kCols < this
+    int places[kPhases];
 #pragma unroll
-      for (int i = 0; i < kChunk / kWordCols; ++i) {
-        const int c = c0 + i * kWordCols;
-        const bool ok = inside && c < reduced;
-        cp_async_16_or_zero(stage_a + offset(col0 + i * kWordCols, pos), ok ? base + c * plane : src, ok);
-      }
-    } else {
+    for (int ph = 0; ph < kPhases; ++ph) places[ph] = offset(col0 + ph * kCols, pos);
 #pragma unroll
-      for (int i = 0; i < kChunk / kElemCols; ++i) {
-        const int c = c0 + i * kElemCols;
-        const bool ok = inside && c < reduced;
-        cp_async_or_zero(reinterpret_cast<float*>(stage_a + offset(col0 + i * kElemCols, pos)),
-                         ok ? base + c * plane : src, ok);
-      }
+    for (int i = 0; i < kCopies; ++i) {
+      const bool ok = i * kCols < channels_left;
+      unsigned char* dst = stage_a + places[i % kPhases] + (i - i % kPhases) * kCols * kBM * 4;
+      const float* from = ok ? p + int64_t(plane) * (i * kCols) : src;
+      if constexpr (kCols == kWordCols)
+        cp_async_16_or_zero(dst, from, ok);
+      else
+        cp_async_or_zero(reinterpret_cast<float*>(dst), from, ok);
     }
   }
+  __device__ __forceinline__ void fetch_a(int chunk, unsigned char* stage_a) const {
+    static_assert(kWordCols != kElemCols, "the copy forms differ by their channels per pass");
+    if (words)
+      copy_chunk<kWordCols>(chunk, stage_a);
+    else
+      copy_chunk<kElemCols>(chunk, stage_a);
+  }
 
-  // The A fragment of k-step `ks` (8 channels) for tile rows `row` and `row + 8` (row = a warp's
-  // first row + lane / 4), rounded to TF32: the layout WgmmaRegA takes.
-  __device__ __forceinline__ static void fragment(const unsigned char* stage_a, int row, int ks, uint32_t (&f)[4]) {
-    const int c = ks * 8 + threadIdx.x % 4;
+  // The places of a thread's fragment elements of k-step 0 for tile rows `row` and `row + 8` (row
+  // = a warp's first row + lane / 4): channel threadIdx.x % 4 (+ 4), so the swizzle's phase is the
+  // thread's; a row block 64 rows on is 256 bytes on (the swizzle acts on the word's low 3 bits).
+  struct FragmentPlaces {
+    int row[2];
+  };
+  __device__ __forceinline__ static FragmentPlaces fragment_places(int row) {
+    const int c = threadIdx.x % 4;
+    return {{offset(c, row), offset(c, row + 8)}};
+  }
+  // The A fragment of k-step `ks` (8 channels) of row block r (64 rows) for the rows of `places`,
+  // rounded to TF32: the layout WgmmaRegA takes.
+  __device__ __forceinline__ static void fragment(const unsigned char* stage_a, const FragmentPlaces& places, int r,
+                                                  int ks, uint32_t (&f)[4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float v = *reinterpret_cast<const float*>(stage_a + offset(c + 4 * (e / 2), row + 8 * (e % 2)));
-      f[e] = to_tf32(__float_as_uint(v));
+      const int at = places.row[e % 2] + r * 64 * 4 + (ks * 8 + 4 * (e / 2)) * kBM * 4;
+      f[e] = to_tf32(__float_as_uint(*reinterpret_cast<const float*>(stage_a + at)));
     }
   }
 };
@@ -787,6 +811,10 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   // later groups in flight, so that the set it overwrites (the previous chunk's at that k-step) is
   // no longer read, and by the barrier of chunk c every group of chunk c - 2 has completed.
   uint32_t a_frag[kNchwSource ? 4 : 1][kM][4];
+  [[maybe_unused]] const auto frag_places = [&] {
+    if constexpr (kNchwSource) return Loader::fragment_places(tile_row(0, 0));
+    else return 0;
+  }();
 #pragma unroll
   for (int s = 0; s < Cfg::kStages - 2; ++s) {
     if (s < count) fetch(s, s);
@@ -810,7 +838,7 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
       for (int ks = 0; ks < 4; ++ks) {
         wgmma_wait<3>();
 #pragma unroll
-        for (int r = 0; r < kM; ++r) loader.fragment(stage_a(s), tile_row(r, 0), ks, a_frag[ks][r]);
+        for (int r = 0; r < kM; ++r) loader.fragment(stage_a(s), frag_places, r, ks, a_frag[ks][r]);
         wgmma_fence();
 #pragma unroll
         for (int r = 0; r < kM; ++r) WgmmaRegA<float, Cfg::kBN>::run(acc[r], a_frag[ks][r], wgmma_descriptor(sb + ks * 32), 1);
