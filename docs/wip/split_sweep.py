@@ -54,7 +54,7 @@ def candidates(pass_):
             out += [(f"s{s}", dict(GW_SPLITS=s), ""), (f"s{s}/ws", dict(GW_SPLITS=s, NOCLUSTER=1), ""),
                     (f"s{s}/cl", dict(GW_SPLITS=s, CLUSTER=1), "")]
         return out
-    for config in ("wgmma-large", "wgmma-wide", "wgmma-small", "wgmma-medium"):
+    for config in ("wgmma-large", "wgmma-wide", "wgmma-small", "wgmma-medium", "wgmma-tall", "wgmma-tiny"):
         for s in (1, 2, 3, 4, 6):
             out.append((f"{config}/s{s}", dict(SPLITS=s), config))
             if s > 1:
