@@ -394,23 +394,32 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
         assert torchconv.last_workspace_bytes() == 0
 
 
-# The rule for 1x1 layers whose NCHW float32 source the TF32 kernel reads itself (A from registers):
-# more than 128 filters over at least 8 chunks of channels take the wide tile from one full wave of
-# 128 x 256 tiles on (256 channels, 144 tiles), shorter reductions the large one (128 channels);
-# the same layers in float16, or channels_last, keep the general rule (fewer than two waves: large).
+# The rule for 1x1 layers with more than 128 filters: from NCHW planes (TF32, read into registers)
+# the wide tile from one full wave of 128 x 256 tiles over at least 8 chunks of channels (256
+# channels, 144 tiles), the large one with shorter reductions (128 channels); gathered from
+# channels_last (TF32) the wide tile there and from two waves on; at 16 bits the general rule
+# (fewer than two waves: large; from two waves the wide tile) but for reductions of fewer than 16
+# chunks, which keep the large one.
 NCHW_1X1_RULE_CASES = [
-    ((32, 256, 256, 24, 24, 1, 1, 1, 0, 1, 1), {"tf32-nchw": "wide", "tf32-nhwc": "large", "fp16-nchw": "large"}),
-    ((32, 128, 256, 24, 24, 1, 1, 1, 0, 1, 1), {"tf32-nchw": "large", "tf32-nhwc": "large", "fp16-nchw": "large"}),
+    ((32, 256, 256, 24, 24, 1, 1, 1, 0, 1, 1),
+     {"tf32-nchw": "wide", "tf32-nhwc": "wide", "fp16-nchw": "large", "bf16-nhwc": "large"}),
+    ((32, 128, 256, 24, 24, 1, 1, 1, 0, 1, 1),
+     {"tf32-nchw": "large", "tf32-nhwc": "large", "fp16-nchw": "large", "bf16-nhwc": "large"}),
+    # Two waves of 128 x 256 tiles (289): 512 channels are 16 chunks in float32 and 8 at 16 bits.
+    ((32, 512, 256, 34, 34, 1, 1, 1, 0, 1, 1),
+     {"tf32-nchw": "wide", "tf32-nhwc": "wide", "fp16-nchw": "large", "bf16-nhwc": "large"}),
+    ((32, 1024, 256, 34, 34, 1, 1, 1, 0, 1, 1),
+     {"tf32-nchw": "wide", "tf32-nhwc": "wide", "fp16-nchw": "wide", "bf16-nhwc": "wide"}),
 ]
 
 
-@pytest.mark.parametrize("setting", ["tf32-nchw", "tf32-nhwc", "fp16-nchw"])
+@pytest.mark.parametrize("setting", ["tf32-nchw", "tf32-nhwc", "fp16-nchw", "bf16-nhwc"])
 @pytest.mark.parametrize("case", NCHW_1X1_RULE_CASES, ids=lambda c: shape_id(c[0]))
 @pytest.mark.parametrize("device", [CUDA])
-def test_wgmma_config_rule_of_1x1_nchw_tf32(device, case, setting):
+def test_wgmma_config_rule_of_1x1_layers(device, case, setting):
     shape, expected = case
     precision, layout = setting.split("-")
-    dtype = torch.float32 if precision == "tf32" else torch.float16
+    dtype = {"tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
     torch.backends.cudnn.allow_tf32 = True
     x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
     y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)

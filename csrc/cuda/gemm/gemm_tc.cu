@@ -451,13 +451,21 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     }
   }
   // The wide tile: more than 128 destination channels and at least two waves of its tiles. With A
-  // from registers (1x1 NCHW TF32) it wins from one full wave on where the reduction has at least 8
-  // chunks (half the B bytes per MMA); with shorter reductions the store of the output tile is a
-  // large part of a block's time, and large tiles, two blocks per SM, overlap one block's stores with
-  // the other's loads.
-  const bool long_reduction = reduction_chunks(cv, sizeof(T), WgmmaWide::kBKBytes) >= 8;
-  const bool wide_tile =
-      cv.outputs > 128 && (kNchwSource ? long_reduction && blocks(128, 256) >= sms : blocks(128, 256) >= 2 * sms);
+  // from NCHW planes into registers (1x1 TF32) it wins from one full wave on where the reduction has
+  // at least 8 chunks (half the B bytes per MMA) and loses with shorter reductions even over two
+  // waves: the store of the output tile is then a large part of a block's time, and large tiles, two
+  // blocks per SM, overlap one block's stores with the other's loads. Gathered from channels_last
+  // (1x1 TF32) it wins in both cases; by the tensor copies (16-bit 1x1) it loses up to 8 chunks
+  // (512 channels) even over two waves.
+  const int chunks = reduction_chunks(cv, sizeof(T), WgmmaWide::kBKBytes);
+  const bool one_tap = cv.R * cv.S == 1;
+  const bool two_waves = blocks(128, 256) >= 2 * sms, one_wave_long = chunks >= 8 && blocks(128, 256) >= sms;
+  bool wide_tile = two_waves && !(one_tap && sizeof(T) == 2 && chunks < 16);
+  if (kNchwSource)
+    wide_tile = one_wave_long;
+  else if (one_tap && sizeof(T) == 4)
+    wide_tile = two_waves || one_wave_long;
+  wide_tile = wide_tile && cv.outputs > 128;
   if (wide_tile) return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
   if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass);
   if (!wide && blocks(128, 64) >= sms) return launch_wgmma<T, WgmmaMedium, kNchwSource, kTmaA>(args, pass);
