@@ -101,6 +101,33 @@ struct TcWeightGradBlock {
   }
 };
 
+// A thread's B words of a channels_last grad_weight chunk row (columns first + j step, j < kWords,
+// each a (tap, channels) column), fixed before the loop: a word's offset from the row's input pixel
+// (channel 0 of the group) and its tap's dy, dx, so that a copy is one add and two bounds tests.
+// Columns past the tile's take a dy that is never inside the image.
+template <int kWords>
+struct WeightGradColumns {
+  int dy[kWords], dx[kWords];
+  int64_t offset[kWords];
+  __device__ __forceinline__ WeightGradColumns(const TcWeightGrad& wg, int first, int step) {
+#pragma unroll
+    for (int j = 0; j < kWords; ++j) {
+      const int n = first + j * step;
+      if (n < wg.cols) {
+        const int tap = n / wg.Cg, r = tap / wg.S;
+        dy[j] = r * wg.dil_h - wg.pad_h, dx[j] = (tap - r * wg.S) * wg.dil_w - wg.pad_w;
+        offset[j] = (int64_t(dy[j]) * wg.W + dx[j]) * wg.C + n - tap * wg.Cg;
+      } else {
+        dy[j] = -(1 << 29), dx[j] = 0, offset[j] = 0;
+      }
+    }
+  }
+  // Whether word j of the row whose pixel is (iy0, ix0) lies inside the image.
+  __device__ __forceinline__ bool inside(const TcWeightGrad& wg, int iy0, int ix0, int j) const {
+    return unsigned(iy0 + dy[j]) < unsigned(wg.H) && unsigned(ix0 + dx[j]) < unsigned(wg.W);
+  }
+};
+
 // The TF32 fragments of tc_weight_grad_kernel. No ldmatrix transposes 4-byte elements, so each lane
 // loads its fragment words from the position-major tiles itself, every load landing in the registers
 // the MMA reads (no moves): A's rows permuted so that MMA rows g and g + 8 (g = lane / 4) of m-tile i
@@ -184,22 +211,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const T* gy_first = a.gy + (blk.p_begin + row_a) * wg.K + int64_t(g) * wg.Kg + m0 + word_a * kVec;
   const int64_t gy_chunk_step = int64_t(Cfg::kBK) * wg.K, gy_row_step = int64_t(kARowStep) * wg.K;
   const int a_place = row_a * Cfg::kRowBytesA + word_a * 16;
-  // B: row row_b, words word_b0 + j kThreadsPerRow, each a (tap, kVec channels) column: its offset
-  // from the position's input pixel (channel 0 of the group) and its tap's dy, dx.
+  // B: row row_b, words word_b0 + j kThreadsPerRow, each a (tap, kVec channels) column.
   const int row_b = tid / kThreadsPerRow, word_b0 = tid % kThreadsPerRow;
-  int b_dy[kBWords], b_dx[kBWords];
-  int64_t b_offset[kBWords];
-#pragma unroll
-  for (int j = 0; j < kBWords; ++j) {
-    const int n = n0 + (word_b0 + j * kThreadsPerRow) * kVec;
-    if (n < wg.cols) {
-      const int tap = n / wg.Cg, r = tap / wg.S;
-      b_dy[j] = r * wg.dil_h - wg.pad_h, b_dx[j] = (tap - r * wg.S) * wg.dil_w - wg.pad_w;
-      b_offset[j] = (int64_t(b_dy[j]) * wg.W + b_dx[j]) * wg.C + n - tap * wg.Cg;
-    } else {
-      b_dy[j] = -(1 << 29), b_dx[j] = 0, b_offset[j] = 0;  // never inside the image
-    }
-  }
+  const WeightGradColumns<kBWords> b_cols(wg, n0 + word_b0 * kVec, kThreadsPerRow * kVec);
   const int b_place = row_b * Cfg::kRowBytesB + word_b0 * 16;
   const T* x_group = a.x + int64_t(g) * wg.Cg;
   const int64_t image_elements = int64_t(wg.H) * wg.W * wg.C;
@@ -215,7 +229,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       const bool ok = r0 + i * kARowStep < a_rows;
       cp_async_16_or_zero(a_dst + i * kARowStep * Cfg::kRowBytesA, ok ? gy_chunk + i * gy_row_step : a.gy, ok);
     }
-    int iy0 = -(1 << 29), ix0 = 0;  // with b_dy: never inside the image
+    int iy0 = -(1 << 29), ix0 = 0;  // with any column's dy: never inside the image
     const T* x_pixel = a.x;
     if (r0 + row_b < split_positions) {
       const TcPosition pos = decode_position(wg, blk.p_begin + r0 + row_b);
@@ -225,8 +239,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     unsigned char* b_dst = stage_b(st) + b_place;
 #pragma unroll
     for (int j = 0; j < kBWords; ++j) {
-      const bool ok = unsigned(iy0 + b_dy[j]) < unsigned(wg.H) && unsigned(ix0 + b_dx[j]) < unsigned(wg.W);
-      cp_async_16_or_zero(b_dst + j * kThreadsPerRow * 16, ok ? x_pixel + b_offset[j] : a.x, ok);
+      const bool ok = b_cols.inside(wg, iy0, ix0, j);
+      cp_async_16_or_zero(b_dst + j * kThreadsPerRow * 16, ok ? x_pixel + b_cols.offset[j] : a.x, ok);
     }
   };
 
@@ -442,22 +456,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const T* gy_first = a.gy + (blk.p_begin + row_a) * wg.K + int64_t(g) * wg.Kg + m0 + word_a * 8;
   const int64_t gy_chunk_step = int64_t(Cfg::kBK) * wg.K, gy_row_step = int64_t(kARowStep) * wg.K;
   const int a_place = place(row_a, word_a);
-  // B: row row_b, words word_b0 + j kThreadsPerRow, each a (tap, 8 channels) column: the word's
-  // offset from the position's input pixel (channel 0 of the group) and its tap's dy, dx.
+  // B: row row_b, words word_b0 + j kThreadsPerRow, each a (tap, 8 channels) column.
   const int row_b = tid / kThreadsPerRow, word_b0 = tid % kThreadsPerRow;
-  int b_dy[kBWords], b_dx[kBWords];
-  int64_t b_offset[kBWords];
-#pragma unroll
-  for (int j = 0; j < kBWords; ++j) {
-    const int n = n0 + (word_b0 + j * kThreadsPerRow) * 8;
-    if (n < wg.cols) {
-      const int tap = n / wg.Cg, r = tap / wg.S;
-      b_dy[j] = r * wg.dil_h - wg.pad_h, b_dx[j] = (tap - r * wg.S) * wg.dil_w - wg.pad_w;
-      b_offset[j] = (int64_t(b_dy[j]) * wg.W + b_dx[j]) * wg.C + n - tap * wg.Cg;
-    } else {
-      b_dy[j] = -(1 << 29), b_dx[j] = 0, b_offset[j] = 0;  // never inside the image
-    }
-  }
+  const WeightGradColumns<kBWords> b_cols(wg, n0 + word_b0 * 8, kThreadsPerRow * 8);
   int b_place[kPlaces];
 #pragma unroll
   for (int j = 0; j < kPlaces; ++j) b_place[j] = place(row_b, word_b0 + j * kThreadsPerRow);
@@ -473,7 +474,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       const bool ok = r0 + i * kARowStep < a_rows;
       cp_async_16_or_zero(a_dst + i * kARowStep * 128, ok ? gy_chunk + i * gy_row_step : a.gy, ok);
     }
-    int iy0 = -(1 << 29), ix0 = 0;  // with b_dy: never inside the image
+    int iy0 = -(1 << 29), ix0 = 0;  // with any column's dy: never inside the image
     const T* x_pixel = a.x;
     if (r0 + row_b < split_positions) {
       const TcPosition pos = decode_position(wg, blk.p_begin + r0 + row_b);
@@ -483,9 +484,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     unsigned char* b_stage = stage_b(st);
 #pragma unroll
     for (int j = 0; j < kBWords; ++j) {
-      const bool ok = unsigned(iy0 + b_dy[j]) < unsigned(wg.H) && unsigned(ix0 + b_dx[j]) < unsigned(wg.W);
+      const bool ok = b_cols.inside(wg, iy0, ix0, j);
       cp_async_16_or_zero(b_stage + b_place[j % kPlaces] + j / kPlaces * Cfg::kBlockBytes,
-                          ok ? x_pixel + b_offset[j] : a.x, ok);
+                          ok ? x_pixel + b_cols.offset[j] : a.x, ok);
     }
   };
 
