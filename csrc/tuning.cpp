@@ -21,6 +21,7 @@ struct LastChoice {
   const char* pass = nullptr;
   const char* config = "";
   int splits = 0;
+  bool tail = false;
   const char* operand = nullptr;
 };
 // One slot per pass of the last call (forward, grad_input, grad_weight); a forward clears the
@@ -80,6 +81,11 @@ void record_last_splits(const char* pass, int splits) {
   g_last[pass_slot(pass)].splits = splits;
 }
 
+void record_last_tail_splits(const char* pass) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_last[pass_slot(pass)].tail = true;
+}
+
 void record_last_operand(const char* pass, const char* source) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_last[pass_slot(pass)].operand = source;
@@ -91,6 +97,7 @@ std::string last_choice() {
   for (const auto& c : g_last) {
     if (c.pass == nullptr) continue;
     text += (text.empty() ? "" : " ") + std::string(c.pass) + ":" + c.config + "/splits=" + std::to_string(c.splits);
+    if (c.tail) text += "/tail";
     if (c.operand != nullptr) text += std::string("/a=") + c.operand;
   }
   return text;

@@ -30,6 +30,9 @@ int64_t tuned_choices_generation();
 void record_last_choice(const char* pass, const char* config, int splits);
 // Sets the split count of `pass`'s entry (for launchers that decide it after the config).
 void record_last_splits(const char* pass, int splits);
+// Notes that only the tiles of `pass`'s last wave split their reduction, shown as "/tail" after the
+// splits.
+void record_last_tail_splits(const char* pass);
 // Notes where `pass`'s filter operand came from (the GEMM: "weight" read in place, "matrix" re-laid
 // out), shown as "/a=<source>" after the splits.
 void record_last_operand(const char* pass, const char* source);

@@ -354,12 +354,15 @@ def tf32_grad_input(shape, channels_last=False):
 # - more than 128 filters and at least two waves of 128 x 256 tiles: the wide tile (one partial);
 # - more than 64 filters: the splits of the large or wide tile as clusters where the launch-time
 #   estimate says they pay (cluster_split_estimate): a few tiles of 512 filters (7 x 7 outputs, batch
-#   32), or a grid of wide tiles just over a wave (17 x 17, 512 filters, 9216 long reductions); and
-#   not where the splits would be short (R7: 256 filters, stride 2, 18 chunks in 16-bit: the rule).
+#   32); and not where the splits would be short (R7: 256 filters, stride 2, 18 chunks in 16-bit:
+#   the rule);
+# - a grid of wide tiles just over a wave (17 x 17, 512 filters, 9216 long reductions): whole tiles
+#   for the full wave, clusters of splits for the rest ("/tail", test_wgmma_tail_splits).
 SPLIT = {p: r"wgmma-(large|medium|wide)/splits=([2-9]|\d\d+)$" for p in ("tf32", "fp16", "bf16")}
 TINY = {p: r"wgmma-tiny/splits=1$" for p in ("tf32", "fp16", "bf16")}
 WIDE = {p: r"wgmma-wide/splits=1$" for p in ("tf32", "fp16", "bf16")}
 WIDE_SPLIT = {p: r"wgmma-wide/splits=[2-8]$" for p in ("tf32", "fp16", "bf16")}
+WIDE_TAIL = {p: r"wgmma-wide/splits=[2-8]/tail$" for p in ("tf32", "fp16", "bf16")}
 SHORT_UNSPLIT_16 = {"tf32": r"wgmma-\w+/splits=\d+$"} | {p: r"wgmma-small/splits=1$" for p in ("fp16", "bf16")}
 GRID_CASES = [
     ((2, 512, 136, 7, 5, 3, 3, 1, 1, 1, 1), SPLIT),
@@ -369,7 +372,7 @@ GRID_CASES = [
     ((2, 64, 136, 7, 5, 1, 1, 1, 0, 1, 1), TINY),
     ((2, 16, 136, 136, 136, 3, 3, 1, 1, 1, 1), WIDE),
     ((32, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1), WIDE_SPLIT),
-    ((32, 1024, 512, 17, 17, 3, 3, 1, 1, 1, 1), WIDE_SPLIT),
+    ((32, 1024, 512, 17, 17, 3, 3, 1, 1, 1, 1), WIDE_TAIL),
     ((32, 128, 256, 28, 28, 3, 3, 2, 1, 1, 1), SHORT_UNSPLIT_16),
 ]
 
@@ -392,6 +395,36 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
         # shared memory: no workspace (grids of a few tiles, whose clusters take one wave; the
         # estimate counts splits only as clusters).
         assert torchconv.last_workspace_bytes() == 0
+
+
+# Grids just over whole waves of 128 x 256 tiles (17 x 17 outputs, batch 32: 146 tiles) with at
+# least 8 chunks of reduction: the tiles of the full wave run whole, two or more to a cluster, and
+# each of the rest splits its reduction across a cluster (cluster_split_estimate's splits of the last
+# wave), so that the last wave is short instead of as long as a full one. The split tiles include
+# the partial last row tile (9248 rows) and, with 500 filters, a partial filter tile. A float32 NCHW
+# 1x1 source, read as planes, keeps the NCHW rule (the wide tile whole).
+TAIL_CASES = [
+    ((32, 1024, 512, 17, 17, 1, 1, 1, 0, 1, 1), {"tf32-nchw": r"wgmma-wide/splits=1"}),
+    ((32, 1000, 500, 17, 17, 1, 1, 1, 0, 1, 1), {"tf32-nchw": r"wgmma-\w+/splits=\d+(/tail)?"}),
+]
+
+
+@pytest.mark.parametrize("setting", ["tf32-nchw", "tf32-nhwc", "fp16-nchw", "bf16-nhwc"])
+@pytest.mark.parametrize("case", TAIL_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_tail_splits(device, case, setting):
+    shape, expected = case
+    precision, layout = setting.split("-")
+    dtype = at_precision(precision)
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
+    y, forward_plan, _ = check_gemm_forward_and_grad_input(x, w, b, kw)
+    # The same bits every call: each split tile adds its splits' sums in split order.
+    assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
+    if hopper():
+        pattern = expected.get(setting, r"wgmma-wide/splits=[2-8]/tail")
+        assert re.fullmatch("forward:" + pattern + r"(/a=\w+)?", forward_plan), forward_plan
+        if "/tail" in forward_plan:  # the split tiles' sums meet in distributed shared memory
+            assert torchconv.last_workspace_bytes() == 0
 
 
 # The rule for 1x1 layers with more than 128 filters: from NCHW planes (TF32, read into registers)
@@ -424,7 +457,8 @@ def test_wgmma_config_rule_of_1x1_layers(device, case, setting):
     x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
     y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     if hopper():
-        assert torchconv.last_choice() == f"forward:wgmma-{expected[setting]}/splits=1"
+        # Whole, or with the tiles past whole waves split (test_wgmma_tail_splits).
+        assert re.fullmatch(f"forward:wgmma-{expected[setting]}/splits=(1|[2-8]/tail)", torchconv.last_choice())
     ref = F.conv2d(x.double(), w.double(), b.double(), **kw)
     assert rel_err(y, ref) <= allowed_error(rel_err(F.conv2d(x, w, b, **kw), ref), dtype)
 

@@ -109,9 +109,10 @@ def get_config(algorithm):
 def last_choice():
     """What the last CUDA call ran, per pass: '<pass>:<config>/splits=<n>' joined by spaces, e.g.
     'forward:medium/splits=4 grad_input:medium/splits=1 grad_weight:pixels/splits=64' (a forward
-    clears the backward passes' entries). The GEMM's forward and grad_input add where their filter
-    operand came from: '/a=weight' (the weight read in place, for a weight trained this call) or
-    '/a=matrix' (a re-laid copy, cached while the weight is unchanged)."""
+    clears the backward passes' entries). '/tail' after the splits: only the tiles past the grid's
+    whole waves split their reduction (the GEMM on Hopper). The GEMM's forward and grad_input add
+    where their filter operand came from: '/a=weight' (the weight read in place, for a weight
+    trained this call) or '/a=matrix' (a re-laid copy, cached while the weight is unchanged)."""
     return _C.last_choice()
 
 

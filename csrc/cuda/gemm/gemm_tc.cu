@@ -239,9 +239,12 @@ void set_config_fields(TcConv& cv) {
 
 // `splits` > 1 (wgmma only): the reduction is split across blockIdx.y, and the splits of a tile add
 // their sums as one cluster (tc_cluster_split_sums) or, where the GPU cannot hold the cluster, through
-// a workspace summed by tc_split_finish_kernel.
+// a workspace summed by tc_split_finish_kernel. `whole_tiles` > 0 (a multiple of `splits`, clusters
+// that the GPU holds): only the tiles after the first `whole_tiles` split, as clusters; the first
+// ones run whole, `splits` of them to a cluster (TcConvArgs::whole_clusters).
 template <typename T, typename Cfg, typename Kernel>
-void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, const char* name, int splits = 1) {
+void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, const char* name, int splits = 1,
+               int64_t whole_tiles = 0) {
   TcConvArgs<T> args = args_in;
   TcConv& cv = args.cv;
   set_config_fields<T, Cfg>(cv);
@@ -254,6 +257,17 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
   record_last_choice(pass, name, splits);
+  // (A launch the rule sized for another kernel, whose clusters this one cannot hold, splits every tile.)
+  if (whole_tiles > 0 && splits > 1 && whole_tiles % splits == 0 && whole_tiles < blocks &&
+      tc_active_clusters(kernel, Cfg::kThreads, smem, splits) > 0) {
+    record_last_tail_splits(pass);
+    args.cluster_sums = true;
+    args.whole_clusters = int(whole_tiles / splits);
+    record_workspace_bytes(0);
+    launch_with_attributes(kernel, dim3(unsigned(args.whole_clusters + blocks - whole_tiles), unsigned(splits)),
+                           dim3(Cfg::kThreads), smem, current_stream(), dim3(1, unsigned(splits)), false, args);
+    return;
+  }
   // The splits add their sums as clusters where the clusters take no more waves than the blocks
   // would alone (the rule counted kMinBlocks per SM), else through the workspace and
   // tc_split_finish_kernel.
@@ -337,14 +351,15 @@ bool encode_im2col_map(TcConvArgs<T>& args, int pixels) {
 }
 
 template <typename T, typename Cfg, bool kNchwSource, bool kTmaA = false>
-void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1) {
+void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1, int64_t whole_tiles = 0) {
   if constexpr (kTmaA) {
     TcConvArgs<T> with_map = args;
     if (encode_im2col_map(with_map, Cfg::kBM))
       return launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, false, true>, with_map, pass,
-                               kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits);
+                               kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits, whole_tiles);
   }
-  launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, kNchwSource>, args, pass, kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits);
+  launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, kNchwSource>, args, pass, kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits,
+                    whole_tiles);
 }
 
 // The launch-time estimate behind the cluster splits of the 16-bit rule (run_wgmma): a launch's
@@ -360,9 +375,16 @@ constexpr double kWideChunkCost = 0.875;
 // (R7's forward, 18 chunks: 2 wide splits lost to the unsplit large and small tiles).
 constexpr int kMinChunksPerClusterSplit = 16;
 
+// Splits of the last wave's tiles only: at least this many chunks a split, and taken only where the
+// estimate puts them this far ahead of the best other launch (their clusters' exchange of sums, which
+// the estimate leaves out, costs a tile's FP32 sums through distributed shared memory).
+constexpr int kMinChunksPerTailSplit = 4;
+constexpr double kTailSplitMargin = 0.9;
+
 struct SplitEstimate {
   int splits;
-  double time;  // in chunk-times of a block
+  double time;              // in chunk-times of a block
+  int64_t whole_tiles = 0;  // > 0: the tiles after these split, the first run whole (launch_tc)
 };
 
 // The split count, 1 or 2..kMaxClusterSplits as clusters of at least `min_chunks` chunks each, that
@@ -391,8 +413,30 @@ inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int
   return best;
 }
 
+// The best launch, by the estimate above, that splits only the tiles of the last wave: whole waves
+// of clusters whose blocks each take a whole tile (`splits` tiles a cluster), then the rest of the
+// tiles split `splits` ways, each a cluster, at least `min_chunks` chunks a split. A grid just over
+// whole waves otherwise ends on a wave of a few blocks as long as a full one (a block's pace is its
+// chunks' latency, not the SM's share). splits = 1 where no such launch exists.
+inline SplitEstimate tail_splits_by_waves(int64_t blocks, int64_t chunks, const ClustersBySize& clusters_by_size,
+                                          int fixed_chunks, int min_chunks) {
+  SplitEstimate best{1, 0.0};
+  for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * min_chunks; ++splits) {
+    if (ceil_div(chunks, ceil_div(chunks, int64_t(splits))) != splits) continue;  // as cluster_splits_by_waves
+    const int64_t clusters = clusters_by_size[splits], per_wave = clusters * splits;
+    if (clusters == 0 || blocks < per_wave) continue;
+    const int64_t whole = blocks / per_wave * per_wave, rest = blocks - whole;
+    if (rest == 0) continue;
+    const double t = double(whole / per_wave) * double(chunks + fixed_chunks) +
+                     double(ceil_div(rest, clusters)) * double(ceil_div(chunks, int64_t(splits)) + fixed_chunks);
+    if (best.splits == 1 || t < best.time) best = {splits, t, whole};
+  }
+  return best;
+}
+
 // The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerClusterSplit chunks each)
-// that minimizes config Cfg's estimated time for `cv`, with that time in chunk-times of a large block.
+// that minimizes config Cfg's estimated time for `cv`, with that time in chunk-times of a large block;
+// or splits of the last wave's tiles alone where those are ahead by kTailSplitMargin.
 template <typename T, typename Cfg, typename Kernel>
 SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv) {
   const int64_t chunks = reduction_chunks(cv, int(sizeof(T)), Cfg::kBKBytes);
@@ -400,11 +444,16 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv) {
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
   const double chunk_cost = Cfg::kBN == 256 ? kWideChunkCost : 1.0;
   SplitEstimate best{1, double(ceil_div(blocks, slots)) * double(chunks + kBlockFixedChunks)};
-  if (chunks >= 2 * kMinChunksPerClusterSplit) {
+  if (chunks >= 2 * kMinChunksPerTailSplit) {
     constexpr size_t smem = Cfg::template smem_bytes<T>();
     ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
-    best = cluster_splits_by_waves(blocks, chunks, slots, tc_active_clusters_by_size(kernel, Cfg::kThreads, smem),
-                                   kBlockFixedChunks, kMinChunksPerClusterSplit);
+    const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, smem);
+    if (chunks >= 2 * kMinChunksPerClusterSplit)
+      best = cluster_splits_by_waves(blocks, chunks, slots, clusters_by_size, kBlockFixedChunks,
+                                     kMinChunksPerClusterSplit);
+    const SplitEstimate tail =
+        tail_splits_by_waves(blocks, chunks, clusters_by_size, kBlockFixedChunks, kMinChunksPerTailSplit);
+    if (tail.splits >= 2 && tail.time < kTailSplitMargin * best.time) best = tail;
   }
   best.time *= chunk_cost;
   return best;
@@ -446,8 +495,10 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
             cluster_split_estimate<T, WgmmaWide>(wgmma_kernel<T, WgmmaWide, kNchwSource, kTmaA>(), cv);
         if (w.time < best.time) best = w, best_wide = true;
       }
-      if (best.splits >= 2 && best_wide) return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass, best.splits);
-      if (best.splits >= 2) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass, best.splits);
+      if (best.splits >= 2 && best_wide)
+        return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass, best.splits, best.whole_tiles);
+      if (best.splits >= 2)
+        return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass, best.splits, best.whole_tiles);
     }
   }
   // The wide tile: more than 128 destination channels and at least two waves of its tiles. With A

@@ -118,6 +118,10 @@ struct TcConvArgs {
   float* partial;  // null and !cluster_sums: one split, the kernel's epilogue writes `out`
   bool cluster_sums;
   int chunks_per_split;
+  // Splits of only the last wave's tiles (tc_conv_wgmma_kernel, cluster_sums): the first
+  // `whole_clusters` clusters' blocks each take a whole tile (block blockIdx.x * gridDim.y +
+  // blockIdx.y), the later clusters one tile each, split across blockIdx.y. 0: every cluster splits.
+  int whole_clusters;
   // The source as an im2col tensor map (wgmma kernel with TcIm2colLoader; unused otherwise).
   CUtensorMap a_map;
   // An NCHW source read as whole planes in position order, 16-byte words of positions (TcNchwLoader).
@@ -749,11 +753,12 @@ __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, co
   cluster_wait_acquire();
 }
 
-// One block's tile of launch `a`: block `block` of its grid, blockIdx.y its split. kNchwSource: A
-// from a float32 NCHW source (TcNchwLoader), to the MMAs from registers; kTmaA: A by im2col tensor
-// copies (TcIm2colLoader); neither: A gathered from NHWC (TcLoader).
+// One block's tile of launch `a`: tile `block` of its grid, `split` its share of a split reduction,
+// or all of it where `whole`. kNchwSource: A from a float32 NCHW source (TcNchwLoader), to the MMAs
+// from registers; kTmaA: A by im2col tensor copies (TcIm2colLoader); neither: A gathered from NHWC
+// (TcLoader).
 template <typename T, typename Cfg, bool kNchwSource, bool kTmaA>
-__device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int block) {
+__device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int block, int split, bool whole) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ uint64_t b_landed[Cfg::kStages];  // a stage's bulk (B) and tensor (A, kTmaA) copies arrived
   // The swizzle is a function of address bits 4-9: tiles start on 1024-byte boundaries.
@@ -767,8 +772,8 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   Loader loader(a, blk);
   const TcWtBulkLoader<T, Cfg::kBN> wt(a, blk);
   // This block's chunks: all of them, or its split's.
-  const int first = blockIdx.y * a.chunks_per_split;
-  const int count = min(cv.chunks - first, a.chunks_per_split);
+  const int first = whole ? 0 : split * a.chunks_per_split;
+  const int count = whole ? cv.chunks : min(cv.chunks - first, a.chunks_per_split);
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) mbarrier_init(&b_landed[s], 1);
@@ -860,11 +865,11 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   wgmma_wait<0>();
   cp_async_wait<0>();
 
-  if (a.cluster_sums) return tc_cluster_split_sums<T, Cfg>(a, blk, smem, acc);
+  if (a.cluster_sums && !whole) return tc_cluster_split_sums<T, Cfg>(a, blk, smem, acc);
   if (a.partial != nullptr) {
     // A split: the FP32 sums straight from the accumulators (a lane quad writes 32 contiguous bytes).
     const int64_t ld = int64_t(cv.groups) * cv.outputs;
-    float* part = a.partial + int64_t(blockIdx.y) * cv.rows * ld + int64_t(blk.g) * cv.outputs + blk.n0;
+    float* part = a.partial + int64_t(split) * cv.rows * ld + int64_t(blk.g) * cv.outputs + blk.n0;
 #pragma unroll
     for (int r = 0; r < kM; ++r)
 #pragma unroll
@@ -895,7 +900,10 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
 
 template <typename T, typename Cfg, bool kNchwSource = false, bool kTmaA = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_kernel(const __grid_constant__ TcConvArgs<T> a) {
-  tc_conv_wgmma_tile<T, Cfg, kNchwSource, kTmaA>(a, int(blockIdx.x));
+  const int cluster = int(blockIdx.x), rank = int(blockIdx.y);
+  const bool whole = cluster < a.whole_clusters;
+  const int block = whole ? cluster * int(gridDim.y) + rank : a.whole_clusters * int(gridDim.y) + cluster - a.whole_clusters;
+  tc_conv_wgmma_tile<T, Cfg, kNchwSource, kTmaA>(a, block, rank, whole);
 }
 
 // The phases of a strided grad_input (each output phase a launch of its own taps, common/launch_map.cuh)
@@ -915,7 +923,7 @@ template <typename T, typename Cfg, bool kTmaA>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_phases_kernel(
     const __grid_constant__ TcPhaseArgs<T> pa) {
   const int p = phase_of(blockIdx.x, pa.first_block, pa.phases);
-  tc_conv_wgmma_tile<T, Cfg, false, kTmaA>(pa.phase[p], int(blockIdx.x) - pa.first_block[p]);
+  tc_conv_wgmma_tile<T, Cfg, false, kTmaA>(pa.phase[p], int(blockIdx.x) - pa.first_block[p], int(blockIdx.y), false);
 }
 
 // The end of a split reduction: out = bias + the splits' FP32 sums added in split order
