@@ -397,15 +397,21 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
         assert torchconv.last_workspace_bytes() == 0
 
 
-# Grids just over whole waves of 128 x 256 tiles (17 x 17 outputs, batch 32: 146 tiles) with at
-# least 8 chunks of reduction: the tiles of the full wave run whole, two or more to a cluster, and
-# each of the rest splits its reduction across a cluster (cluster_split_estimate's splits of the last
-# wave), so that the last wave is short instead of as long as a full one. The split tiles include
-# the partial last row tile (9248 rows) and, with 500 filters, a partial filter tile. A float32 NCHW
-# 1x1 source, read as planes, keeps the NCHW rule (the wide tile whole).
+# Grids just over whole waves of tiles (17 x 17 outputs, batch 32: 146 tiles of 128 x 256, 292 of
+# 128 x 128) with at least 8 chunks of reduction: the tiles of the full wave run whole, two or more to
+# a cluster, and each of the rest splits its reduction across a cluster (cluster_split_estimate's
+# splits of the last wave), so that the last wave is short instead of as long as a full one. The
+# split tiles include the partial last row tile (9248 rows) and, with 500 filters, a partial filter
+# tile. TF32 gathered from channels_last takes the wide tile; 16-bit 1x1 launches the large one (the
+# wide tile only from two waves); a float32 NCHW 1x1 source, read as planes, keeps the NCHW rule.
+TAIL_16 = r"wgmma-large/splits=[2-8]/tail"
 TAIL_CASES = [
-    ((32, 1024, 512, 17, 17, 1, 1, 1, 0, 1, 1), {"tf32-nchw": r"wgmma-wide/splits=1"}),
-    ((32, 1000, 500, 17, 17, 1, 1, 1, 0, 1, 1), {"tf32-nchw": r"wgmma-\w+/splits=\d+(/tail)?"}),
+    ((32, 1024, 512, 17, 17, 1, 1, 1, 0, 1, 1),
+     {"tf32-nchw": r"wgmma-wide/splits=1", "tf32-nhwc": r"wgmma-wide/splits=[2-8]/tail", "fp16-nchw": TAIL_16,
+      "bf16-nhwc": TAIL_16}),
+    ((32, 1000, 500, 17, 17, 1, 1, 1, 0, 1, 1),
+     {"tf32-nchw": r"wgmma-\w+/splits=\d+(/tail)?", "tf32-nhwc": r"wgmma-wide/splits=[2-8]/tail",
+      "fp16-nchw": TAIL_16, "bf16-nhwc": TAIL_16}),
 ]
 
 
@@ -421,8 +427,7 @@ def test_wgmma_tail_splits(device, case, setting):
     # The same bits every call: each split tile adds its splits' sums in split order.
     assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
     if hopper():
-        pattern = expected.get(setting, r"wgmma-wide/splits=[2-8]/tail")
-        assert re.fullmatch("forward:" + pattern + r"(/a=\w+)?", forward_plan), forward_plan
+        assert re.fullmatch("forward:" + expected[setting] + r"(/a=\w+)?", forward_plan), forward_plan
         if "/tail" in forward_plan:  # the split tiles' sums meet in distributed shared memory
             assert torchconv.last_workspace_bytes() == 0
 

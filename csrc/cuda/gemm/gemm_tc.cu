@@ -436,9 +436,9 @@ inline SplitEstimate tail_splits_by_waves(int64_t blocks, int64_t chunks, const 
 
 // The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerClusterSplit chunks each)
 // that minimizes config Cfg's estimated time for `cv`, with that time in chunk-times of a large block;
-// or splits of the last wave's tiles alone where those are ahead by kTailSplitMargin.
+// or, `with_tail`, splits of the last wave's tiles alone where those are ahead by kTailSplitMargin.
 template <typename T, typename Cfg, typename Kernel>
-SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv) {
+SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv, bool with_tail) {
   const int64_t chunks = reduction_chunks(cv, int(sizeof(T)), Cfg::kBKBytes);
   const int64_t blocks = tile_blocks(cv, Cfg::kBM, Cfg::kBN);
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
@@ -452,7 +452,8 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv) {
       best = cluster_splits_by_waves(blocks, chunks, slots, clusters_by_size, kBlockFixedChunks,
                                      kMinChunksPerClusterSplit);
     const SplitEstimate tail =
-        tail_splits_by_waves(blocks, chunks, clusters_by_size, kBlockFixedChunks, kMinChunksPerTailSplit);
+        with_tail ? tail_splits_by_waves(blocks, chunks, clusters_by_size, kBlockFixedChunks, kMinChunksPerTailSplit)
+                  : SplitEstimate{1, 0.0};
     if (tail.splits >= 2 && tail.time < kTailSplitMargin * best.time) best = tail;
   }
   best.time *= chunk_cost;
@@ -481,18 +482,25 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     default: break;  // the rule
   }
   const bool wide = cv.outputs > 64;
+  const int chunks = reduction_chunks(cv, sizeof(T), WgmmaWide::kBKBytes);
+  const bool one_tap = cv.R * cv.S == 1;
+  const bool two_waves = blocks(128, 256) >= 2 * sms, one_wave_long = chunks >= 8 && blocks(128, 256) >= sms;
+  // 16-bit 1x1 launches (A by the tensor copies) run slower in wide blocks than in large ones but from
+  // two waves over at least 16 chunks (1024 channels): the rule below, and their last waves' splits.
+  const bool wide_blocks_lose = one_tap && sizeof(T) == 2 && !(two_waves && chunks >= 16);
   // Launches of more than 64 destination channels split their reduction as clusters of the large or
   // wide tile where the estimate says the splits' shorter blocks more than pay for their extra waves:
-  // grids of a few tiles (7 x 7 outputs of 512 channels), grids just over a wave of wide tiles (17 x 17
-  // grad_input of 512 channels). Elsewhere, and for NCHW float32 sources read by the 1x1 kernel
-  // (not swept), the rule below.
+  // grids of a few tiles (7 x 7 outputs of 512 channels), grids just over whole waves of tiles (17 x
+  // 17 outputs of 512 or 1024 channels), these splitting only the last wave's tiles. Elsewhere, and
+  // for NCHW float32 sources read by the 1x1 kernel (not swept), the rule below.
   if constexpr (!kNchwSource) {
     if (wide) {
-      SplitEstimate best = cluster_split_estimate<T, WgmmaLarge>(wgmma_kernel<T, WgmmaLarge, kNchwSource, kTmaA>(), cv);
+      SplitEstimate best =
+          cluster_split_estimate<T, WgmmaLarge>(wgmma_kernel<T, WgmmaLarge, kNchwSource, kTmaA>(), cv, true);
       bool best_wide = false;
       if (cv.outputs > 128) {
-        const SplitEstimate w =
-            cluster_split_estimate<T, WgmmaWide>(wgmma_kernel<T, WgmmaWide, kNchwSource, kTmaA>(), cv);
+        const SplitEstimate w = cluster_split_estimate<T, WgmmaWide>(
+            wgmma_kernel<T, WgmmaWide, kNchwSource, kTmaA>(), cv, !wide_blocks_lose);
         if (w.time < best.time) best = w, best_wide = true;
       }
       if (best.splits >= 2 && best_wide)
@@ -508,10 +516,7 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   // blocks per SM, overlap one block's stores with the other's loads. Gathered from channels_last
   // (1x1 TF32) it wins in both cases; by the tensor copies (16-bit 1x1) it loses up to 8 chunks
   // (512 channels) even over two waves.
-  const int chunks = reduction_chunks(cv, sizeof(T), WgmmaWide::kBKBytes);
-  const bool one_tap = cv.R * cv.S == 1;
-  const bool two_waves = blocks(128, 256) >= 2 * sms, one_wave_long = chunks >= 8 && blocks(128, 256) >= sms;
-  bool wide_tile = two_waves && !(one_tap && sizeof(T) == 2 && chunks < 16);
+  bool wide_tile = two_waves && !wide_blocks_lose;
   if (kNchwSource)
     wide_tile = one_wave_long;
   else if (one_tap && sizeof(T) == 4)
