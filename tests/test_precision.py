@@ -415,14 +415,22 @@ TAIL_CASES = [
 ]
 
 
-@pytest.mark.parametrize("setting", ["tf32-nchw", "tf32-nhwc", "fp16-nchw", "bf16-nhwc"])
+# The precisions and layouts of the 1x1 rule's cases, '<precision>-<layout>'.
+SETTINGS_1X1 = ["tf32-nchw", "tf32-nhwc", "fp16-nchw", "bf16-nhwc"]
+
+
+def setting_case(shape, device, setting):
+    """make_case at a setting of SETTINGS_1X1 (PyTorch's TF32 switch set for its precision)."""
+    precision, layout = setting.split("-")
+    return make_case(shape, device, at_precision(precision), channels_last=layout == "nhwc")
+
+
+@pytest.mark.parametrize("setting", SETTINGS_1X1)
 @pytest.mark.parametrize("case", TAIL_CASES, ids=lambda c: shape_id(c[0]))
 @pytest.mark.parametrize("device", [CUDA])
 def test_wgmma_tail_splits(device, case, setting):
     shape, expected = case
-    precision, layout = setting.split("-")
-    dtype = at_precision(precision)
-    x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
+    x, w, b, kw = setting_case(shape, device, setting)
     y, forward_plan, _ = check_gemm_forward_and_grad_input(x, w, b, kw)
     # The same bits every call: each split tile adds its splits' sums in split order.
     assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
@@ -451,21 +459,18 @@ NCHW_1X1_RULE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("setting", ["tf32-nchw", "tf32-nhwc", "fp16-nchw", "bf16-nhwc"])
+@pytest.mark.parametrize("setting", SETTINGS_1X1)
 @pytest.mark.parametrize("case", NCHW_1X1_RULE_CASES, ids=lambda c: shape_id(c[0]))
 @pytest.mark.parametrize("device", [CUDA])
 def test_wgmma_config_rule_of_1x1_layers(device, case, setting):
     shape, expected = case
-    precision, layout = setting.split("-")
-    dtype = {"tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
-    torch.backends.cudnn.allow_tf32 = True
-    x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
+    x, w, b, kw = setting_case(shape, device, setting)
     y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     if hopper():
         # Whole, or with the tiles past whole waves split (test_wgmma_tail_splits).
         assert re.fullmatch(f"forward:wgmma-{expected[setting]}/splits=(1|[2-8]/tail)", torchconv.last_choice())
     ref = F.conv2d(x.double(), w.double(), b.double(), **kw)
-    assert rel_err(y, ref) <= allowed_error(rel_err(F.conv2d(x, w, b, **kw), ref), dtype)
+    assert rel_err(y, ref) <= allowed_error(rel_err(F.conv2d(x, w, b, **kw), ref), x.dtype)
 
 
 # The wgmma grad_weight config rule (Hopper), as (shape, config, split count pattern): 64 filters for
