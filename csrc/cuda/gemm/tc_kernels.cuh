@@ -714,39 +714,82 @@ __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, co
   cluster_arrive_release();
   cluster_wait_acquire();
   const int splits = int(gridDim.y), rank = int(blockIdx.y);
-  const float* part[kMaxClusterSplits];
-#pragma unroll
-  for (int s = 0; s < kMaxClusterSplits; ++s) part[s] = cluster_map_shared(sums, unsigned(s < splits ? s : rank));
   const int per = (Cfg::kBM + splits - 1) / splits, row0 = rank * per;
   const int rows = int(min(int64_t(min(per, Cfg::kBM - row0)), cv.rows - blk.m0 - row0));
   constexpr int kQuads = Cfg::kBN / 4;
-  const bool channels_inner = cv.dst_sc == 1;  // NHWC: a row's channels adjacent; NCHW: the rows
-  for (int item = threadIdx.x; item < rows * kQuads; item += Cfg::kThreads) {
-    const int row = channels_inner ? item / kQuads : item % rows;
-    const int quad = channels_inner ? item % kQuads : item / rows;
-    const int n = blk.n0 + quad * 4;
-    if (n >= cv.outputs) continue;
+  // The sums of row `row` (of this block's share), channels quad * 4 onwards, in split order, with
+  // the bias; read along channels, as each split staged them, split s's at split_sums(s, offset).
+  auto add_splits = [&](auto&& split_sums, int row, int quad, float (&sum)[4]) {
     float4 v[kMaxClusterSplits];
 #pragma unroll
     for (int s = 0; s < kMaxClusterSplits; ++s)
-      if (s < splits) v[s] = *reinterpret_cast<const float4*>(part[s] + (row0 + row) * kLd + quad * 4);
-    float sum[4] = {0.f, 0.f, 0.f, 0.f};
+      if (s < splits) v[s] = split_sums(s, (row0 + row) * kLd + quad * 4);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sum[e] = 0.f;
 #pragma unroll
     for (int s = 0; s < kMaxClusterSplits; ++s)
       if (s < splits) sum[0] += v[s].x, sum[1] += v[s].y, sum[2] += v[s].z, sum[3] += v[s].w;
-    const int col = blk.g * cv.outputs + n;
-    T* o = a.out + cv.dst_offset(cv.position(blk.m0 + row0 + row)) + int64_t(col) * cv.dst_sc;
     if (a.bias != nullptr)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        if (n + e < cv.outputs) sum[e] += to_float(a.bias[col + e]);
-    if (a.dst_quads) {  // n + 3 < outputs: outputs is a multiple of 4
-      store_quad(o, sum);
-      continue;
-    }
+        if (blk.n0 + quad * 4 + e < cv.outputs) sum[e] += to_float(a.bias[blk.g * cv.outputs + blk.n0 + quad * 4 + e]);
+  };
+  if (cv.dst_sc == 1) {  // NHWC: a row's channels adjacent, a warp's stores along them
+    const float* part[kMaxClusterSplits];
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (n + e < cv.outputs) o[e * cv.dst_sc] = from_float<T>(sum[e]);
+    for (int s = 0; s < kMaxClusterSplits; ++s) part[s] = cluster_map_shared(sums, unsigned(s < splits ? s : rank));
+    auto split_sums = [&](int s, int offset) { return *reinterpret_cast<const float4*>(part[s] + offset); };
+    for (int item = threadIdx.x; item < rows * kQuads; item += Cfg::kThreads) {
+      const int row = item / kQuads, quad = item % kQuads, n = blk.n0 + quad * 4;
+      if (n >= cv.outputs) continue;
+      float sum[4];
+      add_splits(split_sums, row, quad, sum);
+      T* o = a.out + cv.dst_offset(cv.position(blk.m0 + row0 + row)) + blk.g * cv.outputs + n;
+      if (a.dst_quads) {  // n + 3 < outputs: outputs is a multiple of 4
+        store_quad(o, sum);
+        continue;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (n + e < cv.outputs) o[e] = from_float<T>(sum[e]);
+    }
+  } else {
+    // NCHW: a channel's positions adjacent. Reading the splits' sums along positions would take a
+    // 16-byte piece of another row of distributed shared memory per lane; instead each pass of
+    // kPassRows rows reads them along channels, stages the rounded values channel by channel in this
+    // block's stage bytes past its own sums (which the other blocks still read), and stores each
+    // channel's run of positions.
+    constexpr int kPassRows = 32, kPassLd = kPassRows + 1;  // T elements a staged channel
+    static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) + size_t(Cfg::kBN) * kPassLd * sizeof(T) <=
+                      size_t(Cfg::kStages) * Cfg::kStageBytes && Cfg::kThreads % kPassRows == 0,
+                  "a pass's channels fit past the staged sums; whole warps along a pass's positions");
+    T* pass = reinterpret_cast<T*>(smem + size_t(Cfg::kBM) * kLd * sizeof(float));
+    const int cols = min(Cfg::kBN, cv.outputs - blk.n0);
+    // (Each load maps its own address: pointers to the splits' sums held across the passes would
+    // spill in the tiles of three blocks an SM.)
+    auto split_sums = [&](int s, int offset) {
+      return *reinterpret_cast<const float4*>(cluster_map_shared(sums + offset, unsigned(s)));
+    };
+    for (int first = 0; first < rows; first += kPassRows) {
+      const int pass_rows = min(kPassRows, rows - first);
+      for (int item = threadIdx.x; item < pass_rows * kQuads; item += Cfg::kThreads) {
+        const int row = item / kQuads, quad = item % kQuads;
+        if (blk.n0 + quad * 4 >= cv.outputs) continue;
+        float sum[4];
+        add_splits(split_sums, first + row, quad, sum);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) pass[(quad * 4 + e) * kPassLd + row] = from_float<T>(sum[e]);
+      }
+      __syncthreads();
+      const int r = int(threadIdx.x) % kPassRows;
+      if (r < pass_rows) {
+        T* o = a.out + cv.dst_offset(cv.position(blk.m0 + row0 + first + r)) +
+               int64_t(blk.g * cv.outputs + blk.n0) * cv.dst_sc;
+        for (int c = int(threadIdx.x) / kPassRows; c < cols; c += Cfg::kThreads / kPassRows)
+          o[int64_t(c) * cv.dst_sc] = pass[c * kPassLd + r];
+      }
+      __syncthreads();  // the next pass overwrites the staged channels
+    }
   }
   // No block leaves while another may still read its shared memory.
   cluster_arrive_release();
