@@ -440,6 +440,53 @@ def test_wgmma_tail_splits(device, case, setting):
             assert torchconv.last_workspace_bytes() == 0
 
 
+# 16-bit NCHW 1x1 layers of stride 1 without padding whose planes are whole 16-byte words (H x W a
+# multiple of 8), forward and grad_input, on Hopper: the wgmma kernel reads the NCHW source as it is
+# (its A tiles keep the planes' order, read by the MMAs transposed), so the call makes no
+# channels_last copy of it. Tiles across images (96 and 1024 positions a plane), channels that are not
+# whole chunks (100, 96), partial filter tiles (72, 68 a group, 192), groups, a plane of 8 positions
+# (a tile mostly past the last position), tiny, medium and large tiles and split reductions. Planes
+# of 7 x 9 positions, and strided 1x1 layers, read a channels_last copy.
+PLANES_CASES = [
+    ((2, 100, 72, 8, 12, 1, 1, 1, 0, 1, 1), True),
+    ((3, 128, 136, 16, 16, 1, 1, 1, 0, 1, 2), True),
+    ((1, 64, 64, 4, 2, 1, 1, 1, 0, 1, 1), True),
+    ((20, 96, 64, 32, 32, 1, 1, 1, 0, 1, 1), True),
+    ((16, 128, 192, 32, 32, 1, 1, 1, 0, 1, 1), True),
+    ((32, 512, 256, 8, 8, 1, 1, 1, 0, 1, 1), True),
+    ((2, 100, 72, 7, 9, 1, 1, 1, 0, 1, 1), False),
+    ((2, 64, 72, 16, 16, 1, 1, 2, 0, 1, 1), False),
+]
+
+
+def forward_extra_bytes(x, w, b, kw):
+    """The bytes a forward call allocates beyond its output (the caching allocator's 512-byte blocks),
+    its weight's re-laid copy already cached."""
+    with torch.no_grad():
+        torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before - (y.numel() * y.element_size() + 511) // 512 * 512
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("case", PLANES_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_reads_16bit_nchw_planes(device, case, precision):
+    shape, reads_planes = case
+    x, w, b, kw = make_case(shape, device, at_precision(precision))
+    check_gemm_forward_and_grad_input(x, w, b, kw)
+    if hopper() and shape[0] * shape[3] * shape[4] <= 1024:  # no split reduction's workspace
+        extra = forward_extra_bytes(x, w, b, kw)
+        if reads_planes:
+            assert extra < x.numel() * x.element_size() // 2, extra
+        else:
+            assert extra >= x.numel() * x.element_size() // 4, extra
+
+
 # The rule for 1x1 layers with more than 128 filters: from NCHW planes (TF32, read into registers)
 # the wide tile from one full wave of 128 x 256 tiles over at least 8 chunks of channels (256
 # channels, 144 tiles), the large one with shorter reductions (128 channels); gathered from

@@ -152,6 +152,7 @@ struct Wgmma;
 #define TORCHCONV_WGMMA_16BIT_MODES "1, 1, 0, 0"
 #define TORCHCONV_WGMMA_TF32_MODES "1, 1"
 #define TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES "1, 1, 1, 1"
+#define TORCHCONV_WGMMA_16BIT_A_MN_MAJOR_MODES "1, 1, 1, 0"
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TORCHCONV_WGMMA_ASM(...) asm volatile(__VA_ARGS__)
 #else
@@ -238,6 +239,36 @@ struct WgmmaMnMajor<__nv_bfloat16, 192> {
 template <>
 struct WgmmaMnMajor<__nv_bfloat16, 256> {
   TORCHCONV_WGMMA_N256("m64n256k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES)
+};
+
+// A MN-major (descriptor from wgmma_descriptor_mn_major), B K-major (wgmma_descriptor): 16-bit types
+// only, for A tiles that keep an NCHW source's order (positions along the rows, one channel a row).
+// Accumulators as in Wgmma.
+template <typename T, int kN>
+struct WgmmaMnMajorA;
+template <>
+struct WgmmaMnMajorA<__half, 64> {
+  TORCHCONV_WGMMA_N64("m64n64k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_A_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorA<__half, 128> {
+  TORCHCONV_WGMMA_N128("m64n128k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_A_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorA<__half, 256> {
+  TORCHCONV_WGMMA_N256("m64n256k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_A_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorA<__nv_bfloat16, 64> {
+  TORCHCONV_WGMMA_N64("m64n64k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_A_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorA<__nv_bfloat16, 128> {
+  TORCHCONV_WGMMA_N128("m64n128k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_A_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorA<__nv_bfloat16, 256> {
+  TORCHCONV_WGMMA_N256("m64n256k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_A_MN_MAJOR_MODES)
 };
 
 // TF32 with A from registers: the caller holds A's m64 x k8 fragment, a[e] = row 16 * (warp % 4) +

@@ -297,7 +297,8 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
 }
 
 // The config rule: the largest tile whose grid still fills the GPU; wgmma on Hopper, mma.sync
-// otherwise. `nchw_source`: the source is float32 NCHW (wgmma only, see is_nchw_source).
+// otherwise. `nchw_source`: the source is float32 NCHW or 16-bit NCHW planes (wgmma only, see
+// is_nchw_source and is_nchw_planes_source).
 // Grids that would not fill the GPU even with small tiles split a long reduction across blocks
 // instead of taking the tiny tile: the tiny tile's pace is set by its per-chunk work (wait, barrier,
 // loads issued), while large (medium) tiles with the reduction split keep four times the MMAs per
@@ -493,7 +494,7 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   // grids of a few tiles (7 x 7 outputs of 512 channels), grids just over whole waves of tiles (17 x
   // 17 outputs of 512 or 1024 channels), these splitting only the last wave's tiles. Elsewhere, and
   // for NCHW float32 sources read by the 1x1 kernel (not swept), the rule below.
-  if constexpr (!kNchwSource) {
+  if constexpr (!kNchwSource || sizeof(T) == 2) {
     if (wide) {
       SplitEstimate best =
           cluster_split_estimate<T, WgmmaLarge>(wgmma_kernel<T, WgmmaLarge, kNchwSource, kTmaA>(), cv, true);
@@ -515,9 +516,10 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   // waves: the store of the output tile is then a large part of a block's time, and large tiles, two
   // blocks per SM, overlap one block's stores with the other's loads. Gathered from channels_last
   // (1x1 TF32) it wins in both cases; by the tensor copies (16-bit 1x1) it loses up to 8 chunks
-  // (512 channels) even over two waves.
+  // (512 channels) even over two waves. 16-bit NCHW planes (TcNchwPlanesLoader, not swept) take the
+  // 16-bit rule.
   bool wide_tile = two_waves && !wide_blocks_lose;
-  if (kNchwSource)
+  if (kNchwSource && sizeof(T) == 4)
     wide_tile = one_wave_long;
   else if (one_tap && sizeof(T) == 4)
     wide_tile = two_waves || one_wave_long;
@@ -542,11 +544,9 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
 template <typename T>
 void run_tc(const TcConvArgs<T>& args, const char* pass, bool nchw_source, bool tma_source) {
   if (args.cv.wt_tiled) {  // runs_wgmma(), decided when Wt was laid out
-    if constexpr (std::is_same_v<T, float>) {
-      TORCH_CHECK(!nchw_source || args.cv.R * args.cv.S == 1,
-                  "conv2d_gemm: internal error: an NCHW source of a launch with several taps");
-      if (nchw_source) return run_wgmma<T, true>(args, pass);
-    }
+    TORCH_CHECK(!nchw_source || args.cv.R * args.cv.S == 1,
+                "conv2d_gemm: internal error: an NCHW source of a launch with several taps");
+    if (nchw_source) return run_wgmma<T, true>(args, pass);
     if (tma_source) return run_wgmma<T, false, true>(args, pass);
     return run_wgmma<T, false>(args, pass);
   }
@@ -565,6 +565,15 @@ void run_tc(const TcConvArgs<T>& args, const char* pass, bool nchw_source, bool 
 // both formats reads the same either way). tc_source decides which sources stay NCHW.
 bool is_nchw_source(const at::Tensor& t) {
   return t.scalar_type() == at::kFloat && t.is_contiguous() && runs_wgmma();
+}
+
+// Whether the wgmma kernel reads a 16-bit NCHW source `t` as it is (TcNchwPlanesLoader), for a launch
+// that reads its planes whole (`whole_planes`: reads_whole_planes): planes of whole 16-byte words on
+// a 16-byte boundary, so that each copy is one word of 8 positions of one image. A 1x1 layer reads
+// each element once, so a channels_last copy would double its traffic.
+bool is_nchw_planes_source(const at::Tensor& t, bool whole_planes) {
+  return whole_planes && is_reduced_float(t.scalar_type()) && t.dim() == 4 && t.is_contiguous() && runs_wgmma() &&
+         t.size(2) * t.size(3) % 8 == 0 && reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
 }
 
 // Whether the wgmma kernel's A tiles come by im2col tensor copies (TcIm2colLoader) for a launch whose
@@ -625,7 +634,7 @@ void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, 
   const TcConv cv = tc_launch(map, src.scalar_type(), dst);
   const at::Tensor wt = tc_weight<T>(weight, cv);
   TcConvArgs<T> args = tc_args<T>(cv, src, kernel_data<T>(wt), bias, dst);
-  const bool nchw = is_nchw_source(src);
+  const bool nchw = is_nchw_source(src) || is_nchw_planes_source(src, reads_whole_planes(args.cv));
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % 4 == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
   run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, !nchw && tma_takes<T>(args.cv, src_rounded));
@@ -1083,17 +1092,24 @@ int64_t padded_channels(const ConvShape& p, at::ScalarType dtype) {
   return p.groups == 1 ? (p.C + vec - 1) / vec * vec : p.C;
 }
 
+// Whether the forward and grad_input launches of layer `p` read their sources' pixels in order
+// through one tap (reads_whole_planes): a 1x1 layer of stride 1 without padding.
+bool whole_planes(const ConvShape& p) {
+  return p.R == 1 && p.S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0;
+}
+
 // The source the kernels read for a layer of `taps` filter taps: a channels_last tensor as it is
 // where kernel_ready; an NCHW float32 tensor as it is where the wgmma kernel runs and the layer is
-// 1x1 (TcNchwLoader reads the planes itself, any channel count); otherwise a channels_last copy with
+// 1x1 (TcNchwLoader reads the planes itself, any channel count), and a 16-bit one where the launch
+// reads its planes whole (`reads_planes`, is_nchw_planes_source); otherwise a channels_last copy with
 // its channels zero-padded to `channels`. A 1x1 layer reads each element once, so a copy would
 // double its traffic; a layer of several taps reads each element once per tap, and there one
 // transposing pass costs less than reading the planes tap by tap. For the same reason a float32
 // channels_last source of several taps is copied too where the wgmma kernel runs: the copy is rounded
 // to TF32, so the im2col tensor copies may load it (tma_takes), where the threads' gather, which
 // rounds each tile in shared memory, would set the loop's pace.
-at::Tensor tc_source(const at::Tensor& t, int64_t channels, int64_t taps) {
-  if (taps == 1 && is_nchw_source(t)) return t;
+at::Tensor tc_source(const at::Tensor& t, int64_t channels, int64_t taps, bool reads_planes) {
+  if (taps == 1 && (is_nchw_source(t) || is_nchw_planes_source(t, reads_planes))) return t;
   return channels_last_padded(t, channels, taps > 1 && t.scalar_type() == at::kFloat && runs_wgmma());
 }
 
@@ -1212,7 +1228,7 @@ at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const 
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(format));
   record_workspace_bytes(0);
   if (y.numel() == 0) return y;
-  const at::Tensor x = tc_source(input, padded_channels(p, input.scalar_type()), p.R * p.S);
+  const at::Tensor x = tc_source(input, padded_channels(p, input.scalar_type()), p.R * p.S, whole_planes(p));
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
@@ -1226,7 +1242,7 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   const at::MemoryFormat format = conv_memory_format(input, weight);
   auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
   if (gx.numel() == 0) return gx;
-  const at::Tensor gy = tc_source(grad_output, p.K, p.R * p.S);
+  const at::Tensor gy = tc_source(grad_output, p.K, p.R * p.S, whole_planes(p));
   // The phases that receive taps; the others are zero.
   c10::SmallVector<LaunchMap, kMaxGradInputPhases> maps;
   for (int py = 0; py < p.stride_h; ++py)

@@ -530,6 +530,55 @@ struct TcNchwLoader {
   }
 };
 
+// The A tile of a 16-bit NCHW source read as whole planes (a one-tap launch whose positions are the
+// source's pixels in order, reads_whole_planes, a plane a whole number of 16-byte words): kept in the
+// source's order, MN-major, which wgmma reads for 16-bit types (WgmmaMnMajorA) -- so the source needs
+// no channels_last copy. Each m64 block of positions is 64 rows of 128 bytes, row c one channel's 64
+// positions, 16-byte word w at word w ^ (c % 8) (the 128-byte swizzle of wgmma_descriptor_mn_major);
+// blocks 8 KB apart, as a K-major tile's 64-row blocks. A thread copies one 16-byte word (8 positions,
+// never across images: a plane is whole words) of kChunk / kCols channels a chunk, its source pixel
+// fixed; lanes run along positions. Channels past cv.reduced and positions past the last are zeros.
+template <typename T, int kBM, int kThreads>
+struct TcNchwPlanesLoader {
+  static constexpr int kChunk = 64;                      // 16-bit channels per chunk (128 bytes of K)
+  static constexpr int kWordsPerRow = kBM / 8;           // 16-byte words of positions across the tile
+  static constexpr int kCols = kThreads / kWordsPerRow;  // channels per pass
+  static_assert(sizeof(T) == 2 && kThreads % kWordsPerRow == 0 && kChunk % kCols == 0 && kCols % 8 == 0,
+                "whole channel rows per pass, each thread's rows in one swizzle phase");
+
+  const T* src;
+  const T* base;  // this thread's first position's pixel, channel 0 of the group
+  int plane, reduced, col0, place;
+  bool inside;
+
+  __device__ TcNchwPlanesLoader(const TcConvArgs<T>& a, const TcBlock& blk)
+      : src(a.src), base(a.src), reduced(a.cv.reduced), inside(false) {
+    const TcConv& cv = a.cv;
+    plane = cv.src_H * cv.src_W;
+    col0 = int(threadIdx.x) / kWordsPerRow;
+    const int word = int(threadIdx.x) % kWordsPerRow;
+    // m64 block word / 8, row col0 (the swizzle's phase is col0 % 8 for every row this thread copies).
+    place = (word / 8) * 64 * 128 + col0 * 128 + (((word % 8) ^ (col0 % 8)) << 4);
+    const int64_t m = blk.m0 + word * 8;
+    if (m < cv.rows) {
+      const TcConv::Position p = cv.position(m);
+      inside = true;
+      base = a.src + int64_t(p.n) * cv.src_image + int64_t(blk.g) * cv.reduced * plane + int64_t(p.cy) * cv.src_W + p.cx;
+    }
+  }
+
+  __device__ __forceinline__ void fetch_a(int chunk, unsigned char* stage_a) const {
+    const int c0 = chunk * kChunk + col0;
+    const T* p = opaque_pointer(base + int64_t(c0) * plane);
+    const int channels_left = inside ? reduced - c0 : 0;  // copy i holds a channel where i kCols < this
+#pragma unroll
+    for (int i = 0; i < kChunk / kCols; ++i) {
+      const bool ok = i * kCols < channels_left;
+      cp_async_16_or_zero(stage_a + place + i * kCols * 128, ok ? p + int64_t(plane) * (i * kCols) : src, ok);
+    }
+  }
+};
+
 // The epilogue: bias added in FP32, one rounding to T, the tile staged in shared memory [kBM][kLd],
 // then stores coalesced for the destination's format.
 template <typename T, int kBM, int kBN, int kThreads>
@@ -797,9 +846,9 @@ __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, co
 }
 
 // One block's tile of launch `a`: tile `block` of its grid, `split` its share of a split reduction,
-// or all of it where `whole`. kNchwSource: A from a float32 NCHW source (TcNchwLoader), to the MMAs
-// from registers; kTmaA: A by im2col tensor copies (TcIm2colLoader); neither: A gathered from NHWC
-// (TcLoader).
+// or all of it where `whole`. kNchwSource: A from an NCHW source -- float32 (TcNchwLoader), to the
+// MMAs from registers, or 16-bit whole planes (TcNchwPlanesLoader), MN-major from shared memory;
+// kTmaA: A by im2col tensor copies (TcIm2colLoader); neither: A gathered from NHWC (TcLoader).
 template <typename T, typename Cfg, bool kNchwSource, bool kTmaA>
 __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int block, int split, bool whole) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -808,10 +857,13 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
   const TcConv& cv = a.cv;
   const TcBlock blk(block, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
+  constexpr bool kRegA = kNchwSource && std::is_same_v<T, float>;  // TF32 A from registers
+  constexpr bool kMnMajorA = kNchwSource && sizeof(T) == 2;
+  using NchwLoader = std::conditional_t<kRegA, TcNchwLoader<Cfg::kBM, Cfg::kThreads>,
+                                        TcNchwPlanesLoader<T, Cfg::kBM, Cfg::kThreads>>;
   using Loader = std::conditional_t<
       kTmaA, TcIm2colLoader<T>,
-      std::conditional_t<kNchwSource, TcNchwLoader<Cfg::kBM, Cfg::kThreads>,
-                         TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads>>>;
+      std::conditional_t<kNchwSource, NchwLoader, TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads>>>;
   Loader loader(a, blk);
   const TcWtBulkLoader<T, Cfg::kBN> wt(a, blk);
   // This block's chunks: all of them, or its split's.
@@ -854,13 +906,13 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   // kStages - 2 chunks load ahead of the MMAs, and one chunk's MMAs stay in flight while the next
   // chunk is waited for and its successor's loads are issued: the stage refilled at chunk c held
   // chunk c - 2, whose MMAs every warpgroup has waited for before the barrier.
-  // kNchwSource: A goes to the MMAs from registers, one fragment set per k-step (a_frag[ks]), each
-  // k-step its own commit group; the wait before a k-step's fragments are reloaded leaves the three
-  // later groups in flight, so that the set it overwrites (the previous chunk's at that k-step) is
-  // no longer read, and by the barrier of chunk c every group of chunk c - 2 has completed.
-  uint32_t a_frag[kNchwSource ? 4 : 1][kM][4];
+  // kRegA: A goes to the MMAs from registers, one fragment set per k-step (a_frag[ks]), each k-step
+  // its own commit group; the wait before a k-step's fragments are reloaded leaves the three later
+  // groups in flight, so that the set it overwrites (the previous chunk's at that k-step) is no
+  // longer read, and by the barrier of chunk c every group of chunk c - 2 has completed.
+  uint32_t a_frag[kRegA ? 4 : 1][kM][4];
   [[maybe_unused]] const auto frag_places = [&] {
-    if constexpr (kNchwSource) return Loader::fragment_places(tile_row(0, 0));
+    if constexpr (kRegA) return Loader::fragment_places(tile_row(0, 0));
     else return 0;
   }();
 #pragma unroll
@@ -881,7 +933,7 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
     const int s = i % Cfg::kStages;
     mbarrier_wait(&b_landed[s], (i / Cfg::kStages) & 1);
     const unsigned sb = smem_address(stage_b(s));
-    if constexpr (kNchwSource) {
+    if constexpr (kRegA) {
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         wgmma_wait<3>();
@@ -898,9 +950,14 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
-        for (int r = 0; r < kM; ++r)
-          Wgmma<T, Cfg::kBN>::run(acc[r], wgmma_descriptor(sa + r * 64 * 128 + ks * 32),
-                                  wgmma_descriptor(sb + ks * 32), 1);
+        for (int r = 0; r < kM; ++r) {
+          if constexpr (kMnMajorA)  // A's k-step: 16 rows of channels (2 KB) on
+            WgmmaMnMajorA<T, Cfg::kBN>::run(acc[r], wgmma_descriptor_mn_major(sa + r * 64 * 128 + ks * 2048, 64 * 128),
+                                            wgmma_descriptor(sb + ks * 32), 1);
+          else
+            Wgmma<T, Cfg::kBN>::run(acc[r], wgmma_descriptor(sa + r * 64 * 128 + ks * 32),
+                                    wgmma_descriptor(sb + ks * 32), 1);
+        }
       wgmma_commit();
       wgmma_wait<1>();
     }
