@@ -623,6 +623,13 @@ TcConvArgs<T> tc_args(const TcConv& cv, const at::Tensor& src, const T* wt, cons
   args.out = mutable_kernel_data<T>(dst);
   args.dst_quads =
       quads_of_channels(args.out, args.cv.dst_sc, args.cv.outputs, {args.cv.dst_sn, args.cv.dst_sh, args.cv.dst_sw});
+  // 16-bit elements only: a float32 word holds 4 positions, so a warp's 16 channels x 2 words store
+  // 32-byte runs where the element stores write 128-byte runs of one channel.
+  const TcConv& c = args.cv;
+  constexpr int vec = 16 / int(sizeof(T));
+  args.dst_words = sizeof(T) == 2 && c.dst_sc != 1 && c.dst_sw == 1 && c.out_sx == 1 && c.out_ox == 0 && c.out_sy == 1 &&
+                   c.out_oy == 0 && c.dst_sh == c.col_W && c.dst_sc == c.col_plane && c.col_plane % vec == 0 &&
+                   c.dst_sn % vec == 0 && reinterpret_cast<uintptr_t>(args.out) % 16 == 0;
   return args;
 }
 

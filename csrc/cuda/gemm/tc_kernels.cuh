@@ -129,6 +129,9 @@ struct TcConvArgs {
   // The destination's channels adjacent (NHWC) with every quad of a row's channels aligned to 4
   // elements: the cluster end stores a quad at once.
   bool dst_quads;
+  // A 16-bit NCHW destination whose planes the rows fill in order, planes of whole 16-byte words on a
+  // 16-byte boundary: the epilogue stores 16-byte words of positions.
+  bool dst_words;
 };
 
 // Phases of a strided grad_input that one launch takes (tc_conv_wgmma_phases_kernel): stride 2 x 2,
@@ -629,6 +632,25 @@ struct TcEpilogue {
       for (int e = tid; e < kBM * kBN; e += kThreads) {
         const int r = e / kBN, c = e - r * kBN;
         if (row_offset[r] >= 0 && c < cols) a.out[row_offset[r] + blk.n0 + c] = tile[r * kLd + c];
+      }
+    } else if (sizeof(T) == 2 && a.dst_words) {
+      // NCHW planes of whole words, filled in order: a lane stores kVec positions of one channel as one
+      // word (a word's rows are all inside or all past the last: the rows are whole words too); a warp
+      // takes 16 channels x 2 words, reading the staged tile along channels.
+      constexpr int kRowWords = kBM / kVec, kChannelBlocks = kBN / 16;
+      static_assert(kBN % 16 == 0 && kRowWords % 2 == 0, "a warp's 16 channels x 2 words");
+      for (int e = tid; e < kRowWords * kBN; e += kThreads) {
+        const int item = e / 32, lane = e % 32;
+        const int c = (item % kChannelBlocks) * 16 + lane % 16;
+        const int r0 = ((item / kChannelBlocks) * 2 + lane / 16) * kVec;
+        if (row_offset[r0] < 0 || c >= cols) continue;
+        union {
+          int4 word;
+          T elems[kVec];
+        } v;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) v.elems[i] = tile[(r0 + i) * kLd + c];
+        *reinterpret_cast<int4*>(a.out + row_offset[r0] + int64_t(blk.n0 + c) * cv.dst_sc) = v.word;
       }
     } else {
       // NCHW: lanes along positions, which are consecutive in a channel's plane.
