@@ -441,15 +441,19 @@ def test_wgmma_tail_splits(device, case, setting):
 
 
 # 16-bit NCHW 1x1 layers of stride 1 without padding whose planes are whole 16-byte words (H x W a
-# multiple of 8), forward and grad_input, on Hopper: the wgmma kernel reads the NCHW source as it is
-# (its A tiles keep the planes' order, read by the MMAs transposed), so the call makes no
-# channels_last copy of it. Tiles across images (96 and 1024 positions a plane), channels that are not
-# whole chunks (100, 96), partial filter tiles (72, 68 a group, 192), groups, a plane of 8 positions
-# (a tile mostly past the last position), tiny, medium and large tiles and split reductions. Planes
-# of 7 x 9 positions, and strided 1x1 layers, read a channels_last copy.
+# multiple of 8), on Hopper: the wgmma kernels read the NCHW tensors as they are -- the forward's and
+# grad_input's A tiles keep the planes' order, read by the MMAs transposed; grad_weight's operands
+# both run along the positions (K-major) -- so no call makes a channels_last copy, nor a backward of
+# both gradients one of grad_output. Tiles across images (96 and 1024 positions a plane), channels
+# that are not whole chunks (100, 96), partial filter tiles (72, 72 a group, 68, 192), groups, a
+# plane of 8 positions (a tile mostly past the last position), tiny, medium and large tiles and split
+# reductions; grad_weight takes filters that are not whole words (68; grad_input, which needs whole
+# words, widens to float32 there). Planes of 7 x 9 positions, and strided 1x1 layers, read
+# channels_last copies.
 PLANES_CASES = [
     ((2, 100, 72, 8, 12, 1, 1, 1, 0, 1, 1), True),
-    ((3, 128, 136, 16, 16, 1, 1, 1, 0, 1, 2), True),
+    ((3, 128, 144, 16, 16, 1, 1, 1, 0, 1, 2), True),
+    ((2, 64, 68, 8, 8, 1, 1, 1, 0, 1, 1), True),
     ((1, 64, 64, 4, 2, 1, 1, 1, 0, 1, 1), True),
     ((20, 96, 64, 32, 32, 1, 1, 1, 0, 1, 1), True),
     ((16, 128, 192, 32, 32, 1, 1, 1, 0, 1, 1), True),
@@ -457,6 +461,24 @@ PLANES_CASES = [
     ((2, 100, 72, 7, 9, 1, 1, 1, 0, 1, 1), False),
     ((2, 64, 72, 16, 16, 1, 1, 2, 0, 1, 1), False),
 ]
+
+
+def allocated_blocks(*tensors):
+    """The caching allocator's bytes for `tensors` (512-byte blocks)."""
+    return sum((t.numel() * t.element_size() + 511) // 512 * 512 for t in tensors)
+
+
+def backward_extra_bytes(x, w, kw, gy):
+    """The bytes a backward call of both gradients allocates beyond them."""
+    conv = ([kw["stride"]] * 2, [kw["padding"]] * 2, [kw["dilation"]] * 2, kw["groups"])
+    with torch.no_grad():
+        torch.ops.torchconv.conv2d_gemm_backward(gy, x, w, *conv, [True, True, False])
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        gx, gw, _ = torch.ops.torchconv.conv2d_gemm_backward(gy, x, w, *conv, [True, True, False])
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before - allocated_blocks(gx, gw)
 
 
 def forward_extra_bytes(x, w, b, kw):
@@ -469,7 +491,7 @@ def forward_extra_bytes(x, w, b, kw):
         before = torch.cuda.memory_allocated()
         y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
         torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() - before - (y.numel() * y.element_size() + 511) // 512 * 512
+        return torch.cuda.max_memory_allocated() - before - allocated_blocks(y)
 
 
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
@@ -479,12 +501,19 @@ def test_wgmma_reads_16bit_nchw_planes(device, case, precision):
     shape, reads_planes = case
     x, w, b, kw = make_case(shape, device, at_precision(precision))
     check_gemm_forward_and_grad_input(x, w, b, kw)
+    gw, gy, _, ref = gemm_grad_weight(x, w, b, kw)
+    assert rel_err(gw, ref) <= allowed_error(pytorch_grad_weight_error(x, w, b, kw, gy, ref), x.dtype)
     if hopper() and shape[0] * shape[3] * shape[4] <= 1024:  # no split reduction's workspace
-        extra = forward_extra_bytes(x, w, b, kw)
+        # (grad_input takes whole words of filters per group only: 68 widens it to float32, copies.)
+        whole_words = shape[2] // shape[10] % 8 == 0
+        extra = forward_extra_bytes(x, w.detach(), b, kw)
+        backward_extra = backward_extra_bytes(x, w.detach(), kw, gy) if whole_words else None
+        x_bytes, gy_bytes = x.numel() * x.element_size(), gy.numel() * gy.element_size()
         if reads_planes:
-            assert extra < x.numel() * x.element_size() // 2, extra
+            assert extra < x_bytes // 2, extra
+            assert not whole_words or backward_extra < min(x_bytes, gy_bytes) // 2, backward_extra
         else:
-            assert extra >= x.numel() * x.element_size() // 4, extra
+            assert extra >= x_bytes // 4 and backward_extra >= gy_bytes // 4, (extra, backward_extra)
 
 
 # The rule for 1x1 layers with more than 128 filters: from NCHW planes (TF32, read into registers)

@@ -180,6 +180,14 @@ struct Wgmma<__nv_bfloat16, 128> {
   TORCHCONV_WGMMA_N128("m64n128k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_MODES)
 };
 template <>
+struct Wgmma<__half, 192> {
+  TORCHCONV_WGMMA_N192("m64n192k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_MODES)
+};
+template <>
+struct Wgmma<__nv_bfloat16, 192> {
+  TORCHCONV_WGMMA_N192("m64n192k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_MODES)
+};
+template <>
 struct Wgmma<__half, 256> {
   TORCHCONV_WGMMA_N256("m64n256k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_MODES)
 };

@@ -533,17 +533,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
   // CUDA-core kernels in float32.
   const bool channels_last = conv_memory_format(input, weight) == at::MemoryFormat::ChannelsLast;
   const bool tc_input = output_mask[0] && tc_unsupported_reason(p, dtype, true, channels_last).empty();
+  // 16-bit grad_weight of NCHW planes (tc_weight_grad_reads_planes) reads them as they are, as
+  // grad_input does (tc_source): then grad_output needs no copy for either.
+  const bool weight_reads_planes = tc_weight_grad_reads_planes(p, input, grad_output);
   const bool tc_weight =
       output_mask[1] &&
-      tc_weight_grad_unsupported_reason(p, dtype, channels_last, tc_weight_grad_reads_nchw(p, input, grad_output))
+      tc_weight_grad_unsupported_reason(p, dtype, channels_last,
+                                        tc_weight_grad_reads_nchw(p, input, grad_output) || weight_reads_planes)
           .empty();
   int64_t workspace = 0;
   at::Tensor gx, gw;
   // Both tensor-core gradients read a float16 / bfloat16 grad_output in channels_last: one copy of an
-  // NCHW one serves both (a no-op when it is channels_last already). float32's grad_input takes its
+  // NCHW one serves both (a no-op when it is channels_last already), but where both read its NCHW
+  // planes as they are (a 1x1 layer of stride 1: weight_reads_planes, and tc_source). float32's grad_input takes its
   // own source (tc_source: a 1x1 layer's NCHW planes as they are, else a copy rounded to TF32), and its
   // grad_weight reads dense NCHW planes as they are on Hopper (tc_weight_grad_reads_nchw).
-  const at::Tensor gy_tc = tc_input && tc_weight && dtype != at::kFloat
+  const at::Tensor gy_tc = tc_input && tc_weight && dtype != at::kFloat && !weight_reads_planes
                                ? grad_output.contiguous(at::MemoryFormat::ChannelsLast)
                                : grad_output;
   if (tc_input) gx = tc_conv2d_grad_input(p, gy_tc, input, weight);

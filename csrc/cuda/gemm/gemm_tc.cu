@@ -983,8 +983,9 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
 // The grad_weight config rule for channels_last sources: wgmma on Hopper, mma.sync otherwise; TF32
 // mma.sync on every GPU (wgmma reads TF32 operands K-major only, and in channels_last both of
 // grad_weight's run along the positions, MN-major; NCHW planes are K-major: run_tc_weight_grad_nchw).
-// `rounded`: x and gy are float32 copies rounded to TF32 when made (channels_last_padded).
-template <typename T>
+// `rounded`: x and gy are float32 copies rounded to TF32 when made (channels_last_padded). kPlanes
+// (16-bit, wgmma): x and gy are NCHW planes as they are (tc_weight_grad_reads_planes).
+template <typename T, bool kPlanes = false>
 void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw, bool rounded) {
   const bool narrow = p.filters_per_group() <= 64;
   if constexpr (std::is_same_v<T, float>) {
@@ -997,17 +998,17 @@ void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tenso
   } else {
     if (runs_wgmma()) {
       if (narrow)
-        return tc_weight_grad<T, WgmmaWeightGradNarrow>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradNarrow>, p, x,
-                                                         gy, gw, "wgmma-narrow");
+        return tc_weight_grad<T, WgmmaWeightGradNarrow>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradNarrow, kPlanes>,
+                                                         p, x, gy, gw, "wgmma-narrow");
       const int cols = int(p.R * p.S * p.channels_per_group());
       if (cols > 128 && round_up(cols, 192) < round_up(cols, 256))
-        return tc_weight_grad<T, WgmmaWeightGradWideN192>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWideN192>, p,
-                                                           x, gy, gw, "wgmma-wide-n192");
+        return tc_weight_grad<T, WgmmaWeightGradWideN192>(
+            tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWideN192, kPlanes>, p, x, gy, gw, "wgmma-wide-n192");
       if (cols > 128)
-        return tc_weight_grad<T, WgmmaWeightGradWide>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWide>, p, x, gy,
-                                                       gw, "wgmma-wide");
-      return tc_weight_grad<T, WgmmaWeightGradLarge>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradLarge>, p, x, gy,
-                                                      gw, "wgmma-large");
+        return tc_weight_grad<T, WgmmaWeightGradWide>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWide, kPlanes>, p,
+                                                       x, gy, gw, "wgmma-wide");
+      return tc_weight_grad<T, WgmmaWeightGradLarge>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradLarge, kPlanes>, p,
+                                                      x, gy, gw, "wgmma-large");
     }
     if (narrow)
       return tc_weight_grad<T, TcWeightGradMedium>(tc_weight_grad_kernel<T, TcWeightGradMedium>, p, x, gy, gw,
@@ -1136,6 +1137,14 @@ bool tc_weight_grad_reads_nchw(const ConvShape& p, const at::Tensor& input, cons
          p.C * (p.H + 2 * p.pad_h) * (p.W + 2 * p.pad_w) <= INT32_MAX && p.N * p.Ho * p.Wo <= INT32_MAX;
 }
 
+// Whether a 16-bit grad_weight reads its input and grad_output as NCHW planes (the wgmma kernel's
+// kPlanes): a 1x1 layer of stride 1 without padding whose planes are whole 16-byte words, where both
+// operands already run along the positions (K-major) and channels_last copies would move each
+// element three more times.
+bool tc_weight_grad_reads_planes(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output) {
+  return whole_planes(p) && is_nchw_planes_source(input, true) && is_nchw_planes_source(grad_output, true);
+}
+
 at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                  const at::Tensor& weight) {
   const at::MemoryFormat format = conv_memory_format(input, weight);
@@ -1144,6 +1153,13 @@ at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_outp
   if (p.N * p.Ho * p.Wo == 0) return gw.zero_();
   if (tc_weight_grad_reads_nchw(p, input, grad_output)) {
     run_tc_weight_grad_nchw(p, input, grad_output, gw);
+    return gw;
+  }
+  if (tc_weight_grad_reads_planes(p, input, grad_output)) {
+    dispatch_tc(input.scalar_type(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (sizeof(T) == 2) run_tc_weight_grad<T, true>(p, input, grad_output, gw, false);
+    });
     return gw;
   }
   // An ungrouped layer with channels short of a word runs on zero-padded channels; the padded

@@ -41,6 +41,11 @@ std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool
 // NCHW, an image's padded input and the positions within 32-bit offsets.
 bool tc_weight_grad_reads_nchw(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output);
 
+// Whether a 16-bit grad_weight reads its input and grad_output as NCHW planes as they are (Hopper):
+// a 1x1 layer of stride 1 without padding, both dense NCHW, planes of whole 16-byte words on 16-byte
+// boundaries.
+bool tc_weight_grad_reads_planes(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output);
+
 // "" when the tensor-core grad_weight kernel runs `p` in `dtype` (a dtype uses_tensor_cores takes),
 // else why not: a float32 layer that TF32 would not make faster (tf32_pays, as the forward). Where the
 // kernel reads NCHW planes as they are (`reads_nchw`, tc_weight_grad_reads_nchw) that is all; the

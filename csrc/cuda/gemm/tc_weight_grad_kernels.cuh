@@ -423,7 +423,13 @@ struct WgmmaWeightGradConfig {
 // is latency-bound, so what can be is fixed before it: a thread's A rows lie a constant step apart
 // in gy and its chunks another, its B words (fixed taps and channels) are offsets from the position's
 // input pixel and two bounds tests each, and their shared-memory places are a register and immediates.
-template <typename T, typename Cfg>
+// kPlanes: x and gy are NCHW planes of a 1x1 layer of stride 1 without padding, planes of whole
+// 16-byte words (tc_weight_grad_reads_planes). There a filter's gy and a channel's x each run along the
+// positions, the K-major order: each tile row is one filter (A) or channel (B), 128 bytes of the
+// chunk's 64 positions, swizzled, and the MMAs read both tiles K-major (Wgmma). A thread copies one
+// 16-byte word of positions (never across images) of rows a fixed step apart, decoding its word's
+// image once a chunk.
+template <typename T, typename Cfg, bool kPlanes = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     tc_weight_grad_wgmma_kernel(const __grid_constant__ TcWeightGradArgs<T> a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -465,6 +471,39 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const T* x_group = a.x + int64_t(g) * wg.Cg;
   const int64_t image_elements = int64_t(wg.H) * wg.W * wg.C;
 
+  // kPlanes: word word_p (positions 8 word_p ..) of rows row_p + i kPlaneRowStep of both tiles.
+  constexpr int kPlaneRowStep = Cfg::kThreads / 8;
+  static_assert(Cfg::kBK == 64 && Cfg::kBM % kPlaneRowStep == 0 && Cfg::kBN % kPlaneRowStep == 0 &&
+                    kPlaneRowStep % 8 == 0, "a chunk row is 8 words; whole passes of rows in one swizzle phase");
+  const int word_p = tid % 8, row_p = tid / 8;
+  const int p_place = swizzle128(row_p, word_p);
+  auto fetch_planes = [&](int chunk, int st) {
+    const int plane = wg.Ho * wg.Wo;
+    const int64_t p = blk.p_begin + int64_t(chunk) * Cfg::kBK + word_p * 8;
+    const bool valid = p < blk.p_end;  // a word's 8 positions all, or none: planes are whole words
+    int64_t img = 0, q = 0;
+    if (valid) {
+      if (wg.positions <= INT32_MAX)
+        img = wg.plane_div.div(uint32_t(p)), q = p - img * plane;
+      else
+        img = p / plane, q = p - img * plane;
+    }
+    const T* gy_p = opaque_pointer(a.gy + (img * wg.K + int64_t(g) * wg.Kg + m0 + row_p) * plane + q);
+    const T* x_p = opaque_pointer(a.x + (img * wg.C + int64_t(g) * wg.Cg + n0 + row_p) * plane + q);
+    unsigned char* a_dst = stage_a(st) + p_place;
+    unsigned char* b_dst = stage_b(st) + p_place;
+#pragma unroll
+    for (int i = 0; i < Cfg::kBM / kPlaneRowStep; ++i) {
+      const bool ok = valid && m0 + row_p + i * kPlaneRowStep < wg.Kg;
+      cp_async_16_or_zero(a_dst + i * kPlaneRowStep * 128, ok ? gy_p + int64_t(plane) * (i * kPlaneRowStep) : a.gy, ok);
+    }
+#pragma unroll
+    for (int j = 0; j < Cfg::kBN / kPlaneRowStep; ++j) {
+      const bool ok = valid && n0 + row_p + j * kPlaneRowStep < wg.cols;
+      cp_async_16_or_zero(b_dst + j * kPlaneRowStep * 128, ok ? x_p + int64_t(plane) * (j * kPlaneRowStep) : a.x, ok);
+    }
+  };
+
   auto fetch = [&](int chunk, int st) {
     const int r0 = chunk * Cfg::kBK;
     const T* gy_chunk = gy_first + chunk * gy_chunk_step;
@@ -499,7 +538,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // The forward wgmma kernel's pipeline: kStages - 2 chunks load ahead, one chunk's MMAs in flight.
 #pragma unroll
   for (int st = 0; st < Cfg::kStages - 2; ++st) {
-    if (st < chunks) fetch(st, st);
+    if (st < chunks) {
+      if constexpr (kPlanes) fetch_planes(st, st);
+      else fetch(st, st);
+    }
     cp_async_commit();
   }
   for (int i = 0; i < chunks; ++i) {
@@ -507,9 +549,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     fence_proxy_async_shared();
     __syncthreads();
     const int next = i + Cfg::kStages - 2;
-    if (next < chunks) fetch(next, next % Cfg::kStages);
+    if (next < chunks) {
+      if constexpr (kPlanes) fetch_planes(next, next % Cfg::kStages);
+      else fetch(next, next % Cfg::kStages);
+    }
     cp_async_commit();
     const int st = i % Cfg::kStages;
+    if constexpr (kPlanes) {
+      // Both tiles K-major: a k-step is 16 positions, 32 bytes on in every row.
+      const unsigned sa = smem_address(stage_a(st) + group_m * 64 * 128);
+      const unsigned sb = smem_address(stage_b(st) + group_n * Cfg::kWarpGroupN * 128);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < Cfg::kBK / 16; ++ks)
+        Wgmma<T, Cfg::kWarpGroupN>::run(acc, wgmma_descriptor(sa + ks * 32), wgmma_descriptor(sb + ks * 32), 1);
+      wgmma_commit();
+      wgmma_wait<1>();
+      continue;
+    }
     const uint64_t da = wgmma_descriptor_mn_major(smem_address(stage_a(st) + group_m * Cfg::kBlockBytes),
                                                   Cfg::kBlockBytes);
     const uint64_t db = wgmma_descriptor_mn_major(
