@@ -92,6 +92,8 @@ def test_reduced_precision_forward_and_gradients(device, algorithm, shape, dtype
     gy = torch.randn_like(y)
     gx, gw, gb = torch.autograd.grad(y, (x, w, b), gy)
     assert gx.dtype == gw.dtype == gb.dtype == dtype
+    # An NCHW filter gradient stays NCHW (the GEMM writes one of several taps channels_last and copies it)
+    assert channels_last or gw.is_contiguous()
 
     x64, w64, b64 = (t.detach().double().requires_grad_(True) for t in (x, w, b))
     y64 = F.conv2d(x64, w64, b64, **kw)
@@ -838,6 +840,7 @@ def test_tf32_grad_weight(device, case, layout):
         x = torch.cat([x, x], dim=3)[..., ::2]
     torch.backends.cudnn.allow_tf32 = True
     gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
+    assert layout == "nhwc" or gw.is_contiguous()  # NCHW, where the kernels wrote a channels_last target
     err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
     tensor_cores = tf32_grad_weight(shape, layout)
     copies = config is not None and (layout == "nhwc" or macs_per_byte(shape) > 16)

@@ -947,13 +947,24 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
     // splits of a tile as one cluster where the clusters take no more waves than the blocks alone.
     const int clusters = splits <= kMaxClusterSplits ? clusters_by_size[splits] : 0;
     if (splits == 1 || clusters_in_waves(base_blocks, clusters, splits, slots)) {
+      // A tile's columns are one tap's channels (column = tap x channels + channel), which an NCHW
+      // filter gradient of several taps holds R x S elements apart: the blocks' finish would store
+      // every element on its own, in a grid of few blocks. They write a channels_last target instead
+      // (quads of channels) and one transposing copy gives gw its format. (The workspace's finish
+      // kernel, many blocks, stores into gw directly: there the copy would cost more than it saves.)
+      const bool taps_apart =
+          wg.R * wg.S > 1 && wg.Cg > 1 && !gw.is_contiguous(at::MemoryFormat::ChannelsLast);
+      at::Tensor target =
+          taps_apart ? at::empty(gw.sizes(), gw.options().memory_format(at::MemoryFormat::ChannelsLast)) : gw;
       a.cluster_sums = true;
-      a.gw = mutable_kernel_data<T>(gw);
-      a.gw_sk = gw.stride(0), a.gw_sc = gw.stride(1), a.gw_sr = gw.stride(2), a.gw_ss = gw.stride(3);
+      a.gw = mutable_kernel_data<T>(target);
+      a.gw_sk = target.stride(0), a.gw_sc = target.stride(1);
+      a.gw_sr = target.stride(2), a.gw_ss = target.stride(3);
       a.gw_quads = quads_of_channels(a.gw, a.gw_sc, wg.Cg, {a.gw_sk, a.gw_sr, a.gw_ss});
       record_workspace_bytes(0);
       launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
                              Cfg::kSmemBytes, current_stream(), dim3(1, unsigned(splits)), false, a);
+      if (taps_apart) gw.copy_(target);
       return;
     }
   }
