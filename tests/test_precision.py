@@ -442,18 +442,22 @@ def test_wgmma_tail_splits(device, case, setting):
             assert torchconv.last_workspace_bytes() == 0
 
 
-# 16-bit NCHW 1x1 layers of stride 1 without padding whose planes are whole 16-byte words (H x W a
-# multiple of 8), on Hopper: the wgmma kernels read the NCHW tensors as they are -- the forward's and
+# 16-bit NCHW 1x1 layers of stride 1 without padding whose planes are whole 8-byte half-words (H x W
+# a multiple of 4), on Hopper: the wgmma kernels read the NCHW tensors as they are -- the forward's and
 # grad_input's A tiles keep the planes' order, read by the MMAs transposed; grad_weight's operands
 # both run along the positions (K-major) -- so no call makes a channels_last copy, nor a backward of
 # both gradients one of grad_output. Tiles across images (96 and 1024 positions a plane), channels
 # that are not whole chunks (100, 96), partial filter tiles (72, 72 a group, 68, 192), groups, a
 # plane of 8 positions (a tile mostly past the last position), tiny, medium and large tiles and split
 # reductions; grad_weight takes filters that are not whole words (68; grad_input, which needs whole
-# words, widens to float32 there). Planes of 7 x 9 positions, and strided 1x1 layers, read
-# channels_last copies.
+# words, widens to float32 there). Planes of 36, 100 and 196 positions are half-words short of whole
+# words: a word of 8 positions crosses images there, copied as two halves. Planes of 7 x 9
+# positions, and strided 1x1 layers, read channels_last copies.
 PLANES_CASES = [
     ((2, 100, 72, 8, 12, 1, 1, 1, 0, 1, 1), True),
+    ((3, 64, 72, 6, 6, 1, 1, 1, 0, 1, 1), True),
+    ((2, 128, 144, 10, 10, 1, 1, 1, 0, 1, 2), True),
+    ((4, 96, 80, 14, 14, 1, 1, 1, 0, 1, 1), True),
     ((3, 128, 144, 16, 16, 1, 1, 1, 0, 1, 2), True),
     ((2, 64, 68, 8, 8, 1, 1, 1, 0, 1, 1), True),
     ((1, 64, 64, 4, 2, 1, 1, 1, 0, 1, 1), True),
@@ -516,6 +520,21 @@ def test_wgmma_reads_16bit_nchw_planes(device, case, precision):
             assert not whole_words or backward_extra < min(x_bytes, gy_bytes) // 2, backward_extra
         else:
             assert extra >= x_bytes // 4 and backward_extra >= gy_bytes // 4, (extra, backward_extra)
+
+
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_reads_16bit_nchw_planes_8_bytes_past_a_word(device):
+    """A source 8 bytes past a 16-byte boundary (a view) is read as planes in half-words, its planes
+    whole words or not: forward, grad_input and grad_weight match the reference, with no copy."""
+    shape = (3, 64, 72, 8, 8, 1, 1, 1, 0, 1, 1)
+    x0, w, b, kw = make_case(shape, device, torch.bfloat16)
+    x = torch.empty(x0.numel() + 4, dtype=x0.dtype, device=device)[4:].view_as(x0).copy_(x0)
+    assert x.is_contiguous() and x.data_ptr() % 16 == 8
+    check_gemm_forward_and_grad_input(x, w, b, kw)
+    gw, gy, _, ref = gemm_grad_weight(x, w, b, kw)
+    assert rel_err(gw, ref) <= allowed_error(pytorch_grad_weight_error(x, w, b, kw, gy, ref), x.dtype)
+    if hopper():
+        assert forward_extra_bytes(x, w.detach(), b, kw) < x.numel() * x.element_size() // 2
 
 
 # The rule for 1x1 layers with more than 128 filters: from NCHW planes (TF32, read into registers)

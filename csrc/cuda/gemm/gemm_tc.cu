@@ -568,12 +568,13 @@ bool is_nchw_source(const at::Tensor& t) {
 }
 
 // Whether the wgmma kernel reads a 16-bit NCHW source `t` as it is (TcNchwPlanesLoader), for a launch
-// that reads its planes whole (`whole_planes`: reads_whole_planes): planes of whole 16-byte words on
-// a 16-byte boundary, so that each copy is one word of 8 positions of one image. A 1x1 layer reads
-// each element once, so a channels_last copy would double its traffic.
+// that reads its planes whole (`whole_planes`: reads_whole_planes): planes of whole 8-byte half-words
+// on an 8-byte boundary, so that each copy is 4 positions of one image (8 where planes are whole
+// 16-byte words on a 16-byte boundary: nchw_words). A 1x1 layer reads each element once, so a
+// channels_last copy would double its traffic.
 bool is_nchw_planes_source(const at::Tensor& t, bool whole_planes) {
   return whole_planes && is_reduced_float(t.scalar_type()) && t.dim() == 4 && t.is_contiguous() && runs_wgmma() &&
-         t.size(2) * t.size(3) % 8 == 0 && reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
+         t.size(2) * t.size(3) % 4 == 0 && reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 8 == 0;
 }
 
 // Whether the wgmma kernel's A tiles come by im2col tensor copies (TcIm2colLoader) for a launch whose
@@ -642,7 +643,7 @@ void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, 
   const at::Tensor wt = tc_weight<T>(weight, cv);
   TcConvArgs<T> args = tc_args<T>(cv, src, kernel_data<T>(wt), bias, dst);
   const bool nchw = is_nchw_source(src) || is_nchw_planes_source(src, reads_whole_planes(args.cv));
-  args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % 4 == 0 &&
+  args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % (16 / int(sizeof(T))) == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
   run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, !nchw && tma_takes<T>(args.cv, src_rounded));
 }
@@ -939,6 +940,8 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   splits = ceil_div(wg.positions, wg.positions_per_split);
   a.x = kernel_data<T>(x);
   a.gy = kernel_data<T>(gy);
+  a.plane_words = p.Ho * p.Wo % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
+                  reinterpret_cast<uintptr_t>(a.gy) % 16 == 0;
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_gemm_backward");
   record_last_choice("grad_weight", name, int(splits));
@@ -1149,7 +1152,7 @@ bool tc_weight_grad_reads_nchw(const ConvShape& p, const at::Tensor& input, cons
 }
 
 // Whether a 16-bit grad_weight reads its input and grad_output as NCHW planes (the wgmma kernel's
-// kPlanes): a 1x1 layer of stride 1 without padding whose planes are whole 16-byte words, where both
+// kPlanes): a 1x1 layer of stride 1 without padding whose planes are whole 8-byte half-words, where both
 // operands already run along the positions (K-major) and channels_last copies would move each
 // element three more times.
 bool tc_weight_grad_reads_planes(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output) {

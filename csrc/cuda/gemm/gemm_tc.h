@@ -42,8 +42,8 @@ std::string tc_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool
 bool tc_weight_grad_reads_nchw(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output);
 
 // Whether a 16-bit grad_weight reads its input and grad_output as NCHW planes as they are (Hopper):
-// a 1x1 layer of stride 1 without padding, both dense NCHW, planes of whole 16-byte words on 16-byte
-// boundaries.
+// a 1x1 layer of stride 1 without padding, both dense NCHW, planes of whole 8-byte half-words (4
+// positions) on 8-byte boundaries.
 bool tc_weight_grad_reads_planes(const ConvShape& p, const at::Tensor& input, const at::Tensor& grad_output);
 
 // "" when the tensor-core grad_weight kernel runs `p` in `dtype` (a dtype uses_tensor_cores takes),

@@ -124,7 +124,9 @@ struct TcConvArgs {
   int whole_clusters;
   // The source as an im2col tensor map (wgmma kernel with TcIm2colLoader; unused otherwise).
   CUtensorMap a_map;
-  // An NCHW source read as whole planes in position order, 16-byte words of positions (TcNchwLoader).
+  // An NCHW source read as whole planes in position order, planes of whole 16-byte words of positions
+  // on a 16-byte boundary: a copy a word (TcNchwLoader: else copies of a position; TcNchwPlanesLoader:
+  // else two copies of half a word).
   bool nchw_words;
   // The destination's channels adjacent (NHWC) with every quad of a row's channels aligned to 4
   // elements: the cluster end stores a quad at once.
@@ -534,13 +536,15 @@ struct TcNchwLoader {
 };
 
 // The A tile of a 16-bit NCHW source read as whole planes (a one-tap launch whose positions are the
-// source's pixels in order, reads_whole_planes, a plane a whole number of 16-byte words): kept in the
-// source's order, MN-major, which wgmma reads for 16-bit types (WgmmaMnMajorA) -- so the source needs
-// no channels_last copy. Each m64 block of positions is 64 rows of 128 bytes, row c one channel's 64
-// positions, 16-byte word w at word w ^ (c % 8) (the 128-byte swizzle of wgmma_descriptor_mn_major);
-// blocks 8 KB apart, as a K-major tile's 64-row blocks. A thread copies one 16-byte word (8 positions,
-// never across images: a plane is whole words) of kChunk / kCols channels a chunk, its source pixel
-// fixed; lanes run along positions. Channels past cv.reduced and positions past the last are zeros.
+// source's pixels in order, reads_whole_planes, a plane a whole number of 8-byte half-words): kept in
+// the source's order, MN-major, which wgmma reads for 16-bit types (WgmmaMnMajorA) -- so the source
+// needs no channels_last copy. Each m64 block of positions is 64 rows of 128 bytes, row c one
+// channel's 64 positions, 16-byte word w at word w ^ (c % 8) (the 128-byte swizzle of
+// wgmma_descriptor_mn_major); blocks 8 KB apart, as a K-major tile's 64-row blocks. A thread copies one
+// 16-byte word (8 positions) of kChunk / kCols channels a chunk, its source pixels fixed: one copy
+// where planes are whole words on a 16-byte boundary (a.nchw_words; a word never crosses images),
+// else two 8-byte copies of 4 positions, each half inside one image. Lanes run along positions.
+// Channels past cv.reduced and positions past the last are zeros.
 template <typename T, int kBM, int kThreads>
 struct TcNchwPlanesLoader {
   static constexpr int kChunk = 64;                      // 16-bit channels per chunk (128 bytes of K)
@@ -550,34 +554,52 @@ struct TcNchwPlanesLoader {
                 "whole channel rows per pass, each thread's rows in one swizzle phase");
 
   const T* src;
-  const T* base;  // this thread's first position's pixel, channel 0 of the group
+  const T* base;     // this thread's first position's pixel, channel 0 of the group
+  const T* base_hi;  // half-words: its fifth position's (another image's where the word crosses one)
   int plane, reduced, col0, place;
-  bool inside;
+  bool inside, inside_hi, words;
 
   __device__ TcNchwPlanesLoader(const TcConvArgs<T>& a, const TcBlock& blk)
-      : src(a.src), base(a.src), reduced(a.cv.reduced), inside(false) {
+      : src(a.src), base(a.src), base_hi(a.src), reduced(a.cv.reduced), inside(false), inside_hi(false),
+        words(a.nchw_words) {
     const TcConv& cv = a.cv;
     plane = cv.src_H * cv.src_W;
     col0 = int(threadIdx.x) / kWordsPerRow;
     const int word = int(threadIdx.x) % kWordsPerRow;
     // m64 block word / 8, row col0 (the swizzle's phase is col0 % 8 for every row this thread copies).
     place = (word / 8) * 64 * 128 + col0 * 128 + (((word % 8) ^ (col0 % 8)) << 4);
-    const int64_t m = blk.m0 + word * 8;
-    if (m < cv.rows) {
+    auto pixel = [&](int64_t m) {
       const TcConv::Position p = cv.position(m);
-      inside = true;
-      base = a.src + int64_t(p.n) * cv.src_image + int64_t(blk.g) * cv.reduced * plane + int64_t(p.cy) * cv.src_W + p.cx;
-    }
+      return a.src + int64_t(p.n) * cv.src_image + int64_t(blk.g) * cv.reduced * plane + int64_t(p.cy) * cv.src_W +
+             p.cx;
+    };
+    const int64_t m = blk.m0 + word * 8;
+    if (m < cv.rows) inside = true, base = pixel(m);
+    if (!words && m + 4 < cv.rows) inside_hi = true, base_hi = pixel(m + 4);
   }
 
   __device__ __forceinline__ void fetch_a(int chunk, unsigned char* stage_a) const {
     const int c0 = chunk * kChunk + col0;
     const T* p = opaque_pointer(base + int64_t(c0) * plane);
     const int channels_left = inside ? reduced - c0 : 0;  // copy i holds a channel where i kCols < this
+    if (words) {
+#pragma unroll
+      for (int i = 0; i < kChunk / kCols; ++i) {
+        const bool ok = i * kCols < channels_left;
+        cp_async_16_or_zero(stage_a + place + i * kCols * 128, ok ? p + int64_t(plane) * (i * kCols) : src, ok);
+      }
+      return;
+    }
+    const T* q = opaque_pointer(base_hi + int64_t(c0) * plane);
+    const int channels_left_hi = inside_hi ? reduced - c0 : 0;
 #pragma unroll
     for (int i = 0; i < kChunk / kCols; ++i) {
-      const bool ok = i * kCols < channels_left;
-      cp_async_16_or_zero(stage_a + place + i * kCols * 128, ok ? p + int64_t(plane) * (i * kCols) : src, ok);
+      const bool ok = i * kCols < channels_left, ok_hi = i * kCols < channels_left_hi;
+      unsigned char* dst = stage_a + place + i * kCols * 128;
+      cp_async_or_zero(reinterpret_cast<uint2*>(dst),
+                       reinterpret_cast<const uint2*>(ok ? p + int64_t(plane) * (i * kCols) : src), ok);
+      cp_async_or_zero(reinterpret_cast<uint2*>(dst + 8),
+                       reinterpret_cast<const uint2*>(ok_hi ? q + int64_t(plane) * (i * kCols) : src), ok_hi);
     }
   }
 };

@@ -80,6 +80,9 @@ struct TcWeightGradArgs {
   // gw's channels adjacent, channels per group and every stride multiples of 4, gw aligned to 4
   // elements: a quad of columns (one tap's channels) is one store.
   bool gw_quads;
+  // The planes kernel (kPlanes): planes of whole 16-byte words on 16-byte boundaries, a word of 8
+  // positions one copy; otherwise planes of whole 8-byte half-words, a word two copies of 4 positions.
+  bool plane_words;
 };
 
 // The block's place in the grid: column tiles fastest, then filter tiles, groups, position splits
@@ -424,11 +427,12 @@ struct WgmmaWeightGradConfig {
 // in gy and its chunks another, its B words (fixed taps and channels) are offsets from the position's
 // input pixel and two bounds tests each, and their shared-memory places are a register and immediates.
 // kPlanes: x and gy are NCHW planes of a 1x1 layer of stride 1 without padding, planes of whole
-// 16-byte words (tc_weight_grad_reads_planes). There a filter's gy and a channel's x each run along the
-// positions, the K-major order: each tile row is one filter (A) or channel (B), 128 bytes of the
+// 8-byte half-words (tc_weight_grad_reads_planes). There a filter's gy and a channel's x each run along
+// the positions, the K-major order: each tile row is one filter (A) or channel (B), 128 bytes of the
 // chunk's 64 positions, swizzled, and the MMAs read both tiles K-major (Wgmma). A thread copies one
-// 16-byte word of positions (never across images) of rows a fixed step apart, decoding its word's
-// image once a chunk.
+// 16-byte word of positions of rows a fixed step apart -- one copy where planes are whole words (a
+// word then never crosses images), else two of 4 positions, each half in one image -- decoding its
+// word's (halves') image once a chunk.
 template <typename T, typename Cfg, bool kPlanes = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     tc_weight_grad_wgmma_kernel(const __grid_constant__ TcWeightGradArgs<T> a) {
@@ -479,28 +483,58 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int p_place = swizzle128(row_p, word_p);
   auto fetch_planes = [&](int chunk, int st) {
     const int plane = wg.Ho * wg.Wo;
+    // Position p (the first of 8 or 4 inside one image) in the rows of filter m0 + row_p (gy) and
+    // channel n0 + row_p (x); false past the split's end (the pointers then unused).
+    auto decode = [&](int64_t p, const T*& gy_p, const T*& x_p) {
+      int64_t img = 0, q = 0;
+      if (p < blk.p_end) {
+        if (wg.positions <= INT32_MAX)
+          img = wg.plane_div.div(uint32_t(p)), q = p - img * plane;
+        else
+          img = p / plane, q = p - img * plane;
+      }
+      gy_p = opaque_pointer(a.gy + (img * wg.K + int64_t(g) * wg.Kg + m0 + row_p) * plane + q);
+      x_p = opaque_pointer(a.x + (img * wg.C + int64_t(g) * wg.Cg + n0 + row_p) * plane + q);
+      return p < blk.p_end;
+    };
     const int64_t p = blk.p_begin + int64_t(chunk) * Cfg::kBK + word_p * 8;
-    const bool valid = p < blk.p_end;  // a word's 8 positions all, or none: planes are whole words
-    int64_t img = 0, q = 0;
-    if (valid) {
-      if (wg.positions <= INT32_MAX)
-        img = wg.plane_div.div(uint32_t(p)), q = p - img * plane;
-      else
-        img = p / plane, q = p - img * plane;
-    }
-    const T* gy_p = opaque_pointer(a.gy + (img * wg.K + int64_t(g) * wg.Kg + m0 + row_p) * plane + q);
-    const T* x_p = opaque_pointer(a.x + (img * wg.C + int64_t(g) * wg.Cg + n0 + row_p) * plane + q);
     unsigned char* a_dst = stage_a(st) + p_place;
     unsigned char* b_dst = stage_b(st) + p_place;
+    if (a.plane_words) {
+      const T *gy_p, *x_p;
+      const bool valid = decode(p, gy_p, x_p);
 #pragma unroll
-    for (int i = 0; i < Cfg::kBM / kPlaneRowStep; ++i) {
-      const bool ok = valid && m0 + row_p + i * kPlaneRowStep < wg.Kg;
-      cp_async_16_or_zero(a_dst + i * kPlaneRowStep * 128, ok ? gy_p + int64_t(plane) * (i * kPlaneRowStep) : a.gy, ok);
+      for (int i = 0; i < Cfg::kBM / kPlaneRowStep; ++i) {
+        const bool ok = valid && m0 + row_p + i * kPlaneRowStep < wg.Kg;
+        cp_async_16_or_zero(a_dst + i * kPlaneRowStep * 128, ok ? gy_p + int64_t(plane) * (i * kPlaneRowStep) : a.gy,
+                            ok);
+      }
+#pragma unroll
+      for (int j = 0; j < Cfg::kBN / kPlaneRowStep; ++j) {
+        const bool ok = valid && n0 + row_p + j * kPlaneRowStep < wg.cols;
+        cp_async_16_or_zero(b_dst + j * kPlaneRowStep * 128, ok ? x_p + int64_t(plane) * (j * kPlaneRowStep) : a.x,
+                            ok);
+      }
+      return;
     }
 #pragma unroll
-    for (int j = 0; j < Cfg::kBN / kPlaneRowStep; ++j) {
-      const bool ok = valid && n0 + row_p + j * kPlaneRowStep < wg.cols;
-      cp_async_16_or_zero(b_dst + j * kPlaneRowStep * 128, ok ? x_p + int64_t(plane) * (j * kPlaneRowStep) : a.x, ok);
+    for (int h = 0; h < 2; ++h) {  // the word's halves: bytes 8 h of its 16 in the tile
+      const T *gy_p, *x_p;
+      const bool valid = decode(p + 4 * h, gy_p, x_p);
+#pragma unroll
+      for (int i = 0; i < Cfg::kBM / kPlaneRowStep; ++i) {
+        const bool ok = valid && m0 + row_p + i * kPlaneRowStep < wg.Kg;
+        const T* from = ok ? gy_p + int64_t(plane) * (i * kPlaneRowStep) : a.gy;
+        cp_async_or_zero(reinterpret_cast<uint2*>(a_dst + i * kPlaneRowStep * 128 + 8 * h),
+                         reinterpret_cast<const uint2*>(from), ok);
+      }
+#pragma unroll
+      for (int j = 0; j < Cfg::kBN / kPlaneRowStep; ++j) {
+        const bool ok = valid && n0 + row_p + j * kPlaneRowStep < wg.cols;
+        const T* from = ok ? x_p + int64_t(plane) * (j * kPlaneRowStep) : a.x;
+        cp_async_or_zero(reinterpret_cast<uint2*>(b_dst + j * kPlaneRowStep * 128 + 8 * h),
+                         reinterpret_cast<const uint2*>(from), ok);
+      }
     }
   };
 
