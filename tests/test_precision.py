@@ -604,6 +604,8 @@ def pytorch_grad_weight_error(x, w, b, kw, gy, ref):
     return rel_err(theirs, ref)
 
 
+WGMMA_WEIGHT_GRAD_TILES = {"wgmma-wide": (128, 256), "wgmma-wide-n192": (128, 192), "wgmma-large": (128, 128),
+                           "wgmma-narrow": (64, 128)}  # filters x columns
 WEIGHT_GRAD_CASES = [
     ((2, 16, 136, 13, 11, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", r"\d+"),
     ((2, 32, 136, 9, 10, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", r"\d+"),
@@ -637,8 +639,18 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
         assert re.fullmatch(split_count, plan.group(2)), torchconv.last_choice()
         # A tile's splits, at most 8 (here where their clusters fit the blocks' waves), add their sums
         # as one thread-block cluster and write grad_weight themselves; more go through the workspace.
-        splits = int(plan.group(2))
-        assert (torchconv.last_workspace_bytes() == 0) == (splits <= 8), (splits, torchconv.last_workspace_bytes())
+        # Into an NCHW filter gradient of several taps, whose elements of one tap lie R x S apart, the
+        # cluster's blocks write a channels_last target (the call's workspace) and copy it, where each
+        # block finishes more than 4096 elements (its share of the tile's filters x the tile's columns).
+        splits, workspace = int(plan.group(2)), torchconv.last_workspace_bytes()
+        if splits > 8:
+            assert workspace > 0, torchconv.last_choice()
+        else:
+            n, c, k, h, wd, r, s, stride, padding, dilation, groups = shape
+            rows, cols = WGMMA_WEIGHT_GRAD_TILES[config]
+            finished = -(-min(rows, k // groups) // splits) * cols
+            target = not channels_last and r * s > 1 and c // groups > 1 and finished > 4096
+            assert workspace == (gw.numel() * gw.element_size() if target else 0), (torchconv.last_choice(), workspace)
     err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
     assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
 

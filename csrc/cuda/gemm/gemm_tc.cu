@@ -952,11 +952,15 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
     if (splits == 1 || clusters_in_waves(base_blocks, clusters, splits, slots)) {
       // A tile's columns are one tap's channels (column = tap x channels + channel), which an NCHW
       // filter gradient of several taps holds R x S elements apart: the blocks' finish would store
-      // every element on its own, in a grid of few blocks. They write a channels_last target instead
-      // (quads of channels) and one transposing copy gives gw its format. (The workspace's finish
-      // kernel, many blocks, stores into gw directly: there the copy would cost more than it saves.)
-      const bool taps_apart =
-          wg.R * wg.S > 1 && wg.Cg > 1 && !gw.is_contiguous(at::MemoryFormat::ChannelsLast);
+      // every element on its own, a warp's store 32 sectors, about a cycle of the SM's store path an
+      // element. Where a block finishes more elements than one transposing copy of gw costs (a few
+      // microseconds, about kTargetFinishElements such stores), the blocks write a channels_last
+      // target instead (quads of channels) and the copy gives gw its format. (The workspace's finish
+      // kernel, many blocks of few elements each, stores into gw directly.)
+      constexpr int64_t kTargetFinishElements = 4096;
+      const int64_t finished_by_block = ceil_div(std::min<int64_t>(Cfg::kBM, wg.Kg), splits) * Cfg::kBN;
+      const bool taps_apart = wg.R * wg.S > 1 && wg.Cg > 1 && finished_by_block > kTargetFinishElements &&
+                              !gw.is_contiguous(at::MemoryFormat::ChannelsLast);
       at::Tensor target =
           taps_apart ? at::empty(gw.sizes(), gw.options().memory_format(at::MemoryFormat::ChannelsLast)) : gw;
       a.cluster_sums = true;
@@ -964,7 +968,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
       a.gw_sk = target.stride(0), a.gw_sc = target.stride(1);
       a.gw_sr = target.stride(2), a.gw_ss = target.stride(3);
       a.gw_quads = quads_of_channels(a.gw, a.gw_sc, wg.Cg, {a.gw_sk, a.gw_sr, a.gw_ss});
-      record_workspace_bytes(0);
+      record_workspace_bytes(taps_apart ? int64_t(target.nbytes()) : 0);
       launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
                              Cfg::kSmemBytes, current_stream(), dim3(1, unsigned(splits)), false, a);
       if (taps_apart) gw.copy_(target);
