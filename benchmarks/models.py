@@ -223,10 +223,11 @@ def write_markdown(path, meta, rows):
     lines = [f"# Models end to end — {meta['gpu']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}. torchvision models "
              "with random weights; cudnn = cuDNN at the row's precision (cudnn.benchmark on; fp32 = TF32 off, tf32 = "
-             "TF32 allowed, amp-* = torch.autocast with channels_last); auto = every conv a torchconv.Conv2d in "
-             "benchmark mode. ratio = cuDNN ms / ms, median over interleaved rounds [min-max].",
-             "", "| model | precision | layout | mode | N | torchconv ms | cuDNN ms | ratio [min-max] | logits rel err | "
-             "algorithms |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "TF32 allowed, amp-* = torch.autocast, in the row's layout); auto = every conv a torchconv.Conv2d, its "
+             "algorithm chosen in benchmark mode (timed) or by the rule (examples/resnet50.py --no-benchmark). ratio = "
+             "cuDNN ms / ms, median over interleaved rounds [min-max].",
+             "", "| model | precision | layout | mode | N | choice | torchconv ms | cuDNN ms | ratio [min-max] | "
+             "logits rel err | algorithms |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["algorithm"] != "auto":
             continue
@@ -234,8 +235,9 @@ def write_markdown(path, meta, rows):
         spread = (f" [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]{'!' if r.get('spread_flag') else ''}"
                   if "ratio_min" in r else "")
         err = f"{r['rel_err']:.1e}" if r.get("rel_err") is not None else "-"
+        choice = "benchmark" if r.get("config", "benchmark") == "benchmark" else "rule"
         lines.append(f"| {r['suite']} | {r.get('precision', 'fp32')} | {r.get('layout', 'nchw')} | {r['mode']} | {r['N']} | "
-                     f"{r['ms']:.3f} | {r['cudnn_ms']:.3f} | {r['ratio']:.2f}{spread} | {err} | {algos} |")
+                     f"{choice} | {r['ms']:.3f} | {r['cudnn_ms']:.3f} | {r['ratio']:.2f}{spread} | {err} | {algos} |")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -203,7 +203,7 @@ def precision_models_table(name, data):
         return []
     lines = [f"torchvision ResNet-50 (random weights) per precision, every convolution `auto` in benchmark mode, "
              f"against cuDNN at the same setting (fp32 rows: `benchmarks/models.py`; the others: `examples/resnet50.py`; "
-             f"amp = `torch.autocast` with the model and input in channels_last; a CUDA graph's replay times the device "
+             f"amp = `torch.autocast`, model and input in the row's layout; a CUDA graph's replay times the device "
              f"alone, without the host's path). From {source(name, data)}.", "",
              "| precision | layout | N | mode | torchconv ms | cuDNN ms | ratio |", "|---|---|---|---|---|---|---|"]
     for r in rows:

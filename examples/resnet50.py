@@ -9,6 +9,8 @@ torchconv.Conv2d(algorithm="auto"), against the same model on cuDNN in the same 
       tf32      PyTorch's default: float32 with TF32 convolutions allowed, NCHW;
       amp-bf16  torch.autocast("cuda", torch.bfloat16) with the model, input and weights in
       amp-fp16  channels_last (float16 likewise), TF32 allowed;
+    --layout nchw or nhwc puts every precision in that memory format instead (autocast without
+    channels_last, as many training scripts run it: --precision amp-bf16 --layout nchw);
   * inference also replayed from a CUDA graph (mode "fwd-graph", unless --no-graph): the device's
     time alone, without the host's Python, dispatch and launch path. At batch 32 an eager forward
     can be bound by a slow host (both models alike), which compresses the eager ratio toward 1;
@@ -40,6 +42,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", default="1,32", help="inference batch sizes")
     p.add_argument("--precision", default="fp32,tf32,amp-bf16", help="comma list of " + ", ".join(PRECISIONS))
+    p.add_argument("--layout", default="default", choices=("default", "nchw", "nhwc"),
+                   help="memory format of every precision (default: nchw for fp32 / tf32, nhwc for amp-*)")
     p.add_argument("--train-batch", type=int, default=32, help="training-step batch size (0: skip)")
     p.add_argument("--explain-batch", type=int, default=32, help="batch of the per-layer explain table (0: skip)")
     p.add_argument("--image", type=int, default=224)
@@ -64,16 +68,23 @@ def resnet50():
 PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
 
 
-def precision_settings(precision, device):
+MEMORY_FORMATS = {"nchw": torch.contiguous_format, "nhwc": torch.channels_last}
+
+
+def precision_settings(precision, device, layout="default"):
     """Sets PyTorch's switches for `precision` (both models follow them: torchconv reads the cuDNN
-    TF32 switch) and returns (autocast context factory, memory format, layout name)."""
+    TF32 switch) and returns (autocast context factory, memory format, layout name); `layout`
+    "default" is channels_last under autocast, NCHW otherwise."""
     torch.backends.cudnn.allow_tf32 = precision != "fp32"
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False  # the fc layer is the same for every model
-    if precision.startswith("amp-"):
+    amp = precision.startswith("amp-")
+    if layout == "default":
+        layout = "nhwc" if amp else "nchw"
+    if amp:
         dtype = torch.bfloat16 if precision == "amp-bf16" else torch.float16
-        return (lambda: torch.autocast(device.type, dtype=dtype)), torch.channels_last, "nhwc"
-    return contextlib.nullcontext, torch.contiguous_format, "nchw"
+        return (lambda: torch.autocast(device.type, dtype=dtype)), MEMORY_FORMATS[layout], layout
+    return contextlib.nullcontext, MEMORY_FORMATS[layout], layout
 
 
 def graph_replay(model, x, autocast):
@@ -135,7 +146,7 @@ def main(argv=None):
     for precision in args.precision.split(","):
         if precision not in PRECISIONS:
             raise SystemExit(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
-        autocast, fmt, layout = precision_settings(precision, device)
+        autocast, fmt, layout = precision_settings(precision, device, args.layout)
         reference = copy.deepcopy(base).to(memory_format=fmt)
         ours = torchconv.convert(copy.deepcopy(base)).to(memory_format=fmt).eval()
         with torch.no_grad():
@@ -209,7 +220,7 @@ def write_results(args, meta, rows, explained):
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}, {meta['date']}. torchvision "
              "resnet50(weights=None). Each precision compares torchconv with cuDNN at the same setting "
              "(cudnn.benchmark on): fp32 = TF32 off; tf32 = PyTorch's default (TF32 convolutions); amp-bf16 / "
-             "amp-fp16 = torch.autocast with the model and input in channels_last. auto = every conv a "
+             "amp-fp16 = torch.autocast, with the model and input in the row's layout. auto = every conv a "
              f"torchconv.Conv2d ({'measured choice' if not args.no_benchmark else 'rule'}). ratio = cuDNN ms / "
              "ms at the same precision. Inference logits error: against the float64 model; training: against "
              "cuDNN's logits at the same precision.", "",
