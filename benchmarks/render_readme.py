@@ -201,15 +201,18 @@ def precision_models_table(name, data):
     rows = [r for r in data["rows"] if r["suite"] == "resnet50" and r["algorithm"] == "auto"]
     if all(is_fp32(r) for r in rows):
         return []
-    lines = [f"torchvision ResNet-50 (random weights) per precision, every convolution `auto` in benchmark mode, "
+    lines = [f"torchvision ResNet-50 (random weights) per precision, every convolution `auto`, its algorithm timed "
+             f"(benchmark mode) or chosen by the rule (`--no-benchmark`) as the row says, "
              f"against cuDNN at the same setting (fp32 rows: `benchmarks/models.py`; the others: `examples/resnet50.py`; "
              f"amp = `torch.autocast`, model and input in the row's layout; a CUDA graph's replay times the device "
              f"alone, without the host's path). From {source(name, data)}.", "",
-             "| precision | layout | N | mode | torchconv ms | cuDNN ms | ratio |", "|---|---|---|---|---|---|---|"]
+             "| precision | layout | N | mode | choice | torchconv ms | cuDNN ms | ratio |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mode = {"fwd": "inference", "fwd-graph": "inference, CUDA graph", "train": "training step"}[r["mode"]]
-        lines.append(f"| {r['precision']} | {r['layout']} | {r['N']} | {mode} | {r['ms']:.2f} | {r['cudnn_ms']:.2f} | "
-                     f"{r['ratio']:.2f}x |")
+        choice = "benchmark" if r.get("config", "benchmark") == "benchmark" else "rule"
+        lines.append(f"| {r['precision']} | {r['layout']} | {r['N']} | {mode} | {choice} | {r['ms']:.2f} | "
+                     f"{r['cudnn_ms']:.2f} | {r['ratio']:.2f}x |")
     return lines
 
 
