@@ -11,7 +11,7 @@ for case in "bf16 nhwc" "tf32 nchw"; do
   set -- $case
   timeout 150 ncu --clock-control none --kernel-name regex:tc_weight_grad_wgmma --launch-skip 2 --launch-count 1 \
     --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis_Tables --section SourceCounters \
-    --section LaunchStats python benchmarks/profile_layer.py --layer R12 --precision $1 --layout $2 --mode fwdbwd \
+    --section LaunchStats --section Occupancy --print-details all python benchmarks/profile_layer.py --layer R12 --precision $1 --layout $2 --mode fwdbwd \
     --skip-reference --warmup 2 --reps 1 > $OUT/ncu_R12_$1_$2.txt 2>&1
   echo "ncu R12 $1 $2 rc=$?"
   grep -E "Duration|Stall|stall|Uncoalesced|sectors|Cluster|Est. Speedup" $OUT/ncu_R12_$1_$2.txt | cut -c1-160 | head -30
