@@ -33,6 +33,13 @@ def row_key(row):
     return group(row) + (row.get("layer"), row.get("algorithm"), row.get("config"))
 
 
+def auto_choice(row):
+    """How a model row's `auto` picked its algorithms: "benchmark" (timed, benchmark mode) or "rule"
+    (examples/resnet50.py --no-benchmark writes config "default"); rows without a config are
+    benchmark mode's (benchmarks/models.py)."""
+    return "benchmark" if row.get("config", "benchmark") == "benchmark" else "rule"
+
+
 def load_rows(path):
     with open(path) as f:
         data = json.load(f)

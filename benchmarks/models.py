@@ -23,7 +23,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
 from layer_grads import check_layers, record_conv_tensors, stochastic_layers_off  # noqa: E402
-from merge_results import merge_rows, write_result  # noqa: E402
+from merge_results import auto_choice, merge_rows, write_result  # noqa: E402
 from bench import environment, gpu_slug, rel_err  # noqa: E402
 from torchconv.timing import compare  # noqa: E402
 
@@ -235,9 +235,8 @@ def write_markdown(path, meta, rows):
         spread = (f" [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]{'!' if r.get('spread_flag') else ''}"
                   if "ratio_min" in r else "")
         err = f"{r['rel_err']:.1e}" if r.get("rel_err") is not None else "-"
-        choice = "benchmark" if r.get("config", "benchmark") == "benchmark" else "rule"
         lines.append(f"| {r['suite']} | {r.get('precision', 'fp32')} | {r.get('layout', 'nchw')} | {r['mode']} | {r['N']} | "
-                     f"{choice} | {r['ms']:.3f} | {r['cudnn_ms']:.3f} | {r['ratio']:.2f}{spread} | {err} | {algos} |")
+                     f"{auto_choice(r)} | {r['ms']:.3f} | {r['cudnn_ms']:.3f} | {r['ratio']:.2f}{spread} | {err} | {algos} |")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

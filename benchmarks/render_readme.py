@@ -13,6 +13,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 README = os.path.join(ROOT, "README.md")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from merge_results import auto_choice  # noqa: E402
 BEGIN, END = "<!-- results:begin (benchmarks/render_readme.py) -->", "<!-- results:end -->"
 ALGORITHMS = ("direct", "csg", "gemm", "winograd")
 # (mode, weights, N) columns of the suite table
@@ -210,8 +212,7 @@ def precision_models_table(name, data):
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mode = {"fwd": "inference", "fwd-graph": "inference, CUDA graph", "train": "training step"}[r["mode"]]
-        choice = "benchmark" if r.get("config", "benchmark") == "benchmark" else "rule"
-        lines.append(f"| {r['precision']} | {r['layout']} | {r['N']} | {mode} | {choice} | {r['ms']:.2f} | "
+        lines.append(f"| {r['precision']} | {r['layout']} | {r['N']} | {mode} | {auto_choice(r)} | {r['ms']:.2f} | "
                      f"{r['cudnn_ms']:.2f} | {r['ratio']:.2f}x |")
     return lines
 
