@@ -250,10 +250,10 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   set_config_fields<T, Cfg>(cv);
   args.chunks_per_split = int(ceil_div(cv.chunks, splits));
   splits = int(ceil_div(cv.chunks, args.chunks_per_split));  // none empty
-  args.m_tiles = int(ceil_div(args.cv.rows, Cfg::kBM));
-  args.n_tiles = int(ceil_div(args.cv.outputs, Cfg::kBN));
-  const int64_t blocks = int64_t(args.m_tiles) * args.n_tiles * args.cv.groups;
+  const int64_t m_tiles = ceil_div(args.cv.rows, Cfg::kBM), n_tiles = ceil_div(args.cv.outputs, Cfg::kBN);
+  const int64_t blocks = m_tiles * n_tiles * args.cv.groups;
   check_grid(blocks, "conv2d_gemm");
+  args.m_tiles = make_fast_divisor(uint32_t(m_tiles)), args.n_tiles = make_fast_divisor(uint32_t(n_tiles));
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
   record_last_choice(pass, name, splits);
@@ -715,8 +715,9 @@ void launch_tc_phases(TcPhaseArgs<T> pa) {
   for (int p = 0; p < phases; ++p) {
     TcConvArgs<T>& a = pa.phase[p];
     set_config_fields<T, Cfg>(a.cv);
-    a.m_tiles = int(ceil_div(a.cv.rows, Cfg::kBM));
-    a.n_tiles = int(ceil_div(a.cv.outputs, Cfg::kBN));
+    const int64_t m_tiles = ceil_div(a.cv.rows, Cfg::kBM), n_tiles = ceil_div(a.cv.outputs, Cfg::kBN);
+    check_grid(m_tiles * n_tiles * a.cv.groups, "conv2d_gemm");
+    a.m_tiles = make_fast_divisor(uint32_t(m_tiles)), a.n_tiles = make_fast_divisor(uint32_t(n_tiles));
   }
   int order[kMaxGradInputPhases];  // longest reduction first (an insertion sort: stable, no allocation)
   for (int p = 0; p < phases; ++p) {
@@ -730,7 +731,7 @@ void launch_tc_phases(TcPhaseArgs<T> pa) {
   int chunks[kMaxGradInputPhases];
   int64_t blocks = 0;
   for (int p = 0; p < phases; ++p) {
-    tiles[p] = int64_t(pa.phase[p].m_tiles) * pa.phase[p].n_tiles * pa.phase[p].cv.groups;
+    tiles[p] = int64_t(pa.phase[p].m_tiles.d) * pa.phase[p].n_tiles.d * pa.phase[p].cv.groups;
     chunks[p] = pa.phase[p].cv.chunks;
     check_grid(blocks + tiles[p], "conv2d_gemm");
     pa.first_block[p] = int(blocks);

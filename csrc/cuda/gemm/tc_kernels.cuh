@@ -110,7 +110,8 @@ struct TcConvArgs {
   const T* bias;  // may be null
   T* out;
   TcConv cv;
-  int m_tiles, n_tiles;
+  // The grid's tiles of positions and of destination channels (TcBlock splits a block index by them).
+  FastDivisor m_tiles, n_tiles;
   // A split reduction (wgmma kernel): blockIdx.y reduces chunks_per_split chunks. Its FP32 sums go
   // either to partial[blockIdx.y][row][group x outputs], which tc_split_finish_kernel adds, or, where
   // `cluster_sums`, to the splits of the tile launched as one cluster, which add them themselves
@@ -241,16 +242,16 @@ __global__ void tc_weight_relayout_phases_kernel(const E* __restrict__ w, uint4*
 }
 
 // The block's place in the grid: destination-channel tiles fastest, so that the blocks sharing an
-// input tile run together and read it from L2.
+// input tile run together and read it from L2. The index is split by multiplies: a block's setup is
+// a fair part of a short reduction's instructions (the 32-channel layers' five chunks).
 struct TcBlock {
   int g, n0;
   int64_t m0;
-  __device__ TcBlock(int bid, int m_tiles, int n_tiles, int bm, int bn) {
-    const int n_tile = bid % n_tiles;
-    bid /= n_tiles;
-    m0 = int64_t(bid % m_tiles) * bm;
-    g = bid / m_tiles;
-    n0 = n_tile * bn;
+  __device__ TcBlock(int bid, const FastDivisor& m_tiles, const FastDivisor& n_tiles, int bm, int bn) {
+    const int rest = int(n_tiles.div(uint32_t(bid)));
+    n0 = (bid - rest * int(n_tiles.d)) * bn;
+    g = int(m_tiles.div(uint32_t(rest)));
+    m0 = int64_t(rest - g * int(m_tiles.d)) * bm;
   }
 };
 
@@ -899,6 +900,7 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   __shared__ uint64_t b_landed[Cfg::kStages];  // a stage's bulk (B) and tensor (A, kTmaA) copies arrived
   // The swizzle is a function of address bits 4-9: tiles start on 1024-byte boundaries.
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
+  const unsigned smem_base = smem_address(smem);
   const TcConv& cv = a.cv;
   const TcBlock blk(block, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
   constexpr bool kRegA = kNchwSource && std::is_same_v<T, float>;  // TF32 A from registers
@@ -976,7 +978,9 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
     cp_async_commit();
     const int s = i % Cfg::kStages;
     mbarrier_wait(&b_landed[s], (i / Cfg::kStages) & 1);
-    const unsigned sb = smem_address(stage_b(s));
+    // The stage's descriptors once a chunk; a k-step's (and an A row block's) are these with the start
+    // address moved on (16-byte units), one add each instead of a descriptor built per MMA.
+    const uint64_t db = wgmma_descriptor(smem_base + s * Cfg::kStageBytes + Cfg::kBM * 128);
     if constexpr (kRegA) {
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
@@ -985,22 +989,24 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
         for (int r = 0; r < kM; ++r) loader.fragment(stage_a(s), frag_places, r, ks, a_frag[ks][r]);
         wgmma_fence();
 #pragma unroll
-        for (int r = 0; r < kM; ++r) WgmmaRegA<float, Cfg::kBN>::run(acc[r], a_frag[ks][r], wgmma_descriptor(sb + ks * 32), 1);
+        for (int r = 0; r < kM; ++r)
+          WgmmaRegA<float, Cfg::kBN>::run(acc[r], a_frag[ks][r], wgmma_descriptor_advance(db, ks * 2), 1);
         wgmma_commit();
       }
     } else {
-      const unsigned sa = smem_address(stage_a(s) + group * kM * 64 * 128);
+      const unsigned sa = smem_base + s * Cfg::kStageBytes + group * kM * 64 * 128;
+      const uint64_t da = kMnMajorA ? wgmma_descriptor_mn_major(sa, 64 * 128) : wgmma_descriptor(sa);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
         for (int r = 0; r < kM; ++r) {
           if constexpr (kMnMajorA)  // A's k-step: 16 rows of channels (2 KB) on
-            WgmmaMnMajorA<T, Cfg::kBN>::run(acc[r], wgmma_descriptor_mn_major(sa + r * 64 * 128 + ks * 2048, 64 * 128),
-                                            wgmma_descriptor(sb + ks * 32), 1);
+            WgmmaMnMajorA<T, Cfg::kBN>::run(acc[r], wgmma_descriptor_advance(da, (r * 64 * 128 + ks * 2048) / 16),
+                                            wgmma_descriptor_advance(db, ks * 2), 1);
           else
-            Wgmma<T, Cfg::kBN>::run(acc[r], wgmma_descriptor(sa + r * 64 * 128 + ks * 32),
-                                    wgmma_descriptor(sb + ks * 32), 1);
+            Wgmma<T, Cfg::kBN>::run(acc[r], wgmma_descriptor_advance(da, (r * 64 * 128 + ks * 32) / 16),
+                                    wgmma_descriptor_advance(db, ks * 2), 1);
         }
       wgmma_commit();
       wgmma_wait<1>();
