@@ -897,7 +897,10 @@ int64_t weight_grad_split_estimate(const ClustersBySize& clusters_by_size, int64
   int64_t splits = rule_splits;
   double time = time_of(rule_splits);
   const int64_t fullest = std::min(cap, ceil_div(tiles * rule_splits, slots) * slots / tiles);
-  if (fullest > rule_splits && time_of(fullest) < time) splits = fullest, time = time_of(fullest);
+  if (fullest > rule_splits) {
+    const double fullest_time = time_of(fullest);
+    if (fullest_time < time) splits = fullest, time = fullest_time;
+  }
   if (!weigh_clusters) return splits;
   const SplitEstimate best = cluster_splits_by_waves(tiles, chunks, slots, clusters_by_size,
                                                      kWeightGradBlockFixedChunks, kMinChunksPerWeightGradClusterSplit);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/cluster.cuh"
 #include "../common/fast_divisor.cuh"
@@ -498,43 +499,41 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       return p < blk.p_end;
     };
     const int64_t p = blk.p_begin + int64_t(chunk) * Cfg::kBK + word_p * 8;
+    // This thread's kRows rows of one operand (gy: filters, x: columns), `first` the operand's row
+    // at the tile's top and `rows` its rows in all: the word (kWhole) or half-word at `src` (its first
+    // row's), `half_offset` bytes into the word's place in `dst`; zero past the rows or the split's end.
+    auto copy_rows = [&](auto rows_tag, auto whole_tag, const T* src, const T* base, unsigned char* dst,
+                         int first, int rows, bool valid, int half_offset) {
+      constexpr int kRows = decltype(rows_tag)::value;
+      constexpr bool kWhole = decltype(whole_tag)::value;
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const bool ok = valid && first + row_p + i * kPlaneRowStep < rows;
+        const T* from = ok ? src + int64_t(plane) * (i * kPlaneRowStep) : base;
+        unsigned char* to = dst + i * kPlaneRowStep * 128 + half_offset;
+        if constexpr (kWhole)
+          cp_async_16_or_zero(to, from, ok);
+        else
+          cp_async_or_zero(reinterpret_cast<uint2*>(to), reinterpret_cast<const uint2*>(from), ok);
+      }
+    };
+    using RowsA = std::integral_constant<int, Cfg::kBM / kPlaneRowStep>;
+    using RowsB = std::integral_constant<int, Cfg::kBN / kPlaneRowStep>;
     unsigned char* a_dst = stage_a(st) + p_place;
     unsigned char* b_dst = stage_b(st) + p_place;
     if (a.plane_words) {
       const T *gy_p, *x_p;
       const bool valid = decode(p, gy_p, x_p);
-#pragma unroll
-      for (int i = 0; i < Cfg::kBM / kPlaneRowStep; ++i) {
-        const bool ok = valid && m0 + row_p + i * kPlaneRowStep < wg.Kg;
-        cp_async_16_or_zero(a_dst + i * kPlaneRowStep * 128, ok ? gy_p + int64_t(plane) * (i * kPlaneRowStep) : a.gy,
-                            ok);
-      }
-#pragma unroll
-      for (int j = 0; j < Cfg::kBN / kPlaneRowStep; ++j) {
-        const bool ok = valid && n0 + row_p + j * kPlaneRowStep < wg.cols;
-        cp_async_16_or_zero(b_dst + j * kPlaneRowStep * 128, ok ? x_p + int64_t(plane) * (j * kPlaneRowStep) : a.x,
-                            ok);
-      }
+      copy_rows(RowsA{}, std::true_type{}, gy_p, a.gy, a_dst, m0, wg.Kg, valid, 0);
+      copy_rows(RowsB{}, std::true_type{}, x_p, a.x, b_dst, n0, wg.cols, valid, 0);
       return;
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // the word's halves: bytes 8 h of its 16 in the tile
       const T *gy_p, *x_p;
       const bool valid = decode(p + 4 * h, gy_p, x_p);
-#pragma unroll
-      for (int i = 0; i < Cfg::kBM / kPlaneRowStep; ++i) {
-        const bool ok = valid && m0 + row_p + i * kPlaneRowStep < wg.Kg;
-        const T* from = ok ? gy_p + int64_t(plane) * (i * kPlaneRowStep) : a.gy;
-        cp_async_or_zero(reinterpret_cast<uint2*>(a_dst + i * kPlaneRowStep * 128 + 8 * h),
-                         reinterpret_cast<const uint2*>(from), ok);
-      }
-#pragma unroll
-      for (int j = 0; j < Cfg::kBN / kPlaneRowStep; ++j) {
-        const bool ok = valid && n0 + row_p + j * kPlaneRowStep < wg.cols;
-        const T* from = ok ? x_p + int64_t(plane) * (j * kPlaneRowStep) : a.x;
-        cp_async_or_zero(reinterpret_cast<uint2*>(b_dst + j * kPlaneRowStep * 128 + 8 * h),
-                         reinterpret_cast<const uint2*>(from), ok);
-      }
+      copy_rows(RowsA{}, std::false_type{}, gy_p, a.gy, a_dst, m0, wg.Kg, valid, 8 * h);
+      copy_rows(RowsB{}, std::false_type{}, x_p, a.x, b_dst, n0, wg.cols, valid, 8 * h);
     }
   };
 
