@@ -14,5 +14,14 @@ for case in "bf16 nhwc" "tf32 nchw"; do
     --section LaunchStats --section Occupancy --print-details all python benchmarks/profile_layer.py --layer R12 --precision $1 --layout $2 --mode fwdbwd \
     --skip-reference --warmup 2 --reps 1 > $OUT/ncu_R12_$1_$2.txt 2>&1
   echo "ncu R12 $1 $2 rc=$?"
+  # Per instruction (which copies' shared stores are excessive): the SASS source page of a saved report.
+  ncu --clock-control none --kernel-name regex:tc_weight_grad_wgmma --launch-skip 2 --launch-count 1 \
+    --section SourceCounters --import-source yes -o $OUT/R12_$1_$2 -f python benchmarks/profile_layer.py --layer R12 \
+    --precision $1 --layout $2 --mode fwdbwd --skip-reference --warmup 2 --reps 1 > /dev/null 2>&1
+  ncu -i $OUT/R12_$1_$2.ncu-rep --page source --csv --print-source sass > $OUT/sass_R12_$1_$2.csv 2>&1
+  python docs/wip/ncu_source_top.py $OUT/sass_R12_$1_$2.csv > $OUT/top_R12_$1_$2.txt 2>&1
+  rm -f $OUT/R12_$1_$2.ncu-rep
   grep -E "Duration|Stall|stall|Uncoalesced|sectors|Cluster|Est. Speedup" $OUT/ncu_R12_$1_$2.txt | cut -c1-160 | head -30
 done
+# A device call returns only a few files: one archive of them all.
+(cd $OUT && tar czf ncu.tgz ncu_* sass_* top_* && rm -f ncu_* sass_* top_*)
