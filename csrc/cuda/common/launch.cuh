@@ -168,6 +168,14 @@ template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
+// cp_async_wait<pending>() for a count known at run time, at most kMax.
+template <int kMax>
+__device__ __forceinline__ void cp_async_wait_at_most(int pending) {
+  if constexpr (kMax > 0) {
+    if (pending < kMax) return cp_async_wait_at_most<kMax - 1>(pending);
+  }
+  cp_async_wait<kMax>();
+}
 
 // `p` as a value the compiler cannot see through: addresses formed from it stay one multiply-add from
 // the pointer (IMAD.WIDE) instead of being re-associated into 64-bit sums of its parts per address.

@@ -949,9 +949,15 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   // Row of the tile of accumulator row block r, element pair h (the C-fragment layout).
   auto tile_row = [&](int r, int h) { return (group * kM + r) * 64 + (warp % 4) * 16 + lane / 4 + 8 * h; };
 
-  // kStages - 2 chunks load ahead of the MMAs, and one chunk's MMAs stay in flight while the next
-  // chunk is waited for and its successor's loads are issued: the stage refilled at chunk c held
-  // chunk c - 2, whose MMAs every warpgroup has waited for before the barrier.
+  // `ahead` chunks load ahead of the MMAs. A reduction of at most kStages chunks loads all of them at
+  // once, each into a stage of its own that is never refilled: a block of few chunks (an RGB stem, a
+  // 1x1 layer of few channels) then waits for memory once instead of once a chunk. Longer ones load
+  // kStages - 2 ahead, and one chunk's MMAs stay in flight while the next chunk is waited for and its
+  // successor's loads are issued: the stage refilled at chunk c held chunk c - 2, whose MMAs every
+  // warpgroup has waited for before the barrier. Chunk c's copies are commit group
+  // kStages - ahead + c (the prologue commits kStages groups, the empty ones first), so that chunk i
+  // has landed once at most ahead - 1 groups are pending.
+  const int ahead = count <= Cfg::kStages ? count : Cfg::kStages - 2;
   // kRegA: A goes to the MMAs from registers, one fragment set per k-step (a_frag[ks]), each k-step
   // its own commit group; the wait before a k-step's fragments are reloaded leaves the three later
   // groups in flight, so that the set it overwrites (the previous chunk's at that k-step) is no
@@ -961,19 +967,21 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
     if constexpr (kRegA) return Loader::fragment_places(tile_row(0, 0));
     else return 0;
   }();
-#pragma unroll
-  for (int s = 0; s < Cfg::kStages - 2; ++s) {
-    if (s < count) fetch(s, s);
+#pragma unroll 1
+  for (int g = ahead; g < Cfg::kStages; ++g) cp_async_commit();
+#pragma unroll 1
+  for (int c = 0; c < ahead; ++c) {
+    fetch(c, c);
     cp_async_commit();
   }
   for (int i = 0; i < count; ++i) {
-    cp_async_wait<Cfg::kStages - 3>();
+    cp_async_wait_at_most<Cfg::kStages - 1>(ahead - 1);
     // TF32: the source is float32 (Wt was rounded when re-laid; a copied A source when copied).
     if constexpr (std::is_same_v<T, float> && !kTmaA && !kNchwSource)
       loader.round_to_tf32(stage_a(i % Cfg::kStages), swizzled);
     fence_proxy_async_shared();
     __syncthreads();
-    const int next = i + Cfg::kStages - 2;
+    const int next = i + ahead;
     if (next < count) fetch(next, next % Cfg::kStages);
     cp_async_commit();
     const int s = i % Cfg::kStages;
