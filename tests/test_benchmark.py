@@ -527,3 +527,24 @@ def test_test_shards_partition_the_suite():
     for bad in ("3/3", "one/3"):
         _, run = collect(bad)
         assert run.returncode != 0 and "TORCHCONV_TEST_SHARD" in run.stdout + run.stderr
+
+
+def test_trial_rows_markdown_is_rendered_from_its_json_and_each_variant_is_a_run(tmp_path):
+    """benchmarks/results/gemm-trials-h200 (variants of the GEMM that did not land, and the one that
+    did, each timed by pass_times.py with cuDNN in the same process): its Markdown is what
+    benchmarks/trial_rows.py renders of its JSON, and every row carries its variant, precision,
+    layout and the cuDNN time of its own run."""
+    import trial_rows
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks", "results")
+    out = str(tmp_path / "trials.md")
+    trial_rows.main(["--render", os.path.join(root, "gemm-trials-h200.json"), "--markdown", out])
+    with open(out) as f, open(os.path.join(root, "gemm-trials-h200.md")) as g:
+        assert f.read() == g.read()
+    with open(os.path.join(root, "gemm-trials-h200.json")) as f:
+        data = json.load(f)
+    names = {v["name"] for v in data["variants"]}
+    assert {"pipeline-before", "pipeline-main", "pipeline-deep", "gw-gather-8-threads"} <= names
+    for row in data["rows"]:
+        assert row["variant"] in names and row["precision"] in ("bf16", "fp16", "tf32")
+        assert row["layout"] in ("nchw", "nhwc") and row["cudnn_us"] > 0 and row["us"] > 0
