@@ -23,6 +23,8 @@ ALGORITHMS = torchconv.ALGORITHMS
 needs_cuda_build = pytest.mark.skipif(not torchconv.available_algorithms("cuda"),
                                       reason="a CPU-only build: no CUDA kernels, no tile configs")
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
+# The GEMM's wgmma tile configs (Hopper; float16 / bfloat16 and TF32), as set_config names them.
+WGMMA_CONFIGS = ("wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide", "wgmma-tall")
 
 
 def case_seed(case_id):

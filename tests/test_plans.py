@@ -12,14 +12,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torchconv
-from conftest import ALGORITHMS, TOLERANCE, assert_close_rel, rel_err
+from conftest import ALGORITHMS, TOLERANCE, WGMMA_CONFIGS, assert_close_rel, rel_err
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 has_cuda_kernels = bool(torchconv.available_algorithms("cuda"))
 
 # The GEMM's tensor-core configs (float16 / bfloat16, TF32): mma.sync on any GPU, wgmma on Hopper.
 MMA_SYNC_CONFIGS = ("tc-large", "tc-medium", "tc-small")
-WGMMA_CONFIGS = ("wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide", "wgmma-tall")
 CONFIGS = {
     "direct": ("wide", "small", "depthwise", "depthwise-unstaged", "depthwise-plane"),
     "csg": ("wide", "medium", "thin"),

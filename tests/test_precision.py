@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import ALGORITHMS, DEVICES, cuda_kernel_names, rel_err, skip_if_no_kernel, using_config
+from conftest import ALGORITHMS, DEVICES, WGMMA_CONFIGS, cuda_kernel_names, rel_err, skip_if_no_kernel, using_config
 
 CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
 REDUCED = [torch.float16, torch.bfloat16]
@@ -397,6 +397,30 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
         # shared memory: no workspace (grids of a few tiles, whose clusters take one wave; the
         # estimate counts splits only as clusters).
         assert torchconv.last_workspace_bytes() == 0
+
+
+# The threads' gather of A (TcLoader: TF32 channels_last 1x1 layers; 16-bit layers whose taps pack
+# several to a chunk) in every wgmma config, forced, over reductions of 1 to 7 chunks: each config
+# loads a block's chunks all at once up to its own stage count (3 to 6) and kStages - 2 ahead past
+# it. The grid (3 images of 7 x 9 outputs, 72 filters: a partial filter tile) puts a thread's rows,
+# a pass of the block's threads apart, across column-grid rows and images (TcConv::step's carries).
+GATHERED_CASES = [("tf32", (3, 32 * k, 72, 7, 9, 1, 1, 1, 0, 1, 1)) for k in range(1, 8)] + [
+    ("bf16", (3, c, 72, 7, 9, 3, 3, 1, 1, 1, 1)) for c in (8, 16, 32)]  # 2, 3 and 5 chunks of packed taps
+
+
+@pytest.mark.parametrize("config", WGMMA_CONFIGS)
+@pytest.mark.parametrize("case", GATHERED_CASES, ids=lambda c: c[0] + "-" + shape_id(c[1]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_gathered_reductions_of_every_length_in_every_wgmma_config(device, case, config):
+    if not hopper():
+        pytest.skip("wgmma configs run on sm_90a")
+    precision, shape = case
+    dtype = at_precision(precision)
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=True)
+    with using_config("gemm", config):
+        _, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+    assert f"forward:{config}/" in forward_plan, forward_plan
+    assert f"grad_input:{config}/" in backward_plan, backward_plan
 
 
 # Grids just over whole waves of tiles (17 x 17 outputs, batch 32: 146 tiles of 128 x 256, 292 of
