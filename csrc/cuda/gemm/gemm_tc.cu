@@ -237,6 +237,19 @@ void set_config_fields(TcConv& cv) {
   cv.col_w_div = make_fast_divisor(uint32_t(std::max(cv.col_W, 1)));
 }
 
+// A launch's fields that follow from its config: set_config_fields, and the grid's position and
+// destination-channel tiles as the divisors TcBlock splits a block index by (checked against the grid
+// limit before they become 32-bit). Returns the launch's tiles.
+template <typename T, typename Cfg>
+int64_t set_launch_fields(TcConvArgs<T>& args) {
+  set_config_fields<T, Cfg>(args.cv);
+  const int64_t m_tiles = ceil_div(args.cv.rows, Cfg::kBM), n_tiles = ceil_div(args.cv.outputs, Cfg::kBN);
+  const int64_t tiles = m_tiles * n_tiles * args.cv.groups;
+  check_grid(tiles, "conv2d_gemm");
+  args.m_tiles = make_fast_divisor(uint32_t(m_tiles)), args.n_tiles = make_fast_divisor(uint32_t(n_tiles));
+  return tiles;
+}
+
 // `splits` > 1 (wgmma only): the reduction is split across blockIdx.y, and the splits of a tile add
 // their sums as one cluster (tc_cluster_split_sums) or, where the GPU cannot hold the cluster, through
 // a workspace summed by tc_split_finish_kernel. `whole_tiles` > 0 (a multiple of `splits`, clusters
@@ -247,13 +260,9 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
                int64_t whole_tiles = 0) {
   TcConvArgs<T> args = args_in;
   TcConv& cv = args.cv;
-  set_config_fields<T, Cfg>(cv);
+  const int64_t blocks = set_launch_fields<T, Cfg>(args);
   args.chunks_per_split = int(ceil_div(cv.chunks, splits));
   splits = int(ceil_div(cv.chunks, args.chunks_per_split));  // none empty
-  const int64_t m_tiles = ceil_div(args.cv.rows, Cfg::kBM), n_tiles = ceil_div(args.cv.outputs, Cfg::kBN);
-  const int64_t blocks = m_tiles * n_tiles * args.cv.groups;
-  check_grid(blocks, "conv2d_gemm");
-  args.m_tiles = make_fast_divisor(uint32_t(m_tiles)), args.n_tiles = make_fast_divisor(uint32_t(n_tiles));
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
   record_last_choice(pass, name, splits);
@@ -712,13 +721,8 @@ int64_t phase_splits(const int64_t* tiles, const int* chunks, int phases, int64_
 template <typename T, typename Cfg, bool kTmaA>
 void launch_tc_phases(TcPhaseArgs<T> pa) {
   const int phases = pa.phases;
-  for (int p = 0; p < phases; ++p) {
-    TcConvArgs<T>& a = pa.phase[p];
-    set_config_fields<T, Cfg>(a.cv);
-    const int64_t m_tiles = ceil_div(a.cv.rows, Cfg::kBM), n_tiles = ceil_div(a.cv.outputs, Cfg::kBN);
-    check_grid(m_tiles * n_tiles * a.cv.groups, "conv2d_gemm");
-    a.m_tiles = make_fast_divisor(uint32_t(m_tiles)), a.n_tiles = make_fast_divisor(uint32_t(n_tiles));
-  }
+  int64_t phase_tiles[kMaxGradInputPhases];
+  for (int p = 0; p < phases; ++p) phase_tiles[p] = set_launch_fields<T, Cfg>(pa.phase[p]);
   int order[kMaxGradInputPhases];  // longest reduction first (an insertion sort: stable, no allocation)
   for (int p = 0; p < phases; ++p) {
     int i = p;
@@ -731,7 +735,7 @@ void launch_tc_phases(TcPhaseArgs<T> pa) {
   int chunks[kMaxGradInputPhases];
   int64_t blocks = 0;
   for (int p = 0; p < phases; ++p) {
-    tiles[p] = int64_t(pa.phase[p].m_tiles.d) * pa.phase[p].n_tiles.d * pa.phase[p].cv.groups;
+    tiles[p] = phase_tiles[order[p]];
     chunks[p] = pa.phase[p].cv.chunks;
     check_grid(blocks + tiles[p], "conv2d_gemm");
     pa.first_block[p] = int(blocks);
