@@ -9,6 +9,7 @@
 # build then fit one device call. tests.log holds the shards' logs one after the other, each with its
 # slowest tests.
 # MEMCHECK="tests/test_x.py -k cuda" / RACECHECK="..." run compute-sanitizer over those tests.
+# BUILD=skip uses the build already installed (a call that built and ran a first check itself).
 set -uo pipefail
 OUT="${OUT:-$PWD/gpu_out}"
 mkdir -p "$OUT"
@@ -18,9 +19,11 @@ LOG="$OUT/session.log"
   python -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
   git log -1 --format='commit %H %s' 2>/dev/null; git status --short | head -20; } 2>&1 | tee "$LOG"
 t0=$SECONDS
-MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 TORCHCONV_PTXAS_VERBOSE=1 python -m pip install --no-build-isolation --no-deps -v -e . > "$OUT/build.log" 2>&1 \
-  || { tail -50 "$OUT/build.log"; exit 1; }
-echo "== build $((SECONDS - t0)) s; spills: $(grep -cE '[1-9][0-9]* bytes spill' "$OUT/build.log")" | tee -a "$LOG"
+if [ "${BUILD:-}" != skip ]; then
+  MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 TORCHCONV_PTXAS_VERBOSE=1 python -m pip install --no-build-isolation --no-deps -v -e . > "$OUT/build.log" 2>&1 \
+    || { tail -50 "$OUT/build.log"; exit 1; }
+  echo "== build $((SECONDS - t0)) s; spills: $(grep -cE '[1-9][0-9]* bytes spill' "$OUT/build.log")" | tee -a "$LOG"
+fi
 if [ -n "${PYTEST_SHARDS:-}" ]; then
   t0=$SECONDS
   i=0; pids=()

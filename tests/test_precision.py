@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import ALGORITHMS, DEVICES, WGMMA_CONFIGS, cuda_kernel_names, rel_err, skip_if_no_kernel, using_config
+from conftest import (ALGORITHMS, DEVICES, WGMMA_CONFIGS, WGMMA_WS_CONFIG, cuda_kernel_names, rel_err,
+                      skip_if_no_kernel, using_config)
 
 CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
 REDUCED = [torch.float16, torch.bfloat16]
@@ -403,7 +404,7 @@ def test_wgmma_config_rule(device, case, precision, channels_last):
 # several to a chunk) in every wgmma config, forced, over reductions of 1 to 7 chunks: each config
 # loads a block's chunks all at once up to its own stage count (3 to 6) and kStages - 2 ahead past
 # it. The grid (3 images of 7 x 9 outputs, 72 filters: a partial filter tile) puts a thread's rows,
-# a pass of the block's threads apart, across column-grid rows and images (TcConv::step's carries).
+# a pass of the block's threads apart, across column-grid rows and images.
 GATHERED_CASES = [("tf32", (3, 32 * k, 72, 7, 9, 1, 1, 1, 0, 1, 1)) for k in range(1, 8)] + [
     ("bf16", (3, c, 72, 7, 9, 3, 3, 1, 1, 1, 1)) for c in (8, 16, 32)]  # 2, 3 and 5 chunks of packed taps
 
@@ -421,6 +422,51 @@ def test_gathered_reductions_of_every_length_in_every_wgmma_config(device, case,
         _, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
     assert f"forward:{config}/" in forward_plan, forward_plan
     assert f"grad_input:{config}/" in backward_plan, backward_plan
+
+
+# The warp-specialized persistent tile (wgmma-ws, forced only): a producer warpgroup gathers A (16-bit
+# packed taps: 3 to 32 channels) or issues its im2col tensor copies (64 channels or more; TF32, whose
+# 3x3 sources are rounded copies), consumer warpgroups run the MMAs and the epilogue, and each block
+# walks tiles through one ring of stages -- several tiles a block where the grid has more than two
+# tiles per SM (the 64 x 64 and 66 x 62 outputs at batch 8: 512 and 508 position tiles). Partial
+# position and filter tiles, batch 1, H != W, groups of 64 channels, stride 2 (its grad_input's
+# phases a launch each), a 1x1 layer.
+WS_CASES = [
+    ("bf16", (3, 8, 72, 7, 9, 3, 3, 1, 1, 1, 1)),
+    ("fp16", (2, 32, 48, 20, 18, 3, 3, 1, 1, 1, 1)),
+    ("bf16", (1, 3, 32, 61, 67, 3, 3, 1, 1, 1, 1)),
+    ("bf16", (8, 64, 72, 64, 64, 3, 3, 1, 1, 1, 1)),
+    ("fp16", (8, 16, 64, 66, 62, 3, 3, 1, 1, 1, 1)),
+    ("bf16", (2, 128, 128, 13, 11, 3, 3, 2, 1, 1, 2)),
+    ("fp16", (4, 256, 96, 9, 9, 1, 1, 1, 0, 1, 1)),
+    ("tf32", (2, 64, 40, 15, 17, 3, 3, 1, 1, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", WS_CASES, ids=lambda c: c[0] + "-" + shape_id(c[1]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_warp_specialized_wgmma_tile(device, case):
+    if not hopper():
+        pytest.skip("wgmma configs run on sm_90a")
+    precision, shape = case
+    x, w, b, kw = make_case(shape, device, at_precision(precision), channels_last=True)
+    with using_config("gemm", WGMMA_WS_CONFIG):
+        y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+        # Every tile written by the block that walked to it, the same bits every call.
+        assert torch.equal(torchconv.conv2d(x, w, b, algorithm="gemm", **kw), y.detach())
+    assert f"forward:{WGMMA_WS_CONFIG}/" in forward_plan, forward_plan
+    assert f"grad_input:{WGMMA_WS_CONFIG}/" in backward_plan, backward_plan
+
+
+@pytest.mark.parametrize("device", [CUDA])
+def test_warp_specialized_wgmma_tile_refuses_a_gathered_float32_source(device):
+    """A float32 source the threads would gather (a TF32 channels_last 1x1 layer: no rounded copy) is an
+    error naming the config when wgmma-ws is forced, not a tile of unrounded TF32 operands."""
+    if not hopper():
+        pytest.skip("wgmma configs run on sm_90a")
+    x, w, b, kw = make_case((2, 64, 40, 7, 9, 1, 1, 1, 0, 1, 1), device, at_precision("tf32"), channels_last=True)
+    with using_config("gemm", WGMMA_WS_CONFIG), pytest.raises(ValueError, match="wgmma-ws config takes"):
+        torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
 
 
 # Grids just over whole waves of tiles (17 x 17 outputs, batch 32: 146 tiles of 128 x 256, 292 of

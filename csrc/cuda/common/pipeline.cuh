@@ -106,6 +106,32 @@ __device__ __forceinline__ void tma_load_im2col(void* dst, const void* map, int 
 #endif
 }
 
+// One arrival (release at CTA scope) on this block's mbarrier `bar`.
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(unsigned(__cvta_generic_to_shared(bar))) : "memory");
+#endif
+}
+
+// An arrival on `bar` once every cp.async this thread has issued so far has landed, counted as one of
+// the phase's expected arrivals (noinc: mbarrier_init counts such a thread).
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();
+#else
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(unsigned(__cvta_generic_to_shared(bar)))
+               : "memory");
+#endif
+}
+
+// A barrier of the first `threads` threads of the block (a multiple of 32) on hardware barrier `id`
+// (1-15: __syncthreads takes 0), for kernels whose other warps take no part.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Waits (acquire) until the phase of parity `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900

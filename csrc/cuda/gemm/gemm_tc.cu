@@ -68,10 +68,16 @@ using WgmmaTiny = WgmmaTileConfig<64, 64, 6, 2>;
 //          65-128 destination channels it measured slower than large, whose two blocks per SM hide
 //          more of the loads' latency: the rule does not pick it. Kept for A/B runs of the pipeline.
 using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
+//   ws     128 x 64, warp-specialized and persistent (tc_conv_wgmma_ws_kernel): two consumer
+//          warpgroups and a producer one, 3 stages and the epilogue's own shared memory (two blocks
+//          per SM), a grid of at most two blocks per SM walking the tiles. channels_last sources
+//          only, float32 only by the im2col tensor copies. Forced only: an A/B of the pipeline's
+//          structure against medium's (each block's prologue, chunks and epilogue in sequence).
+using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
 
 // The wgmma configs in the order of kWgmmaConfigNames: a config's index there (its name for
 // set_config and last_choice) is its place in this list, checked against the names at compile time.
-using WgmmaConfigs = std::tuple<WgmmaLarge, WgmmaMedium, WgmmaSmall, WgmmaTiny, WgmmaWide, WgmmaTall>;
+using WgmmaConfigs = std::tuple<WgmmaLarge, WgmmaMedium, WgmmaSmall, WgmmaTiny, WgmmaWide, WgmmaTall, WgmmaWs>;
 template <typename Cfg, size_t... I>
 constexpr int wgmma_index_of(std::index_sequence<I...>) {
   constexpr bool same[] = {std::is_same_v<Cfg, std::tuple_element_t<I, WgmmaConfigs>>...};
@@ -87,7 +93,8 @@ static_assert(std::tuple_size_v<WgmmaConfigs> == std::size(kWgmmaConfigNames) &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaSmall>]) == "wgmma-small" &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTiny>]) == "wgmma-tiny" &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWide>]) == "wgmma-wide" &&
-                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTall>]) == "wgmma-tall",
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTall>]) == "wgmma-tall" &&
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWs>]) == "wgmma-ws",
               "WgmmaConfigs follows kWgmmaConfigNames");
 constexpr int kWtRowBytes = 128;  // Wt's taps hold their channels padded to the widest chunk
 
@@ -372,6 +379,34 @@ void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1, i
                     whole_tiles);
 }
 
+// The warp-specialized config (forced only): a grid of at most kMinBlocks blocks per SM walking the
+// tiles. It takes channels_last sources, gathered (16-bit) or by im2col tensor copies.
+template <typename T, bool kNchwSource, bool kTmaA>
+void launch_wgmma_ws(const TcConvArgs<T>& args_in, const char* pass) {
+  TcConvArgs<T> args = args_in;
+  bool tma = false;
+  if constexpr (kTmaA) tma = encode_im2col_map(args, WgmmaWs::kBM);
+  TORCH_CHECK_VALUE(!kNchwSource && (tma || sizeof(T) == 2),
+              "torchconv.conv2d_gemm: the wgmma-ws config takes channels_last float16 / bfloat16 sources, and float32 "
+              "(TF32) ones only where A comes by im2col tensor copies; this launch's source is ",
+              kNchwSource ? "NCHW" : "float32 gathered by the threads", " (set_config('gemm', '') for the rule)");
+  if constexpr (!kNchwSource) {
+    const int64_t tiles = set_launch_fields<T, WgmmaWs>(args);
+    args.chunks_per_split = args.cv.chunks;
+    constexpr size_t smem = WgmmaWs::template smem_bytes<T>();
+    const int64_t grid = std::min<int64_t>(tiles, int64_t(WgmmaWs::kMinBlocks) * sm_count());
+    record_last_choice(pass, kWgmmaConfigNames[kWgmmaIndex<WgmmaWs>], 1);
+    record_workspace_bytes(0);
+    auto launch = [&](auto kernel) {
+      ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
+      kernel<<<unsigned(grid), WgmmaWs::kThreads, smem, current_stream()>>>(args);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    };
+    if (tma) return launch(tc_conv_wgmma_ws_kernel<T, WgmmaWs, true>);
+    if constexpr (sizeof(T) == 2) launch(tc_conv_wgmma_ws_kernel<T, WgmmaWs, false>);
+  }
+}
+
 // The launch-time estimate behind the cluster splits of the 16-bit rule (run_wgmma): a launch's
 // blocks are latency-bound, each taking about the same time per chunk whether one or two share an SM,
 // so a launch takes its waves of blocks (of clusters, where split) times a block's chunks, plus a
@@ -489,6 +524,7 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     case kWgmmaIndex<WgmmaTiny>: return launch_wgmma<T, WgmmaTiny, kNchwSource, kTmaA>(args, pass);
     case kWgmmaIndex<WgmmaWide>: return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
     case kWgmmaIndex<WgmmaTall>: return launch_wgmma<T, WgmmaTall, kNchwSource, kTmaA>(args, pass);
+    case kWgmmaIndex<WgmmaWs>: return launch_wgmma_ws<T, kNchwSource, kTmaA>(args, pass);
     default: break;  // the rule
   }
   const bool wide = cv.outputs > 64;

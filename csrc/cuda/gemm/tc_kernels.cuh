@@ -281,6 +281,12 @@ struct TcWtLoader {
     base = a.wt + (int64_t(blk.g) * a.cv.n_pad + blk.n0 + row0) * a.cv.wt_row + word * kVec;
     row_step = int64_t(kRowsPerPass) * a.cv.wt_row;
   }
+  // A loader of thread `tid` of the kThreads that load (a warp-specialized kernel's producers).
+  __device__ TcWtLoader(const TcConvArgs<T>& a, const TcBlock& blk, int tid) {
+    word = tid % kWordsPerRow, row0 = tid / kWordsPerRow;
+    base = a.wt + (int64_t(blk.g) * a.cv.n_pad + blk.n0 + row0) * a.cv.wt_row + word * kVec;
+    row_step = int64_t(kRowsPerPass) * a.cv.wt_row;
+  }
 
   template <typename Offset>
   __device__ __forceinline__ void fetch(const TcConv& cv, int chunk, unsigned char* stage_b, Offset offset) {
@@ -340,6 +346,15 @@ struct TcLoader {
 
   __device__ TcLoader(const TcConvArgs<T>& a, const TcBlock& blk) : cv(a.cv), src(a.src), wt(a, blk) {
     word = threadIdx.x % kWordsPerRow, row0 = threadIdx.x / kWordsPerRow;
+    decode_rows(a, blk);
+  }
+  // A loader of thread `tid` of the kThreads that load (a warp-specialized kernel's producers).
+  __device__ TcLoader(const TcConvArgs<T>& a, const TcBlock& blk, int tid) : cv(a.cv), src(a.src), wt(a, blk, tid) {
+    word = tid % kWordsPerRow, row0 = tid / kWordsPerRow;
+    decode_rows(a, blk);
+  }
+
+  __device__ __forceinline__ void decode_rows(const TcConvArgs<T>& a, const TcBlock& blk) {
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
       const int64_t m = blk.m0 + row0 + i * kRowsPerPass;
@@ -605,6 +620,10 @@ struct TcNchwPlanesLoader {
   }
 };
 
+struct BlockBarrier {
+  __device__ __forceinline__ void operator()() const { __syncthreads(); }
+};
+
 // The epilogue: bias added in FP32, one rounding to T, the tile staged in shared memory [kBM][kLd],
 // then stores coalesced for the destination's format.
 template <typename T, int kBM, int kBN, int kThreads>
@@ -628,8 +647,10 @@ struct TcEpilogue {
     store_pair(tile + (row + 8) * kLd + col, v[2] + b0, v[3] + b1);
   }
 
-  // After stage() from every thread: write the tile out. Starts with a barrier.
-  __device__ static void store(const TcConvArgs<T>& a, unsigned char* smem, const TcBlock& blk) {
+  // After stage() from every thread: write the tile out. Starts with a barrier: `sync`, a barrier of
+  // the kThreads threads that stage (the block's, or a warp-specialized kernel's consumers').
+  template <typename Sync = BlockBarrier>
+  __device__ static void store(const TcConvArgs<T>& a, unsigned char* smem, const TcBlock& blk, Sync sync = {}) {
     const TcConv& cv = a.cv;
     const T* tile = reinterpret_cast<const T*>(smem);
     int64_t* row_offset = reinterpret_cast<int64_t*>(smem + size_t(kBM) * kLd * sizeof(T));
@@ -640,7 +661,7 @@ struct TcEpilogue {
       if (m < cv.rows) off = cv.dst_offset(cv.position(m)) + int64_t(blk.g) * cv.outputs * cv.dst_sc;
       row_offset[r] = off;
     }
-    __syncthreads();
+    sync();
     const int cols = min(kBN, cv.outputs - blk.n0);
     if (cv.dst_sc == 1 && cv.outputs % kVec == 0) {
       // channels_last: 16-byte words along the channels of each position.
@@ -1062,6 +1083,124 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   const bool whole = cluster < a.whole_clusters;
   const int block = whole ? cluster * int(gridDim.y) + rank : a.whole_clusters * int(gridDim.y) + cluster - a.whole_clusters;
   tc_conv_wgmma_tile<T, Cfg, kNchwSource, kTmaA>(a, block, rank, whole);
+}
+
+// The warp-specialized, persistent wgmma tile (`wgmma-ws`, forced only): kBM / 64 consumer
+// warpgroups issue the MMAs and the epilogue, and one producer warpgroup loads -- every producer
+// thread gathers A (TcLoader, 16-bit), or one of them issues A's im2col tensor copy (kTmaA) -- with B
+// in bulk either way. Each block walks tiles blockIdx.x, + gridDim.x, ..., its chunks one ring of
+// kStages stages across tile boundaries: a stage is `full` once its copies have landed (the gather's
+// threads arrive as their cp.async land, the bulk and tensor copies count bytes) and `empty` once
+// every consumer thread's MMAs that read it have completed. No block-wide barrier after the start:
+// the producer runs up to kStages chunks ahead of the MMAs, into the next tile while the consumers
+// finish this one's epilogue (in shared memory of its own, past the stages). Float32 A must come by
+// the tensor copies (already TF32): no thread rounds a gathered tile here.
+template <int kBM_, int kBN_, int kStages_, int kMinBlocks_>
+struct WgmmaWsTileConfig {
+  static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_, kMinBlocks = kMinBlocks_;
+  static constexpr int kConsumerGroups = kBM / 64, kConsumerThreads = 128 * kConsumerGroups;
+  static constexpr int kProducerThreads = 128, kThreads = kConsumerThreads + kProducerThreads;
+  static constexpr int kBKBytes = 128;
+  static constexpr int kStageBytes = (kBM + kBN) * 128;
+  static_assert(kBM % 64 == 0 && (kBN == 64 || kBN == 128 || kBN == 256), "whole m64 MMAs per warpgroup");
+  static_assert(kStages >= 2, "a stage loading while another is read");
+  template <typename T>
+  static constexpr size_t smem_bytes() {
+    return size_t(kStages) * kStageBytes + TcEpilogue<T, kBM, kBN, kConsumerThreads>::kSmemBytes + 1024;
+  }
+};
+
+template <int kThreads>
+struct ConsumerBarrier {
+  __device__ __forceinline__ void operator()() const { named_barrier_sync(1, kThreads); }
+};
+
+template <typename T, typename Cfg, bool kTmaA>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_ws_kernel(const __grid_constant__ TcConvArgs<T> a) {
+  static_assert(kTmaA || sizeof(T) == 2, "a gathered float32 A would need rounding to TF32");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ uint64_t full[Cfg::kStages], empty[Cfg::kStages];
+  unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
+  const unsigned smem_base = smem_address(smem);
+  const TcConv& cv = a.cv;
+  constexpr int kStages = Cfg::kStages, kConsumers = Cfg::kConsumerThreads;
+  const int tiles = int(a.m_tiles.d) * int(a.n_tiles.d) * cv.groups;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], kTmaA ? 1 : Cfg::kProducerThreads + 1);
+      mbarrier_init(&empty[s], kConsumers);
+    }
+  }
+  __syncthreads();
+  auto stage_a = [&](int s) { return smem + s * Cfg::kStageBytes; };
+  auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kBM * 128; };
+
+  if (int(threadIdx.x) >= kConsumers) {  // the producer warpgroup
+    const int tid = int(threadIdx.x) - kConsumers;
+    if (kTmaA && tid != 0) return;
+    int it = 0;  // this block's chunk count so far: stage it % kStages, its (it / kStages)-th use
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const TcBlock blk(tile, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
+      const TcWtBulkLoader<T, Cfg::kBN> wt(a, blk);
+      if constexpr (kTmaA) {
+        const TcIm2colLoader<T> loader(a, blk);
+        for (int c = 0; c < cv.chunks; ++c, ++it) {
+          const int s = it % kStages;
+          if (it >= kStages) mbarrier_wait(&empty[s], ((it / kStages) + 1) & 1);
+          wt.fetch(cv, c, stage_b(s), &full[s], Cfg::kBM * 128);
+          loader.fetch(a, c, stage_a(s), &full[s]);
+        }
+      } else {
+        TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kProducerThreads> loader(a, blk, tid);
+        for (int c = 0; c < cv.chunks; ++c, ++it) {
+          const int s = it % kStages;
+          if (it >= kStages) mbarrier_wait(&empty[s], ((it / kStages) + 1) & 1);
+          loader.fetch_a(c, stage_a(s), [](int row, int word) { return swizzle128(row, word); });
+          cp_async_mbarrier_arrive_noinc(&full[s]);
+          if (tid == 0) wt.fetch(cv, c, stage_b(s), &full[s]);
+        }
+      }
+    }
+    if constexpr (!kTmaA) cp_async_wait<0>();
+    return;
+  }
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
+  using Epilogue = TcEpilogue<T, Cfg::kBM, Cfg::kBN, kConsumers>;
+  unsigned char* epilogue_smem = smem + size_t(kStages) * Cfg::kStageBytes;
+  int it = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const TcBlock blk(tile, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
+    float acc[Cfg::kBN / 2];
+#pragma unroll
+    for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] = 0.f;
+    for (int c = 0; c < cv.chunks; ++c, ++it) {
+      const int s = it % kStages;
+      mbarrier_wait(&full[s], (it / kStages) & 1);
+      if constexpr (!kTmaA) fence_proxy_async_shared();  // the gather's cp.async wrote through the generic proxy
+      const uint64_t db = wgmma_descriptor(smem_base + s * Cfg::kStageBytes + Cfg::kBM * 128);
+      const uint64_t da = wgmma_descriptor(smem_base + s * Cfg::kStageBytes + group * 64 * 128);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        Wgmma<T, Cfg::kBN>::run(acc, wgmma_descriptor_advance(da, ks * 2), wgmma_descriptor_advance(db, ks * 2), 1);
+      wgmma_commit();
+      // The previous chunk's MMAs have completed: its stage may be refilled.
+      wgmma_wait<1>();
+      if (c > 0) mbarrier_arrive(&empty[(it - 1) % kStages]);
+    }
+    wgmma_wait<0>();
+    mbarrier_arrive(&empty[(it - 1) % kStages]);
+    // The previous tile's stores have read the staged tile before this one is staged over it.
+    named_barrier_sync(1, kConsumers);
+    T* staged = reinterpret_cast<T*>(epilogue_smem);
+#pragma unroll
+    for (int j = 0; j < Cfg::kBN / 8; ++j) {
+      const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+      Epilogue::stage(staged, a, blk, group * 64 + (warp % 4) * 16 + lane / 4, j * 8 + (lane % 4) * 2, v);
+    }
+    Epilogue::store(a, epilogue_smem, blk, ConsumerBarrier<kConsumers>{});
+  }
 }
 
 // The phases of a strided grad_input (each output phase a launch of its own taps, common/launch_map.cuh)
