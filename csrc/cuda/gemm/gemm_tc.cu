@@ -71,8 +71,10 @@ using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 //   ws     128 x 64, warp-specialized and persistent (tc_conv_wgmma_ws_kernel): two consumer
 //          warpgroups and a producer one, 3 stages and the epilogue's own shared memory (two blocks
 //          per SM), a grid of at most two blocks per SM walking the tiles. channels_last sources
-//          only, float32 only by the im2col tensor copies. Forced only: an A/B of the pipeline's
-//          structure against medium's (each block's prologue, chunks and epilogue in sequence).
+//          only, float32 only by the im2col tensor copies. Forced only: ahead of medium where a
+//          block's time is its prologue and epilogue (reductions of one or two chunks: the next
+//          tile's loads run under the epilogue), behind it on longer reductions, whose pace the
+//          loads in flight set and of which it keeps fewer per SM (docs/precision.md).
 using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
 
 // The wgmma configs in the order of kWgmmaConfigNames: a config's index there (its name for
