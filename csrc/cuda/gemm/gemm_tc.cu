@@ -389,9 +389,9 @@ void launch_wgmma_ws(const TcConvArgs<T>& args_in, const char* pass) {
   bool tma = false;
   if constexpr (kTmaA) tma = encode_im2col_map(args, WgmmaWs::kBM);
   TORCH_CHECK_VALUE(!kNchwSource && (tma || sizeof(T) == 2),
-              "torchconv.conv2d_gemm: the wgmma-ws config takes channels_last float16 / bfloat16 sources, and float32 "
-              "(TF32) ones only where A comes by im2col tensor copies; this launch's source is ",
-              kNchwSource ? "NCHW" : "float32 gathered by the threads", " (set_config('gemm', '') for the rule)");
+                    "torchconv.conv2d_gemm: the wgmma-ws config takes channels_last float16 / bfloat16 sources, and "
+                    "float32 (TF32) ones only where A comes by im2col tensor copies; this launch's source is ",
+                    kNchwSource ? "NCHW" : "float32 gathered by the threads", " (set_config('gemm', '') for the rule)");
   if constexpr (!kNchwSource) {
     const int64_t tiles = set_launch_fields<T, WgmmaWs>(args);
     args.chunks_per_split = args.cv.chunks;
