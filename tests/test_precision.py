@@ -458,6 +458,33 @@ def test_warp_specialized_wgmma_tile(device, case):
     assert f"grad_input:{WGMMA_WS_CONFIG}/" in backward_plan, backward_plan
 
 
+# The rule's use of the warp-specialized tile: 16-bit launches of at most two chunks (128 channels)
+# and at most 128 destination channels, ungrouped -- 1x1 layers of 64 and 128 channels, an RGB stem's
+# forward (3 channels padded to a word, 9 taps: 2 chunks) -- and not longer reductions (192 channels,
+# the stem's grad_input: 32 filters x 9 taps), wider outputs (256 filters), NCHW planes read as they
+# are, or TF32 (the threads would gather float32).
+WS_RULE_CASES = [
+    ((4, 64, 64, 28, 28, 1, 1, 1, 0, 1, 1), "bf16", True, ("ws", "ws")),
+    ((4, 128, 64, 20, 20, 1, 1, 1, 0, 1, 1), "fp16", True, ("ws", "ws")),
+    ((2, 3, 32, 61, 67, 3, 3, 1, 1, 1, 1), "bf16", True, ("ws", "rule")),
+    ((4, 192, 64, 20, 20, 1, 1, 1, 0, 1, 1), "bf16", True, ("rule", "rule")),
+    ((4, 64, 256, 20, 20, 1, 1, 1, 0, 1, 1), "fp16", True, ("rule", "rule")),
+    ((4, 64, 64, 28, 28, 1, 1, 1, 0, 1, 1), "bf16", False, ("rule", "rule")),
+    ((4, 64, 64, 28, 28, 1, 1, 1, 0, 1, 1), "tf32", True, ("rule", "rule")),
+]
+
+
+@pytest.mark.parametrize("case", WS_RULE_CASES, ids=lambda c: f"{c[1]}-{'nhwc' if c[2] else 'nchw'}-" + shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_rule_takes_the_warp_specialized_tile_for_short_16_bit_reductions(device, case):
+    shape, precision, channels_last, expected = case
+    x, w, b, kw = make_case(shape, device, at_precision(precision), channels_last=channels_last)
+    y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+    if hopper():
+        for plan, want in zip((forward_plan, backward_plan), expected):
+            assert (f":{WGMMA_WS_CONFIG}/" in plan) == (want == "ws"), plan
+
+
 @pytest.mark.parametrize("device", [CUDA])
 def test_warp_specialized_wgmma_tile_refuses_a_gathered_float32_source(device):
     """A float32 source the threads would gather (a TF32 channels_last 1x1 layer: no rounded copy) is an

@@ -71,10 +71,11 @@ using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 //   ws     128 x 64, warp-specialized and persistent (tc_conv_wgmma_ws_kernel): two consumer
 //          warpgroups and a producer one, 3 stages and the epilogue's own shared memory (two blocks
 //          per SM), a grid of at most two blocks per SM walking the tiles. channels_last sources
-//          only, float32 only by the im2col tensor copies. Forced only: ahead of medium where a
-//          block's time is its prologue and epilogue (reductions of one or two chunks: the next
-//          tile's loads run under the epilogue), behind it on longer reductions, whose pace the
-//          loads in flight set and of which it keeps fewer per SM (docs/precision.md).
+//          only, float32 only by the im2col tensor copies. Ahead of medium where a block's time is
+//          its prologue and epilogue (reductions of one or two chunks: the next tile's loads run
+//          under the epilogue), behind it on longer reductions, whose pace the loads in flight set
+//          and of which it keeps fewer per SM (docs/precision.md): the rule takes it for the short
+//          16-bit ones.
 using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
 
 // The wgmma configs in the order of kWgmmaConfigNames: a config's index there (its name for
@@ -381,18 +382,18 @@ void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1, i
                     whole_tiles);
 }
 
-// The warp-specialized config (forced only): a grid of at most kMinBlocks blocks per SM walking the
-// tiles. It takes channels_last sources, gathered (16-bit) or by im2col tensor copies.
+// The warp-specialized tile (a grid of at most kMinBlocks blocks per SM walking the tiles) for launch
+// `args` where it takes it -- a channels_last source, gathered (16-bit) or by im2col tensor copies --
+// or false, launching nothing.
 template <typename T, bool kNchwSource, bool kTmaA>
-void launch_wgmma_ws(const TcConvArgs<T>& args_in, const char* pass) {
-  TcConvArgs<T> args = args_in;
-  bool tma = false;
-  if constexpr (kTmaA) tma = encode_im2col_map(args, WgmmaWs::kBM);
-  TORCH_CHECK_VALUE(!kNchwSource && (tma || sizeof(T) == 2),
-                    "torchconv.conv2d_gemm: the wgmma-ws config takes channels_last float16 / bfloat16 sources, and "
-                    "float32 (TF32) ones only where A comes by im2col tensor copies; this launch's source is ",
-                    kNchwSource ? "NCHW" : "float32 gathered by the threads", " (set_config('gemm', '') for the rule)");
-  if constexpr (!kNchwSource) {
+bool try_launch_wgmma_ws(const TcConvArgs<T>& args_in, const char* pass) {
+  if constexpr (kNchwSource) {
+    return false;
+  } else {
+    TcConvArgs<T> args = args_in;
+    bool tma = false;
+    if constexpr (kTmaA) tma = encode_im2col_map(args, WgmmaWs::kBM);
+    if (!tma && sizeof(T) != 2) return false;  // a gathered float32 A would need rounding to TF32
     const int64_t tiles = set_launch_fields<T, WgmmaWs>(args);
     args.chunks_per_split = args.cv.chunks;
     constexpr size_t smem = WgmmaWs::template smem_bytes<T>();
@@ -404,9 +405,20 @@ void launch_wgmma_ws(const TcConvArgs<T>& args_in, const char* pass) {
       kernel<<<unsigned(grid), WgmmaWs::kThreads, smem, current_stream()>>>(args);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     };
-    if (tma) return launch(tc_conv_wgmma_ws_kernel<T, WgmmaWs, true>);
-    if constexpr (sizeof(T) == 2) launch(tc_conv_wgmma_ws_kernel<T, WgmmaWs, false>);
+    if (tma) launch(tc_conv_wgmma_ws_kernel<T, WgmmaWs, true>);
+    else if constexpr (sizeof(T) == 2) launch(tc_conv_wgmma_ws_kernel<T, WgmmaWs, false>);
+    return true;
   }
+}
+
+// The warp-specialized config forced: where it cannot take the launch, a ValueError naming it.
+template <typename T, bool kNchwSource, bool kTmaA>
+void launch_wgmma_ws(const TcConvArgs<T>& args, const char* pass) {
+  const bool launched = try_launch_wgmma_ws<T, kNchwSource, kTmaA>(args, pass);
+  TORCH_CHECK_VALUE(launched,
+                    "torchconv.conv2d_gemm: the wgmma-ws config takes channels_last float16 / bfloat16 sources, and "
+                    "float32 (TF32) ones only where A comes by im2col tensor copies; this launch's source is ",
+                    kNchwSource ? "NCHW" : "float32 gathered by the threads", " (set_config('gemm', '') for the rule)");
 }
 
 // The launch-time estimate behind the cluster splits of the 16-bit rule (run_wgmma): a launch's
@@ -529,6 +541,12 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     case kWgmmaIndex<WgmmaWs>: return launch_wgmma_ws<T, kNchwSource, kTmaA>(args, pass);
     default: break;  // the rule
   }
+  // 16-bit launches of at most two chunks and 128 destination channels, ungrouped (1x1 layers of up
+  // to 128 channels, an RGB stem's forward): a block's time is its prologue and epilogue, which the
+  // warp-specialized tile runs under the next tile's loads.
+  if (sizeof(T) == 2 && cv.groups == 1 && cv.outputs <= 128 &&
+      reduction_chunks(cv, int(sizeof(T)), WgmmaWs::kBKBytes) <= 2 && try_launch_wgmma_ws<T, kNchwSource, kTmaA>(args, pass))
+    return;
   const bool wide = cv.outputs > 64;
   const int chunks = reduction_chunks(cv, sizeof(T), WgmmaWide::kBKBytes);
   const bool one_tap = cv.R * cv.S == 1;
