@@ -77,10 +77,14 @@ using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 //          and of which it keeps fewer per SM (docs/precision.md): the rule takes it for the short
 //          16-bit ones.
 using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
+//   ws-deep  ws's tile in one block per SM with 7 stages (6 chunks loading): forced only, an A/B of
+//          the loads in flight on long reductions against ws and medium.
+using WgmmaWsDeep = WgmmaWsTileConfig<128, 64, 7, 1>;
 
 // The wgmma configs in the order of kWgmmaConfigNames: a config's index there (its name for
 // set_config and last_choice) is its place in this list, checked against the names at compile time.
-using WgmmaConfigs = std::tuple<WgmmaLarge, WgmmaMedium, WgmmaSmall, WgmmaTiny, WgmmaWide, WgmmaTall, WgmmaWs>;
+using WgmmaConfigs =
+    std::tuple<WgmmaLarge, WgmmaMedium, WgmmaSmall, WgmmaTiny, WgmmaWide, WgmmaTall, WgmmaWs, WgmmaWsDeep>;
 template <typename Cfg, size_t... I>
 constexpr int wgmma_index_of(std::index_sequence<I...>) {
   constexpr bool same[] = {std::is_same_v<Cfg, std::tuple_element_t<I, WgmmaConfigs>>...};
@@ -97,7 +101,8 @@ static_assert(std::tuple_size_v<WgmmaConfigs> == std::size(kWgmmaConfigNames) &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTiny>]) == "wgmma-tiny" &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWide>]) == "wgmma-wide" &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTall>]) == "wgmma-tall" &&
-                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWs>]) == "wgmma-ws",
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWs>]) == "wgmma-ws" &&
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWsDeep>]) == "wgmma-ws-deep",
               "WgmmaConfigs follows kWgmmaConfigNames");
 constexpr int kWtRowBytes = 128;  // Wt's taps hold their channels padded to the widest chunk
 
@@ -385,38 +390,39 @@ void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1, i
 // The warp-specialized tile (a grid of at most kMinBlocks blocks per SM walking the tiles) for launch
 // `args` where it takes it -- a channels_last source, gathered (16-bit) or by im2col tensor copies --
 // or false, launching nothing.
-template <typename T, bool kNchwSource, bool kTmaA>
+template <typename T, typename Cfg, bool kNchwSource, bool kTmaA>
 bool try_launch_wgmma_ws(const TcConvArgs<T>& args_in, const char* pass) {
   if constexpr (kNchwSource) {
     return false;
   } else {
     TcConvArgs<T> args = args_in;
     bool tma = false;
-    if constexpr (kTmaA) tma = encode_im2col_map(args, WgmmaWs::kBM);
+    if constexpr (kTmaA) tma = encode_im2col_map(args, Cfg::kBM);
     if (!tma && sizeof(T) != 2) return false;  // a gathered float32 A would need rounding to TF32
-    const int64_t tiles = set_launch_fields<T, WgmmaWs>(args);
+    const int64_t tiles = set_launch_fields<T, Cfg>(args);
     args.chunks_per_split = args.cv.chunks;
-    constexpr size_t smem = WgmmaWs::template smem_bytes<T>();
-    const int64_t grid = std::min<int64_t>(tiles, int64_t(WgmmaWs::kMinBlocks) * sm_count());
-    record_last_choice(pass, kWgmmaConfigNames[kWgmmaIndex<WgmmaWs>], 1);
+    constexpr size_t smem = Cfg::template smem_bytes<T>();
+    const int64_t grid = std::min<int64_t>(tiles, int64_t(Cfg::kMinBlocks) * sm_count());
+    record_last_choice(pass, kWgmmaConfigNames[kWgmmaIndex<Cfg>], 1);
     record_workspace_bytes(0);
     auto launch = [&](auto kernel) {
       ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
-      kernel<<<unsigned(grid), WgmmaWs::kThreads, smem, current_stream()>>>(args);
+      kernel<<<unsigned(grid), Cfg::kThreads, smem, current_stream()>>>(args);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     };
-    if (tma) launch(tc_conv_wgmma_ws_kernel<T, WgmmaWs, true>);
-    else if constexpr (sizeof(T) == 2) launch(tc_conv_wgmma_ws_kernel<T, WgmmaWs, false>);
+    if (tma) launch(tc_conv_wgmma_ws_kernel<T, Cfg, true>);
+    else if constexpr (sizeof(T) == 2) launch(tc_conv_wgmma_ws_kernel<T, Cfg, false>);
     return true;
   }
 }
 
 // The warp-specialized config forced: where it cannot take the launch, a ValueError naming it.
-template <typename T, bool kNchwSource, bool kTmaA>
+template <typename T, typename Cfg, bool kNchwSource, bool kTmaA>
 void launch_wgmma_ws(const TcConvArgs<T>& args, const char* pass) {
-  const bool launched = try_launch_wgmma_ws<T, kNchwSource, kTmaA>(args, pass);
+  const bool launched = try_launch_wgmma_ws<T, Cfg, kNchwSource, kTmaA>(args, pass);
   TORCH_CHECK_VALUE(launched,
-                    "torchconv.conv2d_gemm: the wgmma-ws config takes channels_last float16 / bfloat16 sources, and "
+                    "torchconv.conv2d_gemm: the ", kWgmmaConfigNames[kWgmmaIndex<Cfg>],
+                    " config takes channels_last float16 / bfloat16 sources, and "
                     "float32 (TF32) ones only where A comes by im2col tensor copies; this launch's source is ",
                     kNchwSource ? "NCHW" : "float32 gathered by the threads", " (set_config('gemm', '') for the rule)");
 }
@@ -538,14 +544,15 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     case kWgmmaIndex<WgmmaTiny>: return launch_wgmma<T, WgmmaTiny, kNchwSource, kTmaA>(args, pass);
     case kWgmmaIndex<WgmmaWide>: return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
     case kWgmmaIndex<WgmmaTall>: return launch_wgmma<T, WgmmaTall, kNchwSource, kTmaA>(args, pass);
-    case kWgmmaIndex<WgmmaWs>: return launch_wgmma_ws<T, kNchwSource, kTmaA>(args, pass);
+    case kWgmmaIndex<WgmmaWs>: return launch_wgmma_ws<T, WgmmaWs, kNchwSource, kTmaA>(args, pass);
+    case kWgmmaIndex<WgmmaWsDeep>: return launch_wgmma_ws<T, WgmmaWsDeep, kNchwSource, kTmaA>(args, pass);
     default: break;  // the rule
   }
   // 16-bit launches of at most two chunks and 128 destination channels, ungrouped (1x1 layers of up
   // to 128 channels, an RGB stem's forward): a block's time is its prologue and epilogue, which the
   // warp-specialized tile runs under the next tile's loads.
   if (sizeof(T) == 2 && cv.groups == 1 && cv.outputs <= 128 &&
-      reduction_chunks(cv, int(sizeof(T)), WgmmaWs::kBKBytes) <= 2 && try_launch_wgmma_ws<T, kNchwSource, kTmaA>(args, pass))
+      reduction_chunks(cv, int(sizeof(T)), WgmmaWs::kBKBytes) <= 2 && try_launch_wgmma_ws<T, WgmmaWs, kNchwSource, kTmaA>(args, pass))
     return;
   const bool wide = cv.outputs > 64;
   const int chunks = reduction_chunks(cv, sizeof(T), WgmmaWide::kBKBytes);
