@@ -425,12 +425,13 @@ def test_gathered_reductions_of_every_length_in_every_wgmma_config(device, case,
 
 
 # The warp-specialized persistent tiles (wgmma-ws; wgmma-ws-deep, one block per SM with a deeper
-# ring), forced: a producer warpgroup gathers A (16-bit packed taps: 3 to 32 channels) or issues its
-# im2col tensor copies (64 channels or more; TF32, whose 3x3 sources are rounded copies), consumer
-# warpgroups run the MMAs and the epilogue, and each block walks tiles through one ring of stages --
-# several tiles a block where the grid has more tiles than block slots (the 64 x 64 and 66 x 62
-# outputs at batch 8: 512 and 508 position tiles). Partial position and filter tiles, batch 1,
-# H != W, groups of 64 channels, stride 2 (its grad_input's phases a launch each), a 1x1 layer.
+# ring; wgmma-ws-large, 128 x 128), forced: a producer warpgroup gathers A (16-bit packed taps: 3 to
+# 32 channels) or issues its im2col tensor copies (64 channels or more; TF32, whose 3x3 sources are
+# rounded copies), consumer warpgroups run the MMAs and the epilogue, and each block walks tiles
+# through one ring of stages -- several tiles a block where the grid has more tiles than block slots
+# (the 64 x 64 and 66 x 62 outputs at batch 8: 512 and 508 position tiles). Partial position and
+# filter tiles, batch 1, H != W, groups of 64 channels, stride 2 (its grad_input's phases a launch
+# each), a 1x1 layer.
 WS_CASES = [
     ("bf16", (3, 8, 72, 7, 9, 3, 3, 1, 1, 1, 1)),
     ("fp16", (2, 32, 48, 20, 18, 3, 3, 1, 1, 1, 1)),
