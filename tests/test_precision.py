@@ -483,8 +483,8 @@ def test_wgmma_rule_takes_the_warp_specialized_tile_for_short_16_bit_reductions(
     x, w, b, kw = make_case(shape, device, at_precision(precision), channels_last=channels_last)
     y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
     if hopper():
-        for plan, want in zip((forward_plan, backward_plan), expected):
-            assert (f":{WGMMA_WS_CONFIG}/" in plan) == (want == "ws"), plan
+        for pass_, plan, want in zip(("forward", "grad_input"), (forward_plan, backward_plan), expected):
+            assert (f"{pass_}:{WGMMA_WS_CONFIG}/" in plan) == (want == "ws"), plan
 
 
 @pytest.mark.parametrize("device", [CUDA])
