@@ -25,10 +25,8 @@ needs_cuda_build = pytest.mark.skipif(not torchconv.available_algorithms("cuda")
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
 # The GEMM's wgmma tile configs (Hopper; float16 / bfloat16 and TF32), as set_config names them.
 WGMMA_CONFIGS = ("wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide", "wgmma-tall")
-# The warp-specialized wgmma configs (channels_last sources, float32 only by tensor copies): ws, which
-# the rule takes for short 16-bit reductions, its deeper ring and its 128 x 128 tile (forced only).
+# The warp-specialized wgmma config (forced only): channels_last sources, float32 only by tensor copies.
 WGMMA_WS_CONFIG = "wgmma-ws"
-WGMMA_WS_CONFIGS = (WGMMA_WS_CONFIG, "wgmma-ws-deep", "wgmma-ws-large")
 
 
 def case_seed(case_id):

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torchconv
-from conftest import ALGORITHMS, TOLERANCE, WGMMA_CONFIGS, WGMMA_WS_CONFIGS, assert_close_rel, rel_err
+from conftest import ALGORITHMS, TOLERANCE, WGMMA_CONFIGS, WGMMA_WS_CONFIG, assert_close_rel, rel_err
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 has_cuda_kernels = bool(torchconv.available_algorithms("cuda"))
@@ -22,7 +22,7 @@ MMA_SYNC_CONFIGS = ("tc-large", "tc-medium", "tc-small")
 CONFIGS = {
     "direct": ("wide", "small", "depthwise", "depthwise-unstaged", "depthwise-plane"),
     "csg": ("wide", "medium", "thin"),
-    "gemm": ("large", "medium", "small", "narrow") + MMA_SYNC_CONFIGS + WGMMA_CONFIGS + WGMMA_WS_CONFIGS,
+    "gemm": ("large", "medium", "small", "narrow") + MMA_SYNC_CONFIGS + WGMMA_CONFIGS + (WGMMA_WS_CONFIG,),
     "winograd": ("default", "thin", "tall", "tf32", "tf32-tall", "tf32-wgmma", "tf32-wgmma-cluster",
                  "tf32-wgmma-cluster-vbulk", "tf32-wgmma-cluster-uvmulticast"),
 }
@@ -43,7 +43,7 @@ def test_each_config_is_forced_through_one_api(algorithm, config):
     """Forward and both gradients in the forced config, and last_choice() names it for the forward.
     The GEMM's tensor-core configs run float16 channels_last (mma.sync ones on Hopper too, where the
     rule takes wgmma); grad_weight follows the forced config's kernel family."""
-    tensor_cores = config in MMA_SYNC_CONFIGS + WGMMA_CONFIGS + WGMMA_WS_CONFIGS
+    tensor_cores = config in MMA_SYNC_CONFIGS + WGMMA_CONFIGS + (WGMMA_WS_CONFIG,)
     tf32 = algorithm == "winograd" and config in WINOGRAD_TF32_CONFIGS
     if "wgmma" in config and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma configs run on sm_90a")

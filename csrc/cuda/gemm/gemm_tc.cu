@@ -77,17 +77,10 @@ using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 //          and of which it keeps fewer per SM (docs/precision.md): the rule takes it for the short
 //          16-bit ones.
 using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
-//   ws-deep  ws's tile in one block per SM with 7 stages (6 chunks loading): forced only, an A/B of
-//          the loads in flight on long reductions against ws and medium.
-using WgmmaWsDeep = WgmmaWsTileConfig<128, 64, 7, 1>;
-//   ws-large 128 x 128, warp-specialized, one block per SM with 4 stages: forced only, the A/B of the
-//          warp-specialized structure against large on layers of more than 64 destination channels.
-using WgmmaWsLarge = WgmmaWsTileConfig<128, 128, 4, 1>;
 
 // The wgmma configs in the order of kWgmmaConfigNames: a config's index there (its name for
 // set_config and last_choice) is its place in this list, checked against the names at compile time.
-using WgmmaConfigs =
-    std::tuple<WgmmaLarge, WgmmaMedium, WgmmaSmall, WgmmaTiny, WgmmaWide, WgmmaTall, WgmmaWs, WgmmaWsDeep, WgmmaWsLarge>;
+using WgmmaConfigs = std::tuple<WgmmaLarge, WgmmaMedium, WgmmaSmall, WgmmaTiny, WgmmaWide, WgmmaTall, WgmmaWs>;
 template <typename Cfg, size_t... I>
 constexpr int wgmma_index_of(std::index_sequence<I...>) {
   constexpr bool same[] = {std::is_same_v<Cfg, std::tuple_element_t<I, WgmmaConfigs>>...};
@@ -104,9 +97,7 @@ static_assert(std::tuple_size_v<WgmmaConfigs> == std::size(kWgmmaConfigNames) &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTiny>]) == "wgmma-tiny" &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWide>]) == "wgmma-wide" &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTall>]) == "wgmma-tall" &&
-                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWs>]) == "wgmma-ws" &&
-                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWsDeep>]) == "wgmma-ws-deep" &&
-                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWsLarge>]) == "wgmma-ws-large",
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWs>]) == "wgmma-ws",
               "WgmmaConfigs follows kWgmmaConfigNames");
 constexpr int kWtRowBytes = 128;  // Wt's taps hold their channels padded to the widest chunk
 
@@ -549,8 +540,6 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     case kWgmmaIndex<WgmmaWide>: return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
     case kWgmmaIndex<WgmmaTall>: return launch_wgmma<T, WgmmaTall, kNchwSource, kTmaA>(args, pass);
     case kWgmmaIndex<WgmmaWs>: return launch_wgmma_ws<T, WgmmaWs, kNchwSource, kTmaA>(args, pass);
-    case kWgmmaIndex<WgmmaWsDeep>: return launch_wgmma_ws<T, WgmmaWsDeep, kNchwSource, kTmaA>(args, pass);
-    case kWgmmaIndex<WgmmaWsLarge>: return launch_wgmma_ws<T, WgmmaWsLarge, kNchwSource, kTmaA>(args, pass);
     default: break;  // the rule
   }
   // 16-bit launches of at most two chunks and 128 destination channels, ungrouped (1x1 layers of up

@@ -15,13 +15,11 @@ namespace cuda {
 // ones (gemm.cu registers all of them): mma.sync, then wgmma (sm_90a only). A forced tensor-core
 // config runs the tensor-core forward and grad_input calls (grad_weight follows its kernel family:
 // mma.sync for a tc-* config, wgmma for a wgmma-* one), and leaves the CUDA-core calls to their
-// rule; a forced float config leaves the tensor-core calls to theirs. wgmma-tall, wgmma-ws-deep and
-// wgmma-ws-large are forced only, and the rule takes wgmma-ws only for short 16-bit reductions
-// (gemm_tc.cu says why).
+// rule; a forced float config leaves the tensor-core calls to theirs. wgmma-tall is forced only, and
+// the rule takes wgmma-ws only for short 16-bit reductions (gemm_tc.cu says why).
 inline constexpr const char* kTcConfigNames[] = {"tc-large", "tc-medium", "tc-small"};
-inline constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small",
-                                                    "wgmma-tiny",  "wgmma-wide",   "wgmma-tall",
-                                                    "wgmma-ws",    "wgmma-ws-deep", "wgmma-ws-large"};
+inline constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny",
+                                                    "wgmma-wide",  "wgmma-tall",   "wgmma-ws"};
 
 // The forced tensor-core config (gemm.cu): an index into kTcConfigNames followed by
 // kWgmmaConfigNames, or -1 when the tensor-core rule picks.
