@@ -458,19 +458,23 @@ def test_warp_specialized_wgmma_tile(device, case):
     assert f"grad_input:{WGMMA_WS_CONFIG}/" in backward_plan, backward_plan
 
 
-# The rule's use of the warp-specialized tile: 16-bit launches of at most two chunks (128 channels)
-# and at most 128 destination channels, ungrouped -- 1x1 layers of 64 and 128 channels, an RGB stem's
-# forward (3 channels padded to a word, 9 taps: 2 chunks) -- and not longer reductions (192 channels,
-# the stem's grad_input: 32 filters x 9 taps), wider outputs (256 filters), NCHW planes read as they
-# are, or TF32 (the threads would gather float32).
+# The rule's use of the warp-specialized tile: ungrouped 16-bit launches of at most two chunks (128
+# channels) and at most 256 destination channels on grids of at least two tiles per block slot (the
+# grid walks tiles; 8 x 128 x 128 and 8 x 112 x 112 positions: 1024 and 784 tiles of 128) -- 1x1
+# layers of 64 and 128 channels, to 64, 128 and 256 filters, an RGB stem's forward (3 channels padded
+# to a word, 9 taps: 2 chunks) -- and not longer reductions (192 channels, the 256-filter layer's and
+# the stem's grad_input: 256 and 32 x 9), wider outputs (384 filters), grids of fewer tiles (20 x 20
+# positions), NCHW planes read as they are, or TF32 (the threads would gather float32).
 WS_RULE_CASES = [
-    ((4, 64, 64, 28, 28, 1, 1, 1, 0, 1, 1), "bf16", True, ("ws", "ws")),
-    ((4, 128, 64, 20, 20, 1, 1, 1, 0, 1, 1), "fp16", True, ("ws", "ws")),
-    ((2, 3, 32, 61, 67, 3, 3, 1, 1, 1, 1), "bf16", True, ("ws", "rule")),
-    ((4, 192, 64, 20, 20, 1, 1, 1, 0, 1, 1), "bf16", True, ("rule", "rule")),
-    ((4, 64, 256, 20, 20, 1, 1, 1, 0, 1, 1), "fp16", True, ("rule", "rule")),
-    ((4, 64, 64, 28, 28, 1, 1, 1, 0, 1, 1), "bf16", False, ("rule", "rule")),
-    ((4, 64, 64, 28, 28, 1, 1, 1, 0, 1, 1), "tf32", True, ("rule", "rule")),
+    ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", True, ("ws", "ws")),
+    ((8, 128, 64, 112, 112, 1, 1, 1, 0, 1, 1), "fp16", True, ("ws", "ws")),
+    ((8, 128, 256, 64, 64, 1, 1, 1, 0, 1, 1), "bf16", True, ("ws", "rule")),
+    ((8, 3, 32, 128, 128, 3, 3, 1, 1, 1, 1), "bf16", True, ("ws", "rule")),
+    ((8, 192, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", True, ("rule", "rule")),
+    ((8, 64, 384, 64, 64, 1, 1, 1, 0, 1, 1), "fp16", True, ("rule", "rule")),
+    ((4, 64, 128, 20, 20, 1, 1, 1, 0, 1, 1), "bf16", True, ("rule", "rule")),
+    ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", False, ("rule", "rule")),
+    ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "tf32", True, ("rule", "rule")),
 ]
 
 

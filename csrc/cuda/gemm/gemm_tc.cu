@@ -73,9 +73,9 @@ using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 //          per SM), a grid of at most two blocks per SM walking the tiles. channels_last sources
 //          only, float32 only by the im2col tensor copies. Ahead of medium where a block's time is
 //          its prologue and epilogue (reductions of one or two chunks: the next tile's loads run
-//          under the epilogue), behind it on longer reductions, whose pace the loads in flight set
-//          and of which it keeps fewer per SM (docs/precision.md): the rule takes it for the short
-//          16-bit ones.
+//          under the epilogue), behind it on longer reductions, whose pace follows the MMA-issuing
+//          warpgroups an SM holds (ws 4, medium 6; docs/precision.md): the rule takes it for the
+//          short 16-bit ones on grids of at least two tiles a block.
 using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
 
 // The wgmma configs in the order of kWgmmaConfigNames: a config's index there (its name for
@@ -542,10 +542,12 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     case kWgmmaIndex<WgmmaWs>: return launch_wgmma_ws<T, WgmmaWs, kNchwSource, kTmaA>(args, pass);
     default: break;  // the rule
   }
-  // 16-bit launches of at most two chunks and 128 destination channels, ungrouped (1x1 layers of up
+  // 16-bit launches of at most two chunks and 256 destination channels, ungrouped (1x1 layers of up
   // to 128 channels, an RGB stem's forward): a block's time is its prologue and epilogue, which the
-  // warp-specialized tile runs under the next tile's loads.
-  if (sizeof(T) == 2 && cv.groups == 1 && cv.outputs <= 128 &&
+  // warp-specialized tile runs under the next tile's loads -- where its blocks walk at least two tiles
+  // each; with fewer, the tiles of medium's three blocks per SM take fewer waves.
+  const bool ws_walks = blocks(WgmmaWs::kBM, WgmmaWs::kBN) >= 2 * int64_t(WgmmaWs::kMinBlocks) * sms;
+  if (sizeof(T) == 2 && cv.groups == 1 && cv.outputs <= 256 && ws_walks &&
       reduction_chunks(cv, int(sizeof(T)), WgmmaWs::kBKBytes) <= 2 && try_launch_wgmma_ws<T, WgmmaWs, kNchwSource, kTmaA>(args, pass))
     return;
   const bool wide = cv.outputs > 64;
