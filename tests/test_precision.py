@@ -462,15 +462,16 @@ def test_warp_specialized_wgmma_tile(device, case):
 # channels) and at most 256 destination channels on grids of at least two tiles per block slot (the
 # grid walks tiles; 8 x 128 x 128 and 8 x 112 x 112 positions: 1024 and 784 tiles of 128) -- 1x1
 # layers of 64 and 128 channels, to 64, 128 and 256 filters, an RGB stem's forward (3 channels padded
-# to a word, 9 taps: 2 chunks) -- and not longer reductions (192 channels, the 256-filter layer's and
-# the stem's grad_input: 256 and 32 x 9), wider outputs (384 filters), grids of fewer tiles (20 x 20
-# positions), NCHW planes read as they are, or TF32 (the threads would gather float32).
+# to a word, 9 taps: 2 chunks), the grad_input of 64 filters to 192 channels -- and not longer
+# reductions (192 channels, the 256-filter layer's and the stem's grad_input: 256 and 32 x 9), wider
+# outputs (384 filters), grids of fewer tiles (20 x 20 positions), NCHW planes read as they are, or
+# TF32 (the threads would gather float32).
 WS_RULE_CASES = [
     ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", True, ("ws", "ws")),
     ((8, 128, 64, 112, 112, 1, 1, 1, 0, 1, 1), "fp16", True, ("ws", "ws")),
     ((8, 128, 256, 64, 64, 1, 1, 1, 0, 1, 1), "bf16", True, ("ws", "rule")),
     ((8, 3, 32, 128, 128, 3, 3, 1, 1, 1, 1), "bf16", True, ("ws", "rule")),
-    ((8, 192, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", True, ("rule", "rule")),
+    ((8, 192, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", True, ("rule", "ws")),
     ((8, 64, 384, 64, 64, 1, 1, 1, 0, 1, 1), "fp16", True, ("rule", "rule")),
     ((4, 64, 128, 20, 20, 1, 1, 1, 0, 1, 1), "bf16", True, ("rule", "rule")),
     ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", False, ("rule", "rule")),
@@ -643,12 +644,13 @@ def test_wgmma_reads_16bit_nchw_planes_8_bytes_past_a_word(device):
 # channels, 144 tiles), the large one with shorter reductions (128 channels); gathered from
 # channels_last (TF32) the wide tile there and from two waves on; at 16 bits the general rule
 # (fewer than two waves: large; from two waves the wide tile) but for reductions of fewer than 16
-# chunks, which keep the large one.
+# chunks, which keep the large one, and channels_last reductions of at most two chunks (128
+# channels: 576 tiles of 128 x 64, two a block slot) to at most 256 filters, which take ws.
 NCHW_1X1_RULE_CASES = [
     ((32, 256, 256, 24, 24, 1, 1, 1, 0, 1, 1),
      {"tf32-nchw": "wide", "tf32-nhwc": "wide", "fp16-nchw": "large", "bf16-nhwc": "large"}),
     ((32, 128, 256, 24, 24, 1, 1, 1, 0, 1, 1),
-     {"tf32-nchw": "large", "tf32-nhwc": "large", "fp16-nchw": "large", "bf16-nhwc": "large"}),
+     {"tf32-nchw": "large", "tf32-nhwc": "large", "fp16-nchw": "large", "bf16-nhwc": "ws"}),
     # Two waves of 128 x 256 tiles (289): 512 channels are 16 chunks in float32 and 8 at 16 bits.
     ((32, 512, 256, 34, 34, 1, 1, 1, 0, 1, 1),
      {"tf32-nchw": "wide", "tf32-nhwc": "wide", "fp16-nchw": "large", "bf16-nhwc": "large"}),
