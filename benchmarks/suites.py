@@ -93,6 +93,14 @@ WINOGRAD = [layer for layer in YOLO + RESNET if layer.R == 3 and layer.stride ==
 # Seed 000: N = 1, C = K = 64, 4096 x 4096, valid convolution.
 BIG = [Layer(f"big{r}", 64, 64, 4096, r, 1, padding=0, N=1) for r in (3, 9, 13)]
 
+# torchvision ResNet-50's 1x1 bottleneck layers on 56 x 56 that RESNET (seed 001's table) lacks: the
+# short reductions to and from 256 channels (the 16-bit rule's warp-specialized tile).
+RESNET50_1X1 = [
+    Layer("l1.conv3", 256, 64, 56, 1),  # layer1 conv3 and downsample: 64 -> 256
+    Layer("l1.conv1", 64, 256, 56, 1),  # layer1.1 and .2 conv1: 256 -> 64
+    Layer("l2.0.conv1", 128, 256, 56, 1),  # layer2.0 conv1: 256 -> 128 (its conv2 strides)
+]
+
 # A tiny suite that runs in seconds on a CPU (the harness's smoke test).
 SMOKE = [Layer("S1", 8, 4, 16, 3), Layer("S2", 16, 8, 12, 1), Layer("S3", 8, 8, 15, 5, 2)]
 
@@ -114,4 +122,4 @@ DEPTHWISE = [
 ]
 
 SUITES = {"resnet": RESNET, "yolo": YOLO, "winograd": WINOGRAD, "big": BIG, "smoke": SMOKE,
-          "depthwise": DEPTHWISE}
+          "depthwise": DEPTHWISE, "resnet50-1x1": RESNET50_1X1}
