@@ -463,9 +463,9 @@ def test_warp_specialized_wgmma_tile(device, case):
 # grid walks tiles; 8 x 128 x 128 and 8 x 112 x 112 positions: 1024 and 784 tiles of 128) -- 1x1
 # layers of 64 and 128 channels, to 64, 128 and 256 filters, an RGB stem's forward (3 channels padded
 # to a word, 9 taps: 2 chunks), the grad_input of 64 filters to 192 channels -- and not longer
-# reductions (192 channels, the 256-filter layer's and the stem's grad_input: 256 and 32 x 9), wider
-# outputs (384 filters), grids of fewer tiles (20 x 20 positions), NCHW planes read as they are, or
-# TF32 (the threads would gather float32).
+# reductions (the forward of 192 channels, the grad_input of 256 filters and the stem's: 32 x 9),
+# wider outputs (384 filters), grids of fewer tiles (20 x 20 positions), NCHW planes read as they
+# are, or TF32 (the threads would gather float32).
 WS_RULE_CASES = [
     ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", True, ("ws", "ws")),
     ((8, 128, 64, 112, 112, 1, 1, 1, 0, 1, 1), "fp16", True, ("ws", "ws")),
