@@ -75,7 +75,8 @@ using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 //          its prologue and epilogue (reductions of one or two chunks: the next tile's loads run
 //          under the epilogue), behind it on longer reductions, whose pace follows the MMA-issuing
 //          warpgroups an SM holds (ws 4, medium 6; docs/precision.md): the rule takes it for the
-//          short 16-bit ones on grids of at least two tiles a block.
+//          short 16-bit ones (four chunks only to at most 64 filters) on grids of at least two tiles
+//          a block.
 using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
 
 // The wgmma configs in the order of kWgmmaConfigNames: a config's index there (its name for
@@ -542,13 +543,16 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     case kWgmmaIndex<WgmmaWs>: return launch_wgmma_ws<T, WgmmaWs, kNchwSource, kTmaA>(args, pass);
     default: break;  // the rule
   }
-  // 16-bit launches of at most two chunks and 256 destination channels, ungrouped (1x1 layers of up
-  // to 128 channels, an RGB stem's forward): a block's time is its prologue and epilogue, which the
-  // warp-specialized tile runs under the next tile's loads -- where its blocks walk at least two tiles
-  // each; with fewer, the tiles of medium's three blocks per SM take fewer waves.
+  // 16-bit launches of at most two chunks and 256 destination channels, or of four chunks and 64
+  // (1x1 layers of up to 128 channels, or 256 to 64 filters; an RGB stem's forward), ungrouped: a
+  // block's time is its prologue and epilogue, which the warp-specialized tile runs under the next
+  // tile's loads -- where its blocks walk at least two tiles each; with fewer, the tiles of medium's
+  // three blocks per SM take fewer waves. Four chunks to 128 filters stay on the rule below.
   const bool ws_walks = blocks(WgmmaWs::kBM, WgmmaWs::kBN) >= 2 * int64_t(WgmmaWs::kMinBlocks) * sms;
-  if (sizeof(T) == 2 && cv.groups == 1 && cv.outputs <= 256 && ws_walks &&
-      reduction_chunks(cv, int(sizeof(T)), WgmmaWs::kBKBytes) <= 2 && try_launch_wgmma_ws<T, WgmmaWs, kNchwSource, kTmaA>(args, pass))
+  const int ws_chunks = reduction_chunks(cv, int(sizeof(T)), WgmmaWs::kBKBytes);
+  const bool ws_short = (ws_chunks <= 2 && cv.outputs <= 256) || (ws_chunks <= 4 && cv.outputs <= 64);
+  if (sizeof(T) == 2 && cv.groups == 1 && ws_short && ws_walks &&
+      try_launch_wgmma_ws<T, WgmmaWs, kNchwSource, kTmaA>(args, pass))
     return;
   const bool wide = cv.outputs > 64;
   const int chunks = reduction_chunks(cv, sizeof(T), WgmmaWide::kBKBytes);
