@@ -73,8 +73,8 @@ using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 //          per SM), a grid of at most two blocks per SM walking the tiles. channels_last sources
 //          only, float32 only by the im2col tensor copies. Ahead of medium where a block's time is
 //          its prologue and epilogue (reductions of one or two chunks: the next tile's loads run
-//          under the epilogue), behind it on longer reductions, whose pace follows the MMA-issuing
-//          warpgroups an SM holds (ws 4, medium 6; docs/precision.md): the rule takes it for the
+//          under the epilogue), behind it on longer reductions (so was the same tile at three blocks
+//          per SM, medium's count of MMA warpgroups: docs/precision.md): the rule takes it for the
 //          short 16-bit ones (four chunks only to at most 64 filters) on grids of at least two tiles
 //          a block.
 using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
