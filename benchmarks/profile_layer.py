@@ -27,6 +27,7 @@ def main():
     ap.add_argument("--layout", default="nhwc", choices=["nchw", "nhwc"])
     ap.add_argument("--mode", default="fwd", choices=["fwd", "fwdbwd"])
     ap.add_argument("--algorithm", default="gemm")
+    ap.add_argument("--config", default="", help="a tile config of the algorithm to force (wgmma-ws, ...)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed calls first")
     ap.add_argument("--reps", type=int, default=5, help="timed samples (the median is printed)")
     ap.add_argument("--calls", type=int, default=1, help="calls per timed sample")
@@ -35,6 +36,7 @@ def main():
     layers = {layer.name: layer for layer in suites.RESNET + suites.YOLO + suites.DEPTHWISE}
     layer = layers[args.layer]
     torch.backends.cudnn.benchmark = True
+    torchconv.set_config(args.algorithm, args.config)
     torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     dtype = DTYPES[args.precision]
     fmt = torch.channels_last if args.layout == "nhwc" else torch.contiguous_format
