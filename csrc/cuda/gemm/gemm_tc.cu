@@ -47,7 +47,8 @@ using TcSmall = TcTileConfig<64, 64, 64, 2, 2, 4, 4>;
 // wgmma (float16 / bfloat16 / TF32 on sm_90a): positions x channels, stages, blocks per SM:
 //   wide   128 x 256, 2 warpgroups, 4 stages (one block per SM): groups with > 128 destination
 //          channels and grids of at least two waves -- the compute-bound layers: half the shared
-//          memory traffic per MMA of large, and two chunks loading ahead of the MMAs;
+//          memory traffic per MMA of large, and two chunks loading ahead of the MMAs (its tile
+//          warp-specialized, without the per-chunk block barrier, was no faster: docs/precision.md);
 //   large  128 x 128, 2 warpgroups, 3 stages (two blocks per SM);
 //   medium 128 x 64, 2 warpgroups, 3 stages (three blocks per SM): groups with <= 64 destination
 //          channels;
