@@ -1085,16 +1085,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
   tc_conv_wgmma_tile<T, Cfg, kNchwSource, kTmaA>(a, block, rank, whole);
 }
 
-// The warp-specialized, persistent wgmma tile (`wgmma-ws`, forced only): kBM / 64 consumer
-// warpgroups issue the MMAs and the epilogue, and one producer warpgroup loads -- every producer
-// thread gathers A (TcLoader, 16-bit), or one of them issues A's im2col tensor copy (kTmaA) -- with B
-// in bulk either way. Each block walks tiles blockIdx.x, + gridDim.x, ..., its chunks one ring of
-// kStages stages across tile boundaries: a stage is `full` once its copies have landed (the gather's
-// threads arrive as their cp.async land, the bulk and tensor copies count bytes) and `empty` once
-// every consumer thread's MMAs that read it have completed. No block-wide barrier after the start:
-// the producer runs up to kStages chunks ahead of the MMAs, into the next tile while the consumers
-// finish this one's epilogue (in shared memory of its own, past the stages). Float32 A must come by
-// the tensor copies (already TF32): no thread rounds a gathered tile here.
+// The warp-specialized, persistent wgmma tile (`wgmma-ws`; the rule's for short 16-bit reductions,
+// gemm_tc.cu): kBM / 64 consumer warpgroups issue the MMAs and the epilogue, and one producer
+// warpgroup loads -- every producer thread gathers A (TcLoader, 16-bit), or one of them issues A's
+// im2col tensor copy (kTmaA) -- with B in bulk either way. Each block walks tiles blockIdx.x, +
+// gridDim.x, ..., its chunks one ring of kStages stages across tile boundaries: a stage is `full` once
+// its copies have landed (the gather's threads arrive as their cp.async land, the bulk and tensor
+// copies count bytes) and `empty` once every consumer thread's MMAs that read it have completed. No
+// block-wide barrier after the start: the producer runs up to kStages chunks ahead of the MMAs, into
+// the next tile while the consumers finish this one's epilogue (in shared memory of its own, past the
+// stages). Float32 A must come by the tensor copies (already TF32): no thread rounds a gathered tile
+// here.
 template <int kBM_, int kBN_, int kStages_, int kMinBlocks_>
 struct WgmmaWsTileConfig {
   static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_, kMinBlocks = kMinBlocks_;
