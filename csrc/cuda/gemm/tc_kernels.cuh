@@ -276,13 +276,12 @@ struct TcWtLoader {
   int64_t row_step;
   int word, row0;
 
-  __device__ TcWtLoader(const TcConvArgs<T>& a, const TcBlock& blk) {
-    word = threadIdx.x % kWordsPerRow, row0 = threadIdx.x / kWordsPerRow;
-    base = a.wt + (int64_t(blk.g) * a.cv.n_pad + blk.n0 + row0) * a.cv.wt_row + word * kVec;
-    row_step = int64_t(kRowsPerPass) * a.cv.wt_row;
-  }
-  // A loader of thread `tid` of the kThreads that load (a warp-specialized kernel's producers).
-  __device__ TcWtLoader(const TcConvArgs<T>& a, const TcBlock& blk, int tid) {
+  __device__ TcWtLoader(const TcConvArgs<T>& a, const TcBlock& blk) : TcWtLoader(a, blk, threadIdx.x) {}
+  // A loader of thread `tid` of the kThreads that load (a warp-specialized kernel's producers pass
+  // their index among them). `tid` keeps its type: threadIdx.x's unsigned division is cheaper than
+  // a signed one.
+  template <typename Tid>
+  __device__ TcWtLoader(const TcConvArgs<T>& a, const TcBlock& blk, Tid tid) {
     word = tid % kWordsPerRow, row0 = tid / kWordsPerRow;
     base = a.wt + (int64_t(blk.g) * a.cv.n_pad + blk.n0 + row0) * a.cv.wt_row + word * kVec;
     row_step = int64_t(kRowsPerPass) * a.cv.wt_row;
@@ -344,12 +343,10 @@ struct TcLoader {
   TcWtLoader<T, kBN, kBKBytes, kThreads> wt;
   int word, row0;
 
-  __device__ TcLoader(const TcConvArgs<T>& a, const TcBlock& blk) : cv(a.cv), src(a.src), wt(a, blk) {
-    word = threadIdx.x % kWordsPerRow, row0 = threadIdx.x / kWordsPerRow;
-    decode_rows(a, blk);
-  }
-  // A loader of thread `tid` of the kThreads that load (a warp-specialized kernel's producers).
-  __device__ TcLoader(const TcConvArgs<T>& a, const TcBlock& blk, int tid) : cv(a.cv), src(a.src), wt(a, blk, tid) {
+  __device__ TcLoader(const TcConvArgs<T>& a, const TcBlock& blk) : TcLoader(a, blk, threadIdx.x) {}
+  // A loader of thread `tid` of the kThreads that load (as TcWtLoader's).
+  template <typename Tid>
+  __device__ TcLoader(const TcConvArgs<T>& a, const TcBlock& blk, Tid tid) : cv(a.cv), src(a.src), wt(a, blk, tid) {
     word = tid % kWordsPerRow, row0 = tid / kWordsPerRow;
     decode_rows(a, blk);
   }
