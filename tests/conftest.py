@@ -24,7 +24,8 @@ needs_cuda_build = pytest.mark.skipif(not torchconv.available_algorithms("cuda")
                                       reason="a CPU-only build: no CUDA kernels, no tile configs")
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
 # The GEMM's wgmma tile configs (Hopper; float16 / bfloat16 and TF32), as set_config names them.
-WGMMA_CONFIGS = ("wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide", "wgmma-tall")
+WGMMA_CONFIGS = ("wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny", "wgmma-wide", "wgmma-tall",
+                 "wgmma-wide192")
 # The warp-specialized wgmma config (the rule's for short 16-bit reductions; forced, it takes channels_last
 # sources, float32 only by tensor copies).
 WGMMA_WS_CONFIG = "wgmma-ws"

@@ -494,6 +494,32 @@ def test_wgmma_rule_takes_the_warp_specialized_tile_for_short_16_bit_reductions(
             assert (f"{pass_}:{WGMMA_WS_CONFIG}/" in plan) == (want == "ws"), plan
 
 
+# The rule's 192 x 256 tile (wgmma-wide192) in wide's place: 16-bit channels_last layers of several
+# taps whose A comes by tensor copies, more than 128 filters, at least two waves of its tiles (8 x 96 x
+# 96 positions: 384 tiles) -- not fewer tiles (8 x 40 x 40: 67), 1x1 layers, NCHW planes read as they
+# are, TF32 or 128 filters (the grad_input of the first).
+WIDE192_RULE_CASES = [
+    ((8, 128, 256, 96, 96, 3, 3, 1, 1, 1, 1), "bf16", True, True),
+    ((8, 128, 264, 96, 96, 3, 3, 1, 1, 1, 1), "fp16", True, True),
+    ((8, 128, 256, 40, 40, 3, 3, 1, 1, 1, 1), "bf16", True, False),
+    ((8, 1024, 256, 96, 96, 1, 1, 1, 0, 1, 1), "bf16", True, False),
+    ((8, 1024, 256, 96, 96, 1, 1, 1, 0, 1, 1), "bf16", False, False),
+    ((8, 128, 256, 96, 96, 3, 3, 1, 1, 1, 1), "tf32", True, False),
+]
+
+
+@pytest.mark.parametrize("case", WIDE192_RULE_CASES,
+                         ids=lambda c: f"{c[1]}-{'nhwc' if c[2] else 'nchw'}-" + shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_rule_takes_the_192_row_tile_for_long_16_bit_grids(device, case):
+    shape, precision, channels_last, expected = case
+    x, w, b, kw = make_case(shape, device, at_precision(precision), channels_last=channels_last)
+    y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+    if hopper():
+        assert ("forward:wgmma-wide192/" in forward_plan) == expected, forward_plan
+        assert "wgmma-wide192" not in backward_plan, backward_plan
+
+
 @pytest.mark.parametrize("device", [CUDA])
 def test_warp_specialized_wgmma_tile_refuses_a_gathered_float32_source(device):
     """A float32 source the threads would gather (a TF32 channels_last 1x1 layer: no rounded copy) is an

@@ -79,10 +79,18 @@ using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 //          short 16-bit ones (four chunks only to at most 64 filters) on grids of at least two tiles
 //          a block.
 using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
+//   wide192  192 x 256, 3 warpgroups, 4 stages (one block per SM): wide's chunks are bound by their
+//          copies into the SM (with the MMAs skipped they take 78-80% of wide's time on the 16-bit 3x3
+//          layers of 128+ channels; docs/precision.md); a chunk of 192 positions brings 56 KB for 1.5x
+//          wide's multiply-adds, 0.78x its bytes per multiply-add. The rule's in wide's place for
+//          16-bit layers of several taps whose A comes by the tensor copies, over at least two waves
+//          of its tiles; never split (its float32 sums would not fit its stages).
+using WgmmaWide192 = WgmmaTileConfig<192, 256, 4, 1>;
 
 // The wgmma configs in the order of kWgmmaConfigNames: a config's index there (its name for
 // set_config and last_choice) is its place in this list, checked against the names at compile time.
-using WgmmaConfigs = std::tuple<WgmmaLarge, WgmmaMedium, WgmmaSmall, WgmmaTiny, WgmmaWide, WgmmaTall, WgmmaWs>;
+using WgmmaConfigs =
+    std::tuple<WgmmaLarge, WgmmaMedium, WgmmaSmall, WgmmaTiny, WgmmaWide, WgmmaTall, WgmmaWide192, WgmmaWs>;
 template <typename Cfg, size_t... I>
 constexpr int wgmma_index_of(std::index_sequence<I...>) {
   constexpr bool same[] = {std::is_same_v<Cfg, std::tuple_element_t<I, WgmmaConfigs>>...};
@@ -99,7 +107,8 @@ static_assert(std::tuple_size_v<WgmmaConfigs> == std::size(kWgmmaConfigNames) &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTiny>]) == "wgmma-tiny" &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWide>]) == "wgmma-wide" &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaTall>]) == "wgmma-tall" &&
-                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWs>]) == "wgmma-ws",
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWs>]) == "wgmma-ws" &&
+                  std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWide192>]) == "wgmma-wide192",
               "WgmmaConfigs follows kWgmmaConfigNames");
 constexpr int kWtRowBytes = 128;  // Wt's taps hold their channels padded to the widest chunk
 
@@ -141,7 +150,8 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   cv.wt_row = round_up(map.R * map.S * cv.red_pad, kWtRowBytes / elem);
   // Wt's destination channels are padded for the widest tile the rule may pick (wide: > 128
   // channels), or the forced one.
-  const bool wide_wt = cv.outputs > 128 || forced_wgmma_config() == kWgmmaIndex<WgmmaWide>;
+  const int forced = forced_wgmma_config();
+  const bool wide_wt = cv.outputs > 128 || forced == kWgmmaIndex<WgmmaWide> || forced == kWgmmaIndex<WgmmaWide192>;
   cv.n_pad = round_up(std::max(cv.outputs, 1), wide_wt ? 256 : 128);
   cv.wt_tiled = runs_wgmma();  // the wgmma kernels copy B tiles in bulk
   cv.col_plane = map.col_H * map.col_W;
@@ -542,6 +552,7 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
     case kWgmmaIndex<WgmmaWide>: return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
     case kWgmmaIndex<WgmmaTall>: return launch_wgmma<T, WgmmaTall, kNchwSource, kTmaA>(args, pass);
     case kWgmmaIndex<WgmmaWs>: return launch_wgmma_ws<T, WgmmaWs, kNchwSource, kTmaA>(args, pass);
+    case kWgmmaIndex<WgmmaWide192>: return launch_wgmma<T, WgmmaWide192, kNchwSource, kTmaA>(args, pass);
     default: break;  // the rule
   }
   // 16-bit launches of at most two chunks and 256 destination channels, or of four chunks and 64
@@ -597,6 +608,8 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   else if (one_tap && sizeof(T) == 4)
     wide_tile = two_waves || one_wave_long;
   wide_tile = wide_tile && cv.outputs > 128;
+  if (kTmaA && sizeof(T) == 2 && !one_tap && wide_tile && blocks(WgmmaWide192::kBM, WgmmaWide192::kBN) >= 2 * sms)
+    return launch_wgmma<T, WgmmaWide192, kNchwSource, kTmaA>(args, pass);
   if (wide_tile) return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
   if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass);
   if (!wide && blocks(128, 64) >= sms) return launch_wgmma<T, WgmmaMedium, kNchwSource, kTmaA>(args, pass);

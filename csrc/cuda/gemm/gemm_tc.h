@@ -19,7 +19,7 @@ namespace cuda {
 // the rule takes wgmma-ws only for short 16-bit reductions (gemm_tc.cu says why).
 inline constexpr const char* kTcConfigNames[] = {"tc-large", "tc-medium", "tc-small"};
 inline constexpr const char* kWgmmaConfigNames[] = {"wgmma-large", "wgmma-medium", "wgmma-small", "wgmma-tiny",
-                                                    "wgmma-wide",  "wgmma-tall",   "wgmma-ws"};
+                                                    "wgmma-wide",  "wgmma-tall",   "wgmma-wide192", "wgmma-ws"};
 
 // The forced tensor-core config (gemm.cu): an index into kTcConfigNames followed by
 // kWgmmaConfigNames, or -1 when the tensor-core rule picks.

@@ -270,7 +270,6 @@ struct TcWtLoader {
   static constexpr int kWordsPerRow = kBKBytes / 16;
   static constexpr int kRowsPerPass = kThreads / kWordsPerRow;
   static constexpr int kRows = kBN / kRowsPerPass;
-  static_assert(kThreads % kWordsPerRow == 0 && kBN % kRowsPerPass == 0, "each pass of the block copies whole tile rows");
 
   const T* base;
   int64_t row_step;
@@ -289,6 +288,8 @@ struct TcWtLoader {
 
   template <typename Offset>
   __device__ __forceinline__ void fetch(const TcConv& cv, int chunk, unsigned char* stage_b, Offset offset) {
+    // (Here, not on the class: the wgmma kernels' gather of A holds one and copies B in bulk.)
+    static_assert(kThreads % kWordsPerRow == 0 && kBN % kRowsPerPass == 0, "each pass of the block copies whole tile rows");
     const T* p = base + wt_column(cv, chunk, kChunk);
 #pragma unroll
     for (int i = 0; i < kRows; ++i) cp_async_16(stage_b + offset(row0 + i * kRowsPerPass, word), p + i * row_step);
@@ -795,6 +796,9 @@ struct WgmmaTileConfig {
   static constexpr int kWarpGroups = kBM / 64 / kMPerGroup, kThreads = 128 * kWarpGroups, kMinBlocks = kMinBlocks_;
   static constexpr int kBKBytes = 128;
   static constexpr int kStageBytes = (kBM + kBN) * 128;
+  // Whether its launches may split the reduction across a cluster (tc_cluster_split_sums stages a
+  // tile's float32 sums in the stages): tiles of at most wide's size; larger ones run whole.
+  static constexpr bool kSplits = kBM * kBN <= 128 * 256;
   static_assert(kBM % (64 * kMPerGroup) == 0 && (kBN == 64 || kBN == 128 || kBN == 256),
                 "whole m64 MMAs per warpgroup; n64, n128 or n256 MMAs");
   static_assert(kStages >= 3, "two chunks besides the one the MMAs read: one in flight, one loading");
@@ -1041,7 +1045,8 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   wgmma_wait<0>();
   cp_async_wait<0>();
 
-  if (a.cluster_sums && !whole) return tc_cluster_split_sums<T, Cfg>(a, blk, smem, acc);
+  if constexpr (Cfg::kSplits)
+    if (a.cluster_sums && !whole) return tc_cluster_split_sums<T, Cfg>(a, blk, smem, acc);
   if (a.partial != nullptr) {
     // A split: the FP32 sums straight from the accumulators (a lane quad writes 32 contiguous bytes).
     const int64_t ld = int64_t(cv.groups) * cv.outputs;
