@@ -79,12 +79,12 @@ using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 //          short 16-bit ones (four chunks only to at most 64 filters) on grids of at least two tiles
 //          a block.
 using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
-//   wide192  192 x 256, 3 warpgroups, 4 stages (one block per SM): wide's chunks are bound by their
-//          copies into the SM (with the MMAs skipped they take 78-80% of wide's time on the 16-bit 3x3
-//          layers of 128+ channels; docs/precision.md); a chunk of 192 positions brings 56 KB for 1.5x
-//          wide's multiply-adds, 0.78x its bytes per multiply-add. The rule's in wide's place for
-//          16-bit layers of several taps whose A comes by the tensor copies, over at least two waves
-//          of its tiles; never split (its float32 sums would not fit its stages).
+//   wide192  192 x 256, 3 warpgroups, 4 stages (one block per SM): a chunk of 192 positions brings
+//          56 KB for 1.5x wide's multiply-adds, 0.78x its bytes per multiply-add, and the tile runs
+//          faster than wide on the long 16-bit 3x3 layers (what still holds both is their schedule,
+//          not their copies: docs/precision.md). The rule's in wide's place for 16-bit layers of
+//          several taps whose A comes by the tensor copies, over at least two waves of its tiles;
+//          never split (its float32 sums would not fit its stages).
 using WgmmaWide192 = WgmmaTileConfig<192, 256, 4, 1>;
 
 // The wgmma configs in the order of kWgmmaConfigNames: a config's index there (its name for
