@@ -458,6 +458,62 @@ def test_warp_specialized_wgmma_tile(device, case):
     assert f"grad_input:{WGMMA_WS_CONFIG}/" in backward_plan, backward_plan
 
 
+# The GEMM's forward on Hopper reads a 16-bit weight as it is -- no re-laid copy, none cached -- where
+# the weight is [filters][taps][channels] contiguous (channels_last, or any layout of a 1x1 filter)
+# and a group's channels are whole 64-channel chunks; otherwise it re-lays the weight (one cache
+# entry for a frozen weight). (precision, shape, weight's memory format, read as it is): filters not
+# a multiple of the tile (a group's last tile takes the next group's rows, never stored), groups,
+# stride, dilation, a 1x1 filter in NCHW; an NCHW 3x3 weight and 40 channels a group re-laid.
+DIRECT_WEIGHT_CASES = [
+    ("bf16", (2, 64, 72, 9, 11, 3, 3, 1, 1, 1, 1), torch.channels_last, True),
+    ("fp16", (2, 128, 80, 8, 7, 3, 3, 2, 1, 1, 2), torch.channels_last, True),
+    ("bf16", (2, 64, 64, 10, 10, 3, 3, 1, 2, 2, 1), torch.channels_last, True),
+    ("bf16", (1, 64, 96, 13, 12, 1, 1, 1, 0, 1, 1), torch.contiguous_format, True),
+    ("fp16", (2, 256, 264, 6, 5, 3, 3, 1, 1, 1, 1), torch.channels_last, True),
+    ("fp16", (2, 64, 48, 9, 9, 3, 3, 1, 1, 1, 1), torch.contiguous_format, False),
+    ("bf16", (2, 40, 48, 9, 9, 3, 3, 1, 1, 1, 1), torch.channels_last, False),
+]
+
+
+def check_direct_weight_forward(x, w, kw, direct):
+    """The forward against float64 (within twice PyTorch's error at the precision), twice: the second
+    time after an in-place write to the weight; the weight cache holds no entry where the weight is
+    read as it is, else one."""
+    torchconv.clear_weight_cache()
+    for _ in range(2):
+        y = torchconv.conv2d(x, w, None, algorithm="gemm", **kw)
+        ref = F.conv2d(x.double(), w.double(), None, **kw)
+        theirs = F.conv2d(x, w, None, **kw)
+        assert rel_err(y, ref) <= allowed_error(rel_err(theirs, ref), x.dtype)
+        assert torchconv.weight_cache_size() == (0 if direct else 1)
+        with torch.no_grad():
+            w.mul_(-1)  # in place: the next call must see it
+
+
+@pytest.mark.parametrize("case", DIRECT_WEIGHT_CASES,
+                         ids=lambda c: c[0] + "-" + shape_id(c[1]) + ("-direct" if c[3] else "-relaid"))
+@pytest.mark.parametrize("device", [CUDA])
+def test_gemm_forward_reads_a_16_bit_weight_as_it_is(device, case):
+    if not hopper():
+        pytest.skip("the wgmma kernels run on sm_90a")
+    precision, shape, weight_format, direct = case
+    x, w, _, kw = make_case(shape, device, at_precision(precision), channels_last=True)
+    check_direct_weight_forward(x, w.contiguous(memory_format=weight_format), kw, direct)
+    assert torchconv.last_choice().startswith("forward:wgmma-"), torchconv.last_choice()
+
+
+@pytest.mark.parametrize("config", WGMMA_CONFIGS + (WGMMA_WS_CONFIG,))
+@pytest.mark.parametrize("device", [CUDA])
+def test_forced_wgmma_configs_read_a_16_bit_weight_as_it_is(device, config):
+    """Every wgmma tile's B copies (tiles of 64 to 256 filters) from the weight itself."""
+    if not hopper():
+        pytest.skip("wgmma configs run on sm_90a")
+    x, w, _, kw = make_case((2, 64, 72, 20, 18, 3, 3, 1, 1, 1, 1), device, torch.bfloat16, channels_last=True)
+    with using_config("gemm", config):
+        check_direct_weight_forward(x, w.contiguous(memory_format=torch.channels_last), kw, True)
+        assert f"forward:{config}/" in torchconv.last_choice(), torchconv.last_choice()
+
+
 # The rule's use of the warp-specialized tile: ungrouped 16-bit launches of at most two chunks (128
 # channels) to at most 256 destination channels, or of four chunks to at most 64, on grids of at least
 # two tiles per block slot (the grid walks tiles; 8 x 128 x 128 and 8 x 112 x 112 positions: 1024 and

@@ -106,6 +106,20 @@ __device__ __forceinline__ void tma_load_im2col(void* dst, const void* map, int 
 #endif
 }
 
+// A tiled tensor copy of a 2-D tensor map `map` (a kernel parameter): the box at element x of row y
+// into `dst` in the map's swizzle, rows past the tensor zero; its bytes counted on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int x, int y, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+          unsigned(__cvta_generic_to_shared(dst))),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(unsigned(__cvta_generic_to_shared(bar))), "r"(x), "r"(y)
+      : "memory");
+#endif
+}
+
 // One arrival (release at CTA scope) on this block's mbarrier `bar`.
 __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900

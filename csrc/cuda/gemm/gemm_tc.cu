@@ -247,6 +247,45 @@ int tc_active_clusters(Kernel kernel, int threads, size_t smem, int splits) {
   return splits >= 2 && splits <= kMaxClusterSplits ? tc_active_clusters_by_size(kernel, threads, smem)[splits] : 0;
 }
 
+// The driver's tiled tensor-map encoder, looked up once (null where the driver has none).
+PFN_cuTensorMapEncodeTiled_v12000 tiled_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t err =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return PFN_cuTensorMapEncodeTiled_v12000(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+template <typename T>
+constexpr CUtensorMapDataType tensor_map_type() {
+  return std::is_same_v<T, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+         : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
+
+// args.b_map (args.b_direct): the weight at args.wt as a 2-D map of its rows (group x filter) of
+// wt_row elements, boxes of `rows` rows x 128 bytes, 128-byte swizzle (the stage layout of B).
+template <typename T>
+bool encode_weight_map(TcConvArgs<T>& args, int rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tiled_encoder();
+  const TcConv& cv = args.cv;
+  if (encode == nullptr) return false;
+  cuuint64_t dims[2] = {cuuint64_t(cv.wt_row), cuuint64_t(int64_t(cv.groups) * cv.outputs)};
+  cuuint64_t strides[1] = {cuuint64_t(cv.wt_row) * sizeof(T)};
+  cuuint32_t box[2] = {cuuint32_t(128 / sizeof(T)), cuuint32_t(rows)};
+  cuuint32_t element_strides[2] = {1, 1};
+  return encode(&args.b_map, tensor_map_type<T>(), 2, const_cast<T*>(args.wt), dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // The launch's last fields: the config's chunking of the reduction (only chunks that hold channels
 // run; Wt is padded for the widest one) and the divisors the kernels split indices by.
 template <typename T, typename Cfg>
@@ -269,6 +308,8 @@ int64_t set_launch_fields(TcConvArgs<T>& args) {
   const int64_t tiles = m_tiles * n_tiles * args.cv.groups;
   check_grid(tiles, "conv2d_gemm");
   args.m_tiles = make_fast_divisor(uint32_t(m_tiles)), args.n_tiles = make_fast_divisor(uint32_t(n_tiles));
+  if (args.b_direct)
+    TORCH_CHECK(encode_weight_map(args, Cfg::kBN), "conv2d_gemm: internal error: the weight's tensor map");
   return tiles;
 }
 
@@ -720,14 +761,37 @@ TcConvArgs<T> tc_args(const TcConv& cv, const at::Tensor& src, const T* wt, cons
   return args;
 }
 
+// Whether launch `cv`'s wgmma kernels read a 16-bit `weight` as it is (TcConvArgs::b_direct): a
+// forward's channels_last weight, [filters][taps][channels] contiguous on a 16-byte boundary, whose
+// group's channels are whole 128-byte chunks -- then its rows are Wt's, and a tensor copy of the
+// rows of a tile takes the place of the relayout (which a trainable weight pays every call).
+template <typename T>
+bool reads_weight_directly(const at::Tensor& weight, const TcConv& cv) {
+  constexpr int64_t chunk = 128 / int64_t(sizeof(T));
+  if (sizeof(T) != 2 || !cv.wt_tiled || cv.transposed || cv.packed || cv.reduced % chunk != 0) return false;
+  if (cv.tap_r0 != 0 || cv.tap_dr != 1 || cv.tap_s0 != 0 || cv.tap_ds != 1) return false;  // the filter's taps in order
+  if (weight.dim() != 4 || weight.size(0) != int64_t(cv.groups) * cv.outputs || weight.size(1) != cv.reduced ||
+      weight.size(2) != cv.R || weight.size(3) != cv.S || cv.wt_row != int64_t(cv.R) * cv.S * cv.reduced)
+    return false;
+  // Element (k, c, r, s) at ((k R + r) S + s) C + c; a dimension of size 1 has any stride.
+  const int64_t dense[4] = {int64_t(cv.R) * cv.S * cv.reduced, 1, int64_t(cv.S) * cv.reduced, cv.reduced};
+  bool rows = true;
+  for (int d = 0; d < 4; ++d) rows = rows && (weight.size(d) == 1 || weight.stride(d) == dense[d]);
+  // (The map, encoded per launch with the config's box, then takes it: rows of whole 128-byte chunks
+  // on a 16-byte boundary are what the copy engine asks of a tiled map's strides and base.)
+  return rows && reinterpret_cast<uintptr_t>(weight.const_data_ptr()) % 16 == 0 && tiled_encoder() != nullptr;
+}
+
 // `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
 // (possibly with zero-padded channels; `src_rounded`: a float32 copy rounded to TF32), or NCHW.
 template <typename T>
 void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, const at::Tensor& bias,
              const LaunchMap& map, at::Tensor& dst) {
   const TcConv cv = tc_launch(map, src.scalar_type(), dst);
-  const at::Tensor wt = tc_weight<T>(weight, cv);
+  const bool direct = reads_weight_directly<T>(weight, cv);
+  const at::Tensor wt = direct ? weight : tc_weight<T>(weight, cv);
   TcConvArgs<T> args = tc_args<T>(cv, src, kernel_data<T>(wt), bias, dst);
+  args.b_direct = direct;
   const bool nchw = is_nchw_source(src) || is_nchw_planes_source(src, reads_whole_planes(args.cv));
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % (16 / int(sizeof(T))) == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;

@@ -125,6 +125,11 @@ struct TcConvArgs {
   int whole_clusters;
   // The source as an im2col tensor map (wgmma kernel with TcIm2colLoader; unused otherwise).
   CUtensorMap a_map;
+  // `b_direct`: `wt` is the weight itself (a forward's 16-bit channels_last weight whose group's
+  // channels are whole 128-byte chunks: its rows are Wt's rows, unpadded), copied by the tensor map
+  // `b_map` over it (rows of the launch's tile; TcWtBulkLoader) -- no relayout, no cached copy.
+  CUtensorMap b_map;
+  bool b_direct;
   // An NCHW source read as whole planes in position order, planes of whole 16-byte words of positions
   // on a 16-byte boundary: a copy a word (TcNchwLoader: else copies of a position; TcNchwPlanesLoader:
   // else two copies of half a word).
@@ -305,18 +310,25 @@ struct TcWtBulkLoader {
   static constexpr unsigned kBytes = kBN * 128;
   const T* base;  // (group, first 64-row tile of the block), column tile 0
   int col_tiles;
+  const CUtensorMap* map;  // a.b_direct: the weight's map, whose row `row0` is the tile's first
+  int row0;
 
   __device__ TcWtBulkLoader(const TcConvArgs<T>& a, const TcBlock& blk) {
     col_tiles = a.cv.wt_row / kTileElems;
     base = a.wt + (int64_t(blk.g) * (a.cv.n_pad / 64) + blk.n0 / 64) * col_tiles * (64 * kTileElems);
+    map = a.b_direct ? &a.b_map : nullptr;
+    // (A group's tile past its filters copies the next group's rows: they feed only the tile's
+    // columns past the group's outputs, which the epilogue never stores.)
+    row0 = blk.g * a.cv.outputs + blk.n0;
   }
 
   // Chunk `chunk` into `stage_b`, its bytes counted on `bar` (an arrival expecting them, and
   // `other_bytes` more that other copies of the stage count on it).
   __device__ __forceinline__ void fetch(const TcConv& cv, int chunk, unsigned char* stage_b, uint64_t* bar,
                                         unsigned other_bytes = 0) const {
-    const int col_tile = wt_column(cv, chunk, kTileElems) / kTileElems;
+    const int col = wt_column(cv, chunk, kTileElems), col_tile = col / kTileElems;
     mbarrier_arrive_expect_tx(bar, kBytes + other_bytes);
+    if (map != nullptr) return tma_load_2d(stage_b, map, col, row0, bar);
 #pragma unroll
     for (int i = 0; i < kBN / 64; ++i)
       bulk_copy_to_shared(stage_b + i * 8192, base + (int64_t(i) * col_tiles + col_tile) * (64 * kTileElems), 8192, bar);
