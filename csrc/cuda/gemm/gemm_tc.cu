@@ -110,6 +110,12 @@ static_assert(std::tuple_size_v<WgmmaConfigs> == std::size(kWgmmaConfigNames) &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWs>]) == "wgmma-ws" &&
                   std::string_view(kWgmmaConfigNames[kWgmmaIndex<WgmmaWide192>]) == "wgmma-wide192",
               "WgmmaConfigs follows kWgmmaConfigNames");
+// Each wgmma config's destination channels a tile (kBN), by its index.
+template <size_t... I>
+constexpr std::array<int, sizeof...(I)> wgmma_tile_cols(std::index_sequence<I...>) {
+  return {std::tuple_element_t<I, WgmmaConfigs>::kBN...};
+}
+constexpr auto kWgmmaTileCols = wgmma_tile_cols(std::make_index_sequence<std::tuple_size_v<WgmmaConfigs>>{});
 constexpr int kWtRowBytes = 128;  // Wt's taps hold their channels padded to the widest chunk
 
 int vector_elems(at::ScalarType dtype) { return dtype == at::kFloat ? 4 : 8; }
@@ -149,9 +155,9 @@ TcConv tc_launch(const LaunchMap& map, at::ScalarType dtype, const at::Tensor& d
   cv.red_pad = cv.packed ? vec << cv.tap_shift : round_up(std::max(cv.reduced, 1), kWtRowBytes / elem);
   cv.wt_row = round_up(map.R * map.S * cv.red_pad, kWtRowBytes / elem);
   // Wt's destination channels are padded for the widest tile the rule may pick (wide: > 128
-  // channels), or the forced one.
+  // channels), or the forced one's.
   const int forced = forced_wgmma_config();
-  const bool wide_wt = cv.outputs > 128 || forced == kWgmmaIndex<WgmmaWide> || forced == kWgmmaIndex<WgmmaWide192>;
+  const bool wide_wt = cv.outputs > 128 || (forced >= 0 && kWgmmaTileCols[forced] > 128);
   cv.n_pad = round_up(std::max(cv.outputs, 1), wide_wt ? 256 : 128);
   cv.wt_tiled = runs_wgmma();  // the wgmma kernels copy B tiles in bulk
   cv.col_plane = map.col_H * map.col_W;
