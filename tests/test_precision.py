@@ -514,6 +514,84 @@ def test_forced_wgmma_configs_read_a_16_bit_weight_as_it_is(device, config):
         assert f"forward:{config}/" in torchconv.last_choice(), torchconv.last_choice()
 
 
+# The GEMM's grad_input on Hopper reads a 16-bit weight as it is too -- its columns: a tap's channels
+# are the destination channels, contiguous in a channels_last weight -- where a group's filters are
+# whole 64-filter chunks, its channels whole 16-byte words and grad_output comes by im2col tensor
+# copies (channels_last) and a group has at least 64 channels; otherwise it re-lays the weight (one
+# cache entry for a frozen weight). (precision, shape, weight's memory format, read as it is):
+# channels not a multiple of the tile (the channels past the weight's are zero), groups, dilation, a
+# 1x1 filter in NCHW, 264 channels (wide tiles); an NCHW 3x3 weight, 40 filters, groups of 40
+# channels and 20 channels (not whole words) re-laid.
+GRAD_INPUT_DIRECT_WEIGHT_CASES = [
+    ("bf16", (2, 72, 64, 9, 11, 3, 3, 1, 1, 1, 1), torch.channels_last, True),
+    ("fp16", (2, 128, 128, 8, 7, 3, 3, 1, 1, 1, 2), torch.channels_last, True),
+    ("fp16", (2, 80, 128, 8, 7, 3, 3, 1, 1, 1, 2), torch.channels_last, False),
+    ("bf16", (2, 64, 64, 10, 10, 3, 3, 1, 2, 2, 1), torch.channels_last, True),
+    ("bf16", (1, 96, 64, 13, 12, 1, 1, 1, 0, 1, 1), torch.contiguous_format, True),
+    ("fp16", (2, 264, 256, 6, 5, 3, 3, 1, 1, 1, 1), torch.channels_last, True),
+    ("fp16", (2, 48, 64, 9, 9, 3, 3, 1, 1, 1, 1), torch.contiguous_format, False),
+    ("bf16", (2, 48, 40, 9, 9, 3, 3, 1, 1, 1, 1), torch.channels_last, False),
+    ("bf16", (2, 20, 64, 9, 9, 3, 3, 1, 1, 1, 1), torch.channels_last, False),
+]
+
+
+def check_direct_weight_grad_input(x, w, kw, direct):
+    """grad_input alone (the backward operator) against float64, within twice PyTorch's error at the
+    precision, twice: the second time after an in-place write to the weight; the weight cache holds no
+    entry where the weight is read as it is, else one."""
+    conv = ([kw["stride"]] * 2, [kw["padding"]] * 2, [kw["dilation"]] * 2, kw["groups"])
+    torchconv.clear_weight_cache()
+    for _ in range(2):
+        y_shape = [(size + 2 * kw["padding"] - kw["dilation"] * (taps - 1) - 1) // kw["stride"] + 1
+                   for size, taps in zip(x.shape[2:], w.shape[2:])]
+        gy = torch.randn(x.shape[0], w.shape[0], *y_shape, dtype=torch.float64, device=x.device).to(x.dtype)
+        gy = gy.contiguous(memory_format=torch.channels_last)
+        gx, _, _ = torch.ops.torchconv.conv2d_gemm_backward(gy, x, w, *conv, [True, False, False])
+        ref = torch.nn.grad.conv2d_input(x.shape, w.double(), gy.double(), **kw)
+        theirs = torch.nn.grad.conv2d_input(x.shape, w, gy, **kw)
+        assert rel_err(gx, ref) <= allowed_error(rel_err(theirs, ref), x.dtype)
+        assert torchconv.weight_cache_size() == (0 if direct else 1)
+        with torch.no_grad():
+            w.mul_(-1)  # in place: the next call must see it
+
+
+@pytest.mark.parametrize("case", GRAD_INPUT_DIRECT_WEIGHT_CASES,
+                         ids=lambda c: c[0] + "-" + shape_id(c[1]) + ("-direct" if c[3] else "-relaid"))
+@pytest.mark.parametrize("device", [CUDA])
+def test_gemm_grad_input_reads_a_16_bit_weight_as_it_is(device, case):
+    if not hopper():
+        pytest.skip("the wgmma kernels run on sm_90a")
+    precision, shape, weight_format, direct = case
+    x, w, _, kw = make_case(shape, device, at_precision(precision), channels_last=True)
+    check_direct_weight_grad_input(x, w.contiguous(memory_format=weight_format), kw, direct)
+    assert "grad_input:wgmma-" in torchconv.last_choice(), torchconv.last_choice()
+
+
+@pytest.mark.parametrize("config", WGMMA_CONFIGS + (WGMMA_WS_CONFIG,))
+@pytest.mark.parametrize("device", [CUDA])
+def test_forced_wgmma_configs_read_a_16_bit_weight_by_columns(device, config):
+    """Every wgmma tile's MN-major B (tiles of 64 to 256 channels, the last one partial) copies from
+    the weight itself in grad_input."""
+    if not hopper():
+        pytest.skip("wgmma configs run on sm_90a")
+    x, w, _, kw = make_case((2, 72, 64, 20, 18, 3, 3, 1, 1, 1, 1), device, torch.bfloat16, channels_last=True)
+    with using_config("gemm", config):
+        check_direct_weight_grad_input(x, w.contiguous(memory_format=torch.channels_last), kw, True)
+        assert f"grad_input:{config}/" in torchconv.last_choice(), torchconv.last_choice()
+
+
+@pytest.mark.parametrize("device", [CUDA])
+def test_strided_grad_input_phases_read_the_weight_by_columns_under_a_forced_config(device):
+    """A stride-2 grad_input under a forced config runs a launch a phase, each over its own taps of
+    the filter (the phases' launch takes the rule's configs and re-laid Wt): each reads the weight's
+    columns at its taps."""
+    if not hopper():
+        pytest.skip("wgmma configs run on sm_90a")
+    x, w, _, kw = make_case((2, 64, 64, 13, 10, 3, 3, 2, 1, 1, 1), device, torch.float16, channels_last=True)
+    with using_config("gemm", "wgmma-large"):
+        check_direct_weight_grad_input(x, w.contiguous(memory_format=torch.channels_last), kw, True)
+
+
 # The rule's use of the warp-specialized tile: ungrouped 16-bit launches of at most two chunks (128
 # channels) to at most 256 destination channels, or of four chunks to at most 64, on grids of at least
 # two tiles per block slot (the grid walks tiles; 8 x 128 x 128 and 8 x 112 x 112 positions: 1024 and
@@ -954,7 +1032,8 @@ IM2COL_COPY_SHAPES = [
 ]
 # The wgmma kernels' instantiations whose A tiles come by im2col tensor copies (kTmaA): the launch of
 # one forward or grad_input phase, and that of a strided grad_input's phases together.
-IM2COL_COPY_KERNEL = re.compile(r"tc_conv_wgmma_kernel<.*, (true|false), true>\(|tc_conv_wgmma_phases_kernel<.*, true>\(")
+IM2COL_COPY_KERNEL = re.compile(
+    r"tc_conv_wgmma_kernel<.*, (true|false), true, (true|false)>\(|tc_conv_wgmma_phases_kernel<.*, true>\(")
 WGMMA_CONV_KERNEL = re.compile(r"tc_conv_wgmma_(phases_)?kernel<")
 
 

@@ -120,6 +120,20 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int x, i
 #endif
 }
 
+// A tiled tensor copy of a 4-D tensor map `map` (a kernel parameter): the box at element (x, y, z, w)
+// into `dst` in the map's swizzle, elements past the tensor zero; its bytes counted on `bar`.
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* map, int x, int y, int z, int w, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(
+          unsigned(__cvta_generic_to_shared(dst))),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(unsigned(__cvta_generic_to_shared(bar))), "r"(x), "r"(y), "r"(z), "r"(w)
+      : "memory");
+#endif
+}
+
 // One arrival (release at CTA scope) on this block's mbarrier `bar`.
 __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900

@@ -9,7 +9,7 @@
 // swizzle: 16-byte word w of row r is stored at word w ^ (r % 8) of that row, tiles 1024-byte aligned,
 // 8-row groups 1024 bytes apart. One k-step (32 bytes) later is the same descriptor with its start
 // address 32 bytes on. grad_weight's are MN-major (WgmmaMnMajor): the same swizzled rows, each
-// holding one k.
+// holding one k; so is grad_input's B where it is copied from a channels_last weight (WgmmaMnMajorB).
 #pragma once
 
 #include <cstdint>
@@ -153,6 +153,7 @@ struct Wgmma;
 #define TORCHCONV_WGMMA_TF32_MODES "1, 1"
 #define TORCHCONV_WGMMA_16BIT_MN_MAJOR_MODES "1, 1, 1, 1"
 #define TORCHCONV_WGMMA_16BIT_A_MN_MAJOR_MODES "1, 1, 1, 0"
+#define TORCHCONV_WGMMA_16BIT_B_MN_MAJOR_MODES "1, 1, 0, 1"
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TORCHCONV_WGMMA_ASM(...) asm volatile(__VA_ARGS__)
 #else
@@ -277,6 +278,44 @@ struct WgmmaMnMajorA<__nv_bfloat16, 128> {
 template <>
 struct WgmmaMnMajorA<__nv_bfloat16, 256> {
   TORCHCONV_WGMMA_N256("m64n256k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_A_MN_MAJOR_MODES)
+};
+
+// A K-major (wgmma_descriptor), B MN-major (wgmma_descriptor_mn_major): 16-bit types only, for B tiles
+// copied from a weight whose destination channels are its contiguous dimension (grad_input reading
+// a channels_last weight as it is). Accumulators as in Wgmma.
+template <typename T, int kN>
+struct WgmmaMnMajorB;
+template <>
+struct WgmmaMnMajorB<__half, 64> {
+  TORCHCONV_WGMMA_N64("m64n64k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_B_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorB<__half, 128> {
+  TORCHCONV_WGMMA_N128("m64n128k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_B_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorB<__half, 192> {
+  TORCHCONV_WGMMA_N192("m64n192k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_B_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorB<__half, 256> {
+  TORCHCONV_WGMMA_N256("m64n256k16.f32.f16.f16", TORCHCONV_WGMMA_16BIT_B_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorB<__nv_bfloat16, 64> {
+  TORCHCONV_WGMMA_N64("m64n64k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_B_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorB<__nv_bfloat16, 128> {
+  TORCHCONV_WGMMA_N128("m64n128k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_B_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorB<__nv_bfloat16, 192> {
+  TORCHCONV_WGMMA_N192("m64n192k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_B_MN_MAJOR_MODES)
+};
+template <>
+struct WgmmaMnMajorB<__nv_bfloat16, 256> {
+  TORCHCONV_WGMMA_N256("m64n256k16.f32.bf16.bf16", TORCHCONV_WGMMA_16BIT_B_MN_MAJOR_MODES)
 };
 
 // TF32 with A from registers: the caller holds A's m64 x k8 fragment, a[e] = row 16 * (warp % 4) +

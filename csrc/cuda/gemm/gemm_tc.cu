@@ -276,20 +276,41 @@ constexpr CUtensorMapDataType tensor_map_type() {
                                      : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 }
 
-// args.b_map (args.b_direct): the weight at args.wt as a 2-D map of its rows (group x filter) of
-// wt_row elements, boxes of `rows` rows x 128 bytes, 128-byte swizzle (the stage layout of B).
+// A tiled tensor map of `rank` dimensions over `base` into `map`, 128-byte swizzle (the stage layout of
+// B); false where the driver has no encoder or refuses the map.
 template <typename T>
-bool encode_weight_map(TcConvArgs<T>& args, int rows) {
+bool encode_tiled_map(CUtensorMap& map, const T* base, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
+                      const cuuint32_t* box) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tiled_encoder();
-  const TcConv& cv = args.cv;
-  if (encode == nullptr) return false;
-  cuuint64_t dims[2] = {cuuint64_t(cv.wt_row), cuuint64_t(int64_t(cv.groups) * cv.outputs)};
-  cuuint64_t strides[1] = {cuuint64_t(cv.wt_row) * sizeof(T)};
-  cuuint32_t box[2] = {cuuint32_t(128 / sizeof(T)), cuuint32_t(rows)};
-  cuuint32_t element_strides[2] = {1, 1};
-  return encode(&args.b_map, tensor_map_type<T>(), 2, const_cast<T*>(args.wt), dims, strides, box, element_strides,
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  return encode != nullptr &&
+         encode(&map, tensor_map_type<T>(), cuuint32_t(rank), const_cast<T*>(base), dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// args.b_map for TcWeightSource::kWeightRows: the weight at args.wt as a 2-D map of its rows (group x
+// filter) of wt_row elements, boxes of `rows` rows x 128 bytes.
+template <typename T>
+bool encode_weight_rows_map(TcConvArgs<T>& args, int rows) {
+  const TcConv& cv = args.cv;
+  const cuuint64_t dims[2] = {cuuint64_t(cv.wt_row), cuuint64_t(int64_t(cv.groups) * cv.outputs)};
+  const cuuint64_t strides[1] = {cuuint64_t(cv.wt_row) * sizeof(T)};
+  const cuuint32_t box[2] = {cuuint32_t(128 / sizeof(T)), cuuint32_t(rows)};
+  return encode_tiled_map(args.b_map, args.wt, 2, dims, strides, box);
+}
+
+// args.b_map for TcWeightSource::kWeightColumns: the channels_last `weight` (filters, channels a group,
+// R, S) as a 4-D map over a filter's channels, its taps' columns and rows, and the filters, boxes of
+// 64 channels (128 bytes) x one tap x 64 filters -- 64 rows of the tile's channels, one a filter.
+template <typename T>
+bool encode_weight_columns_map(TcConvArgs<T>& args, const at::Tensor& weight) {
+  const cuuint64_t channels = cuuint64_t(weight.size(1)), s = cuuint64_t(weight.size(3)),
+                   r = cuuint64_t(weight.size(2));
+  const cuuint64_t dims[4] = {channels, s, r, cuuint64_t(weight.size(0))};
+  const cuuint64_t strides[3] = {channels * sizeof(T), s * channels * sizeof(T), r * s * channels * sizeof(T)};
+  const cuuint32_t chunk = 128 / sizeof(T), box[4] = {chunk, 1, 1, chunk};
+  return encode_tiled_map(args.b_map, kernel_data<T>(weight), 4, dims, strides, box);
 }
 
 // The launch's last fields: the config's chunking of the reduction (only chunks that hold channels
@@ -314,8 +335,9 @@ int64_t set_launch_fields(TcConvArgs<T>& args) {
   const int64_t tiles = m_tiles * n_tiles * args.cv.groups;
   check_grid(tiles, "conv2d_gemm");
   args.m_tiles = make_fast_divisor(uint32_t(m_tiles)), args.n_tiles = make_fast_divisor(uint32_t(n_tiles));
-  if (args.b_direct)
-    TORCH_CHECK(encode_weight_map(args, Cfg::kBN), "conv2d_gemm: internal error: the weight's tensor map");
+  // (A kWeightColumns map is the same for every config: tc_conv encoded it.)
+  if (args.b_source == TcWeightSource::kWeightRows)
+    TORCH_CHECK(encode_weight_rows_map(args, Cfg::kBN), "conv2d_gemm: internal error: the weight's tensor map");
   return tiles;
 }
 
@@ -402,41 +424,62 @@ PFN_cuTensorMapEncodeIm2col_v12000 im2col_encoder() {
   return encode;
 }
 
+// The im2col map's bounding box of launch `cv` (W, H): a traversal at the launch's strides from its
+// lower corner to its upper one visits exactly the column grid (col_H x col_W starting pixels per
+// image).
+struct Im2colCorners {
+  int lower[2], upper[2];
+};
+Im2colCorners im2col_corners(const TcConv& cv) {
+  return {{cv.col_ox, cv.col_oy},
+          {cv.col_ox + (cv.col_W - 1) * cv.col_sx - (cv.src_W - 1), cv.col_oy + (cv.col_H - 1) * cv.col_sy - (cv.src_H - 1)}};
+}
+
+// Whether the copy engine describes launch `cv` as an im2col map (tma_takes checks the rest): the
+// driver encodes such maps, the corners of a 4-D map are 8-bit, and its traversal strides at most 8.
+bool im2col_map_fits(const TcConv& cv) {
+  const Im2colCorners box = im2col_corners(cv);
+  for (int v : {box.lower[0], box.lower[1], box.upper[0], box.upper[1]})
+    if (v < -128 || v > 127) return false;
+  return im2col_encoder() != nullptr && cv.col_sx <= 8 && cv.col_sy <= 8;
+}
+
 // args.a_map: the NHWC source as an im2col tensor map for TcIm2colLoader -- copies of `pixels`
-// positions x 128 bytes of channels, 128-byte swizzle (the stage layout), and a bounding box whose
-// traversal at the launch's strides visits exactly the column grid (col_H x col_W starting pixels
-// per image). False where the copy engine cannot describe the launch (tma_takes checked the rest)
-// or the driver does not encode it.
+// positions x 128 bytes of channels, 128-byte swizzle (the stage layout), over im2col_corners' box.
+// False where the copy engine cannot describe the launch (im2col_map_fits; tma_takes checked the
+// rest) or the driver does not encode it.
 template <typename T>
 bool encode_im2col_map(TcConvArgs<T>& args, int pixels) {
   const PFN_cuTensorMapEncodeIm2col_v12000 encode = im2col_encoder();
   const TcConv& cv = args.cv;
-  int lower[2] = {cv.col_ox, cv.col_oy};  // W, H
-  int upper[2] = {cv.col_ox + (cv.col_W - 1) * cv.col_sx - (cv.src_W - 1),
-                  cv.col_oy + (cv.col_H - 1) * cv.col_sy - (cv.src_H - 1)};
-  for (int v : {lower[0], lower[1], upper[0], upper[1]})
-    if (v < -128 || v > 127) return false;  // the corners of a 4-D map are 8-bit
-  if (encode == nullptr || cv.col_sx > 8 || cv.col_sy > 8) return false;
+  if (!im2col_map_fits(cv)) return false;
+  Im2colCorners box = im2col_corners(cv);
   const cuuint64_t e = sizeof(T);
   cuuint64_t dims[4] = {cuuint64_t(cv.src_C), cuuint64_t(cv.src_W), cuuint64_t(cv.src_H), cuuint64_t(cv.N)};
   cuuint64_t strides[3] = {dims[0] * e, dims[0] * dims[1] * e, dims[0] * dims[1] * dims[2] * e};
   cuuint32_t element_strides[4] = {1, cuuint32_t(cv.col_sx), cuuint32_t(cv.col_sy), 1};
-  const CUtensorMapDataType type = std::is_same_v<T, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-                                   : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(&args.a_map, type, 4, const_cast<T*>(args.src), dims, strides, lower, upper, cuuint32_t(128 / e),
+  return encode(&args.a_map, tensor_map_type<T>(), 4, const_cast<T*>(args.src), dims, strides, box.lower, box.upper,
+                cuuint32_t(128 / e),
                 cuuint32_t(pixels), element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <typename T, typename Cfg, bool kNchwSource, bool kTmaA = false>
 void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1, int64_t whole_tiles = 0) {
+  const char* name = kWgmmaConfigNames[kWgmmaIndex<Cfg>];
   if constexpr (kTmaA) {
     TcConvArgs<T> with_map = args;
-    if (encode_im2col_map(with_map, Cfg::kBM))
-      return launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, false, true>, with_map, pass,
-                               kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits, whole_tiles);
+    if (encode_im2col_map(with_map, Cfg::kBM)) {
+      if constexpr (sizeof(T) == 2)
+        if (args.b_source == TcWeightSource::kWeightColumns)
+          return launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, false, true, true>, with_map, pass, name, splits,
+                                   whole_tiles);
+      return launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, false, true>, with_map, pass, name, splits, whole_tiles);
+    }
   }
+  // (tc_conv reads a weight's columns only where A comes by the tensor copies.)
+  TORCH_CHECK(args.b_source != TcWeightSource::kWeightColumns,
+              "conv2d_gemm: internal error: the weight's columns without an im2col map");
   launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, kNchwSource>, args, pass, kWgmmaConfigNames[kWgmmaIndex<Cfg>], splits,
                     whole_tiles);
 }
@@ -464,6 +507,10 @@ bool try_launch_wgmma_ws(const TcConvArgs<T>& args_in, const char* pass) {
       kernel<<<unsigned(grid), Cfg::kThreads, smem, current_stream()>>>(args);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     };
+    const bool columns = args.b_source == TcWeightSource::kWeightColumns;
+    TORCH_CHECK(tma || !columns, "conv2d_gemm: internal error: the weight's columns without an im2col map");
+    if constexpr (sizeof(T) == 2)
+      if (columns) return launch(tc_conv_wgmma_ws_kernel<T, Cfg, true, true>), true;
     if (tma) launch(tc_conv_wgmma_ws_kernel<T, Cfg, true>);
     else if constexpr (sizeof(T) == 2) launch(tc_conv_wgmma_ws_kernel<T, Cfg, false>);
     return true;
@@ -767,25 +814,37 @@ TcConvArgs<T> tc_args(const TcConv& cv, const at::Tensor& src, const T* wt, cons
   return args;
 }
 
-// Whether launch `cv`'s wgmma kernels read a 16-bit `weight` as it is (TcConvArgs::b_direct): a
-// forward's channels_last weight, [filters][taps][channels] contiguous on a 16-byte boundary, whose
-// group's channels are whole 128-byte chunks -- then its rows are Wt's, and a tensor copy of the
-// rows of a tile takes the place of the relayout (which a trainable weight pays every call).
+// Where launch `cv`'s wgmma kernels take B from (TcWeightSource): a 16-bit channels_last `weight`
+// ([filters][taps][channels] contiguous, or a 1x1 filter in either format) on a 16-byte boundary, whose
+// group's reduced channels are whole 128-byte chunks, is read as it is -- by the forward as rows
+// (they are Wt's rows), by a grad_input whose A comes by im2col tensor copies (`tma`) as columns
+// (the tile's channels contiguous, where a group's channels are whole 16-byte words, the map's
+// strides, and at least 64) -- else Wt, the relayout a trainable weight pays every call.
 template <typename T>
-bool reads_weight_directly(const at::Tensor& weight, const TcConv& cv) {
+TcWeightSource weight_source(const at::Tensor& weight, const TcConv& cv, bool tma) {
   constexpr int64_t chunk = 128 / int64_t(sizeof(T));
-  if (sizeof(T) != 2 || !cv.wt_tiled || cv.transposed || cv.packed || cv.reduced % chunk != 0) return false;
-  if (cv.tap_r0 != 0 || cv.tap_dr != 1 || cv.tap_s0 != 0 || cv.tap_ds != 1) return false;  // the filter's taps in order
-  if (weight.dim() != 4 || weight.size(0) != int64_t(cv.groups) * cv.outputs || weight.size(1) != cv.reduced ||
-      weight.size(2) != cv.R || weight.size(3) != cv.S || cv.wt_row != int64_t(cv.R) * cv.S * cv.reduced)
-    return false;
+  constexpr TcWeightSource kWt = TcWeightSource::kWt;
+  if (sizeof(T) != 2 || !cv.wt_tiled || cv.packed || cv.reduced % chunk != 0 || tiled_encoder() == nullptr ||
+      weight.dim() != 4 || reinterpret_cast<uintptr_t>(weight.const_data_ptr()) % 16 != 0)
+    return kWt;
   // Element (k, c, r, s) at ((k R + r) S + s) C + c; a dimension of size 1 has any stride.
-  const int64_t dense[4] = {int64_t(cv.R) * cv.S * cv.reduced, 1, int64_t(cv.S) * cv.reduced, cv.reduced};
-  bool rows = true;
-  for (int d = 0; d < 4; ++d) rows = rows && (weight.size(d) == 1 || weight.stride(d) == dense[d]);
-  // (The map, encoded per launch with the config's box, then takes it: rows of whole 128-byte chunks
-  // on a 16-byte boundary are what the copy engine asks of a tiled map's strides and base.)
-  return rows && reinterpret_cast<uintptr_t>(weight.const_data_ptr()) % 16 == 0 && tiled_encoder() != nullptr;
+  const int64_t C = weight.size(1), R = weight.size(2), S = weight.size(3);
+  const int64_t dense[4] = {R * S * C, 1, S * C, C};
+  for (int d = 0; d < 4; ++d)
+    if (weight.size(d) != 1 && weight.stride(d) != dense[d]) return kWt;
+  if (!cv.transposed) {
+    const bool in_order = cv.tap_r0 == 0 && cv.tap_dr == 1 && cv.tap_s0 == 0 && cv.tap_ds == 1;  // the filter's taps
+    const bool rows = weight.size(0) == int64_t(cv.groups) * cv.outputs && C == cv.reduced && R == cv.R &&
+                      S == cv.S && cv.wt_row == R * S * C;
+    return in_order && rows ? TcWeightSource::kWeightRows : kWt;
+  }
+  // grad_input: the reduced channels are the filters, the destination channels the weight's C. A
+  // group of fewer than 64 channels keeps Wt: each copy would read its 64 filters' rows of under 128
+  // bytes, the rest of the box zero-filled, and the grad_input of 32 channels to 64 filters (3x3,
+  // 272 x 272) ran a third slower so than with the relayout.
+  const bool columns = weight.size(0) == int64_t(cv.groups) * cv.reduced && C == cv.outputs && C % 8 == 0 &&
+                       C >= chunk;
+  return tma && columns && im2col_map_fits(cv) ? TcWeightSource::kWeightColumns : kWt;
 }
 
 // `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
@@ -794,14 +853,17 @@ template <typename T>
 void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, const at::Tensor& bias,
              const LaunchMap& map, at::Tensor& dst) {
   const TcConv cv = tc_launch(map, src.scalar_type(), dst);
-  const bool direct = reads_weight_directly<T>(weight, cv);
-  const at::Tensor wt = direct ? weight : tc_weight<T>(weight, cv);
-  TcConvArgs<T> args = tc_args<T>(cv, src, kernel_data<T>(wt), bias, dst);
-  args.b_direct = direct;
+  TcConvArgs<T> args = tc_args<T>(cv, src, nullptr, bias, dst);
   const bool nchw = is_nchw_source(src) || is_nchw_planes_source(src, reads_whole_planes(args.cv));
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % (16 / int(sizeof(T))) == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
-  run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, !nchw && tma_takes<T>(args.cv, src_rounded));
+  const bool tma = !nchw && tma_takes<T>(args.cv, src_rounded);
+  args.b_source = weight_source<T>(weight, args.cv, tma);
+  if (args.b_source == TcWeightSource::kWeightColumns && !encode_weight_columns_map(args, weight))
+    args.b_source = TcWeightSource::kWt;
+  const at::Tensor wt = args.b_source == TcWeightSource::kWt ? tc_weight<T>(weight, cv) : weight;
+  args.wt = kernel_data<T>(wt);
+  run_tc<T>(args, map.transposed ? "grad_input" : "forward", nchw, tma);
 }
 
 // ---- A strided grad_input's phases in one launch ----------------------------------------------

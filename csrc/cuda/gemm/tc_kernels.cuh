@@ -17,7 +17,8 @@
 //                         be NCHW (TcNchwLoader: A from registers), which spares the call its
 //                         transposed copy. Its B tiles
 //                         come in bulk copies from a Wt stored in the stage's swizzled layout
-//                         (TcWtBulkLoader); its A tiles come by im2col tensor copies
+//                         (TcWtBulkLoader), or by tensor copies from a 16-bit weight as it is
+//                         (TcWeightSource); its A tiles come by im2col tensor copies
 //                         (TcIm2colLoader) where a chunk holds one tap's channels, else the
 //                         threads gather them with cp.async.
 // TF32 operands are rounded to nearest once: Wt when it is re-laid, a copied source when our copy
@@ -103,6 +104,15 @@ struct TcConv : LaunchMap {
   }
 };
 
+// The source of a wgmma launch's B tiles. kWt: Wt's pre-swizzled tiles, in bulk. The weight as it is,
+// where its group's reduced channels are whole 128-byte chunks -- kWeightRows: a forward's
+// [filters][taps][channels] weight, whose rows are Wt's rows (K-major B; a 2-D map of the rows);
+// kWeightColumns: a grad_input's, whose reduced channels are the filters and destination channels
+// the weight's contiguous channels, so that a chunk (one tap, 64 filters) is read as 64 rows of the
+// tile's channels (MN-major B, WgmmaMnMajorB; a 4-D map over channels, taps' columns and rows,
+// filters).
+enum class TcWeightSource : uint8_t { kWt, kWeightRows, kWeightColumns };
+
 template <typename T>
 struct TcConvArgs {
   const T* src;   // NHWC (or NCHW, see TcNchwLoader)
@@ -125,11 +135,10 @@ struct TcConvArgs {
   int whole_clusters;
   // The source as an im2col tensor map (wgmma kernel with TcIm2colLoader; unused otherwise).
   CUtensorMap a_map;
-  // `b_direct`: `wt` is the weight itself (a forward's 16-bit channels_last weight whose group's
-  // channels are whole 128-byte chunks: its rows are Wt's rows, unpadded), copied by the tensor map
-  // `b_map` over it (rows of the launch's tile; TcWtBulkLoader) -- no relayout, no cached copy.
+  // Where B comes from (TcWtBulkLoader): Wt, or `wt` is the 16-bit weight itself, copied by the
+  // tensor map `b_map` over it -- no relayout, no cached copy (TcWeightSource).
   CUtensorMap b_map;
-  bool b_direct;
+  TcWeightSource b_source;
   // An NCHW source read as whole planes in position order, planes of whole 16-byte words of positions
   // on a 16-byte boundary: a copy a word (TcNchwLoader: else copies of a position; TcNchwPlanesLoader:
   // else two copies of half a word).
@@ -303,29 +312,47 @@ struct TcWtLoader {
 
 // The B tile of the wgmma kernels from a tiled Wt: kBN / 64 bulk copies of 8 KB per chunk, issued
 // by one thread, counted on the stage's mbarrier. The copy engine takes the place of kBN x 8
-// cp.async per chunk, which, with the A gather, held the loads' pace below the MMAs'.
-template <typename T, int kBN>
+// cp.async per chunk, which, with the A gather, held the loads' pace below the MMAs'. From the
+// weight itself (TcWeightSource): one tensor copy of the tile's rows, or, kColumns (the kernel's B
+// MN-major), kBN / 64 of 64 columns.
+template <typename T, int kBN, bool kColumns = false>
 struct TcWtBulkLoader {
   static constexpr int kTileElems = 128 / int(sizeof(T));
   static constexpr unsigned kBytes = kBN * 128;
+  static_assert(kBN % 64 == 0, "whole 64-row (or 64-column) blocks of B");
   const T* base;  // (group, first 64-row tile of the block), column tile 0
   int col_tiles;
-  const CUtensorMap* map;  // a.b_direct: the weight's map, whose row `row0` is the tile's first
-  int row0;
+  // The weight's map: kColumns, or b_source kWeightRows (else null). The map's first row of the tile
+  // (kWeightRows) or of the group's filters (kColumns), and the tile's first channel (kColumns).
+  const CUtensorMap* map;
+  int row0, col0;
 
   __device__ TcWtBulkLoader(const TcConvArgs<T>& a, const TcBlock& blk) {
     col_tiles = a.cv.wt_row / kTileElems;
     base = a.wt + (int64_t(blk.g) * (a.cv.n_pad / 64) + blk.n0 / 64) * col_tiles * (64 * kTileElems);
-    map = a.b_direct ? &a.b_map : nullptr;
-    // (A group's tile past its filters copies the next group's rows: they feed only the tile's
-    // columns past the group's outputs, which the epilogue never stores.)
-    row0 = blk.g * a.cv.outputs + blk.n0;
+    map = kColumns || a.b_source == TcWeightSource::kWeightRows ? &a.b_map : nullptr;
+    // (Rows: a group's tile past its filters copies the next group's rows: they feed only the tile's
+    // columns past the group's outputs, which the epilogue never stores. Columns: the channels past
+    // the group's are past the map's first dimension, so zero.)
+    row0 = kColumns ? blk.g * a.cv.reduced : blk.g * a.cv.outputs + blk.n0;
+    col0 = blk.n0;
   }
 
   // Chunk `chunk` into `stage_b`, its bytes counted on `bar` (an arrival expecting them, and
   // `other_bytes` more that other copies of the stage count on it).
   __device__ __forceinline__ void fetch(const TcConv& cv, int chunk, unsigned char* stage_b, uint64_t* bar,
                                         unsigned other_bytes = 0) const {
+    if constexpr (kColumns) {
+      mbarrier_arrive_expect_tx(bar, kBytes + other_bytes);
+      // The chunk's launch tap (i, j) and first filter; 64 filters x 64 channels a copy.
+      const int tap = int(cv.chunks_per_tap_div.div(uint32_t(chunk)));
+      const int k0 = (chunk - tap * cv.chunks_per_tap) * kTileElems;
+      const int i = int(cv.s_div.div(uint32_t(tap))), j = tap - i * cv.S;
+#pragma unroll
+      for (int q = 0; q < kBN / 64; ++q)
+        tma_load_4d(stage_b + q * 8192, map, col0 + q * 64, cv.filter_s(j), cv.filter_r(i), row0 + k0, bar);
+      return;
+    }
     const int col = wt_column(cv, chunk, kTileElems), col_tile = col / kTileElems;
     mbarrier_arrive_expect_tx(bar, kBytes + other_bytes);
     if (map != nullptr) return tma_load_2d(stage_b, map, col, row0, bar);
@@ -928,7 +955,8 @@ __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, co
 // or all of it where `whole`. kNchwSource: A from an NCHW source -- float32 (TcNchwLoader), to the
 // MMAs from registers, or 16-bit whole planes (TcNchwPlanesLoader), MN-major from shared memory;
 // kTmaA: A by im2col tensor copies (TcIm2colLoader); neither: A gathered from NHWC (TcLoader).
-template <typename T, typename Cfg, bool kNchwSource, bool kTmaA>
+// kMnMajorB: B copied from the weight's columns (TcWeightSource::kWeightColumns), MN-major.
+template <typename T, typename Cfg, bool kNchwSource, bool kTmaA, bool kMnMajorB = false>
 __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int block, int split, bool whole) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ uint64_t b_landed[Cfg::kStages];  // a stage's bulk (B) and tensor (A, kTmaA) copies arrived
@@ -939,13 +967,14 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   const TcBlock blk(block, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
   constexpr bool kRegA = kNchwSource && std::is_same_v<T, float>;  // TF32 A from registers
   constexpr bool kMnMajorA = kNchwSource && sizeof(T) == 2;
+  static_assert(!kMnMajorB || (sizeof(T) == 2 && !kNchwSource), "MN-major B: 16-bit, A K-major");
   using NchwLoader = std::conditional_t<kRegA, TcNchwLoader<Cfg::kBM, Cfg::kThreads>,
                                         TcNchwPlanesLoader<T, Cfg::kBM, Cfg::kThreads>>;
   using Loader = std::conditional_t<
       kTmaA, TcIm2colLoader<T>,
       std::conditional_t<kNchwSource, NchwLoader, TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kThreads>>>;
   Loader loader(a, blk);
-  const TcWtBulkLoader<T, Cfg::kBN> wt(a, blk);
+  const TcWtBulkLoader<T, Cfg::kBN, kMnMajorB> wt(a, blk);
   // This block's chunks: all of them, or its split's.
   const int first = whole ? 0 : split * a.chunks_per_split;
   const int count = whole ? cv.chunks : min(cv.chunks - first, a.chunks_per_split);
@@ -1022,7 +1051,10 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
     mbarrier_wait(&b_landed[s], (i / Cfg::kStages) & 1);
     // The stage's descriptors once a chunk; a k-step's (and an A row block's) are these with the start
     // address moved on (16-byte units), one add each instead of a descriptor built per MMA.
-    const uint64_t db = wgmma_descriptor(smem_base + s * Cfg::kStageBytes + Cfg::kBM * 128);
+    const unsigned sb = smem_base + s * Cfg::kStageBytes + Cfg::kBM * 128;
+    const uint64_t db = kMnMajorB ? wgmma_descriptor_mn_major(sb, 64 * 128) : wgmma_descriptor(sb);
+    // B's k-step: 32 bytes of its rows on, or (MN-major) 16 rows of filters (2 KB) on.
+    constexpr unsigned kStepB = kMnMajorB ? 2048 / 16 : 2;
     if constexpr (kRegA) {
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
@@ -1046,6 +1078,9 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
           if constexpr (kMnMajorA)  // A's k-step: 16 rows of channels (2 KB) on
             WgmmaMnMajorA<T, Cfg::kBN>::run(acc[r], wgmma_descriptor_advance(da, (r * 64 * 128 + ks * 2048) / 16),
                                             wgmma_descriptor_advance(db, ks * 2), 1);
+          else if constexpr (kMnMajorB)
+            WgmmaMnMajorB<T, Cfg::kBN>::run(acc[r], wgmma_descriptor_advance(da, (r * 64 * 128 + ks * 32) / 16),
+                                            wgmma_descriptor_advance(db, ks * kStepB), 1);
           else
             Wgmma<T, Cfg::kBN>::run(acc[r], wgmma_descriptor_advance(da, (r * 64 * 128 + ks * 32) / 16),
                                     wgmma_descriptor_advance(db, ks * 2), 1);
@@ -1091,12 +1126,12 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   Epilogue::store(a, smem, blk);
 }
 
-template <typename T, typename Cfg, bool kNchwSource = false, bool kTmaA = false>
+template <typename T, typename Cfg, bool kNchwSource = false, bool kTmaA = false, bool kMnMajorB = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_kernel(const __grid_constant__ TcConvArgs<T> a) {
   const int cluster = int(blockIdx.x), rank = int(blockIdx.y);
   const bool whole = cluster < a.whole_clusters;
   const int block = whole ? cluster * int(gridDim.y) + rank : a.whole_clusters * int(gridDim.y) + cluster - a.whole_clusters;
-  tc_conv_wgmma_tile<T, Cfg, kNchwSource, kTmaA>(a, block, rank, whole);
+  tc_conv_wgmma_tile<T, Cfg, kNchwSource, kTmaA, kMnMajorB>(a, block, rank, whole);
 }
 
 // The warp-specialized, persistent wgmma tile (`wgmma-ws`; the rule's for short 16-bit reductions,
@@ -1130,9 +1165,10 @@ struct ConsumerBarrier {
   __device__ __forceinline__ void operator()() const { named_barrier_sync(1, kThreads); }
 };
 
-template <typename T, typename Cfg, bool kTmaA>
+template <typename T, typename Cfg, bool kTmaA, bool kMnMajorB = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_ws_kernel(const __grid_constant__ TcConvArgs<T> a) {
   static_assert(kTmaA || sizeof(T) == 2, "a gathered float32 A would need rounding to TF32");
+  static_assert(!kMnMajorB || sizeof(T) == 2, "MN-major B: 16-bit");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ uint64_t full[Cfg::kStages], empty[Cfg::kStages];
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
@@ -1156,7 +1192,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
     int it = 0;  // this block's chunk count so far: stage it % kStages, its (it / kStages)-th use
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       const TcBlock blk(tile, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
-      const TcWtBulkLoader<T, Cfg::kBN> wt(a, blk);
+      const TcWtBulkLoader<T, Cfg::kBN, kMnMajorB> wt(a, blk);
       if constexpr (kTmaA) {
         const TcIm2colLoader<T> loader(a, blk);
         for (int c = 0; c < cv.chunks; ++c, ++it) {
@@ -1193,12 +1229,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
       const int s = it % kStages;
       mbarrier_wait(&full[s], (it / kStages) & 1);
       if constexpr (!kTmaA) fence_proxy_async_shared();  // the gather's cp.async wrote through the generic proxy
-      const uint64_t db = wgmma_descriptor(smem_base + s * Cfg::kStageBytes + Cfg::kBM * 128);
+      const unsigned sb = smem_base + s * Cfg::kStageBytes + Cfg::kBM * 128;
+      const uint64_t db = kMnMajorB ? wgmma_descriptor_mn_major(sb, 64 * 128) : wgmma_descriptor(sb);
       const uint64_t da = wgmma_descriptor(smem_base + s * Cfg::kStageBytes + group * 64 * 128);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-        Wgmma<T, Cfg::kBN>::run(acc, wgmma_descriptor_advance(da, ks * 2), wgmma_descriptor_advance(db, ks * 2), 1);
+      for (int ks = 0; ks < 4; ++ks) {
+        if constexpr (kMnMajorB)  // B's k-step: 16 rows of filters (2 KB) on
+          WgmmaMnMajorB<T, Cfg::kBN>::run(acc, wgmma_descriptor_advance(da, ks * 2),
+                                          wgmma_descriptor_advance(db, ks * 2048 / 16), 1);
+        else
+          Wgmma<T, Cfg::kBN>::run(acc, wgmma_descriptor_advance(da, ks * 2), wgmma_descriptor_advance(db, ks * 2), 1);
+      }
       wgmma_commit();
       // The previous chunk's MMAs have completed: its stage may be refilled.
       wgmma_wait<1>();
