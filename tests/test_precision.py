@@ -490,30 +490,6 @@ def check_direct_weight_forward(x, w, kw, direct):
             w.mul_(-1)  # in place: the next call must see it
 
 
-@pytest.mark.parametrize("case", DIRECT_WEIGHT_CASES,
-                         ids=lambda c: c[0] + "-" + shape_id(c[1]) + ("-direct" if c[3] else "-relaid"))
-@pytest.mark.parametrize("device", [CUDA])
-def test_gemm_forward_reads_a_16_bit_weight_as_it_is(device, case):
-    if not hopper():
-        pytest.skip("the wgmma kernels run on sm_90a")
-    precision, shape, weight_format, direct = case
-    x, w, _, kw = make_case(shape, device, at_precision(precision), channels_last=True)
-    check_direct_weight_forward(x, w.contiguous(memory_format=weight_format), kw, direct)
-    assert torchconv.last_choice().startswith("forward:wgmma-"), torchconv.last_choice()
-
-
-@pytest.mark.parametrize("config", WGMMA_CONFIGS + (WGMMA_WS_CONFIG,))
-@pytest.mark.parametrize("device", [CUDA])
-def test_forced_wgmma_configs_read_a_16_bit_weight_as_it_is(device, config):
-    """Every wgmma tile's B copies (tiles of 64 to 256 filters) from the weight itself."""
-    if not hopper():
-        pytest.skip("wgmma configs run on sm_90a")
-    x, w, _, kw = make_case((2, 64, 72, 20, 18, 3, 3, 1, 1, 1, 1), device, torch.bfloat16, channels_last=True)
-    with using_config("gemm", config):
-        check_direct_weight_forward(x, w.contiguous(memory_format=torch.channels_last), kw, True)
-        assert f"forward:{config}/" in torchconv.last_choice(), torchconv.last_choice()
-
-
 # The GEMM's grad_input on Hopper reads a 16-bit weight as it is too -- its columns: a tap's channels
 # are the destination channels, contiguous in a channels_last weight -- where a group's filters are
 # whole 64-filter chunks, its channels whole 16-byte words and grad_output comes by im2col tensor
@@ -555,29 +531,42 @@ def check_direct_weight_grad_input(x, w, kw, direct):
             w.mul_(-1)  # in place: the next call must see it
 
 
-@pytest.mark.parametrize("case", GRAD_INPUT_DIRECT_WEIGHT_CASES,
-                         ids=lambda c: c[0] + "-" + shape_id(c[1]) + ("-direct" if c[3] else "-relaid"))
+# Each pass's checks and its cases of the weight read as it is (or re-laid), and the shape on which
+# every forced wgmma config reads it: 72 filters (forward) or 72 channels (grad_input), so that a
+# tile of 64 to 256 is partial.
+DIRECT_WEIGHT_PASSES = {
+    "forward": (check_direct_weight_forward, DIRECT_WEIGHT_CASES, (2, 64, 72, 20, 18, 3, 3, 1, 1, 1, 1)),
+    "grad_input": (check_direct_weight_grad_input, GRAD_INPUT_DIRECT_WEIGHT_CASES, (2, 72, 64, 20, 18, 3, 3, 1, 1, 1, 1)),
+}
+
+
+@pytest.mark.parametrize("pass_, case", [(p, c) for p, (_, cases, _) in DIRECT_WEIGHT_PASSES.items() for c in cases],
+                         ids=lambda c: c if isinstance(c, str) else
+                         c[0] + "-" + shape_id(c[1]) + ("-direct" if c[3] else "-relaid"))
 @pytest.mark.parametrize("device", [CUDA])
-def test_gemm_grad_input_reads_a_16_bit_weight_as_it_is(device, case):
+def test_gemm_reads_a_16_bit_weight_as_it_is(device, pass_, case):
     if not hopper():
         pytest.skip("the wgmma kernels run on sm_90a")
+    check = DIRECT_WEIGHT_PASSES[pass_][0]
     precision, shape, weight_format, direct = case
     x, w, _, kw = make_case(shape, device, at_precision(precision), channels_last=True)
-    check_direct_weight_grad_input(x, w.contiguous(memory_format=weight_format), kw, direct)
-    assert "grad_input:wgmma-" in torchconv.last_choice(), torchconv.last_choice()
+    check(x, w.contiguous(memory_format=weight_format), kw, direct)
+    assert f"{pass_}:wgmma-" in torchconv.last_choice(), torchconv.last_choice()
 
 
+@pytest.mark.parametrize("pass_", DIRECT_WEIGHT_PASSES)
 @pytest.mark.parametrize("config", WGMMA_CONFIGS + (WGMMA_WS_CONFIG,))
 @pytest.mark.parametrize("device", [CUDA])
-def test_forced_wgmma_configs_read_a_16_bit_weight_by_columns(device, config):
-    """Every wgmma tile's MN-major B (tiles of 64 to 256 channels, the last one partial) copies from
-    the weight itself in grad_input."""
+def test_forced_wgmma_configs_read_a_16_bit_weight_as_it_is(device, config, pass_):
+    """Every wgmma tile's B copies from the weight itself: its rows (forward, K-major) or its columns
+    (grad_input, MN-major)."""
     if not hopper():
         pytest.skip("wgmma configs run on sm_90a")
-    x, w, _, kw = make_case((2, 72, 64, 20, 18, 3, 3, 1, 1, 1, 1), device, torch.bfloat16, channels_last=True)
+    check, _, shape = DIRECT_WEIGHT_PASSES[pass_]
+    x, w, _, kw = make_case(shape, device, torch.bfloat16, channels_last=True)
     with using_config("gemm", config):
-        check_direct_weight_grad_input(x, w.contiguous(memory_format=torch.channels_last), kw, True)
-        assert f"grad_input:{config}/" in torchconv.last_choice(), torchconv.last_choice()
+        check(x, w.contiguous(memory_format=torch.channels_last), kw, True)
+        assert f"{pass_}:{config}/" in torchconv.last_choice(), torchconv.last_choice()
 
 
 @pytest.mark.parametrize("device", [CUDA])
