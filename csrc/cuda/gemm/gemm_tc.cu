@@ -459,9 +459,9 @@ bool encode_im2col_map(TcConvArgs<T>& args, int pixels) {
   cuuint64_t strides[3] = {dims[0] * e, dims[0] * dims[1] * e, dims[0] * dims[1] * dims[2] * e};
   cuuint32_t element_strides[4] = {1, cuuint32_t(cv.col_sx), cuuint32_t(cv.col_sy), 1};
   return encode(&args.a_map, tensor_map_type<T>(), 4, const_cast<T*>(args.src), dims, strides, box.lower, box.upper,
-                cuuint32_t(128 / e),
-                cuuint32_t(pixels), element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                cuuint32_t(128 / e), cuuint32_t(pixels), element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <typename T, typename Cfg, bool kNchwSource, bool kTmaA = false>
@@ -841,7 +841,7 @@ TcWeightSource weight_source(const at::Tensor& weight, const TcConv& cv, bool tm
   // grad_input: the reduced channels are the filters, the destination channels the weight's C. A
   // group of fewer than 64 channels keeps Wt: each copy would read its 64 filters' rows of under 128
   // bytes, the rest of the box zero-filled, and the grad_input of 32 channels to 64 filters (3x3,
-  // 272 x 272) ran a third slower so than with the relayout.
+  // 272 x 272) ran a third slower that way than with the relayout.
   const bool columns = weight.size(0) == int64_t(cv.groups) * cv.reduced && C == cv.outputs && C % 8 == 0 &&
                        C >= chunk;
   return tma && columns && im2col_map_fits(cv) ? TcWeightSource::kWeightColumns : kWt;
