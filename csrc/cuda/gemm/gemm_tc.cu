@@ -951,7 +951,9 @@ void launch_tc_phases(TcPhaseArgs<T> pa) {
     blocks += tiles[p];
   }
   pa.first_block[phases] = int(blocks);
-  const auto kernel = tc_conv_wgmma_phases_kernel<T, Cfg, kTmaA>;
+  auto kernel = tc_conv_wgmma_phases_kernel<T, Cfg, kTmaA>;
+  if constexpr (kTmaA && sizeof(T) == 2)
+    if (pa.phase[0].b_source == TcWeightSource::kWeightColumns) kernel = tc_conv_wgmma_phases_kernel<T, Cfg, true, true>;
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
@@ -979,6 +981,9 @@ void run_tc_phases(TcPhaseArgs<T>& pa, bool src_rounded) {
   for (int p = 0; p < pa.phases && tma; ++p)
     tma = tma_takes<T>(pa.phase[p].cv, src_rounded) && encode_im2col_map(pa.phase[p], Cfg::kBM);
   if (tma) return launch_tc_phases<T, Cfg, true>(pa);
+  // (tc_conv_phases reads the weight's columns only where every phase's A comes by the tensor copies.)
+  TORCH_CHECK(pa.phase[0].b_source != TcWeightSource::kWeightColumns,
+              "conv2d_gemm: internal error: the weight's columns without an im2col map");
   launch_tc_phases<T, Cfg, false>(pa);
 }
 
@@ -994,13 +999,29 @@ bool tc_conv_phases(const at::Tensor& src, bool src_rounded, const at::Tensor& w
     return false;
   TcConv cvs[kMaxGradInputPhases];
   for (int p = 0; p < phases; ++p) cvs[p] = tc_launch(maps[p], src.scalar_type(), dst);
-  TcWeightPhaseMaps wmaps;
-  const at::Tensor wt = tc_phase_weights<T>(weight, cvs, phases, wmaps);
   TcPhaseArgs<T> pa{};
   pa.phases = phases;
-  for (int p = 0; p < phases; ++p)
-    pa.phase[p] = tc_args<T>(cvs[p], src, kernel_data<T>(wt) + wmaps.first_word[p] * (16 / int64_t(sizeof(T))),
-                             at::Tensor(), dst);
+  for (int p = 0; p < phases; ++p) pa.phase[p] = tc_args<T>(cvs[p], src, nullptr, at::Tensor(), dst);
+  // Every phase reads the weight's columns at its own taps where each phase's launch would (one map
+  // for all: the same weight), else every phase's Wt re-laid by one launch.
+  bool columns = true;
+  for (int p = 0; p < phases && columns; ++p)
+    columns = weight_source<T>(weight, pa.phase[p].cv, tma_takes<T>(pa.phase[p].cv, src_rounded)) ==
+              TcWeightSource::kWeightColumns;
+  columns = columns && encode_weight_columns_map(pa.phase[0], weight);
+  at::Tensor wt = weight;
+  if (columns) {
+    for (int p = 0; p < phases; ++p) {
+      pa.phase[p].b_map = pa.phase[0].b_map;
+      pa.phase[p].b_source = TcWeightSource::kWeightColumns;
+      pa.phase[p].wt = kernel_data<T>(weight);
+    }
+  } else {
+    TcWeightPhaseMaps wmaps;
+    wt = tc_phase_weights<T>(weight, cvs, phases, wmaps);
+    for (int p = 0; p < phases; ++p)
+      pa.phase[p].wt = kernel_data<T>(wt) + wmaps.first_word[p] * (16 / int64_t(sizeof(T)));
+  }
   // The config rule of run_wgmma over the phases' tiles together, without the small and tiny tiles:
   // the phases' splits fill the GPU instead.
   const TcConv& cv = cvs[0];

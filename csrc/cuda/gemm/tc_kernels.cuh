@@ -1273,11 +1273,13 @@ struct TcPhaseArgs {
 };
 static_assert(sizeof(TcPhaseArgs<float>) <= 4096, "a kernel parameter of at most 4 KB");
 
-template <typename T, typename Cfg, bool kTmaA>
+// kMnMajorB: every phase reads the weight's columns at its own taps (TcWeightSource::kWeightColumns).
+template <typename T, typename Cfg, bool kTmaA, bool kMnMajorB = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_phases_kernel(
     const __grid_constant__ TcPhaseArgs<T> pa) {
   const int p = phase_of(blockIdx.x, pa.first_block, pa.phases);
-  tc_conv_wgmma_tile<T, Cfg, false, kTmaA>(pa.phase[p], int(blockIdx.x) - pa.first_block[p], int(blockIdx.y), false);
+  tc_conv_wgmma_tile<T, Cfg, false, kTmaA, kMnMajorB>(pa.phase[p], int(blockIdx.x) - pa.first_block[p],
+                                                       int(blockIdx.y), false);
 }
 
 // The end of a split reduction: out = bias + the splits' FP32 sums added in split order
