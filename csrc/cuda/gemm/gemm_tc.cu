@@ -253,19 +253,23 @@ int tc_active_clusters(Kernel kernel, int threads, size_t smem, int splits) {
   return splits >= 2 && splits <= kMaxClusterSplits ? tc_active_clusters_by_size(kernel, threads, smem)[splits] : 0;
 }
 
+// A driver function by name at the CUDA 12.0 ABI, or null where the driver has none (the runtime's
+// error is cleared, so a missing entry point never surfaces as a later call's error).
+template <typename Fn>
+Fn driver_entry_point(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  const cudaError_t err = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
+  if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+
 // The driver's tiled tensor-map encoder, looked up once (null where the driver has none).
 PFN_cuTensorMapEncodeTiled_v12000 tiled_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    const cudaError_t err =
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
-    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return PFN_cuTensorMapEncodeTiled_v12000(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
+  static const auto encode = driver_entry_point<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled");
   return encode;
 }
 
@@ -410,17 +414,7 @@ constexpr int kMinChunksPerSplit = 8;
 
 // The driver's im2col tensor-map encoder, looked up once (null where the driver has none).
 PFN_cuTensorMapEncodeIm2col_v12000 im2col_encoder() {
-  static const PFN_cuTensorMapEncodeIm2col_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    const cudaError_t err =
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &fn, 12000, cudaEnableDefault, &found);
-    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return PFN_cuTensorMapEncodeIm2col_v12000(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(fn);
-  }();
+  static const auto encode = driver_entry_point<PFN_cuTensorMapEncodeIm2col_v12000>("cuTensorMapEncodeIm2col");
   return encode;
 }
 
