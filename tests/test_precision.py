@@ -1024,7 +1024,7 @@ IM2COL_COPY_SHAPES = [
 # The wgmma kernels' instantiations whose A tiles come by im2col tensor copies (kTmaA): the launch of
 # one forward or grad_input phase, and that of a strided grad_input's phases together.
 IM2COL_COPY_KERNEL = re.compile(
-    r"tc_conv_wgmma_kernel<.*, (true|false), true, (true|false)>\(|tc_conv_wgmma_phases_kernel<.*, true>\(")
+    r"tc_conv_wgmma_kernel<.*, (true|false), true, (true|false)>\(|tc_conv_wgmma_phases_kernel<.*, true, (true|false)>\(")
 WGMMA_CONV_KERNEL = re.compile(r"tc_conv_wgmma_(phases_)?kernel<")
 
 
@@ -1590,6 +1590,7 @@ def test_strided_grad_input_phases_run_as_one_launch(device, case, precision):
     shape, phases = case
     dtype = at_precision(precision)
     x, w, b, kw = make_case(shape, device, dtype, channels_last=True)
+    w = w.contiguous(memory_format=torch.channels_last)  # as a channels_last model's weight
     _, _, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
     assert "grad_input:wgmma-" in backward_plan, backward_plan
     if shape == PHASE_LAUNCH_CASES[4][0]:
