@@ -913,6 +913,46 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
     assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
 
 
+# Where the wgmma grad_weight loads both tiles by tensor copies (thread 0's copies, no gather): 16-bit,
+# a group's channels whole blocks of 64 (a column block is one tap's channels), filters a multiple of
+# 8 (gy's rows whole 16-byte words), the im2col map encodable (padding and dilation within its box).
+# As (shape, copies): filters not a multiple of 64 (the A box's rows past them unused), strides,
+# dilation and groups, a 1x1 layer whose 64 columns leave the 128-column tile a block past the
+# layer's (copied as zeros; 7 x 9 planes are not whole 8-byte words, so from NCHW too it goes through
+# the channels_last copies), batch 1, a split's chunks; then the gather's: 36 filters, 96 channels.
+WEIGHT_GRAD_COPY_CASES = [
+    ((2, 64, 72, 11, 9, 3, 3, 1, 1, 1, 1), True),
+    ((1, 128, 64, 9, 7, 3, 3, 2, 1, 1, 1), True),
+    ((2, 128, 96, 10, 9, 3, 3, 1, 2, 2, 2), True),
+    ((3, 64, 40, 7, 9, 1, 1, 1, 0, 1, 1), True),
+    ((2, 64, 128, 13, 17, 1, 1, 2, 0, 1, 1), True),
+    ((8, 64, 128, 40, 33, 3, 3, 1, 1, 1, 1), True),
+    ((2, 64, 36, 9, 9, 3, 3, 1, 1, 1, 1), False),
+    ((2, 96, 64, 9, 9, 3, 3, 1, 1, 1, 1), False),
+]
+WEIGHT_GRAD_WGMMA_KERNEL = re.compile(r"tc_weight_grad_wgmma_kernel<")
+WEIGHT_GRAD_COPIES_KERNEL = re.compile(r"tc_weight_grad_wgmma_kernel<.*, false, true>\(")
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("dtype", REDUCED, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", WEIGHT_GRAD_COPY_CASES, ids=lambda c: shape_id(c[0]) + ("-copies" if c[1] else "-gather"))
+@pytest.mark.parametrize("device", [CUDA])
+def test_wgmma_grad_weight_loads_by_tensor_copies(device, case, dtype, layout):
+    """On Hopper the 16-bit grad_weight of such a layer (from NHWC, or from NCHW through its
+    channels_last copies) loads its tiles by tensor copies, else by the threads' gather; either way
+    the same bits twice and an error within 2x of cuDNN's."""
+    if not hopper():
+        pytest.skip("wgmma and its tensor copies: sm_90a")
+    shape, copies = case
+    x, w, b, kw = make_case(shape, device, dtype, channels_last=layout == "nhwc")
+    names, (gw, gy, plan, ref) = cuda_kernel_names(lambda: gemm_grad_weight(x, w, b, kw))
+    launched = [name for name in names if WEIGHT_GRAD_WGMMA_KERNEL.search(name)]
+    assert launched and all(bool(WEIGHT_GRAD_COPIES_KERNEL.search(name)) == copies for name in launched), launched
+    err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
+    assert err <= allowed_error(their_err, dtype), f"grad_weight: error {err:.2e}, PyTorch's {their_err:.2e}"
+
+
 # The channels_last grad_weight kernels address a position's taps by 64-bit offsets from its input
 # pixel, fixed before their loops, so no image size bounds them: padding and dilation far past the
 # image (a padded extent x channels beyond 2^31, what 32-bit image offsets would need) still run

@@ -438,24 +438,29 @@ bool im2col_map_fits(const TcConv& cv) {
   return im2col_encoder() != nullptr && cv.col_sx <= 8 && cv.col_sy <= 8;
 }
 
-// args.a_map: the NHWC source as an im2col tensor map for TcIm2colLoader -- copies of `pixels`
-// positions x 128 bytes of channels, 128-byte swizzle (the stage layout), over im2col_corners' box.
-// False where the copy engine cannot describe the launch (im2col_map_fits; tma_takes checked the
-// rest) or the driver does not encode it.
+// `map`: the NHWC tensor `src` of launch `cv` as an im2col tensor map -- copies of `pixels` positions
+// x 128 bytes of channels, 128-byte swizzle (the stage layout), over im2col_corners' box. False where
+// the copy engine cannot describe the launch (im2col_map_fits; the callers check the rest) or the
+// driver does not encode it.
 template <typename T>
-bool encode_im2col_map(TcConvArgs<T>& args, int pixels) {
+bool encode_im2col(CUtensorMap& map, const T* src, const TcConv& cv, int pixels) {
   const PFN_cuTensorMapEncodeIm2col_v12000 encode = im2col_encoder();
-  const TcConv& cv = args.cv;
   if (!im2col_map_fits(cv)) return false;
   Im2colCorners box = im2col_corners(cv);
   const cuuint64_t e = sizeof(T);
   cuuint64_t dims[4] = {cuuint64_t(cv.src_C), cuuint64_t(cv.src_W), cuuint64_t(cv.src_H), cuuint64_t(cv.N)};
   cuuint64_t strides[3] = {dims[0] * e, dims[0] * dims[1] * e, dims[0] * dims[1] * dims[2] * e};
   cuuint32_t element_strides[4] = {1, cuuint32_t(cv.col_sx), cuuint32_t(cv.col_sy), 1};
-  return encode(&args.a_map, tensor_map_type<T>(), 4, const_cast<T*>(args.src), dims, strides, box.lower, box.upper,
+  return encode(&map, tensor_map_type<T>(), 4, const_cast<T*>(src), dims, strides, box.lower, box.upper,
                 cuuint32_t(128 / e), cuuint32_t(pixels), element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// args.a_map: the launch's NHWC source for TcIm2colLoader (tma_takes checked what encode_im2col does not).
+template <typename T>
+bool encode_im2col_map(TcConvArgs<T>& args, int pixels) {
+  return encode_im2col(args.a_map, args.src, args.cv, pixels);
 }
 
 template <typename T, typename Cfg, bool kNchwSource, bool kTmaA = false>
@@ -1135,9 +1140,33 @@ int64_t weight_grad_split_estimate(const ClustersBySize& clusters_by_size, int64
   return best.time < kWeightGradEstimateMargin * time ? best.splits : splits;
 }
 
+// The tensor maps of the wgmma grad_weight kernel's tensor copies (kTensorCopies), where they describe
+// the layer: 16-bit NHWC x and gy (a.x, a.gy set), a group's channels whole 64-channel blocks (a
+// column block is one tap's channels), gy's rows whole 16-byte words, positions within 31 bits (the
+// copies' coordinates), and x's im2col map over the output positions' grid encodable (as the
+// forward's A: im2col_map_fits, tap offsets in 16 bits). False otherwise: the threads gather.
+template <typename T>
+bool encode_weight_grad_maps(TcWeightGradArgs<T>& a) {
+  const TcWeightGrad& wg = a.wg;
+  if (sizeof(T) != 2 || wg.Cg % 64 != 0 || wg.K % 8 != 0 || wg.positions > INT32_MAX ||
+      reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || reinterpret_cast<uintptr_t>(a.gy) % 16 != 0 ||
+      int64_t(wg.R - 1) * wg.dil_h >= 65536 || int64_t(wg.S - 1) * wg.dil_w >= 65536)
+    return false;
+  TcConv grid{};  // the output positions' grid over x, as a forward launch's column grid
+  grid.N = wg.N, grid.src_C = wg.C, grid.src_H = wg.H, grid.src_W = wg.W;
+  grid.col_H = wg.Ho, grid.col_W = wg.Wo, grid.col_sy = wg.stride_h, grid.col_sx = wg.stride_w;
+  grid.col_oy = -wg.pad_h, grid.col_ox = -wg.pad_w;
+  const cuuint64_t dims[2] = {cuuint64_t(wg.K), cuuint64_t(wg.positions)};
+  const cuuint64_t strides[1] = {cuuint64_t(wg.K) * sizeof(T)};
+  const cuuint32_t box[2] = {64, 64};
+  return encode_tiled_map(a.gy_map, a.gy, 2, dims, strides, box) && encode_im2col(a.x_map, a.x, grid, 64);
+}
+
+// `copies_kernel` (or null): the kernel's form with tensor copies, run where encode_weight_grad_maps
+// describes the layer.
 template <typename T, typename Cfg, typename Kernel>
 void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, const at::Tensor& gy, at::Tensor& gw,
-                    const char* name) {
+                    const char* name, Kernel copies_kernel = nullptr) {
   TcWeightGradArgs<T> a{};
   TcWeightGrad& wg = a.wg;
   wg.N = int(p.N), wg.C = int(p.C), wg.H = int(p.H), wg.W = int(p.W), wg.K = int(p.K), wg.Ho = int(p.Ho);
@@ -1150,6 +1179,9 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   wg.plane_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Ho * p.Wo)));
   wg.wo_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Wo)));
   a.m_tiles = wg.k_pad / Cfg::kBM, a.n_tiles = wg.n_pad / Cfg::kBN;
+  a.x = kernel_data<T>(x);
+  a.gy = kernel_data<T>(gy);
+  if (copies_kernel != nullptr && encode_weight_grad_maps(a)) kernel = copies_kernel;
   // Position splits: the waves filled, at least 8 chunks each, the partial sums within the
   // workspace limit; the most splits those waves hold where the estimate says so, and for the 16-bit
   // wgmma kernels another count as clusters.
@@ -1170,8 +1202,6 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
                                            Cfg::kClusterSums && sizeof(T) == 2);
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
-  a.x = kernel_data<T>(x);
-  a.gy = kernel_data<T>(gy);
   a.plane_words = p.Ho * p.Wo % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
                   reinterpret_cast<uintptr_t>(a.gy) % 16 == 0;
   const int64_t blocks = base_blocks * splits;
@@ -1247,18 +1277,20 @@ void run_tc_weight_grad(const ConvShape& p, const at::Tensor& x, const at::Tenso
     return narrow ? run(TcWeightGradTf32Medium{}, "tc-medium") : run(TcWeightGradTf32Large{}, "tc-large");
   } else {
     if (runs_wgmma()) {
-      if (narrow)
-        return tc_weight_grad<T, WgmmaWeightGradNarrow>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradNarrow, kPlanes>,
-                                                         p, x, gy, gw, "wgmma-narrow");
+      // Channels_last sources: the tensor copies' kernel where its maps describe the layer.
+      auto run = [&](auto cfg, const char* name) {
+        using Cfg = decltype(cfg);
+        if constexpr (kPlanes)
+          return tc_weight_grad<T, Cfg>(tc_weight_grad_wgmma_kernel<T, Cfg, true>, p, x, gy, gw, name);
+        else
+          return tc_weight_grad<T, Cfg>(tc_weight_grad_wgmma_kernel<T, Cfg>, p, x, gy, gw, name,
+                                        tc_weight_grad_wgmma_kernel<T, Cfg, false, true>);
+      };
+      if (narrow) return run(WgmmaWeightGradNarrow{}, "wgmma-narrow");
       const int cols = int(p.R * p.S * p.channels_per_group());
-      if (cols > 128 && round_up(cols, 192) < round_up(cols, 256))
-        return tc_weight_grad<T, WgmmaWeightGradWideN192>(
-            tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWideN192, kPlanes>, p, x, gy, gw, "wgmma-wide-n192");
-      if (cols > 128)
-        return tc_weight_grad<T, WgmmaWeightGradWide>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradWide, kPlanes>, p,
-                                                       x, gy, gw, "wgmma-wide");
-      return tc_weight_grad<T, WgmmaWeightGradLarge>(tc_weight_grad_wgmma_kernel<T, WgmmaWeightGradLarge, kPlanes>, p,
-                                                      x, gy, gw, "wgmma-large");
+      if (cols > 128 && round_up(cols, 192) < round_up(cols, 256)) return run(WgmmaWeightGradWideN192{}, "wgmma-wide-n192");
+      if (cols > 128) return run(WgmmaWeightGradWide{}, "wgmma-wide");
+      return run(WgmmaWeightGradLarge{}, "wgmma-large");
     }
     if (narrow)
       return tc_weight_grad<T, TcWeightGradMedium>(tc_weight_grad_kernel<T, TcWeightGradMedium>, p, x, gy, gw,

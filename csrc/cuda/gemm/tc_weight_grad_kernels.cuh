@@ -11,6 +11,8 @@
 // fixed order (bitwise repeatable) and writes in the weight's dtype and memory format.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -18,6 +20,7 @@
 #include "../common/fast_divisor.cuh"
 #include "../common/launch.cuh"
 #include "../common/mma.cuh"
+#include "../common/pipeline.cuh"
 #include "../common/wgmma.cuh"
 
 namespace torchconv {
@@ -84,6 +87,11 @@ struct TcWeightGradArgs {
   // The planes kernel (kPlanes): planes of whole 16-byte words on 16-byte boundaries, a word of 8
   // positions one copy; otherwise planes of whole 8-byte half-words, a word two copies of 4 positions.
   bool plane_words;
+  // The tensor copies' kernel (kTensorCopies): gy as a 2-D map (filters, positions), boxes of 64
+  // filters x 64 positions, and x as an im2col map over the output positions' grid, boxes of 64
+  // positions x 64 channels (encode_weight_grad_maps).
+  CUtensorMap gy_map;
+  CUtensorMap x_map;
 };
 
 // The block's place in the grid: column tiles fastest, then filter tiles, groups, position splits
@@ -434,10 +442,20 @@ struct WgmmaWeightGradConfig {
 // 16-byte word of positions of rows a fixed step apart -- one copy where planes are whole words (a
 // word then never crosses images), else two of 4 positions, each half in one image -- decoding its
 // word's (halves') image once a chunk.
-template <typename T, typename Cfg, bool kPlanes = false>
+// kTensorCopies: where a group's channels are whole 64-channel blocks, both tiles come by tensor
+// copies that thread 0 issues and the stage's mbarrier counts, no thread's gather: A's 64-filter
+// blocks from a.gy_map (the chunk's 64 positions, 128-byte rows of filters: the gathered rows' layout),
+// B's 64-column blocks from a.x_map, each block one tap's 64 channels, the 64 positions' pixels at the
+// tap's offset -- the im2col copy of the forward's A. Past the tensor the copies are zeros: positions
+// past the last (the last split's chunk), and a column block past the layer's columns is asked for at
+// channel C, so that it is zeros too. The splits start on whole chunks (positions_per_split), so a
+// chunk never reads the next split's positions.
+template <typename T, typename Cfg, bool kPlanes = false, bool kTensorCopies = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     tc_weight_grad_wgmma_kernel(const __grid_constant__ TcWeightGradArgs<T> a) {
+  static_assert(!(kPlanes && kTensorCopies), "NCHW planes or NHWC tensor copies");
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ uint64_t landed[kTensorCopies ? Cfg::kStages : 1];  // a stage's tensor copies arrived
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
   constexpr int kWordsA = Cfg::kBM / 8, kThreadsPerRow = Cfg::kThreads / Cfg::kBK;
   constexpr int kARows = Cfg::kBK * kWordsA / Cfg::kThreads, kARowStep = Cfg::kThreads / kWordsA;
@@ -537,7 +555,45 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   };
 
+  // kTensorCopies: B block j's first channel and tap offsets, fixed for the block.
+  constexpr int kBBlocks = Cfg::kBN / 64;
+  int copy_c[kBBlocks];
+  uint16_t copy_dw[kBBlocks], copy_dh[kBBlocks];
+  if constexpr (kTensorCopies) {
+#pragma unroll
+    for (int j = 0; j < kBBlocks; ++j) {
+      const int col = n0 + 64 * j, tap = col / wg.Cg, r = tap / wg.S;
+      copy_c[j] = col < wg.cols ? g * wg.Cg + (col - tap * wg.Cg) : wg.C;
+      copy_dh[j] = uint16_t(col < wg.cols ? r * wg.dil_h : 0);
+      copy_dw[j] = uint16_t(col < wg.cols ? (tap - r * wg.S) * wg.dil_w : 0);
+    }
+    if (tid == 0) {
+#pragma unroll
+      for (int st = 0; st < Cfg::kStages; ++st) mbarrier_init(&landed[st], 1);
+    }
+    __syncthreads();
+  }
+  auto fetch_copies = [&](int chunk, int st) {
+    if (tid != 0) return;
+    const int p = int(blk.p_begin) + chunk * Cfg::kBK;  // positions fit 31 bits (encode_weight_grad_maps)
+    const TcPosition pos = decode_position(wg, p);
+    const int h = pos.oy * wg.stride_h - wg.pad_h, w = pos.ox * wg.stride_w - wg.pad_w;
+    uint64_t* bar = &landed[st];
+    mbarrier_arrive_expect_tx(bar, (Cfg::kBM / 64 + kBBlocks) * Cfg::kBlockBytes);
+#pragma unroll
+    for (int i = 0; i < Cfg::kBM / 64; ++i)
+      tma_load_2d(stage_a(st) + i * Cfg::kBlockBytes, &a.gy_map, g * wg.Kg + m0 + 64 * i, p, bar);
+#pragma unroll
+    for (int j = 0; j < kBBlocks; ++j)
+      tma_load_im2col(stage_b(st) + j * Cfg::kBlockBytes, &a.x_map, copy_c[j], w, h, pos.img, copy_dw[j], copy_dh[j],
+                      bar);
+  };
+
   auto fetch = [&](int chunk, int st) {
+    if constexpr (kTensorCopies) {
+      fetch_copies(chunk, st);
+      return;
+    }
     const int r0 = chunk * Cfg::kBK;
     const T* gy_chunk = gy_first + chunk * gy_chunk_step;
     unsigned char* a_dst = stage_a(st) + a_place;
@@ -588,6 +644,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
     cp_async_commit();
     const int st = i % Cfg::kStages;
+    if constexpr (kTensorCopies) mbarrier_wait(&landed[st], (i / Cfg::kStages) & 1);
     if constexpr (kPlanes) {
       // Both tiles K-major: a k-step is 16 positions, 32 bytes on in every row.
       const unsigned sa = smem_address(stage_a(st) + group_m * 64 * 128);
