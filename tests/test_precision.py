@@ -915,11 +915,13 @@ def test_wgmma_weight_grad_config_rule(device, case, dtype, channels_last):
 
 # Where the wgmma grad_weight loads both tiles by tensor copies (thread 0's copies, no gather): 16-bit,
 # a group's channels whole blocks of 64 (a column block is one tap's channels), filters a multiple of
-# 8 (gy's rows whole 16-byte words), the im2col map encodable (padding and dilation within its box).
+# 8 (gy's rows whole 16-byte words; the wgmma kernels need that either way), the im2col map encodable
+# (its box's corners within 8 bits: padding up to 128).
 # As (shape, copies): filters not a multiple of 64 (the A box's rows past them unused), strides,
 # dilation and groups, a 1x1 layer whose 64 columns leave the 128-column tile a block past the
 # layer's (copied as zeros; 7 x 9 planes are not whole 8-byte words, so from NCHW too it goes through
-# the channels_last copies), batch 1, a split's chunks; then the gather's: 36 filters, 96 channels.
+# the channels_last copies), batch 1, a split's chunks; then the gather's: padding 130 (dilated as
+# far, so that the output stays 8 x 8), 96 channels.
 WEIGHT_GRAD_COPY_CASES = [
     ((2, 64, 72, 11, 9, 3, 3, 1, 1, 1, 1), True),
     ((1, 128, 64, 9, 7, 3, 3, 2, 1, 1, 1), True),
@@ -927,7 +929,7 @@ WEIGHT_GRAD_COPY_CASES = [
     ((3, 64, 40, 7, 9, 1, 1, 1, 0, 1, 1), True),
     ((2, 64, 128, 13, 17, 1, 1, 2, 0, 1, 1), True),
     ((8, 64, 128, 40, 33, 3, 3, 1, 1, 1, 1), True),
-    ((2, 64, 36, 9, 9, 3, 3, 1, 1, 1, 1), False),
+    ((1, 64, 64, 8, 8, 3, 3, 1, 130, 130, 1), False),
     ((2, 96, 64, 9, 9, 3, 3, 1, 1, 1, 1), False),
 ]
 WEIGHT_GRAD_WGMMA_KERNEL = re.compile(r"tc_weight_grad_wgmma_kernel<")
