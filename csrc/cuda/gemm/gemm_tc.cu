@@ -430,12 +430,14 @@ Im2colCorners im2col_corners(const TcConv& cv) {
 }
 
 // Whether the copy engine describes launch `cv` as an im2col map (tma_takes checks the rest): the
-// driver encodes such maps, the corners of a 4-D map are 8-bit, and its traversal strides at most 8.
+// driver encodes such maps, the corners of a 4-D map are 8-bit, its traversal strides at most 8, and a
+// copy's tap offsets (the last tap's, (R - 1) x the tap step) 16-bit.
 bool im2col_map_fits(const TcConv& cv) {
   const Im2colCorners box = im2col_corners(cv);
   for (int v : {box.lower[0], box.lower[1], box.upper[0], box.upper[1]})
     if (v < -128 || v > 127) return false;
-  return im2col_encoder() != nullptr && cv.col_sx <= 8 && cv.col_sy <= 8;
+  return im2col_encoder() != nullptr && cv.col_sx <= 8 && cv.col_sy <= 8 &&
+         int64_t(cv.R - 1) * cv.tap_sy < 65536 && int64_t(cv.S - 1) * cv.tap_sx < 65536;
 }
 
 // `map`: the NHWC tensor `src` of launch `cv` as an im2col tensor map -- copies of `pixels` positions
@@ -760,14 +762,13 @@ bool is_nchw_planes_source(const at::Tensor& t, bool whole_planes) {
 // source is not NCHW (tc_source's other sources are dense channels_last on a 16-byte boundary):
 // chunks of one tap's channels (not packed) that stay within the group's channels, source offsets
 // that grow with the taps, and float32 only from a copy rounded to TF32 when made (`src_rounded`),
-// since no thread rounds a copied tile. The map's corners and strides are checked when it is encoded
-// (encode_im2col_map).
+// since no thread rounds a copied tile. The map's corners, strides and tap offsets are checked when it
+// is encoded (encode_im2col_map).
 template <typename T>
 bool tma_takes(const TcConv& cv, bool src_rounded) {
   const int chunk = 128 / int(sizeof(T));
   return cv.wt_tiled && !cv.packed && (std::is_same_v<T, float> ? src_rounded : true) &&
-         (cv.groups == 1 || cv.reduced % chunk == 0) && cv.tap_sx >= 0 && cv.tap_sy >= 0 &&
-         int64_t(cv.R - 1) * cv.tap_sy < 65536 && int64_t(cv.S - 1) * cv.tap_sx < 65536;
+         (cv.groups == 1 || cv.reduced % chunk == 0) && cv.tap_sx >= 0 && cv.tap_sy >= 0;
 }
 
 // Whether the launch's positions are the source's pixels in order through a single tap (a 1x1 layer
@@ -1144,18 +1145,18 @@ int64_t weight_grad_split_estimate(const ClustersBySize& clusters_by_size, int64
 // the layer: 16-bit NHWC x and gy (a.x, a.gy set), a group's channels whole 64-channel blocks (a
 // column block is one tap's channels), gy's rows whole 16-byte words, positions within 31 bits (the
 // copies' coordinates), and x's im2col map over the output positions' grid encodable (as the
-// forward's A: im2col_map_fits, tap offsets in 16 bits). False otherwise: the threads gather.
+// forward's A: im2col_map_fits). False otherwise: the threads gather.
 template <typename T>
 bool encode_weight_grad_maps(TcWeightGradArgs<T>& a) {
   const TcWeightGrad& wg = a.wg;
   if (sizeof(T) != 2 || wg.Cg % 64 != 0 || wg.K % 8 != 0 || wg.positions > INT32_MAX ||
-      reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || reinterpret_cast<uintptr_t>(a.gy) % 16 != 0 ||
-      int64_t(wg.R - 1) * wg.dil_h >= 65536 || int64_t(wg.S - 1) * wg.dil_w >= 65536)
+      reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || reinterpret_cast<uintptr_t>(a.gy) % 16 != 0)
     return false;
-  TcConv grid{};  // the output positions' grid over x, as a forward launch's column grid
+  TcConv grid{};  // the output positions' grid over x and the filter's taps, as a forward launch's
   grid.N = wg.N, grid.src_C = wg.C, grid.src_H = wg.H, grid.src_W = wg.W;
   grid.col_H = wg.Ho, grid.col_W = wg.Wo, grid.col_sy = wg.stride_h, grid.col_sx = wg.stride_w;
   grid.col_oy = -wg.pad_h, grid.col_ox = -wg.pad_w;
+  grid.R = wg.R, grid.S = wg.S, grid.tap_sy = wg.dil_h, grid.tap_sx = wg.dil_w;
   const cuuint64_t dims[2] = {cuuint64_t(wg.K), cuuint64_t(wg.positions)};
   const cuuint64_t strides[1] = {cuuint64_t(wg.K) * sizeof(T)};
   const cuuint32_t box[2] = {64, 64};
