@@ -838,7 +838,9 @@ def test_wgmma_config_rule_of_1x1_layers(device, case, setting):
 # outputs, 1024 filters: 144 tiles), whose rule fills the waves with 5 splits through the workspace,
 # takes 2-4 as clusters in fewer waves; a short reduction over two waves of 72 tiles (7 x 7, 512
 # filters) goes unsplit rather than in the rule's 3 splits; a few tiles (1x1, stride 2, 4 tiles) split
-# as clusters past the rule's floor of 8 chunks a split.
+# as clusters past the rule's floor of 8 chunks a split; 36 wide tiles of a long reduction (34 x 34,
+# 512 filters, by the tensor copies) take 3 splits as clusters in one wave rather than the rule's 7
+# through the workspace in two.
 def gemm_grad_weight(x, w, b, kw):
     """grad_weight of the GEMM through autograd, for a random grad_output: (gw, gy, the plan's
     "grad_weight:<config>/splits=<n>" match, the float64 reference); a second call returns the same
@@ -881,6 +883,7 @@ WEIGHT_GRAD_CASES = [
     ((32, 512, 1024, 17, 17, 3, 3, 1, 1, 1, 1), "wgmma-wide", "[2-4]"),
     ((32, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1), "wgmma-wide", "1"),
     ((32, 256, 512, 14, 14, 1, 1, 2, 0, 1, 1), "wgmma-wide", "[5-8]"),
+    ((32, 256, 512, 34, 34, 3, 3, 1, 1, 1, 1), "wgmma-wide", "3"),
 ]
 
 

@@ -1104,8 +1104,12 @@ constexpr int64_t kFinishSharedSplits = 96;
 // within 3% of the counts 1-16; docs/precision.md).
 constexpr int kWeightGradBlockFixedChunks = 8;
 constexpr int kMinChunksPerWeightGradClusterSplit = 3;
-// A wide grad_weight chunk takes ~1.2 µs, in which HBM (~3 TB/s) moves about 3.6 MB.
+// A wide grad_weight chunk takes ~1.2 µs where the threads gather its tiles, in which HBM (~3 TB/s)
+// moves about 3.6 MB; ~0.63 µs where the tensor copies load them (kTensorCopies), about 1.9 MB. The
+// gather's constant made the copies' workspace look cheaper than it is (a 34 x 34 layer of 512
+// filters kept 7 splits through it, slower than 3 as clusters).
 constexpr double kHbmBytesPerWeightGradChunk = 3.6e6;
+constexpr double kHbmBytesPerWeightGradCopiesChunk = 1.9e6;
 constexpr int kFinishFixedChunks = 3;
 // The clusters replace the count through the workspace only where at least 2% faster: closer than
 // that the sweep measured the rule as often ahead (3 splits as clusters of a 34 x 34 layer of 512
@@ -1113,10 +1117,12 @@ constexpr int kFinishFixedChunks = 3;
 constexpr double kWeightGradEstimateMargin = 0.98;
 
 // `cap`: the most splits the positions and the workspace limit allow (the rule's bound);
-// `clusters_by_size`: the kernel's (tc_active_clusters_by_size).
+// `clusters_by_size`: the kernel's (tc_active_clusters_by_size); `hbm_bytes_per_chunk`: the kernel's
+// (kHbmBytesPerWeightGradChunk or, for the tensor copies, kHbmBytesPerWeightGradCopiesChunk).
 template <typename Cfg>
 int64_t weight_grad_split_estimate(const ClustersBySize& clusters_by_size, int64_t tiles, int64_t positions,
-                                   int64_t rule_splits, int64_t cap, int64_t slice_bytes, bool weigh_clusters) {
+                                   int64_t rule_splits, int64_t cap, int64_t slice_bytes, bool weigh_clusters,
+                                   double hbm_bytes_per_chunk) {
   const int64_t chunks = ceil_div(positions, int64_t(Cfg::kBK));
   const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
   // A count's time: unsplit, as clusters where the launch runs its splits so, else through the workspace.
@@ -1126,7 +1132,7 @@ int64_t weight_grad_split_estimate(const ClustersBySize& clusters_by_size, int64
     const int clusters = splits <= kMaxClusterSplits ? clusters_by_size[splits] : 0;
     if (clusters_in_waves(tiles, clusters, splits, slots)) return double(ceil_div(tiles, int64_t(clusters))) * block;
     return double(ceil_div(tiles * splits, slots)) * block +
-           2.0 * double(splits * slice_bytes) / kHbmBytesPerWeightGradChunk + kFinishFixedChunks;
+           2.0 * double(splits * slice_bytes) / hbm_bytes_per_chunk + kFinishFixedChunks;
   };
   int64_t splits = rule_splits;
   double time = time_of(rule_splits);
@@ -1182,7 +1188,8 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   a.m_tiles = wg.k_pad / Cfg::kBM, a.n_tiles = wg.n_pad / Cfg::kBN;
   a.x = kernel_data<T>(x);
   a.gy = kernel_data<T>(gy);
-  if (copies_kernel != nullptr && encode_weight_grad_maps(a)) kernel = copies_kernel;
+  const bool copies = copies_kernel != nullptr && encode_weight_grad_maps(a);
+  if (copies) kernel = copies_kernel;
   // Position splits: the waves filled, at least 8 chunks each, the partial sums within the
   // workspace limit; the most splits those waves hold where the estimate says so, and for the 16-bit
   // wgmma kernels another count as clusters.
@@ -1199,8 +1206,9 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   static const ClustersBySize kNoClusters{};
   const ClustersBySize& clusters_by_size =
       Cfg::kClusterSums ? tc_active_clusters_by_size(kernel, Cfg::kThreads, Cfg::kSmemBytes) : kNoClusters;
-  splits = weight_grad_split_estimate<Cfg>(clusters_by_size, base_blocks, wg.positions, splits, cap, slice_bytes,
-                                           Cfg::kClusterSums && sizeof(T) == 2);
+  splits = weight_grad_split_estimate<Cfg>(
+      clusters_by_size, base_blocks, wg.positions, splits, cap, slice_bytes, Cfg::kClusterSums && sizeof(T) == 2,
+      copies ? kHbmBytesPerWeightGradCopiesChunk : kHbmBytesPerWeightGradChunk);
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
   a.plane_words = p.Ho * p.Wo % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
