@@ -1,7 +1,8 @@
 """Session diagnostic (needs docs/wip/split-sweep.patch applied and built): each pass's time (CUDA
 events, 20 calls x 5 rounds, median) of the GEMM's forward / grad_input under every forced wgmma config
-at 1-6 splits (as the launch decides, through the workspace, as clusters) and grad_weight at 1-16
-position splits, against the rule; N = 32, a trainable weight. Prints each pass's rule time and best
+at 1-6 splits (as the launch decides, through the workspace, as clusters) and grad_weight at 1-256
+position splits (clusters and the workspace up to 16), against the rule; device times (the stream
+held while the host queues); N = 32, a trainable weight. Prints each pass's rule time and best
 four, and writes every measurement to $OUT/sweep-<precision>-<layout>.json.
 
     python docs/wip/split_sweep.py --layers Y18,Y12,R12,R9,R7 --precision tf32 --layout nchw
@@ -11,12 +12,14 @@ import json
 import os
 import statistics
 import sys
+import time
 
 import torch
 
 sys.path.insert(0, "benchmarks")
 import torchconv  # noqa: E402
 from suites import RESNET, YOLO  # noqa: E402
+from torchconv.timing import hold_stream  # noqa: E402
 
 LAYERS = {layer.name: layer for layer in RESNET + YOLO}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}
@@ -25,19 +28,26 @@ ops = torch.ops.torchconv
 
 
 def timeit(fn, reps=20, rounds=5):
+    """The device's time of one call (the stream held while the host queues the calls, as
+    torchconv.timing's device_time): a small layer's host path outlasts its kernels."""
     for _ in range(3):
         fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    host_s = time.perf_counter() - t0
     torch.cuda.synchronize()
     times = []
     for _ in range(rounds):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        hold_stream(2 * reps * host_s)
         start.record()
         for _ in range(reps):
             fn()
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) / reps * 1000)
-    return statistics.median(times)
+    return statistics.median(times), host_s * 1e6
 
 
 def set_knobs(**knobs):
@@ -47,12 +57,14 @@ def set_knobs(**knobs):
         os.environ["TORCHCONV_EXP_" + k] = str(v)
 
 
-def candidates(pass_):
+def candidates(pass_, cap):
     out = [("rule", {}, "")]
     if pass_ == "gw":
         for s in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16):
             out += [(f"s{s}", dict(GW_SPLITS=s), ""), (f"s{s}/ws", dict(GW_SPLITS=s, NOCLUSTER=1), ""),
                     (f"s{s}/cl", dict(GW_SPLITS=s, CLUSTER=1), "")]
+        # beyond the clusters' sizes: through the workspace only, up to the positions' 8 chunks a split
+        out += [(f"s{s}", dict(GW_SPLITS=s), "") for s in (24, 32, 48, 64, 96, 128, 192, 256) if s <= cap]
         return out
     for config in ("wgmma-large", "wgmma-wide", "wgmma-small", "wgmma-medium", "wgmma-tall", "wgmma-tiny"):
         for s in (1, 2, 3, 4, 6):
@@ -60,7 +72,7 @@ def candidates(pass_):
             if s > 1:
                 out += [(f"{config}/s{s}/ws", dict(SPLITS=s, NOCLUSTER=1), config),
                         (f"{config}/s{s}/cl", dict(SPLITS=s, CLUSTER=1), config)]
-    return out
+    return out + [("wgmma-ws/s1", {}, "wgmma-ws"), ("wgmma-wide192/s1", {}, "wgmma-wide192")]
 
 
 def main():
@@ -86,20 +98,22 @@ def main():
                  "gw": lambda: ops.conv2d_gemm_backward(gy, x, w, *conv, [False, True, False])[1]}
         for pass_ in args.passes.split(","):
             ref = calls[pass_]().float()
-            for label, knobs, config in candidates(pass_):
+            cap = 32 * layer.out_hw() * layer.out_w() // (8 * 64)
+            for label, knobs, config in candidates(pass_, cap):
                 set_knobs(**knobs)
                 torchconv.set_config("gemm", config)
                 try:
                     err = ((calls[pass_]().float() - ref).norm() / ref.norm()).item()
-                    us, choice = timeit(calls[pass_]), torchconv.last_choice()
+                    (us, host_us), choice = timeit(calls[pass_]), torchconv.last_choice()
+                    choice += f" ws={torchconv.last_workspace_bytes()}"
                 except Exception as e:  # a config that cannot run this layer
-                    us, err, choice = float("nan"), float("nan"), str(e)[:80]
-                results.append(dict(layer=name, pass_=pass_, label=label, us=us, err=err, choice=choice))
+                    us, host_us, err, choice = float("nan"), float("nan"), float("nan"), str(e)[:80]
+                results.append(dict(layer=name, pass_=pass_, label=label, us=us, host_us=host_us, err=err, choice=choice))
             set_knobs()
             torchconv.set_config("gemm", "")
             rows = [r for r in results if r["layer"] == name and r["pass_"] == pass_]
             best = sorted((r for r in rows if r["us"] == r["us"] and r["err"] < 1e-2), key=lambda r: r["us"])[:4]
-            print(f"{name:4} {pass_:3} rule {rows[0]['us']:7.1f} [{rows[0]['choice'][-40:]}] best: "
+            print(f"{name:4} {pass_:3} host {rows[0]['host_us']:5.1f} rule {rows[0]['us']:7.1f} [{rows[0]['choice'][-40:]}] best: "
                   + " | ".join(f"{r['label']} {r['us']:.1f}" for r in best), flush=True)
     out = os.path.join(os.environ.get("OUT", "."), f"sweep-{args.precision}-{args.layout}.json")
     with open(out, "w") as f:
