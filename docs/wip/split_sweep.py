@@ -3,7 +3,7 @@ events, 20 calls x 5 rounds, median) of the GEMM's forward / grad_input under ev
 at 1-6 splits (as the launch decides, through the workspace, as clusters) and grad_weight at 1-256
 position splits (clusters and the workspace up to 16), against the rule; device times (the stream
 held while the host queues); N = 32, a trainable weight. Prints each pass's rule time and best
-four, and writes every measurement to $OUT/sweep-<precision>-<layout>.json.
+four, and writes every measurement to $OUT/sweep-<precision>-<layout>.json (after each pass).
 
     python docs/wip/split_sweep.py --layers Y18,Y12,R12,R9,R7 --precision tf32 --layout nchw
 """
@@ -86,6 +86,7 @@ def main():
     fmt = torch.channels_last if args.layout == "nhwc" else torch.contiguous_format
     dtype = DTYPES[args.precision]
     results = []
+    out = os.path.join(os.environ.get("OUT", "."), f"sweep-{args.precision}-{args.layout}.json")
     for name in args.layers.split(","):
         layer = LAYERS[name]
         x = torch.randn(32, layer.C, layer.HW, layer.HW, device="cuda").to(dtype).contiguous(memory_format=fmt)
@@ -115,9 +116,8 @@ def main():
             best = sorted((r for r in rows if r["us"] == r["us"] and r["err"] < 1e-2), key=lambda r: r["us"])[:4]
             print(f"{name:4} {pass_:3} host {rows[0]['host_us']:5.1f} rule {rows[0]['us']:7.1f} [{rows[0]['choice'][-40:]}] best: "
                   + " | ".join(f"{r['label']} {r['us']:.1f}" for r in best), flush=True)
-    out = os.path.join(os.environ.get("OUT", "."), f"sweep-{args.precision}-{args.layout}.json")
-    with open(out, "w") as f:
-        json.dump(results, f, indent=0)
+            with open(out, "w") as f:  # after every pass, so that a call stopped at its limit keeps what it measured
+                json.dump(results, f, indent=0)
 
 
 if __name__ == "__main__":
