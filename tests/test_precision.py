@@ -357,8 +357,11 @@ def tf32_grad_input(shape, channels_last=False):
 # - more than 128 filters and at least two waves of 128 x 256 tiles: the wide tile (one partial);
 # - more than 64 filters: the splits of the large or wide tile as clusters where the launch-time
 #   estimate says they pay (cluster_split_estimate): a few tiles of 512 filters (7 x 7 outputs, batch
-#   32); and not where the splits would be short (R7: 256 filters, stride 2, 18 chunks in 16-bit:
-#   the rule);
+#   32); and not where the splits would be short (R7: 256 filters, stride 2, 18 chunks in 16-bit),
+#   nor, in 16-bit, where the large tile's blocks each have an SM to themselves and the splits would
+#   leave the busiest SM's multiply-adds as they are (R9: 98 large tiles of 256 filters; TF32 still
+#   splits it as wide clusters). Those take the large tile unsplit where small tiles would fill a
+#   wave (small is forced only);
 # - a grid of wide tiles just over a wave (17 x 17, 512 filters, 9216 long reductions): whole tiles
 #   for the full wave, clusters of splits for the rest ("/tail", test_wgmma_tail_splits).
 SPLIT = {p: r"wgmma-(large|medium|wide)/splits=([2-9]|\d\d+)$" for p in ("tf32", "fp16", "bf16")}
@@ -366,7 +369,8 @@ TINY = {p: r"wgmma-tiny/splits=1$" for p in ("tf32", "fp16", "bf16")}
 WIDE = {p: r"wgmma-wide/splits=1$" for p in ("tf32", "fp16", "bf16")}
 WIDE_SPLIT = {p: r"wgmma-wide/splits=[2-8]$" for p in ("tf32", "fp16", "bf16")}
 WIDE_TAIL = {p: r"wgmma-wide/splits=[2-8]/tail$" for p in ("tf32", "fp16", "bf16")}
-SHORT_UNSPLIT_16 = {"tf32": r"wgmma-\w+/splits=\d+$"} | {p: r"wgmma-small/splits=1$" for p in ("fp16", "bf16")}
+SHORT_UNSPLIT_16 = {"tf32": r"wgmma-\w+/splits=\d+$"} | {p: r"wgmma-large/splits=1$" for p in ("fp16", "bf16")}
+LONE_LARGE_16 = {"tf32": r"wgmma-wide/splits=[2-8]$"} | {p: r"wgmma-large/splits=1$" for p in ("fp16", "bf16")}
 GRID_CASES = [
     ((2, 512, 136, 7, 5, 3, 3, 1, 1, 1, 1), SPLIT),
     ((2, 256, 256, 5, 6, 3, 3, 1, 1, 1, 2), SPLIT),
@@ -377,6 +381,7 @@ GRID_CASES = [
     ((32, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1), WIDE_SPLIT),
     ((32, 1024, 512, 17, 17, 3, 3, 1, 1, 1, 1), WIDE_TAIL),
     ((32, 128, 256, 28, 28, 3, 3, 2, 1, 1, 1), SHORT_UNSPLIT_16),
+    ((32, 256, 256, 14, 14, 3, 3, 1, 1, 1, 1), LONE_LARGE_16),
 ]
 
 

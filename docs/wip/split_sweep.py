@@ -1,11 +1,12 @@
 """Session diagnostic (needs docs/wip/split-sweep.patch applied and built): each pass's time (CUDA
 events, 20 calls x 5 rounds, median) of the GEMM's forward / grad_input under every forced wgmma config
-at 1-6 splits (as the launch decides, through the workspace, as clusters) and grad_weight at 1-256
+at 1-6 splits (--configs, --splits; as the launch decides, through the workspace, as clusters) and grad_weight at 1-256
 position splits (clusters and the workspace up to 16), against the rule; device times (the stream
-held while the host queues); N = 32, a trainable weight. Prints each pass's rule time and best
-four, and writes every measurement to $OUT/sweep-<precision>-<layout>.json (after each pass).
+held while the host queues); N = 32 (--batch), a trainable weight. Prints each pass's rule time and best
+four, and writes every measurement to $OUT/sweep-<precision>-<layout>-n<batch>.json (after each pass).
 
     python docs/wip/split_sweep.py --layers Y18,Y12,R12,R9,R7 --precision tf32 --layout nchw
+    python docs/wip/split_sweep.py --batch 8 --passes fwd,gi --configs wgmma-large,wgmma-wide --splits 1,2,4,8 --layers R12
 """
 import argparse
 import json
@@ -57,7 +58,7 @@ def set_knobs(**knobs):
         os.environ["TORCHCONV_EXP_" + k] = str(v)
 
 
-def candidates(pass_, cap):
+def candidates(pass_, cap, configs, splits):
     out = [("rule", {}, "")]
     if pass_ == "gw":
         for s in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16):
@@ -66,13 +67,13 @@ def candidates(pass_, cap):
         # beyond the clusters' sizes: through the workspace only, up to the positions' 8 chunks a split
         out += [(f"s{s}", dict(GW_SPLITS=s), "") for s in (24, 32, 48, 64, 96, 128, 192, 256) if s <= cap]
         return out
-    for config in ("wgmma-large", "wgmma-wide", "wgmma-small", "wgmma-medium", "wgmma-tall", "wgmma-tiny"):
-        for s in (1, 2, 3, 4, 6):
+    for config in configs:
+        for s in splits:
             out.append((f"{config}/s{s}", dict(SPLITS=s), config))
             if s > 1:
                 out += [(f"{config}/s{s}/ws", dict(SPLITS=s, NOCLUSTER=1), config),
                         (f"{config}/s{s}/cl", dict(SPLITS=s, CLUSTER=1), config)]
-    return out + [("wgmma-ws/s1", {}, "wgmma-ws"), ("wgmma-wide192/s1", {}, "wgmma-wide192")]
+    return out + [(c + "/s1", {}, c) for c in ("wgmma-ws", "wgmma-wide192") if c in configs]
 
 
 def main():
@@ -81,26 +82,30 @@ def main():
     p.add_argument("--precision", default="bf16", choices=sorted(DTYPES))
     p.add_argument("--layout", default="nhwc", choices=["nchw", "nhwc"])
     p.add_argument("--passes", default="fwd,gi,gw")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--configs", default="wgmma-large,wgmma-wide,wgmma-small,wgmma-medium,wgmma-tall,wgmma-tiny",
+                   help="the forward / grad_input configs to split")
+    p.add_argument("--splits", default="1,2,3,4,6", help="the forward / grad_input split counts")
     args = p.parse_args()
     torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     fmt = torch.channels_last if args.layout == "nhwc" else torch.contiguous_format
     dtype = DTYPES[args.precision]
     results = []
-    out = os.path.join(os.environ.get("OUT", "."), f"sweep-{args.precision}-{args.layout}.json")
+    out = os.path.join(os.environ.get("OUT", "."), f"sweep-{args.precision}-{args.layout}-n{args.batch}.json")
     for name in args.layers.split(","):
         layer = LAYERS[name]
-        x = torch.randn(32, layer.C, layer.HW, layer.HW, device="cuda").to(dtype).contiguous(memory_format=fmt)
+        x = torch.randn(args.batch, layer.C, layer.HW, layer.HW, device="cuda").to(dtype).contiguous(memory_format=fmt)
         w = torch.randn(layer.K, layer.C, layer.R, layer.R, device="cuda") / (layer.C * layer.R * layer.R) ** .5
         w = w.to(dtype).contiguous(memory_format=fmt)
-        gy = torch.randn(32, layer.K, layer.out_hw(), layer.out_w(), device="cuda").to(dtype).contiguous(memory_format=fmt)
+        gy = torch.randn(args.batch, layer.K, layer.out_hw(), layer.out_w(), device="cuda").to(dtype).contiguous(memory_format=fmt)
         conv = ([layer.stride] * 2, list(layer.pads), [1, 1], 1)
         calls = {"fwd": lambda: ops.conv2d_gemm(x, w, None, *conv),
                  "gi": lambda: ops.conv2d_gemm_backward(gy, x, w, *conv, [True, False, False])[0],
                  "gw": lambda: ops.conv2d_gemm_backward(gy, x, w, *conv, [False, True, False])[1]}
         for pass_ in args.passes.split(","):
             ref = calls[pass_]().float()
-            cap = 32 * layer.out_hw() * layer.out_w() // (8 * 64)
-            for label, knobs, config in candidates(pass_, cap):
+            cap = args.batch * layer.out_hw() * layer.out_w() // (8 * 64)
+            for label, knobs, config in candidates(pass_, cap, args.configs.split(","), [int(v) for v in args.splits.split(",")]):
                 set_knobs(**knobs)
                 torchconv.set_config("gemm", config)
                 try:
@@ -114,7 +119,7 @@ def main():
             torchconv.set_config("gemm", "")
             rows = [r for r in results if r["layer"] == name and r["pass_"] == pass_]
             best = sorted((r for r in rows if r["us"] == r["us"] and r["err"] < 1e-2), key=lambda r: r["us"])[:4]
-            print(f"{name:4} {pass_:3} host {rows[0]['host_us']:5.1f} rule {rows[0]['us']:7.1f} [{rows[0]['choice'][-40:]}] best: "
+            print(f"n{args.batch} {name:4} {pass_:3} host {rows[0]['host_us']:5.1f} rule {rows[0]['us']:7.1f} [{rows[0]['choice'][-40:]}] best: "
                   + " | ".join(f"{r['label']} {r['us']:.1f}" for r in best), flush=True)
             with open(out, "w") as f:  # after every pass, so that a call stopped at its limit keeps what it measured
                 json.dump(results, f, indent=0)

@@ -52,7 +52,9 @@ using TcSmall = TcTileConfig<64, 64, 64, 2, 2, 4, 4>;
 //   large  128 x 128, 2 warpgroups, 3 stages (two blocks per SM);
 //   medium 128 x 64, 2 warpgroups, 3 stages (three blocks per SM): groups with <= 64 destination
 //          channels;
-//   small  64 x 128, 1 warpgroup: grids that would not fill the GPU with the larger tiles;
+//   small  64 x 128, 1 warpgroup: forced only -- where its grid would fill a wave and large's would
+//          not, large's blocks each run alone on an SM, at its pace, the busiest SM doing the same
+//          multiply-adds over fewer bytes a multiply-add (docs/precision.md);
 //   tiny   64 x 64, 1 warpgroup: grids that would not fill the GPU even with small tiles (late
 //          layers: few positions, long reductions).
 // The rule gives small and tiny at most two blocks per SM, so they spend the shared memory on stages
@@ -538,6 +540,16 @@ void launch_wgmma_ws(const TcConvArgs<T>& args, const char* pass) {
 // config at 1-6 splits (docs/precision.md).
 constexpr int kBlockFixedChunks = 20;
 constexpr double kWideChunkCost = 0.875;
+// Two refinements for 16-bit launches, from a sweep that timed the device's work alone (the earlier
+// sweeps' small layers read the host path): a block of a tile that runs two an SM (large) alone on
+// its SM -- a launch of at most one such block an SM -- takes its chunks at the SM's multiply-add
+// pace, half a shared block's chunk-time, so its splits into clusters move no multiply-adds off the
+// busiest SM; and a split's clusters then add their FP32 sums through distributed shared memory,
+// kClusterExchangeChunks16 chunk-times (what the wide tile's clusters of two took beyond the unsplit
+// large tile of the same multiply-adds an SM). TF32's lone blocks stay near their latency's pace
+// and its estimate keeps the fit above (docs/precision.md).
+constexpr double kLoneChunkCost16 = 0.5;
+constexpr int kClusterExchangeChunks16 = 6;
 // The estimate's splits hold at least 16 chunks: with fewer it misjudged the one case it was tried on
 // (R7's forward, 18 chunks: 2 wide splits lost to the unsplit large and small tiles).
 constexpr int kMinChunksPerClusterSplit = 16;
@@ -556,14 +568,17 @@ struct SplitEstimate {
 
 // The split count, 1 or 2..kMaxClusterSplits as clusters of at least `min_chunks` chunks each, that
 // minimizes a launch's estimated time: its waves of blocks (of clusters, where split) times a block's
-// chunks plus `fixed_chunks`. Splits are counted only where the clusters take no more waves than the
-// blocks alone (where the launches run them as clusters). `clusters_by_size`: the GPU's active clusters
-// of each size for the kernel.
+// chunks plus `fixed_chunks`, and `exchange_chunks` where split. A launch of at most one block an SM
+// takes its chunks at `lone_chunk_cost` each (1: the latency's pace). Splits are counted only where
+// the clusters take no more waves than the blocks alone (where the launches run them as clusters).
+// `clusters_by_size`: the GPU's active clusters of each size for the kernel.
 inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int64_t slots,
                                              const ClustersBySize& clusters_by_size, int fixed_chunks,
-                                             int min_chunks) {
+                                             int min_chunks, double lone_chunk_cost = 1.0, int exchange_chunks = 0) {
   auto time = [&](int64_t waves, int64_t splits) {
-    return double(waves) * double(ceil_div(chunks, splits) + fixed_chunks);
+    const double pace = blocks * splits <= sm_count() ? lone_chunk_cost : 1.0;
+    return double(waves) * (double(ceil_div(chunks, splits)) * pace + fixed_chunks) +
+           (splits > 1 ? exchange_chunks : 0);
   };
   SplitEstimate best{1, time(ceil_div(blocks, slots), 1)};
   for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * min_chunks; ++splits) {
@@ -610,14 +625,18 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv, bool with_
   const int64_t blocks = tile_blocks(cv, Cfg::kBM, Cfg::kBN);
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
   const double chunk_cost = Cfg::kBN == 256 ? kWideChunkCost : 1.0;
-  SplitEstimate best{1, double(ceil_div(blocks, slots)) * double(chunks + kBlockFixedChunks)};
+  const bool shares_sm = sizeof(T) == 2 && Cfg::kMinBlocks > 1;  // the lone blocks' pace (kLoneChunkCost16)
+  const double lone_chunk_cost = shares_sm ? kLoneChunkCost16 : 1.0;
+  const int exchange_chunks = sizeof(T) == 2 ? kClusterExchangeChunks16 : 0;
+  const double pace = blocks <= sm_count() ? lone_chunk_cost : 1.0;
+  SplitEstimate best{1, double(ceil_div(blocks, slots)) * (double(chunks) * pace + kBlockFixedChunks)};
   if (chunks >= 2 * kMinChunksPerTailSplit) {
     constexpr size_t smem = Cfg::template smem_bytes<T>();
     ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
     const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, smem);
     if (chunks >= 2 * kMinChunksPerClusterSplit)
       best = cluster_splits_by_waves(blocks, chunks, slots, clusters_by_size, kBlockFixedChunks,
-                                     kMinChunksPerClusterSplit);
+                                     kMinChunksPerClusterSplit, lone_chunk_cost, exchange_chunks);
     const SplitEstimate tail =
         with_tail ? tail_splits_by_waves(blocks, chunks, clusters_by_size, kBlockFixedChunks, kMinChunksPerTailSplit)
                   : SplitEstimate{1, 0.0};
@@ -706,9 +725,11 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   if (kTmaA && sizeof(T) == 2 && !one_tap && wide_tile && blocks(WgmmaWide192::kBM, WgmmaWide192::kBN) >= 2 * sms)
     return launch_wgmma<T, WgmmaWide192, kNchwSource, kTmaA>(args, pass);
   if (wide_tile) return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass);
-  if (wide && blocks(128, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass);
+  // Large tiles also where only small ones would fill a wave: each large block then has an SM to
+  // itself and runs at its pace, the busiest SM doing the multiply-adds of small's two blocks over
+  // fewer bytes a multiply-add (large ahead in 16-bit and TF32 alike: docs/precision.md).
+  if (wide && blocks(64, 128) >= sms) return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass);
   if (!wide && blocks(128, 64) >= sms) return launch_wgmma<T, WgmmaMedium, kNchwSource, kTmaA>(args, pass);
-  if (wide && blocks(64, 128) >= sms) return launch_wgmma<T, WgmmaSmall, kNchwSource, kTmaA>(args, pass);
   {
     const int64_t base = wide ? blocks(128, 128) : blocks(128, 64);
     const int64_t per_sm = wide ? WgmmaLarge::kMinBlocks : WgmmaMedium::kMinBlocks;
@@ -1112,8 +1133,9 @@ constexpr double kHbmBytesPerWeightGradChunk = 3.6e6;
 constexpr double kHbmBytesPerWeightGradCopiesChunk = 1.9e6;
 constexpr int kFinishFixedChunks = 3;
 // The clusters replace the count through the workspace only where at least 2% faster: closer than
-// that the sweep measured the rule as often ahead (3 splits as clusters of a 34 x 34 layer of 512
-// filters, 1% faster by the estimate than the rule's 7 through the workspace, measured 3% slower).
+// that the sweep measured the rule as often ahead (with the gather, 3 splits as clusters of a 34 x 34
+// layer of 512 filters, 1% faster by the estimate than the rule's 7 through the workspace, measured 3%
+// slower).
 constexpr double kWeightGradEstimateMargin = 0.98;
 
 // `cap`: the most splits the positions and the workspace limit allow (the rule's bound);
