@@ -7,6 +7,7 @@ four, and writes every measurement to $OUT/sweep-<precision>-<layout>-n<batch>.j
 
     python docs/wip/split_sweep.py --layers Y18,Y12,R12,R9,R7 --precision tf32 --layout nchw
     python docs/wip/split_sweep.py --batch 8 --passes fwd,gi --configs wgmma-large,wgmma-wide --splits 1,2,4,8 --layers R12
+    python docs/wip/split_sweep.py --batch 1 --passes fwd,gi --configs wgmma-large --splits 1,2,3,4,5,6,8 --plain --layers R9
 """
 import argparse
 import json
@@ -58,7 +59,7 @@ def set_knobs(**knobs):
         os.environ["TORCHCONV_EXP_" + k] = str(v)
 
 
-def candidates(pass_, cap, configs, splits):
+def candidates(pass_, cap, configs, splits, plain=False):
     out = [("rule", {}, "")]
     if pass_ == "gw":
         for s in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16):
@@ -70,7 +71,7 @@ def candidates(pass_, cap, configs, splits):
     for config in configs:
         for s in splits:
             out.append((f"{config}/s{s}", dict(SPLITS=s), config))
-            if s > 1:
+            if s > 1 and not plain:
                 out += [(f"{config}/s{s}/ws", dict(SPLITS=s, NOCLUSTER=1), config),
                         (f"{config}/s{s}/cl", dict(SPLITS=s, CLUSTER=1), config)]
     return out + [(c + "/s1", {}, c) for c in ("wgmma-ws", "wgmma-wide192") if c in configs]
@@ -86,6 +87,8 @@ def main():
     p.add_argument("--configs", default="wgmma-large,wgmma-wide,wgmma-small,wgmma-medium,wgmma-tall,wgmma-tiny",
                    help="the forward / grad_input configs to split")
     p.add_argument("--splits", default="1,2,3,4,6", help="the forward / grad_input split counts")
+    p.add_argument("--plain", action="store_true", help="only as the launch decides (not also forced "
+                   "through the workspace and as clusters)")
     args = p.parse_args()
     torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     fmt = torch.channels_last if args.layout == "nhwc" else torch.contiguous_format
@@ -105,7 +108,8 @@ def main():
         for pass_ in args.passes.split(","):
             ref = calls[pass_]().float()
             cap = args.batch * layer.out_hw() * layer.out_w() // (8 * 64)
-            for label, knobs, config in candidates(pass_, cap, args.configs.split(","), [int(v) for v in args.splits.split(",")]):
+            for label, knobs, config in candidates(pass_, cap, args.configs.split(","), [int(v) for v in args.splits.split(",")],
+                                                  args.plain):
                 set_knobs(**knobs)
                 torchconv.set_config("gemm", config)
                 try:

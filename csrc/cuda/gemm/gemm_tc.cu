@@ -553,6 +553,10 @@ constexpr int kClusterExchangeChunks16 = 6;
 // The estimate's splits hold at least 16 chunks: with fewer it misjudged the one case it was tried on
 // (R7's forward, 18 chunks: 2 wide splits lost to the unsplit large and small tiles).
 constexpr int kMinChunksPerClusterSplit = 16;
+// But 16-bit splits whose large blocks each have an SM to themselves (the lone pace above) hold at
+// least 4: on grids of a few tiles (small batches) those blocks' chunks are nearly all of the launch's
+// time, and splits down to 4-5 chunks kept paying (docs/precision.md).
+constexpr int kMinChunksPerLoneSplit16 = 4;
 
 // Splits of the last wave's tiles only: at least this many chunks a split, and taken only where the
 // estimate puts them this far ahead of the best other launch (their clusters' exchange of sums, which
@@ -569,19 +573,25 @@ struct SplitEstimate {
 // The split count, 1 or 2..kMaxClusterSplits as clusters of at least `min_chunks` chunks each, that
 // minimizes a launch's estimated time: its waves of blocks (of clusters, where split) times a block's
 // chunks plus `fixed_chunks`, and `exchange_chunks` where split. A launch of at most one block an SM
-// takes its chunks at `lone_chunk_cost` each (1: the latency's pace). Splits are counted only where
-// the clusters take no more waves than the blocks alone (where the launches run them as clusters).
+// takes its chunks at `lone_chunk_cost` each (1: the latency's pace), and its splits need only
+// `lone_min_chunks` chunks each (0: `min_chunks`). Splits are counted only where the clusters take no
+// more waves than the blocks alone (where the launches run them as clusters).
 // `clusters_by_size`: the GPU's active clusters of each size for the kernel.
 inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int64_t slots,
                                              const ClustersBySize& clusters_by_size, int fixed_chunks,
-                                             int min_chunks, double lone_chunk_cost = 1.0, int exchange_chunks = 0) {
+                                             int min_chunks, double lone_chunk_cost = 1.0, int exchange_chunks = 0,
+                                             int lone_min_chunks = 0) {
+  const int64_t sms = sm_count();
+  auto lone = [&](int64_t splits) { return blocks * splits <= sms; };
   auto time = [&](int64_t waves, int64_t splits) {
-    const double pace = blocks * splits <= sm_count() ? lone_chunk_cost : 1.0;
+    const double pace = lone(splits) ? lone_chunk_cost : 1.0;
     return double(waves) * (double(ceil_div(chunks, splits)) * pace + fixed_chunks) +
            (splits > 1 ? exchange_chunks : 0);
   };
   SplitEstimate best{1, time(ceil_div(blocks, slots), 1)};
-  for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * min_chunks; ++splits) {
+  for (int splits = 2; splits <= kMaxClusterSplits; ++splits) {
+    const int least = lone(splits) && lone_min_chunks > 0 ? lone_min_chunks : min_chunks;
+    if (chunks < int64_t(splits) * least) continue;
     // The launches split a reduction into ceil(chunks / splits) chunks a split and drop empty splits,
     // so a count whose splits of that length need fewer (28 chunks in 8 splits of 4: 7) would launch
     // as the fewer, whose clusters may not fit the waves (then its sums would go through a workspace
@@ -616,9 +626,10 @@ inline SplitEstimate tail_splits_by_waves(int64_t blocks, int64_t chunks, const 
   return best;
 }
 
-// The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerClusterSplit chunks each)
-// that minimizes config Cfg's estimated time for `cv`, with that time in chunk-times of a large block;
-// or, `with_tail`, splits of the last wave's tiles alone where those are ahead by kTailSplitMargin.
+// The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerClusterSplit chunks each,
+// kMinChunksPerLoneSplit16 for 16-bit lone large blocks) that minimizes config Cfg's estimated time
+// for `cv`, with that time in chunk-times of a large block; or, `with_tail`, splits of the last wave's
+// tiles alone where those are ahead by kTailSplitMargin.
 template <typename T, typename Cfg, typename Kernel>
 SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv, bool with_tail) {
   const int64_t chunks = reduction_chunks(cv, int(sizeof(T)), Cfg::kBKBytes);
@@ -629,14 +640,15 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv, bool with_
   const double lone_chunk_cost = shares_sm ? kLoneChunkCost16 : 1.0;
   const int exchange_chunks = sizeof(T) == 2 ? kClusterExchangeChunks16 : 0;
   const double pace = blocks <= sm_count() ? lone_chunk_cost : 1.0;
+  const int lone_min_chunks = shares_sm ? kMinChunksPerLoneSplit16 : 0;
   SplitEstimate best{1, double(ceil_div(blocks, slots)) * (double(chunks) * pace + kBlockFixedChunks)};
   if (chunks >= 2 * kMinChunksPerTailSplit) {
     constexpr size_t smem = Cfg::template smem_bytes<T>();
     ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
     const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, smem);
-    if (chunks >= 2 * kMinChunksPerClusterSplit)
+    if (chunks >= 2 * kMinChunksPerClusterSplit || (shares_sm && chunks >= 2 * lone_min_chunks))
       best = cluster_splits_by_waves(blocks, chunks, slots, clusters_by_size, kBlockFixedChunks,
-                                     kMinChunksPerClusterSplit, lone_chunk_cost, exchange_chunks);
+                                     kMinChunksPerClusterSplit, lone_chunk_cost, exchange_chunks, lone_min_chunks);
     const SplitEstimate tail =
         with_tail ? tail_splits_by_waves(blocks, chunks, clusters_by_size, kBlockFixedChunks, kMinChunksPerTailSplit)
                   : SplitEstimate{1, 0.0};
