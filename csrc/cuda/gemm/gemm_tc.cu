@@ -244,6 +244,29 @@ const ClustersBySize& tc_active_clusters_by_size(Kernel kernel, int threads, siz
   }
   return it->second;
 }
+// The clusters of each size the current GPU holds with one block an SM (the kernel's blocks asking
+// for more than half an SM's shared memory): fewer than tc_active_clusters_by_size's where a kernel
+// runs two blocks an SM, since a cluster may put two of its blocks on one SM, and fewer than the SMs
+// divided by the size, since a cluster's blocks share one GPC (clusters of 5 or 6 leave a GPC's last
+// SMs idle). Asked once per kernel and device, as tc_active_clusters_by_size.
+template <typename Kernel>
+const ClustersBySize& tc_lone_clusters_by_size(Kernel kernel, int threads, size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, ClustersBySize> known;
+  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), int(c10::cuda::current_device())};
+  const size_t lone_smem =
+      std::max(smem, size_t(device_attribute<cudaDevAttrMaxSharedMemoryPerMultiprocessor>()) / 2 + 1);
+  ensure_dynamic_smem(kernel, lone_smem, "conv2d_gemm");  // the attribute is a maximum; launches keep their size
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(key);
+  if (it == known.end()) {
+    ClustersBySize clusters{};
+    for (int size = 2; size <= kMaxClusterSplits; ++size)
+      clusters[size] = max_active_clusters(kernel, dim3(threads), lone_smem, size);
+    it = known.emplace(key, clusters).first;
+  }
+  return it->second;
+}
 // Whether `blocks` tiles split `splits` ways run as clusters (`clusters` of them held at once) in no
 // more waves than their blocks alone would take in `slots` block slots: a partly empty last wave of
 // clusters costs a whole wave of the kernel, more than the workspace's round trip.
@@ -572,17 +595,23 @@ struct SplitEstimate {
 
 // The split count, 1 or 2..kMaxClusterSplits as clusters of at least `min_chunks` chunks each, that
 // minimizes a launch's estimated time: its waves of blocks (of clusters, where split) times a block's
-// chunks plus `fixed_chunks`, and `exchange_chunks` where split. A launch of at most one block an SM
-// takes its chunks at `lone_chunk_cost` each (1: the latency's pace), and its splits need only
-// `lone_min_chunks` chunks each (0: `min_chunks`). Splits are counted only where the clusters take no
-// more waves than the blocks alone (where the launches run them as clusters).
-// `clusters_by_size`: the GPU's active clusters of each size for the kernel.
+// chunks plus `fixed_chunks`, and `exchange_chunks` where split. A launch whose every block has an SM
+// to itself takes its chunks at `lone_chunk_cost` each (1: the latency's pace), and its splits need
+// only `lone_min_chunks` chunks each (0: `min_chunks`): at most one block an SM unsplit, and split,
+// fewer clusters than `lone_clusters` (the GPU's clusters of each size at one block an SM; null: none
+// counted lone). Fewer, not as many: a launch that fills every GPC's SMs exactly depends on a
+// placement the scheduler did not reach (17 x 17 outputs of 1024 filters at batch 1 in 24 clusters of
+// 5 ran slower than in 4s). Splits are counted only where the clusters take no more waves than the
+// blocks alone (where the launches run them as clusters). `clusters_by_size`: the GPU's active
+// clusters of each size for the kernel.
 inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int64_t slots,
                                              const ClustersBySize& clusters_by_size, int fixed_chunks,
                                              int min_chunks, double lone_chunk_cost = 1.0, int exchange_chunks = 0,
-                                             int lone_min_chunks = 0) {
+                                             int lone_min_chunks = 0, const ClustersBySize* lone_clusters = nullptr) {
   const int64_t sms = sm_count();
-  auto lone = [&](int64_t splits) { return blocks * splits <= sms; };
+  auto lone = [&](int64_t splits) {
+    return splits == 1 ? blocks <= sms : lone_clusters != nullptr && blocks < (*lone_clusters)[splits];
+  };
   auto time = [&](int64_t waves, int64_t splits) {
     const double pace = lone(splits) ? lone_chunk_cost : 1.0;
     return double(waves) * (double(ceil_div(chunks, splits)) * pace + fixed_chunks) +
@@ -646,9 +675,12 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv, bool with_
     constexpr size_t smem = Cfg::template smem_bytes<T>();
     ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
     const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, smem);
+    const ClustersBySize* lone_clusters =
+        shares_sm ? &tc_lone_clusters_by_size(kernel, Cfg::kThreads, smem) : nullptr;
     if (chunks >= 2 * kMinChunksPerClusterSplit || (shares_sm && chunks >= 2 * lone_min_chunks))
       best = cluster_splits_by_waves(blocks, chunks, slots, clusters_by_size, kBlockFixedChunks,
-                                     kMinChunksPerClusterSplit, lone_chunk_cost, exchange_chunks, lone_min_chunks);
+                                     kMinChunksPerClusterSplit, lone_chunk_cost, exchange_chunks, lone_min_chunks,
+                                     lone_clusters);
     const SplitEstimate tail =
         with_tail ? tail_splits_by_waves(blocks, chunks, clusters_by_size, kBlockFixedChunks, kMinChunksPerTailSplit)
                   : SplitEstimate{1, 0.0};
