@@ -184,13 +184,15 @@ def write_markdown(path, meta, rows):
              f"default). us = median over rounds; ratio = {ref_name} / ours [min-max over rounds]; choice = the "
              "config our rule picked (torchconv.last_choice).", "",
              "## Geomean ratio per pass", "",
-             "| pass | suite | precision | layout | weights | algorithm | geomean ratio | layers |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| pass | suite | precision | layout | weights | N | algorithm | geomean ratio | layers |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    # Rows of each batch apart: a layer's ratio moves with the batch.
+    batch_key = lambda r: group_key(r) + (str(r["N"]),)
     for pass_name in PASSES:
-        for k in dict.fromkeys(map(group_key, rows)):
+        for k in dict.fromkeys(map(batch_key, rows)):
             for a in algos:
                 ratios = [r["ratio"] for r in rows
-                          if r["pass_"] == pass_name and group_key(r) == k and r["algorithm"] == a]
+                          if r["pass_"] == pass_name and batch_key(r) == k and r["algorithm"] == a]
                 if ratios:
                     lines.append(f"| {pass_name} | {' | '.join(k)} | {a} | {geomean(ratios):.2f}x | {len(ratios)} |")
     lines.append("")
@@ -199,12 +201,13 @@ def write_markdown(path, meta, rows):
                   f"| layer | precision | layout | weights | N | {ref_name} us | " +
                   " | ".join(f"{a} us | {a} ratio | {a} choice" for a in algos) + " |",
                   "|---|---|---|---|---|---|" + "---|---|---|" * len(algos)]
-        keys = dict.fromkeys((r["layer"],) + group_key(r)[1:] for r in rows if r["pass_"] == pass_name)
+        row_of = lambda r: (r["layer"],) + group_key(r)[1:] + (r["N"],)
+        keys = dict.fromkeys(row_of(r) for r in rows if r["pass_"] == pass_name)
         for k in keys:
-            by = {r["algorithm"]: r for r in rows if r["pass_"] == pass_name and (r["layer"],) + group_key(r)[1:] == k}
+            by = {r["algorithm"]: r for r in rows if r["pass_"] == pass_name and row_of(r) == k}
             cells = [f"{by[a]['us']:.1f} | {by[a]['ratio']:.2f} [{by[a]['ratio_min']:.2f}-{by[a]['ratio_max']:.2f}] | "
                      f"`{by[a]['choice']}`" if a in by else "- | - | -" for a in algos]
-            lines.append(f"| {' | '.join(k)} | {by[ref_name]['N']} | {by[ref_name]['us']:.1f} | " +
+            lines.append(f"| {' | '.join(k[:-1])} | {k[-1]} | {by[ref_name]['us']:.1f} | " +
                          " | ".join(cells) + " |")
         lines.append("")
     with open(path, "w") as f:
