@@ -110,7 +110,7 @@ def test_pass_times_reports_each_pass_with_the_rules_choice(tmp_path):
     assert "## grad_weight" in text
     assert "| mbv3-se-32-120@1 | fp32 | nchw | frozen | 2 |" in text
     assert "| mbv3-se-32-120@1 | fp32 | nchw | trainable | 2 |" in text
-    assert "| grad_weight | pointwise | fp32 | nchw | frozen | gemm |" in text
+    assert "| grad_weight | pointwise | fp32 | nchw | frozen | 2 | gemm |" in text  # each batch apart
     # One current file per suite and GPU: a rerun's rows replace the file's rows they measure again
     # (the trainable ones here), and the others stay.
     rerun = pass_times.main(["--layers", "mbv3-se-32-120@1", "--batch", "2", "--rounds", "1", "--reps", "1",
