@@ -599,9 +599,9 @@ struct SplitEstimate {
 // to itself takes its chunks at `lone_chunk_cost` each (1: the latency's pace), and its splits need
 // only `lone_min_chunks` chunks each (0: `min_chunks`): at most one block an SM unsplit, and split,
 // fewer clusters than `lone_clusters` (the GPU's clusters of each size at one block an SM; null: none
-// counted lone). Fewer, not as many: a launch that fills every GPC's SMs exactly depends on a
-// placement the scheduler did not reach (17 x 17 outputs of 1024 filters at batch 1 in 24 clusters of
-// 5 ran slower than in 4s). Splits are counted only where the clusters take no more waves than the
+// counted lone). Fewer, not as many: a launch that would fill every GPC's SMs exactly leaves no
+// room for a placement short of the ideal (17 x 17 outputs of 1024 filters at batch 1, 24 clusters
+// of 5, ran slower than in clusters of 4, as if not lone). Splits are counted only where the clusters take no more waves than the
 // blocks alone (where the launches run them as clusters). `clusters_by_size`: the GPU's active
 // clusters of each size for the kernel.
 inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int64_t slots,
