@@ -601,9 +601,9 @@ struct SplitEstimate {
 // fewer clusters than `lone_clusters` (the GPU's clusters of each size at one block an SM; null: none
 // counted lone). Fewer, not as many: a launch that would fill every GPC's SMs exactly leaves no
 // room for a placement short of the ideal (17 x 17 outputs of 1024 filters at batch 1, 24 clusters
-// of 5, ran slower than in clusters of 4, as if not lone). Splits are counted only where the clusters take no more waves than the
-// blocks alone (where the launches run them as clusters). `clusters_by_size`: the GPU's active
-// clusters of each size for the kernel.
+// of 5, ran slower than in clusters of 4, as if not lone). Splits are counted only where the
+// clusters take no more waves than the blocks alone (where the launches run them as clusters).
+// `clusters_by_size`: the GPU's active clusters of each size for the kernel.
 inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int64_t slots,
                                              const ClustersBySize& clusters_by_size, int fixed_chunks,
                                              int min_chunks, double lone_chunk_cost = 1.0, int exchange_chunks = 0,
