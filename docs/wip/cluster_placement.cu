@@ -68,15 +68,20 @@ int main() {
   // Two blocks an SM fit (a third does not); one block an SM (more than half the SM's memory).
   const size_t smem_two = size_t(smem_sm) / 3 + 1024, smem_one = size_t(smem_sm) / 2 + 1;
 
-  auto query = [&](size_t smem, int size) {
+  // A launch of `blocks` blocks in clusters of `size`; `attr` must outlive the config.
+  auto cluster_config = [&](cudaLaunchAttribute& attr, int blocks, int size, size_t smem) {
     cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(size));
+    config.gridDim = dim3(unsigned(blocks));
     config.blockDim = dim3(kThreads);
     config.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr;
     attr.id = cudaLaunchAttributeClusterDimension;
     attr.val.clusterDim.x = unsigned(size), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
     config.attrs = &attr, config.numAttrs = 1;
+    return config;
+  };
+  auto query = [&](size_t smem, int size) {
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t config = cluster_config(attr, size, size, smem);
     int clusters = -1;
     if (cudaOccupancyMaxActiveClusters(&clusters, placement_kernel, &config) != cudaSuccess) {
       cudaGetLastError();
@@ -108,14 +113,8 @@ int main() {
       if (clusters < 1 || blocks > 2 * sms || blocks > 4096) continue;
       CHECK(cudaMemset(started, 0, sizeof(unsigned)));
       CHECK(cudaMemset(timed_out, 0, sizeof(int)));
-      cudaLaunchConfig_t config = {};
-      config.gridDim = dim3(unsigned(blocks));
-      config.blockDim = dim3(kThreads);
-      config.dynamicSmemBytes = smem_two;
       cudaLaunchAttribute attr;
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = unsigned(size), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-      config.attrs = &attr, config.numAttrs = 1;
+      const cudaLaunchConfig_t config = cluster_config(attr, blocks, size, smem_two);
       CHECK(cudaLaunchKernelEx(&config, placement_kernel, smid, started, blocks, timed_out));
       CHECK(cudaDeviceSynchronize());
       std::vector<int> ids(blocks);
