@@ -361,8 +361,10 @@ def tf32_grad_input(shape, channels_last=False):
 #   nor, in 16-bit, where the large tile's blocks each have an SM to themselves and the splits would
 #   leave the busiest SM's multiply-adds as they are (R9: 98 large tiles of 256 filters; TF32 still
 #   splits it as wide clusters). Those take the large tile unsplit where small tiles would fill a
-#   wave (small is forced only). Where the splits' blocks too each keep an SM to themselves (16-bit),
-#   they split down to 4 chunks (R9 at batch 1: 4 large tiles of 36 chunks, 8 splits of 5);
+#   wave (small is forced only). Where the splits' blocks too each keep an SM to themselves, they
+#   split down to 3 chunks, and in TF32 such splits of the large tile are taken over any wide launch
+#   (R9 at batch 1: 4 large tiles of 36 chunks in 16-bit, 72 in TF32, 8 splits; R7 at batch 1: 4 large
+#   tiles of 18 chunks in 16-bit, 6 splits of 3, 36 in TF32, 8 splits);
 # - a grid of wide tiles just over a wave (17 x 17, 512 filters, 9216 long reductions): whole tiles
 #   for the full wave, clusters of splits for the rest ("/tail", test_wgmma_tail_splits).
 SPLIT = {p: r"wgmma-(large|medium|wide)/splits=([2-9]|\d\d+)$" for p in ("tf32", "fp16", "bf16")}
@@ -372,7 +374,8 @@ WIDE_SPLIT = {p: r"wgmma-wide/splits=[2-8]$" for p in ("tf32", "fp16", "bf16")}
 WIDE_TAIL = {p: r"wgmma-wide/splits=[2-8]/tail$" for p in ("tf32", "fp16", "bf16")}
 SHORT_UNSPLIT_16 = {"tf32": r"wgmma-\w+/splits=\d+$"} | {p: r"wgmma-large/splits=1$" for p in ("fp16", "bf16")}
 LONE_LARGE_16 = {"tf32": r"wgmma-wide/splits=[2-8]$"} | {p: r"wgmma-large/splits=1$" for p in ("fp16", "bf16")}
-LONE_SPLITS_16 = {"tf32": SPLIT["tf32"]} | {p: r"wgmma-large/splits=8$" for p in ("fp16", "bf16")}
+LONE_SPLITS = {p: r"wgmma-large/splits=8$" for p in ("tf32", "fp16", "bf16")}
+LONE_SHORT_SPLITS = {"tf32": r"wgmma-large/splits=8$"} | {p: r"wgmma-large/splits=6$" for p in ("fp16", "bf16")}
 GRID_CASES = [
     ((2, 512, 136, 7, 5, 3, 3, 1, 1, 1, 1), SPLIT),
     ((2, 256, 256, 5, 6, 3, 3, 1, 1, 1, 2), SPLIT),
@@ -384,7 +387,8 @@ GRID_CASES = [
     ((32, 1024, 512, 17, 17, 3, 3, 1, 1, 1, 1), WIDE_TAIL),
     ((32, 128, 256, 28, 28, 3, 3, 2, 1, 1, 1), SHORT_UNSPLIT_16),
     ((32, 256, 256, 14, 14, 3, 3, 1, 1, 1, 1), LONE_LARGE_16),
-    ((1, 256, 256, 14, 14, 3, 3, 1, 1, 1, 1), LONE_SPLITS_16),
+    ((1, 256, 256, 14, 14, 3, 3, 1, 1, 1, 1), LONE_SPLITS),
+    ((1, 128, 256, 28, 28, 3, 3, 2, 1, 1, 1), LONE_SHORT_SPLITS),
 ]
 
 

@@ -225,15 +225,17 @@ int reduction_chunks(const TcConv& cv, int elem, int chunk_bytes) {
 
 // The splits of a tile launched as one cluster (at most kMaxClusterSplits, cluster.cuh). A cluster's
 // blocks run in one GPC at once, so fewer clusters of `splits` blocks fit the GPU than its block slots
-// divided by `splits`: the clusters of each size the current GPU holds at once (0: none fits), asked
-// once per kernel and device for every size, so that a rule weighing several split counts looks them
-// up once. The entries are never changed or erased, so a reference outlives the lock.
+// divided by `splits`: the clusters of each size the current GPU holds at once (0: none fits) with
+// `smem` bytes of dynamic shared memory a block, asked once per kernel, size and device for every
+// cluster size, so that a rule weighing several split counts looks them up once. The entries are never
+// changed or erased, so a reference outlives the lock.
 using ClustersBySize = std::array<int, kMaxClusterSplits + 1>;
 template <typename Kernel>
 const ClustersBySize& tc_active_clusters_by_size(Kernel kernel, int threads, size_t smem) {
   static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, ClustersBySize> known;
-  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), int(c10::cuda::current_device())};
+  static std::map<std::tuple<const void*, int, size_t>, ClustersBySize> known;
+  const std::tuple<const void*, int, size_t> key{reinterpret_cast<const void*>(kernel),
+                                                 int(c10::cuda::current_device()), smem};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = known.find(key);
   if (it == known.end()) {
@@ -248,24 +250,13 @@ const ClustersBySize& tc_active_clusters_by_size(Kernel kernel, int threads, siz
 // for more than half an SM's shared memory): fewer than tc_active_clusters_by_size's where a kernel
 // runs two blocks an SM, since a cluster may put two of its blocks on one SM, and fewer than the SMs
 // divided by the size, since a cluster's blocks share one GPC (clusters of 5 or 6 leave a GPC's last
-// SMs idle). Asked once per kernel and device, as tc_active_clusters_by_size.
+// SMs idle).
 template <typename Kernel>
 const ClustersBySize& tc_lone_clusters_by_size(Kernel kernel, int threads, size_t smem) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, ClustersBySize> known;
-  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), int(c10::cuda::current_device())};
   const size_t lone_smem =
       std::max(smem, size_t(device_attribute<cudaDevAttrMaxSharedMemoryPerMultiprocessor>()) / 2 + 1);
   ensure_dynamic_smem(kernel, lone_smem, "conv2d_gemm");  // the attribute is a maximum; launches keep their size
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(key);
-  if (it == known.end()) {
-    ClustersBySize clusters{};
-    for (int size = 2; size <= kMaxClusterSplits; ++size)
-      clusters[size] = max_active_clusters(kernel, dim3(threads), lone_smem, size);
-    it = known.emplace(key, clusters).first;
-  }
-  return it->second;
+  return tc_active_clusters_by_size(kernel, threads, lone_smem);
 }
 // Whether `blocks` tiles split `splits` ways run as clusters (`clusters` of them held at once) in no
 // more waves than their blocks alone would take in `slots` block slots: a partly empty last wave of
@@ -572,14 +563,14 @@ constexpr double kWideChunkCost = 0.875;
 // large tile of the same multiply-adds an SM). TF32's lone blocks stay near their latency's pace
 // and its estimate keeps the fit above (docs/precision.md).
 constexpr double kLoneChunkCost16 = 0.5;
-constexpr int kClusterExchangeChunks16 = 6;
+constexpr int kClusterExchangeChunks16 = 6;  // the wide tile's; a tile of half its FP32 sums half of it
 // The estimate's splits hold at least 16 chunks: with fewer it misjudged the one case it was tried on
 // (R7's forward, 18 chunks: 2 wide splits lost to the unsplit large and small tiles).
 constexpr int kMinChunksPerClusterSplit = 16;
-// But 16-bit splits whose large blocks each have an SM to themselves (the lone pace above) hold at
-// least 4: on grids of a few tiles (small batches) those blocks' chunks are nearly all of the launch's
-// time, and splits down to 4-5 chunks kept paying (docs/precision.md).
-constexpr int kMinChunksPerLoneSplit16 = 4;
+// But splits whose large blocks each have an SM to themselves hold at least 3: on grids of a few tiles
+// (small batches) those blocks' chunks are nearly all of the launch's time, and splits down to 3-5
+// chunks kept paying in 16-bit and TF32 alike (docs/precision.md).
+constexpr int kMinChunksPerLoneSplit = 3;
 
 // Splits of the last wave's tiles only: at least this many chunks a split, and taken only where the
 // estimate puts them this far ahead of the best other launch (their clusters' exchange of sums, which
@@ -591,6 +582,7 @@ struct SplitEstimate {
   int splits;
   double time;              // in chunk-times of a block
   int64_t whole_tiles = 0;  // > 0: the tiles after these split, the first run whole (launch_tc)
+  bool lone = false;        // split, each block with an SM to itself (cluster_splits_by_waves)
 };
 
 // The split count, 1 or 2..kMaxClusterSplits as clusters of at least `min_chunks` chunks each, that
@@ -629,7 +621,7 @@ inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int
     const int clusters = clusters_by_size[splits];
     if (!clusters_in_waves(blocks, clusters, splits, slots)) continue;
     const double t = time(ceil_div(blocks, int64_t(clusters)), splits);
-    if (t < best.time) best = {splits, t};
+    if (t < best.time) best = {splits, t, 0, lone(splits)};
   }
   return best;
 }
@@ -656,7 +648,7 @@ inline SplitEstimate tail_splits_by_waves(int64_t blocks, int64_t chunks, const 
 }
 
 // The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerClusterSplit chunks each,
-// kMinChunksPerLoneSplit16 for 16-bit lone large blocks) that minimizes config Cfg's estimated time
+// kMinChunksPerLoneSplit for lone large blocks) that minimizes config Cfg's estimated time
 // for `cv`, with that time in chunk-times of a large block; or, `with_tail`, splits of the last wave's
 // tiles alone where those are ahead by kTailSplitMargin.
 template <typename T, typename Cfg, typename Kernel>
@@ -665,11 +657,12 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv, bool with_
   const int64_t blocks = tile_blocks(cv, Cfg::kBM, Cfg::kBN);
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
   const double chunk_cost = Cfg::kBN == 256 ? kWideChunkCost : 1.0;
-  const bool shares_sm = sizeof(T) == 2 && Cfg::kMinBlocks > 1;  // the lone blocks' pace (kLoneChunkCost16)
-  const double lone_chunk_cost = shares_sm ? kLoneChunkCost16 : 1.0;
-  const int exchange_chunks = sizeof(T) == 2 ? kClusterExchangeChunks16 : 0;
+  const bool shares_sm = Cfg::kMinBlocks > 1;  // a tile whose blocks may run lone, one an SM
+  const double lone_chunk_cost = shares_sm && sizeof(T) == 2 ? kLoneChunkCost16 : 1.0;
+  const int exchange_chunks =
+      sizeof(T) == 2 ? kClusterExchangeChunks16 * Cfg::kBM * Cfg::kBN / (WgmmaWide::kBM * WgmmaWide::kBN) : 0;
   const double pace = blocks <= sm_count() ? lone_chunk_cost : 1.0;
-  const int lone_min_chunks = shares_sm ? kMinChunksPerLoneSplit16 : 0;
+  const int lone_min_chunks = shares_sm ? kMinChunksPerLoneSplit : 0;
   SplitEstimate best{1, double(ceil_div(blocks, slots)) * (double(chunks) * pace + kBlockFixedChunks)};
   if (chunks >= 2 * kMinChunksPerTailSplit) {
     constexpr size_t smem = Cfg::template smem_bytes<T>();
@@ -741,7 +734,12 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
       SplitEstimate best =
           cluster_split_estimate<T, WgmmaLarge>(wgmma_kernel<T, WgmmaLarge, kNchwSource, kTmaA>(), cv, true);
       bool best_wide = false;
-      if (cv.outputs > 128) {
+      // TF32 splits of the large tile whose blocks each keep an SM to themselves run ahead of the wide
+      // tile's launches, which the estimate's wide chunk (fitted with large blocks two an SM) puts
+      // ahead: a wide block's chunk, twice the TF32 multiply-adds, took 1.15-1.3x a lone large one's
+      // (R9, R12 and Y18's grad_input at batch 1; docs/precision.md).
+      const bool lone_tf32_splits = sizeof(T) == 4 && best.splits >= 2 && best.lone;
+      if (cv.outputs > 128 && !lone_tf32_splits) {
         const SplitEstimate w = cluster_split_estimate<T, WgmmaWide>(
             wgmma_kernel<T, WgmmaWide, kNchwSource, kTmaA>(), cv, !wide_blocks_lose);
         if (w.time < best.time) best = w, best_wide = true;
