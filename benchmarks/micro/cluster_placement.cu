@@ -12,8 +12,8 @@
 // started), how many SMs the blocks used and the most blocks any SM held.
 //
 // Build and run on a Hopper GPU (stand-alone, no PyTorch):
-//   nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/cluster_placement docs/wip/cluster_placement.cu
-//   /tmp/cluster_placement > cluster_placement.json
+//   nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/cluster_placement benchmarks/micro/cluster_placement.cu
+//   /tmp/cluster_placement > benchmarks/results/cluster-placement-h200.json
 #include <cuda_runtime.h>
 
 #include <algorithm>
