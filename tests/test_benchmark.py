@@ -424,12 +424,14 @@ def test_winograd_error_study_models_a_fixed_scale_float8_low_part():
     ("render_staged_v_bound", "staged-v-bound-h200"),
     ("render_input_staging_bound", "input-staging-bound-h200"),
     ("render_wgmma_rate", "wgmma-rate-h200"),
+    ("render_cluster_placement", "cluster-placement-h200"),
 ])
 def test_micro_benchmark_markdown_is_rendered_from_its_json(capsys, renderer, result):
     """Each stand-alone micro-benchmark's Markdown in benchmarks/results is what its renderer in
     benchmarks/micro makes of the JSON beside it (the staged-V reduction replayed,
     benchmarks/micro/staged_v_bound.cu; the NCHW input staged by tensor copies,
-    benchmarks/micro/input_staging_bound.cu; the wgmma rates, benchmarks/micro/wgmma_rate.cu)."""
+    benchmarks/micro/input_staging_bound.cu; the wgmma rates, benchmarks/micro/wgmma_rate.cu; where
+    clusters put their blocks, benchmarks/micro/cluster_placement.cu)."""
     import importlib.util
 
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
