@@ -657,7 +657,10 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv, bool with_
   const int64_t blocks = tile_blocks(cv, Cfg::kBM, Cfg::kBN);
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
   const double chunk_cost = Cfg::kBN == 256 ? kWideChunkCost : 1.0;
-  const bool shares_sm = Cfg::kMinBlocks > 1;  // a tile whose blocks may run lone, one an SM
+  // A tile whose blocks may run lone, one an SM. TF32 1x1 launches keep the estimate without lone
+  // blocks: their NCHW sources, read as they are, take no estimate, and channels_last ones give the
+  // same bits (test_tf32_1x1_nchw_source_gives_the_channels_last_bits).
+  const bool shares_sm = Cfg::kMinBlocks > 1 && (sizeof(T) == 2 || cv.R * cv.S > 1);
   const double lone_chunk_cost = shares_sm && sizeof(T) == 2 ? kLoneChunkCost16 : 1.0;
   const int exchange_chunks =
       sizeof(T) == 2 ? kClusterExchangeChunks16 * Cfg::kBM * Cfg::kBN / (WgmmaWide::kBM * WgmmaWide::kBN) : 0;
