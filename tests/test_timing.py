@@ -60,5 +60,7 @@ def test_device_time_leaves_out_the_host_path():
     fns = {"host_heavy": lambda: (time.sleep(0.003), torch.cuda._sleep(1000))}
     with_host = timing.interleaved(fns, "cuda", rounds=3, reps=3, warmup=1)["host_heavy"]
     device_only = timing.interleaved(fns, "cuda", rounds=3, reps=3, warmup=1, device_time=True)["host_heavy"]
-    assert min(with_host) > 2.5
+    # Milliseconds against microseconds, with room for a GPU shared with other processes (the suite's
+    # shards): their work can hold back the start event, which shortens the events' interval.
+    assert min(with_host) > 1.0
     assert max(device_only) < 0.5
