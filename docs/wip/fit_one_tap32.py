@@ -2,11 +2,14 @@
 split_sweep.py JSONs of the TF32 NCHW 1x1 layers (sweep-tf32-nchw-n{1,8,16,32}.json in the current
 folder; --configs wgmma-large,wgmma-wide --splits 1,2,3,4,8 --plain --layers R11,Y19,Y13,R8,Y9) and
 prints each pass's model pick against the best forced launch and the rule."""
-import json, itertools, math
+import json, math, os
 import numpy as np
 cd=lambda a,b:-(-a//b)
-two={1:264,2:132,3:79,4:62,5:47,6:39,7:32,8:30}
-one={1:132,2:66,3:39,4:30,5:22,6:17,7:15,8:15}
+# The H200's clusters of each size held at once, two and one block an SM (cluster_placement.cu)
+_placement = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks",
+                                         "results", "cluster-placement-h200.json")))
+two={c["size"]: c["clusters_two_an_sm"] for c in _placement["capacity"]}
+one={c["size"]: c["clusters_one_an_sm"] for c in _placement["capacity"]}
 L={'R11':(256,512,14,2),'Y19':(1024,512,17,1),'Y13':(512,256,34,1),'R8':(128,256,28,1),'Y9':(256,128,68,1)}
 data=[]
 for n in (1,8,16,32):
