@@ -673,12 +673,12 @@ def test_warp_specialized_wgmma_tile_refuses_a_gathered_float32_source(device):
 # a cluster, and each of the rest splits its reduction across a cluster (cluster_split_estimate's
 # splits of the last wave), so that the last wave is short instead of as long as a full one. The
 # split tiles include the partial last row tile (9248 rows) and, with 500 filters, a partial filter
-# tile. TF32 gathered from channels_last takes the wide tile; 16-bit 1x1 launches the large one (the
-# wide tile only from two waves); a float32 NCHW 1x1 source, read as planes, keeps the NCHW rule.
+# tile. TF32 takes the wide tile, from NCHW planes as from channels_last (one estimate for both, so
+# that they give the same bits); 16-bit 1x1 launches the large one (the wide tile only from two waves).
 TAIL_16 = r"wgmma-large/splits=[2-8]/tail"
 TAIL_CASES = [
     ((32, 1024, 512, 17, 17, 1, 1, 1, 0, 1, 1),
-     {"tf32-nchw": r"wgmma-wide/splits=1", "tf32-nhwc": r"wgmma-wide/splits=[2-8]/tail", "fp16-nchw": TAIL_16,
+     {"tf32-nchw": r"wgmma-wide/splits=[2-8]/tail", "tf32-nhwc": r"wgmma-wide/splits=[2-8]/tail", "fp16-nchw": TAIL_16,
       "bf16-nhwc": TAIL_16}),
     ((32, 1000, 500, 17, 17, 1, 1, 1, 0, 1, 1),
      {"tf32-nchw": r"wgmma-\w+/splits=\d+(/tail)?", "tf32-nhwc": r"wgmma-wide/splits=[2-8]/tail",
@@ -807,15 +807,17 @@ def test_wgmma_reads_16bit_nchw_planes_8_bytes_past_a_word(device):
 
 
 # The rule for 1x1 layers with more than 128 filters: from NCHW planes (TF32, read into registers)
-# the wide tile from one full wave of 128 x 256 tiles over at least 8 chunks of channels (256
-# channels, 144 tiles), the large one with shorter reductions (128 channels); gathered from
-# channels_last (TF32) the wide tile there and from two waves on; at 16 bits the general rule
-# (fewer than two waves: large; from two waves the wide tile) but for reductions of fewer than 16
-# chunks, which keep the large one, and channels_last reductions of at most two chunks (128
-# channels: 576 tiles of 128 x 64, two a block slot) to at most 256 filters, which take ws.
+# the wide tile from one full wave of 128 x 256 tiles over at least 8 chunks of channels, the large
+# one with shorter reductions (128 channels); gathered from channels_last (TF32) the wide tile there
+# and from two waves on -- but where the TF32 split estimate splits the last wave's tiles (256
+# channels, 288 large tiles just over a wave of two an SM: the large tile, in either layout); at 16
+# bits the general rule (fewer than two waves: large; from two waves the wide tile) but for
+# reductions of fewer than 16 chunks, which keep the large one, and channels_last reductions of at
+# most two chunks (128 channels: 576 tiles of 128 x 64, two a block slot) to at most 256 filters,
+# which take ws.
 NCHW_1X1_RULE_CASES = [
     ((32, 256, 256, 24, 24, 1, 1, 1, 0, 1, 1),
-     {"tf32-nchw": "wide", "tf32-nhwc": "wide", "fp16-nchw": "large", "bf16-nhwc": "large"}),
+     {"tf32-nchw": "large", "tf32-nhwc": "large", "fp16-nchw": "large", "bf16-nhwc": "large"}),
     ((32, 128, 256, 24, 24, 1, 1, 1, 0, 1, 1),
      {"tf32-nchw": "large", "tf32-nhwc": "large", "fp16-nchw": "large", "bf16-nhwc": "ws"}),
     # Two waves of 128 x 256 tiles (289): 512 channels are 16 chunks in float32 and 8 at 16 bits.

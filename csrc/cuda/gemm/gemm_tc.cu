@@ -571,6 +571,23 @@ constexpr int kMinChunksPerClusterSplit = 16;
 // (small batches) those blocks' chunks are nearly all of the launch's time, and splits down to 3-5
 // chunks kept paying in 16-bit and TF32 alike (docs/precision.md).
 constexpr int kMinChunksPerLoneSplit = 3;
+// TF32 1x1 launches (from NCHW: A from planes into registers) have terms of their own, fitted to a
+// sweep of R8, R11, Y9, Y13 and Y19 at batches 1-32, forward and grad_input, large and wide at 1-8
+// splits (docs/precision.md): a block's fixed cost 6.5 chunk-times, a lone large block's chunk 0.65
+// of a shared one's (its loads, not its latency, bound it), a wide block's chunk 0.85 and its fixed
+// cost 8; the last wave's splits by the same terms. A channels_last source takes the same terms, so
+// that the two give the same bits (test_tf32_1x1_nchw_source_gives_the_channels_last_bits). The
+// estimate has no term for the tiny tile the rule falls back on, which ran up to 1.7x faster than
+// the splits it would put ahead of it on the shortest reductions (4-8 chunks on 7-49 tiles): large
+// splits are taken only where lone and at most kOneTap32LoneSplitMargin of the unsplit large launch
+// (split large blocks two an SM lost to it, and lone ones put at 0.78-0.79), and wide splits hold at
+// least kOneTap32WideMinChunks chunks (a wide block's fixed cost paid for one chunk lost to it too).
+constexpr double kOneTap32FixedChunks = 6.5;
+constexpr double kOneTap32LoneSplitMargin = 0.75;
+constexpr int kOneTap32WideMinChunks = 2;
+constexpr double kOneTap32LoneChunkCost = 0.65;
+constexpr double kOneTap32WideChunkCost = 0.85;
+constexpr double kOneTap32WideFixedChunks = 8.0 / kOneTap32WideChunkCost;  // in the wide tile's chunk-times
 
 // Splits of the last wave's tiles only: at least this many chunks a split, and taken only where the
 // estimate puts them this far ahead of the best other launch (their clusters' exchange of sums, which
@@ -594,12 +611,14 @@ struct SplitEstimate {
 // counted lone). Fewer, not as many: a launch that would fill every GPC's SMs exactly leaves no
 // room for a placement short of the ideal (17 x 17 outputs of 1024 filters at batch 1, 24 clusters
 // of 5, ran slower than in clusters of 4, as if not lone). Splits are counted only where the
-// clusters take no more waves than the blocks alone (where the launches run them as clusters).
+// clusters take no more waves than the blocks alone (where the launches run them as clusters), and,
+// `lone_splits_only`, only lone ones, at most `split_margin` of the unsplit launch's time.
 // `clusters_by_size`: the GPU's active clusters of each size for the kernel.
 inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int64_t slots,
-                                             const ClustersBySize& clusters_by_size, int fixed_chunks,
+                                             const ClustersBySize& clusters_by_size, double fixed_chunks,
                                              int min_chunks, double lone_chunk_cost = 1.0, int exchange_chunks = 0,
-                                             int lone_min_chunks = 0, const ClustersBySize* lone_clusters = nullptr) {
+                                             int lone_min_chunks = 0, const ClustersBySize* lone_clusters = nullptr,
+                                             bool lone_splits_only = false, double split_margin = 1.0) {
   const int64_t sms = sm_count();
   auto lone = [&](int64_t splits) {
     return splits == 1 ? blocks <= sms : lone_clusters != nullptr && blocks < (*lone_clusters)[splits];
@@ -610,7 +629,9 @@ inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int
            (splits > 1 ? exchange_chunks : 0);
   };
   SplitEstimate best{1, time(ceil_div(blocks, slots), 1)};
+  const double unsplit = best.time;
   for (int splits = 2; splits <= kMaxClusterSplits; ++splits) {
+    if (lone_splits_only && !lone(splits)) continue;
     const int least = lone(splits) && lone_min_chunks > 0 ? lone_min_chunks : min_chunks;
     if (chunks < int64_t(splits) * least) continue;
     // The launches split a reduction into ceil(chunks / splits) chunks a split and drop empty splits,
@@ -621,7 +642,7 @@ inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int
     const int clusters = clusters_by_size[splits];
     if (!clusters_in_waves(blocks, clusters, splits, slots)) continue;
     const double t = time(ceil_div(blocks, int64_t(clusters)), splits);
-    if (t < best.time) best = {splits, t, 0, lone(splits)};
+    if (t < best.time && t <= split_margin * unsplit) best = {splits, t, 0, lone(splits)};
   }
   return best;
 }
@@ -632,7 +653,7 @@ inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int
 // whole waves otherwise ends on a wave of a few blocks as long as a full one (a block's pace is its
 // chunks' latency, not the SM's share). splits = 1 where no such launch exists.
 inline SplitEstimate tail_splits_by_waves(int64_t blocks, int64_t chunks, const ClustersBySize& clusters_by_size,
-                                          int fixed_chunks, int min_chunks) {
+                                          double fixed_chunks, int min_chunks) {
   SplitEstimate best{1, 0.0};
   for (int splits = 2; splits <= kMaxClusterSplits && chunks >= int64_t(splits) * min_chunks; ++splits) {
     if (ceil_div(chunks, ceil_div(chunks, int64_t(splits))) != splits) continue;  // as cluster_splits_by_waves
@@ -640,15 +661,16 @@ inline SplitEstimate tail_splits_by_waves(int64_t blocks, int64_t chunks, const 
     if (clusters == 0 || blocks < per_wave) continue;
     const int64_t whole = blocks / per_wave * per_wave, rest = blocks - whole;
     if (rest == 0) continue;
-    const double t = double(whole / per_wave) * double(chunks + fixed_chunks) +
-                     double(ceil_div(rest, clusters)) * double(ceil_div(chunks, int64_t(splits)) + fixed_chunks);
+    const double t = double(whole / per_wave) * (double(chunks) + fixed_chunks) +
+                     double(ceil_div(rest, clusters)) * (double(ceil_div(chunks, int64_t(splits))) + fixed_chunks);
     if (best.splits == 1 || t < best.time) best = {splits, t, whole};
   }
   return best;
 }
 
 // The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerClusterSplit chunks each,
-// kMinChunksPerLoneSplit for lone large blocks) that minimizes config Cfg's estimated time
+// kMinChunksPerLoneSplit for lone large blocks; TF32 1x1 launches by the kOneTap32 terms) that minimizes
+// config Cfg's estimated time
 // for `cv`, with that time in chunk-times of a large block; or, `with_tail`, splits of the last wave's
 // tiles alone where those are ahead by kTailSplitMargin.
 template <typename T, typename Cfg, typename Kernel>
@@ -656,32 +678,31 @@ SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv, bool with_
   const int64_t chunks = reduction_chunks(cv, int(sizeof(T)), Cfg::kBKBytes);
   const int64_t blocks = tile_blocks(cv, Cfg::kBM, Cfg::kBN);
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
-  const double chunk_cost = Cfg::kBN == 256 ? kWideChunkCost : 1.0;
-  // A tile whose blocks may run lone, one an SM. TF32 1x1 launches keep the estimate without lone
-  // blocks: their NCHW sources, read as they are, take no estimate, and channels_last ones give the
-  // same bits (test_tf32_1x1_nchw_source_gives_the_channels_last_bits).
-  const bool shares_sm = Cfg::kMinBlocks > 1 && (sizeof(T) == 2 || cv.R * cv.S > 1);
-  const double lone_chunk_cost = shares_sm && sizeof(T) == 2 ? kLoneChunkCost16 : 1.0;
+  const bool one_tap32 = sizeof(T) == 4 && cv.R * cv.S == 1;  // the kOneTap32 terms
+  const double chunk_cost = Cfg::kBN != 256 ? 1.0 : one_tap32 ? kOneTap32WideChunkCost : kWideChunkCost;
+  const double fixed_chunks = !one_tap32 ? kBlockFixedChunks
+                              : Cfg::kBN == 256 ? kOneTap32WideFixedChunks : kOneTap32FixedChunks;
+  const bool shares_sm = Cfg::kMinBlocks > 1;  // a tile whose blocks may run lone, one an SM
+  const double lone_chunk_cost = !shares_sm         ? 1.0
+                                 : sizeof(T) == 2 ? kLoneChunkCost16
+                                 : one_tap32      ? kOneTap32LoneChunkCost
+                                                  : 1.0;
   const int exchange_chunks =
       sizeof(T) == 2 ? kClusterExchangeChunks16 * Cfg::kBM * Cfg::kBN / (WgmmaWide::kBM * WgmmaWide::kBN) : 0;
-  const double pace = blocks <= sm_count() ? lone_chunk_cost : 1.0;
-  const int lone_min_chunks = shares_sm ? kMinChunksPerLoneSplit : 0;
-  SplitEstimate best{1, double(ceil_div(blocks, slots)) * (double(chunks) * pace + kBlockFixedChunks)};
-  if (chunks >= 2 * kMinChunksPerTailSplit) {
-    constexpr size_t smem = Cfg::template smem_bytes<T>();
-    ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
-    const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, smem);
-    const ClustersBySize* lone_clusters =
-        shares_sm ? &tc_lone_clusters_by_size(kernel, Cfg::kThreads, smem) : nullptr;
-    if (chunks >= 2 * kMinChunksPerClusterSplit || (shares_sm && chunks >= 2 * lone_min_chunks))
-      best = cluster_splits_by_waves(blocks, chunks, slots, clusters_by_size, kBlockFixedChunks,
-                                     kMinChunksPerClusterSplit, lone_chunk_cost, exchange_chunks, lone_min_chunks,
-                                     lone_clusters);
-    const SplitEstimate tail =
-        with_tail ? tail_splits_by_waves(blocks, chunks, clusters_by_size, kBlockFixedChunks, kMinChunksPerTailSplit)
-                  : SplitEstimate{1, 0.0};
-    if (tail.splits >= 2 && tail.time < kTailSplitMargin * best.time) best = tail;
-  }
+  const int min_chunks = !one_tap32 ? kMinChunksPerClusterSplit : Cfg::kBN == 256 ? kOneTap32WideMinChunks : 1;
+  const int lone_min_chunks = !shares_sm ? 0 : one_tap32 ? 1 : kMinChunksPerLoneSplit;
+  constexpr size_t smem = Cfg::template smem_bytes<T>();
+  ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
+  const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, smem);
+  const ClustersBySize* lone_clusters = shares_sm ? &tc_lone_clusters_by_size(kernel, Cfg::kThreads, smem) : nullptr;
+  const bool lone_splits_only = one_tap32 && shares_sm;
+  SplitEstimate best = cluster_splits_by_waves(blocks, chunks, slots, clusters_by_size, fixed_chunks, min_chunks,
+                                               lone_chunk_cost, exchange_chunks, lone_min_chunks, lone_clusters,
+                                               lone_splits_only, lone_splits_only ? kOneTap32LoneSplitMargin : 1.0);
+  const SplitEstimate tail = with_tail ? tail_splits_by_waves(blocks, chunks, clusters_by_size, fixed_chunks,
+                                                              kMinChunksPerTailSplit)
+                                       : SplitEstimate{1, 0.0};
+  if (tail.splits >= 2 && tail.time < kTailSplitMargin * best.time) best = tail;
   best.time *= chunk_cost;
   return best;
 }
@@ -730,28 +751,26 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   // Launches of more than 64 destination channels split their reduction as clusters of the large or
   // wide tile where the estimate says the splits' shorter blocks more than pay for their extra waves:
   // grids of a few tiles (7 x 7 outputs of 512 channels), grids just over whole waves of tiles (17 x
-  // 17 outputs of 512 or 1024 channels), these splitting only the last wave's tiles. Elsewhere, and
-  // for NCHW float32 sources read by the 1x1 kernel (not swept), the rule below.
-  if constexpr (!kNchwSource || sizeof(T) == 2) {
-    if (wide) {
-      SplitEstimate best =
-          cluster_split_estimate<T, WgmmaLarge>(wgmma_kernel<T, WgmmaLarge, kNchwSource, kTmaA>(), cv, true);
-      bool best_wide = false;
-      // TF32 splits of the large tile whose blocks each keep an SM to themselves run ahead of the wide
-      // tile's launches, which the estimate's wide chunk (fitted with large blocks two an SM) puts
-      // ahead: a wide block's chunk, twice the TF32 multiply-adds, took 1.15-1.3x a lone large one's
-      // (R9, R12 and Y18's grad_input at batch 1; docs/precision.md).
-      const bool lone_tf32_splits = sizeof(T) == 4 && best.splits >= 2 && best.lone;
-      if (cv.outputs > 128 && !lone_tf32_splits) {
-        const SplitEstimate w = cluster_split_estimate<T, WgmmaWide>(
-            wgmma_kernel<T, WgmmaWide, kNchwSource, kTmaA>(), cv, !wide_blocks_lose);
-        if (w.time < best.time) best = w, best_wide = true;
-      }
-      if (best.splits >= 2 && best_wide)
-        return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass, best.splits, best.whole_tiles);
-      if (best.splits >= 2)
-        return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass, best.splits, best.whole_tiles);
+  // 17 outputs of 512 or 1024 channels), these splitting only the last wave's tiles; TF32 1x1 launches
+  // by terms of their own (kOneTap32*). Elsewhere, the rule below.
+  if (wide) {
+    SplitEstimate best =
+        cluster_split_estimate<T, WgmmaLarge>(wgmma_kernel<T, WgmmaLarge, kNchwSource, kTmaA>(), cv, true);
+    bool best_wide = false;
+    // TF32 splits of the large tile whose blocks each keep an SM to themselves run ahead of the wide
+    // tile's launches, which the estimate's wide chunk (fitted with large blocks two an SM) puts
+    // ahead: a wide block's chunk, twice the TF32 multiply-adds, took 1.15-1.3x a lone large one's
+    // (R9, R12 and Y18's grad_input at batch 1; docs/precision.md).
+    const bool lone_tf32_splits = sizeof(T) == 4 && !one_tap && best.splits >= 2 && best.lone;
+    if (cv.outputs > 128 && !lone_tf32_splits) {
+      const SplitEstimate w = cluster_split_estimate<T, WgmmaWide>(
+          wgmma_kernel<T, WgmmaWide, kNchwSource, kTmaA>(), cv, !wide_blocks_lose);
+      if (w.time < best.time) best = w, best_wide = true;
     }
+    if (best.splits >= 2 && best_wide)
+      return launch_wgmma<T, WgmmaWide, kNchwSource, kTmaA>(args, pass, best.splits, best.whole_tiles);
+    if (best.splits >= 2)
+      return launch_wgmma<T, WgmmaLarge, kNchwSource, kTmaA>(args, pass, best.splits, best.whole_tiles);
   }
   // The wide tile: more than 128 destination channels and at least two waves of its tiles. With A
   // from NCHW planes into registers (1x1 TF32) it wins from one full wave on where the reduction has
