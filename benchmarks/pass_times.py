@@ -196,15 +196,17 @@ def write_markdown(path, meta, rows):
                 if ratios:
                     lines.append(f"| {pass_name} | {' | '.join(k)} | {a} | {geomean(ratios):.2f}x | {len(ratios)} |")
     lines.append("")
+    # A table line per layer, precision, layout, weights and batch: its rows by algorithm.
+    lines_of = {}
+    for r in rows:
+        line = (r["layer"],) + group_key(r)[1:] + (r["N"],)
+        lines_of.setdefault(r["pass_"], {}).setdefault(line, {})[r["algorithm"]] = r
     for pass_name in PASSES:
         lines += [f"## {pass_name}", "",
                   f"| layer | precision | layout | weights | N | {ref_name} us | " +
                   " | ".join(f"{a} us | {a} ratio | {a} choice" for a in algos) + " |",
                   "|---|---|---|---|---|---|" + "---|---|---|" * len(algos)]
-        row_of = lambda r: (r["layer"],) + group_key(r)[1:] + (r["N"],)
-        keys = dict.fromkeys(row_of(r) for r in rows if r["pass_"] == pass_name)
-        for k in keys:
-            by = {r["algorithm"]: r for r in rows if r["pass_"] == pass_name and row_of(r) == k}
+        for k, by in lines_of.get(pass_name, {}).items():
             cells = [f"{by[a]['us']:.1f} | {by[a]['ratio']:.2f} [{by[a]['ratio_min']:.2f}-{by[a]['ratio_max']:.2f}] | "
                      f"`{by[a]['choice']}`" if a in by else "- | - | -" for a in algos]
             lines.append(f"| {' | '.join(k[:-1])} | {k[-1]} | {by[ref_name]['us']:.1f} | " +
