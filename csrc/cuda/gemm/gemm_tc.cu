@@ -578,7 +578,7 @@ constexpr int kMinChunksPerLoneSplit = 3;
 // cost 8; the last wave's splits by the same terms. A channels_last source takes the same terms, so
 // that the two give the same bits (test_tf32_1x1_nchw_source_gives_the_channels_last_bits). The
 // estimate has no term for the tiny tile the rule falls back on, which ran up to 1.7x faster than
-// the splits it would put ahead of it on the shortest reductions (4-8 chunks on 7-49 tiles): large
+// the splits it would put ahead of it on the shortest reductions (2-8 chunks on 7-52 tiles): large
 // splits are taken only where lone and at most kOneTap32LoneSplitMargin of the unsplit large launch
 // (split large blocks two an SM lost to it, and lone ones put at 0.78-0.79), and wide splits hold at
 // least kOneTap32WideMinChunks chunks (a wide block's fixed cost paid for one chunk lost to it too).
