@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One device call for docs/wip/tf32-weight-relayout.patch (applied on a branch, `git am`, the branch
-# checked out): build + whole suite in 6 shards, then the TF32 NCHW trainable rows of the 3x3 layers
-# whose Wt it re-lays (batches 1, 8, 32; cuDNN in the same run), every output in one archive.
+# One device call for docs/wip/tf32-weight-relayout.patch and split-terms.patch on top of it (applied
+# on a branch, `git am` each, the branch checked out): build + whole suite in 6 shards, then the TF32
+# NCHW trainable rows of the 3x3 layers whose Wt it re-lays (batches 1, 8, 32; cuDNN in the same run),
+# every output in one archive.
 set -uo pipefail
 PYTEST_SHARDS=6 OUT="$OUT/suite" timeout 420 bash benchmarks/gpu_session.sh > /dev/null 2>&1
 grep -E "== build|== tests|pytest rc|passed|failed|FAILED|ERROR" "$OUT/suite/session.log"
