@@ -11,7 +11,7 @@ mkdir -p "$OUT/sw"
 echo "build rc $?"; tail -3 "$OUT/sw/build.log"
 for layout in nchw nhwc; do
   for n in 1 8 16 32; do
-    OUT="$OUT/sw" timeout 50 python docs/wip/split_sweep.py --layers R5,R8,R11,Y5,Y9,Y13,Y19 --precision tf32 \
+    OUT="$OUT/sw" timeout 45 python docs/wip/split_sweep.py --layers R5,R8,R11,Y5,Y9,Y13,Y19 --precision tf32 \
       --layout $layout --passes fwd,gi --batch $n --plain --splits 1,2,3,4,6,8 \
       --configs wgmma-tiny,wgmma-small,wgmma-medium,wgmma-large,wgmma-wide > "$OUT/sw/sweep-$layout-n$n.txt" 2>&1
     echo "sweep $layout n$n rc $?"
