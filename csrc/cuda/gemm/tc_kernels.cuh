@@ -255,6 +255,76 @@ __global__ void tc_weight_relayout_phases_kernel(const E* __restrict__ w, uint4*
   }
 }
 
+// Wt of a contiguous float32 weight (K x C/groups x Rw x Sw, at most kTransposeTaps taps), stored
+// TF32-rounded, through shared memory: every launch of `maps` (a forward's or a stride-1
+// grad_input's one, a strided grad_input's phases), which share their groups, channels and padding
+// and differ in their taps. The word-per-thread relayouts above gather a word's four channels
+// Rw x Sw elements apart: each warp load touches a sector per channel, and every tap's blocks read
+// the same sectors again. Here a block copies, for 32 rows of the weight's first index (filters;
+// the grad_input's reduced filters where transposed) and 32 of its second (channels), every tap --
+// runs of 32 x Rw x Sw contiguous elements -- into shared memory by coalesced loads, then writes
+// each launch's words of that slab (a word: four reduced channels of one tap and one destination)
+// by coalesced 16-byte stores. Block (dst block of 32, reduced block of 32, g); the words, their
+// zeros and their values are those of tc_weight_word.
+constexpr int kTransposeTaps = 9;
+constexpr int kTransposeRows = 32;  // destination rows and reduced channels a block
+
+// Index of the Wt word holding column `col` (a multiple of 4) of destination `dst` in group g.
+__device__ __forceinline__ int64_t tc_wt_word_index(const TcConv& cv, int64_t g, int dst, int col) {
+  constexpr int kVec = 4, kRowWords = 8, kTileWords = 64 * kRowWords, kRowElems = kRowWords * kVec;
+  if (!cv.wt_tiled) return ((g * cv.n_pad + dst) * cv.wt_row + col) / kVec;
+  const int row = dst % 64, logical = (col % kRowElems) / kVec;
+  const int64_t tile = (g * (cv.n_pad / 64) + dst / 64) * (cv.wt_row / kRowElems) + col / kRowElems;
+  return tile * kTileWords + row * kRowWords + (logical ^ (row & 7));
+}
+
+__global__ void __launch_bounds__(256)
+    tc_weight_relayout_transpose_kernel(const float* __restrict__ w, uint4* __restrict__ wt,
+                                        const __grid_constant__ TcWeightPhaseMaps maps, int weight_taps,
+                                        int weight_s) {
+  constexpr int kRows = kTransposeRows, kThreads = 256;
+  __shared__ float slab[kRows * (kRows * kTransposeTaps + 1)];
+  const TcConv& cv0 = maps.map[0].cv;
+  const int pitch = kRows * weight_taps + 1;  // odd: a warp's words of 4 rows x 8 words hit 32 banks
+  const int64_t g = blockIdx.z;
+  const int dst0 = int(blockIdx.x) * kRows, red0 = int(blockIdx.y) * kRows;
+  // The weight's rows and columns: filters x channels forward, the reverse where transposed.
+  const int first0 = cv0.transposed ? red0 : dst0, second0 = cv0.transposed ? dst0 : red0;
+  const int firsts = cv0.transposed ? cv0.reduced : cv0.outputs, seconds = cv0.transposed ? cv0.outputs : cv0.reduced;
+  const int run = kRows * weight_taps;  // elements of one first index's slab row
+  const int64_t second_stride = weight_taps, first_stride = int64_t(seconds) * weight_taps;
+  for (int e = threadIdx.x; e < kRows * run; e += kThreads) {
+    const int f = e / run, x = e - f * run;
+    const int first = first0 + f, second = second0 + x / weight_taps;
+    if (first < firsts && second < seconds)
+      slab[f * pitch + x] = __ldg(w + (g * firsts + first) * first_stride + second0 * second_stride + x);
+  }
+  __syncthreads();
+  // A word a thread and tap: 32 destination rows x 8 words of the block's 32 reduced channels.
+  const int row = threadIdx.x / 8, dst = dst0 + row;
+  const int red = 4 * ((threadIdx.x % 8) ^ (cv0.wt_tiled ? (dst % 64) & 7 : 0));
+  for (int p = 0; p < maps.phases; ++p) {
+    const TcConv& cv = maps.map[p].cv;
+    uint4* const phase_wt = wt + maps.first_word[p];
+    for (int tap = 0; tap < cv.R * cv.S; ++tap) {
+      const int i = tap / cv.S, j = tap - i * cv.S;
+      const int t = cv.filter_r(i) * weight_s + cv.filter_s(j);
+      union {
+        uint4 word;
+        float e[4];
+      } out;
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int r = red + v;
+        const bool valid = dst < cv.outputs && red0 + r < cv.reduced;
+        const int at = cv.transposed ? r * pitch + row * weight_taps + t : row * pitch + r * weight_taps + t;
+        out.e[v] = valid ? round_to_tf32(slab[at]) : 0.f;
+      }
+      phase_wt[tc_wt_word_index(cv, g, dst, tap * cv.red_pad + red0 + red)] = out.word;
+    }
+  }
+}
+
 // The block's place in the grid: destination-channel tiles fastest, so that the blocks sharing an
 // input tile run together and read it from L2. The index is split by multiplies: a block's setup is
 // a fair part of a short reduction's instructions (the 32-channel layers' five chunks).
