@@ -631,37 +631,49 @@ struct SplitEstimate {
   bool lone = false;        // split, each block with an SM to itself (cluster_splits_by_waves)
 };
 
-// The split count, 1 or 2..kMaxClusterSplits as clusters of at least `min_chunks` chunks each, that
-// minimizes a launch's estimated time: its waves of blocks (of clusters, where split) times a block's
-// chunks plus `fixed_chunks`, and `exchange_chunks` where split. A launch whose every block has an SM
-// to itself takes its chunks at `lone_chunk_cost` each (1: the latency's pace), and its splits need
-// only `lone_min_chunks` chunks each (0: `min_chunks`): at most one block an SM unsplit, and split,
-// fewer clusters than `lone_clusters` (the GPU's clusters of each size at one block an SM; null: none
-// counted lone). Fewer, not as many: a launch that would fill every GPC's SMs exactly leaves no
-// room for a placement short of the ideal (17 x 17 outputs of 1024 filters at batch 1, 24 clusters
-// of 5, ran slower than in clusters of 4, as if not lone). Splits are counted only where the
-// clusters take no more waves than the blocks alone (where the launches run them as clusters), and,
-// `lone_splits_only`, only lone ones, at most `split_margin` of the unsplit launch's time.
-// `clusters_by_size`: the GPU's active clusters of each size for the kernel.
+// One split estimate's terms (cluster_splits_by_waves), in chunk-times of the tile's block: each fitted
+// model (the conv launches' three in conv_split_terms, grad_weight's) is one of these.
+struct SplitTerms {
+  double fixed_chunks = 0.0;      // a block's fixed cost (pipeline fill, epilogue)
+  int min_chunks = 1;             // the chunks a split holds at least
+  double lone_chunk_cost = 1.0;   // a chunk of a block with an SM to itself (1: the latency's pace)
+  int exchange_chunks = 0;        // a split launch's cost beyond its blocks (the clusters' exchange of sums)
+  int lone_min_chunks = 0;        // the chunks a lone split holds at least (0: min_chunks)
+  bool lone_splits_only = false;  // splits weighed only where lone, ...
+  double split_margin = 1.0;      // ... and taken only at most this share of the unsplit launch's time
+  double chunk_cost = 1.0;        // the tile's chunk in a large block's chunk-times (cluster_split_estimate)
+};
+
+// The split count, 1 or 2..kMaxClusterSplits as clusters of at least `terms.min_chunks` chunks each,
+// that minimizes a launch's estimated time: its waves of blocks (of clusters, where split) times a
+// block's chunks plus `terms.fixed_chunks`, and `terms.exchange_chunks` where split. A launch whose
+// every block has an SM to itself takes its chunks at `terms.lone_chunk_cost` each, and its splits need
+// only `terms.lone_min_chunks` chunks each: at most one block an SM unsplit, and split, fewer clusters
+// than `lone_clusters` (the GPU's clusters of each size at one block an SM; null: none counted lone).
+// Fewer, not as many: a launch that would fill every GPC's SMs exactly leaves no room for a placement
+// short of the ideal (17 x 17 outputs of 1024 filters at batch 1, 24 clusters of 5, ran slower than in
+// clusters of 4, as if not lone). Splits are counted only where the clusters take no more waves than
+// the blocks alone (where the launches run them as clusters), and, `terms.lone_splits_only`, only lone
+// ones, at most `terms.split_margin` of the unsplit launch's time. `clusters_by_size`: the GPU's active
+// clusters of each size for the kernel. The times are in the tile's chunk-times (`terms.chunk_cost`
+// not applied).
 inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int64_t slots,
-                                             const ClustersBySize& clusters_by_size, double fixed_chunks,
-                                             int min_chunks, double lone_chunk_cost = 1.0, int exchange_chunks = 0,
-                                             int lone_min_chunks = 0, const ClustersBySize* lone_clusters = nullptr,
-                                             bool lone_splits_only = false, double split_margin = 1.0) {
+                                             const ClustersBySize& clusters_by_size,
+                                             const ClustersBySize* lone_clusters, const SplitTerms& terms) {
   const int64_t sms = sm_count();
   auto lone = [&](int64_t splits) {
     return splits == 1 ? blocks <= sms : lone_clusters != nullptr && blocks < (*lone_clusters)[splits];
   };
   auto time = [&](int64_t waves, int64_t splits) {
-    const double pace = lone(splits) ? lone_chunk_cost : 1.0;
-    return double(waves) * (double(ceil_div(chunks, splits)) * pace + fixed_chunks) +
-           (splits > 1 ? exchange_chunks : 0);
+    const double pace = lone(splits) ? terms.lone_chunk_cost : 1.0;
+    return double(waves) * (double(ceil_div(chunks, splits)) * pace + terms.fixed_chunks) +
+           (splits > 1 ? terms.exchange_chunks : 0);
   };
   SplitEstimate best{1, time(ceil_div(blocks, slots), 1)};
   const double unsplit = best.time;
   for (int splits = 2; splits <= kMaxClusterSplits; ++splits) {
-    if (lone_splits_only && !lone(splits)) continue;
-    const int least = lone(splits) && lone_min_chunks > 0 ? lone_min_chunks : min_chunks;
+    if (terms.lone_splits_only && !lone(splits)) continue;
+    const int least = lone(splits) && terms.lone_min_chunks > 0 ? terms.lone_min_chunks : terms.min_chunks;
     if (chunks < int64_t(splits) * least) continue;
     // The launches split a reduction into ceil(chunks / splits) chunks a split and drop empty splits,
     // so a count whose splits of that length need fewer (28 chunks in 8 splits of 4: 7) would launch
@@ -671,7 +683,7 @@ inline SplitEstimate cluster_splits_by_waves(int64_t blocks, int64_t chunks, int
     const int clusters = clusters_by_size[splits];
     if (!clusters_in_waves(blocks, clusters, splits, slots)) continue;
     const double t = time(ceil_div(blocks, int64_t(clusters)), splits);
-    if (t < best.time && t <= split_margin * unsplit) best = {splits, t, 0, lone(splits)};
+    if (t < best.time && t <= terms.split_margin * unsplit) best = {splits, t, 0, lone(splits)};
   }
   return best;
 }
@@ -697,42 +709,58 @@ inline SplitEstimate tail_splits_by_waves(int64_t blocks, int64_t chunks, const 
   return best;
 }
 
-// The split count (1 or 2..kMaxClusterSplits as clusters, at least kMinChunksPerClusterSplit chunks each,
-// kMinChunksPerLoneSplit for lone large blocks; TF32 1x1 launches by the kOneTap32 terms) that minimizes
-// config Cfg's estimated time
-// for `cv`, with that time in chunk-times of a large block; or, `with_tail`, splits of the last wave's
-// tiles alone where those are ahead by kTailSplitMargin.
+// The conv launches' split terms for config Cfg: TF32 1x1 launches by the kOneTap32 terms; the others
+// by the first fit (kBlockFixedChunks, kWideChunkCost, at least kMinChunksPerClusterSplit chunks a split,
+// kMinChunksPerLoneSplit for lone large blocks), with the 16-bit launches' lone chunk and clusters'
+// exchange.
+template <typename T, typename Cfg>
+SplitTerms conv_split_terms(const TcConv& cv) {
+  constexpr bool wide = Cfg::kBN == 256;
+  constexpr bool shares_sm = Cfg::kMinBlocks > 1;  // a tile whose blocks may run lone, one an SM
+  SplitTerms terms;
+  if (sizeof(T) == 4 && cv.R * cv.S == 1) {
+    terms.fixed_chunks = wide ? kOneTap32WideFixedChunks : kOneTap32FixedChunks;
+    terms.chunk_cost = wide ? kOneTap32WideChunkCost : 1.0;
+    terms.min_chunks = wide ? kOneTap32WideMinChunks : 1;
+    if (shares_sm) {
+      terms.lone_chunk_cost = kOneTap32LoneChunkCost;
+      terms.lone_min_chunks = 1;
+      terms.lone_splits_only = true;
+      terms.split_margin = kOneTap32LoneSplitMargin;
+    }
+    return terms;
+  }
+  terms.fixed_chunks = kBlockFixedChunks;
+  terms.chunk_cost = wide ? kWideChunkCost : 1.0;
+  terms.min_chunks = kMinChunksPerClusterSplit;
+  terms.lone_min_chunks = shares_sm ? kMinChunksPerLoneSplit : 0;
+  if (sizeof(T) == 2) {
+    terms.lone_chunk_cost = shares_sm ? kLoneChunkCost16 : 1.0;
+    terms.exchange_chunks = kClusterExchangeChunks16 * Cfg::kBM * Cfg::kBN / (WgmmaWide::kBM * WgmmaWide::kBN);
+  }
+  return terms;
+}
+
+// The split count (1 or 2..kMaxClusterSplits as clusters, by conv_split_terms) that minimizes config
+// Cfg's estimated time for `cv`, with that time in chunk-times of a large block; or, `with_tail`,
+// splits of the last wave's tiles alone where those are ahead by kTailSplitMargin.
 template <typename T, typename Cfg, typename Kernel>
 SplitEstimate cluster_split_estimate(Kernel kernel, const TcConv& cv, bool with_tail) {
   const int64_t chunks = reduction_chunks(cv, int(sizeof(T)), Cfg::kBKBytes);
   const int64_t blocks = tile_blocks(cv, Cfg::kBM, Cfg::kBN);
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
-  const bool one_tap32 = sizeof(T) == 4 && cv.R * cv.S == 1;  // the kOneTap32 terms
-  const double chunk_cost = Cfg::kBN != 256 ? 1.0 : one_tap32 ? kOneTap32WideChunkCost : kWideChunkCost;
-  const double fixed_chunks = !one_tap32 ? kBlockFixedChunks
-                              : Cfg::kBN == 256 ? kOneTap32WideFixedChunks : kOneTap32FixedChunks;
-  const bool shares_sm = Cfg::kMinBlocks > 1;  // a tile whose blocks may run lone, one an SM
-  const double lone_chunk_cost = !shares_sm         ? 1.0
-                                 : sizeof(T) == 2 ? kLoneChunkCost16
-                                 : one_tap32      ? kOneTap32LoneChunkCost
-                                                  : 1.0;
-  const int exchange_chunks =
-      sizeof(T) == 2 ? kClusterExchangeChunks16 * Cfg::kBM * Cfg::kBN / (WgmmaWide::kBM * WgmmaWide::kBN) : 0;
-  const int min_chunks = !one_tap32 ? kMinChunksPerClusterSplit : Cfg::kBN == 256 ? kOneTap32WideMinChunks : 1;
-  const int lone_min_chunks = !shares_sm ? 0 : one_tap32 ? 1 : kMinChunksPerLoneSplit;
+  const SplitTerms terms = conv_split_terms<T, Cfg>(cv);
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");  // before the occupancy query, as launch_tc
   const ClustersBySize& clusters_by_size = tc_active_clusters_by_size(kernel, Cfg::kThreads, smem);
-  const ClustersBySize* lone_clusters = shares_sm ? &tc_lone_clusters_by_size(kernel, Cfg::kThreads, smem) : nullptr;
-  const bool lone_splits_only = one_tap32 && shares_sm;
-  SplitEstimate best = cluster_splits_by_waves(blocks, chunks, slots, clusters_by_size, fixed_chunks, min_chunks,
-                                               lone_chunk_cost, exchange_chunks, lone_min_chunks, lone_clusters,
-                                               lone_splits_only, lone_splits_only ? kOneTap32LoneSplitMargin : 1.0);
-  const SplitEstimate tail = with_tail ? tail_splits_by_waves(blocks, chunks, clusters_by_size, fixed_chunks,
+  const ClustersBySize* lone_clusters =
+      Cfg::kMinBlocks > 1 ? &tc_lone_clusters_by_size(kernel, Cfg::kThreads, smem) : nullptr;
+  SplitEstimate best = cluster_splits_by_waves(blocks, chunks, slots, clusters_by_size, lone_clusters, terms);
+  const SplitEstimate tail = with_tail ? tail_splits_by_waves(blocks, chunks, clusters_by_size, terms.fixed_chunks,
                                                               kMinChunksPerTailSplit)
                                        : SplitEstimate{1, 0.0};
   if (tail.splits >= 2 && tail.time < kTailSplitMargin * best.time) best = tail;
-  best.time *= chunk_cost;
+  best.time *= terms.chunk_cost;
   return best;
 }
 
@@ -1231,6 +1259,7 @@ constexpr int kFinishFixedChunks = 3;
 // layer of 512 filters, 1% faster by the estimate than the rule's 7 through the workspace, measured 3%
 // slower).
 constexpr double kWeightGradEstimateMargin = 0.98;
+constexpr SplitTerms kWeightGradSplitTerms{kWeightGradBlockFixedChunks, kMinChunksPerWeightGradClusterSplit};
 
 // `cap`: the most splits the positions and the workspace limit allow (the rule's bound);
 // `clusters_by_size`: the kernel's (tc_active_clusters_by_size); `hbm_bytes_per_chunk`: the kernel's
@@ -1258,8 +1287,8 @@ int64_t weight_grad_split_estimate(const ClustersBySize& clusters_by_size, int64
     if (fullest_time < time) splits = fullest, time = fullest_time;
   }
   if (!weigh_clusters) return splits;
-  const SplitEstimate best = cluster_splits_by_waves(tiles, chunks, slots, clusters_by_size,
-                                                     kWeightGradBlockFixedChunks, kMinChunksPerWeightGradClusterSplit);
+  const SplitEstimate best =
+      cluster_splits_by_waves(tiles, chunks, slots, clusters_by_size, nullptr, kWeightGradSplitTerms);
   return best.time < kWeightGradEstimateMargin * time ? best.splits : splits;
 }
 
