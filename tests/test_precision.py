@@ -842,6 +842,33 @@ def test_wgmma_config_rule_of_1x1_layers(device, case, setting):
     assert rel_err(y, ref) <= allowed_error(rel_err(F.conv2d(x, w, b, **kw), ref), x.dtype)
 
 
+# TF32 1x1 launches of a few tiles (batch 1), from NCHW planes and channels_last alike: the large
+# tile's blocks, each with an SM to itself, split their reduction as clusters (cluster_split_estimate's
+# lone splits by the kOneTap32 terms, down to a chunk a split), ahead of the wide tile and of the tiny
+# tile the rule falls back on. 256 -> 512 channels at stride 2 on 14 x 14: 4 large tiles of 8 chunks,
+# 8 splits of one; 1024 -> 512 on 17 x 17: 12 tiles of 32 chunks forward, 24 of 16 for grad_input.
+LONE_SPLIT_CASES = [
+    ((1, 256, 512, 14, 14, 1, 1, 2, 0, 1, 1), ("wgmma-large/splits=8", "wgmma-large/splits=8")),
+    ((1, 1024, 512, 17, 17, 1, 1, 1, 0, 1, 1), ("wgmma-large/splits=[2-8]", "wgmma-large/splits=[2-8]")),
+]
+
+
+@pytest.mark.parametrize("setting", ["tf32-nchw", "tf32-nhwc"])
+@pytest.mark.parametrize("case", LONE_SPLIT_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_tf32_1x1_lone_splits(device, case, setting):
+    shape, expected = case
+    x, w, b, kw = setting_case(shape, device, setting)
+    y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+    # The same bits every call: a split tile adds its splits' sums in split order.
+    assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
+    if hopper():
+        for pass_, plan, want in zip(("forward", "grad_input"), (forward_plan, backward_plan), expected):
+            # The backward's plan names the forward's entry too: find the pass's own entry.
+            assert re.search(f"(^| ){pass_}:{want}" + r"(/a=\w+)?( |$)", plan), plan
+        assert torchconv.last_workspace_bytes() == 0  # the splits' sums meet in distributed shared memory
+
+
 # The wgmma grad_weight config rule (Hopper), as (shape, config, split count pattern): 64 filters for
 # groups with at most 64 (narrow), else 128 x 256 columns (taps x channels per group; wide), 128 x 192
 # where 192-column tiles pad the columns less (wide-n192: 144, 288, 360, 576 or 1152 columns; 216 and
