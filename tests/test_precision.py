@@ -1492,18 +1492,18 @@ def test_tf32_1x1_nchw_source_gives_the_channels_last_bits(device, shape):
     check_gemm_forward_and_grad_input(x, w, b, kw)
 
 
-# The TF32 kernels' Wt from a contiguous float32 weight of 2-9 taps is re-laid through shared memory
-# (tc_weight_relayout_transpose_kernel), from any other weight by the word-per-thread gathers: both
-# must give the same Wt, so the same weight, contiguous or channels_last, gives the same bits,
-# forward and grad_input (stride 1: the transposed Wt; stride 2: every phase's, in one launch).
-# Partial chunks of channels and filters (40 channels, 136 filters), groups, 2 x 3 taps with uneven
-# padding, dilation, stride 2.
+# The TF32 forward's Wt from a contiguous float32 weight of 2-9 taps and at least 256 blocks of 32
+# filters x 32 channels is re-laid through shared memory (tc_weight_relayout_transpose_kernel), from
+# any other weight by the word-per-thread gathers: both must give the same Wt, so the same weight,
+# contiguous or channels_last, gives the same bits, forward and grad_input (which re-lays by the gathers
+# either way). Partial chunks of channels and filters (520 channels, 516 filters), groups, 2 x 3 taps
+# with uneven padding, dilation, stride 2; few positions, so that the weight is most of the work.
 TF32_WEIGHT_RELAYOUT_SHAPES = [
-    (2, 40, 136, 9, 11, 3, 3, 1, 1, 1, 1),
-    (1, 64, 72, 8, 7, 3, 3, 1, 1, 1, 2),
-    (2, 48, 80, 10, 9, 2, 3, 1, (0, 1), 1, 1),
-    (2, 96, 200, 6, 7, 3, 3, 1, 1, 2, 1),
-    (2, 64, 136, 9, 9, 3, 3, 2, 1, 1, 1),
+    (1, 520, 516, 5, 6, 3, 3, 1, 1, 1, 1),
+    (2, 1040, 1040, 5, 5, 3, 3, 1, 1, 1, 2),
+    (1, 512, 520, 5, 6, 2, 3, 1, (0, 1), 1, 1),
+    (1, 512, 512, 7, 6, 3, 3, 1, 2, 2, 1),
+    (2, 520, 516, 9, 9, 3, 3, 2, 1, 1, 1),
 ]
 
 
@@ -1516,8 +1516,9 @@ def test_tf32_weight_relayouts_agree(device, shape):
     for fmt in (torch.contiguous_format, torch.channels_last):
         wi = w.detach().contiguous(memory_format=fmt).requires_grad_(True)
         xi = x.detach().requires_grad_(True)
-        y = torchconv.conv2d(xi, wi, b, algorithm="gemm", **kw)
+        names, y = cuda_kernel_names(lambda: torchconv.conv2d(xi, wi, b, algorithm="gemm", **kw))
         assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
+        assert any("tc_weight_relayout_transpose_kernel" in n for n in names) == (fmt == torch.contiguous_format)
         gy = torch.randn(y.shape, device=device, generator=torch.Generator(device).manual_seed(7))
         results.append((y,) + torch.autograd.grad(y, (xi,), gy))
         assert TENSOR_CORE_PLAN.search(torchconv.last_choice())

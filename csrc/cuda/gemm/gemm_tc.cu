@@ -189,27 +189,25 @@ void relayout_words(int64_t words, Launch&& launch) {
   }
 }
 
-// Wt of the launches of `maps` (one, or a strided grad_input's phases) into `wt` by
-// tc_weight_relayout_transpose_kernel, where it applies: a contiguous float32 weight of 2 to
-// kTransposeTaps taps, the reduced channels whole words (not packed), the rows whole taps.
+// A forward's Wt into `wt` by tc_weight_relayout_transpose_kernel, where it applies and pays: a
+// contiguous float32 weight of 2 to kTransposeTaps taps, the reduced channels whole words (not
+// packed), at least kTransposeMinBlocks blocks of 32 x 32. With fewer blocks most SMs idle while the
+// word kernel, spread over many small blocks, re-lays a weight of a few MB as fast.
+constexpr int64_t kTransposeMinBlocks = 256;
+
 template <typename T>
-bool relayout_by_transpose(const at::Tensor& weight, const TcWeightPhaseMaps& maps, const at::Tensor& wt) {
+bool relayout_by_transpose(const at::Tensor& weight, const TcConv& cv, const at::Tensor& wt) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
     const int taps = int(weight.size(2) * weight.size(3));
-    const TcConv& cv0 = maps.map[0].cv;
-    if (!weight.is_contiguous() || cv0.packed || taps < 2 || taps > kTransposeTaps || cv0.groups > 65535)
+    if (cv.transposed || !weight.is_contiguous() || cv.packed || taps < 2 || taps > kTransposeTaps ||
+        cv.groups > 65535 || cv.wt_row != cv.R * cv.S * cv.red_pad)
       return false;
-    for (int p = 0; p < maps.phases; ++p) {
-      const TcConv& cv = maps.map[p].cv;
-      if (cv.red_pad != cv0.red_pad || cv.n_pad != cv0.n_pad || cv.wt_row != cv.R * cv.S * cv.red_pad) return false;
-    }
-    const dim3 grid(unsigned(cv0.n_pad / kTransposeRows), unsigned(cv0.red_pad / kTransposeRows),
-                    unsigned(cv0.groups));
+    const dim3 grid(unsigned(cv.n_pad / kTransposeRows), unsigned(cv.red_pad / kTransposeRows), unsigned(cv.groups));
+    if (int64_t(grid.x) * grid.y * grid.z < kTransposeMinBlocks) return false;
     tc_weight_relayout_transpose_kernel<<<grid, 256, 0, current_stream()>>>(
-        weight.const_data_ptr<float>(), static_cast<uint4*>(wt.mutable_data_ptr()), maps, taps,
-        int(weight.size(3)));
+        weight.const_data_ptr<float>(), static_cast<uint4*>(wt.mutable_data_ptr()), cv, taps, int(weight.size(3)));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return true;
   }
@@ -227,9 +225,7 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv) {
     const TcWeightMap map{cv, {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)},
                           kWtRowBytes / int(sizeof(T))};
     const int64_t words = wt.numel() * int64_t(sizeof(T)) / 16;
-    TcWeightPhaseMaps one{};
-    one.map[0] = map, one.first_word[0] = 0, one.first_word[1] = words, one.phases = 1;
-    if (relayout_by_transpose<T>(weight, one, wt)) return wt;
+    if (relayout_by_transpose<T>(weight, cv, wt)) return wt;
     relayout_words<T>(words, [&](auto elem, auto index, auto value) {
       using E = decltype(elem);
       using I = decltype(index);
@@ -1028,7 +1024,6 @@ at::Tensor tc_phase_weights(const at::Tensor& weight, const TcConv* cvs, int pha
   maps.first_word[phases] = words;
   return cached_weight_transform(weight, tag, [&] {
     auto wt = at::empty({words * 16 / int64_t(sizeof(T))}, weight.options());
-    if (relayout_by_transpose<T>(weight, maps, wt)) return wt;
     relayout_words<T>(words, [&](auto elem, auto index, auto value) {
       using E = decltype(elem);
       using I = decltype(index);

@@ -255,19 +255,18 @@ __global__ void tc_weight_relayout_phases_kernel(const E* __restrict__ w, uint4*
   }
 }
 
-// Wt of a contiguous float32 weight (K x C/groups x Rw x Sw, at most kTransposeTaps taps), stored
-// TF32-rounded, through shared memory: every launch of `maps` (a forward's or a stride-1
-// grad_input's one, a strided grad_input's phases), which share their groups, channels and padding
-// and differ in their taps. The word-per-thread relayouts above gather a word's four channels
-// Rw x Sw elements apart: each warp load touches a sector per channel, and every tap's blocks read
-// the same sectors again. Here a block copies, for 32 rows of the weight's first index (filters;
-// the grad_input's reduced filters where transposed) and 32 of its second (channels), every tap --
-// runs of 32 x Rw x Sw contiguous elements -- into shared memory by coalesced loads, then writes
-// each launch's words of that slab (a word: four reduced channels of one tap and one destination)
-// by coalesced 16-byte stores. Block (dst block of 32, reduced block of 32, g); the words, their
-// zeros and their values are those of tc_weight_word.
+// A forward's Wt of a contiguous float32 weight (K x C/groups x R x S, at most kTransposeTaps taps),
+// stored TF32-rounded, through shared memory. The word-per-thread relayouts above gather a word's four
+// channels R x S elements apart: each warp load touches a sector per channel, and every tap's blocks
+// read the same sectors again. Here a block copies 32 filters x 32 channels x every tap -- each
+// filter's run of 32 x R x S contiguous elements -- into shared memory by coalesced loads, then writes
+// the slab's words (four channels of one tap and one filter) by coalesced 16-byte stores. Block
+// (filter block of 32, channel block of 32, g); the words, their zeros and their values are those of
+// tc_weight_word. Only the forward: a grad_input's reduced channels are the filters, C x R x S apart,
+// which the gathers walk with several independent loads a thread over the whole GPU faster than a slab
+// of them is staged (docs/precision.md, "The Wt relayout").
 constexpr int kTransposeTaps = 9;
-constexpr int kTransposeRows = 32;  // destination rows and reduced channels a block
+constexpr int kTransposeRows = 32;  // filters and channels a block
 
 // Index of the Wt word holding column `col` (a multiple of 4) of destination `dst` in group g.
 __device__ __forceinline__ int64_t tc_wt_word_index(const TcConv& cv, int64_t g, int dst, int col) {
@@ -280,48 +279,51 @@ __device__ __forceinline__ int64_t tc_wt_word_index(const TcConv& cv, int64_t g,
 
 __global__ void __launch_bounds__(256)
     tc_weight_relayout_transpose_kernel(const float* __restrict__ w, uint4* __restrict__ wt,
-                                        const __grid_constant__ TcWeightPhaseMaps maps, int weight_taps,
-                                        int weight_s) {
+                                        const __grid_constant__ TcConv cv, int weight_taps, int weight_s) {
   constexpr int kRows = kTransposeRows, kThreads = 256;
   __shared__ float slab[kRows * (kRows * kTransposeTaps + 1)];
-  const TcConv& cv0 = maps.map[0].cv;
   const int pitch = kRows * weight_taps + 1;  // odd: a warp's words of 4 rows x 8 words hit 32 banks
   const int64_t g = blockIdx.z;
   const int dst0 = int(blockIdx.x) * kRows, red0 = int(blockIdx.y) * kRows;
-  // The weight's rows and columns: filters x channels forward, the reverse where transposed.
-  const int first0 = cv0.transposed ? red0 : dst0, second0 = cv0.transposed ? dst0 : red0;
-  const int firsts = cv0.transposed ? cv0.reduced : cv0.outputs, seconds = cv0.transposed ? cv0.outputs : cv0.reduced;
-  const int run = kRows * weight_taps;  // elements of one first index's slab row
-  const int64_t second_stride = weight_taps, first_stride = int64_t(seconds) * weight_taps;
-  for (int e = threadIdx.x; e < kRows * run; e += kThreads) {
-    const int f = e / run, x = e - f * run;
-    const int first = first0 + f, second = second0 + x / weight_taps;
-    if (first < firsts && second < seconds)
-      slab[f * pitch + x] = __ldg(w + (g * firsts + first) * first_stride + second0 * second_stride + x);
+  const int run = kRows * weight_taps;  // elements of one filter's slab row
+  const int64_t filter_stride = int64_t(cv.reduced) * weight_taps;
+  // The loads of a batch are issued before any of them is waited on: a loop storing each element as
+  // it arrives waits out a memory latency per element (up to 36 a thread).
+  constexpr int kBatch = 12;
+  for (int e0 = threadIdx.x; e0 < kRows * run; e0 += kBatch * kThreads) {
+    float v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = e0 + u * kThreads, f = e / run, x = e - f * run;
+      const int filter = dst0 + f, channel = red0 + x / weight_taps;
+      v[u] = e < kRows * run && filter < cv.outputs && channel < cv.reduced
+                 ? __ldg(w + (g * cv.outputs + filter) * filter_stride + int64_t(red0) * weight_taps + x)
+                 : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = e0 + u * kThreads, f = e / run;
+      if (e < kRows * run) slab[f * pitch + (e - f * run)] = v[u];
+    }
   }
   __syncthreads();
-  // A word a thread and tap: 32 destination rows x 8 words of the block's 32 reduced channels.
+  // A word a thread and tap: 32 filters x 8 words of the block's 32 channels.
   const int row = threadIdx.x / 8, dst = dst0 + row;
-  const int red = 4 * ((threadIdx.x % 8) ^ (cv0.wt_tiled ? (dst % 64) & 7 : 0));
-  for (int p = 0; p < maps.phases; ++p) {
-    const TcConv& cv = maps.map[p].cv;
-    uint4* const phase_wt = wt + maps.first_word[p];
-    for (int tap = 0; tap < cv.R * cv.S; ++tap) {
-      const int i = tap / cv.S, j = tap - i * cv.S;
-      const int t = cv.filter_r(i) * weight_s + cv.filter_s(j);
-      union {
-        uint4 word;
-        float e[4];
-      } out;
+  const int red = 4 * ((threadIdx.x % 8) ^ (cv.wt_tiled ? (dst % 64) & 7 : 0));
+  for (int tap = 0; tap < cv.R * cv.S; ++tap) {
+    const int i = tap / cv.S, j = tap - i * cv.S;
+    const int t = cv.filter_r(i) * weight_s + cv.filter_s(j);
+    union {
+      uint4 word;
+      float e[4];
+    } out;
 #pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const int r = red + v;
-        const bool valid = dst < cv.outputs && red0 + r < cv.reduced;
-        const int at = cv.transposed ? r * pitch + row * weight_taps + t : row * pitch + r * weight_taps + t;
-        out.e[v] = valid ? round_to_tf32(slab[at]) : 0.f;
-      }
-      phase_wt[tc_wt_word_index(cv, g, dst, tap * cv.red_pad + red0 + red)] = out.word;
+    for (int v = 0; v < 4; ++v) {
+      const int r = red + v;
+      const bool valid = dst < cv.outputs && red0 + r < cv.reduced;
+      out.e[v] = valid ? round_to_tf32(slab[row * pitch + r * weight_taps + t]) : 0.f;
     }
+    wt[tc_wt_word_index(cv, g, dst, tap * cv.red_pad + red0 + red)] = out.word;
   }
 }
 
