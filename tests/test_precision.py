@@ -696,15 +696,22 @@ def setting_case(shape, device, setting):
     return make_case(shape, device, at_precision(precision), channels_last=layout == "nhwc")
 
 
+def split_tiles_case(shape, device, setting):
+    """The GEMM's forward and grad_input of setting_case's tensors, checked against float64
+    (check_gemm_forward_and_grad_input), and the same forward bits on a second call: a split tile adds
+    its splits' sums in split order. Returns the forward's and the backward's plans."""
+    x, w, b, kw = setting_case(shape, device, setting)
+    y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+    assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
+    return forward_plan, backward_plan
+
+
 @pytest.mark.parametrize("setting", SETTINGS_1X1)
 @pytest.mark.parametrize("case", TAIL_CASES, ids=lambda c: shape_id(c[0]))
 @pytest.mark.parametrize("device", [CUDA])
 def test_wgmma_tail_splits(device, case, setting):
     shape, expected = case
-    x, w, b, kw = setting_case(shape, device, setting)
-    y, forward_plan, _ = check_gemm_forward_and_grad_input(x, w, b, kw)
-    # The same bits every call: each split tile adds its splits' sums in split order.
-    assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
+    forward_plan, _ = split_tiles_case(shape, device, setting)
     if hopper():
         assert re.fullmatch("forward:" + expected[setting] + r"(/a=\w+)?", forward_plan), forward_plan
         if "/tail" in forward_plan:  # the split tiles' sums meet in distributed shared memory
@@ -858,10 +865,7 @@ LONE_SPLIT_CASES = [
 @pytest.mark.parametrize("device", [CUDA])
 def test_tf32_1x1_lone_splits(device, case, setting):
     shape, expected = case
-    x, w, b, kw = setting_case(shape, device, setting)
-    y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
-    # The same bits every call: a split tile adds its splits' sums in split order.
-    assert torch.equal(torchconv.conv2d(x.detach(), w, b, algorithm="gemm", **kw), y.detach())
+    forward_plan, backward_plan = split_tiles_case(shape, device, setting)
     if hopper():
         for pass_, plan, want in zip(("forward", "grad_input"), (forward_plan, backward_plan), expected):
             # The backward's plan names the forward's entry too: find the pass's own entry.

@@ -196,18 +196,19 @@ void relayout_words(int64_t words, Launch&& launch) {
 constexpr int64_t kTransposeMinBlocks = 256;
 
 template <typename T>
-bool relayout_by_transpose(const at::Tensor& weight, const TcConv& cv, const at::Tensor& wt) {
+bool relayout_by_transpose(const at::Tensor& weight, const TcWeightMap& map, const at::Tensor& wt) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
+    const TcConv& cv = map.cv;
     const int taps = int(weight.size(2) * weight.size(3));
     if (cv.transposed || !weight.is_contiguous() || cv.packed || taps < 2 || taps > kTransposeTaps ||
-        cv.groups > 65535 || cv.wt_row != cv.R * cv.S * cv.red_pad)
+        cv.groups > 65535)
       return false;
     const dim3 grid(unsigned(cv.n_pad / kTransposeRows), unsigned(cv.red_pad / kTransposeRows), unsigned(cv.groups));
     if (int64_t(grid.x) * grid.y * grid.z < kTransposeMinBlocks) return false;
     tc_weight_relayout_transpose_kernel<<<grid, 256, 0, current_stream()>>>(
-        weight.const_data_ptr<float>(), static_cast<uint4*>(wt.mutable_data_ptr()), cv, taps, int(weight.size(3)));
+        weight.const_data_ptr<float>(), static_cast<uint4*>(wt.mutable_data_ptr()), map, taps, int(weight.size(3)));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return true;
   }
@@ -225,7 +226,7 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv) {
     const TcWeightMap map{cv, {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)},
                           kWtRowBytes / int(sizeof(T))};
     const int64_t words = wt.numel() * int64_t(sizeof(T)) / 16;
-    if (relayout_by_transpose<T>(weight, cv, wt)) return wt;
+    if (relayout_by_transpose<T>(weight, map, wt)) return wt;
     relayout_words<T>(words, [&](auto elem, auto index, auto value) {
       using E = decltype(elem);
       using I = decltype(index);

@@ -180,11 +180,12 @@ struct TcWeightMap {
   WeightStrides ws;
   int row_elems;  // elements of a 128-byte row
 
+  static constexpr int kRowWords = 8, kTileWords = 64 * kRowWords;  // 16-byte words of a row, a tile
+
   // Group, destination row and first column of Wt word `word` (kVec elements a word).
   template <typename I>
   __device__ __forceinline__ void place(I word, int vec, int64_t& g, int& dst, int& col) const {
     if (cv.wt_tiled) {
-      constexpr int kRowWords = 8, kTileWords = 64 * kRowWords;
       const int within = int(word % I(kTileWords));
       const I tile = word / I(kTileWords);
       const int row = within / kRowWords, logical = (within % kRowWords) ^ (row & 7);
@@ -199,6 +200,17 @@ struct TcWeightMap {
       col = int(word - row * row_words) * vec;
       dst = int(row % I(cv.n_pad)), g = int64_t(row / I(cv.n_pad));
     }
+  }
+
+  // The inverse of place: the word holding column `col` (a multiple of kVec) of destination row `dst`
+  // in group g. A row is kRowWords words, so row_elems is kRowWords * kVec.
+  template <int kVec>
+  __device__ __forceinline__ int64_t word_of(int64_t g, int dst, int col) const {
+    constexpr int kRowElems = kRowWords * kVec;
+    if (!cv.wt_tiled) return ((g * cv.n_pad + dst) * cv.wt_row + col) / kVec;
+    const int row = dst % 64, logical = (col % kRowElems) / kVec;
+    const int64_t tile = (g * (cv.n_pad / 64) + dst / 64) * (cv.wt_row / kRowElems) + col / kRowElems;
+    return tile * kTileWords + row * kRowWords + (logical ^ (row & 7));
   }
 };
 
@@ -268,19 +280,11 @@ __global__ void tc_weight_relayout_phases_kernel(const E* __restrict__ w, uint4*
 constexpr int kTransposeTaps = 9;
 constexpr int kTransposeRows = 32;  // filters and channels a block
 
-// Index of the Wt word holding column `col` (a multiple of 4) of destination `dst` in group g.
-__device__ __forceinline__ int64_t tc_wt_word_index(const TcConv& cv, int64_t g, int dst, int col) {
-  constexpr int kVec = 4, kRowWords = 8, kTileWords = 64 * kRowWords, kRowElems = kRowWords * kVec;
-  if (!cv.wt_tiled) return ((g * cv.n_pad + dst) * cv.wt_row + col) / kVec;
-  const int row = dst % 64, logical = (col % kRowElems) / kVec;
-  const int64_t tile = (g * (cv.n_pad / 64) + dst / 64) * (cv.wt_row / kRowElems) + col / kRowElems;
-  return tile * kTileWords + row * kRowWords + (logical ^ (row & 7));
-}
-
 __global__ void __launch_bounds__(256)
     tc_weight_relayout_transpose_kernel(const float* __restrict__ w, uint4* __restrict__ wt,
-                                        const __grid_constant__ TcConv cv, int weight_taps, int weight_s) {
+                                        const __grid_constant__ TcWeightMap map, int weight_taps, int weight_s) {
   constexpr int kRows = kTransposeRows, kThreads = 256;
+  const TcConv& cv = map.cv;
   __shared__ float slab[kRows * (kRows * kTransposeTaps + 1)];
   const int pitch = kRows * weight_taps + 1;  // odd: a warp's words of 4 rows x 8 words hit 32 banks
   const int64_t g = blockIdx.z;
@@ -307,7 +311,9 @@ __global__ void __launch_bounds__(256)
     }
   }
   __syncthreads();
-  // A word a thread and tap: 32 filters x 8 words of the block's 32 channels.
+  // A word a thread and tap: 32 filters x 8 words of the block's 32 channels. Thread t of a row takes
+  // the channels whose word lands in the row's word slot t % 8 (the tiled layout's swizzle undone), so
+  // that a row's eight threads store its 128 contiguous bytes.
   const int row = threadIdx.x / 8, dst = dst0 + row;
   const int red = 4 * ((threadIdx.x % 8) ^ (cv.wt_tiled ? (dst % 64) & 7 : 0));
   for (int tap = 0; tap < cv.R * cv.S; ++tap) {
@@ -323,7 +329,7 @@ __global__ void __launch_bounds__(256)
       const bool valid = dst < cv.outputs && red0 + r < cv.reduced;
       out.e[v] = valid ? round_to_tf32(slab[row * pitch + r * weight_taps + t]) : 0.f;
     }
-    wt[tc_wt_word_index(cv, g, dst, tap * cv.red_pad + red0 + red)] = out.word;
+    wt[map.word_of<4>(g, dst, tap * cv.red_pad + red0 + red)] = out.word;
   }
 }
 
