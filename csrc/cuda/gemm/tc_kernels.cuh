@@ -280,35 +280,43 @@ __global__ void tc_weight_relayout_phases_kernel(const E* __restrict__ w, uint4*
 constexpr int kTransposeTaps = 9;
 constexpr int kTransposeRows = 32;  // filters and channels a block
 
-__global__ void __launch_bounds__(256)
+// Four blocks an SM (at most 64 registers a thread), so that a wave holds 528 blocks: a 1024 x 512
+// weight's 512 in one wave.
+__global__ void __launch_bounds__(256, 4)
     tc_weight_relayout_transpose_kernel(const float* __restrict__ w, uint4* __restrict__ wt,
                                         const __grid_constant__ TcWeightMap map, int weight_taps, int weight_s) {
-  constexpr int kRows = kTransposeRows, kThreads = 256;
+  constexpr int kRows = kTransposeRows, kThreads = 256, kWarps = kThreads / 32;
   const TcConv& cv = map.cv;
   __shared__ float slab[kRows * (kRows * kTransposeTaps + 1)];
   const int pitch = kRows * weight_taps + 1;  // odd: a warp's words of 4 rows x 8 words hit 32 banks
   const int64_t g = blockIdx.z;
   const int dst0 = int(blockIdx.x) * kRows, red0 = int(blockIdx.y) * kRows;
-  const int run = kRows * weight_taps;  // elements of one filter's slab row
   const int64_t filter_stride = int64_t(cv.reduced) * weight_taps;
-  // The loads of a batch are issued before any of them is waited on: a loop storing each element as
-  // it arrives waits out a memory latency per element (up to 36 a thread).
-  constexpr int kBatch = 12;
-  for (int e0 = threadIdx.x; e0 < kRows * run; e0 += kBatch * kThreads) {
-    float v[kBatch];
+  // Slab row f: filter dst0 + f's 32 x weight_taps contiguous elements from channel red0 on, zeros
+  // for filters and channels past the weight's (so the words' padding is zeros as it is read). A warp
+  // copies whole rows, lane + 32 u of a row (u < weight_taps: the same test for the whole warp), the
+  // channels' bound a product: the copy divides nothing (a divide or two per element made it
+  // issue-bound, not memory-bound). The loads of two rows are issued before any is waited on.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int real = min(kRows, cv.reduced - red0) * weight_taps;  // a row's elements of real channels
+  constexpr int kRowsInFlight = 2;
+  for (int f0 = warp * kRowsInFlight; f0 < kRows; f0 += kWarps * kRowsInFlight) {
+    float v[kRowsInFlight][kTransposeTaps];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int e = e0 + u * kThreads, f = e / run, x = e - f * run;
-      const int filter = dst0 + f, channel = red0 + x / weight_taps;
-      v[u] = e < kRows * run && filter < cv.outputs && channel < cv.reduced
-                 ? __ldg(w + (g * cv.outputs + filter) * filter_stride + int64_t(red0) * weight_taps + x)
-                 : 0.f;
+    for (int h = 0; h < kRowsInFlight; ++h) {
+      const bool filter = dst0 + f0 + h < cv.outputs;
+      const float* src = w + (g * cv.outputs + dst0 + f0 + h) * filter_stride + int64_t(red0) * weight_taps;
+#pragma unroll
+      for (int u = 0; u < kTransposeTaps; ++u) {
+        const int x = lane + 32 * u;
+        v[h][u] = u < weight_taps && filter && x < real ? __ldg(src + x) : 0.f;
+      }
     }
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int e = e0 + u * kThreads, f = e / run;
-      if (e < kRows * run) slab[f * pitch + (e - f * run)] = v[u];
-    }
+    for (int h = 0; h < kRowsInFlight; ++h)
+#pragma unroll
+      for (int u = 0; u < kTransposeTaps; ++u)
+        if (u < weight_taps) slab[(f0 + h) * pitch + lane + 32 * u] = v[h][u];
   }
   __syncthreads();
   // A word a thread and tap: 32 filters x 8 words of the block's 32 channels. Thread t of a row takes
@@ -316,20 +324,23 @@ __global__ void __launch_bounds__(256)
   // that a row's eight threads store its 128 contiguous bytes.
   const int row = threadIdx.x / 8, dst = dst0 + row;
   const int red = 4 * ((threadIdx.x % 8) ^ (cv.wt_tiled ? (dst % 64) & 7 : 0));
-  for (int tap = 0; tap < cv.R * cv.S; ++tap) {
-    const int i = tap / cv.S, j = tap - i * cv.S;
-    const int t = cv.filter_r(i) * weight_s + cv.filter_s(j);
-    union {
-      uint4 word;
-      float e[4];
-    } out;
+  // A tap's columns are red_pad, whole rows of Wt, so the word of one thread moves by a fixed step
+  // from tap to tap in either layout.
+  const int64_t word0 = map.word_of<4>(g, dst, red0 + red);
+  const int64_t tap_step = map.word_of<4>(g, dst, cv.red_pad + red0 + red) - word0;
+  const float* slab_row = slab + row * pitch + red * weight_taps;
+  int tap = 0;
+  for (int i = 0; i < cv.R; ++i) {
+    for (int j = 0; j < cv.S; ++j, ++tap) {
+      const int t = cv.filter_r(i) * weight_s + cv.filter_s(j);
+      union {
+        uint4 word;
+        float e[4];
+      } out;
 #pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const int r = red + v;
-      const bool valid = dst < cv.outputs && red0 + r < cv.reduced;
-      out.e[v] = valid ? round_to_tf32(slab[row * pitch + r * weight_taps + t]) : 0.f;
+      for (int v = 0; v < 4; ++v) out.e[v] = round_to_tf32(slab_row[v * weight_taps + t]);
+      wt[word0 + tap * tap_step] = out.word;
     }
-    wt[map.word_of<4>(g, dst, tap * cv.red_pad + red0 + red)] = out.word;
   }
 }
 
