@@ -1496,11 +1496,11 @@ def test_tf32_1x1_nchw_source_gives_the_channels_last_bits(device, shape):
     check_gemm_forward_and_grad_input(x, w, b, kw)
 
 
-# The TF32 forward's Wt from a contiguous float32 weight of 2-9 taps and at least 256 blocks of 32
-# filters x 32 channels is re-laid through shared memory (tc_weight_relayout_transpose_kernel), from
-# any other weight by the word-per-thread gathers: both must give the same Wt, so the same weight,
-# contiguous or channels_last, gives the same bits, forward and grad_input (which re-lays by the gathers
-# either way). Partial chunks of channels and filters (520 channels, 516 filters), groups, 2 x 3 taps
+# The TF32 Wt from a contiguous float32 weight of 2-9 taps and at least 256 blocks of 32 filters x 32
+# channels is re-laid through shared memory (tc_weight_relayout_transpose_kernel) for the forward and a
+# stride-1 grad_input (a strided one's phases re-lay in one launch by the gathers), from any other
+# weight by the word-per-thread gathers: both must give the same Wt, so the same weight, contiguous or
+# channels_last, gives the same bits, forward and grad_input. Partial chunks of channels and filters (520 channels, 516 filters), groups, 2 x 3 taps
 # with uneven padding, dilation, stride 2; few positions, so that the weight is most of the work.
 TF32_WEIGHT_RELAYOUT_SHAPES = [
     (1, 520, 516, 5, 6, 3, 3, 1, 1, 1, 1),
@@ -1524,8 +1524,11 @@ def test_tf32_weight_relayouts_agree(device, shape):
         assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
         assert any("tc_weight_relayout_transpose_kernel" in n for n in names) == (fmt == torch.contiguous_format)
         gy = torch.randn(y.shape, device=device, generator=torch.Generator(device).manual_seed(7))
-        results.append((y,) + torch.autograd.grad(y, (xi,), gy))
+        names, grads = cuda_kernel_names(lambda: torch.autograd.grad(y, (xi,), gy))
+        results.append((y,) + grads)
         assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
+        if kw["stride"] == 1:  # a strided one's phases re-lay by the gathers where they run as one launch
+            assert any("tc_weight_relayout_transpose_kernel" in n for n in names) == (fmt == torch.contiguous_format)
     for ours, reference in zip(*results):
         assert torch.equal(ours, reference)
     check_gemm_forward_and_grad_input(x, w, b, kw)

@@ -189,7 +189,7 @@ void relayout_words(int64_t words, Launch&& launch) {
   }
 }
 
-// A forward's Wt into `wt` by tc_weight_relayout_transpose_kernel, where it applies and pays: a
+// A forward's or a grad_input's Wt into `wt` by tc_weight_relayout_transpose_kernel, where it applies and pays: a
 // contiguous float32 weight of 2 to kTransposeTaps taps, the reduced channels whole words (not
 // packed), at least kTransposeMinBlocks blocks of 32 x 32. With fewer blocks most SMs idle while the
 // word kernel, spread over many small blocks, re-lays a weight of a few MB as fast.
@@ -202,7 +202,7 @@ bool relayout_by_transpose(const at::Tensor& weight, const TcWeightMap& map, con
   } else {
     const TcConv& cv = map.cv;
     const int taps = int(weight.size(2) * weight.size(3));
-    if (cv.transposed || !weight.is_contiguous() || cv.packed || taps < 2 || taps > kTransposeTaps ||
+    if (!weight.is_contiguous() || cv.packed || taps < 2 || taps > kTransposeTaps ||
         cv.groups > 65535)
       return false;
     const dim3 grid(unsigned(cv.n_pad / kTransposeRows), unsigned(cv.red_pad / kTransposeRows), unsigned(cv.groups));

@@ -267,16 +267,16 @@ __global__ void tc_weight_relayout_phases_kernel(const E* __restrict__ w, uint4*
   }
 }
 
-// A forward's Wt of a contiguous float32 weight (K x C/groups x R x S, at most kTransposeTaps taps),
-// stored TF32-rounded, through shared memory. The word-per-thread relayouts above gather a word's four
-// channels R x S elements apart: each warp load touches a sector per channel, and every tap's blocks
-// read the same sectors again. Here a block copies 32 filters x 32 channels x every tap -- each
-// filter's run of 32 x R x S contiguous elements -- into shared memory by coalesced loads, then writes
-// the slab's words (four channels of one tap and one filter) by coalesced 16-byte stores. Block
-// (filter block of 32, channel block of 32, g); the words, their zeros and their values are those of
-// tc_weight_word. Only the forward: a grad_input's reduced channels are the filters, C x R x S apart,
-// which the gathers walk with several independent loads a thread over the whole GPU faster than a slab
-// of them is staged (docs/precision.md, "The Wt relayout").
+// Wt of a contiguous float32 weight (K x C/groups x R x S, at most kTransposeTaps taps), stored
+// TF32-rounded, through shared memory. The word-per-thread relayouts above gather a word's four
+// reduced channels apart (R x S elements for a forward's channels, C/groups x R x S for a grad_input's
+// filters): each warp load touches a sector per element, and every tap's blocks read the same sectors
+// again. Here a block copies 32 filters x 32 channels x every tap -- each filter's run of 32 x R x S
+// contiguous elements -- into shared memory by coalesced loads, then writes the slab's words (four
+// reduced channels of one tap and one destination) by coalesced 16-byte stores. Block (destination
+// block of 32, reduced block of 32, g); the words, their zeros and their values are those of
+// tc_weight_word. A forward's destinations are the slab's rows (filters), a grad_input's its channels
+// (cv.transposed: the reduced channels are the filters, the taps flipped by the launch's filter_r/s).
 constexpr int kTransposeTaps = 9;
 constexpr int kTransposeRows = 32;  // filters and channels a block
 
@@ -291,21 +291,24 @@ __global__ void __launch_bounds__(256, 4)
   const int pitch = kRows * weight_taps + 1;  // odd: a warp's words of 4 rows x 8 words hit 32 banks
   const int64_t g = blockIdx.z;
   const int dst0 = int(blockIdx.x) * kRows, red0 = int(blockIdx.y) * kRows;
-  const int64_t filter_stride = int64_t(cv.reduced) * weight_taps;
-  // Slab row f: filter dst0 + f's 32 x weight_taps contiguous elements from channel red0 on, zeros
-  // for filters and channels past the weight's (so the words' padding is zeros as it is read). A warp
+  // The weight's filters and channels a group, and the block's first of each.
+  const int filters = cv.transposed ? cv.reduced : cv.outputs, channels = cv.transposed ? cv.outputs : cv.reduced;
+  const int filter0 = cv.transposed ? red0 : dst0, channel0 = cv.transposed ? dst0 : red0;
+  const int64_t filter_stride = int64_t(channels) * weight_taps;
+  // Slab row f: filter filter0 + f's 32 x weight_taps contiguous elements from channel channel0 on,
+  // zeros for filters and channels past the weight's (so the words' padding is zeros as it is read). A warp
   // copies whole rows, lane + 32 u of a row (u < weight_taps: the same test for the whole warp), the
   // channels' bound a product: the copy divides nothing (a divide or two per element made it
   // issue-bound, not memory-bound). The loads of two rows are issued before any is waited on.
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int real = min(kRows, cv.reduced - red0) * weight_taps;  // a row's elements of real channels
+  const int real = min(kRows, channels - channel0) * weight_taps;  // a row's elements of real channels
   constexpr int kRowsInFlight = 2;
   for (int f0 = warp * kRowsInFlight; f0 < kRows; f0 += kWarps * kRowsInFlight) {
     float v[kRowsInFlight][kTransposeTaps];
 #pragma unroll
     for (int h = 0; h < kRowsInFlight; ++h) {
-      const bool filter = dst0 + f0 + h < cv.outputs;
-      const float* src = w + (g * cv.outputs + dst0 + f0 + h) * filter_stride + int64_t(red0) * weight_taps;
+      const bool filter = filter0 + f0 + h < filters;
+      const float* src = w + (g * filters + filter0 + f0 + h) * filter_stride + int64_t(channel0) * weight_taps;
 #pragma unroll
       for (int u = 0; u < kTransposeTaps; ++u) {
         const int x = lane + 32 * u;
@@ -319,16 +322,19 @@ __global__ void __launch_bounds__(256, 4)
         if (u < weight_taps) slab[(f0 + h) * pitch + lane + 32 * u] = v[h][u];
   }
   __syncthreads();
-  // A word a thread and tap: 32 filters x 8 words of the block's 32 channels. Thread t of a row takes
-  // the channels whose word lands in the row's word slot t % 8 (the tiled layout's swizzle undone), so
-  // that a row's eight threads store its 128 contiguous bytes.
+  // A word a thread and tap: 32 destinations x 8 words of the block's 32 reduced channels. Thread t of
+  // a row takes the channels whose word lands in the row's word slot t % 8 (the tiled layout's swizzle
+  // undone), so that a row's eight threads store its 128 contiguous bytes.
   const int row = threadIdx.x / 8, dst = dst0 + row;
   const int red = 4 * ((threadIdx.x % 8) ^ (cv.wt_tiled ? (dst % 64) & 7 : 0));
   // A tap's columns are red_pad, whole rows of Wt, so the word of one thread moves by a fixed step
   // from tap to tap in either layout.
   const int64_t word0 = map.word_of<4>(g, dst, red0 + red);
   const int64_t tap_step = map.word_of<4>(g, dst, cv.red_pad + red0 + red) - word0;
-  const float* slab_row = slab + row * pitch + red * weight_taps;
+  // Element v of the word: slab[row][(red + v) taps + t] for a forward, slab[red + v][row taps + t]
+  // for a grad_input (the odd pitch keeps a warp's four rows x eight words on distinct banks at 9 taps).
+  const float* slab_word = slab + (cv.transposed ? red * pitch + row * weight_taps : row * pitch + red * weight_taps);
+  const int v_step = cv.transposed ? pitch : weight_taps;
   int tap = 0;
   for (int i = 0; i < cv.R; ++i) {
     for (int j = 0; j < cv.S; ++j, ++tap) {
@@ -338,7 +344,7 @@ __global__ void __launch_bounds__(256, 4)
         float e[4];
       } out;
 #pragma unroll
-      for (int v = 0; v < 4; ++v) out.e[v] = round_to_tf32(slab_row[v * weight_taps + t]);
+      for (int v = 0; v < 4; ++v) out.e[v] = round_to_tf32(slab_word[v * v_step + t]);
       wt[word0 + tap * tap_step] = out.word;
     }
   }
