@@ -119,6 +119,7 @@ constexpr std::array<int, sizeof...(I)> wgmma_tile_cols(std::index_sequence<I...
 }
 constexpr auto kWgmmaTileCols = wgmma_tile_cols(std::make_index_sequence<std::tuple_size_v<WgmmaConfigs>>{});
 constexpr int kWtRowBytes = 128;  // Wt's taps hold their channels padded to the widest chunk
+static_assert(kWtRowBytes == TcWeightMap::kRowWords * 16, "a Wt row is the map's row of 16-byte words");
 
 int vector_elems(at::ScalarType dtype) { return dtype == at::kFloat ? 4 : 8; }
 
@@ -223,8 +224,7 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv) {
                           std::to_string(cv.n_pad) + "/" + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
     auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
-    const TcWeightMap map{cv, {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)},
-                          kWtRowBytes / int(sizeof(T))};
+    const TcWeightMap map{cv, {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)}};
     const int64_t words = wt.numel() * int64_t(sizeof(T)) / 16;
     if (relayout_by_transpose<T>(weight, map, wt)) return wt;
     relayout_words<T>(words, [&](auto elem, auto index, auto value) {
@@ -1017,8 +1017,7 @@ at::Tensor tc_phase_weights(const at::Tensor& weight, const TcConv* cvs, int pha
   int64_t words = 0;
   for (int p = 0; p < phases; ++p) {
     tag += "/" + launch_taps_key(cvs[p]);
-    maps.map[p] = TcWeightMap{cvs[p], {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)},
-                              kWtRowBytes / int(sizeof(T))};
+    maps.map[p] = TcWeightMap{cvs[p], {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)}};
     maps.first_word[p] = words;
     words += int64_t(cvs[p].groups) * cvs[p].n_pad * cvs[p].wt_row * int64_t(sizeof(T)) / 16;
   }

@@ -167,7 +167,7 @@ __device__ __forceinline__ int phase_of(I index, const F (&first)[kMaxGradInputP
 }
 
 // Wt[g][dst][tap * red_pad + c] = the weight element behind launch tap `tap` (common/launch_map.cuh),
-// zero where dst, c or tap is padding. Tiled (cv.wt_tiled): [g][n_pad / 64][wt_row / row_elems][64
+// zero where dst, c or tap is padding. Tiled (cv.wt_tiled): [g][n_pad / 64][wt_row / a row's elements][64
 // rows][128 bytes], 16-byte word w of a row stored at word w ^ (row % 8) -- the wgmma stage layout, so
 // that a chunk's B tile is n / 64 contiguous 8 KB copies.
 // The relayout runs for every call with a trainable weight (forward and each grad_input phase), so
@@ -178,7 +178,6 @@ __device__ __forceinline__ int phase_of(I index, const F (&first)[kMaxGradInputP
 struct TcWeightMap {
   TcConv cv;
   WeightStrides ws;
-  int row_elems;  // elements of a 128-byte row
 
   static constexpr int kRowWords = 8, kTileWords = 64 * kRowWords;  // 16-byte words of a row, a tile
 
@@ -189,6 +188,7 @@ struct TcWeightMap {
       const int within = int(word % I(kTileWords));
       const I tile = word / I(kTileWords);
       const int row = within / kRowWords, logical = (within % kRowWords) ^ (row & 7);
+      const int row_elems = kRowWords * vec;
       const I col_tiles = I(cv.wt_row / row_elems), row_tiles = I(cv.n_pad / 64);
       const int col_tile = int(tile % col_tiles);
       const I rest = tile / col_tiles;
@@ -203,7 +203,7 @@ struct TcWeightMap {
   }
 
   // The inverse of place: the word holding column `col` (a multiple of kVec) of destination row `dst`
-  // in group g. A row is kRowWords words, so row_elems is kRowWords * kVec.
+  // in group g.
   template <int kVec>
   __device__ __forceinline__ int64_t word_of(int64_t g, int dst, int col) const {
     constexpr int kRowElems = kRowWords * kVec;
@@ -307,12 +307,12 @@ __global__ void __launch_bounds__(256, 4)
     float v[kRowsInFlight][kTransposeTaps];
 #pragma unroll
     for (int h = 0; h < kRowsInFlight; ++h) {
-      const bool filter = filter0 + f0 + h < filters;
+      const bool filter_real = filter0 + f0 + h < filters;
       const float* src = w + (g * filters + filter0 + f0 + h) * filter_stride + int64_t(channel0) * weight_taps;
 #pragma unroll
       for (int u = 0; u < kTransposeTaps; ++u) {
         const int x = lane + 32 * u;
-        v[h][u] = u < weight_taps && filter && x < real ? __ldg(src + x) : 0.f;
+        v[h][u] = u < weight_taps && filter_real && x < real ? __ldg(src + x) : 0.f;
       }
     }
 #pragma unroll
