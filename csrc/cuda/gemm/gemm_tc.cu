@@ -194,7 +194,7 @@ void relayout_words(int64_t words, Launch&& launch) {
 // contiguous float32 weight of 2 to kTransposeTaps taps, the reduced channels whole words (not
 // packed), at least kTransposeMinBlocks blocks of 32 x 32. With fewer blocks most SMs idle while the
 // word kernel, spread over many small blocks, re-lays a weight of a few MB as fast.
-constexpr int64_t kTransposeMinBlocks = 64;
+constexpr int64_t kTransposeMinBlocks = 1;
 
 template <typename T>
 bool relayout_by_transpose(const at::Tensor& weight, const TcWeightMap& map, const at::Tensor& wt) {
