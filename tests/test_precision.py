@@ -1496,8 +1496,8 @@ def test_tf32_1x1_nchw_source_gives_the_channels_last_bits(device, shape):
     check_gemm_forward_and_grad_input(x, w, b, kw)
 
 
-# The TF32 Wt from a contiguous float32 weight of 2-9 taps and at least 256 blocks of 32 filters x 32
-# channels is re-laid through shared memory (tc_weight_relayout_transpose_kernel) for the forward and a
+# The TF32 Wt from a contiguous float32 weight of 2-9 taps (unpacked channels) is re-laid in blocks of
+# 32 filters x 32 channels through shared memory (tc_weight_relayout_transpose_kernel) for the forward and a
 # stride-1 grad_input (a strided one's phases re-lay in one launch by the gathers), from any other
 # weight by the word-per-thread gathers: both must give the same Wt, so the same weight, contiguous or
 # channels_last, gives the same bits, forward and grad_input. Partial chunks of channels and filters (520 channels, 516 filters), groups, 2 x 3 taps

@@ -190,10 +190,11 @@ void relayout_words(int64_t words, Launch&& launch) {
   }
 }
 
-// A forward's or a grad_input's Wt into `wt` by tc_weight_relayout_transpose_kernel, where it applies and pays: a
+// A forward's or a grad_input's Wt into `wt` by tc_weight_relayout_transpose_kernel, where it applies: a
 // contiguous float32 weight of 2 to kTransposeTaps taps, the reduced channels whole words (not
-// packed), at least kTransposeMinBlocks blocks of 32 x 32. With fewer blocks most SMs idle while the
-// word kernel, spread over many small blocks, re-lays a weight of a few MB as fast.
+// packed). No floor on its blocks of 32 x 32 (a floor of 1): it gains on grids of 64 blocks and up
+// and is level with the word kernel on grids of 2-32, where its few blocks finish as soon as the
+// word kernel's many small ones (docs/precision.md, "The Wt relayout").
 constexpr int64_t kTransposeMinBlocks = 1;
 
 template <typename T>
