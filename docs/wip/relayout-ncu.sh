@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ncu of the TF32 Wt relayouts of a trainable weight (Y18: 1024 x 512 x 3 x 3, batch 1, NCHW), which
-# a trainable weight's forward and grad_input pay over a frozen one's: the forward's transpose kernel
-# and grad_input's word gathers, against the 6.3 µs that reading 18.9 MB at 3 TB/s takes (Wt's writes
+# a trainable weight's forward and grad_input pay over a frozen one's: the transpose kernel of each,
+# against the 6.3 µs that reading 18.9 MB at 3 TB/s takes (Wt's writes
 # stay in L2). Run after a build; writes $OUT/ncu/.
 set -uo pipefail
 mkdir -p "$OUT/ncu"
