@@ -1497,11 +1497,12 @@ def test_tf32_1x1_nchw_source_gives_the_channels_last_bits(device, shape):
 
 
 # The TF32 Wt from a contiguous float32 weight of 2-9 taps (unpacked channels) is re-laid in blocks of
-# 32 filters x 32 channels through shared memory (tc_weight_relayout_transpose_kernel) for the forward and a
-# stride-1 grad_input (a strided one's phases re-lay in one launch by the gathers), from any other
-# weight by the word-per-thread gathers: both must give the same Wt, so the same weight, contiguous or
-# channels_last, gives the same bits, forward and grad_input. Partial chunks of channels and filters (520 channels, 516 filters), groups, 2 x 3 taps
-# with uneven padding, dilation, stride 2; few positions, so that the weight is most of the work.
+# 32 filters x 32 channels through shared memory (tc_weight_relayout_transpose_kernel) for the forward
+# and a stride-1 grad_input (a strided one's phases re-lay in one launch by the gathers), from any
+# other weight by the word-per-thread gathers: both must give the same Wt, so the same weight,
+# contiguous or channels_last, gives the same bits, forward and grad_input. Partial chunks of channels
+# and filters (520 channels, 516 filters), groups, 2 x 3 taps with uneven padding, dilation, stride 2;
+# few positions, so that the weight is most of the work.
 TF32_WEIGHT_RELAYOUT_SHAPES = [
     (1, 520, 516, 5, 6, 3, 3, 1, 1, 1, 1),
     (2, 1040, 1040, 5, 5, 3, 3, 1, 1, 1, 2),
