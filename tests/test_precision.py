@@ -1501,10 +1501,12 @@ def test_tf32_1x1_nchw_source_gives_the_channels_last_bits(device, shape):
 # and a stride-1 grad_input (a strided one's phases re-lay in one launch by the gathers), from any
 # other weight by the word-per-thread gathers: both must give the same Wt, so the same weight,
 # contiguous or channels_last, gives the same bits, forward and grad_input. Partial chunks of channels
-# and filters (520 channels, 516 filters), groups, 2 x 3 taps with uneven padding, dilation, stride 2;
-# few positions, so that the weight is most of the work.
+# and filters (520 channels, 516 filters), a weight of a few blocks (72 channels, 68 filters), groups,
+# 2 x 3 taps with uneven padding, dilation, stride 2; few positions, so that the weight is most of the
+# work.
 TF32_WEIGHT_RELAYOUT_SHAPES = [
     (1, 520, 516, 5, 6, 3, 3, 1, 1, 1, 1),
+    (2, 72, 68, 7, 5, 3, 3, 1, 1, 1, 1),
     (2, 1040, 1040, 5, 5, 3, 3, 1, 1, 1, 2),
     (1, 512, 520, 5, 6, 2, 3, 1, (0, 1), 1, 1),
     (1, 512, 512, 7, 6, 3, 3, 1, 2, 2, 1),
@@ -1519,17 +1521,20 @@ def test_tf32_weight_relayouts_agree(device, shape):
     x, w, b, kw = make_case(shape, device, torch.float32)
     results = []
     for fmt in (torch.contiguous_format, torch.channels_last):
+        def transpose_as_expected(names):
+            return any("tc_weight_relayout_transpose_kernel" in n for n in names) == (fmt == torch.contiguous_format)
+
         wi = w.detach().contiguous(memory_format=fmt).requires_grad_(True)
         xi = x.detach().requires_grad_(True)
         names, y = cuda_kernel_names(lambda: torchconv.conv2d(xi, wi, b, algorithm="gemm", **kw))
         assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
-        assert any("tc_weight_relayout_transpose_kernel" in n for n in names) == (fmt == torch.contiguous_format)
+        assert transpose_as_expected(names)
         gy = torch.randn(y.shape, device=device, generator=torch.Generator(device).manual_seed(7))
         names, grads = cuda_kernel_names(lambda: torch.autograd.grad(y, (xi,), gy))
         results.append((y,) + grads)
         assert TENSOR_CORE_PLAN.search(torchconv.last_choice())
         if kw["stride"] == 1:  # a strided one's phases re-lay by the gathers where they run as one launch
-            assert any("tc_weight_relayout_transpose_kernel" in n for n in names) == (fmt == torch.contiguous_format)
+            assert transpose_as_expected(names)
     for ours, reference in zip(*results):
         assert torch.equal(ours, reference)
     check_gemm_forward_and_grad_input(x, w, b, kw)

@@ -192,10 +192,9 @@ void relayout_words(int64_t words, Launch&& launch) {
 
 // A forward's or a grad_input's Wt into `wt` by tc_weight_relayout_transpose_kernel, where it applies: a
 // contiguous float32 weight of 2 to kTransposeTaps taps, the reduced channels whole words (not
-// packed). No floor on its blocks of 32 x 32 (a floor of 1): it gains on grids of 64 blocks and up
-// and is level with the word kernel on grids of 2-32, where its few blocks finish as soon as the
-// word kernel's many small ones (docs/precision.md, "The Wt relayout").
-constexpr int64_t kTransposeMinBlocks = 1;
+// packed), on any grid: it gains on grids of 64 blocks of 32 x 32 and up and is level with the word
+// kernel on grids of 2-32, where its few blocks finish as soon as the word kernel's many small ones
+// (docs/precision.md, "The Wt relayout").
 
 template <typename T>
 bool relayout_by_transpose(const at::Tensor& weight, const TcWeightMap& map, const at::Tensor& wt) {
@@ -208,7 +207,6 @@ bool relayout_by_transpose(const at::Tensor& weight, const TcWeightMap& map, con
         cv.groups > 65535)
       return false;
     const dim3 grid(unsigned(cv.n_pad / kTransposeRows), unsigned(cv.red_pad / kTransposeRows), unsigned(cv.groups));
-    if (int64_t(grid.x) * grid.y * grid.z < kTransposeMinBlocks) return false;
     tc_weight_relayout_transpose_kernel<<<grid, 256, 0, current_stream()>>>(
         weight.const_data_ptr<float>(), static_cast<uint4*>(wt.mutable_data_ptr()), map, taps, int(weight.size(3)));
     C10_CUDA_KERNEL_LAUNCH_CHECK();

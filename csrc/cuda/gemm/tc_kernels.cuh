@@ -182,22 +182,22 @@ struct TcWeightMap {
   static constexpr int kRowWords = 8, kTileWords = 64 * kRowWords;  // 16-byte words of a row, a tile
 
   // Group, destination row and first column of Wt word `word` (kVec elements a word).
-  template <typename I>
-  __device__ __forceinline__ void place(I word, int vec, int64_t& g, int& dst, int& col) const {
+  template <int kVec, typename I>
+  __device__ __forceinline__ void place(I word, int64_t& g, int& dst, int& col) const {
+    constexpr int kRowElems = kRowWords * kVec;
     if (cv.wt_tiled) {
       const int within = int(word % I(kTileWords));
       const I tile = word / I(kTileWords);
       const int row = within / kRowWords, logical = (within % kRowWords) ^ (row & 7);
-      const int row_elems = kRowWords * vec;
-      const I col_tiles = I(cv.wt_row / row_elems), row_tiles = I(cv.n_pad / 64);
+      const I col_tiles = I(cv.wt_row / kRowElems), row_tiles = I(cv.n_pad / 64);
       const int col_tile = int(tile % col_tiles);
       const I rest = tile / col_tiles;
       dst = int(rest % row_tiles) * 64 + row, g = int64_t(rest / row_tiles);
-      col = col_tile * row_elems + logical * vec;
+      col = col_tile * kRowElems + logical * kVec;
     } else {
-      const I row_words = I(cv.wt_row / vec);
+      const I row_words = I(cv.wt_row / kVec);
       const I row = word / row_words;
-      col = int(word - row * row_words) * vec;
+      col = int(word - row * row_words) * kVec;
       dst = int(row % I(cv.n_pad)), g = int64_t(row / I(cv.n_pad));
     }
   }
@@ -222,7 +222,7 @@ __device__ __forceinline__ uint4 tc_weight_word(const E* __restrict__ w, I word,
   const TcConv& cv = map.cv;
   int64_t g;
   int dst, col;
-  map.place(word, kVec, g, dst, col);
+  map.place<kVec>(word, g, dst, col);
   const int tap = col / cv.red_pad, c0 = col - tap * cv.red_pad;
   union {
     uint4 word;
