@@ -153,6 +153,32 @@ def test_cuda_weight_grad_of_one_split_is_written_in_place(shape):
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("case", [((2, 4, 6, 10, 11, 1, 1, 3, 0, 1, 1, True), 1),  # 8 of 9 phases receive nothing
+                                  ((2, 6, 10, 13, 12, 3, 3, 2, 2, 2, 1, True), 1),  # odd phases receive nothing
+                                  ((1, 24, 40, 19, 23, 3, 3, 2, 1, 1, 1, False), 0)],  # every phase has taps
+                         ids=lambda c: shape_id(c[0]))
+def test_strided_grad_input_zeroes_its_empty_phases_in_one_fill(case, dtype):
+    """A strided grad_input whose phases are not all reached by a tap is zeroed whole by one fill
+    before the phases' launches (not a fill per empty phase); the zeros themselves are checked by
+    test_cuda_variants_forward_backward against poisoned outputs."""
+    shape, fills = case
+    n, c, k, h, w, r, s, stride, padding, dilation, groups, _ = shape
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype, requires_grad=True)
+    wt = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype)
+    y = torchconv.conv2d(x, wt, None, stride, padding, dilation, groups, algorithm="gemm")
+    gy = torch.randn_like(y)
+    torchconv._C.set_poison_outputs(False)  # no poisoning fills among the launches counted
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        (gx,) = torch.autograd.grad(y, (x,), gy)
+        torch.cuda.synchronize()
+    launches = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert sum(name.startswith("Memset") or "at::native::" in name for name in launches) == fills, launches
+    ref = torch.nn.grad.conv2d_input(x.shape, wt.double(), gy.double(), stride, padding, dilation, groups)
+    assert_close_rel(gx, ref, dtype, f"{shape_id(shape)} grad_input")
+
+
+@needs_cuda
 def test_explicit_workspace_is_capped_and_reported():
     """The explicit variant unrolls chunks of columns within the workspace limit (here smaller than
     one image's unrolled matrix: 16*9 rows x 23*19 columns x 8 bytes = 503 kB) and reports what it used;

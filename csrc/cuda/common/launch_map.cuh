@@ -5,6 +5,7 @@
 // WinogradConv) extend this one and add only their own launch state.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -93,6 +94,20 @@ inline LaunchMap grad_input_map(const ConvShape& p, int py, int px) {
   m.out_sy = int(p.stride_h), m.out_sx = int(p.stride_w), m.out_oy = py, m.out_ox = px;
   m.transposed = true;
   return m;
+}
+
+// Whether some pixels of a grad_input receive nothing from its phases' launches: a strided phase no
+// filter tap reaches (grad_input_map's `empty()` where the phase has pixels), or nothing to gather
+// at all (Ho, Wo or K zero). Such a grad_input is zeroed whole, once, before the launches write
+// theirs. A phase is empty exactly when its row or its column axis has no tap, so the axes are
+// checked apart.
+inline bool grad_input_has_unwritten_pixels(const ConvShape& p) {
+  if (p.Ho == 0 || p.Wo == 0 || p.K == 0) return true;
+  for (int64_t py = 0; py < std::min(p.stride_h, p.H); ++py)
+    if (phase_axis(p.H, p.R, p.stride_h, p.pad_h, p.dil_h, int(py)).taps <= 0) return true;
+  for (int64_t px = 0; px < std::min(p.stride_w, p.W); ++px)
+    if (phase_axis(p.W, p.S, p.stride_w, p.pad_w, p.dil_w, int(px)).taps <= 0) return true;
+  return false;
 }
 
 // The same launch with its taps numbered backwards (launch tap i becomes R - 1 - i), so that the

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -48,6 +50,14 @@ const T* kernel_data(const at::Tensor& t) {
 template <typename T>
 T* mutable_kernel_data(const at::Tensor& t) {
   return reinterpret_cast<T*>(t.mutable_data_ptr<typename AtElement<T>::type>());
+}
+
+// Zeroes a dense output (NCHW or channels_last, as new_output makes them) by one memset on the
+// current stream: one launch, and cheaper on the host than an ATen fill.
+inline void zero_dense_output(at::Tensor& out) {
+  TORCH_INTERNAL_ASSERT(out.is_non_overlapping_and_dense());
+  C10_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, out.numel() * out.element_size(),
+                                 c10::cuda::getCurrentCUDAStream().stream()));
 }
 
 }  // namespace cuda

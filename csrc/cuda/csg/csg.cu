@@ -43,6 +43,7 @@
 #include "../../tuning.h"
 #include "../../weight_cache.h"
 #include "../common/launch.cuh"
+#include "../common/tensor_data.h"
 #include "../common/tile_gemm.cuh"
 #include "csg_kernels.cuh"
 #include "../../precision.h"
@@ -68,11 +69,6 @@ at::Tensor filter_layout(const at::Tensor& weight, const CsgConv& cv) {
 
 constexpr const char* kPassNames[] = {"forward", "grad_input"};
 constexpr int kForward = 0, kGradInput = 1;
-
-// Zeroes a contiguous output for the atomics (a memset: cheaper on the host than an ATen fill).
-void zero_output(at::Tensor& out) {
-  C10_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, out.numel() * out.element_size(), current_stream()));
-}
 
 // A split: how many channel slices the reduction is cut into, and the tile config.
 struct CsgPlan {
@@ -322,7 +318,7 @@ template <typename T>
 void csg_conv(const T* src, const T* filt, const T* bias, at::Tensor& out, const CsgConv& cv, int pass, bool zeroed) {
   const CsgPlan plan = choose_plan<T>(src, filt, out, cv, pass);
   record_last_choice(kPassNames[pass], config_name(plan, std::is_same_v<T, double>), plan.splits);
-  if (plan.splits > 1 && !zeroed) zero_output(out);
+  if (plan.splits > 1 && !zeroed) zero_dense_output(out);
   run_plan<T>(src, filt, bias, out.mutable_data_ptr<T>(), cv, plan);
 }
 
@@ -441,7 +437,7 @@ void csg_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tensor& 
   // Zero once when any phase may use atomics or receive nothing; every plan then adds.
   bool zeroed = false;
   auto ensure_zeroed = [&] {
-    if (!zeroed) zero_output(gx), zeroed = true;
+    if (!zeroed) zero_dense_output(gx), zeroed = true;
   };
   for (int py = 0; py < sh; ++py) {
     for (int px = 0; px < sw; ++px) {
@@ -475,7 +471,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_csg_backward_cuda(
     if (gw.numel() == 0) return gw;
     if (gy.numel() == 0 || input.numel() == 0) return gw.zero_();
     auto x = input.contiguous();
-    zero_output(gw);
+    zero_dense_output(gw);
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_grad_weight_cuda",
                                [&] { csg_weight_grad<scalar_t>(p, x, gy, gw); });
     return gw;

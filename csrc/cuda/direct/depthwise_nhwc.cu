@@ -143,10 +143,7 @@ at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_
   at::Tensor gx = new_output({p.N, p.C, p.H, p.W}, grad_output.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (gx.numel() == 0) return gx;
   const int sh = int(p.stride_h), sw = int(p.stride_w);
-  bool any_empty = false;
-  for (int py = 0; py < sh; ++py)
-    for (int px = 0; px < sw; ++px) any_empty |= grad_input_map(p, py, px).empty();
-  if (any_empty) gx.zero_();
+  if (grad_input_has_unwritten_pixels(p)) zero_dense_output(gx);
   record_last_choice("grad_input", "depthwise-nhwc", 1);
   dispatch_nhwc_dtype(gy.scalar_type(), [&](auto element) {
     using scalar_t = decltype(element);

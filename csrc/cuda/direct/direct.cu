@@ -24,6 +24,7 @@
 #include "../../variant.h"
 #include "../../workspace.h"
 #include "../common/launch.cuh"
+#include "../common/tensor_data.h"
 #include "direct_kernels.cuh"
 #include "depthwise_kernels.cuh"
 #include "depthwise_nhwc.h"
@@ -652,11 +653,7 @@ void direct_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tenso
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
-  bool any_empty = false;
-  for (int py = 0; py < sh; ++py)
-    for (int px = 0; px < sw; ++px) any_empty |= grad_input_map(p, py, px).empty();
-  if (any_empty || p.K == 0)
-    C10_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.numel() * gx.element_size(), current_stream()));
+  if (grad_input_has_unwritten_pixels(p)) zero_dense_output(gx);
   if (p.K == 0) return;
   auto w = weight.contiguous();
   for (int py = 0; py < sh; ++py) {

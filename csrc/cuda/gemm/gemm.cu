@@ -39,6 +39,7 @@
 #include "../../weight_cache.h"
 #include "../../workspace.h"
 #include "../common/tile_gemm.cuh"
+#include "../common/tensor_data.h"
 #include "../../precision.h"
 #include "gemm_kernels.cuh"
 #include "gemm_tc.h"
@@ -470,14 +471,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_fp_cuda(
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_grad_input_cuda", [&] {
       // One stride-1 transposed gather per output phase (a stride-1 layer has one), each with only
       // the taps that reach it (a quarter of the work at stride 2); phases no tap reaches are zero.
+      if (grad_input_has_unwritten_pixels(p)) zero_dense_output(gx);
       for (int py = 0; py < p.stride_h; ++py)
         for (int px = 0; px < p.stride_w; ++px) {
           const GatherConv cv = grad_input_gather(p, py, px);
-          if (cv.col_H <= 0 || cv.col_W <= 0) continue;
-          if (cv.empty() || cv.reduction == 0) {
-            gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
-            continue;
-          }
+          if (cv.empty() || cv.reduction == 0) continue;
           gemm_conv<scalar_t>(gy, weight, nullptr, cv, gx);
           workspace = std::max(workspace, last_workspace_bytes());
         }

@@ -1697,6 +1697,8 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   if (gx.numel() == 0) return gx;
   const at::Tensor gy = tc_source(grad_output, p.K, p.R * p.S, whole_planes(p));
   // The phases that receive taps; the others are zero.
+  if (grad_input_has_unwritten_pixels(p)) zero_dense_output(gx);
+  if (p.Ho == 0 || p.Wo == 0 || p.K == 0) return gx;
   c10::SmallVector<LaunchMap, kMaxGradInputPhases> maps;
   for (int py = 0; py < p.stride_h; ++py)
     for (int px = 0; px < p.stride_w; ++px) {
@@ -1704,11 +1706,7 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
       // the im2col tensor copies take only such launches (tma_takes), and Wt holds the taps in the
       // same order.
       const LaunchMap map = with_reversed_taps(grad_input_map(p, py, px));
-      if (map.col_H <= 0 || map.col_W <= 0) continue;
-      if (map.empty() || p.Ho == 0 || p.Wo == 0 || p.K == 0)
-        gx.slice(2, py, p.H, p.stride_h).slice(3, px, p.W, p.stride_w).zero_();
-      else
-        maps.push_back(map);
+      if (!map.empty()) maps.push_back(map);
     }
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
