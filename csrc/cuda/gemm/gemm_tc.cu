@@ -1696,7 +1696,8 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
   if (gx.numel() == 0) return gx;
   const at::Tensor gy = tc_source(grad_output, p.K, p.R * p.S, whole_planes(p));
-  // The phases that receive taps; the others are zero.
+  // Pixels that no phase's launch writes are zeroed first, with the rest of gx, by one memset; the
+  // phases that receive taps are launched.
   if (grad_input_has_unwritten_pixels(p)) zero_dense_output(gx);
   if (p.Ho == 0 || p.Wo == 0 || p.K == 0) return gx;
   c10::SmallVector<LaunchMap, kMaxGradInputPhases> maps;
