@@ -195,7 +195,6 @@ void relayout_words(int64_t words, Launch&& launch) {
 // packed), on any grid: it gains on grids of 64 blocks of 32 x 32 and up and is level with the word
 // kernel on grids of 2-32, where its few blocks finish as soon as the word kernel's many small ones
 // (docs/precision.md, "The Wt relayout").
-
 template <typename T>
 bool relayout_by_transpose(const at::Tensor& weight, const TcWeightMap& map, const at::Tensor& wt) {
   if constexpr (!std::is_same_v<T, float>) {
