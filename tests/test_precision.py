@@ -1756,3 +1756,42 @@ def test_strided_grad_input_phases_run_as_one_launch(device, case, precision):
         with using_config("gemm", "wgmma-large"):
             launches = cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi,), gy))
         assert sum("tc_conv_wgmma_kernel" in n for n in launches) == phases, launches
+
+
+# (algorithm, precision, shape, channels_last): calls whose weight changes layout on the way -- a
+# channels_last weight read by Winograd's filter transforms (contiguous_weight: our copy, not
+# ATen's), Winograd's TF32 grad_weight written in the call's format, an NCHW GEMM grad_weight of
+# several taps finished into a channels_last target and copied into the NCHW gradient.
+WEIGHT_LAYOUT_CASES = [
+    ("winograd", "tf32", (2, 40, 72, 12, 10, 3, 3, 1, 1, 1, 1), True),
+    ("winograd", "bf16", (2, 40, 72, 12, 10, 3, 3, 1, 1, 1, 1), True),
+    ("winograd", "tf32", (1, 520, 24, 6, 5, 3, 3, 1, 1, 1, 1), True),  # a filter's channels in two runs
+    ("gemm", "bf16", (8, 256, 256, 14, 14, 3, 3, 1, 1, 1, 1), False),
+    ("gemm", "tf32", (8, 128, 256, 28, 28, 3, 3, 2, 1, 1, 1), False),
+]
+
+
+@pytest.mark.parametrize("case", WEIGHT_LAYOUT_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{shape_id(c[2])}")
+@pytest.mark.parametrize("device", [CUDA])
+def test_weight_layout_changes_launch_no_aten_copies(device, case):
+    """A trainable weight (no cached transform) changes layout by our kernels alone: no pass launches
+    an ATen kernel, and a channels_last weight gives the bits of the same weight made contiguous."""
+    if not hopper():
+        pytest.skip("the wgmma tiles (sm_90a)")
+    algorithm, precision, shape, channels_last = case
+    dtype = at_precision(precision)
+    x, w, _, kw = make_case(shape, device, dtype, channels_last)
+    weights = [w.contiguous(memory_format=torch.channels_last), w] if channels_last else [w]
+    torchconv._C.set_poison_outputs(False)  # no poisoning fills among the launches counted
+    results = []
+    for weight in weights:
+        xi, wi = x.detach().requires_grad_(True), weight.detach().requires_grad_(True)
+        y = torchconv.conv2d(xi, wi, None, algorithm=algorithm, **kw)
+        gy = torch.randn(y.shape, generator=torch.Generator(device).manual_seed(0), device=device).to(dtype)
+        gy = gy.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+        launches = cuda_kernel_launches(lambda: torchconv.conv2d(xi, wi, None, algorithm=algorithm, **kw))
+        launches += cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi, wi), gy, retain_graph=True))
+        assert not [n for n in launches if "at::native::" in n], launches
+        results.append([y] + list(torch.autograd.grad(y, (xi, wi), gy)))
+    for ours, contiguous in zip(*results) if len(results) == 2 else ():
+        assert torch.equal(ours, contiguous)

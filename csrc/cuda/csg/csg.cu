@@ -44,6 +44,7 @@
 #include "../../weight_cache.h"
 #include "../common/launch.cuh"
 #include "../common/tensor_data.h"
+#include "../common/weight_copy.cuh"
 #include "../common/tile_gemm.cuh"
 #include "csg_kernels.cuh"
 #include "../../precision.h"
@@ -57,7 +58,7 @@ at::Tensor filter_layout(const at::Tensor& weight, const CsgConv& cv) {
   const std::string tag = cv.transposed ? "csg/t/" + launch_taps_key(cv) + "/" + std::to_string(cv.groups)
                                         : "csg/f/" + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
-    auto w = weight.contiguous();
+    auto w = contiguous_weight(weight);
     auto f = at::empty({int64_t(cv.groups) * cv.Cg * cv.R * cv.S * cv.k_pad}, weight.options());
     relayout_filter(w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), f.numel(),
                     CsgFilterMap{int(weight.size(2)), int(weight.size(3)), cv.k_pad, cv});

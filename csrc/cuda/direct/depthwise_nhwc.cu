@@ -15,6 +15,7 @@
 #include "../common/filter_relayout.cuh"
 #include "../common/slice_sum.cuh"
 #include "../common/tensor_data.h"
+#include "../common/weight_copy.cuh"
 #include "depthwise_nhwc_kernels.cuh"
 #include "direct_kernels.cuh"
 
@@ -125,7 +126,7 @@ void dispatch_nhwc_dtype(at::ScalarType dtype, F&& f) {
 
 at::Tensor depthwise_nhwc_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,
                                   const std::optional<at::Tensor>& bias) {
-  const at::Tensor x = nhwc_source(input), w = weight.contiguous();
+  const at::Tensor x = nhwc_source(input), w = contiguous_weight(weight);
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   at::Tensor y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
   record_workspace_bytes(0);
@@ -139,7 +140,7 @@ at::Tensor depthwise_nhwc_forward(const ConvShape& p, const at::Tensor& input, c
 // grad_input: one launch per output phase (as direct_grad_input), each a depthwise NHWC launch of
 // grad_output with the phase's taps reversed; phases no tap reaches stay zero.
 at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& weight) {
-  const at::Tensor gy = nhwc_source(grad_output), w = weight.contiguous();
+  const at::Tensor gy = nhwc_source(grad_output), w = contiguous_weight(weight);
   at::Tensor gx = new_output({p.N, p.C, p.H, p.W}, grad_output.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (gx.numel() == 0) return gx;
   const int sh = int(p.stride_h), sw = int(p.stride_w);

@@ -25,6 +25,7 @@
 #include "../../workspace.h"
 #include "../common/launch.cuh"
 #include "../common/tensor_data.h"
+#include "../common/weight_copy.cuh"
 #include "direct_kernels.cuh"
 #include "depthwise_kernels.cuh"
 #include "depthwise_nhwc.h"
@@ -593,7 +594,7 @@ at::Tensor conv2d_direct_cuda(const at::Tensor& input, const at::Tensor& weight,
   const c10::cuda::CUDAGuard guard(input.device());
   check_can_implement("conv2d_direct", kDirect, make_problem(p, input));
   auto x = input.contiguous();
-  auto w = weight.contiguous();
+  auto w = contiguous_weight(weight);
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   const DirectArgs a = direct_launch(forward_map(p), x, w, b, y);
@@ -640,12 +641,12 @@ void direct_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tenso
     if ((forced < 0 || forced == kDepthwiseUnstaged) && direct_variant() == DirectVariant::kAuto &&
         depthwise_strided_grad_input_takes(p)) {
       record_last_choice("grad_input", "depthwise-unstaged", 1);
-      return launch_depthwise_strided_grad_input(p, gy, weight.contiguous(), gx);
+      return launch_depthwise_strided_grad_input(p, gy, contiguous_weight(weight), gx);
     }
   }
   if ((sh > 1 || sw > 1) && !grad_input_by_phases<T>(p)) {
     record_last_choice("grad_input", "gather", 1);
-    auto w = weight.contiguous();
+    auto w = contiguous_weight(weight);
     const int threads = 256;
     const int64_t blocks = std::min<int64_t>(ceil_div(gx.numel(), threads), int64_t(sm_count()) * 32);
     direct_grad_input_gather_kernel<T><<<unsigned(blocks), threads, 0, current_stream()>>>(
@@ -655,7 +656,7 @@ void direct_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tenso
   }
   if (grad_input_has_unwritten_pixels(p)) zero_dense_output(gx);
   if (p.K == 0) return;
-  auto w = weight.contiguous();
+  auto w = contiguous_weight(weight);
   for (int py = 0; py < sh; ++py) {
     for (int px = 0; px < sw; ++px) {
       const LaunchMap phase = grad_input_map(p, py, px);

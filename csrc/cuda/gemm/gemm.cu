@@ -40,6 +40,7 @@
 #include "../../workspace.h"
 #include "../common/tile_gemm.cuh"
 #include "../common/tensor_data.h"
+#include "../common/weight_copy.cuh"
 #include "../../precision.h"
 #include "gemm_kernels.cuh"
 #include "gemm_tc.h"
@@ -98,7 +99,7 @@ at::Tensor weight_matrix(const at::Tensor& weight, const GatherConv& cv, int& re
   const std::string tag = std::string("gemm_a/") + (cv.transposed ? "transposed/" : "") +
                           (cv.phase >= 0 ? launch_taps_key(cv) + "/" : "") + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
-    auto w = weight.contiguous();
+    auto w = contiguous_weight(weight);
     auto a = at::empty({int64_t(cv.groups) * rp * mp}, weight.options());
     relayout_filter(w.const_data_ptr<T>(), a.mutable_data_ptr<T>(), a.numel(),
                     WeightMatrixMap{int(weight.size(2)), int(weight.size(3)), cv, rp, mp});
@@ -281,7 +282,7 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
   const bool weight_a = !explicit_unroll && reads_weight_in_place<T>(weight, cv, kernel);
   at::Tensor am;
   if (weight_a) {
-    am = weight.contiguous();
+    am = contiguous_weight(weight);
     a.reduction_pad = round_up(cv.reduction, kReductionPad), a.rows_pad = 0;
     a.a_m_stride = cv.transposed ? 1 : cv.reduction, a.a_rho_stride = cv.transposed ? cv.outputs : 1;
   } else {

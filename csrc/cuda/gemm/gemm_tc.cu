@@ -29,6 +29,7 @@
 #include "../common/dependent_launch.cuh"
 #include "../common/filter_relayout.cuh"
 #include "../common/tensor_data.h"
+#include "../common/weight_copy.cuh"
 #include "gemm_tc.h"
 #include "tc_kernels.cuh"
 #include "tc_weight_grad_kernels.cuh"
@@ -1380,7 +1381,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
       record_workspace_bytes(taps_apart ? int64_t(target.nbytes()) : 0);
       launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
                              Cfg::kSmemBytes, current_stream(), dim3(1, unsigned(splits)), false, a);
-      if (taps_apart) gw.copy_(target);
+      if (taps_apart) copy_into_contiguous_weight(target, gw);
       return;
     }
   }

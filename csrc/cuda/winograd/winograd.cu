@@ -48,6 +48,7 @@
 #include "../../winograd_transforms.h"
 #include "../../workspace.h"
 #include "../common/tensor_data.h"
+#include "../common/weight_copy.cuh"
 #include "../common/tile_gemm.cuh"
 #include "winograd_kernels.cuh"
 #include "winograd_tc_kernels.cuh"
@@ -155,7 +156,7 @@ template <typename T, typename Kernel>
 at::Tensor cached_filters(const at::Tensor& weight, const FilterLayout& f, int points, const std::string& tag,
                           Kernel kernel) {
   return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
-    auto w = weight.contiguous();
+    auto w = contiguous_weight(weight);
     at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * points * f.outputs_pad}, weight.options());
     const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
     kernel<<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w.const_data_ptr<T>(), u.mutable_data_ptr<T>(),
@@ -307,7 +308,7 @@ at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& 
   const std::string tag = std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
                           (kProducts == 1 ? "" : "bf16-split/") + std::to_string(Cfg::kM) + "x" + std::to_string(Cfg::kK);
   return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
-    auto w = weight.contiguous();
+    auto w = contiguous_weight(weight);
     at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad},
                              weight.options().dtype(at::kFloat));
     with_weight_data(w, [&](const auto* data) {
@@ -336,7 +337,7 @@ at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayo
   return cached_weight_transform(
       weight, filter_cache_key(tag, f),
       [&] {
-        auto w = weight.contiguous();
+        auto w = contiguous_weight(weight);
         at::Tensor u =
             at::empty({u_words + int64_t(f.groups) * f.outputs_pad}, weight.options().dtype(at::kFloat));
         float* u_max = u.mutable_data_ptr<float>() + u_words;
@@ -1807,8 +1808,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
     if (tc_tile == kTcIeee && input.scalar_type() == at::kFloat && runs_shallow_weight_grad(p)) {
       const at::MemoryFormat format = conv_memory_format(input, weight);
       gw = winograd_shallow_grad_weight<float>(p, grad_output_in(format), input,
-                                               format == at::MemoryFormat::ChannelsLast, &bytes, at::kFloat,
-                                               at::MemoryFormat::Contiguous);
+                                               format == at::MemoryFormat::ChannelsLast, &bytes, at::kFloat, format);
       record_workspace_bytes(bytes);
       return gw;
     }
@@ -1819,7 +1819,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
       if constexpr (std::is_same_v<scalar_t, float>) {
         if (tc_tile != kTcIeee) {
           TORCH_INTERNAL_ASSERT(gemms == PointGemms::kTf32, "winograd: a tensor-core tile for a call without TF32");
-          gw = run_tc_grad_weight<float>(tc_tile, p, gy, input, nhwc, &bytes, at::kFloat, at::MemoryFormat::Contiguous);
+          // Written in the call's format (the weight's, where it is channels_last), as the 16-bit calls'
+          // gw: no copy into the weight's layout after it (as_output).
+          gw = run_tc_grad_weight<float>(tc_tile, p, gy, input, nhwc, &bytes, at::kFloat, format);
           return;
         }
       }

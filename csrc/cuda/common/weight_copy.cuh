@@ -1,0 +1,93 @@
+// A channels_last weight (K x R x S x C in memory) as the contiguous K x C x R x S weight that the
+// filter relayouts and transforms read, by a kernel of ours: ATen's strided copy moves such a weight
+// at under half the bandwidth, and a trainable weight pays it on every call.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+
+#include "launch.cuh"
+
+namespace torchconv {
+namespace cuda {
+
+// A block's share of the copy: `channels` consecutive channels of one filter, all their taps, staged
+// in shared memory so that the reads run along the channels (the source's contiguous dimension) and
+// the writes along the run of channels x taps, which is contiguous in the destination.
+constexpr int kWeightCopyTileElems = 4096;
+constexpr int kWeightCopyMaxTileBytes = 48 * 1024;  // without opting in to more dynamic shared memory
+
+// Bit copies: the element type is only its size (float32, float64, float16, bfloat16 alike).
+template <typename E>
+__global__ void __launch_bounds__(256) channels_last_weight_to_contiguous_kernel(const E* __restrict__ src,
+                                                                                 E* __restrict__ dst, int64_t K,
+                                                                                 int C, int taps, int channels) {
+  extern __shared__ __align__(16) unsigned char weight_copy_smem[];
+  E* tile = reinterpret_cast<E*>(weight_copy_smem);  // [channel][tap]
+  const int runs = (C + channels - 1) / channels;
+  for (int64_t unit = blockIdx.x; unit < K * runs; unit += gridDim.x) {
+    const int64_t k = unit / runs;
+    const int c0 = int(unit - k * runs) * channels;
+    const int width = min(channels, C - c0), elems = width * taps;
+    const E* s = src + k * taps * C + c0;  // tap t, channel c at s[t * C + c]
+    E* d = dst + (k * C + c0) * taps;      // channel c, tap t at d[c * taps + t]
+    for (int i = threadIdx.x; i < elems; i += blockDim.x) {
+      const int t = i / width, c = i - t * width;
+      tile[c * taps + t] = s[int64_t(t) * C + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < elems; i += blockDim.x) d[i] = tile[i];
+    __syncthreads();
+  }
+}
+
+// Whether `w` (K x C x R x S) is a dense channels_last weight the kernel copies: one channel's taps
+// within the tile's shared memory (filters of up to about 78 x 78 taps at 8 bytes an element).
+inline bool copies_channels_last_weight(const at::Tensor& w) {
+  return w.dim() == 4 && !w.is_contiguous() && w.is_contiguous(at::MemoryFormat::ChannelsLast) &&
+         w.size(2) * w.size(3) * int64_t(w.element_size()) <= kWeightCopyMaxTileBytes;
+}
+
+// dst (a contiguous weight of src's sizes and dtype) = src, on the current stream: a weight that
+// copies_channels_last_weight takes by the kernel, any other by ATen's copy.
+inline void copy_into_contiguous_weight(const at::Tensor& src, at::Tensor& dst) {
+  TORCH_INTERNAL_ASSERT(dst.is_contiguous() && dst.sizes() == src.sizes() && dst.scalar_type() == src.scalar_type());
+  if (!copies_channels_last_weight(src)) {
+    dst.copy_(src);
+    return;
+  }
+  if (src.numel() == 0) return;
+  const int64_t K = src.size(0);
+  const int C = int(src.size(1)), taps = int(src.size(2) * src.size(3));
+  const int channels = std::max(1, std::min(C, kWeightCopyTileElems / taps));
+  const size_t smem = size_t(channels) * taps * src.element_size();
+  const int64_t units = K * ((C + channels - 1) / channels);
+  const unsigned blocks = unsigned(std::min<int64_t>(units, int64_t(sm_count()) * 16));
+  auto launch = [&](auto element) {
+    using E = decltype(element);
+    channels_last_weight_to_contiguous_kernel<E><<<blocks, 256, smem, current_stream()>>>(
+        static_cast<const E*>(src.const_data_ptr()), static_cast<E*>(dst.mutable_data_ptr()), K, C, taps, channels);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  switch (src.element_size()) {
+    case 2: return launch(uint16_t{});
+    case 4: return launch(uint32_t{});
+    case 8: return launch(uint64_t{});
+    default: TORCH_INTERNAL_ASSERT(false, "a weight of ", src.element_size(), "-byte elements");
+  }
+}
+
+// `weight` as a contiguous K x C x R x S tensor: itself where it is one, else a copy
+// (copy_into_contiguous_weight).
+inline at::Tensor contiguous_weight(const at::Tensor& weight) {
+  if (weight.is_contiguous()) return weight;
+  at::Tensor out = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
+  copy_into_contiguous_weight(weight, out);
+  return out;
+}
+
+}  // namespace cuda
+}  // namespace torchconv
