@@ -1759,9 +1759,9 @@ def test_strided_grad_input_phases_run_as_one_launch(device, case, precision):
 
 
 # (algorithm, precision, shape, channels_last): calls whose weight changes layout on the way -- a
-# channels_last weight read by Winograd's filter transforms (contiguous_weight: our copy, not
-# ATen's), Winograd's TF32 grad_weight written in the call's format, an NCHW GEMM grad_weight of
-# several taps finished into a channels_last target and copied into the NCHW gradient.
+# channels_last weight read in place by Winograd's filter transforms, Winograd's TF32 grad_weight
+# written in the call's format, an NCHW GEMM grad_weight of several taps finished into a
+# channels_last target and copied into the NCHW gradient by our kernel (copy_into_contiguous_weight).
 WEIGHT_LAYOUT_CASES = [
     ("winograd", "tf32", (2, 40, 72, 12, 10, 3, 3, 1, 1, 1, 1), True),
     ("winograd", "bf16", (2, 40, 72, 12, 10, 3, 3, 1, 1, 1, 1), True),

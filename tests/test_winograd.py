@@ -844,6 +844,40 @@ def test_tensor_core_tiles_read_a_16bit_weight_without_a_float32_copy(dtype):
 
 
 @needs_cuda
+@pytest.mark.parametrize("layout", ["channels_last", "sliced"])
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
+def test_filter_transforms_read_the_weight_in_place(precision, layout):
+    """The filter transforms (IEEE, tensor-core and float16-word U) read the weight through its
+    strides (FilterLayout::w): a trainable channels_last weight, or every other filter of a larger one,
+    gives the contiguous weight's bits in the forward and both gradients (grad_input's transform reads
+    the filters rotated) and launches the same kernels -- no copy of the weight first."""
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"  # conftest restores it
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    x = torch.randn(2, 40, 11, 9, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    w = (torch.randn(72, 40, 3, 3, device="cuda") / 19).to(dtype)
+    if layout == "channels_last":
+        strided = w.contiguous(memory_format=torch.channels_last)
+    else:
+        strided = torch.zeros(144, 40, 3, 3, device="cuda", dtype=dtype)[::2]
+        strided.copy_(w)
+    gy = torch.randn(2, 72, 11, 9, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    results = []
+    for weight in (strided, w):
+        xi, wi = x.detach().requires_grad_(), weight.detach().requires_grad_()
+
+        def passes():
+            y = torchconv.conv2d(xi, wi, None, 1, 1, algorithm="winograd")
+            return [y] + list(torch.autograd.grad(y, (xi, wi), gy))
+
+        results.append(cuda_kernel_names(passes))
+    (names, outs), (contiguous_names, contiguous_outs) = results
+    assert names == contiguous_names, names ^ contiguous_names
+    for ours, contiguous in zip(outs, contiguous_outs):
+        assert torch.equal(ours, contiguous)
+
+
+@needs_cuda
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("n, c, k, hw, groups, kernel", [

@@ -48,7 +48,6 @@
 #include "../../winograd_transforms.h"
 #include "../../workspace.h"
 #include "../common/tensor_data.h"
-#include "../common/weight_copy.cuh"
 #include "../common/tile_gemm.cuh"
 #include "winograd_kernels.cuh"
 #include "winograd_tc_kernels.cuh"
@@ -141,6 +140,7 @@ FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotate
   f.outputs = rotated ? f.Cg : f.Kg;
   f.reduction_pad = round_up(f.reduction, Cfg::kK);
   f.outputs_pad = round_up(f.outputs, Cfg::kM);
+  f.w = {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)};
   return f;
 }
 
@@ -156,11 +156,10 @@ template <typename T, typename Kernel>
 at::Tensor cached_filters(const at::Tensor& weight, const FilterLayout& f, int points, const std::string& tag,
                           Kernel kernel) {
   return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
-    auto w = contiguous_weight(weight);
     at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * points * f.outputs_pad}, weight.options());
     const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
-    kernel<<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(w.const_data_ptr<T>(), u.mutable_data_ptr<T>(),
-                                                                          f);
+    kernel<<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(weight.const_data_ptr<T>(),
+                                                                          u.mutable_data_ptr<T>(), f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return u;
   });
@@ -308,10 +307,9 @@ at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& 
   const std::string tag = std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
                           (kProducts == 1 ? "" : "bf16-split/") + std::to_string(Cfg::kM) + "x" + std::to_string(Cfg::kK);
   return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
-    auto w = contiguous_weight(weight);
     at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad},
                              weight.options().dtype(at::kFloat));
-    with_weight_data(w, [&](const auto* data) {
+    with_weight_data(weight, [&](const auto* data) {
       auto kernel = winograd_filter_transform_tc_kernel<Cfg, kProducts, std::remove_cv_t<std::remove_pointer_t<decltype(data)>>>;
       constexpr size_t smem = filter_run_smem_bytes<Cfg>();
       ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
@@ -337,13 +335,12 @@ at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayo
   return cached_weight_transform(
       weight, filter_cache_key(tag, f),
       [&] {
-        auto w = contiguous_weight(weight);
         at::Tensor u =
             at::empty({u_words + int64_t(f.groups) * f.outputs_pad}, weight.options().dtype(at::kFloat));
         float* u_max = u.mutable_data_ptr<float>() + u_words;
         C10_CUDA_CHECK(cudaMemsetAsync(u_max, 0, size_t(f.groups) * f.outputs_pad * sizeof(float), current_stream()));
         auto* halves = reinterpret_cast<uint16_t*>(u.mutable_data_ptr<float>());
-        with_weight_data(w, [&](const auto* data) {
+        with_weight_data(weight, [&](const auto* data) {
           using TW = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
           const unsigned grid = filter_run_blocks<Cfg>(f);
           winograd_filter_transform_f16_kernel<Cfg, true, TW>

@@ -335,6 +335,9 @@ struct FilterLayout {
   bool rotated;
   int reduction, outputs;  // per group: (Cg, Kg), or (Kg, Cg) when rotated
   int reduction_pad, outputs_pad;
+  // The weight's element strides: the transforms read it in place, in any layout (a channels_last
+  // weight's taps a filter's channels apart), so a trainable weight is never copied first.
+  WeightStrides w;
 };
 
 // U = G g G^T of filter pair (reduction r, output m) of group g in layout f: the 3x3 taps of the
@@ -346,14 +349,16 @@ __device__ __forceinline__ void filter_points(const TW* __restrict__ w, const Fi
                                               T (&uu)[Tile::kPoints]) {
   if (m < f.outputs && r < f.reduction) {
     const int k = f.rotated ? r : m, c = f.rotated ? m : r;
-    const TW* src = w + (int64_t(g * f.Kg + k) * f.Cg + c) * 9;
+    const TW* src = w + int64_t(g * f.Kg + k) * f.w.k + int64_t(c) * f.w.c;
     T taps[9];
 #pragma unroll
     for (int t = 0; t < 9; ++t) {
+      const int tap = f.rotated ? 8 - t : t;
+      const TW v = src[(tap / 3) * f.w.r + (tap % 3) * f.w.s];
       if constexpr (std::is_same_v<T, TW>)
-        taps[t] = src[f.rotated ? 8 - t : t];
+        taps[t] = v;
       else
-        taps[t] = to_float(src[f.rotated ? 8 - t : t]);
+        taps[t] = to_float(v);
     }
     Tile::filter(taps, uu);
   } else {
