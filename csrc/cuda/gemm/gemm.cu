@@ -543,13 +543,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_cuda(
   int64_t workspace = 0;
   at::Tensor gx, gw;
   // Both tensor-core gradients read a float16 / bfloat16 grad_output in channels_last: one copy of an
-  // NCHW one serves both (a no-op when it is channels_last already), but where both read its NCHW
-  // planes as they are (a 1x1 layer of stride 1: weight_reads_planes, and tc_source). float32's
-  // grad_input takes its own source (tc_source: a 1x1 layer's NCHW planes as they are, else a copy
-  // rounded to TF32), and its grad_weight reads dense NCHW planes as they are on Hopper
-  // (tc_weight_grad_reads_nchw).
+  // NCHW one by our transposing kernel serves both (none when it is channels_last already), but where
+  // both read its NCHW planes as they are (a 1x1 layer of stride 1: weight_reads_planes, and
+  // tc_source). float32's grad_input takes its own source (tc_source: a 1x1 layer's NCHW planes as
+  // they are, else a copy rounded to TF32), and its grad_weight reads dense NCHW planes as they are
+  // on Hopper (tc_weight_grad_reads_nchw).
   const at::Tensor gy_tc = tc_input && tc_weight && dtype != at::kFloat && !weight_reads_planes
-                               ? grad_output.contiguous(at::MemoryFormat::ChannelsLast)
+                               ? tc_channels_last_source(grad_output)
                                : grad_output;
   if (tc_input) gx = tc_conv2d_grad_input(p, gy_tc, input, weight);
   if (tc_weight) {

@@ -1556,6 +1556,11 @@ bool is_copy(const at::Tensor& source, const at::Tensor& t) { return !source.is_
 
 }  // namespace
 
+at::Tensor tc_channels_last_source(const at::Tensor& t) {
+  TORCH_INTERNAL_ASSERT(is_reduced_float(t.scalar_type()) && t.dim() == 4);
+  return channels_last_padded(t, t.size(1));
+}
+
 bool uses_tensor_cores(at::ScalarType dtype) {
   return is_reduced_float(dtype) || (dtype == at::kFloat && tf32_enabled());
 }

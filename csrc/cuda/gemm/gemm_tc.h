@@ -55,6 +55,11 @@ bool tc_weight_grad_reads_planes(const ConvShape& p, const at::Tensor& input, co
 std::string tc_weight_grad_unsupported_reason(const ConvShape& p, at::ScalarType dtype, bool channels_last,
                                               bool reads_nchw);
 
+// A float16 / bfloat16 `t` (N, C, H, W) in channels_last as the tensor-core kernels read it: itself
+// where it is one already, else a copy by our transposing kernels (channels_last_padded without
+// padding), for an operand that more than one pass reads.
+at::Tensor tc_channels_last_source(const at::Tensor& t);
+
 // The forward, grad_input and grad_weight of a checked shape, in conv_memory_format (inside the device guard).
 at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,
                              const std::optional<at::Tensor>& bias);
