@@ -19,12 +19,10 @@ namespace cuda {
 // the writes along the run of channels x taps, which is contiguous in the destination.
 constexpr int kWeightCopyTileElems = 4096;
 constexpr int kWeightCopyMaxTileBytes = 48 * 1024;  // without opting in to more dynamic shared memory
-constexpr int kWeightCopyThreads = 256;
-constexpr int kWeightCopyLoadsInFlight = kWeightCopyTileElems / kWeightCopyThreads;
 
 // Bit copies: the element type is only its size (float32, float64, float16, bfloat16 alike).
 template <typename E>
-__global__ void __launch_bounds__(kWeightCopyThreads) channels_last_weight_to_contiguous_kernel(const E* __restrict__ src,
+__global__ void __launch_bounds__(256) channels_last_weight_to_contiguous_kernel(const E* __restrict__ src,
                                                                                  E* __restrict__ dst, int64_t K,
                                                                                  int C, int taps, int channels) {
   extern __shared__ __align__(16) unsigned char weight_copy_smem[];
@@ -36,26 +34,9 @@ __global__ void __launch_bounds__(kWeightCopyThreads) channels_last_weight_to_co
     const int width = min(channels, C - c0), elems = width * taps;
     const E* s = src + k * taps * C + c0;  // tap t, channel c at s[t * C + c]
     E* d = dst + (k * C + c0) * taps;      // channel c, tap t at d[c * taps + t]
-    // A thread's loads are issued together, then stored: one at a time, each would wait out the
-    // latency of its load before the next one left.
-    for (int base = 0; base < elems; base += kWeightCopyThreads * kWeightCopyLoadsInFlight) {
-      E v[kWeightCopyLoadsInFlight];
-#pragma unroll
-      for (int j = 0; j < kWeightCopyLoadsInFlight; ++j) {
-        const int i = base + j * kWeightCopyThreads + int(threadIdx.x);
-        if (i < elems) {
-          const int t = i / width, c = i - t * width;
-          v[j] = s[int64_t(t) * C + c];
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kWeightCopyLoadsInFlight; ++j) {
-        const int i = base + j * kWeightCopyThreads + int(threadIdx.x);
-        if (i < elems) {
-          const int t = i / width, c = i - t * width;
-          tile[c * taps + t] = v[j];
-        }
-      }
+    for (int i = threadIdx.x; i < elems; i += blockDim.x) {
+      const int t = i / width, c = i - t * width;
+      tile[c * taps + t] = s[int64_t(t) * C + c];
     }
     __syncthreads();
     for (int i = threadIdx.x; i < elems; i += blockDim.x) d[i] = tile[i];
@@ -87,7 +68,7 @@ inline void copy_into_contiguous_weight(const at::Tensor& src, at::Tensor& dst) 
   const unsigned blocks = unsigned(std::min<int64_t>(units, int64_t(sm_count()) * 16));
   auto launch = [&](auto element) {
     using E = decltype(element);
-    channels_last_weight_to_contiguous_kernel<E><<<blocks, kWeightCopyThreads, smem, current_stream()>>>(
+    channels_last_weight_to_contiguous_kernel<E><<<blocks, 256, smem, current_stream()>>>(
         static_cast<const E*>(src.const_data_ptr()), static_cast<E*>(dst.mutable_data_ptr()), K, C, taps, channels);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
