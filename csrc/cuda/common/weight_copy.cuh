@@ -1,6 +1,8 @@
 // A channels_last weight (K x R x S x C in memory) as the contiguous K x C x R x S weight that the
-// filter relayouts and transforms read, by a kernel of ours: ATen's strided copy moves such a weight
-// at under half the bandwidth, and a trainable weight pays it on every call.
+// filter relayouts read, by a kernel of ours: ATen's strided copy moves such a weight at under half
+// the bandwidth, and a trainable weight pays it on every call. This kernel does not yet beat it: it
+// decodes every element by a division, which costs more than ATen's copy saves on the GEMM's NCHW
+// grad_weight (docs/gemm.md, "What is not done", 7).
 #pragma once
 
 #include <algorithm>
