@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device calls after `git am docs/wip/weight-copy-nodiv.patch docs/wip/winograd-16bit-stem-weight.patch
-# docs/wip/gemm-padded-grad-weight.patch` on main.
+# docs/wip/gemm-padded-grad-weight.patch docs/wip/swizzle-one-place.patch` on main.
 # `suite` (one call): build, the whole suite (6 shards), then the kernels of the stems' passes (no
 # ATen kernel left: Y0's 16-bit Winograd forward and grad_input, R1's and Y0's GEMM grad_weight).
 # `rows` (the next call, on the same build while the machine is warm, else it builds): the GEMM NCHW
