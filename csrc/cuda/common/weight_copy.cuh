@@ -1,8 +1,6 @@
 // A channels_last weight (K x R x S x C in memory) as the contiguous K x C x R x S weight that the
 // filter relayouts read, by a kernel of ours: ATen's strided copy moves such a weight at under half
-// the bandwidth, and a trainable weight pays it on every call. This kernel does not yet beat it: it
-// decodes every element by a division, which costs more than ATen's copy saves on the GEMM's NCHW
-// grad_weight (docs/gemm.md, "What is not done", 7).
+// the bandwidth, and a trainable weight pays it on every call.
 #pragma once
 
 #include <algorithm>
@@ -21,12 +19,14 @@ namespace cuda {
 // the writes along the run of channels x taps, which is contiguous in the destination.
 constexpr int kWeightCopyTileElems = 4096;
 constexpr int kWeightCopyMaxTileBytes = 48 * 1024;  // without opting in to more dynamic shared memory
+constexpr int kWeightCopyThreads = 256;
+constexpr int kWeightCopyLoadsInFlight = 4;
 
 // Bit copies: the element type is only its size (float32, float64, float16, bfloat16 alike).
 template <typename E>
-__global__ void __launch_bounds__(256) channels_last_weight_to_contiguous_kernel(const E* __restrict__ src,
-                                                                                 E* __restrict__ dst, int64_t K,
-                                                                                 int C, int taps, int channels) {
+__global__ void __launch_bounds__(kWeightCopyThreads)
+    channels_last_weight_to_contiguous_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t K, int C, int taps,
+                                              int channels) {
   extern __shared__ __align__(16) unsigned char weight_copy_smem[];
   E* tile = reinterpret_cast<E*>(weight_copy_smem);  // [channel][tap]
   const int runs = (C + channels - 1) / channels;
@@ -36,12 +36,28 @@ __global__ void __launch_bounds__(256) channels_last_weight_to_contiguous_kernel
     const int width = min(channels, C - c0), elems = width * taps;
     const E* s = src + k * taps * C + c0;  // tap t, channel c at s[t * C + c]
     E* d = dst + (k * C + c0) * taps;      // channel c, tap t at d[c * taps + t]
-    for (int i = threadIdx.x; i < elems; i += blockDim.x) {
-      const int t = i / width, c = i - t * width;
-      tile[c * taps + t] = s[int64_t(t) * C + c];
+    // A thread's element i = t * width + c steps by the block's threads, a known (tap, channel) step:
+    // two divisions a unit, none an element (a division by a runtime width is some 20 instructions,
+    // as many as the rest of an element's work). Its loads are issued kWeightCopyLoadsInFlight
+    // together before their stores, so that their latencies overlap.
+    const int step_t = kWeightCopyThreads / width, step_c = kWeightCopyThreads - step_t * width;
+    int t = int(threadIdx.x) / width, c = int(threadIdx.x) - t * width;
+    for (int base = int(threadIdx.x); base < elems; base += kWeightCopyThreads * kWeightCopyLoadsInFlight) {
+      E v[kWeightCopyLoadsInFlight];
+      int at[kWeightCopyLoadsInFlight];
+#pragma unroll
+      for (int j = 0; j < kWeightCopyLoadsInFlight; ++j) {
+        at[j] = c * taps + t;
+        if (base + j * kWeightCopyThreads < elems) v[j] = s[int64_t(t) * C + c];
+        t += step_t, c += step_c;
+        if (c >= width) c -= width, ++t;
+      }
+#pragma unroll
+      for (int j = 0; j < kWeightCopyLoadsInFlight; ++j)
+        if (base + j * kWeightCopyThreads < elems) tile[at[j]] = v[j];
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < elems; i += blockDim.x) d[i] = tile[i];
+    for (int i = threadIdx.x; i < elems; i += kWeightCopyThreads) d[i] = tile[i];
     __syncthreads();
   }
 }
@@ -70,7 +86,7 @@ inline void copy_into_contiguous_weight(const at::Tensor& src, at::Tensor& dst) 
   const unsigned blocks = unsigned(std::min<int64_t>(units, int64_t(sm_count()) * 16));
   auto launch = [&](auto element) {
     using E = decltype(element);
-    channels_last_weight_to_contiguous_kernel<E><<<blocks, 256, smem, current_stream()>>>(
+    channels_last_weight_to_contiguous_kernel<E><<<blocks, kWeightCopyThreads, smem, current_stream()>>>(
         static_cast<const E*>(src.const_data_ptr()), static_cast<E*>(dst.mutable_data_ptr()), K, C, taps, channels);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
