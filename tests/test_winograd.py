@@ -844,6 +844,36 @@ def test_tensor_core_tiles_read_a_16bit_weight_without_a_float32_copy(dtype):
 
 
 @needs_cuda
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_thread_tile_kernels_read_a_16bit_weight_without_a_float32_copy(dtype, channels_last):
+    """An RGB stem's forward (the shallow kernel) and grad_input (the narrow kernel) at 16 bits: their
+    filter transform reads the bfloat16 or float16 weight itself, so a trainable weight is not cast to
+    float32 first, and the results stay within 2x of cuDNN's error against float64."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.randn(2, 3, 19, 14, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    w = (torch.randn(32, 3, 3, 3, device="cuda") / 5).to(dtype)
+    gy = torch.randn(2, 32, 19, 14, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    x.requires_grad_(True), w.requires_grad_(True)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        y = torchconv.conv2d(x, w, None, padding=1, algorithm="winograd")
+        (gx,) = torch.autograd.grad(y, x, gy)
+    plans = torchconv.last_choice().split()
+    assert plans[0].startswith("forward:fused:shallow") and plans[1].startswith("grad_input:fused:narrow"), plans
+    casts = sum(e.count for e in prof.key_averages(group_by_input_shape=True)
+                if e.key == "aten::_to_copy" and list(w.shape) in [list(s) for s in e.input_shapes])
+    assert casts == 0, casts
+    xd, wd = x.detach().double().requires_grad_(), w.detach().double()
+    yd = F.conv2d(xd, wd, None, 1, 1)
+    (gxd,) = torch.autograd.grad(yd, xd, gy.double())
+    xc = x.detach().requires_grad_()
+    yc = F.conv2d(xc, w.detach(), None, 1, 1)
+    (gxc,) = torch.autograd.grad(yc, xc, gy)
+    assert rel_err(y, yd) <= allowed_error(rel_err(yc, yd), dtype)
+    assert rel_err(gx, gxd) <= allowed_error(rel_err(gxc, gxd), dtype)
+
+
+@needs_cuda
 @pytest.mark.parametrize("layout", ["channels_last", "sliced"])
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
 def test_filter_transforms_read_the_weight_in_place(precision, layout):

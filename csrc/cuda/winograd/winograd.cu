@@ -150,27 +150,45 @@ std::string filter_cache_key(const std::string& tag, const FilterLayout& f) {
          "x" + std::to_string(f.outputs_pad);
 }
 
-// The filters of `weight` transformed by `kernel` (a thread per (reduction, output) pair of layout f,
-// `points` values each), cached under `tag` until the weight changes.
-template <typename T, typename Kernel>
-at::Tensor cached_filters(const at::Tensor& weight, const FilterLayout& f, int points, const std::string& tag,
-                          Kernel kernel) {
-  return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
-    at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * points * f.outputs_pad}, weight.options());
-    const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
-    kernel<<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(weight.const_data_ptr<T>(),
-                                                                          u.mutable_data_ptr<T>(), f);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return u;
-  });
+// fn(data) on the weight's data as the kernels read it: float, bfloat16 or float16 (the filter
+// transforms of float32 U read a 16-bit call's weight themselves, where a float32 copy of it per call
+// cost a launch and an allocation).
+template <typename Fn>
+void with_weight_data(const at::Tensor& weight, Fn&& fn) {
+  switch (weight.scalar_type()) {
+    case at::kFloat:
+      return fn(kernel_data<float>(weight));
+    case at::kBFloat16:
+      return fn(kernel_data<__nv_bfloat16>(weight));
+    case at::kHalf:
+      return fn(kernel_data<__half>(weight));
+    default:
+      TORCH_CHECK(false, "winograd: filter transforms of a ", weight.scalar_type(), " weight");
+  }
 }
 
-// U of F(m x m, 3 x 3) in point groups of kGroupPoints for `weight`.
+// U of F(m x m, 3 x 3) in point groups of kGroupPoints for `weight` (a thread per (reduction, output)
+// pair of layout f), cached until the weight changes: U of T from a weight of T, or float U from a
+// float32, bfloat16 or float16 weight read as it is (with_weight_data).
 template <typename T, typename Tile = WinogradF2x2, int kGroupPoints = kWinogradPoints>
 at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
-  return cached_filters<T>(weight, f, Tile::kPoints,
-                           "winograd_u/" + std::to_string(Tile::kOutput) + "/" + std::to_string(kGroupPoints),
-                           winograd_filter_transform_kernel<Tile, T, kGroupPoints>);
+  const std::string tag = "winograd_u/" + std::to_string(Tile::kOutput) + "/" + std::to_string(kGroupPoints);
+  return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
+    at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * Tile::kPoints * f.outputs_pad},
+                             weight.options().dtype(c10::CppTypeToScalarType<T>::value));
+    const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
+    auto launch = [&](const auto* data) {
+      using TW = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
+      winograd_filter_transform_kernel<Tile, T, kGroupPoints, TW>
+          <<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(data, u.mutable_data_ptr<T>(), f);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    };
+    if constexpr (std::is_same_v<T, float>)
+      with_weight_data(weight, launch);
+    else
+      launch(weight.const_data_ptr<T>());
+    return u;
+  });
 }
 
 // A fused forward tile's cluster: its blocks (Cfg::kCluster) and the filter and tile blocks they
@@ -272,23 +290,6 @@ template <typename T, typename Cfg>
 void run_fused(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f, const T* bias, const WinogradConv& cv,
                at::Tensor& y) {
   launch_fused<T, Cfg>(winograd_fused_forward_kernel<T, Cfg>, fused_smem_bytes<T, Cfg>(), x, u, f, bias, cv, y);
-}
-
-// fn(data) on the weight's data as the kernels read it: float, bfloat16 or float16 (the tensor-core
-// tiles' filter transforms read a 16-bit call's weight themselves, where a float32 copy of it per call
-// cost a launch and an allocation).
-template <typename Fn>
-void with_weight_data(const at::Tensor& weight, Fn&& fn) {
-  switch (weight.scalar_type()) {
-    case at::kFloat:
-      return fn(kernel_data<float>(weight));
-    case at::kBFloat16:
-      return fn(kernel_data<__nv_bfloat16>(weight));
-    case at::kHalf:
-      return fn(kernel_data<__half>(weight));
-    default:
-      TORCH_CHECK(false, "winograd: tensor-core filter transforms of a ", weight.scalar_type(), " weight");
-  }
 }
 
 // The grid that walks the filter runs (group, filter block, chunk) of layout f: at least one block
@@ -1030,8 +1031,9 @@ bool runs_shallow_weight_grad(const ConvShape& p) { return runs_shallow<float>(w
 
 // A forward or grad_input of the shallow or narrow kernel (runs_thread_tile) computed in T (float:
 // IEEE FP32, or double) on x, y and the bias of TIo (T, or for float bfloat16 or float16 -- the
-// float32 call's arithmetic on the same values, so its bits rounded once). `weight` is of T. `nhwc`
-// (float only): x and y are channels_last.
+// float32 call's arithmetic on the same values, so its bits rounded once). `weight` is of T, or for
+// float of TIo too (the filter transform reads a 16-bit weight as it is). `nhwc` (float only): x and
+// y are channels_last.
 template <typename T, typename TIo = T>
 void winograd_thread_tile_conv(const at::Tensor& x, const at::Tensor& weight, const TIo* bias, const WinogradConv& cv,
                                at::Tensor& y, bool nhwc) {
@@ -1838,9 +1840,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
 }
 
 // bfloat16 and float16 calls (TIo). Every pass that a tensor-core tile takes runs it on the 16-bit
-// tensors: the tiles read and write them themselves, so neither the input, grad_output nor the
-// outputs are copied to float32; the weight and bias are (widened_parameter: small, and kept for
-// frozen weights). bfloat16 runs one TF32 product per point product (its values are exact in TF32,
+// tensors: the tiles read and write them themselves, so neither the input, grad_output, weight nor
+// the outputs are copied to float32 (the filter transforms read a 16-bit weight). bfloat16 runs one TF32 product per point product (its values are exact in TF32,
 // and TF32's 10 bits keep the error under a bfloat16 convolution's, whose inputs and output keep
 // 7); float16 three bfloat16 products of split operands, on the mma.sync tiles and the single wgmma
 // block (kMmaProducts, tile_for). Either way whatever PyTorch's TF32 switch says: the switch governs float32.
@@ -1869,7 +1870,7 @@ at::Tensor conv2d_winograd_16bit_cuda(const at::Tensor& input, const at::Tensor&
   const TIo* bias_data = b.defined() ? kernel_data<TIo>(b) : nullptr;
   at::Tensor y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(plan.format));
   if (thread_tile)
-    winograd_thread_tile_conv<float, TIo>(x, widened_parameter(weight), bias_data, cv, y, plan.nhwc());
+    winograd_thread_tile_conv<float, TIo>(x, weight, bias_data, cv, y, plan.nhwc());
   else
     winograd_tc_conv<TIo>(x, weight, bias_data, map, y, tile_for<TIo>(plan.tile), plan.nhwc());
   return y;
@@ -1905,8 +1906,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_16bit_cu
       winograd_tc_conv<TIo>(grad_output_in(input_plan.format), weight, nullptr, input_map, gx,
                             tile_for<TIo>(input_plan.tile), input_plan.nhwc());
     else
-      winograd_thread_tile_conv<float, TIo>(grad_output_in(input_plan.format), widened_parameter(weight), nullptr, input_cv,
-                                     gx, input_plan.nhwc());
+      winograd_thread_tile_conv<float, TIo>(grad_output_in(input_plan.format), weight, nullptr, input_cv, gx,
+                                            input_plan.nhwc());
     workspace = last_workspace_bytes();
   }
   if (tc_weight || shallow_weight) {

@@ -380,8 +380,8 @@ struct FilterPair {
 // The loop every filter-transform kernel runs: `body(p, uu)` for each (group, reduction, output) p of
 // the launch (grid-stride over [group][reduction_pad][outputs_pad]), uu that filter's transformed
 // points (zero in the padding); the kernels differ in where and how they store uu.
-template <typename Tile, typename T, typename Body>
-__device__ __forceinline__ void for_each_filter(const T* __restrict__ w, const FilterLayout& f, Body&& body) {
+template <typename Tile, typename T, typename TW, typename Body>
+__device__ __forceinline__ void for_each_filter(const TW* __restrict__ w, const FilterLayout& f, Body&& body) {
   const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const FilterPair p(i, f);
@@ -391,11 +391,12 @@ __device__ __forceinline__ void for_each_filter(const T* __restrict__ w, const F
   }
 }
 
-template <typename Tile, typename T, int kGroupPoints>
-__global__ void winograd_filter_transform_kernel(const T* __restrict__ w, T* __restrict__ u, const FilterLayout f) {
+// TW: the weight's type (T, or bfloat16 or float16 for float U: a 16-bit call's weight read as it is).
+template <typename Tile, typename T, int kGroupPoints, typename TW = T>
+__global__ void winograd_filter_transform_kernel(const TW* __restrict__ w, T* __restrict__ u, const FilterLayout f) {
   static_assert(Tile::kPoints % kGroupPoints == 0, "point groups split the points evenly");
   constexpr int kPointGroups = Tile::kPoints / kGroupPoints;
-  for_each_filter<Tile>(w, f, [&](const FilterPair& p, const T (&uu)[Tile::kPoints]) {
+  for_each_filter<Tile, T>(w, f, [&](const FilterPair& p, const T (&uu)[Tile::kPoints]) {
 #pragma unroll
     for (int q = 0; q < kPointGroups; ++q) {
       T* dst = u + ((int64_t(p.g) * kPointGroups + q) * f.reduction_pad + p.r) * kGroupPoints * f.outputs_pad + p.m;
