@@ -1795,3 +1795,36 @@ def test_weight_layout_changes_launch_no_aten_copies(device, case):
         results.append([y] + list(torch.autograd.grad(y, (xi, wi), gy)))
     for ours, contiguous in zip(*results) if len(results) == 2 else ():
         assert torch.equal(ours, contiguous)
+
+
+# (precision, channels_last) of the tensor-core grad_weight on padded channels (TF32 in channels_last
+# only: an NCHW float32 grad_weight does not run on padded channels).
+PADDED_GRAD_WEIGHT_CALLS = [("bf16", False), ("bf16", True), ("tf32", True)]
+
+
+@pytest.mark.parametrize("call", PADDED_GRAD_WEIGHT_CALLS, ids=lambda c: f"{c[0]}-{'nhwc' if c[1] else 'nchw'}")
+@pytest.mark.parametrize("shape", [SHAPES[6], (2, 7, 40, 9, 8, 3, 3, 1, 1, 1, 1)], ids=shape_id)
+@pytest.mark.parametrize("device", [CUDA])
+def test_padded_channel_grad_weight_stores_only_the_callers_channels(device, shape, call):
+    """An ungrouped layer whose channels are short of a word (an RGB stem, 7 channels) runs its
+    tensor-core grad_weight on zero-padded channels and stores only the caller's channels into
+    grad_weight: no padded gradient, and no ATen copy out of one, in the pass; the gradient stays
+    within 2x of cuDNN's error against float64."""
+    if not hopper():
+        pytest.skip("the wgmma grad_weight kernels (sm_90a)")
+    precision, channels_last = call
+    dtype = at_precision(precision)
+    x, w, _, kw = make_case(shape, device, dtype, channels_last)
+    wi = w.detach().requires_grad_(True)
+    y = torchconv.conv2d(x, wi, None, algorithm="gemm", **kw)
+    gy = torch.randn(y.shape, device=device).to(dtype).contiguous(
+        memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    launches = cuda_kernel_launches(lambda: torch.autograd.grad(y, wi, gy, retain_graph=True))
+    assert "grad_weight:tc" in torchconv.last_choice() or "grad_weight:wgmma" in torchconv.last_choice()
+    assert not [n for n in launches if "at::native::" in n], launches
+    (gw,) = torch.autograd.grad(y, wi, gy)
+    w64 = w.detach().double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(F.conv2d(x.double(), w64, None, **kw), w64, gy.double())
+    wr = w.detach().requires_grad_(True)
+    (theirs,) = torch.autograd.grad(F.conv2d(x, wr, None, **kw), wr, gy)
+    assert rel_err(gw, ref) <= allowed_error(rel_err(theirs, ref), dtype)

@@ -1325,6 +1325,8 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   wg.plane_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Ho * p.Wo)));
   wg.wo_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Wo)));
   a.m_tiles = wg.k_pad / Cfg::kBM, a.n_tiles = wg.n_pad / Cfg::kBN;
+  a.gw_channels = int(gw.size(1));
+  TORCH_INTERNAL_ASSERT(a.gw_channels <= wg.Cg && gw.size(0) == wg.K);
   a.x = kernel_data<T>(x);
   a.gy = kernel_data<T>(gy);
   const bool copies = copies_kernel != nullptr && encode_weight_grad_maps(a);
@@ -1377,7 +1379,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
       a.gw = mutable_kernel_data<T>(target);
       a.gw_sk = target.stride(0), a.gw_sc = target.stride(1);
       a.gw_sr = target.stride(2), a.gw_ss = target.stride(3);
-      a.gw_quads = quads_of_channels(a.gw, a.gw_sc, wg.Cg, {a.gw_sk, a.gw_sr, a.gw_ss});
+      a.gw_quads = quads_of_channels(a.gw, a.gw_sc, a.gw_channels, {a.gw_sk, a.gw_sr, a.gw_ss});
       record_workspace_bytes(taps_apart ? int64_t(target.nbytes()) : 0);
       launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
                              Cfg::kSmemBytes, current_stream(), dim3(1, unsigned(splits)), false, a);
@@ -1399,7 +1401,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
     const unsigned grid = unsigned(std::min<int64_t>(blocks, int64_t(sm_count()) * 16));
     tc_weight_grad_finish_kernel<T, kWarpsPerElement><<<grid, kFinishThreads, 0, current_stream()>>>(
         a.partial, mutable_kernel_data<T>(gw), wg, int(splits), gw.stride(0), gw.stride(1), gw.stride(2),
-        gw.stride(3));
+        gw.stride(3), a.gw_channels);
   };
   if (splits >= kFinishSharedSplits)
     finish(std::integral_constant<int, 8>{});
@@ -1597,16 +1599,14 @@ at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_outp
     });
     return gw;
   }
-  // An ungrouped layer with channels short of a word runs on zero-padded channels; the padded
-  // gradient's extra channels are dropped.
+  // An ungrouped layer with channels short of a word runs on zero-padded channels; the kernels store
+  // only gw's own channels (TcWeightGradArgs::gw_channels), so the padded columns are never written.
   ConvShape padded = p;
   padded.C = padded_channels(p, input.scalar_type());
   const at::Tensor x = channels_last_padded(input, padded.C);
   const at::Tensor gy = channels_last_padded(grad_output, p.K);
-  at::Tensor target = padded.C == p.C ? gw : at::empty({p.K, padded.C, p.R, p.S}, gw.options());
   const bool rounded = is_copy(x, input) && is_copy(gy, grad_output);
-  dispatch_tc(input.scalar_type(), [&](auto tag) { run_tc_weight_grad<decltype(tag)>(padded, x, gy, target, rounded); });
-  if (padded.C != p.C) gw.copy_(target.narrow(1, 0, p.C));
+  dispatch_tc(input.scalar_type(), [&](auto tag) { run_tc_weight_grad<decltype(tag)>(padded, x, gy, gw, rounded); });
   return gw;
 }
 

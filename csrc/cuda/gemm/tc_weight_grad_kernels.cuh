@@ -81,6 +81,9 @@ struct TcWeightGradArgs {
   bool cluster_sums;
   T* gw;
   int64_t gw_sk, gw_sc, gw_sr, gw_ss;  // gw's strides: filter, channel, tap row, tap column
+  // gw's channels per group: wg.Cg, or fewer where the layer runs on zero-padded channels (an RGB
+  // stem's), whose extra columns are not stored (gw is the caller's gradient, not a padded one).
+  int gw_channels;
   // gw's channels adjacent, channels per group and every stride multiples of 4, gw aligned to 4
   // elements: a quad of columns (one tap's channels) is one store.
   bool gw_quads;
@@ -377,10 +380,12 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
   const int quad = int(threadIdx.x) % kQuads, col = blk.n0 + quad * 4;
   if (col < wg.cols && int(threadIdx.x) < kRowStep * kQuads) {
     int64_t offset[4];  // of element e in a filter's gradient (gw_quads: offset[0] starts the quad)
+    bool stored[4];     // element e is a column of gw (not past the columns or in a padded channel)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int tap = min(col + e, wg.cols - 1) / wg.Cg, c = min(col + e, wg.cols - 1) - tap * wg.Cg, r = tap / wg.S;
       offset[e] = c * a.gw_sc + r * a.gw_sr + (tap - r * wg.S) * a.gw_ss;
+      stored[e] = col + e < wg.cols && c < a.gw_channels;
     }
     for (int row = int(threadIdx.x) / kQuads; row < rows; row += kRowStep) {
       // Split i's quad, mapped into its block's shared memory where needed (one mapa each: the
@@ -394,13 +399,13 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
           sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
         }
       T* filter = a.gw + (int64_t(blk.g) * wg.Kg + blk.m0 + row0 + row) * a.gw_sk;
-      if (a.gw_quads) {  // col + 3 < cols, in one tap: cols and Cg are multiples of 4
-        store_quad(filter + offset[0], sum);
+      if (a.gw_quads) {  // col + 3 < cols, in one tap: cols, Cg and gw_channels are multiples of 4
+        if (stored[0]) store_quad(filter + offset[0], sum);
         continue;
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        if (col + e < wg.cols) filter[offset[e]] = from_float<T>(sum[e]);
+        if (stored[e]) filter[offset[e]] = from_float<T>(sum[e]);
     }
   }
   if (splits > 1) {  // no block leaves while another may still read its shared memory
@@ -833,7 +838,7 @@ constexpr int kFinishThreads = 256;
 template <typename T, int kWarpsPerElement>
 __global__ void __launch_bounds__(kFinishThreads)
     tc_weight_grad_finish_kernel(const float* __restrict__ partial, T* __restrict__ gw, TcWeightGrad wg, int splits,
-                                 int64_t sk, int64_t sc, int64_t sr, int64_t ss) {
+                                 int64_t sk, int64_t sc, int64_t sr, int64_t ss, int gw_channels) {
   constexpr int kWarps = kFinishThreads / 32, kRuns = kWarps / kWarpsPerElement;
   static_assert(kRuns * kWarpsPerElement == kWarps, "warps per element divide the block's");
   __shared__ float sums[kWarpsPerElement > 1 ? kWarps : 1][32];
@@ -868,7 +873,7 @@ __global__ void __launch_bounds__(kFinishThreads)
     if (ok && part == 0) {
       const int tap = col / wg.Cg, c = col - tap * wg.Cg;
       const int r = tap / wg.S, s = tap - r * wg.S;
-      gw[k * sk + c * sc + r * sr + s * ss] = from_float<T>(sum);
+      if (c < gw_channels) gw[k * sk + c * sc + r * sr + s * ss] = from_float<T>(sum);
     }
   }
 }
