@@ -63,8 +63,12 @@ __device__ __forceinline__ uint64_t wgmma_descriptor_advance(uint64_t desc, unsi
   return (desc & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(desc) + units);
 }
 
+// The 128-byte swizzle's slot of 16-byte word `word` in row `row` (and the word in slot `word`: an
+// XOR undoes itself).
+__device__ __forceinline__ int swizzled_word(int row, int word) { return word ^ (row & 7); }
+
 // Byte offset of 16-byte word `word` of row `row` in a 128-byte-swizzled tile.
-__device__ __forceinline__ int swizzle128(int row, int word) { return row * 128 + ((word ^ (row & 7)) << 4); }
+__device__ __forceinline__ int swizzle128(int row, int word) { return row * 128 + (swizzled_word(row, word) << 4); }
 
 __device__ __forceinline__ void wgmma_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -188,7 +188,7 @@ struct TcWeightMap {
     if (cv.wt_tiled) {
       const int within = int(word % I(kTileWords));
       const I tile = word / I(kTileWords);
-      const int row = within / kRowWords, logical = (within % kRowWords) ^ (row & 7);
+      const int row = within / kRowWords, logical = swizzled_word(row, within % kRowWords);
       const I col_tiles = I(cv.wt_row / kRowElems), row_tiles = I(cv.n_pad / 64);
       const int col_tile = int(tile % col_tiles);
       const I rest = tile / col_tiles;
@@ -210,7 +210,7 @@ struct TcWeightMap {
     if (!cv.wt_tiled) return ((g * cv.n_pad + dst) * cv.wt_row + col) / kVec;
     const int row = dst % 64, logical = (col % kRowElems) / kVec;
     const int64_t tile = (g * (cv.n_pad / 64) + dst / 64) * (cv.wt_row / kRowElems) + col / kRowElems;
-    return tile * kTileWords + row * kRowWords + (logical ^ (row & 7));
+    return tile * kTileWords + row * kRowWords + swizzled_word(row, logical);
   }
 };
 
@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(256, 4)
   // a row takes the channels whose word lands in the row's word slot t % 8 (the tiled layout's swizzle
   // undone), so that a row's eight threads store its 128 contiguous bytes.
   const int row = threadIdx.x / 8, dst = dst0 + row;
-  const int red = 4 * ((threadIdx.x % 8) ^ (cv.wt_tiled ? (dst % 64) & 7 : 0));
+  const int red = 4 * (cv.wt_tiled ? swizzled_word(dst % 64, int(threadIdx.x % 8)) : int(threadIdx.x % 8));
   // A tap's columns are red_pad, whole rows of Wt, so the word of one thread moves by a fixed step
   // from tap to tap in either layout.
   const int64_t word0 = map.word_of<4>(g, dst, red0 + red);
@@ -715,7 +715,7 @@ struct TcNchwPlanesLoader {
     col0 = int(threadIdx.x) / kWordsPerRow;
     const int word = int(threadIdx.x) % kWordsPerRow;
     // m64 block word / 8, row col0 (the swizzle's phase is col0 % 8 for every row this thread copies).
-    place = (word / 8) * 64 * 128 + col0 * 128 + (((word % 8) ^ (col0 % 8)) << 4);
+    place = (word / 8) * 64 * 128 + swizzle128(col0, word % 8);
     auto pixel = [&](int64_t m) {
       const TcConv::Position p = cv.position(m);
       return a.src + int64_t(p.n) * cv.src_image + int64_t(blk.g) * cv.reduced * plane + int64_t(p.cy) * cv.src_W +
