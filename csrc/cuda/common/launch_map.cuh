@@ -127,6 +127,12 @@ struct WeightStrides {
   int64_t k, c, r, s;
 };
 
+// A 4-d weight tensor's strides in the layout it has (host side: any tensor type with stride(d)).
+template <typename Tensor>
+inline WeightStrides weight_strides(const Tensor& weight) {
+  return {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)};
+}
+
 // The strides of a contiguous weight of C/groups = Cg channels and Rw x Sw taps.
 TORCHCONV_HOST_DEVICE WeightStrides contiguous_weight_strides(int Cg, int Rw, int Sw) {
   return {int64_t(Cg) * Rw * Sw, int64_t(Rw) * Sw, Sw, 1};

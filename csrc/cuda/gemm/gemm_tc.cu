@@ -223,7 +223,7 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv) {
                           std::to_string(cv.n_pad) + "/" + std::to_string(cv.groups);
   return cached_weight_transform(weight, tag, [&] {
     auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
-    const TcWeightMap map{cv, {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)}};
+    const TcWeightMap map{cv, weight_strides(weight)};
     const int64_t words = wt.numel() * int64_t(sizeof(T)) / 16;
     if (relayout_by_transpose<T>(weight, map, wt)) return wt;
     relayout_words<T>(words, [&](auto elem, auto index, auto value) {
@@ -1016,7 +1016,7 @@ at::Tensor tc_phase_weights(const at::Tensor& weight, const TcConv* cvs, int pha
   int64_t words = 0;
   for (int p = 0; p < phases; ++p) {
     tag += "/" + launch_taps_key(cvs[p]);
-    maps.map[p] = TcWeightMap{cvs[p], {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)}};
+    maps.map[p] = TcWeightMap{cvs[p], weight_strides(weight)};
     maps.first_word[p] = words;
     words += int64_t(cvs[p].groups) * cvs[p].n_pad * cvs[p].wt_row * int64_t(sizeof(T)) / 16;
   }

@@ -140,7 +140,7 @@ FilterLayout filter_layout(const at::Tensor& weight, int64_t groups, bool rotate
   f.outputs = rotated ? f.Cg : f.Kg;
   f.reduction_pad = round_up(f.reduction, Cfg::kK);
   f.outputs_pad = round_up(f.outputs, Cfg::kM);
-  f.w = {weight.stride(0), weight.stride(1), weight.stride(2), weight.stride(3)};
+  f.w = weight_strides(weight);
   return f;
 }
 
