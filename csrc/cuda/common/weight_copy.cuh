@@ -1,6 +1,6 @@
 // A channels_last weight (K x R x S x C in memory) as the contiguous K x C x R x S weight that the
-// filter relayouts read, by a kernel of ours: ATen's strided copy moves such a weight at under half
-// the bandwidth, and a trainable weight pays it on every call.
+// filter relayouts read, by a kernel of ours (a trainable weight pays the copy on every call, and the
+// library's passes launch only their own kernels).
 #pragma once
 
 #include <algorithm>
@@ -17,10 +17,12 @@ namespace cuda {
 // A block's share of the copy: `channels` consecutive channels of one filter, all their taps, staged
 // in shared memory so that the reads run along the channels (the source's contiguous dimension) and
 // the writes along the run of channels x taps, which is contiguous in the destination.
-constexpr int kWeightCopyTileElems = 4096;
-constexpr int kWeightCopyMaxTileBytes = 48 * 1024;  // without opting in to more dynamic shared memory
+// A unit is at most one round of loads a thread (kWeightCopyLoadsInFlight each, issued together), so
+// that a block waits for the memory once a unit; a weight of many filters still fills the SMs.
 constexpr int kWeightCopyThreads = 256;
-constexpr int kWeightCopyLoadsInFlight = 4;
+constexpr int kWeightCopyLoadsInFlight = 8;
+constexpr int kWeightCopyTileElems = kWeightCopyThreads * kWeightCopyLoadsInFlight;
+constexpr int kWeightCopyMaxTileBytes = 48 * 1024;  // without opting in to more dynamic shared memory
 
 // Bit copies: the element type is only its size (float32, float64, float16, bfloat16 alike).
 template <typename E>
@@ -39,7 +41,8 @@ __global__ void __launch_bounds__(kWeightCopyThreads)
     // A thread's element i = t * width + c steps by the block's threads, a known (tap, channel) step:
     // two divisions a unit, none an element (a division by a runtime width is some 20 instructions,
     // as many as the rest of an element's work). Its loads are issued kWeightCopyLoadsInFlight
-    // together before their stores, so that their latencies overlap.
+    // together before their stores, so that their latencies overlap (one round for a unit of at most
+    // kWeightCopyTileElems elements).
     const int step_t = kWeightCopyThreads / width, step_c = kWeightCopyThreads - step_t * width;
     int t = int(threadIdx.x) / width, c = int(threadIdx.x) - t * width;
     for (int base = int(threadIdx.x); base < elems; base += kWeightCopyThreads * kWeightCopyLoadsInFlight) {
@@ -80,7 +83,10 @@ inline void copy_into_contiguous_weight(const at::Tensor& src, at::Tensor& dst) 
   if (src.numel() == 0) return;
   const int64_t K = src.size(0);
   const int C = int(src.size(1)), taps = int(src.size(2) * src.size(3));
-  const int channels = std::max(1, std::min(C, kWeightCopyTileElems / taps));
+  // Units of equal channel counts: a filter's channels in as few units as fit the tile, split evenly
+  // (512 channels of 9 taps as 3 x 171, not 227 + 227 + 58).
+  const int most = std::max(1, std::min(C, kWeightCopyTileElems / taps));
+  const int runs = (C + most - 1) / most, channels = (C + runs - 1) / runs;
   const size_t smem = size_t(channels) * taps * src.element_size();
   const int64_t units = K * ((C + channels - 1) / channels);
   const unsigned blocks = unsigned(std::min<int64_t>(units, int64_t(sm_count()) * 16));
