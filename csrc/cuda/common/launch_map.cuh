@@ -96,13 +96,16 @@ inline LaunchMap grad_input_map(const ConvShape& p, int py, int px) {
   return m;
 }
 
+// Whether a grad_input has no term at all (an empty grad_output, or no filters): all of it is zero.
+inline bool grad_input_has_no_terms(const ConvShape& p) { return p.Ho == 0 || p.Wo == 0 || p.K == 0; }
+
 // Whether some pixels of a grad_input receive nothing from its phases' launches: a strided phase no
 // filter tap reaches (grad_input_map's `empty()` where the phase has pixels), or nothing to gather
 // at all (Ho, Wo or K zero). Such a grad_input is zeroed whole, once, before the launches write
 // theirs. A phase is empty exactly when its row or its column axis has no tap, so the axes are
 // checked apart.
 inline bool grad_input_has_unwritten_pixels(const ConvShape& p) {
-  if (p.Ho == 0 || p.Wo == 0 || p.K == 0) return true;
+  if (grad_input_has_no_terms(p)) return true;
   for (int64_t py = 0; py < std::min(p.stride_h, p.H); ++py)
     if (phase_axis(p.H, p.R, p.stride_h, p.pad_h, p.dil_h, int(py)).taps <= 0) return true;
   for (int64_t px = 0; px < std::min(p.stride_w, p.W); ++px)

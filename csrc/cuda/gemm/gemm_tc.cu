@@ -1704,7 +1704,7 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   // Pixels that no phase's launch writes are zeroed first, with the rest of gx, by one memset; the
   // phases that receive taps are launched.
   if (grad_input_has_unwritten_pixels(p)) zero_dense_output(gx);
-  if (p.Ho == 0 || p.Wo == 0 || p.K == 0) return gx;
+  if (grad_input_has_no_terms(p)) return gx;
   c10::SmallVector<LaunchMap, kMaxGradInputPhases> maps;
   for (int py = 0; py < p.stride_h; ++py)
     for (int px = 0; px < p.stride_w; ++px) {
