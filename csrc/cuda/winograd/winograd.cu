@@ -1841,10 +1841,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cuda(
 
 // bfloat16 and float16 calls (TIo). Every pass that a tensor-core tile takes runs it on the 16-bit
 // tensors: the tiles read and write them themselves, so neither the input, grad_output, weight nor
-// the outputs are copied to float32 (the filter transforms read a 16-bit weight). bfloat16 runs one TF32 product per point product (its values are exact in TF32,
-// and TF32's 10 bits keep the error under a bfloat16 convolution's, whose inputs and output keep
-// 7); float16 three bfloat16 products of split operands, on the mma.sync tiles and the single wgmma
-// block (kMmaProducts, tile_for). Either way whatever PyTorch's TF32 switch says: the switch governs float32.
+// the outputs are copied to float32 (the filter transforms read a 16-bit weight). bfloat16 runs one
+// TF32 product per point product (its values are exact in TF32, and TF32's 10 bits keep the error
+// under a bfloat16 convolution's, whose inputs and output keep 7); float16 three bfloat16 products of
+// split operands, on the mma.sync tiles and the single wgmma block (kMmaProducts, tile_for). Either
+// way whatever PyTorch's TF32 switch says: the switch governs float32.
 // The layers of the one-tile-per-thread kernels (runs_shallow, runs_narrow: an RGB stem, its
 // grad_input; the shallow grad_weight) run them on the 16-bit tensors too, in IEEE FP32 (the float32
 // call's bits, rounded once). What neither takes -- the staged and F(4x4) variants, a forced IEEE
