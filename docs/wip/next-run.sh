@@ -3,8 +3,7 @@
 # (both patches, one build): build, the whole suite (6 shards), the weight copy against ATen's, then
 # the rows each patch moves -- GEMM NCHW grad_weight R10 / R12 (TF32 batch 8, bfloat16 batch 32) and
 # the 16-bit NCHW 1x1 passes R3, R8, Y5, Y9 (batch 32, bfloat16 and float16) -- under $OUT/rows, to
-# overlay onto benchmarks/results/pass-times-resnet-yolo-h200.json, and tf32_rounding_probe.py last.
-# One archive back ($OUT/all.tgz).
+# overlay onto benchmarks/results/pass-times-resnet-yolo-h200.json. One archive back ($OUT/all.tgz).
 set -uo pipefail
 PYTEST_SHARDS=6 OUT="$OUT/suite" timeout 470 bash benchmarks/gpu_session.sh > /dev/null 2>&1
 grep -E "== build|== tests|pytest rc|passed|failed|FAILED|ERROR|stopped" "$OUT/suite/session.log"
@@ -19,6 +18,4 @@ for run in "planes|$P --suite resnet,yolo --layers R3,R8,Y5,Y9 --precision bf16,
   timeout $((left < 120 ? left : 120)) $cmd --out-dir "$OUT/rows/$name" > "$OUT/$name.log" 2>&1
   tail -n 5 "$OUT/$name.log" | cut -c1-200
 done
-left=$((585 - SECONDS))
-[ $left -gt 20 ] && timeout $((left < 40 ? left : 40)) python docs/wip/tf32_rounding_probe.py 2>&1 | tee "$OUT/tf32_probe.txt"
-cd "$OUT" && tar czf all.tgz suite rows ./*.log copy_ab.txt tf32_probe.txt 2>/dev/null; rm -rf suite rows
+cd "$OUT" && tar czf all.tgz suite rows ./*.log copy_ab.txt 2>/dev/null; rm -rf suite rows
