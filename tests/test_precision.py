@@ -600,10 +600,10 @@ def test_strided_grad_input_phases_read_the_weight_by_columns_under_a_forced_con
 # two tiles per block slot (the grid walks tiles; 8 x 128 x 128 and 8 x 112 x 112 positions: 1024 and
 # 784 tiles of 128) -- 1x1 layers of 64 and 128 channels to 64, 128 and 256 filters, of 192 and 256
 # channels to 64, an RGB stem's forward (3 channels padded to a word, 9 taps: 2 chunks), the
-# grad_input of 64 filters to 192 and 256 channels -- and not longer reductions (320 channels, four
-# chunks to 128 outputs, the 256-filter layer's and the stem's grad_input: 256 and 32 x 9), wider
-# outputs (384 filters; the 320-channel layer's grad_input), grids of fewer tiles (20 x 20
-# positions), NCHW planes read as they are, or TF32 (the threads would gather float32).
+# grad_input of 64 filters to 192 and 256 channels, 16-bit NCHW planes read as they are -- and not
+# longer reductions (320 channels, four chunks to 128 outputs, the 256-filter layer's and the stem's
+# grad_input: 256 and 32 x 9), wider outputs (384 filters; the 320-channel layer's grad_input), grids
+# of fewer tiles (20 x 20 positions), or TF32 (the threads would gather float32).
 WS_RULE_CASES = [
     ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", True, ("ws", "ws")),
     ((8, 128, 64, 112, 112, 1, 1, 1, 0, 1, 1), "fp16", True, ("ws", "ws")),
@@ -615,7 +615,8 @@ WS_RULE_CASES = [
     ((8, 256, 128, 112, 112, 1, 1, 1, 0, 1, 1), "bf16", True, ("rule", "ws")),
     ((8, 64, 384, 64, 64, 1, 1, 1, 0, 1, 1), "fp16", True, ("rule", "rule")),
     ((4, 64, 128, 20, 20, 1, 1, 1, 0, 1, 1), "bf16", True, ("rule", "rule")),
-    ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", False, ("rule", "rule")),
+    ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", False, ("ws", "ws")),
+    ((8, 128, 256, 64, 64, 1, 1, 1, 0, 1, 1), "fp16", False, ("ws", "rule")),
     ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "tf32", True, ("rule", "rule")),
 ]
 
@@ -655,6 +656,42 @@ def test_wgmma_rule_takes_the_192_row_tile_for_long_16_bit_grids(device, case):
     if hopper():
         assert ("forward:wgmma-wide192/" in forward_plan) == expected, forward_plan
         assert "grad_input:wgmma-wide192/" not in backward_plan, backward_plan
+
+
+# The warp-specialized tile, forced, on 16-bit NCHW 1x1 layers read as planes (the producers copy A
+# in the planes' order, the MMAs read it transposed): planes of whole words (96 positions), of
+# half-words (36 and 196 positions: a word crosses images), tiles past the last position, channels
+# that are not whole chunks (100), partial filter tiles (72), groups, a grid walking several tiles a
+# block (16 x 32 x 32 positions: 384 tiles over two blocks an SM), and a source 8 bytes past a 16-byte
+# boundary; forward and grad_input, with no channels_last copy of the source.
+WS_PLANES_CASES = [
+    ("bf16", (2, 100, 72, 8, 12, 1, 1, 1, 0, 1, 1), 0),
+    ("fp16", (3, 64, 72, 6, 6, 1, 1, 1, 0, 1, 1), 0),
+    ("bf16", (4, 96, 80, 14, 14, 1, 1, 1, 0, 1, 1), 0),
+    ("fp16", (2, 128, 144, 10, 10, 1, 1, 1, 0, 1, 2), 0),
+    ("bf16", (16, 128, 192, 32, 32, 1, 1, 1, 0, 1, 1), 0),
+    ("bf16", (3, 64, 72, 8, 8, 1, 1, 1, 0, 1, 1), 8),
+]
+
+
+@pytest.mark.parametrize("case", WS_PLANES_CASES, ids=lambda c: f"{c[0]}-{shape_id(c[1])}-offset{c[2]}")
+@pytest.mark.parametrize("device", [CUDA])
+def test_warp_specialized_wgmma_tile_reads_16bit_nchw_planes(device, case):
+    if not hopper():
+        pytest.skip("wgmma configs run on sm_90a")
+    precision, shape, offset = case
+    x0, w, b, kw = make_case(shape, device, at_precision(precision))
+    x = x0
+    if offset:  # a view 8 bytes past a 16-byte boundary
+        x = torch.empty(x0.numel() + offset // x0.element_size(), dtype=x0.dtype, device=device)
+        x = x[offset // x0.element_size():].view_as(x0).copy_(x0)
+        assert x.is_contiguous() and x.data_ptr() % 16 == offset
+    with using_config("gemm", WGMMA_WS_CONFIG):
+        y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
+        assert torch.equal(torchconv.conv2d(x, w, b, algorithm="gemm", **kw), y.detach())
+        assert forward_extra_bytes(x, w.detach(), b, kw) < x.numel() * x.element_size() // 2
+    assert f"forward:{WGMMA_WS_CONFIG}/" in forward_plan, forward_plan
+    assert f"grad_input:{WGMMA_WS_CONFIG}/" in backward_plan, backward_plan
 
 
 @pytest.mark.parametrize("device", [CUDA])

@@ -75,12 +75,12 @@ using WgmmaTall = WgmmaTileConfig<256, 128, 4, 1, 2>;
 //   ws     128 x 64, warp-specialized and persistent (tc_conv_wgmma_ws_kernel): two consumer
 //          warpgroups and a producer one, 3 stages and the epilogue's own shared memory (two blocks
 //          per SM), a grid of at most two blocks per SM walking the tiles. channels_last sources
-//          only, float32 only by the im2col tensor copies. Ahead of medium where a block's time is
-//          its prologue and epilogue (reductions of one or two chunks: the next tile's loads run
-//          under the epilogue), behind it on longer reductions (so was the same tile at three blocks
-//          per SM, medium's count of MMA warpgroups: docs/precision.md): the rule takes it for the
-//          short 16-bit ones (four chunks only to at most 64 filters) on grids of at least two tiles
-//          a block.
+//          and 16-bit NCHW planes read as they are, float32 only by the im2col tensor copies. Ahead
+//          of medium where a block's time is its prologue and epilogue (reductions of one or two
+//          chunks: the next tile's loads run under the epilogue), behind it on longer reductions (so
+//          was the same tile at three blocks per SM, medium's count of MMA warpgroups:
+//          docs/precision.md): the rule takes it for the short 16-bit ones (four chunks only to at
+//          most 64 filters) on grids of at least two tiles a block.
 using WgmmaWs = WgmmaWsTileConfig<128, 64, 3, 2>;
 //   wide192  192 x 256, 3 warpgroups, 4 stages (one block per SM): a chunk of 192 positions brings
 //          56 KB for 1.5x wide's multiply-adds, 0.78x its bytes per multiply-add, and the tile runs
@@ -527,16 +527,17 @@ void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1, i
 }
 
 // The warp-specialized tile (a grid of at most kMinBlocks blocks per SM walking the tiles) for launch
-// `args` where it takes it -- a channels_last source, gathered (16-bit) or by im2col tensor copies --
-// or false, launching nothing.
+// `args` where it takes it -- a channels_last source, gathered (16-bit) or by im2col tensor copies,
+// or 16-bit NCHW planes read as they are (an NCHW float32 source goes to the MMAs from registers,
+// which this tile does not do) -- or false, launching nothing.
 template <typename T, typename Cfg, bool kNchwSource, bool kTmaA>
 bool try_launch_wgmma_ws(const TcConvArgs<T>& args_in, const char* pass) {
-  if constexpr (kNchwSource) {
+  if constexpr (kNchwSource && sizeof(T) != 2) {
     return false;
   } else {
     TcConvArgs<T> args = args_in;
     bool tma = false;
-    if constexpr (kTmaA) tma = encode_im2col_map(args, Cfg::kBM);
+    if constexpr (kTmaA && !kNchwSource) tma = encode_im2col_map(args, Cfg::kBM);
     if (!tma && sizeof(T) != 2) return false;  // a gathered float32 A would need rounding to TF32
     const int64_t tiles = set_launch_fields<T, Cfg>(args);
     args.chunks_per_split = args.cv.chunks;
@@ -551,10 +552,14 @@ bool try_launch_wgmma_ws(const TcConvArgs<T>& args_in, const char* pass) {
     };
     const bool columns = args.b_source == TcWeightSource::kWeightColumns;
     TORCH_CHECK(tma || !columns, "conv2d_gemm: internal error: the weight's columns without an im2col map");
-    if constexpr (sizeof(T) == 2)
-      if (columns) return launch(tc_conv_wgmma_ws_kernel<T, Cfg, true, true>), true;
-    if (tma) launch(tc_conv_wgmma_ws_kernel<T, Cfg, true>);
-    else if constexpr (sizeof(T) == 2) launch(tc_conv_wgmma_ws_kernel<T, Cfg, false>);
+    if constexpr (kNchwSource) {
+      launch(tc_conv_wgmma_ws_kernel<T, Cfg, false, false, true>);
+    } else {
+      if constexpr (sizeof(T) == 2)
+        if (columns) return launch(tc_conv_wgmma_ws_kernel<T, Cfg, true, true>), true;
+      if (tma) launch(tc_conv_wgmma_ws_kernel<T, Cfg, true>);
+      else if constexpr (sizeof(T) == 2) launch(tc_conv_wgmma_ws_kernel<T, Cfg, false>);
+    }
     return true;
   }
 }
@@ -565,9 +570,10 @@ void launch_wgmma_ws(const TcConvArgs<T>& args, const char* pass) {
   const bool launched = try_launch_wgmma_ws<T, Cfg, kNchwSource, kTmaA>(args, pass);
   TORCH_CHECK_VALUE(launched,
                     "torchconv.conv2d_gemm: the ", kWgmmaConfigNames[kWgmmaIndex<Cfg>],
-                    " config takes channels_last float16 / bfloat16 sources, and "
-                    "float32 (TF32) ones only where A comes by im2col tensor copies; this launch's source is ",
-                    kNchwSource ? "NCHW" : "float32 gathered by the threads", " (set_config('gemm', '') for the rule)");
+                    " config takes float16 / bfloat16 sources (channels_last, or NCHW planes read as they are), "
+                    "and float32 (TF32) ones only where A comes by im2col tensor copies; this launch's source is ",
+                    kNchwSource ? "NCHW float32" : "float32 gathered by the threads",
+                    " (set_config('gemm', '') for the rule)");
 }
 
 // The launch-time estimate behind the cluster splits of the 16-bit rule (run_wgmma): a launch's

@@ -707,13 +707,14 @@ struct TcNchwPlanesLoader {
   int plane, reduced, col0, place;
   bool inside, inside_hi, words;
 
-  __device__ TcNchwPlanesLoader(const TcConvArgs<T>& a, const TcBlock& blk)
+  // tid: the thread's index among the kThreads that load (a warp-specialized kernel's producers).
+  __device__ TcNchwPlanesLoader(const TcConvArgs<T>& a, const TcBlock& blk, int tid = int(threadIdx.x))
       : src(a.src), base(a.src), base_hi(a.src), reduced(a.cv.reduced), inside(false), inside_hi(false),
         words(a.nchw_words) {
     const TcConv& cv = a.cv;
     plane = cv.src_H * cv.src_W;
-    col0 = int(threadIdx.x) / kWordsPerRow;
-    const int word = int(threadIdx.x) % kWordsPerRow;
+    col0 = tid / kWordsPerRow;
+    const int word = tid % kWordsPerRow;
     // m64 block word / 8, row col0 (the swizzle's phase is col0 % 8 for every row this thread copies).
     place = (word / 8) * 64 * 128 + swizzle128(col0, word % 8);
     auto pixel = [&](int64_t m) {
@@ -1231,8 +1232,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
 
 // The warp-specialized, persistent wgmma tile (`wgmma-ws`; the rule's for short 16-bit reductions,
 // gemm_tc.cu): kBM / 64 consumer warpgroups issue the MMAs and the epilogue, and one producer
-// warpgroup loads -- every producer thread gathers A (TcLoader, 16-bit), or one of them issues A's
-// im2col tensor copy (kTmaA) -- with B in bulk either way. Each block walks tiles blockIdx.x, +
+// warpgroup loads -- every producer thread gathers A (TcLoader, 16-bit) or copies it from 16-bit NCHW
+// planes as they are (kPlanesA: TcNchwPlanesLoader, A MN-major), or one of them issues A's im2col
+// tensor copy (kTmaA) -- with B in bulk either way. Each block walks tiles blockIdx.x, +
 // gridDim.x, ..., its chunks one ring of kStages stages across tile boundaries: a stage is `full` once
 // its copies have landed (the gather's threads arrive as their cp.async land, the bulk and tensor
 // copies count bytes) and `empty` once every consumer thread's MMAs that read it have completed. No
@@ -1260,10 +1262,11 @@ struct ConsumerBarrier {
   __device__ __forceinline__ void operator()() const { named_barrier_sync(1, kThreads); }
 };
 
-template <typename T, typename Cfg, bool kTmaA, bool kMnMajorB = false>
+template <typename T, typename Cfg, bool kTmaA, bool kMnMajorB = false, bool kPlanesA = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_ws_kernel(const __grid_constant__ TcConvArgs<T> a) {
   static_assert(kTmaA || sizeof(T) == 2, "a gathered float32 A would need rounding to TF32");
   static_assert(!kMnMajorB || sizeof(T) == 2, "MN-major B: 16-bit");
+  static_assert(!kPlanesA || (!kTmaA && !kMnMajorB), "planes: A copied by the producers, B K-major");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ uint64_t full[Cfg::kStages], empty[Cfg::kStages];
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
@@ -1296,6 +1299,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
           wt.fetch(cv, c, stage_b(s), &full[s], Cfg::kBM * 128);
           loader.fetch(a, c, stage_a(s), &full[s]);
         }
+      } else if constexpr (kPlanesA) {
+        const TcNchwPlanesLoader<T, Cfg::kBM, Cfg::kProducerThreads> loader(a, blk, tid);
+        for (int c = 0; c < cv.chunks; ++c, ++it) {
+          const int s = it % kStages;
+          if (it >= kStages) mbarrier_wait(&empty[s], ((it / kStages) + 1) & 1);
+          loader.fetch_a(c, stage_a(s));
+          cp_async_mbarrier_arrive_noinc(&full[s]);
+          if (tid == 0) wt.fetch(cv, c, stage_b(s), &full[s]);
+        }
       } else {
         TcLoader<T, Cfg::kBM, Cfg::kBN, Cfg::kBKBytes, Cfg::kProducerThreads> loader(a, blk, tid);
         for (int c = 0; c < cv.chunks; ++c, ++it) {
@@ -1326,11 +1338,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
       if constexpr (!kTmaA) fence_proxy_async_shared();  // the gather's cp.async wrote through the generic proxy
       const unsigned sb = smem_base + s * Cfg::kStageBytes + Cfg::kBM * 128;
       const uint64_t db = kMnMajorB ? wgmma_descriptor_mn_major(sb, 64 * 128) : wgmma_descriptor(sb);
-      const uint64_t da = wgmma_descriptor(smem_base + s * Cfg::kStageBytes + group * 64 * 128);
+      const unsigned sa = smem_base + s * Cfg::kStageBytes + group * 64 * 128;
+      const uint64_t da = kPlanesA ? wgmma_descriptor_mn_major(sa, 64 * 128) : wgmma_descriptor(sa);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
-        if constexpr (kMnMajorB)  // B's k-step: 16 rows of filters (2 KB) on
+        if constexpr (kPlanesA)  // A's k-step: 16 rows of channels (2 KB) on
+          WgmmaMnMajorA<T, Cfg::kBN>::run(acc, wgmma_descriptor_advance(da, ks * 2048 / 16),
+                                          wgmma_descriptor_advance(db, ks * 2), 1);
+        else if constexpr (kMnMajorB)  // B's k-step: 16 rows of filters (2 KB) on
           WgmmaMnMajorB<T, Cfg::kBN>::run(acc, wgmma_descriptor_advance(da, ks * 2),
                                           wgmma_descriptor_advance(db, ks * 2048 / 16), 1);
         else
