@@ -1243,6 +1243,33 @@ TF32_WEIGHT_GRAD_CASES = [
 ]
 
 
+# TF32 grad_weight on a grid of a few tiles (TF32's sums take no clusters): where the unsplit tiles
+# leave most SMs idle, the positions split down to 3 chunks a split instead of 8, through the
+# workspace -- a 1x1 stride-2 layer of 512 filters at 7 x 7 outputs and batch 8 (8 tiles of 128 x 128,
+# 392 positions: 13 chunks of 32, unsplit under the 8-chunk floor), a 3x3 layer of 512 filters and
+# 1024 channels at batch 1 (17 x 17: 289 positions) -- the same bits every call, within 2x of cuDNN's
+# TF32 error.
+SMALL_GRID_TF32_WEIGHT_GRAD_CASES = [
+    (8, 256, 512, 14, 14, 1, 1, 2, 0, 1, 1),
+    (1, 1024, 512, 17, 17, 1, 1, 1, 0, 1, 1),
+]
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("shape", SMALL_GRID_TF32_WEIGHT_GRAD_CASES, ids=shape_id)
+@pytest.mark.parametrize("device", [CUDA])
+def test_tf32_grad_weight_of_a_few_tiles_splits_short_reductions(device, shape, layout):
+    if not hopper():
+        pytest.skip("the split counts are the rule's on Hopper (132 SMs)")
+    x, w, b, kw = make_case(shape, device, torch.float32, channels_last=layout == "nhwc")
+    torch.backends.cudnn.allow_tf32 = True
+    gw, gy, plan, ref = gemm_grad_weight(x, w, b, kw)
+    assert TENSOR_CORE_PLAN.search(plan.group(0)), torchconv.last_choice()
+    assert int(plan.group(2)) >= 2, torchconv.last_choice()
+    err, their_err = rel_err(gw, ref), pytorch_grad_weight_error(x, w, b, kw, gy, ref)
+    assert err <= allowed_error(their_err, torch.float32), f"error {err:.2e}, cuDNN's {their_err:.2e}"
+
+
 @pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])
 @pytest.mark.parametrize("case", TF32_WEIGHT_GRAD_CASES, ids=lambda c: shape_id(c[0]))
 @pytest.mark.parametrize("device", [CUDA])

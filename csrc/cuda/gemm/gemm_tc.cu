@@ -1246,6 +1246,12 @@ constexpr int64_t kFinishSharedSplits = 96;
 // constants and keep the rule against the clusters (TF32's sweep found the rule the fastest or
 // within 3% of the counts 1-16; docs/precision.md).
 constexpr int kWeightGradBlockFixedChunks = 8;
+// The fewest chunks of positions a split sums. A grid of tiles that leaves most SMs idle unsplit (a
+// deep 1x1 or 3x3 layer at batch 1-8: 512 filters x 256 columns at 7 x 7 outputs is 8 tiles of 13
+// chunks) is a few blocks' chains of chunks, all latency: its splits may run down to a few chunks,
+// and the estimate below weighs them against the workspace's cost.
+constexpr int kMinChunksPerWeightGradSplit = 8;
+constexpr int kMinChunksPerSmallGridWeightGradSplit = 3;
 constexpr int kMinChunksPerWeightGradClusterSplit = 3;
 // A wide grad_weight chunk takes ~1.2 µs where the threads gather its tiles, in which HBM (~3 TB/s)
 // moves about 3.6 MB; ~0.63 µs where the tensor copies load them (kTensorCopies), about 1.9 MB. The
@@ -1337,12 +1343,15 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   a.gy = kernel_data<T>(gy);
   const bool copies = copies_kernel != nullptr && encode_weight_grad_maps(a);
   if (copies) kernel = copies_kernel;
-  // Position splits: the waves filled, at least 8 chunks each, the partial sums within the
-  // workspace limit; the most splits those waves hold where the estimate says so, and for the 16-bit
-  // wgmma kernels another count as clusters.
+  // Position splits: the waves filled, at least kMinChunksPerWeightGradSplit chunks each (where the
+  // unsplit tiles leave most SMs idle, kMinChunksPerSmallGridWeightGradSplit), the partial sums within
+  // the workspace limit; the most splits those waves hold where the estimate says so, and for the
+  // 16-bit wgmma kernels another count as clusters.
   const int64_t base_blocks = int64_t(a.m_tiles) * a.n_tiles * wg.groups;
   const int64_t slice_bytes = int64_t(wg.groups) * wg.k_pad * wg.n_pad * int64_t(sizeof(float));
-  const int64_t by_work = std::max<int64_t>(1, wg.positions / (8 * Cfg::kBK));
+  const int64_t min_chunks = 2 * base_blocks < int64_t(sm_count()) ? kMinChunksPerSmallGridWeightGradSplit
+                                                                   : kMinChunksPerWeightGradSplit;
+  const int64_t by_work = std::max<int64_t>(1, wg.positions / (min_chunks * Cfg::kBK));
   const int64_t by_memory = std::max<int64_t>(1, workspace_limit_bytes() / slice_bytes);
   const int64_t cap = std::min(by_work, by_memory);
   const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
