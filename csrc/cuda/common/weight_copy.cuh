@@ -17,66 +17,14 @@ namespace cuda {
 // A block's share of the copy: `channels` consecutive channels of one filter, all their taps, staged
 // in shared memory so that the reads run along the channels (the source's contiguous dimension) and
 // the writes along the run of channels x taps, which is contiguous in the destination.
-// A unit is at most one round of loads a thread (kWeightCopyLoadsInFlight each, issued together) but
-// for filters of more taps than a round holds.
+// A unit is at most one round of loads a thread (kWeightCopyLoadsInFlight each, issued together), so
+// that a block waits for the memory once a unit; a weight of many filters still fills the SMs.
 constexpr int kWeightCopyThreads = 256;
-// A thread holds a round's values and their addresses (about 60 registers): four blocks an SM.
-constexpr int kWeightCopyBlocksPerSm = 4;
 constexpr int kWeightCopyLoadsInFlight = 8;
 constexpr int kWeightCopyTileElems = kWeightCopyThreads * kWeightCopyLoadsInFlight;
 constexpr int kWeightCopyMaxTileBytes = 48 * 1024;  // without opting in to more dynamic shared memory
 
-// One unit of the copy: `width` channels from c0 of filter k, all their taps (elems elements, element
-// i = t * width + c in load order), and the (tap, channel) step of a thread's successive elements.
-template <typename E>
-struct WeightCopyUnit {
-  const E* s;  // tap t, channel c at s[t * C + c]
-  E* d;        // channel c, tap t at d[c * taps + t]
-  int width, elems, step_t, step_c;
-
-  __device__ __forceinline__ WeightCopyUnit(const E* src, E* dst, int64_t unit, int runs, int C, int taps,
-                                            int channels) {
-    const int64_t k = unit / runs;
-    const int c0 = int(unit - k * runs) * channels;
-    width = min(channels, C - c0), elems = width * taps;
-    s = src + k * taps * C + c0;
-    d = dst + (k * C + c0) * taps;
-    // A thread's element steps by the block's threads, a known (tap, channel) step: two divisions a
-    // unit, none an element (a division by a runtime width is some 20 instructions, as many as the
-    // rest of an element's work).
-    step_t = kWeightCopyThreads / width, step_c = kWeightCopyThreads - step_t * width;
-  }
-};
-
-// A thread's loads of one round of unit u (elements base + j * kWeightCopyThreads), issued together
-// so that their latencies overlap; (t, c) is the thread's element at `base`, and stays so (the stores
-// step from it again rather than hold eight tile slots in registers).
-template <typename E>
-__device__ __forceinline__ void load_weight_copy_round(const WeightCopyUnit<E>& u, int base, int C, int t, int c,
-                                                       E (&v)[kWeightCopyLoadsInFlight]) {
-#pragma unroll
-  for (int j = 0; j < kWeightCopyLoadsInFlight; ++j) {
-    if (base + j * kWeightCopyThreads < u.elems) v[j] = u.s[int64_t(t) * C + c];
-    t += u.step_t, c += u.step_c;
-    if (c >= u.width) c -= u.width, ++t;
-  }
-}
-
-// The round's values into the tile ([channel][tap]); (t, c) advances to the thread's next round.
-template <typename E>
-__device__ __forceinline__ void stage_weight_copy_round(const WeightCopyUnit<E>& u, E* tile, int base, int taps, int& t,
-                                                        int& c, const E (&v)[kWeightCopyLoadsInFlight]) {
-#pragma unroll
-  for (int j = 0; j < kWeightCopyLoadsInFlight; ++j) {
-    if (base + j * kWeightCopyThreads < u.elems) tile[c * taps + t] = v[j];
-    t += u.step_t, c += u.step_c;
-    if (c >= u.width) c -= u.width, ++t;
-  }
-}
-
-// Bit copies: the element type is only its size (float32, float64, float16, bfloat16 alike). A block
-// walks its units (the grid gives each block as many); the first round of its next unit's loads is
-// issued before the current unit's stores, so that their latency runs under the stores.
+// Bit copies: the element type is only its size (float32, float64, float16, bfloat16 alike).
 template <typename E>
 __global__ void __launch_bounds__(kWeightCopyThreads)
     channels_last_weight_to_contiguous_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t K, int C, int taps,
@@ -84,33 +32,36 @@ __global__ void __launch_bounds__(kWeightCopyThreads)
   extern __shared__ __align__(16) unsigned char weight_copy_smem[];
   E* tile = reinterpret_cast<E*>(weight_copy_smem);  // [channel][tap]
   const int runs = (C + channels - 1) / channels;
-  const int64_t units = K * runs;
-  int64_t unit = blockIdx.x;
-  if (unit >= units) return;
-  constexpr int kRound = kWeightCopyThreads * kWeightCopyLoadsInFlight;
-  WeightCopyUnit<E> u(src, dst, unit, runs, C, taps, channels);
-  int t = int(threadIdx.x) / u.width, c = int(threadIdx.x) - t * u.width;
-  E v[kWeightCopyLoadsInFlight];
-  load_weight_copy_round(u, int(threadIdx.x), C, t, c, v);
-  while (true) {
-    stage_weight_copy_round(u, tile, int(threadIdx.x), taps, t, c, v);
-    for (int base = int(threadIdx.x) + kRound; base < u.elems; base += kRound) {  // filters of over kRound taps
-      load_weight_copy_round(u, base, C, t, c, v);
-      stage_weight_copy_round(u, tile, base, taps, t, c, v);
+  for (int64_t unit = blockIdx.x; unit < K * runs; unit += gridDim.x) {
+    const int64_t k = unit / runs;
+    const int c0 = int(unit - k * runs) * channels;
+    const int width = min(channels, C - c0), elems = width * taps;
+    const E* s = src + k * taps * C + c0;  // tap t, channel c at s[t * C + c]
+    E* d = dst + (k * C + c0) * taps;      // channel c, tap t at d[c * taps + t]
+    // A thread's element i = t * width + c steps by the block's threads, a known (tap, channel) step:
+    // two divisions a unit, none an element (a division by a runtime width is some 20 instructions,
+    // as many as the rest of an element's work). Its loads are issued kWeightCopyLoadsInFlight
+    // together before their stores, so that their latencies overlap (one round for a unit of at most
+    // kWeightCopyTileElems elements).
+    const int step_t = kWeightCopyThreads / width, step_c = kWeightCopyThreads - step_t * width;
+    int t = int(threadIdx.x) / width, c = int(threadIdx.x) - t * width;
+    for (int base = int(threadIdx.x); base < elems; base += kWeightCopyThreads * kWeightCopyLoadsInFlight) {
+      E v[kWeightCopyLoadsInFlight];
+      int at[kWeightCopyLoadsInFlight];
+#pragma unroll
+      for (int j = 0; j < kWeightCopyLoadsInFlight; ++j) {
+        at[j] = c * taps + t;
+        if (base + j * kWeightCopyThreads < elems) v[j] = s[int64_t(t) * C + c];
+        t += step_t, c += step_c;
+        if (c >= width) c -= width, ++t;
+      }
+#pragma unroll
+      for (int j = 0; j < kWeightCopyLoadsInFlight; ++j)
+        if (base + j * kWeightCopyThreads < elems) tile[at[j]] = v[j];
     }
     __syncthreads();
-    const int64_t next = unit + gridDim.x;
-    E* const d = u.d;
-    const int elems = u.elems;
-    if (next < units) {
-      u = WeightCopyUnit<E>(src, dst, next, runs, C, taps, channels);
-      t = int(threadIdx.x) / u.width, c = int(threadIdx.x) - t * u.width;
-      load_weight_copy_round(u, int(threadIdx.x), C, t, c, v);
-    }
     for (int i = threadIdx.x; i < elems; i += kWeightCopyThreads) d[i] = tile[i];
     __syncthreads();
-    if (next >= units) return;
-    unit = next;
   }
 }
 
@@ -137,12 +88,8 @@ inline void copy_into_contiguous_weight(const at::Tensor& src, at::Tensor& dst) 
   const int most = std::max(1, std::min(C, kWeightCopyTileElems / taps));
   const int runs = (C + most - 1) / most, channels = (C + runs - 1) / runs;
   const size_t smem = size_t(channels) * taps * src.element_size();
-  // The blocks the SMs hold at once, each given as many units as the others (one fewer at most): no
-  // tail wave of blocks that start after the rest have finished.
   const int64_t units = K * ((C + channels - 1) / channels);
-  const int64_t resident = int64_t(sm_count()) * kWeightCopyBlocksPerSm;
-  const int64_t per_block = (units + resident - 1) / resident;
-  const unsigned blocks = unsigned((units + per_block - 1) / per_block);
+  const unsigned blocks = unsigned(std::min<int64_t>(units, int64_t(sm_count()) * 16));
   auto launch = [&](auto element) {
     using E = decltype(element);
     channels_last_weight_to_contiguous_kernel<E><<<blocks, kWeightCopyThreads, smem, current_stream()>>>(
