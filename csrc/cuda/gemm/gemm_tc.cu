@@ -793,10 +793,13 @@ void run_wgmma(const TcConvArgs<T>& args, const char* pass) {
   // (1x1 layers of up to 128 channels, or 256 to 64 filters; an RGB stem's forward), ungrouped: a
   // block's time is its prologue and epilogue, which the warp-specialized tile runs under the next
   // tile's loads -- where its blocks walk at least two tiles each; with fewer, the tiles of medium's
-  // three blocks per SM take fewer waves. Four chunks to 128 filters stay on the rule below.
+  // three blocks per SM take fewer waves. Four chunks to 128 filters stay on the rule below. From NCHW
+  // planes at most 128 destination channels: each 64-filter tile reads its planes again, and two
+  // chunks to 256 channels over a large grid (Y9's grad_input) ran behind the large tile.
   const bool ws_walks = blocks(WgmmaWs::kBM, WgmmaWs::kBN) >= 2 * int64_t(WgmmaWs::kMinBlocks) * sms;
   const int ws_chunks = reduction_chunks(cv, int(sizeof(T)), WgmmaWs::kBKBytes);
-  const bool ws_short = (ws_chunks <= 2 && cv.outputs <= 256) || (ws_chunks <= 4 && cv.outputs <= 64);
+  const int ws_max_outputs = kNchwSource ? 128 : 256;
+  const bool ws_short = (ws_chunks <= 2 && cv.outputs <= ws_max_outputs) || (ws_chunks <= 4 && cv.outputs <= 64);
   if (sizeof(T) == 2 && cv.groups == 1 && ws_short && ws_walks &&
       try_launch_wgmma_ws<T, WgmmaWs, kNchwSource, kTmaA>(args, pass))
     return;
