@@ -128,6 +128,10 @@ inline LaunchMap with_reversed_taps(LaunchMap m) {
 // read in place).
 struct WeightStrides {
   int64_t k, c, r, s;
+  // The element offset of filter k's channel c at tap (i, j) (k counted across groups).
+  TORCHCONV_HOST_DEVICE int64_t offset(int64_t filter, int64_t channel, int i, int j) const {
+    return filter * k + channel * c + i * r + j * s;
+  }
 };
 
 // A 4-d weight tensor's strides in the layout it has (host side: any tensor type with stride(d)).
@@ -147,7 +151,7 @@ TORCHCONV_HOST_DEVICE int64_t weight_offset(const LaunchMap& m, const WeightStri
                                             int i, int j) {
   const int k = m.transposed ? red : dst, c = m.transposed ? dst : red;
   const int Kg = m.transposed ? m.reduced_per_group() : m.outputs_per_group();
-  return (g * Kg + k) * w.k + c * w.c + m.filter_r(i) * w.r + m.filter_s(j) * w.s;
+  return w.offset(g * Kg + k, c, m.filter_r(i), m.filter_s(j));
 }
 
 // How far apart two consecutive reduced channels of one tap and destination lie.

@@ -150,6 +150,10 @@ std::string filter_cache_key(const std::string& tag, const FilterLayout& f) {
          "x" + std::to_string(f.outputs_pad);
 }
 
+// The element type behind the pointer with_weight_data passes.
+template <typename Ptr>
+using weight_data_t = std::remove_cv_t<std::remove_pointer_t<Ptr>>;
+
 // fn(data) on the weight's data as the kernels read it: float, bfloat16 or float16 (the filter
 // transforms of float32 U read a 16-bit call's weight themselves, where a float32 copy of it per call
 // cost a launch and an allocation).
@@ -178,7 +182,7 @@ at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) 
                              weight.options().dtype(c10::CppTypeToScalarType<T>::value));
     const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
     auto launch = [&](const auto* data) {
-      using TW = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
+      using TW = weight_data_t<decltype(data)>;
       winograd_filter_transform_kernel<Tile, T, kGroupPoints, TW>
           <<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(data, u.mutable_data_ptr<T>(), f);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -311,7 +315,7 @@ at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& 
     at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad},
                              weight.options().dtype(at::kFloat));
     with_weight_data(weight, [&](const auto* data) {
-      auto kernel = winograd_filter_transform_tc_kernel<Cfg, kProducts, std::remove_cv_t<std::remove_pointer_t<decltype(data)>>>;
+      auto kernel = winograd_filter_transform_tc_kernel<Cfg, kProducts, weight_data_t<decltype(data)>>;
       constexpr size_t smem = filter_run_smem_bytes<Cfg>();
       ensure_dynamic_smem(kernel, smem, "conv2d_winograd");
       kernel<<<filter_run_blocks<Cfg>(f), 256, smem, current_stream()>>>(data, u.mutable_data_ptr<float>(), f);
@@ -342,7 +346,7 @@ at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayo
         C10_CUDA_CHECK(cudaMemsetAsync(u_max, 0, size_t(f.groups) * f.outputs_pad * sizeof(float), current_stream()));
         auto* halves = reinterpret_cast<uint16_t*>(u.mutable_data_ptr<float>());
         with_weight_data(weight, [&](const auto* data) {
-          using TW = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
+          using TW = weight_data_t<decltype(data)>;
           const unsigned grid = filter_run_blocks<Cfg>(f);
           winograd_filter_transform_f16_kernel<Cfg, true, TW>
               <<<grid, 256, Cfg::kM * sizeof(float), current_stream()>>>(data, halves, u_max, f);

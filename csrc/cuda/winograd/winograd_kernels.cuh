@@ -349,12 +349,12 @@ __device__ __forceinline__ void filter_points(const TW* __restrict__ w, const Fi
                                               T (&uu)[Tile::kPoints]) {
   if (m < f.outputs && r < f.reduction) {
     const int k = f.rotated ? r : m, c = f.rotated ? m : r;
-    const TW* src = w + int64_t(g * f.Kg + k) * f.w.k + int64_t(c) * f.w.c;
+    const int64_t filter = int64_t(g) * f.Kg + k;
     T taps[9];
 #pragma unroll
     for (int t = 0; t < 9; ++t) {
       const int tap = f.rotated ? 8 - t : t;
-      const TW v = src[(tap / 3) * f.w.r + (tap % 3) * f.w.s];
+      const TW v = w[f.w.offset(filter, c, tap / 3, tap % 3)];
       if constexpr (std::is_same_v<T, TW>)
         taps[t] = v;
       else
