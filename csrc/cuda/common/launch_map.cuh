@@ -128,7 +128,7 @@ inline LaunchMap with_reversed_taps(LaunchMap m) {
 // read in place).
 struct WeightStrides {
   int64_t k, c, r, s;
-  // The element offset of filter k's channel c at tap (i, j) (k counted across groups).
+  // The element offset of `filter` (counted across groups), `channel`, at tap (i, j).
   TORCHCONV_HOST_DEVICE int64_t offset(int64_t filter, int64_t channel, int i, int j) const {
     return filter * k + channel * c + i * r + j * s;
   }
