@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# One device call after `git am docs/wip/weight-grad-finish.patch docs/wip/weight-copy-words.patch` on
-# main: build, the whole suite (6 shards), the weight copy beside ATen's (weight_copy_ab.py), the
-# grad_weight kernels of the layers whose finish runs (pass_kernels.py: the finish
-# kernel's device time beside the GEMM's, or its absence), then the rows the patch moves --
-# grad_weight through the workspace's finish or written by the blocks: TF32 channels_last at batches
-# 1, 8 and 32 (mma.sync, every split count) and bfloat16 channels_last at batch 32 (Y18's splits that
-# clusters do not hold), and the NCHW grad_weight rows that end in the weight copy -- under $OUT/rows, to overlay onto
-# benchmarks/results/pass-times-resnet-yolo-h200.json. One archive back ($OUT/all.tgz).
+# One device call after `git am docs/wip/weight-grad-finish.patch docs/wip/weight-copy-words.patch
+# docs/wip/no-aten-source-copy.patch` on main: build, the whole suite (6 shards), the weight copy
+# beside ATen's (weight_copy_ab.py), the grad_weight kernels of the layers whose finish runs
+# (pass_kernels.py: the finish kernel's device time beside the GEMM's, or its absence), then the rows
+# the patch moves -- grad_weight through the workspace's finish or written by the blocks: TF32
+# channels_last at batches 1, 8 and 32 (mma.sync, every split count) and bfloat16 channels_last at
+# batch 32 (Y18's splits that clusters do not hold), and the NCHW grad_weight rows that end in the
+# weight copy -- under $OUT/rows, to overlay onto benchmarks/results/pass-times-resnet-yolo-h200.json.
+# One archive back ($OUT/all.tgz).
 set -uo pipefail
 PYTEST_SHARDS=6 OUT="$OUT/suite" timeout 470 bash benchmarks/gpu_session.sh > /dev/null 2>&1
 grep -E "== build|== tests|pytest rc|passed|failed|FAILED|ERROR|stopped" "$OUT/suite/session.log"
