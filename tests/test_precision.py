@@ -595,16 +595,16 @@ def test_strided_grad_input_phases_read_the_weight_by_columns_under_a_forced_con
         check_direct_weight_grad_input(x, w.contiguous(memory_format=torch.channels_last), kw, True)
 
 
-# The rule's use of the warp-specialized tile: ungrouped 16-bit launches of at most two chunks (128
-# channels) to at most 256 destination channels, or of four chunks to at most 64, on grids of at least
-# two tiles per block slot (the grid walks tiles; 8 x 128 x 128, 8 x 112 x 112 and 8 x 96 x 96
-# positions: 1024, 784 and 576 tiles of 128) -- 1x1 layers of 64 and 128 channels to 64, 128 and 256
-# filters, of 192 and 256 channels to 64, an RGB stem's forward (3 channels padded to a word, 9 taps:
-# 2 chunks), the grad_input of 64 filters to 192 and 256 channels, 16-bit NCHW planes read as they
-# are to at most 128 destination channels (128 channels to 256 filters from planes keep the rule's
-# tile) -- and not longer reductions (320 channels, four chunks to 128 outputs, the 256-filter layer's and the stem's
-# grad_input: 256 and 32 x 9), wider outputs (384 filters; the 320-channel layer's grad_input), grids
-# of fewer tiles (20 x 20 positions), or TF32 (the threads would gather float32).
+# The rule's use of the warp-specialized tile: ungrouped 16-bit launches of at most two chunks (128 channels)
+# to at most 256 destination channels, or of four chunks to at most 64, on grids of at least two tiles per
+# block slot (the grid walks tiles; 8 x 128 x 128, 8 x 112 x 112 and 8 x 96 x 96 positions: 1024, 784 and 576
+# tiles of 128) -- 1x1 layers of 64 and 128 channels to 64, 128 and 256 filters, of 192 and 256 channels to
+# 64, an RGB stem's forward (3 channels padded to a word, 9 taps: 2 chunks), the grad_input of 64 filters to
+# 192 and 256 channels, 16-bit NCHW planes read as they are to at most 128 destination channels (128 channels
+# to 256 filters from planes keep the rule's tile) -- and not longer reductions (320 channels, four chunks to
+# 128 outputs, the 256-filter layer's and the stem's grad_input: 256 and 32 x 9), wider outputs (384 filters;
+# the 320-channel layer's grad_input), grids of fewer tiles (20 x 20 positions), or TF32 (the threads would
+# gather float32).
 WS_RULE_CASES = [
     ((8, 64, 64, 128, 128, 1, 1, 1, 0, 1, 1), "bf16", True, ("ws", "ws")),
     ((8, 128, 64, 112, 112, 1, 1, 1, 0, 1, 1), "fp16", True, ("ws", "ws")),
