@@ -1339,6 +1339,10 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   wg.positions = p.N * p.Ho * p.Wo;
   wg.plane_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Ho * p.Wo)));
   wg.wo_div = make_fast_divisor(uint32_t(std::max<int64_t>(1, p.Wo)));
+  wg.cols_div = make_fast_divisor(uint32_t(std::max(1, wg.cols)));
+  wg.kg_div = make_fast_divisor(uint32_t(std::max(1, wg.Kg)));
+  wg.cg_div = make_fast_divisor(uint32_t(std::max(1, wg.Cg)));
+  wg.s_div = make_fast_divisor(uint32_t(std::max(1, wg.S)));
   a.m_tiles = wg.k_pad / Cfg::kBM, a.n_tiles = wg.n_pad / Cfg::kBN;
   a.gw_channels = int(gw.size(1));
   TORCH_INTERNAL_ASSERT(a.gw_channels <= wg.Cg && gw.size(0) == wg.K);

@@ -49,6 +49,8 @@ struct TcWeightGrad {
   int64_t positions;         // N x Ho x Wo
   int64_t positions_per_split;
   FastDivisor plane_div, wo_div;  // by Ho x Wo and Wo: positions below 2^31 decoded by multiplies
+  // by cols, Kg, Cg and S: the finish's elements (below 2^31) decoded by multiplies
+  FastDivisor cols_div, kg_div, cg_div, s_div;
 };
 
 // Position p (image, then output row and column) of grad_output: by the fast divisors' multiplies
@@ -853,8 +855,13 @@ __global__ void __launch_bounds__(kFinishThreads)
     int col = 0, k = 0;
     float sum = 0.f;
     if (ok) {
-      col = int(e % wg.cols), k = int(e / wg.cols);
-      const int g = k / wg.Kg, kk = k - g * wg.Kg;
+      // The finish's pace is its instructions a run of 32 elements: 64-bit and 32-bit divisions
+      // here took several times the loads' and stores' issue.
+      if (total <= INT32_MAX)
+        k = int(wg.cols_div.div(uint32_t(e))), col = int(e) - k * wg.cols;
+      else
+        col = int(e % wg.cols), k = int(e / wg.cols);
+      const int g = int(wg.kg_div.div(uint32_t(k))), kk = k - g * wg.Kg;
       const float* src = partial + (int64_t(g) * wg.k_pad + kk) * wg.n_pad + col;
       // Unrolled so that several splits' loads are in flight; the sum's order stays the splits'.
 #pragma unroll 8
@@ -871,8 +878,8 @@ __global__ void __launch_bounds__(kFinishThreads)
       __syncthreads();
     }
     if (ok && part == 0) {
-      const int tap = col / wg.Cg, c = col - tap * wg.Cg;
-      const int r = tap / wg.S, s = tap - r * wg.S;
+      const int tap = int(wg.cg_div.div(uint32_t(col))), c = col - tap * wg.Cg;
+      const int r = int(wg.s_div.div(uint32_t(tap))), s = tap - r * wg.S;
       if (c < gw_channels) gw[k * sk + c * sc + r * sr + s * ss] = from_float<T>(sum);
     }
   }
