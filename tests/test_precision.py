@@ -1272,6 +1272,48 @@ def test_tf32_grad_weight_of_a_few_tiles_splits_short_reductions(device, shape, 
     assert err <= allowed_error(their_err, torch.float32), f"error {err:.2e}, cuDNN's {their_err:.2e}"
 
 
+# The mma.sync grad_weight (TF32 from channels_last, or from copies of strided tensors) of one split
+# -- 7 x 7 or 7 x 9 outputs at batch 1 are too few positions to split -- writes the gradient from its
+# blocks where a filter's columns lie together in it: a channels_last gradient (filters and columns
+# short of whole tiles, groups, channels padded to a word) or a 1x1 layer's in either format. No
+# workspace, no finish kernel. An NCHW gradient of several taps (a strided source's) keeps the finish.
+# Within 2x of cuDNN's TF32 error.
+ONE_SPLIT_WEIGHT_GRAD_CASES = [
+    # shape, source layout, gradient written by the blocks
+    ((1, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1), "nhwc", True),
+    ((1, 96, 72, 7, 9, 3, 3, 1, 1, 1, 2), "nhwc", True),
+    ((1, 58, 72, 7, 7, 3, 3, 1, 1, 1, 1), "nhwc", True),
+    ((1, 256, 200, 7, 7, 1, 1, 1, 0, 1, 1), "strided", True),
+    ((1, 64, 96, 7, 7, 3, 3, 1, 1, 1, 1), "strided", False),
+]
+
+
+@pytest.mark.parametrize("case", ONE_SPLIT_WEIGHT_GRAD_CASES, ids=lambda c: f"{c[1]}-" + shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_one_split_mma_sync_grad_weight_writes_the_gradient_itself(device, case):
+    shape, layout, written_by_blocks = case
+    x, w, _, kw = make_case(shape, device, torch.float32, channels_last=layout == "nhwc")
+    if layout == "strided":  # neither format: the copies' path
+        x = torch.cat([x, x], dim=3)[..., ::2]
+    torch.backends.cudnn.allow_tf32 = True
+    torchconv._C.set_poison_outputs(False)  # no poisoning fills among the launches counted
+    wi = w.detach().requires_grad_(True)
+    y = torchconv.conv2d(x, wi, None, algorithm="gemm", **kw)
+    gy = torch.randn(y.shape, device=device).contiguous(
+        memory_format=torch.channels_last if layout == "nhwc" else torch.contiguous_format)
+    launches = cuda_kernel_launches(lambda: torch.autograd.grad(y, wi, gy, retain_graph=True))
+    assert re.search(r"grad_weight:tc-\w+/splits=1\b", torchconv.last_choice()), torchconv.last_choice()
+    finishes = [n for n in launches if "tc_weight_grad_finish_kernel" in n]
+    assert bool(finishes) != written_by_blocks, launches
+    torchconv._C.set_poison_outputs(True)  # an element the blocks leave unwritten stays NaN
+    (gw,) = torch.autograd.grad(y, wi, gy)
+    w64 = w.detach().double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(F.conv2d(x.double(), w64, None, **kw), w64, gy.double())
+    wr = w.detach().requires_grad_(True)
+    (theirs,) = torch.autograd.grad(F.conv2d(x, wr, None, **kw), wr, gy)
+    assert rel_err(gw, ref) <= allowed_error(rel_err(theirs, ref), torch.float32)
+
+
 @pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])
 @pytest.mark.parametrize("case", TF32_WEIGHT_GRAD_CASES, ids=lambda c: shape_id(c[0]))
 @pytest.mark.parametrize("device", [CUDA])

@@ -1409,6 +1409,19 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
       return;
     }
   }
+  if constexpr (!Cfg::kClusterSums) {
+    // One split: the blocks store their tiles' sums into gw themselves (no workspace, no finish),
+    // where a tile row's columns lie together in gw -- channels_last, one tap, or one channel a tap;
+    // an NCHW gradient of several taps would take a store an element (see taps_apart above).
+    if (splits == 1 && (gw.is_contiguous(at::MemoryFormat::ChannelsLast) || wg.R * wg.S == 1 || wg.Cg == 1)) {
+      a.gw = mutable_kernel_data<T>(gw);
+      a.gw_sk = gw.stride(0), a.gw_sc = gw.stride(1), a.gw_sr = gw.stride(2), a.gw_ss = gw.stride(3);
+      record_workspace_bytes(0);
+      kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
+  }
   auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, x.options().dtype(at::kFloat));
   record_workspace_bytes(partial.numel() * int64_t(sizeof(float)));
   a.partial = partial.mutable_data_ptr<float>();

@@ -71,11 +71,24 @@ __device__ __forceinline__ TcPosition decode_position(const TcWeightGrad& wg, in
   return {img, oy, q - oy * wg.Wo};
 }
 
+// gw[filter][c][r][s] (through strides sk, sc, sr, ss: either memory format) = v, for column col =
+// (r * S + s) * Cg + c of the GEMM's filter row, where the column is one of gw's (inside cols, c below
+// the caller's `channels`). The tap and channel come by the fast divisors (columns below 2^31).
+template <typename T>
+__device__ __forceinline__ void store_weight_grad_element(T* gw, int64_t sk, int64_t sc, int64_t sr, int64_t ss,
+                                                          int channels, const TcWeightGrad& wg, int64_t filter,
+                                                          int col, float v) {
+  if (col >= wg.cols) return;
+  const int tap = int(wg.cg_div.div(uint32_t(col))), c = col - tap * wg.Cg;
+  const int r = int(wg.s_div.div(uint32_t(tap))), s = tap - r * wg.S;
+  if (c < channels) gw[filter * sk + c * sc + r * sr + s * ss] = from_float<T>(v);
+}
+
 template <typename T>
 struct TcWeightGradArgs {
   const T* x;   // NHWC
   const T* gy;  // NHWC
-  float* partial;  // [split][group][k_pad][n_pad]
+  float* partial;  // [split][group][k_pad][n_pad]; null (mma.sync kernel, one split): the blocks write gw
   TcWeightGrad wg;
   int m_tiles, n_tiles;
   // Instead of `partial` (wgmma kernels): the blocks of a tile, one per split along blockIdx.y, are
@@ -181,20 +194,20 @@ struct Tf32WeightGradFragments {
         bf[j][h] = word(*reinterpret_cast<const float*>(sb + row * Cfg::kRowBytesB + j * 32));
     }
   }
-  // The sums of the warp's tile (wm, wn) to out (the block's first filter and column): accumulator
-  // element e of tiles (i, j) is filter 16i + 2g + e / 2, column 8j + 2t + e % 2.
-  __device__ static void store(const float (&acc)[kMTiles][kNTiles][4], float* out, int64_t row_stride, int wm,
-                               int wn, int lane) {
+  // emit(row, col, v0, v1) for each pair of the warp's tile (wm, wn) (row and col from the block's
+  // first filter and column): accumulator element e of tiles (i, j) is filter 16i + 2g + e / 2,
+  // column 8j + 2t + e % 2.
+  template <typename Emit>
+  __device__ static void each_pair(const float (&acc)[kMTiles][kNTiles][4], int wm, int wn, int lane, Emit&& emit) {
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int i = 0; i < kMTiles; ++i)
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = wm * Cfg::kWarpM + 16 * i + 2 * g + h, col = wn * Cfg::kWarpN + 8 * j + 2 * t;
-          *reinterpret_cast<float2*>(out + row * row_stride + col) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-        }
+        for (int h = 0; h < 2; ++h)
+          emit(wm * Cfg::kWarpM + 16 * i + 2 * g + h, wn * Cfg::kWarpN + 8 * j + 2 * t, acc[i][j][2 * h],
+               acc[i][j][2 * h + 1]);
   }
 };
 
@@ -326,19 +339,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
   cp_async_wait<0>();
 
-  float* out = a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0) * wg.n_pad + n0;
-  if constexpr (kTf32) {
-    Tf32::store(acc, out, wg.n_pad, wm, wn, lane);
-  } else {
+  // Each pair of accumulators (row, col), (row, col + 1) of the warp's tile, rows and columns from the
+  // block's first filter and column.
+  auto each_pair = [&](auto&& emit) {
+    if constexpr (kTf32) {
+      Tf32::each_pair(acc, wm, wn, lane, emit);
+    } else {
 #pragma unroll
-    for (int i = 0; i < Cfg::kMTiles; ++i)
+      for (int i = 0; i < Cfg::kMTiles; ++i)
 #pragma unroll
-      for (int j = 0; j < Cfg::kNTiles; ++j) {
-        const int row = wm * Cfg::kWarpM + i * 16 + lane / 4, col = wn * Cfg::kWarpN + j * 8 + (lane % 4) * 2;
-        *reinterpret_cast<float2*>(out + int64_t(row) * wg.n_pad + col) = make_float2(acc[i][j][0], acc[i][j][1]);
-        *reinterpret_cast<float2*>(out + int64_t(row + 8) * wg.n_pad + col) = make_float2(acc[i][j][2], acc[i][j][3]);
-      }
+        for (int j = 0; j < Cfg::kNTiles; ++j) {
+          const int row = wm * Cfg::kWarpM + i * 16 + lane / 4, col = wn * Cfg::kWarpN + j * 8 + (lane % 4) * 2;
+          emit(row, col, acc[i][j][0], acc[i][j][1]);
+          emit(row + 8, col, acc[i][j][2], acc[i][j][3]);
+        }
+    }
+  };
+  if (a.partial == nullptr) {  // one split: the tile's sums are gw's (tc_weight_grad: gw_direct)
+    each_pair([&](int row, int col, float v0, float v1) {
+      if (m0 + row >= wg.Kg) return;
+      const int64_t filter = int64_t(g) * wg.Kg + m0 + row;
+      store_weight_grad_element(a.gw, a.gw_sk, a.gw_sc, a.gw_sr, a.gw_ss, a.gw_channels, wg, filter, n0 + col, v0);
+      store_weight_grad_element(a.gw, a.gw_sk, a.gw_sc, a.gw_sr, a.gw_ss, a.gw_channels, wg, filter, n0 + col + 1,
+                                v1);
+    });
+    return;
   }
+  float* out = a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0) * wg.n_pad + n0;
+  each_pair([&](int row, int col, float v0, float v1) {
+    *reinterpret_cast<float2*>(out + int64_t(row) * wg.n_pad + col) = make_float2(v0, v1);
+  });
 }
 
 // The staged sums' row of floats: kBN + 8, so that a half-warp's 8-byte stores of an accumulator
@@ -877,11 +907,7 @@ __global__ void __launch_bounds__(kFinishThreads)
       }
       __syncthreads();
     }
-    if (ok && part == 0) {
-      const int tap = int(wg.cg_div.div(uint32_t(col))), c = col - tap * wg.Cg;
-      const int r = int(wg.s_div.div(uint32_t(tap))), s = tap - r * wg.S;
-      if (c < gw_channels) gw[k * sk + c * sc + r * sr + s * ss] = from_float<T>(sum);
-    }
+    if (ok && part == 0) store_weight_grad_element(gw, sk, sc, sr, ss, gw_channels, wg, k, col, sum);
   }
 }
 
