@@ -1399,9 +1399,9 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
           taps_apart ? at::empty(gw.sizes(), gw.options().memory_format(at::MemoryFormat::ChannelsLast)) : gw;
       a.cluster_sums = true;
       a.gw = mutable_kernel_data<T>(target);
-      a.gw_sk = target.stride(0), a.gw_sc = target.stride(1);
-      a.gw_sr = target.stride(2), a.gw_ss = target.stride(3);
-      a.gw_quads = quads_of_channels(a.gw, a.gw_sc, a.gw_channels, {a.gw_sk, a.gw_sr, a.gw_ss});
+      a.gw_strides = weight_strides(target);
+      const WeightStrides& ws = a.gw_strides;
+      a.gw_quads = quads_of_channels(a.gw, ws.c, a.gw_channels, {ws.k, ws.r, ws.s});
       record_workspace_bytes(taps_apart ? int64_t(target.nbytes()) : 0);
       launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
                              Cfg::kSmemBytes, current_stream(), dim3(1, unsigned(splits)), false, a);
@@ -1415,7 +1415,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
     // an NCHW gradient of several taps would take a store an element (see taps_apart above).
     if (splits == 1 && (gw.is_contiguous(at::MemoryFormat::ChannelsLast) || wg.R * wg.S == 1 || wg.Cg == 1)) {
       a.gw = mutable_kernel_data<T>(gw);
-      a.gw_sk = gw.stride(0), a.gw_sc = gw.stride(1), a.gw_sr = gw.stride(2), a.gw_ss = gw.stride(3);
+      a.gw_strides = weight_strides(gw);
       record_workspace_bytes(0);
       kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -1435,8 +1435,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
     const int64_t blocks = ceil_div(warp_runs, int64_t(kFinishThreads / 32 / kWarpsPerElement));
     const unsigned grid = unsigned(std::min<int64_t>(blocks, int64_t(sm_count()) * 16));
     tc_weight_grad_finish_kernel<T, kWarpsPerElement><<<grid, kFinishThreads, 0, current_stream()>>>(
-        a.partial, mutable_kernel_data<T>(gw), wg, int(splits), gw.stride(0), gw.stride(1), gw.stride(2),
-        gw.stride(3), a.gw_channels);
+        a.partial, mutable_kernel_data<T>(gw), wg, int(splits), weight_strides(gw), a.gw_channels);
   };
   if (splits >= kFinishSharedSplits)
     finish(std::integral_constant<int, 8>{});

@@ -19,6 +19,7 @@
 #include "../common/cluster.cuh"
 #include "../common/fast_divisor.cuh"
 #include "../common/launch.cuh"
+#include "../common/launch_map.cuh"
 #include "../common/mma.cuh"
 #include "../common/pipeline.cuh"
 #include "../common/wgmma.cuh"
@@ -71,17 +72,16 @@ __device__ __forceinline__ TcPosition decode_position(const TcWeightGrad& wg, in
   return {img, oy, q - oy * wg.Wo};
 }
 
-// gw[filter][c][r][s] (through strides sk, sc, sr, ss: either memory format) = v, for column col =
-// (r * S + s) * Cg + c of the GEMM's filter row, where the column is one of gw's (inside cols, c below
-// the caller's `channels`). The tap and channel come by the fast divisors (columns below 2^31).
+// gw[filter][c][r][s] (through its strides: either memory format) = v, for column col = (r * S + s) *
+// Cg + c of the GEMM's filter row, where the column is one of gw's (inside cols, c below the caller's
+// `channels`). The tap and channel come by the fast divisors (columns below 2^31).
 template <typename T>
-__device__ __forceinline__ void store_weight_grad_element(T* gw, int64_t sk, int64_t sc, int64_t sr, int64_t ss,
-                                                          int channels, const TcWeightGrad& wg, int64_t filter,
-                                                          int col, float v) {
+__device__ __forceinline__ void store_weight_grad_element(T* gw, const WeightStrides& strides, int channels,
+                                                          const TcWeightGrad& wg, int64_t filter, int col, float v) {
   if (col >= wg.cols) return;
   const int tap = int(wg.cg_div.div(uint32_t(col))), c = col - tap * wg.Cg;
-  const int r = int(wg.s_div.div(uint32_t(tap))), s = tap - r * wg.S;
-  if (c < channels) gw[filter * sk + c * sc + r * sr + s * ss] = from_float<T>(v);
+  const int r = int(wg.s_div.div(uint32_t(tap)));
+  if (c < channels) gw[strides.offset(filter, c, r, tap - r * wg.S)] = from_float<T>(v);
 }
 
 template <typename T>
@@ -95,7 +95,7 @@ struct TcWeightGradArgs {
   // one cluster (or one block: no split) and write gw themselves (tc_weight_grad_cluster_finish).
   bool cluster_sums;
   T* gw;
-  int64_t gw_sk, gw_sc, gw_sr, gw_ss;  // gw's strides: filter, channel, tap row, tap column
+  WeightStrides gw_strides;  // gw's, in either memory format
   // gw's channels per group: wg.Cg, or fewer where the layer runs on zero-padded channels (an RGB
   // stem's), whose extra columns are not stored (gw is the caller's gradient, not a padded one).
   int gw_channels;
@@ -359,9 +359,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     each_pair([&](int row, int col, float v0, float v1) {
       if (m0 + row >= wg.Kg) return;
       const int64_t filter = int64_t(g) * wg.Kg + m0 + row;
-      store_weight_grad_element(a.gw, a.gw_sk, a.gw_sc, a.gw_sr, a.gw_ss, a.gw_channels, wg, filter, n0 + col, v0);
-      store_weight_grad_element(a.gw, a.gw_sk, a.gw_sc, a.gw_sr, a.gw_ss, a.gw_channels, wg, filter, n0 + col + 1,
-                                v1);
+      store_weight_grad_element(a.gw, a.gw_strides, a.gw_channels, wg, filter, n0 + col, v0);
+      store_weight_grad_element(a.gw, a.gw_strides, a.gw_channels, wg, filter, n0 + col + 1, v1);
     });
     return;
   }
@@ -416,7 +415,7 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int tap = min(col + e, wg.cols - 1) / wg.Cg, c = min(col + e, wg.cols - 1) - tap * wg.Cg, r = tap / wg.S;
-      offset[e] = c * a.gw_sc + r * a.gw_sr + (tap - r * wg.S) * a.gw_ss;
+      offset[e] = a.gw_strides.offset(0, c, r, tap - r * wg.S);
       stored[e] = col + e < wg.cols && c < a.gw_channels;
     }
     for (int row = int(threadIdx.x) / kQuads; row < rows; row += kRowStep) {
@@ -430,7 +429,7 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
           const float4 v = *reinterpret_cast<const float4*>(splits > 1 ? cluster_map_shared(mine, unsigned(i)) : mine);
           sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
         }
-      T* filter = a.gw + (int64_t(blk.g) * wg.Kg + blk.m0 + row0 + row) * a.gw_sk;
+      T* filter = a.gw + (int64_t(blk.g) * wg.Kg + blk.m0 + row0 + row) * a.gw_strides.k;
       if (a.gw_quads) {  // col + 3 < cols, in one tap: cols, Cg and gw_channels are multiples of 4
         if (stored[0]) store_quad(filter + offset[0], sum);
         continue;
@@ -870,7 +869,7 @@ constexpr int kFinishThreads = 256;
 template <typename T, int kWarpsPerElement>
 __global__ void __launch_bounds__(kFinishThreads)
     tc_weight_grad_finish_kernel(const float* __restrict__ partial, T* __restrict__ gw, TcWeightGrad wg, int splits,
-                                 int64_t sk, int64_t sc, int64_t sr, int64_t ss, int gw_channels) {
+                                 WeightStrides gw_strides, int gw_channels) {
   constexpr int kWarps = kFinishThreads / 32, kRuns = kWarps / kWarpsPerElement;
   static_assert(kRuns * kWarpsPerElement == kWarps, "warps per element divide the block's");
   __shared__ float sums[kWarpsPerElement > 1 ? kWarps : 1][32];
@@ -907,7 +906,7 @@ __global__ void __launch_bounds__(kFinishThreads)
       }
       __syncthreads();
     }
-    if (ok && part == 0) store_weight_grad_element(gw, sk, sc, sr, ss, gw_channels, wg, k, col, sum);
+    if (ok && part == 0) store_weight_grad_element(gw, gw_strides, gw_channels, wg, k, col, sum);
   }
 }
 
