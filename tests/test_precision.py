@@ -1866,6 +1866,46 @@ def test_strided_grad_input_phases_run_as_one_launch(device, case, precision):
         assert sum("tc_conv_wgmma_kernel" in n for n in launches) == phases, launches
 
 
+# The channels_last -> contiguous weight copy (copy_into_contiguous_weight; here the direct algorithm's
+# weight.contiguous(), which it runs in float32 or float64): by 16-byte words where a filter's
+# channels are whole words and both tensors lie on 16-byte boundaries -- one unit a filter (512
+# channels x 3 x 3), a filter's channels in two units (float64), 1x1 and 5x5 taps -- else element by
+# element (channels not whole words, a weight 4 bytes past a boundary). The copy gives the
+# contiguous weight's bits.
+WEIGHT_COPY_CASES = [
+    # dtype, (K, C, R, S), a weight 4 bytes past a 16-byte boundary, copied by words
+    (torch.float32, (24, 512, 3, 3), False, True),
+    (torch.float64, (8, 520, 3, 3), False, True),
+    (torch.float32, (16, 40, 1, 1), False, True),
+    (torch.float32, (8, 12, 5, 5), False, True),
+    (torch.float32, (8, 7, 3, 3), False, False),
+    (torch.float64, (8, 7, 3, 3), False, False),
+    (torch.float32, (8, 16, 3, 3), True, False),
+]
+
+
+@pytest.mark.parametrize("case", WEIGHT_COPY_CASES,
+                         ids=lambda c: f"{str(c[0])[6:]}-{'x'.join(map(str, c[1]))}{'-offset' if c[2] else ''}")
+@pytest.mark.parametrize("device", [CUDA])
+def test_channels_last_weight_copy_by_words_or_elements(device, case):
+    dtype, (k, c, r, s), offset, by_words = case
+    w = torch.randn(k, c, r, s, dtype=dtype, device=device)
+    if offset:  # the same channels_last layout, 4 bytes past the storage's 16-byte boundary
+        storage = torch.empty(w.numel() + 1, dtype=dtype, device=device)[1:]
+        w_cl = storage.as_strided(w.shape, (c * r * s, 1, s * c, c))
+        w_cl.copy_(w)
+        assert w_cl.data_ptr() % 16 == 4
+    else:
+        w_cl = w.contiguous(memory_format=torch.channels_last)
+    assert w_cl.is_contiguous(memory_format=torch.channels_last) and not w_cl.is_contiguous()
+    x = torch.randn(2, c, 9, 7, dtype=dtype, device=device)
+    launches = cuda_kernel_launches(lambda: torchconv.conv2d(x, w_cl, None, algorithm="direct", padding=1))
+    assert any("contiguous_words_kernel" in n for n in launches) == by_words, launches
+    assert any("channels_last_weight_to_contiguous_kernel" in n for n in launches) == (not by_words), launches
+    ours = torchconv.conv2d(x, w_cl, None, algorithm="direct", padding=1)
+    assert torch.equal(ours, torchconv.conv2d(x, w, None, algorithm="direct", padding=1))
+
+
 # (algorithm, precision, shape, channels_last): calls whose weight changes layout on the way -- a
 # channels_last weight read in place by Winograd's filter transforms, Winograd's TF32 grad_weight
 # written in the call's format, an NCHW GEMM grad_weight of several taps finished into a
@@ -1900,6 +1940,8 @@ def test_weight_layout_changes_launch_no_aten_copies(device, case):
         launches = cuda_kernel_launches(lambda: torchconv.conv2d(xi, wi, None, algorithm=algorithm, **kw))
         launches += cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi, wi), gy, retain_graph=True))
         assert not [n for n in launches if "at::native::" in n], launches
+        if algorithm == "gemm":  # the gradient's copy, its channels whole 16-byte words
+            assert any("contiguous_words_kernel" in n for n in launches), launches
         results.append([y] + list(torch.autograd.grad(y, (xi, wi), gy)))
     for ours, contiguous in zip(*results) if len(results) == 2 else ():
         assert torch.equal(ours, contiguous)

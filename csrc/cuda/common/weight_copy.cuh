@@ -65,6 +65,78 @@ __global__ void __launch_bounds__(kWeightCopyThreads)
   }
 }
 
+// The same copy by 16-byte words where a word holds kWord channels of one tap in the source and kWord
+// consecutive elements of the run in the destination (C and every unit's channels multiples of a
+// word, both tensors on 16-byte boundaries). A thread loads up to kWeightCopyWordsInFlight words of
+// its unit at once (16 bytes each, where the element copy's eight loads hold 16 bytes of 16-bit
+// elements) into the tile in the source's order ([tap][channel], rows kWord elements longer than the
+// unit's channels so that the reads below spread over the banks), then assembles whole words of the
+// run, element by element, and stores them. A unit is at most a round of those words, five a thread
+// so that a filter of 512 channels x 3 x 3 taps is one unit at 32 bits as at 16 (1152 and 576 words):
+// 512 such filters are one wave of blocks, the whole weight in flight at once.
+constexpr int kWeightCopyWordsInFlight = 5;
+constexpr int kWeightCopyUnitWords = kWeightCopyThreads * kWeightCopyWordsInFlight;
+template <typename E>
+__global__ void __launch_bounds__(kWeightCopyThreads)
+    channels_last_weight_to_contiguous_words_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t K, int C,
+                                                    int taps, int channels) {
+  constexpr int kWord = 16 / int(sizeof(E));
+  extern __shared__ __align__(16) unsigned char weight_copy_smem[];
+  E* tile = reinterpret_cast<E*>(weight_copy_smem);  // [tap][channel], rows of ld elements
+  const int ld = channels + kWord;
+  const int runs = (C + channels - 1) / channels;
+  for (int64_t unit = blockIdx.x; unit < K * runs; unit += gridDim.x) {
+    const int64_t k = unit / runs;
+    const int c0 = int(unit - k * runs) * channels;
+    const int width = min(channels, C - c0), words_per_tap = width / kWord, words = words_per_tap * taps;
+    const E* s = src + k * taps * C + c0;  // tap t, channel c at s[t * C + c]
+    E* d = dst + (k * C + c0) * taps;      // channel c, tap t at d[c * taps + t]
+    // Source word i = t * words_per_tap + w, a known (tap, word) step by the block's threads (as the
+    // element copy's): all loads issued, then their stores into the tile.
+    {
+      const int step_t = kWeightCopyThreads / words_per_tap, step_w = kWeightCopyThreads - step_t * words_per_tap;
+      int t = int(threadIdx.x) / words_per_tap, w = int(threadIdx.x) - t * words_per_tap;
+      uint4 v[kWeightCopyWordsInFlight];
+      int at[kWeightCopyWordsInFlight];
+#pragma unroll
+      for (int j = 0; j < kWeightCopyWordsInFlight; ++j) {
+        at[j] = t * ld + w * kWord;
+        if (int(threadIdx.x) + j * kWeightCopyThreads < words)
+          v[j] = *reinterpret_cast<const uint4*>(s + int64_t(t) * C + w * kWord);
+        t += step_t, w += step_w;
+        if (w >= words_per_tap) w -= words_per_tap, ++t;
+      }
+#pragma unroll
+      for (int j = 0; j < kWeightCopyWordsInFlight; ++j)
+        if (int(threadIdx.x) + j * kWeightCopyThreads < words) *reinterpret_cast<uint4*>(tile + at[j]) = v[j];
+    }
+    __syncthreads();
+    // Destination word j holds run elements j * kWord ..: channel c, tap t from (c, t) of its first,
+    // stepped as the loads' by the block's threads.
+    {
+      constexpr int kStep = kWeightCopyThreads * kWord;
+      const int step_c = kStep / taps, step_t = kStep - step_c * taps;
+      int c = int(threadIdx.x) * kWord / taps, t = int(threadIdx.x) * kWord - c * taps;
+      for (int j = threadIdx.x; j < words; j += kWeightCopyThreads) {
+        union {
+          uint4 u;
+          E e[kWord];
+        } out;
+        int cc = c, tt = t;
+#pragma unroll
+        for (int i = 0; i < kWord; ++i) {
+          out.e[i] = tile[tt * ld + cc];
+          if (++tt == taps) tt = 0, ++cc;
+        }
+        reinterpret_cast<uint4*>(d)[j] = out.u;
+        c += step_c, t += step_t;
+        if (t >= taps) t -= taps, ++c;
+      }
+    }
+    __syncthreads();
+  }
+}
+
 // Whether `w` (K x C x R x S) is a dense channels_last weight the kernel copies: one channel's taps
 // within the tile's shared memory (filters of up to about 78 x 78 taps at 8 bytes an element).
 inline bool copies_channels_last_weight(const at::Tensor& w) {
@@ -83,6 +155,35 @@ inline void copy_into_contiguous_weight(const at::Tensor& src, at::Tensor& dst) 
   if (src.numel() == 0) return;
   const int64_t K = src.size(0);
   const int C = int(src.size(1)), taps = int(src.size(2) * src.size(3));
+  // By words where C is whole words and both tensors lie on 16-byte boundaries: units of whole words
+  // of channels (at most a round of loads each), split evenly as below.
+  const int64_t word = 16 / src.element_size();
+  if (C % word == 0 && reinterpret_cast<uintptr_t>(src.const_data_ptr()) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(dst.const_data_ptr()) % 16 == 0) {
+    auto launch_words = [&](auto element) -> bool {
+      using E = decltype(element);
+      constexpr int kWord = 16 / int(sizeof(E));
+      const int words = C / kWord, most = kWeightCopyUnitWords / taps;  // words of channels a unit
+      const size_t smem_most = size_t(taps) * (most + 1) * kWord * sizeof(E);
+      if (most < 1 || smem_most > size_t(kWeightCopyMaxTileBytes)) return false;
+      const int runs = (words + most - 1) / most, channels = (words + runs - 1) / runs * kWord;
+      const size_t smem = size_t(taps) * (channels + kWord) * sizeof(E);
+      const int64_t units = K * ((C + channels - 1) / channels);
+      const unsigned blocks = unsigned(std::min<int64_t>(units, int64_t(sm_count()) * 16));
+      channels_last_weight_to_contiguous_words_kernel<E><<<blocks, kWeightCopyThreads, smem, current_stream()>>>(
+          static_cast<const E*>(src.const_data_ptr()), static_cast<E*>(dst.mutable_data_ptr()), K, C, taps, channels);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return true;
+    };
+    bool launched = false;
+    switch (src.element_size()) {
+      case 2: launched = launch_words(uint16_t{}); break;
+      case 4: launched = launch_words(uint32_t{}); break;
+      case 8: launched = launch_words(uint64_t{}); break;
+      default: break;
+    }
+    if (launched) return;
+  }
   // Units of equal channel counts: a filter's channels in as few units as fit the tile, split evenly
   // (512 channels of 9 taps as 3 x 171, not 227 + 227 + 58).
   const int most = std::max(1, std::min(C, kWeightCopyTileElems / taps));
