@@ -155,46 +155,38 @@ inline void copy_into_contiguous_weight(const at::Tensor& src, at::Tensor& dst) 
   if (src.numel() == 0) return;
   const int64_t K = src.size(0);
   const int C = int(src.size(1)), taps = int(src.size(2) * src.size(3));
-  // By words where C is whole words and both tensors lie on 16-byte boundaries: units of whole words
-  // of channels (at most a round of loads each), split evenly as below.
-  const int64_t word = 16 / src.element_size();
-  if (C % word == 0 && reinterpret_cast<uintptr_t>(src.const_data_ptr()) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(dst.const_data_ptr()) % 16 == 0) {
-    auto launch_words = [&](auto element) -> bool {
-      using E = decltype(element);
-      constexpr int kWord = 16 / int(sizeof(E));
-      const int words = C / kWord, most = kWeightCopyUnitWords / taps;  // words of channels a unit
-      const size_t smem_most = size_t(taps) * (most + 1) * kWord * sizeof(E);
-      if (most < 1 || smem_most > size_t(kWeightCopyMaxTileBytes)) return false;
-      const int runs = (words + most - 1) / most, channels = (words + runs - 1) / runs * kWord;
-      const size_t smem = size_t(taps) * (channels + kWord) * sizeof(E);
-      const int64_t units = K * ((C + channels - 1) / channels);
-      const unsigned blocks = unsigned(std::min<int64_t>(units, int64_t(sm_count()) * 16));
-      channels_last_weight_to_contiguous_words_kernel<E><<<blocks, kWeightCopyThreads, smem, current_stream()>>>(
-          static_cast<const E*>(src.const_data_ptr()), static_cast<E*>(dst.mutable_data_ptr()), K, C, taps, channels);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return true;
-    };
-    bool launched = false;
-    switch (src.element_size()) {
-      case 2: launched = launch_words(uint16_t{}); break;
-      case 4: launched = launch_words(uint32_t{}); break;
-      case 8: launched = launch_words(uint64_t{}); break;
-      default: break;
-    }
-    if (launched) return;
-  }
-  // Units of equal channel counts: a filter's channels in as few units as fit the tile, split evenly
-  // (512 channels of 9 taps as 3 x 171, not 227 + 227 + 58).
-  const int most = std::max(1, std::min(C, kWeightCopyTileElems / taps));
-  const int runs = (C + most - 1) / most, channels = (C + runs - 1) / runs;
-  const size_t smem = size_t(channels) * taps * src.element_size();
-  const int64_t units = K * ((C + channels - 1) / channels);
-  const unsigned blocks = unsigned(std::min<int64_t>(units, int64_t(sm_count()) * 16));
+  const bool aligned = reinterpret_cast<uintptr_t>(src.const_data_ptr()) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(dst.const_data_ptr()) % 16 == 0;
+  // Units of equal channel counts: a filter's `items` (channels, or words of them) in as few units of
+  // at most `most` as there must be, split evenly (512 channels of 9 taps as 3 x 171, not 227 + 227 +
+  // 58); the grid at most 16 blocks an SM, walking the units.
+  auto even_share = [](int items, int most) {
+    const int units = (items + most - 1) / most;
+    return (items + units - 1) / units;
+  };
+  auto grid = [&](int channels) {
+    return unsigned(std::min<int64_t>(K * ((C + channels - 1) / channels), int64_t(sm_count()) * 16));
+  };
   auto launch = [&](auto element) {
     using E = decltype(element);
-    channels_last_weight_to_contiguous_kernel<E><<<blocks, kWeightCopyThreads, smem, current_stream()>>>(
-        static_cast<const E*>(src.const_data_ptr()), static_cast<E*>(dst.mutable_data_ptr()), K, C, taps, channels);
+    constexpr int kWord = 16 / int(sizeof(E));
+    const E* from = static_cast<const E*>(src.const_data_ptr());
+    E* to = static_cast<E*>(dst.mutable_data_ptr());
+    // By words where C is whole words, both tensors on 16-byte boundaries and a word of channels of
+    // every tap fits a unit (whose tile then holds at most kWeightCopyUnitWords words and as many of
+    // row padding: 40 KB).
+    const int most_words = kWeightCopyUnitWords / taps;
+    if (aligned && C % kWord == 0 && most_words >= 1) {
+      const int channels = even_share(C / kWord, most_words) * kWord;
+      const size_t smem = size_t(taps) * (channels + kWord) * sizeof(E);
+      channels_last_weight_to_contiguous_words_kernel<E>
+          <<<grid(channels), kWeightCopyThreads, smem, current_stream()>>>(from, to, K, C, taps, channels);
+    } else {
+      const int channels = even_share(C, std::max(1, std::min(C, kWeightCopyTileElems / taps)));
+      const size_t smem = size_t(channels) * taps * sizeof(E);
+      channels_last_weight_to_contiguous_kernel<E>
+          <<<grid(channels), kWeightCopyThreads, smem, current_stream()>>>(from, to, K, C, taps, channels);
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   switch (src.element_size()) {
