@@ -837,6 +837,30 @@ def test_wgmma_reads_16bit_nchw_planes(device, case, precision):
             assert extra >= x_bytes // 4 and backward_extra >= gy_bytes // 4, (extra, backward_extra)
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("device", [CUDA])
+def test_16bit_channels_last_source_off_a_word_is_copied_by_our_kernel(device, precision):
+    """A 16-bit channels_last source 8 bytes past a 16-byte boundary (a view), which the tensor-core
+    kernels cannot read by 16-byte words, is copied by our padding kernel in forward, grad_input and
+    grad_weight alike -- no ATen kernel in the passes -- and the three match the reference."""
+    shape = (2, 64, 72, 9, 7, 3, 3, 1, 1, 1, 1)
+    x0, w, b, kw = make_case(shape, device, at_precision(precision), channels_last=True)
+    x = torch.empty(x0.numel() + 4, dtype=x0.dtype, device=device)[4:].as_strided(x0.shape, x0.stride()).copy_(x0)
+    assert x.is_contiguous(memory_format=torch.channels_last) and x.data_ptr() % 16 == 8
+    torchconv._C.set_poison_outputs(False)  # no poisoning fills among the launches counted
+    xi, wi = x.detach().requires_grad_(True), w.detach().requires_grad_(True)
+    launches = cuda_kernel_launches(lambda: torchconv.conv2d(xi, wi, None, algorithm="gemm", **kw))
+    y = torchconv.conv2d(xi, wi, None, algorithm="gemm", **kw)
+    gy = torch.randn(y.shape, device=device).to(x.dtype).contiguous(memory_format=torch.channels_last)
+    launches += cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi, wi), gy))
+    assert not [n for n in launches if "at::native::" in n], launches
+    assert any("tc_pad_channels_kernel" in n for n in launches), launches
+    torchconv._C.set_poison_outputs(True)
+    check_gemm_forward_and_grad_input(x, w, b, kw)
+    gw, gy, _, ref = gemm_grad_weight(x, w, b, kw)
+    assert rel_err(gw, ref) <= allowed_error(pytorch_grad_weight_error(x, w, b, kw, gy, ref), x.dtype)
+
+
 @pytest.mark.parametrize("device", [CUDA])
 def test_wgmma_reads_16bit_nchw_planes_8_bytes_past_a_word(device):
     """A source 8 bytes past a 16-byte boundary (a view) is read as planes in half-words, its planes

@@ -1512,9 +1512,10 @@ bool kernel_ready(const at::Tensor& t, int64_t channels) {
 // kernels copy whole 16-byte words of channels, so an ungrouped layer whose channels are not a
 // multiple of a word (an RGB stem) runs on a padded copy; the padding meets zero weights. An NCHW
 // tensor is transposed through shared-memory tiles (ATen's copy of a permuted tensor is not tiled:
-// one side of it is strided, and it ran far from the HBM bandwidth); other layouts go through ATen's
-// copy (16-bit types) or the strided padding kernel. A float32 copy (TF32 calls) is always one of our
-// kernels' and holds the values rounded to TF32, so that the MMAs may read it as it is (tma_takes).
+// one side of it is strided, and it ran far from the HBM bandwidth); other layouts (a tensor in
+// neither format, a channels_last one off a 16-byte boundary) go through the strided padding kernel,
+// padded or not: a pass launches only our kernels. A float32 copy (TF32 calls) holds the values
+// rounded to TF32, so that the MMAs may read it as it is (tma_takes).
 // `copy`: a copy even of a kernel-ready tensor (float32, for that rounding).
 at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels, bool copy = false) {
   if (kernel_ready(t, channels) && !copy) return t;
@@ -1529,8 +1530,7 @@ at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels, bool copy
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
   }
-  const bool nchw = t.is_contiguous(), tf32 = t.scalar_type() == at::kFloat;
-  if (!nchw && t.size(1) == channels && !tf32) return out.copy_(t);
+  const bool nchw = t.is_contiguous();
   const int64_t plane = t.size(2) * t.size(3), pixels = t.size(0) * plane;
   const int vec = 16 / int(t.element_size());
   auto launch = [&](auto elem, auto round) {
