@@ -685,8 +685,7 @@ def test_warp_specialized_wgmma_tile_reads_16bit_nchw_planes(device, case):
     x0, w, b, kw = make_case(shape, device, at_precision(precision))
     x = x0
     if offset:  # a view 8 bytes past a 16-byte boundary
-        x = torch.empty(x0.numel() + offset // x0.element_size(), dtype=x0.dtype, device=device)
-        x = x[offset // x0.element_size():].view_as(x0).copy_(x0)
+        x = misaligned_copy(x0, offset // x0.element_size())
         assert x.is_contiguous() and x.data_ptr() % 16 == offset
     with using_config("gemm", WGMMA_WS_CONFIG):
         y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
@@ -845,7 +844,7 @@ def test_16bit_channels_last_source_off_a_word_is_copied_by_our_kernel(device, p
     grad_weight alike -- no ATen kernel in the passes -- and the three match the reference."""
     shape = (2, 64, 72, 9, 7, 3, 3, 1, 1, 1, 1)
     x0, w, b, kw = make_case(shape, device, at_precision(precision), channels_last=True)
-    x = torch.empty(x0.numel() + 4, dtype=x0.dtype, device=device)[4:].as_strided(x0.shape, x0.stride()).copy_(x0)
+    x = misaligned_copy(x0, 4)
     assert x.is_contiguous(memory_format=torch.channels_last) and x.data_ptr() % 16 == 8
     torchconv._C.set_poison_outputs(False)  # no poisoning fills among the launches counted
     xi, wi = x.detach().requires_grad_(True), w.detach().requires_grad_(True)
@@ -867,7 +866,7 @@ def test_wgmma_reads_16bit_nchw_planes_8_bytes_past_a_word(device):
     whole words or not: forward, grad_input and grad_weight match the reference, with no copy."""
     shape = (3, 64, 72, 8, 8, 1, 1, 1, 0, 1, 1)
     x0, w, b, kw = make_case(shape, device, torch.bfloat16)
-    x = torch.empty(x0.numel() + 4, dtype=x0.dtype, device=device)[4:].view_as(x0).copy_(x0)
+    x = misaligned_copy(x0, 4)
     assert x.is_contiguous() and x.data_ptr() % 16 == 8
     check_gemm_forward_and_grad_input(x, w, b, kw)
     gw, gy, _, ref = gemm_grad_weight(x, w, b, kw)
@@ -1501,10 +1500,10 @@ def test_tensor_cores_run_half_precision(device, dtype):
     assert not TENSOR_CORE_PLAN.search(torchconv.last_choice())
 
 
-def misaligned_copy(t):
-    """`t` as a dense tensor of the same strides whose first element is 2 bytes past a 16-byte
-    boundary (a view at an odd place in its storage)."""
-    flat = torch.empty(t.numel() + 1, device=t.device, dtype=t.dtype)[1:]
+def misaligned_copy(t, elements=1):
+    """`t` as a dense tensor of the same strides whose first element is `elements` elements past a
+    16-byte boundary (a view at that place in its storage)."""
+    flat = torch.empty(t.numel() + elements, device=t.device, dtype=t.dtype)[elements:]
     out = flat.as_strided(t.shape, t.stride())
     out.copy_(t)
     return out
@@ -1914,13 +1913,10 @@ WEIGHT_COPY_CASES = [
 def test_channels_last_weight_copy_by_words_or_elements(device, case):
     dtype, (k, c, r, s), offset, by_words = case
     w = torch.randn(k, c, r, s, dtype=dtype, device=device)
+    w_cl = w.contiguous(memory_format=torch.channels_last)
     if offset:  # the same channels_last layout, 4 bytes past the storage's 16-byte boundary
-        storage = torch.empty(w.numel() + 1, dtype=dtype, device=device)[1:]
-        w_cl = storage.as_strided(w.shape, (c * r * s, 1, s * c, c))
-        w_cl.copy_(w)
+        w_cl = misaligned_copy(w_cl)
         assert w_cl.data_ptr() % 16 == 4
-    else:
-        w_cl = w.contiguous(memory_format=torch.channels_last)
     assert w_cl.is_contiguous(memory_format=torch.channels_last) and not w_cl.is_contiguous()
     x = torch.randn(2, c, 9, 7, dtype=dtype, device=device)
     launches = cuda_kernel_launches(lambda: torchconv.conv2d(x, w_cl, None, algorithm="direct", padding=1))
