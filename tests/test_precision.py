@@ -1298,8 +1298,8 @@ def test_tf32_grad_weight_of_a_few_tiles_splits_short_reductions(device, shape, 
 # The mma.sync grad_weight (TF32 from channels_last, or from copies of strided tensors) of one split
 # -- 7 x 7 or 7 x 9 outputs at batch 1 are too few positions to split -- writes the gradient from its
 # blocks where a filter's columns lie together in it: a channels_last gradient (filters and columns
-# short of whole tiles, groups, channels padded to a word) or a 1x1 layer's in either format. No
-# workspace, no finish kernel. An NCHW gradient of several taps (a strided source's) keeps the finish.
+# short of whole tiles, groups, channels padded to a word) or a 1x1 layer's in either format (its
+# channels whole quads or not). No workspace, no finish kernel. An NCHW gradient of several taps (a strided source's) keeps the finish.
 # Within 2x of cuDNN's TF32 error.
 ONE_SPLIT_WEIGHT_GRAD_CASES = [
     # shape, source layout, gradient written by the blocks
@@ -1307,6 +1307,7 @@ ONE_SPLIT_WEIGHT_GRAD_CASES = [
     ((1, 96, 72, 7, 9, 3, 3, 1, 1, 1, 2), "nhwc", True),
     ((1, 58, 72, 7, 7, 3, 3, 1, 1, 1, 1), "nhwc", True),
     ((1, 256, 200, 7, 7, 1, 1, 1, 0, 1, 1), "strided", True),
+    ((1, 30, 40, 7, 9, 1, 1, 1, 0, 1, 1), "strided", True),  # channels not whole quads: element stores
     ((1, 64, 96, 7, 7, 3, 3, 1, 1, 1, 1), "strided", False),
 ]
 
@@ -1892,14 +1893,14 @@ def test_strided_grad_input_phases_run_as_one_launch(device, case, precision):
 # The channels_last -> contiguous weight copy (copy_into_contiguous_weight; here the direct algorithm's
 # weight.contiguous(), which it runs in float32 or float64): by 16-byte words where a filter's
 # channels are whole words and both tensors lie on 16-byte boundaries -- one unit a filter (512
-# channels x 3 x 3), a filter's channels in two units (float64), 1x1 and 5x5 taps -- else element by
+# channels x 3 x 3), a filter's channels in two units (float64), 1x3 and 5x5 taps -- else element by
 # element (channels not whole words, a weight 4 bytes past a boundary). The copy gives the
 # contiguous weight's bits.
 WEIGHT_COPY_CASES = [
     # dtype, (K, C, R, S), a weight 4 bytes past a 16-byte boundary, copied by words
     (torch.float32, (24, 512, 3, 3), False, True),
     (torch.float64, (8, 520, 3, 3), False, True),
-    (torch.float32, (16, 40, 1, 1), False, True),
+    (torch.float32, (16, 40, 1, 3), False, True),
     (torch.float32, (8, 12, 5, 5), False, True),
     (torch.float32, (8, 7, 3, 3), False, False),
     (torch.float64, (8, 7, 3, 3), False, False),
@@ -1926,16 +1927,18 @@ def test_channels_last_weight_copy_by_words_or_elements(device, case):
     assert torch.equal(ours, torchconv.conv2d(x, w, None, algorithm="direct", padding=1))
 
 
-# (algorithm, precision, shape, channels_last): calls whose weight changes layout on the way -- a
-# channels_last weight read in place by Winograd's filter transforms, Winograd's TF32 grad_weight
-# written in the call's format, an NCHW GEMM grad_weight of several taps finished into a
-# channels_last target and copied into the NCHW gradient by our kernel (copy_into_contiguous_weight).
+# (algorithm, precision, shape, channels_last, gradient copied): calls whose weight changes layout on
+# the way -- a channels_last weight read in place by Winograd's filter transforms, Winograd's TF32
+# grad_weight written in the call's format, an NCHW GEMM grad_weight of several taps finished into a
+# channels_last target and copied into the NCHW gradient by our kernel (copy_into_contiguous_weight),
+# by 16-byte words. (Where the position splits leave each block few elements to finish, the blocks
+# store into the NCHW gradient themselves: no copy.)
 WEIGHT_LAYOUT_CASES = [
-    ("winograd", "tf32", (2, 40, 72, 12, 10, 3, 3, 1, 1, 1, 1), True),
-    ("winograd", "bf16", (2, 40, 72, 12, 10, 3, 3, 1, 1, 1, 1), True),
-    ("winograd", "tf32", (1, 520, 24, 6, 5, 3, 3, 1, 1, 1, 1), True),  # a filter's channels in two runs
-    ("gemm", "bf16", (8, 256, 256, 14, 14, 3, 3, 1, 1, 1, 1), False),
-    ("gemm", "tf32", (8, 128, 256, 28, 28, 3, 3, 2, 1, 1, 1), False),
+    ("winograd", "tf32", (2, 40, 72, 12, 10, 3, 3, 1, 1, 1, 1), True, False),
+    ("winograd", "bf16", (2, 40, 72, 12, 10, 3, 3, 1, 1, 1, 1), True, False),
+    ("winograd", "tf32", (1, 520, 24, 6, 5, 3, 3, 1, 1, 1, 1), True, False),  # a filter's channels in two runs
+    ("gemm", "bf16", (8, 256, 256, 14, 14, 3, 3, 1, 1, 1, 1), False, True),
+    ("gemm", "tf32", (8, 128, 256, 28, 28, 3, 3, 2, 1, 1, 1), False, False),  # few elements a block: no copy
 ]
 
 
@@ -1946,7 +1949,7 @@ def test_weight_layout_changes_launch_no_aten_copies(device, case):
     an ATen kernel, and a channels_last weight gives the bits of the same weight made contiguous."""
     if not hopper():
         pytest.skip("the wgmma tiles (sm_90a)")
-    algorithm, precision, shape, channels_last = case
+    algorithm, precision, shape, channels_last, copied = case
     dtype = at_precision(precision)
     x, w, _, kw = make_case(shape, device, dtype, channels_last)
     weights = [w.contiguous(memory_format=torch.channels_last), w] if channels_last else [w]
@@ -1960,8 +1963,9 @@ def test_weight_layout_changes_launch_no_aten_copies(device, case):
         launches = cuda_kernel_launches(lambda: torchconv.conv2d(xi, wi, None, algorithm=algorithm, **kw))
         launches += cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi, wi), gy, retain_graph=True))
         assert not [n for n in launches if "at::native::" in n], launches
-        if algorithm == "gemm":  # the gradient's copy, its channels whole 16-byte words
-            assert any("contiguous_words_kernel" in n for n in launches), launches
+        copies = [n for n in launches if "weight_to_contiguous" in n]
+        assert all("contiguous_words_kernel" in n for n in copies), copies  # channels whole 16-byte words
+        assert bool(copies) == copied, launches
         results.append([y] + list(torch.autograd.grad(y, (xi, wi), gy)))
     for ours, contiguous in zip(*results) if len(results) == 2 else ():
         assert torch.equal(ours, contiguous)
