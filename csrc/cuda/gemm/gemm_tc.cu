@@ -937,6 +937,15 @@ bool quads_of_channels(const T* out, int64_t channel_stride, int64_t channels,
   return quads;
 }
 
+// Whether the grad_weight kernels' gw (a.gw, a.gw_strides, a.gw_channels) takes a quad of columns as
+// one store: quads_of_channels, the strides of a filter's taps counting only where it has several
+// (a 1x1 gradient's R and S strides are 1 in either format and never step).
+template <typename T>
+bool weight_grad_quads(const TcWeightGradArgs<T>& a) {
+  const WeightStrides& ws = a.gw_strides;
+  return quads_of_channels(a.gw, ws.c, a.gw_channels, {ws.k, a.wg.R > 1 ? ws.r : 0, a.wg.S > 1 ? ws.s : 0});
+}
+
 // The arguments of launch `cv` of `src` with Wt at `wt` into `dst` (+ bias where defined).
 template <typename T>
 TcConvArgs<T> tc_args(const TcConv& cv, const at::Tensor& src, const T* wt, const at::Tensor& bias, at::Tensor& dst) {
@@ -1400,8 +1409,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
       a.cluster_sums = true;
       a.gw = mutable_kernel_data<T>(target);
       a.gw_strides = weight_strides(target);
-      const WeightStrides& ws = a.gw_strides;
-      a.gw_quads = quads_of_channels(a.gw, ws.c, a.gw_channels, {ws.k, ws.r, ws.s});
+      a.gw_quads = weight_grad_quads(a);
       record_workspace_bytes(taps_apart ? int64_t(target.nbytes()) : 0);
       launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
                              Cfg::kSmemBytes, current_stream(), dim3(1, unsigned(splits)), false, a);
@@ -1416,6 +1424,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
     if (splits == 1 && (gw.is_contiguous(at::MemoryFormat::ChannelsLast) || wg.R * wg.S == 1 || wg.Cg == 1)) {
       a.gw = mutable_kernel_data<T>(gw);
       a.gw_strides = weight_strides(gw);
+      a.gw_quads = weight_grad_quads(a);
       record_workspace_bytes(0);
       kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
       C10_CUDA_KERNEL_LAUNCH_CHECK();

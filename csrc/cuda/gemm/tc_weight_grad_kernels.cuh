@@ -211,6 +211,62 @@ struct Tf32WeightGradFragments {
   }
 };
 
+// The staged sums' row of floats: kBN + 8, so that a half-warp's 8-byte stores of an accumulator
+// fragment (8 rows x 4 pairs of columns) cover the 32 banks once.
+template <int kBN>
+constexpr int kWeightGradSumsLd = kBN + 8;
+
+// Writes block `rank`'s share of a tile's filters into gw from the FP32 sums of `splits` blocks, each
+// staged as [kBM][kWeightGradSumsLd] floats in its shared memory at `sums` (splits > 1: the blocks of
+// one cluster, read through distributed shared memory), added in split order as
+// tc_weight_grad_finish_kernel does (the same bits), written once in gw's dtype and memory format: a
+// thread a quad of columns, coalesced along a filter's row where gw's channels lie together.
+template <typename T, int kBM, int kBN, int kThreads>
+__device__ __forceinline__ void tc_weight_grad_store_staged_sums(const TcWeightGradArgs<T>& a,
+                                                                 const TcWeightGradBlock& blk, const float* sums,
+                                                                 int splits, int rank) {
+  constexpr int kLd = kWeightGradSumsLd<kBN>, kQuads = kBN / 4;
+  const TcWeightGrad& wg = a.wg;
+  const int per = (kBM + splits - 1) / splits, row0 = rank * per;
+  const int rows = min(min(per, kBM - row0), wg.Kg - blk.m0 - row0);
+  // A thread finishes one quad of columns in every kRowStep-th row of the block's share, so the
+  // quad's place in gw (its elements' taps and channels) is decoded once.
+  // (kRowStep whole rows of quads a pass: with 48 quads, 16 of 256 threads have none.)
+  static_assert(kThreads >= kQuads, "a pass finishes at least one row");
+  constexpr int kRowStep = kThreads / kQuads;
+  const int quad = int(threadIdx.x) % kQuads, col = blk.n0 + quad * 4;
+  if (col < wg.cols && int(threadIdx.x) < kRowStep * kQuads) {
+    int64_t offset[4];  // of element e in a filter's gradient (gw_quads: offset[0] starts the quad)
+    bool stored[4];     // element e is a column of gw (not past the columns or in a padded channel)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int tap = min(col + e, wg.cols - 1) / wg.Cg, c = min(col + e, wg.cols - 1) - tap * wg.Cg, r = tap / wg.S;
+      offset[e] = a.gw_strides.offset(0, c, r, tap - r * wg.S);
+      stored[e] = col + e < wg.cols && c < a.gw_channels;
+    }
+    for (int row = int(threadIdx.x) / kQuads; row < rows; row += kRowStep) {
+      // Split i's quad, mapped into its block's shared memory where needed (one mapa each: the
+      // kernels that end here hold their registers for the MMAs' accumulators).
+      const float* mine = sums + (row0 + row) * kLd + quad * 4;
+      float sum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < kMaxClusterSplits; ++i)
+        if (i < splits) {
+          const float4 v = *reinterpret_cast<const float4*>(splits > 1 ? cluster_map_shared(mine, unsigned(i)) : mine);
+          sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
+        }
+      T* filter = a.gw + (int64_t(blk.g) * wg.Kg + blk.m0 + row0 + row) * a.gw_strides.k;
+      if (a.gw_quads) {  // col + 3 < cols, in one tap: cols, Cg and gw_channels are multiples of 4
+        if (stored[0]) store_quad(filter + offset[0], sum);
+        continue;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (stored[e]) filter[offset[e]] = from_float<T>(sum[e]);
+    }
+  }
+}
+
 // kRounded (TF32): x and gy are copies whose values were rounded to TF32 when made.
 template <typename T, typename Cfg, bool kRounded = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
@@ -355,13 +411,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
     }
   };
-  if (a.partial == nullptr) {  // one split: the tile's sums are gw's (tc_weight_grad: gw_direct)
+  if (a.partial == nullptr) {
+    // One split: the tile's sums are gw's. Staged in the stages' shared memory, then written a quad of
+    // columns a thread along gw's rows (a fragment's own pairs would be 8-byte pieces of 8 rows).
+    constexpr int kLd = kWeightGradSumsLd<Cfg::kBN>;
+    static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= Cfg::kSmemBytes, "the staged sums fit in the stages");
+    float* sums = reinterpret_cast<float*>(smem);
+    __syncthreads();  // every warp's MMAs, which read the stages, have completed
     each_pair([&](int row, int col, float v0, float v1) {
-      if (m0 + row >= wg.Kg) return;
-      const int64_t filter = int64_t(g) * wg.Kg + m0 + row;
-      store_weight_grad_element(a.gw, a.gw_strides, a.gw_channels, wg, filter, n0 + col, v0);
-      store_weight_grad_element(a.gw, a.gw_strides, a.gw_channels, wg, filter, n0 + col + 1, v1);
+      *reinterpret_cast<float2*>(sums + row * kLd + col) = make_float2(v0, v1);
     });
+    __syncthreads();
+    tc_weight_grad_store_staged_sums<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums, 1, 0);
     return;
   }
   float* out = a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0) * wg.n_pad + n0;
@@ -370,28 +431,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   });
 }
 
-// The staged sums' row of floats: kBN + 8, so that a half-warp's 8-byte stores of an accumulator
-// fragment (8 rows x 4 pairs of columns) cover the 32 banks once.
-template <int kBN>
-constexpr int kClusterSumsLd = kBN + 8;
-
 // The end of grad_weight in a wgmma kernel whose position splits are one cluster (blockIdx.y = the
 // block's rank; a grid without splits: one block): each block stages its FP32 sums of the tile --
-// its warpgroup's accumulators `acc` at (acc_row, acc_col) -- as [kBM][kClusterSumsLd] floats in
-// its pipeline's shared memory, and block r finishes a contiguous run of the
-// tile's filters from every split's sums through distributed shared memory, added in split order as
-// tc_weight_grad_finish_kernel does (the same bits), written once in gw's dtype and memory format --
-// no workspace and no finish launch.
+// its warpgroup's accumulators `acc` at (acc_row, acc_col) -- as [kBM][kWeightGradSumsLd] floats in
+// its pipeline's shared memory, and block r finishes a contiguous run of the tile's filters from every
+// split's sums through distributed shared memory (tc_weight_grad_store_staged_sums) -- no workspace
+// and no finish launch.
 template <typename T, typename Cfg, int kAcc>
 __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGradArgs<T>& a, const TcWeightGradBlock& blk,
                                                               unsigned char* smem, const float (&acc)[kAcc],
                                                               int acc_row, int acc_col) {
-  constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kThreads = Cfg::kThreads;
-  constexpr int kLd = kClusterSumsLd<kBN>, kQuads = kBN / 4;
-  static_assert(size_t(kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
+  constexpr int kLd = kWeightGradSumsLd<Cfg::kBN>;
+  static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
                 "the staged sums fit in the pipeline's stages (what a kernel keeps after them stays)");
-  const TcWeightGrad& wg = a.wg;
-  const int splits = int(gridDim.y), rank = int(blockIdx.y);
+  const int splits = int(gridDim.y);
   float* sums = reinterpret_cast<float*>(smem);
   __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
   store_wgmma_accumulators<2 * kAcc>(sums + acc_row * kLd + acc_col, kLd, acc);
@@ -401,44 +454,7 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
   } else {
     __syncthreads();
   }
-  const int per = (kBM + splits - 1) / splits, row0 = rank * per;
-  const int rows = min(min(per, kBM - row0), wg.Kg - blk.m0 - row0);
-  // A thread finishes one quad of columns in every kRowStep-th row of the block's share, so the
-  // quad's place in gw (its elements' taps and channels) is decoded once.
-  // (kRowStep whole rows of quads a pass: with 48 quads, 16 of 256 threads have none.)
-  static_assert(kThreads >= kQuads, "a pass finishes at least one row");
-  constexpr int kRowStep = kThreads / kQuads;
-  const int quad = int(threadIdx.x) % kQuads, col = blk.n0 + quad * 4;
-  if (col < wg.cols && int(threadIdx.x) < kRowStep * kQuads) {
-    int64_t offset[4];  // of element e in a filter's gradient (gw_quads: offset[0] starts the quad)
-    bool stored[4];     // element e is a column of gw (not past the columns or in a padded channel)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int tap = min(col + e, wg.cols - 1) / wg.Cg, c = min(col + e, wg.cols - 1) - tap * wg.Cg, r = tap / wg.S;
-      offset[e] = a.gw_strides.offset(0, c, r, tap - r * wg.S);
-      stored[e] = col + e < wg.cols && c < a.gw_channels;
-    }
-    for (int row = int(threadIdx.x) / kQuads; row < rows; row += kRowStep) {
-      // Split i's quad, mapped into its block's shared memory where needed (one mapa each: the
-      // kernels that end here hold their registers for the MMAs' accumulators).
-      const float* mine = sums + (row0 + row) * kLd + quad * 4;
-      float sum[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int i = 0; i < kMaxClusterSplits; ++i)
-        if (i < splits) {
-          const float4 v = *reinterpret_cast<const float4*>(splits > 1 ? cluster_map_shared(mine, unsigned(i)) : mine);
-          sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
-        }
-      T* filter = a.gw + (int64_t(blk.g) * wg.Kg + blk.m0 + row0 + row) * a.gw_strides.k;
-      if (a.gw_quads) {  // col + 3 < cols, in one tap: cols, Cg and gw_channels are multiples of 4
-        if (stored[0]) store_quad(filter + offset[0], sum);
-        continue;
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (stored[e]) filter[offset[e]] = from_float<T>(sum[e]);
-    }
-  }
+  tc_weight_grad_store_staged_sums<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums, splits, int(blockIdx.y));
   if (splits > 1) {  // no block leaves while another may still read its shared memory
     cluster_arrive_release();
     cluster_wait_acquire();
