@@ -1206,8 +1206,9 @@ using TcWeightGradMedium = TcWeightGradConfig<64, 128, 32, 1, 4, 4, 3>;
 // tile loads fewer bytes per MMA):
 //   large  128 x 128, 4 warps of 64 x 64, 3 stages (two blocks per SM);
 //   medium 64 x 128, 4 warps of 64 x 32: groups with <= 64 filters.
-using TcWeightGradTf32Large = TcWeightGradConfig<128, 128, 32, 2, 2, 3, 2, 4>;
-using TcWeightGradTf32Medium = TcWeightGradConfig<64, 128, 32, 1, 4, 4, 2, 4>;
+// On Hopper a tile's splits add their sums as one cluster where the clusters fit the blocks' waves.
+using TcWeightGradTf32Large = TcWeightGradConfig<128, 128, 32, 2, 2, 3, 2, 4, true>;
+using TcWeightGradTf32Medium = TcWeightGradConfig<64, 128, 32, 1, 4, 4, 2, 4, true>;
 // wgmma (sm_90a; filters x columns, warpgroups across the columns, stages, blocks per SM):
 //   wide    128 x 256: more than 64 filters per group and more than 128 columns (taps x channels
 //           per group) -- even where 128 columns would pad less (a 3x3 layer of 128 channels has
@@ -1373,11 +1374,13 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   const int64_t slots = int64_t(sm_count()) * Cfg::kMinBlocks;
   int64_t splits = wave_filling_splits(base_blocks, slots, cap);
   ensure_dynamic_smem(kernel, Cfg::kSmemBytes, "conv2d_gemm_backward");  // before the occupancy query
-  // The kernel's cluster counts (none where its sums go through the workspace only), looked up once a
-  // call for the estimate and the launch.
+  // Whether a tile's splits may add their sums as one cluster (sm_90), and the kernel's cluster counts
+  // (none where its sums go through the workspace only), looked up once a call for the estimate and
+  // the launch.
+  const bool cluster_sums = Cfg::kClusterSums && wgmma_device();
   static const ClustersBySize kNoClusters{};
   const ClustersBySize& clusters_by_size =
-      Cfg::kClusterSums ? tc_active_clusters_by_size(kernel, Cfg::kThreads, Cfg::kSmemBytes) : kNoClusters;
+      cluster_sums ? tc_active_clusters_by_size(kernel, Cfg::kThreads, Cfg::kSmemBytes) : kNoClusters;
   splits = weight_grad_split_estimate<Cfg>(
       clusters_by_size, base_blocks, wg.positions, splits, cap, slice_bytes, Cfg::kClusterSums && sizeof(T) == 2,
       copies ? kHbmBytesPerWeightGradCopiesChunk : kHbmBytesPerWeightGradChunk);
@@ -1388,9 +1391,9 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_gemm_backward");
   record_last_choice("grad_weight", name, int(splits));
-  if constexpr (Cfg::kClusterSums) {
-    // The wgmma kernels write gw themselves: one block a tile where the positions are not split, the
-    // splits of a tile as one cluster where the clusters take no more waves than the blocks alone.
+  if (cluster_sums) {
+    // The blocks write gw themselves: one block a tile where the positions are not split, the splits
+    // of a tile as one cluster where the clusters take no more waves than the blocks alone.
     const int clusters = splits <= kMaxClusterSplits ? clusters_by_size[splits] : 0;
     if (splits == 1 || clusters_in_waves(base_blocks, clusters, splits, slots)) {
       // A tile's columns are one tap's channels (column = tap x channels + channel), which an NCHW
@@ -1417,19 +1420,20 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
       return;
     }
   }
-  if constexpr (!Cfg::kClusterSums) {
-    // One split: the blocks store their tiles' sums into gw themselves (no workspace, no finish),
-    // where a tile row's columns lie together in gw -- channels_last, one tap, or one channel a tap;
-    // an NCHW gradient of several taps would take a store an element (see taps_apart above).
-    if (splits == 1 && (gw.is_contiguous(at::MemoryFormat::ChannelsLast) || wg.R * wg.S == 1 || wg.Cg == 1)) {
-      a.gw = mutable_kernel_data<T>(gw);
-      a.gw_strides = weight_strides(gw);
-      a.gw_quads = weight_grad_quads(a);
-      record_workspace_bytes(0);
-      kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return;
-    }
+  // Without clusters (mma.sync kernels), one split: the blocks store their tiles' sums into gw
+  // themselves (no workspace, no finish), where a tile row's columns lie together in gw --
+  // channels_last, one tap, or one channel a tap; an NCHW gradient of several taps would take a store
+  // an element (see taps_apart above).
+  if (!cluster_sums && splits == 1 &&
+      (gw.is_contiguous(at::MemoryFormat::ChannelsLast) || wg.R * wg.S == 1 || wg.Cg == 1)) {
+    a.cluster_sums = true;
+    a.gw = mutable_kernel_data<T>(gw);
+    a.gw_strides = weight_strides(gw);
+    a.gw_quads = weight_grad_quads(a);
+    record_workspace_bytes(0);
+    kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
   }
   auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, x.options().dtype(at::kFloat));
   record_workspace_bytes(partial.numel() * int64_t(sizeof(float)));

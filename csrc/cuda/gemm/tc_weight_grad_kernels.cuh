@@ -27,11 +27,14 @@
 namespace torchconv {
 namespace cuda {
 
-// kElemBytes: 2 (float16 / bfloat16) or 4 (float32 read as TF32).
-template <int kBM_, int kBN_, int kBK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_, int kElemBytes_ = 2>
+// kElemBytes: 2 (float16 / bfloat16) or 4 (float32 read as TF32). kClusterSums: on sm_90 a tile's
+// splits may add their sums as one cluster (tc_weight_grad_blocks_finish); otherwise they go through
+// the workspace, and only a grid without splits writes gw from its blocks.
+template <int kBM_, int kBN_, int kBK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_, int kElemBytes_ = 2,
+          bool kClusterSums_ = false>
 struct TcWeightGradConfig : MmaWarpTiling<kBM_, kBN_, kWarpsM_, kWarpsN_, kMinBlocks_> {
   static constexpr int kBK = kBK_, kStages = kStages_, kElemBytes = kElemBytes_;
-  static constexpr bool kClusterSums = false;  // its splits' sums go through the workspace only
+  static constexpr bool kClusterSums = kClusterSums_;
   // Rows of filters / columns padded by 16 bytes (2-byte elements: conflict-free ldmatrix) or 32
   // (4-byte: a row then starts 8 banks on from the one above, so the TF32 fragments' loads -- 4 rows
   // of a lane quad, 8 neighbouring words or word pairs -- meet distinct banks in each transaction).
@@ -88,11 +91,11 @@ template <typename T>
 struct TcWeightGradArgs {
   const T* x;   // NHWC
   const T* gy;  // NHWC
-  float* partial;  // [split][group][k_pad][n_pad]; null (mma.sync kernel, one split): the blocks write gw
+  float* partial;  // [split][group][k_pad][n_pad]
   TcWeightGrad wg;
   int m_tiles, n_tiles;
-  // Instead of `partial` (wgmma kernels): the blocks of a tile, one per split along blockIdx.y, are
-  // one cluster (or one block: no split) and write gw themselves (tc_weight_grad_cluster_finish).
+  // Instead of `partial`: the blocks of a tile, one per split along blockIdx.y, are one cluster (or
+  // one block: no split) and write gw themselves (tc_weight_grad_blocks_finish).
   bool cluster_sums;
   T* gw;
   WeightStrides gw_strides;  // gw's, in either memory format
@@ -267,6 +270,34 @@ __device__ __forceinline__ void tc_weight_grad_store_staged_sums(const TcWeightG
   }
 }
 
+// The end of grad_weight where the blocks write gw themselves (TcWeightGradArgs::cluster_sums): each
+// block stages its FP32 sums of the tile in its pipeline's shared memory (`stage(sums, ld)`: its
+// accumulators into [kBM][ld] floats), and block r of a tile's splits -- one cluster along blockIdx.y;
+// a grid without splits, one block -- finishes a contiguous run of the tile's filters from every
+// split's sums (tc_weight_grad_store_staged_sums): no workspace and no finish launch.
+template <typename T, typename Cfg, typename Stage>
+__device__ __forceinline__ void tc_weight_grad_blocks_finish(const TcWeightGradArgs<T>& a, const TcWeightGradBlock& blk,
+                                                             unsigned char* smem, Stage&& stage) {
+  constexpr int kLd = kWeightGradSumsLd<Cfg::kBN>;
+  static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
+                "the staged sums fit in the pipeline's stages (what a kernel keeps after them stays)");
+  const int splits = int(gridDim.y);
+  float* sums = reinterpret_cast<float*>(smem);
+  __syncthreads();  // every warp's MMAs, which read the stages, have completed
+  stage(sums, kLd);
+  if (splits > 1) {
+    cluster_arrive_release();
+    cluster_wait_acquire();
+  } else {
+    __syncthreads();
+  }
+  tc_weight_grad_store_staged_sums<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums, splits, int(blockIdx.y));
+  if (splits > 1) {  // no block leaves while another may still read its shared memory
+    cluster_arrive_release();
+    cluster_wait_acquire();
+  }
+}
+
 // kRounded (TF32): x and gy are copies whose values were rounded to TF32 when made.
 template <typename T, typename Cfg, bool kRounded = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
@@ -411,18 +442,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
     }
   };
-  if (a.partial == nullptr) {
-    // One split: the tile's sums are gw's. Staged in the stages' shared memory, then written a quad of
-    // columns a thread along gw's rows (a fragment's own pairs would be 8-byte pieces of 8 rows).
-    constexpr int kLd = kWeightGradSumsLd<Cfg::kBN>;
-    static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= Cfg::kSmemBytes, "the staged sums fit in the stages");
-    float* sums = reinterpret_cast<float*>(smem);
-    __syncthreads();  // every warp's MMAs, which read the stages, have completed
-    each_pair([&](int row, int col, float v0, float v1) {
-      *reinterpret_cast<float2*>(sums + row * kLd + col) = make_float2(v0, v1);
+  if (a.cluster_sums) {
+    // The blocks write gw: staged, then a quad of columns a thread along gw's rows (a fragment's own
+    // pairs would be 8-byte pieces of 8 rows).
+    tc_weight_grad_blocks_finish<T, Cfg>(a, blk, smem, [&](float* sums, int ld) {
+      each_pair([&](int row, int col, float v0, float v1) {
+        *reinterpret_cast<float2*>(sums + row * ld + col) = make_float2(v0, v1);
+      });
     });
-    __syncthreads();
-    tc_weight_grad_store_staged_sums<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums, 1, 0);
     return;
   }
   float* out = a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0) * wg.n_pad + n0;
@@ -431,34 +458,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   });
 }
 
-// The end of grad_weight in a wgmma kernel whose position splits are one cluster (blockIdx.y = the
-// block's rank; a grid without splits: one block): each block stages its FP32 sums of the tile --
-// its warpgroup's accumulators `acc` at (acc_row, acc_col) -- as [kBM][kWeightGradSumsLd] floats in
-// its pipeline's shared memory, and block r finishes a contiguous run of the tile's filters from every
-// split's sums through distributed shared memory (tc_weight_grad_store_staged_sums) -- no workspace
-// and no finish launch.
+// The end of grad_weight in a wgmma kernel whose blocks write gw: its warpgroup's accumulators `acc`
+// staged at (acc_row, acc_col) of the tile (tc_weight_grad_blocks_finish).
 template <typename T, typename Cfg, int kAcc>
 __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGradArgs<T>& a, const TcWeightGradBlock& blk,
                                                               unsigned char* smem, const float (&acc)[kAcc],
                                                               int acc_row, int acc_col) {
-  constexpr int kLd = kWeightGradSumsLd<Cfg::kBN>;
-  static_assert(size_t(Cfg::kBM) * kLd * sizeof(float) <= size_t(Cfg::kStages) * Cfg::kStageBytes,
-                "the staged sums fit in the pipeline's stages (what a kernel keeps after them stays)");
-  const int splits = int(gridDim.y);
-  float* sums = reinterpret_cast<float*>(smem);
-  __syncthreads();  // every warpgroup's MMAs, which read the stages, have completed
-  store_wgmma_accumulators<2 * kAcc>(sums + acc_row * kLd + acc_col, kLd, acc);
-  if (splits > 1) {
-    cluster_arrive_release();
-    cluster_wait_acquire();
-  } else {
-    __syncthreads();
-  }
-  tc_weight_grad_store_staged_sums<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums, splits, int(blockIdx.y));
-  if (splits > 1) {  // no block leaves while another may still read its shared memory
-    cluster_arrive_release();
-    cluster_wait_acquire();
-  }
+  tc_weight_grad_blocks_finish<T, Cfg>(a, blk, smem, [&](float* sums, int ld) {
+    store_wgmma_accumulators<2 * kAcc>(sums + acc_row * ld + acc_col, ld, acc);
+  });
 }
 
 // The wgmma tile (sm_90a): kBM filters (64 or 128) x kBN columns (128, 192 or 256), kBK = 64 positions
