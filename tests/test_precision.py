@@ -1110,7 +1110,7 @@ def test_mma_sync_weight_grad(device, case, dtype):
 # A few tiles over a long reduction, as (shape, config, tiles, blocks per SM): 3x3, 128 channels, 256
 # filters, 68 x 68 outputs, batch 8 in 16-bit channels_last (12 tiles of 128 x 192, 578 chunks); 64
 # channels, 128 filters in TF32 (5 tiles of 128 x 128, two blocks per SM, 1156 chunks) from NCHW planes
-# (wgmma) and from channels_last (mma.sync, its sums through the workspace only).
+# (wgmma) and from channels_last (mma.sync).
 FILL_CASES = {
     "fp16-nhwc": ((8, 128, 256, 68, 68, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", 12, 1),
     "bf16-nhwc": ((8, 128, 256, 68, 68, 3, 3, 1, 1, 1, 1), "wgmma-wide-n192", 12, 1),

@@ -1255,9 +1255,10 @@ constexpr int64_t kFinishSharedSplits = 96;
 // clusters' waves pay the workspace: their partial sums written and read back, and the finish's
 // launch. Fitted to a sweep of the bfloat16 channels_last grad_weight of the resnet + yolo layers of
 // 7 x 7 to 136 x 136 outputs at 1-16 splits, as clusters and through the workspace; TF32 and the
-// mma.sync kernels (whose sums go through the workspace only) take the fullest count by the same
-// constants and keep the rule against the clusters (TF32's sweep found the rule the fastest or
-// within 3% of the counts 1-16; docs/precision.md).
+// mma.sync kernels take the fullest count by the same constants and keep the rule against the
+// clusters' estimate (TF32's sweep, its sums through the workspace then, found the rule the fastest
+// or within 3% of the counts 1-16; docs/precision.md); their splits still run as clusters where
+// those fit the blocks' waves (tc_weight_grad).
 constexpr int kWeightGradBlockFixedChunks = 8;
 // The fewest chunks of positions a split sums. A grid of tiles that leaves most SMs idle unsplit (a
 // deep 1x1 or 3x3 layer at batch 1-8: 512 filters x 256 columns at 7 x 7 outputs is 8 tiles of 13
