@@ -215,7 +215,8 @@ struct Tf32WeightGradFragments {
 };
 
 // The staged sums' row of floats: kBN + 8, so that a half-warp's 8-byte stores of an accumulator
-// fragment (8 rows x 4 pairs of columns) cover the 32 banks once.
+// fragment (8 rows x 4 pairs of columns) cover the 32 banks once. (The TF32 mma.sync fragments'
+// permuted rows, 2g + h, meet half the banks, each twice: a one-time cost of the end, not the loop.)
 template <int kBN>
 constexpr int kWeightGradSumsLd = kBN + 8;
 
