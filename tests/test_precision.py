@@ -1268,9 +1268,9 @@ TF32_WEIGHT_GRAD_CASES = [
 ]
 
 
-# TF32 grad_weight on a grid of a few tiles (TF32 keeps the rule's split count, not the clusters'
-# estimate): where the unsplit tiles leave most SMs idle, the positions split down to 3 chunks a split
-# instead of 8 -- a 1x1 stride-2 layer of 512 filters at 7 x 7 outputs and batch 8 (8 tiles of 128 x
+# TF32 grad_weight on a grid of a few tiles: where the unsplit tiles leave most SMs idle, the
+# positions split down to 3 chunks a split instead of 8 (from channels_last, weighed against the
+# counts as clusters) -- a 1x1 stride-2 layer of 512 filters at 7 x 7 outputs and batch 8 (8 tiles of 128 x
 # 128, 392 positions: 13 chunks of 32, unsplit under the 8-chunk floor), a 1x1 layer of 512 filters
 # and 1024 channels at batch 1 (17 x 17: 289 positions) -- the same bits every call, within 2x of
 # cuDNN's TF32 error. From channels_last (the mma.sync kernel) a tile's splits, at most 8 here, add

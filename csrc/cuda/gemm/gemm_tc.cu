@@ -1254,11 +1254,11 @@ constexpr int64_t kFinishSharedSplits = 96;
 // wide tiles) pays a whole wave of blocks for the rule's wave-filling split, and splits beyond the
 // clusters' waves pay the workspace: their partial sums written and read back, and the finish's
 // launch. Fitted to a sweep of the bfloat16 channels_last grad_weight of the resnet + yolo layers of
-// 7 x 7 to 136 x 136 outputs at 1-16 splits, as clusters and through the workspace; TF32 and the
-// mma.sync kernels take the fullest count by the same constants and keep the rule against the
-// clusters' estimate (TF32's sweep, its sums through the workspace then, found the rule the fastest
-// or within 3% of the counts 1-16; docs/precision.md); their splits still run as clusters where
-// those fit the blocks' waves (tc_weight_grad).
+// 7 x 7 to 136 x 136 outputs at 1-16 splits, as clusters and through the workspace; the TF32 kernel
+// of NCHW planes takes the fullest count by the same constants and keeps the rule against the
+// clusters' estimate (its sweep found the rule the fastest or within 3% of the counts 1-16;
+// docs/precision.md), the TF32 mma.sync kernel (its sums as clusters on Hopper) weighs them as the
+// 16-bit kernels do (Cfg::kWeighClusters).
 constexpr int kWeightGradBlockFixedChunks = 8;
 // The fewest chunks of positions a split sums. A grid of tiles that leaves most SMs idle unsplit (a
 // deep 1x1 or 3x3 layer at batch 1-8: 512 filters x 256 columns at 7 x 7 outputs is 8 tiles of 13
@@ -1383,7 +1383,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   const ClustersBySize& clusters_by_size =
       cluster_sums ? tc_active_clusters_by_size(kernel, Cfg::kThreads, Cfg::kSmemBytes) : kNoClusters;
   splits = weight_grad_split_estimate<Cfg>(
-      clusters_by_size, base_blocks, wg.positions, splits, cap, slice_bytes, Cfg::kClusterSums && sizeof(T) == 2,
+      clusters_by_size, base_blocks, wg.positions, splits, cap, slice_bytes, cluster_sums && Cfg::kWeighClusters,
       copies ? kHbmBytesPerWeightGradCopiesChunk : kHbmBytesPerWeightGradChunk);
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);

@@ -35,6 +35,9 @@ template <int kBM_, int kBN_, int kBK_, int kWarpsM_, int kWarpsN_, int kStages_
 struct TcWeightGradConfig : MmaWarpTiling<kBM_, kBN_, kWarpsM_, kWarpsN_, kMinBlocks_> {
   static constexpr int kBK = kBK_, kStages = kStages_, kElemBytes = kElemBytes_;
   static constexpr bool kClusterSums = kClusterSums_;
+  // Whether the split estimate weighs 1 to kMaxClusterSplits splits as clusters against the rule's
+  // count (weight_grad_split_estimate): where the sums may take clusters at all.
+  static constexpr bool kWeighClusters = kClusterSums_;
   // Rows of filters / columns padded by 16 bytes (2-byte elements: conflict-free ldmatrix) or 32
   // (4-byte: a row then starts 8 banks on from the one above, so the TF32 fragments' loads -- 4 rows
   // of a lane quad, 8 neighbouring words or word pairs -- meet distinct banks in each transaction).
@@ -482,6 +485,7 @@ template <int kBM_, int kBN_, int kWarpGroupsN_, int kStages_, int kMinBlocks_>
 struct WgmmaWeightGradConfig {
   static constexpr int kBM = kBM_, kBN = kBN_, kBK = 64, kStages = kStages_, kMinBlocks = kMinBlocks_;
   static constexpr bool kClusterSums = true;  // tc_weight_grad_cluster_finish
+  static constexpr bool kWeighClusters = true;  // weight_grad_split_estimate
   static constexpr int kWarpGroupsM = kBM / 64, kWarpGroupsN = kWarpGroupsN_;
   static constexpr int kThreads = 128 * kWarpGroupsM * kWarpGroupsN;
   static constexpr int kWarpGroupN = kBN / kWarpGroupsN;  // columns of one warpgroup's MMA
@@ -763,6 +767,9 @@ template <int kBM_, int kMinBlocks_, int kBN_ = 128>
 struct WgmmaNchwWeightGradConfig {
   static constexpr int kBM = kBM_, kBN = kBN_, kBK = 32, kStages = 3, kMinBlocks = kMinBlocks_;
   static constexpr bool kClusterSums = true;  // tc_weight_grad_cluster_finish
+  // The split estimate keeps the rule's count (a sweep of TF32 from NCHW planes found it the fastest
+  // or within 3% of the counts 1-16; docs/precision.md).
+  static constexpr bool kWeighClusters = false;
   static constexpr int kWarpGroups = kBM / 64, kThreads = 128 * kWarpGroups, kWarps = kThreads / 32;
   static constexpr int kRowsA = kBM / kWarps, kRowsB = kBN / kWarps;  // rows a warp loads per chunk
   static constexpr int kTileBytesA = kBM * 128, kStageBytes = (kBM + kBN) * 128;
