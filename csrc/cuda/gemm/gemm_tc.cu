@@ -1410,7 +1410,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
                               !gw.is_contiguous(at::MemoryFormat::ChannelsLast);
       at::Tensor target =
           taps_apart ? at::empty(gw.sizes(), gw.options().memory_format(at::MemoryFormat::ChannelsLast)) : gw;
-      a.cluster_sums = true;
+      a.blocks_write_gw = true;
       a.gw = mutable_kernel_data<T>(target);
       a.gw_strides = weight_strides(target);
       a.gw_quads = weight_grad_quads(a);
@@ -1427,7 +1427,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   // an element (see taps_apart above).
   if (!cluster_sums && splits == 1 &&
       (gw.is_contiguous(at::MemoryFormat::ChannelsLast) || wg.R * wg.S == 1 || wg.Cg == 1)) {
-    a.cluster_sums = true;
+    a.blocks_write_gw = true;
     a.gw = mutable_kernel_data<T>(gw);
     a.gw_strides = weight_strides(gw);
     a.gw_quads = weight_grad_quads(a);

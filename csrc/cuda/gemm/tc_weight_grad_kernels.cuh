@@ -78,16 +78,26 @@ __device__ __forceinline__ TcPosition decode_position(const TcWeightGrad& wg, in
   return {img, oy, q - oy * wg.Wo};
 }
 
-// gw[filter][c][r][s] (through its strides: either memory format) = v, for column col = (r * S + s) *
-// Cg + c of the GEMM's filter row, where the column is one of gw's (inside cols, c below the caller's
-// `channels`). The tap and channel come by the fast divisors (columns below 2^31).
+// Where column col = (r * S + s) * Cg + c of a filter's GEMM row (col below wg.cols) lies in that
+// filter's gradient, through gw's strides (either memory format), and its channel c: the tap and
+// channel by the fast divisors (columns below 2^31).
+__device__ __forceinline__ int64_t weight_grad_column_offset(const TcWeightGrad& wg, const WeightStrides& strides,
+                                                             int col, int& c) {
+  const int tap = int(wg.cg_div.div(uint32_t(col)));
+  c = col - tap * wg.Cg;
+  const int r = int(wg.s_div.div(uint32_t(tap)));
+  return strides.offset(0, c, r, tap - r * wg.S);
+}
+
+// gw's element of `filter` at column col of the GEMM's filter row = v, where the column is one of gw's
+// (inside cols, its channel below the caller's `channels`).
 template <typename T>
 __device__ __forceinline__ void store_weight_grad_element(T* gw, const WeightStrides& strides, int channels,
                                                           const TcWeightGrad& wg, int64_t filter, int col, float v) {
   if (col >= wg.cols) return;
-  const int tap = int(wg.cg_div.div(uint32_t(col))), c = col - tap * wg.Cg;
-  const int r = int(wg.s_div.div(uint32_t(tap)));
-  if (c < channels) gw[strides.offset(filter, c, r, tap - r * wg.S)] = from_float<T>(v);
+  int c;
+  const int64_t offset = weight_grad_column_offset(wg, strides, col, c);
+  if (c < channels) gw[filter * strides.k + offset] = from_float<T>(v);
 }
 
 template <typename T>
@@ -99,7 +109,7 @@ struct TcWeightGradArgs {
   int m_tiles, n_tiles;
   // Instead of `partial`: the blocks of a tile, one per split along blockIdx.y, are one cluster (or
   // one block: no split) and write gw themselves (tc_weight_grad_blocks_finish).
-  bool cluster_sums;
+  bool blocks_write_gw;
   T* gw;
   WeightStrides gw_strides;  // gw's, in either memory format
   // gw's channels per group: wg.Cg, or fewer where the layer runs on zero-padded channels (an RGB
@@ -249,8 +259,8 @@ __device__ __forceinline__ void tc_weight_grad_store_staged_sums(const TcWeightG
     bool stored[4];     // element e is a column of gw (not past the columns or in a padded channel)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int tap = min(col + e, wg.cols - 1) / wg.Cg, c = min(col + e, wg.cols - 1) - tap * wg.Cg, r = tap / wg.S;
-      offset[e] = a.gw_strides.offset(0, c, r, tap - r * wg.S);
+      int c;
+      offset[e] = weight_grad_column_offset(wg, a.gw_strides, min(col + e, wg.cols - 1), c);
       stored[e] = col + e < wg.cols && c < a.gw_channels;
     }
     for (int row = int(threadIdx.x) / kQuads; row < rows; row += kRowStep) {
@@ -276,7 +286,7 @@ __device__ __forceinline__ void tc_weight_grad_store_staged_sums(const TcWeightG
   }
 }
 
-// The end of grad_weight where the blocks write gw themselves (TcWeightGradArgs::cluster_sums): each
+// The end of grad_weight where the blocks write gw themselves (TcWeightGradArgs::blocks_write_gw): each
 // block stages its FP32 sums of the tile in its pipeline's shared memory (`stage(sums, ld)`: its
 // accumulators into [kBM][ld] floats), and block r of a tile's splits -- one cluster along blockIdx.y;
 // a grid without splits, one block -- finishes a contiguous run of the tile's filters from every
@@ -449,7 +459,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
     }
   };
-  if (a.cluster_sums) {
+  if (a.blocks_write_gw) {
     // The blocks write gw: staged, then a quad of columns a thread along gw's rows (a fragment's own
     // pairs would be 8-byte pieces of 8 rows). The splits' loads four at a time: the TF32 tile's main
     // loop holds 255 registers, and all eight unrolled spilled one of them.
@@ -742,7 +752,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   wgmma_wait<0>();
   cp_async_wait<0>();
 
-  if (a.cluster_sums)
+  if (a.blocks_write_gw)
     return tc_weight_grad_cluster_finish<T, Cfg>(a, blk, smem, acc, group_m * 64, group_n * Cfg::kWarpGroupN);
   // The FP32 sums straight from the accumulators.
   store_wgmma_accumulators<Cfg::kWarpGroupN>(
@@ -890,7 +900,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
   wgmma_wait<0>();
 
-  if (a.cluster_sums) return tc_weight_grad_cluster_finish<float, Cfg>(a, blk, smem, acc, group * 64, 0);
+  if (a.blocks_write_gw) return tc_weight_grad_cluster_finish<float, Cfg>(a, blk, smem, acc, group * 64, 0);
   store_wgmma_accumulators<Cfg::kBN>(
       a.partial + ((int64_t(blk.split) * wg.groups + g) * wg.k_pad + m0 + group * 64) * wg.n_pad + n0, wg.n_pad, acc);
 }
