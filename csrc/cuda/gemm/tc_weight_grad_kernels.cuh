@@ -238,9 +238,7 @@ constexpr int kWeightGradSumsLd = kBN + 8;
 // one cluster, read through distributed shared memory), added in split order as
 // tc_weight_grad_finish_kernel does (the same bits), written once in gw's dtype and memory format: a
 // thread a quad of columns, coalesced along a filter's row where gw's channels lie together.
-// kSplitUnroll: the splits' loads unrolled (all of them, kMaxClusterSplits, keeps every split's load
-// in flight at once; fewer free registers where the kernel's main loop holds nearly all of them).
-template <typename T, int kBM, int kBN, int kThreads, int kSplitUnroll = kMaxClusterSplits>
+template <typename T, int kBM, int kBN, int kThreads>
 __device__ __forceinline__ void tc_weight_grad_store_staged_sums(const TcWeightGradArgs<T>& a,
                                                                  const TcWeightGradBlock& blk, const float* sums,
                                                                  int splits, int rank) {
@@ -268,7 +266,7 @@ __device__ __forceinline__ void tc_weight_grad_store_staged_sums(const TcWeightG
       // kernels that end here hold their registers for the MMAs' accumulators).
       const float* mine = sums + (row0 + row) * kLd + quad * 4;
       float sum[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll kSplitUnroll
+#pragma unroll
       for (int i = 0; i < kMaxClusterSplits; ++i)
         if (i < splits) {
           const float4 v = *reinterpret_cast<const float4*>(splits > 1 ? cluster_map_shared(mine, unsigned(i)) : mine);
@@ -291,7 +289,7 @@ __device__ __forceinline__ void tc_weight_grad_store_staged_sums(const TcWeightG
 // accumulators into [kBM][ld] floats), and block r of a tile's splits -- one cluster along blockIdx.y;
 // a grid without splits, one block -- finishes a contiguous run of the tile's filters from every
 // split's sums (tc_weight_grad_store_staged_sums): no workspace and no finish launch.
-template <typename T, typename Cfg, int kSplitUnroll = kMaxClusterSplits, typename Stage>
+template <typename T, typename Cfg, typename Stage>
 __device__ __forceinline__ void tc_weight_grad_blocks_finish(const TcWeightGradArgs<T>& a, const TcWeightGradBlock& blk,
                                                              unsigned char* smem, Stage&& stage) {
   constexpr int kLd = kWeightGradSumsLd<Cfg::kBN>;
@@ -307,8 +305,7 @@ __device__ __forceinline__ void tc_weight_grad_blocks_finish(const TcWeightGradA
   } else {
     __syncthreads();
   }
-  tc_weight_grad_store_staged_sums<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads, kSplitUnroll>(a, blk, sums, splits,
-                                                                                     int(blockIdx.y));
+  tc_weight_grad_store_staged_sums<T, Cfg::kBM, Cfg::kBN, Cfg::kThreads>(a, blk, sums, splits, int(blockIdx.y));
   if (splits > 1) {  // no block leaves while another may still read its shared memory
     cluster_arrive_release();
     cluster_wait_acquire();
@@ -461,9 +458,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   };
   if (a.blocks_write_gw) {
     // The blocks write gw: staged, then a quad of columns a thread along gw's rows (a fragment's own
-    // pairs would be 8-byte pieces of 8 rows). The splits' loads four at a time: the TF32 tile's main
-    // loop holds 255 registers, and all eight unrolled spilled one of them.
-    tc_weight_grad_blocks_finish<T, Cfg, 4>(a, blk, smem, [&](float* sums, int ld) {
+    // pairs would be 8-byte pieces of 8 rows).
+    tc_weight_grad_blocks_finish<T, Cfg>(a, blk, smem, [&](float* sums, int ld) {
       each_pair([&](int row, int col, float v0, float v1) {
         *reinterpret_cast<float2*>(sums + row * ld + col) = make_float2(v0, v1);
       });
