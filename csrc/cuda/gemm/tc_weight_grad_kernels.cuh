@@ -263,7 +263,9 @@ __device__ __forceinline__ void tc_weight_grad_store_staged_sums(const TcWeightG
     }
     for (int row = int(threadIdx.x) / kQuads; row < rows; row += kRowStep) {
       // Split i's quad, mapped into its block's shared memory where needed (one mapa each: the
-      // kernels that end here hold their registers for the MMAs' accumulators).
+      // kernels that end here hold their registers for the MMAs' accumulators). All eight splits
+      // unrolled: four at a time freed the TF32 mma.sync kernel's one spilled register but made its
+      // one-split passes slower (docs/precision.md, "One split writes gw").
       const float* mine = sums + (row0 + row) * kLd + quad * 4;
       float sum[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
