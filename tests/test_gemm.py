@@ -104,7 +104,7 @@ def test_cuda_config_rules(case):
 OPERAND_CASES = [
     ((3, 29, 70, 5, 7, 1, 1, 1, 0, 1, 1, True), "weight", "weight"),  # C, K off the tiles; pointwise loader
     ((2, 24, 36, 9, 8, 1, 1, 2, 0, 1, 3, False), "weight", "weight"),  # groups, stride 2: one phase has the tap
-    ((2, 3, 16, 15, 15, 3, 3, 2, 1, 1, 1, True), "weight", "matrix"),  # an RGB stem: 3x3 grad_input is re-laid
+    ((2, 5, 16, 15, 15, 3, 3, 2, 1, 1, 1, True), "weight", "matrix"),  # 3x3 grad_input is re-laid (not a stem: 5 channels)
     ((1, 6, 10, 11, 9, 5, 5, 1, 2, 1, 1, False), "matrix", "matrix"),  # 5x5: the runtime tap mask kernel
 ]
 
@@ -176,6 +176,73 @@ def test_strided_grad_input_zeroes_its_empty_phases_in_one_fill(case, dtype):
     assert sum(name.startswith("Memset") or "at::native::" in name for name in launches) == fills, launches
     ref = torch.nn.grad.conv2d_input(x.shape, wt.double(), gy.double(), stride, padding, dilation, groups)
     assert_close_rel(gx, ref, dtype, f"{shape_id(shape)} grad_input")
+
+
+# The float32 grad_input of an RGB stem (one group of at most 4 channels, a filter of several taps)
+# runs as one GEMM over all of the filter's (channel, tap) rows -- the columns, W^T gy, with the weight
+# read in place, trained or frozen -- and a gather of each input pixel's taps from them; the columns
+# are workspace, C x R x S planes of Ho x Wo an image. Strides, padding and dilation per axis, pixels
+# that no tap reaches (zero), H != W, 1-4 channels, batch 1 and more.
+# (N, C, K, H, W, R, S, stride, padding, dilation)
+STEM_CASES = [
+    (2, 3, 16, 23, 21, 7, 7, 2, 3, 1),  # a 7x7 stride-2 stem
+    (1, 1, 5, 9, 11, 3, 3, 1, 1, 1),  # one channel
+    (3, 4, 33, 17, 13, 5, 3, (2, 3), (1, 2), (2, 1)),  # per-axis stride, padding and dilation
+    (2, 2, 7, 12, 10, 4, 4, 4, 0, 1),  # patches: each pixel one tap
+    (2, 3, 8, 11, 10, 2, 2, 3, 0, 1),  # stride 3 over 2 taps: a third of the rows and columns get none
+]
+
+
+def stem_case(case, trained):
+    n, c, k, h, w, r, s, stride, padding, dilation = case
+    x = torch.randn(n, c, h, w, dtype=torch.float64)
+    wt = torch.randn(k, c, r, s, dtype=torch.float64)
+    kw = dict(stride=stride, padding=padding, dilation=dilation)
+    gy = torch.randn_like(F.conv2d(x, wt, None, **kw))
+    ref = torch.nn.grad.conv2d_input(x.shape, wt, gy, **kw)
+    xc = x.to("cuda", torch.float32).requires_grad_()
+    wc = wt.to("cuda", torch.float32).requires_grad_(trained)
+    return xc, wc, gy.to("cuda", torch.float32), kw, ref
+
+
+@needs_cuda
+@pytest.mark.parametrize("trained", [True, False], ids=["trained", "frozen"])
+@pytest.mark.parametrize("case", STEM_CASES, ids=str)
+def test_cuda_rgb_stem_grad_input_by_columns(case, trained):
+    xc, wc, gy, kw, ref = stem_case(case, trained)
+    n, c, k, h, w, r, s = case[:7]
+    with using_variant("gemm", "implicit"):
+        out = torchconv.conv2d(xc, wc, None, algorithm="gemm", **kw)
+        (gx,) = torch.autograd.grad(out, (xc,), gy)
+        assert operand_of(torchconv.last_choice(), "grad_input") == "weight", torchconv.last_choice()
+        columns_bytes = n * c * r * s * out.shape[2] * out.shape[3] * 4
+        assert torchconv.last_workspace_bytes() >= columns_bytes
+        assert_close_rel(gx, ref, torch.float32, f"stem {case}")
+        (again,) = torch.autograd.grad(torchconv.conv2d(xc, wc, None, algorithm="gemm", **kw), (xc,), gy)
+        assert torch.equal(gx, again)  # the taps' sums in a fixed order
+
+
+@needs_cuda
+def test_cuda_rgb_stem_columns_within_the_workspace_limit():
+    """The stem's columns are made for as many images at a time as the workspace limit holds; below one
+    image's the grad_input runs the phases' GEMMs (the weight re-laid, no workspace). The same answer
+    each way."""
+    case = (5, 3, 16, 20, 18, 3, 3, 2, 1, 1)
+    xc, wc, gy, kw, ref = stem_case(case, trained=True)
+    image_bytes = 3 * 9 * 10 * 9 * 4  # C x R x S planes of the 10 x 9 output
+    old_limit = torchconv.get_workspace_limit()
+    try:
+        with using_variant("gemm", "implicit"):
+            out = torchconv.conv2d(xc, wc, None, algorithm="gemm", **kw)
+            for limit, workspace, operand in ((2 * image_bytes + 100, 2 * image_bytes, "weight"),
+                                              (image_bytes - 1, 0, "matrix")):
+                torchconv.set_workspace_limit(limit)
+                (gx,) = torch.autograd.grad(out, (xc,), gy, retain_graph=True)
+                assert torchconv.last_workspace_bytes() == workspace
+                assert operand_of(torchconv.last_choice(), "grad_input") == operand, torchconv.last_choice()
+                assert_close_rel(gx, ref, torch.float32, f"limit {limit}")
+    finally:
+        torchconv.set_workspace_limit(old_limit)
 
 
 @needs_cuda

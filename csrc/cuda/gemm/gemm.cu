@@ -268,8 +268,11 @@ GemmConvKernel<T> implicit_kernel_fn(ImplicitKernel kernel) {
 }
 
 // out = the convolution described by `cv` of `src` with the A operand of `weight` (+ bias).
+// `weight_in_place` (float): read `weight` in place whatever reads_weight_in_place says (a view that
+// the weight cache must not key on).
 template <typename T>
-void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, const GatherConv& cv, at::Tensor& out) {
+void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, const GatherConv& cv, at::Tensor& out,
+               bool weight_in_place = false) {
   const char* pass = cv_pass(cv);
   if (cv.columns == 0 || cv.outputs == 0) return record_workspace_bytes(0);
   GemmConvArgs<T> a;
@@ -279,7 +282,9 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
   constexpr int kPerWord = 16 / sizeof(T);
   const bool aligned = reinterpret_cast<uintptr_t>(src.const_data_ptr<T>()) % 16 == 0 && cv.src_plane % kPerWord == 0;
   const ImplicitKernel kernel = implicit_kernel(cv, aligned);
-  const bool weight_a = !explicit_unroll && reads_weight_in_place<T>(weight, cv, kernel);
+  TORCH_INTERNAL_ASSERT(!weight_in_place || (std::is_same_v<T, float> && !explicit_unroll &&
+                                             (kernel == ImplicitKernel::kPointwise || kernel == ImplicitKernel::kTapMask1x1)));
+  const bool weight_a = !explicit_unroll && (weight_in_place || reads_weight_in_place<T>(weight, cv, kernel));
   at::Tensor am;
   if (weight_a) {
     am = contiguous_weight(weight);
@@ -329,6 +334,49 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
       launch_gemm<T, Cfg>(gemm_conv_unrolled_kernel<T, Cfg>, a, count);
     }
   });
+}
+
+// Whether the float32 grad_input of `p` runs as stem_grad_input_by_columns: one group of at most 4
+// channels (an RGB stem) and a filter of several taps, where each phase's GEMM would have 1-4 rows,
+// padded to the narrow tile's 16; the implicit variant (the explicit one unrolls its B operand).
+bool uses_stem_columns(const ConvShape& p) {
+  return p.groups == 1 && p.C <= 4 && p.R * p.S > 1 && p.K > 0 && p.N > 0 && p.Ho * p.Wo > 0 &&
+         gemm_variant() == GemmVariant::kImplicit;
+}
+
+// The float32 grad_input of an RGB stem (uses_stem_columns) as one GEMM with all of the filter's
+// (channel, tap) rows -- C x R x S of them, 147 for a 7 x 7 stem, where the phases' GEMMs have C --
+// and a gather: the columns cols = W^T gy are the grad_input of a 1 x 1 layer whose weight is W viewed
+// as K x (C R S) x 1 x 1 (read in place), and each input pixel then sums its taps' columns
+// (stem_columns_to_grad_input_kernel). The columns, C R S planes of Ho x Wo an image, are workspace
+// made for as many images at a time as the limit holds. False, nothing launched, where one image's
+// columns exceed it (the phases' GEMMs then run).
+bool stem_grad_input_by_columns(const ConvShape& p, const at::Tensor& gy, const at::Tensor& weight, at::Tensor& gx) {
+  const int64_t rows = p.C * p.R * p.S, plane = p.Ho * p.Wo;
+  const int64_t image_bytes = rows * plane * int64_t(sizeof(float));
+  const int64_t images = std::min(p.N, workspace_limit_bytes() / image_bytes);
+  if (images == 0) return false;
+  const at::Tensor w = contiguous_weight(weight).view({p.K, rows, 1, 1});
+  at::Tensor cols = at::empty({images, rows, p.Ho, p.Wo}, gy.options());
+  ConvShape columns{};  // the 1 x 1 layer whose input gradient the columns are
+  columns.C = rows, columns.H = p.Ho, columns.W = p.Wo, columns.K = p.K, columns.R = columns.S = 1;
+  columns.Ho = p.Ho, columns.Wo = p.Wo, columns.stride_h = columns.stride_w = 1;
+  columns.dil_h = columns.dil_w = 1, columns.groups = 1;
+  const StemColumns sc{int(p.C), int(p.H), int(p.W), int(p.R), int(p.S), int(p.Ho), int(p.Wo),
+                       int(p.stride_h), int(p.stride_w), int(p.pad_h), int(p.pad_w), int(p.dil_h), int(p.dil_w)};
+  int64_t gemm_workspace = 0;
+  for (int64_t n0 = 0; n0 < p.N; n0 += images) {
+    columns.N = std::min(images, p.N - n0);
+    at::Tensor part = cols.narrow(0, 0, columns.N);
+    gemm_conv<float>(gy.narrow(0, n0, columns.N), w, nullptr, grad_input_gather(columns, 0, 0), part, true);
+    gemm_workspace = std::max(gemm_workspace, last_workspace_bytes());
+    const int64_t total = columns.N * p.C * p.H * p.W;
+    stem_columns_to_grad_input_kernel<float><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
+        part.const_data_ptr<float>(), gx.mutable_data_ptr<float>() + n0 * p.C * p.H * p.W, sc, total);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  record_workspace_bytes(cols.nbytes() + gemm_workspace);
+  return true;
 }
 
 // Column slices of the grad_weight reduction: enough that the grid fills the GPU about twice, at
@@ -468,6 +516,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_gemm_backward_fp_cuda(
   auto grad_input = [&](const ConvShape& p) {
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     auto gy = grad_output.contiguous();
+    if (input.scalar_type() == at::kFloat && uses_stem_columns(p) && stem_grad_input_by_columns(p, gy, weight, gx))
+      return gx;
     int64_t workspace = 0;
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_grad_input_cuda", [&] {
       // One stride-1 transposed gather per output phase (a stride-1 layer has one), each with only

@@ -544,6 +544,39 @@ __global__ void gemm_unroll_kernel(const T* __restrict__ src, T* __restrict__ co
   }
 }
 
+// The grad_input of an RGB stem from its columns (stem_grad_input_by_columns, gemm.cu): the columns
+// hold, for every output position (qy, qx) of an image, the gradient each (channel, tap) row of the
+// filter sends back, cols[n][(c * R + r) * S + s][qy][qx]; input pixel (n, c, y, x) sums the rows of
+// the taps whose output reads it, r then s ascending (the same sum every call).
+struct StemColumns {
+  int C, H, W, R, S, Ho, Wo;
+  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+};
+template <typename T>
+__global__ void stem_columns_to_grad_input_kernel(const T* __restrict__ cols, T* __restrict__ gx, const StemColumns sc,
+                                                  int64_t total) {
+  const int64_t plane = int64_t(sc.Ho) * sc.Wo;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int x = int(e % sc.W);
+    int64_t rest = e / sc.W;
+    const int y = int(rest % sc.H);
+    rest /= sc.H;  // n * C + c
+    const T* rows = cols + rest * sc.R * sc.S * plane;
+    T sum = T(0);
+    for (int r = 0; r < sc.R; ++r) {
+      const int iy = y + sc.pad_h - r * sc.dil_h;  // qy * stride_h where output row qy reads y at tap r
+      if (iy < 0 || iy % sc.stride_h != 0 || iy / sc.stride_h >= sc.Ho) continue;
+      const T* row = rows + int64_t(r) * sc.S * plane + int64_t(iy / sc.stride_h) * sc.Wo;
+      for (int s = 0; s < sc.S; ++s) {
+        const int ix = x + sc.pad_w - s * sc.dil_w;
+        if (ix < 0 || ix % sc.stride_w != 0 || ix / sc.stride_w >= sc.Wo) continue;
+        sum += row[int64_t(s) * plane + ix / sc.stride_w];
+      }
+    }
+    gx[e] = sum;
+  }
+}
+
 // A[group][rho][m]: the GEMM's A operand from a K x C/groups x Rw x Sw weight, zero-padded, over the
 // launch's taps (i, j) < (R, S), filter tap (r0 + i * dr, s0 + j * ds):
 //   forward:    m = filter k, rho = (c, i, j):  A = w[g*Kg + k][c][r][s]
