@@ -216,7 +216,7 @@ def test_cuda_rgb_stem_grad_input_by_columns(case, trained):
         (gx,) = torch.autograd.grad(out, (xc,), gy)
         assert operand_of(torchconv.last_choice(), "grad_input") == "weight", torchconv.last_choice()
         columns_bytes = n * c * r * s * out.shape[2] * out.shape[3] * 4
-        assert torchconv.last_workspace_bytes() >= columns_bytes
+        assert torchconv.last_workspace_bytes() == columns_bytes
         assert_close_rel(gx, ref, torch.float32, f"stem {case}")
         (again,) = torch.autograd.grad(torchconv.conv2d(xc, wc, None, algorithm="gemm", **kw), (xc,), gy)
         assert torch.equal(gx, again)  # the taps' sums in a fixed order
@@ -241,6 +241,26 @@ def test_cuda_rgb_stem_columns_within_the_workspace_limit():
                 assert torchconv.last_workspace_bytes() == workspace
                 assert operand_of(torchconv.last_choice(), "grad_input") == operand, torchconv.last_choice()
                 assert_close_rel(gx, ref, torch.float32, f"limit {limit}")
+    finally:
+        torchconv.set_workspace_limit(old_limit)
+
+
+@needs_cuda
+def test_cuda_rgb_stem_columns_gemm_does_not_split_past_the_limit():
+    """A deep stem on a small grid (256 filters over 8 x 8 outputs: a GEMM of two blocks, which alone
+    would split its reduction into slices of the columns' size) keeps the whole grad_input within the
+    workspace limit: the columns only, the reduction unsplit."""
+    case = (1, 3, 256, 8, 8, 3, 3, 1, 1, 1)
+    xc, wc, gy, kw, ref = stem_case(case, trained=True)
+    columns_bytes = 3 * 9 * 8 * 8 * 4
+    old_limit = torchconv.get_workspace_limit()
+    try:
+        with using_variant("gemm", "implicit"):
+            out = torchconv.conv2d(xc, wc, None, algorithm="gemm", **kw)
+            torchconv.set_workspace_limit(5 * columns_bytes // 2)
+            (gx,) = torch.autograd.grad(out, (xc,), gy)
+            assert torchconv.last_workspace_bytes() == columns_bytes
+            assert_close_rel(gx, ref, torch.float32, "deep stem")
     finally:
         torchconv.set_workspace_limit(old_limit)
 

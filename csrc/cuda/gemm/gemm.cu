@@ -268,11 +268,12 @@ GemmConvKernel<T> implicit_kernel_fn(ImplicitKernel kernel) {
 }
 
 // out = the convolution described by `cv` of `src` with the A operand of `weight` (+ bias).
-// `weight_in_place` (float): read `weight` in place whatever reads_weight_in_place says (a view that
-// the weight cache must not key on).
+// `stem_columns` (float; stem_grad_input_by_columns): read `weight` in place whatever
+// reads_weight_in_place says (a view that the weight cache must not key on), and never split the
+// reduction (its slices would come on top of the columns, which already hold the workspace).
 template <typename T>
 void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, const GatherConv& cv, at::Tensor& out,
-               bool weight_in_place = false) {
+               bool stem_columns = false) {
   const char* pass = cv_pass(cv);
   if (cv.columns == 0 || cv.outputs == 0) return record_workspace_bytes(0);
   GemmConvArgs<T> a;
@@ -282,9 +283,9 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
   constexpr int kPerWord = 16 / sizeof(T);
   const bool aligned = reinterpret_cast<uintptr_t>(src.const_data_ptr<T>()) % 16 == 0 && cv.src_plane % kPerWord == 0;
   const ImplicitKernel kernel = implicit_kernel(cv, aligned);
-  TORCH_INTERNAL_ASSERT(!weight_in_place || (std::is_same_v<T, float> && !explicit_unroll &&
-                                             (kernel == ImplicitKernel::kPointwise || kernel == ImplicitKernel::kTapMask1x1)));
-  const bool weight_a = !explicit_unroll && (weight_in_place || reads_weight_in_place<T>(weight, cv, kernel));
+  TORCH_INTERNAL_ASSERT(!stem_columns || (std::is_same_v<T, float> && !explicit_unroll &&
+                                          (kernel == ImplicitKernel::kPointwise || kernel == ImplicitKernel::kTapMask1x1)));
+  const bool weight_a = !explicit_unroll && (stem_columns || reads_weight_in_place<T>(weight, cv, kernel));
   at::Tensor am;
   if (weight_a) {
     am = contiguous_weight(weight);
@@ -304,7 +305,7 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
       // Split slices are output-sized: only for launches that write the whole output (not phases).
       at::Tensor partial;
       auto launch = [&](auto fn) {
-        launch_gemm<T, Cfg>(fn, a, cv.columns, cv.dense_out ? &partial : nullptr, &out);
+        launch_gemm<T, Cfg>(fn, a, cv.columns, cv.dense_out && !stem_columns ? &partial : nullptr, &out);
       };
       if constexpr (std::is_same_v<T, float>)
         if (weight_a) return launch(implicit_kernel_fn<T, Cfg, true>(kernel));
@@ -349,8 +350,9 @@ bool uses_stem_columns(const ConvShape& p) {
 // and a gather: the columns cols = W^T gy are the grad_input of a 1 x 1 layer whose weight is W viewed
 // as K x (C R S) x 1 x 1 (read in place), and each input pixel then sums its taps' columns
 // (stem_columns_to_grad_input_kernel). The columns, C R S planes of Ho x Wo an image, are workspace
-// made for as many images at a time as the limit holds. False, nothing launched, where one image's
-// columns exceed it (the phases' GEMMs then run).
+// made for as many images at a time as the limit holds, the GEMM's reduction unsplit (no slices on
+// top of them). False, nothing launched, where one image's columns exceed it (the phases' GEMMs then
+// run).
 bool stem_grad_input_by_columns(const ConvShape& p, const at::Tensor& gy, const at::Tensor& weight, at::Tensor& gx) {
   const int64_t rows = p.C * p.R * p.S, plane = p.Ho * p.Wo;
   const int64_t image_bytes = rows * plane * int64_t(sizeof(float));
@@ -364,18 +366,16 @@ bool stem_grad_input_by_columns(const ConvShape& p, const at::Tensor& gy, const 
   columns.dil_h = columns.dil_w = 1, columns.groups = 1;
   const StemColumns sc{int(p.C), int(p.H), int(p.W), int(p.R), int(p.S), int(p.Ho), int(p.Wo),
                        int(p.stride_h), int(p.stride_w), int(p.pad_h), int(p.pad_w), int(p.dil_h), int(p.dil_w)};
-  int64_t gemm_workspace = 0;
   for (int64_t n0 = 0; n0 < p.N; n0 += images) {
     columns.N = std::min(images, p.N - n0);
     at::Tensor part = cols.narrow(0, 0, columns.N);
     gemm_conv<float>(gy.narrow(0, n0, columns.N), w, nullptr, grad_input_gather(columns, 0, 0), part, true);
-    gemm_workspace = std::max(gemm_workspace, last_workspace_bytes());
     const int64_t total = columns.N * p.C * p.H * p.W;
     stem_columns_to_grad_input_kernel<float><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
         part.const_data_ptr<float>(), gx.mutable_data_ptr<float>() + n0 * p.C * p.H * p.W, sc, total);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
-  record_workspace_bytes(cols.nbytes() + gemm_workspace);
+  record_workspace_bytes(cols.nbytes());
   return true;
 }
 
