@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call after `git am docs/wip/recent-clusters.patch` on main: build, the whole suite (6
-# shards), the host time of a TF32 channels_last training call (the cluster lookups' path), and the
+# shards), host time per call (benchmarks/overhead.py; compare with its last committed result), and the
 # kernels of the RGB stem's grad_input by columns (the GEMM against the gather: which to fuse first).
 # One archive back ($OUT/all.tgz).
 set -uo pipefail
@@ -10,6 +10,5 @@ left=$((560 - SECONDS))
 [ $left -gt 40 ] && timeout 40 python docs/wip/pass_kernels.py --layers R1,Y0 --batch 32 --precision fp32 \
   --layouts nchw --passes grad_input 2>&1 | grep -v -i warn | tee "$OUT/stem_kernels.txt" | cut -c1-150
 left=$((575 - SECONDS))
-[ $left -gt 20 ] && timeout $((left < 60 ? left : 60)) python benchmarks/bench.py --help > /dev/null 2>&1 && \
-  echo "(host time: run benchmarks/bench.py --profile on a TF32 channels_last 3x3 layer at batch 1)"
-cd "$OUT" && tar czf all.tgz suite stem_kernels.txt 2>/dev/null; rm -rf suite
+[ $left -gt 30 ] && timeout $((left < 60 ? left : 60)) python benchmarks/overhead.py 2>&1 | tail -n 12 | tee "$OUT/overhead.txt"
+cd "$OUT" && tar czf all.tgz suite stem_kernels.txt overhead.txt 2>/dev/null; rm -rf suite
