@@ -255,12 +255,23 @@ int reduction_chunks(const TcConv& cv, int elem, int chunk_bytes) {
 // cluster size, so that a rule weighing several split counts looks them up once. The entries are never
 // changed or erased, so a reference outlives the lock.
 using ClustersBySize = std::array<int, kMaxClusterSplits + 1>;
+// Each thread first looks in a few entries of its own (the kernels its last calls asked for), so a
+// model's calls take no lock on the host path; a miss takes the lock and the map.
 template <typename Kernel>
 const ClustersBySize& tc_active_clusters_by_size(Kernel kernel, int threads, size_t smem) {
+  using Key = std::tuple<const void*, int, size_t>;
   static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, size_t>, ClustersBySize> known;
-  const std::tuple<const void*, int, size_t> key{reinterpret_cast<const void*>(kernel),
-                                                 int(c10::cuda::current_device()), smem};
+  static std::map<Key, ClustersBySize> known;
+  struct Recent {
+    Key key;
+    const ClustersBySize* clusters;
+  };
+  constexpr int kRecent = 8;
+  thread_local std::array<Recent, kRecent> recent{};
+  thread_local int next = 0;
+  const Key key{reinterpret_cast<const void*>(kernel), int(c10::cuda::current_device()), smem};
+  for (const Recent& r : recent)
+    if (r.clusters != nullptr && r.key == key) return *r.clusters;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = known.find(key);
   if (it == known.end()) {
@@ -269,6 +280,8 @@ const ClustersBySize& tc_active_clusters_by_size(Kernel kernel, int threads, siz
       clusters[size] = max_active_clusters(kernel, dim3(threads), smem, size);
     it = known.emplace(key, clusters).first;
   }
+  recent[next] = {key, &it->second};
+  next = (next + 1) % kRecent;
   return it->second;
 }
 // The clusters of each size the current GPU holds with one block an SM (the kernel's blocks asking
