@@ -1405,6 +1405,13 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_gemm_backward");
   record_last_choice("grad_weight", name, int(splits));
+  // The blocks write `target` (gw, or a channels_last copy of it) themselves: no workspace, no finish.
+  auto blocks_write = [&](const at::Tensor& target) {
+    a.blocks_write_gw = true;
+    a.gw = mutable_kernel_data<T>(target);
+    a.gw_strides = weight_strides(target);
+    a.gw_quads = weight_grad_quads(a);
+  };
   if (cluster_sums) {
     // The blocks write gw themselves: one block a tile where the positions are not split, the splits
     // of a tile as one cluster where the clusters take no more waves than the blocks alone.
@@ -1423,10 +1430,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
                               !gw.is_contiguous(at::MemoryFormat::ChannelsLast);
       at::Tensor target =
           taps_apart ? at::empty(gw.sizes(), gw.options().memory_format(at::MemoryFormat::ChannelsLast)) : gw;
-      a.blocks_write_gw = true;
-      a.gw = mutable_kernel_data<T>(target);
-      a.gw_strides = weight_strides(target);
-      a.gw_quads = weight_grad_quads(a);
+      blocks_write(target);
       record_workspace_bytes(taps_apart ? int64_t(target.nbytes()) : 0);
       launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
                              Cfg::kSmemBytes, current_stream(), dim3(1, unsigned(splits)), false, a);
@@ -1440,10 +1444,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
   // an element (see taps_apart above).
   if (!cluster_sums && splits == 1 &&
       (gw.is_contiguous(at::MemoryFormat::ChannelsLast) || wg.R * wg.S == 1 || wg.Cg == 1)) {
-    a.blocks_write_gw = true;
-    a.gw = mutable_kernel_data<T>(gw);
-    a.gw_strides = weight_strides(gw);
-    a.gw_quads = weight_grad_quads(a);
+    blocks_write(gw);
     record_workspace_bytes(0);
     kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();

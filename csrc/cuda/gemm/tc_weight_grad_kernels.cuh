@@ -477,9 +477,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // The end of grad_weight in a wgmma kernel whose blocks write gw: its warpgroup's accumulators `acc`
 // staged at (acc_row, acc_col) of the tile (tc_weight_grad_blocks_finish).
 template <typename T, typename Cfg, int kAcc>
-__device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGradArgs<T>& a, const TcWeightGradBlock& blk,
-                                                              unsigned char* smem, const float (&acc)[kAcc],
-                                                              int acc_row, int acc_col) {
+__device__ __forceinline__ void tc_weight_grad_wgmma_finish(const TcWeightGradArgs<T>& a, const TcWeightGradBlock& blk,
+                                                            unsigned char* smem, const float (&acc)[kAcc],
+                                                            int acc_row, int acc_col) {
   tc_weight_grad_blocks_finish<T, Cfg>(a, blk, smem, [&](float* sums, int ld) {
     store_wgmma_accumulators<2 * kAcc>(sums + acc_row * ld + acc_col, ld, acc);
   });
@@ -492,7 +492,7 @@ __device__ __forceinline__ void tc_weight_grad_cluster_finish(const TcWeightGrad
 template <int kBM_, int kBN_, int kWarpGroupsN_, int kStages_, int kMinBlocks_>
 struct WgmmaWeightGradConfig {
   static constexpr int kBM = kBM_, kBN = kBN_, kBK = 64, kStages = kStages_, kMinBlocks = kMinBlocks_;
-  static constexpr bool kClusterSums = true;  // tc_weight_grad_cluster_finish
+  static constexpr bool kClusterSums = true;  // tc_weight_grad_wgmma_finish
   static constexpr bool kWeighClusters = true;  // weight_grad_split_estimate
   static constexpr int kWarpGroupsM = kBM / 64, kWarpGroupsN = kWarpGroupsN_;
   static constexpr int kThreads = 128 * kWarpGroupsM * kWarpGroupsN;
@@ -751,7 +751,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   cp_async_wait<0>();
 
   if (a.blocks_write_gw)
-    return tc_weight_grad_cluster_finish<T, Cfg>(a, blk, smem, acc, group_m * 64, group_n * Cfg::kWarpGroupN);
+    return tc_weight_grad_wgmma_finish<T, Cfg>(a, blk, smem, acc, group_m * 64, group_n * Cfg::kWarpGroupN);
   // The FP32 sums straight from the accumulators.
   store_wgmma_accumulators<Cfg::kWarpGroupN>(
       a.partial + ((int64_t(split) * wg.groups + g) * wg.k_pad + m0 + group_m * 64) * wg.n_pad + n0 +
@@ -774,7 +774,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 template <int kBM_, int kMinBlocks_, int kBN_ = 128>
 struct WgmmaNchwWeightGradConfig {
   static constexpr int kBM = kBM_, kBN = kBN_, kBK = 32, kStages = 3, kMinBlocks = kMinBlocks_;
-  static constexpr bool kClusterSums = true;  // tc_weight_grad_cluster_finish
+  static constexpr bool kClusterSums = true;  // tc_weight_grad_wgmma_finish
   // The split estimate keeps the rule's count (a sweep of TF32 from NCHW planes found it the fastest
   // or within 3% of the counts 1-16; docs/precision.md).
   static constexpr bool kWeighClusters = false;
@@ -898,7 +898,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
   wgmma_wait<0>();
 
-  if (a.blocks_write_gw) return tc_weight_grad_cluster_finish<float, Cfg>(a, blk, smem, acc, group * 64, 0);
+  if (a.blocks_write_gw) return tc_weight_grad_wgmma_finish<float, Cfg>(a, blk, smem, acc, group * 64, 0);
   store_wgmma_accumulators<Cfg::kBN>(
       a.partial + ((int64_t(blk.split) * wg.groups + g) * wg.k_pad + m0 + group * 64) * wg.n_pad + n0, wg.n_pad, acc);
 }
