@@ -190,6 +190,7 @@ STEM_CASES = [
     (3, 4, 33, 17, 13, 5, 3, (2, 3), (1, 2), (2, 1)),  # per-axis stride, padding and dilation
     (2, 2, 7, 12, 10, 4, 4, 4, 0, 1),  # patches: each pixel one tap
     (2, 3, 8, 11, 10, 2, 2, 3, 0, 1),  # stride 3 over 2 taps: a third of the rows and columns get none
+    (2, 3, 9, 19, 16, 5, 4, (4, 2), (3, 2), (2, 3)),  # stride and dilation sharing a factor, or not
 ]
 
 
