@@ -341,7 +341,7 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
 // channels (an RGB stem) and a filter of several taps, where each phase's GEMM would have 1-4 rows,
 // padded to the narrow tile's 16; the implicit variant (the explicit one unrolls its B operand).
 bool uses_stem_columns(const ConvShape& p) {
-  return p.groups == 1 && p.C <= 4 && p.R * p.S > 1 && p.K > 0 && p.N > 0 && p.Ho * p.Wo > 0 &&
+  return p.groups == 1 && p.C <= kStemColumnsMaxChannels && p.R * p.S > 1 && p.K > 0 && p.N > 0 && p.Ho * p.Wo > 0 &&
          gemm_variant() == GemmVariant::kImplicit;
 }
 
@@ -371,9 +371,9 @@ bool stem_grad_input_by_columns(const ConvShape& p, const at::Tensor& gy, const 
     columns.N = std::min(images, p.N - n0);
     at::Tensor part = cols.narrow(0, 0, columns.N);
     gemm_conv<float>(gy.narrow(0, n0, columns.N), w, nullptr, grad_input_gather(columns, 0, 0), part, true);
-    const int64_t total = columns.N * p.C * p.H * p.W;
-    stem_columns_to_grad_input_kernel<float><<<elementwise_blocks(total, 256), 256, 0, current_stream()>>>(
-        part.const_data_ptr<float>(), gx.mutable_data_ptr<float>() + n0 * p.C * p.H * p.W, sc, total);
+    const int64_t pixels = columns.N * p.H * p.W;  // a thread a pixel, all its channels
+    stem_columns_to_grad_input_kernel<float><<<elementwise_blocks(pixels, 256), 256, 0, current_stream()>>>(
+        part.const_data_ptr<float>(), gx.mutable_data_ptr<float>() + n0 * p.C * p.H * p.W, sc, pixels);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   record_workspace_bytes(cols.nbytes());

@@ -572,27 +572,40 @@ struct StemAxisTaps {
     }
   }
 };
+// A thread sums one pixel (n, y, x) of every channel: the channels' taps are the same, so their loads
+// go out together, C at a time (a thread a channel, one load at a time, kept too few bytes in flight
+// to draw the memory's bandwidth).
+constexpr int kStemColumnsMaxChannels = 4;
 template <typename T>
 __global__ void stem_columns_to_grad_input_kernel(const T* __restrict__ cols, T* __restrict__ gx, const StemColumns sc,
-                                                  int64_t total) {
-  const int64_t plane = int64_t(sc.Ho) * sc.Wo;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+                                                  int64_t pixels) {
+  const int64_t plane = int64_t(sc.Ho) * sc.Wo, rows_per_channel = int64_t(sc.R) * sc.S * plane;
+  const int64_t image = int64_t(sc.H) * sc.W;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < pixels; e += int64_t(gridDim.x) * blockDim.x) {
     const int x = int(e % sc.W);
-    int64_t rest = e / sc.W;
+    const int64_t rest = e / sc.W;
     const int y = int(rest % sc.H);
-    rest /= sc.H;  // n * C + c
-    const T* rows = cols + rest * sc.R * sc.S * plane;
+    const int64_t n = rest / sc.H;
+    const T* rows = cols + n * sc.C * rows_per_channel;
     const StemAxisTaps ty(y, sc.R, sc.stride_h, sc.pad_h, sc.dil_h, sc.tap_step_h);
     const StemAxisTaps tx(x, sc.S, sc.stride_w, sc.pad_w, sc.dil_w, sc.tap_step_w);
-    T sum = T(0);
+    T sum[kStemColumnsMaxChannels] = {};
     // Output positions fall as the taps rise: skip those past the output's end, stop below its start.
     for (int r = ty.r0, qy = ty.q0; r < sc.R && qy >= 0; r += sc.tap_step_h, qy -= ty.dq) {
       if (qy >= sc.Ho) continue;
       const T* row = rows + int64_t(r) * sc.S * plane + int64_t(qy) * sc.Wo;
-      for (int s = tx.r0, qx = tx.q0; s < sc.S && qx >= 0; s += sc.tap_step_w, qx -= tx.dq)
-        if (qx < sc.Wo) sum += row[int64_t(s) * plane + qx];
+      for (int s = tx.r0, qx = tx.q0; s < sc.S && qx >= 0; s += sc.tap_step_w, qx -= tx.dq) {
+        if (qx >= sc.Wo) continue;
+        const T* at = row + int64_t(s) * plane + qx;
+#pragma unroll
+        for (int c = 0; c < kStemColumnsMaxChannels; ++c)
+          if (c < sc.C) sum[c] += at[c * rows_per_channel];
+      }
     }
-    gx[e] = sum;
+    T* out = gx + n * sc.C * image + int64_t(y) * sc.W + x;
+#pragma unroll
+    for (int c = 0; c < kStemColumnsMaxChannels; ++c)
+      if (c < sc.C) out[c * image] = sum[c];
   }
 }
 
