@@ -555,36 +555,30 @@ struct StemColumns {
 };
 // The taps of one axis that reach input position i: the first, r0, from i's phase (the one tap of the
 // first tap_step whose (i + pad - r0 * dil) divides by the stride), then every tap_step-th, output
-// position q0 = (i + pad - r0 * dil) / stride falling by dq = tap_step * dil / stride a tap; of
-// those, `count` from index `first` on land inside the output (0 <= q < out_len). Looping over these
-// alone, not every tap with a modulo each, leaves a stride-2 7 x 7 stem a quarter of the iterations,
-// and a known count lets a thread issue several taps' loads before their adds.
+// position q0 = (i + pad - r0 * dil) / stride falling by tap_step * dil / stride a tap. Looping over
+// these alone, not every tap with a modulo each, leaves a stride-2 7 x 7 stem a quarter of the
+// iterations.
 struct StemAxisTaps {
-  int r0 = 0, q0 = 0, dq = 1, first = 0, count = 0;
-  __device__ StemAxisTaps(int i, int kernel, int stride, int pad, int dil, int tap_step, int out_len) {
-    dq = tap_step * dil / stride;
+  int r0, q0, dq;  // r0 >= kernel: none
+  __device__ StemAxisTaps(int i, int kernel, int stride, int pad, int dil, int tap_step) {
+    r0 = kernel, q0 = 0, dq = tap_step * dil / stride;
     for (int r = 0; r < tap_step && r < kernel; ++r) {
       const int v = i + pad - r * dil;
-      if (v < 0) return;  // v falls with r: no later tap reaches i either
+      if (v < 0) break;  // v falls with r: no later tap reaches i either
       if (v % stride == 0) {
         r0 = r, q0 = v / stride;
-        const int taps = (kernel - 1 - r0) / tap_step + 1;
-        first = q0 >= out_len ? (q0 - out_len) / dq + 1 : 0;
-        count = max(0, min(taps, q0 / dq + 1) - first);
-        return;
+        break;
       }
     }
   }
 };
 // A thread sums one pixel (n, y, x) of every channel: the channels' taps are the same, so their loads
-// go out together, C at a time, and so do kStemTapsInFlight taps of a row (a thread a channel and a
-// tap at a time kept too few bytes in flight to draw the memory's bandwidth). The adds keep tap order.
+// go out together, C at a time (a thread a channel, one load at a time, kept too few bytes in flight
+// to draw the memory's bandwidth).
 constexpr int kStemColumnsMaxChannels = 4;
-constexpr int kStemTapsInFlight = 4;
 template <typename T>
 __global__ void stem_columns_to_grad_input_kernel(const T* __restrict__ cols, T* __restrict__ gx, const StemColumns sc,
                                                   int64_t pixels) {
-  constexpr int kC = kStemColumnsMaxChannels, kU = kStemTapsInFlight;
   const int64_t plane = int64_t(sc.Ho) * sc.Wo, rows_per_channel = int64_t(sc.R) * sc.S * plane;
   const int64_t image = int64_t(sc.H) * sc.W;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < pixels; e += int64_t(gridDim.x) * blockDim.x) {
@@ -592,33 +586,25 @@ __global__ void stem_columns_to_grad_input_kernel(const T* __restrict__ cols, T*
     const int64_t rest = e / sc.W;
     const int y = int(rest % sc.H);
     const int64_t n = rest / sc.H;
-    const StemAxisTaps ty(y, sc.R, sc.stride_h, sc.pad_h, sc.dil_h, sc.tap_step_h, sc.Ho);
-    const StemAxisTaps tx(x, sc.S, sc.stride_w, sc.pad_w, sc.dil_w, sc.tap_step_w, sc.Wo);
-    // The row's first reaching tap's column and the step to the next (a tap's plane on, dq back).
-    const int64_t x_step = int64_t(sc.tap_step_w) * plane - tx.dq;
-    const T* rows = cols + n * sc.C * rows_per_channel + int64_t(tx.r0 + tx.first * sc.tap_step_w) * plane +
-                    (tx.q0 - tx.first * tx.dq);
-    T sum[kC] = {};
-    for (int j = ty.first; j < ty.first + ty.count; ++j) {
-      const int r = ty.r0 + j * sc.tap_step_h, qy = ty.q0 - j * ty.dq;
+    const T* rows = cols + n * sc.C * rows_per_channel;
+    const StemAxisTaps ty(y, sc.R, sc.stride_h, sc.pad_h, sc.dil_h, sc.tap_step_h);
+    const StemAxisTaps tx(x, sc.S, sc.stride_w, sc.pad_w, sc.dil_w, sc.tap_step_w);
+    T sum[kStemColumnsMaxChannels] = {};
+    // Output positions fall as the taps rise: skip those past the output's end, stop below its start.
+    for (int r = ty.r0, qy = ty.q0; r < sc.R && qy >= 0; r += sc.tap_step_h, qy -= ty.dq) {
+      if (qy >= sc.Ho) continue;
       const T* row = rows + int64_t(r) * sc.S * plane + int64_t(qy) * sc.Wo;
-      for (int u0 = 0; u0 < tx.count; u0 += kU) {
-        T v[kU][kC];
+      for (int s = tx.r0, qx = tx.q0; s < sc.S && qx >= 0; s += sc.tap_step_w, qx -= tx.dq) {
+        if (qx >= sc.Wo) continue;
+        const T* at = row + int64_t(s) * plane + qx;
 #pragma unroll
-        for (int u = 0; u < kU; ++u)
-#pragma unroll
-          for (int c = 0; c < kC; ++c)
-            if (u0 + u < tx.count && c < sc.C) v[u][c] = row[(u0 + u) * x_step + c * rows_per_channel];
-#pragma unroll
-        for (int u = 0; u < kU; ++u)
-#pragma unroll
-          for (int c = 0; c < kC; ++c)
-            if (u0 + u < tx.count && c < sc.C) sum[c] += v[u][c];
+        for (int c = 0; c < kStemColumnsMaxChannels; ++c)
+          if (c < sc.C) sum[c] += at[c * rows_per_channel];
       }
     }
     T* out = gx + n * sc.C * image + int64_t(y) * sc.W + x;
 #pragma unroll
-    for (int c = 0; c < kC; ++c)
+    for (int c = 0; c < kStemColumnsMaxChannels; ++c)
       if (c < sc.C) out[c * image] = sum[c];
   }
 }
