@@ -372,7 +372,8 @@ bool stem_grad_input_by_columns(const ConvShape& p, const at::Tensor& gy, const 
     at::Tensor part = cols.narrow(0, 0, columns.N);
     gemm_conv<float>(gy.narrow(0, n0, columns.N), w, nullptr, grad_input_gather(columns, 0, 0), part, true);
     const int64_t pixels = columns.N * p.H * p.W;  // a thread a pixel, all its channels
-    stem_columns_to_grad_input_kernel<float><<<elementwise_blocks(pixels, 256), 256, 0, current_stream()>>>(
+    stem_columns_to_grad_input_kernel<float>
+        <<<elementwise_blocks(pixels, kStemGatherThreads), kStemGatherThreads, 0, current_stream()>>>(
         part.const_data_ptr<float>(), gx.mutable_data_ptr<float>() + n0 * p.C * p.H * p.W, sc, pixels);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
