@@ -66,6 +66,27 @@ TORCHCONV_HOST_DEVICE OutputRange valid_output_range(int64_t out_len, int64_t in
   return {lo, hi};
 }
 
+// Along one axis of a strided convolution, the taps r whose output (v - r * dil) / stride is a whole
+// number, for v = input position + pad, lie tap_step(stride, dil) = stride / gcd(stride, dil) apart;
+// first_reaching_tap gives the first of them (-1: none), whose output is (v - r * dil) / stride exactly
+// (negative where v < r * dil). Host and device: the phases of a strided grad_input (phase_axis) and
+// the RGB stem's columns gather (gemm_kernels.cuh) count the same taps.
+template <typename I>
+TORCHCONV_HOST_DEVICE I tap_step(I stride, I dil) {
+  I a = stride, b = dil;
+  while (b != 0) {
+    const I t = a % b;
+    a = b, b = t;
+  }
+  return stride / a;
+}
+template <typename I>
+TORCHCONV_HOST_DEVICE I first_reaching_tap(I v, I kernel, I stride, I dil, I step) {
+  for (I r = 0; r < step && r < kernel; ++r)
+    if (((v - r * dil) % stride + stride) % stride == 0) return r;
+  return -1;
+}
+
 // One output phase of a strided grad_input along one axis: input positions i = phase + stride * t
 // receive from taps r with (i + pad - r * dil) a multiple of the stride, i.e. r = r0, r0 + dr, ...
 // with dr = stride / gcd(stride, dil), reading grad_output at t + d0 - (index) * (dr * dil / stride).
@@ -79,10 +100,8 @@ struct PhaseAxis {
 inline PhaseAxis phase_axis(int64_t in_len, int64_t kernel, int64_t stride, int64_t pad, int64_t dil, int phase) {
   PhaseAxis a{};
   a.count = phase < in_len ? int((in_len - phase + stride - 1) / stride) : 0;
-  a.dr = int(stride / std::gcd(stride, dil));
-  a.r0 = -1;
-  for (int r = 0; r < std::min<int64_t>(kernel, a.dr); ++r)
-    if (((phase + pad - r * dil) % stride + stride) % stride == 0) a.r0 = r;
+  a.dr = int(tap_step(stride, dil));
+  a.r0 = int(first_reaching_tap<int64_t>(phase + pad, kernel, stride, dil, a.dr));
   if (a.r0 < 0) return a;
   a.taps = int((kernel - 1 - a.r0) / a.dr + 1);
   a.d0 = int((phase + pad - a.r0 * dil) / stride);  // exact

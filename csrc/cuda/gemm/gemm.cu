@@ -366,7 +366,7 @@ bool stem_grad_input_by_columns(const ConvShape& p, const at::Tensor& gy, const 
   columns.dil_h = columns.dil_w = 1, columns.groups = 1;
   const StemColumns sc{int(p.C), int(p.H), int(p.W), int(p.R), int(p.S), int(p.Ho), int(p.Wo),
                        int(p.stride_h), int(p.stride_w), int(p.pad_h), int(p.pad_w), int(p.dil_h), int(p.dil_w),
-                       int(p.stride_h / std::gcd(p.stride_h, p.dil_h)), int(p.stride_w / std::gcd(p.stride_w, p.dil_w))};
+                       int(tap_step(p.stride_h, p.dil_h)), int(tap_step(p.stride_w, p.dil_w))};
   for (int64_t n0 = 0; n0 < p.N; n0 += images) {
     columns.N = std::min(images, p.N - n0);
     at::Tensor part = cols.narrow(0, 0, columns.N);

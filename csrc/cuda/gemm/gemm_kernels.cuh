@@ -551,25 +551,17 @@ __global__ void gemm_unroll_kernel(const T* __restrict__ src, T* __restrict__ co
 struct StemColumns {
   int C, H, W, R, S, Ho, Wo;
   int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-  int tap_step_h, tap_step_w;  // stride / gcd(stride, dil): taps that reach one pixel lie this far apart
+  int tap_step_h, tap_step_w;  // conv_shape.h: tap_step
 };
-// The taps of one axis that reach input position i: the first, r0, from i's phase (the one tap of the
-// first tap_step whose (i + pad - r0 * dil) divides by the stride), then every tap_step-th, output
-// position q0 = (i + pad - r0 * dil) / stride falling by tap_step * dil / stride a tap. Looping over
-// these alone, not every tap with a modulo each, leaves a stride-2 7 x 7 stem a quarter of the
-// iterations.
+// The taps of one axis that reach input position i (conv_shape.h: first_reaching_tap, then every
+// tap_step-th), output position q0 = (i + pad - r0 * dil) / stride falling by tap_step * dil / stride a
+// tap. Looping over these alone, not every tap with a modulo each, leaves a stride-2 7 x 7 stem a
+// quarter of the iterations.
 struct StemAxisTaps {
-  int r0, q0, dq;  // r0 >= kernel: none
+  int r0, q0, dq;  // r0 >= kernel: none; q0 < 0: none reaches an output
   __device__ StemAxisTaps(int i, int kernel, int stride, int pad, int dil, int tap_step) {
-    r0 = kernel, q0 = 0, dq = tap_step * dil / stride;
-    for (int r = 0; r < tap_step && r < kernel; ++r) {
-      const int v = i + pad - r * dil;
-      if (v < 0) break;  // v falls with r: no later tap reaches i either
-      if (v % stride == 0) {
-        r0 = r, q0 = v / stride;
-        break;
-      }
-    }
+    const int r = first_reaching_tap(i + pad, kernel, stride, dil, tap_step);
+    r0 = r < 0 ? kernel : r, q0 = r < 0 ? 0 : (i + pad - r * dil) / stride, dq = tap_step * dil / stride;
   }
 };
 // A thread sums one pixel (n, y, x) of every channel: the channels' taps are the same, so their loads
