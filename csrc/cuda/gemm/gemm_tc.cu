@@ -1553,8 +1553,7 @@ at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels, bool copy
   if (out.numel() == 0) return out;
   if (kernel_ready(t, channels) && t.scalar_type() == at::kFloat && t.numel() % 4 == 0) {  // copied to be rounded
     const int64_t words = t.numel() / 4;
-    tc_round_tf32_kernel<<<elementwise_blocks(ceil_div(words, int64_t(kRoundTf32WordsInFlight)), kRoundTf32Threads),
-                           kRoundTf32Threads, 0, current_stream()>>>(
+    tc_round_tf32_kernel<<<elementwise_blocks(words, 256), 256, 0, current_stream()>>>(
         static_cast<const uint4*>(t.const_data_ptr()), static_cast<uint4*>(out.mutable_data_ptr()), words);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;

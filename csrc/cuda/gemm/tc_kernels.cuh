@@ -1451,24 +1451,11 @@ __global__ void tc_pad_channels_kernel(const E* __restrict__ src, E* __restrict_
 }
 
 // dst = src rounded to TF32, both dense channels_last float32 of the same shape on 16-byte boundaries
-// (`words` 16-byte words): the rounded copy of a source the kernels could read as it is. A thread
-// loads kRoundTf32WordsInFlight words a grid's width apart before it stores any (one at a time, each
-// store waiting on its load, an SM kept too few bytes in flight to draw HBM's bandwidth); launched
-// with elementwise_blocks(ceil_div(words, kRoundTf32WordsInFlight), kRoundTf32Threads).
-constexpr int kRoundTf32WordsInFlight = 4;
-constexpr int kRoundTf32Threads = 256;
-__global__ void __launch_bounds__(kRoundTf32Threads)
-    tc_round_tf32_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t words) {
-  constexpr int kIn = kRoundTf32WordsInFlight;
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < words; e += kIn * step) {
-    uint4 v[kIn];
-#pragma unroll
-    for (int i = 0; i < kIn; ++i)
-      if (e + i * step < words) v[i] = __ldg(src + e + i * step);
-#pragma unroll
-    for (int i = 0; i < kIn; ++i)
-      if (e + i * step < words) dst[e + i * step] = make_uint4(to_tf32(v[i].x), to_tf32(v[i].y), to_tf32(v[i].z), to_tf32(v[i].w));
+// (`words` 16-byte words): the rounded copy of a source the kernels could read as it is.
+__global__ void tc_round_tf32_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t words) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < words; e += int64_t(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldg(src + e);
+    dst[e] = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
   }
 }
 
