@@ -572,8 +572,9 @@ constexpr int kStemGatherThreads = 256;
 // At most 32 registers a thread (8 blocks an SM, full occupancy): the loads in flight an SM grow with
 // the warps that hold them.
 template <typename T>
-__global__ void __launch_bounds__(kStemGatherThreads, 8) stem_columns_to_grad_input_kernel(const T* __restrict__ cols, T* __restrict__ gx, const StemColumns sc,
-                                                  int64_t pixels) {
+__global__ void __launch_bounds__(kStemGatherThreads, 8)
+    stem_columns_to_grad_input_kernel(const T* __restrict__ cols, T* __restrict__ gx, const StemColumns sc,
+                                      int64_t pixels) {
   const int64_t plane = int64_t(sc.Ho) * sc.Wo, rows_per_channel = int64_t(sc.R) * sc.S * plane;
   const int64_t image = int64_t(sc.H) * sc.W;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < pixels; e += int64_t(gridDim.x) * blockDim.x) {
