@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_close_rel, check_forward_backward, rel_err, using_config, using_variant
+from conftest import assert_close_rel, check_forward_backward, cuda_kernel_names, rel_err, using_config, using_variant
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -434,6 +434,55 @@ def test_nhwc_depthwise_matches_float64(shape, dtype):
     for name, o, r, t in zip(("output", "grad_input", "grad_weight", "grad_bias"), ours, refs, theirs):
         err, their_err = rel_err(o, r), rel_err(t, r)
         assert err <= max(2 * their_err, ulp), f"{name}: error {err:.2e}, cuDNN's {their_err:.2e}"
+
+
+# The weight in three layouts: as made, channels_last, and taps transposed in memory (neither).
+WEIGHT_LAYOUTS = {
+    "contiguous": lambda w: w.contiguous(),
+    "channels_last": lambda w: w.contiguous(memory_format=torch.channels_last),
+    "taps_transposed": lambda w: w.transpose(2, 3).contiguous().transpose(2, 3),
+}
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("shape", [
+    (2, 16, 14, 13, 3, 3, 2, 1, 1, True),  # depthwise, stride 2: four grad_input phases
+    (1, 24, 15, 14, 3, 3, 1, 1, 1, False, 4),  # groups of 4 x 4
+    (2, 8, 12, 11, 5, 5, 2, 2, 1, True, 2),  # groups of 2 x 2, 5x5 stride 2
+], ids=nhwc_id)
+def test_nhwc_depthwise_filter_from_any_weight_layout_cached_while_frozen(shape, dtype):
+    """The NHWC specialist re-lays the filter in float32 from the weight in its own layout (no
+    contiguous copy: the same bits from every layout) and keeps it in the weight cache while a frozen
+    weight is unchanged, so a repeated forward launches the convolution alone; an in-place write to
+    the weight is seen; a strided grad_input keeps one entry per phase's taps; a trainable weight is
+    re-laid on every call and never cached."""
+    x, w, b, kw = nhwc_case(shape, dtype)
+    conv = lambda xi, wi: torchconv.conv2d(xi, wi, b, **kw, algorithm="direct")  # noqa: E731
+    xg = x.detach().requires_grad_()
+    y_ref = conv(x, w)
+    gy = torch.randn_like(y_ref)
+    (gx_ref,) = torch.autograd.grad(conv(xg, w.detach().requires_grad_()), (xg,), gy)
+    for name, layout in WEIGHT_LAYOUTS.items():
+        torchconv.clear_weight_cache()
+        wi = layout(w.clone())  # its own storage: the in-place write below leaves w as it is
+        assert torch.equal(wi, w) and not wi.requires_grad
+        assert torch.equal(conv(x, wi), y_ref), name
+        assert torchconv.last_choice().startswith("forward:depthwise-nhwc/")
+        assert torchconv.weight_cache_size() == 1, name
+        torchconv._C.set_poison_outputs(False)
+        names, y = cuda_kernel_names(lambda: conv(x, wi))
+        assert torch.equal(y, y_ref) and torchconv.weight_cache_size() == 1, name
+        assert len(names) == 1 and "depthwise_nhwc_kernel" in next(iter(names)), (name, sorted(names))
+        (gx,) = torch.autograd.grad(conv(xg, wi), (xg,), gy)
+        assert torch.equal(gx, gx_ref), name
+        assert torchconv.weight_cache_size() == 1 + kw["stride"] ** 2, name  # and one a phase
+        with torch.no_grad():
+            wi.mul_(-1)  # in place: the next call must see it
+        assert torch.equal(conv(x, wi), conv(x, -w)), name
+    torchconv.clear_weight_cache()
+    assert torch.equal(conv(x, WEIGHT_LAYOUTS["channels_last"](w.clone()).requires_grad_()), y_ref)
+    assert torchconv.weight_cache_size() == 0
 
 
 @needs_cuda

@@ -9,13 +9,13 @@
 #include <utility>
 
 #include "../../tuning.h"
+#include "../../weight_cache.h"
 #include "../../workspace.h"
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
 #include "../common/filter_relayout.cuh"
 #include "../common/slice_sum.cuh"
 #include "../common/tensor_data.h"
-#include "../common/weight_copy.cuh"
 #include "depthwise_nhwc_kernels.cuh"
 #include "direct_kernels.cuh"
 
@@ -83,11 +83,25 @@ std::pair<void (*)(DwNhwcArgs<T>), int> depthwise_nhwc_instance(const LaunchMap&
   return {depthwise_nhwc_kernel<T, kG, kDwNhwcShortStrip, 0, 0>, kDwNhwcShortStrip};
 }
 
-// One launch of `map` (taps stepping forward) from `src` into `dst`, both NHWC, with the weight
-// re-laid as [R][S][kG][C] in float32 for the map's taps.
+// The filter as the kernels read it for `map`'s taps, [R][S][kG][C] in float32, re-laid from the
+// weight in its own layout (no contiguous copy first): kept in the weight cache until the weight
+// changes where the cache serves it (frozen weights, inference mode: weight_cache.h), so such calls
+// launch the convolution alone; re-laid every call otherwise.
+template <typename scalar_t>
+at::Tensor nhwc_filter(const at::Tensor& weight, const LaunchMap& map) {
+  return cached_weight_transform(weight, "depthwise_nhwc/" + launch_taps_key(map), [&] {
+    auto wt = at::empty({map.R, map.S, map.reduced_per_group(), map.src_C}, weight.options().dtype(at::kFloat));
+    relayout_filter(weight.const_data_ptr<scalar_t>(), wt.mutable_data_ptr<float>(), wt.numel(),
+                    DwNhwcFilterMap{weight_strides(weight), map});
+    return wt;
+  });
+}
+
+// One launch of `map` (taps stepping forward) from `src` into `dst`, both NHWC, with the filter of
+// nhwc_filter.
 template <typename scalar_t>
 void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const at::Tensor& weight,
-                           const at::Tensor& bias, at::Tensor& dst, int Rw, int Sw) {
+                           const at::Tensor& bias, at::Tensor& dst) {
   using T = typename CudaElement<scalar_t>::type;
   DwNhwcArgs<T> a{};
   DwNhwcConv& cv = a.cv;
@@ -100,9 +114,7 @@ void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const at
   cv.strips = int(ceil_div(map.col_W, strip));
   cv.threads = int64_t(map.N) * map.col_H * cv.strips * cv.vecs;
   if (cv.threads == 0) return;
-  auto wt = at::empty({map.R, map.S, group, map.src_C}, weight.options().dtype(at::kFloat));
-  relayout_filter(weight.const_data_ptr<scalar_t>(), wt.mutable_data_ptr<float>(), wt.numel(),
-                  DwNhwcFilterMap{Rw, Sw, map});
+  const at::Tensor wt = nhwc_filter<scalar_t>(weight, map);
   a.src = kernel_data<T>(src);
   a.wt = wt.const_data_ptr<float>();
   a.bias = bias.defined() ? kernel_data<T>(bias) : nullptr;
@@ -126,13 +138,13 @@ void dispatch_nhwc_dtype(at::ScalarType dtype, F&& f) {
 
 at::Tensor depthwise_nhwc_forward(const ConvShape& p, const at::Tensor& input, const at::Tensor& weight,
                                   const std::optional<at::Tensor>& bias) {
-  const at::Tensor x = nhwc_source(input), w = contiguous_weight(weight);
+  const at::Tensor x = nhwc_source(input);
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   at::Tensor y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
   record_workspace_bytes(0);
   record_last_choice("forward", "depthwise-nhwc", 1);
   dispatch_nhwc_dtype(input.scalar_type(), [&](auto element) {
-    launch_depthwise_nhwc<decltype(element)>(forward_map(p), x, w, b, y, int(p.R), int(p.S));
+    launch_depthwise_nhwc<decltype(element)>(forward_map(p), x, weight, b, y);
   });
   return y;
 }
@@ -140,7 +152,7 @@ at::Tensor depthwise_nhwc_forward(const ConvShape& p, const at::Tensor& input, c
 // grad_input: one launch per output phase (as direct_grad_input), each a depthwise NHWC launch of
 // grad_output with the phase's taps reversed; phases no tap reaches stay zero.
 at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& weight) {
-  const at::Tensor gy = nhwc_source(grad_output), w = contiguous_weight(weight);
+  const at::Tensor gy = nhwc_source(grad_output);
   at::Tensor gx = new_output({p.N, p.C, p.H, p.W}, grad_output.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (gx.numel() == 0) return gx;
   const int sh = int(p.stride_h), sw = int(p.stride_w);
@@ -152,7 +164,7 @@ at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_
       for (int px = 0; px < sw; ++px) {
         const LaunchMap phase = grad_input_map(p, py, px);
         if (!phase.empty())
-          launch_depthwise_nhwc<scalar_t>(with_reversed_taps(phase), gy, w, at::Tensor(), gx, int(p.R), int(p.S));
+          launch_depthwise_nhwc<scalar_t>(with_reversed_taps(phase), gy, weight, at::Tensor(), gx);
       }
   });
   return gx;

@@ -260,15 +260,15 @@ __global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const
 
 // Wt[i][j][q][c] = the weight element behind launch tap (i, j) between destination channel c and
 // source channel c - c % kG + q (relayout_filter's map; the weight is K x C/groups x Rw x Sw with
-// C/groups = K/groups = kG).
+// C/groups = K/groups = kG, read through its strides in any layout).
 struct DwNhwcFilterMap {
-  int Rw, Sw;
+  WeightStrides w;
   LaunchMap m;
   __device__ int64_t src(int64_t e) const {
     const int group = m.reduced_per_group(), c = int(e % m.out_C);
     const int64_t rest = e / m.out_C;
     const int q = int(rest % group), tap = int(rest / group);
-    return weight_index(m, Rw, Sw, c / group, q, c % group, tap / m.S, tap % m.S);
+    return weight_offset(m, w, c / group, q, c % group, tap / m.S, tap % m.S);
   }
 };
 
