@@ -106,6 +106,9 @@ def depthwise_table(name, data):
     # Forward rows with frozen weights (the weight cache may serve), forward + backward trainable ones.
     rows = [r for r in direct if r.get("precision", "fp32") == "fp32" and r.get("layout", "nchw") == "nchw"
             and r.get("weights", "frozen") == ("frozen" if r["mode"] == "fwd" else "trainable")]
+    nhwc = [r for r in direct if r.get("layout", "nchw") == "nhwc"]
+    if not rows:  # a file of channels_last rows alone
+        return depthwise_nhwc_table(name, data, nhwc) if nhwc else []
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     pick = lambda layer, n, mode: next((r for r in rows if r["layer"] == layer and r["N"] == n  # noqa: E731
                                         and r["mode"] == mode), None)
@@ -137,7 +140,6 @@ def depthwise_table(name, data):
     worst = max((r["rel_err"] for r in rows if r.get("rel_err") is not None), default=None)
     if worst is not None:
         lines += ["", f"Largest error of any row against float64 (output, and both gradients for fwd+bwd): {worst:.1e}."]
-    nhwc = [r for r in direct if r.get("layout", "nchw") == "nhwc"]
     if nhwc:
         lines += [""] + depthwise_nhwc_table(name, data, nhwc)
     return lines
@@ -145,23 +147,30 @@ def depthwise_table(name, data):
 
 def depthwise_nhwc_table(name, data, rows):
     """The channels_last rows (the NHWC specialist), one column per precision, batch and mode, each
-    against cuDNN at the same precision and memory format."""
+    against cuDNN at the same precision and memory format; where a precision, batch and mode have rows
+    of frozen and of trainable weights, a column each (frozen: the filter's re-layout from the weight
+    cache; trainable: re-laid every call)."""
     order = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
-    cols = sorted({(r["precision"], r["N"], r["mode"]) for r in rows}, key=lambda c: (order[c[0]], -c[1], c[2]))
-    pick = {(r["layer"], r["precision"], r["N"], r["mode"]): r for r in rows}
+    key = lambda r: (r["precision"], r["N"], r["mode"], r.get("weights", "frozen"))  # noqa: E731
+    cols = sorted({key(r) for r in rows}, key=lambda c: (order[c[0]], -c[1], c[2], c[3]))
+    both = {c[:3] for c in cols if (c[:3] + ("frozen",)) in cols and (c[:3] + ("trainable",)) in cols}
+    label = lambda c: f"{c[0]} {c[2]} N={c[1]}" + (f" {c[3]}" if c[:3] in both else "")  # noqa: E731
+    pick = {(r["layer"],) + key(r): r for r in rows}
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     lines = [f"The same layers in channels_last (the `direct` algorithm's NHWC specialist, in the input's dtype): "
              f"ratio cuDNN ms / torchconv ms with cuDNN at the same precision and memory format, and the share of "
              f"the roofline reached by the bfloat16 forward at N = 32 (bytes at 2 per element, or multiply-adds that read the image at "
-             f"the FP32 FMA peak: a depthwise layer has no GEMM for the tensor cores). From {source(name, data)}.",
-             "", "| layer | " + " | ".join(f"{p} {m} N={n}" for p, n, m in cols) + " | % of roofline (bf16 fwd N=32) |",
+             f"the FP32 FMA peak: a depthwise layer has no GEMM for the tensor cores)"
+             + ("; frozen weights' float32 filter comes from the weight cache, a trainable weight's is re-laid "
+                "every call" if both else "") + f". From {source(name, data)}.",
+             "", "| layer | " + " | ".join(label(c) for c in cols) + " | % of roofline (bf16 fwd N=32) |",
              "|---|" + "---|" * len(cols) + "---|"]
     for layer in layers:
         cells = [f"{pick[(layer,) + c]['ratio']:.2f}x" if (layer,) + c in pick else "-" for c in cols]
-        r = pick.get((layer, "bf16", 32, "fwd"))
+        r = pick.get((layer, "bf16", 32, "fwd", "frozen"))
         roof = f"{100 * r['bound_ms'] / r['ms']:.0f}% ({r['bound']})" if r and r.get("bound_ms") else "-"
         lines.append(f"| {layer} | " + " | ".join(cells) + f" | {roof} |")
-    geo = [geomean([r["ratio"] for r in rows if (r["precision"], r["N"], r["mode"]) == c]) for c in cols]
+    geo = [geomean([r["ratio"] for r in rows if key(r) == c]) for c in cols]
     lines.append("| geomean | " + " | ".join(f"**{g:.2f}x**" for g in geo) + " | |")
     worst = max((r["rel_err"] / r["reference_rel_err"] for r in rows
                  if r.get("rel_err") is not None and r.get("reference_rel_err")), default=None)
@@ -326,8 +335,10 @@ def render():
                          ("resnet-yolo", winograd_tensor_core_table), ("big", big_table),
                          ("depthwise", depthwise_table), ("models", models_table), ("models", precision_models_table),
                          ("zoo", zoo_table)):
-        # Winograd's tensor-core rows from every GPU's file: each file's rows are its own code's.
-        files = load_every_gpu(suite) if table is winograd_tensor_core_table else [load(suite)]
+        # Winograd's tensor-core rows and the depthwise rows from every GPU's file: each file's rows
+        # are its own code's.
+        every_gpu = table in (winograd_tensor_core_table, depthwise_table)
+        files = load_every_gpu(suite) if every_gpu else [load(suite)]
         for name, data in files:
             lines = table(name, data) if data is not None else []
             if lines:
