@@ -252,6 +252,27 @@ def test_readme_zoo_line_names_the_models_a_stopped_run_did_not_reach():
     assert stopped.startswith("Model zoo: 1 of 3 torchvision models") and "(vgg11, alexnet not reached" in stopped
 
 
+def test_readme_depthwise_channels_last_columns_split_by_weights_where_a_file_has_both():
+    """The channels_last depthwise table: one column per precision, batch and mode, split into frozen
+    and trainable columns only where the file holds both; a file of channels_last rows alone renders
+    that table alone."""
+    import render_readme
+
+    meta = dict(gpu="NVIDIA H200", cudnn=91900, torch="2.11.0", date="2026-12-04T00:00:00+00:00")
+
+    def row(weights, n, ratio):
+        return dict(layer="dw", algorithm="direct", layout="nhwc", precision="bf16", N=n, mode="fwd",
+                    weights=weights, ratio=ratio, ms=0.02, bound_ms=0.01, bound="memory", R=3, S=3, stride=1, groups=8)
+
+    lines = render_readme.depthwise_table("depthwise-h200.json", dict(meta=meta, rows=[
+        row("frozen", 32, 1.5), row("trainable", 32, 1.2), row("frozen", 1, 1.3)]))
+    header = next(line for line in lines if line.startswith("| layer |"))
+    assert header == ("| layer | bf16 fwd N=32 frozen | bf16 fwd N=32 trainable | bf16 fwd N=1 "
+                      "| % of roofline (bf16 fwd N=32) |")
+    assert "| dw | 1.50x | 1.20x | 1.30x | 50% (memory) |" in lines
+    assert lines[0].startswith("The same layers in channels_last") and "weight cache" in lines[0]
+
+
 def test_winograd_error_study_builds_exact_transforms():
     """benchmarks/winograd_error.py builds F(m x m, 3 x 3) from any interpolation points: in float64
     each variant equals a direct convolution (partial tiles, H != W), float32 stays within 1e-5, and
