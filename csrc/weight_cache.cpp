@@ -49,9 +49,10 @@ bool weight_transform_is_cached(const at::Tensor& weight) {
   return !weight.is_inference() && (!weight.requires_grad() || c10::InferenceMode::is_enabled());
 }
 
-at::Tensor cached_weight_transform(const at::Tensor& weight, const std::string& tag,
-                                   const std::function<at::Tensor()>& compute) {
-  if (!weight_transform_is_cached(weight)) return compute();
+namespace detail {
+
+at::Tensor cached_transform(const at::Tensor& weight, const std::string& tag,
+                            const std::function<at::Tensor()>& compute) {
   c10::TensorImpl* impl = weight.unsafeGetTensorImpl();
   const uint32_t version = impl->version_counter().current_version();
   const Key key{impl, tag};
@@ -68,6 +69,8 @@ at::Tensor cached_weight_transform(const at::Tensor& weight, const std::string& 
                        weight.const_data_ptr(), weight.sizes().vec(), weight.strides().vec(), value});
   return value;
 }
+
+}  // namespace detail
 
 int64_t weight_cache_size() {
   std::lock_guard<std::mutex> lock(g_mutex);

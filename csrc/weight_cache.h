@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <string>
+#include <type_traits>
 
 #include <ATen/core/Tensor.h>
 
@@ -23,13 +24,28 @@ namespace torchconv {
 // kernels that can read the weight in its own layout do so when this is false.
 bool weight_transform_is_cached(const at::Tensor& weight);
 
+namespace detail {
+// cached_weight_transform's look-up and insert, for a weight the cache serves.
+at::Tensor cached_transform(const at::Tensor& weight, const std::string& tag,
+                            const std::function<at::Tensor()>& compute);
+}  // namespace detail
+
 // Returns compute() for `weight`, reusing the result of an earlier call with the same weight tensor
-// and `tag` while the weight is unchanged: same TensorImpl (held weakly, so a freed weight's address
+// and tag while the weight is unchanged: same TensorImpl (held weakly, so a freed weight's address
 // cannot alias a new one), same version counter (bumped by every in-place write, e.g. an optimizer
 // step), same data pointer, sizes and strides. Inference tensors have no version counter and are
 // never cached (nor are trainable weights outside inference mode, see above).
-at::Tensor cached_weight_transform(const at::Tensor& weight, const std::string& tag,
-                                   const std::function<at::Tensor()>& compute);
+// `tag` is a string, or a callable returning one; a callable is called only where the cache serves the
+// weight, so a training step's call builds no tag and wraps no std::function (no host allocation).
+template <typename Tag, typename Compute>
+at::Tensor cached_weight_transform(const at::Tensor& weight, const Tag& tag, const Compute& compute) {
+  if (!weight_transform_is_cached(weight)) return compute();
+  if constexpr (std::is_invocable_v<const Tag&>) {
+    return detail::cached_transform(weight, tag(), compute);
+  } else {
+    return detail::cached_transform(weight, tag, compute);
+  }
+}
 
 // Entries currently held (tests and the benchmark read it).
 int64_t weight_cache_size();

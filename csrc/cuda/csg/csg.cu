@@ -55,8 +55,10 @@ namespace {
 
 template <typename T>
 at::Tensor filter_layout(const at::Tensor& weight, const CsgConv& cv) {
-  const std::string tag = cv.transposed ? "csg/t/" + launch_taps_key(cv) + "/" + std::to_string(cv.groups)
-                                        : "csg/f/" + std::to_string(cv.groups);
+  const auto tag = [&] {
+    return cv.transposed ? "csg/t/" + launch_taps_key(cv) + "/" + std::to_string(cv.groups)
+                         : "csg/f/" + std::to_string(cv.groups);
+  };
   return cached_weight_transform(weight, tag, [&] {
     auto w = contiguous_weight(weight);
     auto f = at::empty({int64_t(cv.groups) * cv.Cg * cv.R * cv.S * cv.k_pad}, weight.options());

@@ -89,7 +89,8 @@ std::pair<void (*)(DwNhwcArgs<T>), int> depthwise_nhwc_instance(const LaunchMap&
 // launch the convolution alone; re-laid every call otherwise.
 template <typename scalar_t>
 at::Tensor nhwc_filter(const at::Tensor& weight, const LaunchMap& map) {
-  return cached_weight_transform(weight, "depthwise_nhwc/" + launch_taps_key(map), [&] {
+  const auto tag = [&] { return "depthwise_nhwc/" + launch_taps_key(map); };
+  return cached_weight_transform(weight, tag, [&] {
     auto wt = at::empty({map.R, map.S, map.reduced_per_group(), map.src_C}, weight.options().dtype(at::kFloat));
     relayout_filter(weight.const_data_ptr<scalar_t>(), wt.mutable_data_ptr<float>(), wt.numel(),
                     DwNhwcFilterMap{weight_strides(weight), map});

@@ -96,8 +96,10 @@ at::Tensor weight_matrix(const at::Tensor& weight, const GatherConv& cv, int& re
   reduction_pad = round_up(cv.reduction, kReductionPad);
   rows_pad = round_up(cv.outputs, kWeightRowPad);
   const int rp = reduction_pad, mp = rows_pad;
-  const std::string tag = std::string("gemm_a/") + (cv.transposed ? "transposed/" : "") +
-                          (cv.phase >= 0 ? launch_taps_key(cv) + "/" : "") + std::to_string(cv.groups);
+  const auto tag = [&] {
+    return std::string("gemm_a/") + (cv.transposed ? "transposed/" : "") +
+           (cv.phase >= 0 ? launch_taps_key(cv) + "/" : "") + std::to_string(cv.groups);
+  };
   return cached_weight_transform(weight, tag, [&] {
     auto w = contiguous_weight(weight);
     auto a = at::empty({int64_t(cv.groups) * rp * mp}, weight.options());

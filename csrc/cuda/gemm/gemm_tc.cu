@@ -218,9 +218,11 @@ bool relayout_by_transpose(const at::Tensor& weight, const TcWeightMap& map, con
 // phase, named in the tag (launch_taps_key).
 template <typename T>
 at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv) {
-  const std::string tag = std::string("gemm_tc/") + (cv.wt_tiled ? "tiled/" : "") +
-                          (cv.transposed ? "transposed/" + launch_taps_key(cv) + "/" : "") + "n" +
-                          std::to_string(cv.n_pad) + "/" + std::to_string(cv.groups);
+  const auto tag = [&] {
+    return std::string("gemm_tc/") + (cv.wt_tiled ? "tiled/" : "") +
+           (cv.transposed ? "transposed/" + launch_taps_key(cv) + "/" : "") + "n" + std::to_string(cv.n_pad) + "/" +
+           std::to_string(cv.groups);
+  };
   return cached_weight_transform(weight, tag, [&] {
     auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
     const TcWeightMap map{cv, weight_strides(weight)};
@@ -1043,10 +1045,13 @@ template <typename T>
 at::Tensor tc_phase_weights(const at::Tensor& weight, const TcConv* cvs, int phases, TcWeightPhaseMaps& maps) {
   maps = TcWeightPhaseMaps{};
   maps.phases = phases;
-  std::string tag = "gemm_tc/tiled/transposed/phases/n" + std::to_string(cvs[0].n_pad) + "/" + std::to_string(cvs[0].groups);
+  const auto tag = [&] {
+    std::string t = "gemm_tc/tiled/transposed/phases/n" + std::to_string(cvs[0].n_pad) + "/" + std::to_string(cvs[0].groups);
+    for (int p = 0; p < phases; ++p) t += "/" + launch_taps_key(cvs[p]);
+    return t;
+  };
   int64_t words = 0;
   for (int p = 0; p < phases; ++p) {
-    tag += "/" + launch_taps_key(cvs[p]);
     maps.map[p] = TcWeightMap{cvs[p], weight_strides(weight)};
     maps.first_word[p] = words;
     words += int64_t(cvs[p].groups) * cvs[p].n_pad * cvs[p].wt_row * int64_t(sizeof(T)) / 16;

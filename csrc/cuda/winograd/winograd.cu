@@ -176,8 +176,10 @@ void with_weight_data(const at::Tensor& weight, Fn&& fn) {
 // float32, bfloat16 or float16 weight read as it is (with_weight_data).
 template <typename T, typename Tile = WinogradF2x2, int kGroupPoints = kWinogradPoints>
 at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
-  const std::string tag = "winograd_u/" + std::to_string(Tile::kOutput) + "/" + std::to_string(kGroupPoints);
-  return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
+  const auto tag = [&] {
+    return filter_cache_key("winograd_u/" + std::to_string(Tile::kOutput) + "/" + std::to_string(kGroupPoints), f);
+  };
+  return cached_weight_transform(weight, tag, [&] {
     at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * Tile::kPoints * f.outputs_pad},
                              weight.options().dtype(c10::CppTypeToScalarType<T>::value));
     const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
@@ -309,9 +311,13 @@ unsigned filter_run_blocks(const FilterLayout& f) {
 // for the three-product ones (kMmaProducts).
 template <typename Cfg, int kProducts>
 at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& f) {
-  const std::string tag = std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
-                          (kProducts == 1 ? "" : "bf16-split/") + std::to_string(Cfg::kM) + "x" + std::to_string(Cfg::kK);
-  return cached_weight_transform(weight, filter_cache_key(tag, f), [&] {
+  const auto tag = [&] {
+    return filter_cache_key(std::string(Cfg::kWgmma ? "winograd_u_wgmma/" : "winograd_u_tf32/") +
+                                (kProducts == 1 ? "" : "bf16-split/") + std::to_string(Cfg::kM) + "x" +
+                                std::to_string(Cfg::kK),
+                            f);
+  };
+  return cached_weight_transform(weight, tag, [&] {
     at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad},
                              weight.options().dtype(at::kFloat));
     with_weight_data(weight, [&](const auto* data) {
@@ -336,9 +342,11 @@ template <typename Cfg>
 at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayout& f) {
   static_assert(Cfg::kOperandBytes == 2, "float16 operands");
   const int64_t u_words = tc_filter_words_f16<Cfg>(f);
-  const char* tag = Cfg::Tile::kPoints == kWinogradPoints ? "winograd_u_wgmma_f16" : "winograd_u_wgmma_f16/f4x4";
+  const auto tag = [&] {
+    return filter_cache_key(Cfg::Tile::kPoints == kWinogradPoints ? "winograd_u_wgmma_f16" : "winograd_u_wgmma_f16/f4x4", f);
+  };
   return cached_weight_transform(
-      weight, filter_cache_key(tag, f),
+      weight, tag,
       [&] {
         at::Tensor u =
             at::empty({u_words + int64_t(f.groups) * f.outputs_pad}, weight.options().dtype(at::kFloat));
