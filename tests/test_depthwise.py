@@ -363,6 +363,11 @@ NHWC_SHAPES = [
     (1, 8, 12, 13, 3, 3, 3, 1, 1, True),  # stride 3: phases no tap reaches stay zero in grad_input
     (2, 40, 70, 67, 3, 3, 1, 1, 1, False),  # a wide plane, channels not a multiple of 32
     (33, 8, 7, 7, 5, 5, 1, 2, 1, True),  # many images of a small plane
+    # 16-bit 3x3 / 5x5 run the rows kernel (every filter row's inputs loaded at once):
+    (2, 12, 9, 14, 3, 3, 1, (2, 1), (2, 1), True),  # dilation along H only: the rows' step
+    (1, 20, 16, 18, 5, 5, 1, (4, 2), (2, 1), False),  # 5x5, dilation along H only, a partial strip
+    (2, 28, 15, 17, 3, 3, 2, 1, 1, True),  # 3x3 stride 2, 9 output columns: a partial strip of 2
+    (1, 36, 6, 23, 5, 5, 2, 2, 1, False),  # 5x5 stride 2, rows mostly padding
 ]
 
 

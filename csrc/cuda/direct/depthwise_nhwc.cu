@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "../../tuning.h"
@@ -52,6 +53,10 @@ bool may_be_nhwc_depthwise(const at::Tensor& input, const at::Tensor& weight, in
 namespace {
 
 // The kernel instance for a launch (depthwise_nhwc_kernels.cuh) with kG channels per group:
+// - depthwise float16 / bfloat16, 3x3 and 5x5 at stride 1 or 2 (no dilation along W): the rows
+//   kernel, every filter row's inputs loaded at once (dw_nhwc_rows_strip). Not float32: its raw
+//   rows take twice the registers, and the per-row instance keeps pace with it there; not 7x7,
+//   whose 7 rows of raw words leave too few threads an SM (docs/depthwise.md);
 // - depthwise (kG = 1): filter widths 3, 5 and 7 at stride 1 or 2 (no dilation along W) unrolled
 //   (dw_nhwc_unrolled_strip); any other width with stride and dilation 1 along W the column window,
 //   whose long strip pays where rows of more than 7 taps amortize its loads;
@@ -68,6 +73,16 @@ std::pair<void (*)(DwNhwcArgs<T>), int> depthwise_nhwc_instance(const LaunchMap&
   using One = std::integral_constant<int, 1>;
   using Two = std::integral_constant<int, 2>;
   const bool unrolled_stride = m.tap_sx == 1 && (m.col_sx == 1 || m.col_sx == 2), s2 = m.col_sx == 2;
+  if constexpr (kG == 1 && !std::is_same_v<T, float>) {
+    const auto rows = [](auto size, auto stride) -> Kernel {
+      constexpr int kStrip = dw_nhwc_rows_strip(size(), stride());
+      return {depthwise_nhwc_rows_kernel<T, kStrip, size(), size(), stride()>, kStrip};
+    };
+    if (unrolled_stride && m.R == 3 && m.S == 3)
+      return s2 ? rows(std::integral_constant<int, 3>{}, Two{}) : rows(std::integral_constant<int, 3>{}, One{});
+    if (unrolled_stride && m.R == 5 && m.S == 5)
+      return s2 ? rows(std::integral_constant<int, 5>{}, Two{}) : rows(std::integral_constant<int, 5>{}, One{});
+  }
   if (unrolled_stride && m.S == 3)
     return s2 ? unrolled(std::integral_constant<int, 3>{}, Two{}) : unrolled(std::integral_constant<int, 3>{}, One{});
   if constexpr (kG == 1) {

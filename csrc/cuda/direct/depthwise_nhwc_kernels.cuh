@@ -137,6 +137,43 @@ __device__ __forceinline__ void load_filter(const float* p, float (&w)[kVec]) {
   }
 }
 
+// Thread t's channel vector, strip, output row and image (channel vector fastest).
+__device__ __forceinline__ void dw_nhwc_thread_coords(const DwNhwcConv& cv, int64_t t, int& vec, int& strip, int& cy,
+                                                      int& n) {
+  if (cv.threads <= 0x7fffffff) {  // 32-bit division where the grid allows
+    unsigned u = unsigned(t);
+    vec = int(u % unsigned(cv.vecs)), u /= unsigned(cv.vecs);
+    strip = int(u % unsigned(cv.strips)), u /= unsigned(cv.strips);
+    cy = int(u % unsigned(cv.col_H)), n = int(u / unsigned(cv.col_H));
+  } else {
+    int64_t rest = t;
+    vec = int(rest % cv.vecs), rest /= cv.vecs;
+    strip = int(rest % cv.strips), rest /= cv.strips;
+    cy = int(rest % cv.col_H), n = int(rest / cv.col_H);
+  }
+}
+
+// Adds the bias to a strip's sums and stores them (columns past the launch's width are not written).
+template <typename T, int kStrip>
+__device__ __forceinline__ void dw_nhwc_store_strip(const DwNhwcArgs<T>& a, int n, int cy, int cx0, int c0,
+                                                    float (&acc)[kStrip][kDwNhwcVec]) {
+  const DwNhwcConv& cv = a.cv;
+  if (a.bias != nullptr) {
+#pragma unroll
+    for (int v = 0; v < kDwNhwcVec; ++v) {
+      const float b = to_float(a.bias[c0 + v]);
+#pragma unroll
+      for (int j = 0; j < kStrip; ++j) acc[j][v] += b;
+    }
+  }
+  const int64_t C = cv.src_C;
+  const int oy = cy * cv.out_sy + cv.out_oy;
+  T* drow = a.dst + (int64_t(n) * cv.out_H + oy) * cv.out_W * C + c0;
+#pragma unroll
+  for (int j = 0; j < kStrip; ++j)
+    if (cx0 + j < cv.col_W) store_vec(drow + int64_t((cx0 + j) * cv.out_sx + cv.out_ox) * C, acc[j]);
+}
+
 // kS > 0: filter rows of kS taps, stride kSx along W (1 or 2) and no dilation along W, unrolled:
 //   each row's (kStrip - 1) * kSx + kS input columns load at once, then the row's products run.
 // kS = 0, kSx = 1: any filter width, stride and dilation 1 along W: the column window.
@@ -150,17 +187,7 @@ __global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const
   const int64_t t = int64_t(blockIdx.x) * kDwNhwcThreads + threadIdx.x;
   if (t >= cv.threads) return;
   int vec, strip, cy, n;
-  if (cv.threads <= 0x7fffffff) {  // 32-bit division where the grid allows
-    unsigned u = unsigned(t);
-    vec = int(u % unsigned(cv.vecs)), u /= unsigned(cv.vecs);
-    strip = int(u % unsigned(cv.strips)), u /= unsigned(cv.strips);
-    cy = int(u % unsigned(cv.col_H)), n = int(u / unsigned(cv.col_H));
-  } else {
-    int64_t rest = t;
-    vec = int(rest % cv.vecs), rest /= cv.vecs;
-    strip = int(rest % cv.strips), rest /= cv.strips;
-    cy = int(rest % cv.col_H), n = int(rest / cv.col_H);
-  }
+  dw_nhwc_thread_coords(cv, t, vec, strip, cy, n);
   const int64_t C = cv.src_C;
   const int c0 = vec * kVec, cx0 = strip * kStrip;
 
@@ -243,19 +270,83 @@ __global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const
     }
   }
 
-  if (a.bias != nullptr) {
-#pragma unroll
-    for (int v = 0; v < kVec; ++v) {
-      const float b = to_float(a.bias[c0 + v]);
-#pragma unroll
-      for (int j = 0; j < kStrip; ++j) acc[j][v] += b;
-    }
+  dw_nhwc_store_strip<T, kStrip>(a, n, cy, cx0, c0, acc);
+}
+
+// The rows kernel's strip: 3x3 at stride 1 keeps the long strip (128 registers); at stride 2 its
+// 3 x 15 input columns would take 90 registers of raw words alone, so the strip is 2 (62 registers,
+// a grid of many short threads); 5x5 rows hold 5 x 8 (stride 1) or 5 x 11 (stride 2) columns at a
+// strip of 4.
+constexpr int dw_nhwc_rows_strip(int kR, int kSx) { return kR == 3 ? (kSx == 1 ? kDwNhwcLongStrip : 2) : 4; }
+
+// The raw bits of a channel vector (16 bytes of float32, 8 of float16 / bfloat16), widened where used.
+template <typename T>
+using DwNhwcRaw = std::conditional_t<std::is_same_v<T, float>, float4, uint2>;
+
+template <typename T>
+__device__ __forceinline__ DwNhwcRaw<T> load_raw(const T* row, int col, int width, int64_t pitch, bool row_inside) {
+  if (row_inside && col >= 0 && col < width) return __ldg(reinterpret_cast<const DwNhwcRaw<T>*>(row + col * pitch));
+  return DwNhwcRaw<T>{};
+}
+
+template <typename T>
+__device__ __forceinline__ void widen_raw(const DwNhwcRaw<T>& r, float (&f)[kDwNhwcVec]) {
+  if constexpr (std::is_same_v<T, float>) {
+    f[0] = r.x, f[1] = r.y, f[2] = r.z, f[3] = r.w;
+  } else {
+    unpack_word<T>(r.x, f), unpack_word<T>(r.y, f + 2);
   }
-  const int oy = cy * cv.out_sy + cv.out_oy;
-  T* drow = a.dst + (int64_t(n) * cv.out_H + oy) * cv.out_W * C + c0;
+}
+
+// Depthwise filters of kR x kS taps at stride kSx along W (1 or 2), no dilation along W: every
+// filter row's input columns for the strip, (kStrip - 1) * kSx + kS vectors a row, load before any
+// product runs, so a thread waits for its loads once rather than once per filter row (the loads of
+// all kR rows are in flight together); rows and columns in the padding load zeros. The rows are held
+// as loaded (16-bit words) and widened a row at a time, so 16-bit inputs take half the registers
+// float32's would: the 16-bit instances use it (depthwise_nhwc.cu).
+template <typename T, int kStrip, int kR, int kS, int kSx>
+__global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_rows_kernel(const __grid_constant__ DwNhwcArgs<T> a) {
+  constexpr int kVec = kDwNhwcVec, kCols = (kStrip - 1) * kSx + kS;
+  const DwNhwcConv& cv = a.cv;
+  const int64_t t = int64_t(blockIdx.x) * kDwNhwcThreads + threadIdx.x;
+  if (t >= cv.threads) return;
+  int vec, strip, cy, n;
+  dw_nhwc_thread_coords(cv, t, vec, strip, cy, n);
+  const int64_t C = cv.src_C;
+  const int c0 = vec * kVec, cx0 = strip * kStrip;
+  const int iy0 = cy * cv.col_sy + cv.col_oy, ix0 = cx0 * kSx + cv.col_ox;
+
+  DwNhwcRaw<T> raw[kR][kCols];
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    const int iy = iy0 + i * cv.tap_sy;
+    const bool inside = iy >= 0 && iy < cv.src_H;
+    const T* xrow = a.src + (int64_t(n) * cv.src_H + (inside ? iy : 0)) * cv.src_W * C + c0;
+#pragma unroll
+    for (int k = 0; k < kCols; ++k) raw[i][k] = load_raw(xrow, ix0 + k, cv.src_W, C, inside);
+  }
+
+  float acc[kStrip][kVec];
 #pragma unroll
   for (int j = 0; j < kStrip; ++j)
-    if (cx0 + j < cv.col_W) store_vec(drow + int64_t((cx0 + j) * cv.out_sx + cv.out_ox) * C, acc[j]);
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) acc[j][v] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    float win[kCols][kVec];
+#pragma unroll
+    for (int k = 0; k < kCols; ++k) widen_raw<T>(raw[i][k], win[k]);
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+      float w[kVec];
+      load_filter(a.wt + (i * kS + s) * C + c0, w);
+#pragma unroll
+      for (int j = 0; j < kStrip; ++j)
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) acc[j][v] = fmaf(w[v], win[j * kSx + s][v], acc[j][v]);
+    }
+  }
+  dw_nhwc_store_strip<T, kStrip>(a, n, cy, cx0, c0, acc);
 }
 
 // Wt[i][j][q][c] = the weight element behind launch tap (i, j) between destination channel c and
