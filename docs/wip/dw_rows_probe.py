@@ -1,0 +1,187 @@
+"""Device probe: the NHWC depthwise kernel that loads every filter row's inputs before its products
+(depthwise_nhwc_rows_kernel) against today's per-row unrolled instance and cuDNN, on the depthwise
+suite's 3x3 / 5x5 / 7x7 layers, channels_last, forward. Builds a small extension from the library's
+kernel header only (about a minute), so a device call needs no library build. Prints a table and
+writes $OUT/dw_rows_probe.json.
+
+  python docs/wip/dw_rows_probe.py [--batch 32,1] [--dtypes bf16,fp16,fp32]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+from torch.utils import cpp_extension
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from suites import DEPTHWISE  # noqa: E402
+
+# (R, S, stride) -> strips of the rows kernel to try.
+ROWS_STRIPS = {(3, 3, 1): (4, 6, 8), (3, 3, 2): (2, 4, 6), (5, 5, 1): (2, 4), (5, 5, 2): (2, 4), (7, 7, 1): (2, 3)}
+TYPES = {"bf16": ("__nv_bfloat16", torch.bfloat16), "fp16": ("__half", torch.float16), "fp32": ("float", torch.float32)}
+
+SOURCE = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include "cuda/direct/depthwise_nhwc_kernels.cuh"
+using namespace torchconv;
+using namespace torchconv::cuda;
+using T = %(T)s;
+
+template <typename K>
+void launch(K kernel, int strip, const at::Tensor& x, const at::Tensor& wt, at::Tensor& y, int R, int S, int stride, int pad) {
+  ConvShape p{x.size(0), x.size(1), x.size(2), x.size(3), x.size(1), R, S, y.size(2), y.size(3), stride, stride, pad, pad, 1, 1, x.size(1)};
+  DwNhwcArgs<T> a{};
+  static_cast<LaunchMap&>(a.cv) = forward_map(p);
+  a.cv.vecs = int(p.C) / kDwNhwcVec;
+  a.cv.strips = int((p.Wo + strip - 1) / strip);
+  a.cv.threads = p.N * p.Ho * a.cv.strips * a.cv.vecs;
+  a.src = reinterpret_cast<const T*>(x.const_data_ptr());
+  a.wt = wt.const_data_ptr<float>();
+  a.dst = reinterpret_cast<T*>(y.mutable_data_ptr());
+  kernel<<<unsigned((a.cv.threads + kDwNhwcThreads - 1) / kDwNhwcThreads), kDwNhwcThreads, 0,
+           c10::cuda::getCurrentCUDAStream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <int kR, int kS, int kSx>
+bool old_instance(int R, int S, int stride, const at::Tensor& x, const at::Tensor& wt, at::Tensor& y, int pad) {
+  if (R != kR || S != kS || stride != kSx) return false;
+  constexpr int strip = dw_nhwc_unrolled_strip(kS, kSx, 1);
+  launch(depthwise_nhwc_kernel<T, 1, strip, kS, kSx>, strip, x, wt, y, R, S, stride, pad);
+  return true;
+}
+template <int kR, int kS, int kSx, int kStrip>
+bool rows_instance(int R, int S, int stride, int strip, const at::Tensor& x, const at::Tensor& wt, at::Tensor& y, int pad) {
+  if (R != kR || S != kS || stride != kSx || strip != kStrip) return false;
+  launch(depthwise_nhwc_rows_kernel<T, kStrip, kR, kS, kSx>, kStrip, x, wt, y, R, S, stride, pad);
+  return true;
+}
+
+// strip 0: today's instance; otherwise the rows kernel with that strip.
+void run_%(name)s(int64_t strip, const at::Tensor& x, const at::Tensor& wt, at::Tensor& y, int64_t R, int64_t S, int64_t stride, int64_t pad) {
+  const int r = int(R), s = int(S), st = int(stride), sp = int(strip), pd = int(pad);
+  bool done = false;
+  if (sp == 0) {
+    done = old_instance<3, 3, 1>(r, s, st, x, wt, y, pd) || old_instance<3, 3, 2>(r, s, st, x, wt, y, pd) ||
+           old_instance<5, 5, 1>(r, s, st, x, wt, y, pd) || old_instance<5, 5, 2>(r, s, st, x, wt, y, pd) ||
+           old_instance<7, 7, 1>(r, s, st, x, wt, y, pd);
+  } else {
+    done = rows_instance<3, 3, 1, 4>(r, s, st, sp, x, wt, y, pd) || rows_instance<3, 3, 1, 6>(r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<3, 3, 1, 8>(r, s, st, sp, x, wt, y, pd) || rows_instance<3, 3, 2, 2>(r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<3, 3, 2, 4>(r, s, st, sp, x, wt, y, pd) || rows_instance<3, 3, 2, 6>(r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<5, 5, 1, 2>(r, s, st, sp, x, wt, y, pd) || rows_instance<5, 5, 1, 4>(r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<5, 5, 2, 2>(r, s, st, sp, x, wt, y, pd) || rows_instance<5, 5, 2, 4>(r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<7, 7, 1, 2>(r, s, st, sp, x, wt, y, pd) || rows_instance<7, 7, 1, 3>(r, s, st, sp, x, wt, y, pd);
+  }
+  TORCH_CHECK(done, "no instance for ", R, "x", S, " stride ", stride, " strip ", strip);
+}
+"""
+
+BINDING = r"""
+#include <torch/extension.h>
+%(decls)s
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+%(defs)s
+}
+"""
+
+
+def build(dtypes):
+    """One extension, a source per dtype (compiled in parallel); returns dtype -> its run function."""
+    d = tempfile.mkdtemp(prefix="dw_rows_")
+    sources = []
+    for name in dtypes:
+        sources.append(os.path.join(d, f"probe_{name}.cu"))
+        with open(sources[-1], "w") as f:
+            f.write(SOURCE % {"T": TYPES[name][0], "name": name})
+    sig = "(int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t, int64_t, int64_t, int64_t)"
+    sources.append(os.path.join(d, "binding.cpp"))
+    with open(sources[-1], "w") as f:
+        f.write(BINDING % {"decls": "\n".join(f"void run_{n}{sig};" for n in dtypes),
+                           "defs": "\n".join(f'  m.def("run_{n}", &run_{n});' for n in dtypes)})
+    mod = cpp_extension.load(
+        name="dw_rows_probe", sources=sources, build_directory=d, verbose=False,
+        extra_include_paths=[os.path.join(ROOT, "csrc")],
+        extra_cuda_cflags=["-O3", "-lineinfo", "--expt-relaxed-constexpr", "-DTORCHCONV_WITH_CUDA", "-std=c++20"])
+    return {n: getattr(mod, f"run_{n}") for n in dtypes}
+
+
+def time_calls(fns, reps, rounds):
+    """fns: name -> callable. Interleaved rounds; median µs a call per name."""
+    times = {k: [] for k in fns}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for k, f in fns.items():
+        for _ in range(5):
+            f()
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for k, f in fns.items():
+            start.record()
+            for _ in range(reps):
+                f()
+            end.record()
+            end.synchronize()
+            times[k].append(start.elapsed_time(end) * 1000 / reps)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", default="32,1")
+    ap.add_argument("--dtypes", default="bf16,fp16,fp32")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    dtypes = args.dtypes.split(",")
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    mods = build(dtypes)
+    out = os.environ.get("OUT", ".")
+    rows = []
+    for name in dtypes:
+        dt = TYPES[name][1]
+        run = mods[name]
+        for layer in DEPTHWISE:
+            R, S = layer.R, layer.kw
+            stride = layer.stride
+            key = (R, S, stride)
+            if key not in ROWS_STRIPS or layer.groups != layer.C or layer.padding is not None:
+                continue
+            pad = R // 2
+            for N in [int(b) for b in args.batch.split(",")]:
+                C, H = layer.C, layer.HW
+                g = torch.Generator(device="cuda").manual_seed(0)
+                x = torch.randn(N, C, H, H, device="cuda", generator=g).to(dt).contiguous(memory_format=torch.channels_last)
+                w = torch.randn(C, 1, R, S, device="cuda", generator=g).to(dt)
+                wt = w.float().permute(2, 3, 1, 0).contiguous()
+                ref = F.conv2d(x.double(), w.double(), stride=stride, padding=pad, groups=C)
+                y0 = torch.empty_like(ref, dtype=dt).contiguous(memory_format=torch.channels_last)
+                ys = {}
+                fns = {"cudnn": lambda: F.conv2d(x, w, stride=stride, padding=pad, groups=C)}
+                for strip in (0,) + ROWS_STRIPS[key]:
+                    y = torch.full_like(y0, float("nan"))
+                    run(strip, x, wt, y, R, S, stride, pad)
+                    ys[strip] = y
+                    fns[f"s{strip}"] = (lambda y=y, strip=strip: run(strip, x, wt, y, R, S, stride, pad))
+                torch.cuda.synchronize()
+                errs = {k: float((v.double() - ref).norm() / ref.norm()) for k, v in ys.items()}
+                same = {k: bool(torch.equal(v, ys[0])) for k, v in ys.items()}
+                t = time_calls(fns, args.reps, args.rounds)
+                row = dict(layer=layer.name, dtype=name, N=N, times_us=t, rel_err=errs, bits_equal_old=same)
+                rows.append(row)
+                best = min((k for k in t if k.startswith("s") and k != "s0"), key=t.get)
+                print(f"{layer.name:14s} {name} N{N:<3d} cudnn {t['cudnn']:7.1f} old {t['s0']:7.1f} best {best} "
+                      f"{t[best]:7.1f}  " + " ".join(f"{k}={v:.1f}" for k, v in t.items() if k not in ('cudnn', 's0')) +
+                      f"  err old {errs[0]:.1e} eq {all(same.values())}", flush=True)
+    with open(os.path.join(out, "dw_rows_probe.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
