@@ -371,10 +371,6 @@ struct DwNhwcFilterMap {
 // (S x kG at most kDwNhwcGradSums). Each slice's sums go to partial[slice][r][s][q][c]; the slices
 // are added in a fixed order afterwards (deterministic).
 constexpr int kDwNhwcGradSums = 12;
-// Output columns whose loads the sliding grad_weight issues together: 8 of 16-bit inputs, 4 of
-// float32 (the same 32 registers of raw words).
-template <typename T>
-constexpr int dw_nhwc_grad_columns() { return sizeof(T) == 2 ? 8 : 4; }
 
 struct DwNhwcWeightGrad {
   int N, C, H, W, Ho, Wo, R, S, sh, sw, ph, pw, dh, dw;
@@ -430,34 +426,20 @@ __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_grad_weight_ker
     const T* gyrow = a.gy + row * g.Wo * C + c0;
     const T* xrow = a.x + (int64_t(n) * g.H + iy) * g.W * C + c0;
     if constexpr (kS > 0) {
-      // win[s] holds input column ox - pw + s while output column ox runs. The inputs and gradients
-      // of kColumns output columns load (as raw words) before their products, so a thread waits on
-      // its loads once a run of columns rather than once a column.
-      constexpr int kColumns = dw_nhwc_grad_columns<T>();
+      // win[s] holds input column ox - pw + s while output column ox runs.
       float win[kS][kDwNhwcVec];
 #pragma unroll
       for (int k = 1; k < kS; ++k) load_column(xrow, k - 1 - g.pw, g.W, C, win[k]);
-      for (int ox0 = 0; ox0 < g.Wo; ox0 += kColumns) {
-        DwNhwcRaw<T> xr[kColumns], dr[kColumns];
+      for (int ox = 0; ox < g.Wo; ++ox) {
 #pragma unroll
-        for (int k = 0; k < kColumns; ++k) {
-          xr[k] = load_raw(xrow, ox0 + k - g.pw + kS - 1, g.W, C, true);
-          dr[k] = load_raw(gyrow, ox0 + k, g.Wo, C, true);
-        }
+        for (int k = 0; k + 1 < kS; ++k)
 #pragma unroll
-        for (int k = 0; k < kColumns; ++k) {
-          if (ox0 + k < g.Wo) {
+          for (int v = 0; v < kDwNhwcVec; ++v) win[k][v] = win[k + 1][v];
+        load_column(xrow, ox - g.pw + kS - 1, g.W, C, win[kS - 1]);
+        float d[kDwNhwcVec];
+        load_vec(gyrow + ox * C, d);
 #pragma unroll
-            for (int j = 0; j + 1 < kS; ++j)
-#pragma unroll
-              for (int v = 0; v < kDwNhwcVec; ++v) win[j][v] = win[j + 1][v];
-            widen_raw<T>(xr[k], win[kS - 1]);
-            float d[kDwNhwcVec];
-            widen_raw<T>(dr[k], d);
-#pragma unroll
-            for (int s = 0; s < kS; ++s) accumulate(acc[s], d, win[s]);
-          }
-        }
+        for (int s = 0; s < kS; ++s) accumulate(acc[s], d, win[s]);
       }
     } else {
       for (int ox = 0; ox < g.Wo; ++ox) {
