@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call on main (no patch): build, then the depthwise channels_last rows that
-# benchmarks/results/depthwise-h200.json lacks -- float32 forward (batch 32 and 1, frozen and trainable)
-# and the bfloat16 forward + backward at batch 32 -- to merge with
+# benchmarks/results/depthwise-h200.json lacks -- float32 and float16 forward at batch 1 (frozen and
+# trainable) and the float16 forward + backward at batch 32 -- to merge with
 #   python benchmarks/merge_results.py benchmarks/results/depthwise-h200.json <the run's json files>
 # then python benchmarks/render_readme.py. One archive back ($OUT/all.tgz).
 set -uo pipefail
@@ -16,7 +16,7 @@ bench() {  # name, timeout, bench.py arguments
   timeout $t python benchmarks/bench.py --suite depthwise --algorithms cudnn,direct --layout nhwc \
     --out-dir "$OUT/dw/$name" --tag depthwise-h200 "$@" > "$OUT/dw/$name.log" 2>&1; echo "$name rc $?"
 }
-bench fp32n32 80 --precision fp32 --batch 32 --mode fwd --weights frozen,trainable
 bench fp32n1 60 --precision fp32 --batch 1 --mode fwd --weights frozen,trainable
-bench bf16bwd 120 --precision bf16 --batch 32 --mode fwdbwd --weights trainable
+bench fp16n1 60 --precision fp16 --batch 1 --mode fwd --weights frozen,trainable
+bench fp16bwd 120 --precision fp16 --batch 32 --mode fwdbwd --weights trainable
 cd "$OUT" && tar czf all.tgz dw 2>/dev/null; rm -rf dw
