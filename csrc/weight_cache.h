@@ -36,7 +36,8 @@ at::Tensor cached_transform(const at::Tensor& weight, const std::string& tag,
 // step), same data pointer, sizes and strides. Inference tensors have no version counter and are
 // never cached (nor are trainable weights outside inference mode, see above).
 // `tag` is a string, or a callable returning one; a callable is called only where the cache serves the
-// weight, so a training step's call builds no tag and wraps no std::function (no host allocation).
+// weight, so a training step's call builds no tag string and wraps no std::function (the look-up
+// costs it no host allocation).
 template <typename Tag, typename Compute>
 at::Tensor cached_weight_transform(const at::Tensor& weight, const Tag& tag, const Compute& compute) {
   if (!weight_transform_is_cached(weight)) return compute();
