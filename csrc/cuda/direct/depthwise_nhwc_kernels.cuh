@@ -273,10 +273,10 @@ __global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const
   dw_nhwc_store_strip<T, kStrip>(a, n, cy, cx0, c0, acc);
 }
 
-// The rows kernel's strip: 3x3 at stride 1 keeps the long strip (128 registers); at stride 2 its
-// 3 x 15 input columns would take 90 registers of raw words alone, so the strip is 2 (62 registers,
-// a grid of many short threads); 5x5 rows hold 5 x 8 (stride 1) or 5 x 11 (stride 2) columns at a
-// strip of 4.
+// The rows kernel's strip: 3x3 at stride 1 keeps the long strip (128 registers); at stride 2 the
+// per-row kernel's strip of 7 would hold 3 x 15 input columns, 90 registers of raw words alone, so
+// the strip is 2 (62 registers, a grid of many short threads); 5x5 rows hold 5 x 8 (stride 1) or
+// 5 x 11 (stride 2) columns at a strip of 4.
 constexpr int dw_nhwc_rows_strip(int kR, int kSx) { return kR == 3 ? (kSx == 1 ? kDwNhwcLongStrip : 2) : 4; }
 
 // The raw bits of a channel vector (16 bytes of float32, 8 of float16 / bfloat16), widened where used.
