@@ -368,6 +368,7 @@ NHWC_SHAPES = [
     (1, 20, 16, 18, 5, 5, 1, (4, 2), (2, 1), False),  # 5x5, dilation along H only, a partial strip
     (2, 28, 15, 17, 3, 3, 2, 1, 1, True),  # 3x3 stride 2, 9 output columns: a partial strip of 2
     (1, 36, 6, 23, 5, 5, 2, 2, 1, False),  # 5x5 stride 2, rows mostly padding
+    (2, 12, 17, 19, 7, 7, 2, 3, 1, True),  # 7x7 stride 2: grad_weight's window keeps 5 columns a pixel
 ]
 
 

@@ -186,6 +186,29 @@ at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_
   return gx;
 }
 
+namespace {
+
+// The grad_weight instance for kG channels per group: rows of 3 taps (and 5 or 7 depthwise) at stride
+// 1 or 2 along W without dilation slide a register window over the row (at stride 2 each pixel keeps
+// S - 2 of the last pixel's input columns); anything else loads every product's input.
+template <typename T, int kG>
+void (*depthwise_nhwc_grad_weight_instance(const DwNhwcWeightGrad& g))(DwNhwcWeightGradArgs<T>) {
+  const auto window = [&](auto taps) -> void (*)(DwNhwcWeightGradArgs<T>) {
+    if (g.sw == 2) return depthwise_nhwc_grad_weight_kernel<T, kG, taps(), 2>;
+    return depthwise_nhwc_grad_weight_kernel<T, kG, taps(), 1>;
+  };
+  if (g.dw == 1 && (g.sw == 1 || g.sw == 2)) {
+    if (g.S == 3) return window(std::integral_constant<int, 3>{});
+    if constexpr (kG == 1) {
+      if (g.S == 5) return window(std::integral_constant<int, 5>{});
+      if (g.S == 7) return window(std::integral_constant<int, 7>{});
+    }
+  }
+  return depthwise_nhwc_grad_weight_kernel<T, kG, 0>;
+}
+
+}  // namespace
+
 bool nhwc_grad_weight_takes(const ConvShape& p) {
   return p.channels_per_group() == p.filters_per_group() && p.S * p.channels_per_group() <= kDwNhwcGradSums;
 }
@@ -214,19 +237,12 @@ at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad
   auto partial = at::empty({g.slices, slice_elems}, weight.options().dtype(at::kFloat));
   record_workspace_bytes(g.slices > 1 ? partial.numel() * int64_t(sizeof(float)) : 0);
   record_last_choice("grad_weight", "depthwise-nhwc", g.slices);
-  const bool window = g.sw == 1 && g.dw == 1;
   dispatch_nhwc_dtype(x.scalar_type(), [&](auto element) {
     using T = typename CudaElement<decltype(element)>::type;
     DwNhwcWeightGradArgs<T> a{kernel_data<T>(x), kernel_data<T>(gy), partial.mutable_data_ptr<float>(), g};
-    auto kernel = group == 4   ? (window && g.S == 3 ? depthwise_nhwc_grad_weight_kernel<T, 4, 3>
-                                                     : depthwise_nhwc_grad_weight_kernel<T, 4, 0>)
-                  : group == 2 ? (window && g.S == 3 ? depthwise_nhwc_grad_weight_kernel<T, 2, 3>
-                                                     : depthwise_nhwc_grad_weight_kernel<T, 2, 0>)
-                  : !window    ? depthwise_nhwc_grad_weight_kernel<T, 1, 0>
-                  : g.S == 3   ? depthwise_nhwc_grad_weight_kernel<T, 1, 3>
-                  : g.S == 5   ? depthwise_nhwc_grad_weight_kernel<T, 1, 5>
-                  : g.S == 7   ? depthwise_nhwc_grad_weight_kernel<T, 1, 7>
-                               : depthwise_nhwc_grad_weight_kernel<T, 1, 0>;
+    const auto kernel = group == 4   ? depthwise_nhwc_grad_weight_instance<T, 4>(g)
+                        : group == 2 ? depthwise_nhwc_grad_weight_instance<T, 2>(g)
+                                     : depthwise_nhwc_grad_weight_instance<T, 1>(g);
     kernel<<<unsigned(ceil_div(g.threads, kDwNhwcThreads)), kDwNhwcThreads, 0, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });

@@ -386,10 +386,10 @@ struct DwNhwcWeightGradArgs {
   DwNhwcWeightGrad g;
 };
 
-// kS > 0: filter rows of kS taps at stride and dilation 1 along W, whose inputs slide through a
-// register window (one new input vector per output pixel); kS = 0: any row of at most
-// kDwNhwcGradSums / kG taps, each product loading its input.
-template <typename T, int kG, int kS>
+// kS > 0: filter rows of kS taps at stride kSw (1 or 2) and dilation 1 along W, whose inputs slide
+// through a register window (kSw new input vectors per output pixel, the rest kept from the pixel
+// before); kS = 0: any row of at most kDwNhwcGradSums / kG taps, each product loading its input.
+template <typename T, int kG, int kS, int kSw = 1>
 __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_grad_weight_kernel(
     const __grid_constant__ DwNhwcWeightGradArgs<T> a) {
   constexpr int kTaps = kS > 0 ? kS : kDwNhwcGradSums / kG;
@@ -426,16 +426,20 @@ __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_grad_weight_ker
     const T* gyrow = a.gy + row * g.Wo * C + c0;
     const T* xrow = a.x + (int64_t(n) * g.H + iy) * g.W * C + c0;
     if constexpr (kS > 0) {
-      // win[s] holds input column ox - pw + s while output column ox runs.
+      // win[s] holds input column ox * kSw - pw + s while output column ox runs; the columns the
+      // next pixel keeps (kS - kSw of them) shift down, kSw new ones load.
+      static_assert(kSw == 1 || kSw == 2, "strides the window slides by");
+      constexpr int kKept = kS > kSw ? kS - kSw : 0;
       float win[kS][kDwNhwcVec];
 #pragma unroll
-      for (int k = 1; k < kS; ++k) load_column(xrow, k - 1 - g.pw, g.W, C, win[k]);
+      for (int k = kSw; k < kS; ++k) load_column(xrow, k - kSw - g.pw, g.W, C, win[k]);
       for (int ox = 0; ox < g.Wo; ++ox) {
 #pragma unroll
-        for (int k = 0; k + 1 < kS; ++k)
+        for (int k = 0; k < kKept; ++k)
 #pragma unroll
-          for (int v = 0; v < kDwNhwcVec; ++v) win[k][v] = win[k + 1][v];
-        load_column(xrow, ox - g.pw + kS - 1, g.W, C, win[kS - 1]);
+          for (int v = 0; v < kDwNhwcVec; ++v) win[k][v] = win[k + kSw][v];
+#pragma unroll
+        for (int k = kKept; k < kS; ++k) load_column(xrow, ox * kSw - g.pw + k, g.W, C, win[k]);
         float d[kDwNhwcVec];
         load_vec(gyrow + ox * C, d);
 #pragma unroll
