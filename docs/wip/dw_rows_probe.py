@@ -1,6 +1,6 @@
 """Device probe: the NHWC depthwise kernel that loads every filter row's inputs before its products
 (depthwise_nhwc_rows_kernel) against today's per-row unrolled instance and cuDNN, on the depthwise
-suite's 3x3 / 5x5 / 7x7 layers, channels_last, forward. Builds a small extension from the library's
+suite's 3x3 / 5x5 / 7x7 layers and its 3x3 groups of 4 (ResNeXt), channels_last, forward. Builds a small extension from the library's
 kernel header only (about a minute), so a device call needs no library build. Prints a table and
 writes $OUT/dw_rows_probe.json.
 
@@ -21,8 +21,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from suites import DEPTHWISE  # noqa: E402
 
-# (R, S, stride) -> strips of the rows kernel to try.
-ROWS_STRIPS = {(3, 3, 1): (4, 6, 8), (3, 3, 2): (2, 4, 6), (5, 5, 1): (2, 4), (5, 5, 2): (2, 4), (7, 7, 1): (2, 3)}
+# (R, S, stride, channels per group) -> strips of the rows kernel to try.
+ROWS_STRIPS = {(3, 3, 1, 1): (4, 6, 8), (3, 3, 2, 1): (2, 4, 6), (5, 5, 1, 1): (2, 4), (5, 5, 2, 1): (2, 4),
+               (7, 7, 1, 1): (2, 3), (3, 3, 1, 4): (2, 4, 8)}
 TYPES = {"bf16": ("__nv_bfloat16", torch.bfloat16), "fp16": ("__half", torch.float16), "fp32": ("float", torch.float32)}
 
 SOURCE = r"""
@@ -35,7 +36,7 @@ using T = %(T)s;
 
 template <typename K>
 void launch(K kernel, int strip, const at::Tensor& x, const at::Tensor& wt, at::Tensor& y, int R, int S, int stride, int pad) {
-  ConvShape p{x.size(0), x.size(1), x.size(2), x.size(3), x.size(1), R, S, y.size(2), y.size(3), stride, stride, pad, pad, 1, 1, x.size(1)};
+  ConvShape p{x.size(0), x.size(1), x.size(2), x.size(3), x.size(1), R, S, y.size(2), y.size(3), stride, stride, pad, pad, 1, 1, x.size(1) / wt.size(2)};
   DwNhwcArgs<T> a{};
   static_cast<LaunchMap&>(a.cv) = forward_map(p);
   a.cv.vecs = int(p.C) / kDwNhwcVec;
@@ -49,37 +50,39 @@ void launch(K kernel, int strip, const at::Tensor& x, const at::Tensor& wt, at::
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <int kR, int kS, int kSx>
-bool old_instance(int R, int S, int stride, const at::Tensor& x, const at::Tensor& wt, at::Tensor& y, int pad) {
-  if (R != kR || S != kS || stride != kSx) return false;
-  constexpr int strip = dw_nhwc_unrolled_strip(kS, kSx, 1);
-  launch(depthwise_nhwc_kernel<T, 1, strip, kS, kSx>, strip, x, wt, y, R, S, stride, pad);
+template <int kG, int kR, int kS, int kSx>
+bool old_instance(int G, int R, int S, int stride, const at::Tensor& x, const at::Tensor& wt, at::Tensor& y, int pad) {
+  if (G != kG || R != kR || S != kS || stride != kSx) return false;
+  constexpr int strip = dw_nhwc_unrolled_strip(kS, kSx, kG);
+  launch(depthwise_nhwc_kernel<T, kG, strip, kS, kSx>, strip, x, wt, y, R, S, stride, pad);
   return true;
 }
-template <int kR, int kS, int kSx, int kStrip>
-bool rows_instance(int R, int S, int stride, int strip, const at::Tensor& x, const at::Tensor& wt, at::Tensor& y, int pad) {
-  if (R != kR || S != kS || stride != kSx || strip != kStrip) return false;
-  launch(depthwise_nhwc_rows_kernel<T, kStrip, kR, kS, kSx>, kStrip, x, wt, y, R, S, stride, pad);
+template <int kG, int kR, int kS, int kSx, int kStrip>
+bool rows_instance(int G, int R, int S, int stride, int strip, const at::Tensor& x, const at::Tensor& wt, at::Tensor& y, int pad) {
+  if (G != kG || R != kR || S != kS || stride != kSx || strip != kStrip) return false;
+  launch(depthwise_nhwc_rows_kernel<T, kG, kStrip, kR, kS, kSx>, kStrip, x, wt, y, R, S, stride, pad);
   return true;
 }
 
-// strip 0: today's instance; otherwise the rows kernel with that strip.
+// strip 0: today's instance; otherwise the rows kernel with that strip. g: channels per group.
 void run_%(name)s(int64_t strip, const at::Tensor& x, const at::Tensor& wt, at::Tensor& y, int64_t R, int64_t S, int64_t stride, int64_t pad) {
-  const int r = int(R), s = int(S), st = int(stride), sp = int(strip), pd = int(pad);
+  const int g = int(wt.size(2)), r = int(R), s = int(S), st = int(stride), sp = int(strip), pd = int(pad);
   bool done = false;
   if (sp == 0) {
-    done = old_instance<3, 3, 1>(r, s, st, x, wt, y, pd) || old_instance<3, 3, 2>(r, s, st, x, wt, y, pd) ||
-           old_instance<5, 5, 1>(r, s, st, x, wt, y, pd) || old_instance<5, 5, 2>(r, s, st, x, wt, y, pd) ||
-           old_instance<7, 7, 1>(r, s, st, x, wt, y, pd);
+    done = old_instance<1, 3, 3, 1>(g, r, s, st, x, wt, y, pd) || old_instance<1, 3, 3, 2>(g, r, s, st, x, wt, y, pd) ||
+           old_instance<1, 5, 5, 1>(g, r, s, st, x, wt, y, pd) || old_instance<1, 5, 5, 2>(g, r, s, st, x, wt, y, pd) ||
+           old_instance<1, 7, 7, 1>(g, r, s, st, x, wt, y, pd) || old_instance<4, 3, 3, 1>(g, r, s, st, x, wt, y, pd);
   } else {
-    done = rows_instance<3, 3, 1, 4>(r, s, st, sp, x, wt, y, pd) || rows_instance<3, 3, 1, 6>(r, s, st, sp, x, wt, y, pd) ||
-           rows_instance<3, 3, 1, 8>(r, s, st, sp, x, wt, y, pd) || rows_instance<3, 3, 2, 2>(r, s, st, sp, x, wt, y, pd) ||
-           rows_instance<3, 3, 2, 4>(r, s, st, sp, x, wt, y, pd) || rows_instance<3, 3, 2, 6>(r, s, st, sp, x, wt, y, pd) ||
-           rows_instance<5, 5, 1, 2>(r, s, st, sp, x, wt, y, pd) || rows_instance<5, 5, 1, 4>(r, s, st, sp, x, wt, y, pd) ||
-           rows_instance<5, 5, 2, 2>(r, s, st, sp, x, wt, y, pd) || rows_instance<5, 5, 2, 4>(r, s, st, sp, x, wt, y, pd) ||
-           rows_instance<7, 7, 1, 2>(r, s, st, sp, x, wt, y, pd) || rows_instance<7, 7, 1, 3>(r, s, st, sp, x, wt, y, pd);
+    done = rows_instance<1, 3, 3, 1, 4>(g, r, s, st, sp, x, wt, y, pd) || rows_instance<1, 3, 3, 1, 6>(g, r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<1, 3, 3, 1, 8>(g, r, s, st, sp, x, wt, y, pd) || rows_instance<1, 3, 3, 2, 2>(g, r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<1, 3, 3, 2, 4>(g, r, s, st, sp, x, wt, y, pd) || rows_instance<1, 3, 3, 2, 6>(g, r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<1, 5, 5, 1, 2>(g, r, s, st, sp, x, wt, y, pd) || rows_instance<1, 5, 5, 1, 4>(g, r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<1, 5, 5, 2, 2>(g, r, s, st, sp, x, wt, y, pd) || rows_instance<1, 5, 5, 2, 4>(g, r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<1, 7, 7, 1, 2>(g, r, s, st, sp, x, wt, y, pd) || rows_instance<1, 7, 7, 1, 3>(g, r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<4, 3, 3, 1, 2>(g, r, s, st, sp, x, wt, y, pd) || rows_instance<4, 3, 3, 1, 4>(g, r, s, st, sp, x, wt, y, pd) ||
+           rows_instance<4, 3, 3, 1, 8>(g, r, s, st, sp, x, wt, y, pd);
   }
-  TORCH_CHECK(done, "no instance for ", R, "x", S, " stride ", stride, " strip ", strip);
+  TORCH_CHECK(done, "no instance for ", R, "x", S, " stride ", stride, " strip ", strip, " group ", g);
 }
 """
 
@@ -150,20 +153,21 @@ def main():
         for layer in DEPTHWISE:
             R, S = layer.R, layer.kw
             stride = layer.stride
-            key = (R, S, stride)
-            if key not in ROWS_STRIPS or layer.groups != layer.C or layer.padding is not None:
+            cg = layer.C // layer.groups
+            key = (R, S, stride, cg)
+            if key not in ROWS_STRIPS or layer.padding is not None:
                 continue
             pad = R // 2
             for N in [int(b) for b in args.batch.split(",")]:
                 C, H = layer.C, layer.HW
                 g = torch.Generator(device="cuda").manual_seed(0)
                 x = torch.randn(N, C, H, H, device="cuda", generator=g).to(dt).contiguous(memory_format=torch.channels_last)
-                w = torch.randn(C, 1, R, S, device="cuda", generator=g).to(dt)
+                w = torch.randn(C, cg, R, S, device="cuda", generator=g).to(dt)
                 wt = w.float().permute(2, 3, 1, 0).contiguous()
-                ref = F.conv2d(x.double(), w.double(), stride=stride, padding=pad, groups=C)
+                ref = F.conv2d(x.double(), w.double(), stride=stride, padding=pad, groups=layer.groups)
                 y0 = torch.empty_like(ref, dtype=dt).contiguous(memory_format=torch.channels_last)
                 ys = {}
-                fns = {"cudnn": lambda: F.conv2d(x, w, stride=stride, padding=pad, groups=C)}
+                fns = {"cudnn": lambda: F.conv2d(x, w, stride=stride, padding=pad, groups=layer.groups)}
                 for strip in (0,) + ROWS_STRIPS[key]:
                     y = torch.full_like(y0, float("nan"))
                     run(strip, x, wt, y, R, S, stride, pad)

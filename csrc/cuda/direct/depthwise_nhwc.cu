@@ -76,7 +76,7 @@ std::pair<void (*)(DwNhwcArgs<T>), int> depthwise_nhwc_instance(const LaunchMap&
   if constexpr (kG == 1 && !std::is_same_v<T, float>) {
     const auto rows = [](auto size, auto stride) -> Kernel {
       constexpr int kStrip = dw_nhwc_rows_strip(size(), stride());
-      return {depthwise_nhwc_rows_kernel<T, kStrip, size(), size(), stride()>, kStrip};
+      return {depthwise_nhwc_rows_kernel<T, 1, kStrip, size(), size(), stride()>, kStrip};
     };
     if (unrolled_stride && m.R == 3 && m.S == 3)
       return s2 ? rows(std::integral_constant<int, 3>{}, Two{}) : rows(std::integral_constant<int, 3>{}, One{});

@@ -304,9 +304,12 @@ __device__ __forceinline__ void widen_raw(const DwNhwcRaw<T>& r, float (&f)[kDwN
 // all kR rows are in flight together); rows and columns in the padding load zeros. The rows are held
 // as loaded (16-bit words) and widened a row at a time, so 16-bit inputs take half the registers
 // float32's would: the 16-bit instances use it (depthwise_nhwc.cu).
-template <typename T, int kStrip, int kR, int kS, int kSx>
+// With kG > 1 (groups of kG channels and kG filters) a tap is kG filter vectors, each multiplying the
+// vector's source channels permuted within their group, as in the per-row kernel.
+template <typename T, int kG, int kStrip, int kR, int kS, int kSx>
 __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_rows_kernel(const __grid_constant__ DwNhwcArgs<T> a) {
   constexpr int kVec = kDwNhwcVec, kCols = (kStrip - 1) * kSx + kS;
+  static_assert(kVec % kG == 0, "a group's channels lie inside one vector");
   const DwNhwcConv& cv = a.cv;
   const int64_t t = int64_t(blockIdx.x) * kDwNhwcThreads + threadIdx.x;
   if (t >= cv.threads) return;
@@ -337,14 +340,16 @@ __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_rows_kernel(con
 #pragma unroll
     for (int k = 0; k < kCols; ++k) widen_raw<T>(raw[i][k], win[k]);
 #pragma unroll
-    for (int s = 0; s < kS; ++s) {
-      float w[kVec];
-      load_filter(a.wt + (i * kS + s) * C + c0, w);
+    for (int s = 0; s < kS; ++s)
 #pragma unroll
-      for (int j = 0; j < kStrip; ++j)
+      for (int q = 0; q < kG; ++q) {
+        float w[kVec];
+        load_filter(a.wt + ((i * kS + s) * kG + q) * C + c0, w);
 #pragma unroll
-        for (int v = 0; v < kVec; ++v) acc[j][v] = fmaf(w[v], win[j * kSx + s][v], acc[j][v]);
-    }
+        for (int j = 0; j < kStrip; ++j)
+#pragma unroll
+          for (int v = 0; v < kVec; ++v) acc[j][v] = fmaf(w[v], win[j * kSx + s][v - v % kG + q], acc[j][v]);
+      }
   }
   dw_nhwc_store_strip<T, kStrip>(a, n, cy, cx0, c0, acc);
 }
