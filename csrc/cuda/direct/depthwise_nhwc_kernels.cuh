@@ -137,20 +137,31 @@ __device__ __forceinline__ void load_filter(const float* p, float (&w)[kVec]) {
   }
 }
 
-// Thread t's channel vector, strip, output row and image (channel vector fastest).
-__device__ __forceinline__ void dw_nhwc_thread_coords(const DwNhwcConv& cv, int64_t t, int& vec, int& strip, int& cy,
-                                                      int& n) {
+// A thread's place: image n, output row cy, first channel c0 of its vector, first output column cx0
+// of its strip (channel vector fastest in the thread index).
+struct DwNhwcThread {
+  int n, cy, c0, cx0;
+};
+
+// False for the grid's threads past the last strip.
+template <int kStrip>
+__device__ __forceinline__ bool dw_nhwc_thread(const DwNhwcConv& cv, DwNhwcThread& th) {
+  const int64_t t = int64_t(blockIdx.x) * kDwNhwcThreads + threadIdx.x;
+  if (t >= cv.threads) return false;
+  int vec, strip;
   if (cv.threads <= 0x7fffffff) {  // 32-bit division where the grid allows
     unsigned u = unsigned(t);
     vec = int(u % unsigned(cv.vecs)), u /= unsigned(cv.vecs);
     strip = int(u % unsigned(cv.strips)), u /= unsigned(cv.strips);
-    cy = int(u % unsigned(cv.col_H)), n = int(u / unsigned(cv.col_H));
+    th.cy = int(u % unsigned(cv.col_H)), th.n = int(u / unsigned(cv.col_H));
   } else {
     int64_t rest = t;
     vec = int(rest % cv.vecs), rest /= cv.vecs;
     strip = int(rest % cv.strips), rest /= cv.strips;
-    cy = int(rest % cv.col_H), n = int(rest / cv.col_H);
+    th.cy = int(rest % cv.col_H), th.n = int(rest / cv.col_H);
   }
+  th.c0 = vec * kDwNhwcVec, th.cx0 = strip * kStrip;
+  return true;
 }
 
 // Adds the bias to a strip's sums and stores them (columns past the launch's width are not written).
@@ -184,12 +195,10 @@ __global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const
   static_assert(kVec % kG == 0, "a group's channels lie inside one vector");
   static_assert(kG == 1 || kS > 0 || kSx == 0, "groups run the unrolled or the per-product instances");
   const DwNhwcConv& cv = a.cv;
-  const int64_t t = int64_t(blockIdx.x) * kDwNhwcThreads + threadIdx.x;
-  if (t >= cv.threads) return;
-  int vec, strip, cy, n;
-  dw_nhwc_thread_coords(cv, t, vec, strip, cy, n);
+  DwNhwcThread th;
+  if (!dw_nhwc_thread<kStrip>(cv, th)) return;
+  const auto [n, cy, c0, cx0] = th;
   const int64_t C = cv.src_C;
-  const int c0 = vec * kVec, cx0 = strip * kStrip;
 
   float acc[kStrip][kVec];
 #pragma unroll
@@ -311,12 +320,10 @@ __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_rows_kernel(con
   constexpr int kVec = kDwNhwcVec, kCols = (kStrip - 1) * kSx + kS;
   static_assert(kVec % kG == 0, "a group's channels lie inside one vector");
   const DwNhwcConv& cv = a.cv;
-  const int64_t t = int64_t(blockIdx.x) * kDwNhwcThreads + threadIdx.x;
-  if (t >= cv.threads) return;
-  int vec, strip, cy, n;
-  dw_nhwc_thread_coords(cv, t, vec, strip, cy, n);
+  DwNhwcThread th;
+  if (!dw_nhwc_thread<kStrip>(cv, th)) return;
+  const auto [n, cy, c0, cx0] = th;
   const int64_t C = cv.src_C;
-  const int c0 = vec * kVec, cx0 = strip * kStrip;
   const int iy0 = cy * cv.col_sy + cv.col_oy, ix0 = cx0 * kSx + cv.col_ox;
 
   DwNhwcRaw<T> raw[kR][kCols];
