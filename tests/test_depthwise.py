@@ -375,6 +375,7 @@ NHWC_SHAPES = [
 # The same with a last element: channels (and filters) per group, 2 or 4.
 NHWC_GROUP_SHAPES = [
     (2, 16, 14, 13, 3, 3, 1, 1, 1, True, 4),  # ResNeXt 3x3, groups of 4 x 4
+    (1, 16, 13, 12, 3, 3, 1, (2, 1), (2, 1), False, 4),  # groups of 4, dilation along H only
     (1, 24, 15, 14, 3, 3, 2, 1, 1, False, 4),  # stride 2, batch 1
     (2, 12, 11, 12, 3, 3, 1, 1, 1, False, 2),  # groups of 2 x 2
     (2, 8, 12, 11, 5, 5, 1, 2, 1, True, 4),  # 5x5: the per-product loop
@@ -463,11 +464,13 @@ def test_nhwc_depthwise_filter_from_any_weight_layout_cached_while_frozen(shape,
     weight is unchanged, so a repeated forward launches the convolution alone; an in-place write to
     the weight is seen; a strided grad_input keeps one entry per phase's taps; a trainable weight is
     re-laid on every call and never cached. The one kernel a frozen forward launches is the rows
-    kernel for a 16-bit depthwise 3x3 (every filter row's inputs loaded at once), the per-row kernel
-    for float32 and for groups."""
+    kernel for a 16-bit depthwise 3x3 and a 16-bit 3x3 of groups of 4 at stride 1 (every filter
+    row's inputs loaded at once), the per-row kernel for float32 and for other groups."""
     x, w, b, kw = nhwc_case(shape, dtype)
-    # 16-bit depthwise 3x3 and 5x5 run the rows kernel, the rest the per-row kernel
-    rows = dtype != torch.float32 and len(shape) == 10 and shape[4] == shape[5] in (3, 5)
+    # 16-bit depthwise 3x3 and 5x5, and 16-bit groups of 4 at 3x3 stride 1, run the rows kernel
+    depthwise = len(shape) == 10 and shape[4] == shape[5] in (3, 5)
+    groups_of_4 = len(shape) == 11 and shape[10] == 4 and shape[4] == shape[5] == 3 and shape[6] == 1
+    rows = dtype != torch.float32 and (depthwise or groups_of_4)
     kernel = "depthwise_nhwc_rows_kernel<" if rows else "depthwise_nhwc_kernel<"
     conv = lambda xi, wi: torchconv.conv2d(xi, wi, b, **kw, algorithm="direct")  # noqa: E731
     xg = x.detach().requires_grad_()

@@ -60,7 +60,8 @@ namespace {
 // - depthwise (kG = 1): filter widths 3, 5 and 7 at stride 1 or 2 (no dilation along W) unrolled
 //   (dw_nhwc_unrolled_strip); any other width with stride and dilation 1 along W the column window,
 //   whose long strip pays where rows of more than 7 taps amortize its loads;
-// - groups of 2 or 4: width 3 at stride 1 or 2 unrolled (ResNeXt's grouped 3x3);
+// - groups of 4 (ResNeXt's grouped 3x3), float16 / bfloat16, 3x3 at stride 1: the rows kernel;
+// - groups of 2 or 4: width 3 at stride 1 or 2 unrolled;
 // - everything else the per-product loads with the short strip.
 // Returns the kernel and its strip.
 template <typename T, int kG>
@@ -73,15 +74,18 @@ std::pair<void (*)(DwNhwcArgs<T>), int> depthwise_nhwc_instance(const LaunchMap&
   using One = std::integral_constant<int, 1>;
   using Two = std::integral_constant<int, 2>;
   const bool unrolled_stride = m.tap_sx == 1 && (m.col_sx == 1 || m.col_sx == 2), s2 = m.col_sx == 2;
+  const auto rows = [](auto size, auto stride) -> Kernel {
+    constexpr int kStrip = dw_nhwc_rows_strip(size(), stride());
+    return {depthwise_nhwc_rows_kernel<T, kG, kStrip, size(), size(), stride()>, kStrip};
+  };
   if constexpr (kG == 1 && !std::is_same_v<T, float>) {
-    const auto rows = [](auto size, auto stride) -> Kernel {
-      constexpr int kStrip = dw_nhwc_rows_strip(size(), stride());
-      return {depthwise_nhwc_rows_kernel<T, 1, kStrip, size(), size(), stride()>, kStrip};
-    };
     if (unrolled_stride && m.R == 3 && m.S == 3)
       return s2 ? rows(std::integral_constant<int, 3>{}, Two{}) : rows(std::integral_constant<int, 3>{}, One{});
     if (unrolled_stride && m.R == 5 && m.S == 5)
       return s2 ? rows(std::integral_constant<int, 5>{}, Two{}) : rows(std::integral_constant<int, 5>{}, One{});
+  }
+  if constexpr (kG == 4 && !std::is_same_v<T, float>) {
+    if (m.tap_sx == 1 && m.col_sx == 1 && m.R == 3 && m.S == 3) return rows(std::integral_constant<int, 3>{}, One{});
   }
   if (unrolled_stride && m.S == 3)
     return s2 ? unrolled(std::integral_constant<int, 3>{}, Two{}) : unrolled(std::integral_constant<int, 3>{}, One{});
