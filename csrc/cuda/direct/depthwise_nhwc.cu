@@ -197,9 +197,11 @@ namespace {
 // S - 2 of the last pixel's input columns); anything else loads every product's input.
 template <typename T, int kG>
 void (*depthwise_nhwc_grad_weight_instance(const DwNhwcWeightGrad& g))(DwNhwcWeightGradArgs<T>) {
+  constexpr bool kFloat32 = std::is_same_v<T, float>;
   const auto window = [&](auto taps) -> void (*)(DwNhwcWeightGradArgs<T>) {
-    if (g.sw == 2) return depthwise_nhwc_grad_weight_kernel<T, kG, taps(), 2>;
-    return depthwise_nhwc_grad_weight_kernel<T, kG, taps(), 1>;
+    if (g.sw == 2)
+      return depthwise_nhwc_grad_weight_kernel<T, kG, taps(), 2, dw_nhwc_grad_weight_run(taps(), 2, kG, kFloat32)>;
+    return depthwise_nhwc_grad_weight_kernel<T, kG, taps(), 1, dw_nhwc_grad_weight_run(taps(), 1, kG, kFloat32)>;
   };
   if (g.dw == 1 && (g.sw == 1 || g.sw == 2)) {
     if (g.S == 3) return window(std::integral_constant<int, 3>{});

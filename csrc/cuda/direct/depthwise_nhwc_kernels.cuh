@@ -384,6 +384,17 @@ struct DwNhwcFilterMap {
 // are added in a fixed order afterwards (deterministic).
 constexpr int kDwNhwcGradSums = 12;
 
+// The sliding grad_weight's run (output pixels whose loads issue together) for rows of kS taps at
+// stride kSw, kG channels per group: longer runs wait on fewer loads but hold their raw words in
+// registers, which rows of 7 taps and groups (more sums a thread) cannot spare, and a short row
+// loads part of a run for nothing. Measured per layer (docs/depthwise.md): 4 for 16-bit 3-tap rows at
+// stride 1, 2 for depthwise rows of 3 or 5 taps at stride 2, 1 (a pixel at a time) otherwise.
+constexpr int dw_nhwc_grad_weight_run(int kS, int kSw, int kG, bool float32) {
+  if (kG != 1) return 1;
+  if (kSw == 2) return kS <= 5 ? 2 : 1;
+  return kS == 3 && !float32 ? 4 : 1;
+}
+
 struct DwNhwcWeightGrad {
   int N, C, H, W, Ho, Wo, R, S, sh, sw, ph, pw, dh, dw;
   int vecs, rows_per_slice, slices;
@@ -400,8 +411,10 @@ struct DwNhwcWeightGradArgs {
 
 // kS > 0: filter rows of kS taps at stride kSw (1 or 2) and dilation 1 along W, whose inputs slide
 // through a register window (kSw new input vectors per output pixel, the rest kept from the pixel
-// before); kS = 0: any row of at most kDwNhwcGradSums / kG taps, each product loading its input.
-template <typename T, int kG, int kS, int kSw = 1>
+// before); the new inputs and the gradients of kRun output pixels load (as raw words) before their
+// products, so a thread waits on its loads once a run rather than once a pixel. kS = 0: any row of
+// at most kDwNhwcGradSums / kG taps, each product loading its input.
+template <typename T, int kG, int kS, int kSw = 1, int kRun = 1>
 __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_grad_weight_kernel(
     const __grid_constant__ DwNhwcWeightGradArgs<T> a) {
   constexpr int kTaps = kS > 0 ? kS : kDwNhwcGradSums / kG;
@@ -442,20 +455,32 @@ __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_grad_weight_ker
       // next pixel keeps (kS - kSw of them) shift down, kSw new ones load.
       static_assert(kSw == 1 || kSw == 2, "strides the window slides by");
       constexpr int kKept = kS > kSw ? kS - kSw : 0;
+      constexpr int kNew = kS - kKept;  // input columns a pixel loads
       float win[kS][kDwNhwcVec];
 #pragma unroll
       for (int k = kSw; k < kS; ++k) load_column(xrow, k - kSw - g.pw, g.W, C, win[k]);
-      for (int ox = 0; ox < g.Wo; ++ox) {
+      for (int ox0 = 0; ox0 < g.Wo; ox0 += kRun) {
+        DwNhwcRaw<T> xr[kRun][kNew], dr[kRun];
 #pragma unroll
-        for (int k = 0; k < kKept; ++k)
+        for (int j = 0; j < kRun; ++j) {
 #pragma unroll
-          for (int v = 0; v < kDwNhwcVec; ++v) win[k][v] = win[k + kSw][v];
+          for (int k = 0; k < kNew; ++k) xr[j][k] = load_raw(xrow, (ox0 + j) * kSw - g.pw + kKept + k, g.W, C, true);
+          dr[j] = load_raw(gyrow, ox0 + j, g.Wo, C, true);
+        }
 #pragma unroll
-        for (int k = kKept; k < kS; ++k) load_column(xrow, ox * kSw - g.pw + k, g.W, C, win[k]);
-        float d[kDwNhwcVec];
-        load_vec(gyrow + ox * C, d);
+        for (int j = 0; j < kRun; ++j) {
+          if (kRun > 1 && ox0 + j >= g.Wo) break;
 #pragma unroll
-        for (int s = 0; s < kS; ++s) accumulate(acc[s], d, win[s]);
+          for (int k = 0; k < kKept; ++k)
+#pragma unroll
+            for (int v = 0; v < kDwNhwcVec; ++v) win[k][v] = win[k + kSw][v];
+#pragma unroll
+          for (int k = 0; k < kNew; ++k) widen_raw<T>(xr[j][k], win[kKept + k]);
+          float d[kDwNhwcVec];
+          widen_raw<T>(dr[j], d);
+#pragma unroll
+          for (int s = 0; s < kS; ++s) accumulate(acc[s], d, win[s]);
+        }
       }
     } else {
       for (int ox = 0; ox < g.Wo; ++ox) {

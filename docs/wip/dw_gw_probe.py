@@ -1,0 +1,191 @@
+"""Device probe: the NHWC depthwise grad_weight's sliding window with runs of kRun output pixels whose
+loads issue together (depthwise_nhwc_grad_weight_kernel's kRun: 1 is the library's instance today)
+on the depthwise suite's layers of 3-, 5- and 7-tap rows (and ResNeXt's 3x3 groups of 4), channels_last,
+trainable weights' grad_weight. The slices of output rows follow the library's rule (about 1024
+threads an SM; the workspace limit is not applied). Builds a small extension from the library's
+kernel header only (about a minute), so a device call needs no library build. Times the grad_weight
+kernel alone (the slices' sum is the same for every run length) and cuDNN's whole grad_weight for
+reference; checks that every run length's partial sums equal kRun = 1's bit for bit. Prints a table
+and writes $OUT/dw_gw_probe.json.
+
+  python docs/wip/dw_gw_probe.py [--batch 32] [--dtypes bf16,fp16,fp32]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+import torch
+from torch.utils import cpp_extension
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from suites import DEPTHWISE  # noqa: E402
+
+RUNS = (1, 2, 4, 8)
+# (channels per group, S, stride) the probe instances.
+CONFIGS = ((1, 3, 1), (1, 3, 2), (1, 5, 1), (1, 5, 2), (1, 7, 1), (4, 3, 1))
+TYPES = {"bf16": ("__nv_bfloat16", torch.bfloat16), "fp16": ("__half", torch.float16), "fp32": ("float", torch.float32)}
+
+SOURCE = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include "cuda/direct/depthwise_nhwc_kernels.cuh"
+using namespace torchconv;
+using namespace torchconv::cuda;
+using T = %(T)s;
+
+template <int kG, int kS, int kSw, int kRun>
+bool instance(int G, int S, int sw, int run, const DwNhwcWeightGradArgs<T>& a) {
+  if (G != kG || S != kS || sw != kSw || run != kRun) return false;
+  depthwise_nhwc_grad_weight_kernel<T, kG, kS, kSw, kRun>
+      <<<unsigned((a.g.threads + kDwNhwcThreads - 1) / kDwNhwcThreads), kDwNhwcThreads, 0,
+         c10::cuda::getCurrentCUDAStream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
+template <int kG, int kS, int kSw>
+bool runs(int G, int S, int sw, int run, const DwNhwcWeightGradArgs<T>& a) {
+  return instance<kG, kS, kSw, 1>(G, S, sw, run, a) || instance<kG, kS, kSw, 2>(G, S, sw, run, a) ||
+         instance<kG, kS, kSw, 4>(G, S, sw, run, a) || instance<kG, kS, kSw, 8>(G, S, sw, run, a);
+}
+
+// x, gy: channels_last; partial: slices x (R x S x G x C) float32. Returns the slices.
+void run_%(name)s(int64_t run, const at::Tensor& x, const at::Tensor& gy, at::Tensor& partial, int64_t R, int64_t S,
+                  int64_t stride, int64_t ph, int64_t pw, int64_t G, int64_t rows_per_slice) {
+  DwNhwcWeightGrad g{};
+  g.N = int(x.size(0)), g.C = int(x.size(1)), g.H = int(x.size(2)), g.W = int(x.size(3));
+  g.Ho = int(gy.size(2)), g.Wo = int(gy.size(3)), g.R = int(R), g.S = int(S), g.sh = int(stride), g.sw = int(stride);
+  g.ph = int(ph), g.pw = int(pw), g.dh = 1, g.dw = 1;
+  g.vecs = g.C / kDwNhwcVec;
+  g.rows_per_slice = int(rows_per_slice);
+  g.slices = int((int64_t(g.N) * g.Ho + rows_per_slice - 1) / rows_per_slice);
+  g.threads = int64_t(g.vecs) * g.R * g.slices;
+  TORCH_CHECK(partial.size(0) == g.slices, "partial slices");
+  DwNhwcWeightGradArgs<T> a{reinterpret_cast<const T*>(x.const_data_ptr()), reinterpret_cast<const T*>(gy.const_data_ptr()),
+                            partial.mutable_data_ptr<float>(), g};
+  const int G_ = int(G), S_ = int(S), sw = int(stride), rn = int(run);
+  const bool done = runs<1, 3, 1>(G_, S_, sw, rn, a) || runs<1, 3, 2>(G_, S_, sw, rn, a) || runs<1, 5, 1>(G_, S_, sw, rn, a) ||
+                    runs<1, 5, 2>(G_, S_, sw, rn, a) || runs<1, 7, 1>(G_, S_, sw, rn, a) || runs<4, 3, 1>(G_, S_, sw, rn, a);
+  TORCH_CHECK(done, "no instance for S ", S, " stride ", stride, " run ", run, " group ", G);
+}
+"""
+
+BINDING = r"""
+#include <torch/extension.h>
+%(decls)s
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+%(defs)s
+}
+"""
+
+
+def build(dtypes):
+    """One extension, a source per dtype (compiled in parallel); returns dtype -> its run function."""
+    d = tempfile.mkdtemp(prefix="dw_gw_")
+    sources = []
+    for name in dtypes:
+        sources.append(os.path.join(d, f"probe_{name}.cu"))
+        with open(sources[-1], "w") as f:
+            f.write(SOURCE % {"T": TYPES[name][0], "name": name})
+    sig = ("(int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t, int64_t, int64_t, int64_t, int64_t, "
+           "int64_t, int64_t)")
+    sources.append(os.path.join(d, "binding.cpp"))
+    with open(sources[-1], "w") as f:
+        f.write(BINDING % {"decls": "\n".join(f"void run_{n}{sig};" for n in dtypes),
+                           "defs": "\n".join(f'  m.def("run_{n}", &run_{n});' for n in dtypes)})
+    mod = cpp_extension.load(
+        name="dw_gw_probe", sources=sources, build_directory=d, verbose=False,
+        extra_include_paths=[os.path.join(ROOT, "csrc")],
+        extra_cuda_cflags=["-O3", "-lineinfo", "--expt-relaxed-constexpr", "-DTORCHCONV_WITH_CUDA", "-std=c++20"])
+    return {n: getattr(mod, f"run_{n}") for n in dtypes}
+
+
+def time_calls(fns, reps, rounds):
+    """fns: name -> callable. Interleaved rounds; median µs a call per name."""
+    times = {k: [] for k in fns}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for k, f in fns.items():
+        for _ in range(3):
+            f()
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for k, f in fns.items():
+            start.record()
+            for _ in range(reps):
+                f()
+            end.record()
+            end.synchronize()
+            times[k].append(start.elapsed_time(end) * 1000 / reps)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", default="32")
+    ap.add_argument("--dtypes", default="bf16,fp16,fp32")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    dtypes = args.dtypes.split(",")
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    mods = build(dtypes)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    out = os.environ.get("OUT", ".")
+    rows = []
+    for name in dtypes:
+        dt = TYPES[name][1]
+        run = mods[name]
+        for layer in DEPTHWISE:
+            G = layer.C // layer.groups
+            if (G, layer.kw, layer.stride) not in CONFIGS or layer.dilation != 1:
+                continue
+            R, S, stride = layer.R, layer.kw, layer.stride
+            ph, pw = layer.pads
+            for N in [int(b) for b in args.batch.split(",")]:
+                C, H = layer.C, layer.HW
+                g = torch.Generator(device="cuda").manual_seed(0)
+                x = torch.randn(N, C, H, H, device="cuda", generator=g).to(dt).contiguous(memory_format=torch.channels_last)
+                w = torch.randn(C, G, R, S, device="cuda", generator=g).to(dt)
+                Ho = (H + 2 * ph - R) // stride + 1
+                Wo = (H + 2 * pw - S) // stride + 1
+                gy = torch.randn(N, C, Ho, Wo, device="cuda", generator=g).to(dt).contiguous(
+                    memory_format=torch.channels_last)
+                rows_total = N * Ho
+                per_slice = max(1, -(-rows_total * (C // 4) * R // (sms * 1024)))
+                per_slice = min(per_slice, rows_total)
+                slices = -(-rows_total // per_slice)
+                parts = {}
+                fns = {"cudnn": lambda: torch.ops.aten.convolution_backward(
+                    gy, x, w, None, [stride, stride], [ph, pw], [1, 1], False, [0, 0], layer.groups,
+                    [False, True, False])}
+                for rl in RUNS:
+                    p = torch.full((slices, R * S * G * C), float("nan"), device="cuda")
+                    run(rl, x, gy, p, R, S, stride, ph, pw, G, per_slice)
+                    parts[rl] = p
+                    fns[f"r{rl}"] = (lambda p=p, rl=rl: run(rl, x, gy, p, R, S, stride, ph, pw, G, per_slice))
+                torch.cuda.synchronize()
+                same = all(torch.equal(parts[1], v) for v in parts.values())
+                # The slices' sum against a float64 reference (the probe's check of the kernel itself).
+                gw = parts[1].sum(0).view(R, S, G, C).permute(3, 2, 0, 1).double()
+                ref = torch.ops.aten.convolution_backward(
+                    gy.double(), x.double(), w.double(), None, [stride, stride], [ph, pw], [1, 1], False, [0, 0],
+                    layer.groups, [False, True, False])[1]
+                err = float((gw - ref).norm() / ref.norm())
+                t = time_calls(fns, args.reps, args.rounds)
+                rows.append(dict(layer=layer.name, dtype=name, N=N, slices=slices, times_us=t, rel_err=err,
+                                 bits_equal=same))
+                best = min((k for k in t if k.startswith("r")), key=t.get)
+                print(f"{layer.name:14s} {name} N{N:<3d} slices {slices:4d} cudnn {t['cudnn']:7.1f} "
+                      + " ".join(f"{k}={t[k]:.1f}" for k in t if k != "cudnn")
+                      + f"  best {best}  err {err:.1e} eq {same}", flush=True)
+    with open(os.path.join(out, "dw_gw_probe.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
