@@ -4,34 +4,35 @@ on the depthwise suite's layers of 3-, 5- and 7-tap rows (and ResNeXt's 3x3 grou
 trainable weights' grad_weight. The slices of output rows follow the library's rule (about 1024
 threads an SM; the workspace limit is not applied). Builds a small extension from the library's
 kernel header only (about a minute), so a device call needs no library build. Times the grad_weight
-kernel alone (the slices' sum is the same for every run length) and cuDNN's whole grad_weight for
-reference; checks that every run length's partial sums equal kRun = 1's bit for bit. Prints a table
-and writes $OUT/dw_gw_probe.json.
+kernel alone at runs r1 .. r8 (the slices' sum is the same for every run length), cuDNN's whole
+grad_weight for reference, and, at the library's run length, the kernel and the slices' sum together
+with each slice taking 1, 2, 4, 8 times the rule's output rows (x1 .. x8: fewer slices, fewer
+threads, less workspace to write and add); checks that every run length's partial sums equal
+kRun = 1's bit for bit. Prints a table and writes $OUT/dw_gw_probe.json.
 
   python docs/wip/dw_gw_probe.py [--batch 32] [--dtypes bf16,fp16,fp32]
 """
 import argparse
 import json
 import os
-import statistics
 import sys
-import tempfile
 
 import torch
-from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from suites import DEPTHWISE  # noqa: E402
+from kernel_probe import TYPES, build, time_calls  # noqa: E402
 
 RUNS = (1, 2, 4, 8)
 # (channels per group, S, stride) the probe instances.
 CONFIGS = ((1, 3, 1), (1, 3, 2), (1, 5, 1), (1, 5, 2), (1, 7, 1), (4, 3, 1))
-TYPES = {"bf16": ("__nv_bfloat16", torch.bfloat16), "fp16": ("__half", torch.float16), "fp32": ("float", torch.float32)}
 
 SOURCE = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
+#include "cuda/common/slice_sum.cuh"
 #include "cuda/direct/depthwise_nhwc_kernels.cuh"
 using namespace torchconv;
 using namespace torchconv::cuda;
@@ -72,55 +73,26 @@ void run_%(name)s(int64_t run, const at::Tensor& x, const at::Tensor& gy, at::Te
                     runs<1, 5, 2>(G_, S_, sw, rn, a) || runs<1, 7, 1>(G_, S_, sw, rn, a) || runs<4, 3, 1>(G_, S_, sw, rn, a);
   TORCH_CHECK(done, "no instance for S ", S, " stride ", stride, " run ", run, " group ", G);
 }
-"""
 
-BINDING = r"""
-#include <torch/extension.h>
-%(decls)s
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-%(defs)s
+// The library's run length for this row (dw_nhwc_grad_weight_run).
+int64_t library_run_%(name)s(int64_t S, int64_t stride, int64_t G) {
+  return dw_nhwc_grad_weight_run(int(S), int(stride), int(G), std::is_same_v<T, float>);
+}
+
+// The slices' sum into gw (C x G x taps, float32) as the library adds them.
+void sum_%(name)s(const at::Tensor& partial, at::Tensor& gw, int64_t taps, int64_t G) {
+  const int64_t C = gw.size(0), slice = partial.size(1);
+  launch_sum_slices(partial.const_data_ptr<float>(), gw.mutable_data_ptr<float>(), gw.numel(), int(partial.size(0)), slice,
+                    DwNhwcSliceMap{int(taps), int(G), int(C)}, 64);
 }
 """
 
-
-def build(dtypes):
-    """One extension, a source per dtype (compiled in parallel); returns dtype -> its run function."""
-    d = tempfile.mkdtemp(prefix="dw_gw_")
-    sources = []
-    for name in dtypes:
-        sources.append(os.path.join(d, f"probe_{name}.cu"))
-        with open(sources[-1], "w") as f:
-            f.write(SOURCE % {"T": TYPES[name][0], "name": name})
-    sig = ("(int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t, int64_t, int64_t, int64_t, int64_t, "
-           "int64_t, int64_t)")
-    sources.append(os.path.join(d, "binding.cpp"))
-    with open(sources[-1], "w") as f:
-        f.write(BINDING % {"decls": "\n".join(f"void run_{n}{sig};" for n in dtypes),
-                           "defs": "\n".join(f'  m.def("run_{n}", &run_{n});' for n in dtypes)})
-    mod = cpp_extension.load(
-        name="dw_gw_probe", sources=sources, build_directory=d, verbose=False,
-        extra_include_paths=[os.path.join(ROOT, "csrc")],
-        extra_cuda_cflags=["-O3", "-lineinfo", "--expt-relaxed-constexpr", "-DTORCHCONV_WITH_CUDA", "-std=c++20"])
-    return {n: getattr(mod, f"run_{n}") for n in dtypes}
-
-
-def time_calls(fns, reps, rounds):
-    """fns: name -> callable. Interleaved rounds; median µs a call per name."""
-    times = {k: [] for k in fns}
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for k, f in fns.items():
-        for _ in range(3):
-            f()
-    torch.cuda.synchronize()
-    for _ in range(rounds):
-        for k, f in fns.items():
-            start.record()
-            for _ in range(reps):
-                f()
-            end.record()
-            end.synchronize()
-            times[k].append(start.elapsed_time(end) * 1000 / reps)
-    return {k: statistics.median(v) for k, v in times.items()}
+FUNCTIONS = {
+    "run": ("void", "(int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t, int64_t, int64_t, int64_t, "
+                    "int64_t, int64_t, int64_t)"),
+    "library_run": ("int64_t", "(int64_t, int64_t, int64_t)"),
+    "sum": ("void", "(const at::Tensor&, at::Tensor&, int64_t, int64_t)"),
+}
 
 
 def main():
@@ -129,17 +101,21 @@ def main():
     ap.add_argument("--dtypes", default="bf16,fp16,fp32")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--slice-scales", default="1,2,4,8",
+                    help="output rows a slice takes, as multiples of the library's rule: the library's run length, "
+                         "kernel and slices' sum timed together at each")
     args = ap.parse_args()
     dtypes = args.dtypes.split(",")
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
-    mods = build(dtypes)
+    mods = build("dw_gw_probe", SOURCE, FUNCTIONS, dtypes)
+    scales = [int(v) for v in args.slice_scales.split(",") if v]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     out = os.environ.get("OUT", ".")
     rows = []
     for name in dtypes:
         dt = TYPES[name][1]
-        run = mods[name]
+        run, library_run, sum_slices = (mods[name][k] for k in ("run", "library_run", "sum"))
         for layer in DEPTHWISE:
             G = layer.C // layer.groups
             if (G, layer.kw, layer.stride) not in CONFIGS or layer.dilation != 1:
@@ -168,6 +144,19 @@ def main():
                     run(rl, x, gy, p, R, S, stride, ph, pw, G, per_slice)
                     parts[rl] = p
                     fns[f"r{rl}"] = (lambda p=p, rl=rl: run(rl, x, gy, p, R, S, stride, ph, pw, G, per_slice))
+                # The whole pass but the weight's cast: kernel and slices' sum, rows per slice scaled.
+                lib = library_run(S, stride, G)
+                gws = {}
+                for sc in scales:
+                    ps = min(per_slice * sc, rows_total)
+                    p = torch.empty((-(-rows_total // ps), R * S * G * C), device="cuda")
+                    gws[sc] = torch.full((C, G, R, S), float("nan"), device="cuda")
+
+                    def whole(p=p, ps=ps, out=gws[sc]):
+                        run(lib, x, gy, p, R, S, stride, ph, pw, G, ps)
+                        sum_slices(p, out, R * S, G)
+                    whole()
+                    fns[f"x{sc}"] = whole
                 torch.cuda.synchronize()
                 same = all(torch.equal(parts[1], v) for v in parts.values())
                 # The slices' sum against a float64 reference (the probe's check of the kernel itself).
@@ -176,13 +165,16 @@ def main():
                     gy.double(), x.double(), w.double(), None, [stride, stride], [ph, pw], [1, 1], False, [0, 0],
                     layer.groups, [False, True, False])[1]
                 err = float((gw - ref).norm() / ref.norm())
+                scale_errs = {sc: float((v.double() - ref).norm() / ref.norm()) for sc, v in gws.items()}
                 t = time_calls(fns, args.reps, args.rounds)
-                rows.append(dict(layer=layer.name, dtype=name, N=N, slices=slices, times_us=t, rel_err=err,
-                                 bits_equal=same))
+                rows.append(dict(layer=layer.name, dtype=name, N=N, slices=slices, library_run=lib, times_us=t,
+                                 rel_err=err, bits_equal=same, rel_err_by_scale=scale_errs))
                 best = min((k for k in t if k.startswith("r")), key=t.get)
+                best_scale = min((k for k in t if k.startswith("x")), key=t.get)
                 print(f"{layer.name:14s} {name} N{N:<3d} slices {slices:4d} cudnn {t['cudnn']:7.1f} "
                       + " ".join(f"{k}={t[k]:.1f}" for k in t if k != "cudnn")
-                      + f"  best {best}  err {err:.1e} eq {same}", flush=True)
+                      + f"  best {best}, {best_scale} (run {lib})  err {err:.1e}"
+                      + f" (scales {max(scale_errs.values()):.1e}) eq {same}", flush=True)
     with open(os.path.join(out, "dw_gw_probe.json"), "w") as f:
         json.dump(rows, f, indent=1)
 

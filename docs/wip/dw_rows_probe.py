@@ -9,22 +9,20 @@ writes $OUT/dw_rows_probe.json.
 import argparse
 import json
 import os
-import statistics
 import sys
-import tempfile
 
 import torch
 import torch.nn.functional as F
-from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from suites import DEPTHWISE  # noqa: E402
+from kernel_probe import TYPES, build, time_calls  # noqa: E402
 
 # (R, S, stride, channels per group) -> strips of the rows kernel to try.
 ROWS_STRIPS = {(3, 3, 1, 1): (4, 6, 8), (3, 3, 2, 1): (2, 4, 6), (5, 5, 1, 1): (2, 4), (5, 5, 2, 1): (2, 4),
                (7, 7, 1, 1): (2, 3), (3, 3, 1, 4): (2, 4, 8)}
-TYPES = {"bf16": ("__nv_bfloat16", torch.bfloat16), "fp16": ("__half", torch.float16), "fp32": ("float", torch.float32)}
 
 SOURCE = r"""
 #include <torch/extension.h>
@@ -86,52 +84,8 @@ void run_%(name)s(int64_t strip, const at::Tensor& x, const at::Tensor& wt, at::
 }
 """
 
-BINDING = r"""
-#include <torch/extension.h>
-%(decls)s
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-%(defs)s
-}
-"""
-
-
-def build(dtypes):
-    """One extension, a source per dtype (compiled in parallel); returns dtype -> its run function."""
-    d = tempfile.mkdtemp(prefix="dw_rows_")
-    sources = []
-    for name in dtypes:
-        sources.append(os.path.join(d, f"probe_{name}.cu"))
-        with open(sources[-1], "w") as f:
-            f.write(SOURCE % {"T": TYPES[name][0], "name": name})
-    sig = "(int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t, int64_t, int64_t, int64_t)"
-    sources.append(os.path.join(d, "binding.cpp"))
-    with open(sources[-1], "w") as f:
-        f.write(BINDING % {"decls": "\n".join(f"void run_{n}{sig};" for n in dtypes),
-                           "defs": "\n".join(f'  m.def("run_{n}", &run_{n});' for n in dtypes)})
-    mod = cpp_extension.load(
-        name="dw_rows_probe", sources=sources, build_directory=d, verbose=False,
-        extra_include_paths=[os.path.join(ROOT, "csrc")],
-        extra_cuda_cflags=["-O3", "-lineinfo", "--expt-relaxed-constexpr", "-DTORCHCONV_WITH_CUDA", "-std=c++20"])
-    return {n: getattr(mod, f"run_{n}") for n in dtypes}
-
-
-def time_calls(fns, reps, rounds):
-    """fns: name -> callable. Interleaved rounds; median µs a call per name."""
-    times = {k: [] for k in fns}
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for k, f in fns.items():
-        for _ in range(5):
-            f()
-    torch.cuda.synchronize()
-    for _ in range(rounds):
-        for k, f in fns.items():
-            start.record()
-            for _ in range(reps):
-                f()
-            end.record()
-            end.synchronize()
-            times[k].append(start.elapsed_time(end) * 1000 / reps)
-    return {k: statistics.median(v) for k, v in times.items()}
+FUNCTIONS = {"run": ("void", "(int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t, int64_t, int64_t, "
+                             "int64_t)")}
 
 
 def main():
@@ -144,12 +98,12 @@ def main():
     dtypes = args.dtypes.split(",")
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
-    mods = build(dtypes)
+    mods = build("dw_rows_probe", SOURCE, FUNCTIONS, dtypes)
     out = os.environ.get("OUT", ".")
     rows = []
     for name in dtypes:
         dt = TYPES[name][1]
-        run = mods[name]
+        run = mods[name]["run"]
         for layer in DEPTHWISE:
             R, S = layer.R, layer.kw
             stride = layer.stride
@@ -176,7 +130,7 @@ def main():
                 torch.cuda.synchronize()
                 errs = {k: float((v.double() - ref).norm() / ref.norm()) for k, v in ys.items()}
                 same = {k: bool(torch.equal(v, ys[0])) for k, v in ys.items()}
-                t = time_calls(fns, args.reps, args.rounds)
+                t = time_calls(fns, args.reps, args.rounds, warmup=5)
                 row = dict(layer=layer.name, dtype=name, N=N, times_us=t, rel_err=errs, bits_equal_old=same)
                 rows.append(row)
                 best = min((k for k in t if k.startswith("s") and k != "s0"), key=t.get)
