@@ -12,7 +12,6 @@ kRun = 1's bit for bit. Prints a table and writes $OUT/dw_gw_probe.json.
 
   python docs/wip/dw_gw_probe.py [--batch 32] [--dtypes bf16,fp16,fp32]
 """
-import argparse
 import json
 import os
 import sys
@@ -23,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from suites import DEPTHWISE  # noqa: E402
-from kernel_probe import TYPES, build, time_calls  # noqa: E402
+from kernel_probe import TYPES, build, probe_parser, time_calls  # noqa: E402
 
 RUNS = (1, 2, 4, 8)
 # (channels per group, S, stride) the probe instances.
@@ -96,18 +95,12 @@ FUNCTIONS = {
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", default="32")
-    ap.add_argument("--dtypes", default="bf16,fp16,fp32")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap = probe_parser(batch="32", reps=20, rounds=5)
     ap.add_argument("--slice-scales", default="1,2,4,8",
                     help="output rows a slice takes, as multiples of the library's rule: the library's run length, "
                          "kernel and slices' sum timed together at each")
     args = ap.parse_args()
     dtypes = args.dtypes.split(",")
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.allow_tf32 = False
     mods = build("dw_gw_probe", SOURCE, FUNCTIONS, dtypes)
     scales = [int(v) for v in args.slice_scales.split(",") if v]
     sms = torch.cuda.get_device_properties(0).multi_processor_count

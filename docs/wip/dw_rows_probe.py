@@ -6,7 +6,6 @@ writes $OUT/dw_rows_probe.json.
 
   python docs/wip/dw_rows_probe.py [--batch 32,1] [--dtypes bf16,fp16,fp32]
 """
-import argparse
 import json
 import os
 import sys
@@ -18,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from suites import DEPTHWISE  # noqa: E402
-from kernel_probe import TYPES, build, time_calls  # noqa: E402
+from kernel_probe import TYPES, build, probe_parser, time_calls  # noqa: E402
 
 # (R, S, stride, channels per group) -> strips of the rows kernel to try.
 ROWS_STRIPS = {(3, 3, 1, 1): (4, 6, 8), (3, 3, 2, 1): (2, 4, 6), (5, 5, 1, 1): (2, 4), (5, 5, 2, 1): (2, 4),
@@ -89,15 +88,9 @@ FUNCTIONS = {"run": ("void", "(int64_t, const at::Tensor&, const at::Tensor&, at
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", default="32,1")
-    ap.add_argument("--dtypes", default="bf16,fp16,fp32")
-    ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap = probe_parser(batch="32,1", reps=50, rounds=7)
     args = ap.parse_args()
     dtypes = args.dtypes.split(",")
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.allow_tf32 = False
     mods = build("dw_rows_probe", SOURCE, FUNCTIONS, dtypes)
     out = os.environ.get("OUT", ".")
     rows = []

@@ -1,5 +1,6 @@
 """What the kernel probes (dw_rows_probe.py, dw_gw_probe.py) share: an extension built from a
 source template over the library's headers, one source per dtype, and interleaved timing."""
+import argparse
 import os
 import statistics
 import tempfile
@@ -17,6 +18,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 %(defs)s
 }
 """
+
+
+def probe_parser(batch, reps, rounds):
+    """The options every probe takes: batch sizes, dtypes, and the timing's calls a round and rounds.
+    Also sets cuDNN as the probes' reference runs it (benchmark mode, TF32 off)."""
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", default=batch)
+    ap.add_argument("--dtypes", default="bf16,fp16,fp32")
+    ap.add_argument("--reps", type=int, default=reps)
+    ap.add_argument("--rounds", type=int, default=rounds)
+    return ap
 
 
 def build(name, source, functions, dtypes):
