@@ -314,6 +314,25 @@ def test_backward_is_deterministic(stride, layout):
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_nhwc_grad_weight_is_two_kernels(dtype):
+    """The NHWC grad_weight is the slices' kernel and their sum, which writes the weight's dtype (no
+    cast kernel after it)."""
+    x = torch.randn(4, 32, 12, 11, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(32, 1, 3, 3, device="cuda", dtype=dtype, requires_grad=True)
+    y = torchconv.conv2d(x, w, None, 1, 1, 1, 32, algorithm="direct")
+    gy = torch.randn_like(y)
+    names, (gw,) = cuda_kernel_names(lambda: torch.autograd.grad(y, (w,), gy))
+    assert "grad_weight:depthwise-nhwc/" in torchconv.last_choice()
+    assert gw.dtype == dtype and gw.is_contiguous()
+    assert len(names) == 2, sorted(names)
+    assert any("depthwise_nhwc_grad_weight_kernel" in n for n in names), sorted(names)
+    assert any("sum_slices_kernel" in n for n in names), sorted(names)
+    ref = torch.nn.grad.conv2d_weight(x.double(), w.shape, gy.double(), 1, 1, 1, 32)
+    assert rel_err(gw, ref) <= (1e-5 if dtype == torch.float32 else 2.0 ** -7)
+
+
+@needs_cuda
 def test_forced_specialist_on_a_wide_group_is_a_value_error():
     x = torch.randn(1, 32, 8, 8, device="cuda")
     w = torch.randn(16, 32, 3, 3, device="cuda")
@@ -363,6 +382,7 @@ NHWC_SHAPES = [
     (1, 8, 12, 13, 3, 3, 3, 1, 1, True),  # stride 3: phases no tap reaches stay zero in grad_input
     (2, 40, 70, 67, 3, 3, 1, 1, 1, False),  # a wide plane, channels not a multiple of 32
     (33, 8, 7, 7, 5, 5, 1, 2, 1, True),  # many images of a small plane
+    (20, 8, 15, 9, 3, 3, 1, 1, 1, False),  # 300 output rows: grad_weight's 300 slices summed 32 lanes an element
     # 16-bit 3x3 / 5x5 run the rows kernel (every filter row's inputs loaded at once):
     (2, 12, 9, 14, 3, 3, 1, (2, 1), (2, 1), True),  # dilation along H only: the rows' step
     (1, 20, 16, 18, 5, 5, 1, (4, 2), (2, 1), False),  # 5x5, dilation along H only, a partial strip
@@ -421,7 +441,7 @@ def test_nhwc_depthwise_matches_float64(shape, dtype):
     group, width = (shape[10] if len(shape) > 10 else 1), shape[5]
     assert ("grad_weight:depthwise-nhwc/" in choice) == (width * group <= 12), choice
     y, gx = ours[0], ours[1]
-    assert y.dtype == gx.dtype == dtype
+    assert y.dtype == gx.dtype == ours[2].dtype == dtype
     assert y.is_contiguous(memory_format=torch.channels_last) and gx.is_contiguous(memory_format=torch.channels_last)
 
     leaves64 = [t.detach().double().requires_grad_() for t in (x, w, b) if t is not None]

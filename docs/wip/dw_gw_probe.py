@@ -82,7 +82,7 @@ int64_t library_run_%(name)s(int64_t S, int64_t stride, int64_t G) {
 void sum_%(name)s(const at::Tensor& partial, at::Tensor& gw, int64_t taps, int64_t G) {
   const int64_t C = gw.size(0), slice = partial.size(1);
   launch_sum_slices(partial.const_data_ptr<float>(), gw.mutable_data_ptr<float>(), gw.numel(), int(partial.size(0)), slice,
-                    DwNhwcSliceMap{int(taps), int(G), int(C)}, 64);
+                    DwNhwcSliceMap{int(taps), int(G), int(C)}, 64, 256);
 }
 """
 

@@ -220,7 +220,8 @@ bool nhwc_grad_weight_takes(const ConvShape& p) {
 }
 
 // Slices of the N x Ho output rows: enough threads (channel vectors x filter rows x slices) for about
-// 1024 per SM, and few enough slices that the partial sums fit the workspace limit.
+// 1024 per SM, and few enough slices that the partial sums fit the workspace limit. Their sum reads
+// the slices in their own order and writes the weight's layout and dtype.
 at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                       const at::Tensor& weight) {
   DwNhwcWeightGrad g{};
@@ -252,10 +253,13 @@ at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad
     kernel<<<unsigned(ceil_div(g.threads, kDwNhwcThreads)), kDwNhwcThreads, 0, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
-  auto gw = at::empty(weight.sizes(), weight.options().dtype(at::kFloat));
-  launch_sum_slices(partial.const_data_ptr<float>(), gw.mutable_data_ptr<float>(), gw.numel(), g.slices, slice_elems,
-                    DwNhwcSliceMap{int(taps), group, g.C}, 64);
-  return gw.to(weight.scalar_type());
+  at::Tensor gw = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
+  dispatch_nhwc_dtype(gw.scalar_type(), [&](auto element) {
+    using T = typename CudaElement<decltype(element)>::type;
+    launch_sum_slices(partial.const_data_ptr<float>(), mutable_kernel_data<T>(gw), gw.numel(), g.slices, slice_elems,
+                      DwNhwcSliceMap{int(taps), group, g.C}, /*many_slices=*/64, /*very_many_slices=*/256);
+  });
+  return gw;
 }
 
 }  // namespace cuda

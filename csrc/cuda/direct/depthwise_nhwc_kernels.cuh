@@ -509,15 +509,16 @@ __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_grad_weight_ker
             make_float4(acc[s][q][0], acc[s][q][1], acc[s][q][2], acc[s][q][3]);
 }
 
-// The weight-ordered gradient (c, q, r, s) from a slice laid out [r][s][q][c].
+// A slice laid out [r][s][q][c] into the weight-ordered gradient (c, q, r, s): e walks the slice, so
+// a warp's loads are consecutive channels (the stores, one an element, are the scattered side).
 struct DwNhwcSliceMap {
   int taps, group, C;
-  __device__ int64_t src(int64_t e) const {
-    const int64_t c = e / (int64_t(group) * taps);
-    const int rest = int(e - c * group * taps), q = rest / taps, tap = rest - q * taps;
-    return (int64_t(tap) * group + q) * C + c;
+  __device__ int64_t src(int64_t e) const { return e; }
+  __device__ int64_t dst(int64_t e) const {
+    const int64_t tap_q = e / C;
+    const int c = int(e - tap_q * C), tap = int(tap_q / group), q = int(tap_q - int64_t(tap) * group);
+    return (int64_t(c) * group + q) * taps + tap;
   }
-  __device__ int64_t dst(int64_t e) const { return e; }
 };
 
 }  // namespace cuda
