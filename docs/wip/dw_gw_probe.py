@@ -8,9 +8,13 @@ kernel alone at runs r1 .. r8 (the slices' sum is the same for every run length)
 grad_weight for reference, and, at the library's run length, the kernel and the slices' sum together
 with each slice taking 1, 2, 4, 8 times the rule's output rows (x1 .. x8: fewer slices, fewer
 threads, less workspace to write and add); checks that every run length's partial sums equal
-kRun = 1's bit for bit. Prints a table and writes $OUT/dw_gw_probe.json.
+kRun = 1's bit for bit. Also times (column `rf`), at the library's run length, a copy of the kernel
+whose threads take the filter row fastest (the library's take the channel vector fastest): the R
+threads of one channel vector and slice then sit in one warp, so each gradient vector they all read
+is fetched once per warp rather than once per filter row (checked bit for bit too). Prints a table
+and writes $OUT/dw_gw_probe.json.
 
-  python docs/wip/dw_gw_probe.py [--batch 32] [--dtypes bf16,fp16,fp32]
+  python docs/wip/dw_gw_probe.py [--batch 32] [--dtypes bf16,fp16,fp32] [--slice-scales ""]
 """
 import json
 import os
@@ -25,6 +29,33 @@ from suites import DEPTHWISE  # noqa: E402
 from kernel_probe import TYPES, build, probe_parser, time_calls  # noqa: E402
 
 RUNS = (1, 2, 4, 8)
+KERNELS = os.path.join(ROOT, "csrc", "cuda", "direct", "depthwise_nhwc_kernels.cuh")
+ORDER = """  const int vec = int(t % g.vecs);
+  const int64_t rest = t / g.vecs;
+  const int r = int(rest % g.R), slice = int(rest / g.R);
+"""
+ROWS_FASTEST = """  const int r = int(t % g.R);
+  const int64_t rest = t / g.R;
+  const int vec = int(rest % g.vecs), slice = int(rest / g.vecs);
+"""
+
+
+def rows_fastest_kernel():
+    """The library's grad_weight kernel, copied from its header with the filter row fastest in the
+    thread index, as `grad_weight_rows_fastest_kernel` (escaped for the source template)."""
+    text = open(KERNELS).read()
+    start = text.index("template <typename T, int kG, int kS, int kSw = 1, int kRun = 1>")
+    depth, i = 0, text.index("{", text.index("depthwise_nhwc_grad_weight_kernel(", start))
+    while True:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+        if depth == 0:
+            break
+    fn = text[start:i].replace("depthwise_nhwc_grad_weight_kernel(", "grad_weight_rows_fastest_kernel(")
+    assert ORDER in fn, "the kernel's thread order changed: update the probe"
+    return fn.replace(ORDER, ROWS_FASTEST).replace("%", "%%")
+
+
 # (channels per group, S, stride) the probe instances.
 CONFIGS = ((1, 3, 1), (1, 3, 2), (1, 5, 1), (1, 5, 2), (1, 7, 1), (4, 3, 1))
 
@@ -33,16 +64,23 @@ SOURCE = r"""
 #include <c10/cuda/CUDAStream.h>
 #include "cuda/common/slice_sum.cuh"
 #include "cuda/direct/depthwise_nhwc_kernels.cuh"
+namespace torchconv {
+namespace cuda {
+@ROWS_FASTEST@
+}  // namespace cuda
+}  // namespace torchconv
 using namespace torchconv;
 using namespace torchconv::cuda;
 using T = %(T)s;
 
+// run < 0: the rows-fastest copy at run length -run.
 template <int kG, int kS, int kSw, int kRun>
 bool instance(int G, int S, int sw, int run, const DwNhwcWeightGradArgs<T>& a) {
-  if (G != kG || S != kS || sw != kSw || run != kRun) return false;
-  depthwise_nhwc_grad_weight_kernel<T, kG, kS, kSw, kRun>
-      <<<unsigned((a.g.threads + kDwNhwcThreads - 1) / kDwNhwcThreads), kDwNhwcThreads, 0,
-         c10::cuda::getCurrentCUDAStream()>>>(a);
+  if (G != kG || S != kS || sw != kSw || (run != kRun && run != -kRun)) return false;
+  const auto kernel = run > 0 ? depthwise_nhwc_grad_weight_kernel<T, kG, kS, kSw, kRun>
+                              : grad_weight_rows_fastest_kernel<T, kG, kS, kSw, kRun>;
+  kernel<<<unsigned((a.g.threads + kDwNhwcThreads - 1) / kDwNhwcThreads), kDwNhwcThreads, 0,
+           c10::cuda::getCurrentCUDAStream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;
 }
@@ -101,7 +139,7 @@ def main():
                          "kernel and slices' sum timed together at each")
     args = ap.parse_args()
     dtypes = args.dtypes.split(",")
-    mods = build("dw_gw_probe", SOURCE, FUNCTIONS, dtypes)
+    mods = build("dw_gw_probe", SOURCE.replace("@ROWS_FASTEST@", rows_fastest_kernel()), FUNCTIONS, dtypes)
     scales = [int(v) for v in args.slice_scales.split(",") if v]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     out = os.environ.get("OUT", ".")
@@ -137,8 +175,12 @@ def main():
                     run(rl, x, gy, p, R, S, stride, ph, pw, G, per_slice)
                     parts[rl] = p
                     fns[f"r{rl}"] = (lambda p=p, rl=rl: run(rl, x, gy, p, R, S, stride, ph, pw, G, per_slice))
-                # The whole pass but the weight's cast: kernel and slices' sum, rows per slice scaled.
                 lib = library_run(S, stride, G)
+                p = torch.full((slices, R * S * G * C), float("nan"), device="cuda")
+                run(-lib, x, gy, p, R, S, stride, ph, pw, G, per_slice)  # the rows-fastest copy
+                parts["rf"] = p
+                fns["rf"] = (lambda p=p: run(-lib, x, gy, p, R, S, stride, ph, pw, G, per_slice))
+                # The whole pass: kernel and slices' sum, rows per slice scaled.
                 gws = {}
                 for sc in scales:
                     ps = min(per_slice * sc, rows_total)
@@ -162,12 +204,12 @@ def main():
                 t = time_calls(fns, args.reps, args.rounds)
                 rows.append(dict(layer=layer.name, dtype=name, N=N, slices=slices, library_run=lib, times_us=t,
                                  rel_err=err, bits_equal=same, rel_err_by_scale=scale_errs))
-                best = min((k for k in t if k.startswith("r")), key=t.get)
-                best_scale = min((k for k in t if k.startswith("x")), key=t.get)
+                best = min((f"r{rl}" for rl in RUNS), key=t.get)
+                best_scale = min((k for k in t if k.startswith("x")), key=t.get, default="-")
                 print(f"{layer.name:14s} {name} N{N:<3d} slices {slices:4d} cudnn {t['cudnn']:7.1f} "
                       + " ".join(f"{k}={t[k]:.1f}" for k in t if k != "cudnn")
-                      + f"  best {best}, {best_scale} (run {lib})  err {err:.1e}"
-                      + f" (scales {max(scale_errs.values()):.1e}) eq {same}", flush=True)
+                      + f"  best {best}, {best_scale} (run {lib}, rf/r{lib} {t['rf'] / t[f'r{lib}']:.2f})"
+                      + f"  err {err:.1e} (scales {max(scale_errs.values(), default=0):.1e}) eq {same}", flush=True)
     with open(os.path.join(out, "dw_gw_probe.json"), "w") as f:
         json.dump(rows, f, indent=1)
 
