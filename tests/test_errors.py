@@ -29,6 +29,15 @@ W = torch.randn(6, 4, 3, 3)
         (dict(padding="full"), ValueError, "padding must be"),
         (dict(stride=2, padding="same"), ValueError, "'same' is not supported for strided"),
         (dict(groups=0), ValueError, "groups must be positive"),
+        (dict(stride=1.5), TypeError, "stride must be an int or a pair of ints, got 1.5"),
+        (dict(stride=True), TypeError, "stride must be an int or a pair of ints, got True"),
+        (dict(padding=(1, 0.5)), TypeError, "padding must be an int or a pair of ints, got 0.5"),
+        (dict(dilation="2"), TypeError, "dilation must be an int or a pair of ints, got '2'"),
+        (dict(groups=2.0), TypeError, "groups must be an int, got 2.0"),
+        (dict(groups="1"), TypeError, "groups must be an int, got '1'"),
+        (dict(input=[[1.0]]), TypeError, "input must be a Tensor, got list"),
+        (dict(weight=None), TypeError, "weight must be a Tensor, got NoneType"),
+        (dict(bias=[0.0] * 6), TypeError, "bias must be a Tensor, got list"),
     ],
 )
 def test_bad_arguments(algorithm, kwargs, exc, match):
@@ -38,6 +47,15 @@ def test_bad_arguments(algorithm, kwargs, exc, match):
         pytest.skip("winograd rejects non-unit stride/dilation before the value check")
     with pytest.raises(exc, match=match):
         torchconv.conv2d(**args, algorithm=algorithm)
+
+
+def test_integer_arguments_take_what_pytorch_takes():
+    """Anything with __index__ (numpy and 0-d tensor integers) counts as an int, as in F.conv2d."""
+    np = pytest.importorskip("numpy")
+    ref = torch.nn.functional.conv2d(X, W, None, 2, 1, 1, 1)
+    for stride, padding, groups in [(np.int64(2), [np.int32(1)], np.int64(1)), (torch.tensor(2), (1, 1), 1)]:
+        assert torch.allclose(torchconv.conv2d(X, W, None, stride, padding, 1, groups, algorithm="direct"), ref,
+                              atol=1e-5)
 
 
 def test_unknown_algorithm():

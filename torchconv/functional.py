@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from .ops import ALGORITHMS, FORWARD, call_forward
-from .selection import _pair, auto_algorithm, unsupported_reason
+from .selection import _int, _pair, auto_algorithm, unsupported_reason
 
 __all__ = ["conv2d"]
 
@@ -44,6 +44,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     algorithm: "auto" (see :func:`torchconv.select_algorithm`), "direct", "csg", "gemm" or
     "winograd". Asking explicitly for an algorithm that cannot do the shape raises ValueError.
     """
+    for name, tensor in (("input", input), ("weight", weight), ("bias", bias)):
+        if not isinstance(tensor, torch.Tensor) and (tensor is not None or name != "bias"):
+            raise TypeError(f"torchconv.conv2d: {name} must be a Tensor, got {type(tensor).__name__}")
+    groups = _int(groups, "groups", "an int")
     ndim = input.dim()
     if ndim == 3:
         input = input.unsqueeze(0)

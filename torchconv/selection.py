@@ -1,6 +1,8 @@
 """Which algorithm ``algorithm="auto"`` runs: the algorithms that can compute a call (asked of the
 plan registry in C++, the only place that knows their limits), the rule that picks among them,
 benchmark mode's measured choice, and the memo that makes a repeated call a dictionary look-up."""
+import operator
+
 import torch
 
 from . import _C
@@ -27,15 +29,26 @@ def available_algorithms(device_type="cpu"):
     return found
 
 
+def _int(value, name, what):
+    """`value` as an int: anything with __index__ (numpy integers too) but a bool, as PyTorch's
+    conv2d takes it; else TypeError naming the argument."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"torchconv.conv2d: {name} must be {what}, got {value!r}")
+
+
 def _pair(value, name):
-    if isinstance(value, int):
+    """(a, b) from an int or a sequence of one or two ints."""
+    if type(value) is int:
         return (value, value)
-    value = tuple(value)
-    if len(value) == 1:
-        return (value[0], value[0])
-    if len(value) != 2 or not all(isinstance(v, int) for v in value):
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if len(items) not in (1, 2):
         raise ValueError(f"torchconv.conv2d: {name} must be an int or a pair of ints, got {value}")
-    return value
+    items = tuple(_int(v, name, "an int or a pair of ints") for v in items)
+    return items * 2 if len(items) == 1 else items
 
 
 def unsupported_reason(algorithm, input, weight, stride=1, dilation=1, padding=0, groups=None, bias=None):
