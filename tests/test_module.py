@@ -155,6 +155,19 @@ def test_reparametrized_weights_are_used(reparametrize, device):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-9, atol=1e-10, msg=name)
 
 
+def test_meta_device_forward_and_backward():
+    """A model built on the meta device runs with algorithm "auto" for its shapes (nn.Conv2d does),
+    forward and backward."""
+    ref = nn.Conv2d(4, 6, (3, 5), stride=2, padding=(1, 2), dilation=(2, 1), groups=2, device="meta")
+    conv = torchconv.convert(copy.deepcopy(ref))
+    x = torch.empty(3, 4, 11, 13, device="meta", requires_grad=True)
+    y = conv(x)
+    assert y.device.type == "meta" and y.shape == ref(x).shape
+    y.sum().backward()
+    assert x.grad.shape == x.shape and conv.weight.grad.shape == conv.weight.shape
+    assert torchconv.conv2d(x[0], conv.weight, None, 2, (1, 2), (2, 1), 2).shape == ref(x[0]).shape
+
+
 def test_unknown_algorithm_in_module():
     with pytest.raises(ValueError, match="algorithm"):
         torchconv.Conv2d(3, 3, 3, algorithm="fft")

@@ -164,7 +164,11 @@ _tuning._on_change.append(_auto_memo.clear)
 
 
 def auto_algorithm(input, weight, bias, stride, padding, dilation, groups):
-    """What ``algorithm="auto"`` runs for this call: benchmark mode's measured choice, else the rule."""
+    """What ``algorithm="auto"`` runs for this call: benchmark mode's measured choice, else the rule.
+    On the meta device (a model built there, shapes only) every algorithm's meta kernel gives the
+    same output, and direct's takes every shape."""
+    if input.device.type == "meta":
+        return "direct"
     benchmark = _tuning.get_benchmark()
     train = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)
     key = (input.shape, weight.shape, stride, padding, dilation, groups, _tuning.precision(input), input.device,
