@@ -1,5 +1,6 @@
 """torchconv.Conv2d is a drop-in nn.Conv2d and convert() swaps it into any model."""
 import copy
+import warnings
 
 import pytest
 import torch
@@ -166,6 +167,19 @@ def test_meta_device_forward_and_backward():
     y.sum().backward()
     assert x.grad.shape == x.shape and conv.weight.grad.shape == conv.weight.shape
     assert torchconv.conv2d(x[0], conv.weight, None, 2, (1, 2), (2, 1), 2).shape == ref(x[0]).shape
+
+
+def test_vmap_runs_the_module():
+    """torch.func.vmap over a torchconv.Conv2d (contiguous and channels_last samples) matches
+    nn.Conv2d's: auto's choice asks nothing of a batched tensor that vmap cannot answer."""
+    ref = nn.Conv2d(4, 6, 3, padding=1)
+    conv = torchconv.convert(copy.deepcopy(ref))
+    x = torch.randn(3, 2, 4, 9, 7)
+    channels_last = torch.randn(2, 4, 9, 7).contiguous(memory_format=torch.channels_last)[None].expand(3, -1, -1, -1, -1)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*batching rule")  # PyTorch's per-sample loop for the operators
+        for batch in (x, channels_last):
+            assert torch.allclose(torch.vmap(conv)(batch), torch.vmap(ref)(batch), atol=1e-5)
 
 
 def test_unknown_algorithm_in_module():

@@ -75,7 +75,12 @@ def cache_entries():
 
 def memory_format(tensor):
     """'channels_last' or 'contiguous': the layout a kernel would see."""
-    cl = tensor.dim() == 4 and tensor.is_contiguous(memory_format=torch.channels_last) and not tensor.is_contiguous()
+    if tensor.dim() != 4 or tensor.is_contiguous():
+        return "contiguous"
+    try:
+        cl = tensor.is_contiguous(memory_format=torch.channels_last)
+    except RuntimeError:  # a tensor under torch.func.vmap answers for the contiguous format only
+        return "contiguous"
     return "channels_last" if cl else "contiguous"
 
 
