@@ -1,6 +1,9 @@
 """The operators themselves: schema, fake (meta) kernels and autograd registrations pass
 torch.library.opcheck; torch.compile(fullgraph=True) traces a model built from torchconv.Conv2d;
 the profiler names the algorithm that ran."""
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn as nn
@@ -66,6 +69,20 @@ def test_torch_compile_fullgraph(algorithm, device):
     torch.testing.assert_close(out, eager, rtol=1e-4, atol=1e-5)
     out.sum().backward()
     assert model.conv1.weight.grad is not None
+
+
+def test_torch_compile_fullgraph_as_the_first_call():
+    """A model compiled before any eager call chooses its algorithms while traced (the plan
+    registry's answers taken as constants: no graph break); importing torchconv leaves
+    torch._dynamo unimported (checked in a fresh interpreter)."""
+    torch._dynamo.reset()
+    torchconv.selection._auto_memo.clear()
+    model = torchconv.convert(nn.Sequential(nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.Conv2d(6, 8, (3, 1), stride=2)))
+    x = torch.randn(2, 4, 9, 11)
+    out = torch.compile(model, fullgraph=True)(x)
+    torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-5)
+    probe = "import sys, torchconv; sys.exit('torch._dynamo' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -29,6 +29,29 @@ def available_algorithms(device_type="cpu"):
     return found
 
 
+for _device_type in _DISPATCH_KEY:  # asked before any trace, which cannot call the dispatcher's query
+    available_algorithms(_device_type)
+
+
+def _constant_when_traced(fn):
+    """torch.compiler.assume_constant_result's mark, set without importing torch._dynamo (which would
+    add about a second to `import torchconv`): the plan registry's answers are pure functions of
+    shapes, dtypes and switches, so a traced call (torch.compile) takes them as constants and
+    selecting an algorithm inside a graph needs no break (test_ops: a cold fullgraph compile)."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@_constant_when_traced
+def _unsupported_reason(*args):
+    return _C.unsupported_reason(*args)
+
+
+@_constant_when_traced
+def _small_groups(channels, filters):
+    return _C.small_groups(channels, filters)
+
+
 def _int(value, name, what):
     """`value` as an int: anything with __index__ (numpy integers too) but a bool, as PyTorch's
     conv2d takes it; else TypeError naming the argument."""
@@ -62,7 +85,7 @@ def unsupported_reason(algorithm, input, weight, stride=1, dilation=1, padding=0
         padding = 0
     elif padding == "same":  # the larger side of 'same' padding, as torchconv.conv2d applies it
         padding = tuple(-(-d * (k - 1) // 2) for d, k in zip(dilation, weight.shape[2:]))
-    return _C.unsupported_reason(
+    return _unsupported_reason(
         algorithm, input.shape, str(input.dtype)[6:], weight.shape, str(weight.dtype)[6:],
         None if bias is None else bias.shape, _pair(stride, "stride"), _pair(padding, "padding"), dilation, int(groups), str(input.device), _tuning.memory_format(input) == "channels_last",
         input.is_cuda and torch.are_deterministic_algorithms_enabled())
@@ -129,7 +152,7 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     kg = k // groups
     winograd_filters = (r, s) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and kg >= 8
     winograd_shape = winograd_filters and cg >= 8
-    order = ["direct"] if input.is_cuda and _C.small_groups(cg, kg) else []
+    order = ["direct"] if input.is_cuda and _small_groups(cg, kg) else []
     if input.is_cuda and winograd_filters and cg <= _WINOGRAD_THIN_MAX_CHANNELS:
         order.append("winograd")
     precision = _tuning.precision(input) if input.is_cuda else None
