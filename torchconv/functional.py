@@ -38,15 +38,22 @@ def _autocast(input, weight, bias):
     return cast(input), cast(weight), cast(bias)
 
 
+def _raise_not_a_tensor(input, weight, bias):
+    """TypeError naming the first of conv2d's tensor arguments that is not a Tensor."""
+    for name, value in (("input", input), ("weight", weight), ("bias", bias)):
+        if not isinstance(value, torch.Tensor) and (value is not None or name != "bias"):
+            raise TypeError(f"torchconv.conv2d: {name} must be a Tensor, got {type(value).__name__}")
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algorithm="auto"):
     """Drop-in for PyTorch's functional conv2d that runs one of torchconv's algorithms.
 
     algorithm: "auto" (see :func:`torchconv.select_algorithm`), "direct", "csg", "gemm" or
     "winograd". Asking explicitly for an algorithm that cannot do the shape raises ValueError.
     """
-    for name, tensor in (("input", input), ("weight", weight), ("bias", bias)):
-        if not isinstance(tensor, torch.Tensor) and (tensor is not None or name != "bias"):
-            raise TypeError(f"torchconv.conv2d: {name} must be a Tensor, got {type(tensor).__name__}")
+    if not (isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor)
+            and (bias is None or isinstance(bias, torch.Tensor))):
+        _raise_not_a_tensor(input, weight, bias)
     groups = _int(groups, "groups", "an int")
     ndim = input.dim()
     if ndim == 3:

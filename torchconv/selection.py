@@ -31,6 +31,7 @@ def available_algorithms(device_type="cpu"):
 
 for _device_type in _DISPATCH_KEY:  # asked before any trace, which cannot call the dispatcher's query
     available_algorithms(_device_type)
+del _device_type
 
 
 def _constant_when_traced(fn):
