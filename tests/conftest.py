@@ -173,9 +173,15 @@ def assert_backward_repeatable(algorithm, stride):
         assert torch.equal(a, b)
 
 
-def cuda_kernel_names(fn):
-    """The names of the CUDA kernels `fn()` launches, and its result."""
+def cuda_kernel_launches(fn):
+    """The CUDA kernels `fn()` launches, a name a launch in order, and its result."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         out = fn()
         torch.cuda.synchronize()
-    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}, out
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA], out
+
+
+def cuda_kernel_names(fn):
+    """The names of the CUDA kernels `fn()` launches, and its result."""
+    launches, out = cuda_kernel_launches(fn)
+    return set(launches), out

@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_close_rel, check_forward_backward, cuda_kernel_names, rel_err, using_config, using_variant
+from conftest import (assert_close_rel, check_forward_backward, cuda_kernel_launches, cuda_kernel_names, rel_err,
+                      using_config, using_variant)
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -383,6 +384,7 @@ NHWC_SHAPES = [
     (2, 40, 70, 67, 3, 3, 1, 1, 1, False),  # a wide plane, channels not a multiple of 32
     (33, 8, 7, 7, 5, 5, 1, 2, 1, True),  # many images of a small plane
     (20, 8, 15, 9, 3, 3, 1, 1, 1, False),  # 300 output rows: grad_weight's 300 slices summed 32 lanes an element
+    (1, 8, 23, 21, 5, 5, 5, 2, 1, True),  # stride 5: 25 grad_input phases, their filters re-laid 16 at a time
     # 16-bit 3x3 / 5x5 run the rows kernel (every filter row's inputs loaded at once):
     (2, 12, 9, 14, 3, 3, 1, (2, 1), (2, 1), True),  # dilation along H only: the rows' step
     (1, 20, 16, 18, 5, 5, 1, (4, 2), (2, 1), False),  # 5x5, dilation along H only, a partial strip
@@ -482,10 +484,11 @@ def test_nhwc_depthwise_filter_from_any_weight_layout_cached_while_frozen(shape,
     """The NHWC specialist re-lays the filter in float32 from the weight in its own layout (no
     contiguous copy: the same bits from every layout) and keeps it in the weight cache while a frozen
     weight is unchanged, so a repeated forward launches the convolution alone; an in-place write to
-    the weight is seen; a strided grad_input keeps one entry per phase's taps; a trainable weight is
-    re-laid on every call and never cached. The one kernel a frozen forward launches is the rows
-    kernel for a 16-bit depthwise 3x3 and a 16-bit 3x3 of groups of 4 at stride 1 (every filter
-    row's inputs loaded at once), the per-row kernel for float32 and for other groups."""
+    the weight is seen; a strided grad_input's phases have their filters re-laid together (one
+    entry, one kernel); a trainable weight is re-laid once a pass and never cached. The one kernel a
+    frozen forward launches is the rows kernel for a 16-bit depthwise 3x3 and a 16-bit 3x3 of groups
+    of 4 at stride 1 (every filter row's inputs loaded at once), the per-row kernel for float32 and
+    for other groups."""
     x, w, b, kw = nhwc_case(shape, dtype)
     # 16-bit depthwise 3x3 and 5x5, and 16-bit groups of 4 at 3x3 stride 1, run the rows kernel
     depthwise = len(shape) == 10 and shape[4] == shape[5] in (3, 5)
@@ -510,12 +513,17 @@ def test_nhwc_depthwise_filter_from_any_weight_layout_cached_while_frozen(shape,
         assert len(names) == 1 and kernel in next(iter(names)), (name, sorted(names))
         (gx,) = torch.autograd.grad(conv(xg, wi), (xg,), gy)
         assert torch.equal(gx, gx_ref), name
-        assert torchconv.weight_cache_size() == 1 + kw["stride"] ** 2, name  # and one a phase
+        assert torchconv.weight_cache_size() == 2, name  # the forward's filter and the phases' together
         with torch.no_grad():
             wi.mul_(-1)  # in place: the next call must see it
         assert torch.equal(conv(x, wi), conv(x, -w)), name
     torchconv.clear_weight_cache()
-    assert torch.equal(conv(x, WEIGHT_LAYOUTS["channels_last"](w.clone()).requires_grad_()), y_ref)
+    trainable = WEIGHT_LAYOUTS["channels_last"](w.clone()).requires_grad_()
+    assert torch.equal(conv(x, trainable), y_ref)
+    launches, (gx,) = cuda_kernel_launches(lambda: torch.autograd.grad(conv(xg, trainable), (xg,), gy))
+    assert torch.equal(gx, gx_ref)
+    relayouts = [n for n in launches if "relayout_filter_kernel" in n]
+    assert len(relayouts) == 2, launches  # the forward's and the grad_input's, whatever the phases
     assert torchconv.weight_cache_size() == 0
 
 

@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -102,26 +103,35 @@ std::pair<void (*)(DwNhwcArgs<T>), int> depthwise_nhwc_instance(const LaunchMap&
   return {depthwise_nhwc_kernel<T, kG, kDwNhwcShortStrip, 0, 0>, kDwNhwcShortStrip};
 }
 
-// The filter as the kernels read it for `map`'s taps, [R][S][kG][C] in float32, re-laid from the
-// weight in its own layout (no contiguous copy first): kept in the weight cache until the weight
-// changes where the cache serves it (frozen weights, inference mode: weight_cache.h), so such calls
-// launch the convolution alone; re-laid every call otherwise.
+// The filters of `count` launches of one layer (its forward, or a strided grad_input's phases with
+// their taps reversed) as the kernels read them (DwNhwcFilterMap), in float32, one after the other
+// in one tensor that one kernel re-lays from the weight in its own layout (no contiguous copy first):
+// kept in the weight cache until the weight changes where the cache serves it (frozen weights,
+// inference mode: weight_cache.h), so such calls launch the convolution alone; re-laid every call
+// otherwise.
 template <typename scalar_t>
-at::Tensor nhwc_filter(const at::Tensor& weight, const LaunchMap& map) {
-  const auto tag = [&] { return "depthwise_nhwc/" + launch_taps_key(map); };
+at::Tensor nhwc_filters(const at::Tensor& weight, const LaunchMap* launches, int count) {
+  TORCH_INTERNAL_ASSERT(count > 0 && count <= kDwNhwcMaxLaunches);
+  const auto tag = [&] {
+    std::string key = "depthwise_nhwc/";
+    for (int l = 0; l < count; ++l) key += launch_taps_key(launches[l]) + ";";
+    return key;
+  };
   return cached_weight_transform(weight, tag, [&] {
-    auto wt = at::empty({map.R, map.S, map.reduced_per_group(), map.src_C}, weight.options().dtype(at::kFloat));
-    relayout_filter(weight.const_data_ptr<scalar_t>(), wt.mutable_data_ptr<float>(), wt.numel(),
-                    DwNhwcFilterMap{weight_strides(weight), map});
+    DwNhwcFilterMap map{};
+    map.w = weight_strides(weight), map.m = launches[0];
+    for (int l = 0; l < count; ++l) map.add(launches[l]);
+    auto wt = at::empty({map.end[count - 1]}, weight.options().dtype(at::kFloat));
+    relayout_filter(weight.const_data_ptr<scalar_t>(), wt.mutable_data_ptr<float>(), wt.numel(), map);
     return wt;
   });
 }
 
-// One launch of `map` (taps stepping forward) from `src` into `dst`, both NHWC, with the filter of
-// nhwc_filter.
+// One launch of `map` (taps stepping forward) from `src` into `dst`, both NHWC, with `wt` its filter
+// (from nhwc_filters).
 template <typename scalar_t>
-void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const at::Tensor& weight,
-                           const at::Tensor& bias, at::Tensor& dst) {
+void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const float* wt, const at::Tensor& bias,
+                           at::Tensor& dst) {
   using T = typename CudaElement<scalar_t>::type;
   DwNhwcArgs<T> a{};
   DwNhwcConv& cv = a.cv;
@@ -134,9 +144,8 @@ void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const at
   cv.strips = int(ceil_div(map.col_W, strip));
   cv.threads = int64_t(map.N) * map.col_H * cv.strips * cv.vecs;
   if (cv.threads == 0) return;
-  const at::Tensor wt = nhwc_filter<scalar_t>(weight, map);
   a.src = kernel_data<T>(src);
-  a.wt = wt.const_data_ptr<float>();
+  a.wt = wt;
   a.bias = bias.defined() ? kernel_data<T>(bias) : nullptr;
   a.dst = mutable_kernel_data<T>(dst);
   kernel<<<unsigned(ceil_div(cv.threads, kDwNhwcThreads)), kDwNhwcThreads, 0, current_stream()>>>(a);
@@ -164,13 +173,18 @@ at::Tensor depthwise_nhwc_forward(const ConvShape& p, const at::Tensor& input, c
   record_workspace_bytes(0);
   record_last_choice("forward", "depthwise-nhwc", 1);
   dispatch_nhwc_dtype(input.scalar_type(), [&](auto element) {
-    launch_depthwise_nhwc<decltype(element)>(forward_map(p), x, weight, b, y);
+    using scalar_t = decltype(element);
+    const LaunchMap map = forward_map(p);
+    if (y.numel() == 0) return;
+    const at::Tensor wt = nhwc_filters<scalar_t>(weight, &map, 1);
+    launch_depthwise_nhwc<scalar_t>(map, x, wt.const_data_ptr<float>(), b, y);
   });
   return y;
 }
 
 // grad_input: one launch per output phase (as direct_grad_input), each a depthwise NHWC launch of
-// grad_output with the phase's taps reversed; phases no tap reaches stay zero.
+// grad_output with the phase's taps reversed, their filters re-laid by one kernel (up to
+// kDwNhwcMaxLaunches phases); phases no tap reaches stay zero.
 at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& weight) {
   const at::Tensor gy = nhwc_source(grad_output);
   at::Tensor gx = new_output({p.N, p.C, p.H, p.W}, grad_output.options().memory_format(at::MemoryFormat::ChannelsLast));
@@ -180,12 +194,26 @@ at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_
   record_last_choice("grad_input", "depthwise-nhwc", 1);
   dispatch_nhwc_dtype(gy.scalar_type(), [&](auto element) {
     using scalar_t = decltype(element);
+    LaunchMap phases[kDwNhwcMaxLaunches];
+    int count = 0;
+    const auto run = [&] {  // the phases gathered so far, their filters re-laid together
+      if (count == 0) return;
+      const at::Tensor wt = nhwc_filters<scalar_t>(weight, phases, count);
+      const float* filter = wt.const_data_ptr<float>();
+      for (int l = 0; l < count; ++l) {
+        launch_depthwise_nhwc<scalar_t>(phases[l], gy, filter, at::Tensor(), gx);
+        filter += dw_nhwc_filter_elements(phases[l]);
+      }
+      count = 0;
+    };
     for (int py = 0; py < sh; ++py)
       for (int px = 0; px < sw; ++px) {
         const LaunchMap phase = grad_input_map(p, py, px);
-        if (!phase.empty())
-          launch_depthwise_nhwc<scalar_t>(with_reversed_taps(phase), gy, weight, at::Tensor(), gx);
+        if (phase.empty()) continue;
+        phases[count++] = with_reversed_taps(phase);
+        if (count == kDwNhwcMaxLaunches) run();
       }
+    run();
   });
   return gx;
 }

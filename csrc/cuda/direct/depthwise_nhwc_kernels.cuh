@@ -65,7 +65,7 @@ struct DwNhwcConv : LaunchMap {
 template <typename T>
 struct DwNhwcArgs {
   const T* src;   // N x src_H x src_W x C
-  const float* wt;  // R x S x kG x C, in float32
+  const float* wt;  // R x S x kG x C, in float32 (DwNhwcFilterMap)
   const T* bias;  // C, or null
   T* dst;         // N x out_H x out_W x C
   DwNhwcConv cv;
@@ -361,17 +361,45 @@ __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_rows_kernel(con
   dw_nhwc_store_strip<T, kStrip>(a, n, cy, cx0, c0, acc);
 }
 
+// The filters of up to kDwNhwcMaxLaunches launches of one layer (a forward's, or a strided
+// grad_input's phases), one after the other, each laid [R][S][kG][C] as the kernels read it:
 // Wt[i][j][q][c] = the weight element behind launch tap (i, j) between destination channel c and
 // source channel c - c % kG + q (relayout_filter's map; the weight is K x C/groups x Rw x Sw with
-// C/groups = K/groups = kG, read through its strides in any layout).
+// C/groups = K/groups = kG, read through its strides in any layout). One relayout kernel serves
+// every phase; the launches differ only in their taps.
+constexpr int kDwNhwcMaxLaunches = 16;
+
+// The elements of launch `l`'s filter, R x S x kG x C.
+inline int64_t dw_nhwc_filter_elements(const LaunchMap& l) {
+  return int64_t(l.R) * l.S * l.reduced_per_group() * l.out_C;
+}
+
 struct DwNhwcFilterMap {
+  struct Taps {
+    int S, r0, dr, s0, ds;
+  };
   WeightStrides w;
-  LaunchMap m;
+  LaunchMap m;  // the launches' shared fields: groups, channels, transposed
+  int launches;
+  int64_t end[kDwNhwcMaxLaunches];  // where launch l's filter ends
+  Taps taps[kDwNhwcMaxLaunches];
+
+  // Appends launch `l`'s taps (host side).
+  void add(const LaunchMap& l) {
+    taps[launches] = {l.S, l.tap_r0, l.tap_dr, l.tap_s0, l.tap_ds};
+    end[launches] = (launches > 0 ? end[launches - 1] : 0) + dw_nhwc_filter_elements(l);
+    ++launches;
+  }
   __device__ int64_t src(int64_t e) const {
-    const int group = m.reduced_per_group(), c = int(e % m.out_C);
-    const int64_t rest = e / m.out_C;
+    int l = 0;
+    while (l + 1 < launches && e >= end[l]) ++l;
+    if (l > 0) e -= end[l - 1];
+    LaunchMap ml = m;
+    ml.S = taps[l].S, ml.tap_r0 = taps[l].r0, ml.tap_dr = taps[l].dr, ml.tap_s0 = taps[l].s0, ml.tap_ds = taps[l].ds;
+    const int group = ml.reduced_per_group(), c = int(e % ml.out_C);
+    const int64_t rest = e / ml.out_C;
     const int q = int(rest % group), tap = int(rest / group);
-    return weight_offset(m, w, c / group, q, c % group, tap / m.S, tap % m.S);
+    return weight_offset(ml, w, c / group, q, c % group, tap / ml.S, tap % ml.S);
   }
 };
 
