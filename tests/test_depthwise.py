@@ -385,6 +385,8 @@ NHWC_SHAPES = [
     (33, 8, 7, 7, 5, 5, 1, 2, 1, True),  # many images of a small plane
     (20, 8, 15, 9, 3, 3, 1, 1, 1, False),  # 300 output rows: grad_weight's 300 slices summed 32 lanes an element
     (1, 8, 23, 21, 5, 5, 5, 2, 1, True),  # stride 5: 25 grad_input phases, their filters re-laid 16 at a time
+    (1, 8, 9, 45, 5, 5, 1, 2, 1, False),  # 45 output columns: grad_weight's window slots over a 40-pixel step and a part
+    (1, 12, 5, 61, 7, 7, 1, 3, 1, True),  # 61 output columns: the 7-tap window's 56-pixel step and a part
     # 16-bit 3x3 / 5x5 run the rows kernel (every filter row's inputs loaded at once):
     (2, 12, 9, 14, 3, 3, 1, (2, 1), (2, 1), True),  # dilation along H only: the rows' step
     (1, 20, 16, 18, 5, 5, 1, (4, 2), (2, 1), False),  # 5x5, dilation along H only, a partial strip

@@ -1,23 +1,28 @@
 """Device probe: the NHWC depthwise grad_weight's sliding window with runs of kRun output pixels whose
-loads issue together (depthwise_nhwc_grad_weight_kernel's kRun: 1 is the library's instance today)
-on the depthwise suite's layers of 3-, 5- and 7-tap rows (and ResNeXt's 3x3 groups of 4), channels_last,
-trainable weights' grad_weight. The slices of output rows follow the library's rule (about 1024
-threads an SM; the workspace limit is not applied). Builds a small extension from the library's
-kernel header only (about a minute), so a device call needs no library build. Times the grad_weight
-kernel alone at runs r1 .. r8 (the slices' sum is the same for every run length), cuDNN's whole
-grad_weight for reference, and, at the library's run length, the kernel and the slices' sum together
-with each slice taking 1, 2, 4, 8 times the rule's output rows (x1 .. x8: fewer slices, fewer
-threads, less workspace to write and add); checks that every run length's partial sums equal
-kRun = 1's bit for bit. Also times (column `rf`), at the library's run length, a copy of the kernel
-whose threads take the filter row fastest (the library's take the channel vector fastest): the R
-threads of one channel vector and slice then sit in one warp, so each gradient vector they all read
-is fetched once per warp rather than once per filter row (checked bit for bit too). Prints a table
-and writes $OUT/dw_gw_probe.json.
+loads issue together (depthwise_nhwc_grad_weight_kernel's kRun; dw_nhwc_grad_weight_run is the
+library's rule) on the depthwise suite's layers of 3-, 5- and 7-tap rows (and ResNeXt's 3x3 groups of
+4), channels_last, trainable weights' grad_weight. The slices of output rows follow the library's rule
+(about 1024 threads an SM; the workspace limit is not applied). Builds a small extension from the
+library's kernel header only (about a minute), so a device call needs no library build. Times the
+grad_weight kernel alone at runs r1 .. r8 (the slices' sum is the same for every run length), cuDNN's
+whole grad_weight for reference, and, at the library's run length, the kernel and the slices' sum
+together with each slice taking 1, 2, 4, 8 times the rule's output rows (x1 .. x8: fewer slices,
+fewer threads, less workspace to write and add); checks that every column's partial sums equal
+kRun = 1's bit for bit. Copies of the kernel (--copies), a column each:
+- `rf`: the threads take the filter row fastest (the library's take the channel vector fastest): the
+  R threads of one channel vector and slice then sit in one warp, so each gradient vector they all
+  read is fetched once per warp rather than once per filter row;
+- `lb<N>`: at least N blocks an SM in the launch bounds (a register cap, and ptxas schedules for it);
+- `old`: the kernel and run rule of another header (--old-header: e.g. the header before a change,
+  `git show HEAD~1:csrc/cuda/direct/depthwise_nhwc_kernels.cuh > old.cuh`).
+Prints a table and writes $OUT/dw_gw_probe.json.
 
   python docs/wip/dw_gw_probe.py [--batch 32] [--dtypes bf16,fp16,fp32] [--slice-scales ""]
+      [--copies rf,lb5,old --old-header old.cuh]
 """
 import json
 import os
+import re
 import sys
 
 import torch
@@ -40,10 +45,11 @@ ROWS_FASTEST = """  const int r = int(t % g.R);
 """
 
 
-def rows_fastest_kernel():
-    """The library's grad_weight kernel, copied from its header with the filter row fastest in the
-    thread index, as `grad_weight_rows_fastest_kernel` (escaped for the source template)."""
-    text = open(KERNELS).read()
+def kernel_copy(name, header=KERNELS, rows_fastest=False, min_blocks=None):
+    """The grad_weight kernel, copied from `header` as `name` (escaped for the source template): with
+    the filter row fastest in the thread index, or with a minimum of blocks an SM in its launch bounds
+    (a register cap), if asked."""
+    text = open(header).read()
     start = text.index("template <typename T, int kG, int kS, int kSw = 1, int kRun = 1>")
     depth, i = 0, text.index("{", text.index("depthwise_nhwc_grad_weight_kernel(", start))
     while True:
@@ -51,9 +57,25 @@ def rows_fastest_kernel():
         i += 1
         if depth == 0:
             break
-    fn = text[start:i].replace("depthwise_nhwc_grad_weight_kernel(", "grad_weight_rows_fastest_kernel(")
-    assert ORDER in fn, "the kernel's thread order changed: update the probe"
-    return fn.replace(ORDER, ROWS_FASTEST).replace("%", "%%")
+    fn = text[start:i].replace("depthwise_nhwc_grad_weight_kernel(", name + "(")
+    fn = fn.replace("template <typename T, int kG, int kS, int kSw = 1, int kRun = 1>",
+                    "template <typename T, int kG, int kS, int kSw, int kRun>")
+    if rows_fastest:
+        assert ORDER in fn, "the kernel's thread order changed: update the probe"
+        fn = fn.replace(ORDER, ROWS_FASTEST)
+    if min_blocks:
+        fn, n = re.subn(r"__launch_bounds__\(kDwNhwcThreads(, dw_nhwc_grad_weight_min_blocks\(kS, kSw, kG\))?\)",
+                        f"__launch_bounds__(kDwNhwcThreads, {min_blocks})", fn)
+        assert n == 1, "the kernel's launch bounds changed: update the probe"
+    return fn.replace("%", "%%")
+
+
+def run_rule_copy(name, header):
+    """`header`'s run-length rule (dw_nhwc_grad_weight_run), copied as `name` (escaped)."""
+    text = open(header).read()
+    start = text.index("constexpr int dw_nhwc_grad_weight_run(")
+    end = text.index("\n}\n", start) + 3
+    return text[start:end].replace("dw_nhwc_grad_weight_run(", name + "(").replace("%", "%%")
 
 
 # (channels per group, S, stride) the probe instances.
@@ -66,19 +88,30 @@ SOURCE = r"""
 #include "cuda/direct/depthwise_nhwc_kernels.cuh"
 namespace torchconv {
 namespace cuda {
-@ROWS_FASTEST@
+@COPIES@
 }  // namespace cuda
 }  // namespace torchconv
 using namespace torchconv;
 using namespace torchconv::cuda;
 using T = %(T)s;
 
-// run < 0: the rows-fastest copy at run length -run.
+// copy 0: the library's kernel; copy i > 0: the probe's copy i, at its own run length only (copy<i>_run:
+// the library's rule, or the rule of the header it was copied from).
 template <int kG, int kS, int kSw, int kRun>
-bool instance(int G, int S, int sw, int run, const DwNhwcWeightGradArgs<T>& a) {
-  if (G != kG || S != kS || sw != kSw || (run != kRun && run != -kRun)) return false;
-  const auto kernel = run > 0 ? depthwise_nhwc_grad_weight_kernel<T, kG, kS, kSw, kRun>
-                              : grad_weight_rows_fastest_kernel<T, kG, kS, kSw, kRun>;
+void (*kernel_for(int copy))(DwNhwcWeightGradArgs<T>) {
+  constexpr bool kFloat32 = std::is_same_v<T, float>;
+  (void)kFloat32;
+  switch (copy) {
+@CASES@
+  }
+  TORCH_CHECK(copy == 0, "copy ", copy, " runs at its own run length only");
+  return depthwise_nhwc_grad_weight_kernel<T, kG, kS, kSw, kRun>;
+}
+
+template <int kG, int kS, int kSw, int kRun>
+bool instance(int G, int S, int sw, int run, int copy, const DwNhwcWeightGradArgs<T>& a) {
+  if (G != kG || S != kS || sw != kSw || run != kRun) return false;
+  const auto kernel = kernel_for<kG, kS, kSw, kRun>(copy);
   kernel<<<unsigned((a.g.threads + kDwNhwcThreads - 1) / kDwNhwcThreads), kDwNhwcThreads, 0,
            c10::cuda::getCurrentCUDAStream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -86,13 +119,13 @@ bool instance(int G, int S, int sw, int run, const DwNhwcWeightGradArgs<T>& a) {
 }
 
 template <int kG, int kS, int kSw>
-bool runs(int G, int S, int sw, int run, const DwNhwcWeightGradArgs<T>& a) {
-  return instance<kG, kS, kSw, 1>(G, S, sw, run, a) || instance<kG, kS, kSw, 2>(G, S, sw, run, a) ||
-         instance<kG, kS, kSw, 4>(G, S, sw, run, a) || instance<kG, kS, kSw, 8>(G, S, sw, run, a);
+bool runs(int G, int S, int sw, int run, int copy, const DwNhwcWeightGradArgs<T>& a) {
+  return instance<kG, kS, kSw, 1>(G, S, sw, run, copy, a) || instance<kG, kS, kSw, 2>(G, S, sw, run, copy, a) ||
+         instance<kG, kS, kSw, 4>(G, S, sw, run, copy, a) || instance<kG, kS, kSw, 8>(G, S, sw, run, copy, a);
 }
 
 // x, gy: channels_last; partial: slices x (R x S x G x C) float32. Returns the slices.
-void run_%(name)s(int64_t run, const at::Tensor& x, const at::Tensor& gy, at::Tensor& partial, int64_t R, int64_t S,
+void run_%(name)s(int64_t run, int64_t copy, const at::Tensor& x, const at::Tensor& gy, at::Tensor& partial, int64_t R, int64_t S,
                   int64_t stride, int64_t ph, int64_t pw, int64_t G, int64_t rows_per_slice) {
   DwNhwcWeightGrad g{};
   g.N = int(x.size(0)), g.C = int(x.size(1)), g.H = int(x.size(2)), g.W = int(x.size(3));
@@ -105,15 +138,20 @@ void run_%(name)s(int64_t run, const at::Tensor& x, const at::Tensor& gy, at::Te
   TORCH_CHECK(partial.size(0) == g.slices, "partial slices");
   DwNhwcWeightGradArgs<T> a{reinterpret_cast<const T*>(x.const_data_ptr()), reinterpret_cast<const T*>(gy.const_data_ptr()),
                             partial.mutable_data_ptr<float>(), g};
-  const int G_ = int(G), S_ = int(S), sw = int(stride), rn = int(run);
-  const bool done = runs<1, 3, 1>(G_, S_, sw, rn, a) || runs<1, 3, 2>(G_, S_, sw, rn, a) || runs<1, 5, 1>(G_, S_, sw, rn, a) ||
-                    runs<1, 5, 2>(G_, S_, sw, rn, a) || runs<1, 7, 1>(G_, S_, sw, rn, a) || runs<4, 3, 1>(G_, S_, sw, rn, a);
+  const int G_ = int(G), S_ = int(S), sw = int(stride), rn = int(run), cp = int(copy);
+  const bool done = runs<1, 3, 1>(G_, S_, sw, rn, cp, a) || runs<1, 3, 2>(G_, S_, sw, rn, cp, a) ||
+                    runs<1, 5, 1>(G_, S_, sw, rn, cp, a) || runs<1, 5, 2>(G_, S_, sw, rn, cp, a) ||
+                    runs<1, 7, 1>(G_, S_, sw, rn, cp, a) || runs<4, 3, 1>(G_, S_, sw, rn, cp, a);
   TORCH_CHECK(done, "no instance for S ", S, " stride ", stride, " run ", run, " group ", G);
 }
 
-// The library's run length for this row (dw_nhwc_grad_weight_run).
-int64_t library_run_%(name)s(int64_t S, int64_t stride, int64_t G) {
-  return dw_nhwc_grad_weight_run(int(S), int(stride), int(G), std::is_same_v<T, float>);
+// The run length of the library (copy 0) or of copy i for this row.
+int64_t library_run_%(name)s(int64_t copy, int64_t S, int64_t stride, int64_t G) {
+  const bool f32 = std::is_same_v<T, float>;
+  switch (copy) {
+@RUNS@
+  }
+  return dw_nhwc_grad_weight_run(int(S), int(stride), int(G), f32);
 }
 
 // The slices' sum into gw (C x G x taps, float32) as the library adds them.
@@ -125,9 +163,9 @@ void sum_%(name)s(const at::Tensor& partial, at::Tensor& gw, int64_t taps, int64
 """
 
 FUNCTIONS = {
-    "run": ("void", "(int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t, int64_t, int64_t, int64_t, "
+    "run": ("void", "(int64_t, int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t, int64_t, int64_t, int64_t, "
                     "int64_t, int64_t, int64_t)"),
-    "library_run": ("int64_t", "(int64_t, int64_t, int64_t)"),
+    "library_run": ("int64_t", "(int64_t, int64_t, int64_t, int64_t)"),
     "sum": ("void", "(const at::Tensor&, at::Tensor&, int64_t, int64_t)"),
 }
 
@@ -137,9 +175,34 @@ def main():
     ap.add_argument("--slice-scales", default="1,2,4,8",
                     help="output rows a slice takes, as multiples of the library's rule: the library's run length, "
                          "kernel and slices' sum timed together at each")
+    ap.add_argument("--copies", default="rf",
+                    help="copies of the kernel timed at the library's run length, a column each: rf (the filter "
+                         "row fastest), lb<N> (at least N blocks an SM in the launch bounds), old (the kernel of "
+                         "--old-header, e.g. the header before a change, kept beside the tree)")
+    ap.add_argument("--old-header", default=None)
     args = ap.parse_args()
     dtypes = args.dtypes.split(",")
-    mods = build("dw_gw_probe", SOURCE.replace("@ROWS_FASTEST@", rows_fastest_kernel()), FUNCTIONS, dtypes)
+    copies = [c for c in args.copies.split(",") if c]
+    texts, cases, runs = [], [], []
+    for i, c in enumerate(copies, 1):
+        name = f"grad_weight_copy{i}_kernel"
+        rule = "dw_nhwc_grad_weight_run"
+        if c == "rf":
+            texts.append(kernel_copy(name, rows_fastest=True))
+        elif c.startswith("lb"):
+            texts.append(kernel_copy(name, min_blocks=int(c[2:])))
+        elif c == "old":
+            texts.append(kernel_copy(name, header=args.old_header))
+            texts.append(run_rule_copy(f"copy{i}_run", args.old_header))
+            rule = f"copy{i}_run"
+        else:
+            raise SystemExit(f"unknown copy {c}")
+        cases.append(f"    case {i}:\n      if constexpr (kRun == {rule}(kS, kSw, kG, kFloat32))\n"
+                     f"        return grad_weight_copy{i}_kernel<T, kG, kS, kSw, kRun>;\n      break;")
+        runs.append(f"    case {i}: return {rule}(int(S), int(stride), int(G), f32);")
+    source = (SOURCE.replace("@COPIES@", "\n".join(texts)).replace("@CASES@", "\n".join(cases))
+              .replace("@RUNS@", "\n".join(runs)))
+    mods = build("dw_gw_probe", source, FUNCTIONS, dtypes)
     scales = [int(v) for v in args.slice_scales.split(",") if v]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     out = os.environ.get("OUT", ".")
@@ -172,14 +235,16 @@ def main():
                     [False, True, False])}
                 for rl in RUNS:
                     p = torch.full((slices, R * S * G * C), float("nan"), device="cuda")
-                    run(rl, x, gy, p, R, S, stride, ph, pw, G, per_slice)
+                    run(rl, 0, x, gy, p, R, S, stride, ph, pw, G, per_slice)
                     parts[rl] = p
-                    fns[f"r{rl}"] = (lambda p=p, rl=rl: run(rl, x, gy, p, R, S, stride, ph, pw, G, per_slice))
-                lib = library_run(S, stride, G)
-                p = torch.full((slices, R * S * G * C), float("nan"), device="cuda")
-                run(-lib, x, gy, p, R, S, stride, ph, pw, G, per_slice)  # the rows-fastest copy
-                parts["rf"] = p
-                fns["rf"] = (lambda p=p: run(-lib, x, gy, p, R, S, stride, ph, pw, G, per_slice))
+                    fns[f"r{rl}"] = (lambda p=p, rl=rl: run(rl, 0, x, gy, p, R, S, stride, ph, pw, G, per_slice))
+                lib = library_run(0, S, stride, G)
+                for i, c in enumerate(copies, 1):
+                    p = torch.full((slices, R * S * G * C), float("nan"), device="cuda")
+                    cr = library_run(i, S, stride, G)
+                    run(cr, i, x, gy, p, R, S, stride, ph, pw, G, per_slice)
+                    parts[c] = p
+                    fns[c] = (lambda p=p, i=i, cr=cr: run(cr, i, x, gy, p, R, S, stride, ph, pw, G, per_slice))
                 # The whole pass: kernel and slices' sum, rows per slice scaled.
                 gws = {}
                 for sc in scales:
@@ -188,7 +253,7 @@ def main():
                     gws[sc] = torch.full((C, G, R, S), float("nan"), device="cuda")
 
                     def whole(p=p, ps=ps, out=gws[sc]):
-                        run(lib, x, gy, p, R, S, stride, ph, pw, G, ps)
+                        run(lib, 0, x, gy, p, R, S, stride, ph, pw, G, ps)
                         sum_slices(p, out, R * S, G)
                     whole()
                     fns[f"x{sc}"] = whole
@@ -208,7 +273,8 @@ def main():
                 best_scale = min((k for k in t if k.startswith("x")), key=t.get, default="-")
                 print(f"{layer.name:14s} {name} N{N:<3d} slices {slices:4d} cudnn {t['cudnn']:7.1f} "
                       + " ".join(f"{k}={t[k]:.1f}" for k in t if k != "cudnn")
-                      + f"  best {best}, {best_scale} (run {lib}, rf/r{lib} {t['rf'] / t[f'r{lib}']:.2f})"
+                      + f"  best {best}, {best_scale} (run {lib}"
+                      + "".join(f", {c}/r{lib} {t[c] / t[f'r{lib}']:.2f}" for c in copies) + ")"
                       + f"  err {err:.1e} (scales {max(scale_errs.values(), default=0):.1e}) eq {same}", flush=True)
     with open(os.path.join(out, "dw_gw_probe.json"), "w") as f:
         json.dump(rows, f, indent=1)

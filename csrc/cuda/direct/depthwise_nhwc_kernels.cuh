@@ -413,14 +413,21 @@ struct DwNhwcFilterMap {
 constexpr int kDwNhwcGradSums = 12;
 
 // The sliding grad_weight's run (output pixels whose loads issue together) for rows of kS taps at
-// stride kSw, kG channels per group: longer runs wait on fewer loads but hold their raw words in
-// registers, which rows of 7 taps and groups (more sums a thread) cannot spare, and a short row
-// loads part of a run for nothing. Measured per layer (docs/depthwise.md): 4 for 16-bit 3-tap rows at
-// stride 1, 2 for depthwise rows of 3 or 5 taps at stride 2, 1 (a pixel at a time) otherwise.
+// stride kSw, kG channels per group, and the blocks an SM its launch bounds ask for. The window's
+// slots rotate over kS x kRun pixels a loop step, so a run costs registers for its raw words and
+// code, not register moves. Measured per layer (docs/depthwise.md): at stride 1, 8 pixels for 16-bit
+// depthwise rows of 5 or 7 taps, 4 for float32's and for 16-bit 3-tap rows, 2 for float32 3-tap
+// rows, 4 for groups; at stride 2, 2 for depthwise rows of 3 or 5 taps but float32's 3 (1). The
+// 3-tap and strided 3- or 5-tap depthwise instances ran faster asking for 5 blocks an SM (the same
+// registers, scheduled otherwise); the others as they come.
 constexpr int dw_nhwc_grad_weight_run(int kS, int kSw, int kG, bool float32) {
-  if (kG != 1) return 1;
-  if (kSw == 2) return kS <= 5 ? 2 : 1;
-  return kS == 3 && !float32 ? 4 : 1;
+  if (kSw == 2) return kG == 1 && kS <= 5 && !(float32 && kS == 3) ? 2 : 1;
+  if (kG != 1) return 4;
+  if (kS == 3) return float32 ? 2 : 4;
+  return float32 ? 4 : 8;
+}
+constexpr int dw_nhwc_grad_weight_min_blocks(int kS, int kSw, int kG) {
+  return kG == 1 && kS <= 5 && (kSw == 2 || kS == 3) ? 5 : 1;
 }
 
 struct DwNhwcWeightGrad {
@@ -438,12 +445,13 @@ struct DwNhwcWeightGradArgs {
 };
 
 // kS > 0: filter rows of kS taps at stride kSw (1 or 2) and dilation 1 along W, whose inputs slide
-// through a register window (kSw new input vectors per output pixel, the rest kept from the pixel
-// before); the new inputs and the gradients of kRun output pixels load (as raw words) before their
+// through a register window (kSw new input vectors per output pixel into the slots of columns no
+// later pixel reads, the rest kept where they are); the new inputs and the gradients of kRun output pixels load (as raw words) before their
 // products, so a thread waits on its loads once a run rather than once a pixel. kS = 0: any row of
 // at most kDwNhwcGradSums / kG taps, each product loading its input.
 template <typename T, int kG, int kS, int kSw = 1, int kRun = 1>
-__global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_grad_weight_kernel(
+__global__ void __launch_bounds__(kDwNhwcThreads, dw_nhwc_grad_weight_min_blocks(kS, kSw, kG))
+    depthwise_nhwc_grad_weight_kernel(
     const __grid_constant__ DwNhwcWeightGradArgs<T> a) {
   constexpr int kTaps = kS > 0 ? kS : kDwNhwcGradSums / kG;
   static_assert(kDwNhwcVec % kG == 0 && kTaps * kG <= kDwNhwcGradSums, "sums a thread keeps");
@@ -479,35 +487,41 @@ __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_grad_weight_ker
     const T* gyrow = a.gy + row * g.Wo * C + c0;
     const T* xrow = a.x + (int64_t(n) * g.H + iy) * g.W * C + c0;
     if constexpr (kS > 0) {
-      // win[s] holds input column ox * kSw - pw + s while output column ox runs; the columns the
-      // next pixel keeps (kS - kSw of them) shift down, kSw new ones load.
+      // Input column i (counted from -pw) sits in win[i % kS] while it is in the window, so the
+      // window slides by which slots the products read, not by moving registers: output column ox
+      // reads columns ox * kSw + s and loads the kNew columns past the kKept it shares with ox - 1,
+      // into the slots of columns no later pixel reads. The loop takes kGroup pixels a step, a whole
+      // period of the slots (kS pixels) and a whole number of runs, so every slot is a constant.
       static_assert(kSw == 1 || kSw == 2, "strides the window slides by");
       constexpr int kKept = kS > kSw ? kS - kSw : 0;
       constexpr int kNew = kS - kKept;  // input columns a pixel loads
+      constexpr int kGroup = kS * kRun;
       float win[kS][kDwNhwcVec];
 #pragma unroll
-      for (int k = kSw; k < kS; ++k) load_column(xrow, k - kSw - g.pw, g.W, C, win[k]);
-      for (int ox0 = 0; ox0 < g.Wo; ox0 += kRun) {
-        DwNhwcRaw<T> xr[kRun][kNew], dr[kRun];
+      for (int k = 0; k < kKept; ++k) load_column(xrow, k - g.pw, g.W, C, win[k]);
+      for (int ox0 = 0; ox0 < g.Wo; ox0 += kGroup) {
 #pragma unroll
-        for (int j = 0; j < kRun; ++j) {
+        for (int j0 = 0; j0 < kGroup; j0 += kRun) {
+          if (ox0 + j0 >= g.Wo) break;
+          DwNhwcRaw<T> xr[kRun][kNew], dr[kRun];
 #pragma unroll
-          for (int k = 0; k < kNew; ++k) xr[j][k] = load_raw(xrow, (ox0 + j) * kSw - g.pw + kKept + k, g.W, C, true);
-          dr[j] = load_raw(gyrow, ox0 + j, g.Wo, C, true);
-        }
+          for (int j = 0; j < kRun; ++j) {
 #pragma unroll
-        for (int j = 0; j < kRun; ++j) {
-          if (kRun > 1 && ox0 + j >= g.Wo) break;
+            for (int k = 0; k < kNew; ++k)
+              xr[j][k] = load_raw(xrow, (ox0 + j0 + j) * kSw - g.pw + kKept + k, g.W, C, true);
+            dr[j] = load_raw(gyrow, ox0 + j0 + j, g.Wo, C, true);
+          }
 #pragma unroll
-          for (int k = 0; k < kKept; ++k)
+          for (int j = 0; j < kRun; ++j) {
+            if (kRun > 1 && ox0 + j0 + j >= g.Wo) break;
+            const int first = (j0 + j) * kSw;  // the pixel's first column, relative to the group's
 #pragma unroll
-            for (int v = 0; v < kDwNhwcVec; ++v) win[k][v] = win[k + kSw][v];
+            for (int k = 0; k < kNew; ++k) widen_raw<T>(xr[j][k], win[(first + kKept + k) % kS]);
+            float d[kDwNhwcVec];
+            widen_raw<T>(dr[j], d);
 #pragma unroll
-          for (int k = 0; k < kNew; ++k) widen_raw<T>(xr[j][k], win[kKept + k]);
-          float d[kDwNhwcVec];
-          widen_raw<T>(dr[j], d);
-#pragma unroll
-          for (int s = 0; s < kS; ++s) accumulate(acc[s], d, win[s]);
+            for (int s = 0; s < kS; ++s) accumulate(acc[s], d, win[(first + s) % kS]);
+          }
         }
       }
     } else {
