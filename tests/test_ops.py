@@ -1,6 +1,8 @@
 """The operators themselves: schema, fake (meta) kernels and autograd registrations pass
-torch.library.opcheck; torch.compile(fullgraph=True) traces a model built from torchconv.Conv2d;
+torch.library.opcheck; torch.compile(fullgraph=True) traces a model built from torchconv.Conv2d,
+torch.export exports one with a dynamic batch;
 the profiler names the algorithm that ran."""
+import io
 import subprocess
 import sys
 
@@ -83,6 +85,31 @@ def test_torch_compile_fullgraph_as_the_first_call():
     torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-5)
     probe = "import sys, torchconv; sys.exit('torch._dynamo' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+def test_torch_export_with_a_dynamic_batch(device, channels_last):
+    """torch.export (non-strict, its default) of a model whose batch is declared dynamic, after an
+    eager call: `auto` chooses at the example's sizes without a guard on the batch (one would fail
+    the export), and the program, saved and loaded, runs other batches as the eager model does. The
+    module's memo and the choices' memo are skipped while traced (a symbolic size does not hash, and
+    comparing it with the eager call's would guard on it); the functional path (padding="same")
+    exports too."""
+    torch.manual_seed(0)
+    model = SmallNet("auto").to(device)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.randn(3, 3, 12, 10, device=device).contiguous(memory_format=layout)
+    with skip_if_no_kernel(torchconv.select_algorithm(x, model.conv1.weight, (1, 1), (1, 1), 1), device):
+        model(x)  # the eager call first: the memos hold its batch
+    program = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    saved = io.BytesIO()
+    torch.export.save(program, saved)
+    saved.seek(0)
+    loaded = torch.export.load(saved).module()
+    for n in (2, 5):
+        xn = torch.randn(n, 3, 12, 10, device=device).contiguous(memory_format=layout)
+        torch.testing.assert_close(loaded(xn), model(xn), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -68,13 +68,16 @@ class Conv2d(nn.Conv2d):
         key = (input.shape, input.dtype, device, input.is_contiguous(),
                torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
                _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(), tf32, autocast_dtype)
-        memo = self.__dict__.get("_auto_memo")
+        # A traced call neither reads nor writes the memo: its sizes may be symbolic (torch.export's
+        # dynamic dimensions), and comparing them with an eager call's would guard on them.
+        memo = self.__dict__.get("_auto_memo") if not compiling else None
         if memo is not None and memo[0] == key:
             algorithm = memo[1]
         else:
             algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding, self.dilation,
                                        self.groups)
-            self.__dict__["_auto_memo"] = (key, algorithm)
+            if not compiling:
+                self.__dict__["_auto_memo"] = (key, algorithm)
         return call_forward(algorithm, input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def _conv_forward(self, input, weight, bias):

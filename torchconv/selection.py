@@ -180,6 +180,33 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     )
 
 
+class _AtExampleSizes:
+    """A tensor of symbolic sizes (a trace's dynamic dimensions, as torch.export makes them) as the
+    rule sees it: its sizes at the example the trace runs on, its dtype, device and layout. The choice
+    is made once for the traced program without a guard on those sizes (a guard on a dimension
+    declared dynamic fails the export); every algorithm takes any batch and the operator checks its
+    limits at run time (ValueError naming the limit), so the program runs the example's choice at
+    every size."""
+
+    def __init__(self, tensor):
+        self.shape = torch.Size(_example_size(d) for d in tensor.shape)
+        self.dtype, self.device, self.is_cuda = tensor.dtype, tensor.device, tensor.is_cuda
+        self._channels_last = _tuning.memory_format(tensor) == "channels_last"
+
+    def dim(self):
+        return len(self.shape)
+
+    def is_contiguous(self, memory_format=torch.contiguous_format):
+        return (memory_format == torch.channels_last) == self._channels_last
+
+
+def _example_size(size):
+    """A size as an int: a symbolic one's value in the example the trace runs on (its hint), asked
+    without adding a guard; a size with no hint (data-dependent) is specialized."""
+    hint = getattr(getattr(size, "node", None), "hint", None)
+    return hint if hint is not None else int(size)
+
+
 # "auto" choices already made, so a repeated call (every layer of a model, every step) costs one
 # dictionary look-up: the key holds everything the choice depends on.
 _auto_memo = {}
@@ -197,7 +224,10 @@ def auto_algorithm(input, weight, bias, stride, padding, dilation, groups):
     train = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)
     key = (input.shape, weight.shape, stride, padding, dilation, groups, _tuning.precision(input), input.device,
            _tuning.memory_format(input), bias is None, train, benchmark, torch.are_deterministic_algorithms_enabled())
-    algorithm = _auto_memo.get(key)
+    try:
+        algorithm = _auto_memo.get(key)
+    except TypeError:  # a symbolic size (torch.export's dynamic dimensions) does not hash
+        return select_algorithm(_AtExampleSizes(input), weight, stride, dilation, groups, padding)
     if algorithm is None:
         candidates = candidate_algorithms(input, weight, stride, dilation, padding, groups) if benchmark else None
         if candidates:
