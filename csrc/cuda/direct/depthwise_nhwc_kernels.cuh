@@ -417,7 +417,7 @@ constexpr int kDwNhwcGradSums = 12;
 // slots rotate over kS x kRun pixels a loop step, so a run costs registers for its raw words and
 // code, not register moves. Measured per layer (docs/depthwise.md): at stride 1, 8 pixels for 16-bit
 // depthwise rows of 5 or 7 taps, 4 for float32's and for 16-bit 3-tap rows, 2 for float32 3-tap
-// rows, 4 for groups; at stride 2, 2 for depthwise rows of 3 or 5 taps but float32's 3 (1). The
+// rows, 4 for groups; at stride 2, 2 for depthwise rows of 3 or 5 taps (float32's 3-tap rows 1). The
 // 3-tap and strided 3- or 5-tap depthwise instances ran faster asking for 5 blocks an SM (the same
 // registers, scheduled otherwise); the others as they come.
 constexpr int dw_nhwc_grad_weight_run(int kS, int kSw, int kG, bool float32) {
@@ -446,9 +446,10 @@ struct DwNhwcWeightGradArgs {
 
 // kS > 0: filter rows of kS taps at stride kSw (1 or 2) and dilation 1 along W, whose inputs slide
 // through a register window (kSw new input vectors per output pixel into the slots of columns no
-// later pixel reads, the rest kept where they are); the new inputs and the gradients of kRun output pixels load (as raw words) before their
-// products, so a thread waits on its loads once a run rather than once a pixel. kS = 0: any row of
-// at most kDwNhwcGradSums / kG taps, each product loading its input.
+// later pixel reads, the rest kept where they are); the new inputs and the gradients of kRun output
+// pixels load (as raw words) before their products, so a thread waits on its loads once a run rather
+// than once a pixel. kS = 0: any row of at most kDwNhwcGradSums / kG taps, each product loading its
+// input.
 template <typename T, int kG, int kS, int kSw = 1, int kRun = 1>
 __global__ void __launch_bounds__(kDwNhwcThreads, dw_nhwc_grad_weight_min_blocks(kS, kSw, kG))
     depthwise_nhwc_grad_weight_kernel(
