@@ -183,10 +183,10 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
 class _AtExampleSizes:
     """A tensor of symbolic sizes (a trace's dynamic dimensions, as torch.export makes them) as the
     rule sees it: its sizes at the example the trace runs on, its dtype, device and layout. The choice
-    is made once for the traced program without a guard on those sizes (a guard on a dimension
-    declared dynamic fails the export); every algorithm takes any batch and the operator checks its
-    limits at run time (ValueError naming the limit), so the program runs the example's choice at
-    every size."""
+    is made once for the traced program, by the rule (benchmark mode needs real tensors to time),
+    without a guard on those sizes (a guard on a dimension declared dynamic fails the export). The
+    program runs the example's choice at every size; the operator checks its algorithm's limits when
+    it runs, so a size the choice cannot take raises ValueError naming the limit."""
 
     def __init__(self, tensor):
         self.shape = torch.Size(_example_size(d) for d in tensor.shape)
