@@ -1,5 +1,6 @@
 """torchconv.Conv2d is a drop-in nn.Conv2d and convert() swaps it into any model."""
 import copy
+import io
 import warnings
 
 import pytest
@@ -180,6 +181,23 @@ def test_vmap_runs_the_module():
         warnings.filterwarnings("ignore", message=".*batching rule")  # PyTorch's per-sample loop for the operators
         for batch in (x, channels_last):
             assert torch.allclose(torch.vmap(conv)(batch), torch.vmap(ref)(batch), atol=1e-5)
+
+
+def test_torch_jit_trace_runs_the_operators_and_script_says_why_it_cannot():
+    """torch.jit.trace records torchconv's operators (the traced model matches nn.Conv2d's, saved
+    and loaded); torch.jit.script, which cannot compile the forward's algorithm choice, raises one
+    RuntimeError that names the module and the ways that work instead of failing inside it."""
+    ref = nn.Sequential(nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.Conv2d(6, 6, 3, groups=3))
+    model = torchconv.convert(copy.deepcopy(ref))
+    x = torch.randn(2, 4, 9, 7)
+    traced = torch.jit.trace(model, x)
+    assert "torchconv::conv2d_" in str(traced.inlined_graph)
+    saved = io.BytesIO()
+    torch.jit.save(traced, saved)
+    saved.seek(0)
+    assert torch.allclose(torch.jit.load(saved)(x), ref(x), atol=1e-5)
+    with pytest.raises(RuntimeError, match="torchconv.Conv2d cannot be compiled by torch.jit.script.*torch.export"):
+        torch.jit.script(model)
 
 
 def test_unknown_algorithm_in_module():

@@ -89,6 +89,14 @@ class Conv2d(nn.Conv2d):
     def extra_repr(self):
         return super().extra_repr() + f", algorithm={self.algorithm!r}"
 
+    def __prepare_scriptable__(self):
+        # torch.jit.script asks every submodule first: the forward chooses its algorithm in Python
+        # (the plan registry, benchmark mode's measurements), which TorchScript cannot compile; say so
+        # rather than fail on the first construct it meets.
+        raise RuntimeError(
+            "torchconv.Conv2d cannot be compiled by torch.jit.script: its forward chooses an algorithm in "
+            "Python. Use torch.jit.trace, torch.compile or torch.export (each runs torchconv's operators)")
+
     @classmethod
     def from_conv(cls, conv, algorithm="auto"):
         """A torchconv.Conv2d that shares `conv`'s parameters, buffers, hooks and training mode."""
