@@ -200,6 +200,46 @@ def test_torch_jit_trace_runs_the_operators_and_script_says_why_it_cannot():
         torch.jit.script(model)
 
 
+class _FunctionalConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(6, 3, 3, 3) / 9)
+
+    def forward(self, x):
+        return torchconv.conv2d(x, self.weight, None, 1, "same", 1, 2)
+
+
+def test_fx_symbolic_trace_records_each_convolution_as_one_call():
+    """torch.fx.symbolic_trace records every torchconv.Conv2d (auto or an explicit algorithm, any
+    padding mode) and every torchconv.conv2d call as one call of torchconv.conv2d with the layer's
+    arguments, as it records nn.Conv2d as one module call; the GraphModule computes what the model
+    does. A padding mode's padding is its own node before it."""
+    model = nn.Sequential(
+        torchconv.Conv2d(4, 6, 3, padding=1), nn.ReLU(),
+        torchconv.Conv2d(6, 6, 3, padding=2, padding_mode="reflect", stride=2, groups=2),
+        torchconv.Conv2d(6, 6, 1, algorithm="direct"), _FunctionalConv())
+    graph_module = torch.fx.symbolic_trace(model)
+    calls = [n for n in graph_module.graph.nodes if n.op == "call_function" and n.target is torchconv.conv2d]
+    assert len(calls) == 4
+    assert calls[1].args[3:] == ((2, 2), 0, (1, 1), 2, "auto") and calls[2].args[-1] == "direct"
+    x = torch.randn(2, 4, 11, 9)
+    torch.testing.assert_close(graph_module(x), model(x))
+
+
+def test_torchvision_feature_extraction_of_a_converted_model():
+    """torchvision's FX feature extraction takes a converted ResNet: the features of a conv and of a
+    stage are nn.Conv2d's."""
+    torchvision = pytest.importorskip("torchvision")
+    from torchvision.models.feature_extraction import create_feature_extractor
+    reference = torchvision.models.resnet18(weights=None).eval()
+    model = torchconv.convert(copy.deepcopy(reference))
+    nodes = {"layer2.1.conv2": "conv", "layer3": "stage"}
+    x = torch.randn(1, 3, 64, 64)
+    ours, theirs = create_feature_extractor(model, nodes)(x), create_feature_extractor(reference, nodes)(x)
+    for name in nodes.values():
+        torch.testing.assert_close(ours[name], theirs[name], rtol=1e-4, atol=1e-4)
+
+
 def test_unknown_algorithm_in_module():
     with pytest.raises(ValueError, match="algorithm"):
         torchconv.Conv2d(3, 3, 3, algorithm="fft")

@@ -20,6 +20,9 @@ _cudnn_allow_tf32 = torch._C._get_cudnn_allow_tf32
 # (input.device.type builds a device object and a string) on every call.
 _any_autocast = torch._C._is_any_autocast_enabled
 _MISSING = object()
+# An FX trace's stand-in for a tensor: torch.fx.symbolic_trace's input takes the general path, whose
+# torchconv.conv2d records itself as one node.
+_Proxy = torch.fx.Proxy
 
 
 def _check_algorithm(algorithm):
@@ -42,12 +45,13 @@ class Conv2d(nn.Conv2d):
         # The common case -- zero padding given as numbers, a batched input, algorithm "auto" -- goes
         # straight to the operator with the choice remembered per input shape: at batch 1 a model is
         # launch-bound, and this path must cost no more host time than nn.Conv2d's. Everything else
-        # takes the general path.
+        # takes the general path, and so does an FX trace (its input a Proxy).
         # Inside autocast the choice is made once for the dtypes that run (the tensors cast as
         # torchconv.functional._autocast casts them), and the call hands the operator its uncast
         # tensors: its Autocast kernel casts them as aten::conv2d's does, the weight's cast cached for
         # the autocast region instead of repeated (a kernel launch and an allocation) every call.
-        if self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str) or input.dim() != 4:
+        if (self.algorithm != "auto" or self.padding_mode != "zeros" or isinstance(self.padding, str)
+                or isinstance(input, _Proxy) or input.dim() != 4):
             return self._conv_forward(input, self.weight, self.bias)
         # Dynamo traces the public spellings (it folds them to constants); eager calls take private
         # getters that skip Python-level lookups: the TF32 switch through its getter (torch.backends.cudnn.
