@@ -12,7 +12,7 @@ SOURCES := setup.py $(wildcard csrc/*.h csrc/*.cpp csrc/cpu/*.h csrc/cpu/*.cpp c
 $(VENV)/.deps:
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)" numpy pytest ninja pybind11 expecttest hypothesis torchvision
+	$(PY) -m pip install -q "$(TORCH_SPEC)" numpy pytest ninja pybind11 expecttest hypothesis torchvision onnxscript
 	touch $@
 
 $(VENV)/.built: $(VENV)/.deps $(SOURCES)

@@ -1,6 +1,6 @@
 """The operators themselves: schema, fake (meta) kernels and autograd registrations pass
 torch.library.opcheck; torch.compile(fullgraph=True) traces a model built from torchconv.Conv2d,
-torch.export exports one with a dynamic batch;
+torch.export exports one with a dynamic batch, and torch.onnx.export as ONNX Conv nodes;
 the profiler names the algorithm that ran."""
 import io
 import subprocess
@@ -110,6 +110,30 @@ def test_torch_export_with_a_dynamic_batch(device, channels_last):
     for n in (2, 5):
         xn = torch.randn(n, 3, 12, 10, device=device).contiguous(memory_format=layout)
         torch.testing.assert_close(loaded(xn), model(xn), rtol=1e-5, atol=1e-6)
+
+
+def test_onnx_export_writes_each_convolution_as_a_conv_node():
+    """torch.onnx.export with torchconv.onnx_translation_table() writes every torchconv convolution
+    (bias or none, groups, stride, dilation, padding) as one ONNX Conv; the model, exported with a
+    dynamic batch and run by ONNX's reference evaluator at another batch, computes what the eager
+    model does."""
+    pytest.importorskip("onnxscript")
+    from onnx.reference import ReferenceEvaluator
+
+    model = torchconv.convert(nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=4, bias=False),
+        nn.Conv2d(8, 4, (1, 3), stride=(2, 1), padding=(0, 1)))).eval()
+    x = torch.randn(2, 3, 10, 11)
+    program = torch.onnx.export(model, (x,), dynamo=True, custom_translation_table=torchconv.onnx_translation_table(),
+                                dynamic_shapes=({0: torch.export.Dim("batch")},), verbose=False)
+    assert [node.op_type for node in program.model.graph] == ["Conv", "Relu", "Conv", "Conv"]
+    saved = io.BytesIO()
+    program.save(saved)
+    evaluator = ReferenceEvaluator(saved.getvalue())
+    x5 = torch.randn(5, 3, 10, 11)
+    (out,) = evaluator.run(None, {evaluator.input_names[0]: x5.numpy()})
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(out), model(x5), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("device", DEVICES)

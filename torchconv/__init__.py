@@ -6,6 +6,7 @@ from . import _C
 from .explain import explain
 from .functional import conv2d
 from .modules import Conv2d, convert, tune
+from .onnx_export import onnx_translation_table
 from .ops import ALGORITHMS
 from .selection import available_algorithms, candidate_algorithms, select_algorithm, unsupported_reason
 from .tuning import clear_cache, get_benchmark, load_cache, save_cache, set_benchmark
@@ -29,6 +30,7 @@ __all__ = [
     "last_choice",
     "last_workspace_bytes",
     "load_cache",
+    "onnx_translation_table",
     "save_cache",
     "select_algorithm",
     "set_benchmark",
