@@ -1,7 +1,7 @@
 """The operators themselves: schema, fake (meta) kernels and autograd registrations pass
 torch.library.opcheck; torch.compile(fullgraph=True) traces a model built from torchconv.Conv2d,
-torch.export exports one with a dynamic batch, and torch.onnx.export as ONNX Conv nodes;
-the profiler names the algorithm that ran."""
+torch.export exports one with a dynamic batch (and AOTInductor compiles it), torch.onnx.export
+writes it as ONNX Conv nodes; the profiler names the algorithm that ran."""
 import io
 import subprocess
 import sys
@@ -110,6 +110,21 @@ def test_torch_export_with_a_dynamic_batch(device, channels_last):
     for n in (2, 5):
         xn = torch.randn(n, 3, 12, 10, device=device).contiguous(memory_format=layout)
         torch.testing.assert_close(loaded(xn), model(xn), rtol=1e-5, atol=1e-6)
+
+
+def test_aot_inductor_package_runs_the_operators(tmp_path):
+    """An exported program with a dynamic batch compiles with AOTInductor into a package whose
+    runner calls torchconv's operators (the extension loaded by `import torchconv`) and computes
+    what the eager model does at another batch."""
+    model = torchconv.convert(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+                                            nn.Conv2d(8, 8, 3, padding=1, groups=8))).eval()
+    x = torch.randn(2, 3, 10, 11)
+    program = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    path = torch._inductor.aoti_compile_and_package(program, package_path=str(tmp_path / "model.pt2"))
+    runner = torch._inductor.aoti_load_package(path)
+    x5 = torch.randn(5, 3, 10, 11)
+    with torch.no_grad():
+        torch.testing.assert_close(runner(x5), model(x5), rtol=1e-5, atol=1e-5)
 
 
 def test_onnx_export_writes_each_convolution_as_a_conv_node():
