@@ -73,6 +73,22 @@ def test_torch_compile_fullgraph(algorithm, device):
     assert model.conv1.weight.grad is not None
 
 
+def test_torch_compile_with_a_named_algorithm_turns_the_batch_dynamic():
+    """With the algorithm named, nothing in the forward depends on the sizes: torch.compile compiles
+    once for the first batch and once with the batch dynamic (as for nn.Conv2d), whatever batches
+    follow. (`auto` chooses by size, so each new batch size recompiles: README.)"""
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    model = torchconv.convert(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+                                            nn.Conv2d(8, 8, 3, padding=1, groups=8)), algorithm="direct")
+    compiled = torch.compile(model)
+    for n in range(2, 7):
+        x = torch.randn(n, 3, 10, 11)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    assert counters["frames"]["ok"] == 2
+
+
 def test_torch_compile_fullgraph_as_the_first_call():
     """A model compiled before any eager call chooses its algorithms while traced (the plan
     registry's answers taken as constants: no graph break); importing torchconv leaves
