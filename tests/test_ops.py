@@ -76,7 +76,7 @@ def test_torch_compile_fullgraph(algorithm, device):
 def test_torch_compile_with_a_named_algorithm_turns_the_batch_dynamic():
     """With the algorithm named, nothing in the forward depends on the sizes: torch.compile compiles
     once for the first batch and once with the batch dynamic (as for nn.Conv2d), whatever batches
-    follow. (`auto` chooses by size, so each new batch size recompiles: README.)"""
+    follow."""
     from torch._dynamo.utils import counters
     torch._dynamo.reset()
     counters.clear()
@@ -87,6 +87,32 @@ def test_torch_compile_with_a_named_algorithm_turns_the_batch_dynamic():
         x = torch.randn(n, 3, 10, 11)
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
     assert counters["frames"]["ok"] == 2
+
+
+def test_torch_compile_of_auto_turns_the_batch_dynamic():
+    """`auto` under torch.compile: the first batch size compiles with the choice made while tracing;
+    the second compiles once with the batch dynamic, recording torchconv::conv2d_auto (the choice
+    made when it runs), so later batch sizes reuse it -- forward and gradients as the eager model's.
+    torchconv.conv2d with fullgraph and dynamic=True traces the same way."""
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    model = torchconv.convert(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+                                            nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Conv2d(8, 4, 1)))
+    compiled = torch.compile(model)
+    for n in range(2, 7):
+        x = torch.randn(n, 3, 10, 11, requires_grad=True)
+        ours = torch.autograd.grad(compiled(x).square().sum(), [x, *model.parameters()])
+        eager = torch.autograd.grad(model(x).square().sum(), [x, *model.parameters()])
+        for a, b in zip(ours, eager):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    assert counters["frames"]["ok"] == 2
+    torch._dynamo.reset()
+    w = torch.randn(4, 3, 3, 3)
+    conv = torch.compile(lambda x: torchconv.conv2d(x, w, padding=1), dynamic=True, fullgraph=True)
+    for n in (2, 5):
+        x = torch.randn(n, 3, 9, 8)
+        torch.testing.assert_close(conv(x), torchconv.conv2d(x, w, padding=1), rtol=1e-5, atol=1e-5)
 
 
 def test_torch_compile_fullgraph_as_the_first_call():

@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from .ops import ALGORITHMS, FORWARD, call_forward
+from .auto_op import conv2d_auto, has_dynamic_size
 from .selection import _int, _pair, auto_algorithm, unsupported_reason
 
 __all__ = ["conv2d"]
@@ -79,6 +80,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         padding = _pair(padding, "padding")
 
     if algorithm == "auto":
+        if torch.compiler.is_dynamo_compiling() and has_dynamic_size(input):
+            # torch.compile with a dynamic size: the operator that chooses when it runs (auto_op).
+            out = conv2d_auto(*_autocast(input, weight, bias), stride, padding, dilation, groups)
+            return out.squeeze(0) if ndim == 3 else out
         algorithm = auto_algorithm(*_autocast(input, weight, bias), stride, padding, dilation, groups)
     else:
         if algorithm not in FORWARD:

@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import tuning as _tuning
+from .auto_op import conv2d_auto, has_dynamic_size
 from .functional import _autocast, conv2d
 from .ops import ALGORITHMS, call_forward
 from .selection import auto_algorithm
@@ -77,6 +78,10 @@ class Conv2d(nn.Conv2d):
         memo = self.__dict__.get("_auto_memo") if not compiling else None
         if memo is not None and memo[0] == key:
             algorithm = memo[1]
+        elif compiling and torch.compiler.is_dynamo_compiling() and has_dynamic_size(input):
+            # torch.compile with a dynamic size: the operator that chooses when it runs (auto_op).
+            input, weight, bias = _autocast(input, weight, bias)
+            return conv2d_auto(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
         else:
             algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding, self.dilation,
                                        self.groups)
