@@ -154,6 +154,19 @@ def test_torch_export_with_a_dynamic_batch(device, channels_last):
         torch.testing.assert_close(loaded(xn), model(xn), rtol=1e-5, atol=1e-6)
 
 
+def test_strict_torch_export_with_a_dynamic_batch():
+    """Strict torch.export (through dynamo) of a model whose batch is declared dynamic records
+    torchconv::conv2d_auto, which chooses when it runs: no guard on the batch, and the program runs
+    other batches as the eager model does."""
+    model = SmallNet("auto")
+    x = torch.randn(3, 3, 12, 10)
+    program = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},), strict=True)
+    assert any(n.target is torch.ops.torchconv.conv2d_auto.default for n in program.graph.nodes)
+    for n in (2, 5):
+        xn = torch.randn(n, 3, 12, 10)
+        torch.testing.assert_close(program.module()(xn), model(xn), rtol=1e-5, atol=1e-6)
+
+
 def test_aot_inductor_package_runs_the_operators(tmp_path):
     """An exported program with a dynamic batch compiles with AOTInductor into a package whose
     runner calls torchconv's operators (the extension loaded by `import torchconv`) and computes
