@@ -24,7 +24,9 @@ _BACKWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}_backward").defau
 def has_dynamic_size(tensor):
     """Whether any of `tensor`'s sizes is dynamic in the trace under way. Dynamo shows a symbolic size
     as an int, and reading its value would specialize it; whether a bound on it is statically known
-    asks neither: true for a fixed size, not for a dynamic one (whose range is open)."""
+    asks neither: true for a fixed size, not for a dynamic one whose range is open above (what
+    torch.compile's dynamic sizes and a default torch.export.Dim have). A dynamic size bounded above
+    reads as fixed: the choice is made while tracing, which guards on it."""
     return not all(statically_known_true(size < 2**62) for size in tensor.shape)
 
 
