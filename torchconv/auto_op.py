@@ -13,13 +13,10 @@ from typing import List, Optional
 import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from .ops import ALGORITHMS, FORWARD, _fake_forward
+from .ops import BACKWARD, FORWARD, _fake_forward
 from .selection import auto_algorithm
 
 __all__ = ["conv2d_auto", "has_dynamic_size"]
-
-_BACKWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}_backward").default for algo in ALGORITHMS}
-
 
 def has_dynamic_size(tensor):
     """Whether any of `tensor`'s sizes is dynamic in the trace under way. Dynamo shows a symbolic size
@@ -53,12 +50,12 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, grad_output):
     input, weight, bias = ctx.saved_tensors
     stride, padding, dilation, groups = ctx.arguments
-    # The forward's choice again (the same key, so the memo answers): the gradients come from the
-    # algorithm that ran.
+    # The forward's choice again: forward and backward both run with grad mode off on the same tensors,
+    # so the key is the same and the memo answers; the gradients come from the algorithm that ran.
     algorithm = _choice(input, weight, bias, stride, padding, dilation, groups)
     mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]]
-    grad_input, grad_weight, grad_bias = _BACKWARD[algorithm](grad_output, input, weight, stride, padding, dilation,
-                                                              groups, mask)
+    grad_input, grad_weight, grad_bias = BACKWARD[algorithm](grad_output, input, weight, stride, padding, dilation,
+                                                             groups, mask)
     return (grad_input if mask[0] else None, grad_weight if mask[1] else None, grad_bias if mask[2] else None,
             None, None, None, None)
 

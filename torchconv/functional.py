@@ -56,8 +56,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             and (bias is None or isinstance(bias, torch.Tensor))):
         proxy = next((t for t in (input, weight, bias) if isinstance(t, torch.fx.Proxy)), None)
         if proxy is not None:
-            # torch.fx.symbolic_trace records the call as one node, as it records F.conv2d: tracing
-            # into it would meet Python-level choices that a Proxy cannot answer.
+            # torch.fx.symbolic_trace records the call as one node, as it records PyTorch's own
+            # functional convolution: tracing into it would meet Python-level choices that a Proxy
+            # cannot answer.
             return proxy.tracer.create_proxy(
                 "call_function", conv2d, (input, weight, bias, stride, padding, dilation, groups, algorithm), {})
         _raise_not_a_tensor(input, weight, bias)

@@ -53,8 +53,10 @@ def _register():
 
 _register()
 
-# The forward operators, by algorithm name (the dispatcher entry points torchconv.conv2d calls).
+# The forward operators, by algorithm name (the dispatcher entry points torchconv.conv2d calls), and
+# the backward operators (conv2d_auto's backward calls the chosen algorithm's).
 FORWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}").default for algo in ALGORITHMS}
+BACKWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}_backward").default for algo in ALGORITHMS}
 
 
 def call_forward(algorithm, input, weight, bias, stride, padding, dilation, groups):
