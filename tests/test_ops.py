@@ -167,19 +167,42 @@ def test_strict_torch_export_with_a_dynamic_batch():
         torch.testing.assert_close(program.module()(xn), model(xn), rtol=1e-5, atol=1e-6)
 
 
+# An AOTInductor package of a model, compiled and loaded in a fresh process (a package whose loading
+# crashes must not take the test run with it). {model} is an expression over nn and torchconv.
+AOTI_PACKAGE = """
+import os, sys
+import torch, torch.nn as nn
+import torchconv
+model = ({model}).eval()
+x = torch.randn(2, 3, 10, 11)
+program = torch.export.export(model, (x,), dynamic_shapes=({{0: torch.export.Dim("batch")}},))
+path = torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(sys.argv[1], "model.pt2"))
+runner = torch._inductor.aoti_load_package(path)
+x5 = torch.randn(5, 3, 10, 11)
+with torch.no_grad():
+    torch.testing.assert_close(runner(x5), model(x5), rtol=1e-5, atol=1e-5)
+"""
+
+
+def run_aoti_package(model, folder):
+    folder.mkdir()
+    return subprocess.run([sys.executable, "-c", AOTI_PACKAGE.format(model=model), str(folder)],
+                          capture_output=True, text=True, check=False)
+
+
 def test_aot_inductor_package_runs_the_operators(tmp_path):
     """An exported program with a dynamic batch compiles with AOTInductor into a package whose
     runner calls torchconv's operators (the extension loaded by `import torchconv`) and computes
-    what the eager model does at another batch."""
-    model = torchconv.convert(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
-                                            nn.Conv2d(8, 8, 3, padding=1, groups=8))).eval()
-    x = torch.randn(2, 3, 10, 11)
-    program = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
-    path = torch._inductor.aoti_compile_and_package(program, package_path=str(tmp_path / "model.pt2"))
-    runner = torch._inductor.aoti_load_package(path)
-    x5 = torch.randn(5, 3, 10, 11)
-    with torch.no_grad():
-        torch.testing.assert_close(runner(x5), model(x5), rtol=1e-5, atol=1e-5)
+    what the eager model does at another batch. Where torch's own AOTInductor cannot load a package
+    of a model without torchconv (a process crash, seen with torch 2.11 on the GPU machine), the
+    test skips and says so."""
+    done = run_aoti_package("torchconv.convert(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), "
+                            "nn.Conv2d(8, 8, 3, padding=1, groups=8)))", tmp_path / "ours")
+    if done.returncode != 0:
+        plain = run_aoti_package("nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())", tmp_path / "plain")
+        if plain.returncode != 0:
+            pytest.skip(f"AOTInductor fails here without torchconv too (exit {plain.returncode})")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
 
 
 def test_onnx_export_writes_each_convolution_as_a_conv_node():
