@@ -467,6 +467,41 @@ def test_nhwc_depthwise_matches_float64(shape, dtype):
         assert err <= max(2 * their_err, ulp), f"{name}: error {err:.2e}, cuDNN's {their_err:.2e}"
 
 
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 9])
+def test_nhwc_grad_weight_of_few_output_rows(rows, dtype):
+    """The NHWC grad_weight of 1 to 9 output rows of one image (a slice a row: 1 to 9 slices) and 20
+    channels (5 channel vectors x 3 filter rows: a block part empty), within the bar against float64
+    and repeatable bit for bit; under a workspace limit of less than two slices' sums, one slice
+    and no workspace."""
+    x = torch.randn(1, 20, rows + 2, 13, device="cuda", dtype=torch.float64)
+    w = torch.randn(20, 1, 3, 5, device="cuda", dtype=torch.float64) / 4
+    gy = torch.randn(1, 20, rows, 11, device="cuda", dtype=torch.float64)
+    ref = torch.nn.grad.conv2d_weight(x, w.shape, gy, 1, (0, 1), 1, 20)
+    xs, gys = (t.to(dtype).contiguous(memory_format=torch.channels_last) for t in (x, gy))
+    bar = 1e-5 if dtype == torch.float32 else 2.0 ** -7
+
+    def grad_weight():
+        wd = w.to(dtype).requires_grad_()
+        y = torchconv.conv2d(xs, wd, None, 1, (0, 1), 1, 20, algorithm="direct")
+        (gw,) = torch.autograd.grad(y, (wd,), gys)
+        assert "grad_weight:depthwise-nhwc/" in torchconv.last_choice()
+        return gw
+
+    first = grad_weight()
+    assert rel_err(first, ref) <= bar
+    assert torch.equal(first, grad_weight())
+    assert (torchconv.last_workspace_bytes() > 0) == (rows > 1)
+    old = torchconv.get_workspace_limit()
+    try:
+        torchconv.set_workspace_limit(2 * 20 * 15 * 4 - 1)
+        assert rel_err(grad_weight(), ref) <= bar
+        assert torchconv.last_workspace_bytes() == 0
+    finally:
+        torchconv.set_workspace_limit(old)
+
+
 # The weight in three layouts: as made, channels_last, and taps transposed in memory (neither).
 WEIGHT_LAYOUTS = {
     "contiguous": lambda w: w.contiguous(),
