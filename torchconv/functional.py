@@ -2,8 +2,9 @@
 import torch
 import torch.nn.functional as F
 
-from .ops import ALGORITHMS, FORWARD, call_forward
 from .auto_op import conv2d_auto, has_dynamic_size
+from .calls import call_forward
+from .ops import ALGORITHMS, FORWARD
 from .selection import _int, _pair, auto_algorithm, unsupported_reason
 
 __all__ = ["conv2d"]

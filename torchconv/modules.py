@@ -9,8 +9,9 @@ import torch.nn.functional as F
 
 from . import tuning as _tuning
 from .auto_op import conv2d_auto, has_dynamic_size
+from .calls import call_forward
 from .functional import _autocast, conv2d
-from .ops import ALGORITHMS, call_forward
+from .ops import ALGORITHMS
 from .selection import auto_algorithm
 
 __all__ = ["Conv2d", "convert", "tune"]

@@ -8,7 +8,7 @@ csrc/autograd.cpp, so a call pays no Python beyond torchconv.conv2d.
 import torch
 from torch._prims_common import suggest_memory_format
 
-from . import _C
+from . import _C  # noqa: F401  (registers the operators looked up below)
 
 ALGORITHMS = ("direct", "csg", "gemm", "winograd")
 
@@ -54,17 +54,7 @@ def _register():
 _register()
 
 # The forward operators, by algorithm name (the dispatcher entry points torchconv.conv2d calls), and
-# the backward operators (conv2d_auto's backward calls the chosen algorithm's).
+# the backward operators (conv2d_auto's and func_transforms' backward call the chosen algorithm's).
 FORWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}").default for algo in ALGORITHMS}
 BACKWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}_backward").default for algo in ALGORITHMS}
 
-
-def call_forward(algorithm, input, weight, bias, stride, padding, dilation, groups):
-    """The forward operator of `algorithm`: an eager call through torchconv._C's entry (the same
-    dispatcher call without torch.ops' boxed argument parsing); a traced call,
-    a tensor subclass or a torch function mode through torch.ops, which they must see."""
-    if not torch.compiler.is_compiling():
-        out = _C.conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups)
-        if out is not NotImplemented:
-            return out
-    return FORWARD[algorithm](input, weight, bias, stride, padding, dilation, groups)

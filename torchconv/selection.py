@@ -229,6 +229,10 @@ def auto_algorithm(input, weight, bias, stride, padding, dilation, groups):
     except TypeError:  # a symbolic size (torch.export's dynamic dimensions) does not hash
         return select_algorithm(_AtExampleSizes(input), weight, stride, dilation, groups, padding)
     if algorithm is None:
+        if benchmark and torch._C._are_functorch_transforms_active():
+            # Benchmark mode times the operators on the call's tensors, which a torch.func transform
+            # wraps: the rule chooses, and the choice is not kept for calls outside the transform.
+            return select_algorithm(input, weight, stride, dilation, groups, padding)
         candidates = candidate_algorithms(input, weight, stride, dilation, padding, groups) if benchmark else None
         if candidates:
             algorithm = _tuning.benchmark_choice(input, weight, bias, stride, padding, dilation, groups,

@@ -1,0 +1,168 @@
+"""torch.func transforms over torchconv: grad, vmap, per-sample gradients (vmap of grad), jacrev and
+model ensembling (vmap over stacked parameters) compute what PyTorch's own convolution gives under
+the same transforms, in float64, for every algorithm and device; vmap runs the operators folded
+(no slice-by-slice fallback); gradients of gradients under a transform raise a clear error."""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.func import functional_call, grad, jacrev, stack_module_state, vmap
+
+import torchconv
+from conftest import ALGORITHMS, DEVICES, skip_if_no_kernel
+
+# functorch's slice-by-slice fallback for an operator without a batching rule warns with this.
+FALLBACK = "performance drop"
+
+
+def layer_case(algorithm, device, groups=1, stride=1):
+    """A torchconv conv (bias, padding 1) and its nn.Conv2d twin with the same parameters, float64."""
+    ref = nn.Conv2d(4, 6, 3, stride=stride, padding=1, groups=groups).double().to(device)
+    ours = torchconv.Conv2d.from_conv(ref, algorithm=algorithm)
+    return ours, ref
+
+
+def no_fallback(fn):
+    """fn(), asserting that no operator ran slice by slice under functorch's fallback."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn()
+    assert not [w for w in caught if FALLBACK in str(w.message)], [str(w.message)[:200] for w in caught]
+    return out
+
+
+@pytest.fixture
+def operator_calls(monkeypatch):
+    """Counts the calls of each algorithm's forward and backward operators ("forward", "backward")."""
+    calls = {"forward": 0, "backward": 0}
+    for table, kind in ((torchconv.ops.FORWARD, "forward"), (torchconv.ops.BACKWARD, "backward")):
+        for algorithm, op in list(table.items()):
+            def counted(*args, op=op, kind=kind):
+                calls[kind] += 1
+                return op(*args)
+            monkeypatch.setitem(table, algorithm, counted)
+    return calls
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_grad_of_a_loss_matches_pytorch(algorithm, device):
+    """torch.func.grad of a loss over the parameters (functional_call) and over the input."""
+    ours, ref = layer_case(algorithm, device)
+    x = torch.randn(3, 4, 9, 7, dtype=torch.float64, device=device)
+    params = {k: v.detach() for k, v in ref.named_parameters()}
+    loss = lambda m: lambda p, x: functional_call(m, p, (x,)).square().sum()
+    with skip_if_no_kernel(algorithm, device):
+        got = grad(loss(ours), argnums=(0, 1))(params, x)
+    want = grad(loss(ref), argnums=(0, 1))(params, x)
+    for name in params:
+        torch.testing.assert_close(got[0][name], want[0][name], rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(got[1], want[1], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("groups,stride", [(1, 1), (2, 1), (2, 2)], ids=["g1s1", "g2s1", "g2s2"])
+def test_per_sample_gradients_by_vmap_of_grad(algorithm, device, groups, stride, operator_calls):
+    """vmap(grad(loss)) over the batch gives each sample's parameter gradients, as a loop of
+    torch.autograd over single samples does, without functorch's slice-by-slice fallback: the
+    samples' grad_weight is one grouped call, their grad_input one batch."""
+    ours, ref = layer_case(algorithm, device, groups, stride)
+    x = torch.randn(5, 4, 8, 7, dtype=torch.float64, device=device)
+    reason = torchconv.unsupported_reason(algorithm, x, ref.weight, stride, 1, 1, groups)
+    if reason is not None:
+        pytest.skip(f"{algorithm}: {reason}")
+    params = {k: v.detach() for k, v in ours.named_parameters()}
+
+    def loss(p, sample):
+        return functional_call(ours, p, (sample.unsqueeze(0),)).square().sum()
+
+    with skip_if_no_kernel(algorithm, device):
+        per_sample = no_fallback(lambda: vmap(grad(loss), in_dims=(None, 0))(params, x))
+    assert operator_calls == {"forward": 1, "backward": 1}, operator_calls
+    for i in range(x.shape[0]):
+        ref.zero_grad()
+        ref(x[i:i + 1]).square().sum().backward()
+        torch.testing.assert_close(per_sample["weight"][i], ref.weight.grad, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(per_sample["bias"][i], ref.bias.grad, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_vmap_of_the_forward_folds_into_the_batch(algorithm, device, channels_last, operator_calls):
+    """vmap over a stack of batches (mapped dimension 1) computes each batch's output in one call;
+    channels_last batches give channels_last outputs."""
+    ours, ref = layer_case(algorithm, device)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.stack([torch.randn(2, 4, 8, 9, dtype=torch.float64, device=device).contiguous(memory_format=fmt)
+                     for _ in range(3)], dim=1)
+    with skip_if_no_kernel(algorithm, device):
+        out = no_fallback(lambda: vmap(ours, in_dims=1)(x))
+    assert operator_calls["forward"] == 1
+    torch.testing.assert_close(out, torch.stack([ref(x[:, i]) for i in range(3)]), rtol=1e-10, atol=1e-10)
+    assert all(o.is_contiguous(memory_format=fmt) for o in out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_ensemble_of_models_by_vmap_over_stacked_parameters(device):
+    """vmap over stacked parameters (stack_module_state): a weight per slice, each model's output as
+    its own module gives, and the gradient of the ensemble's loss as well."""
+    refs = [nn.Conv2d(4, 6, 3, padding=1).double().to(device) for _ in range(3)]
+    models = [torchconv.Conv2d.from_conv(r) for r in refs]
+    params, _ = stack_module_state(models)
+    x = torch.randn(2, 4, 8, 7, dtype=torch.float64, device=device)
+    run = lambda p, x: functional_call(models[0], p, (x,))
+    out = vmap(run, in_dims=(0, None))(params, x)
+    torch.testing.assert_close(out, torch.stack([r(x) for r in refs]), rtol=1e-10, atol=1e-10)
+    grads = grad(lambda p: vmap(run, in_dims=(0, None))(p, x).square().sum())(params)
+    for i, r in enumerate(refs):
+        r.zero_grad()
+        r(x).square().sum().backward()
+        torch.testing.assert_close(grads["weight"][i], r.weight.grad, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_jacrev_with_respect_to_the_input(algorithm, device):
+    """jacrev (vjp mapped over the output's basis): the Jacobian PyTorch's convolution has."""
+    ours, ref = layer_case(algorithm, device)
+    x = torch.randn(1, 4, 5, 4, dtype=torch.float64, device=device)
+    with skip_if_no_kernel(algorithm, device):
+        jac = no_fallback(lambda: jacrev(ours)(x))
+    torch.testing.assert_close(jac, jacrev(ref)(x), rtol=1e-10, atol=1e-10)
+
+
+def test_functional_conv2d_under_grad():
+    """torchconv.conv2d (not only the module) under torch.func.grad, 3-D input, 'same' padding."""
+    x = torch.randn(4, 8, 7, dtype=torch.float64)
+    w = torch.randn(6, 4, 3, 3, dtype=torch.float64)
+    got = grad(lambda w: torchconv.conv2d(x, w, None, 1, "same").sin().sum())(w)
+    want = grad(lambda w: F.conv2d(x, w, None, 1, "same").sin().sum())(w)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_second_order_under_a_transform_raises_clearly():
+    """grad of grad under torch.func: a RuntimeError naming torchconv and what computes it."""
+    x = torch.randn(1, 4, 6, 6, dtype=torch.float64)
+    w = torch.randn(3, 4, 3, 3, dtype=torch.float64)
+    first = grad(lambda x: torchconv.conv2d(x, w, padding=1).square().sum())
+    with pytest.raises(RuntimeError, match="torchconv: .*second order.*torch.autograd"):
+        grad(lambda x: first(x).sum())(x)
+
+
+def test_benchmark_mode_under_a_transform_takes_the_rule():
+    """Benchmark mode cannot time the operators on a transform's wrapped tensors: the rule chooses
+    there, and the gradient is right."""
+    x = torch.randn(2, 4, 8, 8, dtype=torch.float64)
+    w = torch.randn(3, 4, 3, 3, dtype=torch.float64)
+    old = torchconv.get_benchmark()
+    torchconv.set_benchmark(True)
+    try:
+        got = grad(lambda w: torchconv.conv2d(x, w, padding=1).square().sum())(w)
+    finally:
+        torchconv.set_benchmark(old)
+    want = grad(lambda w: F.conv2d(x, w, padding=1).square().sum())(w)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)

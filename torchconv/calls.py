@@ -1,0 +1,23 @@
+"""How torchconv.conv2d and torchconv.Conv2d reach an algorithm's forward operator."""
+import torch
+
+from . import _C
+from .func_transforms import conv2d as _func_transforms_conv2d
+from .func_transforms import functorch_active
+from .ops import FORWARD
+
+__all__ = ["call_forward"]
+
+
+def call_forward(algorithm, input, weight, bias, stride, padding, dilation, groups):
+    """The forward operator of `algorithm`: an eager call through torchconv._C's entry (the same
+    dispatcher call without torch.ops' boxed argument parsing); a traced call, a tensor subclass or a
+    torch function mode through torch.ops, which they must see; under a torch.func transform through
+    the autograd.Functions functorch can differentiate and map (func_transforms)."""
+    if not torch.compiler.is_compiling():
+        if functorch_active():
+            return _func_transforms_conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups)
+        out = _C.conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups)
+        if out is not NotImplemented:
+            return out
+    return FORWARD[algorithm](input, weight, bias, stride, padding, dilation, groups)

@@ -1,0 +1,136 @@
+"""torch.func transforms (grad, vjp, jacrev, vmap and their compositions) over torchconv's operators.
+
+The operators' autograd is C++ (csrc/autograd.cpp): no Python on an eager call, but functorch refuses
+C++ autograd functions. Under a transform, a convolution runs the same forward and backward
+operators through two autograd.Functions instead, each with a batching rule:
+- vmap over the input alone folds the mapped dimension into the batch (one launch, not one a slice);
+- vmap of a gradient (per-sample gradients, `vmap(grad(loss), in_dims=(None, 0))`) computes grad_input
+  with the mapped dimension in the batch, and grad_weight and grad_bias with it in the groups: slice
+  b's channels and filters are group block b, so one grouped call gives every slice's gradient;
+- anything else mapped (a weight per slice, an algorithm that cannot take the folded groups) runs
+  the operator once a slice.
+Gradients are first order: the backward operators' own autograd (second order) is C++ too, so a
+transform that differentiates a gradient raises; plain torch.autograd computes those.
+"""
+import torch
+from torch._prims_common import suggest_memory_format
+
+from .ops import BACKWARD, FORWARD
+from .selection import unsupported_reason
+
+__all__ = ["functorch_active", "conv2d"]
+
+# Whether a torch.func transform is running (one C call, about 40 ns: the eager path asks it every call).
+functorch_active = torch._C._are_functorch_transforms_active
+
+
+def _slice(t, dim, i):
+    return t if dim is None else t.select(dim, i)
+
+
+def _mapped(t, dim, size):
+    """`t` with its mapped dimension first, expanded to `size` slices where it has none."""
+    return t.movedim(dim, 0) if dim is not None else t.expand(size, *t.shape)
+
+
+def _folded(t, slices):
+    """`t`, a folding of `slices`' dimensions into 4, in the memory format of one slice (a channels_last
+    slice stays channels_last where folding copies)."""
+    return t.contiguous(memory_format=suggest_memory_format(slices[0]))
+
+
+class _Conv2d(torch.autograd.Function):
+    """The forward operator of `algorithm`; its backward is _Conv2dBackward."""
+
+    @staticmethod
+    def forward(algorithm, input, weight, bias, stride, padding, dilation, groups):
+        return FORWARD[algorithm](input, weight, bias, stride, padding, dilation, groups)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        algorithm, input, weight, bias, stride, padding, dilation, groups = inputs
+        ctx.save_for_backward(input, weight)
+        ctx.arguments = (algorithm, stride, padding, dilation, groups, bias is not None)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight = ctx.saved_tensors
+        algorithm, stride, padding, dilation, groups, has_bias = ctx.arguments
+        mask = [ctx.needs_input_grad[1], ctx.needs_input_grad[2], has_bias and ctx.needs_input_grad[3]]
+        grads = _Conv2dBackward.apply(algorithm, grad_output, input, weight, stride, padding, dilation, groups, mask)
+        return (None,) + tuple(g if m else None for g, m in zip(grads, mask)) + (None,) * 4
+
+    @staticmethod
+    def vmap(info, in_dims, algorithm, input, weight, bias, stride, padding, dilation, groups):
+        _, input_dim, weight_dim, bias_dim = in_dims[:4]
+        size = info.batch_size
+        if weight_dim is None and bias_dim is None:
+            x = _mapped(input, input_dim, size)
+            out = _Conv2d.apply(algorithm, _folded(x.flatten(0, 1), x), weight, bias, stride, padding, dilation, groups)
+            return out.unflatten(0, (size, x.shape[1])), 0
+        outs = [_Conv2d.apply(algorithm, _slice(input, input_dim, i), _slice(weight, weight_dim, i),
+                              None if bias is None else _slice(bias, bias_dim, i), stride, padding, dilation, groups)
+                for i in range(size)]
+        return torch.stack(outs), 0
+
+
+class _Conv2dBackward(torch.autograd.Function):
+    """The backward operator of `algorithm`: (grad_input, grad_weight, grad_bias) under `mask`, an
+    empty tensor for each one not asked for."""
+
+    @staticmethod
+    def forward(algorithm, grad_output, input, weight, stride, padding, dilation, groups, mask):
+        return BACKWARD[algorithm](grad_output, input, weight, stride, padding, dilation, groups, mask)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            "torchconv: a torch.func transform differentiated a convolution's gradient (second order), which "
+            "torchconv computes under torch.autograd only (torch.autograd.grad with create_graph=True)")
+
+    @staticmethod
+    def vmap(info, in_dims, algorithm, grad_output, input, weight, stride, padding, dilation, groups, mask):
+        _, grad_output_dim, input_dim, weight_dim = in_dims[:4]
+        size = info.batch_size
+        if weight_dim is not None:
+            return _backward_by_slices(info, in_dims, algorithm, grad_output, input, weight, stride, padding, dilation,
+                                       groups, mask)
+        gy, x = _mapped(grad_output, grad_output_dim, size), _mapped(input, input_dim, size)
+        n, k = x.shape[1], weight.shape[0]
+        out, dims = [input.new_empty((0,))] * 3, [None] * 3  # what the operator returns for a gradient not asked for
+        if mask[1] or mask[2]:
+            # Slice b's channels and filters as group block b of one grouped convolution over the batch.
+            xg, gyg = _folded(x.transpose(0, 1).flatten(1, 2), x), _folded(gy.transpose(0, 1).flatten(1, 2), gy)
+            wg = weight.repeat(size, 1, 1, 1)
+            if unsupported_reason(algorithm, xg, wg, stride, dilation, padding, groups * size) is not None:
+                return _backward_by_slices(info, in_dims, algorithm, grad_output, input, weight, stride, padding,
+                                           dilation, groups, mask)
+            _, gw, gb = _Conv2dBackward.apply(algorithm, gyg, xg, wg, stride, padding, dilation, groups * size,
+                                              [False, mask[1], mask[2]])
+            for i, g in ((1, gw), (2, gb)):
+                if mask[i]:
+                    out[i], dims[i] = g.unflatten(0, (size, k)), 0
+        if mask[0]:
+            # grad_input: the slices' images are images of one batch.
+            gi = _Conv2dBackward.apply(algorithm, _folded(gy.flatten(0, 1), gy), _folded(x.flatten(0, 1), x), weight,
+                                       stride, padding, dilation, groups, [True, False, False])[0]
+            out[0], dims[0] = gi.unflatten(0, (size, n)), 0
+        return tuple(out), tuple(dims)
+
+
+def _backward_by_slices(info, in_dims, algorithm, grad_output, input, weight, stride, padding, dilation, groups, mask):
+    _, grad_output_dim, input_dim, weight_dim = in_dims[:4]
+    slices = [_Conv2dBackward.apply(algorithm, _slice(grad_output, grad_output_dim, i), _slice(input, input_dim, i),
+                                    _slice(weight, weight_dim, i), stride, padding, dilation, groups, mask)
+              for i in range(info.batch_size)]
+    out = tuple(torch.stack(parts) if m else parts[0] for parts, m in zip(zip(*slices), mask))
+    return out, tuple(0 if m else None for m in mask)
+
+
+def conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups):
+    """The forward operator of `algorithm` under a torch.func transform (functorch_active())."""
+    return _Conv2d.apply(algorithm, input, weight, bias, list(stride), list(padding), list(dilation), groups)
