@@ -1,14 +1,14 @@
-"""torch.func transforms over torchconv: grad, vmap, per-sample gradients (vmap of grad), jacrev and
-model ensembling (vmap over stacked parameters) compute what PyTorch's own convolution gives under
-the same transforms, in float64, for every algorithm and device; vmap runs the operators folded
-(no slice-by-slice fallback); gradients of gradients under a transform raise a clear error."""
+"""torch.func transforms over torchconv: grad, vmap, per-sample gradients (vmap of grad), jacrev,
+model ensembling (vmap over stacked parameters), gradients of gradients, jvp, jacfwd and hessian
+compute what PyTorch's own convolution gives under the same transforms, in float64, for every
+algorithm and device; vmap runs the operators folded (no slice-by-slice fallback)."""
 import warnings
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.func import functional_call, grad, jacrev, stack_module_state, vmap
+from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, stack_module_state, vmap
 
 import torchconv
 from conftest import ALGORITHMS, DEVICES, skip_if_no_kernel
@@ -144,13 +144,33 @@ def test_functional_conv2d_under_grad():
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
 
 
-def test_second_order_under_a_transform_raises_clearly():
-    """grad of grad under torch.func: a RuntimeError naming torchconv and what computes it."""
-    x = torch.randn(1, 4, 6, 6, dtype=torch.float64)
-    w = torch.randn(3, 4, 3, 3, dtype=torch.float64)
-    first = grad(lambda x: torchconv.conv2d(x, w, padding=1).square().sum())
-    with pytest.raises(RuntimeError, match="torchconv: .*second order.*torch.autograd"):
-        grad(lambda x: first(x).sum())(x)
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("groups,stride", [(1, 1), (2, 2)], ids=["g1s1", "g2s2"])
+def test_second_order_and_forward_mode(algorithm, device, groups, stride):
+    """Gradients of gradients (input and weight), jvp with tangents for input, weight and bias,
+    jacfwd, hessian (forward over reverse) and a Hessian-vector product: what PyTorch's convolution
+    gives under the same transforms."""
+    x = torch.randn(2, 4, 7, 6, dtype=torch.float64, device=device)
+    w = torch.randn(6, 4 // groups, 3, 3, dtype=torch.float64, device=device)
+    b = torch.randn(6, dtype=torch.float64, device=device)
+    v = torch.randn_like(x)
+    if (reason := torchconv.unsupported_reason(algorithm, x, w, stride, 1, 1, groups)) is not None:
+        pytest.skip(f"{algorithm}: {reason}")
+    ours = lambda x, w, b: torchconv.conv2d(x, w, b, stride, 1, 1, groups, algorithm=algorithm)
+    theirs = lambda x, w, b: F.conv2d(x, w, b, stride, 1, 1, groups)
+    cases = {
+        "grad of grad, input": lambda c: grad(lambda x: grad(lambda x: c(x, w, b).sin().sum())(x).square().sum())(x),
+        "grad of grad, weight": lambda c: grad(lambda w: grad(lambda x: c(x, w, b).sin().sum())(x).square().sum())(w),
+        "jvp": lambda c: jvp(c, (x, w, b), (torch.ones_like(x), torch.ones_like(w), torch.ones_like(b))),
+        "jacfwd": lambda c: jacfwd(lambda x: c(x, w, b))(x[:1, :, :4, :4]),
+        "hessian, weight": lambda c: hessian(lambda w: c(x[:1, :, :4, :4], w, b).sin().sum())(w),
+        "hvp": lambda c: jvp(grad(lambda x: c(x, w, b).sin().sum()), (x,), (v,)),
+    }
+    for name, case in cases.items():
+        with skip_if_no_kernel(algorithm, device):
+            got = case(ours)
+        torch.testing.assert_close(got, case(theirs), rtol=1e-9, atol=1e-9, msg=lambda m: f"{name}: {m}")
 
 
 def test_benchmark_mode_under_a_transform_takes_the_rule():

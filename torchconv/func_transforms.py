@@ -1,16 +1,21 @@
-"""torch.func transforms (grad, vjp, jacrev, vmap and their compositions) over torchconv's operators.
+"""torch.func transforms (grad, vjp, jvp, jacrev, jacfwd, hessian, vmap and their compositions) over
+torchconv's operators.
 
 The operators' autograd is C++ (csrc/autograd.cpp): no Python on an eager call, but functorch refuses
 C++ autograd functions. Under a transform, a convolution runs the same forward and backward
-operators through two autograd.Functions instead, each with a batching rule:
-- vmap over the input alone folds the mapped dimension into the batch (one launch, not one a slice);
-- vmap of a gradient (per-sample gradients, `vmap(grad(loss), in_dims=(None, 0))`) computes grad_input
-  with the mapped dimension in the batch, and grad_weight and grad_bias with it in the groups: slice
-  b's channels and filters are group block b, so one grouped call gives every slice's gradient;
-- anything else mapped (a weight per slice, an algorithm that cannot take the folded groups) runs
-  the operator once a slice.
-Gradients are first order: the backward operators' own autograd (second order) is C++ too, so a
-transform that differentiates a gradient raises; plain torch.autograd computes those.
+operators through two autograd.Functions instead, with what functorch asks of them:
+- backward: the forward's is the backward operator; the backward operator's (second order) is made of
+  the forward and backward operators, as csrc/autograd.cpp's double backward is, so gradients of any
+  order run on the algorithm's own kernels;
+- jvp (forward mode): the forward is bilinear in (input, weight), the backward operator in
+  (grad_output, input) and (grad_output, weight): each tangent is a sum of forward or backward
+  operator calls;
+- vmap: over the input alone the mapped dimension folds into the batch (one launch, not one a slice);
+  for a gradient mapped over samples (per-sample gradients, `vmap(grad(loss), in_dims=(None, 0))`)
+  grad_input folds into the batch, and grad_weight and grad_bias into the groups (slice b's channels
+  and filters are group block b, so one grouped call gives every slice's gradient); anything else
+  mapped (a weight per slice, an algorithm that cannot take the folded groups) runs the operator once
+  a slice.
 """
 import torch
 from torch._prims_common import suggest_memory_format
@@ -22,6 +27,15 @@ __all__ = ["functorch_active", "conv2d"]
 
 # Whether a torch.func transform is running (one C call, about 40 ns: the eager path asks it every call).
 functorch_active = torch._C._are_functorch_transforms_active
+
+
+def _sum(terms, zero=None):
+    """The sum of the terms that are not None; zero() (or None) if all are."""
+    total = None
+    for t in terms:
+        if t is not None:
+            total = t if total is None else total + t
+    return zero() if total is None and zero is not None else total
 
 
 def _slice(t, dim, i):
@@ -50,7 +64,21 @@ class _Conv2d(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         algorithm, input, weight, bias, stride, padding, dilation, groups = inputs
         ctx.save_for_backward(input, weight)
+        ctx.save_for_forward(input, weight)
         ctx.arguments = (algorithm, stride, padding, dilation, groups, bias is not None)
+
+    @staticmethod
+    def jvp(ctx, _, input_tangent, weight_tangent, bias_tangent, *unused):
+        input, weight = ctx.saved_tensors
+        algorithm, stride, padding, dilation, groups, _ = ctx.arguments
+        conv = lambda x, w: _Conv2d.apply(algorithm, x, w, None, stride, padding, dilation, groups)
+        terms = []
+        if input_tangent is not None:
+            terms.append(conv(input_tangent, weight))
+        if weight_tangent is not None:
+            terms.append(conv(input, weight_tangent))
+        out = _sum(terms, lambda: conv(torch.zeros_like(input), weight))
+        return out if bias_tangent is None else out + bias_tangent.view(1, -1, 1, 1)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -84,13 +112,55 @@ class _Conv2dBackward(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        pass
+        algorithm, grad_output, input, weight, stride, padding, dilation, groups, mask = inputs
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(grad_output, input, weight)
+        ctx.save_for_forward(grad_output, input, weight)
+        ctx.arguments = (algorithm, stride, padding, dilation, groups, mask)
 
     @staticmethod
-    def backward(ctx, *grads):
-        raise RuntimeError(
-            "torchconv: a torch.func transform differentiated a convolution's gradient (second order), which "
-            "torchconv computes under torch.autograd only (torch.autograd.grad with create_graph=True)")
+    def backward(ctx, grad_input_grad, grad_weight_grad, grad_bias_grad):
+        # grad_input is bilinear in (grad_output, weight), grad_weight in (grad_output, input), grad_bias
+        # linear in grad_output: each term is one operator call (csrc/autograd.cpp's double backward).
+        grad_output, input, weight = ctx.saved_tensors
+        algorithm, stride, padding, dilation, groups, mask = ctx.arguments
+        gg_input, gg_weight, gg_bias = (g if m else None for g, m in zip((grad_input_grad, grad_weight_grad,
+                                                                           grad_bias_grad), mask))
+        conv = lambda x, w: _Conv2d.apply(algorithm, x, w, None, stride, padding, dilation, groups)
+        grads = lambda gy, x, w, m: _Conv2dBackward.apply(algorithm, gy, x, w, stride, padding, dilation, groups, m)
+        d_grad_output = d_input = d_weight = None
+        if ctx.needs_input_grad[1]:
+            terms = [conv(gg_input, weight) if gg_input is not None else None,
+                     conv(input, gg_weight) if gg_weight is not None else None,
+                     gg_bias.view(1, -1, 1, 1).expand_as(grad_output) if gg_bias is not None else None]
+            d_grad_output = _sum(terms)
+        if ctx.needs_input_grad[2] and gg_weight is not None:
+            d_input = grads(grad_output, input, gg_weight, [True, False, False])[0]
+        if ctx.needs_input_grad[3] and gg_input is not None:
+            d_weight = grads(grad_output, gg_input, weight, [False, True, False])[1]
+        return None, d_grad_output, d_input, d_weight, None, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, _, grad_output_tangent, input_tangent, weight_tangent, *unused):
+        grad_output, input, weight = ctx.saved_tensors
+        algorithm, stride, padding, dilation, groups, mask = ctx.arguments
+        grads = lambda gy, x, w, m: _Conv2dBackward.apply(algorithm, gy, x, w, stride, padding, dilation, groups, m)
+        empty = input.new_empty((0,))
+        out = [empty, empty, empty]
+        if mask[0]:
+            out[0] = _sum([grads(grad_output_tangent, input, weight, [True, False, False])[0]
+                           if grad_output_tangent is not None else None,
+                           grads(grad_output, input, weight_tangent, [True, False, False])[0]
+                           if weight_tangent is not None else None], lambda: torch.zeros_like(input))
+        if mask[1]:
+            out[1] = _sum([grads(grad_output_tangent, input, weight, [False, True, False])[1]
+                           if grad_output_tangent is not None else None,
+                           grads(grad_output, input_tangent, weight, [False, True, False])[1]
+                           if input_tangent is not None else None], lambda: torch.zeros_like(weight))
+        if mask[2]:
+            out[2] = (grads(grad_output_tangent, input, weight, [False, False, True])[2]
+                      if grad_output_tangent is not None else weight.new_zeros((weight.shape[0],)))
+        return tuple(out)
 
     @staticmethod
     def vmap(info, in_dims, algorithm, grad_output, input, weight, stride, padding, dilation, groups, mask):
