@@ -109,7 +109,8 @@ def test_vmap_of_the_forward_folds_into_the_batch(algorithm, device, channels_la
 @pytest.mark.parametrize("device", DEVICES)
 def test_ensemble_of_models_by_vmap_over_stacked_parameters(device):
     """vmap over stacked parameters (stack_module_state): a weight per slice, each model's output as
-    its own module gives, and the gradient of the ensemble's loss as well."""
+    its own module gives; the gradient of the ensemble's loss, and each model's gradients (parameters
+    and input) by vmap of grad, as well."""
     refs = [nn.Conv2d(4, 6, 3, padding=1).double().to(device) for _ in range(3)]
     models = [torchconv.Conv2d.from_conv(r) for r in refs]
     params, _ = stack_module_state(models)
@@ -118,10 +119,17 @@ def test_ensemble_of_models_by_vmap_over_stacked_parameters(device):
     out = vmap(run, in_dims=(0, None))(params, x)
     torch.testing.assert_close(out, torch.stack([r(x) for r in refs]), rtol=1e-10, atol=1e-10)
     grads = grad(lambda p: vmap(run, in_dims=(0, None))(p, x).square().sum())(params)
+    # Each model's gradient by vmap of grad: the backward mapped with a weight per slice.
+    each = no_fallback(lambda: vmap(grad(lambda p, x: run(p, x).square().sum(), argnums=(0, 1)),
+                                    in_dims=(0, None))(params, x))
     for i, r in enumerate(refs):
         r.zero_grad()
-        r(x).square().sum().backward()
+        xr = x.detach().requires_grad_()
+        r(xr).square().sum().backward()
         torch.testing.assert_close(grads["weight"][i], r.weight.grad, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(each[0]["weight"][i], r.weight.grad, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(each[0]["bias"][i], r.bias.grad, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(each[1][i], xr.grad, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("device", DEVICES)
