@@ -171,6 +171,7 @@ def test_second_order_and_forward_mode(algorithm, device, groups, stride):
         "grad of grad, input": lambda c: grad(lambda x: grad(lambda x: c(x, w, b).sin().sum())(x).square().sum())(x),
         "grad of grad, weight": lambda c: grad(lambda w: grad(lambda x: c(x, w, b).sin().sum())(x).square().sum())(w),
         "jvp": lambda c: jvp(c, (x, w, b), (torch.ones_like(x), torch.ones_like(w), torch.ones_like(b))),
+        "jvp, bias only": lambda c: jvp(lambda b: c(x, w, b), (b,), (torch.ones_like(b),)),
         "jacfwd": lambda c: jacfwd(lambda x: c(x, w, b))(x[:1, :, :4, :4]),
         "hessian, weight": lambda c: hessian(lambda w: c(x[:1, :, :4, :4], w, b).sin().sum())(w),
         "hvp": lambda c: jvp(grad(lambda x: c(x, w, b).sin().sum()), (x,), (v,)),

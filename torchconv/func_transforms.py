@@ -20,7 +20,7 @@ operators through two autograd.Functions instead, with what functorch asks of th
 import torch
 from torch._prims_common import suggest_memory_format
 
-from .ops import BACKWARD, FORWARD
+from .ops import BACKWARD, FORWARD, _fake_forward
 from .selection import unsupported_reason
 
 __all__ = ["functorch_active", "conv2d"]
@@ -77,7 +77,7 @@ class _Conv2d(torch.autograd.Function):
             terms.append(conv(input_tangent, weight))
         if weight_tangent is not None:
             terms.append(conv(input, weight_tangent))
-        out = _sum(terms, lambda: conv(torch.zeros_like(input), weight))
+        out = _sum(terms, lambda: _fake_forward(input, weight, None, stride, padding, dilation, groups).zero_())
         return out if bias_tangent is None else out + bias_tangent.view(1, -1, 1, 1)
 
     @staticmethod
@@ -173,7 +173,8 @@ class _Conv2dBackward(torch.autograd.Function):
         n, k = x.shape[1], weight.shape[0]
         out, dims = [input.new_empty((0,))] * 3, [None] * 3  # what the operator returns for a gradient not asked for
         if mask[1] or mask[2]:
-            # Slice b's channels and filters as group block b of one grouped convolution over the batch.
+            # Slice b's channels and filters as group block b of one grouped convolution over the batch
+            # (the repeated weight is as large as the slices' grad_weight the call returns).
             xg, gyg = _folded(x.transpose(0, 1).flatten(1, 2), x), _folded(gy.transpose(0, 1).flatten(1, 2), gy)
             wg = weight.repeat(size, 1, 1, 1)
             if unsupported_reason(algorithm, xg, wg, stride, dilation, padding, groups * size) is not None:
