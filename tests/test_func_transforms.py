@@ -182,6 +182,30 @@ def test_second_order_and_forward_mode(algorithm, device, groups, stride):
         torch.testing.assert_close(got, case(theirs), rtol=1e-9, atol=1e-9, msg=lambda m: f"{name}: {m}")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_forward_mode_ad_with_dual_tensors(algorithm, device):
+    """torch.autograd.forward_ad (dual tensors, no torch.func): torchconv.conv2d's and the module's
+    outputs carry the tangents PyTorch's convolution gives (a dropped tangent would be a wrong
+    answer)."""
+    import torch.autograd.forward_ad as fwAD
+
+    ours, ref = layer_case(algorithm, device)
+    x = torch.randn(2, 4, 7, 6, dtype=torch.float64, device=device)
+    w, b = ref.weight.detach(), ref.bias.detach()
+    dx, dw = torch.randn_like(x), torch.randn_like(w)
+    with skip_if_no_kernel(algorithm, device):
+        with fwAD.dual_level():
+            got = fwAD.unpack_dual(torchconv.conv2d(fwAD.make_dual(x, dx), fwAD.make_dual(w, dw), b, 1, 1,
+                                                    algorithm=algorithm)).tangent
+            got_module = fwAD.unpack_dual(ours(fwAD.make_dual(x, dx))).tangent
+    with fwAD.dual_level():
+        want = fwAD.unpack_dual(F.conv2d(fwAD.make_dual(x, dx), fwAD.make_dual(w, dw), b, 1, 1)).tangent
+    assert got is not None and got_module is not None
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(got_module, F.conv2d(dx, w, None, 1, 1), rtol=1e-10, atol=1e-10)
+
+
 def test_benchmark_mode_under_a_transform_takes_the_rule():
     """Benchmark mode cannot time the operators on a transform's wrapped tensors: the rule chooses
     there, and the gradient is right."""
