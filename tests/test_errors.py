@@ -49,6 +49,31 @@ def test_bad_arguments(algorithm, kwargs, exc, match):
         torchconv.conv2d(**args, algorithm=algorithm)
 
 
+def nested(layout):
+    return torch.nested.nested_tensor([torch.randn(4, 8, 8), torch.randn(4, 9, 8)], layout=layout)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.parametrize("case", ["nested-strided", "nested-jagged", "sparse-input", "sparse-weight", "sparse-bias"])
+def test_tensors_that_are_not_dense(case):
+    """Nested and sparse tensors: a TypeError naming the argument, from torchconv.conv2d and from the
+    module (whose fast path keys its choice on the input's shape, which a nested tensor lacks or
+    holds as a symbol)."""
+    args = dict(input=X, weight=W, bias=None)
+    name, layout = {"nested-strided": ("input", torch.strided), "nested-jagged": ("input", torch.jagged)}.get(
+        case, (case.split("-")[1], None))
+    if case.startswith("nested"):
+        args["input"], kind = nested(layout), "a nested"
+    else:
+        args[name], kind = (args[name] if name != "bias" else torch.randn(6)).to_sparse(), "a sparse_coo"
+    match = f"{name} must be a dense \\(strided\\) tensor, got {kind} tensor"
+    with pytest.raises(TypeError, match=match):
+        torchconv.conv2d(**args)
+    if name == "input":
+        with pytest.raises(TypeError, match=match):
+            torchconv.Conv2d(4, 6, 3)(args["input"])
+
+
 def test_integer_arguments_take_what_pytorch_takes():
     """Anything with __index__ (numpy and 0-d tensor integers) counts as an int, as in F.conv2d."""
     np = pytest.importorskip("numpy")

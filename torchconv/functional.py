@@ -40,6 +40,15 @@ def _autocast(input, weight, bias):
     return cast(input), cast(weight), cast(bias)
 
 
+def _raise_not_dense(input, weight, bias):
+    """TypeError naming the first of conv2d's tensors that is not a dense (strided) tensor, if any:
+    a nested or sparse tensor has no sizes and strides for the operators to read."""
+    for name, value in (("input", input), ("weight", weight), ("bias", bias)):
+        if value is not None and (value.is_nested or value.layout != torch.strided):
+            kind = "a nested" if value.is_nested else f"a {str(value.layout).removeprefix('torch.')}"
+            raise TypeError(f"torchconv.conv2d: {name} must be a dense (strided) tensor, got {kind} tensor")
+
+
 def _raise_not_a_tensor(input, weight, bias):
     """TypeError naming the first of conv2d's tensor arguments that is not a Tensor."""
     for name, value in (("input", input), ("weight", weight), ("bias", bias)):
@@ -63,6 +72,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             return proxy.tracer.create_proxy(
                 "call_function", conv2d, (input, weight, bias, stride, padding, dilation, groups, algorithm), {})
         _raise_not_a_tensor(input, weight, bias)
+    _raise_not_dense(input, weight, bias)
     groups = _int(groups, "groups", "an int")
     ndim = input.dim()
     if ndim == 3:

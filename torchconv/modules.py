@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from . import tuning as _tuning
 from .auto_op import conv2d_auto, has_dynamic_size
 from .calls import call_forward
-from .functional import _autocast, conv2d
+from .functional import _autocast, _raise_not_dense, conv2d
 from .ops import ALGORITHMS
 from .selection import auto_algorithm
 
@@ -71,9 +71,13 @@ class Conv2d(nn.Conv2d):
             device_type = device.type
             autocast_dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
         tf32 = torch.backends.cudnn.allow_tf32 if compiling else _cudnn_allow_tf32()
-        key = (input.shape, input.dtype, device, input.is_contiguous(),
-               torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
-               _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(), tf32, autocast_dtype)
+        try:
+            key = (input.shape, input.dtype, device, input.is_contiguous(),
+                   torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
+                   _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(), tf32, autocast_dtype)
+        except (RuntimeError, AttributeError):
+            _raise_not_dense(input, weight, bias)  # a nested tensor has no shape to key on: say so
+            raise
         # A traced call neither reads nor writes the memo: its sizes may be symbolic (torch.export's
         # dynamic dimensions), and comparing them with an eager call's would guard on them.
         memo = self.__dict__.get("_auto_memo") if not compiling else None
@@ -84,6 +88,7 @@ class Conv2d(nn.Conv2d):
             input, weight, bias = _autocast(input, weight, bias)
             return conv2d_auto(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
         else:
+            _raise_not_dense(input, weight, bias)  # a jagged nested tensor keys, but no algorithm takes it
             algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding, self.dilation,
                                        self.groups)
             if not compiling:
