@@ -1,5 +1,6 @@
 """Gradients of every order run on each algorithm's own kernels: gradcheck and gradgradcheck in
-float64 for input, weight and bias, with stride, dilation, padding, groups and bias."""
+float64 for input, weight and bias, with stride, dilation, padding, groups and bias, with every
+check PyTorch's gradcheck has (forward-mode AD, batched gradients under vmap, forward over reverse)."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -33,6 +34,11 @@ def make_inputs(case, device):
 
 # gradcheck on every case; gradgradcheck (slower) on the first three.
 CHECKS = [(torch.autograd.gradcheck, i) for i in range(len(CASES))] + [(torch.autograd.gradgradcheck, i) for i in range(3)]
+# Beyond reverse mode: tangents (torch.autograd.forward_ad), and gradients computed under vmap.
+EXTRA_CHECKS = {
+    "gradcheck": dict(check_forward_ad=True, check_batched_grad=True, check_batched_forward_grad=True),
+    "gradgradcheck": dict(check_batched_grad=True, check_fwd_over_rev=True),
+}
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -45,7 +51,7 @@ def test_gradcheck(check, index, algorithm, device):
     tensors, conv = make_inputs(case, device)
     fn = lambda x, w, b: torchconv.conv2d(x, w, b, *conv, algorithm=algorithm)
     with skip_if_no_kernel(algorithm, device):
-        assert check(fn, tensors)
+        assert check(fn, tensors, **EXTRA_CHECKS[check.__name__])
 
 
 @pytest.mark.parametrize("device", DEVICES)
