@@ -13,7 +13,8 @@ from typing import List, Optional
 import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from .ops import BACKWARD, FORWARD, _fake_forward
+from .calls import call_forward
+from .ops import BACKWARD, _fake_forward
 from .selection import auto_algorithm
 
 __all__ = ["conv2d_auto", "has_dynamic_size"]
@@ -35,7 +36,7 @@ def _choice(input, weight, bias, stride, padding, dilation, groups):
 def conv2d_auto(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], stride: List[int],
                 padding: List[int], dilation: List[int], groups: int) -> torch.Tensor:
     algorithm = _choice(input, weight, bias, stride, padding, dilation, groups)
-    return FORWARD[algorithm](input, weight, bias, stride, padding, dilation, groups)
+    return call_forward(algorithm, input, weight, bias, stride, padding, dilation, groups)
 
 
 conv2d_auto.register_fake(_fake_forward)
