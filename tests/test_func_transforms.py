@@ -219,3 +219,24 @@ def test_benchmark_mode_under_a_transform_takes_the_rule():
         torchconv.set_benchmark(old)
     want = grad(lambda w: F.conv2d(x, w, padding=1).square().sum())(w)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_a_choice_under_a_transform_is_not_kept_for_eager_calls(monkeypatch):
+    """In benchmark mode a module's call under torch.func takes the rule's choice without keeping it:
+    the next eager call of the same shape measures (here: asks benchmark mode's timing)."""
+    conv = torchconv.Conv2d(4, 3, 3, padding=1).double()
+    x = torch.randn(2, 4, 8, 8, dtype=torch.float64)
+    timed = []
+    real = torchconv.tuning.benchmark_choice
+    monkeypatch.setattr(torchconv.tuning, "benchmark_choice", lambda *a, **k: timed.append(1) or real(*a, **k))
+    old = torchconv.get_benchmark()
+    torchconv.set_benchmark(True)
+    try:
+        torchconv.clear_cache()
+        params = {k: v.detach() for k, v in conv.named_parameters()}
+        grad(lambda p: functional_call(conv, p, (x,)).sum())(params)
+        assert not timed
+        conv(x)  # the same key in the module's memo (a weight that requires grad, grad mode on)
+        assert timed
+    finally:
+        torchconv.set_benchmark(old)

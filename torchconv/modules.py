@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from . import tuning as _tuning
 from .auto_op import conv2d_auto, has_dynamic_size
 from .calls import call_forward
+from .func_transforms import functorch_active
 from .functional import _autocast, _raise_not_dense, conv2d
 from .ops import ALGORITHMS
 from .selection import auto_algorithm
@@ -91,7 +92,7 @@ class Conv2d(nn.Conv2d):
             _raise_not_dense(input, weight, bias)  # a jagged nested tensor keys, but no algorithm takes it
             algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding, self.dilation,
                                        self.groups)
-            if not compiling:
+            if not compiling and not functorch_active():  # under a transform benchmark mode defers to the rule
                 self.__dict__["_auto_memo"] = (key, algorithm)
         return call_forward(algorithm, input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
