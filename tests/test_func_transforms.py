@@ -1,7 +1,9 @@
-"""torch.func transforms over torchconv: grad, vmap, per-sample gradients (vmap of grad), jacrev,
-model ensembling (vmap over stacked parameters), gradients of gradients, jvp, jacfwd and hessian
-compute what PyTorch's own convolution gives under the same transforms, in float64, for every
-algorithm and device; vmap runs the operators folded (no slice-by-slice fallback)."""
+"""torch.func transforms and forward-mode AD over torchconv: grad, vmap, per-sample gradients (vmap
+of grad), jacrev, model ensembling (vmap over stacked parameters), gradients of gradients, jvp,
+jacfwd, hessian and torch.autograd.forward_ad's dual tensors compute what PyTorch's own convolution
+gives under the same transforms, in float64, for every algorithm and device; vmap runs the operators
+folded (no slice-by-slice fallback, counted calls); benchmark mode defers to the rule under a
+transform and keeps no choice made there."""
 import warnings
 
 import pytest
