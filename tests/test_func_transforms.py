@@ -4,6 +4,9 @@ jacfwd, hessian and torch.autograd.forward_ad's dual tensors compute what PyTorc
 gives under the same transforms, in float64, for every algorithm and device; vmap runs the operators
 folded (no slice-by-slice fallback, counted calls); benchmark mode defers to the rule under a
 transform and keeps no choice made there."""
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -242,3 +245,13 @@ def test_a_choice_under_a_transform_is_not_kept_for_eager_calls(monkeypatch):
         assert timed
     finally:
         torchconv.set_benchmark(old)
+
+
+def test_per_sample_gradients_example_runs():
+    """examples/per_sample_grads.py (vmap of grad over a converted CNN, checked against a backward a
+    sample) runs and agrees."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, os.path.join(root, "examples", "per_sample_grads.py"), "--batch", "4",
+                           "--size", "12", "--device", "cpu"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "largest relative difference" in done.stdout
