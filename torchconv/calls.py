@@ -4,8 +4,7 @@ import torch.autograd.forward_ad as _forward_ad
 
 from . import _C
 from .func_transforms import conv2d as _differentiable_conv2d
-from .func_transforms import functorch_active
-from .ops import FORWARD
+from .ops import FORWARD, functorch_active
 
 __all__ = ["call_forward"]
 

@@ -24,10 +24,7 @@ from torch._prims_common import suggest_memory_format
 from .ops import BACKWARD, FORWARD, _fake_forward
 from .selection import unsupported_reason
 
-__all__ = ["functorch_active", "conv2d"]
-
-# Whether a torch.func transform is running (one C call, about 40 ns: the eager path asks it every call).
-functorch_active = torch._C._are_functorch_transforms_active
+__all__ = ["conv2d"]
 
 
 def _sum(terms, zero=None):
@@ -204,5 +201,6 @@ def _backward_by_slices(info, in_dims, algorithm, grad_output, input, weight, st
 
 
 def conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups):
-    """The forward operator of `algorithm` under a torch.func transform or a forward-mode AD level."""
+    """The forward operator of `algorithm` under a torch.func transform (ops.functorch_active) or a
+    forward-mode AD level."""
     return _Conv2d.apply(algorithm, input, weight, bias, list(stride), list(padding), list(dilation), groups)

@@ -8,11 +8,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import tuning as _tuning
-from .auto_op import conv2d_auto, has_dynamic_size
+from .auto_op import has_dynamic_size
 from .calls import call_forward
-from .func_transforms import functorch_active
 from .functional import _autocast, _raise_not_dense, conv2d
-from .ops import ALGORITHMS
+from .ops import ALGORITHMS, functorch_active
 from .selection import auto_algorithm
 
 __all__ = ["Conv2d", "convert", "tune"]
@@ -85,9 +84,9 @@ class Conv2d(nn.Conv2d):
         if memo is not None and memo[0] == key:
             algorithm = memo[1]
         elif compiling and torch.compiler.is_dynamo_compiling() and has_dynamic_size(input):
-            # torch.compile with a dynamic size: the operator that chooses when it runs (auto_op).
-            input, weight, bias = _autocast(input, weight, bias)
-            return conv2d_auto(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+            # torch.compile with a dynamic size: torchconv.conv2d records the operator that chooses when
+            # it runs (auto_op); at trace time only, so its argument checks cost nothing at run time.
+            return self._conv_forward(input, weight, bias)
         else:
             _raise_not_dense(input, weight, bias)  # a jagged nested tensor keys, but no algorithm takes it
             algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding, self.dilation,

@@ -7,7 +7,7 @@ import torch
 
 from . import _C
 from . import tuning as _tuning
-from .ops import ALGORITHMS, FORWARD
+from .ops import ALGORITHMS, FORWARD, functorch_active
 
 __all__ = ["available_algorithms", "candidate_algorithms", "select_algorithm", "unsupported_reason"]
 
@@ -229,7 +229,7 @@ def auto_algorithm(input, weight, bias, stride, padding, dilation, groups):
     except TypeError:  # a symbolic size (torch.export's dynamic dimensions) does not hash
         return select_algorithm(_AtExampleSizes(input), weight, stride, dilation, groups, padding)
     if algorithm is None:
-        if benchmark and torch._C._are_functorch_transforms_active():
+        if benchmark and functorch_active():
             # Benchmark mode times the operators on the call's tensors, which a torch.func transform
             # wraps: the rule chooses, and the choice is not kept for calls outside the transform.
             return select_algorithm(input, weight, stride, dilation, groups, padding)
