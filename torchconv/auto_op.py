@@ -19,6 +19,7 @@ from .selection import auto_algorithm
 
 __all__ = ["conv2d_auto", "has_dynamic_size"]
 
+
 def has_dynamic_size(tensor):
     """Whether any of `tensor`'s sizes is dynamic in the trace under way. Dynamo shows a symbolic size
     as an int, and reading its value would specialize it; whether a bound on it is statically known
