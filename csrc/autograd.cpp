@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -165,13 +166,83 @@ bool any_requires_grad(std::initializer_list<const at::Tensor*> tensors) {
   return false;
 }
 
+// Forward-mode AD (torch.autograd.forward_ad's dual tensors). PyTorch has one forward level, 0. The
+// autograd Function above has no tangent rule: it raises once an input requires grad, and the
+// no-graph path would return the primal without a tangent, a wrong answer. So the Autograd kernels
+// compute the tangent themselves, from the same operators: the forward is bilinear in (input,
+// weight), B_in in (grad_output, weight), B_w in (input, grad_output). The primals and the tangent
+// terms run with forward grads switched off (the inputs then read as their primals), through the
+// dispatcher, so reverse mode still records them: gradients of tangents, and tangents of gradients.
+constexpr uint64_t kForwardLevel = 0;
+
+at::Tensor tangent_of(const at::Tensor& t) { return t.defined() ? t._fw_grad(kForwardLevel) : at::Tensor(); }
+
+bool any_tangent(std::initializer_list<const at::Tensor*> tensors) {
+  for (const at::Tensor* t : tensors)
+    if (t->defined() && t->_fw_grad(kForwardLevel).defined()) return true;
+  return false;
+}
+
+void accumulate(at::Tensor& sum, const at::Tensor& term) { sum = sum.defined() ? sum + term : term; }
+
+at::Tensor conv2d_with_tangent(int64_t algo, const at::Tensor& input, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                               at::IntArrayRef dilation, int64_t groups) {
+  const at::Tensor d_input = tangent_of(input), d_weight = tangent_of(weight),
+                   d_bias = bias.has_value() ? tangent_of(*bias) : at::Tensor();
+  const auto& forward = operators(algo).forward;
+  at::Tensor out, d_out;
+  {
+    c10::AutoFwGradMode primals(false);
+    out = forward.call(input, weight, bias, stride, padding, dilation, groups);
+    if (d_input.defined()) accumulate(d_out, forward.call(d_input, weight, std::nullopt, stride, padding, dilation, groups));
+    if (d_weight.defined())
+      accumulate(d_out, forward.call(input, d_weight, std::nullopt, stride, padding, dilation, groups));
+    if (d_bias.defined()) accumulate(d_out, d_bias.view({1, -1, 1, 1}).expand_as(out));
+  }
+  if (d_out.defined()) out._set_fw_grad(d_out, kForwardLevel, /*is_inplace_op=*/false);
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward_with_tangent(
+    int64_t algo, const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+    std::array<bool, 3> mask) {
+  const at::Tensor d_grad_output = tangent_of(grad_output), d_input = tangent_of(input), d_weight = tangent_of(weight);
+  const auto& backward = operators(algo).backward;
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> out;
+  std::array<at::Tensor, 3> d_out;
+  {
+    c10::AutoFwGradMode primals(false);
+    out = backward.call(grad_output, input, weight, stride, padding, dilation, groups, mask);
+    if (d_grad_output.defined()) {  // every output is linear in grad_output: one call for its three terms
+      auto [a, b, c] = backward.call(d_grad_output, input, weight, stride, padding, dilation, groups, mask);
+      d_out = {a, b, c};
+    }
+    if (mask[0] && d_weight.defined())
+      accumulate(d_out[0], std::get<0>(backward.call(grad_output, input, d_weight, stride, padding, dilation, groups,
+                                                     {true, false, false})));
+    if (mask[1] && d_input.defined())
+      accumulate(d_out[1], std::get<1>(backward.call(grad_output, d_input, weight, stride, padding, dilation, groups,
+                                                     {false, true, false})));
+  }
+  // A masked-off output is an empty tensor, and carries no tangent.
+  if (mask[0] && d_out[0].defined()) std::get<0>(out)._set_fw_grad(d_out[0], kForwardLevel, false);
+  if (mask[1] && d_out[1].defined()) std::get<1>(out)._set_fw_grad(d_out[1], kForwardLevel, false);
+  if (mask[2] && d_out[2].defined()) std::get<2>(out)._set_fw_grad(d_out[2], kForwardLevel, false);
+  return out;
+}
+
 // The Autograd-key kernels. Without a gradient to track (inference, frozen layers) they go straight
 // to the backend kernel: no graph node, no saved tensors.
 template <int kAlgo>
 at::Tensor conv2d_autograd(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   const at::Tensor none;
-  if (!at::GradMode::is_enabled() || !any_requires_grad({&input, &weight, bias.has_value() ? &*bias : &none})) {
+  const at::Tensor* bias_or_none = bias.has_value() ? &*bias : &none;
+  if (any_tangent({&input, &weight, bias_or_none}))
+    return conv2d_with_tangent(kAlgo, input, weight, bias, stride, padding, dilation, groups);
+  if (!at::GradMode::is_enabled() || !any_requires_grad({&input, &weight, bias_or_none})) {
     at::AutoDispatchBelowADInplaceOrView below;
     return operators(kAlgo).forward.call(input, weight, bias, stride, padding, dilation, groups);
   }
@@ -183,6 +254,9 @@ template <int kAlgo>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward_autograd(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  if (any_tangent({&grad_output, &input, &weight}))
+    return conv2d_backward_with_tangent(kAlgo, grad_output, input, weight, stride, padding, dilation, groups,
+                                        output_mask);
   if (!at::GradMode::is_enabled() || !any_requires_grad({&grad_output, &input, &weight})) {
     at::AutoDispatchBelowADInplaceOrView below;
     return operators(kAlgo).backward.call(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
@@ -211,6 +285,8 @@ void register_algorithm(torch::Library& m) {
 at::Tensor autocast_weight(const at::Tensor& weight, at::ScalarType dtype, c10::DeviceType device) {
   const bool kept = weight.defined() && weight.scalar_type() == at::kFloat && weight.device().type() == device &&
                     !weight.is_inference() && (!weight.requires_grad() || c10::InferenceMode::is_enabled()) &&
+                    // a dual weight's copy carries its tangent, whose writes no version counter shows
+                    !weight._fw_grad(kForwardLevel).defined() &&
                     at::autocast::is_autocast_cache_enabled() &&
                     !weight.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize}));
   if (!kept) return at::autocast::cached_cast(dtype, weight, device);

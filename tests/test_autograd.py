@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import ALGORITHMS, DEVICES, assert_close_rel, skip_if_no_kernel
+from conftest import ALGORITHMS, DEVICES, assert_close_rel, rel_err, skip_if_no_kernel
 
 # (N, C, K, H, W, R, S, stride, padding, dilation, groups, bias)
 CASES = [
@@ -82,3 +82,69 @@ def test_backward_respects_output_mask(algorithm, device):
     with skip_if_no_kernel(algorithm, device):
         gx, gw, gb = op(gy, x, w, [1, 1], [1, 1], [1, 1], 1, [False, True, False])
     assert gx.numel() == 0 and gb.numel() == 0 and gw.shape == w.shape
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("index", range(3))
+def test_operators_called_directly_carry_tangents(index, algorithm, device):
+    """torch.ops.torchconv.conv2d_<algo> and conv2d_<algo>_backward called directly with
+    torch.autograd.forward_ad's dual tensors: tangents, tangents of gradients and gradients of
+    tangents as PyTorch's checks count them (the operators' Autograd kernels carry the tangents)."""
+    case = CASES[index]
+    if not supports(algorithm, case):
+        pytest.skip("not a Winograd shape")
+    (x, w, b), conv = make_inputs(case, device)
+    stride, padding, dilation = (torch.nn.modules.utils._pair(v) for v in conv[:3])
+    groups = conv[3]
+    forward = getattr(torch.ops.torchconv, f"conv2d_{algorithm}")
+    backward = getattr(torch.ops.torchconv, f"conv2d_{algorithm}_backward")
+    fn = lambda x, w, b: forward(x, w, b, stride, padding, dilation, groups)
+    with skip_if_no_kernel(algorithm, device):
+        gy = torch.randn_like(fn(x, w, b).detach(), requires_grad=True)
+    grads = lambda gy, x, w: backward(gy, x, w, stride, padding, dilation, groups, [True, True, True])
+    assert torch.autograd.gradcheck(fn, (x, w, b), check_forward_ad=True)
+    assert torch.autograd.gradcheck(grads, (gy, x, w), check_forward_ad=True)
+    assert torch.autograd.gradgradcheck(fn, (x, w, b), check_fwd_over_rev=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["no-graph", "graph"])
+def test_operator_tangent_matches_conv2d(requires_grad, algorithm, device):
+    """A dual input, weight and bias through the operator called directly: the tangent PyTorch's
+    convolution gives, whether or not a graph is recorded (without one the output once came back
+    with no tangent at all; with one the autograd Function raised)."""
+    import torch.autograd.forward_ad as fwAD
+    x, w, b = (torch.randn(*s, dtype=torch.float64, device=device) for s in ((2, 5, 9, 7), (6, 5, 3, 3), (6,)))
+    dx, dw, db = torch.randn_like(x), torch.randn_like(w), torch.randn_like(b)
+    forward = getattr(torch.ops.torchconv, f"conv2d_{algorithm}")
+    with fwAD.dual_level():
+        want = fwAD.unpack_dual(F.conv2d(fwAD.make_dual(x, dx), fwAD.make_dual(w, dw), fwAD.make_dual(b, db), 1, 1))
+        with skip_if_no_kernel(algorithm, device):
+            got = fwAD.unpack_dual(forward(fwAD.make_dual(x.requires_grad_(requires_grad), dx), fwAD.make_dual(w, dw),
+                                           fwAD.make_dual(b, db), [1, 1], [1, 1], [1, 1], 1))
+    assert got.tangent is not None
+    assert_close_rel(got.primal, want.primal, torch.float64, "output")
+    assert_close_rel(got.tangent, want.tangent, torch.float64, "tangent")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_dual_weight_under_autocast_follows_its_tangent(algorithm, device):
+    """A frozen weight's autocast copy is cached across calls; a dual weight's is not: its copy would
+    carry a tangent whose in-place writes no version counter shows (the second call would return the
+    first call's tangent)."""
+    import torch.autograd.forward_ad as fwAD
+    x = torch.randn(2, 8, 6, 6, device=device)
+    w = torch.randn(8, 8, 3, 3, device=device)
+    dw = torch.randn_like(w)
+    with torch.autocast(torch.device(device).type), fwAD.dual_level():
+        dual = fwAD.make_dual(w, dw)
+        with skip_if_no_kernel(algorithm, device):
+            torchconv.conv2d(x, dual, None, 1, 1, algorithm=algorithm)
+        dw.mul_(-2)
+        got = fwAD.unpack_dual(torchconv.conv2d(x, dual, None, 1, 1, algorithm=algorithm)).tangent
+        want = fwAD.unpack_dual(F.conv2d(x, dual, None, 1, 1)).tangent
+    assert got.dtype == want.dtype
+    assert rel_err(got, want) < 0.05

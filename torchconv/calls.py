@@ -1,6 +1,5 @@
 """How torchconv.conv2d and torchconv.Conv2d reach an algorithm's forward operator."""
 import torch
-import torch.autograd.forward_ad as _forward_ad
 
 from . import _C
 from .func_transforms import conv2d as _differentiable_conv2d
@@ -12,12 +11,10 @@ __all__ = ["call_forward"]
 def call_forward(algorithm, input, weight, bias, stride, padding, dilation, groups):
     """The forward operator of `algorithm`: an eager call through torchconv._C's entry (the same
     dispatcher call without torch.ops' boxed argument parsing); a traced call, a tensor subclass or a
-    torch function mode through torch.ops, which they must see. Under a torch.func transform or
-    inside a forward-mode AD level (torch.autograd.forward_ad), which the operators' C++ autograd
-    cannot serve (functorch refuses it; forward mode would drop the tangent), through the
-    autograd.Functions of func_transforms."""
+    torch function mode through torch.ops, which they must see. Under a torch.func transform, which
+    refuses the operators' C++ autograd, through the autograd.Functions of func_transforms."""
     if not torch.compiler.is_compiling():
-        if functorch_active() or _forward_ad._current_level >= 0:
+        if functorch_active():
             return _differentiable_conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups)
         out = _C.conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups)
         if out is not NotImplemented:

@@ -1,10 +1,10 @@
-"""torch.func transforms (grad, vjp, jvp, jacrev, jacfwd, hessian, vmap and their compositions) and
-forward-mode AD (torch.autograd.forward_ad's dual tensors) over torchconv's operators.
+"""torch.func transforms (grad, vjp, jvp, jacrev, jacfwd, hessian, vmap and their compositions) over
+torchconv's operators.
 
-The operators' autograd is C++ (csrc/autograd.cpp): no Python on an eager call, but functorch refuses
-C++ autograd functions, and forward-mode AD finds no tangent rule in them. Under a transform or a
-forward-mode level, a convolution runs the same forward and backward
-operators through two autograd.Functions instead, with what functorch asks of them:
+The operators' autograd is C++ (csrc/autograd.cpp): no Python on an eager call, and it carries
+forward-mode tangents (torch.autograd.forward_ad's dual tensors), but functorch refuses C++ autograd
+functions. Under a transform a convolution runs the same forward and backward operators through two
+autograd.Functions instead, with what functorch asks of them:
 - backward: the forward's is the backward operator; the backward operator's (second order) is made of
   the forward and backward operators, as csrc/autograd.cpp's double backward is, so gradients of any
   order run on the algorithm's own kernels;
@@ -201,6 +201,5 @@ def _backward_by_slices(info, in_dims, algorithm, grad_output, input, weight, st
 
 
 def conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups):
-    """The forward operator of `algorithm` under a torch.func transform (ops.functorch_active) or a
-    forward-mode AD level."""
+    """The forward operator of `algorithm` under a torch.func transform (ops.functorch_active)."""
     return _Conv2d.apply(algorithm, input, weight, bias, list(stride), list(padding), list(dilation), groups)
