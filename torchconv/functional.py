@@ -56,11 +56,37 @@ def _raise_not_a_tensor(input, weight, bias):
             raise TypeError(f"torchconv.conv2d: {name} must be a Tensor, got {type(value).__name__}")
 
 
+_COMPLEX_PARTS = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
+def _complex_conv2d(input, weight, bias, stride, padding, dilation, groups, algorithm):
+    """A complex convolution as three real ones on the algorithm's kernels, by Gauss's product, as
+    PyTorch's complex convolution computes it: with a = conv(xr, wr), b = conv(xi, wi),
+    c = conv(xr + xi, wr + wi), the output is (a - b) + i (c - a - b). Autograd differentiates the
+    composition (conjugate Wirtinger gradients, as for PyTorch's). The parts run at the complex
+    dtype's own precision: autocast casts no complex tensor, inside aten::conv2d either."""
+    name_of = lambda dtype: str(dtype).removeprefix("torch.")
+    if input.dtype not in _COMPLEX_PARTS:
+        raise TypeError(f"torchconv.conv2d: a complex convolution takes complex64 or complex128 tensors; input is "
+                        f"{name_of(input.dtype)}")
+    for name, value in (("weight", weight), ("bias", bias)):
+        if value is not None and value.dtype != input.dtype:
+            raise TypeError(f"torchconv.conv2d: {name} dtype ({name_of(value.dtype)}) must match input dtype "
+                            f"({name_of(input.dtype)})")
+    real = lambda x, w, b: conv2d(x, w, b, stride, padding, dilation, groups, algorithm)
+    with torch.autocast(input.device.type, enabled=False):
+        a = real(input.real, weight.real, None if bias is None else bias.real)
+        b = real(input.imag, weight.imag, None)
+        c = real(input.real + input.imag, weight.real + weight.imag, None if bias is None else bias.real + bias.imag)
+    return torch.complex(a - b, c - a - b)
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algorithm="auto"):
     """Drop-in for PyTorch's functional conv2d that runs one of torchconv's algorithms.
 
     algorithm: "auto" (see :func:`torchconv.select_algorithm`), "direct", "csg", "gemm" or
     "winograd". Asking explicitly for an algorithm that cannot do the shape raises ValueError.
+    Complex tensors (complex64, complex128) run as three real convolutions of that algorithm.
     """
     if not (isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor)
             and (bias is None or isinstance(bias, torch.Tensor))):
@@ -90,6 +116,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         input, padding = _string_padding(input, weight, padding, stride, dilation)
     else:
         padding = _pair(padding, "padding")
+    if input.is_complex() or weight.is_complex():
+        out = _complex_conv2d(input, weight, bias, stride, padding, dilation, groups, algorithm)
+        return out.squeeze(0) if ndim == 3 else out
 
     if algorithm == "auto":
         if torch.compiler.is_dynamo_compiling() and has_dynamic_size(input):

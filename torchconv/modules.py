@@ -87,6 +87,8 @@ class Conv2d(nn.Conv2d):
             # torch.compile with a dynamic size: torchconv.conv2d records the operator that chooses when
             # it runs (auto_op); at trace time only, so its argument checks cost nothing at run time.
             return self._conv_forward(input, weight, bias)
+        elif input.is_complex():  # three real convolutions (functional._complex_conv2d), each with its own choice
+            return self._conv_forward(input, weight, bias)
         else:
             _raise_not_dense(input, weight, bias)  # a jagged nested tensor keys, but no algorithm takes it
             algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding, self.dilation,
