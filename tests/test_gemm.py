@@ -346,3 +346,18 @@ def test_variant_api():
 @pytest.mark.parametrize("shape", SHAPES[:4], ids=shape_id)
 def test_cpu_ignores_the_variant(shape, variant):
     check_forward_backward(shape, "cpu", torch.float64, f"cpu {variant}")
+
+
+@pytest.mark.parametrize("columns", [1, 5, 37])
+@pytest.mark.parametrize("shape", [SHAPES[i] for i in (3, 4, 5, 6, 7, 11, 12)], ids=shape_id)
+def test_cpu_column_chunks(shape, columns):
+    """The CPU GEMM unrolls the output columns in chunks within the workspace limit, an output line's
+    padding and inside found once a line: chunks of 1, 5 and 37 columns, which start and end inside
+    output lines and span images, give the same answer forward and backward (float64)."""
+    n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
+    old_limit = torchconv.get_workspace_limit()
+    try:
+        torchconv.set_workspace_limit(columns * (c // groups * r * s + k // groups) * 8)
+        check_forward_backward(shape, "cpu", torch.float64, f"cpu chunks of {columns}")
+    finally:
+        torchconv.set_workspace_limit(old_limit)

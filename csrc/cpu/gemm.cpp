@@ -2,6 +2,8 @@
 // bounded by the workspace limit, then one GEMM per group (at::mm). Columns are the flattened
 // (n, oy, ox) output positions, so a chunk may be smaller than one image. A 1x1, stride-1,
 // unpadded convolution needs no unroll: the input already is the matrix.
+#include <algorithm>
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -20,32 +22,51 @@ bool is_pointwise(const ConvShape& p) {
   return p.R == 1 && p.S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0;
 }
 
-// Unrolled-matrix row (c, r, s) of group g, column j <-> output position p0 + j. Visits the
-// valid (input index, column) pairs of one row in column order.
+// Unrolled-matrix row (c, r, s) of group g, column j <-> output position p0 + j, visited an output
+// line (n, oy) at a time: fn(j, ox0, ox1, lo, hi, src) for the chunk's columns j .. j + (ox1 - ox0),
+// positions ox0 .. ox1 of the line, whose inputs lie at src + (ox - lo) *
+// stride_w for ox in [lo, hi) and are padding elsewhere (lo = hi where the whole line reads padding).
+// A line's bounds are found once, so the inner loops are plain copies (stride 1) or strided gathers.
 template <typename Fn>
-void for_each_unrolled(const ConvShape& p, int64_t g, int64_t row, int64_t p0, int64_t ncols, Fn&& fn) {
+void for_each_unrolled_line(const ConvShape& p, int64_t g, int64_t row, int64_t p0, int64_t ncols, Fn&& fn) {
   const int64_t s = row % p.S, r = (row / p.S) % p.R, c = row / (p.R * p.S);
   const int64_t plane = p.Ho * p.Wo;
-  int64_t n = p0 / plane, oy = (p0 % plane) / p.Wo, ox = p0 % p.Wo;
-  for (int64_t j = 0; j < ncols; ++j) {
+  const int64_t offset_w = s * p.dil_w - p.pad_w;
+  const OutputRange inside_w = valid_output_range(p.Wo, p.W, offset_w, p.stride_w);
+  for (int64_t q = p0; q < p0 + ncols;) {
+    const int64_t n = q / plane, oy = (q % plane) / p.Wo, ox0 = q % p.Wo;
+    const int64_t ox1 = std::min(p.Wo, ox0 + (p0 + ncols - q));
     const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
-    const int64_t ix = input_coord(ox, s, p.stride_w, p.pad_w, p.dil_w);
-    const bool inside = iy >= 0 && iy < p.H && ix >= 0 && ix < p.W;
-    fn(j, inside ? ((n * p.C + g * p.channels_per_group() + c) * p.H + iy) * p.W + ix : int64_t(-1));
-    if (++ox == p.Wo) {
-      ox = 0;
-      if (++oy == p.Ho) oy = 0, ++n;
-    }
+    const bool inside_h = iy >= 0 && iy < p.H;
+    const int64_t lo = inside_h ? std::clamp(inside_w.lo, ox0, ox1) : ox0;
+    const int64_t hi = inside_h ? std::clamp(inside_w.hi, lo, ox1) : ox0;
+    const int64_t src = lo < hi ? ((n * p.C + g * p.channels_per_group() + c) * p.H + iy) * p.W + offset_w +
+                                      lo * p.stride_w
+                                : 0;
+    fn(q - p0, ox0, ox1, lo, hi, src);
+    q += ox1 - ox0;
   }
 }
 
 template <typename T>
 void im2col(const ConvShape& p, int64_t g, int64_t p0, int64_t ncols, const T* x, T* col) {
   const int64_t rows = p.channels_per_group() * p.R * p.S;
+  const int64_t sw = p.stride_w;
   at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      T* dst = col + row * ncols;
-      for_each_unrolled(p, g, row, p0, ncols, [&](int64_t j, int64_t src) { dst[j] = src >= 0 ? x[src] : T(0); });
+      for_each_unrolled_line(p, g, row, p0, ncols,
+                             [&](int64_t j, int64_t ox0, int64_t ox1, int64_t lo, int64_t hi, int64_t src) {
+        T* out = col + row * ncols + j;  // the column of ox0
+        std::fill(out, out + (lo - ox0), T(0));
+        T* inside = out + (lo - ox0);
+        const T* in = x + src;
+        if (sw == 1) {
+          std::copy(in, in + (hi - lo), inside);
+        } else {
+          for (int64_t i = 0; i < hi - lo; ++i) inside[i] = in[i * sw];
+        }
+        std::fill(out + (hi - ox0), out + (ox1 - ox0), T(0));
+      });
     }
   });
 }
@@ -55,12 +76,15 @@ void im2col(const ConvShape& p, int64_t g, int64_t p0, int64_t ncols, const T* x
 template <typename T>
 void col2im_add(const ConvShape& p, int64_t g, int64_t p0, int64_t ncols, const T* col, T* gx) {
   const int64_t taps = p.R * p.S;
+  const int64_t sw = p.stride_w;
   at::parallel_for(0, p.channels_per_group(), 1, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c)
       for (int64_t row = c * taps; row < (c + 1) * taps; ++row) {
-        const T* src = col + row * ncols;
-        for_each_unrolled(p, g, row, p0, ncols, [&](int64_t j, int64_t dst) {
-          if (dst >= 0) gx[dst] += src[j];
+        for_each_unrolled_line(p, g, row, p0, ncols,
+                               [&](int64_t j, int64_t ox0, int64_t, int64_t lo, int64_t hi, int64_t src) {
+          const T* in = col + row * ncols + j + (lo - ox0);
+          T* out = gx + src;
+          for (int64_t i = 0; i < hi - lo; ++i) out[i * sw] += in[i];
         });
       }
   });
@@ -125,9 +149,11 @@ at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, co
       AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_cpu_im2col", [&] {
         im2col<scalar_t>(p, g, p0, ncols, x.const_data_ptr<scalar_t>(), col.mutable_data_ptr<scalar_t>());
       });
-      const at::Tensor res = at::mm(wg, col);
+      // One GEMM per image the chunk touches, written in place: an image's K_g x len block of the
+      // output is a matrix of row stride Ho * Wo, which BLAS takes as it is (no result copy).
       for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
-        output_block(y, p, g, n, q0, len).copy_(res.narrow(1, j0, len));
+        at::Tensor out = output_block(y, p, g, n, q0, len);
+        at::mm_out(out, wg, col.narrow(1, j0, len));
       });
     }
   }
@@ -153,14 +179,12 @@ at::Tensor gemm_grad_weight_cpu(const ConvShape& p, const at::Tensor& grad_outpu
     for (int64_t p0 = 0; p0 < total; p0 += chunk) {
       const int64_t ncols = std::min(chunk, total - p0);
       auto col = at::empty({gw_g.size(1), ncols}, input.options());
-      auto gy_cols = at::empty({p.filters_per_group(), ncols}, input.options());
       AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "gemm_grad_weight_cpu", [&] {
         im2col<scalar_t>(p, g, p0, ncols, x.const_data_ptr<scalar_t>(), col.mutable_data_ptr<scalar_t>());
       });
       for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
-        gy_cols.narrow(1, j0, len).copy_(output_block(gy, p, g, n, q0, len));
+        gw_g.addmm_(output_block(gy, p, g, n, q0, len), col.narrow(1, j0, len).t());
       });
-      gw_g.addmm_(gy_cols, col.t());
     }
   }
   return gw;
@@ -185,11 +209,11 @@ at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output
     }
     for (int64_t p0 = 0; p0 < total; p0 += chunk) {
       const int64_t ncols = std::min(chunk, total - p0);
-      auto gy_cols = at::empty({p.filters_per_group(), ncols}, gy.options());
+      auto col = at::empty({wg.size(1), ncols}, gy.options());
       for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
-        gy_cols.narrow(1, j0, len).copy_(output_block(gy, p, g, n, q0, len));
+        at::Tensor cols = col.narrow(1, j0, len);
+        at::mm_out(cols, wg.t(), output_block(gy, p, g, n, q0, len));
       });
-      const at::Tensor col = at::mm(wg.t(), gy_cols);
       AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "gemm_grad_input_cpu", [&] {
         col2im_add<scalar_t>(p, g, p0, ncols, col.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>());
       });
