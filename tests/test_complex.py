@@ -117,3 +117,20 @@ def test_operators_take_real_dtypes_only():
     with pytest.raises(TypeError, match="input dtype must be float32, float64, float16 or bfloat16, got ComplexFloat"):
         torch.ops.torchconv.conv2d_gemm(x, torch.randn(3, 2, 3, 3, dtype=torch.complex64), None, [1, 1], [0, 0],
                                         [1, 1], 1)
+
+
+def test_complex_under_compile_and_torch_func():
+    """torch.compile(fullgraph=True) traces the three real calls; torch.func's grad and per-sample
+    vmap(grad) differentiate them as PyTorch's complex convolution."""
+    from torch.func import functional_call, grad, vmap
+    ours = torchconv.Conv2d(4, 6, 3, padding=1, dtype=torch.complex128)
+    ref = nn.Conv2d(4, 6, 3, padding=1, dtype=torch.complex128)
+    ref.load_state_dict(ours.state_dict())
+    x = torch.randn(2, 4, 8, 7, dtype=torch.complex128)
+    close = lambda a, b: rel_err(torch.view_as_real(a), torch.view_as_real(b)) <= 1e-12
+    assert close(torch.compile(ours, fullgraph=True)(x), ref(x))
+    loss = lambda module: lambda params, x: functional_call(module, params, (x,)).abs().square().sum()
+    params, ref_params = dict(ours.named_parameters()), dict(ref.named_parameters())
+    for transform, batch in ((grad, x), (lambda f: vmap(grad(f), in_dims=(None, 0)), x.unsqueeze(1))):
+        got, want = transform(loss(ours))(params, batch), transform(loss(ref))(ref_params, batch)
+        assert all(close(got[k], want[k]) for k in want)
