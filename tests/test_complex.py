@@ -134,3 +134,14 @@ def test_complex_under_compile_and_torch_func():
     for transform, batch in ((grad, x), (lambda f: vmap(grad(f), in_dims=(None, 0)), x.unsqueeze(1))):
         got, want = transform(loss(ours))(params, batch), transform(loss(ref))(ref_params, batch)
         assert all(close(got[k], want[k]) for k in want)
+
+
+def test_explain_reports_a_complex_layer():
+    """explain names a complex layer's precision and the algorithm its real parts run, and counts a
+    complex multiply-add as four real ones."""
+    model = torchconv.convert(nn.Sequential(nn.Conv2d(4, 6, 3, padding=1, dtype=torch.complex64)))
+    (row,) = torchconv.explain(model, torch.randn(2, 4, 9, 8, dtype=torch.complex64), reps=1, file=None)
+    assert row["precision"] == "complex64"
+    parts = torch.randn(2, 4, 9, 8), model[0].weight.real
+    assert row["algorithm"] == torchconv.select_algorithm(*parts, (1, 1), (1, 1), 1, padding=(1, 1))
+    assert row["tflops"] * row["ms"] * 1e9 == pytest.approx(8 * (2 * 6 * 9 * 8) * (4 * 3 * 3))

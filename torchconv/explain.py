@@ -34,7 +34,7 @@ def explain(model, example_input, reference=None, reference_name="reference", re
     sees, then times each layer alone (inference mode) on a random input of that shape, interleaved
     with the reference when one is given (torchconv.timing): the
     algorithm torchconv ran (what `auto` chose, with its config or variant), its median time and
-    TFLOP/s (2*N*K*C/g*R*S*Ho*Wo). With `reference(module, input)` -- e.g. cuDNN through
+    TFLOP/s (2*N*K*C/g*R*S*Ho*Wo; 8x for a complex layer). With `reference(module, input)` -- e.g. cuDNN through
     nn.Conv2d's own forward, as benchmarks/ and examples/resnet50.py pass it -- also that
     convolution's time on the same layer and the ratio (the median over rounds of reference ms /
     ours, with ratio_min and ratio_max across the rounds). Prints one row per
@@ -66,7 +66,9 @@ def explain(model, example_input, reference=None, reference_name="reference", re
                 x = x.contiguous(memory_format=torch.channels_last)
             xs, stride, padding, dilation = _normalized(module, x)
             if module.algorithm == "auto":
-                algorithm = auto_algorithm(xs, w, b, stride, padding, dilation, module.groups)
+                # A complex layer runs three real convolutions of its parts' dtype (functional._complex_conv2d).
+                parts = (t.real if t is not None and t.is_complex() else t for t in (xs, w, b))
+                algorithm = auto_algorithm(*parts, stride, padding, dilation, module.groups)
             else:
                 algorithm = module.algorithm
             out = module(x)
@@ -79,7 +81,8 @@ def explain(model, example_input, reference=None, reference_name="reference", re
             else:
                 ours, ref_ms = time_ms(lambda: module(x), x.device, reps), None
                 spread = dict(ratio=None, ratio_min=None, ratio_max=None, rounds=None)
-            flops = 2.0 * out.numel() * (w.shape[1] * w.shape[2] * w.shape[3])
+            # A complex multiply-add is four real ones (the TFLOP/s of a complex layer count those).
+            flops = (8.0 if out.is_complex() else 2.0) * out.numel() * (w.shape[1] * w.shape[2] * w.shape[3])
             rows.append(dict(layer=name, N=shape[0], C=shape[1], H=shape[2], W=shape[3], K=w.shape[0],
                              R=w.shape[2], S=w.shape[3], stride=stride, padding=padding, dilation=dilation,
                              groups=module.groups, precision=_tuning.precision(x), layout=_tuning.memory_format(x),

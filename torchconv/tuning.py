@@ -86,11 +86,15 @@ def memory_format(tensor):
 
 def precision(tensor):
     """The precision a call runs at: "fp64", "fp16", "bf16", and for float32 "tf32" on CUDA when
-    PyTorch's cuDNN TF32 switch is on (the operators follow it, csrc/precision.h), else "fp32"."""
-    names = {torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16"}
+    PyTorch's cuDNN TF32 switch is on (the operators follow it, csrc/precision.h), else "fp32";
+    complex tensors by their parts' ("complex128"; "complex64", or "complex64-tf32")."""
+    names = {torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16", torch.complex128: "complex128"}
     if tensor.dtype in names:
         return names[tensor.dtype]
-    return "tf32" if tensor.is_cuda and torch.backends.cudnn.allow_tf32 else "fp32"
+    tf32 = tensor.is_cuda and torch.backends.cudnn.allow_tf32
+    if tensor.dtype == torch.complex64:
+        return "complex64-tf32" if tf32 else "complex64"
+    return "tf32" if tf32 else "fp32"
 
 
 def shape_key(input, weight, stride, padding, dilation, groups, train):
