@@ -5,7 +5,12 @@ cudnn.benchmark on) in the same process:
   * inference under torch.inference_mode() and one training step (forward, cross-entropy, backward,
     SGD) at --batch, timed interleaved with cuDNN (torchconv.timing.compare);
   * the logits against the nn.Conv2d model's (relative error), and the algorithms benchmark mode
-    chose, with any candidate it had to skip.
+    chose, with any candidate it had to skip;
+  * mode per-sample (not by default): every sample's gradient of every parameter by torch.func's
+    vmap(grad(loss)), DP-SGD's step, batch norm in eval mode (its running statistics), against the
+    same transform over the nn.Conv2d model; the error is the largest over parameters of the
+    per-sample gradients' relative error. Under a transform the rule chooses (benchmark mode cannot
+    time wrapped tensors), so the row's choice is "rule".
 
     python benchmarks/models.py --models resnet50,mobilenet_v3_large --batch 32
 Rows go to <out-dir>/<tag>.json and .md (suite = the model's name, layer "model", mode fwd / train).
@@ -81,6 +86,20 @@ def step(model, optimizer, x, target):
     optimizer.step()
 
 
+def per_sample_grads(model):
+    """A function of (x, target) returning {parameter name: the per-sample gradients, stacked}."""
+    from torch.func import functional_call, grad, vmap
+
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    buffers = dict(model.named_buffers())
+
+    def loss(p, sample, target):
+        return F.cross_entropy(logits(functional_call(model, (p, buffers), (sample.unsqueeze(0),))), target.unsqueeze(0))
+
+    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))
+    return lambda x, target: per_sample(params, x, target)
+
+
 def bench_model(name, args, device, log):
     torch.manual_seed(0)
     reference = build(name).to(device)
@@ -101,6 +120,15 @@ def bench_model(name, args, device, log):
                     torchconv.tune(ours, x, progress=False)
                     err = rel_err(ours(x), reference(x))
                     timed = compare(lambda: ours(x), lambda: reference(x), device, rounds=args.rounds, reps=args.reps)
+            elif mode == "per-sample":
+                reference.eval(), ours.eval()
+                target = torch.randint(0, 1000, (args.batch,), device=device)
+                our_grads, ref_grads = per_sample_grads(ours), per_sample_grads(reference)
+                got, want = our_grads(x, target), ref_grads(x, target)
+                err = max(rel_err(got[k], want[k]) for k in want)
+                del got, want
+                timed = compare(lambda: our_grads(x, target), lambda: ref_grads(x, target), device,
+                                rounds=args.rounds, reps=args.reps)
             else:
                 ref_train, our_train = copy.deepcopy(reference).train(), copy.deepcopy(ours).train()
                 target = torch.randint(0, 1000, (args.batch,), device=device)
@@ -117,10 +145,12 @@ def bench_model(name, args, device, log):
                                 device, rounds=args.rounds, reps=args.reps)
                 ours_for_choices = our_train
         skipped = sorted({str(w.message) for w in caught if "skipped" in str(w.message)})
-        choices = chosen(ours if mode == "fwd" else ours_for_choices)
+        # Under a transform the module keeps no memo of its choice: no counts to report.
+        choices = None if mode == "per-sample" else chosen(ours if mode == "fwd" else ours_for_choices)
         rows.append(dict(base, mode=mode, algorithm="cudnn", ms=timed["reference_ms"], cudnn_ms=timed["reference_ms"],
                          ratio=1.0, ratio_min=1.0, ratio_max=1.0, spread_flag=False, rel_err=None, weight_cache=False))
-        rows.append(dict(base, mode=mode, algorithm="auto", config="benchmark", ms=timed["ms"],
+        rows.append(dict(base, mode=mode, algorithm="auto", config="rule" if mode == "per-sample" else "benchmark",
+                         ms=timed["ms"],
                          cudnn_ms=timed["reference_ms"], ratio=timed["ratio"], ratio_min=timed["ratio_min"],
                          ratio_max=timed["ratio_max"], spread_flag=timed["spread_flag"], rel_err=err,
                          weight_cache=mode == "fwd", algorithms=choices, skipped=skipped))

@@ -94,6 +94,9 @@ def test_models_rows_per_mode_against_the_reference_model(tmp_path):
     saved = json.loads((tmp_path / "models-test.json").read_text())["rows"]
     assert sorted((r["mode"], r["algorithm"]) for r in saved) == sorted((r["mode"], r["algorithm"]) for r in rows)
     assert "squeezenet1_1" in (tmp_path / "models-test.md").read_text()
+    # Per-sample gradients (vmap(grad)) against the same transform over the nn.Conv2d model.
+    (per_sample,) = [r for r in models.main(argv + ["--modes", "per-sample", "--batch", "2"]) if r["algorithm"] == "auto"]
+    assert per_sample["rel_err"] < 1e-5 and per_sample["ms"] > 0 and per_sample["config"] == "rule"
 
 
 def test_pass_times_reports_each_pass_with_the_rules_choice(tmp_path):
