@@ -110,8 +110,8 @@ inline PhaseAxis phase_axis(int64_t in_len, int64_t kernel, int64_t stride, int6
 
 // grad_input at input pixel (n, c, iy, ix), gathered: the sum, over the output positions whose
 // window read the pixel (oy = (iy + pad - r * dil) / stride where that division is exact) and the
-// filters of its group, of grad_output x weight. The CPU kernel's grad_input (the GPU runs it as
-// forward convolutions per phase instead).
+// filters of its group, of grad_output x weight. The CUDA direct grad_input of a strided layer whose
+// phase grids would be short of the GPU (elsewhere it runs as forward convolutions per phase).
 template <typename T>
 TORCHCONV_HOST_DEVICE T gather_grad_input(const ConvShape& p, const T* gy, const T* w, int64_t n, int64_t c,
                                           int64_t iy, int64_t ix) {

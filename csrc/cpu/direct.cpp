@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "../backward.h"
@@ -69,21 +70,50 @@ void direct_forward_kernel(const ConvShape& p, const T* x, const T* w, const T* 
   });
 }
 
-// grad_input gathers, for every input pixel, the output positions whose window touched it
-// (gather_grad_input in conv_shape.h).
+// grad_input: each task owns one input plane (n, c) and adds into it, filter by filter and tap by
+// tap, the grad_output rows that read it -- the forward's inner loop transposed, a line's inside
+// range found once (contiguous adds at stride 1) -- so no two tasks write the same pixel and the
+// order of the sum is fixed.
 template <typename T>
 void direct_grad_input_kernel(const ConvShape& p, const T* gy, const T* w, T* gx) {
+  const int64_t Cg = p.channels_per_group(), Kg = p.filters_per_group();
   at::parallel_for(0, p.N * p.C, 1, [&](int64_t begin, int64_t end) {
     for (int64_t nc = begin; nc < end; ++nc) {
-      const int64_t n = nc / p.C, c = nc % p.C;
+      const int64_t n = nc / p.C, c = nc % p.C, g = c / Cg, cg = c % Cg;
       T* out = gx + nc * p.H * p.W;
-      for (int64_t iy = 0; iy < p.H; ++iy)
-        for (int64_t ix = 0; ix < p.W; ++ix) out[iy * p.W + ix] = gather_grad_input(p, gy, w, n, c, iy, ix);
+      std::fill_n(out, p.H * p.W, T(0));
+      for (int64_t k = g * Kg; k < (g + 1) * Kg; ++k) {
+        const T* gyk = gy + (n * p.K + k) * p.Ho * p.Wo;
+        for (int64_t r = 0; r < p.R; ++r) {
+          for (int64_t s = 0; s < p.S; ++s) {
+            const T wv = w[((k * Cg + cg) * p.R + r) * p.S + s];
+            const int64_t col_offset = s * p.dil_w - p.pad_w;
+            const OutputRange cols = valid_output_range(p.Wo, p.W, col_offset, p.stride_w);
+            if (cols.lo >= cols.hi) continue;
+            for (int64_t oy = 0; oy < p.Ho; ++oy) {
+              const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
+              if (iy < 0 || iy >= p.H) continue;
+              T* orow = out + iy * p.W + col_offset + cols.lo * p.stride_w;  // the pixel of ox = cols.lo
+              const T* grow = gyk + oy * p.Wo + cols.lo;
+              const int64_t count = cols.hi - cols.lo;
+              if (p.stride_w == 1) {
+                for (int64_t i = 0; i < count; ++i) orow[i] += wv * grow[i];
+              } else {
+                for (int64_t i = 0; i < count; ++i) orow[i * p.stride_w] += wv * grow[i];
+              }
+            }
+          }
+        }
+      }
     }
   });
 }
 
-// grad_weight reduces over N x Ho x Wo for every (k, c, r, s).
+// grad_weight reduces over N x Ho x Wo for every (k, c, r, s), in kLanes partial sums along each
+// row (independent adds the compiler vectorizes at stride 1, where one running sum would wait on
+// its own add every element), added in a fixed order at the end.
+constexpr int kLanes = 8;
+
 template <typename T>
 void direct_grad_weight_kernel(const ConvShape& p, const T* gy, const T* x, T* gw) {
   const int64_t Cg = p.channels_per_group(), Kg = p.filters_per_group();
@@ -94,17 +124,29 @@ void direct_grad_weight_kernel(const ConvShape& p, const T* gy, const T* x, T* g
         for (int64_t s = 0; s < p.S; ++s) {
           const int64_t col_offset = s * p.dil_w - p.pad_w;
           const OutputRange cols = valid_output_range(p.Wo, p.W, col_offset, p.stride_w);
-          T sum = 0;
-          for (int64_t n = 0; n < p.N; ++n) {
+          T part[kLanes] = {};
+          const int64_t count = std::max<int64_t>(cols.hi - cols.lo, 0), whole = count / kLanes * kLanes;
+          const int64_t sw = p.stride_w;
+          for (int64_t n = 0; n < p.N && count > 0; ++n) {
             for (int64_t oy = 0; oy < p.Ho; ++oy) {
               const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
               if (iy < 0 || iy >= p.H) continue;
-              const T* g = gy + ((n * p.K + k) * p.Ho + oy) * p.Wo;
-              const T* xrow = x + ((n * p.C + c) * p.H + iy) * p.W + col_offset;
-              for (int64_t ox = cols.lo; ox < cols.hi; ++ox) sum += g[ox] * xrow[ox * p.stride_w];
+              const T* g = gy + ((n * p.K + k) * p.Ho + oy) * p.Wo + cols.lo;
+              const T* xrow = x + ((n * p.C + c) * p.H + iy) * p.W + col_offset + cols.lo * sw;  // ox = cols.lo
+              int64_t i = 0;
+              if (sw == 1) {
+                for (; i < whole; i += kLanes)
+                  for (int j = 0; j < kLanes; ++j) part[j] += g[i + j] * xrow[i + j];
+              } else {
+                for (; i < whole; i += kLanes)
+                  for (int j = 0; j < kLanes; ++j) part[j] += g[i + j] * xrow[(i + j) * sw];
+              }
+              for (int j = 0; i < count; ++i, ++j) part[j] += g[i] * xrow[i * sw];
             }
           }
-          gw[(kc * p.R + r) * p.S + s] = sum;
+          for (int width = kLanes / 2; width > 0; width /= 2)
+            for (int j = 0; j < width; ++j) part[j] += part[j + width];
+          gw[(kc * p.R + r) * p.S + s] = part[0];
         }
       }
     }

@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) direct_forward
 }
 
 // grad_input of a strided layer whose phase grids would be short of the GPU: each thread gathers one
-// input pixel (gather_grad_input in conv_shape.h, shared with the CPU kernel).
+// input pixel (gather_grad_input in conv_shape.h).
 template <typename T>
 __global__ void direct_grad_input_gather_kernel(const T* __restrict__ gy, const T* __restrict__ w, T* __restrict__ gx,
                                                 const ConvShape p) {
