@@ -1,7 +1,7 @@
 """Fuzzed arguments: for argument sets drawn by hypothesis, valid and invalid (zero or negative
 stride, dilation and padding; mismatched channels, groups and bias; differing dtypes; zero-size
 batches; kernels larger than the padded input; large padding; non-contiguous and channels_last
-views), torchconv.conv2d -- every algorithm and "auto" -- and F.conv2d either both raise (ours a
+views; complex tensors), torchconv.conv2d -- every algorithm and "auto" -- and F.conv2d either both raise (ours a
 ValueError, TypeError or RuntimeError that names the function and the argument; never
 ZeroDivisionError or a crash) or agree, forward and backward. An explicit algorithm may also refuse a
 shape it cannot do, with a ValueError that says why. The examples are drawn from a fixed seed
@@ -20,7 +20,7 @@ import torchconv
 from conftest import DEVICES
 
 PERTURBATIONS = [None, None, None, "channels", "groups", "bias_length", "dtype", "weight_dim", "non_contiguous",
-                 "channels_last", "large_padding", "empty_batch"]
+                 "channels_last", "large_padding", "empty_batch", "complex"]
 
 
 @st.composite
@@ -57,6 +57,8 @@ def make(a, device):
         x = torch.randn(n, c_in, a["h"], 2 * a["w"], generator=gen, dtype=torch.float64)[..., ::2]
     if a["perturbation"] == "channels_last":
         x = x.contiguous(memory_format=torch.channels_last)
+    if a["perturbation"] == "complex":
+        x, wt, b = (torch.complex(t, torch.randn(t.shape, generator=gen, dtype=t.dtype)) for t in (x, wt, b))
     groups = a["groups"] + 1 if a["perturbation"] == "groups" else a["groups"]
     padding = (7, 5) if a["perturbation"] == "large_padding" else a["padding"]
     return (x.to(device), wt.to(device), b.to(device) if a["bias"] else None, a["stride"], padding, a["dilation"],
