@@ -145,3 +145,11 @@ def test_explain_reports_a_complex_layer():
     parts = torch.randn(2, 4, 9, 8), model[0].weight.real
     assert row["algorithm"] == torchconv.select_algorithm(*parts, (1, 1), (1, 1), 1, padding=(1, 1))
     assert row["tflops"] * row["ms"] * 1e9 == pytest.approx(8 * (2 * 6 * 9 * 8) * (4 * 3 * 3))
+
+
+def test_complex_on_the_meta_device():
+    """A complex model built on the meta device (shapes only) runs as PyTorch's does there."""
+    x = torch.empty(2, 4, 9, 8, dtype=torch.complex64, device="meta")
+    w = torch.empty(6, 4, 3, 3, dtype=torch.complex64, device="meta")
+    out = torchconv.conv2d(x, w, None, 1, 1)
+    assert out.device.type == "meta" and out.dtype == torch.complex64 and out.shape == F.conv2d(x, w, None, 1, 1).shape

@@ -1,4 +1,6 @@
 """torchconv.conv2d: the signature and semantics of PyTorch's conv2d, computed by one of our algorithms."""
+import contextlib
+
 import torch
 import torch.nn.functional as F
 
@@ -74,7 +76,10 @@ def _complex_conv2d(input, weight, bias, stride, padding, dilation, groups, algo
             raise TypeError(f"torchconv.conv2d: {name} dtype ({name_of(value.dtype)}) must match input dtype "
                             f"({name_of(input.dtype)})")
     real = lambda x, w, b: conv2d(x, w, b, stride, padding, dilation, groups, algorithm)
-    with torch.autocast(input.device.type, enabled=False):
+    device_type = input.device.type
+    no_autocast = (torch.autocast(device_type, enabled=False) if torch.amp.is_autocast_available(device_type)
+                   else contextlib.nullcontext())  # the meta device has no autocast
+    with no_autocast:
         a = real(input.real, weight.real, None if bias is None else bias.real)
         b = real(input.imag, weight.imag, None)
         c = real(input.real + input.imag, weight.real + weight.imag, None if bias is None else bias.real + bias.imag)
