@@ -77,8 +77,8 @@ def _complex_conv2d(input, weight, bias, stride, padding, dilation, groups, algo
                             f"({name_of(input.dtype)})")
     real = lambda x, w, b: conv2d(x, w, b, stride, padding, dilation, groups, algorithm)
     device_type = input.device.type
-    no_autocast = (torch.autocast(device_type, enabled=False) if torch.amp.is_autocast_available(device_type)
-                   else contextlib.nullcontext())  # the meta device has no autocast
+    # Only the operators' devices have an autocast to leave (torch.autocast("meta") raises).
+    no_autocast = torch.autocast(device_type, enabled=False) if device_type in ("cuda", "cpu") else contextlib.nullcontext()
     with no_autocast:
         a = real(input.real, weight.real, None if bias is None else bias.real)
         b = real(input.imag, weight.imag, None)
