@@ -2325,3 +2325,20 @@ def test_channels_last_under_tf32_and_ieee():
     y = torchconv.conv2d(xs, w, None, 1, 1, algorithm="winograd")
     assert "tf32" not in torchconv.last_choice() and "nhwc" not in torchconv.last_choice()
     assert y.is_contiguous(memory_format=torch.channels_last) and rel_err(y, ref) < 1e-5
+
+
+@pytest.mark.parametrize("tiles", [1, 7, 100])
+@pytest.mark.parametrize("variant_name, points", [("staged", 16), ("f4x4", 36)])
+@pytest.mark.parametrize("shape", [SHAPES[i] for i in (2, 3, 4, 6, 11)], ids=shape_id)
+def test_cpu_tile_chunks(shape, variant_name, points, tiles):
+    """The CPU Winograd transforms and multiplies its tiles in chunks (within the workspace limit and
+    a core's cache): chunks of 1, 7 and 100 tiles, which end inside tile rows and span images, give
+    the same answer forward and backward (float64)."""
+    n, c, k, h, w, padding, groups, bias = shape
+    old_limit = torchconv.get_workspace_limit()
+    try:
+        torchconv.set_workspace_limit(tiles * (points * (c + k) // groups * 8 + 40))
+        with using_variant("winograd", variant_name):
+            check_forward_backward(*shape, "cpu", torch.float64, f"cpu {variant_name} chunks of {tiles}")
+    finally:
+        torchconv.set_workspace_limit(old_limit)

@@ -7,6 +7,9 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "../backward.h"
 #include "../conv_shape.h"
 #include "../plans.h"
@@ -18,6 +21,13 @@
 
 namespace torchconv {
 namespace {
+
+// Tiles per task of the transforms, and the bytes of V and M a chunk of tiles holds at most: the
+// transforms write V and read M while the products still find them in a core's cache (chunks bounded
+// by the workspace limit alone streamed V and M through memory, twice each: 2x slower on 64-channel
+// layers of 56 x 56; 1 MB chunks made the products too small).
+constexpr int64_t kTileRun = 64;
+constexpr int64_t kCacheBytes = int64_t(1) << 22;
 
 // 3x3 stride-1 convolution of x (N x Cin x H x W) with w (Kout x Cin/groups x 3 x 3). Padding may
 // be negative (grad_input of a convolution padded by more than 2 reads a cropped grad_output), so
@@ -48,47 +58,73 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
     });
   }
 
-  const int64_t chunk = columns_per_chunk(total, kPoints * (Cg + Kg) * int64_t(sizeof(T)));
+  // Where each tile of a chunk starts, decoded once per chunk rather than per channel and filter (three
+  // 64-bit divisions an item cost more than its transform); counted in the workspace with V and M.
+  struct TilePlace {
+    int64_t n, iy0, ix0, oy0, ox0;
+  };
+  const int64_t bytes_per_tile = kPoints * (Cg + Kg) * int64_t(sizeof(T)) + int64_t(sizeof(TilePlace));
+  const int64_t chunk = std::min(columns_per_chunk(total, bytes_per_tile),
+                                 std::max<int64_t>(kTileRun, kCacheBytes / bytes_per_tile));
+  std::vector<TilePlace> places(std::min(chunk, total));
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t0 = 0; t0 < total; t0 += chunk) {
       const int64_t nt = std::min(chunk, total - t0);
+      for (int64_t j = 0, n = t0 / (th * tw), ty = (t0 / tw) % th, tx = t0 % tw; j < nt; ++j) {
+        places[j] = {n, kOut * ty - pad_h, kOut * tx - pad_w, kOut * ty, kOut * tx};
+        if (++tx == tw) {
+          tx = 0;
+          if (++ty == th) ty = 0, ++n;
+        }
+      }
       // V: points x Cg x nt.
       auto V = at::empty({kPoints, Cg, nt}, x.options());
       T* vp = V.mutable_data_ptr<T>();
-      at::parallel_for(0, Cg * nt, 256, [&](int64_t begin, int64_t end) {
-        for (int64_t cj = begin; cj < end; ++cj) {
-          const int64_t c = cj / nt, j = cj % nt, t = t0 + j;
-          const int64_t n = t / (th * tw), ty = (t / tw) % th, tx = t % tw;
-          const T* plane = xp + (n * Cin + g * Cg + c) * H * W;
-          T d[kPoints], v[kPoints];
-          for (int i = 0; i < kAlpha; ++i) {
-            const int64_t iy = kOut * ty - pad_h + i;
-            for (int jj = 0; jj < kAlpha; ++jj) {
-              const int64_t ix = kOut * tx - pad_w + jj;
-              d[i * kAlpha + jj] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? plane[iy * W + ix] : T(0);
+      // Tasks of a channel (filter) and a run of kTileRun tiles: enough of them for many threads even
+      // where a group has few channels.
+      const int64_t runs = (nt + kTileRun - 1) / kTileRun;
+      at::parallel_for(0, Cg * runs, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+          const int64_t c = item / runs, j0 = item % runs * kTileRun;
+          for (int64_t j = j0; j < std::min(nt, j0 + kTileRun); ++j) {
+            const TilePlace& at = places[j];
+            const T* plane = xp + (at.n * Cin + g * Cg + c) * H * W;
+            T d[kPoints], v[kPoints];
+            if (at.iy0 >= 0 && at.iy0 + kAlpha <= H && at.ix0 >= 0 && at.ix0 + kAlpha <= W) {
+              const T* src = plane + at.iy0 * W + at.ix0;  // a tile inside the input: no bounds tests
+              for (int i = 0; i < kAlpha; ++i)
+                for (int jj = 0; jj < kAlpha; ++jj) d[i * kAlpha + jj] = src[i * W + jj];
+            } else {
+              for (int i = 0; i < kAlpha; ++i) {
+                const int64_t iy = at.iy0 + i;
+                for (int jj = 0; jj < kAlpha; ++jj) {
+                  const int64_t ix = at.ix0 + jj;
+                  d[i * kAlpha + jj] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? plane[iy * W + ix] : T(0);
+                }
+              }
             }
+            Tile::input(d, v);
+            for (int e = 0; e < kPoints; ++e) vp[(e * Cg + c) * nt + j] = v[e];
           }
-          Tile::input(d, v);
-          for (int e = 0; e < kPoints; ++e) vp[(e * Cg + c) * nt + j] = v[e];
         }
       });
       // The element-wise stage: one (Kg x Cg) . (Cg x nt) product per point.
       const at::Tensor M = at::bmm(U.select(0, g), V);
       const T* mp = M.const_data_ptr<T>();
-      at::parallel_for(0, Kg * nt, 256, [&](int64_t begin, int64_t end) {
-        for (int64_t kj = begin; kj < end; ++kj) {
-          const int64_t kg = kj / nt, j = kj % nt, t = t0 + j, k = g * Kg + kg;
-          const int64_t n = t / (th * tw), ty = (t / tw) % th, tx = t % tw;
-          T m[kPoints], out[kOut * kOut];
-          for (int e = 0; e < kPoints; ++e) m[e] = mp[(e * Kg + kg) * nt + j];
-          Tile::output(m, out);
+      at::parallel_for(0, Kg * runs, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+          const int64_t kg = item / runs, j0 = item % runs * kTileRun, k = g * Kg + kg;
           const T b = bias ? bias[k] : T(0);
-          T* plane = yp + (n * Kout + k) * Ho * Wo;
-          for (int i = 0; i < kOut; ++i)
-            for (int jj = 0; jj < kOut; ++jj) {
-              const int64_t oy = kOut * ty + i, ox = kOut * tx + jj;
-              if (oy < Ho && ox < Wo) plane[oy * Wo + ox] = out[i * kOut + jj] + b;
-            }
+          for (int64_t j = j0; j < std::min(nt, j0 + kTileRun); ++j) {
+            const TilePlace& at = places[j];
+            T m[kPoints], out[kOut * kOut];
+            for (int e = 0; e < kPoints; ++e) m[e] = mp[(e * Kg + kg) * nt + j];
+            Tile::output(m, out);
+            T* plane = yp + (at.n * Kout + k) * Ho * Wo;
+            const int rows = int(std::min<int64_t>(kOut, Ho - at.oy0)), cols = int(std::min<int64_t>(kOut, Wo - at.ox0));
+            for (int i = 0; i < rows; ++i)
+              for (int jj = 0; jj < cols; ++jj) plane[(at.oy0 + i) * Wo + at.ox0 + jj] = out[i * kOut + jj] + b;
+          }
         }
       });
     }
