@@ -119,10 +119,16 @@ at::Tensor weight_matrix(const at::Tensor& w, const ConvShape& p, int64_t g) {
   return w.view({p.groups, p.filters_per_group(), p.channels_per_group() * p.R * p.S}).select(0, g);
 }
 
+// Columns a chunk unrolls: within the workspace limit, and at most kCacheBytes of them, so the GEMM
+// reads the unrolled matrix while it is still in a core's cache rather than from memory.
+constexpr int64_t kCacheBytes = int64_t(1) << 22;
+constexpr int64_t kMinChunkColumns = 256;
+
 int64_t chunk_columns(const ConvShape& p, const at::Tensor& like) {
   const int64_t bytes_per_column =
       (p.channels_per_group() * p.R * p.S + p.filters_per_group()) * int64_t(like.element_size());
-  return columns_per_chunk(p.N * p.Ho * p.Wo, bytes_per_column);
+  return std::min(columns_per_chunk(p.N * p.Ho * p.Wo, bytes_per_column),
+                  std::max(kMinChunkColumns, kCacheBytes / bytes_per_column));
 }
 
 at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
