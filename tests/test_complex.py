@@ -93,13 +93,14 @@ def test_complex_under_autocast_keeps_its_precision():
     assert rel_err(torch.view_as_real(out), torch.view_as_real(ref)) <= 1e-5
 
 
-@pytest.mark.parametrize("weight_dtype, bias_dtype, match", [
-    (torch.float32, None, r"weight dtype \(float32\) must match input dtype \(complex64\)"),
-    (torch.complex128, None, r"weight dtype \(complex128\) must match input dtype \(complex64\)"),
-    (torch.complex64, torch.float32, r"bias dtype \(float32\) must match input dtype \(complex64\)"),
+@pytest.mark.parametrize("input_dtype, weight_dtype, bias_dtype, match", [
+    (torch.float32, torch.complex64, None, r"weight dtype \(complex64\) must match input dtype \(float32\)"),
+    (torch.complex64, torch.float32, None, r"weight dtype \(float32\) must match input dtype \(complex64\)"),
+    (torch.complex64, torch.complex128, None, r"weight dtype \(complex128\) must match input dtype \(complex64\)"),
+    (torch.complex64, torch.complex64, torch.float32, r"bias dtype \(float32\) must match input dtype \(complex64\)"),
 ])
-def test_complex_dtype_errors_name_the_argument(weight_dtype, bias_dtype, match):
-    x = torch.randn(1, 2, 5, 5, dtype=torch.complex64)
+def test_complex_dtype_errors_name_the_argument(input_dtype, weight_dtype, bias_dtype, match):
+    x = torch.randn(1, 2, 5, 5, dtype=input_dtype)
     w = torch.randn(3, 2, 3, 3, dtype=weight_dtype)
     b = None if bias_dtype is None else torch.randn(3, dtype=bias_dtype)
     with pytest.raises(TypeError, match=match):

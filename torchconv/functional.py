@@ -58,27 +58,25 @@ def _raise_not_a_tensor(input, weight, bias):
             raise TypeError(f"torchconv.conv2d: {name} must be a Tensor, got {type(value).__name__}")
 
 
-_COMPLEX_PARTS = {torch.complex64: torch.float32, torch.complex128: torch.float64}
-
-
 def _complex_conv2d(input, weight, bias, stride, padding, dilation, groups, algorithm):
     """A complex convolution as three real ones on the algorithm's kernels, by Gauss's product, as
     PyTorch's complex convolution computes it: with a = conv(xr, wr), b = conv(xi, wi),
     c = conv(xr + xi, wr + wi), the output is (a - b) + i (c - a - b). Autograd differentiates the
     composition (conjugate Wirtinger gradients, as for PyTorch's). The parts run at the complex
-    dtype's own precision: autocast casts no complex tensor, inside aten::conv2d either."""
-    name_of = lambda dtype: str(dtype).removeprefix("torch.")
-    if input.dtype not in _COMPLEX_PARTS:
-        raise TypeError(f"torchconv.conv2d: a complex convolution takes complex64 or complex128 tensors; input is "
-                        f"{name_of(input.dtype)}")
+    dtype's own precision: autocast casts no complex tensor, inside aten::conv2d neither."""
+    name_of = lambda dtype: str(dtype).removeprefix("torch.")  # noqa: E731
     for name, value in (("weight", weight), ("bias", bias)):
         if value is not None and value.dtype != input.dtype:
             raise TypeError(f"torchconv.conv2d: {name} dtype ({name_of(value.dtype)}) must match input dtype "
                             f"({name_of(input.dtype)})")
-    real = lambda x, w, b: conv2d(x, w, b, stride, padding, dilation, groups, algorithm)
+    if input.dtype not in (torch.complex64, torch.complex128):
+        raise TypeError(f"torchconv.conv2d: a complex convolution takes complex64 or complex128 tensors; input is "
+                        f"{name_of(input.dtype)}")
+    real = lambda x, w, b: conv2d(x, w, b, stride, padding, dilation, groups, algorithm)  # noqa: E731
     device_type = input.device.type
     # Only the operators' devices have an autocast to leave (torch.autocast("meta") raises).
-    no_autocast = torch.autocast(device_type, enabled=False) if device_type in ("cuda", "cpu") else contextlib.nullcontext()
+    no_autocast = (torch.autocast(device_type, enabled=False) if device_type in ("cuda", "cpu")
+                   else contextlib.nullcontext())
     with no_autocast:
         a = real(input.real, weight.real, None if bias is None else bias.real)
         b = real(input.imag, weight.imag, None)
