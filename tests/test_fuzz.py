@@ -7,6 +7,7 @@ ZeroDivisionError or a crash) or agree, forward and backward. An explicit algori
 shape it cannot do, with a ValueError that says why. The examples are drawn from a fixed seed
 (derandomize), so a failure comes back on a rerun; TORCHCONV_FUZZ_EXAMPLES sets how many per case
 (a compute-sanitizer run takes a small sample)."""
+import copy
 import os
 import zlib
 
@@ -108,3 +109,66 @@ def test_fuzzed_arguments(algorithm, device, a):
         assert o.shape == r.shape, name
         scale = r.abs().max().item() if r.numel() else 0.0
         assert torch.allclose(o, r, rtol=1e-9, atol=1e-9 * max(scale, 1.0)), name
+
+
+@st.composite
+def module_args(draw):
+    groups = draw(st.sampled_from([1, 1, 2, 3]))
+    kernel = draw(st.one_of(st.integers(1, 4), st.tuples(st.integers(1, 4), st.integers(1, 4))))
+    stride = draw(st.one_of(st.sampled_from([1, 1, 2]), st.tuples(st.sampled_from([1, 2]), st.sampled_from([1, 3]))))
+    padding = draw(st.one_of(st.sampled_from([0, 1, 2]), st.tuples(st.integers(0, 2), st.integers(0, 2)),
+                             st.sampled_from(["same", "valid"])))
+    return dict(in_channels=draw(st.integers(1, 3)) * groups, out_channels=draw(st.integers(1, 3)) * groups,
+                kernel_size=kernel, stride=stride, padding=padding, dilation=draw(st.sampled_from([1, 1, 2, (1, 2)])),
+                groups=groups, bias=draw(st.booleans()),
+                padding_mode=draw(st.sampled_from(["zeros", "zeros", "reflect", "replicate", "circular"])),
+                dtype=draw(st.sampled_from([torch.float64, torch.float64, torch.complex128])),
+                sizes=draw(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 9), st.integers(1, 9)), min_size=1,
+                                    max_size=3)),
+                channels_last=draw(st.booleans()))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=int(os.environ.get("TORCHCONV_FUZZ_EXAMPLES", "150")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(a=module_args())
+def test_fuzzed_modules(device, a):
+    """nn.Conv2d's constructor arguments drawn by hypothesis (every padding form and padding_mode,
+    dilation, groups, float64 and complex128), the layer converted, then called on a few inputs in
+    turn (batch 0-3 or unbatched at 0, channels_last or not: its per-shape memo meets several keys):
+    the converted module and nn.Conv2d either both raise (ours naming torchconv) or agree, output and
+    gradients."""
+    import torch.nn as nn
+    options = {k: v for k, v in a.items() if k not in ("sizes", "channels_last")}
+    reference, err = outcome(lambda: nn.Conv2d(**options, device=device))
+    if err is not None:
+        return  # nn.Conv2d refuses the arguments themselves; there is no layer to convert
+    twin = copy.deepcopy(reference)
+    params = list(twin.parameters())
+    ours = torchconv.convert(twin)
+    for n, h, w in a["sizes"]:
+        shape = (a["in_channels"], h, w) if n == 0 else (n, a["in_channels"], h, w)
+        x = torch.randn(shape, dtype=a["dtype"], device=device)
+        if a["channels_last"] and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+
+        def run(module):
+            leaf = x.detach().requires_grad_()
+            out = module(leaf)
+            grads = torch.autograd.grad(out.abs().square().sum(), [leaf] + list(module.parameters()))
+            return [out, *grads]
+
+        ref, ref_err = outcome(lambda: run(reference))
+        got, got_err = outcome(lambda: run(ours))
+        if got_err is not None:
+            assert ref_err is not None, f"torchconv refused what nn.Conv2d computes: {got_err}"
+            assert isinstance(got_err, (ValueError, TypeError, RuntimeError)), f"{type(got_err).__name__}: {got_err}"
+            # Ours names torchconv, or is the very error nn.Conv2d raises (its padding_mode's F.pad).
+            assert "torchconv" in str(got_err) or str(got_err) == str(ref_err), f"{got_err} / {ref_err}"
+            continue
+        assert ref_err is None, f"torchconv accepted what nn.Conv2d rejects ({type(ref_err).__name__}: {ref_err})"
+        for o, r in zip(got, ref):
+            assert o.shape == r.shape and o.dtype == r.dtype
+            scale = r.abs().max().item() if r.numel() else 0.0
+            assert torch.allclose(o, r, rtol=1e-9, atol=1e-9 * max(scale, 1.0))
+    assert all(p is q for p, q in zip(params, ours.parameters()))  # the converted layer shares its parameters
