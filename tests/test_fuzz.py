@@ -77,7 +77,7 @@ def forward_backward(conv, x, wt, b, *rest):
     leaves = [t.detach().requires_grad_() for t in (x, wt, b) if t is not None]
     xb = leaves[0]
     out = conv(xb, leaves[1], leaves[2] if b is not None else None, *rest)
-    gy = torch.ones_like(out) + torch.arange(out.numel(), dtype=out.dtype, device=out.device).view_as(out) % 3
+    gy = torch.ones_like(out) + (torch.arange(out.numel(), device=out.device) % 3).to(out.dtype).view_as(out)
     grads = torch.autograd.grad(out, leaves, gy, allow_unused=True)
     return [out] + [g if g is not None else torch.zeros_like(t) for g, t in zip(grads, leaves)]
 
