@@ -14,6 +14,11 @@ void set_workspace_limit_bytes(int64_t bytes);
 // Columns of bytes_per_column each that fit in the workspace limit: at least 1, at most total.
 int64_t columns_per_chunk(int64_t total_columns, int64_t bytes_per_column);
 
+// The CPU kernels' chunks (the GEMM's unrolled columns, Winograd's V and M) hold at most this many
+// bytes besides, so what one step writes the next reads from a core's cache, not from memory
+// (workspace-sized chunks were up to 2x slower; 1 MB ones made the products too small).
+constexpr int64_t kCpuChunkCacheBytes = int64_t(4) << 20;
+
 // Scratch bytes the last operator call in the process allocated (the benchmark reports it; backward
 // operators run on autograd's threads, so this is not per thread).
 void record_workspace_bytes(int64_t bytes);

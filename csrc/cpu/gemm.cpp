@@ -24,8 +24,8 @@ bool is_pointwise(const ConvShape& p) {
 
 // Unrolled-matrix row (c, r, s) of group g, column j <-> output position p0 + j, visited an output
 // line (n, oy) at a time: fn(j, ox0, ox1, lo, hi, src) for the chunk's columns j .. j + (ox1 - ox0),
-// positions ox0 .. ox1 of the line, whose inputs lie at src + (ox - lo) *
-// stride_w for ox in [lo, hi) and are padding elsewhere (lo = hi where the whole line reads padding).
+// positions ox0 .. ox1 of the line, whose inputs lie at src + (ox - lo) * stride_w for ox in
+// [lo, hi) and are padding elsewhere (lo = hi where the whole line reads padding).
 // A line's bounds are found once, so the inner loops are plain copies (stride 1) or strided gathers.
 template <typename Fn>
 void for_each_unrolled_line(const ConvShape& p, int64_t g, int64_t row, int64_t p0, int64_t ncols, Fn&& fn) {
@@ -119,16 +119,15 @@ at::Tensor weight_matrix(const at::Tensor& w, const ConvShape& p, int64_t g) {
   return w.view({p.groups, p.filters_per_group(), p.channels_per_group() * p.R * p.S}).select(0, g);
 }
 
-// Columns a chunk unrolls: within the workspace limit, and at most kCacheBytes of them, so the GEMM
-// reads the unrolled matrix while it is still in a core's cache rather than from memory.
-constexpr int64_t kCacheBytes = int64_t(1) << 22;
+// Columns a chunk unrolls: within the workspace limit and kCpuChunkCacheBytes (the GEMM reads the
+// unrolled matrix from cache), and at least kMinChunkColumns of the latter.
 constexpr int64_t kMinChunkColumns = 256;
 
 int64_t chunk_columns(const ConvShape& p, const at::Tensor& like) {
   const int64_t bytes_per_column =
       (p.channels_per_group() * p.R * p.S + p.filters_per_group()) * int64_t(like.element_size());
   return std::min(columns_per_chunk(p.N * p.Ho * p.Wo, bytes_per_column),
-                  std::max(kMinChunkColumns, kCacheBytes / bytes_per_column));
+                  std::max(kMinChunkColumns, kCpuChunkCacheBytes / bytes_per_column));
 }
 
 at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,

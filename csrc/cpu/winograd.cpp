@@ -22,12 +22,8 @@
 namespace torchconv {
 namespace {
 
-// Tiles per task of the transforms, and the bytes of V and M a chunk of tiles holds at most: the
-// transforms write V and read M while the products still find them in a core's cache (chunks bounded
-// by the workspace limit alone streamed V and M through memory, twice each: 2x slower on 64-channel
-// layers of 56 x 56; 1 MB chunks made the products too small).
+// Tiles per task of the transforms.
 constexpr int64_t kTileRun = 64;
-constexpr int64_t kCacheBytes = int64_t(1) << 22;
 
 // 3x3 stride-1 convolution of x (N x Cin x H x W) with w (Kout x Cin/groups x 3 x 3). Padding may
 // be negative (grad_input of a convolution padded by more than 2 reads a cropped grad_output), so
@@ -65,7 +61,7 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   };
   const int64_t bytes_per_tile = kPoints * (Cg + Kg) * int64_t(sizeof(T)) + int64_t(sizeof(TilePlace));
   const int64_t chunk = std::min(columns_per_chunk(total, bytes_per_tile),
-                                 std::max<int64_t>(kTileRun, kCacheBytes / bytes_per_tile));
+                                 std::max<int64_t>(kTileRun, kCpuChunkCacheBytes / bytes_per_tile));
   std::vector<TilePlace> places(std::min(chunk, total));
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t0 = 0; t0 < total; t0 += chunk) {
