@@ -357,7 +357,7 @@ def test_cpu_column_chunks(shape, columns):
     n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
     old_limit = torchconv.get_workspace_limit()
     try:
-        torchconv.set_workspace_limit(columns * (c // groups * r * s + k // groups) * 8)
+        torchconv.set_workspace_limit(columns * (c // groups * r * s) * 8)
         check_forward_backward(shape, "cpu", torch.float64, f"cpu chunks of {columns}")
     finally:
         torchconv.set_workspace_limit(old_limit)

@@ -84,13 +84,18 @@ def memory_format(tensor):
     return "channels_last" if cl else "contiguous"
 
 
+# Dtypes whose precision does not depend on the device or the TF32 switch (built once: precision()
+# keys every functional call's choice).
+_PRECISION_NAMES = {torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16", torch.complex128: "complex128"}
+
+
 def precision(tensor):
     """The precision a call runs at: "fp64", "fp16", "bf16", and for float32 "tf32" on CUDA when
     PyTorch's cuDNN TF32 switch is on (the operators follow it, csrc/precision.h), else "fp32";
     complex tensors by their parts' ("complex128"; "complex64", or "complex64-tf32")."""
-    names = {torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16", torch.complex128: "complex128"}
-    if tensor.dtype in names:
-        return names[tensor.dtype]
+    name = _PRECISION_NAMES.get(tensor.dtype)
+    if name is not None:
+        return name
     tf32 = tensor.is_cuda and torch.backends.cudnn.allow_tf32
     if tensor.dtype == torch.complex64:
         return "complex64-tf32" if tf32 else "complex64"

@@ -119,16 +119,29 @@ at::Tensor weight_matrix(const at::Tensor& w, const ConvShape& p, int64_t g) {
   return w.view({p.groups, p.filters_per_group(), p.channels_per_group() * p.R * p.S}).select(0, g);
 }
 
-// Columns a chunk unrolls: within the workspace limit and kCpuChunkCacheBytes (the GEMM reads the
-// unrolled matrix from cache), and at least kMinChunkColumns of the latter.
+// The column chunks of a call: how many columns a chunk unrolls (within the workspace limit and
+// kCpuChunkCacheBytes, where the GEMM reads the unrolled matrix from cache, at least kMinChunkColumns
+// of the latter), and one buffer, allocated at the first chunk for the largest, from which every
+// chunk's unrolled matrix (C/groups*R*S rows x ncols) is carved: no allocation per chunk.
 constexpr int64_t kMinChunkColumns = 256;
 
-int64_t chunk_columns(const ConvShape& p, const at::Tensor& like) {
-  const int64_t bytes_per_column =
-      (p.channels_per_group() * p.R * p.S + p.filters_per_group()) * int64_t(like.element_size());
-  return std::min(columns_per_chunk(p.N * p.Ho * p.Wo, bytes_per_column),
-                  std::max(kMinChunkColumns, kCpuChunkCacheBytes / bytes_per_column));
-}
+struct ColumnChunks {
+  int64_t rows, total, size;
+  at::TensorOptions options;
+  at::Tensor buffer;
+
+  ColumnChunks(const ConvShape& p, const at::TensorOptions& opts)
+      : rows(p.channels_per_group() * p.R * p.S), total(p.N * p.Ho * p.Wo), options(opts) {
+    const int64_t bytes_per_column = rows * int64_t(opts.dtype().itemsize());
+    size = std::min(columns_per_chunk(total, bytes_per_column),
+                    std::max(kMinChunkColumns, kCpuChunkCacheBytes / bytes_per_column));
+  }
+
+  at::Tensor columns(int64_t ncols) {
+    if (!buffer.defined()) buffer = at::empty({rows * std::min(size, total)}, options);
+    return buffer.narrow(0, 0, rows * ncols).view({rows, ncols});
+  }
+};
 
 at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
@@ -136,9 +149,7 @@ at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, co
   auto x = input.contiguous();
   auto w = weight.contiguous();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
-  const int64_t total = p.N * p.Ho * p.Wo;
-  const int64_t chunk = chunk_columns(p, input);
-  at::Tensor col;
+  ColumnChunks chunks(p, input.options());
   for (int64_t g = 0; g < p.groups; ++g) {
     const at::Tensor wg = weight_matrix(w, p, g);
     if (is_pointwise(p)) {
@@ -148,9 +159,9 @@ at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, co
       }
       continue;
     }
-    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
-      const int64_t ncols = std::min(chunk, total - p0);
-      col = at::empty({wg.size(1), ncols}, input.options());
+    for (int64_t p0 = 0; p0 < chunks.total; p0 += chunks.size) {
+      const int64_t ncols = std::min(chunks.size, chunks.total - p0);
+      const at::Tensor col = chunks.columns(ncols);
       AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_gemm_cpu_im2col", [&] {
         im2col<scalar_t>(p, g, p0, ncols, x.const_data_ptr<scalar_t>(), col.mutable_data_ptr<scalar_t>());
       });
@@ -172,8 +183,7 @@ at::Tensor gemm_grad_weight_cpu(const ConvShape& p, const at::Tensor& grad_outpu
   auto x = input.contiguous();
   auto gy = grad_output.contiguous();
   auto gw = at::zeros({p.K, p.channels_per_group(), p.R, p.S}, input.options());
-  const int64_t total = p.N * p.Ho * p.Wo;
-  const int64_t chunk = chunk_columns(p, input);
+  ColumnChunks chunks(p, input.options());
   for (int64_t g = 0; g < p.groups; ++g) {
     at::Tensor gw_g = weight_matrix(gw, p, g);
     if (is_pointwise(p)) {
@@ -181,9 +191,9 @@ at::Tensor gemm_grad_weight_cpu(const ConvShape& p, const at::Tensor& grad_outpu
         gw_g.addmm_(output_block(gy, p, g, n, 0, p.Ho * p.Wo), input_block(x, p, g, n).t());
       continue;
     }
-    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
-      const int64_t ncols = std::min(chunk, total - p0);
-      auto col = at::empty({gw_g.size(1), ncols}, input.options());
+    for (int64_t p0 = 0; p0 < chunks.total; p0 += chunks.size) {
+      const int64_t ncols = std::min(chunks.size, chunks.total - p0);
+      const at::Tensor col = chunks.columns(ncols);
       AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "gemm_grad_weight_cpu", [&] {
         im2col<scalar_t>(p, g, p0, ncols, x.const_data_ptr<scalar_t>(), col.mutable_data_ptr<scalar_t>());
       });
@@ -201,8 +211,7 @@ at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output
   auto gy = grad_output.contiguous();
   auto w = weight.contiguous();
   auto gx = at::zeros({p.N, p.C, p.H, p.W}, grad_output.options());
-  const int64_t total = p.N * p.Ho * p.Wo;
-  const int64_t chunk = chunk_columns(p, gy);
+  ColumnChunks chunks(p, gy.options());
   for (int64_t g = 0; g < p.groups; ++g) {
     const at::Tensor wg = weight_matrix(w, p, g);
     if (is_pointwise(p)) {
@@ -212,9 +221,9 @@ at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output
       }
       continue;
     }
-    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
-      const int64_t ncols = std::min(chunk, total - p0);
-      auto col = at::empty({wg.size(1), ncols}, gy.options());
+    for (int64_t p0 = 0; p0 < chunks.total; p0 += chunks.size) {
+      const int64_t ncols = std::min(chunks.size, chunks.total - p0);
+      const at::Tensor col = chunks.columns(ncols);
       for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
         at::Tensor cols = col.narrow(1, j0, len);
         at::mm_out(cols, wg.t(), output_block(gy, p, g, n, q0, len));

@@ -63,6 +63,10 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   const int64_t chunk = std::min(columns_per_chunk(total, bytes_per_tile),
                                  std::max<int64_t>(kTileRun, kCpuChunkCacheBytes / bytes_per_tile));
   std::vector<TilePlace> places(std::min(chunk, total));
+  // V (points x Cg x nt) and M (points x Kg x nt) of every chunk, carved from two buffers sized for
+  // the largest: no allocation per chunk.
+  const at::Tensor v_buffer = at::empty({kPoints * Cg * std::min(chunk, total)}, x.options());
+  const at::Tensor m_buffer = at::empty({kPoints * Kg * std::min(chunk, total)}, x.options());
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t0 = 0; t0 < total; t0 += chunk) {
       const int64_t nt = std::min(chunk, total - t0);
@@ -73,8 +77,7 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
           if (++ty == th) ty = 0, ++n;
         }
       }
-      // V: points x Cg x nt.
-      auto V = at::empty({kPoints, Cg, nt}, x.options());
+      const at::Tensor V = v_buffer.narrow(0, 0, kPoints * Cg * nt).view({kPoints, Cg, nt});
       T* vp = V.mutable_data_ptr<T>();
       // Tasks of a channel (filter) and a run of kTileRun tiles: enough of them for many threads even
       // where a group has few channels.
@@ -105,7 +108,8 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
         }
       });
       // The element-wise stage: one (Kg x Cg) . (Cg x nt) product per point.
-      const at::Tensor M = at::bmm(U.select(0, g), V);
+      at::Tensor M = m_buffer.narrow(0, 0, kPoints * Kg * nt).view({kPoints, Kg, nt});
+      at::bmm_out(M, U.select(0, g), V);
       const T* mp = M.const_data_ptr<T>();
       at::parallel_for(0, Kg * runs, 1, [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {
