@@ -79,6 +79,44 @@ def test_convert_keeps_shared_modules_shared_and_handles_a_bare_conv():
     assert isinstance(bare, torchconv.Conv2d)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_convert_turns_a_lazy_conv_into_ours_when_it_is_sized(device):
+    """An nn.LazyConv2d has no channel count until its first call: convert leaves it lazy, and that
+    call makes it a torchconv.Conv2d (with the algorithm asked for) where it would have become an
+    nn.Conv2d, computing what the unconverted model computes."""
+    def model():
+        torch.manual_seed(0)
+        lazy = nn.LazyConv2d(6, 3, padding=1, dtype=torch.float64, device=device)
+        return nn.Sequential(lazy, nn.ReLU(), lazy, nn.Conv2d(6, 5, 1, dtype=torch.float64, device=device))
+    reference, ours = model(), torchconv.convert(model(), algorithm="gemm")
+    assert type(ours[0]) is nn.LazyConv2d and ours[0] is ours[2]
+    x = torch.randn(2, 6, 9, 7, dtype=torch.float64, device=device)
+    with skip_if_no_kernel("gemm", device):
+        torch.manual_seed(1)  # the first call draws the lazy weights
+        out = ours(x)
+    torch.manual_seed(1)
+    torch.testing.assert_close(out, reference(x), rtol=1e-10, atol=1e-10)
+    assert type(reference[0]) is nn.Conv2d
+    assert [type(m) for m in ours] == [torchconv.Conv2d, nn.ReLU, torchconv.Conv2d, torchconv.Conv2d]
+    assert ours[0] is ours[2] and ours[0].algorithm == "gemm"
+
+
+def test_convert_leaves_other_conv2d_subclasses_alone():
+    """A subclass may compute something else (here a standardized weight in _conv_forward): convert
+    leaves it, and what it computes, as it is."""
+    class StandardizedConv2d(nn.Conv2d):
+        def _conv_forward(self, input, weight, bias):
+            weight = (weight - weight.mean((1, 2, 3), keepdim=True)) / weight.std((1, 2, 3), keepdim=True)
+            return super()._conv_forward(input, weight, bias)
+
+    model = nn.Sequential(StandardizedConv2d(3, 4, 3), nn.Conv2d(4, 4, 1))
+    x = torch.randn(1, 3, 8, 8)
+    before = model(x)
+    torchconv.convert(model)
+    assert type(model[0]) is StandardizedConv2d and type(model[1]) is torchconv.Conv2d
+    torch.testing.assert_close(model(x), before)
+
+
 def test_state_dict_round_trip():
     ours = torchconv.Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2, algorithm="direct")
     theirs = nn.Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2)

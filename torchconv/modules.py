@@ -129,8 +129,10 @@ def convert(module, algorithm="auto"):
     """Replace every ``nn.Conv2d`` in `module` (at any depth) by a ``torchconv.Conv2d`` sharing its
     parameters; returns the converted module (the same object unless `module` itself is a conv).
 
-    Subclasses of nn.Conv2d with their own forward are left alone; existing torchconv.Conv2d modules
-    get `algorithm`. A conv used at several places stays one shared module.
+    Other subclasses of nn.Conv2d are left alone (their methods may change what the convolution
+    computes); an nn.LazyConv2d becomes a torchconv.Conv2d when its first call sizes it, as it would
+    have become an nn.Conv2d; existing torchconv.Conv2d modules get `algorithm`. A conv used at
+    several places stays one shared module.
     """
     _check_algorithm(algorithm)
     memo = {}
@@ -138,6 +140,11 @@ def convert(module, algorithm="auto"):
     def swap(m):
         if isinstance(m, Conv2d):
             m.algorithm = algorithm
+            return m
+        if type(m) is nn.LazyConv2d:
+            # LazyModuleMixin turns the module into its cls_to_become once its parameters are sized
+            # (the first call); the instance's own attribute takes precedence over nn.Conv2d's.
+            m.cls_to_become, m.algorithm = Conv2d, algorithm
             return m
         if type(m) is nn.Conv2d:
             if id(m) not in memo:
