@@ -11,6 +11,10 @@ from .selection import _int, _pair, auto_algorithm, unsupported_reason
 
 __all__ = ["conv2d"]
 
+# Whether any autocast region is open, in one call: the per-device query needs a device-type string
+# (input.device.type builds a device object and a string) on every call.
+_any_autocast = torch._C._is_any_autocast_enabled
+
 
 def _string_padding(input, weight, padding, stride, dilation):
     """'valid' / 'same' -> symmetric integer padding (and the input, padded on the bottom/right by
@@ -34,6 +38,8 @@ def _autocast(input, weight, bias):
     algorithm choice is made for): floating tensors other than float64 in the autocast dtype, as
     aten::conv2d receives them. The operators' Autocast kernels cast the same way when called
     directly (csrc/autograd.cpp)."""
+    if not torch.compiler.is_compiling() and not _any_autocast():
+        return input, weight, bias  # eager, no autocast region open: one query, not a device-type string
     device_type = input.device.type
     if device_type not in ("cuda", "cpu") or not torch.is_autocast_enabled(device_type):
         return input, weight, bias

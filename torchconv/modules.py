@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from . import tuning as _tuning
 from .auto_op import has_dynamic_size
 from .calls import call_forward
-from .functional import _autocast, _raise_not_dense, conv2d
+from .functional import _any_autocast, _autocast, _raise_not_dense, conv2d
 from .ops import ALGORITHMS, functorch_active
 from .selection import auto_algorithm
 
@@ -18,9 +18,6 @@ __all__ = ["Conv2d", "convert", "tune"]
 
 # What torch.backends.cudnn.allow_tf32 returns (its getter), without the property lookup.
 _cudnn_allow_tf32 = torch._C._get_cudnn_allow_tf32
-# Whether any autocast region is open, in one call: the per-device query needs a device-type string
-# (input.device.type builds a device object and a string) on every call.
-_any_autocast = torch._C._is_any_autocast_enabled
 _MISSING = object()
 # An FX trace's stand-in for a tensor: torch.fx.symbolic_trace's input takes the general path, whose
 # torchconv.conv2d records itself as one node.

@@ -218,7 +218,7 @@ def auto_algorithm(input, weight, bias, stride, padding, dilation, groups):
     """What ``algorithm="auto"`` runs for this call: benchmark mode's measured choice, else the rule.
     On the meta device (a model built there, shapes only) every algorithm's meta kernel gives the
     same output, and direct's takes every shape."""
-    if input.device.type == "meta":
+    if input.is_meta:  # not input.device.type: a device object and a string every call
         return "direct"
     benchmark = _tuning.get_benchmark()
     train = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)
