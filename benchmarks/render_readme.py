@@ -335,9 +335,9 @@ def render():
                          ("resnet-yolo", winograd_tensor_core_table), ("big", big_table),
                          ("depthwise", depthwise_table), ("models", models_table), ("models", precision_models_table),
                          ("zoo", zoo_table)):
-        # Winograd's tensor-core rows and the depthwise rows from every GPU's file: each file's rows
-        # are its own code's.
-        every_gpu = table in (winograd_tensor_core_table, depthwise_table)
+        # Winograd's tensor-core rows, the depthwise rows and the models' per-precision rows from every
+        # GPU's file: each file's rows are its own code's.
+        every_gpu = table in (winograd_tensor_core_table, depthwise_table, precision_models_table)
         files = load_every_gpu(suite) if every_gpu else [load(suite)]
         for name, data in files:
             lines = table(name, data) if data is not None else []
