@@ -31,8 +31,8 @@ at::Tensor as_output(const at::Tensor& t, at::ScalarType dtype, at::MemoryFormat
 // copy is kept too, as a plain tensor without grad: the kernels' own caches (re-laid filters,
 // Winograd's transformed filters) then key on the same tensor every call, instead of transforming a
 // fresh copy that dies with the call (as autocast_weight in autograd.cpp). Elsewhere the copy is made
-// in the caller's mode, so that an inference tensor's copy stays one and the kernels' caches pass it
-// by too.
+// for the call alone, and its callers run the kernel in a TransientWeightScope, so that the kernels'
+// caches pass it by too.
 at::Tensor widened_parameter(const at::Tensor& t) {
   if (!weight_transform_is_cached(t)) return t.to(at::kFloat);
   static const std::string kTag = "widened/float32";
@@ -57,8 +57,10 @@ at::Tensor forward_in_fp32(const char* op, ForwardKernel kernel, const at::Tenso
   }
   // Checked in the caller's dtype first: widening must not hide a dtype mismatch.
   check_conv2d_forward(op, input, weight, bias, stride, padding, dilation, groups);
-  at::Tensor y = kernel(input.to(at::kFloat), widened_parameter(weight), widened_parameter(bias), stride, padding,
-                        dilation, groups);
+  const at::Tensor weight32 = widened_parameter(weight);
+  const std::optional<at::Tensor> bias32 = widened_parameter(bias);
+  const TransientWeightScope transient(!weight_transform_is_cached(weight));
+  at::Tensor y = kernel(input.to(at::kFloat), weight32, bias32, stride, padding, dilation, groups);
   return as_output(y, input.scalar_type(), format);
 }
 
@@ -73,8 +75,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_in_fp32(
     std::tie(gx, gw, gb) = kernel(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
   } else {
     check_conv2d_backward(op, grad_output, input, weight, stride, padding, dilation, groups, output_mask);
-    std::tie(gx, gw, gb) = kernel(grad_output.to(at::kFloat), input.to(at::kFloat), widened_parameter(weight), stride,
-                                  padding, dilation, groups, output_mask);
+    const at::Tensor weight32 = widened_parameter(weight);
+    const TransientWeightScope transient(!weight_transform_is_cached(weight));
+    std::tie(gx, gw, gb) = kernel(grad_output.to(at::kFloat), input.to(at::kFloat), weight32, stride, padding,
+                                  dilation, groups, output_mask);
   }
   return {as_output(gx, dtype, format), as_output(gw, dtype, format), as_output(gb, dtype, format)};
 }

@@ -45,9 +45,19 @@ void evict_dead(std::map<Key, Entry>& entries) {
 
 }  // namespace
 
+namespace {
+thread_local bool t_transient_weights = false;
+}  // namespace
+
 bool weight_transform_is_cached(const at::Tensor& weight) {
-  return !weight.is_inference() && (!weight.requires_grad() || c10::InferenceMode::is_enabled());
+  return !t_transient_weights && !weight.is_inference() &&
+         (!weight.requires_grad() || c10::InferenceMode::is_enabled());
 }
+
+TransientWeightScope::TransientWeightScope(bool transient) : previous_(t_transient_weights) {
+  t_transient_weights = previous_ || transient;
+}
+TransientWeightScope::~TransientWeightScope() { t_transient_weights = previous_; }
 
 namespace detail {
 

@@ -24,6 +24,22 @@ namespace torchconv {
 // kernels that can read the weight in its own layout do so when this is false.
 bool weight_transform_is_cached(const at::Tensor& weight);
 
+// While one that is `transient` lives on this thread, no weight's transform is cached: the kernels
+// are handed a copy made for this call alone (forward_in_fp32 / backward_in_fp32 widening a 16-bit
+// weight the cache does not serve, a trainable one). The copy, made below autograd, does not require
+// grad, so it would pass for a frozen weight; a transform kept for it would only hold memory after the
+// call, until the next insert drops it.
+class TransientWeightScope {
+ public:
+  explicit TransientWeightScope(bool transient);
+  ~TransientWeightScope();
+  TransientWeightScope(const TransientWeightScope&) = delete;
+  TransientWeightScope& operator=(const TransientWeightScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 namespace detail {
 // cached_weight_transform's look-up and insert, for a weight the cache serves.
 at::Tensor cached_transform(const at::Tensor& weight, const std::string& tag,

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_backward_repeatable, assert_close_rel, cuda_kernel_names, rel_err, using_config, using_variant
+from conftest import DEVICES, assert_backward_repeatable, assert_close_rel, cuda_kernel_names, rel_err, using_config, using_variant
 from conftest import check_forward_backward as conftest_check
 from test_parity import WINOGRAD_GRID, case_id
 from test_precision import allowed_error
@@ -109,11 +109,11 @@ def test_float32_error_on_a_resnet_layer(variant):
     check_forward_backward(4, 128, 128, 28, 28, 1, 1, True, "cuda", torch.float32, variant)
 
 
-@needs_cuda
-def test_filter_transform_cache_follows_the_weight():
+@pytest.mark.parametrize("device", DEVICES)
+def test_filter_transform_cache_follows_the_weight(device):
     torchconv.clear_weight_cache()
-    x = torch.randn(2, 16, 10, 9, device="cuda", dtype=torch.float64)
-    w = torch.randn(24, 16, 3, 3, device="cuda", dtype=torch.float64)
+    x = torch.randn(2, 16, 10, 9, device=device, dtype=torch.float64)
+    w = torch.randn(24, 16, 3, 3, device=device, dtype=torch.float64)
     conv = lambda: torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
     assert_close_rel(conv(), F.conv2d(x, w, None, 1, 1), torch.float64, "first call")
     size = torchconv.weight_cache_size()
@@ -128,13 +128,28 @@ def test_filter_transform_cache_follows_the_weight():
                      torch.float64, "another weight")
 
 
-@needs_cuda
-def test_filter_transform_cache_with_a_training_loop():
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", ["fused", "f4x4"])
+def test_cached_filters_of_one_weight_under_two_groupings(device, variant):
+    """One frozen weight serves a layer of groups=1 (70 channels: more than one run of filter
+    transforms) and one of groups=2 (35 channels a group): U's layout differs, so each must get its own."""
+    torchconv.clear_weight_cache()
+    w = torch.randn(6, 70, 3, 3, device=device, dtype=torch.float64)
+    with using_variant("winograd", variant):
+        for groups in (1, 2, 1):
+            x = torch.randn(2, 70 * groups, 9, 11, device=device, dtype=torch.float64)
+            out = torchconv.conv2d(x, w, None, 1, 1, 1, groups, algorithm="winograd")
+            assert_close_rel(out, F.conv2d(x, w, None, 1, 1, 1, groups), torch.float64, f"groups={groups}")
+    assert torchconv.weight_cache_size() >= 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_filter_transform_cache_with_a_training_loop(device):
     """SGD steps update the weight in place; every step's output must use the current weight."""
     torch.manual_seed(0)
-    layer = torchconv.Conv2d(8, 8, 3, padding=1, algorithm="winograd").cuda().double()
+    layer = torchconv.Conv2d(8, 8, 3, padding=1, algorithm="winograd").to(device).double()
     opt = torch.optim.SGD(layer.parameters(), lr=0.1)
-    x = torch.randn(2, 8, 7, 6, device="cuda", dtype=torch.float64)
+    x = torch.randn(2, 8, 7, 6, device=device, dtype=torch.float64)
     for step in range(3):
         out = layer(x)
         assert_close_rel(out, F.conv2d(x, layer.weight, layer.bias, 1, 1), torch.float64, f"step {step}")
@@ -143,13 +158,13 @@ def test_filter_transform_cache_with_a_training_loop():
         opt.step()
 
 
-@needs_cuda
-def test_trainable_weights_are_transformed_every_call():
+@pytest.mark.parametrize("device", DEVICES)
+def test_trainable_weights_are_transformed_every_call(device):
     """A weight that requires grad (outside inference mode) may be written through .data, which no
     version counter sees (gradcheck does it): it is never served from the cache."""
     torchconv.clear_weight_cache()
-    x = torch.randn(1, 8, 6, 7, device="cuda", dtype=torch.float64)
-    w = torch.randn(8, 8, 3, 3, device="cuda", dtype=torch.float64, requires_grad=True)
+    x = torch.randn(1, 8, 6, 7, device=device, dtype=torch.float64)
+    w = torch.randn(8, 8, 3, 3, device=device, dtype=torch.float64, requires_grad=True)
     torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
     assert torchconv.weight_cache_size() == 0
     w.data.add_(1.0)
@@ -158,26 +173,26 @@ def test_trainable_weights_are_transformed_every_call():
     assert_close_rel(out, F.conv2d(x, w.detach(), None, 1, 1), torch.float64, "after a .data write")
 
 
-@needs_cuda
-def test_inference_mode_caches_parameters_until_they_change():
+@pytest.mark.parametrize("device", DEVICES)
+def test_inference_mode_caches_parameters_until_they_change(device):
     torchconv.clear_weight_cache()
-    layer = torchconv.Conv2d(8, 16, 3, padding=1, algorithm="winograd").cuda().double().eval()
-    x = torch.randn(2, 8, 9, 5, device="cuda", dtype=torch.float64)
+    layer = torchconv.Conv2d(8, 16, 3, padding=1, algorithm="winograd").to(device).double().eval()
+    x = torch.randn(2, 8, 9, 5, device=device, dtype=torch.float64)
     with torch.inference_mode():
         layer(x)
     assert torchconv.weight_cache_size() == 1
-    other = torch.nn.Conv2d(8, 16, 3, padding=1).cuda().double()
+    other = torch.nn.Conv2d(8, 16, 3, padding=1).to(device).double()
     layer.load_state_dict(other.state_dict())  # copy_ under no_grad: bumps the version counter
     with torch.inference_mode():
         out = layer(x)
     assert_close_rel(out, other(x), torch.float64, "after load_state_dict")
 
 
-@needs_cuda
-def test_inference_tensors_are_not_cached():
+@pytest.mark.parametrize("device", DEVICES)
+def test_inference_tensors_are_not_cached(device):
     with torch.inference_mode():
-        x = torch.randn(1, 8, 6, 6, device="cuda", dtype=torch.float64)
-        w = torch.randn(8, 8, 3, 3, device="cuda", dtype=torch.float64)
+        x = torch.randn(1, 8, 6, 6, device=device, dtype=torch.float64)
+        w = torch.randn(8, 8, 3, 3, device=device, dtype=torch.float64)
         torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
         w.add_(1.0)  # inference tensors have no version counter to notice this
         out = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")

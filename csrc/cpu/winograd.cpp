@@ -14,6 +14,7 @@
 #include "../conv_shape.h"
 #include "../plans.h"
 #include "../variant.h"
+#include "../weight_cache.h"
 #include "../winograd_transforms.h"
 #include "../workspace.h"
 #include "gemm.h"
@@ -22,15 +23,18 @@
 namespace torchconv {
 namespace {
 
-// Tiles per task of the transforms.
+// Tiles per task of the transforms; (filter, channel) pairs per task of the filter transform.
 constexpr int64_t kTileRun = 64;
+constexpr int64_t kFilterRun = 64;
 
 // 3x3 stride-1 convolution of x (N x Cin x H x W) with w (Kout x Cin/groups x 3 x 3). Padding may
 // be negative (grad_input of a convolution padded by more than 2 reads a cropped grad_output), so
-// the output extent Ho x Wo is given rather than derived.
+// the output extent Ho x Wo is given rather than derived. `filters`, where given, is the caller's
+// weight whose U the weight cache may keep (the forward's; w is its contiguous view): for a frozen
+// weight, or inside inference mode, U is computed once, not every call.
 template <typename Tile, typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int64_t groups, int64_t pad_h,
-                   int64_t pad_w, at::Tensor& y) {
+                   int64_t pad_w, at::Tensor& y, const at::Tensor* filters) {
   constexpr int kPoints = Tile::kPoints, kAlpha = Tile::kAlpha, kOut = Tile::kOutput;
   const int64_t N = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t Kout = w.size(0), Ho = y.size(2), Wo = y.size(3);
@@ -39,20 +43,34 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   const T* xp = x.const_data_ptr<T>();
   T* yp = y.mutable_data_ptr<T>();
 
-  // U: groups x points x Kg x Cg.
-  auto U = at::empty({groups, kPoints, Kg, Cg}, x.options());
-  {
+  // U: groups x points x Kg x Cg. A task transforms a run of at most kFilterRun (filter, channel)
+  // pairs of one filter into a local block, then copies each point's run as one contiguous row: a
+  // point's values lie Kg x Cg apart, so storing each transform's values straight to U would touch
+  // kPoints pages per pair.
+  auto transform_filters = [&] {
+    at::Tensor U = at::empty({groups, kPoints, Kg, Cg}, x.options());
     const T* wp = w.const_data_ptr<T>();
     T* up = U.mutable_data_ptr<T>();
-    at::parallel_for(0, Kout * Cg, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t kc = begin; kc < end; ++kc) {
-        const int64_t k = kc / Cg, c = kc % Cg, g = k / Kg, kg = k % Kg;
-        T u[kPoints];
-        Tile::filter(wp + kc * 9, u);
-        for (int e = 0; e < kPoints; ++e) up[((g * kPoints + e) * Kg + kg) * Cg + c] = u[e];
+    const int64_t runs_per_filter = (Cg + kFilterRun - 1) / kFilterRun;
+    at::parallel_for(0, Kout * runs_per_filter, 1, [&](int64_t begin, int64_t end) {
+      T block[kPoints][kFilterRun];
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t k = item / runs_per_filter, c0 = item % runs_per_filter * kFilterRun;
+        const int64_t len = std::min(kFilterRun, Cg - c0), g = k / Kg, kg = k % Kg;
+        for (int64_t i = 0; i < len; ++i) {
+          T u[kPoints];
+          Tile::filter(wp + (k * Cg + c0 + i) * 9, u);
+          for (int e = 0; e < kPoints; ++e) block[e][i] = u[e];
+        }
+        for (int e = 0; e < kPoints; ++e) std::copy_n(block[e], len, up + ((g * kPoints + e) * Kg + kg) * Cg + c0);
       }
     });
-  }
+    return U;
+  };
+  // U's layout depends on the groups as well as the tile: one weight may serve layers of different groups.
+  const at::Tensor U = filters ? cached_weight_transform(*filters, [&] {
+    return "cpu_winograd_u/" + std::to_string(kOut) + "/" + std::to_string(groups);
+  }, transform_filters) : transform_filters();
 
   // Where each tile of a chunk starts, decoded once per chunk rather than per channel and filter (three
   // 64-bit divisions an item cost more than its transform); counted in the workspace with V and M.
@@ -134,9 +152,11 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
 // The tile of the variant: F(4x4, 3x3) for f4x4, F(2x2, 3x3) otherwise.
 template <typename T>
 void winograd_conv_variant(const at::Tensor& x, const at::Tensor& w, const T* bias, int64_t groups, int64_t pad_h,
-                           int64_t pad_w, at::Tensor& y) {
-  if (winograd_variant() == WinogradVariant::kF4x4) return winograd_conv<WinogradF4x4, T>(x, w, bias, groups, pad_h, pad_w, y);
-  winograd_conv<WinogradF2x2, T>(x, w, bias, groups, pad_h, pad_w, y);
+                           int64_t pad_w, at::Tensor& y, const at::Tensor* filters) {
+  if (winograd_variant() == WinogradVariant::kF4x4) {
+    return winograd_conv<WinogradF4x4, T>(x, w, bias, groups, pad_h, pad_w, y, filters);
+  }
+  winograd_conv<WinogradF2x2, T>(x, w, bias, groups, pad_h, pad_w, y, filters);
 }
 
 at::Tensor conv2d_winograd_cpu(const at::Tensor& input, const at::Tensor& weight,
@@ -150,7 +170,7 @@ at::Tensor conv2d_winograd_cpu(const at::Tensor& input, const at::Tensor& weight
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_cpu", [&] {
     winograd_conv_variant<scalar_t>(x, w, b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, p.groups, p.pad_h,
-                                    p.pad_w, y);
+                                    p.pad_w, y, &weight);
   });
   return y;
 }
@@ -166,7 +186,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_winograd_backward_cpu(
     auto gy = grad_output.contiguous();
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_winograd_grad_input_cpu", [&] {
-      winograd_conv_variant<scalar_t>(gy, w_rot.contiguous(), nullptr, p.groups, 2 - p.pad_h, 2 - p.pad_w, gx);
+      winograd_conv_variant<scalar_t>(gy, w_rot.contiguous(), nullptr, p.groups, 2 - p.pad_h, 2 - p.pad_w, gx,
+                                      nullptr);
     });
     return gx;
   };
