@@ -43,10 +43,9 @@ void evict_dead(std::map<Key, Entry>& entries) {
   if (entries.size() >= kMaxEntries) entries.clear();
 }
 
-}  // namespace
-
-namespace {
+// Set while a TransientWeightScope that is transient lives on this thread.
 thread_local bool t_transient_weights = false;
+
 }  // namespace
 
 bool weight_transform_is_cached(const at::Tensor& weight) {
