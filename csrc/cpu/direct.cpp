@@ -20,8 +20,79 @@ namespace {
 constexpr int64_t kTileK = 4;
 constexpr int64_t kTileRows = 4;
 
+// Depthwise forward (one channel and one filter per group) of a K x K filter at stride 1 or 2,
+// undilated: a task computes a band of output rows of one plane, each output summed over its taps at
+// once, the taps of a row whose inputs all lie inside (every filter row and column in the input) as
+// one loop along the row that the compiler vectorizes, so each output is stored once instead of read
+// and written back for every tap as the tiles below do. The other outputs (the padding's border) sum
+// the taps that fall inside. Both add the bias first, then the taps row by row: the tiles' order, so
+// the results are the same to the bit.
+constexpr int64_t kDepthwiseBandRows = 8;
+
+template <typename T, int K, int kStride>
+void depthwise_forward_rows(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
+  const int64_t bands = (p.Ho + kDepthwiseBandRows - 1) / kDepthwiseBandRows;
+  // Output columns whose K taps all lie inside the row: ox * kStride - pad_w in [0, W - K].
+  const OutputRange inside = valid_output_range(p.Wo, p.W - K + 1, -p.pad_w, kStride);
+  at::parallel_for(0, p.N * p.C * bands, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t nc = task / bands, c = nc % p.C, oy0 = task % bands * kDepthwiseBandRows;
+      const T* __restrict__ plane = x + nc * p.H * p.W;
+      const T* __restrict__ wc = w + c * K * K;
+      const T b = bias ? bias[c] : T(0);
+      for (int64_t oy = oy0; oy < std::min(p.Ho, oy0 + kDepthwiseBandRows); ++oy) {
+        T* __restrict__ out = y + (nc * p.Ho + oy) * p.Wo;
+        const int64_t iy0 = oy * kStride - p.pad_h;  // the input row of filter row 0
+        // One output from the taps inside the input (the border).
+        auto bordered = [&](int64_t ox) {
+          T acc = b;
+          for (int r = 0; r < K; ++r) {
+            if (iy0 + r < 0 || iy0 + r >= p.H) continue;
+            for (int s = 0; s < K; ++s) {
+              const int64_t ix = ox * kStride - p.pad_w + s;
+              if (ix >= 0 && ix < p.W) acc += wc[r * K + s] * plane[(iy0 + r) * p.W + ix];
+            }
+          }
+          return acc;
+        };
+        if (iy0 < 0 || iy0 + K > p.H) {
+          for (int64_t ox = 0; ox < p.Wo; ++ox) out[ox] = bordered(ox);
+          continue;
+        }
+        for (int64_t ox = 0; ox < inside.lo; ++ox) out[ox] = bordered(ox);
+        const T* __restrict__ row = plane + iy0 * p.W - p.pad_w;  // filter row 0's input of ox = 0
+        for (int64_t ox = inside.lo; ox < inside.hi; ++ox) {
+          T acc = b;
+          TORCHCONV_UNROLL
+          for (int r = 0; r < K; ++r)
+            TORCHCONV_UNROLL
+            for (int s = 0; s < K; ++s) acc += wc[r * K + s] * row[r * p.W + ox * kStride + s];
+          out[ox] = acc;
+        }
+        for (int64_t ox = inside.hi; ox < p.Wo; ++ox) out[ox] = bordered(ox);
+      }
+    }
+  });
+}
+
+// The depthwise forward above, for the filters and strides it is written for; false elsewhere.
+template <typename T>
+bool depthwise_forward(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
+  const bool shape = p.channels_per_group() == 1 && p.filters_per_group() == 1 && p.R == p.S &&
+                     p.stride_h == p.stride_w && (p.stride_h == 1 || p.stride_h == 2) && p.dil_h == 1 && p.dil_w == 1;
+  if (!shape) return false;
+  const bool unit = p.stride_h == 1;
+  switch (p.R) {
+    case 3: return (unit ? depthwise_forward_rows<T, 3, 1> : depthwise_forward_rows<T, 3, 2>)(p, x, w, bias, y), true;
+    case 5: return (unit ? depthwise_forward_rows<T, 5, 1> : depthwise_forward_rows<T, 5, 2>)(p, x, w, bias, y), true;
+    case 7: return (unit ? depthwise_forward_rows<T, 7, 1> : depthwise_forward_rows<T, 7, 2>)(p, x, w, bias, y), true;
+    default: return false;
+  }
+}
+
 template <typename T>
 void direct_forward_kernel(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
+  if (depthwise_forward(p, x, w, bias, y)) return;
   const int64_t Cg = p.channels_per_group(), Kg = p.filters_per_group();
   const int64_t k_tiles = (Kg + kTileK - 1) / kTileK;
   const int64_t row_tiles = (p.Ho + kTileRows - 1) / kTileRows;
