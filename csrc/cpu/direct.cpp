@@ -21,12 +21,13 @@ constexpr int64_t kTileK = 4;
 constexpr int64_t kTileRows = 4;
 
 // Depthwise forward (one channel and one filter per group) of a K x K filter at stride 1 or 2,
-// undilated: a task computes a band of output rows of one plane, each output summed over its taps at
-// once, the taps of a row whose inputs all lie inside (every filter row and column in the input) as
-// one loop along the row that the compiler vectorizes, so each output is stored once instead of read
-// and written back for every tap as the tiles below do. The other outputs (the padding's border) sum
-// the taps that fall inside. Both add the bias first, then the taps row by row: the tiles' order, so
-// the results are the same to the bit.
+// undilated: a task computes a band of output rows of one plane. The columns whose taps all lie inside
+// the input's row are one loop along the row that the compiler vectorizes: where every filter row is
+// inside too, each output summed over all K x K taps at once and stored once (the tiles below read and
+// write every output back once per tap); in a row of the padding's border, one pass per filter row
+// inside. The border columns sum the taps inside, the rows' and columns' ranges found once an output.
+// Every output adds the bias first, then the taps row by row, skipping those outside: the tiles'
+// order, so the results are the same to the bit.
 constexpr int64_t kDepthwiseBandRows = 8;
 
 template <typename T, int K, int kStride>
@@ -43,33 +44,42 @@ void depthwise_forward_rows(const ConvShape& p, const T* x, const T* w, const T*
       for (int64_t oy = oy0; oy < std::min(p.Ho, oy0 + kDepthwiseBandRows); ++oy) {
         T* __restrict__ out = y + (nc * p.Ho + oy) * p.Wo;
         const int64_t iy0 = oy * kStride - p.pad_h;  // the input row of filter row 0
-        // One output from the taps inside the input (the border).
+        const int r_lo = int(std::max<int64_t>(0, -iy0)), r_hi = int(std::clamp<int64_t>(p.H - iy0, r_lo, K));
+        const T* __restrict__ row = plane + iy0 * p.W - p.pad_w;  // filter row 0's input of ox = 0
+        // One output of a border column: the taps of the rows and columns inside.
         auto bordered = [&](int64_t ox) {
+          const int64_t ix0 = ox * kStride - p.pad_w;
+          const int s_lo = int(std::max<int64_t>(0, -ix0)), s_hi = int(std::clamp<int64_t>(p.W - ix0, s_lo, K));
           T acc = b;
-          for (int r = 0; r < K; ++r) {
-            if (iy0 + r < 0 || iy0 + r >= p.H) continue;
-            for (int s = 0; s < K; ++s) {
-              const int64_t ix = ox * kStride - p.pad_w + s;
-              if (ix >= 0 && ix < p.W) acc += wc[r * K + s] * plane[(iy0 + r) * p.W + ix];
-            }
-          }
+          for (int r = r_lo; r < r_hi; ++r)
+            for (int s = s_lo; s < s_hi; ++s) acc += wc[r * K + s] * row[r * p.W + ox * kStride + s];
           return acc;
         };
-        if (iy0 < 0 || iy0 + K > p.H) {
-          for (int64_t ox = 0; ox < p.Wo; ++ox) out[ox] = bordered(ox);
+        for (int64_t ox = 0; ox < inside.lo; ++ox) out[ox] = bordered(ox);
+        for (int64_t ox = inside.hi; ox < p.Wo; ++ox) out[ox] = bordered(ox);
+        if (r_lo == 0 && r_hi == K) {
+          for (int64_t ox = inside.lo; ox < inside.hi; ++ox) {
+            T acc = b;
+            TORCHCONV_UNROLL
+            for (int r = 0; r < K; ++r)
+              TORCHCONV_UNROLL
+              for (int s = 0; s < K; ++s) acc += wc[r * K + s] * row[r * p.W + ox * kStride + s];
+            out[ox] = acc;
+          }
           continue;
         }
-        for (int64_t ox = 0; ox < inside.lo; ++ox) out[ox] = bordered(ox);
-        const T* __restrict__ row = plane + iy0 * p.W - p.pad_w;  // filter row 0's input of ox = 0
-        for (int64_t ox = inside.lo; ox < inside.hi; ++ox) {
-          T acc = b;
-          TORCHCONV_UNROLL
-          for (int r = 0; r < K; ++r)
+        // A border row: a pass along the row for each filter row inside, adding to the sums in order.
+        for (int64_t ox = inside.lo; ox < inside.hi; ++ox) out[ox] = b;
+        for (int r = r_lo; r < r_hi; ++r) {
+          const T* __restrict__ in = row + r * p.W;
+          const T* __restrict__ wr = wc + r * K;
+          for (int64_t ox = inside.lo; ox < inside.hi; ++ox) {
+            T acc = out[ox];
             TORCHCONV_UNROLL
-            for (int s = 0; s < K; ++s) acc += wc[r * K + s] * row[r * p.W + ox * kStride + s];
-          out[ox] = acc;
+            for (int s = 0; s < K; ++s) acc += wr[s] * in[ox * kStride + s];
+            out[ox] = acc;
+          }
         }
-        for (int64_t ox = inside.hi; ox < p.Wo; ++ox) out[ox] = bordered(ox);
       }
     }
   });
