@@ -292,23 +292,26 @@ def test_empty_batch_backward():
 
 
 # The CPU's depthwise forward of 3x3, 5x5 and 7x7 filters at stride 1 or 2 sums each output's taps at
-# once: along a row where every tap lies inside the input, and tap by tap at the padding's border: rows
-# and columns of border only (padding as large as the filter and larger), planes narrower or shorter
-# than the filter (no inside columns or rows), a one-pixel plane, H != W, odd sizes at stride 2, bands
-# of rows cut by the plane's end, bias and none. Other depthwise filters, strides and dilations take
-# the tiled loop. Each against float64.
+# once: along rows (NCHW data, outputs more than 14 wide), or along the channels in blocks of 16
+# (channels_last data, and NCHW planes up to 14 wide, transposed): rows and columns of border only
+# (padding as large as the filter and larger), planes narrower or shorter than the filter, a one-pixel
+# plane, H != W, odd sizes at stride 2, channel counts off the blocks (20, 33, 40) and under one block,
+# bands of rows cut by the plane's end, bias and none; each in NCHW and channels_last (returned in the
+# layout PyTorch returns). Other depthwise filters, strides and dilations take the tiled loop. Each
+# against float64.
 CPU_DEPTHWISE_SHAPES = [
     (2, 8, 8, 13, 17, 3, 3, 1, 1, 1, 8, True),
-    (1, 4, 4, 5, 4, 5, 5, 1, 2, 1, 4, False),
     (2, 3, 3, 9, 30, 7, 7, 1, 3, 1, 3, True),
-    (1, 2, 2, 2, 9, 3, 3, 1, 4, 1, 2, True),  # padding past the filter: rows of border only
+    (1, 2, 2, 2, 19, 3, 3, 1, 4, 1, 2, True),  # padding past the filter: rows of border only
+    (2, 6, 6, 18, 35, 5, 5, 2, 2, 1, 6, False),  # stride 2, odd sizes
+    (1, 4, 4, 15, 33, 3, 3, 2, 1, 1, 4, True),
+    (1, 4, 4, 5, 4, 5, 5, 1, 2, 1, 4, False),
     (2, 5, 5, 7, 5, 5, 5, 1, 0, 1, 5, True),  # no padding: one output column
-    (3, 6, 6, 20, 8, 3, 3, 1, 0, 1, 6, False),
+    (3, 20, 20, 9, 8, 3, 3, 1, 0, 1, 20, False),
     (1, 7, 7, 3, 3, 7, 7, 1, 5, 1, 7, True),  # a plane smaller than the filter
     (1, 3, 3, 1, 1, 3, 3, 1, 1, 1, 3, True),  # one pixel
-    (1, 4, 4, 15, 17, 3, 3, 2, 1, 1, 4, True),  # stride 2, odd sizes
-    (2, 6, 6, 18, 23, 5, 5, 2, 2, 1, 6, False),
-    (1, 3, 3, 11, 16, 7, 7, 2, 3, 1, 3, True),
+    (2, 40, 40, 14, 13, 7, 7, 1, 3, 1, 40, True),
+    (1, 33, 33, 11, 16, 7, 7, 2, 3, 1, 33, True),
     (1, 2, 2, 4, 6, 3, 3, 2, 0, 1, 2, True),  # stride 2, no padding
     (2, 4, 4, 11, 12, 4, 4, 1, 2, 1, 4, True),  # 4x4: the tiled loop
     (1, 4, 4, 13, 14, 3, 3, 3, 1, 1, 4, True),  # stride 3: the tiled loop
@@ -316,15 +319,20 @@ CPU_DEPTHWISE_SHAPES = [
 ]
 
 
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("shape", CPU_DEPTHWISE_SHAPES, ids=shape_id)
-def test_cpu_depthwise_forward(shape, dtype):
+def test_cpu_depthwise_forward(shape, dtype, layout):
     n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
     torch.manual_seed(0)
     x = torch.randn(n, c, h, w, dtype=torch.float64)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
     wt = torch.randn(k, c // groups, r, s, dtype=torch.float64)
     b = torch.randn(k, dtype=torch.float64) if bias else None
     out = torchconv.conv2d(x.to(dtype), wt.to(dtype), b.to(dtype) if bias else None, stride, padding, dilation, groups,
                            algorithm="direct")
     ref = torch.nn.functional.conv2d(x, wt, b, stride, padding, dilation, groups)
     assert_close_rel(out, ref, dtype, shape_id(shape))
+    assert out.is_contiguous(memory_format=torch.channels_last) == ref.is_contiguous(memory_format=torch.channels_last)
+    assert out.is_contiguous() == ref.is_contiguous()

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "../backward.h"
@@ -20,6 +21,15 @@ namespace {
 constexpr int64_t kTileK = 4;
 constexpr int64_t kTileRows = 4;
 
+// The layers both depthwise forwards below take: one channel and one filter per group, 3x3, 5x5 or 7x7,
+// stride 1 or 2 both ways, undilated.
+bool depthwise_forward_shape(const ConvShape& p) {
+  return p.channels_per_group() == 1 && p.filters_per_group() == 1 && p.R == p.S && (p.R == 3 || p.R == 5 || p.R == 7) &&
+         p.stride_h == p.stride_w && (p.stride_h == 1 || p.stride_h == 2) && p.dil_h == 1 && p.dil_w == 1;
+}
+
+constexpr int64_t kDepthwiseBandRows = 8;
+
 // Depthwise forward (one channel and one filter per group) of a K x K filter at stride 1 or 2,
 // undilated: a task computes a band of output rows of one plane. The columns whose taps all lie inside
 // the input's row are one loop along the row that the compiler vectorizes: where every filter row is
@@ -28,8 +38,6 @@ constexpr int64_t kTileRows = 4;
 // inside. The border columns sum the taps inside, the rows' and columns' ranges found once an output.
 // Every output adds the bias first, then the taps row by row, skipping those outside: the tiles'
 // order, so the results are the same to the bit.
-constexpr int64_t kDepthwiseBandRows = 8;
-
 template <typename T, int K, int kStride>
 void depthwise_forward_rows(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
   const int64_t bands = (p.Ho + kDepthwiseBandRows - 1) / kDepthwiseBandRows;
@@ -85,18 +93,76 @@ void depthwise_forward_rows(const ConvShape& p, const T* x, const T* w, const T*
   });
 }
 
+// The same depthwise forward on channels_last data (x: N x H x W x C, wt: K x K x C, y: N x Ho x Wo x C):
+// a task computes an output row, each pixel's channels in blocks of kDepthwiseChannelBlock summed over
+// the taps inside the input at once, the channels of a block being the vector. The loops along a row
+// above are short on small planes (a 7x7 plane's five inside columns of a 3x3 filter), and there most
+// outputs are border; along the channels every output's taps run the same vector loop. Same order of
+// additions (bias, then the taps row by row), so the same bits as the tiles.
+constexpr int64_t kDepthwiseChannelBlock = 16;
+
+template <typename T, int K, int kStride>
+void depthwise_forward_nhwc(const ConvShape& p, const T* x, const T* wt, const T* bias, T* y) {
+  const int64_t C = p.C;
+  at::parallel_for(0, p.N * p.Ho, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t n = task / p.Ho, oy = task % p.Ho, iy0 = oy * kStride - p.pad_h;
+      const int r_lo = int(std::max<int64_t>(0, -iy0)), r_hi = int(std::clamp<int64_t>(p.H - iy0, r_lo, K));
+      for (int64_t ox = 0; ox < p.Wo; ++ox) {
+        const int64_t ix0 = ox * kStride - p.pad_w;
+        const int s_lo = int(std::max<int64_t>(0, -ix0)), s_hi = int(std::clamp<int64_t>(p.W - ix0, s_lo, K));
+        const int64_t origin = ((n * p.H + iy0) * p.W + ix0) * C;  // tap (0, 0)'s channel 0, maybe outside
+        T* __restrict__ out = y + ((n * p.Ho + oy) * p.Wo + ox) * C;
+        auto block = [&](int64_t c0, auto len) {
+          T acc[kDepthwiseChannelBlock];
+          for (int64_t j = 0; j < len; ++j) acc[j] = bias ? bias[c0 + j] : T(0);
+          for (int r = r_lo; r < r_hi; ++r)
+            for (int s = s_lo; s < s_hi; ++s) {
+              const T* __restrict__ in = x + (origin + (r * p.W + s) * C + c0);
+              const T* __restrict__ ws = wt + (r * K + s) * C + c0;
+              for (int64_t j = 0; j < len; ++j) acc[j] += ws[j] * in[j];
+            }
+          for (int64_t j = 0; j < len; ++j) out[c0 + j] = acc[j];
+        };
+        int64_t c0 = 0;
+        for (; c0 + kDepthwiseChannelBlock <= C; c0 += kDepthwiseChannelBlock)
+          block(c0, std::integral_constant<int64_t, kDepthwiseChannelBlock>());
+        if (c0 < C) block(c0, C - c0);
+      }
+    }
+  });
+}
+
 // The depthwise forward above, for the filters and strides it is written for; false elsewhere.
 template <typename T>
 bool depthwise_forward(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
-  const bool shape = p.channels_per_group() == 1 && p.filters_per_group() == 1 && p.R == p.S &&
-                     p.stride_h == p.stride_w && (p.stride_h == 1 || p.stride_h == 2) && p.dil_h == 1 && p.dil_w == 1;
-  if (!shape) return false;
+  if (!depthwise_forward_shape(p)) return false;
   const bool unit = p.stride_h == 1;
   switch (p.R) {
     case 3: return (unit ? depthwise_forward_rows<T, 3, 1> : depthwise_forward_rows<T, 3, 2>)(p, x, w, bias, y), true;
     case 5: return (unit ? depthwise_forward_rows<T, 5, 1> : depthwise_forward_rows<T, 5, 2>)(p, x, w, bias, y), true;
-    case 7: return (unit ? depthwise_forward_rows<T, 7, 1> : depthwise_forward_rows<T, 7, 2>)(p, x, w, bias, y), true;
-    default: return false;
+    default: return (unit ? depthwise_forward_rows<T, 7, 1> : depthwise_forward_rows<T, 7, 2>)(p, x, w, bias, y), true;
+  }
+}
+
+// Output rows up to this wide take the channels_last forward from NCHW data too: rows this short
+// leave the row loops little to vectorize, and the two transposing copies cost less than they save
+// (on 56-wide planes of 96 channels they cost five times the row kernel).
+constexpr int64_t kDepthwiseNhwcMaxWidth = 14;
+
+// Whether the channels_last depthwise forward runs the call: channels_last input, or small planes.
+bool depthwise_nhwc_takes(const ConvShape& p, const at::Tensor& input) {
+  if (!depthwise_forward_shape(p)) return false;
+  return p.Wo <= kDepthwiseNhwcMaxWidth || (input.is_contiguous(at::MemoryFormat::ChannelsLast) && !input.is_contiguous());
+}
+
+template <typename T>
+void depthwise_forward_nhwc_dispatch(const ConvShape& p, const T* x, const T* wt, const T* bias, T* y) {
+  const bool unit = p.stride_h == 1;
+  switch (p.R) {
+    case 3: return (unit ? depthwise_forward_nhwc<T, 3, 1> : depthwise_forward_nhwc<T, 3, 2>)(p, x, wt, bias, y);
+    case 5: return (unit ? depthwise_forward_nhwc<T, 5, 1> : depthwise_forward_nhwc<T, 5, 2>)(p, x, wt, bias, y);
+    default: return (unit ? depthwise_forward_nhwc<T, 7, 1> : depthwise_forward_nhwc<T, 7, 2>)(p, x, wt, bias, y);
   }
 }
 
@@ -238,9 +304,20 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                              int64_t groups) {
   const ConvShape p = check_conv2d_forward("conv2d_direct", input, weight, bias, stride, padding, dilation, groups);
+  auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  if (depthwise_nhwc_takes(p, input)) {
+    const auto x = input.contiguous(at::MemoryFormat::ChannelsLast);
+    const auto wt = weight.reshape({p.K, p.R * p.S}).t().contiguous();
+    auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cpu_nhwc", [&] {
+      depthwise_forward_nhwc_dispatch<scalar_t>(p, x.const_data_ptr<scalar_t>(), wt.const_data_ptr<scalar_t>(),
+                                                b.defined() ? b.const_data_ptr<scalar_t>() : nullptr,
+                                                y.mutable_data_ptr<scalar_t>());
+    });
+    return y;
+  }
   auto x = input.contiguous();
   auto w = weight.contiguous();
-  auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cpu", [&] {
     direct_forward_kernel<scalar_t>(p, x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
