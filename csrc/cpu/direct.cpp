@@ -53,14 +53,14 @@ void depthwise_forward_rows(const ConvShape& p, const T* x, const T* w, const T*
         T* __restrict__ out = y + (nc * p.Ho + oy) * p.Wo;
         const int64_t iy0 = oy * kStride - p.pad_h;  // the input row of filter row 0
         const int r_lo = int(std::max<int64_t>(0, -iy0)), r_hi = int(std::clamp<int64_t>(p.H - iy0, r_lo, K));
-        const T* __restrict__ row = plane + iy0 * p.W - p.pad_w;  // filter row 0's input of ox = 0
+        const int64_t row = iy0 * p.W - p.pad_w;  // offset of filter row 0's input of ox = 0 (maybe outside)
         // One output of a border column: the taps of the rows and columns inside.
         auto bordered = [&](int64_t ox) {
           const int64_t ix0 = ox * kStride - p.pad_w;
           const int s_lo = int(std::max<int64_t>(0, -ix0)), s_hi = int(std::clamp<int64_t>(p.W - ix0, s_lo, K));
           T acc = b;
           for (int r = r_lo; r < r_hi; ++r)
-            for (int s = s_lo; s < s_hi; ++s) acc += wc[r * K + s] * row[r * p.W + ox * kStride + s];
+            for (int s = s_lo; s < s_hi; ++s) acc += wc[r * K + s] * plane[row + r * p.W + ox * kStride + s];
           return acc;
         };
         for (int64_t ox = 0; ox < inside.lo; ++ox) out[ox] = bordered(ox);
@@ -71,21 +71,21 @@ void depthwise_forward_rows(const ConvShape& p, const T* x, const T* w, const T*
             TORCHCONV_UNROLL
             for (int r = 0; r < K; ++r)
               TORCHCONV_UNROLL
-              for (int s = 0; s < K; ++s) acc += wc[r * K + s] * row[r * p.W + ox * kStride + s];
+              for (int s = 0; s < K; ++s) acc += wc[r * K + s] * plane[row + r * p.W + ox * kStride + s];
             out[ox] = acc;
           }
           continue;
         }
         // A border row: a pass along the row for each filter row inside, adding to the sums in order.
         for (int64_t ox = inside.lo; ox < inside.hi; ++ox) out[ox] = b;
-        for (int r = r_lo; r < r_hi; ++r) {
-          const T* __restrict__ in = row + r * p.W;
+        for (int r = r_lo; r < r_hi && inside.lo < inside.hi; ++r) {
+          const T* __restrict__ in = plane + (row + r * p.W + inside.lo * kStride);  // ox = inside.lo's
           const T* __restrict__ wr = wc + r * K;
-          for (int64_t ox = inside.lo; ox < inside.hi; ++ox) {
-            T acc = out[ox];
+          for (int64_t i = 0; i < inside.hi - inside.lo; ++i) {
+            T acc = out[inside.lo + i];
             TORCHCONV_UNROLL
-            for (int s = 0; s < K; ++s) acc += wr[s] * in[ox * kStride + s];
-            out[ox] = acc;
+            for (int s = 0; s < K; ++s) acc += wr[s] * in[i * kStride + s];
+            out[inside.lo + i] = acc;
           }
         }
       }
