@@ -43,10 +43,9 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   const T* xp = x.const_data_ptr<T>();
   T* yp = y.mutable_data_ptr<T>();
 
-  // U: groups x points x Kg x Cg. A task transforms a run of at most kFilterRun (filter, channel)
-  // pairs of one filter into a local block, then copies each point's run as one contiguous row: a
-  // point's values lie Kg x Cg apart, so storing each transform's values straight to U would touch
-  // kPoints pages per pair.
+  // U: groups x points x Kg x Cg. A task transforms a run of at most kFilterRun channels of one filter
+  // (the filter's group found once, not a division per pair) into a local block, then copies each
+  // point's run as one contiguous row of U, where a point's rows lie Kg x Cg apart.
   auto transform_filters = [&] {
     at::Tensor U = at::empty({groups, kPoints, Kg, Cg}, x.options());
     const T* wp = w.const_data_ptr<T>();
