@@ -1,5 +1,6 @@
-"""Direct-kernel specifics on CUDA (and, at the end, the CPU's depthwise forward). The float kernel has two tile configs (wide: 64 x 16 outputs x 16
-channels, one channel per barrier; small: 16 x 16 x 32, two channels per barrier), picked by a rule
+"""Direct-kernel specifics on CUDA (and, at the end, the CPU's depthwise forward). The float kernel
+has two tile configs (wide: 64 x 16 outputs x 16 channels, one channel per barrier; small: 16 x 16 x
+32, two channels per barrier), picked by a rule
 (the larger estimated useful fraction of the GPU: small for small planes, grids short of the GPU and
 strided layers) or forced with TORCHCONV_DIRECT_CONFIG / torchconv.set_config("direct", name), so each can be
 timed and tested alone. Every
