@@ -337,3 +337,25 @@ def test_cpu_depthwise_forward(shape, dtype, layout):
     assert_close_rel(out, ref, dtype, shape_id(shape))
     assert out.is_contiguous(memory_format=torch.channels_last) == ref.is_contiguous(memory_format=torch.channels_last)
     assert out.is_contiguous() == ref.is_contiguous()
+
+
+# A stride-1 depthwise layer's grad_input on the CPU runs the depthwise forward on grad_output (the
+# filter turned half a turn, the padding's complement); the others the scatter per input plane.
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+@pytest.mark.parametrize("shape", CPU_DEPTHWISE_SHAPES, ids=shape_id)
+def test_cpu_depthwise_grad_input(shape, layout):
+    n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
+    torch.manual_seed(0)
+    x = torch.randn(n, c, h, w, dtype=torch.float64)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(k, c // groups, r, s, dtype=torch.float64)
+    xg = x.clone().requires_grad_()
+    out = torchconv.conv2d(xg, wt, None, stride, padding, dilation, groups, algorithm="direct")
+    gy = torch.randn_like(out)
+    (gx,) = torch.autograd.grad(out, (xg,), gy)
+    xr = x.clone().requires_grad_()
+    (ref,) = torch.autograd.grad(torch.nn.functional.conv2d(xr, wt, None, stride, padding, dilation, groups), (xr,), gy)
+    assert_close_rel(gx, ref, torch.float64, shape_id(shape))
+    assert gx.is_contiguous(memory_format=torch.channels_last) == ref.is_contiguous(memory_format=torch.channels_last)
+    assert gx.is_contiguous() == ref.is_contiguous()

@@ -332,6 +332,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
   auto gy = grad_output.contiguous();
   auto grad_input = [&](const ConvShape& p) {
+    if (depthwise_forward_shape(p) && p.stride_h == 1 && p.pad_h < p.R && p.pad_w < p.S) {
+      // A stride-1 depthwise layer's grad_input is its forward on grad_output with the filter turned
+      // half a turn and the padding's complement: the depthwise forwards above run it.
+      return conv2d_direct_cpu(grad_output, weight.flip({2, 3}), std::nullopt, stride,
+                               {p.R - 1 - p.pad_h, p.S - 1 - p.pad_w}, dilation, groups);
+    }
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     auto w = weight.contiguous();
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_grad_input_cpu", [&] {
