@@ -320,23 +320,32 @@ CPU_DEPTHWISE_SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
-@pytest.mark.parametrize("shape", CPU_DEPTHWISE_SHAPES, ids=shape_id)
-def test_cpu_depthwise_forward(shape, dtype, layout):
+def cpu_depthwise_case(shape, layout):
+    """x (in the layout), weight and bias (or None) of a CPU_DEPTHWISE_SHAPES row, float64."""
     n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
     torch.manual_seed(0)
     x = torch.randn(n, c, h, w, dtype=torch.float64)
     if layout == "channels_last":
         x = x.contiguous(memory_format=torch.channels_last)
     wt = torch.randn(k, c // groups, r, s, dtype=torch.float64)
-    b = torch.randn(k, dtype=torch.float64) if bias else None
-    out = torchconv.conv2d(x.to(dtype), wt.to(dtype), b.to(dtype) if bias else None, stride, padding, dilation, groups,
-                           algorithm="direct")
-    ref = torch.nn.functional.conv2d(x, wt, b, stride, padding, dilation, groups)
-    assert_close_rel(out, ref, dtype, shape_id(shape))
+    return x, wt, torch.randn(k, dtype=torch.float64) if bias else None
+
+
+def assert_same_layout(out, ref):
     assert out.is_contiguous(memory_format=torch.channels_last) == ref.is_contiguous(memory_format=torch.channels_last)
     assert out.is_contiguous() == ref.is_contiguous()
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", CPU_DEPTHWISE_SHAPES, ids=shape_id)
+def test_cpu_depthwise_forward(shape, dtype, layout):
+    x, wt, b = cpu_depthwise_case(shape, layout)
+    conv = shape[7:11]  # stride, padding, dilation, groups
+    out = torchconv.conv2d(x.to(dtype), wt.to(dtype), b.to(dtype) if b is not None else None, *conv, algorithm="direct")
+    ref = torch.nn.functional.conv2d(x, wt, b, *conv)
+    assert_close_rel(out, ref, dtype, shape_id(shape))
+    assert_same_layout(out, ref)
 
 
 # A stride-1 depthwise layer's grad_input on the CPU runs the depthwise forward on grad_output (the
@@ -344,18 +353,12 @@ def test_cpu_depthwise_forward(shape, dtype, layout):
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
 @pytest.mark.parametrize("shape", CPU_DEPTHWISE_SHAPES, ids=shape_id)
 def test_cpu_depthwise_grad_input(shape, layout):
-    n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
-    torch.manual_seed(0)
-    x = torch.randn(n, c, h, w, dtype=torch.float64)
-    if layout == "channels_last":
-        x = x.contiguous(memory_format=torch.channels_last)
-    wt = torch.randn(k, c // groups, r, s, dtype=torch.float64)
-    xg = x.clone().requires_grad_()
-    out = torchconv.conv2d(xg, wt, None, stride, padding, dilation, groups, algorithm="direct")
+    x, wt, _ = cpu_depthwise_case(shape, layout)
+    conv = shape[7:11]  # stride, padding, dilation, groups
+    xg, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out = torchconv.conv2d(xg, wt, None, *conv, algorithm="direct")
     gy = torch.randn_like(out)
     (gx,) = torch.autograd.grad(out, (xg,), gy)
-    xr = x.clone().requires_grad_()
-    (ref,) = torch.autograd.grad(torch.nn.functional.conv2d(xr, wt, None, stride, padding, dilation, groups), (xr,), gy)
+    (ref,) = torch.autograd.grad(torch.nn.functional.conv2d(xr, wt, None, *conv), (xr,), gy)
     assert_close_rel(gx, ref, torch.float64, shape_id(shape))
-    assert gx.is_contiguous(memory_format=torch.channels_last) == ref.is_contiguous(memory_format=torch.channels_last)
-    assert gx.is_contiguous() == ref.is_contiguous()
+    assert_same_layout(gx, ref)
