@@ -208,6 +208,11 @@ def tensor_core_table(name, data):
     return lines
 
 
+# A models row's mode as the README names it.
+MODEL_MODES = {"fwd": "inference", "fwd-graph": "inference, CUDA graph", "train": "training step",
+               "per-sample": "per-sample gradients (vmap of grad)"}
+
+
 def precision_models_table(name, data):
     rows = [r for r in data["rows"] if r["suite"] == "resnet50" and r["algorithm"] == "auto"]
     if all(is_fp32(r) for r in rows):
@@ -220,7 +225,7 @@ def precision_models_table(name, data):
              "| precision | layout | N | mode | choice | torchconv ms | cuDNN ms | ratio |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        mode = {"fwd": "inference", "fwd-graph": "inference, CUDA graph", "train": "training step"}[r["mode"]]
+        mode = MODEL_MODES[r["mode"]]
         lines.append(f"| {r['precision']} | {r['layout']} | {r['N']} | {mode} | {auto_choice(r)} | {r['ms']:.2f} | "
                      f"{r['cudnn_ms']:.2f} | {r['ratio']:.2f}x |")
     return lines
@@ -234,7 +239,7 @@ def models_table(name, data):
     for r in data["rows"]:
         if r["algorithm"] != "auto" or not is_fp32(r):
             continue
-        mode = {"fwd": "inference", "fwd-graph": "inference, CUDA graph", "train": "training step"}[r["mode"]]
+        mode = MODEL_MODES[r["mode"]]
         lines.append(f"| {r['suite']} | {r['N']} | {mode} | {r['ms']:.2f} | {r['cudnn_ms']:.2f} | {r['ratio']:.2f}x "
                      f"[{r['ratio_min']:.2f}-{r['ratio_max']:.2f}] | {r['rel_err']:.1e} |")
     return lines
