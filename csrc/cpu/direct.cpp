@@ -133,16 +133,29 @@ void depthwise_forward_nhwc(const ConvShape& p, const T* x, const T* wt, const T
   });
 }
 
-// The depthwise forward above, for the filters and strides it is written for; false elsewhere.
+// Calls fn(K, stride) with the filter size and stride of a depthwise_forward_shape layer as
+// compile-time constants (std::integral_constant), for the kernels' template arguments.
+template <typename Fn>
+void with_depthwise_filter(const ConvShape& p, Fn&& fn) {
+  auto with_stride = [&](auto k) {
+    if (p.stride_h == 1) return fn(k, std::integral_constant<int, 1>());
+    fn(k, std::integral_constant<int, 2>());
+  };
+  switch (p.R) {
+    case 3: return with_stride(std::integral_constant<int, 3>());
+    case 5: return with_stride(std::integral_constant<int, 5>());
+    default: return with_stride(std::integral_constant<int, 7>());
+  }
+}
+
+// The depthwise forward along rows, for the filters and strides it is written for; false elsewhere.
 template <typename T>
 bool depthwise_forward(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
   if (!depthwise_forward_shape(p)) return false;
-  const bool unit = p.stride_h == 1;
-  switch (p.R) {
-    case 3: return (unit ? depthwise_forward_rows<T, 3, 1> : depthwise_forward_rows<T, 3, 2>)(p, x, w, bias, y), true;
-    case 5: return (unit ? depthwise_forward_rows<T, 5, 1> : depthwise_forward_rows<T, 5, 2>)(p, x, w, bias, y), true;
-    default: return (unit ? depthwise_forward_rows<T, 7, 1> : depthwise_forward_rows<T, 7, 2>)(p, x, w, bias, y), true;
-  }
+  with_depthwise_filter(p, [&](auto k, auto st) {
+    depthwise_forward_rows<T, decltype(k)::value, decltype(st)::value>(p, x, w, bias, y);
+  });
+  return true;
 }
 
 // Output rows up to this wide take the channels_last forward from NCHW data too: rows this short
@@ -154,16 +167,6 @@ constexpr int64_t kDepthwiseNhwcMaxWidth = 14;
 bool depthwise_nhwc_takes(const ConvShape& p, const at::Tensor& input) {
   if (!depthwise_forward_shape(p)) return false;
   return p.Wo <= kDepthwiseNhwcMaxWidth || (input.is_contiguous(at::MemoryFormat::ChannelsLast) && !input.is_contiguous());
-}
-
-template <typename T>
-void depthwise_forward_nhwc_dispatch(const ConvShape& p, const T* x, const T* wt, const T* bias, T* y) {
-  const bool unit = p.stride_h == 1;
-  switch (p.R) {
-    case 3: return (unit ? depthwise_forward_nhwc<T, 3, 1> : depthwise_forward_nhwc<T, 3, 2>)(p, x, wt, bias, y);
-    case 5: return (unit ? depthwise_forward_nhwc<T, 5, 1> : depthwise_forward_nhwc<T, 5, 2>)(p, x, wt, bias, y);
-    default: return (unit ? depthwise_forward_nhwc<T, 7, 1> : depthwise_forward_nhwc<T, 7, 2>)(p, x, wt, bias, y);
-  }
 }
 
 template <typename T>
@@ -310,9 +313,11 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
     const auto wt = weight.reshape({p.K, p.R * p.S}).t().contiguous();
     auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cpu_nhwc", [&] {
-      depthwise_forward_nhwc_dispatch<scalar_t>(p, x.const_data_ptr<scalar_t>(), wt.const_data_ptr<scalar_t>(),
-                                                b.defined() ? b.const_data_ptr<scalar_t>() : nullptr,
-                                                y.mutable_data_ptr<scalar_t>());
+      with_depthwise_filter(p, [&](auto k, auto st) {
+        depthwise_forward_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>(
+            p, x.const_data_ptr<scalar_t>(), wt.const_data_ptr<scalar_t>(),
+            b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, y.mutable_data_ptr<scalar_t>());
+      });
     });
     return y;
   }
