@@ -11,6 +11,7 @@ A diagnostic (the timing protocol's figures are models.py's): it tells whether a
 the device or by the host, and which kernels make the difference.
 
     python benchmarks/profile_model.py --model efficientnet_b0 --mode train
+    python benchmarks/profile_model.py --model resnet18 --mode per-sample   # vmap(grad(loss)) over the batch
 """
 import argparse
 import collections
@@ -26,13 +27,13 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
 from bench import environment, gpu_slug  # noqa: E402
-from models import build, step, use_fp32_reference  # noqa: E402
+from models import build, per_sample_grads, step, use_fp32_reference  # noqa: E402
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="efficientnet_b0")
-    p.add_argument("--mode", choices=("train", "fwd"), default="train")
+    p.add_argument("--mode", choices=("train", "fwd", "per-sample"), default="train")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--image", type=int, default=224)
     p.add_argument("--steps", type=int, default=5, help="steps under the profiler (and timed steps x2)")
@@ -59,6 +60,11 @@ def contenders(name, args, device):
         return {"ours": lambda: step(ours, opts[ours], x, target),
                 "cudnn": lambda: step(reference, opts[reference], x, target)}
     reference.eval(), ours.eval()
+    if args.mode == "per-sample":
+        # Under a torch.func transform the rule chooses (benchmark mode cannot time wrapped tensors).
+        target = torch.randint(0, 1000, (args.batch,), device=device)
+        fns = {who: per_sample_grads(m) for who, m in (("ours", ours), ("cudnn", reference))}
+        return {who: (lambda fn=fn: fn(x, target)) for who, fn in fns.items()}
     with torch.inference_mode():
         torchconv.tune(ours, x, progress=False)
 
