@@ -95,6 +95,46 @@ def test_per_sample_gradients_by_vmap_of_grad(algorithm, device, groups, stride,
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("entry", ["module", "functional"])
+def test_auto_chooses_on_the_shapes_the_kernels_run_under_vmap(device, entry, monkeypatch):
+    """Under per-sample gradients a call shows the caller one sample, but the kernels run the folded
+    batch (forward) and one grouped call over the batch (grad_weight): "auto" chooses there, on
+    those shapes, never on the one-sample shape (whose best algorithm differs: the rule's
+    split-reduction CSG for a batch of 1), by the rule, and the gradients are right."""
+    ours, ref = layer_case("auto", device, groups=2)
+    x = torch.randn(5, 4, 8, 7, dtype=torch.float64, device=device)
+    seen = []
+    real = torchconv.selection.select_algorithm
+
+    def recording(input, weight, stride, dilation, groups, padding=0):
+        seen.append((tuple(input.shape), tuple(weight.shape), groups))
+        return real(input, weight, stride, dilation, groups, padding)
+
+    monkeypatch.setattr(torchconv.selection, "select_algorithm", recording)
+    params = {k: v.detach() for k, v in ours.named_parameters()}
+    if entry == "module":
+        call = lambda p, sample: functional_call(ours, p, (sample.unsqueeze(0),))  # noqa: E731
+    else:
+        call = lambda p, sample: torchconv.conv2d(sample.unsqueeze(0), p["weight"], p["bias"], 1, 1, 1, 2)  # noqa: E731
+    old = torchconv.get_benchmark()
+    torchconv.set_benchmark(True)  # the rule still chooses: no timing inside a transform
+    try:
+        torchconv.clear_cache()
+        per_sample_grads = vmap(grad(lambda p, s: call(p, s).square().sum()), in_dims=(None, 0))
+        per_sample = no_fallback(lambda: per_sample_grads(params, x))
+    finally:
+        torchconv.set_benchmark(old)
+    assert ((5, 4, 8, 7), (6, 2, 3, 3), 2) in seen, seen  # the forward, the batch folded
+    assert ((1, 20, 8, 7), (30, 2, 3, 3), 10) in seen, seen  # grad_weight, the samples as groups
+    assert not [s for s in seen if s[0][0] == 1 and s[2] == 2], seen  # no choice for one sample
+    for i in range(x.shape[0]):
+        ref.zero_grad()
+        ref(x[i:i + 1]).square().sum().backward()
+        torch.testing.assert_close(per_sample["weight"][i], ref.weight.grad, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(per_sample["bias"][i], ref.bias.grad, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
 def test_vmap_of_the_forward_folds_into_the_batch(algorithm, device, channels_last, operator_calls):

@@ -6,14 +6,10 @@ import torch.nn.functional as F
 
 from .auto_op import conv2d_auto, has_dynamic_size
 from .calls import call_forward
-from .ops import ALGORITHMS, FORWARD
-from .selection import _int, _pair, auto_algorithm, unsupported_reason
+from .ops import ALGORITHMS, FORWARD, functorch_active
+from .selection import _autocast, _int, _pair, auto_algorithm, unsupported_reason
 
 __all__ = ["conv2d"]
-
-# Whether any autocast region is open, in one call: the per-device query needs a device-type string
-# (input.device.type builds a device object and a string) on every call.
-_any_autocast = torch._C._is_any_autocast_enabled
 
 
 def _string_padding(input, weight, padding, stride, dilation):
@@ -31,21 +27,6 @@ def _string_padding(input, weight, padding, stride, dilation):
     if any(extra):
         input = F.pad(input, [0, extra[1], 0, extra[0]])
     return input, left
-
-
-def _autocast(input, weight, bias):
-    """Inside torch.autocast, the tensors as autocast hands them to the operator (the dtype the
-    algorithm choice is made for): floating tensors other than float64 in the autocast dtype, as
-    aten::conv2d receives them. The operators' Autocast kernels cast the same way when called
-    directly (csrc/autograd.cpp)."""
-    if not torch.compiler.is_compiling() and not _any_autocast():
-        return input, weight, bias  # eager, no autocast region open: one query, not a device-type string
-    device_type = input.device.type
-    if device_type not in ("cuda", "cpu") or not torch.is_autocast_enabled(device_type):
-        return input, weight, bias
-    dtype = torch.get_autocast_dtype(device_type)
-    cast = lambda t: t.to(dtype) if t is not None and t.is_floating_point() and t.dtype != torch.float64 else t
-    return cast(input), cast(weight), cast(bias)
 
 
 def _raise_not_dense(input, weight, bias):
@@ -134,7 +115,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             # torch.compile with a dynamic size: the operator that chooses when it runs (auto_op).
             out = conv2d_auto(*_autocast(input, weight, bias), stride, padding, dilation, groups)
             return out.squeeze(0) if ndim == 3 else out
-        algorithm = auto_algorithm(*_autocast(input, weight, bias), stride, padding, dilation, groups)
+        if torch.compiler.is_compiling() or not functorch_active():
+            algorithm = auto_algorithm(*_autocast(input, weight, bias), stride, padding, dilation, groups)
+        # else: under a torch.func transform "auto" travels to func_transforms, which chooses on the
+        # tensors the kernels run on (vmap's folded batch and groups, not one sample's shape).
     else:
         if algorithm not in FORWARD:
             raise ValueError(f"torchconv.conv2d: unknown algorithm {algorithm!r}; choose 'auto' or one of {ALGORITHMS}")

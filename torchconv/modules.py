@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from . import tuning as _tuning
 from .auto_op import has_dynamic_size
 from .calls import call_forward
-from .functional import _any_autocast, _autocast, _raise_not_dense, conv2d
+from .functional import _raise_not_dense, conv2d
 from .ops import ALGORITHMS, functorch_active
-from .selection import auto_algorithm
+from .selection import _any_autocast, _autocast, auto_algorithm
 
 __all__ = ["Conv2d", "convert", "tune"]
 
@@ -88,10 +88,16 @@ class Conv2d(nn.Conv2d):
             return self._conv_forward(input, weight, bias)
         else:
             _raise_not_dense(input, weight, bias)  # a jagged nested tensor keys, but no algorithm takes it
-            algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding, self.dilation,
-                                       self.groups)
-            if not compiling and not functorch_active():  # under a transform benchmark mode defers to the rule
-                self.__dict__["_auto_memo"] = (key, algorithm)
+            if not compiling and functorch_active():
+                # Under a torch.func transform "auto" travels to func_transforms, which chooses on the
+                # tensors the kernels run on (vmap's folded batch and groups, not one sample's shape),
+                # by the rule: benchmark mode's timing is no part of a transformed call.
+                algorithm = "auto"
+            else:
+                algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding,
+                                           self.dilation, self.groups)
+                if not compiling:
+                    self.__dict__["_auto_memo"] = (key, algorithm)
         return call_forward(algorithm, input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def _conv_forward(self, input, weight, bias):

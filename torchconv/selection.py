@@ -11,6 +11,25 @@ from .ops import ALGORITHMS, FORWARD, functorch_active
 
 __all__ = ["available_algorithms", "candidate_algorithms", "select_algorithm", "unsupported_reason"]
 
+# Whether any autocast region is open, in one call: the per-device query needs a device-type string
+# (input.device.type builds a device object and a string) on every call.
+_any_autocast = torch._C._is_any_autocast_enabled
+
+
+def _autocast(input, weight, bias):
+    """Inside torch.autocast, the tensors as autocast hands them to the operator (the dtype the
+    algorithm choice is made for): floating tensors other than float64 in the autocast dtype, as
+    aten::conv2d receives them. The operators' Autocast kernels cast the same way when called
+    directly (csrc/autograd.cpp)."""
+    if not torch.compiler.is_compiling() and not _any_autocast():
+        return input, weight, bias  # eager, no autocast region open: one query, not a device-type string
+    device_type = input.device.type
+    if device_type not in ("cuda", "cpu") or not torch.is_autocast_enabled(device_type):
+        return input, weight, bias
+    dtype = torch.get_autocast_dtype(device_type)
+    cast = lambda t: t.to(dtype) if t is not None and t.is_floating_point() and t.dtype != torch.float64 else t
+    return cast(input), cast(weight), cast(bias)
+
 _DISPATCH_KEY = {"cpu": "CPU", "cuda": "CUDA"}
 _available_cache = {}
 
@@ -214,13 +233,14 @@ _AUTO_MEMO_MAX = 4096
 _tuning._on_change.append(_auto_memo.clear)
 
 
-def auto_algorithm(input, weight, bias, stride, padding, dilation, groups):
-    """What ``algorithm="auto"`` runs for this call: benchmark mode's measured choice, else the rule.
+def auto_algorithm(input, weight, bias, stride, padding, dilation, groups, measure=True):
+    """What ``algorithm="auto"`` runs for this call: benchmark mode's measured choice (`measure` and
+    benchmark mode on), else the rule.
     On the meta device (a model built there, shapes only) every algorithm's meta kernel gives the
     same output, and direct's takes every shape."""
     if input.is_meta:  # not input.device.type: a device object and a string every call
         return "direct"
-    benchmark = _tuning.get_benchmark()
+    benchmark = measure and _tuning.get_benchmark()
     train = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)
     key = (input.shape, weight.shape, stride, padding, dilation, groups, _tuning.precision(input), input.device,
            _tuning.memory_format(input), bias is None, train, benchmark, torch.are_deterministic_algorithms_enabled())
