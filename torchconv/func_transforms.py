@@ -21,10 +21,12 @@ autograd.Functions instead, with what functorch asks of them:
 caller one sample (a batch of 1 under per-sample gradients), while the kernels run the folded batch
 and groups, whose best algorithm may differ (the rule's split-reduction CSG for a batch of 1).
 """
+import inspect
+
 import torch
 from torch._prims_common import suggest_memory_format
 
-from .ops import BACKWARD, FORWARD, _fake_forward
+from .ops import BACKWARD, FORWARD, _fake_forward, functorch_active
 from .selection import _autocast, auto_algorithm, unsupported_reason
 
 __all__ = ["conv2d"]
@@ -60,6 +62,8 @@ class _Call:
     leaf an element; an object of an unregistered class is one leaf."""
 
     __slots__ = ("algorithm", "stride", "padding", "dilation", "groups", "mask")
+    # stride, padding and dilation are tuples: the "auto" memo (selection.auto_algorithm) keys on them,
+    # and a list does not hash.
 
     def __init__(self, algorithm, stride, padding, dilation, groups, mask=None):
         self.algorithm, self.stride, self.padding, self.dilation = algorithm, stride, padding, dilation
@@ -100,9 +104,9 @@ class _Conv2d(torch.autograd.Function):
         call = ctx.call
         terms = []
         if input_tangent is not None:
-            terms.append(_Conv2d.apply(call, input_tangent, weight, None))
+            terms.append(_conv(call, input_tangent, weight, None))
         if weight_tangent is not None:
-            terms.append(_Conv2d.apply(call, input, weight_tangent, None))
+            terms.append(_conv(call, input, weight_tangent, None))
         out = _sum(terms, lambda: _fake_forward(input, weight, None, call.stride, call.padding, call.dilation,
                                                 call.groups).zero_())
         return out if bias_tangent is None else out + bias_tangent.view(1, -1, 1, 1)
@@ -111,7 +115,7 @@ class _Conv2d(torch.autograd.Function):
     def backward(ctx, grad_output):
         input, weight = ctx.saved_tensors
         mask = (ctx.needs_input_grad[1], ctx.needs_input_grad[2], ctx.has_bias and ctx.needs_input_grad[3])
-        grads = _Conv2dBackward.apply(ctx.call.asking(mask), grad_output, input, weight)
+        grads = _conv_backward(ctx.call.asking(mask), grad_output, input, weight)
         return (None,) + tuple(g if m else None for g, m in zip(grads, mask))
 
     @staticmethod
@@ -120,9 +124,9 @@ class _Conv2d(torch.autograd.Function):
         size = info.batch_size
         if weight_dim is None and bias_dim is None:
             x = _mapped(input, input_dim, size)
-            out = _Conv2d.apply(call, _folded(x.flatten(0, 1), x), weight, bias)
+            out = _conv(call, _folded(x.flatten(0, 1), x), weight, bias)
             return out.unflatten(0, (size, x.shape[1])), 0
-        outs = [_Conv2d.apply(call, _slice(input, input_dim, i), _slice(weight, weight_dim, i),
+        outs = [_conv(call, _slice(input, input_dim, i), _slice(weight, weight_dim, i),
                               None if bias is None else _slice(bias, bias_dim, i))
                 for i in range(size)]
         return torch.stack(outs), 0
@@ -159,21 +163,21 @@ class _Conv2dBackward(torch.autograd.Function):
                                                                            grad_bias_grad), call.mask))
         d_grad_output = d_input = d_weight = None
         if ctx.needs_input_grad[1]:
-            terms = [_Conv2d.apply(call, gg_input, weight, None) if gg_input is not None else None,
-                     _Conv2d.apply(call, input, gg_weight, None) if gg_weight is not None else None,
+            terms = [_conv(call, gg_input, weight, None) if gg_input is not None else None,
+                     _conv(call, input, gg_weight, None) if gg_weight is not None else None,
                      gg_bias.view(1, -1, 1, 1).expand_as(grad_output) if gg_bias is not None else None]
             d_grad_output = _sum(terms)
         if ctx.needs_input_grad[2] and gg_weight is not None:
-            d_input = _Conv2dBackward.apply(call.asking(_GRAD_INPUT), grad_output, input, gg_weight)[0]
+            d_input = _conv_backward(call.asking(_GRAD_INPUT), grad_output, input, gg_weight)[0]
         if ctx.needs_input_grad[3] and gg_input is not None:
-            d_weight = _Conv2dBackward.apply(call.asking(_GRAD_WEIGHT), grad_output, gg_input, weight)[1]
+            d_weight = _conv_backward(call.asking(_GRAD_WEIGHT), grad_output, gg_input, weight)[1]
         return None, d_grad_output, d_input, d_weight
 
     @staticmethod
     def jvp(ctx, _, grad_output_tangent, input_tangent, weight_tangent):
         grad_output, input, weight = ctx.saved_tensors
         call = ctx.call
-        grads = lambda mask, gy, x, w: _Conv2dBackward.apply(call.asking(mask), gy, x, w)  # noqa: E731
+        grads = lambda mask, gy, x, w: _conv_backward(call.asking(mask), gy, x, w)  # noqa: E731
         empty = input.new_empty((0,))
         out = [empty, empty, empty]
         if call.mask[0]:
@@ -208,21 +212,44 @@ class _Conv2dBackward(torch.autograd.Function):
             if call.algorithm != "auto" and unsupported_reason(call.algorithm, xg, wg, call.stride, call.dilation,
                                                                call.padding, call.groups * size) is not None:
                 return _backward_by_slices(info, in_dims, call, grad_output, input, weight)
-            _, gw, gb = _Conv2dBackward.apply(call.asking((False, mask[1], mask[2]), call.groups * size), gyg, xg, wg)
+            _, gw, gb = _conv_backward(call.asking((False, mask[1], mask[2]), call.groups * size), gyg, xg, wg)
             for i, g in ((1, gw), (2, gb)):
                 if mask[i]:
                     out[i], dims[i] = g.unflatten(0, (size, k)), 0
         if mask[0]:
             # grad_input: the slices' images are images of one batch.
-            gi = _Conv2dBackward.apply(call.asking(_GRAD_INPUT), _folded(gy.flatten(0, 1), gy),
+            gi = _conv_backward(call.asking(_GRAD_INPUT), _folded(gy.flatten(0, 1), gy),
                                        _folded(x.flatten(0, 1), x), weight)[0]
             out[0], dims[0] = gi.unflatten(0, (size, n)), 0
         return tuple(out), tuple(dims)
 
 
+def _conv(call, input, weight, bias):
+    """The forward operator of `call`, differentiable wherever it runs: through _Conv2d under a transform, and
+    below the last one (where the vmap rules' folded calls run) as the operator itself, whose autograd is
+    C++ (csrc/autograd.cpp): the same gradients without an autograd.Function's Python."""
+    if functorch_active():
+        return _Conv2d.apply(call, input, weight, bias)
+    return _Conv2d.forward(call, input, weight, bias)
+
+
+def _conv_backward(call, grad_output, input, weight):
+    """The backward operator of `call`, differentiable wherever it runs (as _conv)."""
+    if functorch_active():
+        return _Conv2dBackward.apply(call, grad_output, input, weight)
+    return _Conv2dBackward.forward(call, grad_output, input, weight)
+
+
+# autograd.Function.apply binds every call's arguments to forward's signature under a transform
+# (inspect.signature); a function's __signature__ is returned as it is instead of being rebuilt a call.
+for _function in (_Conv2d, _Conv2dBackward):
+    _function.forward.__signature__ = inspect.signature(_function.forward)
+del _function
+
+
 def _backward_by_slices(info, in_dims, call, grad_output, input, weight):
     _, grad_output_dim, input_dim, weight_dim = in_dims
-    slices = [_Conv2dBackward.apply(call, _slice(grad_output, grad_output_dim, i), _slice(input, input_dim, i),
+    slices = [_conv_backward(call, _slice(grad_output, grad_output_dim, i), _slice(input, input_dim, i),
                                     _slice(weight, weight_dim, i))
               for i in range(info.batch_size)]
     out = tuple(torch.stack(parts) if m else parts[0] for parts, m in zip(zip(*slices), call.mask))
@@ -231,4 +258,4 @@ def _backward_by_slices(info, in_dims, call, grad_output, input, weight):
 
 def conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups):
     """The forward operator of `algorithm` under a torch.func transform (ops.functorch_active)."""
-    return _Conv2d.apply(_Call(algorithm, list(stride), list(padding), list(dilation), groups), input, weight, bias)
+    return _Conv2d.apply(_Call(algorithm, tuple(stride), tuple(padding), tuple(dilation), groups), input, weight, bias)
