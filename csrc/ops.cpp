@@ -239,6 +239,12 @@ PyObject* small_groups(PyObject*, PyObject* args) {
   return PyBool_FromLong(torchconv::small_groups(reduced, outputs));
 }
 
+PyObject* cpu_grouped(PyObject*, PyObject* args) {
+  long long groups = 0, reduced = 0, outputs = 0, width = 0;
+  if (!PyArg_ParseTuple(args, "LLLL", &groups, &reduced, &outputs, &width)) return nullptr;
+  return PyBool_FromLong(torchconv::cpu_grouped(groups, reduced, outputs, width));
+}
+
 // Two Python ints (a tuple or list of them) into `out`; false, with no Python error set, otherwise.
 bool int_pair(PyObject* obj, std::array<int64_t, 2>& out) {
   if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
@@ -325,6 +331,9 @@ PyMethodDef methods[] = {
     {"configs", configs, METH_O, "An algorithm's named tile configs (its CUDA kernels')."},
     {"small_groups", small_groups, METH_VARARGS,
      "small_groups(channels_per_group, filters_per_group): whether direct's depthwise specialist takes them."},
+    {"cpu_grouped", cpu_grouped, METH_VARARGS,
+     "cpu_grouped(groups, channels_per_group, filters_per_group, output_width): whether the CPU direct kernels "
+     "along the channels take a grouped layer."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "torchconv kernels (operators register on import)", -1,

@@ -81,4 +81,16 @@ inline bool small_groups(int64_t reduced, int64_t outputs) {
          reduced * outputs <= kSmallGroupMaxPairs;
 }
 
+// Grouped layers (not depthwise) whose channels and filters per group are few enough for the CPU
+// direct algorithm's kernels along the channels (csrc/cpu/grouped_nhwc.h), on planes at most
+// kCpuGroupedMaxWidth outputs wide: there a pixel's filters of a group as the vector beat the tiles'
+// short rows and the GEMM's and Winograd's product a group; on wider planes (ResNeXt's and RegNet's
+// 28- and 56-wide stages) those ran the layer faster, and larger groups are GEMM-sized. The CPU
+// kernels and the auto rule (torchconv._C.cpu_grouped) both ask this.
+constexpr int64_t kCpuGroupedMaxPerGroup = 64, kCpuGroupedMaxWidth = 14;
+inline bool cpu_grouped(int64_t groups, int64_t reduced, int64_t outputs, int64_t output_width) {
+  return groups > 1 && reduced >= 1 && outputs >= 1 && reduced <= kCpuGroupedMaxPerGroup &&
+         outputs <= kCpuGroupedMaxPerGroup && reduced * outputs > 1 && output_width <= kCpuGroupedMaxWidth;
+}
+
 }  // namespace torchconv

@@ -362,3 +362,56 @@ def test_cpu_depthwise_grad_input(shape, layout):
     (ref,) = torch.autograd.grad(torch.nn.functional.conv2d(xr, wt, None, *conv), (xr,), gy)
     assert_close_rel(gx, ref, torch.float64, shape_id(shape))
     assert_same_layout(gx, ref)
+
+
+# Grouped layers of up to 64 channels and filters a group on planes up to 14 outputs wide run on the
+# CPU along the channels (csrc/cpu/grouped_nhwc.h): a pixel's filters of a group in vector blocks of 16,
+# 8 and 4 and a remainder of 1-3 (filters per group 1, 2, 3, 4, 8, 13, 20, 32, 64), channels per group
+# from 1 (a channel multiplier) to 64, borders, H != W, strides 1-3, dilation, padding past the filter,
+# non-square filters, batch 1 and more; forward, grad_input (at stride 1 the same kernel on grad_output,
+# each group's filters swapped and turned half a turn) and grad_weight (fixed parts of the rows), in
+# NCHW and channels_last, each against float64. The last rows lie past the gate (a 15-wide plane,
+# 65 channels a group): the tiles run them.
+CPU_GROUPED_SHAPES = [
+    (2, 8, 8, 9, 7, 3, 3, 1, 1, 1, 2, True),
+    (1, 12, 18, 11, 5, 3, 1, 1, (1, 0), 1, 6, False),  # 3 filters a group: the remainder only
+    (3, 64, 64, 7, 7, 3, 3, 1, 1, 1, 2, True),  # 32 a group: two whole blocks
+    (2, 6, 4, 13, 10, 5, 3, 2, 2, 1, 2, False),  # stride 2: grad_input by the tiles
+    (2, 20, 40, 8, 9, 3, 3, 1, 2, 2, 5, True),  # dilation 2, 8 filters a group
+    (1, 8, 4, 5, 6, 1, 1, 1, 0, 1, 4, False),  # 1x1, one filter a group
+    (2, 66, 26, 6, 5, 3, 3, 1, 0, 1, 2, True),  # 33 channels, 13 filters a group: 8 + 4 + 1
+    (2, 10, 20, 7, 7, 3, 3, 1, 1, 1, 10, False),  # a channel multiplier of 2
+    (2, 34, 34, 6, 6, 2, 2, 3, 1, 1, 17, True),  # stride 3, even filter
+    (1, 128, 128, 3, 4, 3, 3, 1, 4, 1, 2, True),  # 64 a group; padding past the filter
+    (2, 40, 80, 14, 14, 3, 3, 1, 1, 1, 4, False),  # 10 channels, 20 filters a group: 16 + 4
+    (2, 16, 16, 15, 15, 3, 3, 1, 1, 1, 4, True),  # 15 wide: past the gate
+    (1, 130, 130, 5, 5, 3, 3, 1, 1, 1, 2, False),  # 65 a group: past the gate
+]
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", CPU_GROUPED_SHAPES, ids=shape_id)
+def test_cpu_grouped(shape, dtype, layout):
+    x, wt, b = cpu_depthwise_case(shape, layout)
+    conv = shape[7:11]  # stride, padding, dilation, groups
+    x, wt, b = (t.to(dtype).requires_grad_() if t is not None else None for t in (x, wt, b))
+    out = torchconv.conv2d(x, wt, b, *conv, algorithm="direct")
+    gy = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (x, wt), gy)
+    with torch.no_grad():
+        x64, w64 = x.double().requires_grad_(), wt.double().requires_grad_()
+    ref = torch.nn.functional.conv2d(x64, w64, None if b is None else b.double(), *conv)
+    refs = torch.autograd.grad(ref, (x64, w64), gy.double())
+    for got, want, what in zip((out,) + grads, (ref,) + refs, ("forward", "grad_input", "grad_weight")):
+        assert_close_rel(got, want, dtype, f"{shape_id(shape)} {what}")
+        assert_same_layout(got, want)
+
+
+def test_auto_takes_direct_for_late_grouped_layers_on_the_cpu():
+    """ResNeXt's and RegNet's grouped layers 7 and 14 wide go to the CPU's kernels along the channels;
+    28 and 56 wide, and with more than 64 channels a group, they do not."""
+    pick = lambda c, hw, groups: torchconv.selection.select_algorithm(  # noqa: E731
+        torch.empty(8, c, hw, hw), torch.empty(c, c // groups, 3, 3), (1, 1), (1, 1), groups, (1, 1))
+    assert pick(1024, 7, 32) == "direct" and pick(512, 14, 32) == "direct" and pick(440, 7, 55) == "direct"
+    assert pick(256, 28, 32) != "direct" and pick(128, 56, 32) != "direct" and pick(256, 7, 2) != "direct"

@@ -72,6 +72,11 @@ def _small_groups(channels, filters):
     return _C.small_groups(channels, filters)
 
 
+@_constant_when_traced
+def _cpu_grouped(groups, channels, filters, width):
+    return _C.cpu_grouped(groups, channels, filters, width)
+
+
 def _int(value, name, what):
     """`value` as an int: anything with __index__ (numpy integers too) but a bool, as PyTorch's
     conv2d takes it; else TypeError naming the argument."""
@@ -143,7 +148,9 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     (benchmarks/results/*-h100.json):
 
     0. direct on CUDA for small groups (torchconv._C.small_groups: depthwise, channel multipliers,
-       ResNeXt-like groups), which its depthwise specialist runs;
+       ResNeXt-like groups), which its depthwise specialist runs, and on the CPU for grouped layers of
+       up to 64 channels and filters a group on planes up to 14 outputs wide (torchconv._C.cpu_grouped:
+       ResNeXt's and RegNet's late stages), which its kernels along the channels run;
     0a. winograd on CUDA, at every precision, for RGB-stem-like layers: 3x3, stride 1, undilated, at
        most 4 channels and at least 8 filters per group (its shallow kernels; _WINOGRAD_THIN_MAX_CHANNELS);
     0b. winograd on CUDA at TF32 (float32 while torch.backends.cudnn.allow_tf32 is on) for the layers
@@ -172,7 +179,11 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     kg = k // groups
     winograd_filters = (r, s) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and kg >= 8
     winograd_shape = winograd_filters and cg >= 8
-    order = ["direct"] if input.is_cuda and _small_groups(cg, kg) else []
+    width = -(-input.shape[3] // stride[1])  # the output width under padding that keeps the size ("same")
+    if input.is_cuda:
+        order = ["direct"] if _small_groups(cg, kg) else []
+    else:
+        order = ["direct"] if _cpu_grouped(groups, cg, kg, width) else []
     if input.is_cuda and winograd_filters and cg <= _WINOGRAD_THIN_MAX_CHANNELS:
         order.append("winograd")
     precision = _tuning.precision(input) if input.is_cuda else None

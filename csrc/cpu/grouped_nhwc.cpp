@@ -1,0 +1,80 @@
+// The grouped kernels along the channels (grouped_nhwc.h): the kernels of grouped_nhwc_kernels.h built
+// twice, for any x86-64 CPU and for AVX2 with FMA, the second run where the CPU has both. The build
+// targets the x86-64 baseline, whose four lanes and separate products and sums leave such a loop a
+// quarter of an AVX2 core's multiply-adds.
+#include "grouped_nhwc.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "../plans.h"
+
+namespace torchconv {
+namespace {
+
+namespace portable {
+#include "grouped_nhwc_kernels.h"
+}  // namespace portable
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define TORCHCONV_GROUPED_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+#include "grouped_nhwc_kernels.h"
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
+
+bool cpu_has_avx2() {
+#ifdef TORCHCONV_GROUPED_AVX2
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool grouped_nhwc_takes(const ConvShape& p) {
+  return cpu_grouped(p.groups, p.channels_per_group(), p.filters_per_group(), p.Wo);
+}
+
+at::Tensor grouped_filters(const at::Tensor& weight, const ConvShape& p) {
+  return weight.reshape({p.groups, p.filters_per_group(), p.channels_per_group(), p.R * p.S})
+      .permute({0, 3, 2, 1})
+      .contiguous();
+}
+
+void grouped_forward_nhwc(const ConvShape& p, const at::Tensor& x, const at::Tensor& wg, const at::Tensor& bias,
+                          at::Tensor& y) {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv2d_direct_cpu_grouped", [&] {
+    const scalar_t* b = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
+    auto run = [&](auto kernel) {
+      kernel(p, x.const_data_ptr<scalar_t>(), wg.const_data_ptr<scalar_t>(), b, y.mutable_data_ptr<scalar_t>());
+    };
+#ifdef TORCHCONV_GROUPED_AVX2
+    if (cpu_has_avx2()) return run(&avx2::grouped_forward_nhwc<scalar_t>);
+#endif
+    run(&portable::grouped_forward_nhwc<scalar_t>);
+  });
+}
+
+void grouped_grad_weight_nhwc(const ConvShape& p, const at::Tensor& gy, const at::Tensor& x, at::Tensor& gwg) {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv2d_direct_grad_weight_cpu_grouped", [&] {
+    auto run = [&](auto kernel) {
+      kernel(p, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), gwg.mutable_data_ptr<scalar_t>());
+    };
+#ifdef TORCHCONV_GROUPED_AVX2
+    if (cpu_has_avx2()) return run(&avx2::grouped_grad_weight_nhwc<scalar_t>);
+#endif
+    run(&portable::grouped_grad_weight_nhwc<scalar_t>);
+  });
+}
+
+}  // namespace torchconv
