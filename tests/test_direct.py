@@ -321,7 +321,8 @@ CPU_DEPTHWISE_SHAPES = [
 
 
 def cpu_depthwise_case(shape, layout):
-    """x (in the layout), weight and bias (or None) of a CPU_DEPTHWISE_SHAPES row, float64."""
+    """x (in the layout), weight and bias (or None) of a CPU_DEPTHWISE_SHAPES or CPU_GROUPED_SHAPES row,
+    float64."""
     n, c, k, h, w, r, s, stride, padding, dilation, groups, bias = shape
     torch.manual_seed(0)
     x = torch.randn(n, c, h, w, dtype=torch.float64)
@@ -336,8 +337,13 @@ def assert_same_layout(out, ref):
     assert out.is_contiguous() == ref.is_contiguous()
 
 
-@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def over_cpu_layouts_and_dtypes(test):
+    """`test` in NCHW and channels_last, float32 and float64 (the dtypes the CPU kernels compute)."""
+    test = pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])(test)
+    return pytest.mark.parametrize("layout", ["nchw", "channels_last"])(test)
+
+
+@over_cpu_layouts_and_dtypes
 @pytest.mark.parametrize("shape", CPU_DEPTHWISE_SHAPES, ids=shape_id)
 def test_cpu_depthwise_forward(shape, dtype, layout):
     x, wt, b = cpu_depthwise_case(shape, layout)
@@ -389,8 +395,7 @@ CPU_GROUPED_SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@over_cpu_layouts_and_dtypes
 @pytest.mark.parametrize("shape", CPU_GROUPED_SHAPES, ids=shape_id)
 def test_cpu_grouped(shape, dtype, layout):
     x, wt, b = cpu_depthwise_case(shape, layout)
