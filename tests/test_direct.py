@@ -413,6 +413,15 @@ def test_cpu_grouped(shape, dtype, layout):
         assert_same_layout(got, want)
 
 
+def test_cpu_grouped_baseline_build():
+    """The grouped kernels are built for the x86-64 baseline and for AVX2 with FMA, the second run where
+    the CPU has both; TORCHCONV_CPU_BASELINE=1 runs the first, here on the same cases."""
+    env = {**os.environ, "TORCHCONV_CPU_BASELINE": "1"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
+                          "test_cpu_grouped and not baseline"], env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and f"{4 * len(CPU_GROUPED_SHAPES)} passed" in run.stdout, run.stdout[-2000:]
+
+
 def test_auto_takes_direct_for_late_grouped_layers_on_the_cpu():
     """ResNeXt's and RegNet's grouped layers 7 and 14 wide go to the CPU's kernels along the channels;
     28 and 56 wide, and with more than 64 channels a group, they do not."""

@@ -2,25 +2,71 @@
 // for any x86-64 CPU, once compiled for AVX2 and FMA (eight lanes and fused multiply-adds, where the
 // baseline has four lanes and separate products and sums), each copy in its own namespace. No include
 // guard, and no includes: the includer provides them, before its namespaces.
+//
+// The sums are GCC vector types (a register or half of one, or a scalar for the last filters), which the
+// compiler keeps in registers: arrays of scalars summed in unrolled loops it kept there only while a
+// block had one chain of sums, and a chain of dependent multiply-adds waits out each one's latency.
+// So each block runs two chains (even and odd channels, or pixels), added at the end.
 
-constexpr int64_t kGroupedFilterBlock = 16;
+// kVectorBytes, set by the includer: a register's width in its target (16 on the baseline, 32 with
+// AVX2; wider vector types than the target's registers come out of GCC through memory).
+template <typename T>
+struct Lanes {
+  typedef T Wide __attribute__((vector_size(kVectorBytes)));
+  typedef T Half __attribute__((vector_size(kVectorBytes / 2)));
+};
 
-// Calls block(k0, len) over a group's Kg filters: whole blocks, then the rest in blocks of 8 and 4, all
-// of a compile-time length (the compiler keeps their sums in vector registers; with a length known
-// only at run time it keeps them in memory), then the last 1-3.
-template <typename Block>
-void for_filter_blocks(int64_t Kg, Block&& block) {
+template <typename V, typename T>
+inline V load_lanes(const T* p) {
+  if constexpr (std::is_same_v<V, T>) {
+    return *p;
+  } else {
+    V v;
+    std::memcpy(&v, p, sizeof(V));
+    return v;
+  }
+}
+
+template <typename V, typename T>
+inline void store_lanes(T* p, V v) {
+  if constexpr (std::is_same_v<V, T>) {
+    *p = v;
+  } else {
+    std::memcpy(p, &v, sizeof(V));
+  }
+}
+
+template <typename V, typename T>
+inline V splat(T s) {
+  if constexpr (std::is_same_v<V, T>) {
+    return s;
+  } else {
+    return V{} + s;
+  }
+}
+
+template <typename V>
+struct VectorTag {
+  using type = V;
+};
+
+// Calls block(k0, VectorTag<V>, count) over a group's Kg filters: blocks of two wide vectors, then one
+// wide, one half vector, and single filters; count (a std::integral_constant) vectors of type V each.
+template <typename T, typename Block>
+void for_filter_vectors(int64_t Kg, Block&& block) {
+  using Wide = typename Lanes<T>::Wide;
+  using Half = typename Lanes<T>::Half;
+  constexpr int64_t kWide = sizeof(Wide) / sizeof(T), kHalf = sizeof(Half) / sizeof(T);
   int64_t k0 = 0;
-  for (; k0 + kGroupedFilterBlock <= Kg; k0 += kGroupedFilterBlock)
-    block(k0, std::integral_constant<int64_t, kGroupedFilterBlock>());
-  if (k0 + 8 <= Kg) block(k0, std::integral_constant<int64_t, 8>()), k0 += 8;
-  if (k0 + 4 <= Kg) block(k0, std::integral_constant<int64_t, 4>()), k0 += 4;
-  if (k0 < Kg) block(k0, Kg - k0);
+  for (; k0 + 2 * kWide <= Kg; k0 += 2 * kWide) block(k0, VectorTag<Wide>(), std::integral_constant<int, 2>());
+  if (k0 + kWide <= Kg) block(k0, VectorTag<Wide>(), std::integral_constant<int, 1>()), k0 += kWide;
+  if (k0 + kHalf <= Kg) block(k0, VectorTag<Half>(), std::integral_constant<int, 1>()), k0 += kHalf;
+  for (; k0 < Kg; ++k0) block(k0, VectorTag<T>(), std::integral_constant<int, 1>());
 }
 
 // x: N x H x W x C, wg: grouped_filters, y: N x Ho x Wo x K. A task computes an output row, group by
-// group (a group's filters stay in cache across the row). Each output adds the bias, then the taps row
-// by row, each tap's channels in order.
+// group (a group's filters stay in cache across the row). Each output is the bias plus the even
+// channels' terms, tap by tap, plus the odd channels'.
 template <typename T>
 void grouped_forward_nhwc(const ConvShape& p, const T* x, const T* wg, const T* bias, T* y) {
   const int64_t C = p.C, K = p.K, Cg = p.channels_per_group(), Kg = p.filters_per_group(), taps = p.R * p.S;
@@ -30,26 +76,38 @@ void grouped_forward_nhwc(const ConvShape& p, const T* x, const T* wg, const T* 
       for (int64_t g = 0; g < p.groups; ++g) {
         const T* wgroup = wg + g * taps * Cg * Kg;
         for (int64_t ox = 0; ox < p.Wo; ++ox) {
-          T* __restrict__ out = y + ((n * p.Ho + oy) * p.Wo + ox) * K + g * Kg;
-          for_filter_blocks(Kg, [&](int64_t k0, auto len) {
-            T acc[kGroupedFilterBlock];
-            for (int64_t j = 0; j < len; ++j) acc[j] = bias ? bias[g * Kg + k0 + j] : T(0);
+          T* out = y + ((n * p.Ho + oy) * p.Wo + ox) * K + g * Kg;
+          for_filter_vectors<T>(Kg, [&](int64_t k0, auto tag, auto count) {
+            using V = typename decltype(tag)::type;
+            constexpr int kCount = decltype(count)::value;
+            constexpr int64_t kLanes = sizeof(V) / sizeof(T);
+            V even[kCount], odd[kCount];
+            for (int q = 0; q < kCount; ++q) {
+              even[q] = bias ? load_lanes<V>(bias + g * Kg + k0 + q * kLanes) : V{};
+              odd[q] = V{};
+            }
             for (int64_t r = 0; r < p.R; ++r) {
               const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
               if (iy < 0 || iy >= p.H) continue;
               for (int64_t s = 0; s < p.S; ++s) {
                 const int64_t ix = input_coord(ox, s, p.stride_w, p.pad_w, p.dil_w);
                 if (ix < 0 || ix >= p.W) continue;
-                const T* __restrict__ in = x + ((n * p.H + iy) * p.W + ix) * C + g * Cg;
-                const T* __restrict__ wt = wgroup + (r * p.S + s) * Cg * Kg + k0;
-                for (int64_t c = 0; c < Cg; ++c) {
-                  const T v = in[c];
-                  const T* __restrict__ wc = wt + c * Kg;
-                  for (int64_t j = 0; j < len; ++j) acc[j] += v * wc[j];
+                const T* in = x + ((n * p.H + iy) * p.W + ix) * C + g * Cg;
+                const T* wt = wgroup + (r * p.S + s) * Cg * Kg + k0;
+                int64_t c = 0;
+                for (; c + 1 < Cg; c += 2) {
+                  const V a = splat<V>(in[c]), b = splat<V>(in[c + 1]);
+                  const T* w0 = wt + c * Kg;
+                  for (int q = 0; q < kCount; ++q) even[q] += a * load_lanes<V>(w0 + q * kLanes);
+                  for (int q = 0; q < kCount; ++q) odd[q] += b * load_lanes<V>(w0 + Kg + q * kLanes);
+                }
+                if (c < Cg) {
+                  const V a = splat<V>(in[c]);
+                  for (int q = 0; q < kCount; ++q) even[q] += a * load_lanes<V>(wt + c * Kg + q * kLanes);
                 }
               }
             }
-            for (int64_t j = 0; j < len; ++j) out[k0 + j] = acc[j];
+            for (int q = 0; q < kCount; ++q) store_lanes(out + k0 + q * kLanes, even[q] + odd[q]);
           });
         }
       }
@@ -58,10 +116,10 @@ void grouped_forward_nhwc(const ConvShape& p, const T* x, const T* wg, const T* 
 }
 
 // grad_weight of a grouped layer along the channels (gy: N x Ho x Wo x K, x: N x H x W x C, gwg laid as
-// grouped_filters): for each group, tap and channel, the group's filters' sums as vectors of partial
-// sums. The output rows are split into kGroupedWeightParts fixed parts, each summed
-// into its own copy of the weight, and the parts added in order: the same bits whatever the number
-// of threads.
+// grouped_filters): for each group, tap and channel, the group's filters' sums as vectors (even and
+// odd pixels of a row apart). The output rows are split into kGroupedWeightParts fixed parts, each
+// summed into its own copy of the weight, and the parts added in order: the same bits whatever the
+// number of threads.
 constexpr int64_t kGroupedWeightParts = 8;
 
 template <typename T>
@@ -81,10 +139,15 @@ void grouped_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gw
         for (int64_t s = 0; s < p.S; ++s) {
           const int64_t col_offset = s * p.dil_w - p.pad_w;
           const OutputRange cols = valid_output_range(p.Wo, p.W, col_offset, p.stride_w);
+          const int64_t step = p.stride_w * C;
           for (int64_t c = 0; c < Cg; ++c) {
             T* dst = sums + ((r * p.S + s) * Cg + c) * Kg;
-            for_filter_blocks(Kg, [&](int64_t k0, auto len) {
-              T acc[kGroupedFilterBlock] = {};
+            for_filter_vectors<T>(Kg, [&](int64_t k0, auto tag, auto count) {
+              using V = typename decltype(tag)::type;
+              constexpr int kCount = decltype(count)::value;
+              constexpr int64_t kLanes = sizeof(V) / sizeof(T);
+              V even[kCount], odd[kCount];
+              for (int q = 0; q < kCount; ++q) even[q] = odd[q] = V{};
               for (int64_t row = row_lo; row < row_hi; ++row) {
                 const int64_t n = row / p.Ho, oy = row % p.Ho;
                 const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
@@ -92,13 +155,19 @@ void grouped_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gw
                 // pixel ox * stride_w of this input row, at the group's channel c
                 const T* xrow = x + ((n * p.H + iy) * p.W + col_offset) * C + g * Cg + c;
                 const T* gyrow = gy + row * p.Wo * K + g * Kg + k0;
-                for (int64_t ox = cols.lo; ox < cols.hi; ++ox) {
-                  const T v = xrow[ox * p.stride_w * C];
-                  const T* __restrict__ gk = gyrow + ox * K;
-                  for (int64_t j = 0; j < len; ++j) acc[j] += v * gk[j];
+                int64_t ox = cols.lo;
+                for (; ox + 1 < cols.hi; ox += 2) {
+                  const V a = splat<V>(xrow[ox * step]), b = splat<V>(xrow[(ox + 1) * step]);
+                  const T* g0 = gyrow + ox * K;
+                  for (int q = 0; q < kCount; ++q) even[q] += a * load_lanes<V>(g0 + q * kLanes);
+                  for (int q = 0; q < kCount; ++q) odd[q] += b * load_lanes<V>(g0 + K + q * kLanes);
+                }
+                if (ox < cols.hi) {
+                  const V a = splat<V>(xrow[ox * step]);
+                  for (int q = 0; q < kCount; ++q) even[q] += a * load_lanes<V>(gyrow + ox * K + q * kLanes);
                 }
               }
-              for (int64_t j = 0; j < len; ++j) dst[k0 + j] = acc[j];
+              for (int q = 0; q < kCount; ++q) store_lanes(dst + k0 + q * kLanes, even[q] + odd[q]);
             });
           }
         }
