@@ -157,6 +157,25 @@ def test_vmap_of_the_forward_folds_into_the_batch(algorithm, device, channels_la
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_autograd_through_vmap(algorithm, device):
+    """Below the last transform a vmap rule's folded call runs the operator with its C++ autograd: a
+    gradient taken outside the transform, and a gradient of that gradient, are PyTorch's."""
+    x = torch.randn(3, 2, 4, 6, 5, dtype=torch.float64, device=device, requires_grad=True)
+    w = torch.randn(5, 4, 3, 3, dtype=torch.float64, device=device, requires_grad=True)
+
+    def grads(conv):
+        out = vmap(lambda sample: conv(sample, w, None, 1, 1))(x)
+        gx, gw = torch.autograd.grad(out.square().sum(), (x, w), create_graph=True)
+        return (gx, gw) + torch.autograd.grad(gw.sum(), x)
+
+    with skip_if_no_kernel(algorithm, device):
+        got = no_fallback(lambda: grads(lambda *a: torchconv.conv2d(*a, algorithm=algorithm)))
+    for g, r in zip(got, grads(F.conv2d)):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_ensemble_of_models_by_vmap_over_stacked_parameters(device):
     """vmap over stacked parameters (stack_module_state): a weight per slice, each model's output as
     its own module gives; the gradient of the ensemble's loss, and each model's gradients (parameters
