@@ -127,7 +127,7 @@ class _Conv2d(torch.autograd.Function):
             out = _conv(call, _folded(x.flatten(0, 1), x), weight, bias)
             return out.unflatten(0, (size, x.shape[1])), 0
         outs = [_conv(call, _slice(input, input_dim, i), _slice(weight, weight_dim, i),
-                              None if bias is None else _slice(bias, bias_dim, i))
+                      None if bias is None else _slice(bias, bias_dim, i))
                 for i in range(size)]
         return torch.stack(outs), 0
 
@@ -219,7 +219,7 @@ class _Conv2dBackward(torch.autograd.Function):
         if mask[0]:
             # grad_input: the slices' images are images of one batch.
             gi = _conv_backward(call.asking(_GRAD_INPUT), _folded(gy.flatten(0, 1), gy),
-                                       _folded(x.flatten(0, 1), x), weight)[0]
+                                _folded(x.flatten(0, 1), x), weight)[0]
             out[0], dims[0] = gi.unflatten(0, (size, n)), 0
         return tuple(out), tuple(dims)
 
@@ -250,7 +250,7 @@ del _function
 def _backward_by_slices(info, in_dims, call, grad_output, input, weight):
     _, grad_output_dim, input_dim, weight_dim = in_dims
     slices = [_conv_backward(call, _slice(grad_output, grad_output_dim, i), _slice(input, input_dim, i),
-                                    _slice(weight, weight_dim, i))
+                             _slice(weight, weight_dim, i))
               for i in range(info.batch_size)]
     out = tuple(torch.stack(parts) if m else parts[0] for parts, m in zip(zip(*slices), call.mask))
     return out, tuple(0 if m else None for m in call.mask)
