@@ -422,10 +422,12 @@ def test_cpu_grouped_baseline_build():
     assert run.returncode == 0 and f"{4 * len(CPU_GROUPED_SHAPES)} passed" in run.stdout, run.stdout[-2000:]
 
 
-def test_auto_takes_direct_for_late_grouped_layers_on_the_cpu():
-    """ResNeXt's and RegNet's grouped layers 7 and 14 wide go to the CPU's kernels along the channels;
-    28 and 56 wide, and with more than 64 channels a group, they do not."""
-    pick = lambda c, hw, groups: torchconv.selection.select_algorithm(  # noqa: E731
-        torch.empty(8, c, hw, hw), torch.empty(c, c // groups, 3, 3), (1, 1), (1, 1), groups, (1, 1))
+def test_auto_takes_direct_for_grouped_layers_on_the_cpu():
+    """On the CPU, ResNeXt's and RegNet's grouped layers 7 and 14 wide go to direct's kernels along the
+    channels, and layers of at most 4 channels a group to its tiles at any width; wider layers of more
+    channels a group, and groups of more than 64 channels, do not."""
+    pick = lambda c, hw, groups, stride=1: torchconv.selection.select_algorithm(  # noqa: E731
+        torch.empty(8, c, hw, hw), torch.empty(c, c // groups, 3, 3), (stride, stride), (1, 1), groups, (1, 1))
     assert pick(1024, 7, 32) == "direct" and pick(512, 14, 32) == "direct" and pick(440, 7, 55) == "direct"
-    assert pick(256, 28, 32) != "direct" and pick(128, 56, 32) != "direct" and pick(256, 7, 2) != "direct"
+    assert pick(128, 56, 32) == "direct" and pick(256, 56, 64, 2) == "direct" and pick(64, 28, 32) == "direct"
+    assert pick(256, 28, 32) != "direct" and pick(48, 56, 6) != "direct" and pick(256, 7, 2) != "direct"

@@ -142,6 +142,12 @@ _CSG_MIN_CHANNELS_STRIDED = 128
 # NCHW leaves it on CUDA cores (memory-bound there).
 _WINOGRAD_THIN_MAX_CHANNELS = 4
 
+# Channels per group at or below which a grouped layer goes to direct on the CPU at any width: its
+# tiles ran such layers (ResNeXt's 4 channels a group, at 28 and 56 wide, strides 1 and 2) ahead of
+# the GEMM the rule chose before in forward + backward, and in the forward on all but one (level there;
+# docs/direct.md, "Grouped layers along the channels").
+_CPU_DIRECT_MAX_GROUP_CHANNELS = 4
+
 
 def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     """The `algorithm="auto"` rule when benchmark mode is off, from the committed H100 results
@@ -150,7 +156,8 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     0. direct on CUDA for small groups (torchconv._C.small_groups: depthwise, channel multipliers,
        ResNeXt-like groups), which its depthwise specialist runs, and on the CPU for grouped layers of
        up to 64 channels and filters a group on planes up to 14 outputs wide (torchconv._C.cpu_grouped:
-       ResNeXt's and RegNet's late stages), which its kernels along the channels run;
+       ResNeXt's and RegNet's late stages), which its kernels along the channels run, and for grouped
+       layers of at most 4 channels a group at any width (its tiles);
     0a. winograd on CUDA, at every precision, for RGB-stem-like layers: 3x3, stride 1, undilated, at
        most 4 channels and at least 8 filters per group (its shallow kernels; _WINOGRAD_THIN_MAX_CHANNELS);
     0b. winograd on CUDA at TF32 (float32 while torch.backends.cudnn.allow_tf32 is on) for the layers
@@ -183,7 +190,8 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     if input.is_cuda:
         order = ["direct"] if _small_groups(cg, kg) else []
     else:
-        order = ["direct"] if _cpu_grouped(groups, cg, kg, width) else []
+        thin_groups = groups > 1 and cg <= _CPU_DIRECT_MAX_GROUP_CHANNELS
+        order = ["direct"] if thin_groups or _cpu_grouped(groups, cg, kg, width) else []
     if input.is_cuda and winograd_filters and cg <= _WINOGRAD_THIN_MAX_CHANNELS:
         order.append("winograd")
     precision = _tuning.precision(input) if input.is_cuda else None
