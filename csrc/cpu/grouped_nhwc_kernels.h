@@ -6,7 +6,7 @@
 // The sums are GCC vector types (a register or half of one, or a scalar for the last filters), which the
 // compiler keeps in registers: arrays of scalars summed in unrolled loops it kept there only while a
 // block had one chain of sums, and a chain of dependent multiply-adds waits out each one's latency.
-// So each block runs two chains (even and odd channels, or pixels), added at the end.
+// So each block runs several chains (channels, or pixels, in turn), added at the end.
 
 // kVectorBytes, set by the includer: a register's width in its target (16 on the baseline, 32 with
 // AVX2; wider vector types than the target's registers come out of GCC through memory).
@@ -45,6 +45,18 @@ inline V splat(T s) {
   }
 }
 
+// Chains of sums a block runs side by side (each multiply-add waits on the one before in its chain).
+// Four chains for blocks of one or two vectors ran no faster than two (their loads bound them).
+constexpr int kChains = 2;
+
+// The chains' sums of vector q, added in a fixed order.
+template <int kChains, typename V, int kCount>
+inline V sum_chains(const V (&acc)[kChains][kCount], int q) {
+  V total = acc[0][q];
+  for (int h = 1; h < kChains; ++h) total += acc[h][q];
+  return total;
+}
+
 template <typename V>
 struct VectorTag {
   using type = V;
@@ -58,15 +70,16 @@ void for_filter_vectors(int64_t Kg, Block&& block) {
   using Half = typename Lanes<T>::Half;
   constexpr int64_t kWide = sizeof(Wide) / sizeof(T), kHalf = sizeof(Half) / sizeof(T);
   int64_t k0 = 0;
-  for (; k0 + 2 * kWide <= Kg; k0 += 2 * kWide) block(k0, VectorTag<Wide>(), std::integral_constant<int, 2>());
+  for (; k0 + 4 * kWide <= Kg; k0 += 4 * kWide) block(k0, VectorTag<Wide>(), std::integral_constant<int, 4>());
+  if (k0 + 2 * kWide <= Kg) block(k0, VectorTag<Wide>(), std::integral_constant<int, 2>()), k0 += 2 * kWide;
   if (k0 + kWide <= Kg) block(k0, VectorTag<Wide>(), std::integral_constant<int, 1>()), k0 += kWide;
   if (k0 + kHalf <= Kg) block(k0, VectorTag<Half>(), std::integral_constant<int, 1>()), k0 += kHalf;
   for (; k0 < Kg; ++k0) block(k0, VectorTag<T>(), std::integral_constant<int, 1>());
 }
 
 // x: N x H x W x C, wg: grouped_filters, y: N x Ho x Wo x K. A task computes an output row, group by
-// group (a group's filters stay in cache across the row). Each output is the bias plus the even
-// channels' terms, tap by tap, plus the odd channels'.
+// group (a group's filters stay in cache across the row). Each output is the bias plus its chains'
+// sums, the group's channels dealt to the chains in turn, tap by tap.
 template <typename T>
 void grouped_forward_nhwc(const ConvShape& p, const T* x, const T* wg, const T* bias, T* y) {
   const int64_t C = p.C, K = p.K, Cg = p.channels_per_group(), Kg = p.filters_per_group(), taps = p.R * p.S;
@@ -81,10 +94,10 @@ void grouped_forward_nhwc(const ConvShape& p, const T* x, const T* wg, const T* 
             using V = typename decltype(tag)::type;
             constexpr int kCount = decltype(count)::value;
             constexpr int64_t kLanes = sizeof(V) / sizeof(T);
-            V even[kCount], odd[kCount];
+            V acc[kChains][kCount];
             for (int q = 0; q < kCount; ++q) {
-              even[q] = bias ? load_lanes<V>(bias + g * Kg + k0 + q * kLanes) : V{};
-              odd[q] = V{};
+              acc[0][q] = bias ? load_lanes<V>(bias + g * Kg + k0 + q * kLanes) : V{};
+              for (int h = 1; h < kChains; ++h) acc[h][q] = V{};
             }
             for (int64_t r = 0; r < p.R; ++r) {
               const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
@@ -95,19 +108,18 @@ void grouped_forward_nhwc(const ConvShape& p, const T* x, const T* wg, const T* 
                 const T* in = x + ((n * p.H + iy) * p.W + ix) * C + g * Cg;
                 const T* wt = wgroup + (r * p.S + s) * Cg * Kg + k0;
                 int64_t c = 0;
-                for (; c + 1 < Cg; c += 2) {
-                  const V a = splat<V>(in[c]), b = splat<V>(in[c + 1]);
-                  const T* w0 = wt + c * Kg;
-                  for (int q = 0; q < kCount; ++q) even[q] += a * load_lanes<V>(w0 + q * kLanes);
-                  for (int q = 0; q < kCount; ++q) odd[q] += b * load_lanes<V>(w0 + Kg + q * kLanes);
-                }
-                if (c < Cg) {
+                for (; c + kChains <= Cg; c += kChains)
+                  for (int h = 0; h < kChains; ++h) {
+                    const V a = splat<V>(in[c + h]);
+                    for (int q = 0; q < kCount; ++q) acc[h][q] += a * load_lanes<V>(wt + (c + h) * Kg + q * kLanes);
+                  }
+                for (int h = 0; c < Cg; ++c, ++h) {
                   const V a = splat<V>(in[c]);
-                  for (int q = 0; q < kCount; ++q) even[q] += a * load_lanes<V>(wt + c * Kg + q * kLanes);
+                  for (int q = 0; q < kCount; ++q) acc[h][q] += a * load_lanes<V>(wt + c * Kg + q * kLanes);
                 }
               }
             }
-            for (int q = 0; q < kCount; ++q) store_lanes(out + k0 + q * kLanes, even[q] + odd[q]);
+            for (int q = 0; q < kCount; ++q) store_lanes(out + k0 + q * kLanes, sum_chains<kChains>(acc, q));
           });
         }
       }
@@ -116,8 +128,8 @@ void grouped_forward_nhwc(const ConvShape& p, const T* x, const T* wg, const T* 
 }
 
 // grad_weight of a grouped layer along the channels (gy: N x Ho x Wo x K, x: N x H x W x C, gwg laid as
-// grouped_filters): for each group, tap and channel, the group's filters' sums as vectors (even and
-// odd pixels of a row apart). The output rows are split into kGroupedWeightParts fixed parts, each
+// grouped_filters): for each group, tap and channel, the group's filters' sums as vectors (a row's
+// pixels dealt to the chains in turn). The output rows are split into kGroupedWeightParts fixed parts, each
 // summed into its own copy of the weight, and the parts added in order: the same bits whatever the
 // number of threads.
 constexpr int64_t kGroupedWeightParts = 8;
@@ -146,8 +158,9 @@ void grouped_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gw
               using V = typename decltype(tag)::type;
               constexpr int kCount = decltype(count)::value;
               constexpr int64_t kLanes = sizeof(V) / sizeof(T);
-              V even[kCount], odd[kCount];
-              for (int q = 0; q < kCount; ++q) even[q] = odd[q] = V{};
+                V acc[kChains][kCount];
+              for (int h = 0; h < kChains; ++h)
+                for (int q = 0; q < kCount; ++q) acc[h][q] = V{};
               for (int64_t row = row_lo; row < row_hi; ++row) {
                 const int64_t n = row / p.Ho, oy = row % p.Ho;
                 const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
@@ -156,18 +169,17 @@ void grouped_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gw
                 const T* xrow = x + ((n * p.H + iy) * p.W + col_offset) * C + g * Cg + c;
                 const T* gyrow = gy + row * p.Wo * K + g * Kg + k0;
                 int64_t ox = cols.lo;
-                for (; ox + 1 < cols.hi; ox += 2) {
-                  const V a = splat<V>(xrow[ox * step]), b = splat<V>(xrow[(ox + 1) * step]);
-                  const T* g0 = gyrow + ox * K;
-                  for (int q = 0; q < kCount; ++q) even[q] += a * load_lanes<V>(g0 + q * kLanes);
-                  for (int q = 0; q < kCount; ++q) odd[q] += b * load_lanes<V>(g0 + K + q * kLanes);
-                }
-                if (ox < cols.hi) {
+                for (; ox + kChains <= cols.hi; ox += kChains)
+                  for (int h = 0; h < kChains; ++h) {
+                    const V a = splat<V>(xrow[(ox + h) * step]);
+                    for (int q = 0; q < kCount; ++q) acc[h][q] += a * load_lanes<V>(gyrow + (ox + h) * K + q * kLanes);
+                  }
+                for (int h = 0; ox < cols.hi; ++ox, ++h) {
                   const V a = splat<V>(xrow[ox * step]);
-                  for (int q = 0; q < kCount; ++q) even[q] += a * load_lanes<V>(gyrow + ox * K + q * kLanes);
+                  for (int q = 0; q < kCount; ++q) acc[h][q] += a * load_lanes<V>(gyrow + ox * K + q * kLanes);
                 }
               }
-              for (int q = 0; q < kCount; ++q) store_lanes(dst + k0 + q * kLanes, even[q] + odd[q]);
+              for (int q = 0; q < kCount; ++q) store_lanes(dst + k0 + q * kLanes, sum_chains<kChains>(acc, q));
             });
           }
         }
