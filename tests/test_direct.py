@@ -371,13 +371,13 @@ def test_cpu_depthwise_grad_input(shape, layout):
 
 
 # Grouped layers of up to 64 channels and filters a group on planes up to 14 outputs wide run on the
-# CPU along the channels (csrc/cpu/grouped_nhwc.h): a pixel's filters of a group in vector blocks of 16,
-# 8 and 4 and a remainder of 1-3 (filters per group 1, 2, 3, 4, 8, 13, 20, 32, 64), channels per group
-# from 1 (a channel multiplier) to 64, borders, H != W, strides 1-3, dilation, padding past the filter,
-# non-square filters, batch 1 and more; forward, grad_input (at stride 1 the same kernel on grad_output,
-# each group's filters swapped and turned half a turn) and grad_weight (fixed parts of the rows), in
-# NCHW and channels_last, each against float64. The last rows lie past the gate (a 15-wide plane,
-# 65 channels a group): the tiles run them.
+# CPU along the channels (csrc/cpu/grouped_nhwc.h): a pixel's filters of a group in blocks of four, two
+# and one register-wide vectors, a half vector and single filters (filters per group 1, 2, 3, 4, 8, 13,
+# 20, 32, 64), channels per group from 1 (a channel multiplier) to 64, borders, H != W, strides 1-3,
+# dilation, padding past the filter, non-square filters, batch 1 and more; forward, grad_input (at
+# stride 1 the same kernel on grad_output, each group's filters swapped and turned half a turn) and
+# grad_weight (fixed parts of the rows), in NCHW and channels_last, each against float64. The last rows
+# lie past the gate (a 15-wide plane, 65 channels a group): the tiles run them.
 CPU_GROUPED_SHAPES = [
     (2, 8, 8, 9, 7, 3, 3, 1, 1, 1, 2, True),
     (1, 12, 18, 11, 5, 3, 1, 1, (1, 0), 1, 6, False),  # 3 filters a group: the remainder only

@@ -50,7 +50,7 @@ inline V splat(T s) {
 constexpr int kChains = 2;
 
 // The chains' sums of vector q, added in a fixed order.
-template <int kChains, typename V, int kCount>
+template <typename V, int kCount>
 inline V sum_chains(const V (&acc)[kChains][kCount], int q) {
   V total = acc[0][q];
   for (int h = 1; h < kChains; ++h) total += acc[h][q];
@@ -62,8 +62,9 @@ struct VectorTag {
   using type = V;
 };
 
-// Calls block(k0, VectorTag<V>, count) over a group's Kg filters: blocks of two wide vectors, then one
-// wide, one half vector, and single filters; count (a std::integral_constant) vectors of type V each.
+// Calls block(k0, VectorTag<V>, count) over a group's Kg filters: blocks of four wide vectors, then one
+// block of two and one of one, one half vector, and single filters; count (a std::integral_constant)
+// vectors of type V each.
 template <typename T, typename Block>
 void for_filter_vectors(int64_t Kg, Block&& block) {
   using Wide = typename Lanes<T>::Wide;
@@ -119,7 +120,7 @@ void grouped_forward_nhwc(const ConvShape& p, const T* x, const T* wg, const T* 
                 }
               }
             }
-            for (int q = 0; q < kCount; ++q) store_lanes(out + k0 + q * kLanes, sum_chains<kChains>(acc, q));
+            for (int q = 0; q < kCount; ++q) store_lanes(out + k0 + q * kLanes, sum_chains(acc, q));
           });
         }
       }
@@ -179,7 +180,7 @@ void grouped_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gw
                   for (int q = 0; q < kCount; ++q) acc[h][q] += a * load_lanes<V>(gyrow + ox * K + q * kLanes);
                 }
               }
-              for (int q = 0; q < kCount; ++q) store_lanes(dst + k0 + q * kLanes, sum_chains<kChains>(acc, q));
+              for (int q = 0; q < kCount; ++q) store_lanes(dst + k0 + q * kLanes, sum_chains(acc, q));
             });
           }
         }
