@@ -46,7 +46,7 @@ inline V splat(T s) {
 }
 
 // Chains of sums a block runs side by side (each multiply-add waits on the one before in its chain).
-// Four chains for blocks of one or two vectors ran no faster than two (their loads bound them).
+// Four chains for blocks of one or two vectors ran no faster than two.
 constexpr int kChains = 2;
 
 // The chains' sums of vector q, added in a fixed order.
