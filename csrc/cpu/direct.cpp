@@ -343,6 +343,11 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  at::Tensor gy_nhwc;  // grad_output in channels_last, for the grouped kernels (made on first use)
+  auto nhwc_grad_output = [&]() -> const at::Tensor& {
+    if (!gy_nhwc.defined()) gy_nhwc = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
+    return gy_nhwc;
+  };
   auto grad_input = [&](const ConvShape& p) {
     if (depthwise_forward_shape(p) && p.stride_h == 1 && p.pad_h < p.R && p.pad_w < p.S) {
       // A stride-1 depthwise layer's grad_input is its forward on grad_output with the filter turned
@@ -353,13 +358,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
     const int64_t span_h = p.dil_h * (p.R - 1), span_w = p.dil_w * (p.S - 1);
     if (grouped_nhwc_takes(p) && p.stride_h == 1 && p.stride_w == 1 && p.pad_h <= span_h && p.pad_w <= span_w) {
       // So is a stride-1 grouped layer's, each group's filters turned half a turn and its channels and
-      // filters swapped (C x Kg x R x S): the grouped forward along the channels runs it.
+      // filters swapped (C x Kg x R x S): the grouped forward along the channels runs it, on the
+      // channels_last grad_output that grad_weight reads too.
       const auto turned = weight.reshape({p.groups, p.filters_per_group(), p.channels_per_group(), p.R, p.S})
                               .transpose(1, 2)
                               .flip({3, 4})
                               .reshape({p.C, p.filters_per_group(), p.R, p.S});
-      return conv2d_direct_cpu(grad_output, turned, std::nullopt, stride, {span_h - p.pad_h, span_w - p.pad_w},
-                               dilation, groups);
+      return conv2d_direct_cpu(nhwc_grad_output(), turned, std::nullopt, stride,
+                               {span_h - p.pad_h, span_w - p.pad_w}, dilation, groups);
     }
     auto gy = grad_output.contiguous();
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
@@ -372,11 +378,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
   };
   auto grad_weight = [&](const ConvShape& p) {
     if (grouped_nhwc_takes(p)) {
-      const auto gy = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
-      const auto x = input.contiguous(at::MemoryFormat::ChannelsLast);
-      auto gwg = at::empty({p.groups, p.R * p.S, p.channels_per_group(), p.filters_per_group()}, weight.options());
-      grouped_grad_weight_nhwc(p, gy, x, gwg);
-      return gwg.permute({0, 3, 2, 1}).reshape({p.K, p.channels_per_group(), p.R, p.S});
+      auto gw = new_output(weight.sizes(), weight.options());
+      grouped_grad_weight_nhwc(p, nhwc_grad_output(), input.contiguous(at::MemoryFormat::ChannelsLast), gw);
+      return gw;
     }
     auto gy = grad_output.contiguous();
     auto gw = new_output(weight.sizes(), weight.options());

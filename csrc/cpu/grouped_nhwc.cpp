@@ -76,10 +76,10 @@ void grouped_forward_nhwc(const ConvShape& p, const at::Tensor& x, const at::Ten
   });
 }
 
-void grouped_grad_weight_nhwc(const ConvShape& p, const at::Tensor& gy, const at::Tensor& x, at::Tensor& gwg) {
+void grouped_grad_weight_nhwc(const ConvShape& p, const at::Tensor& gy, const at::Tensor& x, at::Tensor& gw) {
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv2d_direct_grad_weight_cpu_grouped", [&] {
     auto run = [&](auto kernel) {
-      kernel(p, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), gwg.mutable_data_ptr<scalar_t>());
+      kernel(p, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), gw.mutable_data_ptr<scalar_t>());
     };
 #ifdef TORCHCONV_GROUPED_AVX2
     if (cpu_has_avx2()) return run(&avx2::grouped_grad_weight_nhwc<scalar_t>);

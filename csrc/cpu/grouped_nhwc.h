@@ -24,7 +24,7 @@ at::Tensor grouped_filters(const at::Tensor& weight, const ConvShape& p);
 void grouped_forward_nhwc(const ConvShape& p, const at::Tensor& x, const at::Tensor& wg, const at::Tensor& bias,
                           at::Tensor& y);
 
-// gwg (laid as grouped_filters) = grad_weight from gy and x (both channels_last).
-void grouped_grad_weight_nhwc(const ConvShape& p, const at::Tensor& gy, const at::Tensor& x, at::Tensor& gwg);
+// gw (K x Cg x R x S, contiguous) = grad_weight from gy and x (both channels_last).
+void grouped_grad_weight_nhwc(const ConvShape& p, const at::Tensor& gy, const at::Tensor& x, at::Tensor& gw);
 
 }  // namespace torchconv

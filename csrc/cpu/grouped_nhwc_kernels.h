@@ -128,15 +128,15 @@ void grouped_forward_nhwc(const ConvShape& p, const T* x, const T* wg, const T* 
   });
 }
 
-// grad_weight of a grouped layer along the channels (gy: N x Ho x Wo x K, x: N x H x W x C, gwg laid as
-// grouped_filters): for each group, tap and channel, the group's filters' sums as vectors (a row's
-// pixels dealt to the chains in turn). The output rows are split into kGroupedWeightParts fixed parts, each
-// summed into its own copy of the weight, and the parts added in order: the same bits whatever the
-// number of threads.
+// grad_weight of a grouped layer along the channels (gy: N x Ho x Wo x K, x: N x H x W x C, gw: K x Cg x
+// R x S): for each group, tap and channel, the group's filters' sums as vectors (a row's pixels dealt
+// to the chains in turn). The output rows are split into kGroupedWeightParts fixed parts, each summed
+// into its own copy of the weight (laid as grouped_filters), and the parts added in order into gw: the
+// same bits whatever the number of threads.
 constexpr int64_t kGroupedWeightParts = 8;
 
 template <typename T>
-void grouped_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gwg) {
+void grouped_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gw) {
   const int64_t C = p.C, K = p.K, Cg = p.channels_per_group(), Kg = p.filters_per_group(), taps = p.R * p.S;
   const int64_t numel = p.groups * taps * Cg * Kg, rows = p.N * p.Ho;
   const int64_t parts = std::max<int64_t>(1, std::min(rows, kGroupedWeightParts));
@@ -159,7 +159,7 @@ void grouped_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gw
               using V = typename decltype(tag)::type;
               constexpr int kCount = decltype(count)::value;
               constexpr int64_t kLanes = sizeof(V) / sizeof(T);
-                V acc[kChains][kCount];
+              V acc[kChains][kCount];
               for (int h = 0; h < kChains; ++h)
                 for (int q = 0; q < kCount; ++q) acc[h][q] = V{};
               for (int64_t row = row_lo; row < row_hi; ++row) {
@@ -187,7 +187,15 @@ void grouped_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gw
       }
     }
   });
-  std::copy_n(partial.data(), numel, gwg);
-  for (int64_t part = 1; part < parts; ++part)
-    for (int64_t i = 0; i < numel; ++i) gwg[i] += partial[part * numel + i];
+  // Element (g, tap, c, k) of a part goes to gw[g * Kg + k][c][tap].
+  at::parallel_for(0, p.groups * taps * Cg, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {  // row = (g * taps + tap) * Cg + c
+      const int64_t c = row % Cg, tap = row / Cg % taps, g = row / (Cg * taps);
+      for (int64_t k = 0; k < Kg; ++k) {
+        T sum = partial[row * Kg + k];
+        for (int64_t part = 1; part < parts; ++part) sum += partial[part * numel + row * Kg + k];
+        gw[((g * Kg + k) * Cg + c) * taps + tap] = sum;
+      }
+    }
+  });
 }
