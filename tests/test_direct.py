@@ -413,6 +413,40 @@ def test_cpu_grouped(shape, dtype, layout):
         assert_same_layout(got, want)
 
 
+@pytest.mark.parametrize("shape", [CPU_DEPTHWISE_SHAPES[0], CPU_GROUPED_SHAPES[0]], ids=["depthwise", "grouped"])
+def test_cpu_filters_re_laid_once_for_a_frozen_weight(shape):
+    """The CPU kernels along the channels read their filters re-laid: a frozen weight's (and any weight's
+    in inference mode) stay in the weight cache until the weight changes; a trainable weight's, and the
+    turned filters a stride-1 grad_input runs the forward with, never go in."""
+    x, w, b = cpu_depthwise_case(shape, "channels_last")
+    conv = lambda xi, wi: torchconv.conv2d(xi, wi, b, *shape[7:11], algorithm="direct")  # noqa: E731
+    ref = lambda wi: torch.nn.functional.conv2d(x, wi, b, *shape[7:11])  # noqa: E731
+    torchconv.clear_weight_cache()
+    frozen = w.clone()
+    for _ in range(2):
+        assert_close_rel(conv(x, frozen), ref(w), torch.float64, "frozen")
+        assert torchconv.weight_cache_size() == 1
+    with torch.no_grad():
+        frozen.mul_(-1)  # in place: the next call must see it
+    assert_close_rel(conv(x, frozen), ref(frozen), torch.float64, "frozen, written in place")
+    xg = x.clone().requires_grad_()
+    out = conv(xg, frozen)
+    (gx,) = torch.autograd.grad(out, (xg,), torch.ones_like(out))
+    xr = x.clone().requires_grad_()
+    out_ref = torch.nn.functional.conv2d(xr, frozen, b, *shape[7:11])
+    (gx_ref,) = torch.autograd.grad(out_ref, (xr,), torch.ones_like(out))
+    assert_close_rel(gx, gx_ref, torch.float64, "grad_input")
+    assert torchconv.weight_cache_size() == 1
+    torchconv.clear_weight_cache()
+    trainable = w.clone().requires_grad_()
+    assert_close_rel(conv(x, trainable), ref(w), torch.float64, "trainable")
+    assert torchconv.weight_cache_size() == 0
+    with torch.inference_mode():
+        assert_close_rel(conv(x, trainable), ref(w), torch.float64, "inference mode")
+    assert torchconv.weight_cache_size() == 1
+    torchconv.clear_weight_cache()
+
+
 def test_cpu_grouped_baseline_build():
     """The grouped kernels are built for the x86-64 baseline and for AVX2 with FMA, the second run where
     the CPU has both; TORCHCONV_CPU_BASELINE=1 runs the first, here on the same cases."""

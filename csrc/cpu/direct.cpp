@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "../conv_shape.h"
 #include "../plans.h"
 #include "../precision.h"
+#include "../weight_cache.h"
 #include "grouped_nhwc.h"
 
 namespace torchconv {
@@ -311,7 +313,10 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   if (depthwise_nhwc_takes(p, input)) {
     const auto x = input.contiguous(at::MemoryFormat::ChannelsLast);
-    const auto wt = weight.reshape({p.K, p.R * p.S}).t().contiguous();
+    // The filters re-laid taps by channels, kept where the weight cache serves the weight (frozen
+    // weights, inference mode).
+    const auto wt = cached_weight_transform(weight, "cpu/depthwise_nhwc",
+                                            [&] { return weight.reshape({p.K, p.R * p.S}).t().contiguous(); });
     auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cpu_nhwc", [&] {
       with_depthwise_filter(p, [&](auto k, auto st) {
@@ -324,7 +329,8 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
   }
   if (grouped_nhwc_takes(p)) {
     const auto x = input.contiguous(at::MemoryFormat::ChannelsLast);
-    const auto wg = grouped_filters(weight, p);
+    const auto wg = cached_weight_transform(weight, [&] { return "cpu/grouped_nhwc/" + std::to_string(p.groups); },
+                                            [&] { return grouped_filters(weight, p); });
     auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
     grouped_forward_nhwc(p, x, wg, b, y);
     return y;
@@ -352,6 +358,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
     if (depthwise_forward_shape(p) && p.stride_h == 1 && p.pad_h < p.R && p.pad_w < p.S) {
       // A stride-1 depthwise layer's grad_input is its forward on grad_output with the filter turned
       // half a turn and the padding's complement: the depthwise forwards above run it.
+      // (The turned filter is this call's alone: none of its transforms goes into the weight cache.)
+      TransientWeightScope turned_filter(true);
       return conv2d_direct_cpu(grad_output, weight.flip({2, 3}), std::nullopt, stride,
                                {p.R - 1 - p.pad_h, p.S - 1 - p.pad_w}, dilation, groups);
     }
@@ -364,6 +372,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
                               .transpose(1, 2)
                               .flip({3, 4})
                               .reshape({p.C, p.filters_per_group(), p.R, p.S});
+      TransientWeightScope turned_filters(true);
       return conv2d_direct_cpu(nhwc_grad_output(), turned, std::nullopt, stride,
                                {span_h - p.pad_h, span_w - p.pad_w}, dilation, groups);
     }
