@@ -263,6 +263,13 @@ at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad
   const int64_t target = int64_t(sm_count()) * 1024;
   int64_t per_slice = std::max<int64_t>(1, ceil_div(rows * g.vecs * g.R, target));
   const int64_t slice_elems = taps * group * g.C;
+  // Where the slices' partial sums are at least 40% of the bytes of the input and gradient (small
+  // planes, wide filters), half the slices save more in workspace traffic than half the threads cost
+  // (never below a quarter of the target's threads).
+  const int64_t data_bytes = (int64_t(g.N) * g.H * g.W + rows * g.Wo) * g.C * int64_t(input.element_size());
+  if (per_slice < rows && ceil_div(rows, per_slice) * slice_elems * int64_t(sizeof(float)) * 5 >= data_bytes * 2 &&
+      ceil_div(rows, 2 * per_slice) * g.vecs * g.R * 4 >= target)
+    per_slice *= 2;
   while (per_slice < rows && ceil_div(rows, per_slice) * slice_elems * int64_t(sizeof(float)) > workspace_limit_bytes())
     per_slice *= 2;
   g.rows_per_slice = int(std::min(per_slice, rows));
