@@ -7,7 +7,9 @@
 # PYTEST_SHARDS=3 runs the whole suite instead in 3 pytest processes at once on the one GPU (each test
 # in the shard its id's hash names: TORCHCONV_TEST_SHARD in tests/conftest.py): the whole suite and the
 # build then fit one device call. tests.log holds the shards' logs one after the other, each with its
-# slowest tests.
+# slowest tests. PYTEST_SHARD_RANGE=a-b runs only shards a..b of the PYTEST_SHARDS: the suite split over
+# two calls where one call's time does not hold the build and the whole suite (PYTEST_SHARDS=16, 0-7 in
+# one call and 8-15 in the next).
 # MEMCHECK="tests/test_x.py -k cuda" / RACECHECK="..." run compute-sanitizer over those tests.
 # BUILD=skip uses the build already installed (a call that built and ran a first check itself).
 set -uo pipefail
@@ -26,22 +28,25 @@ if [ "${BUILD:-}" != skip ]; then
 fi
 if [ -n "${PYTEST_SHARDS:-}" ]; then
   t0=$SECONDS
-  i=0; pids=()
+  pids=()
   # The shards share the CPU cores: each gets its part of them (torch's CPU kernels and the float64
   # references spin when oversubscribed); a stopped session stops its shards too.
-  threads=$(( $(nproc) / PYTEST_SHARDS )); [ $threads -lt 1 ] && threads=1
+  range=${PYTEST_SHARD_RANGE:-0-$((PYTEST_SHARDS - 1))}
+  first=${range%-*} last=${range#*-}
+  threads=$(( $(nproc) / (last - first + 1) )); [ $threads -lt 1 ] && threads=1
   stopped=
   trap 'kill "${pids[@]}" 2>/dev/null; stopped=1' TERM INT
-  for ((i = 0; i < PYTEST_SHARDS; i++)); do
+  for ((i = first; i <= last; i++)); do
     echo "== shard $i/$PYTEST_SHARDS" > "$OUT/tests-$i.log"
     TORCHCONV_TEST_SHARD=$i/$PYTEST_SHARDS OMP_NUM_THREADS=$threads python -m pytest tests -q -rfEs --durations=8 -p no:cacheprovider \
       >> "$OUT/tests-$i.log" 2>&1 &
     pids+=($!)
   done
-  for j in "${!pids[@]}"; do wait "${pids[$j]}"; echo "pytest rc=$?" >> "$OUT/tests-$j.log"; done
+  for j in "${!pids[@]}"; do wait "${pids[$j]}"; echo "pytest rc=$?" >> "$OUT/tests-$((first + j)).log"; done
   trap - TERM INT
   cat "$OUT"/tests-*.log > "$OUT/tests.log" && rm -f "$OUT"/tests-*.log
-  { echo "== tests in $i shards ($((SECONDS - t0)) s)"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20
+  { echo "== tests: shards $first-$last of $PYTEST_SHARDS ($((SECONDS - t0)) s)"
+    grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20
     grep -E "^(== shard|pytest rc|[0-9]+ (passed|failed))" "$OUT/tests.log"; } | tee -a "$LOG"
   [ -n "$stopped" ] && { echo "== stopped" | tee -a "$LOG"; exit 143; }
 elif [ "${PYTEST_SEL:-tests}" != skip ]; then
