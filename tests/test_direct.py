@@ -447,15 +447,50 @@ def test_cpu_filters_re_laid_once_for_a_frozen_weight(shape):
     torchconv.clear_weight_cache()
 
 
-def test_cpu_grouped_baseline_build():
-    """The grouped kernels are built for the x86-64 baseline and for AVX2 with FMA, the second run where
-    the CPU has both; TORCHCONV_CPU_BASELINE=1 runs the first, here on the same cases."""
-    # The child runs every case, whatever shard of the suite this process is.
+def baseline_build_env():
+    """The environment of a child process that runs the CPU kernels' baseline builds (isa.h), whatever
+    shard of the suite this process is."""
     env = {k: v for k, v in os.environ.items() if k != "TORCHCONV_TEST_SHARD"}
     env["TORCHCONV_CPU_BASELINE"] = "1"
+    return env
+
+
+def test_cpu_baseline_build():
+    """The depthwise forwards (along the rows and along the channels) and the grouped kernels are built
+    for the x86-64 baseline and for AVX2 (the grouped ones with FMA), the second run where the CPU has
+    both; TORCHCONV_CPU_BASELINE=1 runs the first, here on the same cases."""
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
-                          "test_cpu_grouped and not baseline"], env=env, capture_output=True, text=True)
-    assert run.returncode == 0 and f"{4 * len(CPU_GROUPED_SHAPES)} passed" in run.stdout, run.stdout[-2000:]
+                          "(test_cpu_grouped or test_cpu_depthwise) and not same_bits"], env=baseline_build_env(),
+                         capture_output=True, text=True)
+    cases = 4 * len(CPU_GROUPED_SHAPES) + 4 * len(CPU_DEPTHWISE_SHAPES) + 2 * len(CPU_DEPTHWISE_SHAPES)
+    assert run.returncode == 0 and f"{cases} passed" in run.stdout, run.stdout[-2000:]
+
+
+DEPTHWISE_FORWARDS = """
+import sys, torch, torchconv
+from test_direct import CPU_DEPTHWISE_SHAPES, cpu_depthwise_case
+outs = []
+for shape in CPU_DEPTHWISE_SHAPES:
+    for layout in ("nchw", "channels_last"):
+        x, w, b = cpu_depthwise_case(shape, layout)
+        for dtype in (torch.float32, torch.float64):
+            outs.append(torchconv.conv2d(x.to(dtype), w.to(dtype), None if b is None else b.to(dtype),
+                                         *shape[7:11], algorithm="direct"))
+torch.save(outs, sys.argv[1])
+"""
+
+
+def test_cpu_depthwise_builds_give_the_same_bits(tmp_path):
+    """Both builds of the depthwise forwards add each product apart (no FMA), in the same order: the
+    baseline build's outputs are the AVX2 build's, bit for bit."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    for name, env in (("default", {k: v for k, v in os.environ.items() if k != "TORCHCONV_CPU_BASELINE"}),
+                      ("baseline", baseline_build_env())):
+        subprocess.run([sys.executable, "-c", DEPTHWISE_FORWARDS, str(tmp_path / name)], env=env, cwd=tests,
+                       check=True)
+    default, baseline = torch.load(tmp_path / "default"), torch.load(tmp_path / "baseline")
+    assert len(default) == 4 * len(CPU_DEPTHWISE_SHAPES)
+    assert all(torch.equal(a, b) for a, b in zip(default, baseline))
 
 
 def test_auto_takes_direct_for_grouped_layers_on_the_cpu():

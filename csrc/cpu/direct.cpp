@@ -17,6 +17,7 @@
 #include "../precision.h"
 #include "../weight_cache.h"
 #include "grouped_nhwc.h"
+#include "isa.h"
 
 namespace torchconv {
 namespace {
@@ -31,110 +32,18 @@ bool depthwise_forward_shape(const ConvShape& p) {
          p.stride_h == p.stride_w && (p.stride_h == 1 || p.stride_h == 2) && p.dil_h == 1 && p.dil_w == 1;
 }
 
-constexpr int64_t kDepthwiseBandRows = 8;
+namespace portable {
+#include "depthwise_kernels.h"
+}  // namespace portable
 
-// Depthwise forward (one channel and one filter per group) of a K x K filter at stride 1 or 2,
-// undilated: a task computes a band of output rows of one plane. The columns whose taps all lie inside
-// the input's row are one loop along the row that the compiler vectorizes: where every filter row is
-// inside too, each output summed over all K x K taps at once and stored once (the tiles below read and
-// write every output back once per tap); in a row of the padding's border, one pass per filter row
-// inside. The border columns sum the taps inside, the rows' and columns' ranges found once an output.
-// Every output adds the bias first, then the taps row by row, skipping those outside: the tiles'
-// order, so the results are the same to the bit.
-template <typename T, int K, int kStride>
-void depthwise_forward_rows(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
-  const int64_t bands = (p.Ho + kDepthwiseBandRows - 1) / kDepthwiseBandRows;
-  // Output columns whose K taps all lie inside the row: ox * kStride - pad_w in [0, W - K].
-  const OutputRange inside = valid_output_range(p.Wo, p.W - K + 1, -p.pad_w, kStride);
-  at::parallel_for(0, p.N * p.C * bands, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t nc = task / bands, c = nc % p.C, oy0 = task % bands * kDepthwiseBandRows;
-      const T* __restrict__ plane = x + nc * p.H * p.W;
-      const T* __restrict__ wc = w + c * K * K;
-      const T b = bias ? bias[c] : T(0);
-      for (int64_t oy = oy0; oy < std::min(p.Ho, oy0 + kDepthwiseBandRows); ++oy) {
-        T* __restrict__ out = y + (nc * p.Ho + oy) * p.Wo;
-        const int64_t iy0 = oy * kStride - p.pad_h;  // the input row of filter row 0
-        const int r_lo = int(std::max<int64_t>(0, -iy0)), r_hi = int(std::clamp<int64_t>(p.H - iy0, r_lo, K));
-        const int64_t row = iy0 * p.W - p.pad_w;  // offset of filter row 0's input of ox = 0 (maybe outside)
-        // One output of a border column: the taps of the rows and columns inside.
-        auto bordered = [&](int64_t ox) {
-          const int64_t ix0 = ox * kStride - p.pad_w;
-          const int s_lo = int(std::max<int64_t>(0, -ix0)), s_hi = int(std::clamp<int64_t>(p.W - ix0, s_lo, K));
-          T acc = b;
-          for (int r = r_lo; r < r_hi; ++r)
-            for (int s = s_lo; s < s_hi; ++s) acc += wc[r * K + s] * plane[row + r * p.W + ox * kStride + s];
-          return acc;
-        };
-        for (int64_t ox = 0; ox < inside.lo; ++ox) out[ox] = bordered(ox);
-        for (int64_t ox = inside.hi; ox < p.Wo; ++ox) out[ox] = bordered(ox);
-        if (r_lo == 0 && r_hi == K) {
-          for (int64_t ox = inside.lo; ox < inside.hi; ++ox) {
-            T acc = b;
-            TORCHCONV_UNROLL
-            for (int r = 0; r < K; ++r)
-              TORCHCONV_UNROLL
-              for (int s = 0; s < K; ++s) acc += wc[r * K + s] * plane[row + r * p.W + ox * kStride + s];
-            out[ox] = acc;
-          }
-          continue;
-        }
-        // A border row: a pass along the row for each filter row inside, adding to the sums in order.
-        for (int64_t ox = inside.lo; ox < inside.hi; ++ox) out[ox] = b;
-        for (int r = r_lo; r < r_hi && inside.lo < inside.hi; ++r) {
-          const T* __restrict__ in = plane + (row + r * p.W + inside.lo * kStride);  // ox = inside.lo's
-          const T* __restrict__ wr = wc + r * K;
-          for (int64_t i = 0; i < inside.hi - inside.lo; ++i) {
-            T acc = out[inside.lo + i];
-            TORCHCONV_UNROLL
-            for (int s = 0; s < K; ++s) acc += wr[s] * in[i * kStride + s];
-            out[inside.lo + i] = acc;
-          }
-        }
-      }
-    }
-  });
-}
-
-// The same depthwise forward on channels_last data (x: N x H x W x C, wt: K x K x C, y: N x Ho x Wo x C):
-// a task computes an output row, each pixel's channels in blocks of kDepthwiseChannelBlock summed over
-// the taps inside the input at once, the channels of a block being the vector. The loops along a row
-// above are short on small planes (a 7x7 plane's five inside columns of a 3x3 filter), and there most
-// outputs are border; along the channels every output's taps run the same vector loop. Same order of
-// additions (bias, then the taps row by row), so the same bits as the tiles.
-constexpr int64_t kDepthwiseChannelBlock = 16;
-
-template <typename T, int K, int kStride>
-void depthwise_forward_nhwc(const ConvShape& p, const T* x, const T* wt, const T* bias, T* y) {
-  const int64_t C = p.C;
-  at::parallel_for(0, p.N * p.Ho, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t n = task / p.Ho, oy = task % p.Ho, iy0 = oy * kStride - p.pad_h;
-      const int r_lo = int(std::max<int64_t>(0, -iy0)), r_hi = int(std::clamp<int64_t>(p.H - iy0, r_lo, K));
-      for (int64_t ox = 0; ox < p.Wo; ++ox) {
-        const int64_t ix0 = ox * kStride - p.pad_w;
-        const int s_lo = int(std::max<int64_t>(0, -ix0)), s_hi = int(std::clamp<int64_t>(p.W - ix0, s_lo, K));
-        const int64_t origin = ((n * p.H + iy0) * p.W + ix0) * C;  // tap (0, 0)'s channel 0, maybe outside
-        T* __restrict__ out = y + ((n * p.Ho + oy) * p.Wo + ox) * C;
-        auto block = [&](int64_t c0, auto len) {
-          T acc[kDepthwiseChannelBlock];
-          for (int64_t j = 0; j < len; ++j) acc[j] = bias ? bias[c0 + j] : T(0);
-          for (int r = r_lo; r < r_hi; ++r)
-            for (int s = s_lo; s < s_hi; ++s) {
-              const T* __restrict__ in = x + (origin + (r * p.W + s) * C + c0);
-              const T* __restrict__ ws = wt + (r * K + s) * C + c0;
-              for (int64_t j = 0; j < len; ++j) acc[j] += ws[j] * in[j];
-            }
-          for (int64_t j = 0; j < len; ++j) out[c0 + j] = acc[j];
-        };
-        int64_t c0 = 0;
-        for (; c0 + kDepthwiseChannelBlock <= C; c0 += kDepthwiseChannelBlock)
-          block(c0, std::integral_constant<int64_t, kDepthwiseChannelBlock>());
-        if (c0 < C) block(c0, C - c0);
-      }
-    }
-  });
-}
+#ifdef TORCHCONV_CPU_AVX2
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+#include "depthwise_kernels.h"
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
 
 // Calls fn(K, stride) with the filter size and stride of a depthwise_forward_shape layer as
 // compile-time constants (std::integral_constant), for the kernels' template arguments.
@@ -156,7 +65,11 @@ template <typename T>
 bool depthwise_forward(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
   if (!depthwise_forward_shape(p)) return false;
   with_depthwise_filter(p, [&](auto k, auto st) {
-    depthwise_forward_rows<T, decltype(k)::value, decltype(st)::value>(p, x, w, bias, y);
+    auto kernel = &portable::depthwise_forward_rows<T, decltype(k)::value, decltype(st)::value>;
+#ifdef TORCHCONV_CPU_AVX2
+    if (cpu_runs_avx2()) kernel = &avx2::depthwise_forward_rows<T, decltype(k)::value, decltype(st)::value>;
+#endif
+    kernel(p, x, w, bias, y);
   });
   return true;
 }
@@ -320,9 +233,12 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
     auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cpu_nhwc", [&] {
       with_depthwise_filter(p, [&](auto k, auto st) {
-        depthwise_forward_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>(
-            p, x.const_data_ptr<scalar_t>(), wt.const_data_ptr<scalar_t>(),
-            b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, y.mutable_data_ptr<scalar_t>());
+        auto kernel = &portable::depthwise_forward_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
+#ifdef TORCHCONV_CPU_AVX2
+        if (cpu_runs_avx2()) kernel = &avx2::depthwise_forward_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
+#endif
+        kernel(p, x.const_data_ptr<scalar_t>(), wt.const_data_ptr<scalar_t>(),
+               b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, y.mutable_data_ptr<scalar_t>());
       });
     });
     return y;

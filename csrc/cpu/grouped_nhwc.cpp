@@ -13,12 +13,12 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "../plans.h"
+#include "isa.h"
 
 namespace torchconv {
 namespace {
@@ -28,8 +28,7 @@ constexpr int kVectorBytes = 16;
 #include "grouped_nhwc_kernels.h"
 }  // namespace portable
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define TORCHCONV_GROUPED_AVX2 1
+#ifdef TORCHCONV_CPU_AVX2
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 namespace avx2 {
@@ -38,17 +37,6 @@ constexpr int kVectorBytes = 32;
 }  // namespace avx2
 #pragma GCC pop_options
 #endif
-
-// TORCHCONV_CPU_BASELINE=1 (read once) runs the baseline build on any CPU: the tests run both.
-bool cpu_has_avx2() {
-#ifdef TORCHCONV_GROUPED_AVX2
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          std::getenv("TORCHCONV_CPU_BASELINE") == nullptr;
-  return has;
-#else
-  return false;
-#endif
-}
 
 }  // namespace
 
@@ -69,8 +57,8 @@ void grouped_forward_nhwc(const ConvShape& p, const at::Tensor& x, const at::Ten
     auto run = [&](auto kernel) {
       kernel(p, x.const_data_ptr<scalar_t>(), wg.const_data_ptr<scalar_t>(), b, y.mutable_data_ptr<scalar_t>());
     };
-#ifdef TORCHCONV_GROUPED_AVX2
-    if (cpu_has_avx2()) return run(&avx2::grouped_forward_nhwc<scalar_t>);
+#ifdef TORCHCONV_CPU_AVX2
+    if (cpu_runs_avx2()) return run(&avx2::grouped_forward_nhwc<scalar_t>);
 #endif
     run(&portable::grouped_forward_nhwc<scalar_t>);
   });
@@ -81,8 +69,8 @@ void grouped_grad_weight_nhwc(const ConvShape& p, const at::Tensor& gy, const at
     auto run = [&](auto kernel) {
       kernel(p, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), gw.mutable_data_ptr<scalar_t>());
     };
-#ifdef TORCHCONV_GROUPED_AVX2
-    if (cpu_has_avx2()) return run(&avx2::grouped_grad_weight_nhwc<scalar_t>);
+#ifdef TORCHCONV_CPU_AVX2
+    if (cpu_runs_avx2()) return run(&avx2::grouped_grad_weight_nhwc<scalar_t>);
 #endif
     run(&portable::grouped_grad_weight_nhwc<scalar_t>);
   });

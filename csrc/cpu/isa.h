@@ -1,0 +1,26 @@
+// The CPU kernels built twice (grouped_nhwc.cpp, direct.cpp's depthwise forward along the channels): for
+// the x86-64 baseline the extension is compiled for, and for AVX2 (with FMA where the kernels allow it)
+// in a `#pragma GCC target` region, the second run where the CPU has both.
+#pragma once
+
+#include <cstdlib>
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define TORCHCONV_CPU_AVX2 1
+#endif
+
+namespace torchconv {
+
+// Whether the AVX2 builds run: the CPU has AVX2 and FMA, and TORCHCONV_CPU_BASELINE (read once) is
+// unset; TORCHCONV_CPU_BASELINE=1 runs the baseline builds on any CPU, which the tests do.
+inline bool cpu_runs_avx2() {
+#ifdef TORCHCONV_CPU_AVX2
+  static const bool runs = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                           std::getenv("TORCHCONV_CPU_BASELINE") == nullptr;
+  return runs;
+#else
+  return false;
+#endif
+}
+
+}  // namespace torchconv
