@@ -370,6 +370,39 @@ def test_cpu_depthwise_grad_input(shape, layout):
     assert_same_layout(gx, ref)
 
 
+# A depthwise layer's grad_weight on the CPU runs along the channels (blocks of 16, the remainder
+# apart) where its forward does (channels_last inputs, and NCHW planes up to 14 outputs wide), in a
+# fixed number of parts of the output rows added in order; the tiles elsewhere.
+@over_cpu_layouts_and_dtypes
+@pytest.mark.parametrize("shape", CPU_DEPTHWISE_SHAPES, ids=shape_id)
+def test_cpu_depthwise_grad_weight(shape, dtype, layout):
+    x, wt, _ = cpu_depthwise_case(shape, layout)
+    conv = shape[7:11]  # stride, padding, dilation, groups
+    wg, wr = wt.to(dtype).requires_grad_(), wt.clone().requires_grad_()
+    out = torchconv.conv2d(x.to(dtype), wg, None, *conv, algorithm="direct")
+    gy = torch.randn_like(out)
+    (gw,) = torch.autograd.grad(out, (wg,), gy)
+    (ref,) = torch.autograd.grad(torch.nn.functional.conv2d(x, wr, None, *conv), (wr,), gy.double())
+    assert_close_rel(gw, ref, dtype, shape_id(shape))
+
+
+def test_cpu_depthwise_grad_weight_bits_do_not_depend_on_the_thread_count():
+    """The parts of the output rows are a fixed number, whatever the threads: one thread gives the
+    bits of several."""
+    x, wt, _ = cpu_depthwise_case((3, 40, 40, 14, 13, 3, 3, 1, 1, 1, 40, False), "channels_last")
+    gy = torch.randn(3, 40, 14, 13, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    grad_weight = lambda: torch.ops.torchconv.conv2d_direct_backward(  # noqa: E731
+        gy, x, wt, [1, 1], [1, 1], [1, 1], 40, [False, True, False])[1]
+    threads = torch.get_num_threads()
+    many = grad_weight()
+    try:
+        torch.set_num_threads(1)
+        one = grad_weight()
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, many)
+
+
 # Grouped layers of up to 64 channels and filters a group on planes up to 14 outputs wide run on the
 # CPU along the channels (csrc/cpu/grouped_nhwc.h): a pixel's filters of a group in blocks of four, two
 # and one register-wide vectors, a half vector and single filters (filters per group 1, 2, 3, 4, 8, 13,
@@ -456,17 +489,18 @@ def baseline_build_env():
 
 
 def test_cpu_baseline_build():
-    """The depthwise forwards (along the rows and along the channels) and the grouped kernels are built
-    for the x86-64 baseline and for AVX2 (the grouped ones with FMA), the second run where the CPU has
-    both; TORCHCONV_CPU_BASELINE=1 runs the first, here on the same cases."""
+    """The depthwise kernels (forwards along the rows and along the channels, grad_weight along the
+    channels) and the grouped kernels are built for the x86-64 baseline and for AVX2 (the grouped ones
+    with FMA), the second run where the CPU has both; TORCHCONV_CPU_BASELINE=1 runs the first, here on
+    the same cases."""
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
                           "(test_cpu_grouped or test_cpu_depthwise) and not same_bits"], env=baseline_build_env(),
                          capture_output=True, text=True)
-    cases = 4 * len(CPU_GROUPED_SHAPES) + 4 * len(CPU_DEPTHWISE_SHAPES) + 2 * len(CPU_DEPTHWISE_SHAPES)
+    cases = 4 * len(CPU_GROUPED_SHAPES) + (4 + 2 + 4) * len(CPU_DEPTHWISE_SHAPES) + 1
     assert run.returncode == 0 and f"{cases} passed" in run.stdout, run.stdout[-2000:]
 
 
-DEPTHWISE_FORWARDS = """
+DEPTHWISE_OUTPUTS = """
 import sys, torch, torchconv
 from test_direct import CPU_DEPTHWISE_SHAPES, cpu_depthwise_case
 outs = []
@@ -474,22 +508,23 @@ for shape in CPU_DEPTHWISE_SHAPES:
     for layout in ("nchw", "channels_last"):
         x, w, b = cpu_depthwise_case(shape, layout)
         for dtype in (torch.float32, torch.float64):
-            outs.append(torchconv.conv2d(x.to(dtype), w.to(dtype), None if b is None else b.to(dtype),
-                                         *shape[7:11], algorithm="direct"))
+            xd, wd = x.to(dtype), w.to(dtype).requires_grad_()
+            y = torchconv.conv2d(xd, wd, None if b is None else b.to(dtype), *shape[7:11], algorithm="direct")
+            outs += [y.detach(), torch.autograd.grad(y, (wd,), torch.ones_like(y))[0]]
 torch.save(outs, sys.argv[1])
 """
 
 
 def test_cpu_depthwise_builds_give_the_same_bits(tmp_path):
-    """Both builds of the depthwise forwards add each product apart (no FMA), in the same order: the
-    baseline build's outputs are the AVX2 build's, bit for bit."""
+    """Both builds of the depthwise kernels add each product apart (no FMA), in the same order: the
+    baseline build's outputs and grad_weights are the AVX2 build's, bit for bit."""
     tests = os.path.dirname(os.path.abspath(__file__))
     for name, env in (("default", {k: v for k, v in os.environ.items() if k != "TORCHCONV_CPU_BASELINE"}),
                       ("baseline", baseline_build_env())):
-        subprocess.run([sys.executable, "-c", DEPTHWISE_FORWARDS, str(tmp_path / name)], env=env, cwd=tests,
+        subprocess.run([sys.executable, "-c", DEPTHWISE_OUTPUTS, str(tmp_path / name)], env=env, cwd=tests,
                        check=True)
     default, baseline = torch.load(tmp_path / "default"), torch.load(tmp_path / "baseline")
-    assert len(default) == 4 * len(CPU_DEPTHWISE_SHAPES)
+    assert len(default) == 8 * len(CPU_DEPTHWISE_SHAPES)
     assert all(torch.equal(a, b) for a, b in zip(default, baseline))
 
 

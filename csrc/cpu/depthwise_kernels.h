@@ -108,3 +108,61 @@ void depthwise_forward_nhwc(const ConvShape& p, const T* x, const T* wt, const T
     }
   });
 }
+
+// The parts of the output rows the depthwise grad_weight below sums apart, then adds in order: a fixed
+// number whatever the thread count, so the same bits on any machine of the same build.
+constexpr int64_t kDepthwiseGradWeightParts = 8;
+
+// grad_weight of the depthwise layer above on channels_last data (gy: N x Ho x Wo x C, x: N x H x W x C,
+// gw: C x K x K). A task takes a part of the output rows and a block of kDepthwiseChannelBlock
+// channels, the vector: for each row, tap row inside and tap column, the products of the gradient and
+// the input along the output columns that tap reads inside are summed in one vector of sums, then
+// added to the part's sums of that tap (each part has its own, so the parts' tasks write apart).
+template <typename T, int K, int kStride>
+void depthwise_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gw) {
+  const int64_t C = p.C, rows = p.N * p.Ho;
+  const int64_t parts = std::min(kDepthwiseGradWeightParts, rows);
+  const int64_t blocks = (C + kDepthwiseChannelBlock - 1) / kDepthwiseChannelBlock;
+  std::vector<T> part_sums(size_t(parts * K * K * C), T(0));  // part, tap, channel
+  at::parallel_for(0, parts * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t part = task / blocks, c0 = task % blocks * kDepthwiseChannelBlock;
+      T* __restrict__ sums = part_sums.data() + part * K * K * C + c0;
+      auto block = [&](auto len) {
+        for (int64_t row = part * rows / parts; row < (part + 1) * rows / parts; ++row) {
+          const int64_t n = row / p.Ho, oy = row % p.Ho, iy0 = oy * kStride - p.pad_h;
+          const int r_lo = int(std::max<int64_t>(0, -iy0)), r_hi = int(std::clamp<int64_t>(p.H - iy0, r_lo, K));
+          const T* __restrict__ g_row = gy + row * p.Wo * C + c0;
+          for (int r = r_lo; r < r_hi; ++r) {
+            const T* __restrict__ x_row = x + ((n * p.H + iy0 + r) * p.W) * C + c0;
+            for (int s = 0; s < K; ++s) {
+              // Output columns whose input column ox * kStride - pad_w + s lies inside the row.
+              const OutputRange cols = valid_output_range(p.Wo, p.W, s - p.pad_w, kStride);
+              T acc[kDepthwiseChannelBlock] = {};
+              for (int64_t ox = cols.lo; ox < cols.hi; ++ox) {
+                const T* __restrict__ g = g_row + ox * C;
+                const T* __restrict__ in = x_row + (ox * kStride - p.pad_w + s) * C;
+                for (int64_t j = 0; j < len; ++j) acc[j] += g[j] * in[j];
+              }
+              T* __restrict__ tap = sums + (r * K + s) * C;
+              for (int64_t j = 0; j < len; ++j) tap[j] += acc[j];
+            }
+          }
+        }
+      };
+      if (c0 + kDepthwiseChannelBlock <= C) {
+        block(std::integral_constant<int64_t, kDepthwiseChannelBlock>());
+      } else {
+        block(C - c0);
+      }
+    }
+  });
+  at::parallel_for(0, C, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c)
+      for (int tap = 0; tap < K * K; ++tap) {
+        T v = part_sums[size_t(tap * C + c)];
+        for (int64_t part = 1; part < parts; ++part) v += part_sums[size_t((part * K * K + tap) * C + c)];
+        gw[c * K * K + tap] = v;
+      }
+  });
+}

@@ -302,6 +302,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
     return gx;
   };
   auto grad_weight = [&](const ConvShape& p) {
+    if (depthwise_nhwc_takes(p, input)) {
+      const auto x = input.contiguous(at::MemoryFormat::ChannelsLast);
+      const auto& gy = nhwc_grad_output();
+      auto gw = new_output(weight.sizes(), weight.options());
+      AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_grad_weight_cpu_nhwc", [&] {
+        with_depthwise_filter(p, [&](auto k, auto st) {
+          auto kernel = &portable::depthwise_grad_weight_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
+#ifdef TORCHCONV_CPU_AVX2
+          if (cpu_runs_avx2())
+            kernel = &avx2::depthwise_grad_weight_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
+#endif
+          kernel(p, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), gw.mutable_data_ptr<scalar_t>());
+        });
+      });
+      return gw;
+    }
     if (grouped_nhwc_takes(p)) {
       auto gw = new_output(weight.sizes(), weight.options());
       grouped_grad_weight_nhwc(p, nhwc_grad_output(), input.contiguous(at::MemoryFormat::ChannelsLast), gw);
