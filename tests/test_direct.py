@@ -313,6 +313,7 @@ CPU_DEPTHWISE_SHAPES = [
     (1, 3, 3, 1, 1, 3, 3, 1, 1, 1, 3, True),  # one pixel
     (2, 40, 40, 14, 13, 7, 7, 1, 3, 1, 40, True),
     (1, 33, 33, 11, 16, 7, 7, 2, 3, 1, 33, True),
+    (2, 24, 24, 13, 11, 7, 7, 2, 3, 1, 24, True),  # NCHW planes under 15 wide, strided: along the channels
     (1, 2, 2, 4, 6, 3, 3, 2, 0, 1, 2, True),  # stride 2, no padding
     (2, 4, 4, 11, 12, 4, 4, 1, 2, 1, 4, True),  # 4x4: the tiled loop
     (1, 4, 4, 13, 14, 3, 3, 3, 1, 1, 4, True),  # stride 3: the tiled loop

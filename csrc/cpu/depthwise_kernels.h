@@ -167,3 +167,39 @@ void depthwise_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* 
       }
   });
 }
+
+// grad_input of a strided depthwise layer on channels_last data (gy: N x Ho x Wo x C, wt: K x K x C as
+// the forward reads it, gx: N x H x W x C), gathered: a task an input row, each pixel's channels in
+// blocks of kDepthwiseChannelBlock summed over the taps whose output lies on the stride's grid and
+// inside the gradient, taps row by row. (At stride 1 the forward on the gradient runs it instead.)
+template <typename T, int K, int kStride>
+void depthwise_grad_input_nhwc(const ConvShape& p, const T* gy, const T* wt, T* gx) {
+  const int64_t C = p.C;
+  at::parallel_for(0, p.N * p.H, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t n = task / p.H, iy = task % p.H;
+      for (int64_t ix = 0; ix < p.W; ++ix) {
+        T* __restrict__ out = gx + ((n * p.H + iy) * p.W + ix) * C;
+        auto block = [&](int64_t c0, auto len) {
+          T acc[kDepthwiseChannelBlock] = {};
+          for (int r = 0; r < K; ++r) {
+            const int64_t oy_at = iy + p.pad_h - r;  // kStride * oy where this tap reads iy
+            if (oy_at < 0 || oy_at % kStride != 0 || oy_at / kStride >= p.Ho) continue;
+            for (int s = 0; s < K; ++s) {
+              const int64_t ox_at = ix + p.pad_w - s;
+              if (ox_at < 0 || ox_at % kStride != 0 || ox_at / kStride >= p.Wo) continue;
+              const T* __restrict__ g = gy + ((n * p.Ho + oy_at / kStride) * p.Wo + ox_at / kStride) * C + c0;
+              const T* __restrict__ ws = wt + (r * K + s) * C + c0;
+              for (int64_t j = 0; j < len; ++j) acc[j] += ws[j] * g[j];
+            }
+          }
+          for (int64_t j = 0; j < len; ++j) out[c0 + j] = acc[j];
+        };
+        int64_t c0 = 0;
+        for (; c0 + kDepthwiseChannelBlock <= C; c0 += kDepthwiseChannelBlock)
+          block(c0, std::integral_constant<int64_t, kDepthwiseChannelBlock>());
+        if (c0 < C) block(c0, C - c0);
+      }
+    }
+  });
+}

@@ -219,6 +219,13 @@ void direct_grad_weight_kernel(const ConvShape& p, const T* gy, const T* x, T* g
   });
 }
 
+// A depthwise weight re-laid taps by channels (K x K x C), as the kernels along the channels read it:
+// kept where the weight cache serves the weight (frozen weights, inference mode).
+at::Tensor depthwise_taps_by_channels(const at::Tensor& weight, const ConvShape& p) {
+  return cached_weight_transform(weight, "cpu/depthwise_nhwc",
+                                 [&] { return weight.reshape({p.K, p.R * p.S}).t().contiguous(); });
+}
+
 at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                              int64_t groups) {
@@ -226,10 +233,7 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   if (depthwise_nhwc_takes(p, input)) {
     const auto x = input.contiguous(at::MemoryFormat::ChannelsLast);
-    // The filters re-laid taps by channels, kept where the weight cache serves the weight (frozen
-    // weights, inference mode).
-    const auto wt = cached_weight_transform(weight, "cpu/depthwise_nhwc",
-                                            [&] { return weight.reshape({p.K, p.R * p.S}).t().contiguous(); });
+    const auto wt = depthwise_taps_by_channels(weight, p);
     auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cpu_nhwc", [&] {
       with_depthwise_filter(p, [&](auto k, auto st) {
@@ -278,6 +282,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
       TransientWeightScope turned_filter(true);
       return conv2d_direct_cpu(grad_output, weight.flip({2, 3}), std::nullopt, stride,
                                {p.R - 1 - p.pad_h, p.S - 1 - p.pad_w}, dilation, groups);
+    }
+    if (depthwise_nhwc_takes(p, input)) {
+      // The other depthwise layers (strided, or padded past the filter) whose forward runs along the
+      // channels: their grad_input gathered along the channels too.
+      const auto wt = depthwise_taps_by_channels(weight, p);
+      auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
+      AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_grad_input_cpu_nhwc", [&] {
+        with_depthwise_filter(p, [&](auto k, auto st) {
+          auto kernel = &portable::depthwise_grad_input_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
+#ifdef TORCHCONV_CPU_AVX2
+          if (cpu_runs_avx2())
+            kernel = &avx2::depthwise_grad_input_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
+#endif
+          kernel(p, nhwc_grad_output().const_data_ptr<scalar_t>(), wt.const_data_ptr<scalar_t>(),
+                 gx.mutable_data_ptr<scalar_t>());
+        });
+      });
+      return gx;
     }
     const int64_t span_h = p.dil_h * (p.R - 1), span_w = p.dil_w * (p.S - 1);
     if (grouped_nhwc_takes(p) && p.stride_h == 1 && p.stride_w == 1 && p.pad_h <= span_h && p.pad_w <= span_w) {
