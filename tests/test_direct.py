@@ -356,7 +356,9 @@ def test_cpu_depthwise_forward(shape, dtype, layout):
 
 
 # A stride-1 depthwise layer's grad_input on the CPU runs the depthwise forward on grad_output (the
-# filter turned half a turn, the padding's complement); the others the scatter per input plane.
+# filter turned half a turn, the padding's complement); the other layers the forward takes along the
+# channels (channels_last, NCHW planes up to 14 wide) gather theirs along the channels; the rest the
+# scatter per input plane.
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
 @pytest.mark.parametrize("shape", CPU_DEPTHWISE_SHAPES, ids=shape_id)
 def test_cpu_depthwise_grad_input(shape, layout):

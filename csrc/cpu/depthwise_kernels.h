@@ -1,9 +1,9 @@
 // The depthwise kernels of csrc/cpu/direct.cpp: the forwards along the rows (NCHW) and along the
-// channels (channels_last), and grad_weight along the channels. Included twice there: once for any
-// x86-64 CPU, once compiled for AVX2 (eight float lanes where the baseline has four), each copy in its
-// own namespace (isa.h). No FMA: a product and a sum apart, as in the baseline build and the tiles, so
-// both builds give the same bits. No include guard, and no includes: the includer provides them,
-// before its namespaces.
+// channels (channels_last), and grad_weight and the strided grad_input along the channels. Included
+// twice there: once for any x86-64 CPU, once compiled for AVX2 (eight float lanes where the baseline
+// has four), each copy in its own namespace (isa.h). No FMA: a product and a sum apart, as in the
+// baseline build and the tiles, so both builds give the same bits. No include guard, and no includes:
+// the includer provides them, before its namespaces.
 
 constexpr int64_t kDepthwiseBandRows = 8;
 
