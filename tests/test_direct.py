@@ -511,23 +511,23 @@ for shape in CPU_DEPTHWISE_SHAPES:
     for layout in ("nchw", "channels_last"):
         x, w, b = cpu_depthwise_case(shape, layout)
         for dtype in (torch.float32, torch.float64):
-            xd, wd = x.to(dtype), w.to(dtype).requires_grad_()
+            xd, wd = x.to(dtype).requires_grad_(), w.to(dtype).requires_grad_()
             y = torchconv.conv2d(xd, wd, None if b is None else b.to(dtype), *shape[7:11], algorithm="direct")
-            outs += [y.detach(), torch.autograd.grad(y, (wd,), torch.ones_like(y))[0]]
+            outs += [y.detach(), *torch.autograd.grad(y, (xd, wd), torch.ones_like(y))]
 torch.save(outs, sys.argv[1])
 """
 
 
 def test_cpu_depthwise_builds_give_the_same_bits(tmp_path):
     """Both builds of the depthwise kernels add each product apart (no FMA), in the same order: the
-    baseline build's outputs and grad_weights are the AVX2 build's, bit for bit."""
+    baseline build's outputs and gradients are the AVX2 build's, bit for bit."""
     tests = os.path.dirname(os.path.abspath(__file__))
     for name, env in (("default", {k: v for k, v in os.environ.items() if k != "TORCHCONV_CPU_BASELINE"}),
                       ("baseline", baseline_build_env())):
         subprocess.run([sys.executable, "-c", DEPTHWISE_OUTPUTS, str(tmp_path / name)], env=env, cwd=tests,
                        check=True)
     default, baseline = torch.load(tmp_path / "default"), torch.load(tmp_path / "baseline")
-    assert len(default) == 8 * len(CPU_DEPTHWISE_SHAPES)
+    assert len(default) == 12 * len(CPU_DEPTHWISE_SHAPES)
     assert all(torch.equal(a, b) for a, b in zip(default, baseline))
 
 
