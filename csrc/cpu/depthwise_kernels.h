@@ -78,6 +78,17 @@ void depthwise_forward_rows(const ConvShape& p, const T* x, const T* w, const T*
 // additions (bias, then the taps row by row), so the same bits as the tiles.
 constexpr int64_t kDepthwiseChannelBlock = 16;
 
+// block(c0, len) for each block of kDepthwiseChannelBlock of the C channels, in order: len a
+// compile-time constant (std::integral_constant) for whole blocks, so their loops unroll into vectors,
+// and C - c0 for the last, partial one.
+template <typename Block>
+inline void for_channel_blocks(int64_t C, Block&& block) {
+  int64_t c0 = 0;
+  for (; c0 + kDepthwiseChannelBlock <= C; c0 += kDepthwiseChannelBlock)
+    block(c0, std::integral_constant<int64_t, kDepthwiseChannelBlock>());
+  if (c0 < C) block(c0, C - c0);
+}
+
 template <typename T, int K, int kStride>
 void depthwise_forward_nhwc(const ConvShape& p, const T* x, const T* wt, const T* bias, T* y) {
   const int64_t C = p.C;
@@ -101,10 +112,7 @@ void depthwise_forward_nhwc(const ConvShape& p, const T* x, const T* wt, const T
             }
           for (int64_t j = 0; j < len; ++j) out[c0 + j] = acc[j];
         };
-        int64_t c0 = 0;
-        for (; c0 + kDepthwiseChannelBlock <= C; c0 += kDepthwiseChannelBlock)
-          block(c0, std::integral_constant<int64_t, kDepthwiseChannelBlock>());
-        if (c0 < C) block(c0, C - c0);
+        for_channel_blocks(C, block);
       }
     }
   });
@@ -195,10 +203,7 @@ void depthwise_grad_input_nhwc(const ConvShape& p, const T* gy, const T* wt, T* 
           }
           for (int64_t j = 0; j < len; ++j) out[c0 + j] = acc[j];
         };
-        int64_t c0 = 0;
-        for (; c0 + kDepthwiseChannelBlock <= C; c0 += kDepthwiseChannelBlock)
-          block(c0, std::integral_constant<int64_t, kDepthwiseChannelBlock>());
-        if (c0 < C) block(c0, C - c0);
+        for_channel_blocks(C, block);
       }
     }
   });

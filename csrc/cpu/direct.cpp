@@ -65,10 +65,7 @@ template <typename T>
 bool depthwise_forward(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
   if (!depthwise_forward_shape(p)) return false;
   with_depthwise_filter(p, [&](auto k, auto st) {
-    auto kernel = &portable::depthwise_forward_rows<T, decltype(k)::value, decltype(st)::value>;
-#ifdef TORCHCONV_CPU_AVX2
-    if (cpu_runs_avx2()) kernel = &avx2::depthwise_forward_rows<T, decltype(k)::value, decltype(st)::value>;
-#endif
+    auto kernel = TORCHCONV_CPU_KERNEL(depthwise_forward_rows, T, decltype(k)::value, decltype(st)::value);
     kernel(p, x, w, bias, y);
   });
   return true;
@@ -237,10 +234,8 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
     auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_cpu_nhwc", [&] {
       with_depthwise_filter(p, [&](auto k, auto st) {
-        auto kernel = &portable::depthwise_forward_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
-#ifdef TORCHCONV_CPU_AVX2
-        if (cpu_runs_avx2()) kernel = &avx2::depthwise_forward_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
-#endif
+        auto kernel =
+            TORCHCONV_CPU_KERNEL(depthwise_forward_nhwc, scalar_t, decltype(k)::value, decltype(st)::value);
         kernel(p, x.const_data_ptr<scalar_t>(), wt.const_data_ptr<scalar_t>(),
                b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, y.mutable_data_ptr<scalar_t>());
       });
@@ -290,11 +285,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
       auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
       AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_grad_input_cpu_nhwc", [&] {
         with_depthwise_filter(p, [&](auto k, auto st) {
-          auto kernel = &portable::depthwise_grad_input_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
-#ifdef TORCHCONV_CPU_AVX2
-          if (cpu_runs_avx2())
-            kernel = &avx2::depthwise_grad_input_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
-#endif
+          auto kernel =
+              TORCHCONV_CPU_KERNEL(depthwise_grad_input_nhwc, scalar_t, decltype(k)::value, decltype(st)::value);
           kernel(p, nhwc_grad_output().const_data_ptr<scalar_t>(), wt.const_data_ptr<scalar_t>(),
                  gx.mutable_data_ptr<scalar_t>());
         });
@@ -330,11 +322,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
       auto gw = new_output(weight.sizes(), weight.options());
       AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_direct_grad_weight_cpu_nhwc", [&] {
         with_depthwise_filter(p, [&](auto k, auto st) {
-          auto kernel = &portable::depthwise_grad_weight_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
-#ifdef TORCHCONV_CPU_AVX2
-          if (cpu_runs_avx2())
-            kernel = &avx2::depthwise_grad_weight_nhwc<scalar_t, decltype(k)::value, decltype(st)::value>;
-#endif
+          auto kernel =
+              TORCHCONV_CPU_KERNEL(depthwise_grad_weight_nhwc, scalar_t, decltype(k)::value, decltype(st)::value);
           kernel(p, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), gw.mutable_data_ptr<scalar_t>());
         });
       });

@@ -54,25 +54,16 @@ void grouped_forward_nhwc(const ConvShape& p, const at::Tensor& x, const at::Ten
                           at::Tensor& y) {
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv2d_direct_cpu_grouped", [&] {
     const scalar_t* b = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
-    auto run = [&](auto kernel) {
-      kernel(p, x.const_data_ptr<scalar_t>(), wg.const_data_ptr<scalar_t>(), b, y.mutable_data_ptr<scalar_t>());
-    };
-#ifdef TORCHCONV_CPU_AVX2
-    if (cpu_runs_avx2()) return run(&avx2::grouped_forward_nhwc<scalar_t>);
-#endif
-    run(&portable::grouped_forward_nhwc<scalar_t>);
+    TORCHCONV_CPU_KERNEL(grouped_forward_nhwc, scalar_t)(p, x.const_data_ptr<scalar_t>(), wg.const_data_ptr<scalar_t>(),
+                                                         b, y.mutable_data_ptr<scalar_t>());
   });
 }
 
 void grouped_grad_weight_nhwc(const ConvShape& p, const at::Tensor& gy, const at::Tensor& x, at::Tensor& gw) {
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv2d_direct_grad_weight_cpu_grouped", [&] {
-    auto run = [&](auto kernel) {
-      kernel(p, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), gw.mutable_data_ptr<scalar_t>());
-    };
-#ifdef TORCHCONV_CPU_AVX2
-    if (cpu_runs_avx2()) return run(&avx2::grouped_grad_weight_nhwc<scalar_t>);
-#endif
-    run(&portable::grouped_grad_weight_nhwc<scalar_t>);
+    TORCHCONV_CPU_KERNEL(grouped_grad_weight_nhwc, scalar_t)(p, gy.const_data_ptr<scalar_t>(),
+                                                             x.const_data_ptr<scalar_t>(),
+                                                             gw.mutable_data_ptr<scalar_t>());
   });
 }
 

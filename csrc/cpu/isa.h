@@ -24,3 +24,13 @@ inline bool cpu_runs_avx2() {
 }
 
 }  // namespace torchconv
+
+// The build of kernel template `name` that this CPU runs (a pointer to it, instantiated with the
+// template arguments after the name): avx2::name where cpu_runs_avx2(), else portable::name -- the two
+// namespaces the includer builds its kernels in.
+#ifdef TORCHCONV_CPU_AVX2
+#define TORCHCONV_CPU_KERNEL(name, ...) \
+  (::torchconv::cpu_runs_avx2() ? &avx2::name<__VA_ARGS__> : &portable::name<__VA_ARGS__>)
+#else
+#define TORCHCONV_CPU_KERNEL(name, ...) (&portable::name<__VA_ARGS__>)
+#endif
