@@ -264,7 +264,7 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  at::Tensor gy_nhwc;  // grad_output in channels_last, for the grouped kernels (made on first use)
+  at::Tensor gy_nhwc;  // grad_output in channels_last, for the kernels along the channels (made on first use)
   auto nhwc_grad_output = [&]() -> const at::Tensor& {
     if (!gy_nhwc.defined()) gy_nhwc = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
     return gy_nhwc;
