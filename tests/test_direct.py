@@ -317,6 +317,7 @@ CPU_DEPTHWISE_SHAPES = [
     (1, 2, 2, 4, 6, 3, 3, 2, 0, 1, 2, True),  # stride 2, no padding
     (2, 4, 4, 11, 12, 4, 4, 1, 2, 1, 4, True),  # 4x4: the tiled loop
     (1, 4, 4, 13, 14, 3, 3, 3, 1, 1, 4, True),  # stride 3: the tiled loop
+    (1, 5, 5, 6, 37, 3, 3, 1, 1, 1, 5, False),  # NCHW 3x3 planes over 28 wide: grad_weight by the tiles
     (2, 5, 5, 11, 9, 3, 3, 1, 2, 2, 5, True),  # dilation 2: the tiled loop
 ]
 
@@ -374,8 +375,9 @@ def test_cpu_depthwise_grad_input(shape, layout):
 
 
 # A depthwise layer's grad_weight on the CPU runs along the channels (blocks of 16, the remainder
-# apart) where its forward does (channels_last inputs, and NCHW planes up to 14 outputs wide), in a
-# fixed number of parts of the output rows added in order; the tiles elsewhere.
+# apart) where its forward does (channels_last inputs, and NCHW planes up to 14 outputs wide), and on
+# NCHW planes up to 28 wide or with 5x5 and 7x7 filters at any width, in a fixed number of parts of the
+# output rows added in order; the tiles elsewhere (3x3 filters on wider NCHW planes, other filters).
 @over_cpu_layouts_and_dtypes
 @pytest.mark.parametrize("shape", CPU_DEPTHWISE_SHAPES, ids=shape_id)
 def test_cpu_depthwise_grad_weight(shape, dtype, layout):

@@ -82,6 +82,19 @@ bool depthwise_nhwc_takes(const ConvShape& p, const at::Tensor& input) {
   return p.Wo <= kDepthwiseNhwcMaxWidth || (input.is_contiguous(at::MemoryFormat::ChannelsLast) && !input.is_contiguous());
 }
 
+// A depthwise grad_weight from NCHW data goes along the channels (two transposing copies) on wider
+// planes than the forward does: its tiles sum a filter tap over whole planes, one tap at a time, so
+// they lose to the copies on planes up to 28 outputs wide, and at any width once the filter has 25
+// taps or more (5x5, 7x7); 3x3 filters on wider planes keep the tiles, which the copies cost more than.
+constexpr int64_t kDepthwiseGradWeightNhwcMaxWidth = 28;
+constexpr int64_t kDepthwiseGradWeightNhwcMinTaps = 25;
+
+bool depthwise_grad_weight_nhwc_takes(const ConvShape& p, const at::Tensor& input) {
+  return depthwise_nhwc_takes(p, input) ||
+         (depthwise_forward_shape(p) &&
+          (p.Wo <= kDepthwiseGradWeightNhwcMaxWidth || p.R * p.S >= kDepthwiseGradWeightNhwcMinTaps));
+}
+
 template <typename T>
 void direct_forward_kernel(const ConvShape& p, const T* x, const T* w, const T* bias, T* y) {
   if (depthwise_forward(p, x, w, bias, y)) return;
@@ -316,7 +329,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
     return gx;
   };
   auto grad_weight = [&](const ConvShape& p) {
-    if (depthwise_nhwc_takes(p, input)) {
+    if (depthwise_grad_weight_nhwc_takes(p, input)) {
       const auto x = input.contiguous(at::MemoryFormat::ChannelsLast);
       const auto& gy = nhwc_grad_output();
       auto gw = new_output(weight.sizes(), weight.options());
