@@ -135,6 +135,12 @@ TORCHCONV_HOST_DEVICE T gather_grad_input(const ConvShape& p, const T* gy, const
   return sum;
 }
 
+// Whether a tensor's layout is channels_last and not also contiguous (the layout a CPU kernel along
+// the channels reads without a copy; torchconv.tuning.memory_format answers the same in Python).
+inline bool channels_last_layout(const at::Tensor& t) {
+  return t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast) && !t.is_contiguous();
+}
+
 // "[a, b, c]". Numbers in error messages are formatted with std::to_string, never streamed: on the
 // GPU image (extension built by GCC 13 against torch 2.11) `ostream << int64_t` inside this library
 // crashed with SIGSEGV in the first check that failed (cuda-gdb showed

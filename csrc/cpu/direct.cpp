@@ -79,7 +79,7 @@ constexpr int64_t kDepthwiseNhwcMaxWidth = 14;
 // Whether the channels_last depthwise forward runs the call: channels_last input, or small planes.
 bool depthwise_nhwc_takes(const ConvShape& p, const at::Tensor& input) {
   if (!depthwise_forward_shape(p)) return false;
-  return p.Wo <= kDepthwiseNhwcMaxWidth || (input.is_contiguous(at::MemoryFormat::ChannelsLast) && !input.is_contiguous());
+  return p.Wo <= kDepthwiseNhwcMaxWidth || channels_last_layout(input);
 }
 
 // A depthwise grad_weight from NCHW data goes along the channels (two transposing copies) on wider
@@ -255,7 +255,7 @@ at::Tensor conv2d_direct_cpu(const at::Tensor& input, const at::Tensor& weight, 
     });
     return y;
   }
-  if (grouped_nhwc_takes(p)) {
+  if (grouped_nhwc_takes(p, input)) {
     const auto x = input.contiguous(at::MemoryFormat::ChannelsLast);
     const auto wg = cached_weight_transform(weight, [&] { return "cpu/grouped_nhwc/" + std::to_string(p.groups); },
                                             [&] { return grouped_filters(weight, p); });
@@ -307,7 +307,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
       return gx;
     }
     const int64_t span_h = p.dil_h * (p.R - 1), span_w = p.dil_w * (p.S - 1);
-    if (grouped_nhwc_takes(p) && p.stride_h == 1 && p.stride_w == 1 && p.pad_h <= span_h && p.pad_w <= span_w) {
+    if (grouped_nhwc_takes(p, input) && p.stride_h == 1 && p.stride_w == 1 && p.pad_h <= span_h && p.pad_w <= span_w) {
       // So is a stride-1 grouped layer's, each group's filters turned half a turn and its channels and
       // filters swapped (C x Kg x R x S): the grouped forward along the channels runs it, on the
       // channels_last grad_output that grad_weight reads too.
@@ -342,7 +342,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
       });
       return gw;
     }
-    if (grouped_nhwc_takes(p)) {
+    if (grouped_nhwc_takes(p, input)) {
       auto gw = new_output(weight.sizes(), weight.options());
       grouped_grad_weight_nhwc(p, nhwc_grad_output(), input.contiguous(at::MemoryFormat::ChannelsLast), gw);
       return gw;

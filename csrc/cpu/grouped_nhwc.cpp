@@ -40,8 +40,9 @@ constexpr int kVectorBytes = 32;
 
 }  // namespace
 
-bool grouped_nhwc_takes(const ConvShape& p) {
-  return cpu_grouped(p.groups, p.channels_per_group(), p.filters_per_group(), p.Wo);
+bool grouped_nhwc_takes(const ConvShape& p, const at::Tensor& input) {
+  return cpu_grouped(p.groups, p.channels_per_group(), p.filters_per_group(), p.Wo,
+                     std::max(p.stride_h, p.stride_w), channels_last_layout(input));
 }
 
 at::Tensor grouped_filters(const at::Tensor& weight, const ConvShape& p) {

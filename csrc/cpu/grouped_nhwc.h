@@ -12,8 +12,8 @@
 namespace torchconv {
 
 // Whether the kernels below run a layer's forward and grad_weight (and, at stride 1, its grad_input
-// as a forward).
-bool grouped_nhwc_takes(const ConvShape& p);
+// as a forward), for an input in its layout.
+bool grouped_nhwc_takes(const ConvShape& p, const at::Tensor& input);
 
 // A grouped weight (K x Cg x R x S) laid as the kernels read it: per group, per tap, per channel, the
 // group's filters contiguous (groups x R*S x Cg x Kg).
