@@ -240,10 +240,10 @@ PyObject* small_groups(PyObject*, PyObject* args) {
 }
 
 PyObject* cpu_grouped(PyObject*, PyObject* args) {
-  long long groups = 0, reduced = 0, outputs = 0, width = 0, stride = 0;
+  long long groups = 0, reduced = 0, outputs = 0, width = 0;
   int channels_last = 0;
-  if (!PyArg_ParseTuple(args, "LLLLLp", &groups, &reduced, &outputs, &width, &stride, &channels_last)) return nullptr;
-  return PyBool_FromLong(torchconv::cpu_grouped(groups, reduced, outputs, width, stride, channels_last != 0));
+  if (!PyArg_ParseTuple(args, "LLLLp", &groups, &reduced, &outputs, &width, &channels_last)) return nullptr;
+  return PyBool_FromLong(torchconv::cpu_grouped(groups, reduced, outputs, width, channels_last != 0));
 }
 
 // Two Python ints (a tuple or list of them) into `out`; false, with no Python error set, otherwise.
@@ -333,8 +333,8 @@ PyMethodDef methods[] = {
     {"small_groups", small_groups, METH_VARARGS,
      "small_groups(channels_per_group, filters_per_group): whether direct's depthwise specialist takes them."},
     {"cpu_grouped", cpu_grouped, METH_VARARGS,
-     "cpu_grouped(groups, channels_per_group, filters_per_group, output_width, stride, channels_last): whether "
-     "the CPU direct kernels along the channels take a grouped layer (stride: the larger of the two)."},
+     "cpu_grouped(groups, channels_per_group, filters_per_group, output_width, channels_last): whether the CPU "
+     "direct kernels along the channels take a grouped layer."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "torchconv kernels (operators register on import)", -1,

@@ -84,22 +84,20 @@ inline bool small_groups(int64_t reduced, int64_t outputs) {
 // Grouped layers (not depthwise) whose channels and filters per group are few enough for the CPU
 // direct algorithm's kernels along the channels (csrc/cpu/grouped_nhwc.h): on planes at most
 // kCpuGroupedMaxWidth outputs wide, where a pixel's filters of a group as the vector beat the tiles'
-// short rows and the GEMM's and Winograd's product a group; and stride-1 layers of channels_last
-// inputs at any width with 8 to 16 filters and 4 to 16 channels a group (ResNeXt's and RegNet's 8 and
-// 16 a group at 28 and 56 wide), which need no transposing copies there and beat the GEMM's, the
-// Winograd's and the tiles' small products a group, forward and backward. The others ran faster
-// elsewhere: wider NCHW planes, 24 or more a group, fewer filters a group (a vector mostly empty), a
-// channel multiplier, and strided layers, whose grad_input the tiles would run. The CPU kernels and
-// the auto rule (torchconv._C.cpu_grouped) both ask this.
+// short rows and the GEMM's and Winograd's product a group; and channels_last inputs at any width
+// with 8 to 16 filters and 4 to 16 channels a group (ResNeXt's and RegNet's 8 and 16 a group at 28 and
+// 56 wide), which need no transposing copies there and beat the GEMM's, the Winograd's and the tiles'
+// small products a group, forward and backward. The others ran faster elsewhere: wider NCHW planes,
+// 24 or more a group, fewer filters a group (a vector mostly empty) and a channel multiplier. The CPU
+// kernels and the auto rule (torchconv._C.cpu_grouped) both ask this.
 constexpr int64_t kCpuGroupedMaxPerGroup = 64, kCpuGroupedMaxWidth = 14;
 constexpr int64_t kCpuGroupedWideMinChannels = 4, kCpuGroupedWideMinFilters = 8, kCpuGroupedWideMaxPerGroup = 16;
-inline bool cpu_grouped(int64_t groups, int64_t reduced, int64_t outputs, int64_t output_width, int64_t stride,
-                        bool channels_last) {
+inline bool cpu_grouped(int64_t groups, int64_t reduced, int64_t outputs, int64_t output_width, bool channels_last) {
   if (groups <= 1 || reduced < 1 || outputs < 1 || reduced * outputs <= 1) return false;
   if (output_width <= kCpuGroupedMaxWidth) {
     return reduced <= kCpuGroupedMaxPerGroup && outputs <= kCpuGroupedMaxPerGroup;
   }
-  return channels_last && stride == 1 && reduced >= kCpuGroupedWideMinChannels &&
+  return channels_last && reduced >= kCpuGroupedWideMinChannels &&
          reduced <= kCpuGroupedWideMaxPerGroup && outputs >= kCpuGroupedWideMinFilters &&
          outputs <= kCpuGroupedWideMaxPerGroup;
 }

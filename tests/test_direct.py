@@ -413,16 +413,17 @@ def test_cpu_depthwise_grad_weight_bits_do_not_depend_on_the_thread_count():
 # and one register-wide vectors, a half vector and single filters (filters per group 1, 2, 3, 4, 8, 13,
 # 20, 32, 64), channels per group from 1 (a channel multiplier) to 64, borders, H != W, strides 1-3,
 # dilation, padding past the filter, non-square filters, batch 1 and more; forward, grad_input (at
-# stride 1 the same kernel on grad_output, each group's filters swapped and turned half a turn) and
+# stride 1 the same kernel on grad_output, each group's filters swapped and turned half a turn; strided
+# or padded past the filter, gathered: each input pixel sums the outputs its taps reach) and
 # grad_weight (fixed parts of the rows), in NCHW and channels_last, each against float64. Wider planes
-# run there too at stride 1 from channels_last inputs with 8 to 16 filters and 4 to 16 channels a
-# group (the NCHW ones and strided ones on the tiles). The last rows lie past the gate (4 filters a
-# group 15 wide, 24 a group 17 wide, 65 channels a group): the tiles run them.
+# run there too from channels_last inputs with 8 to 16 filters and 4 to 16 channels a group (the NCHW
+# ones on the tiles). The last rows lie past the gate (4 filters a group 15 wide, 24 a group 17 wide,
+# 65 channels a group): the tiles run them.
 CPU_GROUPED_SHAPES = [
     (2, 8, 8, 9, 7, 3, 3, 1, 1, 1, 2, True),
     (1, 12, 18, 11, 5, 3, 1, 1, (1, 0), 1, 6, False),  # 3 filters a group: the remainder only
     (3, 64, 64, 7, 7, 3, 3, 1, 1, 1, 2, True),  # 32 a group: two whole blocks
-    (2, 6, 4, 13, 10, 5, 3, 2, 2, 1, 2, False),  # stride 2: grad_input by the tiles
+    (2, 6, 4, 13, 10, 5, 3, 2, 2, 1, 2, False),  # stride 2: grad_input gathered
     (2, 20, 40, 8, 9, 3, 3, 1, 2, 2, 5, True),  # dilation 2, 8 filters a group
     (1, 8, 4, 5, 6, 1, 1, 1, 0, 1, 4, False),  # 1x1, one filter a group
     (2, 66, 26, 6, 5, 3, 3, 1, 0, 1, 2, True),  # 33 channels, 13 filters a group: 8 + 4 + 1
@@ -432,7 +433,7 @@ CPU_GROUPED_SHAPES = [
     (2, 40, 80, 14, 14, 3, 3, 1, 1, 1, 4, False),  # 10 channels, 20 filters a group: 16 + 4
     (2, 24, 24, 9, 17, 3, 3, 1, 1, 1, 3, False),  # 8 a group, 17 wide: channels_last along the channels
     (1, 32, 32, 6, 19, 3, 3, 1, 1, 1, 2, True),  # 16 a group, 19 wide: the same
-    (1, 16, 16, 6, 31, 3, 3, 2, 1, 1, 2, True),  # 8 a group, 16 wide, stride 2: the tiles
+    (1, 16, 16, 6, 31, 3, 3, 2, 1, 1, 2, True),  # 8 a group, 16 wide, stride 2: the same, grad_input gathered
     (2, 16, 16, 15, 15, 3, 3, 1, 1, 1, 4, True),  # 4 filters a group, 15 wide: past the gate
     (1, 48, 48, 5, 17, 3, 3, 1, 1, 1, 2, False),  # 24 a group, 17 wide: past the gate
     (1, 130, 130, 5, 5, 3, 3, 1, 1, 1, 2, False),  # 65 a group: past the gate
@@ -541,10 +542,10 @@ def test_cpu_depthwise_builds_give_the_same_bits(tmp_path):
 
 def test_auto_takes_direct_for_grouped_layers_on_the_cpu():
     """On the CPU, ResNeXt's and RegNet's grouped layers 7 and 14 wide go to direct's kernels along the
-    channels, and so do wider stride-1 channels_last layers of 8 to 16 filters and 4 to 16 channels a
-    group; layers of at most 4 channels a group go to its tiles at any width; wider NCHW layers of more
-    channels a group, wider strided layers, wider layers of 24 or more a group, and groups of more than
-    64 channels, do not."""
+    channels, and so do wider channels_last layers of 8 to 16 filters and 4 to 16 channels a group;
+    layers of at most 4 channels a group go to its tiles at any width; wider NCHW layers of more
+    channels a group, wider layers of 24 or more a group, and groups of more than 64 channels, do
+    not."""
     def pick(c, hw, groups, stride=1, layout=torch.contiguous_format):
         x = torch.empty(8, c, hw, hw).contiguous(memory_format=layout)
         return torchconv.selection.select_algorithm(x, torch.empty(c, c // groups, 3, 3), (stride, stride), (1, 1),
@@ -554,10 +555,9 @@ def test_auto_takes_direct_for_grouped_layers_on_the_cpu():
     assert pick(256, 28, 32) != "direct" and pick(48, 56, 6) != "direct" and pick(256, 7, 2) != "direct"
     cl = torch.channels_last
     assert pick(256, 28, 32, layout=cl) == "direct" and pick(48, 56, 6, layout=cl) == "direct"
-    assert pick(512, 28, 32, layout=cl) == "direct" and pick(512, 56, 32, 2, layout=cl) != "direct"
+    assert pick(512, 28, 32, layout=cl) == "direct" and pick(512, 56, 32, 2, layout=cl) == "direct"
     assert pick(192, 28, 8, layout=cl) != "direct" and pick(256, 28, 2, layout=cl) != "direct"
-    grouped = torchconv._C.cpu_grouped  # groups, channels and filters a group, output width, stride, channels_last
-    assert grouped(32, 8, 8, 28, 1, True) and not grouped(32, 8, 8, 28, 1, False) and grouped(32, 8, 8, 14, 1, False)
-    assert not grouped(32, 8, 4, 28, 1, True) and not grouped(8, 24, 24, 28, 1, True)
-    assert not grouped(32, 8, 8, 28, 2, True) and grouped(32, 8, 8, 14, 2, False)
-    assert grouped(32, 4, 8, 56, 1, True) and not grouped(32, 1, 8, 56, 1, True)  # not a channel multiplier
+    grouped = torchconv._C.cpu_grouped  # groups, channels and filters a group, output width, channels_last
+    assert grouped(32, 8, 8, 28, True) and not grouped(32, 8, 8, 28, False) and grouped(32, 8, 8, 14, False)
+    assert not grouped(32, 8, 4, 28, True) and not grouped(8, 24, 24, 28, True)
+    assert grouped(32, 4, 8, 56, True) and not grouped(32, 1, 8, 56, True)  # not a channel multiplier

@@ -73,8 +73,8 @@ def _small_groups(channels, filters):
 
 
 @_constant_when_traced
-def _cpu_grouped(groups, channels, filters, width, stride, channels_last):
-    return _C.cpu_grouped(groups, channels, filters, width, stride, channels_last)
+def _cpu_grouped(groups, channels, filters, width, channels_last):
+    return _C.cpu_grouped(groups, channels, filters, width, channels_last)
 
 
 def _int(value, name, what):
@@ -155,8 +155,8 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
 
     0. direct on CUDA for small groups (torchconv._C.small_groups: depthwise, channel multipliers,
        ResNeXt-like groups), which its depthwise specialist runs, and on the CPU for grouped layers of
-       up to 64 channels and filters a group on planes up to 14 outputs wide, and for stride-1
-       channels_last ones of 8 to 16 filters and 4 to 16 channels a group at any width
+       up to 64 channels and filters a group on planes up to 14 outputs wide, and for channels_last
+       ones of 8 to 16 filters and 4 to 16 channels a group at any width
        (torchconv._C.cpu_grouped: ResNeXt's and RegNet's layers), which its kernels along the channels
        run, and for grouped layers of at most 4 channels a group at any width (its tiles);
     0a. winograd on CUDA, at every precision, for RGB-stem-like layers: 3x3, stride 1, undilated, at
@@ -193,7 +193,7 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     else:
         thin_groups = groups > 1 and cg <= _CPU_DIRECT_MAX_GROUP_CHANNELS
         channels_last = _tuning.memory_format(input) == "channels_last"
-        order = ["direct"] if thin_groups or _cpu_grouped(groups, cg, kg, width, max(stride), channels_last) else []
+        order = ["direct"] if thin_groups or _cpu_grouped(groups, cg, kg, width, channels_last) else []
     if input.is_cuda and winograd_filters and cg <= _WINOGRAD_THIN_MAX_CHANNELS:
         order.append("winograd")
     precision = _tuning.precision(input) if input.is_cuda else None

@@ -319,6 +319,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_direct_backward_cpu(
       return conv2d_direct_cpu(nhwc_grad_output(), turned, std::nullopt, stride,
                                {span_h - p.pad_h, span_w - p.pad_w}, dilation, groups);
     }
+    if (grouped_nhwc_takes(p, input)) {
+      // The other grouped layers the forward takes along the channels (strided, or padded past the
+      // filter): each input pixel gathers the outputs its taps reach, a vector of its group's channels.
+      const auto wt =
+          cached_weight_transform(weight, [&] { return "cpu/grouped_nhwc_grad_input/" + std::to_string(p.groups); },
+                                  [&] { return grouped_grad_input_filters(weight, p); });
+      auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
+      grouped_grad_input_nhwc(p, nhwc_grad_output(), wt, gx);
+      return gx;
+    }
     auto gy = grad_output.contiguous();
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     auto w = weight.contiguous();

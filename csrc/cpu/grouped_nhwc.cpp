@@ -41,8 +41,7 @@ constexpr int kVectorBytes = 32;
 }  // namespace
 
 bool grouped_nhwc_takes(const ConvShape& p, const at::Tensor& input) {
-  return cpu_grouped(p.groups, p.channels_per_group(), p.filters_per_group(), p.Wo,
-                     std::max(p.stride_h, p.stride_w), channels_last_layout(input));
+  return cpu_grouped(p.groups, p.channels_per_group(), p.filters_per_group(), p.Wo, channels_last_layout(input));
 }
 
 at::Tensor grouped_filters(const at::Tensor& weight, const ConvShape& p) {
@@ -51,12 +50,27 @@ at::Tensor grouped_filters(const at::Tensor& weight, const ConvShape& p) {
       .contiguous();
 }
 
+at::Tensor grouped_grad_input_filters(const at::Tensor& weight, const ConvShape& p) {
+  return weight.reshape({p.groups, p.filters_per_group(), p.channels_per_group(), p.R * p.S})
+      .permute({0, 3, 1, 2})
+      .contiguous();
+}
+
 void grouped_forward_nhwc(const ConvShape& p, const at::Tensor& x, const at::Tensor& wg, const at::Tensor& bias,
                           at::Tensor& y) {
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv2d_direct_cpu_grouped", [&] {
     const scalar_t* b = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
-    TORCHCONV_CPU_KERNEL(grouped_forward_nhwc, scalar_t)(p, x.const_data_ptr<scalar_t>(), wg.const_data_ptr<scalar_t>(),
-                                                         b, y.mutable_data_ptr<scalar_t>());
+    TORCHCONV_CPU_KERNEL(grouped_gather_nhwc, scalar_t, false)(p, x.const_data_ptr<scalar_t>(),
+                                                               wg.const_data_ptr<scalar_t>(), b,
+                                                               y.mutable_data_ptr<scalar_t>());
+  });
+}
+
+void grouped_grad_input_nhwc(const ConvShape& p, const at::Tensor& gy, const at::Tensor& wt, at::Tensor& gx) {
+  AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "conv2d_direct_grad_input_cpu_grouped", [&] {
+    TORCHCONV_CPU_KERNEL(grouped_gather_nhwc, scalar_t, true)(p, gy.const_data_ptr<scalar_t>(),
+                                                              wt.const_data_ptr<scalar_t>(), nullptr,
+                                                              gx.mutable_data_ptr<scalar_t>());
   });
 }
 

@@ -24,6 +24,14 @@ at::Tensor grouped_filters(const at::Tensor& weight, const ConvShape& p);
 void grouped_forward_nhwc(const ConvShape& p, const at::Tensor& x, const at::Tensor& wg, const at::Tensor& bias,
                           at::Tensor& y);
 
+// A grouped weight laid for grad_input gathered along the channels: per group, per tap, per filter,
+// the group's channels contiguous (groups x R*S x Kg x Cg).
+at::Tensor grouped_grad_input_filters(const at::Tensor& weight, const ConvShape& p);
+
+// gx (N x C x H x W, channels_last) = grad_input from gy (channels_last) and wt
+// (grouped_grad_input_filters): each input pixel gathers the outputs its taps reach, any stride.
+void grouped_grad_input_nhwc(const ConvShape& p, const at::Tensor& gy, const at::Tensor& wt, at::Tensor& gx);
+
 // gw (K x Cg x R x S, contiguous) = grad_weight from gy and x (both channels_last).
 void grouped_grad_weight_nhwc(const ConvShape& p, const at::Tensor& gy, const at::Tensor& x, at::Tensor& gw);
 

@@ -62,9 +62,9 @@ struct VectorTag {
   using type = V;
 };
 
-// Calls block(k0, VectorTag<V>, count) over a group's Kg filters: blocks of four wide vectors, then one
-// block of two and one of one, one half vector, and single filters; count (a std::integral_constant)
-// vectors of type V each.
+// Calls block(k0, VectorTag<V>, count) over a group's Kg filters (grad_input: its channels): blocks of
+// four wide vectors, then one block of two and one of one, one half vector, and single filters; count (a
+// std::integral_constant) vectors of type V each.
 template <typename T, typename Block>
 void for_filter_vectors(int64_t Kg, Block&& block) {
   using Wide = typename Lanes<T>::Wide;
@@ -78,45 +78,64 @@ void for_filter_vectors(int64_t Kg, Block&& block) {
   for (; k0 < Kg; ++k0) block(k0, VectorTag<T>(), std::integral_constant<int, 1>());
 }
 
-// x: N x H x W x C, wg: grouped_filters, y: N x Ho x Wo x K. A task computes an output row, group by
-// group (a group's filters stay in cache across the row). Each output is the bias plus its chains'
-// sums, the group's channels dealt to the chains in turn, tap by tap.
-template <typename T>
-void grouped_forward_nhwc(const ConvShape& p, const T* x, const T* wg, const T* bias, T* y) {
-  const int64_t C = p.C, K = p.K, Cg = p.channels_per_group(), Kg = p.filters_per_group(), taps = p.R * p.S;
-  at::parallel_for(0, p.N * p.Ho, 1, [&](int64_t begin, int64_t end) {
+// Where a tap of a filter meets the other side of the convolution: the forward's input coordinate of
+// output o (inside or not), or grad_input's output coordinate of input i, -1 where the tap reads none
+// (off the stride's grid or before the first output; past the last one the caller checks).
+template <bool kGradInput>
+inline int64_t tap_source(int64_t i, int64_t tap, int64_t stride, int64_t pad, int64_t dil) {
+  if constexpr (!kGradInput) {
+    return input_coord(i, tap, stride, pad, dil);
+  } else {
+    const int64_t t = i + pad - tap * dil;
+    return t < 0 || t % stride != 0 ? -1 : t / stride;
+  }
+}
+
+// The forward (kGradInput false; src x: N x H x W x C, wt: grouped_filters, dst y: N x Ho x Wo x K) and
+// grad_input gathered (true; src gy: N x Ho x Wo x K, wt: grouped_grad_input_filters, dst gx: N x H x W x
+// C): a task computes a row of dst, group by group (a group's filters stay in cache across the row).
+// Each value is the bias (forward) plus its chains' sums over the taps that reach it, the group's
+// source channels dealt to the chains in turn, a vector of the group's destination channels at a time.
+template <typename T, bool kGradInput>
+void grouped_gather_nhwc(const ConvShape& p, const T* src, const T* wt, const T* bias, T* dst) {
+  const int64_t src_h = kGradInput ? p.Ho : p.H, src_w = kGradInput ? p.Wo : p.W;
+  const int64_t dst_h = kGradInput ? p.H : p.Ho, dst_w = kGradInput ? p.W : p.Wo;
+  const int64_t src_c = kGradInput ? p.K : p.C, dst_c = kGradInput ? p.C : p.K;
+  const int64_t reduced = kGradInput ? p.filters_per_group() : p.channels_per_group();
+  const int64_t vectors = kGradInput ? p.channels_per_group() : p.filters_per_group(), taps = p.R * p.S;
+  at::parallel_for(0, p.N * dst_h, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t n = task / p.Ho, oy = task % p.Ho;
+      const int64_t n = task / dst_h, oy = task % dst_h;
       for (int64_t g = 0; g < p.groups; ++g) {
-        const T* wgroup = wg + g * taps * Cg * Kg;
-        for (int64_t ox = 0; ox < p.Wo; ++ox) {
-          T* out = y + ((n * p.Ho + oy) * p.Wo + ox) * K + g * Kg;
-          for_filter_vectors<T>(Kg, [&](int64_t k0, auto tag, auto count) {
+        const T* wgroup = wt + g * taps * reduced * vectors;
+        for (int64_t ox = 0; ox < dst_w; ++ox) {
+          T* out = dst + ((n * dst_h + oy) * dst_w + ox) * dst_c + g * vectors;
+          for_filter_vectors<T>(vectors, [&](int64_t k0, auto tag, auto count) {
             using V = typename decltype(tag)::type;
             constexpr int kCount = decltype(count)::value;
             constexpr int64_t kLanes = sizeof(V) / sizeof(T);
             V acc[kChains][kCount];
             for (int q = 0; q < kCount; ++q) {
-              acc[0][q] = bias ? load_lanes<V>(bias + g * Kg + k0 + q * kLanes) : V{};
+              acc[0][q] = bias ? load_lanes<V>(bias + g * vectors + k0 + q * kLanes) : V{};
               for (int h = 1; h < kChains; ++h) acc[h][q] = V{};
             }
             for (int64_t r = 0; r < p.R; ++r) {
-              const int64_t iy = input_coord(oy, r, p.stride_h, p.pad_h, p.dil_h);
-              if (iy < 0 || iy >= p.H) continue;
+              const int64_t iy = tap_source<kGradInput>(oy, r, p.stride_h, p.pad_h, p.dil_h);
+              if (iy < 0 || iy >= src_h) continue;
               for (int64_t s = 0; s < p.S; ++s) {
-                const int64_t ix = input_coord(ox, s, p.stride_w, p.pad_w, p.dil_w);
-                if (ix < 0 || ix >= p.W) continue;
-                const T* in = x + ((n * p.H + iy) * p.W + ix) * C + g * Cg;
-                const T* wt = wgroup + (r * p.S + s) * Cg * Kg + k0;
+                const int64_t ix = tap_source<kGradInput>(ox, s, p.stride_w, p.pad_w, p.dil_w);
+                if (ix < 0 || ix >= src_w) continue;
+                const T* in = src + ((n * src_h + iy) * src_w + ix) * src_c + g * reduced;
+                const T* w = wgroup + (r * p.S + s) * reduced * vectors + k0;
                 int64_t c = 0;
-                for (; c + kChains <= Cg; c += kChains)
+                for (; c + kChains <= reduced; c += kChains)
                   for (int h = 0; h < kChains; ++h) {
                     const V a = splat<V>(in[c + h]);
-                    for (int q = 0; q < kCount; ++q) acc[h][q] += a * load_lanes<V>(wt + (c + h) * Kg + q * kLanes);
+                    for (int q = 0; q < kCount; ++q) acc[h][q] += a * load_lanes<V>(w + (c + h) * vectors + q * kLanes);
                   }
-                for (int h = 0; c < Cg; ++c, ++h) {
+                for (int h = 0; c < reduced; ++c, ++h) {
                   const V a = splat<V>(in[c]);
-                  for (int q = 0; q < kCount; ++q) acc[h][q] += a * load_lanes<V>(wt + c * Kg + q * kLanes);
+                  for (int q = 0; q < kCount; ++q) acc[h][q] += a * load_lanes<V>(w + c * vectors + q * kLanes);
                 }
               }
             }
