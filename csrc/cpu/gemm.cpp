@@ -1,5 +1,5 @@
 // Unrolled GEMM (seed 002) on the CPU: im2col of a chunk of output columns into a workspace
-// bounded by the workspace limit, then one GEMM per group (at::mm). Columns are the flattened
+// bounded by the workspace limit, then one GEMM per group (matmul.h). Columns are the flattened
 // (n, oy, ox) output positions, so a chunk may be smaller than one image. A 1x1, stride-1,
 // unpadded convolution needs no unroll: the input already is the matrix.
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "../plans.h"
 #include "../workspace.h"
 #include "gemm.h"
+#include "matmul.h"
 #include "../precision.h"
 
 namespace torchconv {
@@ -155,7 +156,7 @@ at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, co
     if (is_pointwise(p)) {
       for (int64_t n = 0; n < p.N; ++n) {
         at::Tensor out = output_block(y, p, g, n, 0, p.Ho * p.Wo);
-        at::mm_out(out, wg, input_block(x, p, g, n));
+        matmul_into(out, wg, input_block(x, p, g, n), false);
       }
       continue;
     }
@@ -166,10 +167,10 @@ at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, co
         im2col<scalar_t>(p, g, p0, ncols, x.const_data_ptr<scalar_t>(), col.mutable_data_ptr<scalar_t>());
       });
       // One GEMM per image the chunk touches, written in place: an image's K_g x len block of the
-      // output is a matrix of row stride Ho * Wo, which BLAS takes as it is (no result copy).
+      // output is a matrix of row stride Ho * Wo, which the product takes as it is (no result copy).
       for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
         at::Tensor out = output_block(y, p, g, n, q0, len);
-        at::mm_out(out, wg, col.narrow(1, j0, len));
+        matmul_into(out, wg, col.narrow(1, j0, len), false);
       });
     }
   }
@@ -188,7 +189,7 @@ at::Tensor gemm_grad_weight_cpu(const ConvShape& p, const at::Tensor& grad_outpu
     at::Tensor gw_g = weight_matrix(gw, p, g);
     if (is_pointwise(p)) {
       for (int64_t n = 0; n < p.N; ++n)
-        gw_g.addmm_(output_block(gy, p, g, n, 0, p.Ho * p.Wo), input_block(x, p, g, n).t());
+        matmul_into(gw_g, output_block(gy, p, g, n, 0, p.Ho * p.Wo), input_block(x, p, g, n).t(), true);
       continue;
     }
     for (int64_t p0 = 0; p0 < chunks.total; p0 += chunks.size) {
@@ -198,7 +199,7 @@ at::Tensor gemm_grad_weight_cpu(const ConvShape& p, const at::Tensor& grad_outpu
         im2col<scalar_t>(p, g, p0, ncols, x.const_data_ptr<scalar_t>(), col.mutable_data_ptr<scalar_t>());
       });
       for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
-        gw_g.addmm_(output_block(gy, p, g, n, q0, len), col.narrow(1, j0, len).t());
+        matmul_into(gw_g, output_block(gy, p, g, n, q0, len), col.narrow(1, j0, len).t(), true);
       });
     }
   }
@@ -217,7 +218,7 @@ at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output
     if (is_pointwise(p)) {
       for (int64_t n = 0; n < p.N; ++n) {
         at::Tensor out = input_block(gx, p, g, n);
-        at::mm_out(out, wg.t(), output_block(gy, p, g, n, 0, p.Ho * p.Wo));
+        matmul_into(out, wg.t(), output_block(gy, p, g, n, 0, p.Ho * p.Wo), false);
       }
       continue;
     }
@@ -226,7 +227,7 @@ at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output
       const at::Tensor col = chunks.columns(ncols);
       for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
         at::Tensor cols = col.narrow(1, j0, len);
-        at::mm_out(cols, wg.t(), output_block(gy, p, g, n, q0, len));
+        matmul_into(cols, wg.t(), output_block(gy, p, g, n, q0, len), false);
       });
       AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "gemm_grad_input_cpu", [&] {
         col2im_add<scalar_t>(p, g, p0, ncols, col.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>());

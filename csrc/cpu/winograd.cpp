@@ -1,5 +1,5 @@
 // Winograd on the CPU, as seed 003: U = G g G^T per filter, V = B^T d B on input tiles overlapping by
-// 2, the element-wise stage as one GEMM per point (at::bmm over the points), Y = A^T M A per tile,
+// 2, the element-wise stage as one GEMM per point (matmul.h), Y = A^T M A per tile,
 // with partial tiles at the right and bottom edges. Tiles are processed in chunks whose V and M fit
 // the workspace limit. F(2x2, 3x3) by default; F(4x4, 3x3) (6x6 tiles, 36 points) when the variant
 // is f4x4, for the forward and grad_input (grad_weight is the GEMM algorithm's, as for F(2x2)).
@@ -18,6 +18,7 @@
 #include "../winograd_transforms.h"
 #include "../workspace.h"
 #include "gemm.h"
+#include "matmul.h"
 #include "../precision.h"
 
 namespace torchconv {
@@ -126,7 +127,10 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
       });
       // The element-wise stage: one (Kg x Cg) . (Cg x nt) product per point.
       at::Tensor M = m_buffer.narrow(0, 0, kPoints * Kg * nt).view({kPoints, Kg, nt});
-      at::bmm_out(M, U.select(0, g), V);
+      for (int e = 0; e < kPoints; ++e) {
+        at::Tensor m_point = M.select(0, e);
+        matmul_into(m_point, U.select(0, g).select(0, e), V.select(0, e), false);
+      }
       const T* mp = M.const_data_ptr<T>();
       at::parallel_for(0, Kg * runs, 1, [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {
