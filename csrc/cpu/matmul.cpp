@@ -36,16 +36,20 @@ constexpr int kVectorBytes = 32;
 }  // namespace
 
 void matmul_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, bool accumulate) {
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && c.dim() == 2 && a.size(1) == b.size(0) && c.size(0) == a.size(0) &&
-                  c.size(1) == b.size(1) && (c.size(1) <= 1 || c.stride(1) == 1),
+  const int64_t d = c.dim();
+  TORCH_CHECK((d == 2 || d == 3) && a.dim() == d && b.dim() == d, "torchconv: matmul_into: 2-D or 3-D operands");
+  const int64_t batch = d == 3 ? c.size(0) : 1, M = c.size(d - 2), N = c.size(d - 1), K = a.size(d - 1);
+  TORCH_CHECK(a.size(d - 2) == M && b.size(d - 2) == K && b.size(d - 1) == N && (N <= 1 || c.stride(d - 1) == 1) &&
+                  (d == 2 || (a.size(0) == batch && b.size(0) == batch)),
               "torchconv: matmul_into: shapes or strides do not fit");
   TORCH_CHECK(a.scalar_type() == c.scalar_type() && b.scalar_type() == c.scalar_type(),
               "torchconv: matmul_into: dtypes differ");
+  const auto batch_stride = [&](const at::Tensor& t) { return d == 3 ? t.stride(0) : int64_t(0); };
   AT_DISPATCH_FLOATING_TYPES(c.scalar_type(), "torchconv_matmul", [&] {
-    TORCHCONV_CPU_KERNEL(matmul_kernel, scalar_t)(c.size(0), c.size(1), a.size(1), a.const_data_ptr<scalar_t>(),
-                                                  a.stride(0), a.stride(1), b.const_data_ptr<scalar_t>(),
-                                                  b.stride(0), b.stride(1), c.mutable_data_ptr<scalar_t>(),
-                                                  c.stride(0), accumulate);
+    TORCHCONV_CPU_KERNEL(matmul_kernel, scalar_t)(
+        batch, M, N, K, a.const_data_ptr<scalar_t>(), batch_stride(a), a.stride(d - 2), a.stride(d - 1),
+        b.const_data_ptr<scalar_t>(), batch_stride(b), b.stride(d - 2), b.stride(d - 1),
+        c.mutable_data_ptr<scalar_t>(), batch_stride(c), c.stride(d - 2), accumulate);
   });
 }
 

@@ -127,10 +127,7 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
       });
       // The element-wise stage: one (Kg x Cg) . (Cg x nt) product per point.
       at::Tensor M = m_buffer.narrow(0, 0, kPoints * Kg * nt).view({kPoints, Kg, nt});
-      for (int e = 0; e < kPoints; ++e) {
-        at::Tensor m_point = M.select(0, e);
-        matmul_into(m_point, U.select(0, g).select(0, e), V.select(0, e), false);
-      }
+      matmul_into(M, U.select(0, g), V, false);
       const T* mp = M.const_data_ptr<T>();
       at::parallel_for(0, Kg * runs, 1, [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {
