@@ -361,3 +361,42 @@ def test_cpu_column_chunks(shape, columns):
         check_forward_backward(shape, "cpu", torch.float64, f"cpu chunks of {columns}")
     finally:
         torchconv.set_workspace_limit(old_limit)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("algorithm", ["gemm", "winograd"])
+def test_cpu_matrix_product_bits_do_not_depend_on_the_thread_count(algorithm, dtype):
+    """The CPU GEMM's and Winograd's products (csrc/cpu/matmul.h) sum each element on one thread in a fixed
+    order, whatever blocks of rows the threads take: one thread and four give the same bits, forward and
+    both gradients, on a layer whose products are deeper than one chunk (360 channel taps) and taller
+    than one block of rows (250 filters), and on a 1x1 layer whose images are one batched product; and
+    they match F.conv2d's float64 answer."""
+    for shape in [(2, 40, 250, 9, 10, 3, 3), (3, 300, 250, 5, 7, 1, 1)]:
+        n, c, k, h, w, r, s = shape
+        if algorithm == "winograd" and r == 1:
+            continue
+        x = torch.randn(n, c, h, w, dtype=dtype)
+        wt = torch.randn(k, c, r, s, dtype=dtype)
+        gy = torch.randn(n, k, h, w, dtype=dtype)
+        op = getattr(torch.ops.torchconv, f"conv2d_{algorithm}")
+        backward = getattr(torch.ops.torchconv, f"conv2d_{algorithm}_backward")
+        conv = ([1, 1], [r // 2, s // 2], [1, 1], 1)
+
+        def passes():
+            return (op(x, wt, None, *conv),) + tuple(backward(gy, x, wt, *conv, [True, True, False])[:2])
+
+        threads = torch.get_num_threads()
+        try:
+            torch.set_num_threads(1)
+            one = passes()
+            torch.set_num_threads(4)
+            four = passes()
+        finally:
+            torch.set_num_threads(threads)
+        for a, b in zip(one, four):
+            assert torch.equal(a, b), shape
+        xr, wr = x.double().requires_grad_(), wt.double().requires_grad_()
+        ref = F.conv2d(xr, wr, None, *conv)
+        refs = (ref,) + torch.autograd.grad(ref, (xr, wr), gy.double())
+        for a, b, what in zip(one, refs, ("forward", "grad_input", "grad_weight")):
+            assert_close_rel(a, b, dtype, f"{algorithm} {shape} {what}")

@@ -103,17 +103,26 @@ void for_each_image_segment(const ConvShape& p, int64_t p0, int64_t ncols, Fn&& 
   }
 }
 
-// Output-side matrix of group g for a column chunk: K_g x ncols, gathered from or scattered to an
-// N x K x Ho x Wo tensor.
-at::Tensor output_block(const at::Tensor& t, const ConvShape& p, int64_t g, int64_t n, int64_t q0, int64_t len) {
+// Output-side matrices of group g, one an image: N x K_g x (Ho Wo), views of an N x K x Ho x Wo tensor.
+at::Tensor output_blocks(const at::Tensor& t, const ConvShape& p, int64_t g) {
   const int64_t Kg = p.filters_per_group();
-  return t.view({p.N, p.K, p.Ho * p.Wo}).select(0, n).narrow(0, g * Kg, Kg).narrow(1, q0, len);
+  return t.view({p.N, p.K, p.Ho * p.Wo}).narrow(1, g * Kg, Kg);
 }
 
-// Input-side matrix of group g for a pointwise convolution: C_g x (H W) of image n.
-at::Tensor input_block(const at::Tensor& t, const ConvShape& p, int64_t g, int64_t n) {
+// Output-side matrix of group g for a column chunk: K_g x len of image n from position q0.
+at::Tensor output_block(const at::Tensor& t, const ConvShape& p, int64_t g, int64_t n, int64_t q0, int64_t len) {
+  return output_blocks(t, p, g).select(0, n).narrow(1, q0, len);
+}
+
+// Input-side matrices of group g for a pointwise convolution: N x C_g x (H W).
+at::Tensor input_blocks(const at::Tensor& t, const ConvShape& p, int64_t g) {
   const int64_t Cg = p.channels_per_group();
-  return t.view({p.N, p.C, p.H * p.W}).select(0, n).narrow(0, g * Cg, Cg);
+  return t.view({p.N, p.C, p.H * p.W}).narrow(1, g * Cg, Cg);
+}
+
+// A matrix as the operand of every image's product (batch stride 0).
+at::Tensor for_each_image(const at::Tensor& m, const ConvShape& p) {
+  return m.unsqueeze(0).expand({p.N, m.size(0), m.size(1)});
 }
 
 at::Tensor weight_matrix(const at::Tensor& w, const ConvShape& p, int64_t g) {
@@ -154,10 +163,8 @@ at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, co
   for (int64_t g = 0; g < p.groups; ++g) {
     const at::Tensor wg = weight_matrix(w, p, g);
     if (is_pointwise(p)) {
-      for (int64_t n = 0; n < p.N; ++n) {
-        at::Tensor out = output_block(y, p, g, n, 0, p.Ho * p.Wo);
-        matmul_into(out, wg, input_block(x, p, g, n), false);
-      }
+      at::Tensor out = output_blocks(y, p, g);
+      matmul_into(out, for_each_image(wg, p), input_blocks(x, p, g), false);
       continue;
     }
     for (int64_t p0 = 0; p0 < chunks.total; p0 += chunks.size) {
@@ -189,7 +196,7 @@ at::Tensor gemm_grad_weight_cpu(const ConvShape& p, const at::Tensor& grad_outpu
     at::Tensor gw_g = weight_matrix(gw, p, g);
     if (is_pointwise(p)) {
       for (int64_t n = 0; n < p.N; ++n)
-        matmul_into(gw_g, output_block(gy, p, g, n, 0, p.Ho * p.Wo), input_block(x, p, g, n).t(), true);
+        matmul_into(gw_g, output_blocks(gy, p, g).select(0, n), input_blocks(x, p, g).select(0, n).t(), true);
       continue;
     }
     for (int64_t p0 = 0; p0 < chunks.total; p0 += chunks.size) {
@@ -216,10 +223,8 @@ at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output
   for (int64_t g = 0; g < p.groups; ++g) {
     const at::Tensor wg = weight_matrix(w, p, g);
     if (is_pointwise(p)) {
-      for (int64_t n = 0; n < p.N; ++n) {
-        at::Tensor out = input_block(gx, p, g, n);
-        matmul_into(out, wg.t(), output_block(gy, p, g, n, 0, p.Ho * p.Wo), false);
-      }
+      at::Tensor out = input_blocks(gx, p, g);
+      matmul_into(out, for_each_image(wg.t(), p), output_blocks(gy, p, g), false);
       continue;
     }
     for (int64_t p0 = 0; p0 < chunks.total; p0 += chunks.size) {
