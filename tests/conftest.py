@@ -105,6 +105,14 @@ def skip_if_no_kernel(algorithm, device):
         yield
 
 
+def baseline_build_env():
+    """The environment of a child process that runs the CPU kernels' baseline builds (csrc/cpu/isa.h),
+    whatever shard of the suite this process is."""
+    env = {k: v for k, v in os.environ.items() if k != "TORCHCONV_TEST_SHARD"}
+    env["TORCHCONV_CPU_BASELINE"] = "1"
+    return env
+
+
 def rel_err(out, ref):
     """||out - ref|| / ||ref||, computed in float64."""
     out, ref = out.double().cpu(), ref.double().cpu()

@@ -29,7 +29,8 @@ import pytest
 import torch
 
 import torchconv
-from conftest import assert_backward_repeatable, assert_close_rel, check_forward_backward, needs_cuda_build
+from conftest import assert_backward_repeatable, assert_close_rel, baseline_build_env, check_forward_backward
+from conftest import needs_cuda_build
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 CONFIGS = ("wide", "small")
@@ -490,14 +491,6 @@ def test_cpu_filters_re_laid_once_for_a_frozen_weight(shape):
         assert_close_rel(conv(x, trainable), ref(w), torch.float64, "inference mode")
     assert torchconv.weight_cache_size() == 1
     torchconv.clear_weight_cache()
-
-
-def baseline_build_env():
-    """The environment of a child process that runs the CPU kernels' baseline builds (isa.h), whatever
-    shard of the suite this process is."""
-    env = {k: v for k, v in os.environ.items() if k != "TORCHCONV_TEST_SHARD"}
-    env["TORCHCONV_CPU_BASELINE"] = "1"
-    return env
 
 
 def test_cpu_baseline_build():

@@ -7,14 +7,17 @@ the transposed gather, once per output phase for strided layers; grad_weight thr
 reduction over N*Ho*Wo) on every shape
 F.conv2d takes: any filter size, stride, padding, dilation, groups, C and K off the tiles, H != W,
 batch 1 and more, in float32 and float64. The variant API is tested here too."""
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_backward_repeatable, assert_close_rel, using_variant
+from conftest import assert_backward_repeatable, assert_close_rel, baseline_build_env, using_variant
 from conftest import check_forward_backward as conftest_check
 
 VARIANTS = torchconv.variants("gemm")
@@ -400,3 +403,15 @@ def test_cpu_matrix_product_bits_do_not_depend_on_the_thread_count(algorithm, dt
         refs = (ref,) + torch.autograd.grad(ref, (xr, wr), gy.double())
         for a, b, what in zip(one, refs, ("forward", "grad_input", "grad_weight")):
             assert_close_rel(a, b, dtype, f"{algorithm} {shape} {what}")
+
+
+def test_cpu_matrix_product_baseline_build():
+    """The CPU GEMM's and Winograd's matrix product is built for the x86-64 baseline (16-byte vectors) and
+    for AVX2 with FMA, the second run where the CPU has both; TORCHCONV_CPU_BASELINE=1 runs the first on
+    this file's and test_winograd.py's CPU cases."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_gemm.py",
+                          "test_winograd.py", "-k", "test_cpu and not baseline_build"], env=baseline_build_env(),
+                         cwd=tests, capture_output=True, text=True)
+    passed = re.search(r"(\d+) passed", run.stdout)
+    assert run.returncode == 0 and passed and int(passed.group(1)) >= 100, run.stdout[-2000:]
