@@ -14,7 +14,7 @@ struct MatmulTile {
   static constexpr int64_t kLanes = kVectorBytes / sizeof(T);
   static constexpr int64_t kRows = 6, kCols = 2 * kLanes;
   static constexpr int64_t kDepth = 256, kPanel = 16 * kCols, kRowBlock = 240, kSerialWork = 1 << 16;
-  static constexpr int64_t kTasksPerThread = 4, kMinRowUnits = 4;
+  static constexpr int64_t kTasksPerThread = 4, kMinUnits = 4;
 };
 
 // Packs rows [i0, i0 + rows) of a, depth [k0, k0 + depth), depth-major (kRows a step; zero past rows).
@@ -68,17 +68,24 @@ void matmul_kernel(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, i
   constexpr int64_t kSerialWork = Tile::kSerialWork;
   // Tasks: the rows split into blocks of at most kRowBlock and the columns into panels of at most kPanel,
   // each in near-equal runs of whole micro-tiles, so the tasks weigh alike. Where there are fewer than
-  // kTasksPerThread a thread and they do not divide evenly among the threads, the rows split further
-  // until they do (blocks of at least kMinRowUnits micro-tiles): an extra block packs its panel of b once
-  // more, which costs less than an idle thread. The split changes no element's sum, so the bits do not
-  // depend on the thread count.
+  // kTasksPerThread a thread and they do not divide evenly among the threads, the rows or the columns
+  // split further until they do (at least kMinUnits micro-tiles a part): an extra row block packs its
+  // panel of b once more (N K elements a product), an extra panel its rows of a (M K), so the shorter
+  // side is split; either costs less than an idle thread. The split changes no element's sum, so the
+  // bits do not depend on the thread count.
   const int64_t row_units = (M + kRows - 1) / kRows, col_units = (N + kCols - 1) / kCols;
-  const int64_t panels = (col_units + kPanel / kCols - 1) / (kPanel / kCols);
+  int64_t panels = (col_units + kPanel / kCols - 1) / (kPanel / kCols);
   int64_t row_blocks = (row_units + kRowBlock / kRows - 1) / (kRowBlock / kRows);
   const int64_t threads = at::get_num_threads();
-  while (batch * panels * row_blocks < Tile::kTasksPerThread * threads &&
-         batch * panels * row_blocks % threads != 0 && row_blocks < row_units / Tile::kMinRowUnits)
-    ++row_blocks;
+  while (batch * panels * row_blocks < Tile::kTasksPerThread * threads && batch * panels * row_blocks % threads) {
+    const bool more_panels = panels < col_units / Tile::kMinUnits, more_rows = row_blocks < row_units / Tile::kMinUnits;
+    if (more_panels && (M <= N || !more_rows))
+      ++panels;
+    else if (more_rows)
+      ++row_blocks;
+    else
+      break;
+  }
   const int64_t tiles = row_blocks * panels, tasks = batch * tiles;
   const int64_t grain = batch * M * N * K < kSerialWork ? tasks : 1;
   const int64_t depth_max = std::min(kDepth, K), panel_max = (std::min(kPanel, N) + kCols - 1) / kCols * kCols;
