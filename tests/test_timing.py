@@ -56,11 +56,13 @@ def test_device_time_on_a_cpu_is_the_wall_clock():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_device_time_leaves_out_the_host_path():
     """Benchmark mode times training calls this way: a callable with 3 ms of host work and a kernel
-    of a few µs takes milliseconds by the events around it, microseconds by the device alone."""
+    of a few µs takes milliseconds by the events around it (in a round the GPU was free for), microseconds
+    by the device alone in every round."""
     fns = {"host_heavy": lambda: (time.sleep(0.003), torch.cuda._sleep(1000))}
     with_host = timing.interleaved(fns, "cuda", rounds=3, reps=3, warmup=1)["host_heavy"]
     device_only = timing.interleaved(fns, "cuda", rounds=3, reps=3, warmup=1, device_time=True)["host_heavy"]
     # Milliseconds against microseconds, with room for a GPU shared with other processes (the suite's
-    # shards): their work can hold back the start event, which shortens the events' interval.
-    assert min(with_host) > 1.0
+    # shards): their work can hold back the start event past the host's sleep, which shortens the
+    # events' interval to the kernel's in that round; the device's time never holds the host path.
+    assert max(with_host) > 1.0
     assert max(device_only) < 0.5
