@@ -4,12 +4,11 @@
 # (the summary), build.log, tests.log, and whatever the benchmark commands write there.
 #   bash benchmarks/gpu_session.sh "bench.py --suite resnet,yolo" "models.py --models resnet50"
 # PYTEST_SEL="tests -k cuda" narrows the test run (default: all of tests/; "skip" skips it).
-# PYTEST_SHARDS=3 runs the whole suite instead in 3 pytest processes at once on the one GPU (each test
-# in the shard its id's hash names: TORCHCONV_TEST_SHARD in tests/conftest.py): the whole suite and the
-# build then fit one device call. tests.log holds the shards' logs one after the other, each with its
-# slowest tests. PYTEST_SHARD_RANGE=a-b runs only shards a..b of the PYTEST_SHARDS: the suite split over
-# two calls where one call's time does not hold the build and the whole suite (PYTEST_SHARDS=16, 0-7 in
-# one call and 8-15 in the next).
+# PYTEST_SHARDS=16 runs the whole suite instead in 16 pytest processes at once on the one GPU (each test
+# in the shard its id's hash names: TORCHCONV_TEST_SHARD in tests/conftest.py), one a CPU core: the
+# build and the whole suite then fit one device call. tests.log holds the shards' logs one after the
+# other, each with its slowest tests. PYTEST_SHARD_RANGE=a-b runs only shards a..b of the PYTEST_SHARDS:
+# the suite split over two calls (0-7, then 8-15 with BUILD=skip) where one call's time does not hold both.
 # MEMCHECK="tests/test_x.py -k cuda" / RACECHECK="..." run compute-sanitizer over those tests.
 # BUILD=skip uses the build already installed (a call that built and ran a first check itself).
 set -uo pipefail
