@@ -2357,3 +2357,27 @@ def test_cpu_tile_chunks(shape, variant_name, points, tiles):
             check_forward_backward(*shape, "cpu", torch.float64, f"cpu {variant_name} chunks of {tiles}")
     finally:
         torchconv.set_workspace_limit(old_limit)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("variant_name", ["staged", "f4x4"])
+def test_cpu_neighbouring_tiles_transformed_together_keep_each_tiles_bits(variant_name, dtype):
+    """The CPU transforms take 32 bytes' worth of neighbouring tiles along a row at once (a tile a
+    vector lane) where they lie inside the input (and, for the output, inside the output), each lane
+    running the scalar transform's operations: a 40-wide plane's outputs equal, bit for bit, those of
+    the same rows cut to 20 columns (too narrow for a run of lanes), forward and grad_input."""
+    x = torch.randn(2, 9, 11, 40, dtype=dtype)
+    w = torch.randn(7, 9, 3, 3, dtype=dtype)
+    with using_variant("winograd", variant_name):
+        wide = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+        narrow = torchconv.conv2d(x[..., :20].contiguous(), w, None, 1, 1, algorithm="winograd")
+        # grad_input is a forward over grad_output with the turned filters: the same transforms.
+        gy = torch.randn_like(wide)
+        backward = torch.ops.torchconv.conv2d_winograd_backward
+        gx_wide = backward(gy, x, w, [1, 1], [1, 1], [1, 1], 1, [True, False, False])[0]
+        gx_narrow = backward(gy[..., :20].contiguous(), x[..., :20].contiguous(), w, [1, 1], [1, 1], [1, 1], 1,
+                             [True, False, False])[0]
+    assert torch.equal(wide[..., :16], narrow[..., :16])
+    assert torch.equal(gx_wide[..., :16], gx_narrow[..., :16])
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), None, 1, 1)
+    assert_close_rel(wide, ref.to(dtype), dtype, variant_name)

@@ -3,11 +3,16 @@
 // with partial tiles at the right and bottom edges. Tiles are processed in chunks whose V and M fit
 // the workspace limit. F(2x2, 3x3) by default; F(4x4, 3x3) (6x6 tiles, 36 points) when the variant
 // is f4x4, for the forward and grad_input (grad_weight is the GEMM algorithm's, as for F(2x2)).
+// The tile lanes pass GCC vector types between inline functions of this file only (internal linkage):
+// the ABI note GCC gives for 32-byte vectors in the baseline build concerns calls across files.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "../backward.h"
@@ -28,6 +33,34 @@ namespace {
 constexpr int64_t kTileRun = 64;
 constexpr int64_t kFilterRun = 64;
 
+// A value of kCount neighbouring tiles at once, one a lane, for the transforms (winograd_transforms.h
+// templates on the value type): each lane runs the scalar transform's operations in its order, so its
+// bits are a tile's own, and a point's values of the neighbours are one vector of V or M.
+template <typename T>
+struct TileLanes {
+  static constexpr int64_t kCount = 32 / sizeof(T);
+  typedef T Vec __attribute__((vector_size(kCount * sizeof(T))));
+  Vec v;
+  TileLanes() = default;
+  explicit TileLanes(double c) : v(T(c) - Vec{}) {}  // a broadcast: x - 0 is x for every x
+  static TileLanes of(Vec x) {
+    TileLanes r;
+    r.v = x;
+    return r;
+  }
+  friend TileLanes operator+(TileLanes a, TileLanes b) { return of(a.v + b.v); }
+  friend TileLanes operator-(TileLanes a, TileLanes b) { return of(a.v - b.v); }
+  friend TileLanes operator*(TileLanes a, TileLanes b) { return of(a.v * b.v); }
+  friend TileLanes operator-(TileLanes a) { return of(-a.v); }
+};
+
+// Whether tiles [j, j + count) of a chunk are neighbours along one row of tiles of one image.
+template <typename Place>
+bool tiles_in_a_row(const Place* places, int64_t j, int64_t count, int64_t step) {
+  const Place &first = places[j], &last = places[j + count - 1];
+  return last.n == first.n && last.iy0 == first.iy0 && last.ix0 == first.ix0 + (count - 1) * step;
+}
+
 // 3x3 stride-1 convolution of x (N x Cin x H x W) with w (Kout x Cin/groups x 3 x 3). Padding may
 // be negative (grad_input of a convolution padded by more than 2 reads a cropped grad_output), so
 // the output extent Ho x Wo is given rather than derived. `filters`, where given, is the caller's
@@ -37,6 +70,8 @@ template <typename Tile, typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int64_t groups, int64_t pad_h,
                    int64_t pad_w, at::Tensor& y, const at::Tensor* filters) {
   constexpr int kPoints = Tile::kPoints, kAlpha = Tile::kAlpha, kOut = Tile::kOutput;
+  using Lanes = TileLanes<T>;
+  constexpr int64_t kLanes = Lanes::kCount;
   const int64_t N = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t Kout = w.size(0), Ho = y.size(2), Wo = y.size(3);
   const int64_t Cg = Cin / groups, Kg = Kout / groups;
@@ -103,9 +138,24 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
       at::parallel_for(0, Cg * runs, 1, [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {
           const int64_t c = item / runs, j0 = item % runs * kTileRun;
-          for (int64_t j = j0; j < std::min(nt, j0 + kTileRun); ++j) {
+          const int64_t j_end = std::min(nt, j0 + kTileRun);
+          for (int64_t j = j0; j < j_end; ++j) {
             const TilePlace& at = places[j];
             const T* plane = xp + (at.n * Cin + g * Cg + c) * H * W;
+            if (j + kLanes <= j_end && tiles_in_a_row(places.data(), j, kLanes, kOut) && at.iy0 >= 0 &&
+                at.iy0 + kAlpha <= H && at.ix0 >= 0 && at.ix0 + (kLanes - 1) * kOut + kAlpha <= W) {
+              // kLanes neighbouring tiles inside the input: transformed together, each point's values
+              // stored as one vector.
+              const T* src = plane + at.iy0 * W + at.ix0;
+              Lanes d[kPoints], v[kPoints];
+              for (int i = 0; i < kAlpha; ++i)
+                for (int jj = 0; jj < kAlpha; ++jj)
+                  for (int64_t t = 0; t < kLanes; ++t) d[i * kAlpha + jj].v[t] = src[i * W + t * kOut + jj];
+              Tile::input(d, v);
+              for (int e = 0; e < kPoints; ++e) std::memcpy(vp + (e * Cg + c) * nt + j, &v[e].v, sizeof(v[e].v));
+              j += kLanes - 1;
+              continue;
+            }
             T d[kPoints], v[kPoints];
             if (at.iy0 >= 0 && at.iy0 + kAlpha <= H && at.ix0 >= 0 && at.ix0 + kAlpha <= W) {
               const T* src = plane + at.iy0 * W + at.ix0;  // a tile inside the input: no bounds tests
@@ -133,8 +183,24 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
         for (int64_t item = begin; item < end; ++item) {
           const int64_t kg = item / runs, j0 = item % runs * kTileRun, k = g * Kg + kg;
           const T b = bias ? bias[k] : T(0);
-          for (int64_t j = j0; j < std::min(nt, j0 + kTileRun); ++j) {
+          const int64_t j_end = std::min(nt, j0 + kTileRun);
+          for (int64_t j = j0; j < j_end; ++j) {
             const TilePlace& at = places[j];
+            if (j + kLanes <= j_end && tiles_in_a_row(places.data(), j, kLanes, kOut) && at.oy0 + kOut <= Ho &&
+                at.ox0 + kLanes * kOut <= Wo) {
+              // kLanes neighbouring whole tiles: each point's values loaded as one vector.
+              Lanes m[kPoints], out[kOut * kOut];
+              for (int e = 0; e < kPoints; ++e) std::memcpy(&m[e].v, mp + (e * Kg + kg) * nt + j, sizeof(m[e].v));
+              Tile::output(m, out);
+              T* dst = yp + ((at.n * Kout + k) * Ho + at.oy0) * Wo + at.ox0;
+              for (int i = 0; i < kOut; ++i)
+                for (int jj = 0; jj < kOut; ++jj) {
+                  const typename Lanes::Vec sum = out[i * kOut + jj].v + b;
+                  for (int64_t t = 0; t < kLanes; ++t) dst[i * Wo + t * kOut + jj] = sum[t];
+                }
+              j += kLanes - 1;
+              continue;
+            }
             T m[kPoints], out[kOut * kOut];
             for (int e = 0; e < kPoints; ++e) m[e] = mp[(e * Kg + kg) * nt + j];
             Tile::output(m, out);
