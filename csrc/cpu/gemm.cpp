@@ -218,7 +218,9 @@ namespace {
 at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& weight) {
   auto gy = grad_output.contiguous();
   auto w = weight.contiguous();
-  auto gx = at::zeros({p.N, p.C, p.H, p.W}, grad_output.options());
+  // A pointwise layer's products write every element of grad_input; col2im adds into it otherwise.
+  auto gx = is_pointwise(p) ? at::empty({p.N, p.C, p.H, p.W}, grad_output.options())
+                            : at::zeros({p.N, p.C, p.H, p.W}, grad_output.options());
   ColumnChunks chunks(p, gy.options());
   for (int64_t g = 0; g < p.groups; ++g) {
     const at::Tensor wg = weight_matrix(w, p, g);

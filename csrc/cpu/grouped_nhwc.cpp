@@ -23,20 +23,8 @@
 namespace torchconv {
 namespace {
 
-namespace portable {
-constexpr int kVectorBytes = 16;
-#include "grouped_nhwc_kernels.h"
-}  // namespace portable
-
-#ifdef TORCHCONV_CPU_AVX2
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-namespace avx2 {
-constexpr int kVectorBytes = 32;
-#include "grouped_nhwc_kernels.h"
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
+#define TORCHCONV_ISA_KERNELS "grouped_nhwc_kernels.h"
+#include "isa_builds.h"
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-// The grouped kernels along the channels (grouped_nhwc.h), included twice by grouped_nhwc.cpp: once
+// The grouped kernels along the channels (grouped_nhwc.h), built twice by grouped_nhwc.cpp (isa_builds.h): once
 // for any x86-64 CPU, once compiled for AVX2 and FMA (eight lanes and fused multiply-adds, where the
 // baseline has four lanes and separate products and sums), each copy in its own namespace. No include
 // guard, and no includes: the includer provides them, before its namespaces.

@@ -1,6 +1,7 @@
-// The CPU kernels built twice (grouped_nhwc.cpp, direct.cpp's depthwise forward along the channels): for
-// the x86-64 baseline the extension is compiled for, and for AVX2 (with FMA where the kernels allow it)
-// in a `#pragma GCC target` region, the second run where the CPU has both.
+// The CPU kernels built twice (matmul.cpp and grouped_nhwc.cpp through isa_builds.h, direct.cpp's
+// depthwise forward along the channels): for the x86-64 baseline the extension is compiled for, and for
+// AVX2 (with FMA where the kernels allow it) in a `#pragma GCC target` region, the second run where the
+// CPU has both.
 #pragma once
 
 #include <cstdlib>

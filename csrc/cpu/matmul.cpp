@@ -18,20 +18,8 @@
 namespace torchconv {
 namespace {
 
-namespace portable {
-constexpr int kVectorBytes = 16;
-#include "matmul_kernels.h"
-}  // namespace portable
-
-#ifdef TORCHCONV_CPU_AVX2
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-namespace avx2 {
-constexpr int kVectorBytes = 32;
-#include "matmul_kernels.h"
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
+#define TORCHCONV_ISA_KERNELS "matmul_kernels.h"
+#include "isa_builds.h"
 
 }  // namespace
 

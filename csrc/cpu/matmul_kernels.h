@@ -1,6 +1,6 @@
-// The matrix product's kernel (matmul.h), included twice by matmul.cpp: for any x86-64 CPU and
-// compiled for AVX2 and FMA, each copy in its own namespace, kVectorBytes set by the includer. No
-// include guard, and no includes: the includer provides them.
+// The matrix product's kernel (matmul.h), built twice by matmul.cpp through isa_builds.h: for any
+// x86-64 CPU and compiled for AVX2 and FMA, each copy in its own namespace, kVectorBytes set by the
+// includer. No include guard, and no includes: the includer provides them.
 //
 // A task is a block of rows of one product's c by a panel of its columns. For each chunk of the depth it
 // packs the panel of b as micro-panels of two vectors of columns, each depth-major and contiguous (zero
