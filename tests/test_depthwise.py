@@ -565,6 +565,44 @@ def test_nhwc_depthwise_filter_from_any_weight_layout_cached_while_frozen(shape,
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("shape", [
+    (2, 16, 14, 14, 3, 3, 1, 1, 1, True),  # 3x3: the rows kernel (bf16), the per-row kernel (f32)
+    (2, 16, 14, 13, 3, 3, 2, 1, 1, True),  # stride 2: four grad_input phases, one re-layout
+    (2, 8, 9, 9, 13, 13, 1, 6, 1, False),  # 13x13: the column window
+    (2, 20, 17, 18, 3, 3, 1, 2, 2, True),  # dilation 2: the per-product loads
+    (2, 12, 11, 12, 3, 3, 1, 1, 1, False, 2),  # groups of 2 x 2
+], ids=nhwc_id)
+def test_nhwc_depthwise_trainable_filter_is_this_calls(shape, dtype):
+    """A trainable weight's filter is re-laid on every call, and on sm_90 the convolution after it
+    starts while the re-layout runs (a programmatic dependent launch that loads its inputs, then waits
+    for the filter): each forward and grad_input must read this call's filter, never the one an
+    earlier call left in the re-used buffer. Two weights alternate; every call equals, bit for bit,
+    what the same weight gives frozen (its filter from the weight cache, the kernel launched alone)."""
+    x, w, b, kw = nhwc_case(shape, dtype)
+    xg = x.detach().requires_grad_()
+    conv = lambda xi, wi: torchconv.conv2d(xi, wi, b, **kw, algorithm="direct")  # noqa: E731
+    weights = [w, w.flip(0) * 2]
+    gy = torch.randn_like(conv(x, w))
+    refs = []
+    for wi in weights:
+        torchconv.clear_weight_cache()
+        y = conv(x, wi)
+        (gx,) = torch.autograd.grad(conv(xg, wi), (xg,), gy)
+        assert torchconv.weight_cache_size() == 2  # frozen: both filters came from the cache
+        refs.append((y, gx))
+    assert not torch.equal(refs[0][0], refs[1][0])
+    torchconv.clear_weight_cache()
+    for _ in range(4):
+        for wi, (y_ref, gx_ref) in zip(weights, refs):
+            trainable = wi.clone().requires_grad_()
+            y = conv(xg, trainable)
+            assert torchconv.last_choice().startswith("forward:depthwise-nhwc/")
+            (gx,) = torch.autograd.grad(y, (xg,), gy)
+            assert torch.equal(y, y_ref) and torch.equal(gx, gx_ref)
+    assert torchconv.weight_cache_size() == 0
+
+@needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_nhwc_depthwise_takes_strided_and_misaligned_inputs(dtype):
     """A channels_last view that is not dense, and a dense one whose channel vectors are not

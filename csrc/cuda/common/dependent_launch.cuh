@@ -3,8 +3,10 @@
 // the launch of each. A kernel launched as a dependent (launch_with_attributes) may start before the
 // kernel ahead of it in the stream has finished; it must call grid_dependency_wait before it reads
 // anything that kernel (or any work before it) wrote, and it lets the kernel after it start early by
-// allow_dependents. A kernel launched without the attribute, or on a GPU before sm_90, waits as any
-// launch does, and both calls do nothing.
+// allow_dependents. Where the kernel ahead was itself launched without the attribute, the work
+// before that kernel had finished when it started, and a dependent starts only once every block of
+// it has called allow_dependents or exited: what that work wrote may be read before the wait. A kernel launched without the
+// attribute, or on a GPU before sm_90, waits as any launch does, and both calls do nothing.
 #pragma once
 
 #include <utility>

@@ -7,6 +7,7 @@
 
 #include <c10/cuda/CUDAException.h>
 
+#include "dependent_launch.cuh"
 #include "launch.cuh"
 
 namespace torchconv {
@@ -21,8 +22,11 @@ struct SameValue {
 };
 
 // out[e] = value(w[map.src(e)]) (as U) for e < total, or zero where map.src(e) < 0 (padding).
+// A kernel launched after it as a programmatic dependent may start at once: it reads nothing of the
+// re-layout's before its grid_dependency_wait, and the re-layout itself was launched in stream order.
 template <typename T, typename U, typename Map, typename Value>
 __global__ void relayout_filter_kernel(const T* __restrict__ w, U* __restrict__ out, int64_t total, Map map, Value value) {
+  allow_dependents();
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t src = map.src(e);
     out[e] = src >= 0 ? static_cast<U>(value(w[src])) : U(0);

@@ -13,6 +13,7 @@
 #include "../../tuning.h"
 #include "../../weight_cache.h"
 #include "../../workspace.h"
+#include "../common/dependent_launch.cuh"
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
 #include "../common/filter_relayout.cuh"
@@ -108,16 +109,19 @@ std::pair<void (*)(DwNhwcArgs<T>), int> depthwise_nhwc_instance(const LaunchMap&
 // in one tensor that one kernel re-lays from the weight in its own layout (no contiguous copy first):
 // kept in the weight cache until the weight changes where the cache serves it (frozen weights,
 // inference mode: weight_cache.h), so such calls launch the convolution alone; re-laid every call
-// otherwise.
+// otherwise. `relaid` says whether this call launched the re-layout (the kernel just before the next
+// launch on the stream).
 template <typename scalar_t>
-at::Tensor nhwc_filters(const at::Tensor& weight, const LaunchMap* launches, int count) {
+at::Tensor nhwc_filters(const at::Tensor& weight, const LaunchMap* launches, int count, bool& relaid) {
   TORCH_INTERNAL_ASSERT(count > 0 && count <= kDwNhwcMaxLaunches);
   const auto tag = [&] {
     std::string key = "depthwise_nhwc/";
     for (int l = 0; l < count; ++l) key += launch_taps_key(launches[l]) + ";";
     return key;
   };
+  relaid = false;
   return cached_weight_transform(weight, tag, [&] {
+    relaid = true;
     DwNhwcFilterMap map{};
     map.w = weight_strides(weight), map.m = launches[0];
     for (int l = 0; l < count; ++l) map.add(launches[l]);
@@ -128,10 +132,13 @@ at::Tensor nhwc_filters(const at::Tensor& weight, const LaunchMap* launches, int
 }
 
 // One launch of `map` (taps stepping forward) from `src` into `dst`, both NHWC, with `wt` its filter
-// (from nhwc_filters).
+// (from nhwc_filters). `after_relayout`: the kernel just before it on the stream is the filter's
+// re-layout, so on sm_90 it launches as a programmatic dependent of it (common/dependent_launch.cuh):
+// its blocks start while the re-layout runs and load their inputs, which work before the re-layout
+// wrote, and wait for the filter before its first filter load (the kernels' grid_dependency_wait).
 template <typename scalar_t>
 void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const float* wt, const at::Tensor& bias,
-                           at::Tensor& dst) {
+                           at::Tensor& dst, bool after_relayout) {
   using T = typename CudaElement<scalar_t>::type;
   DwNhwcArgs<T> a{};
   DwNhwcConv& cv = a.cv;
@@ -148,7 +155,12 @@ void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const fl
   a.wt = wt;
   a.bias = bias.defined() ? kernel_data<T>(bias) : nullptr;
   a.dst = mutable_kernel_data<T>(dst);
-  kernel<<<unsigned(ceil_div(cv.threads, kDwNhwcThreads)), kDwNhwcThreads, 0, current_stream()>>>(a);
+  const unsigned blocks = unsigned(ceil_div(cv.threads, kDwNhwcThreads));
+  if (after_relayout && device_attribute<cudaDevAttrComputeCapabilityMajor>() >= 9) {
+    launch_with_attributes(kernel, dim3(blocks), dim3(kDwNhwcThreads), 0, current_stream(), dim3(1), true, a);
+    return;
+  }
+  kernel<<<blocks, kDwNhwcThreads, 0, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -176,8 +188,9 @@ at::Tensor depthwise_nhwc_forward(const ConvShape& p, const at::Tensor& input, c
     using scalar_t = decltype(element);
     const LaunchMap map = forward_map(p);
     if (y.numel() == 0) return;
-    const at::Tensor wt = nhwc_filters<scalar_t>(weight, &map, 1);
-    launch_depthwise_nhwc<scalar_t>(map, x, wt.const_data_ptr<float>(), b, y);
+    bool relaid = false;
+    const at::Tensor wt = nhwc_filters<scalar_t>(weight, &map, 1, relaid);
+    launch_depthwise_nhwc<scalar_t>(map, x, wt.const_data_ptr<float>(), b, y, relaid);
   });
   return y;
 }
@@ -198,10 +211,11 @@ at::Tensor depthwise_nhwc_grad_input(const ConvShape& p, const at::Tensor& grad_
     int count = 0;
     const auto run = [&] {  // the phases gathered so far, their filters re-laid together
       if (count == 0) return;
-      const at::Tensor wt = nhwc_filters<scalar_t>(weight, phases, count);
+      bool relaid = false;
+      const at::Tensor wt = nhwc_filters<scalar_t>(weight, phases, count, relaid);
       const float* filter = wt.const_data_ptr<float>();
-      for (int l = 0; l < count; ++l) {
-        launch_depthwise_nhwc<scalar_t>(phases[l], gy, filter, at::Tensor(), gx);
+      for (int l = 0; l < count; ++l) {  // only the first follows the re-layout on the stream
+        launch_depthwise_nhwc<scalar_t>(phases[l], gy, filter, at::Tensor(), gx, relaid && l == 0);
         filter += dw_nhwc_filter_elements(phases[l]);
       }
       count = 0;

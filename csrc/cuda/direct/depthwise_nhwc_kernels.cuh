@@ -6,7 +6,9 @@
 // kStrip output columns of one row; the threads of a warp hold consecutive vectors of a pixel, so
 // every load is a contiguous run of one or a few pixels' channels. There is no shared memory: a
 // thread's reuse is in registers, the block's in L1 and the neighbouring rows' in L2. The filter is
-// re-laid in float32, so its taps cost loads and no conversions.
+// re-laid in float32, so its taps cost loads and no conversions; a launch that follows the re-layout
+// on the stream starts while it runs, and each thread waits for the filter only once its first inputs
+// are loading (grid_dependency_wait).
 //
 // Three loops over a filter row whose source row is inside the image:
 // - unrolled (filter widths 3, 5, 7 at stride 1 or 2, no dilation along W): the row's input columns
@@ -26,6 +28,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../common/dependent_launch.cuh"
 #include "../common/launch_map.cuh"
 #include "../common/mma.cuh"
 
@@ -219,6 +222,7 @@ __global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const
       float win[kCols][kVec];
 #pragma unroll
       for (int k = 0; k < kCols; ++k) load_column(xrow, ix0 + k, cv.src_W, C, win[k]);
+      grid_dependency_wait();  // the filter (launched after its re-layout: depthwise_nhwc.cu)
 #pragma unroll
       for (int s = 0; s < kS; ++s)
 #pragma unroll
@@ -238,6 +242,7 @@ __global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const
       float win[2 * kStrip][kVec];
 #pragma unroll
       for (int k = 0; k < kStrip; ++k) load_column(xrow, ix0 + s_lo + k, cv.src_W, C, win[k]);
+      grid_dependency_wait();
       for (int s0 = s_lo; s0 < s_hi; s0 += kStrip) {
 #pragma unroll
         for (int k = 0; k < kStrip; ++k)  // column s0 + kStrip + k serves taps s0 + k + 1 and later
@@ -260,6 +265,7 @@ __global__ void __launch_bounds__(kDwNhwcThreads, 3) depthwise_nhwc_kernel(const
       }
     } else {
       const int ix0 = cx0 * cv.col_sx + cv.col_ox, span = (kStrip - 1) * cv.col_sx;
+      grid_dependency_wait();
       for (int s = 0; s < cv.S; ++s) {
         const int ix = ix0 + s * cv.tap_sx;
         if (ix + span < 0 || ix >= cv.src_W) continue;
@@ -335,6 +341,7 @@ __global__ void __launch_bounds__(kDwNhwcThreads) depthwise_nhwc_rows_kernel(con
 #pragma unroll
     for (int k = 0; k < kCols; ++k) raw[i][k] = load_raw(xrow, ix0 + k, cv.src_W, C, inside);
   }
+  grid_dependency_wait();  // the filter, with the inputs' loads in flight
 
   float acc[kStrip][kVec];
 #pragma unroll
