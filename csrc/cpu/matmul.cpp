@@ -23,22 +23,46 @@ namespace {
 
 }  // namespace
 
-void matmul_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, bool accumulate) {
+namespace {
+
+// c = a b (or +=) for operands as matmul_into takes them, a given either as a tensor or packed.
+void run_matmul(at::Tensor& c, const at::Tensor* a, const at::Tensor* a_packed, const at::Tensor& b, bool accumulate) {
   const int64_t d = c.dim();
-  TORCH_CHECK((d == 2 || d == 3) && a.dim() == d && b.dim() == d, "torchconv: matmul_into: 2-D or 3-D operands");
-  const int64_t batch = d == 3 ? c.size(0) : 1, M = c.size(d - 2), N = c.size(d - 1), K = a.size(d - 1);
-  TORCH_CHECK(a.size(d - 2) == M && b.size(d - 2) == K && b.size(d - 1) == N && (N <= 1 || c.stride(d - 1) == 1) &&
-                  (d == 2 || (a.size(0) == batch && b.size(0) == batch)),
+  TORCH_CHECK((d == 2 || d == 3) && b.dim() == d, "torchconv: matmul_into: 2-D or 3-D operands");
+  const int64_t batch = d == 3 ? c.size(0) : 1, M = c.size(d - 2), N = c.size(d - 1), K = b.size(d - 2);
+  TORCH_CHECK(b.size(d - 1) == N && (N <= 1 || c.stride(d - 1) == 1) && (d == 2 || b.size(0) == batch),
               "torchconv: matmul_into: shapes or strides do not fit");
-  TORCH_CHECK(a.scalar_type() == c.scalar_type() && b.scalar_type() == c.scalar_type(),
+  if (a) {
+    TORCH_CHECK(a->dim() == d && a->size(d - 2) == M && a->size(d - 1) == K && (d == 2 || a->size(0) == batch),
+                "torchconv: matmul_into: shapes or strides do not fit");
+  } else {
+    TORCH_CHECK(a_packed->dim() == 4 && a_packed->size(0) == batch && a_packed->is_contiguous() &&
+                    a_packed->size(1) == (M + kMatmulRows - 1) / kMatmulRows && a_packed->size(2) == K &&
+                    a_packed->size(3) == kMatmulRows,
+                "torchconv: matmul_packed_into: the packed rows do not fit the product");
+  }
+  const at::Tensor& a_any = a ? *a : *a_packed;
+  TORCH_CHECK(a_any.scalar_type() == c.scalar_type() && b.scalar_type() == c.scalar_type(),
               "torchconv: matmul_into: dtypes differ");
   const auto batch_stride = [&](const at::Tensor& t) { return d == 3 ? t.stride(0) : int64_t(0); };
   AT_DISPATCH_FLOATING_TYPES(c.scalar_type(), "torchconv_matmul", [&] {
+    const scalar_t* a_data = a ? a->const_data_ptr<scalar_t>() : nullptr;
+    const scalar_t* packed = a ? nullptr : a_packed->const_data_ptr<scalar_t>();
     TORCHCONV_CPU_KERNEL(matmul_kernel, scalar_t)(
-        batch, M, N, K, a.const_data_ptr<scalar_t>(), batch_stride(a), a.stride(d - 2), a.stride(d - 1),
-        b.const_data_ptr<scalar_t>(), batch_stride(b), b.stride(d - 2), b.stride(d - 1),
-        c.mutable_data_ptr<scalar_t>(), batch_stride(c), c.stride(d - 2), accumulate);
+        batch, M, N, K, a_data, a ? batch_stride(*a) : 0, a ? a->stride(d - 2) : 0, a ? a->stride(d - 1) : 0, packed,
+        a ? 0 : a_packed->stride(0), b.const_data_ptr<scalar_t>(), batch_stride(b), b.stride(d - 2),
+        b.stride(d - 1), c.mutable_data_ptr<scalar_t>(), batch_stride(c), c.stride(d - 2), accumulate);
   });
+}
+
+}  // namespace
+
+void matmul_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, bool accumulate) {
+  run_matmul(c, &a, nullptr, b, accumulate);
+}
+
+void matmul_packed_into(at::Tensor& c, const at::Tensor& a_packed, const at::Tensor& b, bool accumulate) {
+  run_matmul(c, nullptr, &a_packed, b, accumulate);
 }
 
 }  // namespace torchconv

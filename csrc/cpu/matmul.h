@@ -11,4 +11,20 @@ namespace torchconv {
 // in a fixed order (chunks of K in turn), so its bits do not depend on the thread count.
 void matmul_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, bool accumulate);
 
+// Rows of a per register tile: a's rows are packed kMatmulRows at a time, depth-major.
+constexpr int64_t kMatmulRows = 6;
+
+// The layout in which the product packs a's rows, for callers that write a in it once and multiply it
+// with many b (Winograd's transformed filters against each chunk of tiles): item i of a batch of M x K
+// a's as a contiguous batch x ceil(M / kMatmulRows) x K x kMatmulRows tensor, element (i, m, k) at
+// matmul_packed_index, rows past M zero.
+inline int64_t matmul_packed_index(int64_t M, int64_t K, int64_t i, int64_t m, int64_t k) {
+  const int64_t units = (M + kMatmulRows - 1) / kMatmulRows;
+  return ((i * units + m / kMatmulRows) * K + k) * kMatmulRows + m % kMatmulRows;
+}
+
+// matmul_into with a given packed (an M x K a, or a batch as c's, laid as matmul_packed_index says): the
+// same sums in the same order, so the same bits, without packing a again.
+void matmul_packed_into(at::Tensor& c, const at::Tensor& a_packed, const at::Tensor& b, bool accumulate);
+
 }  // namespace torchconv

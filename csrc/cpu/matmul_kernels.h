@@ -12,7 +12,7 @@ template <typename T>
 struct MatmulTile {
   typedef T Vec __attribute__((vector_size(kVectorBytes)));
   static constexpr int64_t kLanes = kVectorBytes / sizeof(T);
-  static constexpr int64_t kRows = 6, kCols = 2 * kLanes;
+  static constexpr int64_t kRows = kMatmulRows, kCols = 2 * kLanes;
   static constexpr int64_t kDepth = 256, kPanel = 16 * kCols, kRowBlock = 240, kSerialWork = 1 << 16;
   static constexpr int64_t kTasksPerThread = 4, kMinUnits = 4;
 };
@@ -57,10 +57,13 @@ inline void pack_panel(T* dst, const T* b, int64_t b_rs, int64_t b_cs, int64_t j
   }
 }
 
+// c = a b (or c += a b) for a batch of products; `a_packed`, where given (a_pbs elements an item), is a
+// packed whole (matmul_packed_index: a task's rows over a chunk of depth lie at (i0 K + k0 kRows),
+// contiguous, as pack_rows lays them), and a is not read.
 template <typename T>
 void matmul_kernel(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, int64_t a_bs, int64_t a_rs,
-                   int64_t a_cs, const T* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, T* c, int64_t c_bs,
-                   int64_t ldc, bool accumulate) {
+                   int64_t a_cs, const T* a_packed, int64_t a_pbs, const T* b, int64_t b_bs, int64_t b_rs,
+                   int64_t b_cs, T* c, int64_t c_bs, int64_t ldc, bool accumulate) {
   using Tile = MatmulTile<T>;
   using Vec = typename Tile::Vec;
   constexpr int64_t kRows = Tile::kRows, kCols = Tile::kCols, kLanes = Tile::kLanes;
@@ -90,10 +93,10 @@ void matmul_kernel(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, i
   const int64_t grain = batch * M * N * K < kSerialWork ? tasks : 1;
   const int64_t depth_max = std::min(kDepth, K), panel_max = (std::min(kPanel, N) + kCols - 1) / kCols * kCols;
   at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
-    std::unique_ptr<T[]> bpack(new T[depth_max * panel_max]), apack(new T[depth_max * kRows]);
+    std::unique_ptr<T[]> bpack(new T[depth_max * panel_max]), apack(a_packed ? nullptr : new T[depth_max * kRows]);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t item = task / tiles, tile = task % tiles;
-      const T* a_item = a + item * a_bs;
+      const T* a_item = a_packed ? nullptr : a + item * a_bs;
       const T* b_item = b + item * b_bs;
       T* c_item = c + item * c_bs;
       const int64_t row_block = tile / panels, panel = tile % panels;
@@ -107,11 +110,12 @@ void matmul_kernel(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, i
         const bool add = accumulate || k0 > 0;
         for (int64_t i0 = i_lo; i0 < i_hi; i0 += kRows) {
           const int64_t rows = std::min(kRows, i_hi - i0);
-          pack_rows<T, kRows>(apack.get(), a_item, a_rs, a_cs, i0, rows, k0, depth);
+          const T* a_rows = a_packed ? a_packed + item * a_pbs + (i0 * K + k0 * kRows) : apack.get();
+          if (!a_packed) pack_rows<T, kRows>(apack.get(), a_item, a_rs, a_cs, i0, rows, k0, depth);
           for (int64_t j0 = 0; j0 < width; j0 += kCols) {
             Vec acc[kRows][2] = {};
             const T* bp = bpack.get() + j0 * depth;
-            const T* ap = apack.get();
+            const T* ap = a_rows;
             for (int64_t k = 0; k < depth; ++k, bp += kCols, ap += kRows) {
               Vec b0, b1;
               std::memcpy(&b0, bp, sizeof(Vec));

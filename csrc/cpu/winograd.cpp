@@ -1,5 +1,5 @@
 // Winograd on the CPU, as seed 003: U = G g G^T per filter, V = B^T d B on input tiles overlapping by
-// 2, the element-wise stage as one GEMM per point (matmul.h), Y = A^T M A per tile,
+// 2, the element-wise stage as one GEMM per point (matmul.h, U packed once), Y = A^T M A per tile,
 // with partial tiles at the right and bottom edges. Tiles are processed in chunks whose V and M fit
 // the workspace limit. F(2x2, 3x3) by default; F(4x4, 3x3) (6x6 tiles, 36 points) when the variant
 // is f4x4, for the forward and grad_input (grad_weight is the GEMM algorithm's, as for F(2x2)).
@@ -29,9 +29,10 @@
 namespace torchconv {
 namespace {
 
-// Tiles per task of the transforms; (filter, channel) pairs per task of the filter transform.
+// Tiles per task of the transforms; channels per task of the filter transform (its block of a unit's
+// rows by these channels for every point stays within a core's L1).
 constexpr int64_t kTileRun = 64;
-constexpr int64_t kFilterRun = 64;
+constexpr int64_t kFilterRun = 16;
 
 // A value of kCount neighbouring tiles at once, one a lane, for the transforms (winograd_transforms.h
 // templates on the value type): each lane runs the scalar transform's operations in its order, so its
@@ -79,32 +80,52 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   const T* xp = x.const_data_ptr<T>();
   T* yp = y.mutable_data_ptr<T>();
 
-  // U: groups x points x Kg x Cg. A task transforms a run of at most kFilterRun channels of one filter
-  // (the filter's group found once, not a division per pair) into a local block, then copies each
-  // point's run as one contiguous row of U, where a point's rows lie Kg x Cg apart.
+  // U: for each group and point, the Kg x Cg matrix of the point's product, written as the product
+  // packs it (matmul_packed_index: every chunk of tiles multiplies the same U, so it is packed once,
+  // here, rather than by every chunk's product; rows past Kg written zero). A task transforms the
+  // filters of one unit of kMatmulRows rows over a run of at most kFilterRun channels into a local
+  // block, then copies each point's values, one contiguous run of U, at once: the points' matrices lie
+  // a multiple of 4 KB apart for many shapes, so storing every transform's values straight into them
+  // would keep as many lines of one L1 set in use as there are points.
   auto transform_filters = [&] {
-    at::Tensor U = at::empty({groups, kPoints, Kg, Cg}, x.options());
+    const int64_t units = (Kg + kMatmulRows - 1) / kMatmulRows;
+    at::Tensor U = at::empty({groups * kPoints, units, Cg, kMatmulRows}, x.options());
     const T* wp = w.const_data_ptr<T>();
     T* up = U.mutable_data_ptr<T>();
-    const int64_t runs_per_filter = (Cg + kFilterRun - 1) / kFilterRun;
-    at::parallel_for(0, Kout * runs_per_filter, 1, [&](int64_t begin, int64_t end) {
-      T block[kPoints][kFilterRun];
+    const int64_t runs = (Cg + kFilterRun - 1) / kFilterRun;
+    const int64_t point_step = units * Cg * kMatmulRows;  // from one point's matrix to the next
+    at::parallel_for(0, groups * units * runs, 1, [&](int64_t begin, int64_t end) {
+      T block[kPoints][kFilterRun * kMatmulRows];
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t k = item / runs_per_filter, c0 = item % runs_per_filter * kFilterRun;
-        const int64_t len = std::min(kFilterRun, Cg - c0), g = k / Kg, kg = k % Kg;
-        for (int64_t i = 0; i < len; ++i) {
-          T u[kPoints];
-          Tile::filter(wp + (k * Cg + c0 + i) * 9, u);
-          for (int e = 0; e < kPoints; ++e) block[e][i] = u[e];
+        const int64_t g = item / (units * runs), unit = item / runs % units, c0 = item % runs * kFilterRun;
+        const int64_t len = std::min(kFilterRun, Cg - c0), rows = std::min(kMatmulRows, Kg - unit * kMatmulRows);
+        for (int64_t r = 0; r < kMatmulRows; ++r) {
+          const T* filter = r < rows ? wp + ((g * Kg + unit * kMatmulRows + r) * Cg + c0) * 9 : nullptr;
+          int64_t i = 0;
+          // kLanes neighbouring channels of the filter transformed together, a channel a lane.
+          for (; r < rows && i + kLanes <= len; i += kLanes) {
+            Lanes d[9], u[kPoints];
+            for (int t = 0; t < 9; ++t)
+              for (int64_t l = 0; l < kLanes; ++l) d[t].v[l] = filter[(i + l) * 9 + t];
+            Tile::filter(d, u);
+            for (int e = 0; e < kPoints; ++e)
+              for (int64_t l = 0; l < kLanes; ++l) block[e][(i + l) * kMatmulRows + r] = u[e].v[l];
+          }
+          for (; i < len; ++i) {
+            T u[kPoints] = {};  // zero past Kg
+            if (r < rows) Tile::filter(filter + i * 9, u);
+            for (int e = 0; e < kPoints; ++e) block[e][i * kMatmulRows + r] = u[e];
+          }
         }
-        for (int e = 0; e < kPoints; ++e) std::copy_n(block[e], len, up + ((g * kPoints + e) * Kg + kg) * Cg + c0);
+        T* run = up + matmul_packed_index(Kg, Cg, g * kPoints, unit * kMatmulRows, c0);
+        for (int e = 0; e < kPoints; ++e) std::copy_n(block[e], len * kMatmulRows, run + e * point_step);
       }
     });
     return U;
   };
-  // U's layout depends on the groups as well as the tile: one weight may serve layers of different groups.
+  // Its layout depends on the groups as well as the tile: one weight may serve layers of different groups.
   const at::Tensor U = filters ? cached_weight_transform(*filters, [&] {
-    return "cpu_winograd_u/" + std::to_string(kOut) + "/" + std::to_string(groups);
+    return "cpu_winograd_u_packed/" + std::to_string(kOut) + "/" + std::to_string(groups);
   }, transform_filters) : transform_filters();
 
   // Where each tile of a chunk starts, decoded once per chunk rather than per channel and filter (three
@@ -177,7 +198,7 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
       });
       // The element-wise stage: one (Kg x Cg) . (Cg x nt) product per point.
       at::Tensor M = m_buffer.narrow(0, 0, kPoints * Kg * nt).view({kPoints, Kg, nt});
-      matmul_into(M, U.select(0, g), V, false);
+      matmul_packed_into(M, U.narrow(0, g * kPoints, kPoints), V, false);
       const T* mp = M.const_data_ptr<T>();
       at::parallel_for(0, Kg * runs, 1, [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {
