@@ -405,6 +405,40 @@ def test_cpu_matrix_product_bits_do_not_depend_on_the_thread_count(algorithm, dt
             assert_close_rel(a, b, dtype, f"{algorithm} {shape} {what}")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", [(2, 40, 70, 9, 10, 3, 3, 2), (3, 24, 30, 7, 9, 1, 1, 3), (1, 12, 8, 5, 6, 3, 3, 1)],
+                         ids=["3x3-groups2", "1x1-groups3", "3x3-small"])
+def test_cpu_gemm_filters_packed_once_give_the_same_bits(shape, dtype):
+    """The CPU GEMM packs a call's filters once for all its products (an image or a chunk of columns each)
+    where they would be packed more than once, and keeps them so packed in the weight cache for a frozen
+    weight (forward and grad_input: two entries); a trainable weight is packed every call, a small call's
+    products pack their own. Every way gives the same bits, and F.conv2d's answer."""
+    n, c, k, h, w, r, s, groups = shape
+    x = torch.randn(n, c, h, w, dtype=dtype)
+    wt = torch.randn(k, c // groups, r, s, dtype=dtype)
+    conv = dict(stride=1, padding=(r // 2, s // 2), groups=groups)
+    xr = x.detach().requires_grad_()
+    y = torchconv.conv2d(xr, wt, **conv, algorithm="gemm")
+    gy = torch.randn_like(y)
+
+    def passes(weight):
+        torchconv.clear_weight_cache()
+        out = torchconv.conv2d(xr, weight, **conv, algorithm="gemm")
+        return (out,) + torch.autograd.grad(out, (xr,), gy)
+
+    frozen = passes(wt)
+    small = n * h * w <= 256
+    assert torchconv.weight_cache_size() == 2  # the packed filters and their transpose
+    trainable = passes(wt.clone().requires_grad_())
+    assert torchconv.weight_cache_size() == 0
+    for a, b in zip(frozen, trainable):
+        assert torch.equal(a, b), small
+    x64, w64 = x.double().requires_grad_(), wt.double()
+    ref = F.conv2d(x64, w64, **conv)
+    refs = (ref,) + torch.autograd.grad(ref, (x64,), gy.double())
+    for a, b, what in zip(frozen, refs, ("forward", "grad_input")):
+        assert_close_rel(a, b, dtype, f"{shape} {what}")
+
 def test_cpu_matrix_product_baseline_build():
     """The CPU GEMM's and Winograd's matrix product is built for the x86-64 baseline (16-byte vectors) and
     for AVX2 with FMA, the second run where the CPU has both; TORCHCONV_CPU_BASELINE=1 runs the first on

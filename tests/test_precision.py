@@ -116,13 +116,14 @@ def test_widened_frozen_weight_is_cast_once(algorithm, dtype):
     """A float16 / bfloat16 call that a kernel computes in float32 (every CPU kernel) keeps the float32
     copies of a frozen weight and bias in the weight cache (one entry each), so later calls neither
     cast them nor re-transform the weight (the kernels' own caches key on the same copy: the CPU
-    Winograd's transformed filters, a third entry); an in-place write to the weight is seen. A
+    Winograd's transformed filters and the CPU GEMM's packed filters, a third entry); an in-place
+    write to the weight is seen. A
     trainable weight is cast every call, and neither its copy nor a transform of it is cached. A freed
     weight's entry goes at the next insert."""
     torchconv.clear_weight_cache()
     x, w, b, kw = make_case(SHAPES[0], "cpu", dtype)
     conv = lambda w: torchconv.conv2d(x, w, b, algorithm=algorithm, **kw)
-    entries = 3 if algorithm == "winograd" else 2
+    entries = 3 if algorithm in ("winograd", "gemm") else 2
     conv(w)
     assert torchconv.weight_cache_size() == entries
     conv(w)

@@ -11,6 +11,7 @@
 #include "../backward.h"
 #include "../conv_shape.h"
 #include "../plans.h"
+#include "../weight_cache.h"
 #include "../workspace.h"
 #include "gemm.h"
 #include "matmul.h"
@@ -129,6 +130,33 @@ at::Tensor weight_matrix(const at::Tensor& w, const ConvShape& p, int64_t g) {
   return w.view({p.groups, p.filters_per_group(), p.channels_per_group() * p.R * p.S}).select(0, g);
 }
 
+// Output columns of a call past which its products would pack the filters' rows more than once (an
+// image each, or a panel of columns each): about the product's panel.
+constexpr int64_t kPackOnceColumns = 256;
+
+// The filters of every group as the products' left operand (weight_matrix, or its transpose for
+// grad_input), packed once for all of a call's products (pack_matmul_rows; a group's serves every
+// product of it). Kept in the weight cache where it serves the weight (frozen, inference mode);
+// otherwise packed where the products would pack them more than once; undefined where not.
+at::Tensor packed_filters(const at::Tensor& weight, const at::Tensor& w, const ConvShape& p, bool transposed) {
+  const auto pack = [&] {
+    const at::Tensor m = w.view({p.groups, p.filters_per_group(), p.channels_per_group() * p.R * p.S});
+    return pack_matmul_rows(transposed ? m.transpose(1, 2) : m);
+  };
+  if (weight_transform_is_cached(weight)) {
+    return cached_weight_transform(weight, [&] {
+      return std::string(transposed ? "cpu_gemm_rows_t/" : "cpu_gemm_rows/") + std::to_string(p.groups);
+    }, pack);
+  }
+  return p.N * p.Ho * p.Wo > kPackOnceColumns ? pack() : at::Tensor();
+}
+
+// c = the group's filters (or their transpose) times b: from `packed` where defined.
+void filters_product(at::Tensor& c, const at::Tensor& packed, const at::Tensor& a, const at::Tensor& b, int64_t g) {
+  if (packed.defined()) return matmul_packed_into(c, packed.narrow(0, g, 1), b, false);
+  matmul_into(c, a, b, false);
+}
+
 // The column chunks of a call: how many columns a chunk unrolls (within the workspace limit and
 // kCpuChunkCacheBytes, where the GEMM reads the unrolled matrix from cache, at least kMinChunkColumns
 // of the latter), and one buffer, allocated at the first chunk for the largest, from which every
@@ -160,11 +188,12 @@ at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, co
   auto w = weight.contiguous();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   ColumnChunks chunks(p, input.options());
+  const at::Tensor packed = packed_filters(weight, w, p, false);
   for (int64_t g = 0; g < p.groups; ++g) {
     const at::Tensor wg = weight_matrix(w, p, g);
     if (is_pointwise(p)) {
       at::Tensor out = output_blocks(y, p, g);
-      matmul_into(out, for_each_image(wg, p), input_blocks(x, p, g), false);
+      filters_product(out, packed, for_each_image(wg, p), input_blocks(x, p, g), g);
       continue;
     }
     for (int64_t p0 = 0; p0 < chunks.total; p0 += chunks.size) {
@@ -177,7 +206,7 @@ at::Tensor conv2d_gemm_cpu(const at::Tensor& input, const at::Tensor& weight, co
       // output is a matrix of row stride Ho * Wo, which the product takes as it is (no result copy).
       for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
         at::Tensor out = output_block(y, p, g, n, q0, len);
-        matmul_into(out, wg, col.narrow(1, j0, len), false);
+        filters_product(out, packed, wg, col.narrow(1, j0, len), g);
       });
     }
   }
@@ -222,11 +251,12 @@ at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output
   auto gx = is_pointwise(p) ? at::empty({p.N, p.C, p.H, p.W}, grad_output.options())
                             : at::zeros({p.N, p.C, p.H, p.W}, grad_output.options());
   ColumnChunks chunks(p, gy.options());
+  const at::Tensor packed = packed_filters(weight, w, p, true);
   for (int64_t g = 0; g < p.groups; ++g) {
     const at::Tensor wg = weight_matrix(w, p, g);
     if (is_pointwise(p)) {
       at::Tensor out = input_blocks(gx, p, g);
-      matmul_into(out, for_each_image(wg.t(), p), output_blocks(gy, p, g), false);
+      filters_product(out, packed, for_each_image(wg.t(), p), output_blocks(gy, p, g), g);
       continue;
     }
     for (int64_t p0 = 0; p0 < chunks.total; p0 += chunks.size) {
@@ -234,7 +264,7 @@ at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output
       const at::Tensor col = chunks.columns(ncols);
       for_each_image_segment(p, p0, ncols, [&](int64_t n, int64_t q0, int64_t len, int64_t j0) {
         at::Tensor cols = col.narrow(1, j0, len);
-        matmul_into(cols, wg.t(), output_block(gy, p, g, n, q0, len), false);
+        filters_product(cols, packed, wg.t(), output_block(gy, p, g, n, q0, len), g);
       });
       AT_DISPATCH_FLOATING_TYPES(gy.scalar_type(), "gemm_grad_input_cpu", [&] {
         col2im_add<scalar_t>(p, g, p0, ncols, col.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>());

@@ -36,7 +36,8 @@ void run_matmul(at::Tensor& c, const at::Tensor* a, const at::Tensor* a_packed, 
     TORCH_CHECK(a->dim() == d && a->size(d - 2) == M && a->size(d - 1) == K && (d == 2 || a->size(0) == batch),
                 "torchconv: matmul_into: shapes or strides do not fit");
   } else {
-    TORCH_CHECK(a_packed->dim() == 4 && a_packed->size(0) == batch && a_packed->is_contiguous() &&
+    TORCH_CHECK(a_packed->dim() == 4 && (a_packed->size(0) == batch || a_packed->size(0) == 1) &&
+                    a_packed->is_contiguous() &&
                     a_packed->size(1) == (M + kMatmulRows - 1) / kMatmulRows && a_packed->size(2) == K &&
                     a_packed->size(3) == kMatmulRows,
                 "torchconv: matmul_packed_into: the packed rows do not fit the product");
@@ -48,10 +49,11 @@ void run_matmul(at::Tensor& c, const at::Tensor* a, const at::Tensor* a_packed, 
   AT_DISPATCH_FLOATING_TYPES(c.scalar_type(), "torchconv_matmul", [&] {
     const scalar_t* a_data = a ? a->const_data_ptr<scalar_t>() : nullptr;
     const scalar_t* packed = a ? nullptr : a_packed->const_data_ptr<scalar_t>();
+    const int64_t packed_stride = a || a_packed->size(0) == 1 ? 0 : a_packed->stride(0);
     TORCHCONV_CPU_KERNEL(matmul_kernel, scalar_t)(
         batch, M, N, K, a_data, a ? batch_stride(*a) : 0, a ? a->stride(d - 2) : 0, a ? a->stride(d - 1) : 0, packed,
-        a ? 0 : a_packed->stride(0), b.const_data_ptr<scalar_t>(), batch_stride(b), b.stride(d - 2),
-        b.stride(d - 1), c.mutable_data_ptr<scalar_t>(), batch_stride(c), c.stride(d - 2), accumulate);
+        packed_stride, b.const_data_ptr<scalar_t>(), batch_stride(b), b.stride(d - 2), b.stride(d - 1),
+        c.mutable_data_ptr<scalar_t>(), batch_stride(c), c.stride(d - 2), accumulate);
   });
 }
 
@@ -63,6 +65,19 @@ void matmul_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, bool a
 
 void matmul_packed_into(at::Tensor& c, const at::Tensor& a_packed, const at::Tensor& b, bool accumulate) {
   run_matmul(c, nullptr, &a_packed, b, accumulate);
+}
+
+at::Tensor pack_matmul_rows(const at::Tensor& a) {
+  const int64_t d = a.dim();
+  TORCH_CHECK(d == 2 || d == 3, "torchconv: pack_matmul_rows: a 2-D or 3-D operand");
+  const int64_t batch = d == 3 ? a.size(0) : 1, M = a.size(d - 2), K = a.size(d - 1);
+  at::Tensor packed = at::empty({batch, (M + kMatmulRows - 1) / kMatmulRows, K, kMatmulRows}, a.options());
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "torchconv_pack_matmul_rows", [&] {
+    TORCHCONV_CPU_KERNEL(matmul_pack_rows_kernel, scalar_t)(batch, M, K, a.const_data_ptr<scalar_t>(),
+                                                            d == 3 ? a.stride(0) : 0, a.stride(d - 2),
+                                                            a.stride(d - 1), packed.mutable_data_ptr<scalar_t>());
+  });
+  return packed;
 }
 
 }  // namespace torchconv

@@ -23,8 +23,12 @@ inline int64_t matmul_packed_index(int64_t M, int64_t K, int64_t i, int64_t m, i
   return ((i * units + m / kMatmulRows) * K + k) * kMatmulRows + m % kMatmulRows;
 }
 
-// matmul_into with a given packed (an M x K a, or a batch as c's, laid as matmul_packed_index says): the
-// same sums in the same order, so the same bits, without packing a again.
+// a (M x K, or a batch of them) packed as matmul_packed_index lays it, by the product's own packing.
+at::Tensor pack_matmul_rows(const at::Tensor& a);
+
+// matmul_into with a given packed (an M x K a laid as matmul_packed_index says: a batch as c's, or one
+// for every product of the batch): the same sums in the same order, so the same bits, without packing a
+// again.
 void matmul_packed_into(at::Tensor& c, const at::Tensor& a_packed, const at::Tensor& b, bool accumulate);
 
 }  // namespace torchconv

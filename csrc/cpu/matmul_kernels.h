@@ -57,6 +57,21 @@ inline void pack_panel(T* dst, const T* b, int64_t b_rs, int64_t b_cs, int64_t j
   }
 }
 
+// A batch of a's packed whole, as matmul_packed_index lays them (pack_rows over the whole depth, a
+// task a unit of kRows rows).
+template <typename T>
+void matmul_pack_rows_kernel(int64_t batch, int64_t M, int64_t K, const T* a, int64_t a_bs, int64_t a_rs,
+                             int64_t a_cs, T* dst) {
+  constexpr int64_t kRows = MatmulTile<T>::kRows;
+  const int64_t units = (M + kRows - 1) / kRows;
+  at::parallel_for(0, batch * units, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t item = task / units, i0 = task % units * kRows;
+      pack_rows<T, kRows>(dst + task * K * kRows, a + item * a_bs, a_rs, a_cs, i0, std::min(kRows, M - i0), 0, K);
+    }
+  });
+}
+
 // c = a b (or c += a b) for a batch of products; `a_packed`, where given (a_pbs elements an item), is a
 // packed whole (matmul_packed_index: a task's rows over a chunk of depth lie at (i0 K + k0 kRows),
 // contiguous, as pack_rows lays them), and a is not read.
