@@ -11,7 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
+#include <vector>
 
 #include "isa.h"
 

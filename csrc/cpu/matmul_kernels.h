@@ -72,6 +72,16 @@ void matmul_pack_rows_kernel(int64_t batch, int64_t M, int64_t K, const T* a, in
   });
 }
 
+// The calling thread's packing buffer of at least `count` elements, kept for its later products: a
+// product's panel of b is up to 256 KB (512 in float64), which a fresh allocation each call would map
+// from the system and fault in again.
+template <typename T>
+T* matmul_scratch(int64_t count) {
+  thread_local std::vector<T> buffer;
+  if (int64_t(buffer.size()) < count) buffer.resize(count);
+  return buffer.data();
+}
+
 // c = a b (or c += a b) for a batch of products; `a_packed`, where given (a_pbs elements an item), is a
 // packed whole (matmul_packed_index: a task's rows over a chunk of depth lie at (i0 K + k0 kRows),
 // contiguous, as pack_rows lays them), and a is not read.
@@ -108,7 +118,8 @@ void matmul_kernel(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, i
   const int64_t grain = batch * M * N * K < kSerialWork ? tasks : 1;
   const int64_t depth_max = std::min(kDepth, K), panel_max = (std::min(kPanel, N) + kCols - 1) / kCols * kCols;
   at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
-    std::unique_ptr<T[]> bpack(new T[depth_max * panel_max]), apack(a_packed ? nullptr : new T[depth_max * kRows]);
+    T* const bpack = matmul_scratch<T>(depth_max * panel_max + (a_packed ? 0 : depth_max * kRows));
+    T* const apack = bpack + depth_max * panel_max;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t item = task / tiles, tile = task % tiles;
       const T* a_item = a_packed ? nullptr : a + item * a_bs;
@@ -121,15 +132,15 @@ void matmul_kernel(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, i
       const int64_t width = std::min(N, col_units * (panel + 1) / panels * kCols) - j_lo;
       for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kDepth) {
         const int64_t depth = std::min(kDepth, K - k0);
-        pack_panel<T, kCols>(bpack.get(), b_item, b_rs, b_cs, j_lo, width, k0, depth);
+        pack_panel<T, kCols>(bpack, b_item, b_rs, b_cs, j_lo, width, k0, depth);
         const bool add = accumulate || k0 > 0;
         for (int64_t i0 = i_lo; i0 < i_hi; i0 += kRows) {
           const int64_t rows = std::min(kRows, i_hi - i0);
-          const T* a_rows = a_packed ? a_packed + item * a_pbs + (i0 * K + k0 * kRows) : apack.get();
-          if (!a_packed) pack_rows<T, kRows>(apack.get(), a_item, a_rs, a_cs, i0, rows, k0, depth);
+          const T* a_rows = a_packed ? a_packed + item * a_pbs + (i0 * K + k0 * kRows) : apack;
+          if (!a_packed) pack_rows<T, kRows>(apack, a_item, a_rs, a_cs, i0, rows, k0, depth);
           for (int64_t j0 = 0; j0 < width; j0 += kCols) {
             Vec acc[kRows][2] = {};
-            const T* bp = bpack.get() + j0 * depth;
+            const T* bp = bpack + j0 * depth;
             const T* ap = a_rows;
             for (int64_t k = 0; k < depth; ++k, bp += kCols, ap += kRows) {
               Vec b0, b1;
