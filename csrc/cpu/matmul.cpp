@@ -21,10 +21,6 @@ namespace {
 #define TORCHCONV_ISA_KERNELS "matmul_kernels.h"
 #include "isa_builds.h"
 
-}  // namespace
-
-namespace {
-
 // c = a b (or +=) for operands as matmul_into takes them, a given either as a tensor or packed.
 void run_matmul(at::Tensor& c, const at::Tensor* a, const at::Tensor* a_packed, const at::Tensor& b, bool accumulate) {
   const int64_t d = c.dim();
