@@ -5,8 +5,9 @@
 // anything that kernel (or any work before it) wrote, and it lets the kernel after it start early by
 // allow_dependents. Where the kernel ahead was itself launched without the attribute, the work
 // before that kernel had finished when it started, and a dependent starts only once every block of
-// it has called allow_dependents or exited: what that work wrote may be read before the wait. A kernel launched without the
-// attribute, or on a GPU before sm_90, waits as any launch does, and both calls do nothing.
+// it has called allow_dependents or exited: what that work wrote may be read before the wait. A
+// kernel launched without the attribute, or on a GPU before sm_90, waits as any launch does, and both
+// calls do nothing.
 #pragma once
 
 #include <utility>
