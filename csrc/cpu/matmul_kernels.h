@@ -67,7 +67,8 @@ void matmul_pack_rows_kernel(int64_t batch, int64_t M, int64_t K, const T* a, in
   at::parallel_for(0, batch * units, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t item = task / units, i0 = task % units * kRows;
-      pack_rows<T, kRows>(dst + task * K * kRows, a + item * a_bs, a_rs, a_cs, i0, std::min(kRows, M - i0), 0, K);
+      pack_rows<T, kRows>(dst + matmul_packed_index(M, K, item, i0, 0), a + item * a_bs, a_rs, a_cs, i0,
+                          std::min(kRows, M - i0), 0, K);
     }
   });
 }
@@ -83,8 +84,8 @@ T* matmul_scratch(int64_t count) {
 }
 
 // c = a b (or c += a b) for a batch of products; `a_packed`, where given (a_pbs elements an item), is a
-// packed whole (matmul_packed_index: a task's rows over a chunk of depth lie at (i0 K + k0 kRows),
-// contiguous, as pack_rows lays them), and a is not read.
+// packed whole (matmul_packed_index: a task's kRows rows over a chunk of depth are contiguous there, as
+// pack_rows lays them), and a is not read.
 template <typename T>
 void matmul_kernel(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, int64_t a_bs, int64_t a_rs,
                    int64_t a_cs, const T* a_packed, int64_t a_pbs, const T* b, int64_t b_bs, int64_t b_rs,
@@ -136,7 +137,7 @@ void matmul_kernel(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, i
         const bool add = accumulate || k0 > 0;
         for (int64_t i0 = i_lo; i0 < i_hi; i0 += kRows) {
           const int64_t rows = std::min(kRows, i_hi - i0);
-          const T* a_rows = a_packed ? a_packed + item * a_pbs + (i0 * K + k0 * kRows) : apack;
+          const T* a_rows = a_packed ? a_packed + item * a_pbs + matmul_packed_index(M, K, 0, i0, k0) : apack;
           if (!a_packed) pack_rows<T, kRows>(apack, a_item, a_rs, a_cs, i0, rows, k0, depth);
           for (int64_t j0 = 0; j0 < width; j0 += kCols) {
             Vec acc[kRows][2] = {};
