@@ -13,6 +13,10 @@ namespace torchconv {
 bool tf32_enabled() { return at::globalContext().allowTF32CuDNN(); }
 
 at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& weight) {
+  // PyTorch's CUDA convolutions return float64 in NCHW whatever the layouts (cuDNN's rule,
+  // cudnn_conv_suggest_memory_format); its CPU ones follow the layouts as every other dtype does.
+  if (input.is_cuda() && (input.scalar_type() == at::kDouble || weight.scalar_type() == at::kDouble))
+    return at::MemoryFormat::Contiguous;
   const bool channels_last = (input.dim() == 4 && input.suggest_memory_format() == at::MemoryFormat::ChannelsLast) ||
                              (weight.dim() == 4 && weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast);
   return channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;

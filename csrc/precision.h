@@ -10,7 +10,8 @@
 // run its tiles whatever the switch (csrc/cuda/winograd/winograd.cu: conv2d_winograd_16bit_cuda).
 //
 // Memory format: the outputs (and gradients) come back in the format PyTorch's convolution returns
-// for the same input and weight: channels_last when either of them is.
+// for the same input and weight: channels_last when either of them is, except float64 on CUDA, which
+// PyTorch returns in NCHW.
 #pragma once
 
 #include <array>

@@ -14,30 +14,38 @@ import torchconv
 from conftest import ALGORITHMS, DEVICES, skip_if_no_kernel
 
 
-def sample(device, requires_grad):
-    x = torch.randn(2, 4, 7, 6, dtype=torch.float64, device=device, requires_grad=requires_grad)
-    w = torch.randn(6, 2, 3, 3, dtype=torch.float64, device=device, requires_grad=requires_grad)
-    b = torch.randn(6, dtype=torch.float64, device=device, requires_grad=requires_grad)
-    return x, w, b
+def sample(device, requires_grad, layout=torch.contiguous_format):
+    x = torch.randn(2, 4, 7, 6, dtype=torch.float64, device=device).contiguous(memory_format=layout)
+    w = torch.randn(6, 2, 3, 3, dtype=torch.float64, device=device)
+    b = torch.randn(6, dtype=torch.float64, device=device)
+    return tuple(t.requires_grad_(requires_grad) for t in (x, w, b))
 
 
+# A channels_last input: the fake kernels give the outputs' memory format as the real ones do
+# (channels_last, but float64 on CUDA NCHW, as PyTorch's convolution).
+LAYOUTS = pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last], ids=["nchw", "nhwc"])
+
+
+@LAYOUTS
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_opcheck_forward(algorithm, device):
+def test_opcheck_forward(algorithm, device, layout):
     op = getattr(torch.ops.torchconv, f"conv2d_{algorithm}").default
-    x, w, b = sample(device, requires_grad=True)
+    x, w, b = sample(device, requires_grad=True, layout=layout)
     with skip_if_no_kernel(algorithm, device):
         op(x, w, b, [1, 1], [1, 1], [1, 1], 2)
     for bias in (b, None):
         torch.library.opcheck(op, (x, w, bias, [1, 1], [1, 1], [1, 1], 2))
 
 
+@LAYOUTS
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_opcheck_backward(algorithm, device):
+def test_opcheck_backward(algorithm, device, layout):
     op = getattr(torch.ops.torchconv, f"conv2d_{algorithm}_backward").default
-    x, w, _ = sample(device, requires_grad=True)
-    gy = torch.randn(2, 6, 7, 6, dtype=torch.float64, device=device, requires_grad=True)
+    x, w, _ = sample(device, requires_grad=True, layout=layout)
+    gy = torch.randn(2, 6, 7, 6, dtype=torch.float64, device=device).contiguous(memory_format=layout)
+    gy.requires_grad_(True)
     with skip_if_no_kernel(algorithm, device):
         op(gy, x, w, [1, 1], [1, 1], [1, 1], 2, [True, True, True])
     for mask in ([True, True, True], [True, False, False], [False, True, True]):

@@ -2309,7 +2309,7 @@ def test_shallow_kernel_reads_channels_last(shape, tf32):
     xd = x.double().contiguous(memory_format=torch.channels_last)
     yd = torchconv.conv2d(xd, wt.double(), b.double() if bias else None, **kw)
     assert torchconv.last_choice() == "forward:fused:shallow/splits=1", torchconv.last_choice()
-    assert yd.is_contiguous(memory_format=torch.channels_last) and rel_err(yd, ref) <= 1e-12
+    assert yd.is_contiguous() and rel_err(yd, ref) <= 1e-12  # float64 on CUDA: NCHW, as PyTorch returns it
 
 
 @needs_cuda

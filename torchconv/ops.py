@@ -23,7 +23,10 @@ def conv2d_output_size(input_size, weight_size, stride, padding, dilation):
 
 def conv2d_memory_format(input, weight):
     """The memory format of a convolution's outputs and gradients (csrc/precision.h): channels_last
-    when the input or the weight is, as PyTorch's convolution returns."""
+    when the input or the weight is, as PyTorch's convolution returns -- but float64 on CUDA in NCHW,
+    as PyTorch's CUDA convolution returns it."""
+    if input.device.type == "cuda" and torch.float64 in (input.dtype, weight.dtype):
+        return torch.contiguous_format
     channels_last = any(t.dim() == 4 and suggest_memory_format(t) == torch.channels_last for t in (input, weight))
     return torch.channels_last if channels_last else torch.contiguous_format
 
