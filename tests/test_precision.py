@@ -170,6 +170,41 @@ def test_channels_last_in_channels_last_out(device, algorithm, which, dtype):
     assert rel_err(y, ref) <= (1e-12 if dtype == torch.float64 else 1e-5 if dtype == torch.float32 else ULP[dtype])
 
 
+# Sources contiguous in both layouts (1 x 1 planes) read through a filter of several taps:
+# (input shape, padding) -- a 1 x 1 input padded to 3 x 3, and a 3 x 3 input whose output (the
+# backward's grad_output) is 1 x 1.
+BOTH_LAYOUTS_CASES = [((2, 64, 1, 1), 1), ((2, 64, 3, 3), 0)]
+
+
+@pytest.mark.parametrize("precision", ["tf32", "fp16", "bf16"])
+@pytest.mark.parametrize("case", BOTH_LAYOUTS_CASES, ids=["input-1x1", "grad_output-1x1"])
+@pytest.mark.parametrize("device", [CUDA])
+def test_gemm_sources_contiguous_in_both_layouts(device, case, precision):
+    """A channels_last layer whose input or grad_output is also contiguous (a 1 x 1 plane), through a
+    3x3 filter on tensor cores: forward and both gradients within the bar (the channels_last kernels
+    read such a source; reading it as an NCHW one of several taps was an internal error)."""
+    dtype = at_precision(precision)
+    shape, padding = case
+    x = torch.randn(*shape, device=device, dtype=torch.float64).to(dtype).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(32, shape[1], 3, 3, device=device, dtype=torch.float64) / 24).to(dtype)
+    w = w.contiguous(memory_format=torch.channels_last)
+    x.requires_grad_(True), w.requires_grad_(True)
+    y = torchconv.conv2d(x, w, None, 1, padding, algorithm="gemm")
+    assert y.shape[2:] == (1, 1) and y.is_contiguous() and y.is_contiguous(memory_format=torch.channels_last)
+    gy = torch.randn_like(y)
+    grads = torch.autograd.grad(y, (x, w), gy)
+    assert TENSOR_CORE_PLAN.search(torchconv.last_choice()), torchconv.last_choice()
+    x64, w64 = (t.detach().double().requires_grad_(True) for t in (x, w))
+    y64 = F.conv2d(x64, w64, None, 1, padding)
+    xr, wr = (t.detach().requires_grad_(True) for t in (x, w))
+    yr = F.conv2d(xr, wr, None, 1, padding)
+    refs = (y64,) + torch.autograd.grad(y64, (x64, w64), gy.double())
+    theirs = (yr,) + torch.autograd.grad(yr, (xr, wr), gy)
+    for name, ours, ref, pt in zip(("output", "grad_input", "grad_weight"), (y,) + grads, refs, theirs):
+        err, pt_err = rel_err(ours, ref), rel_err(pt, ref)
+        assert err <= allowed_error(pt_err, dtype), f"{name}: error {err:.2e}, PyTorch's {pt_err:.2e}"
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("device", DEVICES)
 def test_mismatched_dtypes_raise(device, algorithm):

@@ -1025,7 +1025,10 @@ void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, 
              const LaunchMap& map, at::Tensor& dst) {
   const TcConv cv = tc_launch(map, src.scalar_type(), dst);
   TcConvArgs<T> args = tc_args<T>(cv, src, nullptr, bias, dst);
-  const bool nchw = is_nchw_source(src) || is_nchw_planes_source(src, reads_whole_planes(args.cv));
+  // tc_source keeps NCHW sources for launches of one tap only; a source of several taps that is
+  // contiguous too (a 1 x 1 plane, or one channel) is tc_source's channels_last one, the same bytes.
+  const bool nchw =
+      (is_nchw_source(src) && cv.R * cv.S == 1) || is_nchw_planes_source(src, reads_whole_planes(args.cv));
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % (16 / int(sizeof(T))) == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
   const bool tma = !nchw && tma_takes<T>(args.cv, src_rounded);
