@@ -1,0 +1,222 @@
+"""Random layers at every precision, layout and algorithm, against float64 and against PyTorch's own
+result at the same precision (cuDNN on CUDA). Where tests/test_fuzz.py draws argument sets to find
+the ones that must raise, this draws valid layers at the sizes that reach the specialist kernels --
+channel counts that are and are not multiples of 8 (the tensor-core tiles), depthwise and grouped
+layers, filters of 1 to 7 taps, strides, dilations and padding, batch 1 and more, H != W -- and asks
+every algorithm for forward and both gradients:
+
+- "auto" (the rule, or benchmark mode timing the candidates) computes every layer;
+- an explicit algorithm computes it, or refuses with a ValueError exactly when
+  torchconv.unsupported_reason says it cannot (one source of truth for an algorithm's limits);
+- the output comes back in PyTorch's memory format and the input's dtype, the gradients in their
+  tensors' dtypes, with no unwritten element (conftest poisons outputs with NaN);
+- the error against float64 stays within the bar: 1e-12 in float64, 1e-5 in IEEE FP32, and in TF32,
+  float16 and bfloat16 within 2x of PyTorch's own error at that precision (cuDNN's; on a CPU the
+  floor alone), with a floor of one ulp at 1.0 (tests/test_precision.py's bar); the fixed bars and the floor scale up where a result's terms
+  cancel (a layer of one output element can sum to far less than its terms: `bar`);
+- a frozen weight's next call gives the same bits where deterministic algorithms are asked for (and
+  stays within the bar where not: atomics), and a new result once the weight is written in place
+  (its version counter moves: the cached transform is not reused);
+- torch.use_deterministic_algorithms is drawn too: an algorithm's limits may depend on it.
+
+The examples come from a fixed seed (derandomize), so a failure returns on a rerun;
+TORCHCONV_FUZZ_LAYERS sets how many per device."""
+import contextlib
+import os
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import torchconv
+from conftest import DEVICES, rel_err, using_variant
+
+ULP = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7, torch.float32: 2.0 ** -10}
+DTYPE = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+         "bf16": torch.bfloat16}
+# Multiply-adds of one pass a layer may take: the float64 reference and PyTorch's CPU kernels in 16-bit
+# dtypes are slow on a CPU.
+MAX_MACS = {"cpu": 2_000_000, "cuda": 40_000_000}
+EXAMPLES = int(os.environ.get("TORCHCONV_FUZZ_LAYERS", "40"))
+
+channel_counts = st.one_of(st.sampled_from([8, 16, 24, 32, 64, 96, 128]), st.integers(1, 80))
+taps = st.sampled_from([1, 1, 3, 3, 3, 3, 5, 7])
+axis_values = lambda values: st.sampled_from(values).flatmap(  # noqa: E731 -- mostly equal along H and W
+    lambda v: st.one_of(st.just((v, v)), st.just((v, v)), st.tuples(st.just(v), st.sampled_from(values))))
+
+
+@st.composite
+def layers(draw):
+    kind = draw(st.sampled_from(["dense", "dense", "dense", "grouped", "depthwise"]))
+    if kind == "dense":
+        groups, cg, kg = 1, draw(channel_counts), draw(channel_counts)
+    elif kind == "grouped":
+        groups = draw(st.sampled_from([2, 3, 4, 8, 32]))
+        cg, kg = draw(st.sampled_from([1, 2, 3, 4, 8, 16])), draw(st.sampled_from([1, 2, 4, 8, 16]))
+    else:
+        groups = draw(st.one_of(st.sampled_from([8, 16, 32, 96, 144]), st.integers(1, 64)))
+        cg, kg = 1, draw(st.sampled_from([1, 1, 1, 2]))
+    r = draw(taps)
+    s = draw(st.one_of(st.just(r), st.just(r), st.just(r), taps))
+    return dict(n=draw(st.sampled_from([1, 1, 2, 3, 4])), c=cg * groups, k=kg * groups, groups=groups,
+                h=draw(st.integers(1, 40)), w=draw(st.integers(1, 40)), r=r, s=s,
+                stride=draw(axis_values([1, 1, 1, 2, 2, 3])), dilation=draw(axis_values([1, 1, 1, 1, 2, 3])),
+                padding=draw(st.one_of(axis_values([0, 1, 1, 2, 3]), st.just("same"))),
+                bias=draw(st.booleans()), deterministic=draw(st.booleans()),
+                precision=draw(st.sampled_from(list(DTYPE))),
+                channels_last=draw(st.booleans()), trainable=draw(st.booleans()),
+                algorithm=draw(st.sampled_from(["auto", "auto-benchmark", *torchconv.ALGORITHMS])),
+                winograd_variant=draw(st.sampled_from(torchconv.variants("winograd"))))
+
+
+def fitted(a, device):
+    """The layer with 'same' padding only at stride 1 (PyTorch's rule), a plane at least as large as the
+    dilated filter, and its batch and plane shrunk until a pass is at most MAX_MACS multiply-adds."""
+    a = dict(a)
+    if a["padding"] == "same" and a["stride"] != (1, 1):
+        a["padding"] = (1, 1)
+    pad = (0, 0) if a["padding"] == "same" else a["padding"]
+    span = [d * (t - 1) + 1 for d, t in zip(a["dilation"], (a["r"], a["s"]))]
+    a["h"], a["w"] = max(a["h"], span[0] - 2 * pad[0]), max(a["w"], span[1] - 2 * pad[1])
+    macs = lambda: a["n"] * a["k"] * a["h"] * a["w"] * (a["c"] // a["groups"]) * a["r"] * a["s"]  # noqa: E731
+    while macs() > MAX_MACS[device] and a["n"] > 1:
+        a["n"] -= 1
+    while macs() > MAX_MACS[device] and max(a["h"] - span[0], a["w"] - span[1]) > 0:
+        a["h"], a["w"] = max(span[0], a["h"] * 3 // 4), max(span[1], a["w"] * 3 // 4)
+    return a
+
+
+def make(a, device):
+    dtype = DTYPE[a["precision"]]
+    x = torch.randn(a["n"], a["c"], a["h"], a["w"], dtype=torch.float64, device=device).to(dtype)
+    fan_in = a["c"] // a["groups"] * a["r"] * a["s"]
+    w = (torch.randn(a["k"], a["c"] // a["groups"], a["r"], a["s"], dtype=torch.float64, device=device)
+         / fan_in ** 0.5).to(dtype)
+    b = torch.randn(a["k"], dtype=torch.float64, device=device).to(dtype) if a["bias"] else None
+    if a["channels_last"]:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x, w, b, dict(stride=a["stride"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"])
+
+
+def bar(precision, dtype, theirs_err, conditioning):
+    """The error allowed: float64's and IEEE FP32's fixed bars, and in TF32, float16 and bfloat16 2x
+    PyTorch's own error with a floor of one ulp at 1.0. The fixed bars and the floor are for results
+    as large as their terms; `conditioning` (at least 1) scales them where the terms cancel (a few
+    output elements whose sums came out small), as rounding errors scale with the terms, not the sum."""
+    if precision == "fp64":
+        return 1e-12 * conditioning
+    if precision == "fp32":
+        return 1e-5 * conditioning
+    return max(2 * theirs_err, ULP[dtype] * conditioning)
+
+
+def check(what, ours, ref, theirs, terms, a, dtype):
+    """`terms`: the root of the sum over the result's elements of their terms' squares."""
+    assert ours.dtype == dtype, f"{what}: dtype {ours.dtype}"
+    assert not torch.isnan(ours).any(), f"{what}: NaN (an element left unwritten?)"
+    err, theirs_err = rel_err(ours, ref), rel_err(theirs, ref)
+    norm = ref.double().norm().item()
+    limit = bar(a["precision"], dtype, theirs_err, max(1.0, terms / norm) if norm > 0 else 1.0)
+    assert err <= limit, f"{what}: error {err:.2e} > {limit:.1e} (PyTorch's own {theirs_err:.2e})"
+
+
+def term_norms(leaves, kw, gy, trainable):
+    """Per result (output, then the gradients): the root of the sum, over its elements, of the squares
+    of the terms each element adds up -- the same convolution and gradients in float64 on the squared
+    operands (a sum of squared terms is a convolution of squares: the bias's square joins the output's
+    terms, grad_output's square the gradients')."""
+    sq = [t.detach().double().square().requires_grad_(trainable) for t in leaves]
+    y = F.conv2d(sq[0], sq[1], sq[2] if len(sq) > 2 else None, **kw)
+    results = [y] + (list(torch.autograd.grad(y, sq, gy.double().square())) if trainable else [])
+    return [r.sum().sqrt().item() for r in results]
+
+
+def pytorch_at_precision(leaves, kw, gy, trainable):
+    """PyTorch's forward (and gradients) at the tensors' own precision on CUDA (cuDNN); None on a CPU,
+    whose cases hold the floor: PyTorch's CPU convolutions crashed (a segmentation fault: float32
+    channels_last, grouped, dilated 1 x 1 at stride (2, 3)) or gave NaN (a bfloat16 grad_weight) on
+    some drawn layers. Their layout rule (channels_last in, channels_last out) does not depend on
+    the dtype there, so float64's output stands in for the layout too."""
+    if not leaves[0].is_cuda:
+        return None
+    ins = [t.detach().requires_grad_(trainable) for t in leaves]
+    y = F.conv2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None, **kw)
+    return [y] + (list(torch.autograd.grad(y, ins, gy)) if trainable else [])
+
+
+@contextlib.contextmanager
+def deterministic(mode):
+    """torch.use_deterministic_algorithms(mode) for the body."""
+    old = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(mode)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(old)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(layer=layers())
+def test_random_layer(device, layer):
+    a = fitted(layer, device)
+    torch.manual_seed(zlib.crc32(repr(sorted(a.items())).encode()))  # the same tensors when hypothesis replays
+    dtype = DTYPE[a["precision"]]
+    torch.backends.cudnn.allow_tf32 = a["precision"] == "tf32"  # conftest's ieee_fp32 restores it
+    x, w, b, kw = make(a, device)
+    algorithm = "auto" if a["algorithm"].startswith("auto") else a["algorithm"]
+    leaves = [x, w] + ([b] if b is not None else [])
+    for t in leaves:
+        t.requires_grad_(a["trainable"])
+
+    def ours():  # under the drawn determinism: an algorithm's limits may depend on it (CSG's atomics)
+        with deterministic(a["deterministic"]):
+            return torchconv.conv2d(x, w, b, algorithm=algorithm, **kw)
+
+    def reference():
+        """float64's result and PyTorch's at the layer's precision, for the weight as it is now."""
+        ins = [t.detach().double().requires_grad_(a["trainable"]) for t in leaves]
+        y64 = F.conv2d(ins[0], ins[1], ins[2] if b is not None else None, **kw)
+        refs = [y64] + (list(torch.autograd.grad(y64, ins, gy.double())) if a["trainable"] else [])
+        theirs = pytorch_at_precision(leaves, kw, gy, a["trainable"]) or refs
+        return refs, theirs, term_norms(leaves, kw, gy, a["trainable"])
+
+    with deterministic(a["deterministic"]):
+        reason = None if algorithm == "auto" else torchconv.unsupported_reason(
+            algorithm, x, w, kw["stride"], kw["dilation"], kw["padding"], kw["groups"], b)
+    names = ("output", "grad_input", "grad_weight", "grad_bias")
+    old_benchmark = torchconv.get_benchmark()
+    torchconv.set_benchmark(a["algorithm"] == "auto-benchmark")
+    try:
+        with using_variant("winograd", a["winograd_variant"]), torch.set_grad_enabled(a["trainable"]):
+            if reason is not None:
+                event(f"{algorithm} refuses")
+                with pytest.raises(ValueError, match="cannot compute this convolution"):
+                    ours()
+                return
+            event(f"{a['algorithm']} {a['precision']} computes")
+            y = ours()
+            gy = torch.randn(y.shape, dtype=torch.float64, device=device).to(dtype)
+            with deterministic(a["deterministic"]):
+                got = [y] + (list(torch.autograd.grad(y, leaves, gy)) if a["trainable"] else [])
+            refs, theirs, terms = reference()
+            for layout in (torch.contiguous_format, torch.channels_last):  # PyTorch's, at the precision
+                assert y.is_contiguous(memory_format=layout) == theirs[0].is_contiguous(memory_format=layout)
+            for name, o, r, t, n in zip(names, got, refs, theirs, terms):
+                check(name, o, r, t, n, a, dtype)
+            if not a["trainable"]:  # the frozen weight's cached transform, then a new weight
+                again = ours()
+                if a["deterministic"]:
+                    assert torch.equal(again, y), "a deterministic call's repeat differs in its bits"
+                else:  # atomics may add in another order
+                    check("second call", again, refs[0], theirs[0], terms[0], a, dtype)
+                with torch.no_grad():
+                    w.mul_(-0.5)
+                refs, theirs, terms = reference()  # a stale transform would miss this by far
+                check("output after the weight was written", ours(), refs[0], theirs[0], terms[0], a, dtype)
+    finally:
+        torchconv.set_benchmark(old_benchmark)
