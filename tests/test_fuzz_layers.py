@@ -2,8 +2,9 @@
 result at the same precision (cuDNN on CUDA). Where tests/test_fuzz.py draws argument sets to find
 the ones that must raise, this draws valid layers at the sizes that reach the specialist kernels --
 channel counts that are and are not multiples of 8 (the tensor-core tiles), depthwise and grouped
-layers, filters of 1 to 7 taps, strides, dilations and padding, batch 1 and more, H != W -- and asks
-every algorithm for forward and both gradients:
+layers, filters of 1 to 7 taps, strides, dilations and padding, batch 1 and more, H != W; NCHW or
+channels_last inputs and weights, dense, misaligned by one element or strided -- and asks every
+algorithm for forward and both gradients:
 
 - "auto" (the rule, or benchmark mode timing the candidates) computes every layer;
 - an explicit algorithm computes it, or refuses with a ValueError exactly when
@@ -12,8 +13,9 @@ every algorithm for forward and both gradients:
   tensors' dtypes, with no unwritten element (conftest poisons outputs with NaN);
 - the error against float64 stays within the bar: 1e-12 in float64, 1e-5 in IEEE FP32, and in TF32,
   float16 and bfloat16 within 2x of PyTorch's own error at that precision (cuDNN's; on a CPU the
-  floor alone), with a floor of one ulp at 1.0 (tests/test_precision.py's bar); the fixed bars and the floor scale up where a result's terms
-  cancel (a layer of one output element can sum to far less than its terms: `bar`);
+  floor alone), with a floor of one ulp at 1.0 (tests/test_precision.py's bar); the fixed bars and
+  the floor scale up where a result's terms cancel (a layer of one output element can sum to far
+  less than its terms: `bar`);
 - a frozen weight's next call gives the same bits where deterministic algorithms are asked for (and
   stays within the bar where not: atomics), and a new result once the weight is written in place
   (its version counter moves: the cached transform is not reused);
@@ -45,6 +47,7 @@ MAX_MACS = {"cpu": 2_000_000, "cuda": 40_000_000}
 EXAMPLES = {device: int(os.environ.get("TORCHCONV_FUZZ_LAYERS", default))
             for device, default in (("cpu", "40"), ("cuda", "200"))}
 
+INPUT_VIEWS = ["dense", "dense", "dense", "offset", "sliced"]
 channel_counts = st.one_of(st.sampled_from([8, 16, 24, 32, 64, 96, 128]), st.integers(1, 80))
 taps = st.sampled_from([1, 1, 3, 3, 3, 3, 5, 7])
 axis_values = lambda values: st.sampled_from(values).flatmap(  # noqa: E731 -- mostly equal along H and W
@@ -70,7 +73,8 @@ def layers(draw):
                 padding=draw(st.one_of(axis_values([0, 1, 1, 2, 3]), st.just("same"))),
                 bias=draw(st.booleans()), deterministic=draw(st.booleans()),
                 precision=draw(st.sampled_from(list(DTYPE))),
-                channels_last=draw(st.booleans()), trainable=draw(st.booleans()),
+                channels_last=draw(st.booleans()), input_view=draw(st.sampled_from(INPUT_VIEWS)),
+                weight_channels_last=draw(st.sampled_from([False, False, True])), trainable=draw(st.booleans()),
                 algorithm=draw(st.sampled_from(["auto", "auto-benchmark", *torchconv.ALGORITHMS])),
                 winograd_variant=draw(st.sampled_from(torchconv.variants("winograd"))))
 
@@ -92,6 +96,23 @@ def fitted(a, device):
     return a
 
 
+def laid_out(t, channels_last, view="dense"):
+    """`t` in NCHW or channels_last: dense; one element past an aligned start (`offset`: a misaligned
+    tensor, which the vectorized kernels must copy or read element by element); or every other column
+    of a tensor twice as wide (`sliced`: no dense layout at all)."""
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    n, c, h, w = t.shape
+    if view == "offset":
+        flat = t.new_empty(t.numel() + 1)
+        v = flat[1:].view(n, h, w, c).permute(0, 3, 1, 2) if channels_last else flat[1:].view(n, c, h, w)
+        return v.copy_(t)
+    if view == "sliced":
+        wide = t.new_zeros(n, c, h, 2 * w).contiguous(memory_format=layout)
+        wide[..., ::2].copy_(t)
+        return wide[..., ::2]
+    return t.contiguous(memory_format=layout)
+
+
 def make(a, device):
     dtype = DTYPE[a["precision"]]
     x = torch.randn(a["n"], a["c"], a["h"], a["w"], dtype=torch.float64, device=device).to(dtype)
@@ -99,8 +120,7 @@ def make(a, device):
     w = (torch.randn(a["k"], a["c"] // a["groups"], a["r"], a["s"], dtype=torch.float64, device=device)
          / fan_in ** 0.5).to(dtype)
     b = torch.randn(a["k"], dtype=torch.float64, device=device).to(dtype) if a["bias"] else None
-    if a["channels_last"]:
-        x = x.contiguous(memory_format=torch.channels_last)
+    x, w = laid_out(x, a["channels_last"], a["input_view"]), laid_out(w, a["weight_channels_last"])
     return x, w, b, dict(stride=a["stride"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"])
 
 
