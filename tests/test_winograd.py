@@ -2381,3 +2381,34 @@ def test_cpu_neighbouring_tiles_transformed_together_keep_each_tiles_bits(varian
     assert torch.equal(gx_wide[..., :16], gx_narrow[..., :16])
     ref = torch.nn.functional.conv2d(x.double(), w.double(), None, 1, 1)
     assert_close_rel(wide, ref.to(dtype), dtype, variant_name)
+
+
+@pytest.mark.parametrize("variant_name", ["staged", "f4x4"])
+def test_cpu_trainable_filter_transforms_from_several_threads(variant_name):
+    """A trainable weight's U (and every grad_input's) lives for its call in one buffer that later calls
+    reuse (csrc/cpu/reused_buffer.h); calls on several threads at once, trainable weights of several
+    sizes, each get a buffer of their own while it is held: every result is the float64 reference's,
+    and each thread's repeat of a call gives the same bits."""
+    import threading
+    errors = []
+
+    def work(seed):
+        try:
+            gen = torch.Generator().manual_seed(seed)
+            for c, k, h in [(32, 48, 13), (64, 16, 9), (16, 80, 20)] * 2:
+                x = torch.randn(2, c, h, h + 3, generator=gen, dtype=torch.float64)
+                w = torch.randn(k, c, 3, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+                y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+                err = rel_err(y, F.conv2d(x, w.detach(), None, 1, 1))
+                if not err <= 1e-12 or not torch.equal(y, torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")):
+                    errors.append((seed, c, k, h, err))
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append((seed, repr(e)))
+
+    with using_variant("winograd", variant_name):
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors

@@ -12,7 +12,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "../backward.h"
@@ -24,6 +26,7 @@
 #include "../workspace.h"
 #include "gemm.h"
 #include "matmul.h"
+#include "reused_buffer.h"
 #include "../precision.h"
 
 namespace torchconv {
@@ -87,9 +90,11 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   // block, then copies each point's values, one contiguous run of U, at once: the points' matrices lie
   // a multiple of 4 KB apart for many shapes, so storing every transform's values straight into them
   // would keep as many lines of one L1 set in use as there are points.
-  auto transform_filters = [&] {
-    const int64_t units = (Kg + kMatmulRows - 1) / kMatmulRows;
-    at::Tensor U = at::empty({groups * kPoints, units, Cg, kMatmulRows}, x.options());
+  // A U the weight cache does not keep (a trainable weight's, grad_input's) lives for this call only,
+  // in a ReusedBuffer; one the cache keeps is a tensor of its own.
+  const int64_t units = (Kg + kMatmulRows - 1) / kMatmulRows;
+  const std::array<int64_t, 4> u_sizes = {groups * kPoints, units, Cg, kMatmulRows};
+  auto transform_filters_into = [&](const at::Tensor& U) {
     const T* wp = w.const_data_ptr<T>();
     T* up = U.mutable_data_ptr<T>();
     const int64_t runs = (Cg + kFilterRun - 1) / kFilterRun;
@@ -123,10 +128,17 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
     });
     return U;
   };
-  // Its layout depends on the groups as well as the tile: one weight may serve layers of different groups.
-  const at::Tensor U = filters ? cached_weight_transform(*filters, [&] {
-    return "cpu_winograd_u_packed/" + std::to_string(kOut) + "/" + std::to_string(groups);
-  }, transform_filters) : transform_filters();
+  std::optional<ReusedBuffer<T>> call_u;
+  at::Tensor U;
+  if (filters && weight_transform_is_cached(*filters)) {
+    // Its layout depends on the groups as well as the tile: one weight may serve layers of different groups.
+    U = cached_weight_transform(*filters, [&] {
+      return "cpu_winograd_u_packed/" + std::to_string(kOut) + "/" + std::to_string(groups);
+    }, [&] { return transform_filters_into(at::empty(u_sizes, x.options())); });
+  } else {
+    call_u.emplace(u_sizes, x.options());
+    U = transform_filters_into(call_u->tensor());
+  }
 
   // Where each tile of a chunk starts, decoded once per chunk rather than per channel and filter (three
   // 64-bit divisions an item cost more than its transform); counted in the workspace with V and M.
