@@ -28,7 +28,12 @@ class ReusedBuffer {
     {
       std::lock_guard<std::mutex> lock(slot.mutex);
       if (!slot.held && count * int64_t(sizeof(T)) <= workspace_limit_bytes()) {
-        if (slot.capacity < count) slot.data.reset(), slot.data.reset(new T[count]), slot.capacity = count;
+        if (slot.capacity < count) {
+          // The smaller one freed first; capacity stays 0 should the allocation throw.
+          slot.data.reset(), slot.capacity = 0;
+          slot.data.reset(new T[count]);
+          slot.capacity = count;
+        }
         slot.held = held_ = true;
         tensor_ = at::from_blob(slot.data.get(), sizes, options);
         return;
