@@ -32,10 +32,9 @@ void run_matmul(at::Tensor& c, const at::Tensor* a, const at::Tensor* a_packed, 
     TORCH_CHECK(a->dim() == d && a->size(d - 2) == M && a->size(d - 1) == K && (d == 2 || a->size(0) == batch),
                 "torchconv: matmul_into: shapes or strides do not fit");
   } else {
-    TORCH_CHECK(a_packed->dim() == 4 && (a_packed->size(0) == batch || a_packed->size(0) == 1) &&
-                    a_packed->is_contiguous() &&
-                    a_packed->size(1) == (M + kMatmulRows - 1) / kMatmulRows && a_packed->size(2) == K &&
-                    a_packed->size(3) == kMatmulRows,
+    const auto sizes = matmul_packed_sizes(a_packed->dim() == 4 ? a_packed->size(0) : 0, M, K);
+    TORCH_CHECK(a_packed->dim() == 4 && (sizes[0] == batch || sizes[0] == 1) && a_packed->is_contiguous() &&
+                    a_packed->sizes() == at::IntArrayRef(sizes),
                 "torchconv: matmul_packed_into: the packed rows do not fit the product");
   }
   const at::Tensor& a_any = a ? *a : *a_packed;
@@ -67,7 +66,7 @@ at::Tensor pack_matmul_rows(const at::Tensor& a) {
   const int64_t d = a.dim();
   TORCH_CHECK(d == 2 || d == 3, "torchconv: pack_matmul_rows: a 2-D or 3-D operand");
   const int64_t batch = d == 3 ? a.size(0) : 1, M = a.size(d - 2), K = a.size(d - 1);
-  at::Tensor packed = at::empty({batch, (M + kMatmulRows - 1) / kMatmulRows, K, kMatmulRows}, a.options());
+  at::Tensor packed = at::empty(matmul_packed_sizes(batch, M, K), a.options());
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "torchconv_pack_matmul_rows", [&] {
     TORCHCONV_CPU_KERNEL(matmul_pack_rows_kernel, scalar_t)(batch, M, K, a.const_data_ptr<scalar_t>(),
                                                             d == 3 ? a.stride(0) : 0, a.stride(d - 2),

@@ -1,6 +1,8 @@
 // The CPU matrix product the GEMM and Winograd CPU kernels run (our own, not ATen's BLAS).
 #pragma once
 
+#include <array>
+
 #include <ATen/core/Tensor.h>
 
 namespace torchconv {
@@ -21,6 +23,11 @@ constexpr int64_t kMatmulRows = 6;
 inline int64_t matmul_packed_index(int64_t M, int64_t K, int64_t i, int64_t m, int64_t k) {
   const int64_t units = (M + kMatmulRows - 1) / kMatmulRows;
   return ((i * units + m / kMatmulRows) * K + k) * kMatmulRows + m % kMatmulRows;
+}
+
+// The sizes of that tensor for a batch of `batch` M x K a's.
+inline std::array<int64_t, 4> matmul_packed_sizes(int64_t batch, int64_t M, int64_t K) {
+  return {batch, (M + kMatmulRows - 1) / kMatmulRows, K, kMatmulRows};
 }
 
 // a (M x K, or a batch of them) packed as matmul_packed_index lays it, by the product's own packing.

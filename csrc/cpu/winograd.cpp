@@ -92,8 +92,8 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   // would keep as many lines of one L1 set in use as there are points.
   // A U the weight cache does not keep (a trainable weight's, grad_input's) lives for this call only,
   // in a ReusedBuffer; one the cache keeps is a tensor of its own.
-  const int64_t units = (Kg + kMatmulRows - 1) / kMatmulRows;
-  const std::array<int64_t, 4> u_sizes = {groups * kPoints, units, Cg, kMatmulRows};
+  const std::array<int64_t, 4> u_sizes = matmul_packed_sizes(groups * kPoints, Kg, Cg);
+  const int64_t units = u_sizes[1];
   auto transform_filters_into = [&](const at::Tensor& U) {
     const T* wp = w.const_data_ptr<T>();
     T* up = U.mutable_data_ptr<T>();
