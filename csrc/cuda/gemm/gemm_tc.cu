@@ -920,6 +920,18 @@ bool is_nchw_planes_source(const at::Tensor& t, bool whole_planes) {
          t.size(2) * t.size(3) % 4 == 0 && reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 8 == 0;
 }
 
+// Whether `source` (from channels_last_padded of `t`) is a copy: in float32, rounded to TF32.
+bool is_copy(const at::Tensor& source, const at::Tensor& t) { return !source.is_same(t); }
+
+// The source of a forward or grad_input as tc_source chose it: the tensor the kernels read, whether
+// they read it as NCHW (a tensor contiguous in both formats reads the same either way, so the choice,
+// not the tensor, says which loader runs), and whether it is a float32 copy rounded to TF32.
+struct TcSource {
+  at::Tensor tensor;
+  bool nchw;
+  bool rounded;
+};
+
 // Whether the wgmma kernel's A tiles come by im2col tensor copies (TcIm2colLoader) for a launch whose
 // source is not NCHW (tc_source's other sources are dense channels_last on a 16-byte boundary):
 // chunks of one tap's channels (not packed) that stay within the group's channels, source offsets
@@ -1018,20 +1030,16 @@ TcWeightSource weight_source(const at::Tensor& weight, const TcConv& cv, bool tm
   return tma && columns && im2col_map_fits(cv) ? TcWeightSource::kWeightColumns : kWt;
 }
 
-// `dst` = the launch `map` of `src` with `weight` (+ bias). `src` comes from tc_source: channels_last
-// (possibly with zero-padded channels; `src_rounded`: a float32 copy rounded to TF32), or NCHW.
+// `dst` = the launch `map` of `src` (from tc_source) with `weight` (+ bias).
 template <typename T>
-void tc_conv(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, const at::Tensor& bias,
-             const LaunchMap& map, at::Tensor& dst) {
-  const TcConv cv = tc_launch(map, src.scalar_type(), dst);
-  TcConvArgs<T> args = tc_args<T>(cv, src, nullptr, bias, dst);
-  // tc_source keeps NCHW sources for launches of one tap only; a source of several taps that is
-  // contiguous too (a 1 x 1 plane, or one channel) is tc_source's channels_last one, the same bytes.
-  const bool nchw =
-      (is_nchw_source(src) && cv.R * cv.S == 1) || is_nchw_planes_source(src, reads_whole_planes(args.cv));
+void tc_conv(const TcSource& src, const at::Tensor& weight, const at::Tensor& bias, const LaunchMap& map,
+             at::Tensor& dst) {
+  const TcConv cv = tc_launch(map, src.tensor.scalar_type(), dst);
+  TcConvArgs<T> args = tc_args<T>(cv, src.tensor, nullptr, bias, dst);
+  const bool nchw = src.nchw;
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % (16 / int(sizeof(T))) == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
-  const bool tma = !nchw && tma_takes<T>(args.cv, src_rounded);
+  const bool tma = !nchw && tma_takes<T>(args.cv, src.rounded);
   args.b_source = weight_source<T>(weight, args.cv, tma);
   if (args.b_source == TcWeightSource::kWeightColumns && !encode_weight_columns_map(args, weight))
     args.b_source = TcWeightSource::kWt;
@@ -1166,18 +1174,18 @@ void run_tc_phases(TcPhaseArgs<T>& pa, bool src_rounded) {
 // The phases `maps` (2 to kMaxGradInputPhases launches of a strided grad_input, none empty) of `src`
 // with `weight` into `dst` as one launch of the wgmma kernel. False, having launched nothing, where
 // that kernel does not run, a config is forced (forced configs run as named, phase by phase) or the
-// source is NCHW (read so only by launches of one tap).
+// source is NCHW.
 template <typename T>
-bool tc_conv_phases(const at::Tensor& src, bool src_rounded, const at::Tensor& weight, const LaunchMap* maps,
-                    int phases, at::Tensor& dst) {
-  if (phases < 2 || phases > kMaxGradInputPhases || !runs_wgmma() || forced_wgmma_config() >= 0 ||
-      is_nchw_source(src))
+bool tc_conv_phases(const TcSource& src, const at::Tensor& weight, const LaunchMap* maps, int phases,
+                    at::Tensor& dst) {
+  if (phases < 2 || phases > kMaxGradInputPhases || !runs_wgmma() || forced_wgmma_config() >= 0 || src.nchw)
     return false;
+  const bool src_rounded = src.rounded;
   TcConv cvs[kMaxGradInputPhases];
-  for (int p = 0; p < phases; ++p) cvs[p] = tc_launch(maps[p], src.scalar_type(), dst);
+  for (int p = 0; p < phases; ++p) cvs[p] = tc_launch(maps[p], src.tensor.scalar_type(), dst);
   TcPhaseArgs<T> pa{};
   pa.phases = phases;
-  for (int p = 0; p < phases; ++p) pa.phase[p] = tc_args<T>(cvs[p], src, nullptr, at::Tensor(), dst);
+  for (int p = 0; p < phases; ++p) pa.phase[p] = tc_args<T>(cvs[p], src.tensor, nullptr, at::Tensor(), dst);
   // Every phase reads the weight's columns at its own taps where each phase's launch would (one map
   // for all: the same weight), else every phase's Wt re-laid by one launch.
   bool columns = true;
@@ -1618,13 +1626,12 @@ bool whole_planes(const ConvShape& p) {
 // channels_last source of several taps is copied too where the wgmma kernel runs: the copy is rounded
 // to TF32, so the im2col tensor copies may load it (tma_takes), where the threads' gather, which
 // rounds each tile in shared memory, would set the loop's pace.
-at::Tensor tc_source(const at::Tensor& t, int64_t channels, int64_t taps, bool reads_planes) {
-  if (taps == 1 && (is_nchw_source(t) || is_nchw_planes_source(t, reads_planes))) return t;
-  return channels_last_padded(t, channels, taps > 1 && t.scalar_type() == at::kFloat && runs_wgmma());
+TcSource tc_source(const at::Tensor& t, int64_t channels, int64_t taps, bool reads_planes) {
+  if (taps == 1 && (is_nchw_source(t) || is_nchw_planes_source(t, reads_planes))) return {t, true, false};
+  at::Tensor source = channels_last_padded(t, channels, taps > 1 && t.scalar_type() == at::kFloat && runs_wgmma());
+  const bool copied = is_copy(source, t);
+  return {std::move(source), false, copied};
 }
-
-// Whether `source` (from tc_source or channels_last_padded of `t`) is a copy: in float32, rounded to TF32.
-bool is_copy(const at::Tensor& source, const at::Tensor& t) { return !source.is_same(t); }
 
 }  // namespace
 
@@ -1756,11 +1763,11 @@ at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const 
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(format));
   record_workspace_bytes(0);
   if (y.numel() == 0) return y;
-  const at::Tensor x = tc_source(input, padded_channels(p, input.scalar_type()), p.R * p.S, whole_planes(p));
+  const TcSource x = tc_source(input, padded_channels(p, input.scalar_type()), p.R * p.S, whole_planes(p));
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
-    tc_conv<T>(x, is_copy(x, input), weight, b, forward_map(p), y);
+    tc_conv<T>(x, weight, b, forward_map(p), y);
   });
   return y;
 }
@@ -1770,7 +1777,7 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   const at::MemoryFormat format = conv_memory_format(input, weight);
   auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
   if (gx.numel() == 0) return gx;
-  const at::Tensor gy = tc_source(grad_output, p.K, p.R * p.S, whole_planes(p));
+  const TcSource gy = tc_source(grad_output, p.K, p.R * p.S, whole_planes(p));
   // Pixels that no phase's launch writes are zeroed first, with the rest of gx, by one memset; the
   // phases that receive taps are launched.
   if (grad_input_has_unwritten_pixels(p)) zero_dense_output(gx);
@@ -1786,9 +1793,8 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
     }
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
-    const bool rounded = is_copy(gy, grad_output);
-    if (tc_conv_phases<T>(gy, rounded, weight, maps.data(), int(maps.size()), gx)) return;
-    for (const LaunchMap& map : maps) tc_conv<T>(gy, rounded, weight, at::Tensor(), map, gx);
+    if (tc_conv_phases<T>(gy, weight, maps.data(), int(maps.size()), gx)) return;
+    for (const LaunchMap& map : maps) tc_conv<T>(gy, weight, at::Tensor(), map, gx);
   });
   return gx;
 }
