@@ -368,7 +368,7 @@ def hopper():
 
 def tf32_pays(shape, channels_last=False):
     """With TF32 allowed, an NCHW float32 layer runs on tensor cores only where it has more than 7
-    multiply-adds per byte of input and output: with fewer it is memory-bound on CUDA cores already
+    multiply-adds that read its input per byte of input and output: with fewer it is memory-bound on CUDA cores already
     (the FP32 ridge is about 10.8), so it runs in IEEE FP32, whatever the batch size. Channels_last
     calls run TF32 (the CUDA-core kernels would need NCHW copies)."""
     if channels_last:
@@ -376,12 +376,19 @@ def tf32_pays(shape, channels_last=False):
     return macs_per_byte(shape) > 7
 
 
+def taps_within_input(size, out, taps, stride, pad, dilation):
+    """The (output, tap) pairs along one axis whose tap reads the input, not its padding."""
+    return sum(0 <= o * stride + t * dilation - pad < size for o in range(out) for t in range(taps))
+
+
 def macs_per_byte(shape):
-    """A float32 layer's multiply-adds per byte of its input and output, each moved once."""
+    """A float32 layer's multiply-adds that read its input (a padding tap adds a zero), per byte of its
+    input and output, each moved once."""
     n, c, k, h, w, r, s, stride, padding, dilation, groups = shape
     (sh, sw), (ph, pw), (dh, dw) = (v if isinstance(v, tuple) else (v, v) for v in (stride, padding, dilation))
     ho, wo = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1, (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
-    return n * ho * wo * k * (c // groups) * r * s / (4 * (n * c * h * w + n * k * ho * wo))
+    pairs = taps_within_input(h, ho, r, sh, ph, dh) * taps_within_input(w, wo, s, sw, pw, dw)
+    return n * k * (c // groups) * pairs / (4 * (n * c * h * w + n * k * ho * wo))
 
 
 def tf32_grad_input(shape, channels_last=False):
@@ -1475,13 +1482,15 @@ def test_tf32_follows_pytorchs_switch(device, shape, channels_last):
 
 
 # NCHW float32 layers on either side of the TF32 bound (7 multiply-adds per byte of input and
-# output): a strided 1x1 layer of 64 channels (5.3) and an RGB stem (6.2) stay in IEEE FP32 with TF32
-# allowed, at batch 1 and 4; 1x1 layers of 64 -> 64 (8.0) and 64 -> 72 channels (8.5), and a 7x7
-# RGB stem (24.3), run TF32. In channels_last all of them run TF32.
+# output, counting the taps that read the input): a strided 1x1 layer of 64 channels (5.3), an RGB
+# stem (5.7) and a 3x3 layer on 1 x 1 planes (1.3: one tap in nine reads the input; 12 counting them
+# all) stay in IEEE FP32 with TF32 allowed, at batch 1 and 4; 1x1 layers of 64 -> 64 (8.0) and
+# 64 -> 72 channels (8.5), and a 7x7 RGB stem (22.1), run TF32. In channels_last all of them run TF32.
 TF32_BOUND_CASES = [
     ((4, 64, 128, 14, 14, 1, 1, 2, 0, 1, 1), False),
     ((1, 64, 128, 14, 14, 1, 1, 2, 0, 1, 1), False),
     ((4, 3, 32, 20, 18, 3, 3, 1, 1, 1, 1), False),
+    ((1, 8, 16, 1, 1, 3, 3, 1, 1, 1, 1), False),
     ((4, 64, 64, 12, 10, 1, 1, 1, 0, 1, 1), True),
     ((1, 64, 72, 12, 10, 1, 1, 1, 0, 1, 1), True),
     ((4, 3, 32, 20, 18, 7, 7, 2, 3, 1, 1), True),

@@ -1695,13 +1695,31 @@ at::Tensor tc_conv2d_grad_weight(const ConvShape& p, const at::Tensor& grad_outp
 // layers too (a strided 1x1 layer of 64 channels, an RGB stem on large planes). Channels_last calls
 // keep TF32: the CUDA-core kernels read NCHW, and the copies there would cost more than the layer.
 // The weight's bytes are left out so that a layer's precision does not depend on the batch size.
-// Forward and grad_input do the same multiply-adds over the same bytes.
+// Forward and grad_input do the same multiply-adds over the same bytes. Only the taps that read the
+// input count: a padding tap adds a zero, so a small plane under a large filter (a 3x3 layer on 1 x 1
+// planes has one tap in nine) is far more memory-bound than its filter size says, and cuDNN keeps
+// such layers in FP32 as well.
 constexpr double kTf32MaxMacsPerByte = 7.0;
 
-// A float32 layer's multiply-adds per byte of its input and output, each moved once.
+// The (output, tap) pairs along one axis whose tap reads the input rather than its padding: output
+// o's tap r reads o stride + r dilation - pad, which must lie in [0, in).
+int64_t taps_within_input(int64_t in, int64_t out, int64_t taps, int64_t stride, int64_t pad, int64_t dilation) {
+  int64_t pairs = 0;
+  for (int64_t r = 0; r < taps; ++r) {
+    const int64_t first = r * dilation - pad;  // output 0's input index
+    const int64_t lo = first >= 0 ? 0 : (-first + stride - 1) / stride;
+    const int64_t hi = first > in - 1 ? -1 : std::min(out - 1, (in - 1 - first) / stride);
+    pairs += std::max<int64_t>(0, hi - lo + 1);
+  }
+  return pairs;
+}
+
+// A float32 layer's multiply-adds that read its input, per byte of its input and output, each moved once.
 double macs_per_byte(const ConvShape& p) {
   const double bytes = 4.0 * (double(p.N) * p.C * p.H * p.W + double(p.N) * p.K * p.Ho * p.Wo);
-  return p.flops() / 2 / bytes;
+  const double pairs = double(taps_within_input(p.H, p.Ho, p.R, p.stride_h, p.pad_h, p.dil_h)) *
+                       double(taps_within_input(p.W, p.Wo, p.S, p.stride_w, p.pad_w, p.dil_w));
+  return double(p.N) * p.K * p.channels_per_group() * pairs / bytes;
 }
 
 bool tf32_pays(const ConvShape& p, bool channels_last) {
