@@ -17,9 +17,21 @@ at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& w
   // cudnn_conv_suggest_memory_format); its CPU ones follow the layouts as every other dtype does.
   if (input.is_cuda() && (input.scalar_type() == at::kDouble || weight.scalar_type() == at::kDouble))
     return at::MemoryFormat::Contiguous;
-  const bool channels_last = (input.dim() == 4 && input.suggest_memory_format() == at::MemoryFormat::ChannelsLast) ||
-                             (weight.dim() == 4 && weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast);
-  return channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  const auto suggests_channels_last = [](const at::Tensor& t) {
+    return t.dim() == 4 && t.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
+  };
+  bool input_counts = suggests_channels_last(input), weight_counts = suggests_channels_last(weight);
+  // PyTorch's CPU float64 convolutions (its slow backend; float32 and bfloat16 take oneDNN) convolve a
+  // grouped layer a group at a time from copies of the group's input and filters in their tensors'
+  // layouts, and lay out each group's output by those copies. A channels_last copy of one channel on
+  // a 1 x 1 plane, or of 1 x 1 filters of one channel, has the strides of both layouts and reads as
+  // NCHW, so such a tensor does not make the output channels_last.
+  if (!input.is_cuda() && input.scalar_type() == at::kDouble && input.dim() == 4 && weight.dim() == 4 &&
+      weight.size(1) == 1 && input.size(1) > 1) {
+    input_counts = input_counts && input.size(2) * input.size(3) > 1;
+    weight_counts = weight_counts && weight.size(2) * weight.size(3) > 1;
+  }
+  return input_counts || weight_counts ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
 }
 
 at::Tensor as_output(const at::Tensor& t, at::ScalarType dtype, at::MemoryFormat format) {

@@ -170,6 +170,47 @@ def test_channels_last_in_channels_last_out(device, algorithm, which, dtype):
     assert rel_err(y, ref) <= (1e-12 if dtype == torch.float64 else 1e-5 if dtype == torch.float32 else ULP[dtype])
 
 
+# float64 layers whose groups hold one channel each, from an input with channels_last strides even
+# where its 1 x 1 planes make them ambiguous: on a CPU PyTorch's slow backend (float64's) convolves a
+# group at a time from copies of the group's input and filters in their tensors' layouts, and a
+# channels_last copy of one channel on a 1 x 1 plane (or of 1 x 1 filters of one channel) reads as
+# NCHW; on CUDA float64 comes back NCHW anyway. As (plane, filter size, padding, channels_last
+# weight, channels_last on a CPU): 1 x 1 planes (NCHW), with channels_last 3 x 3 filters (channels_last)
+# or channels_last 1 x 1 filters (NCHW); a 2 x 2 plane (channels_last).
+ONE_CHANNEL_GROUP_CASES = [((1, 1), 3, 2, False, False), ((1, 1), 3, 2, True, True), ((1, 1), 1, 1, True, False),
+                           ((2, 2), 1, 1, False, True)]
+
+
+def with_channels_last_strides(t):
+    """`t` laid out channels_last, with channels_last strides even in dimensions of size 1."""
+    n, c, h, w = t.shape
+    return t.new_empty(t.numel()).view(n, h, w, c).permute(0, 3, 1, 2).copy_(t)
+
+
+@pytest.mark.parametrize("case", ONE_CHANNEL_GROUP_CASES,
+                         ids=["plane-1x1", "plane-1x1-weight-3x3-cl", "plane-1x1-weight-1x1-cl", "plane-2x2"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("device", DEVICES)
+def test_float64_one_channel_groups_come_back_in_pytorchs_layout(device, algorithm, case):
+    (h, w_), r, padding, weight_channels_last, channels_last = case
+    x = with_channels_last_strides(torch.randn(2, 4, h, w_, dtype=torch.float64, device=device))
+    w = torch.randn(4, 1, r, r, dtype=torch.float64, device=device)
+    w = with_channels_last_strides(w) if weight_channels_last else w
+    kw = dict(stride=1, padding=padding, dilation=1, groups=4)
+    reason = torchconv.unsupported_reason(algorithm, x, w, 1, 1, padding, 4)
+    if reason is not None:
+        pytest.skip(reason)
+    x.requires_grad_(True), w.requires_grad_(True)
+    y = torchconv.conv2d(x, w, algorithm=algorithm, **kw)
+    theirs = F.conv2d(x.detach(), w.detach(), **kw)
+    assert theirs.is_contiguous() == (device == "cuda" or not channels_last)  # PyTorch's rule
+    for layout in (torch.contiguous_format, torch.channels_last):
+        assert y.is_contiguous(memory_format=layout) == theirs.is_contiguous(memory_format=layout)
+    assert rel_err(y, theirs) <= 1e-12
+    op = getattr(torch.ops.torchconv, f"conv2d_{algorithm}").default  # the fake kernel's layout too
+    torch.library.opcheck(op, (x, w, None, [1, 1], [padding, padding], [1, 1], 4))
+
+
 # Sources contiguous in both layouts (1 x 1 planes) read through a filter of several taps:
 # (input shape, padding) -- a 1 x 1 input padded to 3 x 3, and a 3 x 3 input whose output (the
 # backward's grad_output) is 1 x 1.

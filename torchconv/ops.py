@@ -22,13 +22,20 @@ def conv2d_output_size(input_size, weight_size, stride, padding, dilation):
 
 
 def conv2d_memory_format(input, weight):
-    """The memory format of a convolution's outputs and gradients (csrc/precision.h): channels_last
+    """The memory format of a convolution's outputs and gradients (csrc/precision.cpp): channels_last
     when the input or the weight is, as PyTorch's convolution returns -- but float64 on CUDA in NCHW,
-    as PyTorch's CUDA convolution returns it."""
+    as PyTorch's CUDA convolution returns it, and on a CPU a float64 layer of one channel per group
+    takes no channels_last from an input of 1 x 1 planes or from 1 x 1 filters, as PyTorch's slow
+    backend does."""
     if input.device.type == "cuda" and torch.float64 in (input.dtype, weight.dtype):
         return torch.contiguous_format
-    channels_last = any(t.dim() == 4 and suggest_memory_format(t) == torch.channels_last for t in (input, weight))
-    return torch.channels_last if channels_last else torch.contiguous_format
+    input_counts, weight_counts = (t.dim() == 4 and suggest_memory_format(t) == torch.channels_last
+                                   for t in (input, weight))
+    if (input.device.type != "cuda" and input.dtype == torch.float64 and input.dim() == weight.dim() == 4
+            and weight.shape[1] == 1 and input.shape[1] > 1):
+        input_counts = input_counts and input.shape[2] * input.shape[3] > 1
+        weight_counts = weight_counts and weight.shape[2] * weight.shape[3] > 1
+    return torch.channels_last if input_counts or weight_counts else torch.contiguous_format
 
 
 def _fake_forward(input, weight, bias, stride, padding, dilation, groups):
