@@ -12,24 +12,40 @@ namespace torchconv {
 
 bool tf32_enabled() { return at::globalContext().allowTF32CuDNN(); }
 
+namespace {
+
+bool suggests_channels_last(const at::Tensor& t) {
+  return t.dim() == 4 && t.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
+}
+
+// Whether PyTorch's CPU slow backend's copy of one group of channels_last `t` (its first `size`
+// entries along `dim`, made contiguous in channels_last) reads as channels_last: the slice itself
+// where it already is so, else a dense copy, which reads as NCHW where an image (a filter) of it is a
+// single element -- one channel on a 1 x 1 plane has the strides of both layouts.
+bool group_copy_reads_channels_last(const at::Tensor& t, int64_t dim, int64_t size) {
+  const at::Tensor group = t.narrow(dim, 0, size);
+  if (group.is_contiguous(at::MemoryFormat::ChannelsLast)) return suggests_channels_last(group);
+  return group.numel() > 0 && group.size(1) * group.size(2) * group.size(3) > 1;
+}
+
+}  // namespace
+
 at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& weight) {
   // PyTorch's CUDA convolutions return float64 in NCHW whatever the layouts (cuDNN's rule,
-  // cudnn_conv_suggest_memory_format); its CPU ones follow the layouts as every other dtype does.
+  // cudnn_conv_suggest_memory_format); its CPU ones follow the layouts.
   if (input.is_cuda() && (input.scalar_type() == at::kDouble || weight.scalar_type() == at::kDouble))
     return at::MemoryFormat::Contiguous;
-  const auto suggests_channels_last = [](const at::Tensor& t) {
-    return t.dim() == 4 && t.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
-  };
   bool input_counts = suggests_channels_last(input), weight_counts = suggests_channels_last(weight);
-  // PyTorch's CPU float64 convolutions (its slow backend; float32 and bfloat16 take oneDNN) convolve a
-  // grouped layer a group at a time from copies of the group's input and filters in their tensors'
-  // layouts, and lay out each group's output by those copies. A channels_last copy of one channel on
-  // a 1 x 1 plane, or of 1 x 1 filters of one channel, has the strides of both layouts and reads as
-  // NCHW, so such a tensor does not make the output channels_last.
-  if (!input.is_cuda() && input.scalar_type() == at::kDouble && input.dim() == 4 && weight.dim() == 4 &&
-      weight.size(1) == 1 && input.size(1) > 1) {
-    input_counts = input_counts && input.size(2) * input.size(3) > 1;
-    weight_counts = weight_counts && weight.size(2) * weight.size(3) > 1;
+  // Its CPU float64 convolutions (the slow backend; float32 and bfloat16 take oneDNN, which keeps
+  // the layouts) convolve a grouped layer a group at a time from copies of the group's input and
+  // filters, each in its tensor's layout, and lay out the output by those copies.
+  const int64_t per_group = weight.dim() == 4 ? weight.size(1) : 0;
+  if ((input_counts || weight_counts) && !input.is_cuda() && input.scalar_type() == at::kDouble &&
+      input.dim() == 4 && per_group > 0 && input.size(1) > per_group && input.size(1) % per_group == 0) {
+    const int64_t groups = input.size(1) / per_group;
+    input_counts = input_counts && group_copy_reads_channels_last(input, 1, per_group);
+    weight_counts = weight_counts && weight.size(0) % groups == 0 &&
+                    group_copy_reads_channels_last(weight, 0, weight.size(0) / groups);
   }
   return input_counts || weight_counts ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
 }

@@ -30,6 +30,7 @@ import zlib
 import pytest
 import torch
 import torch.nn.functional as F
+from torch._prims_common import suggest_memory_format
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -162,8 +163,8 @@ def pytorch_at_precision(leaves, kw, gy, trainable):
     whose cases hold the floor: PyTorch's CPU convolutions crashed (a segmentation fault: float32
     channels_last, grouped, dilated 1 x 1 at stride (2, 3)) or gave NaN (a bfloat16 grad_weight) on
     some drawn layers. Their layout rule (channels_last in, channels_last out) depends on the dtype
-    there only where cpu_backends_disagree_on_layout, so float64's output stands in for the layout
-    elsewhere."""
+    there only for grouped layers (expected_layout_flags), so float64's output stands in for the
+    layout elsewhere."""
     if not leaves[0].is_cuda:
         return None
     ins = [t.detach().requires_grad_(trainable) for t in leaves]
@@ -171,14 +172,16 @@ def pytorch_at_precision(leaves, kw, gy, trainable):
     return [y] + (list(torch.autograd.grad(y, ins, gy)) if trainable else [])
 
 
-def cpu_backends_disagree_on_layout(x, w):
-    """Whether PyTorch's CPU convolution returns this layer in a layout that depends on its backend:
-    one channel per group, and 1 x 1 planes or 1 x 1 filters (a channels_last copy of either), which
-    its slow backend (float64; float16 where the CPU lacks oneDNN's) reads as NCHW when it
-    copies a group, and oneDNN (float32, bfloat16) as channels_last (torchconv follows each dtype's
-    usual backend: test_precision's one-channel-group test)."""
-    return x.device.type == "cpu" and w.shape[1] == 1 and x.shape[1] > 1 and min(
-        x.shape[2] * x.shape[3], w.shape[2] * w.shape[3]) == 1
+def expected_layout_flags(y_theirs, x, w, dtype):
+    """(contiguous, channels_last-contiguous) of PyTorch's output at the layer's precision: its own
+    output's, but on a CPU for a grouped layer below float64 oneDNN's rule (channels_last where the
+    input or weight suggests it): PyTorch's slow backend, float64's, lays a grouped output out by its
+    copies of one group (csrc/precision.cpp), which oneDNN (float32, bfloat16; float16 where the CPU
+    has it) does not, and float64's output stands in for the others here."""
+    if x.device.type == "cpu" and dtype != torch.float64 and x.shape[1] != w.shape[1]:
+        cl = any(suggest_memory_format(t) == torch.channels_last for t in (x, w))
+        y_theirs = torch.empty_like(y_theirs, memory_format=torch.channels_last if cl else torch.contiguous_format)
+    return y_theirs.is_contiguous(), y_theirs.is_contiguous(memory_format=torch.channels_last)
 
 
 @contextlib.contextmanager
@@ -245,9 +248,8 @@ def check_random_layer(device, layer):
             with deterministic(a["deterministic"]):
                 got = [y] + (list(torch.autograd.grad(y, leaves, gy)) if a["trainable"] else [])
             refs, theirs, terms = reference()
-            if dtype == torch.float64 or not cpu_backends_disagree_on_layout(x, w):
-                for layout in (torch.contiguous_format, torch.channels_last):  # PyTorch's, at the precision
-                    assert y.is_contiguous(memory_format=layout) == theirs[0].is_contiguous(memory_format=layout)
+            flags = (y.is_contiguous(), y.is_contiguous(memory_format=torch.channels_last))
+            assert flags == expected_layout_flags(theirs[0], x, w, dtype)  # PyTorch's, at the precision
             for name, o, r, t, n in zip(names, got, refs, theirs, terms):
                 check(name, o, r, t, n, a, dtype)
             if not a["trainable"]:  # the frozen weight's cached transform, then a new weight

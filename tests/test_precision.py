@@ -172,13 +172,19 @@ def test_channels_last_in_channels_last_out(device, algorithm, which, dtype):
 
 # float64 layers whose groups hold one channel each, from an input with channels_last strides even
 # where its 1 x 1 planes make them ambiguous: on a CPU PyTorch's slow backend (float64's) convolves a
-# group at a time from copies of the group's input and filters in their tensors' layouts, and a
-# channels_last copy of one channel on a 1 x 1 plane (or of 1 x 1 filters of one channel) reads as
-# NCHW; on CUDA float64 comes back NCHW anyway. As (plane, filter size, padding, channels_last
-# weight, channels_last on a CPU): 1 x 1 planes (NCHW), with channels_last 3 x 3 filters (channels_last)
-# or channels_last 1 x 1 filters (NCHW); a 2 x 2 plane (channels_last).
-ONE_CHANNEL_GROUP_CASES = [((1, 1), 3, 2, False, False), ((1, 1), 3, 2, True, True), ((1, 1), 1, 1, True, False),
-                           ((2, 2), 1, 1, False, True)]
+# group at a time from channels_last copies of the group's input and filters (the slice itself where
+# it is contiguous so already), and a dense copy of one channel on a 1 x 1 plane (or of 1 x 1 filters
+# of one channel) reads as NCHW; on CUDA float64 comes back NCHW anyway. As (batch, plane, filter
+# size, padding, channels_last weight, channels_last on a CPU): 1 x 1 planes (NCHW), with channels_last
+# 3 x 3 filters (channels_last) or channels_last 1 x 1 filters (NCHW); batch 1, whose slice needs no
+# copy and keeps the input's strides (channels_last); a 2 x 2 plane (channels_last).
+ONE_CHANNEL_GROUP_CASES = [
+    (2, (1, 1), 3, 2, False, False),
+    (2, (1, 1), 3, 2, True, True),
+    (2, (1, 1), 1, 1, True, False),
+    (1, (1, 1), 1, 1, False, True),
+    (2, (2, 2), 1, 1, False, True),
+]
 
 
 def with_channels_last_strides(t):
@@ -187,13 +193,13 @@ def with_channels_last_strides(t):
     return t.new_empty(t.numel()).view(n, h, w, c).permute(0, 3, 1, 2).copy_(t)
 
 
-@pytest.mark.parametrize("case", ONE_CHANNEL_GROUP_CASES,
-                         ids=["plane-1x1", "plane-1x1-weight-3x3-cl", "plane-1x1-weight-1x1-cl", "plane-2x2"])
+@pytest.mark.parametrize("case", ONE_CHANNEL_GROUP_CASES, ids=[
+    "plane-1x1", "plane-1x1-weight-3x3-cl", "plane-1x1-weight-1x1-cl", "batch-1", "plane-2x2"])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("device", DEVICES)
 def test_float64_one_channel_groups_come_back_in_pytorchs_layout(device, algorithm, case):
-    (h, w_), r, padding, weight_channels_last, channels_last = case
-    x = with_channels_last_strides(torch.randn(2, 4, h, w_, dtype=torch.float64, device=device))
+    n, (h, w_), r, padding, weight_channels_last, channels_last = case
+    x = with_channels_last_strides(torch.randn(n, 4, h, w_, dtype=torch.float64, device=device))
     w = torch.randn(4, 1, r, r, dtype=torch.float64, device=device)
     w = with_channels_last_strides(w) if weight_channels_last else w
     kw = dict(stride=1, padding=padding, dilation=1, groups=4)

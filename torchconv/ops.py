@@ -21,20 +21,31 @@ def conv2d_output_size(input_size, weight_size, stride, padding, dilation):
     )
 
 
+def _group_copy_reads_channels_last(t, dim, size):
+    """Whether PyTorch's CPU slow backend's channels_last copy of one group of `t` (csrc/precision.cpp)
+    reads as channels_last."""
+    group = t.narrow(dim, 0, size)
+    if group.is_contiguous(memory_format=torch.channels_last):
+        return suggest_memory_format(group) == torch.channels_last
+    return group.numel() > 0 and group.shape[1] * group.shape[2] * group.shape[3] > 1
+
+
 def conv2d_memory_format(input, weight):
     """The memory format of a convolution's outputs and gradients (csrc/precision.cpp): channels_last
     when the input or the weight is, as PyTorch's convolution returns -- but float64 on CUDA in NCHW,
-    as PyTorch's CUDA convolution returns it, and on a CPU a float64 layer of one channel per group
-    takes no channels_last from an input of 1 x 1 planes or from 1 x 1 filters, as PyTorch's slow
-    backend does."""
+    as PyTorch's CUDA convolution returns it, and on a CPU a grouped float64 layer by the layouts of
+    one group's copies, as PyTorch's slow backend does."""
     if input.device.type == "cuda" and torch.float64 in (input.dtype, weight.dtype):
         return torch.contiguous_format
     input_counts, weight_counts = (t.dim() == 4 and suggest_memory_format(t) == torch.channels_last
                                    for t in (input, weight))
-    if (input.device.type != "cuda" and input.dtype == torch.float64 and input.dim() == weight.dim() == 4
-            and weight.shape[1] == 1 and input.shape[1] > 1):
-        input_counts = input_counts and input.shape[2] * input.shape[3] > 1
-        weight_counts = weight_counts and weight.shape[2] * weight.shape[3] > 1
+    per_group = weight.shape[1] if weight.dim() == 4 else 0
+    if ((input_counts or weight_counts) and input.device.type != "cuda" and input.dtype == torch.float64
+            and input.dim() == 4 and 0 < per_group < input.shape[1] and input.shape[1] % per_group == 0):
+        groups = input.shape[1] // per_group
+        input_counts = input_counts and _group_copy_reads_channels_last(input, 1, per_group)
+        weight_counts = weight_counts and weight.shape[0] % groups == 0 and _group_copy_reads_channels_last(
+            weight, 0, weight.shape[0] // groups)
     return torch.channels_last if input_counts or weight_counts else torch.contiguous_format
 
 
