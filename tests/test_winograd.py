@@ -2362,10 +2362,11 @@ def test_cpu_tile_chunks(shape, variant_name, points, tiles):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("variant_name", ["staged", "f4x4"])
 def test_cpu_neighbouring_tiles_transformed_together_keep_each_tiles_bits(variant_name, dtype):
-    """The CPU transforms take 32 bytes' worth of neighbouring tiles along a row at once (a tile a
-    vector lane) where they lie inside the input (and, for the output, inside the output), each lane
-    running the scalar transform's operations: a 40-wide plane's outputs equal, bit for bit, those of
-    the same rows cut to 20 columns (too narrow for a run of lanes), forward and grad_input."""
+    """The CPU transforms take 32 bytes' worth of tiles at once (a tile a vector lane), each lane
+    running the scalar transform's operations -- F(2x2) neighbouring tiles along a row inside the
+    input (and, for the output, inside the output), F(4x4) any consecutive tiles: a 40-wide plane's
+    outputs equal, bit for bit, those of the same rows cut to 20 columns (too narrow for F(2x2)'s
+    runs of lanes), forward and grad_input."""
     x = torch.randn(2, 9, 11, 40, dtype=dtype)
     w = torch.randn(7, 9, 3, 3, dtype=dtype)
     with using_variant("winograd", variant_name):
@@ -2381,6 +2382,28 @@ def test_cpu_neighbouring_tiles_transformed_together_keep_each_tiles_bits(varian
     assert torch.equal(gx_wide[..., :16], gx_narrow[..., :16])
     ref = torch.nn.functional.conv2d(x.double(), w.double(), None, 1, 1)
     assert_close_rel(wide, ref.to(dtype), dtype, variant_name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("variant_name", ["staged", "f4x4"])
+def test_cpu_tiles_in_lanes_across_rows_and_images_keep_each_tiles_bits(variant_name, dtype):
+    """An image of fewer tiles than a vector has lanes (F(4x4): 2 x 3 tiles of 8 x 11 outputs) runs
+    every tile alone; the same image three times in a batch has F(4x4)'s lanes take tiles of
+    different rows, images and edges together: each image's outputs are the lone image's, bit for
+    bit, forward and grad_input."""
+    x1, w = torch.randn(1, 9, 8, 11, dtype=dtype), torch.randn(7, 9, 3, 3, dtype=dtype)
+    gy1 = torch.randn(1, 7, 8, 11, dtype=dtype)
+    backward = torch.ops.torchconv.conv2d_winograd_backward
+    with using_variant("winograd", variant_name):
+        alone = torchconv.conv2d(x1, w, None, 1, 1, algorithm="winograd")
+        gx_alone = backward(gy1, x1, w, [1, 1], [1, 1], [1, 1], 1, [True, False, False])[0]
+        batch = torchconv.conv2d(x1.repeat(3, 1, 1, 1), w, None, 1, 1, algorithm="winograd")
+        gx_batch = backward(gy1.repeat(3, 1, 1, 1), x1.repeat(3, 1, 1, 1), w, [1, 1], [1, 1], [1, 1], 1,
+                            [True, False, False])[0]
+    for i in range(3):
+        assert torch.equal(batch[i], alone[0]) and torch.equal(gx_batch[i], gx_alone[0])
+    ref = torch.nn.functional.conv2d(x1.double(), w.double(), None, 1, 1)
+    assert_close_rel(alone, ref.to(dtype), dtype, variant_name)
 
 
 @pytest.mark.parametrize("variant_name", ["staged", "f4x4"])

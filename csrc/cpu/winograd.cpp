@@ -76,6 +76,11 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   constexpr int kPoints = Tile::kPoints, kAlpha = Tile::kAlpha, kOut = Tile::kOutput;
   using Lanes = TileLanes<T>;
   constexpr int64_t kLanes = Lanes::kCount;
+  // Which kLanes consecutive tiles of a chunk are transformed together: F(4x4)'s any (its 6x6
+  // transforms' arithmetic outweighs moving each tile's values into and out of its lane, and most
+  // tiles of planes under 8 tiles wide touch an edge or start a row); F(2x2)'s only neighbours along
+  // one row inside the input (its 4x4 transforms are too short to pay for lanes gathered elsewhere).
+  constexpr bool kLanesAnywhere = kPoints > 16;
   const int64_t N = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t Kout = w.size(0), Ho = y.size(2), Wo = y.size(3);
   const int64_t Cg = Cin / groups, Kg = Kout / groups;
@@ -169,42 +174,52 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
       // where a group has few channels.
       const int64_t runs = (nt + kTileRun - 1) / kTileRun;
       at::parallel_for(0, Cg * runs, 1, [&](int64_t begin, int64_t end) {
+        // Tile `at`'s input values of channel c, zero outside the input, into lane `lane` of d (a
+        // Lanes array) or into d itself (a T array: lane 0).
+        auto gather = [&](const TilePlace& at, int64_t c, auto* d, int64_t lane) {
+          auto put = [&](int e, T value) {
+            if constexpr (std::is_same_v<std::remove_pointer_t<decltype(d)>, T>) d[e] = value;
+            else d[e].v[lane] = value;
+          };
+          const T* plane = xp + (at.n * Cin + g * Cg + c) * H * W;
+          if (at.iy0 >= 0 && at.iy0 + kAlpha <= H && at.ix0 >= 0 && at.ix0 + kAlpha <= W) {
+            const T* src = plane + at.iy0 * W + at.ix0;  // a tile inside the input: no bounds tests
+            for (int i = 0; i < kAlpha; ++i)
+              for (int jj = 0; jj < kAlpha; ++jj) put(i * kAlpha + jj, src[i * W + jj]);
+            return;
+          }
+          for (int i = 0; i < kAlpha; ++i) {
+            const int64_t iy = at.iy0 + i;
+            for (int jj = 0; jj < kAlpha; ++jj) {
+              const int64_t ix = at.ix0 + jj;
+              put(i * kAlpha + jj, (iy >= 0 && iy < H && ix >= 0 && ix < W) ? plane[iy * W + ix] : T(0));
+            }
+          }
+        };
         for (int64_t item = begin; item < end; ++item) {
           const int64_t c = item / runs, j0 = item % runs * kTileRun;
           const int64_t j_end = std::min(nt, j0 + kTileRun);
-          for (int64_t j = j0; j < j_end; ++j) {
+          int64_t j = j0;
+          while (j < j_end) {
             const TilePlace& at = places[j];
-            const T* plane = xp + (at.n * Cin + g * Cg + c) * H * W;
-            if (j + kLanes <= j_end && tiles_in_a_row(places.data(), j, kLanes, kOut) && at.iy0 >= 0 &&
-                at.iy0 + kAlpha <= H && at.ix0 >= 0 && at.ix0 + (kLanes - 1) * kOut + kAlpha <= W) {
-              // kLanes neighbouring tiles inside the input: transformed together, each point's values
-              // stored as one vector.
-              const T* src = plane + at.iy0 * W + at.ix0;
+            const bool row_inside = at.iy0 >= 0 && at.iy0 + kAlpha <= H && at.ix0 >= 0 &&
+                                    at.ix0 + (kLanes - 1) * kOut + kAlpha <= W;
+            if (j + kLanes <= j_end &&
+                (kLanesAnywhere || (tiles_in_a_row(places.data(), j, kLanes, kOut) && row_inside))) {
+              // kLanes tiles transformed together, a tile a lane; each point's values of them are one
+              // vector of V.
               Lanes d[kPoints], v[kPoints];
-              for (int i = 0; i < kAlpha; ++i)
-                for (int jj = 0; jj < kAlpha; ++jj)
-                  for (int64_t t = 0; t < kLanes; ++t) d[i * kAlpha + jj].v[t] = src[i * W + t * kOut + jj];
+              for (int64_t t = 0; t < kLanes; ++t) gather(places[j + t], c, d, t);
               Tile::input(d, v);
               for (int e = 0; e < kPoints; ++e) std::memcpy(vp + (e * Cg + c) * nt + j, &v[e].v, sizeof(v[e].v));
-              j += kLanes - 1;
+              j += kLanes;
               continue;
             }
             T d[kPoints], v[kPoints];
-            if (at.iy0 >= 0 && at.iy0 + kAlpha <= H && at.ix0 >= 0 && at.ix0 + kAlpha <= W) {
-              const T* src = plane + at.iy0 * W + at.ix0;  // a tile inside the input: no bounds tests
-              for (int i = 0; i < kAlpha; ++i)
-                for (int jj = 0; jj < kAlpha; ++jj) d[i * kAlpha + jj] = src[i * W + jj];
-            } else {
-              for (int i = 0; i < kAlpha; ++i) {
-                const int64_t iy = at.iy0 + i;
-                for (int jj = 0; jj < kAlpha; ++jj) {
-                  const int64_t ix = at.ix0 + jj;
-                  d[i * kAlpha + jj] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? plane[iy * W + ix] : T(0);
-                }
-              }
-            }
+            gather(at, c, d, 0);
             Tile::input(d, v);
             for (int e = 0; e < kPoints; ++e) vp[(e * Cg + c) * nt + j] = v[e];
+            ++j;
           }
         }
       });
@@ -213,34 +228,40 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
       matmul_packed_into(M, U.narrow(0, g * kPoints, kPoints), V, false);
       const T* mp = M.const_data_ptr<T>();
       at::parallel_for(0, Kg * runs, 1, [&](int64_t begin, int64_t end) {
+        // Tile `at`'s outputs of filter k plus bias b (out: kOut x kOut values), within the output.
+        auto scatter = [&](const TilePlace& at, int64_t k, const T* out, T b) {
+          T* plane = yp + (at.n * Kout + k) * Ho * Wo;
+          const int rows = int(std::min<int64_t>(kOut, Ho - at.oy0)), cols = int(std::min<int64_t>(kOut, Wo - at.ox0));
+          for (int i = 0; i < rows; ++i)
+            for (int jj = 0; jj < cols; ++jj) plane[(at.oy0 + i) * Wo + at.ox0 + jj] = out[i * kOut + jj] + b;
+        };
         for (int64_t item = begin; item < end; ++item) {
           const int64_t kg = item / runs, j0 = item % runs * kTileRun, k = g * Kg + kg;
           const T b = bias ? bias[k] : T(0);
           const int64_t j_end = std::min(nt, j0 + kTileRun);
-          for (int64_t j = j0; j < j_end; ++j) {
+          int64_t j = j0;
+          while (j < j_end) {
             const TilePlace& at = places[j];
-            if (j + kLanes <= j_end && tiles_in_a_row(places.data(), j, kLanes, kOut) && at.oy0 + kOut <= Ho &&
-                at.ox0 + kLanes * kOut <= Wo) {
-              // kLanes neighbouring whole tiles: each point's values loaded as one vector.
+            if (j + kLanes <= j_end &&
+                (kLanesAnywhere || (tiles_in_a_row(places.data(), j, kLanes, kOut) && at.oy0 + kOut <= Ho &&
+                                    at.ox0 + kLanes * kOut <= Wo))) {
+              // kLanes tiles at once: each point's values loaded as one vector.
               Lanes m[kPoints], out[kOut * kOut];
               for (int e = 0; e < kPoints; ++e) std::memcpy(&m[e].v, mp + (e * Kg + kg) * nt + j, sizeof(m[e].v));
               Tile::output(m, out);
-              T* dst = yp + ((at.n * Kout + k) * Ho + at.oy0) * Wo + at.ox0;
-              for (int i = 0; i < kOut; ++i)
-                for (int jj = 0; jj < kOut; ++jj) {
-                  const typename Lanes::Vec sum = out[i * kOut + jj].v + b;
-                  for (int64_t t = 0; t < kLanes; ++t) dst[i * Wo + t * kOut + jj] = sum[t];
-                }
-              j += kLanes - 1;
+              for (int64_t t = 0; t < kLanes; ++t) {
+                T lane[kOut * kOut];
+                for (int o = 0; o < kOut * kOut; ++o) lane[o] = out[o].v[t];
+                scatter(places[j + t], k, lane, b);
+              }
+              j += kLanes;
               continue;
             }
             T m[kPoints], out[kOut * kOut];
             for (int e = 0; e < kPoints; ++e) m[e] = mp[(e * Kg + kg) * nt + j];
             Tile::output(m, out);
-            T* plane = yp + (at.n * Kout + k) * Ho * Wo;
-            const int rows = int(std::min<int64_t>(kOut, Ho - at.oy0)), cols = int(std::min<int64_t>(kOut, Wo - at.ox0));
-            for (int i = 0; i < rows; ++i)
-              for (int jj = 0; jj < cols; ++jj) plane[(at.oy0 + i) * Wo + at.ox0 + jj] = out[i * kOut + jj] + b;
+            scatter(at, k, out, b);
+            ++j;
           }
         }
       });
