@@ -11,7 +11,8 @@
 //
 // Memory format: the outputs (and gradients) come back in the format PyTorch's convolution returns
 // for the same input and weight: channels_last when either of them is, except float64 on CUDA, which
-// PyTorch returns in NCHW.
+// PyTorch returns in NCHW, and grouped float64 layers on a CPU, laid out by PyTorch's copies of one
+// group (conv_memory_format in precision.cpp).
 #pragma once
 
 #include <array>

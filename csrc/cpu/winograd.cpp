@@ -242,9 +242,9 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
           int64_t j = j0;
           while (j < j_end) {
             const TilePlace& at = places[j];
+            const bool row_inside = at.oy0 + kOut <= Ho && at.ox0 + kLanes * kOut <= Wo;
             if (j + kLanes <= j_end &&
-                (kLanesAnywhere || (tiles_in_a_row(places.data(), j, kLanes, kOut) && at.oy0 + kOut <= Ho &&
-                                    at.ox0 + kLanes * kOut <= Wo))) {
+                (kLanesAnywhere || (tiles_in_a_row(places.data(), j, kLanes, kOut) && row_inside))) {
               // kLanes tiles at once: each point's values loaded as one vector.
               Lanes m[kPoints], out[kOut * kOut];
               for (int e = 0; e < kPoints; ++e) std::memcpy(&m[e].v, mp + (e * Kg + kg) * nt + j, sizeof(m[e].v));
