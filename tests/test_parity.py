@@ -2,6 +2,7 @@
 algorithm, dtype and device. Supported: any N, C, K, H, W, kernel size (non-square too), stride,
 padding (ints, 'same', 'valid'), dilation, groups (depthwise too), with or without bias. Winograd
 supports only 3x3, stride 1, dilation 1 (any padding, any groups)."""
+import contextlib
 import random
 
 import pytest
@@ -139,14 +140,45 @@ def test_layouts(algorithm, device, layout):
     assert_close_rel(out, ref, torch.float64, layout)
 
 
+# An empty batch on every kind of layer the kernels tell apart: dense, 1x1, grouped, and depthwise
+# (the CPU's and the GPU's depthwise kernels split the batch's output rows among parts), as
+# (C, K, H, W, R, S, stride, padding, groups).
+EMPTY_BATCH_LAYERS = [
+    (4, 6, 9, 8, 3, 3, 1, 1, 1),
+    (8, 16, 7, 5, 1, 1, 1, 0, 1),
+    (6, 6, 9, 8, 3, 3, 1, 1, 3),
+    (3, 3, 3, 1, 3, 3, 1, 1, 3),
+    (16, 16, 12, 11, 3, 3, 1, 1, 16),
+    (8, 8, 13, 9, 5, 5, 2, 2, 8),
+    (8, 8, 10, 10, 7, 7, 1, 3, 8),
+]
+
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_empty_batch(algorithm, device):
-    x = torch.randn(0, 4, 9, 8, device=device)
-    w = torch.randn(6, 4, 3, 3, device=device)
-    with skip_if_no_kernel(algorithm, device):
-        out = torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm)
-    assert out.shape == (0, 6, 9, 8)
+@pytest.mark.parametrize("algorithm", ["auto", *ALGORITHMS])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+@pytest.mark.parametrize("layer", EMPTY_BATCH_LAYERS, ids=lambda l: "x".join(map(str, l)))
+def test_empty_batch(layer, dtype, channels_last, algorithm, device):
+    """A batch of no images gives an empty output of the right shape and zero weight and bias
+    gradients, or, where the algorithm cannot take the layer, its clear error."""
+    c, k, h, w_, r, s, stride, padding, groups = layer
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.randn(0, c, h, w_, device=device, dtype=dtype).contiguous(memory_format=fmt).requires_grad_()
+    w = torch.randn(k, c // groups, r, s, device=device, dtype=dtype, requires_grad=True)
+    b = torch.randn(k, device=device, dtype=dtype, requires_grad=True)
+    reason = None if algorithm == "auto" else torchconv.unsupported_reason(algorithm, x, w, stride, 1, padding,
+                                                                             groups, b)
+    if reason is not None:
+        with skip_if_no_kernel(algorithm, device), pytest.raises(ValueError, match="cannot compute this convolution"):
+            torchconv.conv2d(x, w, b, stride, padding, 1, groups, algorithm=algorithm)
+        return
+    with contextlib.nullcontext() if algorithm == "auto" else skip_if_no_kernel(algorithm, device):
+        out = torchconv.conv2d(x, w, b, stride, padding, 1, groups, algorithm=algorithm)
+    assert out.shape == F.conv2d(x.detach(), w.detach(), b.detach(), stride, padding, 1, groups).shape
+    gx, gw, gb = torch.autograd.grad(out, (x, w, b), torch.ones_like(out))
+    assert gx.shape == x.shape
+    assert torch.equal(gw, torch.zeros_like(w)) and torch.equal(gb, torch.zeros_like(b))
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -130,7 +130,7 @@ constexpr int64_t kDepthwiseGradWeightParts = 8;
 template <typename T, int K, int kStride>
 void depthwise_grad_weight_nhwc(const ConvShape& p, const T* gy, const T* x, T* gw) {
   const int64_t C = p.C, rows = p.N * p.Ho;
-  const int64_t parts = std::min(kDepthwiseGradWeightParts, rows);
+  const int64_t parts = std::max<int64_t>(1, std::min(kDepthwiseGradWeightParts, rows));  // one part of no rows: zeros
   const int64_t blocks = (C + kDepthwiseChannelBlock - 1) / kDepthwiseChannelBlock;
   std::vector<T> part_sums(size_t(parts * K * K * C), T(0));  // part, tap, channel
   at::parallel_for(0, parts * blocks, 1, [&](int64_t begin, int64_t end) {
