@@ -62,6 +62,10 @@ ConvShape check_conv2d_forward(const char* algorithm, const at::Tensor& input, c
   p.dil_w = dilation[1];
   p.groups = groups;
 
+  // PyTorch answers a zero-channel input with N x 0 x Ho x Wo whatever the filters (its empty-tensor shortcut),
+  // where the sum over no channels would be the bias: refused, as PyTorch refuses zero filters.
+  TORCH_CHECK_VALUE(p.C > 0, "torchconv.", algorithm, ": input must have at least one channel, got input of shape ",
+                    shape_str(input.sizes()));
   TORCH_CHECK_VALUE(p.C % groups == 0, "torchconv.", algorithm, ": input channels (", num(p.C),
                     ") must be divisible by groups (", num(groups), ")");
   TORCH_CHECK_VALUE(p.K % groups == 0, "torchconv.", algorithm, ": weight.size(0) (", num(p.K),
