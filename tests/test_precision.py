@@ -1532,7 +1532,8 @@ def test_tf32_follows_pytorchs_switch(device, shape, channels_last):
 # output, counting the taps that read the input): a strided 1x1 layer of 64 channels (5.3), an RGB
 # stem (5.7) and a 3x3 layer on 1 x 1 planes (1.3: one tap in nine reads the input; 12 counting them
 # all) stay in IEEE FP32 with TF32 allowed, at batch 1 and 4; 1x1 layers of 64 -> 64 (8.0) and
-# 64 -> 72 channels (8.5), and a 7x7 RGB stem (22.1), run TF32. In channels_last all of them run TF32.
+# 64 -> 72 channels (8.5), and a 7x7 RGB stem (22.1), run TF32. In channels_last all of them run TF32 but
+# the layer on 1 x 1 planes, whose tensors are NCHW-contiguous as well and read as NCHW.
 TF32_BOUND_CASES = [
     ((4, 64, 128, 14, 14, 1, 1, 2, 0, 1, 1), False),
     ((1, 64, 128, 14, 14, 1, 1, 2, 0, 1, 1), False),
@@ -1550,12 +1551,13 @@ TF32_BOUND_CASES = [
 def test_tf32_runs_only_where_it_pays(device, case, channels_last):
     shape, tensor_cores = case
     assert tf32_pays(shape) == tensor_cores
-    tensor_cores = tensor_cores or channels_last
     torch.backends.cudnn.allow_tf32 = True
     x, w, b, kw = make_case(shape, device, torch.float32, channels_last)
+    read_channels_last = channels_last and not x.is_contiguous()  # 1 x 1 planes are NCHW as well, and read so
+    tensor_cores = tensor_cores or read_channels_last
     y, forward_plan, backward_plan = check_gemm_forward_and_grad_input(x, w, b, kw)
     assert bool(TENSOR_CORE_PLAN.search(forward_plan)) == tensor_cores
-    assert bool(re.search(r"grad_input:(tc|wgmma)-", backward_plan)) == tf32_grad_input(shape, channels_last)
+    assert bool(re.search(r"grad_input:(tc|wgmma)-", backward_plan)) == tf32_grad_input(shape, read_channels_last)
     if not tensor_cores:
         ref = F.conv2d(x.double(), w.double(), b.double(), **kw)
         assert rel_err(y, ref) <= 1e-5

@@ -1946,6 +1946,76 @@ def test_auto_keeps_f2x2_where_the_f4x4_cluster_is_not_bfloat16_channels_last_un
     assert "f4x4" not in torchconv.last_choice(), torchconv.last_choice()
 
 
+class _CudaFloat32:
+    """A float32 CUDA tensor as the "auto" rule sees it (shape, dtype, device, layout), on any machine."""
+
+    def __init__(self, *shape):
+        self.shape, self.dtype, self.device = torch.Size(shape), torch.float32, torch.device("cuda", 0)
+        self.is_cuda, self.is_meta, self.requires_grad = True, False, False
+
+    def dim(self):
+        return len(self.shape)
+
+    def is_contiguous(self, memory_format=torch.contiguous_format):
+        return True
+
+
+# 3x3 stride-1 layers that "auto" sends to Winograd at TF32 (as many output positions as channels),
+# the second on 3 x 3 planes of 8 channels (a layer whose F(4x4) TF32 error was 18x cuDNN's, which
+# kept FP32), and an RGB stem (Winograd's shallow kernels at every precision).
+TF32_WINOGRAD_LAYERS = [(2, 64, 64, 14, 14), (1, 8, 16, 3, 3), (2, 3, 32, 20, 18)]
+
+
+@pytest.mark.parametrize("tf32", [False, True], ids=["ieee", "tf32"])
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("layer", TF32_WINOGRAD_LAYERS, ids=lambda l: "x".join(map(str, l)))
+def test_auto_leaves_f4x4_tf32_tiles_to_a_request(monkeypatch, layer, variant, tf32):
+    """The f4x4 variant's TF32 tiles err about 7x a direct TF32 convolution, past the 2x bar: under
+    that variant "auto" (the rule, benchmark mode's candidates and both memos) leaves Winograd out of
+    TF32 calls, and keeps it at IEEE FP32 (F(4x4) within 1e-5) and under the other variants."""
+    n, c, k, h, w = layer
+    x, wt = _CudaFloat32(n, c, h, w), torch.empty(k, c, 3, 3)
+    monkeypatch.setattr(torchconv.selection, "candidate_algorithms", lambda *a, **kw: list(torchconv.ALGORITHMS))
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", tf32)
+    with using_variant("winograd", "auto"):
+        before = torchconv.selection.auto_algorithm(x, wt, None, (1, 1), (1, 1), (1, 1), 1, measure=False)
+        with using_variant("winograd", variant):
+            chosen = torchconv.selection.auto_algorithm(x, wt, None, (1, 1), (1, 1), (1, 1), 1, measure=False)
+            ruled = torchconv.select_algorithm(x, wt, (1, 1), (1, 1), 1, padding=(1, 1))
+            within = torchconv.selection.winograd_within_bars(torchconv.tuning.precision(x))
+    assert before == "winograd"  # the layers' choice under the default variant
+    assert within == (variant != "f4x4" or not tf32)
+    assert chosen == ruled == ("winograd" if within else "gemm")
+
+
+@needs_cuda
+@pytest.mark.parametrize("layer", TF32_WINOGRAD_LAYERS, ids=lambda l: "x".join(map(str, l)))
+def test_auto_under_the_f4x4_variant_keeps_tf32_calls_within_the_bar(layer):
+    """At TF32 under the f4x4 variant, "auto" (functional, and a module whose choice was remembered
+    under the default variant) runs the GEMM, within 2x cuDNN TF32's error; Winograd asked for by
+    name still runs F(4x4)'s TF32 tiles."""
+    torch.backends.cudnn.allow_tf32 = True  # conftest restores it
+    n, c, k, h, w = layer
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    x = torch.randn(n, c, h, w, device="cuda", generator=gen)
+    conv = torchconv.Conv2d(c, k, 3, padding=1).cuda()
+    remembered = lambda: conv.__dict__["_auto_memo"][1]  # noqa: E731 -- the module's choice
+    with torch.no_grad():
+        conv(x)
+        assert remembered() == "winograd"
+        with using_variant("winograd", "f4x4"):
+            y = torchconv.conv2d(x, conv.weight, conv.bias, padding=1)
+            y_module = conv(x)
+            assert remembered() == "gemm"
+            gemm = torchconv.conv2d(x, conv.weight, conv.bias, padding=1, algorithm="gemm")
+            asked = torchconv.conv2d(x, conv.weight, conv.bias, padding=1, algorithm="winograd")
+        ref = F.conv2d(x.double(), conv.weight.double(), conv.bias.double(), padding=1)
+        cudnn = F.conv2d(x, conv.weight, conv.bias, padding=1)
+    assert torch.equal(y, gemm) and torch.equal(y_module, gemm)
+    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
+    assert not torch.equal(asked, gemm)  # Winograd by name: F(4x4) as asked
+
+
 @needs_cuda
 def test_f4x4_cluster_leaves_groups_of_fewer_than_16_channels_to_the_pipeline():
     """A chunk of the F(4x4) cluster is 16 channels: groups of fewer (an RGB stem's 3) run the f4x4

@@ -3,6 +3,7 @@ F(2x2,3x3)) as PyTorch operators with autograd, and a drop-in replacement for nn
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from . import _C
+from . import tuning as _tuning
 from .explain import explain
 from .functional import conv2d
 from .modules import Conv2d, convert, tune
@@ -84,6 +85,8 @@ def variants(algorithm):
 def set_variant(algorithm, variant):
     """Process-wide choice of `algorithm`'s variant (see `variants`)."""
     _C.set_variant(algorithm, variant)
+    if algorithm == "winograd":
+        _tuning._state["winograd_variant"] = _C.get_variant("winograd")
 
 
 def get_variant(algorithm):

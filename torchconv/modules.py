@@ -71,7 +71,8 @@ class Conv2d(nn.Conv2d):
         try:
             key = (input.shape, input.dtype, device, input.is_contiguous(),
                    torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad),
-                   _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(), tf32, autocast_dtype)
+                   _tuning._state["benchmark"], torch.are_deterministic_algorithms_enabled(), tf32, autocast_dtype,
+                   _tuning._state["winograd_variant"])
         except (RuntimeError, AttributeError):
             _raise_not_dense(input, weight, bias)  # a nested tensor has no shape to key on: say so
             raise

@@ -116,6 +116,21 @@ def unsupported_reason(algorithm, input, weight, stride=1, dilation=1, padding=0
         input.is_cuda and torch.are_deterministic_algorithms_enabled())
 
 
+def winograd_within_bars(precision):
+    """Whether Winograd, in the variant in force, keeps a call at `precision` within the error `auto`
+    holds its choices to (2x a direct convolution's at that precision): the f4x4 variant's TF32 tiles
+    err about 7x a direct TF32 convolution (docs/winograd.md), so under that variant a TF32 call runs
+    Winograd only when asked for by name."""
+    return not (_tuning._state["winograd_variant"] == "f4x4" and precision in ("tf32", "complex64-tf32"))
+
+
+def _auto_candidates(input, weight, stride, dilation, padding, groups):
+    """The algorithms "auto" may choose from: those that can compute the call, Winograd only within
+    the bars."""
+    found = candidate_algorithms(input, weight, stride, dilation, padding, groups)
+    return found if winograd_within_bars(_tuning.precision(input)) else [a for a in found if a != "winograd"]
+
+
 def candidate_algorithms(input, weight, stride=1, dilation=1, padding=0, groups=None):
     """The algorithms with a kernel for the input's device that can compute this convolution (and,
     under torch.use_deterministic_algorithms(True), are deterministic there)."""
@@ -179,10 +194,11 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     3. gemm when the reduction C/groups*R*S is at least 16;
     4. direct otherwise (depthwise and very thin layers).
 
-    Only algorithms with a kernel for the input's device that can do the shape are chosen.
+    Only algorithms with a kernel for the input's device that can do the shape are chosen, and
+    Winograd only within the error bars (winograd_within_bars: not at TF32 under the f4x4 variant).
     """
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
-    available = candidate_algorithms(input, weight, stride, dilation, padding, groups)
+    available = _auto_candidates(input, weight, stride, dilation, padding, groups)
     k, cg, r, s = weight.shape
     kg = k // groups
     winograd_filters = (r, s) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and kg >= 8
@@ -264,7 +280,8 @@ def auto_algorithm(input, weight, bias, stride, padding, dilation, groups, measu
     benchmark = measure and _tuning.get_benchmark()
     train = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)
     key = (input.shape, weight.shape, stride, padding, dilation, groups, _tuning.precision(input), input.device,
-           _tuning.memory_format(input), bias is None, train, benchmark, torch.are_deterministic_algorithms_enabled())
+           _tuning.memory_format(input), bias is None, train, benchmark, torch.are_deterministic_algorithms_enabled(),
+           _tuning._state["winograd_variant"])
     try:
         algorithm = _auto_memo.get(key)
     except TypeError:  # a symbolic size (torch.export's dynamic dimensions) does not hash
@@ -274,7 +291,7 @@ def auto_algorithm(input, weight, bias, stride, padding, dilation, groups, measu
             # Benchmark mode times the operators on the call's tensors, which a torch.func transform
             # wraps: the rule chooses, and the choice is not kept for calls outside the transform.
             return select_algorithm(input, weight, stride, dilation, groups, padding)
-        candidates = candidate_algorithms(input, weight, stride, dilation, padding, groups) if benchmark else None
+        candidates = _auto_candidates(input, weight, stride, dilation, padding, groups) if benchmark else None
         if candidates:
             algorithm = _tuning.benchmark_choice(input, weight, bias, stride, padding, dilation, groups,
                                                  {a: FORWARD[a] for a in candidates})

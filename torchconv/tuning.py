@@ -33,7 +33,9 @@ from .version import __version__
 __all__ = ["set_benchmark", "get_benchmark", "save_cache", "load_cache", "clear_cache", "cache_entries"]
 
 CACHE_FORMAT = 2
-_state = {"benchmark": False, "progress": None}
+# "winograd_variant": the Winograd variant in force (torchconv.set_variant keeps it), which the "auto"
+# choice depends on (selection.winograd_within_bars) and so its memos key on.
+_state = {"benchmark": False, "progress": None, "winograd_variant": _C.get_variant("winograd")}
 # key -> {"algorithm": name, "ms": {algorithm: median ms}, "failed": {algorithm: reason}}
 _cache = {}
 # Called whenever the cache changes under the callers' feet (clear, load): selection's memo of
