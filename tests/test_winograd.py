@@ -2005,15 +2005,15 @@ def test_auto_under_the_f4x4_variant_keeps_tf32_calls_within_the_bar(layer):
         assert remembered() == "winograd"
         with using_variant("winograd", "f4x4"):
             y = torchconv.conv2d(x, conv.weight, conv.bias, padding=1)
+            chosen = torchconv.selection.auto_algorithm(x, conv.weight, conv.bias, (1, 1), (1, 1), (1, 1), 1)
             y_module = conv(x)
-            assert remembered() == "gemm"
-            gemm = torchconv.conv2d(x, conv.weight, conv.bias, padding=1, algorithm="gemm")
+            assert chosen == remembered() == "gemm"
             asked = torchconv.conv2d(x, conv.weight, conv.bias, padding=1, algorithm="winograd")
         ref = F.conv2d(x.double(), conv.weight.double(), conv.bias.double(), padding=1)
         cudnn = F.conv2d(x, conv.weight, conv.bias, padding=1)
-    assert torch.equal(y, gemm) and torch.equal(y_module, gemm)
-    assert rel_err(y, ref) <= allowed_error(rel_err(cudnn, ref), torch.float32)
-    assert not torch.equal(asked, gemm)  # Winograd by name: F(4x4) as asked
+    bar = allowed_error(rel_err(cudnn, ref), torch.float32)
+    assert rel_err(y, ref) <= bar and rel_err(y_module, ref) <= bar
+    assert rel_err(asked, ref) > rel_err(y, ref)  # Winograd by name: F(4x4)'s TF32 tiles, as asked
 
 
 @needs_cuda
