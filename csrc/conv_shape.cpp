@@ -66,6 +66,10 @@ ConvShape check_conv2d_forward(const char* algorithm, const at::Tensor& input, c
   // where the sum over no channels would be the bias: refused, as PyTorch refuses zero filters.
   TORCH_CHECK_VALUE(p.C > 0, "torchconv.", algorithm, ": input must have at least one channel, got input of shape ",
                     shape_str(input.sizes()));
+  // PyTorch computes no image of an empty plane (a padded one would hold padding only).
+  TORCH_CHECK_VALUE(p.N == 0 || (p.H > 0 && p.W > 0), "torchconv.", algorithm,
+                    ": input must have a non-empty plane (H, W > 0) unless the batch is empty, got input of shape ",
+                    shape_str(input.sizes()));
   TORCH_CHECK_VALUE(p.C % groups == 0, "torchconv.", algorithm, ": input channels (", num(p.C),
                     ") must be divisible by groups (", num(groups), ")");
   TORCH_CHECK_VALUE(p.K % groups == 0, "torchconv.", algorithm, ": weight.size(0) (", num(p.K),

@@ -1,6 +1,6 @@
 """Fuzzed arguments: for argument sets drawn by hypothesis, valid and invalid (zero or negative
 stride, dilation and padding; mismatched channels, groups and bias; differing dtypes; zero-size
-batches; kernels larger than the padded input; large padding; non-contiguous and channels_last
+batches and planes; kernels larger than the padded input; large padding; non-contiguous and channels_last
 views; complex tensors), torchconv.conv2d -- every algorithm and "auto" -- and F.conv2d either both raise (ours a
 ValueError, TypeError or RuntimeError that names the function and the argument; never
 ZeroDivisionError or a crash) or agree, forward and backward. An explicit algorithm may also refuse a
@@ -21,7 +21,7 @@ import torchconv
 from conftest import DEVICES
 
 PERTURBATIONS = [None, None, None, "channels", "groups", "bias_length", "dtype", "weight_dim", "non_contiguous",
-                 "channels_last", "large_padding", "empty_batch", "complex"]
+                 "channels_last", "large_padding", "empty_batch", "empty_plane", "complex"]
 
 
 @st.composite
@@ -46,7 +46,8 @@ def make(a, device):
     gen = torch.Generator().manual_seed(zlib.crc32(repr(sorted(a.items())).encode()))
     n = 0 if a["perturbation"] == "empty_batch" else a["n"]
     c_in = a["c"] + 1 if a["perturbation"] == "channels" else a["c"]
-    x = torch.randn(n, c_in, a["h"], a["w"], generator=gen, dtype=torch.float64)
+    h = 0 if a["perturbation"] == "empty_plane" else a["h"]  # PyTorch refuses it unless the batch is empty
+    x = torch.randn(n, c_in, h, a["w"], generator=gen, dtype=torch.float64)
     wshape = (a["k"], a["c"] // a["groups"], a["r"], a["s"])
     wt = torch.randn(*wshape, generator=gen, dtype=torch.float64)
     b = torch.randn(a["k"] + (1 if a["perturbation"] == "bias_length" else 0), generator=gen, dtype=torch.float64)
@@ -61,7 +62,8 @@ def make(a, device):
     if a["perturbation"] == "complex":
         x, wt, b = (torch.complex(t, torch.randn(t.shape, generator=gen, dtype=t.dtype)) for t in (x, wt, b))
     groups = a["groups"] + 1 if a["perturbation"] == "groups" else a["groups"]
-    padding = (7, 5) if a["perturbation"] == "large_padding" else a["padding"]
+    # An empty plane under padding as wide as any drawn filter: only the plane makes PyTorch refuse it.
+    padding = {"large_padding": (7, 5), "empty_plane": (5, 5)}.get(a["perturbation"], a["padding"])
     return (x.to(device), wt.to(device), b.to(device) if a["bias"] else None, a["stride"], padding, a["dilation"],
             groups)
 
