@@ -33,8 +33,10 @@ from .version import __version__
 __all__ = ["set_benchmark", "get_benchmark", "save_cache", "load_cache", "clear_cache", "cache_entries"]
 
 CACHE_FORMAT = 2
-# "winograd_variant": the Winograd variant in force (torchconv.set_variant keeps it), which the "auto"
-# choice depends on (selection.winograd_within_bars) and so its memos key on.
+# "winograd_variant": the Winograd variant in force, which the "auto" choice depends on
+# (selection.winograd_within_bars) and so its memos key on. A copy of the C++ setting, which
+# torchconv.set_variant (its only writer) keeps: the module's memo key is built on every forward, where
+# a dictionary read costs less than a call into the extension.
 _state = {"benchmark": False, "progress": None, "winograd_variant": _C.get_variant("winograd")}
 # key -> {"algorithm": name, "ms": {algorithm: median ms}, "failed": {algorithm: reason}}
 _cache = {}
