@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import torchconv
-from conftest import DEVICES, assert_close_rel, rel_err
+from conftest import DEVICES, assert_close_rel, rel_err, using_variant
 from test_parity import GRID, case_id
 from test_precision import allowed_error
 from torchconv import tuning
@@ -82,6 +82,28 @@ def test_benchmark_mode_measures_each_shape_once(device, monkeypatch):
     monkeypatch.setattr(tuning, "measure", lambda *a, **k: pytest.fail("measured a cached shape again"))
     torchconv.conv2d(x, w, None, 1, 1)
     torchconv.conv2d(torch.randn_like(x), w, None, 1, 1)  # same shape, new data: still cached
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_benchmark_mode_keys_on_the_winograd_variant(device, monkeypatch):
+    """A measured choice holds for the Winograd variant it was timed under (the variant sets
+    Winograd's time, and whether auto may take it): switching the variant measures a 3x3 layer
+    again, switching back finds its first entry, and a 1x1 layer (no Winograd candidate) keeps one
+    entry whatever the variant."""
+    x, w = sample(device)
+    x1, w1 = sample(device, r=1)
+    torchconv.set_benchmark(True)
+    for variant in ("fused", "f4x4"):
+        with using_variant("winograd", variant):
+            torchconv.conv2d(x, w, None, 1, 1)
+            torchconv.conv2d(x1, w1)
+    assert sorted(str(key[-1]) for key in tuning.cache_entries()) == ["None", "f4x4", "fused"]
+    monkeypatch.setattr(tuning, "measure", lambda *a, **k: pytest.fail("measured a cached shape again"))
+    for variant in ("fused", "f4x4"):
+        with using_variant("winograd", variant):
+            torchconv.conv2d(x, w, None, 1, 1)
+            torchconv.conv2d(x1, w1)
+    assert len(tuning.cache_entries()) == 3
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -2,8 +2,8 @@
 
 In the spirit of ``torch.backends.cudnn.benchmark``: with ``torchconv.set_benchmark(True)`` the first
 call of a convolution shape (N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype, memory
-format, device) times every algorithm that has a kernel for the device and can do the shape, and
-keeps the fastest; later calls pay a dictionary look-up. A call that will be differentiated (grad
+format, device, and the Winograd variant where Winograd is a candidate) times every algorithm that
+has a kernel for the device and can do the shape, and keeps the fastest; later calls pay a dictionary look-up. A call that will be differentiated (grad
 mode on and an input that requires grad) is timed forward + backward by the device's time alone
 (measure), a call that will not, forward only with its host path. Benchmark mode also lets each
 algorithm time its own tile configs (CSG's configs and splits).
@@ -32,7 +32,7 @@ from .version import __version__
 
 __all__ = ["set_benchmark", "get_benchmark", "save_cache", "load_cache", "clear_cache", "cache_entries"]
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 # "winograd_variant": the Winograd variant in force, which the "auto" choice depends on
 # (selection.winograd_within_bars) and so its memos key on. A copy of the C++ setting, which
 # torchconv.set_variant (its only writer) keeps: the module's memo key is built on every forward, where
@@ -106,8 +106,10 @@ def precision(tensor):
     return "tf32" if tf32 else "fp32"
 
 
-def shape_key(input, weight, stride, padding, dilation, groups, train):
-    """The cache key of one convolution call (a tuple; its JSON form is `_key_to_json`)."""
+def shape_key(input, weight, stride, padding, dilation, groups, train, winograd_variant=None):
+    """The cache key of one convolution call (a tuple; its JSON form is `_key_to_json`).
+    `winograd_variant`: the Winograd variant in force where Winograd is a candidate (its time, and
+    whether auto may take it, depend on it), else None."""
     return (
         device_name(input.device),
         tuple(input.shape),
@@ -120,11 +122,12 @@ def shape_key(input, weight, stride, padding, dilation, groups, train):
         memory_format(input),
         bool(train),
         bool(torch.are_deterministic_algorithms_enabled()),
+        winograd_variant,
     )
 
 
 _KEY_FIELDS = ("gpu", "input", "weight", "stride", "padding", "dilation", "groups", "precision", "layout", "train",
-               "deterministic")
+               "deterministic", "winograd_variant")
 
 
 def _key_to_json(key):
@@ -243,7 +246,8 @@ def benchmark_choice(input, weight, bias, stride, padding, dilation, groups, can
     """The cached or newly measured fastest of `candidates` ({algorithm: operator}, in order of
     preference) for this call (benchmark mode)."""
     train = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)
-    key = shape_key(input, weight, stride, padding, dilation, groups, train)
+    variant = _state["winograd_variant"] if "winograd" in candidates else None
+    key = shape_key(input, weight, stride, padding, dilation, groups, train, variant)
     hit = _cache.get(key)
     if hit is not None and hit["algorithm"] in candidates:
         return hit["algorithm"]
