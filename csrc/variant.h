@@ -12,7 +12,8 @@ namespace torchconv {
 // writes V, a batched GEMM writes M, an output-transform kernel writes Y, in batch chunks that fit
 // the workspace limit; "f4x4" runs F(4x4,3x3) (6x6 input tiles, 36 GEMMs) staged the same way for
 // the forward and grad_input, grad_weight staying in F(2x2)'s domain; "auto" (default) picks one per
-// call by the rule in cuda/winograd/winograd.cu (on the CPU, auto, fused and staged are one F(2x2)).
+// call by the rule in cuda/winograd/winograd.cu (on the CPU fused and staged are one F(2x2), and auto
+// takes F(4x4) or F(2x2) by the rule in cpu/winograd.cpp).
 enum class WinogradVariant : int { kAuto = 0, kFused = 1, kStaged = 2, kF4x4 = 3 };
 
 WinogradVariant winograd_variant();

@@ -6,8 +6,8 @@ test_auto_rule); all must match F.conv2d forward and backward on 3x3 stride-1 sh
 padding (negative padding inside grad_input included), groups, partial 2x2 and 4x4 tiles, C and K
 off the 32-wide tiles, batch 1 and more, in float32 within 1e-5 and float64 within 1e-12. The
 transformed filters are cached per weight and must follow in-place updates. The CPU kernel runs
-F(4x4,3x3) for 'f4x4' and F(2x2,3x3) for the others; the variant API and its errors are tested
-there too."""
+F(4x4,3x3) for 'f4x4', F(2x2,3x3) for 'fused' and 'staged', and either for 'auto' (see
+test_cpu_auto_rule); the variant API and its errors are tested there too."""
 import contextlib
 import re
 
@@ -281,6 +281,38 @@ def f4x4_differs_from_f2x2(device):
 
 def test_cpu_f4x4_is_another_algorithm():
     f4x4_differs_from_f2x2("cpu")
+
+
+@pytest.mark.parametrize("n, c, k, hw, dtype, trainable, f4x4", [
+    (1, 64, 64, 16, torch.float32, False, True),  # 16 F(4x4) tiles, the filter transform cached
+    (1, 64, 64, 13, torch.float32, False, True),  # 16, partial tiles
+    (1, 64, 64, 12, torch.float32, False, False),  # 9
+    (3, 16, 24, 7, torch.float32, False, False),  # 12 over three images
+    (1, 64, 64, 16, torch.float32, True, False),  # 16, filters transformed in the call
+    (1, 64, 64, 28, torch.float32, True, True),  # 49
+    (3, 16, 24, 16, torch.float32, True, True),  # 48 over three images
+    (1, 64, 64, 28, torch.float64, False, False),  # float64 keeps F(2x2)
+], ids=lambda v: str(v).replace("torch.", ""))
+def test_cpu_auto_rule(n, c, k, hw, dtype, trainable, f4x4):
+    """On the CPU, auto runs a float32 call on F(4x4,3x3) from 16 of its tiles (all images) where
+    the filter transform is cached (a frozen weight, inference mode), from 48 where the call
+    transforms the filters (a trainable weight's forward, and every grad_input), and on F(2x2,3x3)
+    otherwise and in float64. Each answer is known by its bits: the forced variant's."""
+    torch.manual_seed(0)
+    x = torch.randn(n, c, hw, hw, dtype=dtype, requires_grad=trainable)
+    w = torch.randn(k, c, 3, 3, dtype=dtype, requires_grad=trainable)
+    gy = torch.randn(n, k, hw, hw, dtype=dtype)
+    runs = {}
+    for variant in ("auto", "fused", "f4x4"):
+        with using_variant("winograd", variant), torch.set_grad_enabled(trainable):
+            y = torchconv.conv2d(x, w, None, 1, 1, algorithm="winograd")
+            runs[variant] = (y, torch.autograd.grad(y, x, gy)[0]) if trainable else (y,)
+    assert not torch.equal(runs["fused"][0], runs["f4x4"][0])
+    expected = runs["f4x4" if f4x4 else "fused"]
+    for got, want, what in zip(runs["auto"], expected, ("forward", "grad_input")):
+        assert torch.equal(got, want), f"{what}: auto did not run {'F(4x4)' if f4x4 else 'F(2x2)'}"
+    ref = F.conv2d(x.detach().double(), w.detach().double(), None, 1, 1)
+    assert_close_rel(runs["auto"][0], ref, dtype, "auto")
 
 
 @needs_cuda

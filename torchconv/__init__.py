@@ -78,7 +78,9 @@ def variants(algorithm):
     times a direct TF32 convolution's error), and 'staged' runs three bfloat16 products of split
     operands for float16 calls. GEMM: 'implicit' (the GEMM gathers the unrolled matrix from the input as it loads its
     tiles) and 'explicit' (an unroll kernel writes it for a chunk of columns into the workspace
-    first). The CPU kernels ignore this, except Winograd's 'f4x4' (F(4x4,3x3) on the CPU too)."""
+    first). The CPU kernels ignore this, except Winograd's: 'f4x4' runs F(4x4,3x3) on the CPU too,
+    'fused' and 'staged' F(2x2,3x3), and 'auto' F(4x4) for float32 calls of enough tiles (the rule
+    in csrc/cpu/winograd.cpp), F(2x2) otherwise."""
     return _C.variants(algorithm)
 
 

@@ -1,8 +1,9 @@
 // Winograd on the CPU, as seed 003: U = G g G^T per filter, V = B^T d B on input tiles overlapping by
 // 2, the element-wise stage as one GEMM per point (matmul.h, U packed once), Y = A^T M A per tile,
 // with partial tiles at the right and bottom edges. Tiles are processed in chunks whose V and M fit
-// the workspace limit. F(2x2, 3x3) by default; F(4x4, 3x3) (6x6 tiles, 36 points) when the variant
-// is f4x4, for the forward and grad_input (grad_weight is the GEMM algorithm's, as for F(2x2)).
+// the workspace limit. F(4x4, 3x3) (6x6 tiles, 36 points) when the variant is f4x4, and under auto
+// for float32 calls of enough tiles (winograd_conv_variant); F(2x2, 3x3) otherwise. Both for the
+// forward and grad_input (grad_weight is the GEMM algorithm's).
 // The tile lanes pass GCC vector types between inline functions of this file only (internal linkage):
 // the ABI note GCC gives for 32-byte vectors in the baseline build concerns calls across files.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -269,11 +270,28 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   }
 }
 
-// The tile of the variant: F(4x4, 3x3) for f4x4, F(2x2, 3x3) otherwise.
+// Where the auto variant runs a float32 call on F(4x4, 3x3): from this many F(4x4) tiles (all images).
+// Per output it takes 36 / 64 of F(2x2)'s multiplications, but its U holds 36 points against 16:
+// on few tiles the point products are bound by reading U (a value of it serves every tile of a
+// chunk), and a U transformed in the call (a trainable weight's, grad_input's) costs 36 points'
+// transforms, which fewer tiles do not repay. float64 keeps F(2x2), as on CUDA.
+constexpr int64_t kF4x4MinTilesCachedFilters = 16;
+constexpr int64_t kF4x4MinTiles = 48;
+
+// The tile of the variant: F(4x4, 3x3) for f4x4 and for auto's float32 calls of enough tiles
+// (above), F(2x2, 3x3) otherwise.
 template <typename T>
 void winograd_conv_variant(const at::Tensor& x, const at::Tensor& w, const T* bias, int64_t groups, int64_t pad_h,
                            int64_t pad_w, at::Tensor& y, const at::Tensor* filters) {
-  if (winograd_variant() == WinogradVariant::kF4x4) {
+  const WinogradVariant variant = winograd_variant();
+  bool f4x4 = variant == WinogradVariant::kF4x4;
+  if (variant == WinogradVariant::kAuto && std::is_same_v<T, float>) {
+    const int64_t tiles =
+        x.size(0) * winograd_tiles_of<WinogradF4x4>(y.size(2)) * winograd_tiles_of<WinogradF4x4>(y.size(3));
+    const bool cached_filters = filters && weight_transform_is_cached(*filters);
+    f4x4 = tiles >= (cached_filters ? kF4x4MinTilesCachedFilters : kF4x4MinTiles);
+  }
+  if (f4x4) {
     return winograd_conv<WinogradF4x4, T>(x, w, bias, groups, pad_h, pad_w, y, filters);
   }
   winograd_conv<WinogradF2x2, T>(x, w, bias, groups, pad_h, pad_w, y, filters);
