@@ -3,10 +3,11 @@
 In the spirit of ``torch.backends.cudnn.benchmark``: with ``torchconv.set_benchmark(True)`` the first
 call of a convolution shape (N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype, memory
 format, device, and the Winograd variant where Winograd is a candidate) times every algorithm that
-has a kernel for the device and can do the shape, and keeps the fastest; later calls pay a dictionary look-up. A call that will be differentiated (grad
-mode on and an input that requires grad) is timed forward + backward by the device's time alone
-(measure), a call that will not, forward only with its host path. Benchmark mode also lets each
-algorithm time its own tile configs (CSG's configs and splits).
+has a kernel for the device and can do the shape, and keeps the fastest; later calls pay a dictionary
+look-up. A call that will be differentiated (grad mode on and an input that requires grad) is timed
+forward + backward by the device's time alone (measure), a call that will not, forward only with its
+host path. Benchmark mode also lets each algorithm time its own tile configs (CSG's configs and
+splits).
 
 Benchmark mode never fails a forward: a candidate that raises while it is timed (out of memory, a
 limit it reports only at launch) is skipped, its reason kept in the cache entry (``failed``) and
