@@ -35,7 +35,8 @@ __all__ = ["set_benchmark", "get_benchmark", "save_cache", "load_cache", "clear_
 
 CACHE_FORMAT = 3
 # "winograd_variant": the Winograd variant in force, which the "auto" choice depends on
-# (selection.winograd_within_bars) and so its memos key on. A copy of the C++ setting, which
+# (selection.winograd_within_bars) and so its memos key on, as do this cache's entries where Winograd
+# is a candidate (its time is the variant's). A copy of the C++ setting, which
 # torchconv.set_variant (its only writer) keeps: the module's memo key is built on every forward, where
 # a dictionary read costs less than a call into the extension.
 _state = {"benchmark": False, "progress": None, "winograd_variant": _C.get_variant("winograd")}
