@@ -15,7 +15,8 @@ algorithm for forward and both gradients:
   float16 and bfloat16 within 2x of PyTorch's own error at that precision (cuDNN's; on a CPU the
   floor alone), with a floor of one ulp at 1.0 (tests/test_precision.py's bar); the fixed bars and
   the floor scale up where a result's terms cancel (a layer of one output element can sum to far
-  less than its terms: `bar`);
+  less than its terms: `bar`); Winograd asked for by name under the `f4x4` variant in TF32 is held
+  to F(4x4)'s own TF32 level instead (F4X4_TF32_ON_REQUEST);
 - a frozen weight's next call gives the same bits where deterministic algorithms are asked for (and
   stays within the bar where not: atomics), and a new result once the weight is written in place
   (its version counter moves: the cached transform is not reused);
@@ -138,6 +139,12 @@ def bar(precision, dtype, theirs_err, conditioning):
     return max(2 * theirs_err, ULP[dtype] * conditioning)
 
 
+# F(4x4)'s TF32 tiles err about 7x a direct TF32 convolution (docs/winograd.md), past the 2x bar: auto never
+# runs them, and Winograd asked for by name under the f4x4 variant is the user's request for them (issue 19:
+# "otherwise only on request"), so those calls are held to 4x the bar, F(4x4)'s own level, instead.
+F4X4_TF32_ON_REQUEST = 4
+
+
 def check(what, ours, ref, theirs, terms, a, dtype):
     """`terms`: the root of the sum over the result's elements of their terms' squares."""
     assert ours.dtype == dtype, f"{what}: dtype {ours.dtype}"
@@ -145,6 +152,8 @@ def check(what, ours, ref, theirs, terms, a, dtype):
     err, theirs_err = rel_err(ours, ref), rel_err(theirs, ref)
     norm = ref.double().norm().item()
     limit = bar(a["precision"], dtype, theirs_err, max(1.0, terms / norm) if norm > 0 else 1.0)
+    if (a["algorithm"], a["winograd_variant"], a["precision"]) == ("winograd", "f4x4", "tf32"):
+        limit *= F4X4_TF32_ON_REQUEST
     assert err <= limit, f"{what}: error {err:.2e} > {limit:.1e} (PyTorch's own {theirs_err:.2e})"
 
 
@@ -199,15 +208,20 @@ def deterministic(mode):
 
 
 # Layers the random hunt failed on, kept as fixed cases: a misaligned channels_last input whose weight
-# gradient in float32 took down PyTorch's own reference (cuDNN) before its copies were aligned.
+# gradient in float32 took down PyTorch's own reference (cuDNN) before its copies were aligned; F(4x4)'s TF32
+# tiles on request, on a layer where cuDNN kept FP32 (F4X4_TF32_ON_REQUEST).
 FOUND_LAYERS = [
     dict(n=1, c=16, k=64, groups=1, h=34, w=29, r=3, s=3, stride=(2, 1), dilation=(1, 1), padding=(1, 1),
          bias=False, deterministic=False, precision="tf32", channels_last=True, input_view="offset",
          weight_channels_last=False, trainable=True, algorithm="direct", winograd_variant="auto"),
+    dict(n=1, c=2, k=2, groups=2, h=3, w=3, r=3, s=3, stride=(1, 1), dilation=(1, 1), padding="same", bias=False,
+         deterministic=False, precision="tf32", channels_last=False, input_view="dense", weight_channels_last=False,
+         trainable=False, algorithm="winograd", winograd_variant="f4x4"),
 ]
 
 
-@pytest.mark.parametrize("layer", FOUND_LAYERS, ids=lambda a: f"{a['algorithm']}-{a['precision']}-{a['input_view']}")
+@pytest.mark.parametrize("layer", FOUND_LAYERS,
+                         ids=lambda a: f"{a['algorithm']}-{a['winograd_variant']}-{a['precision']}-{a['input_view']}")
 @pytest.mark.parametrize("device", DEVICES)
 def test_found_layer(device, layer, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "event", lambda *_: None)  # hypothesis records events only in a test
