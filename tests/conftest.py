@@ -93,6 +93,13 @@ def ieee_fp32():
     torch.backends.cudnn.allow_tf32 = old
 
 
+@pytest.fixture
+def without_hypothesis_events(request, monkeypatch):
+    """A hypothesis test's body run as a fixed case, outside hypothesis: its module's `event` calls do
+    nothing, since hypothesis records events only inside one of its tests."""
+    monkeypatch.setattr(request.module, "event", lambda *_: None)
+
+
 @contextlib.contextmanager
 def skip_if_no_kernel(algorithm, device):
     """Runs the body; if the algorithm has no kernel for the device yet, skips with the dispatcher's

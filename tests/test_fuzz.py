@@ -9,7 +9,6 @@ shape it cannot do, with a ValueError that says why. The examples are drawn from
 (a compute-sanitizer run takes a small sample)."""
 import copy
 import os
-import sys
 import zlib
 
 import pytest
@@ -129,8 +128,8 @@ FOUND_ARGUMENTS = [
 
 @pytest.mark.parametrize("a", FOUND_ARGUMENTS, ids=lambda a: f"dilation{a['dilation']}")
 @pytest.mark.parametrize("device", DEVICES)
-def test_found_arguments(device, a, monkeypatch):
-    monkeypatch.setattr(sys.modules[__name__], "event", lambda *_: None)  # hypothesis records events only in a test
+@pytest.mark.usefixtures("without_hypothesis_events")
+def test_found_arguments(device, a):
     test_fuzzed_arguments.hypothesis.inner_test("auto", device, a)
 
 

@@ -26,7 +26,6 @@ The examples come from a fixed seed (derandomize), so a failure returns on a rer
 TORCHCONV_FUZZ_LAYERS sets how many per device (40 on a CPU, 200 on CUDA by default)."""
 import contextlib
 import os
-import sys
 import zlib
 
 import pytest
@@ -223,8 +222,8 @@ FOUND_LAYERS = [
 @pytest.mark.parametrize("layer", FOUND_LAYERS,
                          ids=lambda a: f"{a['algorithm']}-{a['winograd_variant']}-{a['precision']}-{a['input_view']}")
 @pytest.mark.parametrize("device", DEVICES)
-def test_found_layer(device, layer, monkeypatch):
-    monkeypatch.setattr(sys.modules[__name__], "event", lambda *_: None)  # hypothesis records events only in a test
+@pytest.mark.usefixtures("without_hypothesis_events")
+def test_found_layer(device, layer):
     check_layer(device, layer)
 
 
