@@ -50,10 +50,13 @@ def geomean(values):
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
-def source(name, data):
+def source(name, data, rows=None):
+    """Where a table's rows come from: the file, its GPU and libraries, and the day of its last run, or,
+    where the table's `rows` were taken on several days (a file merges runs by row), the first and last."""
     m = data["meta"]
-    return (f"`benchmarks/results/{name}` ({m['gpu']}, cuDNN {m['cudnn']}, torch {m['torch']}, "
-            f"{m['date'][:10]})")
+    days = sorted({r["date"][:10] for r in rows or () if r.get("date")})
+    when = f"rows taken {days[0]} to {days[-1]}" if len(days) > 1 else days[0] if days else m["date"][:10]
+    return f"`benchmarks/results/{name}` ({m['gpu']}, cuDNN {m['cudnn']}, torch {m['torch']}, {when})"
 
 
 def is_fp32(row):
@@ -68,7 +71,7 @@ def suite_table(name, data):
                       for m, w, n in SUITE_COLUMNS)
     lines = [f"Layer suites {' + '.join(suites)} ({layers} layers, FP32): geomean over the layers of the ratio "
              f"cuDNN ms / torchconv ms (> 1: torchconv is faster), each layer's ratio the median of 5 interleaved "
-             f"rounds; rows flagged for a spread over 10% in brackets. From {source(name, data)}.", "",
+             f"rounds; rows flagged for a spread over 10% in brackets. From {source(name, data, rows)}.", "",
              f"| algorithm | {head} |", "|---|" + "---|" * len(SUITE_COLUMNS)]
     for algo in ALGORITHMS:
         cells = []
@@ -190,7 +193,7 @@ def tensor_core_table(name, data):
              f"and outputs; tf32 = float32 with `torch.backends.cudnn.allow_tf32` on for both). Geomean of the ratio "
              f"cuDNN ms / torchconv ms with the lowest and highest layer, and our error against float64 over "
              f"cuDNN's own error at the same precision (largest layer; output, and both gradients for fwd+bwd). "
-             f"From {source(name, data)}.", "",
+             f"From {source(name, data, rows)}.", "",
              "| precision | layout | N | mode | layers | geomean [lowest-highest layer] | error / cuDNN's (largest) |",
              "|---|---|---|---|---|---|---|"]
     for precision, layout, n, mode in keys:
@@ -319,7 +322,8 @@ def winograd_tensor_core_table(name, data):
     lines = [f"Winograd at the tensor-core precisions on the 3x3 stride-1 layers of resnet + yolo, against cuDNN at "
              f"the same precision and memory format in the same process (ratio cuDNN ms / torchconv ms; error over "
              f"cuDNN's at the same precision, largest layer). Layers of at most 4 channels or filters per group (Y0, "
-             f"an RGB stem) run the IEEE shallow and narrow kernels at every precision. From {source(name, data)}.", "",
+             f"an RGB stem) run the IEEE shallow and narrow kernels at every precision. "
+             f"From {source(name, data, rows)}.", "",
              "| precision | computed as | layout | N | mode | layers | geomean [lowest-highest layer] | "
              "error / cuDNN's (largest) |",
              "|---|---|---|---|---|---|---|---|"]

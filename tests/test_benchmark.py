@@ -255,6 +255,22 @@ def test_readme_zoo_line_names_the_models_a_stopped_run_did_not_reach():
     assert stopped.startswith("Model zoo: 1 of 3 torchvision models") and "(vgg11, alexnet not reached" in stopped
 
 
+def test_readme_table_dates_its_rows_where_a_merged_file_holds_several_runs():
+    """A result file merges runs by row, so its last run's day need not be that of a table's rows: a
+    table names the days its own rows were taken (the first and last where they differ), and the file's
+    last run only where no row carries a date."""
+    import render_readme
+
+    meta = dict(gpu="NVIDIA H100 80GB HBM3", cudnn=91900, torch="2.11.0", date="2026-12-06T07:25:00+00:00")
+    data = dict(meta=meta, rows=[])
+    older = [dict(date="2026-11-27T04:45:37+00:00"), dict(date="2026-11-27T04:56:03+00:00")]
+    assert render_readme.source("s-h100.json", data, older).endswith("torch 2.11.0, 2026-11-27)")
+    both = older + [dict(date="2026-12-06T07:24:00+00:00")]
+    assert render_readme.source("s-h100.json", data, both).endswith("rows taken 2026-11-27 to 2026-12-06)")
+    assert render_readme.source("s-h100.json", data, [dict()]).endswith("torch 2.11.0, 2026-12-06)")
+    assert render_readme.source("s-h100.json", data).endswith("torch 2.11.0, 2026-12-06)")
+
+
 def test_readme_depthwise_channels_last_columns_split_by_weights_where_a_file_has_both():
     """The channels_last depthwise table: one column per precision, batch and mode, split into frozen
     and trainable columns only where the file holds both; a file of channels_last rows alone renders
