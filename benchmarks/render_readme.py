@@ -92,7 +92,7 @@ def suite_table(name, data):
 def big_table(name, data):
     rows = [r for r in data["rows"] if r["mode"] == "fwd"]
     peak = data["meta"].get("fp32_peak_tflops")
-    lines = [f"Seed 000's large layers (N = 1, C = K = 64, 4096 x 4096, valid), forward. From {source(name, data)}.",
+    lines = [f"Seed 000's large layers (N = 1, C = K = 64, 4096 x 4096, valid), forward. From {source(name, data, rows)}.",
              "", "| layer | algorithm | ms | TFLOP/s | % of FP32 peak | cuDNN ms | ratio [min-max] |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -122,7 +122,7 @@ def depthwise_table(name, data):
              f"longer) reached at N = 32. The reference is "
              f"`F.conv2d` in the same process with cuDNN on (`cudnn.benchmark`, TF32 off); on the depthwise layers "
              f"profiled, PyTorch ran its own `at::native` depthwise kernels rather than cuDNN's. "
-             f"From {source(name, data)}.", "",
+             f"From {source(name, data, rows)}.", "",
              "| layer | R x S | stride | groups | " + " | ".join(f"{m} N={n}" for n, m in cols)
              + " | % of roofline (fwd N=32) |", "|---|---|---|---|" + "---|" * len(cols) + "---|"]
     for layer in layers:
@@ -165,7 +165,7 @@ def depthwise_nhwc_table(name, data, rows):
              f"the roofline reached by the bfloat16 forward at N = 32 (bytes at 2 per element, or multiply-adds that read the image at "
              f"the FP32 FMA peak: a depthwise layer has no GEMM for the tensor cores)"
              + ("; frozen weights' float32 filter comes from the weight cache, a trainable weight's is re-laid "
-                "every call" if both else "") + f". From {source(name, data)}.",
+                "every call" if both else "") + f". From {source(name, data, rows)}.",
              "", "| layer | " + " | ".join(label(c) for c in cols) + " | % of roofline (bf16 fwd N=32) |",
              "|---|" + "---|" * len(cols) + "---|"]
     for layer in layers:
@@ -224,7 +224,7 @@ def precision_models_table(name, data):
              f"(benchmark mode) or chosen by the rule (`--no-benchmark`) as the row says, "
              f"against cuDNN at the same setting (fp32 rows: `benchmarks/models.py`; the others: `examples/resnet50.py`; "
              f"amp = `torch.autocast`, model and input in the row's layout; a CUDA graph's replay times the device "
-             f"alone, without the host's path). From {source(name, data)}.", "",
+             f"alone, without the host's path). From {source(name, data, rows)}.", "",
              "| precision | layout | N | mode | choice | torchconv ms | cuDNN ms | ratio |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -235,13 +235,12 @@ def precision_models_table(name, data):
 
 
 def models_table(name, data):
+    rows = [r for r in data["rows"] if r["algorithm"] == "auto" and is_fp32(r)]
     lines = [f"Whole torchvision models (random weights, FP32), every convolution `auto` in benchmark mode. "
-             f"From {source(name, data)}.", "",
+             f"From {source(name, data, rows)}.", "",
              "| model | N | mode | torchconv ms | cuDNN ms | ratio [min-max] | logits rel. error |",
              "|---|---|---|---|---|---|---|"]
-    for r in data["rows"]:
-        if r["algorithm"] != "auto" or not is_fp32(r):
-            continue
+    for r in rows:
         mode = MODEL_MODES[r["mode"]]
         lines.append(f"| {r['suite']} | {r['N']} | {mode} | {r['ms']:.2f} | {r['cudnn_ms']:.2f} | {r['ratio']:.2f}x "
                      f"[{r['ratio_min']:.2f}-{r['ratio_max']:.2f}] | {r['rel_err']:.1e} |")
@@ -275,7 +274,7 @@ def zoo_table(name, data):
     return [f"Model zoo: {len(ok)} of {len(planned)} torchvision models of different families ran converted in "
             f"benchmark mode{not_run} (batch {rows[0]['batch']}; largest logits rel. error {worst_logits:.1e}; {grads}). "
             f"Inference / training-step ratio to cuDNN FP32: " + ", ".join(f"{r['model']} {ratio(r)}" for r in ok)
-            + f". From {source(name, data)}."]
+            + f". From {source(name, data, rows)}."]
 
 
 # The staged-V tiles' operands are float16 words from commit dfa3df4 on; rows measured before it (the
