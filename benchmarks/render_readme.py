@@ -92,7 +92,8 @@ def suite_table(name, data):
 def big_table(name, data):
     rows = [r for r in data["rows"] if r["mode"] == "fwd"]
     peak = data["meta"].get("fp32_peak_tflops")
-    lines = [f"Seed 000's large layers (N = 1, C = K = 64, 4096 x 4096, valid), forward. From {source(name, data, rows)}.",
+    lines = [f"Seed 000's large layers (N = 1, C = K = 64, 4096 x 4096, valid), forward. "
+             f"From {source(name, data, rows)}.",
              "", "| layer | algorithm | ms | TFLOP/s | % of FP32 peak | cuDNN ms | ratio [min-max] |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
