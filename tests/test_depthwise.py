@@ -309,7 +309,10 @@ def test_backward_is_deterministic(stride, layout):
     gy = torch.randn_like(out)
     first = torch.autograd.grad(out, (x, w), gy)
     second = torch.autograd.grad(torchconv.conv2d(x, w, None, stride, 3, 1, 64, algorithm="direct"), (x, w), gy)
-    assert ("grad_weight:depthwise-nhwc/" if layout == "nhwc" else "grad_weight:depthwise/") in torchconv.last_choice()
+    # bfloat16 7x7 rows at stride 1 over 64 channels: threads of 8 channels (dw_nhwc_grad_weight_vector)
+    expected = {"nchw": "grad_weight:depthwise/", "nhwc": "grad_weight:depthwise-nhwc/" if stride == 2
+                else "grad_weight:depthwise-nhwc-vec8/"}[layout]
+    assert expected in torchconv.last_choice()
     for a, b in zip(first, second):
         assert torch.equal(a, b)
 
@@ -443,7 +446,12 @@ def test_nhwc_depthwise_matches_float64(shape, dtype):
     choice = torchconv.last_choice()
     assert "forward:depthwise-nhwc/" in choice and "grad_input:depthwise-nhwc/" in choice, choice
     group, width = (shape[10] if len(shape) > 10 else 1), shape[5]
-    assert ("grad_weight:depthwise-nhwc/" in choice) == (width * group <= 12), choice
+    dil_w = shape[8][1] if isinstance(shape[8], tuple) else shape[8]
+    # threads of 8 channels: 16-bit rows of 5 or 7 taps at stride and dilation 1 along W, channels a multiple of 8
+    vec8 = (dtype != torch.float32 and group == 1 and shape[6] == 1 and dil_w == 1 and width in (5, 7)
+            and shape[1] % 8 == 0)
+    nhwc_gw = "grad_weight:depthwise-nhwc-vec8/" if vec8 else "grad_weight:depthwise-nhwc/"
+    assert (nhwc_gw in choice) == (width * group <= 12), choice
     y, gx = ours[0], ours[1]
     assert y.dtype == gx.dtype == ours[2].dtype == dtype
     assert y.is_contiguous(memory_format=torch.channels_last) and gx.is_contiguous(memory_format=torch.channels_last)
@@ -465,6 +473,38 @@ def test_nhwc_depthwise_matches_float64(shape, dtype):
     for name, o, r, t in zip(("output", "grad_input", "grad_weight", "grad_bias"), ours, refs, theirs):
         err, their_err = rel_err(o, r), rel_err(t, r)
         assert err <= max(2 * their_err, ulp), f"{name}: error {err:.2e}, cuDNN's {their_err:.2e}"
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("width", [5, 7])
+def test_nhwc_grad_weight_8_channel_threads_only_from_16_byte_aligned_tensors(width, dtype):
+    """16-bit depthwise rows of 5 or 7 taps at stride 1 over a multiple of 8 channels run threads of 8
+    channels (16-byte loads); an input 8 bytes past a 16-byte boundary (aligned for 4 channels, so no
+    copy) runs the 4-channel threads. A channel's sums run in the same order at either width, and the
+    slices are the same, so the two gradients are equal bit for bit and within the bar."""
+    n, c, h, w = 2, 24, 13, 17
+    base = torch.randn(n * h * w * c + 4, device="cuda").to(dtype)
+    shifted = base[4:].view(n, h, w, c).permute(0, 3, 1, 2)  # channels_last, 8 bytes past the start
+    assert shifted.is_contiguous(memory_format=torch.channels_last) and shifted.data_ptr() % 16 == 8
+    aligned = shifted.clone(memory_format=torch.channels_last)
+    assert aligned.data_ptr() % 16 == 0
+    wt = (torch.randn(c, 1, width, width, device="cuda") / width).to(dtype)
+    pad = width // 2
+    gy = torch.randn(n, c, h, w, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
+
+    def grad_weight(x):
+        wd = wt.detach().requires_grad_()
+        y = torchconv.conv2d(x, wd, None, 1, pad, 1, c, algorithm="direct")
+        return torch.autograd.grad(y, (wd,), gy)[0]
+
+    wide = grad_weight(aligned)
+    assert "grad_weight:depthwise-nhwc-vec8/" in torchconv.last_choice()
+    narrow = grad_weight(shifted)
+    assert "grad_weight:depthwise-nhwc/" in torchconv.last_choice()
+    assert torch.equal(wide, narrow)
+    ref = torch.nn.grad.conv2d_weight(aligned.double(), wt.shape, gy.double(), 1, pad, 1, c)
+    assert rel_err(wide, ref) <= 2 * (2.0 ** -10 if dtype == torch.float16 else 2.0 ** -7)
 
 
 @needs_cuda

@@ -34,6 +34,7 @@ from suites import DEPTHWISE  # noqa: E402
 from kernel_probe import TYPES, build, probe_parser, time_calls  # noqa: E402
 
 RUNS = (1, 2, 4, 8)
+VEC8_RUNS = (1, 2, 4)
 KERNELS = os.path.join(ROOT, "csrc", "cuda", "direct", "depthwise_nhwc_kernels.cuh")
 ORDER = """  const int vec = int(t % g.vecs);
   const int64_t rest = t / g.vecs;
@@ -50,7 +51,7 @@ def kernel_copy(name, header=KERNELS, rows_fastest=False, min_blocks=None):
     the filter row fastest in the thread index, or with a minimum of blocks an SM in its launch bounds
     (a register cap), if asked."""
     text = open(header).read()
-    start = text.index("template <typename T, int kG, int kS, int kSw = 1, int kRun = 1>")
+    start = text.index("template <typename T, int kG, int kS, int kSw = 1, int kRun = 1")  # a kVec may follow
     depth, i = 0, text.index("{", text.index("depthwise_nhwc_grad_weight_kernel(", start))
     while True:
         depth += {"{": 1, "}": -1}.get(text[i], 0)
@@ -58,14 +59,14 @@ def kernel_copy(name, header=KERNELS, rows_fastest=False, min_blocks=None):
         if depth == 0:
             break
     fn = text[start:i].replace("depthwise_nhwc_grad_weight_kernel(", name + "(")
-    fn = fn.replace("template <typename T, int kG, int kS, int kSw = 1, int kRun = 1>",
-                    "template <typename T, int kG, int kS, int kSw, int kRun>")
+    fn = fn.replace("template <typename T, int kG, int kS, int kSw = 1, int kRun = 1",
+                    "template <typename T, int kG, int kS, int kSw, int kRun")
     if rows_fastest:
         assert ORDER in fn, "the kernel's thread order changed: update the probe"
         fn = fn.replace(ORDER, ROWS_FASTEST)
     if min_blocks:
-        fn, n = re.subn(r"__launch_bounds__\(kDwNhwcThreads(, dw_nhwc_grad_weight_min_blocks\(kS, kSw, kG\))?\)",
-                        f"__launch_bounds__(kDwNhwcThreads, {min_blocks})", fn)
+        bounds = r"__launch_bounds__\(kDwNhwcThreads(, dw_nhwc_grad_weight_min_blocks\(kS, kSw, kG(, kVec)?\))?\)"
+        fn, n = re.subn(bounds, f"__launch_bounds__(kDwNhwcThreads, {min_blocks})", fn)
         assert n == 1, "the kernel's launch bounds changed: update the probe"
     return fn.replace("%", "%%")
 
@@ -108,10 +109,12 @@ void (*kernel_for(int copy))(DwNhwcWeightGradArgs<T>) {
   return depthwise_nhwc_grad_weight_kernel<T, kG, kS, kSw, kRun>;
 }
 
-template <int kG, int kS, int kSw, int kRun>
+template <int kG, int kS, int kSw, int kRun, int kVec>
 bool instance(int G, int S, int sw, int run, int copy, const DwNhwcWeightGradArgs<T>& a) {
   if (G != kG || S != kS || sw != kSw || run != kRun) return false;
-  const auto kernel = kernel_for<kG, kS, kSw, kRun>(copy);
+  TORCH_CHECK(kVec == kDwNhwcVec || copy == 0, "copies run 4-channel vectors");
+  const auto kernel = kVec == kDwNhwcVec ? kernel_for<kG, kS, kSw, kRun>(copy)
+                                         : depthwise_nhwc_grad_weight_kernel<T, kG, kS, kSw, kRun, kVec>;
   kernel<<<unsigned((a.g.threads + kDwNhwcThreads - 1) / kDwNhwcThreads), kDwNhwcThreads, 0,
            c10::cuda::getCurrentCUDAStream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -119,29 +122,35 @@ bool instance(int G, int S, int sw, int run, int copy, const DwNhwcWeightGradArg
 }
 
 template <int kG, int kS, int kSw>
-bool runs(int G, int S, int sw, int run, int copy, const DwNhwcWeightGradArgs<T>& a) {
-  return instance<kG, kS, kSw, 1>(G, S, sw, run, copy, a) || instance<kG, kS, kSw, 2>(G, S, sw, run, copy, a) ||
-         instance<kG, kS, kSw, 4>(G, S, sw, run, copy, a) || instance<kG, kS, kSw, 8>(G, S, sw, run, copy, a);
+bool runs(int G, int S, int sw, int run, int copy, int vec, const DwNhwcWeightGradArgs<T>& a) {
+  if (vec == 8) {  // 8 16-bit channels a thread (one 16-byte word), runs of at most 4
+    if constexpr (!std::is_same_v<T, float>)
+      return instance<kG, kS, kSw, 1, 8>(G, S, sw, run, copy, a) ||
+             instance<kG, kS, kSw, 2, 8>(G, S, sw, run, copy, a) || instance<kG, kS, kSw, 4, 8>(G, S, sw, run, copy, a);
+    return false;
+  }
+  return instance<kG, kS, kSw, 1, 4>(G, S, sw, run, copy, a) || instance<kG, kS, kSw, 2, 4>(G, S, sw, run, copy, a) ||
+         instance<kG, kS, kSw, 4, 4>(G, S, sw, run, copy, a) || instance<kG, kS, kSw, 8, 4>(G, S, sw, run, copy, a);
 }
 
 // x, gy: channels_last; partial: slices x (R x S x G x C) float32. Returns the slices.
 void run_%(name)s(int64_t run, int64_t copy, const at::Tensor& x, const at::Tensor& gy, at::Tensor& partial, int64_t R, int64_t S,
-                  int64_t stride, int64_t ph, int64_t pw, int64_t G, int64_t rows_per_slice) {
+                  int64_t stride, int64_t ph, int64_t pw, int64_t G, int64_t rows_per_slice, int64_t vec) {
   DwNhwcWeightGrad g{};
   g.N = int(x.size(0)), g.C = int(x.size(1)), g.H = int(x.size(2)), g.W = int(x.size(3));
   g.Ho = int(gy.size(2)), g.Wo = int(gy.size(3)), g.R = int(R), g.S = int(S), g.sh = int(stride), g.sw = int(stride);
   g.ph = int(ph), g.pw = int(pw), g.dh = 1, g.dw = 1;
-  g.vecs = g.C / kDwNhwcVec;
+  g.vecs = g.C / int(vec);
   g.rows_per_slice = int(rows_per_slice);
   g.slices = int((int64_t(g.N) * g.Ho + rows_per_slice - 1) / rows_per_slice);
   g.threads = int64_t(g.vecs) * g.R * g.slices;
   TORCH_CHECK(partial.size(0) == g.slices, "partial slices");
   DwNhwcWeightGradArgs<T> a{reinterpret_cast<const T*>(x.const_data_ptr()), reinterpret_cast<const T*>(gy.const_data_ptr()),
                             partial.mutable_data_ptr<float>(), g};
-  const int G_ = int(G), S_ = int(S), sw = int(stride), rn = int(run), cp = int(copy);
-  const bool done = runs<1, 3, 1>(G_, S_, sw, rn, cp, a) || runs<1, 3, 2>(G_, S_, sw, rn, cp, a) ||
-                    runs<1, 5, 1>(G_, S_, sw, rn, cp, a) || runs<1, 5, 2>(G_, S_, sw, rn, cp, a) ||
-                    runs<1, 7, 1>(G_, S_, sw, rn, cp, a) || runs<4, 3, 1>(G_, S_, sw, rn, cp, a);
+  const int G_ = int(G), S_ = int(S), sw = int(stride), rn = int(run), cp = int(copy), v = int(vec);
+  const bool done = runs<1, 3, 1>(G_, S_, sw, rn, cp, v, a) || runs<1, 3, 2>(G_, S_, sw, rn, cp, v, a) ||
+                    runs<1, 5, 1>(G_, S_, sw, rn, cp, v, a) || runs<1, 5, 2>(G_, S_, sw, rn, cp, v, a) ||
+                    runs<1, 7, 1>(G_, S_, sw, rn, cp, v, a) || runs<4, 3, 1>(G_, S_, sw, rn, cp, v, a);
   TORCH_CHECK(done, "no instance for S ", S, " stride ", stride, " run ", run, " group ", G);
 }
 
@@ -164,7 +173,7 @@ void sum_%(name)s(const at::Tensor& partial, at::Tensor& gw, int64_t taps, int64
 
 FUNCTIONS = {
     "run": ("void", "(int64_t, int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t, int64_t, int64_t, int64_t, "
-                    "int64_t, int64_t, int64_t)"),
+                    "int64_t, int64_t, int64_t, int64_t)"),
     "library_run": ("int64_t", "(int64_t, int64_t, int64_t, int64_t)"),
     "sum": ("void", "(const at::Tensor&, at::Tensor&, int64_t, int64_t)"),
 }
@@ -180,6 +189,10 @@ def main():
                          "row fastest), lb<N> (at least N blocks an SM in the launch bounds), old (the kernel of "
                          "--old-header, e.g. the header before a change, kept beside the tree)")
     ap.add_argument("--old-header", default=None)
+    ap.add_argument("--vec8", action="store_true",
+                    help="also time 8 16-bit channels a thread (one 16-byte word): the kernel alone at runs "
+                         f"{VEC8_RUNS} (v8r<run>), and kernel and slices' sum (p8s: the 4-channel rule's slices; p8r: "
+                         "the rule's slices for C / 8 vectors) beside the 4-channel pass at the library's run (p4)")
     args = ap.parse_args()
     dtypes = args.dtypes.split(",")
     copies = [c for c in args.copies.split(",") if c]
@@ -235,16 +248,40 @@ def main():
                     [False, True, False])}
                 for rl in RUNS:
                     p = torch.full((slices, R * S * G * C), float("nan"), device="cuda")
-                    run(rl, 0, x, gy, p, R, S, stride, ph, pw, G, per_slice)
+                    run(rl, 0, x, gy, p, R, S, stride, ph, pw, G, per_slice, 4)
                     parts[rl] = p
-                    fns[f"r{rl}"] = (lambda p=p, rl=rl: run(rl, 0, x, gy, p, R, S, stride, ph, pw, G, per_slice))
+                    fns[f"r{rl}"] = (lambda p=p, rl=rl: run(rl, 0, x, gy, p, R, S, stride, ph, pw, G, per_slice, 4))
                 lib = library_run(0, S, stride, G)
                 for i, c in enumerate(copies, 1):
                     p = torch.full((slices, R * S * G * C), float("nan"), device="cuda")
                     cr = library_run(i, S, stride, G)
-                    run(cr, i, x, gy, p, R, S, stride, ph, pw, G, per_slice)
+                    run(cr, i, x, gy, p, R, S, stride, ph, pw, G, per_slice, 4)
                     parts[c] = p
-                    fns[c] = (lambda p=p, i=i, cr=cr: run(cr, i, x, gy, p, R, S, stride, ph, pw, G, per_slice))
+                    fns[c] = (lambda p=p, i=i, cr=cr: run(cr, i, x, gy, p, R, S, stride, ph, pw, G, per_slice, 4))
+                # 8 channels a thread: the kernel alone at the same slices (its sums bit for bit the 4-channel
+                # kernel's), and kernel and sum at the same slices (p8s) and at the rule's slices for C / 8
+                # vectors (p8r: twice the slices, so as many threads; checked against float64 below).
+                vec8_errs = {}
+                if args.vec8 and dt != torch.float32 and C % 8 == 0:
+                    for rl in VEC8_RUNS:
+                        p = torch.full((slices, R * S * G * C), float("nan"), device="cuda")
+                        run(rl, 0, x, gy, p, R, S, stride, ph, pw, G, per_slice, 8)
+                        parts[f"v8r{rl}"] = p
+                        fns[f"v8r{rl}"] = (lambda p=p, rl=rl: run(rl, 0, x, gy, p, R, S, stride, ph, pw, G,
+                                                                  per_slice, 8))
+                    per_slice8 = min(max(1, -(-rows_total * (C // 8) * R // (sms * 1024))), rows_total)
+                    for tag, ps, vec, rls in (("p4", per_slice, 4, (lib,)), ("p8s", per_slice, 8, VEC8_RUNS),
+                                              ("p8r", per_slice8, 8, VEC8_RUNS)):
+                        for rl in rls:
+                            p = torch.empty((-(-rows_total // ps), R * S * G * C), device="cuda")
+                            out_gw = torch.full((C, G, R, S), float("nan"), device="cuda")
+
+                            def whole(p=p, ps=ps, out=out_gw, vec=vec, rl=rl):
+                                run(rl, 0, x, gy, p, R, S, stride, ph, pw, G, ps, vec)
+                                sum_slices(p, out, R * S, G)
+                            whole()
+                            fns[f"{tag}r{rl}"] = whole
+                            vec8_errs[f"{tag}r{rl}"] = out_gw
                 # The whole pass: kernel and slices' sum, rows per slice scaled.
                 gws = {}
                 for sc in scales:
@@ -253,7 +290,7 @@ def main():
                     gws[sc] = torch.full((C, G, R, S), float("nan"), device="cuda")
 
                     def whole(p=p, ps=ps, out=gws[sc]):
-                        run(lib, 0, x, gy, p, R, S, stride, ph, pw, G, ps)
+                        run(lib, 0, x, gy, p, R, S, stride, ph, pw, G, ps, 4)
                         sum_slices(p, out, R * S, G)
                     whole()
                     fns[f"x{sc}"] = whole
@@ -266,6 +303,7 @@ def main():
                     layer.groups, [False, True, False])[1]
                 err = float((gw - ref).norm() / ref.norm())
                 scale_errs = {sc: float((v.double() - ref).norm() / ref.norm()) for sc, v in gws.items()}
+                scale_errs.update({k: float((v.double() - ref).norm() / ref.norm()) for k, v in vec8_errs.items()})
                 t = time_calls(fns, args.reps, args.rounds)
                 rows.append(dict(layer=layer.name, dtype=name, N=N, slices=slices, library_run=lib, times_us=t,
                                  rel_err=err, bits_equal=same, rel_err_by_scale=scale_errs))

@@ -255,50 +255,70 @@ void (*depthwise_nhwc_grad_weight_instance(const DwNhwcWeightGrad& g))(DwNhwcWei
   return depthwise_nhwc_grad_weight_kernel<T, kG, 0>;
 }
 
+// The 8-channel instance (16-bit depthwise rows of 5 or 7 taps at stride 1: dw_nhwc_grad_weight_vector).
+template <typename T>
+void (*depthwise_nhwc_grad_weight_vec8_instance(const DwNhwcWeightGrad& g))(DwNhwcWeightGradArgs<T>) {
+  constexpr int kRun = dw_nhwc_grad_weight_run(5, 1, 1, false, 8);
+  if (g.S == 5) return depthwise_nhwc_grad_weight_kernel<T, 1, 5, 1, kRun, 8>;
+  return depthwise_nhwc_grad_weight_kernel<T, 1, 7, 1, kRun, 8>;
+}
+
 }  // namespace
 
 bool nhwc_grad_weight_takes(const ConvShape& p) {
   return p.channels_per_group() == p.filters_per_group() && p.S * p.channels_per_group() <= kDwNhwcGradSums;
 }
 
-// Slices of the N x Ho output rows: enough threads (channel vectors x filter rows x slices) for about
-// 1024 per SM, and few enough slices that the partial sums fit the workspace limit. Their sum reads
-// the slices in their own order and writes the weight's layout and dtype.
+// Slices of the N x Ho output rows: enough threads (4-channel vectors x filter rows x slices) for
+// about 1024 per SM, and few enough slices that the partial sums fit the workspace limit; threads of
+// 8-channel vectors (dw_nhwc_grad_weight_vector) take the same slices, so half as many threads. Their
+// sum reads the slices in their own order and writes the weight's layout and dtype.
 at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,
                                       const at::Tensor& weight) {
   DwNhwcWeightGrad g{};
   g.N = int(p.N), g.C = int(p.C), g.H = int(p.H), g.W = int(p.W), g.Ho = int(p.Ho), g.Wo = int(p.Wo);
   g.R = int(p.R), g.S = int(p.S), g.sh = int(p.stride_h), g.sw = int(p.stride_w), g.ph = int(p.pad_h);
   g.pw = int(p.pad_w), g.dh = int(p.dil_h), g.dw = int(p.dil_w);
-  g.vecs = g.C / kDwNhwcVec;
   const int group = int(p.channels_per_group());
   const int64_t rows = int64_t(g.N) * g.Ho, taps = int64_t(g.R) * g.S;
   if (rows == 0 || g.Wo == 0) return at::zeros(weight.sizes(), weight.options());
+  const at::Tensor x = nhwc_source(input), gy = nhwc_source(grad_output);
+  // 8-channel vectors load 16-byte words, so both tensors must start on 16 bytes (nhwc_source aligns
+  // them to a 4-channel vector only).
+  const auto aligned16 = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0; };
+  const int vector = aligned16(x) && aligned16(gy)
+                         ? dw_nhwc_grad_weight_vector(g.S, g.sw, g.dw, group, x.scalar_type() == at::kFloat, g.C)
+                         : kDwNhwcVec;
+  g.vecs = g.C / vector;
+  const int64_t vecs4 = g.C / kDwNhwcVec;  // the slices are those of 4-channel threads at either width
   const int64_t target = int64_t(sm_count()) * 1024;
-  int64_t per_slice = std::max<int64_t>(1, ceil_div(rows * g.vecs * g.R, target));
+  int64_t per_slice = std::max<int64_t>(1, ceil_div(rows * vecs4 * g.R, target));
   const int64_t slice_elems = taps * group * g.C;
   // Where the slices' partial sums are at least 40% of the bytes of the input and gradient (small
   // planes, wide filters), half the slices save more in workspace traffic than half the threads cost
   // (never below a quarter of the target's threads).
   const int64_t data_bytes = (int64_t(g.N) * g.H * g.W + rows * g.Wo) * g.C * int64_t(input.element_size());
-  if (per_slice < rows && ceil_div(rows, per_slice) * slice_elems * int64_t(sizeof(float)) * 5 >= data_bytes * 2 &&
-      ceil_div(rows, 2 * per_slice) * g.vecs * g.R * 4 >= target)
+  if (vector == kDwNhwcVec && per_slice < rows &&
+      ceil_div(rows, per_slice) * slice_elems * int64_t(sizeof(float)) * 5 >= data_bytes * 2 &&
+      ceil_div(rows, 2 * per_slice) * vecs4 * g.R * 4 >= target)
     per_slice *= 2;
   while (per_slice < rows && ceil_div(rows, per_slice) * slice_elems * int64_t(sizeof(float)) > workspace_limit_bytes())
     per_slice *= 2;
   g.rows_per_slice = int(std::min(per_slice, rows));
   g.slices = int(ceil_div(rows, g.rows_per_slice));
   g.threads = int64_t(g.vecs) * g.R * g.slices;
-  const at::Tensor x = nhwc_source(input), gy = nhwc_source(grad_output);
   auto partial = at::empty({g.slices, slice_elems}, weight.options().dtype(at::kFloat));
   record_workspace_bytes(g.slices > 1 ? partial.numel() * int64_t(sizeof(float)) : 0);
-  record_last_choice("grad_weight", "depthwise-nhwc", g.slices);
+  record_last_choice("grad_weight", vector == kDwNhwcVec ? "depthwise-nhwc" : "depthwise-nhwc-vec8", g.slices);
   dispatch_nhwc_dtype(x.scalar_type(), [&](auto element) {
     using T = typename CudaElement<decltype(element)>::type;
     DwNhwcWeightGradArgs<T> a{kernel_data<T>(x), kernel_data<T>(gy), partial.mutable_data_ptr<float>(), g};
-    const auto kernel = group == 4   ? depthwise_nhwc_grad_weight_instance<T, 4>(g)
-                        : group == 2 ? depthwise_nhwc_grad_weight_instance<T, 2>(g)
-                                     : depthwise_nhwc_grad_weight_instance<T, 1>(g);
+    auto kernel = group == 4   ? depthwise_nhwc_grad_weight_instance<T, 4>(g)
+                  : group == 2 ? depthwise_nhwc_grad_weight_instance<T, 2>(g)
+                               : depthwise_nhwc_grad_weight_instance<T, 1>(g);
+    if constexpr (!std::is_same_v<T, float>) {
+      if (vector != kDwNhwcVec) kernel = depthwise_nhwc_grad_weight_vec8_instance<T>(g);
+    }
     kernel<<<unsigned(ceil_div(g.threads, kDwNhwcThreads)), kDwNhwcThreads, 0, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });

@@ -313,6 +313,30 @@ __device__ __forceinline__ void widen_raw(const DwNhwcRaw<T>& r, float (&f)[kDwN
   }
 }
 
+// The raw bits of kVec channels: a DwNhwcRaw for 4, one 16-byte word for 8 16-bit channels.
+template <typename T, int kVec>
+using DwNhwcRawN = std::conditional_t<kVec == kDwNhwcVec, DwNhwcRaw<T>, uint4>;
+
+template <typename T, int kVec>
+__device__ __forceinline__ DwNhwcRawN<T, kVec> load_raw_n(const T* row, int col, int width, int64_t pitch) {
+  if constexpr (kVec == kDwNhwcVec) {
+    return load_raw(row, col, width, pitch, true);
+  } else {
+    static_assert(kVec == 8 && !std::is_same_v<T, float>, "8-channel vectors are 16-byte words of 16-bit values");
+    if (col >= 0 && col < width) return __ldg(reinterpret_cast<const uint4*>(row + col * pitch));
+    return uint4{};
+  }
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ void widen_raw_n(const DwNhwcRawN<T, kVec>& r, float (&f)[kVec]) {
+  if constexpr (kVec == kDwNhwcVec) {
+    widen_raw<T>(r, f);
+  } else {
+    unpack_word<T>(r.x, f), unpack_word<T>(r.y, f + 2), unpack_word<T>(r.z, f + 4), unpack_word<T>(r.w, f + 6);
+  }
+}
+
 // Depthwise filters of kR x kS taps at stride kSx along W (1 or 2), no dilation along W: every
 // filter row's input columns for the strip, (kStrip - 1) * kSx + kS vectors a row, load before any
 // product runs, so a thread waits for its loads once rather than once per filter row (the loads of
@@ -413,10 +437,11 @@ struct DwNhwcFilterMap {
 // grad_weight over NHWC tensors of a depthwise or small-group layer (kG channels and kG filters per
 // group): for destination channel c and source channel q of its group,
 //   dW[c][q][r][s] = sum over n, oy, ox of gy[n][oy][ox][c] * x[n][iy][ix][c - c % kG + q],
-// iy = oy * sh - ph + r * dh, ix = ox * sw - pw + s * dw. A thread owns a channel vector, a filter
-// row r and a slice of the N x Ho output rows, and keeps the row's S x kG x 4 sums in registers
-// (S x kG at most kDwNhwcGradSums). Each slice's sums go to partial[slice][r][s][q][c]; the slices
-// are added in a fixed order afterwards (deterministic).
+// iy = oy * sh - ph + r * dh, ix = ox * sw - pw + s * dw. A thread owns a channel vector (kVec
+// channels: 4, or 8 16-bit ones as one 16-byte word), a filter row r and a slice of the N x Ho output
+// rows, and keeps the row's S x kG x kVec sums in registers (S x kG at most kDwNhwcGradSums). Each
+// slice's sums go to partial[slice][r][s][q][c]; the slices are added in a fixed order afterwards
+// (deterministic). A channel's sums run in the same order at either vector width.
 constexpr int kDwNhwcGradSums = 12;
 
 // The sliding grad_weight's run (output pixels whose loads issue together) for rows of kS taps at
@@ -426,15 +451,23 @@ constexpr int kDwNhwcGradSums = 12;
 // depthwise rows of 5 or 7 taps, 4 for float32's and for 16-bit 3-tap rows, 2 for float32 3-tap
 // rows, 4 for groups; at stride 2, 2 for depthwise rows of 3 or 5 taps (float32's 3-tap rows 1). The
 // 3-tap and strided 3- or 5-tap depthwise instances ran faster asking for 5 blocks an SM (the same
-// registers, scheduled otherwise); the others as they come.
-constexpr int dw_nhwc_grad_weight_run(int kS, int kSw, int kG, bool float32) {
+// registers, scheduled otherwise); the others as they come. Vectors of 8 channels (rows of 5 or 7
+// taps at stride 1, dw_nhwc_grad_weight_vector) load twice the bytes a word: 2 pixels a run.
+constexpr int dw_nhwc_grad_weight_run(int kS, int kSw, int kG, bool float32, int kVec = kDwNhwcVec) {
+  if (kVec != kDwNhwcVec) return 2;
   if (kSw == 2) return kG == 1 && kS <= 5 && !(float32 && kS == 3) ? 2 : 1;
   if (kG != 1) return 4;
   if (kS == 3) return float32 ? 2 : 4;
   return float32 ? 4 : 8;
 }
-constexpr int dw_nhwc_grad_weight_min_blocks(int kS, int kSw, int kG) {
-  return kG == 1 && kS <= 5 && (kSw == 2 || kS == 3) ? 5 : 1;
+// The channels a grad_weight thread owns: 8 for 16-bit depthwise rows of 5 or 7 taps at stride and
+// dilation 1 along W over a multiple of 8 channels (half the loads and their addressing a product;
+// measured faster on the 5- and 7-tap layers of small planes, docs/depthwise.md), 4 otherwise.
+constexpr int dw_nhwc_grad_weight_vector(int S, int sw, int dw, int group, bool float32, int64_t C) {
+  return !float32 && group == 1 && sw == 1 && dw == 1 && (S == 5 || S == 7) && C % 8 == 0 ? 8 : kDwNhwcVec;
+}
+constexpr int dw_nhwc_grad_weight_min_blocks(int kS, int kSw, int kG, int kVec = kDwNhwcVec) {
+  return kG == 1 && kS <= 5 && (kSw == 2 || kS == 3) ? (kVec == kDwNhwcVec ? 5 : 4) : 1;
 }
 
 struct DwNhwcWeightGrad {
@@ -457,12 +490,13 @@ struct DwNhwcWeightGradArgs {
 // pixels load (as raw words) before their products, so a thread waits on its loads once a run rather
 // than once a pixel. kS = 0: any row of at most kDwNhwcGradSums / kG taps, each product loading its
 // input.
-template <typename T, int kG, int kS, int kSw = 1, int kRun = 1>
-__global__ void __launch_bounds__(kDwNhwcThreads, dw_nhwc_grad_weight_min_blocks(kS, kSw, kG))
+template <typename T, int kG, int kS, int kSw = 1, int kRun = 1, int kVec = kDwNhwcVec>
+__global__ void __launch_bounds__(kDwNhwcThreads, dw_nhwc_grad_weight_min_blocks(kS, kSw, kG, kVec))
     depthwise_nhwc_grad_weight_kernel(
     const __grid_constant__ DwNhwcWeightGradArgs<T> a) {
   constexpr int kTaps = kS > 0 ? kS : kDwNhwcGradSums / kG;
   static_assert(kDwNhwcVec % kG == 0 && kTaps * kG <= kDwNhwcGradSums, "sums a thread keeps");
+  static_assert(kVec == kDwNhwcVec || kS > 0, "vectors of 8 channels only in the sliding window");
   const DwNhwcWeightGrad& g = a.g;
   const int64_t t = int64_t(blockIdx.x) * kDwNhwcThreads + threadIdx.x;
   if (t >= g.threads) return;
@@ -470,20 +504,20 @@ __global__ void __launch_bounds__(kDwNhwcThreads, dw_nhwc_grad_weight_min_blocks
   const int64_t rest = t / g.vecs;
   const int r = int(rest % g.R), slice = int(rest / g.R);
   const int64_t C = g.C;
-  const int c0 = vec * kDwNhwcVec;
-  float acc[kTaps][kG][kDwNhwcVec];
+  const int c0 = vec * kVec;
+  float acc[kTaps][kG][kVec];
 #pragma unroll
   for (int s = 0; s < kTaps; ++s)
 #pragma unroll
     for (int q = 0; q < kG; ++q)
 #pragma unroll
-      for (int v = 0; v < kDwNhwcVec; ++v) acc[s][q][v] = 0.f;
+      for (int v = 0; v < kVec; ++v) acc[s][q][v] = 0.f;
   // acc[s][q] += d * x, with x's channels permuted within each group (source channel q).
-  auto accumulate = [&](float (&sum)[kG][kDwNhwcVec], const float (&d)[kDwNhwcVec], const float (&x)[kDwNhwcVec]) {
+  auto accumulate = [&](float (&sum)[kG][kVec], const float (&d)[kVec], const float (&x)[kVec]) {
 #pragma unroll
     for (int q = 0; q < kG; ++q)
 #pragma unroll
-      for (int v = 0; v < kDwNhwcVec; ++v) sum[q][v] = fmaf(d[v], x[v - v % kG + q], sum[q][v]);
+      for (int v = 0; v < kVec; ++v) sum[q][v] = fmaf(d[v], x[v - v % kG + q], sum[q][v]);
   };
 
   const int64_t rows = int64_t(g.N) * g.Ho, row0 = int64_t(slice) * g.rows_per_slice;
@@ -504,29 +538,32 @@ __global__ void __launch_bounds__(kDwNhwcThreads, dw_nhwc_grad_weight_min_blocks
       constexpr int kKept = kS > kSw ? kS - kSw : 0;
       constexpr int kNew = kS - kKept;  // input columns a pixel loads
       constexpr int kGroup = kS * kRun;
-      float win[kS][kDwNhwcVec];
+      float win[kS][kVec];
 #pragma unroll
-      for (int k = 0; k < kKept; ++k) load_column(xrow, k - g.pw, g.W, C, win[k]);
+      for (int k = 0; k < kKept; ++k) {
+        if constexpr (kVec == kDwNhwcVec) load_column(xrow, k - g.pw, g.W, C, win[k]);
+        else widen_raw_n<T, kVec>(load_raw_n<T, kVec>(xrow, k - g.pw, g.W, C), win[k]);
+      }
       for (int ox0 = 0; ox0 < g.Wo; ox0 += kGroup) {
 #pragma unroll
         for (int j0 = 0; j0 < kGroup; j0 += kRun) {
           if (ox0 + j0 >= g.Wo) break;
-          DwNhwcRaw<T> xr[kRun][kNew], dr[kRun];
+          DwNhwcRawN<T, kVec> xr[kRun][kNew], dr[kRun];
 #pragma unroll
           for (int j = 0; j < kRun; ++j) {
 #pragma unroll
             for (int k = 0; k < kNew; ++k)
-              xr[j][k] = load_raw(xrow, (ox0 + j0 + j) * kSw - g.pw + kKept + k, g.W, C, true);
-            dr[j] = load_raw(gyrow, ox0 + j0 + j, g.Wo, C, true);
+              xr[j][k] = load_raw_n<T, kVec>(xrow, (ox0 + j0 + j) * kSw - g.pw + kKept + k, g.W, C);
+            dr[j] = load_raw_n<T, kVec>(gyrow, ox0 + j0 + j, g.Wo, C);
           }
 #pragma unroll
           for (int j = 0; j < kRun; ++j) {
             if (kRun > 1 && ox0 + j0 + j >= g.Wo) break;
             const int first = (j0 + j) * kSw;  // the pixel's first column, relative to the group's
 #pragma unroll
-            for (int k = 0; k < kNew; ++k) widen_raw<T>(xr[j][k], win[(first + kKept + k) % kS]);
-            float d[kDwNhwcVec];
-            widen_raw<T>(dr[j], d);
+            for (int k = 0; k < kNew; ++k) widen_raw_n<T, kVec>(xr[j][k], win[(first + kKept + k) % kS]);
+            float d[kVec];
+            widen_raw_n<T, kVec>(dr[j], d);
 #pragma unroll
             for (int s = 0; s < kS; ++s) accumulate(acc[s], d, win[(first + s) % kS]);
           }
@@ -554,9 +591,11 @@ __global__ void __launch_bounds__(kDwNhwcThreads, dw_nhwc_grad_weight_min_blocks
   for (int s = 0; s < kTaps; ++s)
 #pragma unroll
     for (int q = 0; q < kG; ++q)
-      if (s < g.S)
-        *reinterpret_cast<float4*>(out + (s * kG + q) * C) =
-            make_float4(acc[s][q][0], acc[s][q][1], acc[s][q][2], acc[s][q][3]);
+#pragma unroll
+      for (int v = 0; v < kVec; v += 4)
+        if (s < g.S)
+          *reinterpret_cast<float4*>(out + (s * kG + q) * C + v) =
+              make_float4(acc[s][q][v], acc[s][q][v + 1], acc[s][q][v + 2], acc[s][q][v + 3]);
 }
 
 // A slice laid out [r][s][q][c] into the weight-ordered gradient (c, q, r, s): e walks the slice, so
