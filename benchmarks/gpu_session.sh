@@ -9,7 +9,8 @@
 # build and the whole suite then fit one device call. tests.log holds the shards' logs one after the
 # other, each with its slowest tests. PYTEST_SHARD_RANGE=a-b runs only shards a..b of the PYTEST_SHARDS:
 # the suite split over two calls (0-7, then 8-15 with BUILD=skip) where one call's time does not hold both.
-# MEMCHECK="tests/test_x.py -k cuda" / RACECHECK="..." run compute-sanitizer over those tests.
+# MEMCHECK="tests/test_x.py -k cuda" / RACECHECK="..." run compute-sanitizer over those tests (those that
+# read kernel names through the profiler skip there, TORCHCONV_UNDER_SANITIZER: the sanitizer holds CUPTI).
 # BUILD=skip uses the build already installed (a call that built and ran a first check itself).
 set -uo pipefail
 OUT="${OUT:-$PWD/gpu_out}"
@@ -56,7 +57,7 @@ fi
 for tool in memcheck racecheck; do
   sel=$([ $tool = memcheck ] && echo "${MEMCHECK:-}" || echo "${RACECHECK:-}")
   [ -z "$sel" ] && continue
-  eval compute-sanitizer --tool $tool --error-exitcode 9 python -m pytest -q -p no:cacheprovider $sel \
+  eval TORCHCONV_UNDER_SANITIZER=1 compute-sanitizer --tool $tool --error-exitcode 9 python -m pytest -q -p no:cacheprovider $sel \
     > "$OUT/sanitizer-$tool.log" 2>&1; rc=$?
   { echo "== compute-sanitizer $tool rc=$rc ($sel)"; grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer-$tool.log" | tail -3; } | tee -a "$LOG"
 done

@@ -189,7 +189,12 @@ def assert_backward_repeatable(algorithm, stride):
 
 
 def cuda_kernel_launches(fn):
-    """The CUDA kernels `fn()` launches, a name a launch in order, and its result."""
+    """The CUDA kernels `fn()` launches, a name a launch in order, and its result. Under
+    compute-sanitizer (benchmarks/gpu_session.sh sets TORCHCONV_UNDER_SANITIZER) the profiler cannot
+    attach CUPTI, which the sanitizer holds, and sees no kernel: such a test is skipped there and runs
+    in the plain suite."""
+    if os.environ.get("TORCHCONV_UNDER_SANITIZER"):
+        pytest.skip("kernel names need CUPTI, which compute-sanitizer holds")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         out = fn()
         torch.cuda.synchronize()

@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import assert_backward_repeatable, assert_close_rel, baseline_build_env, using_variant
+from conftest import (assert_backward_repeatable, assert_close_rel, baseline_build_env, cuda_kernel_launches,
+                      using_variant)
 from conftest import check_forward_backward as conftest_check
 
 VARIANTS = torchconv.variants("gemm")
@@ -172,10 +173,7 @@ def test_strided_grad_input_zeroes_its_empty_phases_in_one_fill(case, dtype):
     y = torchconv.conv2d(x, wt, None, stride, padding, dilation, groups, algorithm="gemm")
     gy = torch.randn_like(y)
     torchconv._C.set_poison_outputs(False)  # no poisoning fills among the launches counted
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        (gx,) = torch.autograd.grad(y, (x,), gy)
-        torch.cuda.synchronize()
-    launches = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    launches, (gx,) = cuda_kernel_launches(lambda: torch.autograd.grad(y, (x,), gy))
     assert sum(name.startswith("Memset") or "at::native::" in name for name in launches) == fills, launches
     ref = torch.nn.grad.conv2d_input(x.shape, wt.double(), gy.double(), stride, padding, dilation, groups)
     assert_close_rel(gx, ref, dtype, f"{shape_id(shape)} grad_input")

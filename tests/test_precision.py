@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from conftest import (ALGORITHMS, DEVICES, WGMMA_CONFIGS, WGMMA_WS_CONFIG, cuda_kernel_names, rel_err,
-                      skip_if_no_kernel, using_config)
+from conftest import (ALGORITHMS, DEVICES, WGMMA_CONFIGS, WGMMA_WS_CONFIG, cuda_kernel_launches, cuda_kernel_names,
+                      rel_err, skip_if_no_kernel, using_config)
 
 CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
 REDUCED = [torch.float16, torch.bfloat16]
@@ -945,10 +945,10 @@ def test_16bit_channels_last_source_off_a_word_is_copied_by_our_kernel(device, p
     assert x.is_contiguous(memory_format=torch.channels_last) and x.data_ptr() % 16 == 8
     torchconv._C.set_poison_outputs(False)  # no poisoning fills among the launches counted
     xi, wi = x.detach().requires_grad_(True), w.detach().requires_grad_(True)
-    launches = cuda_kernel_launches(lambda: torchconv.conv2d(xi, wi, None, algorithm="gemm", **kw))
+    launches = kernel_launches(lambda: torchconv.conv2d(xi, wi, None, algorithm="gemm", **kw))
     y = torchconv.conv2d(xi, wi, None, algorithm="gemm", **kw)
     gy = torch.randn(y.shape, device=device).to(x.dtype).contiguous(memory_format=torch.channels_last)
-    launches += cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi, wi), gy))
+    launches += kernel_launches(lambda: torch.autograd.grad(y, (xi, wi), gy))
     assert not [n for n in launches if "at::native::" in n], launches
     assert any("tc_pad_channels_kernel" in n for n in launches), launches
     torchconv._C.set_poison_outputs(True)
@@ -1425,7 +1425,7 @@ def test_one_split_mma_sync_grad_weight_writes_the_gradient_itself(device, case)
     y = torchconv.conv2d(x, wi, None, algorithm="gemm", **kw)
     gy = torch.randn(y.shape, device=device).contiguous(
         memory_format=torch.channels_last if layout == "nhwc" else torch.contiguous_format)
-    launches = cuda_kernel_launches(lambda: torch.autograd.grad(y, wi, gy, retain_graph=True))
+    launches = kernel_launches(lambda: torch.autograd.grad(y, wi, gy, retain_graph=True))
     assert re.search(r"grad_weight:tc-\w+/splits=1\b", torchconv.last_choice()), torchconv.last_choice()
     finishes = [n for n in launches if "tc_weight_grad_finish_kernel" in n]
     copies = [n for n in launches if "weight_to_contiguous" in n]
@@ -1947,12 +1947,9 @@ PHASE_LAUNCH_CASES = [
 ]
 
 
-def cuda_kernel_launches(fn):
+def kernel_launches(fn):
     """The names of the CUDA kernels `fn()` launches, once per launch."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return cuda_kernel_launches(fn)[0]
 
 
 @pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
@@ -1975,7 +1972,7 @@ def test_strided_grad_input_phases_run_as_one_launch(device, case, precision):
     y = torchconv.conv2d(xi, wi, b, algorithm="gemm", **kw)
     gy = torch.randn_like(y)
     torchconv._C.set_poison_outputs(False)  # no fill kernels among the launches counted
-    launches = cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi,), gy, retain_graph=True))
+    launches = kernel_launches(lambda: torch.autograd.grad(y, (xi,), gy, retain_graph=True))
     # Phases no tap reaches (a 1x1 stride-2 layer's three odd ones): one fill of the whole grad_input.
     stride = shape[7] if isinstance(shape[7], tuple) else (shape[7], shape[7])
     fills = [n for n in launches if n.startswith("Memset") or "at::native::" in n]
@@ -1994,7 +1991,7 @@ def test_strided_grad_input_phases_run_as_one_launch(device, case, precision):
     # A forced config runs as named, phase by phase.
     if phases > 1:
         with using_config("gemm", "wgmma-large"):
-            launches = cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi,), gy))
+            launches = kernel_launches(lambda: torch.autograd.grad(y, (xi,), gy))
         assert sum("tc_conv_wgmma_kernel" in n for n in launches) == phases, launches
 
 
@@ -2028,7 +2025,7 @@ def test_channels_last_weight_copy_by_words_or_elements(device, case):
         assert w_cl.data_ptr() % 16 == 4
     assert w_cl.is_contiguous(memory_format=torch.channels_last) and not w_cl.is_contiguous()
     x = torch.randn(2, c, 9, 7, dtype=dtype, device=device)
-    launches = cuda_kernel_launches(lambda: torchconv.conv2d(x, w_cl, None, algorithm="direct", padding=1))
+    launches = kernel_launches(lambda: torchconv.conv2d(x, w_cl, None, algorithm="direct", padding=1))
     assert any("contiguous_words_kernel" in n for n in launches) == by_words, launches
     assert any("channels_last_weight_to_contiguous_kernel" in n for n in launches) == (not by_words), launches
     ours = torchconv.conv2d(x, w_cl, None, algorithm="direct", padding=1)
@@ -2068,8 +2065,8 @@ def test_weight_layout_changes_launch_no_aten_copies(device, case):
         y = torchconv.conv2d(xi, wi, None, algorithm=algorithm, **kw)
         gy = torch.randn(y.shape, generator=torch.Generator(device).manual_seed(0), device=device).to(dtype)
         gy = gy.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
-        launches = cuda_kernel_launches(lambda: torchconv.conv2d(xi, wi, None, algorithm=algorithm, **kw))
-        launches += cuda_kernel_launches(lambda: torch.autograd.grad(y, (xi, wi), gy, retain_graph=True))
+        launches = kernel_launches(lambda: torchconv.conv2d(xi, wi, None, algorithm=algorithm, **kw))
+        launches += kernel_launches(lambda: torch.autograd.grad(y, (xi, wi), gy, retain_graph=True))
         assert not [n for n in launches if "at::native::" in n], launches
         copies = [n for n in launches if "weight_to_contiguous" in n]
         assert all("contiguous_words_kernel" in n for n in copies), copies  # channels whole 16-byte words
@@ -2102,7 +2099,7 @@ def test_padded_channel_grad_weight_stores_only_the_callers_channels(device, sha
     y = torchconv.conv2d(x, wi, None, algorithm="gemm", **kw)
     gy = torch.randn(y.shape, device=device).to(dtype).contiguous(
         memory_format=torch.channels_last if channels_last else torch.contiguous_format)
-    launches = cuda_kernel_launches(lambda: torch.autograd.grad(y, wi, gy, retain_graph=True))
+    launches = kernel_launches(lambda: torch.autograd.grad(y, wi, gy, retain_graph=True))
     assert "grad_weight:tc" in torchconv.last_choice() or "grad_weight:wgmma" in torchconv.last_choice()
     assert not [n for n in launches if "at::native::" in n], launches
     (gw,) = torch.autograd.grad(y, wi, gy)
