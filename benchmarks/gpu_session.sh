@@ -57,7 +57,8 @@ fi
 for tool in memcheck racecheck; do
   sel=$([ $tool = memcheck ] && echo "${MEMCHECK:-}" || echo "${RACECHECK:-}")
   [ -z "$sel" ] && continue
-  eval TORCHCONV_UNDER_SANITIZER=1 compute-sanitizer --tool $tool --error-exitcode 9 python -m pytest -q -p no:cacheprovider $sel \
+  eval TORCHCONV_UNDER_SANITIZER=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+    python -m pytest -q -p no:cacheprovider $sel \
     > "$OUT/sanitizer-$tool.log" 2>&1; rc=$?
   { echo "== compute-sanitizer $tool rc=$rc ($sel)"; grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer-$tool.log" | tail -3; } | tee -a "$LOG"
 done
