@@ -148,3 +148,40 @@ def test_dual_weight_under_autocast_follows_its_tangent(algorithm, device):
         want = fwAD.unpack_dual(F.conv2d(x, dual, None, 1, 1)).tangent
     assert got.dtype == want.dtype
     assert rel_err(got, want) < 0.05
+
+
+# grad_weight paths whose kernel writes partial sums that a second kernel adds (common/slice_sum.cuh):
+# (id, algorithm, dtype, channels_last, N, C, K, H, W, groups, the choice's prefix).
+SLICED_GRAD_WEIGHTS = [
+    ("depthwise-nhwc", "direct", torch.bfloat16, True, 16, 144, 144, 56, 56, 144, "grad_weight:depthwise-nhwc/"),
+    ("depthwise-nchw", "direct", torch.float32, False, 8, 64, 64, 56, 56, 64, "grad_weight:depthwise/"),
+    ("direct-tiled", "direct", torch.float32, False, 32, 32, 48, 28, 28, 1, "grad_weight:"),
+    ("gemm", "gemm", torch.float32, False, 32, 32, 48, 28, 28, 1, "grad_weight:"),
+]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("case", SLICED_GRAD_WEIGHTS, ids=[c[0] for c in SLICED_GRAD_WEIGHTS])
+def test_grad_weight_slices_are_summed_after_their_kernel(case):
+    """On sm_90 the slices' sum starts while the kernel that writes the slices still runs (a
+    programmatic dependent launch) and must wait for its writes. The workspace is handed back to the
+    caching allocator filled with NaN between two calls, so a sum that read a slice before it was
+    written would return NaN or other bits than the first call's."""
+    _, algorithm, dtype, channels_last, n, c, k, h, w, groups, choice = case
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(k, c // groups, 3, 3, device="cuda", dtype=dtype, requires_grad=True)
+    y = torchconv.conv2d(x, wt, None, 1, 1, 1, groups, algorithm=algorithm)
+    gy = torch.randn_like(y)
+    (first,) = torch.autograd.grad(y, (wt,), gy, retain_graph=True)
+    assert choice in torchconv.last_choice()
+    workspace = torchconv.last_workspace_bytes()
+    assert workspace > 0, "one slice: nothing to sum"
+    # The block the slices used is free now; the poison takes it (best fit) and gives it back as NaN.
+    torch.full((workspace // 4,), float("nan"), device="cuda")
+    (second,) = torch.autograd.grad(y, (wt,), gy)
+    torch.cuda.synchronize()
+    assert torch.equal(first, second)
+    ref = torch.nn.grad.conv2d_weight(x.double(), wt.shape, gy.double(), 1, 1, 1, groups)
+    assert rel_err(second, ref) <= (1e-5 if dtype == torch.float32 else 2.0 ** -7)

@@ -1,5 +1,10 @@
 // The sum of a split reduction's slices, in a fixed order (deterministic), shared by the algorithms
-// that split a reduction across blocks (direct's and the GEMM's grad_weight, Winograd's dU).
+// that split a reduction across blocks (direct's and the GEMM's grad_weight, Winograd's dU). On sm_90
+// the sum is a programmatic dependent of the kernel that wrote the slices (dependent_launch.cuh): it is
+// launched as that kernel's blocks exit and waits for their writes, so the GPU does not idle between
+// the two for the sum's launch. The kernels that write slices do not let it start earlier
+// (allow_dependents): its blocks would then wait beside theirs, which slowed a grad_weight whose
+// blocks all fit one wave.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +14,7 @@
 
 #include <c10/cuda/CUDAException.h>
 
+#include "dependent_launch.cuh"
 #include "launch.cuh"
 #include "mma.cuh"
 
@@ -24,10 +30,11 @@ constexpr int kSliceSumThreads = 256;
 // flight; each lane issues 4 slices' loads before adding them (the adds keep their order). A
 // warp covers consecutive elements of one slice (coalesced where map.src is). The order of the
 // additions depends only on the shapes and kLanes. out may be partial itself (an in-place sum into
-// slice 0) when map.dst(e) == map.src(e).
+// slice 0) when map.dst(e) == map.src(e). Nothing is read or written before grid_dependency_wait.
 template <typename T, int kLanes, typename Map, typename Out = T>
 __global__ void __launch_bounds__(kSliceSumThreads) sum_slices_kernel(const T* partial, Out* out, int64_t count,
                                                                       int slices, int64_t slice, Map map) {
+  grid_dependency_wait();  // the slices, from the kernel before
   constexpr int kPerBlock = kSliceSumThreads / kLanes;
   __shared__ T lane_sums[kLanes > 1 ? kSliceSumThreads : 1];
   const int slot = threadIdx.x % kPerBlock, lane = threadIdx.x / kPerBlock;
@@ -73,17 +80,18 @@ struct IdentitySliceMap {
 };
 
 // Launches sum_slices_kernel with 8 lanes per element from `many_slices` slices on, 32 from
-// `very_many_slices` on (for few elements: 32 lanes keep 4 times the threads busy), one below.
+// `very_many_slices` on (for few elements: 32 lanes keep 4 times the threads busy), one below; on sm_90
+// as a programmatic dependent of the kernel before it on the stream.
 template <typename T, typename Map, typename Out = T>
 void launch_sum_slices(const T* partial, Out* out, int64_t count, int slices, int64_t slice, const Map& map,
                        int many_slices, int very_many_slices = std::numeric_limits<int>::max()) {
   if (count == 0) return;
+  const bool dependent = device_attribute<cudaDevAttrComputeCapabilityMajor>() >= 9;
   const auto launch = [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
     const unsigned blocks = unsigned(std::min<int64_t>(ceil_div(count, kSliceSumThreads / kLanes), 65535));
-    sum_slices_kernel<T, kLanes, Map, Out><<<blocks, kSliceSumThreads, 0, current_stream()>>>(partial, out, count,
-                                                                                               slices, slice, map);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_with_attributes(sum_slices_kernel<T, kLanes, Map, Out>, dim3(blocks), dim3(kSliceSumThreads), 0,
+                           current_stream(), dim3(1), dependent, partial, out, count, slices, slice, map);
   };
   if (slices >= very_many_slices) launch(std::integral_constant<int, 32>{});
   else if (slices >= many_slices) launch(std::integral_constant<int, 8>{});
