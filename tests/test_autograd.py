@@ -163,10 +163,10 @@ SLICED_GRAD_WEIGHTS = [
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @pytest.mark.parametrize("case", SLICED_GRAD_WEIGHTS, ids=[c[0] for c in SLICED_GRAD_WEIGHTS])
 def test_grad_weight_slices_are_summed_after_their_kernel(case):
-    """On sm_90 the slices' sum starts while the kernel that writes the slices still runs (a
-    programmatic dependent launch) and must wait for its writes. The workspace is handed back to the
-    caching allocator filled with NaN between two calls, so a sum that read a slice before it was
-    written would return NaN or other bits than the first call's."""
+    """On sm_90 the slices' sum is a programmatic dependent of the kernel that writes the slices: it
+    may be scheduled before that kernel's writes are visible and reads them after grid_dependency_wait.
+    The workspace is handed back to the caching allocator filled with NaN between two calls, so a sum
+    that read a slice before it was written would return NaN or other bits than the first call's."""
     _, algorithm, dtype, channels_last, n, c, k, h, w, groups, choice = case
     x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
     if channels_last:
