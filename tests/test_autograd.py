@@ -151,7 +151,7 @@ def test_dual_weight_under_autocast_follows_its_tangent(algorithm, device):
 
 
 # grad_weight paths whose kernel writes partial sums that a second kernel adds (common/slice_sum.cuh):
-# (id, algorithm, dtype, channels_last, N, C, K, H, W, groups, the choice's prefix).
+# (id, algorithm, dtype, channels_last, N, C, K, H, W, groups, a part of the choice it records).
 SLICED_GRAD_WEIGHTS = [
     ("depthwise-nhwc", "direct", torch.bfloat16, True, 16, 144, 144, 56, 56, 144, "grad_weight:depthwise-nhwc/"),
     ("depthwise-nchw", "direct", torch.float32, False, 8, 64, 64, 56, 56, 64, "grad_weight:depthwise/"),
