@@ -122,6 +122,8 @@ at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
   return t;
 }
 
+at::Tensor new_workspace(at::IntArrayRef sizes, const at::TensorOptions& options) { return new_output(sizes, options); }
+
 at::Tensor skipped_grad(const at::Tensor& like) { return at::empty({0}, like.options()); }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_grads(const at::Tensor& grad_input, const at::Tensor& grad_weight,

@@ -165,6 +165,9 @@ ConvShape check_conv2d_backward(const char* algorithm, const at::Tensor& grad_ou
 // Allocates an operator's output. While poisoning is on (tests turn it on), the tensor is filled
 // with NaN first, so any element a kernel forgets to write shows up in the comparison.
 at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options);
+// Allocates a kernel's workspace (partial sums, column chunks, packed or transformed operands),
+// poisoned as new_output's tensors are, so a kernel that reads an element no kernel wrote fails too.
+at::Tensor new_workspace(at::IntArrayRef sizes, const at::TensorOptions& options);
 void set_poison_outputs(bool on);
 bool poison_outputs();
 

@@ -160,7 +160,7 @@ at::Tensor conv2d_csg_cpu(const at::Tensor& input, const at::Tensor& weight, con
   auto b = bias.has_value() ? bias->contiguous() : at::Tensor();
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options());
   const int64_t splits = split_count(p.channels_per_group());
-  auto partial = at::empty({splits, p.N, p.K, p.Ho, p.Wo}, input.options());
+  auto partial = new_workspace({splits, p.N, p.K, p.Ho, p.Wo}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_cpu", [&] {
     csg_forward_kernel<scalar_t>(p, splits, x.const_data_ptr<scalar_t>(), w_crsk.const_data_ptr<scalar_t>(),
                                  partial.mutable_data_ptr<scalar_t>());
@@ -177,7 +177,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_csg_backward_cpu(
   auto grad_input = [&](const ConvShape& p) {
     auto w = weight.contiguous();
     const int64_t splits = split_count(p.filters_per_group());
-    auto partial = at::empty({splits, p.N, p.C, p.H, p.W}, input.options());
+    auto partial = new_workspace({splits, p.N, p.C, p.H, p.W}, input.options());
     auto gx = new_output({p.N, p.C, p.H, p.W}, input.options());
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_grad_input_cpu", [&] {
       csg_grad_input_kernel<scalar_t>(p, splits, gy.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
@@ -190,7 +190,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_csg_backward_cpu(
   auto grad_weight = [&](const ConvShape& p) {
     auto x = input.contiguous();
     const int64_t splits = split_count(p.N);
-    auto partial = at::empty({splits, p.K, p.channels_per_group(), p.R, p.S}, input.options());
+    auto partial = new_workspace({splits, p.K, p.channels_per_group(), p.R, p.S}, input.options());
     auto gw = new_output(weight.sizes(), weight.options());
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "conv2d_csg_grad_weight_cpu", [&] {
       csg_grad_weight_kernel<scalar_t>(p, splits, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),

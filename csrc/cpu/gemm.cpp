@@ -176,7 +176,7 @@ struct ColumnChunks {
   }
 
   at::Tensor columns(int64_t ncols) {
-    if (!buffer.defined()) buffer = at::empty({rows * std::min(size, total)}, options);
+    if (!buffer.defined()) buffer = new_workspace({rows * std::min(size, total)}, options);
     return buffer.narrow(0, 0, rows * ncols).view({rows, ncols});
   }
 };
@@ -248,7 +248,7 @@ at::Tensor gemm_grad_input_cpu(const ConvShape& p, const at::Tensor& grad_output
   auto gy = grad_output.contiguous();
   auto w = weight.contiguous();
   // A pointwise layer's products write every element of grad_input; col2im adds into it otherwise.
-  auto gx = is_pointwise(p) ? at::empty({p.N, p.C, p.H, p.W}, grad_output.options())
+  auto gx = is_pointwise(p) ? new_output({p.N, p.C, p.H, p.W}, grad_output.options())
                             : at::zeros({p.N, p.C, p.H, p.W}, grad_output.options());
   ColumnChunks chunks(p, gy.options());
   const at::Tensor packed = packed_filters(weight, w, p, true);

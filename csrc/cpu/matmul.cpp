@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../conv_shape.h"
 #include "isa.h"
 
 namespace torchconv {
@@ -66,7 +67,7 @@ at::Tensor pack_matmul_rows(const at::Tensor& a) {
   const int64_t d = a.dim();
   TORCH_CHECK(d == 2 || d == 3, "torchconv: pack_matmul_rows: a 2-D or 3-D operand");
   const int64_t batch = d == 3 ? a.size(0) : 1, M = a.size(d - 2), K = a.size(d - 1);
-  at::Tensor packed = at::empty(matmul_packed_sizes(batch, M, K), a.options());
+  at::Tensor packed = new_workspace(matmul_packed_sizes(batch, M, K), a.options());
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "torchconv_pack_matmul_rows", [&] {
     TORCHCONV_CPU_KERNEL(matmul_pack_rows_kernel, scalar_t)(batch, M, K, a.const_data_ptr<scalar_t>(),
                                                             d == 3 ? a.stride(0) : 0, a.stride(d - 2),

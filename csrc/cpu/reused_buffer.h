@@ -2,17 +2,20 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 
 #include <ATen/ATen.h>
 
+#include "../conv_shape.h"
 #include "../workspace.h"
 
 namespace torchconv {
 
 // `count` elements of T for the caller's scope, as a tensor of `sizes` (their product is `count`),
-// not initialized. They come from one process-wide buffer per T while no other call holds it and they
+// not initialized (NaN while outputs are poisoned, as new_workspace's). They come from one
+// process-wide buffer per T while no other call holds it and they
 // fit the workspace limit: a transform many times the weight's size (a trainable Winograd call's U)
 // freshly allocated each call is mapped from the system and page-faulted in again every time, which
 // cost about as much as the transform. A call that finds the buffer held (another thread's) or needs
@@ -36,10 +39,11 @@ class ReusedBuffer {
         }
         slot.held = held_ = true;
         tensor_ = at::from_blob(slot.data.get(), sizes, options);
+        if (poison_outputs()) tensor_.fill_(std::numeric_limits<double>::quiet_NaN());
         return;
       }
     }
-    tensor_ = at::empty(sizes, options);
+    tensor_ = new_workspace(sizes, options);
   }
   ~ReusedBuffer() {
     if (!held_) return;

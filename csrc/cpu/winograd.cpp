@@ -140,7 +140,7 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
     // Its layout depends on the groups as well as the tile: one weight may serve layers of different groups.
     U = cached_weight_transform(*filters, [&] {
       return "cpu_winograd_u_packed/" + std::to_string(kOut) + "/" + std::to_string(groups);
-    }, [&] { return transform_filters_into(at::empty(u_sizes, x.options())); });
+    }, [&] { return transform_filters_into(new_workspace(u_sizes, x.options())); });
   } else {
     call_u.emplace(u_sizes, x.options());
     U = transform_filters_into(call_u->tensor());
@@ -157,8 +157,8 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   std::vector<TilePlace> places(std::min(chunk, total));
   // V (points x Cg x nt) and M (points x Kg x nt) of every chunk, carved from two buffers sized for
   // the largest: no allocation per chunk.
-  const at::Tensor v_buffer = at::empty({kPoints * Cg * std::min(chunk, total)}, x.options());
-  const at::Tensor m_buffer = at::empty({kPoints * Kg * std::min(chunk, total)}, x.options());
+  const at::Tensor v_buffer = new_workspace({kPoints * Cg * std::min(chunk, total)}, x.options());
+  const at::Tensor m_buffer = new_workspace({kPoints * Kg * std::min(chunk, total)}, x.options());
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t0 = 0; t0 < total; t0 += chunk) {
       const int64_t nt = std::min(chunk, total - t0);
