@@ -466,8 +466,8 @@ constexpr int dw_nhwc_grad_weight_run(int kS, int kSw, int kG, bool float32, int
 constexpr int dw_nhwc_grad_weight_vector(int S, int sw, int dw, int group, bool float32, int64_t C) {
   return !float32 && group == 1 && sw == 1 && dw == 1 && (S == 5 || S == 7) && C % 8 == 0 ? 8 : kDwNhwcVec;
 }
-constexpr int dw_nhwc_grad_weight_min_blocks(int kS, int kSw, int kG, int kVec = kDwNhwcVec) {
-  return kG == 1 && kS <= 5 && (kSw == 2 || kS == 3) ? (kVec == kDwNhwcVec ? 5 : 4) : 1;
+constexpr int dw_nhwc_grad_weight_min_blocks(int kS, int kSw, int kG) {
+  return kG == 1 && kS <= 5 && (kSw == 2 || kS == 3) ? 5 : 1;
 }
 
 struct DwNhwcWeightGrad {
@@ -491,7 +491,7 @@ struct DwNhwcWeightGradArgs {
 // than once a pixel. kS = 0: any row of at most kDwNhwcGradSums / kG taps, each product loading its
 // input.
 template <typename T, int kG, int kS, int kSw = 1, int kRun = 1, int kVec = kDwNhwcVec>
-__global__ void __launch_bounds__(kDwNhwcThreads, dw_nhwc_grad_weight_min_blocks(kS, kSw, kG, kVec))
+__global__ void __launch_bounds__(kDwNhwcThreads, dw_nhwc_grad_weight_min_blocks(kS, kSw, kG))
     depthwise_nhwc_grad_weight_kernel(
     const __grid_constant__ DwNhwcWeightGradArgs<T> a) {
   constexpr int kTaps = kS > 0 ? kS : kDwNhwcGradSums / kG;
