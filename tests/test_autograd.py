@@ -150,13 +150,17 @@ def test_dual_weight_under_autocast_follows_its_tangent(algorithm, device):
     assert rel_err(got, want) < 0.05
 
 
-# grad_weight paths whose kernel writes partial sums that a second kernel adds (common/slice_sum.cuh):
+# grad_weight paths whose kernel writes partial sums that a second kernel adds (common/slice_sum.cuh, the
+# tensor-core GEMM's and Winograd's finishing kernels):
 # (id, algorithm, dtype, channels_last, N, C, K, H, W, groups, a part of the choice it records).
 SLICED_GRAD_WEIGHTS = [
     ("depthwise-nhwc", "direct", torch.bfloat16, True, 16, 144, 144, 56, 56, 144, "grad_weight:depthwise-nhwc/"),
     ("depthwise-nchw", "direct", torch.float32, False, 8, 64, 64, 56, 56, 64, "grad_weight:depthwise/"),
     ("direct-tiled", "direct", torch.float32, False, 32, 32, 48, 28, 28, 1, "grad_weight:"),
     ("gemm", "gemm", torch.float32, False, 32, 32, 48, 28, 28, 1, "grad_weight:"),
+    # The tensor-core GEMM's and Winograd's finishing kernels wait for the slices the same way.
+    ("gemm-tc", "gemm", torch.bfloat16, True, 32, 32, 32, 56, 56, 1, "grad_weight:"),
+    ("winograd", "winograd", torch.float32, False, 32, 64, 64, 28, 28, 1, "grad_weight:"),
 ]
 
 

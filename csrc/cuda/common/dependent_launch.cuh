@@ -16,6 +16,8 @@
 
 #include <c10/cuda/CUDAException.h>
 
+#include "launch.cuh"
+
 namespace torchconv {
 namespace cuda {
 
@@ -34,6 +36,10 @@ __device__ __forceinline__ void allow_dependents() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
+
+// Whether the current device takes programmatic dependent launches (sm_90 and later); elsewhere a
+// launch asks for none and the device calls above do nothing.
+inline bool dependent_launches() { return device_attribute<cudaDevAttrComputeCapabilityMajor>() >= 9; }
 
 // Launches kernel(args...) on `stream`, in clusters of `cluster` blocks where it holds more than one
 // (an int: that many consecutive blocks of x), and as a programmatic dependent of the kernel before

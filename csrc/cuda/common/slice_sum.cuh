@@ -86,7 +86,7 @@ template <typename T, typename Map, typename Out = T>
 void launch_sum_slices(const T* partial, Out* out, int64_t count, int slices, int64_t slice, const Map& map,
                        int many_slices, int very_many_slices = std::numeric_limits<int>::max()) {
   if (count == 0) return;
-  const bool dependent = device_attribute<cudaDevAttrComputeCapabilityMajor>() >= 9;
+  const bool dependent = dependent_launches();
   const auto launch = [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
     const unsigned blocks = unsigned(std::min<int64_t>(ceil_div(count, kSliceSumThreads / kLanes), 65535));

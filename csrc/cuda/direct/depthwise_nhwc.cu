@@ -156,7 +156,7 @@ void launch_depthwise_nhwc(const LaunchMap& map, const at::Tensor& src, const fl
   a.bias = bias.defined() ? kernel_data<T>(bias) : nullptr;
   a.dst = mutable_kernel_data<T>(dst);
   const unsigned blocks = unsigned(ceil_div(cv.threads, kDwNhwcThreads));
-  if (after_relayout && device_attribute<cudaDevAttrComputeCapabilityMajor>() >= 9) {
+  if (after_relayout && dependent_launches()) {
     launch_with_attributes(kernel, dim3(blocks), dim3(kDwNhwcThreads), 0, current_stream(), dim3(1), true, a);
     return;
   }

@@ -37,6 +37,7 @@
 #include <type_traits>
 
 #include "../common/cluster.cuh"
+#include "../common/dependent_launch.cuh"
 #include "../common/fast_divisor.cuh"
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
@@ -1394,10 +1395,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_
 }
 
 // The end of a split reduction: out = bias + the splits' FP32 sums added in split order
-// (deterministic), rounded once to T, at the destination's place in either format.
+// (deterministic), rounded once to T, at the destination's place in either format. Launched as a
+// programmatic dependent of the GEMM kernel: nothing is read or written before grid_dependency_wait.
 template <typename T>
 __global__ void tc_split_finish_kernel(const float* __restrict__ partial, int splits, const T* __restrict__ bias,
                                        T* __restrict__ out, const TcConv cv) {
+  grid_dependency_wait();  // the splits' sums, from the kernel before
   const int64_t ld = int64_t(cv.groups) * cv.outputs, total = cv.rows * ld;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t m = e / ld;

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "../common/cluster.cuh"
+#include "../common/dependent_launch.cuh"
 #include "../common/fast_divisor.cuh"
 #include "../common/launch.cuh"
 #include "../common/launch_map.cuh"
@@ -916,6 +917,7 @@ __global__ void __launch_bounds__(kFinishThreads)
                                  WeightStrides gw_strides, int gw_channels) {
   constexpr int kWarps = kFinishThreads / 32, kRuns = kWarps / kWarpsPerElement;
   static_assert(kRuns * kWarpsPerElement == kWarps, "warps per element divide the block's");
+  grid_dependency_wait();  // the splits' sums, from the kernel before (a programmatic dependent of it)
   __shared__ float sums[kWarpsPerElement > 1 ? kWarps : 1][32];
   const int64_t total = int64_t(wg.K) * wg.cols;
   const int64_t split_stride = int64_t(wg.groups) * wg.k_pad * wg.n_pad;

@@ -1386,6 +1386,7 @@ __global__ void __launch_bounds__(kWeightGradFinishThreads)
                                        int64_t slice) {
   constexpr int kRuns = kWeightGradFinishRuns, kRun = kWeightGradFinishRun, kWarps = kWeightGradFinishThreads / 32;
   static_assert(kRuns * kRun == 32, "a pair per lane");
+  grid_dependency_wait();  // dU's slices, from the kernel before (a programmatic dependent of it)
   struct alignas(kRun * sizeof(T)) Run {
     T v[kRun];
   };
