@@ -77,9 +77,9 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(autouse=True)
 def poison_outputs():
-    """Every operator output, and every workspace of the CPU kernels (partial sums, column chunks, packed
-    and transformed operands: new_workspace), starts as NaN, so an element a kernel does not write, or
-    reads before it is written, fails the check."""
+    """Every operator output, and every workspace of the CPU and CUDA kernels (partial sums, column
+    chunks, packed, re-laid and transformed operands: new_workspace), starts as NaN, so an element a
+    kernel does not write, or reads before it is written, fails the check."""
     torchconv._C.set_poison_outputs(True)
     yield
     torchconv._C.set_poison_outputs(False)

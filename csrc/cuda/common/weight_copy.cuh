@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 
+#include "../../conv_shape.h"
 #include "launch.cuh"
 
 namespace torchconv {
@@ -201,7 +202,7 @@ inline void copy_into_contiguous_weight(const at::Tensor& src, at::Tensor& dst) 
 // (copy_into_contiguous_weight).
 inline at::Tensor contiguous_weight(const at::Tensor& weight) {
   if (weight.is_contiguous()) return weight;
-  at::Tensor out = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor out = new_workspace(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
   copy_into_contiguous_weight(weight, out);
   return out;
 }

@@ -61,7 +61,7 @@ at::Tensor filter_layout(const at::Tensor& weight, const CsgConv& cv) {
   };
   return cached_weight_transform(weight, tag, [&] {
     auto w = contiguous_weight(weight);
-    auto f = at::empty({int64_t(cv.groups) * cv.Cg * cv.R * cv.S * cv.k_pad}, weight.options());
+    auto f = new_workspace({int64_t(cv.groups) * cv.Cg * cv.R * cv.S * cv.k_pad}, weight.options());
     relayout_filter(w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), f.numel(),
                     CsgFilterMap{int(weight.size(2)), int(weight.size(3)), cv.k_pad, cv});
     return f;

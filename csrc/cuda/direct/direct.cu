@@ -399,7 +399,7 @@ at::Tensor depthwise_grad_weight(const DwWeightGradArgs& args, const at::Tensor&
   DwWeightGradArgs a = args;
   const int splits = a.bands * a.image_groups;
   const int Cr = a.m.src_C / a.m.groups;
-  auto partial = at::empty({splits, weight.numel()}, weight.options());
+  auto partial = new_workspace({splits, weight.numel()}, weight.options());
   record_workspace_bytes(splits > 1 ? partial.numel() * int64_t(sizeof(T)) : 0);
   record_last_choice("grad_weight", "depthwise", splits);
   a.x = x.const_data_ptr(), a.gy = gy.const_data_ptr(), a.partial = partial.mutable_data_ptr();
@@ -662,7 +662,7 @@ void direct_grad_input(const ConvShape& p, const at::Tensor& gy, const at::Tenso
       const LaunchMap phase = grad_input_map(p, py, px);
       if (phase.empty()) continue;
       const LaunchMap map = with_reversed_taps(phase);
-      auto f = at::empty({p.C, p.filters_per_group(), map.R, map.S}, weight.options());
+      auto f = new_workspace({p.C, p.filters_per_group(), map.R, map.S}, weight.options());
       relayout_filter(w.const_data_ptr<T>(), f.mutable_data_ptr<T>(), f.numel(), PhaseFilterMap{int(p.R), int(p.S), map});
       run_direct<T>(direct_launch(map, gy, f, at::Tensor(), gx), "grad_input");
     }
@@ -681,7 +681,7 @@ at::Tensor direct_grad_input_cuda(const ConvShape& p, const at::Tensor& grad_out
 // over `taps` taps).
 at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight, int taps) {
   if (partial.size(0) == 1 && taps == 1) return partial[0].view(weight.sizes());
-  auto out = at::empty(weight.sizes(), weight.options());
+  auto out = new_output(weight.sizes(), weight.options());
   const int64_t numel = weight.numel();
   AT_DISPATCH_FLOATING_TYPES(partial.scalar_type(), "direct_sum_weight_slices", [&] {
     launch_sum_slices(partial.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), numel,
@@ -744,7 +744,7 @@ at::Tensor direct_grad_weight_tiled(const ConvShape& p, const at::Tensor& gy, co
   const int taps = a.tap_major ? int(p.R * p.S) : 1;
   const int64_t grid_x = patches ? blocks_per_slice : blocks_per_slice / (p.R * a.tap_chunks);
   check_grid(grid_x, "conv2d_direct_backward");
-  auto partial = at::empty({slices, numel}, weight.options());
+  auto partial = new_workspace({slices, numel}, weight.options());
   record_workspace_bytes(slices > 1 ? partial.numel() * int64_t(sizeof(T)) : 0);
   record_last_choice("grad_weight", patches ? "patches" : "channels", int(slices));
   a.gy = gy.const_data_ptr(), a.x = x.const_data_ptr(), a.partial = partial.mutable_data_ptr();

@@ -102,7 +102,7 @@ at::Tensor weight_matrix(const at::Tensor& weight, const GatherConv& cv, int& re
   };
   return cached_weight_transform(weight, tag, [&] {
     auto w = contiguous_weight(weight);
-    auto a = at::empty({int64_t(cv.groups) * rp * mp}, weight.options());
+    auto a = new_workspace({int64_t(cv.groups) * rp * mp}, weight.options());
     relayout_filter(w.const_data_ptr<T>(), a.mutable_data_ptr<T>(), a.numel(),
                     WeightMatrixMap{int(weight.size(2)), int(weight.size(3)), cv, rp, mp});
     return a;
@@ -212,7 +212,7 @@ void launch_gemm(Kernel kernel, GemmConvArgs<T>& a, int64_t columns, at::Tensor*
     if (splits > 1) {
       a.chunks_per_split = int(ceil_div(chunks, splits));
       a.splits = int(ceil_div(chunks, a.chunks_per_split));
-      *partial = at::empty({a.splits * out->numel()}, out->options());
+      *partial = new_workspace({a.splits * out->numel()}, out->options());
       a.partial = partial->mutable_data_ptr<T>(), a.out_numel = out->numel();
       a.tile_counters = split_tile_counters(blocks, out->device());
       record_workspace_bytes(partial->numel() * int64_t(sizeof(T)));
@@ -325,7 +325,7 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
     int64_t chunk = columns_per_chunk(cv.columns, bytes_per_column);
     chunk = std::max<int64_t>(Cfg::kN, chunk / Cfg::kN * Cfg::kN);
     chunk = std::min<int64_t>(chunk, ceil_div(cv.columns, Cfg::kN) * Cfg::kN);
-    at::Tensor col = at::empty({int64_t(cv.groups) * a.reduction_pad * chunk}, src.options());
+    at::Tensor col = new_workspace({int64_t(cv.groups) * a.reduction_pad * chunk}, src.options());
     record_workspace_bytes(col.numel() * int64_t(sizeof(T)));
     a.src = col.const_data_ptr<T>(), a.cols_pad = chunk;
     for (int64_t j0 = 0; j0 < cv.columns; j0 += chunk) {
@@ -361,7 +361,7 @@ bool stem_grad_input_by_columns(const ConvShape& p, const at::Tensor& gy, const 
   const int64_t images = std::min(p.N, workspace_limit_bytes() / image_bytes);
   if (images == 0) return false;
   const at::Tensor w = contiguous_weight(weight).view({p.K, rows, 1, 1});
-  at::Tensor cols = at::empty({images, rows, p.Ho, p.Wo}, gy.options());
+  at::Tensor cols = new_workspace({images, rows, p.Ho, p.Wo}, gy.options());
   ConvShape columns{};  // the 1 x 1 layer whose input gradient the columns are
   columns.C = rows, columns.H = p.Ho, columns.W = p.Wo, columns.K = p.K, columns.R = columns.S = 1;
   columns.Ho = p.Ho, columns.Wo = p.Wo, columns.stride_h = columns.stride_w = 1;
@@ -468,7 +468,7 @@ at::Tensor gemm_grad_weight(const ConvShape& p, const at::Tensor& grad_output, c
   if (splits == 1) {
     a.weight_grad = gw.mutable_data_ptr<T>(), a.partial = nullptr;
   } else {
-    partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+    partial = new_workspace({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
     a.partial = partial.mutable_data_ptr<T>();
   }
   record_workspace_bytes(partial.defined() ? partial.numel() * int64_t(sizeof(T)) : 0);

@@ -224,7 +224,7 @@ at::Tensor tc_weight(const at::Tensor& weight, const TcConv& cv) {
            std::to_string(cv.groups);
   };
   return cached_weight_transform(weight, tag, [&] {
-    auto wt = at::empty({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
+    auto wt = new_workspace({int64_t(cv.groups) * cv.n_pad * cv.wt_row}, weight.options());
     const TcWeightMap map{cv, weight_strides(weight)};
     const int64_t words = wt.numel() * int64_t(sizeof(T)) / 16;
     if (relayout_by_transpose<T>(weight, map, wt)) return wt;
@@ -441,8 +441,8 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   }
   at::Tensor partial;
   if (splits > 1) {
-    partial = at::empty({int64_t(splits) * cv.rows * cv.groups * cv.outputs},
-                        at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device()));
+    partial = new_workspace({int64_t(splits) * cv.rows * cv.groups * cv.outputs},
+                            at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device()));
     record_workspace_bytes(partial.numel() * int64_t(sizeof(float)));
     args.partial = partial.mutable_data_ptr<float>();
   }
@@ -1069,7 +1069,7 @@ at::Tensor tc_phase_weights(const at::Tensor& weight, const TcConv* cvs, int pha
   }
   maps.first_word[phases] = words;
   return cached_weight_transform(weight, tag, [&] {
-    auto wt = at::empty({words * 16 / int64_t(sizeof(T))}, weight.options());
+    auto wt = new_workspace({words * 16 / int64_t(sizeof(T))}, weight.options());
     relayout_words<T>(words, [&](auto elem, auto index, auto value) {
       using E = decltype(elem);
       using I = decltype(index);
@@ -1445,7 +1445,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
       const bool taps_apart = wg.R * wg.S > 1 && wg.Cg > 1 && finished_by_block > kTargetFinishElements &&
                               !gw.is_contiguous(at::MemoryFormat::ChannelsLast);
       at::Tensor target =
-          taps_apart ? at::empty(gw.sizes(), gw.options().memory_format(at::MemoryFormat::ChannelsLast)) : gw;
+          taps_apart ? new_workspace(gw.sizes(), gw.options().memory_format(at::MemoryFormat::ChannelsLast)) : gw;
       blocks_write(target);
       record_workspace_bytes(taps_apart ? int64_t(target.nbytes()) : 0);
       launch_with_attributes(kernel, dim3(unsigned(base_blocks), unsigned(splits)), dim3(Cfg::kThreads),
@@ -1466,7 +1466,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
-  auto partial = at::empty({splits * slice_bytes / int64_t(sizeof(float))}, x.options().dtype(at::kFloat));
+  auto partial = new_workspace({splits * slice_bytes / int64_t(sizeof(float))}, x.options().dtype(at::kFloat));
   record_workspace_bytes(partial.numel() * int64_t(sizeof(float)));
   a.partial = partial.mutable_data_ptr<float>();
   kernel<<<unsigned(blocks), Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(a);
@@ -1564,9 +1564,8 @@ bool kernel_ready(const at::Tensor& t, int64_t channels) {
 // `copy`: a copy even of a kernel-ready tensor (float32, for that rounding).
 at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels, bool copy = false) {
   if (kernel_ready(t, channels) && !copy) return t;
-  // at::empty, not at::zeros: only empty takes the memory format from the options.
-  auto out = at::empty({t.size(0), channels, t.size(2), t.size(3)},
-                       t.options().memory_format(at::MemoryFormat::ChannelsLast));
+  auto out = new_workspace({t.size(0), channels, t.size(2), t.size(3)},
+                           t.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (out.numel() == 0) return out;
   if (kernel_ready(t, channels) && t.scalar_type() == at::kFloat && t.numel() % 4 == 0) {  // copied to be rounded
     const int64_t words = t.numel() / 4;

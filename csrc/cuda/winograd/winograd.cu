@@ -180,8 +180,8 @@ at::Tensor transformed_filters(const at::Tensor& weight, const FilterLayout& f) 
     return filter_cache_key("winograd_u/" + std::to_string(Tile::kOutput) + "/" + std::to_string(kGroupPoints), f);
   };
   return cached_weight_transform(weight, tag, [&] {
-    at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * Tile::kPoints * f.outputs_pad},
-                             weight.options().dtype(c10::CppTypeToScalarType<T>::value));
+    at::Tensor u = new_workspace({int64_t(f.groups) * f.reduction_pad * Tile::kPoints * f.outputs_pad},
+                                 weight.options().dtype(c10::CppTypeToScalarType<T>::value));
     const int64_t total = int64_t(f.groups) * f.reduction_pad * f.outputs_pad;
     auto launch = [&](const auto* data) {
       using TW = weight_data_t<decltype(data)>;
@@ -318,8 +318,8 @@ at::Tensor tc_transformed_filters(const at::Tensor& weight, const FilterLayout& 
                             f);
   };
   return cached_weight_transform(weight, tag, [&] {
-    at::Tensor u = at::empty({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad},
-                             weight.options().dtype(at::kFloat));
+    at::Tensor u = new_workspace({int64_t(f.groups) * f.reduction_pad * kWinogradPoints * f.outputs_pad},
+                                 weight.options().dtype(at::kFloat));
     with_weight_data(weight, [&](const auto* data) {
       auto kernel = winograd_filter_transform_tc_kernel<Cfg, kProducts, weight_data_t<decltype(data)>>;
       constexpr size_t smem = filter_run_smem_bytes<Cfg>();
@@ -349,7 +349,7 @@ at::Tensor tc_transformed_filters_f16(const at::Tensor& weight, const FilterLayo
       weight, tag,
       [&] {
         at::Tensor u =
-            at::empty({u_words + int64_t(f.groups) * f.outputs_pad}, weight.options().dtype(at::kFloat));
+            new_workspace({u_words + int64_t(f.groups) * f.outputs_pad}, weight.options().dtype(at::kFloat));
         float* u_max = u.mutable_data_ptr<float>() + u_words;
         C10_CUDA_CHECK(cudaMemsetAsync(u_max, 0, size_t(f.groups) * f.outputs_pad * sizeof(float), current_stream()));
         auto* halves = reinterpret_cast<uint16_t*>(u.mutable_data_ptr<float>());
@@ -445,7 +445,7 @@ StagedVWorkspace staged_v_workspace(const at::Tensor& x, const FilterLayout& f, 
   StagedVWorkspace ws;
   ws.slice = std::max<int64_t>(1, std::min(p_tiles, room / tile_block_bytes));
   ws.bytes = ws.slice * tile_block_bytes + max_bytes;
-  ws.v = at::empty({ws.slice * tile_block_bytes / 4 + pixels + tiles}, x.options().dtype(at::kFloat));
+  ws.v = new_workspace({ws.slice * tile_block_bytes / 4 + pixels + tiles}, x.options().dtype(at::kFloat));
   if (scaled) {
     ws.pixel_max = ws.v.mutable_data_ptr<float>() + ws.slice * tile_block_bytes / 4;
     ws.tile_bound = ws.pixel_max + pixels;
@@ -814,8 +814,8 @@ void run_staged(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
   if (chunk < tiles) chunk = std::max<int64_t>(Cfg::kN, chunk / Cfg::kN * Cfg::kN);
   chunk = std::min(chunk, tiles);
   const int64_t chunk_pad = ceil_div(chunk, Cfg::kN) * Cfg::kN;
-  at::Tensor v = at::empty({int64_t(cv.groups) * f.reduction_pad * Tile::kPoints * chunk_pad}, x.options());
-  at::Tensor m = at::empty({int64_t(cv.groups) * Tile::kPoints * f.outputs_pad * chunk_pad}, x.options());
+  at::Tensor v = new_workspace({int64_t(cv.groups) * f.reduction_pad * Tile::kPoints * chunk_pad}, x.options());
+  at::Tensor m = new_workspace({int64_t(cv.groups) * Tile::kPoints * f.outputs_pad * chunk_pad}, x.options());
   record_workspace_bytes((v.numel() + m.numel()) * int64_t(sizeof(T)));
   void (*gemm)(const StagedGemmArgs<T>) = nullptr;
   if constexpr (kGemms != PointGemms::kIeee) {
@@ -1262,7 +1262,7 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
     a.k_pad = k_pad, a.c_pad = c_pad, a.k_tiles = k_tiles, a.c_tiles = c_tiles;
     a.tiles_per_split = round_up(int(ceil_div(tiles, splits)), Cfg::kK);
     splits = ceil_div(tiles, a.tiles_per_split);
-    partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+    partial = new_workspace({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
     *workspace = partial.numel() * int64_t(sizeof(T));
     a.partial = partial.mutable_data_ptr<T>();
     const int64_t blocks = base_blocks * splits;
@@ -1282,9 +1282,9 @@ at::Tensor winograd_grad_weight(const ConvShape& p, const at::Tensor& grad_outpu
     const int64_t chunk_pad = ceil_div(chunk, Cfg::kK) * Cfg::kK;
     TORCH_CHECK_VALUE(chunk_pad < (int64_t(1) << 31), "torchconv.conv2d_winograd_backward: tile chunk too large");
     splits = weight_grad_splits<Cfg>(chunk_pad, base_blocks, 2 * slice_bytes);
-    auto vt = at::empty({int64_t(cv.groups) * chunk_pad * kWinogradPoints * c_pad}, x.options());
-    auto dmt = at::empty({int64_t(cv.groups) * chunk_pad * kWinogradPoints * k_pad}, x.options());
-    partial = at::empty({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
+    auto vt = new_workspace({int64_t(cv.groups) * chunk_pad * kWinogradPoints * c_pad}, x.options());
+    auto dmt = new_workspace({int64_t(cv.groups) * chunk_pad * kWinogradPoints * k_pad}, x.options());
+    partial = new_workspace({splits * slice_bytes / int64_t(sizeof(T))}, x.options());
     *workspace = (vt.numel() + dmt.numel() + partial.numel()) * int64_t(sizeof(T));
     auto kernel = winograd_weight_grad_gemm_kernel<T, Cfg>;
     size_t smem = gemm_smem;
@@ -1391,7 +1391,7 @@ at::Tensor winograd_shallow_grad_weight(const ConvShape& p, const at::Tensor& gr
                                        std::min(max_by_work, max_by_memory));
   a.tiles_per_split = ceil_div(tiles, splits);
   splits = ceil_div(tiles, a.tiles_per_split);
-  at::Tensor partial = at::empty({splits * slice_elems}, gw.options().dtype(at::kFloat));
+  at::Tensor partial = new_workspace({splits * slice_elems}, gw.options().dtype(at::kFloat));
   *workspace = partial.numel() * int64_t(sizeof(float));
   a.partial = partial.mutable_data_ptr<float>();
   const int64_t blocks = base_blocks * splits;
@@ -1428,7 +1428,7 @@ at::Tensor winograd_tc_grad_weight(WeightGradCall& call, const char* config, boo
   int64_t splits = weight_grad_splits<Cfg>(tiles, base_blocks, slice_elems * int64_t(sizeof(float)));
   a.tiles_per_split = round_up(int(ceil_div(tiles, splits)), Cfg::kK);
   splits = ceil_div(tiles, a.tiles_per_split);
-  auto partial = at::empty({splits * slice_elems}, gw.options().dtype(at::kFloat));
+  auto partial = new_workspace({splits * slice_elems}, gw.options().dtype(at::kFloat));
   *workspace = partial.numel() * int64_t(sizeof(float));
   a.partial = partial.mutable_data_ptr<float>();
   const int64_t blocks = base_blocks * splits;
@@ -1574,8 +1574,8 @@ at::Tensor winograd_wgmma_grad_weight_staged(WeightGradCall& call, bool nhwc, in
   const int64_t pass_chunks = std::min(all_chunks, slices_per_pass * per_split);
   // The partial sums, then the pass's operands (dM, then V), then the maxima, in one allocation
   // (each part a whole number of 16-byte units: the bulk copies' alignment).
-  auto ws = at::empty({splits * slice_floats + pass_chunks * chunk_floats + max_floats},
-                      gw.options().dtype(at::kFloat));
+  auto ws = new_workspace({splits * slice_floats + pass_chunks * chunk_floats + max_floats},
+                          gw.options().dtype(at::kFloat));
   *workspace = ws.numel() * int64_t(sizeof(float));
   a.partial = ws.mutable_data_ptr<float>();
   s.dm = a.partial + splits * slice_floats;
