@@ -169,11 +169,11 @@ SLICED_GRAD_WEIGHTS = [
 def test_grad_weight_slices_are_summed_after_their_kernel(case):
     """On sm_90 the slices' sum is a programmatic dependent of the kernel that writes the slices: it
     may be scheduled before that kernel's writes are visible and reads them after grid_dependency_wait.
-    The workspace is handed back to the caching allocator filled with NaN between two calls, so a sum
-    that read a slice before it was written would return NaN or other bits than the first call's.
-    Poisoning is off: its fills of the weight's gradient would run between the two kernels."""
+    The workspace is handed back to the caching allocator filled with NaN between two calls (and
+    poisoned when allocated), so a sum that read a slice before it was written would return NaN or
+    other bits than the first call's. Every output and workspace of the pass is allocated before the
+    slices' kernel, so no poisoning fill runs between it and its dependent."""
     _, algorithm, dtype, channels_last, n, c, k, h, w, groups, choice = case
-    torchconv._C.set_poison_outputs(False)
     x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)

@@ -67,6 +67,14 @@ void launch_with_attributes(void (*kernel)(Params...), dim3 grid, dim3 block, si
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// Launches kernel(args...) on the current stream without shared memory, as a programmatic dependent of
+// the kernel before it where the device takes them (the kernel calls grid_dependency_wait first).
+template <typename... Params, typename... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) {
+  launch_with_attributes(kernel, grid, block, 0, current_stream(), dim3(1), dependent_launches(),
+                         std::forward<Args>(args)...);
+}
+
 // The clusters of `cluster` blocks of `kernel` (threads and dynamic shared memory as launched) that
 // the GPU holds at once: the grid of a cluster kernel whose clusters walk its work (more clusters
 // would wait for a free place and run their share after the others).

@@ -86,12 +86,11 @@ template <typename T, typename Map, typename Out = T>
 void launch_sum_slices(const T* partial, Out* out, int64_t count, int slices, int64_t slice, const Map& map,
                        int many_slices, int very_many_slices = std::numeric_limits<int>::max()) {
   if (count == 0) return;
-  const bool dependent = dependent_launches();
   const auto launch = [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
     const unsigned blocks = unsigned(std::min<int64_t>(ceil_div(count, kSliceSumThreads / kLanes), 65535));
-    launch_with_attributes(sum_slices_kernel<T, kLanes, Map, Out>, dim3(blocks), dim3(kSliceSumThreads), 0,
-                           current_stream(), dim3(1), dependent, partial, out, count, slices, slice, map);
+    launch_dependent(sum_slices_kernel<T, kLanes, Map, Out>, dim3(blocks), dim3(kSliceSumThreads), partial, out, count,
+                     slices, slice, map);
   };
   if (slices >= very_many_slices) launch(std::integral_constant<int, 32>{});
   else if (slices >= many_slices) launch(std::integral_constant<int, 8>{});

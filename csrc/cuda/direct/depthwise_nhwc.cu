@@ -308,6 +308,8 @@ at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad
   g.slices = int(ceil_div(rows, g.rows_per_slice));
   g.threads = int64_t(g.vecs) * g.R * g.slices;
   auto partial = new_workspace({g.slices, slice_elems}, weight.options().dtype(at::kFloat));
+  // (Allocated before the slices' kernel: the sum, a programmatic dependent, follows it directly.)
+  at::Tensor gw = new_output(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
   record_workspace_bytes(g.slices > 1 ? partial.numel() * int64_t(sizeof(float)) : 0);
   record_last_choice("grad_weight", vector == kDwNhwcVec ? "depthwise-nhwc" : "depthwise-nhwc-vec8", g.slices);
   dispatch_nhwc_dtype(x.scalar_type(), [&](auto element) {
@@ -322,7 +324,6 @@ at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad
     kernel<<<unsigned(ceil_div(g.threads, kDwNhwcThreads)), kDwNhwcThreads, 0, current_stream()>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
-  at::Tensor gw = new_output(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
   dispatch_nhwc_dtype(gw.scalar_type(), [&](auto element) {
     using T = typename CudaElement<decltype(element)>::type;
     launch_sum_slices(partial.const_data_ptr<float>(), mutable_kernel_data<T>(gw), gw.numel(), g.slices, slice_elems,

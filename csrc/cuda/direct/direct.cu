@@ -51,7 +51,8 @@ constexpr const char* kForcedPlaneReason =
     "stages at 224 x 224) whose filter covers the "
     "plane's width or is centred and 7 wide";
 
-at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight, int taps);
+at::Tensor sum_slices_target(const at::Tensor& weight, int64_t slices, int taps);
+at::Tensor sum_slices(const at::Tensor& partial, at::Tensor out, const at::Tensor& weight, int taps);
 
 // ---- grad_input of strided depthwise layers (depthwise_strided_grad_input_kernel) ----
 
@@ -400,6 +401,7 @@ at::Tensor depthwise_grad_weight(const DwWeightGradArgs& args, const at::Tensor&
   const int splits = a.bands * a.image_groups;
   const int Cr = a.m.src_C / a.m.groups;
   auto partial = new_workspace({splits, weight.numel()}, weight.options());
+  at::Tensor out = sum_slices_target(weight, splits, 1);
   record_workspace_bytes(splits > 1 ? partial.numel() * int64_t(sizeof(T)) : 0);
   record_last_choice("grad_weight", "depthwise", splits);
   a.x = x.const_data_ptr(), a.gy = gy.const_data_ptr(), a.partial = partial.mutable_data_ptr();
@@ -415,7 +417,7 @@ at::Tensor depthwise_grad_weight(const DwWeightGradArgs& args, const at::Tensor&
   ensure_dynamic_smem(kernel, smem, "conv2d_direct_backward");
   kernel<<<unsigned(blocks), threads, smem, current_stream()>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return sum_slices(partial, weight, 1);
+  return sum_slices(partial, out, weight, 1);
 }
 
 // Blocks in config Cfg's grid for a launch.
@@ -677,11 +679,18 @@ at::Tensor direct_grad_input_cuda(const ConvShape& p, const at::Tensor& grad_out
   return gx;
 }
 
+// The gradient sum_slices writes for `slices` slices over `taps` taps, allocated before the kernel
+// that writes the slices, so that the sum, a programmatic dependent, follows that kernel directly
+// (an allocation between them could fill it: new_output under test); undefined where one slice in
+// weight order is the gradient itself.
+at::Tensor sum_slices_target(const at::Tensor& weight, int64_t slices, int taps) {
+  return slices == 1 && taps == 1 ? at::Tensor() : new_output(weight.sizes(), weight.options());
+}
+
 // The weight-shaped gradient from `partial` ([slices][numel], each slice in weight order, or tap-major
-// over `taps` taps).
-at::Tensor sum_slices(const at::Tensor& partial, const at::Tensor& weight, int taps) {
-  if (partial.size(0) == 1 && taps == 1) return partial[0].view(weight.sizes());
-  auto out = new_output(weight.sizes(), weight.options());
+// over `taps` taps) into `out` (sum_slices_target).
+at::Tensor sum_slices(const at::Tensor& partial, at::Tensor out, const at::Tensor& weight, int taps) {
+  if (!out.defined()) return partial[0].view(weight.sizes());
   const int64_t numel = weight.numel();
   AT_DISPATCH_FLOATING_TYPES(partial.scalar_type(), "direct_sum_weight_slices", [&] {
     launch_sum_slices(partial.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), numel,
@@ -745,6 +754,7 @@ at::Tensor direct_grad_weight_tiled(const ConvShape& p, const at::Tensor& gy, co
   const int64_t grid_x = patches ? blocks_per_slice : blocks_per_slice / (p.R * a.tap_chunks);
   check_grid(grid_x, "conv2d_direct_backward");
   auto partial = new_workspace({slices, numel}, weight.options());
+  at::Tensor out = sum_slices_target(weight, slices, taps);
   record_workspace_bytes(slices > 1 ? partial.numel() * int64_t(sizeof(T)) : 0);
   record_last_choice("grad_weight", patches ? "patches" : "channels", int(slices));
   a.gy = gy.const_data_ptr(), a.x = x.const_data_ptr(), a.partial = partial.mutable_data_ptr();
@@ -760,7 +770,7 @@ at::Tensor direct_grad_weight_tiled(const ConvShape& p, const at::Tensor& gy, co
   else
     launch(direct_grad_weight_tiled_kernel<T, WeightGradColumns::kChannels>,
            weight_grad_smem_bytes<T, WeightGradColumns::kChannels>(a));
-  return sum_slices(partial, weight, taps);
+  return sum_slices(partial, out, weight, taps);
 }
 
 at::Tensor direct_grad_weight_cuda(const ConvShape& p, const at::Tensor& grad_output, const at::Tensor& input,

@@ -450,9 +450,8 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (splits > 1) {
     const int64_t total = cv.rows * cv.groups * cv.outputs;
-    launch_with_attributes(tc_split_finish_kernel<T>, dim3(elementwise_blocks(total, 256)), dim3(256), 0,
-                           current_stream(), dim3(1), dependent_launches(), args.partial, splits, args.bias, args.out,
-                           cv);
+    launch_dependent(tc_split_finish_kernel<T>, dim3(elementwise_blocks(total, 256)), dim3(256), args.partial, splits,
+                     args.bias, args.out, cv);
   }
 }
 
@@ -1478,9 +1477,8 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
     const int64_t warp_runs = ceil_div(int64_t(wg.K) * wg.cols, int64_t(32));
     const int64_t blocks = ceil_div(warp_runs, int64_t(kFinishThreads / 32 / kWarpsPerElement));
     const unsigned grid = unsigned(std::min<int64_t>(blocks, int64_t(sm_count()) * 16));
-    launch_with_attributes(tc_weight_grad_finish_kernel<T, kWarpsPerElement>, dim3(grid), dim3(kFinishThreads), 0,
-                           current_stream(), dim3(1), dependent_launches(), a.partial, mutable_kernel_data<T>(gw), wg,
-                           int(splits), weight_strides(gw), a.gw_channels);
+    launch_dependent(tc_weight_grad_finish_kernel<T, kWarpsPerElement>, dim3(grid), dim3(kFinishThreads), a.partial,
+                     mutable_kernel_data<T>(gw), wg, int(splits), weight_strides(gw), a.gw_channels);
   };
   if (splits >= kFinishSharedSplits)
     finish(std::integral_constant<int, 8>{});

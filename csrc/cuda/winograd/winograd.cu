@@ -1190,10 +1190,9 @@ void finish_grad_weight(at::Tensor& partial, int64_t splits, int64_t slice_elems
     const int64_t runs = int64_t(cv.groups) * cv.Kg() * runs_per_filter;
     auto run = [&](auto kernel) {
       const unsigned blocks = elementwise_blocks(runs * (32 / kWeightGradFinishRuns), kWeightGradFinishThreads);
-      launch_with_attributes(kernel, dim3(blocks), dim3(kWeightGradFinishThreads), 0, current_stream(), dim3(1),
-                             dependent_launches(), partial.const_data_ptr<T>(), out, cv.groups, cv.Kg(), cv.Cg(),
-                             make_fast_divisor(uint32_t(runs_per_filter)), make_fast_divisor(uint32_t(cv.Kg())), k_pad,
-                             c_pad, slices, slice_elems);
+      launch_dependent(kernel, dim3(blocks), dim3(kWeightGradFinishThreads), partial.const_data_ptr<T>(), out,
+                       cv.groups, cv.Kg(), cv.Cg(), make_fast_divisor(uint32_t(runs_per_filter)),
+                       make_fast_divisor(uint32_t(cv.Kg())), k_pad, c_pad, slices, slice_elems);
     };
     constexpr bool kKrsc = decltype(krsc_tag)::value;
     // Four slices' loads in flight a lane where there are many; float64's sums keep one.
