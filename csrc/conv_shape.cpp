@@ -116,9 +116,13 @@ std::atomic<bool> g_poison{false};
 void set_poison_outputs(bool on) { g_poison.store(on, std::memory_order_relaxed); }
 bool poison_outputs() { return g_poison.load(std::memory_order_relaxed); }
 
+void poison_if_on(const at::Tensor& t) {
+  if (poison_outputs()) t.fill_(std::numeric_limits<double>::quiet_NaN());
+}
+
 at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
   at::Tensor t = at::empty(sizes, options);
-  if (poison_outputs()) t.fill_(std::numeric_limits<double>::quiet_NaN());
+  poison_if_on(t);
   return t;
 }
 

@@ -170,6 +170,8 @@ at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options);
 at::Tensor new_workspace(at::IntArrayRef sizes, const at::TensorOptions& options);
 void set_poison_outputs(bool on);
 bool poison_outputs();
+// Fills `t` with NaN while poisoning is on (new_output's fill, for memory allocated otherwise).
+void poison_if_on(const at::Tensor& t);
 
 // Placeholder for a gradient the output mask did not ask for: an empty tensor (custom operators
 // cannot return None); the Python autograd glue maps it back to None.

@@ -50,6 +50,17 @@ PyObject* set_workspace_limit(PyObject*, PyObject* arg) {
 
 PyObject* get_workspace_limit(PyObject*, PyObject*) { return PyLong_FromLongLong(torchconv::workspace_limit_bytes()); }
 
+PyObject* set_split_sums_through_workspace(PyObject*, PyObject* arg) {
+  const int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  torchconv::set_split_sums_through_workspace(on != 0);
+  Py_RETURN_NONE;
+}
+
+PyObject* get_split_sums_through_workspace(PyObject*, PyObject*) {
+  return PyBool_FromLong(torchconv::split_sums_through_workspace());
+}
+
 PyObject* set_poison_outputs(PyObject*, PyObject* arg) {
   const int on = PyObject_IsTrue(arg);
   if (on < 0) return nullptr;
@@ -310,6 +321,10 @@ PyMethodDef methods[] = {
     {"get_workspace_limit", get_workspace_limit, METH_NOARGS, "Per-call workspace limit in bytes."},
     {"set_poison_outputs", set_poison_outputs, METH_O,
      "Testing aid: fill every operator output with NaN before the kernel writes it."},
+    {"set_split_sums_through_workspace", set_split_sums_through_workspace, METH_O,
+     "Testing aid: the tensor-core GEMM's split reductions add their sums through a workspace, not as clusters."},
+    {"get_split_sums_through_workspace", get_split_sums_through_workspace, METH_NOARGS,
+     "Whether split_sums_through_workspace is on."},
     {"set_variant", set_variant, METH_VARARGS, "set_variant(algorithm, name): choose an algorithm's variant."},
     {"get_variant", get_variant, METH_O, "The variant an algorithm runs."},
     {"variants", variants, METH_O, "An algorithm's variants, default first."},

@@ -11,7 +11,11 @@ namespace {
 std::atomic<int64_t> g_workspace_limit{kDefaultWorkspaceLimitBytes};
 // Process-wide, not per thread: autograd runs backward operators on its own device threads.
 std::atomic<int64_t> g_last_workspace_bytes{0};
+std::atomic<bool> g_split_sums_through_workspace{false};
 }  // namespace
+
+void set_split_sums_through_workspace(bool on) { g_split_sums_through_workspace.store(on, std::memory_order_relaxed); }
+bool split_sums_through_workspace() { return g_split_sums_through_workspace.load(std::memory_order_relaxed); }
 
 void record_workspace_bytes(int64_t bytes) { g_last_workspace_bytes.store(bytes, std::memory_order_relaxed); }
 int64_t last_workspace_bytes() { return g_last_workspace_bytes.load(std::memory_order_relaxed); }

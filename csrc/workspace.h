@@ -24,4 +24,11 @@ constexpr int64_t kCpuChunkCacheBytes = int64_t(4) << 20;
 void record_workspace_bytes(int64_t bytes);
 int64_t last_workspace_bytes();
 
+// Testing aid: the tensor-core GEMM's split reductions add their sums through a workspace and a
+// finishing kernel even where the GPU holds the clusters that would add them in shared memory. That
+// path is taken where it cannot (a GPU or partition of fewer SMs than the rule counted, a forced
+// config whose clusters do not fit); on a whole Hopper GPU no rule-sized call reaches it.
+void set_split_sums_through_workspace(bool on);
+bool split_sums_through_workspace();
+
 }  // namespace torchconv

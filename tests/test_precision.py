@@ -17,6 +17,7 @@ Accuracy bar: relative error against a float64 reference computed from the same 
 within 2x of PyTorch's own error at the same precision (cuDNN on CUDA), with a floor of one ulp of
 the dtype at 1.0 (rounding the output alone costs about a third of that).
 """
+import contextlib
 import re
 
 import pytest
@@ -851,6 +852,46 @@ def test_wgmma_tail_splits(device, case, setting):
         assert re.fullmatch("forward:" + expected[setting] + r"(/a=\w+)?", forward_plan), forward_plan
         if "/tail" in forward_plan:  # the split tiles' sums meet in distributed shared memory
             assert torchconv.last_workspace_bytes() == 0
+
+
+# Split reductions summed through the workspace by tc_split_finish_kernel, the path of a GPU (or a
+# partition of one) that cannot hold the splits' clusters, forced by the testing aid on a whole GPU:
+# the rule's splits of the grid cases above (two filter tiles, groups, stride 2 with 64 filters, a
+# tile of 70 filters whose splits partly have no rows, the wide tile's splits) and of a tail grid,
+# which splits every tile there. The workspace starts as NaN (poisoning), so a sum the splits do not
+# write fails the float64 check; the finish adds the splits in split order, as the clusters do, so
+# the bits are the clusters' wherever every tile splits.
+WORKSPACE_SPLIT_CASES = [c[0] for c in GRID_CASES if c[1] in (SPLIT, WIDE_SPLIT)] + [TAIL_CASES[0][0]]
+
+
+@contextlib.contextmanager
+def split_sums_through_workspace():
+    torchconv._C.set_split_sums_through_workspace(True)
+    try:
+        yield
+    finally:
+        torchconv._C.set_split_sums_through_workspace(False)
+
+
+@pytest.mark.parametrize("setting", SETTINGS_1X1)
+@pytest.mark.parametrize("shape", WORKSPACE_SPLIT_CASES, ids=shape_id)
+@pytest.mark.parametrize("device", [CUDA])
+def test_split_sums_through_the_workspace(device, shape, setting):
+    if not hopper():
+        pytest.skip("split reductions run on wgmma (sm_90a)")
+    x, w, b, kw = setting_case(shape, device, setting)
+    clustered = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+    clustered_plan = torchconv.last_choice()
+    assert re.search(r"/splits=([2-9]|\d\d+)", clustered_plan) and torchconv.last_workspace_bytes() == 0
+    with split_sums_through_workspace():
+        y, forward_plan, _ = check_gemm_forward_and_grad_input(x, w, b, kw)
+        assert re.fullmatch(r"forward:wgmma-\w+/splits=([2-9]|\d\d+)(/a=\w+)?", forward_plan), forward_plan
+        again = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
+        assert torchconv.last_workspace_bytes() > 0
+    assert not torchconv._C.get_split_sums_through_workspace()
+    assert torch.equal(again, y.detach())
+    if "/tail" not in clustered_plan:
+        assert torch.equal(y.detach(), clustered)
 
 
 # 16-bit NCHW 1x1 layers of stride 1 without padding whose planes are whole 8-byte half-words (H x W

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <mutex>
 
@@ -39,7 +38,7 @@ class ReusedBuffer {
         }
         slot.held = held_ = true;
         tensor_ = at::from_blob(slot.data.get(), sizes, options);
-        if (poison_outputs()) tensor_.fill_(std::numeric_limits<double>::quiet_NaN());
+        poison_if_on(tensor_);
         return;
       }
     }

@@ -402,8 +402,9 @@ int64_t set_launch_fields(TcConvArgs<T>& args) {
 }
 
 // `splits` > 1 (wgmma only): the reduction is split across blockIdx.y, and the splits of a tile add
-// their sums as one cluster (tc_cluster_split_sums) or, where the GPU cannot hold the cluster, through
-// a workspace summed by tc_split_finish_kernel. `whole_tiles` > 0 (a multiple of `splits`, clusters
+// their sums as one cluster (tc_cluster_split_sums) or, where the GPU cannot hold the cluster (and
+// under the testing aid split_sums_through_workspace), through a workspace summed by
+// tc_split_finish_kernel: the same bits. `whole_tiles` > 0 (a multiple of `splits`, clusters
 // that the GPU holds): only the tiles after the first `whole_tiles` split, as clusters; the first
 // ones run whole, `splits` of them to a cluster (TcConvArgs::whole_clusters).
 template <typename T, typename Cfg, typename Kernel>
@@ -418,7 +419,8 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
   record_last_choice(pass, name, splits);
   // (A launch the rule sized for another kernel, whose clusters this one cannot hold, splits every tile.)
-  if (whole_tiles > 0 && splits > 1 && whole_tiles % splits == 0 && whole_tiles < blocks &&
+  const bool clusters = !split_sums_through_workspace();
+  if (clusters && whole_tiles > 0 && splits > 1 && whole_tiles % splits == 0 && whole_tiles < blocks &&
       tc_active_clusters(kernel, Cfg::kThreads, smem, splits) > 0) {
     record_last_tail_splits(pass);
     args.cluster_sums = true;
@@ -432,7 +434,7 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   // would alone (the rule counted kMinBlocks per SM), else through the workspace and
   // tc_split_finish_kernel.
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
-  if (splits > 1 && clusters_in_waves(blocks, tc_active_clusters(kernel, Cfg::kThreads, smem, splits), splits, slots)) {
+  if (clusters && splits > 1 && clusters_in_waves(blocks, tc_active_clusters(kernel, Cfg::kThreads, smem, splits), splits, slots)) {
     args.cluster_sums = true;
     record_workspace_bytes(0);
     launch_with_attributes(kernel, dim3(unsigned(blocks), unsigned(splits)), dim3(Cfg::kThreads), smem,
@@ -1562,6 +1564,7 @@ bool kernel_ready(const at::Tensor& t, int64_t channels) {
 // `copy`: a copy even of a kernel-ready tensor (float32, for that rounding).
 at::Tensor channels_last_padded(const at::Tensor& t, int64_t channels, bool copy = false) {
   if (kernel_ready(t, channels) && !copy) return t;
+  // new_workspace is at::empty, which takes the memory format from the options.
   auto out = new_workspace({t.size(0), channels, t.size(2), t.size(3)},
                            t.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (out.numel() == 0) return out;
