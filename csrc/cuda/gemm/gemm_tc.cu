@@ -434,7 +434,8 @@ void launch_tc(Kernel kernel, const TcConvArgs<T>& args_in, const char* pass, co
   // would alone (the rule counted kMinBlocks per SM), else through the workspace and
   // tc_split_finish_kernel.
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
-  if (clusters && splits > 1 && clusters_in_waves(blocks, tc_active_clusters(kernel, Cfg::kThreads, smem, splits), splits, slots)) {
+  if (clusters && splits > 1 &&
+      clusters_in_waves(blocks, tc_active_clusters(kernel, Cfg::kThreads, smem, splits), splits, slots)) {
     args.cluster_sums = true;
     record_workspace_bytes(0);
     launch_with_attributes(kernel, dim3(unsigned(blocks), unsigned(splits)), dim3(Cfg::kThreads), smem,
