@@ -193,7 +193,8 @@ def tensor_core_table(name, data):
              f"precision and memory format in the same process (`cudnn.benchmark` on; fp16 / bf16 inputs, weights "
              f"and outputs; tf32 = float32 with `torch.backends.cudnn.allow_tf32` on for both). Geomean of the ratio "
              f"cuDNN ms / torchconv ms with the lowest and highest layer, and our error against float64 over "
-             f"cuDNN's own error at the same precision (largest layer; output, and both gradients for fwd+bwd). "
+             f"cuDNN's own error at the same precision (each side's largest of the output and, for fwd+bwd, both "
+             f"gradients; the layer where that ratio is highest). "
              f"From {source(name, data, rows)}.", "",
              "| precision | layout | N | mode | layers | geomean [lowest-highest layer] | error / cuDNN's (largest) |",
              "|---|---|---|---|---|---|---|"]
@@ -209,7 +210,29 @@ def tensor_core_table(name, data):
             f"{r['layer']} {r['precision']} {r['mode']} ({r['rel_err']:.1e} against cuDNN's {r['reference_rel_err']:.1e})"
             for r in over) + ". cuDNN's error there is at FP32's level: with TF32 allowed, it ran a non-TF32 algorithm "
             "on those layers."]
+    passes = passes_over_twice(rows, data["rows"])
+    if passes:
+        lines += ["", "Passes over twice cuDNN's error on the same quantity (the table's column compares each "
+                  "layer's largest): " + ", ".join(
+                      f"{r['layer']} {r['precision']} {r['layout']} {q} ({ours:.1e} against cuDNN's {theirs:.1e})"
+                      for r, q, ours, theirs in passes) + ". cuDNN, allowed TF32, ran algorithms at FP32's error on "
+                  "those passes; channels_last calls of ours keep TF32 there (docs/precision.md, What runs)."]
     return lines
+
+
+def passes_over_twice(rows, all_rows):
+    """(row, quantity, ours, cuDNN's) for each quantity of `rows` (output, grad_input, grad_weight) whose
+    error is over twice cuDNN's on the same quantity in the row's cuDNN twin (same layer and setting)."""
+    key = lambda r: (r["suite"], r["layer"], r["precision"], r["layout"], r["N"], r["mode"],  # noqa: E731
+                     r.get("weights"))
+    cudnn = {key(r): r for r in all_rows if r["algorithm"] == "cudnn" and r.get("errors")}
+    found = []
+    for r in rows:
+        theirs = cudnn.get(key(r), {}).get("errors", {})
+        for q, ours in (r.get("errors") or {}).items():
+            if theirs.get(q) and ours > 2 * theirs[q]:
+                found.append((r, q, ours, theirs[q]))
+    return found
 
 
 # A models row's mode as the README names it.

@@ -255,6 +255,21 @@ def test_readme_zoo_line_names_the_models_a_stopped_run_did_not_reach():
     assert stopped.startswith("Model zoo: 1 of 3 torchvision models") and "(vgg11, alexnet not reached" in stopped
 
 
+def test_readme_names_passes_over_twice_cudnns_error_on_the_same_quantity():
+    """The tensor-core table's error column compares each side's largest error of a layer, which can hide a
+    pass: a gradient at TF32's error where cuDNN, allowed TF32, ran an algorithm at FP32's. Each quantity
+    is compared with cuDNN's twin row (same layer and setting) and the passes over twice its error named."""
+    import render_readme
+
+    base = dict(suite="resnet", layer="R1", precision="tf32", layout="nhwc", N=32, mode="fwdbwd", weights="trainable")
+    ours = dict(base, algorithm="gemm", errors=dict(output=3e-4, grad_input=2.9e-4, grad_weight=3e-4))
+    cudnn = dict(base, algorithm="cudnn", errors=dict(output=3e-4, grad_input=1.6e-7, grad_weight=2e-4))
+    other = dict(cudnn, layout="nchw", errors=dict(output=1e-9, grad_input=1e-9, grad_weight=1e-9))
+    found = render_readme.passes_over_twice([ours], [ours, cudnn, other])
+    assert [(r["layer"], q, a, b) for r, q, a, b in found] == [("R1", "grad_input", 2.9e-4, 1.6e-7)]
+    assert render_readme.passes_over_twice([dict(ours, errors=None)], [cudnn]) == []
+
+
 def test_readme_table_dates_its_rows_where_a_merged_file_holds_several_runs():
     """A result file merges runs by row, so its last run's day need not be that of a table's rows: a
     table names the days its own rows were taken (the first and last where they differ), and the file's
