@@ -50,22 +50,19 @@ PyObject* set_workspace_limit(PyObject*, PyObject* arg) {
 
 PyObject* get_workspace_limit(PyObject*, PyObject*) { return PyLong_FromLongLong(torchconv::workspace_limit_bytes()); }
 
-PyObject* set_split_sums_through_workspace(PyObject*, PyObject* arg) {
+// A process-wide switch's setter and getter as METH_O / METH_NOARGS functions: the argument's truth
+// (a Python error where it has none).
+template <void (*kSet)(bool)>
+PyObject* set_switch(PyObject*, PyObject* arg) {
   const int on = PyObject_IsTrue(arg);
   if (on < 0) return nullptr;
-  torchconv::set_split_sums_through_workspace(on != 0);
+  kSet(on != 0);
   Py_RETURN_NONE;
 }
 
-PyObject* get_split_sums_through_workspace(PyObject*, PyObject*) {
-  return PyBool_FromLong(torchconv::split_sums_through_workspace());
-}
-
-PyObject* set_poison_outputs(PyObject*, PyObject* arg) {
-  const int on = PyObject_IsTrue(arg);
-  if (on < 0) return nullptr;
-  torchconv::set_poison_outputs(on != 0);
-  Py_RETURN_NONE;
+template <bool (*kGet)()>
+PyObject* get_switch(PyObject*, PyObject*) {
+  return PyBool_FromLong(kGet());
 }
 
 // c10 errors raised inside a raw C-API function become the matching Python exception.
@@ -116,13 +113,6 @@ PyObject* clear_weight_cache(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
-PyObject* set_tuning(PyObject*, PyObject* arg) {
-  const int on = PyObject_IsTrue(arg);
-  if (on < 0) return nullptr;
-  torchconv::set_tuning_enabled(on != 0);
-  Py_RETURN_NONE;
-}
-PyObject* get_tuning(PyObject*, PyObject*) { return PyBool_FromLong(torchconv::tuning_enabled()); }
 PyObject* tuned_choice_count(PyObject*, PyObject*) { return PyLong_FromLongLong(torchconv::tuned_choice_count()); }
 PyObject* clear_tuned_choices(PyObject*, PyObject*) {
   torchconv::clear_tuned_choices();
@@ -319,11 +309,11 @@ PyMethodDef methods[] = {
      "operator for an eager call, or NotImplemented where torch.ops must take it."},
     {"set_workspace_limit", set_workspace_limit, METH_O, "Set the per-call workspace limit in bytes."},
     {"get_workspace_limit", get_workspace_limit, METH_NOARGS, "Per-call workspace limit in bytes."},
-    {"set_poison_outputs", set_poison_outputs, METH_O,
+    {"set_poison_outputs", set_switch<torchconv::set_poison_outputs>, METH_O,
      "Testing aid: fill every operator output with NaN before the kernel writes it."},
-    {"set_split_sums_through_workspace", set_split_sums_through_workspace, METH_O,
+    {"set_split_sums_through_workspace", set_switch<torchconv::set_split_sums_through_workspace>, METH_O,
      "Testing aid: the tensor-core GEMM's split reductions add their sums through a workspace, not as clusters."},
-    {"get_split_sums_through_workspace", get_split_sums_through_workspace, METH_NOARGS,
+    {"get_split_sums_through_workspace", get_switch<torchconv::split_sums_through_workspace>, METH_NOARGS,
      "Whether split_sums_through_workspace is on."},
     {"set_variant", set_variant, METH_VARARGS, "set_variant(algorithm, name): choose an algorithm's variant."},
     {"get_variant", get_variant, METH_O, "The variant an algorithm runs."},
@@ -332,8 +322,9 @@ PyMethodDef methods[] = {
      "Scratch bytes the last operator call in the process allocated."},
     {"weight_cache_size", weight_cache_size, METH_NOARGS, "Entries in the per-weight transform cache."},
     {"clear_weight_cache", clear_weight_cache, METH_NOARGS, "Drop every cached filter transform."},
-    {"set_tuning", set_tuning, METH_O, "Time the candidate configs of a shape on first use (CSG) instead of a rule."},
-    {"get_tuning", get_tuning, METH_NOARGS, "Whether tuning is on."},
+    {"set_tuning", set_switch<torchconv::set_tuning_enabled>, METH_O,
+     "Time the candidate configs of a shape on first use (CSG) instead of a rule."},
+    {"get_tuning", get_switch<torchconv::tuning_enabled>, METH_NOARGS, "Whether tuning is on."},
     {"tuned_choice_count", tuned_choice_count, METH_NOARGS, "Shapes with a tuned choice in this process."},
     {"clear_tuned_choices", clear_tuned_choices, METH_NOARGS, "Forget every tuned choice."},
     {"tuned_choices", tuned_choices, METH_NOARGS, "Tuned CSG plans by key (shape, dtype, GPU, pass): {key: plan}."},
