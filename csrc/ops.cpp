@@ -15,6 +15,7 @@
 #include "autograd.h"
 #include "conv_shape.h"
 #include "plans.h"
+#include "precision.h"
 #include "tuning.h"
 #include "variant.h"
 #include "weight_cache.h"
@@ -315,6 +316,11 @@ PyMethodDef methods[] = {
      "Testing aid: the tensor-core GEMM's split reductions add their sums through a workspace, not as clusters."},
     {"get_split_sums_through_workspace", get_switch<torchconv::split_sums_through_workspace>, METH_NOARGS,
      "Whether split_sums_through_workspace is on."},
+    {"set_tf32_rounded_copies", set_switch<torchconv::set_tf32_rounded_copies>, METH_O,
+     "Testing aid: the tensor-core GEMM's float32 channels_last sources copied and rounded (or gathered), "
+     "not read as they are."},
+    {"get_tf32_rounded_copies", get_switch<torchconv::tf32_rounded_copies>, METH_NOARGS,
+     "Whether tf32_rounded_copies is on."},
     {"set_variant", set_variant, METH_VARARGS, "set_variant(algorithm, name): choose an algorithm's variant."},
     {"get_variant", get_variant, METH_O, "The variant an algorithm runs."},
     {"variants", variants, METH_O, "An algorithm's variants, default first."},

@@ -1,5 +1,6 @@
 #include "precision.h"
 
+#include <atomic>
 #include <string>
 
 #include <ATen/Context.h>
@@ -11,6 +12,13 @@
 namespace torchconv {
 
 bool tf32_enabled() { return at::globalContext().allowTF32CuDNN(); }
+
+namespace {
+std::atomic<bool> g_tf32_rounded_copies{false};
+}  // namespace
+
+void set_tf32_rounded_copies(bool on) { g_tf32_rounded_copies.store(on, std::memory_order_relaxed); }
+bool tf32_rounded_copies() { return g_tf32_rounded_copies.load(std::memory_order_relaxed); }
 
 namespace {
 

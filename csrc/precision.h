@@ -31,6 +31,13 @@ inline bool is_reduced_float(at::ScalarType t) { return t == at::kHalf || t == a
 // PyTorch's cuDNN TF32 switch for convolutions (torch.backends.cudnn.allow_tf32), read per call.
 bool tf32_enabled();
 
+// Testing aid: the tensor-core GEMM copies every float32 channels_last source of several taps,
+// rounded to TF32, for the MMAs to read by descriptor, and gathers 1x1 ones (rounding in shared
+// memory), as where it does not round the tensor copies' tiles in registers -- so that the register
+// tiles can be compared with those paths bit for bit, and timed against them in one process.
+void set_tf32_rounded_copies(bool on);
+bool tf32_rounded_copies();
+
 // The memory format of a convolution's outputs for this input and weight.
 at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& weight);
 

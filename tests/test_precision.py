@@ -865,12 +865,14 @@ WORKSPACE_SPLIT_CASES = [c[0] for c in GRID_CASES if c[1] in (SPLIT, WIDE_SPLIT)
 
 
 @contextlib.contextmanager
-def split_sums_through_workspace():
-    torchconv._C.set_split_sums_through_workspace(True)
+def aid_switched_on(name):
+    """A testing aid of torchconv._C (set_<name> / get_<name>) on for the block, then as it was."""
+    was = getattr(torchconv._C, f"get_{name}")()
+    getattr(torchconv._C, f"set_{name}")(True)
     try:
         yield
     finally:
-        torchconv._C.set_split_sums_through_workspace(False)
+        getattr(torchconv._C, f"set_{name}")(was)
 
 
 @pytest.mark.parametrize("setting", SETTINGS_1X1)
@@ -883,7 +885,7 @@ def test_split_sums_through_the_workspace(device, shape, setting):
     clustered = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     clustered_plan = torchconv.last_choice()
     assert re.search(r"/splits=([2-9]|\d\d+)", clustered_plan) and torchconv.last_workspace_bytes() == 0
-    with split_sums_through_workspace():
+    with aid_switched_on("split_sums_through_workspace"):
         y, forward_plan, _ = check_gemm_forward_and_grad_input(x, w, b, kw)
         assert re.fullmatch(r"forward:wgmma-\w+/splits=([2-9]|\d\d+)(/a=\w+)?", forward_plan), forward_plan
         again = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
@@ -950,6 +952,47 @@ def forward_extra_bytes(x, w, b, kw):
         y = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - before - allocated_blocks(y)
+
+
+# TF32 channels_last sources on the wgmma kernel, read as they are: the tensor copies' float32 tiles
+# are rounded to TF32 in the registers the MMAs take them from (no copy of the source) -- 1x1 layers,
+# strided ones, small grids and layers of fewer than 512 filters x 9 taps; copied and rounded, for
+# the descriptor loop, where a launch's filters times taps reach 4608 over at least 8192 source
+# pixels (gemm_tc.cu: kTf32CopyMinOutputTaps, kTf32CopyMinPixels). Within 2x of cuDNN's TF32 error
+# either way, forward and grad_input: tiles fed to the MMAs unrounded would err about 2.6x.
+RAW_TF32_CASES = [
+    ((2, 64, 72, 13, 11, 3, 3, 1, 1, 1, 1), False),
+    ((2, 96, 40, 9, 7, 1, 1, 1, 0, 1, 1), False),
+    ((2, 128, 96, 14, 12, 3, 3, 2, 1, 1, 1), False),
+    ((8, 64, 512, 32, 32, 3, 3, 1, 1, 1, 1), True),
+    ((2, 64, 512, 12, 12, 3, 3, 1, 1, 1, 1), False),
+]
+
+
+@pytest.mark.parametrize("case", RAW_TF32_CASES, ids=lambda c: shape_id(c[0]))
+@pytest.mark.parametrize("device", [CUDA])
+def test_tf32_channels_last_sources_read_as_they_are(device, case):
+    if not hopper():
+        pytest.skip("the wgmma kernel runs on sm_90a")
+    shape, copied = case
+    x, w, b, kw = make_case(shape, device, at_precision("tf32"), channels_last=True)
+    y, _, _ = check_gemm_forward_and_grad_input(x, w, b, kw)
+    extra, source = forward_extra_bytes(x, w.detach(), b, kw), x.numel() * x.element_size()
+    assert (extra >= source) == copied, (extra, source)
+    if shape[5] * shape[6] == 1:
+        return
+    # A layer of several taps: the tiles rounded in registers give the bits of the rounded copy's
+    # descriptor loop (the testing aid) -- the same operands rounded to nearest, the same config and
+    # splits, the same products summed in the same order.
+    xg = x.detach().requires_grad_(True)
+    gy = torch.randn_like(y)
+    with aid_switched_on("tf32_rounded_copies"):
+        copied_y = torchconv.conv2d(xg, w, b, algorithm="gemm", **kw)
+        (copied_gx,) = torch.autograd.grad(copied_y, (xg,), gy)
+        assert forward_extra_bytes(x, w.detach(), b, kw) >= source
+    raw_y = torchconv.conv2d(xg, w, b, algorithm="gemm", **kw)
+    (raw_gx,) = torch.autograd.grad(raw_y, (xg,), gy)
+    assert torch.equal(raw_y, copied_y) and torch.equal(raw_gx, copied_gx)
 
 
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
@@ -1312,9 +1355,11 @@ IM2COL_COPY_SHAPES = [
     (1, 48, 64, 21, 18, 3, 3, 1, 2, 2, 1),
 ]
 # The wgmma kernels' instantiations whose A tiles come by im2col tensor copies (kTmaA): the launch of
-# one forward or grad_input phase, and that of a strided grad_input's phases together.
+# one forward or grad_input phase, and that of a strided grad_input's phases together. The group is
+# kRawA, the last argument: the copied float32 tiles go to the MMAs from registers, rounded there.
 IM2COL_COPY_KERNEL = re.compile(
-    r"tc_conv_wgmma_kernel<.*, (true|false), true, (true|false)>\(|tc_conv_wgmma_phases_kernel<.*, true, (true|false)>\(")
+    r"tc_conv_wgmma_kernel<.*, (?:true|false), true, (?:true|false), (?P<raw>true|false)>\(|"
+    r"tc_conv_wgmma_phases_kernel<.*, true, (?:true|false), (?P<phases_raw>true|false)>\(")
 WGMMA_CONV_KERNEL = re.compile(r"tc_conv_wgmma_(phases_)?kernel<")
 
 
@@ -1325,8 +1370,10 @@ WGMMA_CONV_KERNEL = re.compile(r"tc_conv_wgmma_(phases_)?kernel<")
 def test_forward_and_grad_input_load_by_im2col_tensor_copies(device, shape, precision, layout):
     """On Hopper every wgmma launch of the forward and of the grad_input phases of such a layer loads
     its input tiles by im2col tensor copies: grad_input runs its taps reversed (the copies need source
-    offsets that rise with the tap), and float32 comes from our copy rounded to TF32, of either
-    layout (a channels_last source is copied as well). Errors within 2x of cuDNN's."""
+    offsets that rise with the tap). float32 from NCHW comes from our transposing copy, rounded to
+    TF32 when made, which the MMAs read by descriptor; a channels_last float32 source of these small
+    layers is read as it is, its tiles rounded in registers (test_tf32_channels_last_sources_read_as_they_are).
+    Errors within 2x of cuDNN's."""
     if not hopper():
         pytest.skip("wgmma and its tensor copies: sm_90a")
     dtype = at_precision(precision)
@@ -1334,7 +1381,10 @@ def test_forward_and_grad_input_load_by_im2col_tensor_copies(device, shape, prec
     names, (_, forward_plan, backward_plan) = cuda_kernel_names(lambda: check_gemm_forward_and_grad_input(x, w, b, kw))
     assert forward_plan.startswith("forward:wgmma-") and "grad_input:wgmma-" in backward_plan, backward_plan
     launched = [name for name in names if WGMMA_CONV_KERNEL.search(name)]
-    assert launched and all(IM2COL_COPY_KERNEL.search(name) for name in launched), launched
+    copies = [IM2COL_COPY_KERNEL.search(name) for name in launched]
+    assert launched and all(copies), launched
+    raw = precision == "tf32" and layout == "nhwc"
+    assert all((m["raw"] or m["phases_raw"]) == str(raw).lower() for m in copies), launched
 
 
 def tf32_grad_weight_reads_nchw(layout):

@@ -533,6 +533,10 @@ void launch_wgmma(const TcConvArgs<T>& args, const char* pass, int splits = 1, i
         if (args.b_source == TcWeightSource::kWeightColumns)
           return launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, false, true, true>, with_map, pass, name, splits,
                                    whole_tiles);
+      if constexpr (std::is_same_v<T, float>)
+        if (args.a_raw)
+          return launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, false, true, false, true>, with_map, pass, name,
+                                   splits, whole_tiles);
       return launch_tc<T, Cfg>(tc_conv_wgmma_kernel<T, Cfg, false, true>, with_map, pass, name, splits, whole_tiles);
     }
   }
@@ -555,7 +559,9 @@ bool try_launch_wgmma_ws(const TcConvArgs<T>& args_in, const char* pass) {
     TcConvArgs<T> args = args_in;
     bool tma = false;
     if constexpr (kTmaA && !kNchwSource) tma = encode_im2col_map(args, Cfg::kBM);
-    if (!tma && sizeof(T) != 2) return false;  // a gathered float32 A would need rounding to TF32
+    // A gathered float32 A, or one read as it is, would need rounding to TF32 (this tile's MMAs read A
+    // from shared memory).
+    if (sizeof(T) != 2 && (!tma || args.a_raw)) return false;
     const int64_t tiles = set_launch_fields<T, Cfg>(args);
     args.chunks_per_split = args.cv.chunks;
     constexpr size_t smem = Cfg::template smem_bytes<T>();
@@ -937,14 +943,18 @@ struct TcSource {
 // Whether the wgmma kernel's A tiles come by im2col tensor copies (TcIm2colLoader) for a launch whose
 // source is not NCHW (tc_source's other sources are dense channels_last on a 16-byte boundary):
 // chunks of one tap's channels (not packed) that stay within the group's channels, source offsets
-// that grow with the taps, and float32 only from a copy rounded to TF32 when made (`src_rounded`),
-// since no thread rounds a copied tile. The map's corners, strides and tap offsets are checked when it
-// is encoded (encode_im2col_map).
+// that grow with the taps. A float32 tile goes to the MMAs from registers, rounded to TF32 there,
+// except in the warp-specialized tile, whose MMAs read it from shared memory: forced (or under the
+// testing aid tf32_rounded_copies), it takes the copies only from a source rounded when copied
+// (`src_rounded`, tc_source). The map's corners,
+// strides and tap offsets are checked when it is encoded (encode_im2col_map).
 template <typename T>
 bool tma_takes(const TcConv& cv, bool src_rounded) {
   const int chunk = 128 / int(sizeof(T));
-  return cv.wt_tiled && !cv.packed && (std::is_same_v<T, float> ? src_rounded : true) &&
-         (cv.groups == 1 || cv.reduced % chunk == 0) && cv.tap_sx >= 0 && cv.tap_sy >= 0;
+  const bool rounds_a = !std::is_same_v<T, float> || src_rounded ||
+                        (forced_wgmma_config() != kWgmmaIndex<WgmmaWs> && !tf32_rounded_copies());
+  return cv.wt_tiled && !cv.packed && rounds_a && (cv.groups == 1 || cv.reduced % chunk == 0) && cv.tap_sx >= 0 &&
+         cv.tap_sy >= 0;
 }
 
 // Whether the launch's positions are the source's pixels in order through a single tap (a 1x1 layer
@@ -1042,6 +1052,7 @@ void tc_conv(const TcSource& src, const at::Tensor& weight, const at::Tensor& bi
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % (16 / int(sizeof(T))) == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
   const bool tma = !nchw && tma_takes<T>(args.cv, src.rounded);
+  args.a_raw = std::is_same_v<T, float> && !nchw && !src.rounded;
   args.b_source = weight_source<T>(weight, args.cv, tma);
   if (args.b_source == TcWeightSource::kWeightColumns && !encode_weight_columns_map(args, weight))
     args.b_source = TcWeightSource::kWt;
@@ -1140,6 +1151,8 @@ void launch_tc_phases(TcPhaseArgs<T> pa) {
   auto kernel = tc_conv_wgmma_phases_kernel<T, Cfg, kTmaA>;
   if constexpr (kTmaA && sizeof(T) == 2)
     if (pa.phase[0].b_source == TcWeightSource::kWeightColumns) kernel = tc_conv_wgmma_phases_kernel<T, Cfg, true, true>;
+  if constexpr (kTmaA && std::is_same_v<T, float>)
+    if (pa.phase[0].a_raw) kernel = tc_conv_wgmma_phases_kernel<T, Cfg, true, false, true>;
   constexpr size_t smem = Cfg::template smem_bytes<T>();
   ensure_dynamic_smem(kernel, smem, "conv2d_gemm");
   const int64_t slots = int64_t(Cfg::kMinBlocks) * sm_count();
@@ -1187,7 +1200,10 @@ bool tc_conv_phases(const TcSource& src, const at::Tensor& weight, const LaunchM
   for (int p = 0; p < phases; ++p) cvs[p] = tc_launch(maps[p], src.tensor.scalar_type(), dst);
   TcPhaseArgs<T> pa{};
   pa.phases = phases;
-  for (int p = 0; p < phases; ++p) pa.phase[p] = tc_args<T>(cvs[p], src.tensor, nullptr, at::Tensor(), dst);
+  for (int p = 0; p < phases; ++p) {
+    pa.phase[p] = tc_args<T>(cvs[p], src.tensor, nullptr, at::Tensor(), dst);
+    pa.phase[p].a_raw = std::is_same_v<T, float> && !src_rounded;
+  }
   // Every phase reads the weight's columns at its own taps where each phase's launch would (one map
   // for all: the same weight), else every phase's Wt re-laid by one launch.
   bool columns = true;
@@ -1624,13 +1640,24 @@ bool whole_planes(const ConvShape& p) {
 // reads its planes whole (`reads_planes`, is_nchw_planes_source); otherwise a channels_last copy with
 // its channels zero-padded to `channels`. A 1x1 layer reads each element once, so a copy would
 // double its traffic; a layer of several taps reads each element once per tap, and there one
-// transposing pass costs less than reading the planes tap by tap. For the same reason a float32
-// channels_last source of several taps is copied too where the wgmma kernel runs: the copy is rounded
-// to TF32, so the im2col tensor copies may load it (tma_takes), where the threads' gather, which
-// rounds each tile in shared memory, would set the loop's pace.
-TcSource tc_source(const at::Tensor& t, int64_t channels, int64_t taps, bool reads_planes) {
+// transposing pass costs less than reading the planes tap by tap. A float32 channels_last source is
+// read as it is where the wgmma kernel runs: it rounds the tensor copies' tiles to TF32 in registers
+// (TcConvArgs::a_raw), sparing the call a rounded copy. A source of several taps is copied all the same,
+// rounded, for the MMAs to read by descriptor, where the launch's multiply-adds outweigh the copy's
+// pass -- the register loop runs slower per multiply-add than the descriptor loop on compute-bound
+// layers: at least kTf32CopyMinOutputTaps destination channels (a group's) times taps, over a source
+// of at least kTf32CopyMinPixels pixels -- and for the warp-specialized tile forced, whose MMAs read A
+// from shared memory.
+constexpr int64_t kTf32CopyMinOutputTaps = 512 * 9;
+constexpr int64_t kTf32CopyMinPixels = 8192;
+
+TcSource tc_source(const at::Tensor& t, int64_t channels, int64_t taps, bool reads_planes, int64_t outputs) {
   if (taps == 1 && (is_nchw_source(t) || is_nchw_planes_source(t, reads_planes))) return {t, true, false};
-  at::Tensor source = channels_last_padded(t, channels, taps > 1 && t.scalar_type() == at::kFloat && runs_wgmma());
+  const bool heavy =
+      outputs * taps >= kTf32CopyMinOutputTaps && t.size(0) * t.size(2) * t.size(3) >= kTf32CopyMinPixels;
+  const bool rounded_copy = taps > 1 && t.scalar_type() == at::kFloat && runs_wgmma() &&
+                            (heavy || forced_wgmma_config() == kWgmmaIndex<WgmmaWs> || tf32_rounded_copies());
+  at::Tensor source = channels_last_padded(t, channels, rounded_copy);
   const bool copied = is_copy(source, t);
   return {std::move(source), false, copied};
 }
@@ -1783,7 +1810,8 @@ at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const 
   auto y = new_output({p.N, p.K, p.Ho, p.Wo}, input.options().memory_format(format));
   record_workspace_bytes(0);
   if (y.numel() == 0) return y;
-  const TcSource x = tc_source(input, padded_channels(p, input.scalar_type()), p.R * p.S, whole_planes(p));
+  const TcSource x =
+      tc_source(input, padded_channels(p, input.scalar_type()), p.R * p.S, whole_planes(p), p.K / p.groups);
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
@@ -1797,7 +1825,7 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   const at::MemoryFormat format = conv_memory_format(input, weight);
   auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
   if (gx.numel() == 0) return gx;
-  const TcSource gy = tc_source(grad_output, p.K, p.R * p.S, whole_planes(p));
+  const TcSource gy = tc_source(grad_output, p.K, p.R * p.S, whole_planes(p), p.C / p.groups);
   // Pixels that no phase's launch writes are zeroed first, with the rest of gx, by one memset; the
   // phases that receive taps are launched.
   if (grad_input_has_unwritten_pixels(p)) zero_dense_output(gx);

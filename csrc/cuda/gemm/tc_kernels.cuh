@@ -22,8 +22,9 @@
 //                         (TcIm2colLoader) where a chunk holds one tap's channels, else the
 //                         threads gather them with cp.async.
 // TF32 operands are rounded to nearest once: Wt when it is re-laid, a copied source when our copy
-// kernels write it, a gathered A in shared memory by the thread that copied it, an NCHW A in the
-// registers it goes to the MMAs from (wgmma would otherwise read the float32 words unrounded).
+// kernels write it, a gathered A in shared memory by the thread that copied it, an NCHW A, or one the
+// tensor copies bring from a source read as it is, in the registers it goes to the MMAs from (wgmma
+// would otherwise read the float32 words unrounded).
 // Wt is the filter re-laid once per weight ([group][dst][tap][c], zero-padded; cached for frozen
 // weights). A kStages-deep cp.async ring keeps kStages - 1 chunks in flight behind the MMAs. The
 // epilogue adds the bias in FP32, rounds once to T, and stages the tile in shared memory so that the
@@ -150,6 +151,9 @@ struct TcConvArgs {
   // A 16-bit NCHW destination whose planes the rows fill in order, planes of whole 16-byte words on a
   // 16-byte boundary: the epilogue stores 16-byte words of positions.
   bool dst_words;
+  // A float32 source read as it is by the tensor copies (host only: picks the kernel whose A goes to
+  // the MMAs from registers, rounded there; a source our copy kernels rounded is read by descriptor).
+  bool a_raw;
 };
 
 // Phases of a strided grad_input that one launch takes (tc_conv_wgmma_phases_kernel): stride 2 x 2,
@@ -572,6 +576,34 @@ struct TcIm2colLoader {
     const int c = c0 + (chunk - tap * cv.chunks_per_tap) * kChunk;
     const int ti = int(cv.s_div.div(uint32_t(tap))), tj = tap - ti * cv.S;
     tma_load_im2col(stage_a, &a.a_map, c, w, h, n, uint16_t(tj * cv.tap_sx), uint16_t(ti * cv.tap_sy), bar);
+  }
+
+  // float32 (TF32) from a source read as it is (TcConvArgs::a_raw): the copies write its words as they
+  // are, and wgmma reads TF32 tiles from shared memory unrounded, so A goes to the MMAs from registers
+  // (tc_conv_wgmma_tile's kRawA), each thread loading its fragments from the tile and rounding them to
+  // nearest TF32 there -- the source needs no rounded copy. The tile is K-major: row r (a position)
+  // holds 32 channels in 128 bytes, 16-byte word w at word w ^ (r % 8) (the 128-byte swizzle). The
+  // places of a thread's fragment elements of k-step 0 for tile rows `row` and `row + 8` (row = a
+  // warp's first row + lane / 4): channel threadIdx.x % 4 (+ 4); both rows, and those of every row
+  // block (64 rows, 8 KB on), share the swizzle's phase, lane / 4, so a fragment load's 32 lanes hit
+  // 32 distinct banks.
+  struct FragmentPlaces {
+    int row[2];
+    int phase;
+  };
+  __device__ __forceinline__ static FragmentPlaces fragment_places(int row) {
+    const int c = threadIdx.x % 4;
+    return {{row * 128 + c * 4, (row + 8) * 128 + c * 4}, row % 8};
+  }
+  // The A fragment of k-step `ks` (8 channels: words 2 ks and 2 ks + 1 of a row) of row block r for
+  // the rows of `places`, rounded to TF32: the layout WgmmaRegA takes.
+  __device__ __forceinline__ static void fragment(const unsigned char* stage_a, const FragmentPlaces& places, int r,
+                                                  int ks, uint32_t (&f)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int at = places.row[e % 2] + r * 64 * 128 + (((2 * ks + e / 2) ^ places.phase) << 4);
+      f[e] = to_tf32(*reinterpret_cast<const uint32_t*>(stage_a + at));
+    }
   }
 };
 
@@ -1053,7 +1085,9 @@ __device__ __forceinline__ void tc_cluster_split_sums(const TcConvArgs<T>& a, co
 // MMAs from registers, or 16-bit whole planes (TcNchwPlanesLoader), MN-major from shared memory;
 // kTmaA: A by im2col tensor copies (TcIm2colLoader); neither: A gathered from NHWC (TcLoader).
 // kMnMajorB: B copied from the weight's columns (TcWeightSource::kWeightColumns), MN-major.
-template <typename T, typename Cfg, bool kNchwSource, bool kTmaA, bool kMnMajorB = false>
+// kRawA: the tensor copies' float32 tiles are the source's words as they are (TcConvArgs::a_raw), so
+// A goes to the MMAs from registers, rounded to TF32 there.
+template <typename T, typename Cfg, bool kNchwSource, bool kTmaA, bool kMnMajorB = false, bool kRawA = false>
 __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int block, int split, bool whole) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ uint64_t b_landed[Cfg::kStages];  // a stage's bulk (B) and tensor (A, kTmaA) copies arrived
@@ -1062,7 +1096,9 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   const unsigned smem_base = smem_address(smem);
   const TcConv& cv = a.cv;
   const TcBlock blk(block, a.m_tiles, a.n_tiles, Cfg::kBM, Cfg::kBN);
-  constexpr bool kRegA = kNchwSource && std::is_same_v<T, float>;  // TF32 A from registers
+  static_assert(!kRawA || (kTmaA && std::is_same_v<T, float>), "raw A: float32 tiles of the tensor copies");
+  // TF32 A from registers, rounded there: from an NCHW tile (TcNchwLoader) or a raw copied one (TcIm2colLoader).
+  constexpr bool kRegA = (kNchwSource && std::is_same_v<T, float>) || kRawA;
   constexpr bool kMnMajorA = kNchwSource && sizeof(T) == 2;
   static_assert(!kMnMajorB || (sizeof(T) == 2 && !kNchwSource), "MN-major B: 16-bit, A K-major");
   using NchwLoader = std::conditional_t<kRegA, TcNchwLoader<Cfg::kBM, Cfg::kThreads>,
@@ -1223,12 +1259,13 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   Epilogue::store(a, smem, blk);
 }
 
-template <typename T, typename Cfg, bool kNchwSource = false, bool kTmaA = false, bool kMnMajorB = false>
+template <typename T, typename Cfg, bool kNchwSource = false, bool kTmaA = false, bool kMnMajorB = false,
+          bool kRawA = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_kernel(const __grid_constant__ TcConvArgs<T> a) {
   const int cluster = int(blockIdx.x), rank = int(blockIdx.y);
   const bool whole = cluster < a.whole_clusters;
   const int block = whole ? cluster * int(gridDim.y) + rank : a.whole_clusters * int(gridDim.y) + cluster - a.whole_clusters;
-  tc_conv_wgmma_tile<T, Cfg, kNchwSource, kTmaA, kMnMajorB>(a, block, rank, whole);
+  tc_conv_wgmma_tile<T, Cfg, kNchwSource, kTmaA, kMnMajorB, kRawA>(a, block, rank, whole);
 }
 
 // The warp-specialized, persistent wgmma tile (`wgmma-ws`; the rule's for short 16-bit reductions,
@@ -1385,13 +1422,14 @@ struct TcPhaseArgs {
 };
 static_assert(sizeof(TcPhaseArgs<float>) <= 4096, "a kernel parameter of at most 4 KB");
 
-// kMnMajorB: every phase reads the weight's columns at its own taps (TcWeightSource::kWeightColumns).
-template <typename T, typename Cfg, bool kTmaA, bool kMnMajorB = false>
+// kMnMajorB: every phase reads the weight's columns at its own taps (TcWeightSource::kWeightColumns);
+// kRawA: a float32 source read as it is (tc_conv_wgmma_tile).
+template <typename T, typename Cfg, bool kTmaA, bool kMnMajorB = false, bool kRawA = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) tc_conv_wgmma_phases_kernel(
     const __grid_constant__ TcPhaseArgs<T> pa) {
   const int p = phase_of(blockIdx.x, pa.first_block, pa.phases);
-  tc_conv_wgmma_tile<T, Cfg, false, kTmaA, kMnMajorB>(pa.phase[p], int(blockIdx.x) - pa.first_block[p],
-                                                       int(blockIdx.y), false);
+  tc_conv_wgmma_tile<T, Cfg, false, kTmaA, kMnMajorB, kRawA>(pa.phase[p], int(blockIdx.x) - pa.first_block[p],
+                                                              int(blockIdx.y), false);
 }
 
 // The end of a split reduction: out = bias + the splits' FP32 sums added in split order
