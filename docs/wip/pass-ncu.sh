@@ -3,7 +3,8 @@
 # metrics and the SASS source page, for each NAME:LAYER:PRECISION:MODE:SKIP given (MODE fwd or fwdbwd
 # of benchmarks/profile_layer.py; SKIP = tc_conv_wgmma launches skipped: in fwdbwd they alternate
 # forward, grad_input; an optional sixth field, CONFIG, forces that gemm tile config). An installed
-# build: run after a build in the same call, ~1 min a pass.
+# build: run after a build in the same call, ~1 min a pass. PROFILE_ARGS are added to profile_layer.py's
+# arguments (--tf32-rounded-copies: a TF32 pass on the descriptor loop instead of the register tiles).
 #   bash docs/wip/pass-ncu.sh y2fwd:Y2:bf16:fwd:2 y0gi:Y0:bf16:fwdbwd:3 y8ws:Y8:bf16:fwd:2:wgmma-ws
 # Prints per pass the duration, issue use and the stall reasons per issued instruction (largest
 # first), then the SASS lines with the most stall samples; returns one archive ($OUT/ncu.tgz).
@@ -15,7 +16,7 @@ for spec in "$@"; do
     --section SourceCounters --section MemoryWorkloadAnalysis --import-source yes \
     --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio -o "$OUT/$name" -f \
     python benchmarks/profile_layer.py --layer "$layer" --precision "$precision" --layout nhwc --mode "$mode" --config "${config:-}" \
-    --skip-reference --warmup 2 --reps 1 > "$OUT/ncu_${name}_run.txt" 2>&1
+    --skip-reference --warmup 2 --reps 1 ${PROFILE_ARGS:-} > "$OUT/ncu_${name}_run.txt" 2>&1
   echo "== $name ($layer $precision $mode) ncu rc=$?"
   ncu -i "$OUT/$name.ncu-rep" --print-details all > "$OUT/ncu_$name.txt" 2>&1
   ncu -i "$OUT/$name.ncu-rep" --page raw --csv > "$OUT/raw_$name.csv" 2>&1
