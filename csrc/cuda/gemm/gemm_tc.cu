@@ -946,8 +946,8 @@ struct TcSource {
 // that grow with the taps. A float32 tile goes to the MMAs from registers, rounded to TF32 there,
 // except in the warp-specialized tile, whose MMAs read it from shared memory: forced (or under the
 // testing aid tf32_rounded_copies), it takes the copies only from a source rounded when copied
-// (`src_rounded`, tc_source). The map's corners,
-// strides and tap offsets are checked when it is encoded (encode_im2col_map).
+// (`src_rounded`, tc_source). The map's corners, strides and tap offsets are checked when it is
+// encoded (encode_im2col_map).
 template <typename T>
 bool tma_takes(const TcConv& cv, bool src_rounded) {
   const int chunk = 128 / int(sizeof(T));
