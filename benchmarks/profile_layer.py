@@ -32,15 +32,16 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="timed samples (the median is printed)")
     ap.add_argument("--calls", type=int, default=1, help="calls per timed sample")
     ap.add_argument("--skip-reference", action="store_true", help="run ours only")
-    ap.add_argument("--tf32-rounded-copies", action="store_true",
-                    help="testing aid: float32 channels_last sources copied and rounded (or gathered) for the "
-                         "descriptor loop, not read as they are (the register tiles)")
+    ap.add_argument("--tf32-source-reads", default="rule", choices=["rule", "rounded_copies", "as_they_are"],
+                    help="testing aid: float32 channels_last sources as the rule reads them, copied and rounded "
+                         "(or gathered) for the descriptor loop, or read as they are (the register tiles) "
+                         "wherever those run")
     args = ap.parse_args()
     layers = {layer.name: layer for layer in suites.RESNET + suites.YOLO + suites.DEPTHWISE}
     layer = layers[args.layer]
     torch.backends.cudnn.benchmark = True
     torchconv.set_config(args.algorithm, args.config)
-    torchconv._C.set_tf32_rounded_copies(args.tf32_rounded_copies)
+    torchconv._C.set_tf32_source_reads(args.tf32_source_reads)
     torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     dtype = DTYPES[args.precision]
     fmt = torch.channels_last if args.layout == "nhwc" else torch.contiguous_format

@@ -107,6 +107,19 @@ PyObject* variants(PyObject*, PyObject* arg) {
   });
 }
 
+PyObject* set_tf32_source_reads(PyObject*, PyObject* arg) {
+  const char* name = PyUnicode_AsUTF8(arg);
+  if (!name) return nullptr;
+  return translate_errors([&]() -> PyObject* {
+    torchconv::set_tf32_source_reads(name);
+    Py_RETURN_NONE;
+  });
+}
+
+PyObject* get_tf32_source_reads(PyObject*, PyObject*) {
+  return PyUnicode_FromString(torchconv::tf32_source_reads_name().c_str());
+}
+
 PyObject* last_workspace_bytes(PyObject*, PyObject*) { return PyLong_FromLongLong(torchconv::last_workspace_bytes()); }
 PyObject* weight_cache_size(PyObject*, PyObject*) { return PyLong_FromLongLong(torchconv::weight_cache_size()); }
 PyObject* clear_weight_cache(PyObject*, PyObject*) {
@@ -316,11 +329,10 @@ PyMethodDef methods[] = {
      "Testing aid: the tensor-core GEMM's split reductions add their sums through a workspace, not as clusters."},
     {"get_split_sums_through_workspace", get_switch<torchconv::split_sums_through_workspace>, METH_NOARGS,
      "Whether split_sums_through_workspace is on."},
-    {"set_tf32_rounded_copies", set_switch<torchconv::set_tf32_rounded_copies>, METH_O,
-     "Testing aid: the tensor-core GEMM's float32 channels_last sources copied and rounded (or gathered), "
-     "not read as they are."},
-    {"get_tf32_rounded_copies", get_switch<torchconv::tf32_rounded_copies>, METH_NOARGS,
-     "Whether tf32_rounded_copies is on."},
+    {"set_tf32_source_reads", set_tf32_source_reads, METH_O,
+     "Testing aid: how the tensor-core GEMM reads float32 channels_last sources: 'rule', 'rounded_copies' "
+     "(copied and rounded, or gathered) or 'as_they_are' (the register tiles wherever they run)."},
+    {"get_tf32_source_reads", get_tf32_source_reads, METH_NOARGS, "The tf32_source_reads setting's name."},
     {"set_variant", set_variant, METH_VARARGS, "set_variant(algorithm, name): choose an algorithm's variant."},
     {"get_variant", get_variant, METH_O, "The variant an algorithm runs."},
     {"variants", variants, METH_O, "An algorithm's variants, default first."},

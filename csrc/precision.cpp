@@ -14,13 +14,9 @@ namespace torchconv {
 bool tf32_enabled() { return at::globalContext().allowTF32CuDNN(); }
 
 namespace {
-std::atomic<bool> g_tf32_rounded_copies{false};
-}  // namespace
 
-void set_tf32_rounded_copies(bool on) { g_tf32_rounded_copies.store(on, std::memory_order_relaxed); }
-bool tf32_rounded_copies() { return g_tf32_rounded_copies.load(std::memory_order_relaxed); }
-
-namespace {
+constexpr std::array<const char*, 3> kTf32SourceReadsNames = {"rule", "rounded_copies", "as_they_are"};
+std::atomic<Tf32SourceReads> g_tf32_source_reads{Tf32SourceReads::kRule};
 
 bool suggests_channels_last(const at::Tensor& t) {
   return t.dim() == 4 && t.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
@@ -37,6 +33,20 @@ bool group_copy_reads_channels_last(const at::Tensor& t, int64_t dim, int64_t si
 }
 
 }  // namespace
+
+void set_tf32_source_reads(const std::string& name) {
+  for (size_t i = 0; i < kTf32SourceReadsNames.size(); ++i)
+    if (name == kTf32SourceReadsNames[i]) {
+      g_tf32_source_reads.store(Tf32SourceReads(i), std::memory_order_relaxed);
+      return;
+    }
+  TORCH_CHECK_VALUE(false, "torchconv: tf32_source_reads must be one of 'rule', 'rounded_copies', 'as_they_are', got '",
+                    name, "'");
+}
+
+Tf32SourceReads tf32_source_reads() { return g_tf32_source_reads.load(std::memory_order_relaxed); }
+
+std::string tf32_source_reads_name() { return kTf32SourceReadsNames[size_t(tf32_source_reads())]; }
 
 at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& weight) {
   // PyTorch's CUDA convolutions return float64 in NCHW whatever the layouts (cuDNN's rule,

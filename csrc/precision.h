@@ -17,6 +17,7 @@
 
 #include <array>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include <ATen/core/Tensor.h>
@@ -31,12 +32,17 @@ inline bool is_reduced_float(at::ScalarType t) { return t == at::kHalf || t == a
 // PyTorch's cuDNN TF32 switch for convolutions (torch.backends.cudnn.allow_tf32), read per call.
 bool tf32_enabled();
 
-// Testing aid: the tensor-core GEMM copies every float32 channels_last source of several taps,
-// rounded to TF32, for the MMAs to read by descriptor, and gathers 1x1 ones (rounding in shared
-// memory), as where it does not round the tensor copies' tiles in registers -- so that the register
-// tiles can be compared with those paths bit for bit, and timed against them in one process.
-void set_tf32_rounded_copies(bool on);
-bool tf32_rounded_copies();
+// Testing aid: how the tensor-core GEMM reads a float32 channels_last source (tc_source in
+// cuda/gemm/gemm_tc.cu). kRule: as that rule decides. kRoundedCopies: a source of several taps copied,
+// rounded to TF32, for the MMAs to read by descriptor, and a 1x1 one gathered (rounding in shared
+// memory) -- the paths where the tensor copies' tiles are not rounded in registers. kAsTheyAre: every
+// source the register tiles can take read as it is, the rule's copy line for compute-bound launches
+// off. So the register tiles can be compared with the other paths bit for bit, and timed against
+// them in one process. Set by name ("rule", "rounded_copies", "as_they_are"; a ValueError otherwise).
+enum class Tf32SourceReads { kRule, kRoundedCopies, kAsTheyAre };
+void set_tf32_source_reads(const std::string& name);
+std::string tf32_source_reads_name();
+Tf32SourceReads tf32_source_reads();
 
 // The memory format of a convolution's outputs for this input and weight.
 at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& weight);

@@ -865,6 +865,17 @@ WORKSPACE_SPLIT_CASES = [c[0] for c in GRID_CASES if c[1] in (SPLIT, WIDE_SPLIT)
 
 
 @contextlib.contextmanager
+def tf32_source_reads(name):
+    """The testing aid tf32_source_reads of torchconv._C set to `name` for the block, then as it was."""
+    was = torchconv._C.get_tf32_source_reads()
+    torchconv._C.set_tf32_source_reads(name)
+    try:
+        yield
+    finally:
+        torchconv._C.set_tf32_source_reads(was)
+
+
+@contextlib.contextmanager
 def aid_switched_on(name):
     """A testing aid of torchconv._C (set_<name> / get_<name>) on for the block, then as it was."""
     was = getattr(torchconv._C, f"get_{name}")()
@@ -982,17 +993,34 @@ def test_tf32_channels_last_sources_read_as_they_are(device, case):
     if shape[5] * shape[6] == 1:
         return
     # A layer of several taps: the tiles rounded in registers give the bits of the rounded copy's
-    # descriptor loop (the testing aid) -- the same operands rounded to nearest, the same config and
-    # splits, the same products summed in the same order.
+    # descriptor loop (the testing aid's "rounded_copies") -- the same operands rounded to nearest, the
+    # same config and splits, the same products summed in the same order -- also where the rule copies
+    # (the aid's "as_they_are").
     xg = x.detach().requires_grad_(True)
     gy = torch.randn_like(y)
-    with aid_switched_on("tf32_rounded_copies"):
-        copied_y = torchconv.conv2d(xg, w, b, algorithm="gemm", **kw)
-        (copied_gx,) = torch.autograd.grad(copied_y, (xg,), gy)
+
+    def forward_and_grad_input():
+        out = torchconv.conv2d(xg, w, b, algorithm="gemm", **kw)
+        return (out,) + torch.autograd.grad(out, (xg,), gy)
+
+    with tf32_source_reads("rounded_copies"):
+        copied_passes = forward_and_grad_input()
         assert forward_extra_bytes(x, w.detach(), b, kw) >= source
-    raw_y = torchconv.conv2d(xg, w, b, algorithm="gemm", **kw)
-    (raw_gx,) = torch.autograd.grad(raw_y, (xg,), gy)
-    assert torch.equal(raw_y, copied_y) and torch.equal(raw_gx, copied_gx)
+    with tf32_source_reads("as_they_are"):
+        raw_passes = forward_and_grad_input()
+        assert forward_extra_bytes(x, w.detach(), b, kw) < source
+    assert all(torch.equal(r, c) for r, c in zip(raw_passes, copied_passes))
+
+
+def test_tf32_source_reads_aid_takes_three_names():
+    """The testing aid's settings by name, "rule" by default; another name is a ValueError naming it."""
+    assert torchconv._C.get_tf32_source_reads() == "rule"
+    for name in ("rounded_copies", "as_they_are", "rule"):
+        with tf32_source_reads(name):
+            assert torchconv._C.get_tf32_source_reads() == name
+    with pytest.raises(ValueError, match="tf32_source_reads"):
+        torchconv._C.set_tf32_source_reads("copies")
+    assert torchconv._C.get_tf32_source_reads() == "rule"
 
 
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])

@@ -4,7 +4,8 @@
 # of benchmarks/profile_layer.py; SKIP = tc_conv_wgmma launches skipped: in fwdbwd they alternate
 # forward, grad_input; an optional sixth field, CONFIG, forces that gemm tile config). An installed
 # build: run after a build in the same call, ~1 min a pass. PROFILE_ARGS are added to profile_layer.py's
-# arguments (--tf32-rounded-copies: a TF32 pass on the descriptor loop instead of the register tiles).
+# arguments (--tf32-source-reads rounded_copies: a TF32 pass on the descriptor loop instead of the register
+# tiles; as_they_are: the register tiles where the rule copies).
 #   bash docs/wip/pass-ncu.sh y2fwd:Y2:bf16:fwd:2 y0gi:Y0:bf16:fwdbwd:3 y8ws:Y8:bf16:fwd:2:wgmma-ws
 # Prints per pass the duration, issue use and the stall reasons per issued instruction (largest
 # first), then the SASS lines with the most stall samples; returns one archive ($OUT/ncu.tgz).

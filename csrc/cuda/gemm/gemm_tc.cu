@@ -940,19 +940,31 @@ struct TcSource {
   bool rounded;
 };
 
+// Whether the wgmma kernel's float32 A tiles may go to the MMAs from registers, rounded to TF32 there
+// (tc_conv_wgmma_tile's kRawA): not in the warp-specialized tile, whose MMAs read A from shared memory
+// (forced), nor under the testing aid's rounded copies.
+bool tf32_register_tiles() {
+  return forced_wgmma_config() != kWgmmaIndex<WgmmaWs> && tf32_source_reads() != Tf32SourceReads::kRoundedCopies;
+}
+
+// Whether launch tiles of `src` go to the MMAs from registers, rounded there: a float32 channels_last
+// source read as it is (tc_source copies it, rounded, where the register tiles do not run).
+template <typename T>
+bool reads_raw_a(const TcSource& src) {
+  return std::is_same_v<T, float> && !src.nchw && !src.rounded;
+}
+
 // Whether the wgmma kernel's A tiles come by im2col tensor copies (TcIm2colLoader) for a launch whose
 // source is not NCHW (tc_source's other sources are dense channels_last on a 16-byte boundary):
 // chunks of one tap's channels (not packed) that stay within the group's channels, source offsets
 // that grow with the taps. A float32 tile goes to the MMAs from registers, rounded to TF32 there,
-// except in the warp-specialized tile, whose MMAs read it from shared memory: forced (or under the
-// testing aid tf32_rounded_copies), it takes the copies only from a source rounded when copied
+// where tf32_register_tiles; otherwise the copies take only a source rounded when copied
 // (`src_rounded`, tc_source). The map's corners, strides and tap offsets are checked when it is
 // encoded (encode_im2col_map).
 template <typename T>
 bool tma_takes(const TcConv& cv, bool src_rounded) {
   const int chunk = 128 / int(sizeof(T));
-  const bool rounds_a = !std::is_same_v<T, float> || src_rounded ||
-                        (forced_wgmma_config() != kWgmmaIndex<WgmmaWs> && !tf32_rounded_copies());
+  const bool rounds_a = !std::is_same_v<T, float> || src_rounded || tf32_register_tiles();
   return cv.wt_tiled && !cv.packed && rounds_a && (cv.groups == 1 || cv.reduced % chunk == 0) && cv.tap_sx >= 0 &&
          cv.tap_sy >= 0;
 }
@@ -1052,7 +1064,7 @@ void tc_conv(const TcSource& src, const at::Tensor& weight, const at::Tensor& bi
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % (16 / int(sizeof(T))) == 0 &&
                     reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
   const bool tma = !nchw && tma_takes<T>(args.cv, src.rounded);
-  args.a_raw = std::is_same_v<T, float> && !nchw && !src.rounded;
+  args.a_raw = reads_raw_a<T>(src);
   args.b_source = weight_source<T>(weight, args.cv, tma);
   if (args.b_source == TcWeightSource::kWeightColumns && !encode_weight_columns_map(args, weight))
     args.b_source = TcWeightSource::kWt;
@@ -1202,7 +1214,7 @@ bool tc_conv_phases(const TcSource& src, const at::Tensor& weight, const LaunchM
   pa.phases = phases;
   for (int p = 0; p < phases; ++p) {
     pa.phase[p] = tc_args<T>(cvs[p], src.tensor, nullptr, at::Tensor(), dst);
-    pa.phase[p].a_raw = std::is_same_v<T, float> && !src_rounded;
+    pa.phase[p].a_raw = reads_raw_a<T>(src);
   }
   // Every phase reads the weight's columns at its own taps where each phase's launch would (one map
   // for all: the same weight), else every phase's Wt re-laid by one launch.
@@ -1655,8 +1667,9 @@ TcSource tc_source(const at::Tensor& t, int64_t channels, int64_t taps, bool rea
   if (taps == 1 && (is_nchw_source(t) || is_nchw_planes_source(t, reads_planes))) return {t, true, false};
   const bool heavy =
       outputs * taps >= kTf32CopyMinOutputTaps && t.size(0) * t.size(2) * t.size(3) >= kTf32CopyMinPixels;
-  const bool rounded_copy = taps > 1 && t.scalar_type() == at::kFloat && runs_wgmma() &&
-                            (heavy || forced_wgmma_config() == kWgmmaIndex<WgmmaWs> || tf32_rounded_copies());
+  const bool rounded_copy =
+      taps > 1 && t.scalar_type() == at::kFloat && runs_wgmma() &&
+      (!tf32_register_tiles() || (heavy && tf32_source_reads() != Tf32SourceReads::kAsTheyAre));
   at::Tensor source = channels_last_padded(t, channels, rounded_copy);
   const bool copied = is_copy(source, t);
   return {std::move(source), false, copied};

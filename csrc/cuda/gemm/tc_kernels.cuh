@@ -582,28 +582,32 @@ struct TcIm2colLoader {
   // are, and wgmma reads TF32 tiles from shared memory unrounded, so A goes to the MMAs from registers
   // (tc_conv_wgmma_tile's kRawA), each thread loading its fragments from the tile and rounding them to
   // nearest TF32 there -- the source needs no rounded copy. The tile is K-major: row r (a position)
-  // holds 32 channels in 128 bytes, 16-byte word w at word w ^ (r % 8) (the 128-byte swizzle). The
-  // places of a thread's fragment elements of k-step 0 for tile rows `row` and `row + 8` (row = a
-  // warp's first row + lane / 4): channel threadIdx.x % 4 (+ 4); both rows, and those of every row
-  // block (64 rows, 8 KB on), share the swizzle's phase, lane / 4, so a fragment load's 32 lanes hit
-  // 32 distinct banks.
+  // holds 32 channels in 128 bytes, 16-byte word w at word w ^ (r % 8) (the 128-byte swizzle). A
+  // k-step's fragments of a row block come by one ldmatrix.x4 (common/mma.cuh: lane l gets 32-bit word
+  // (l / 4, l % 4) of each 8 x 16-byte matrix, the TF32 fragment's element): lanes 8i..8i+7 give the
+  // rows of matrix i -- the warp's row lane % 16, word 2 ks + lane / 16 -- so that the four registers
+  // are rows g and g + 8 at channels t and t + 4 (g = lane / 4, t = lane % 4), WgmmaRegA's order. A
+  // matrix's 8 rows lie in the swizzle's 8 phases, 8 distinct bank groups, as do those of every row
+  // block (64 rows, 8 KB on).
   struct FragmentPlaces {
-    int row[2];
-    int phase;
+    int row;    // this lane's ldmatrix row, in bytes
+    int phase;  // its swizzle phase
+    int word;   // its word of a k-step's two
   };
+  // `row`: a warp's first tile row + lane / 4 (the thread's C-fragment row).
   __device__ __forceinline__ static FragmentPlaces fragment_places(int row) {
-    const int c = threadIdx.x % 4;
-    return {{row * 128 + c * 4, (row + 8) * 128 + c * 4}, row % 8};
+    const int lane = threadIdx.x % 32, ld_row = row - lane / 4 + lane % 16;
+    return {ld_row * 128, ld_row % 8, lane / 16};
   }
-  // The A fragment of k-step `ks` (8 channels: words 2 ks and 2 ks + 1 of a row) of row block r for
-  // the rows of `places`, rounded to TF32: the layout WgmmaRegA takes.
+  // The A fragment of k-step `ks` (8 channels: words 2 ks and 2 ks + 1 of a row) of row block r,
+  // rounded to nearest TF32 for the MMA (tf32_bits_for_mma: it drops the low bits itself), in the
+  // layout WgmmaRegA takes.
   __device__ __forceinline__ static void fragment(const unsigned char* stage_a, const FragmentPlaces& places, int r,
                                                   int ks, uint32_t (&f)[4]) {
+    const int word = (2 * ks + places.word) ^ places.phase;
+    ldmatrix_x4(f, smem_address(stage_a + places.row + r * 64 * 128 + (word << 4)));
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int at = places.row[e % 2] + r * 64 * 128 + (((2 * ks + e / 2) ^ places.phase) << 4);
-      f[e] = to_tf32(*reinterpret_cast<const uint32_t*>(stage_a + at));
-    }
+    for (int e = 0; e < 4; ++e) f[e] = tf32_bits_for_mma(__uint_as_float(f[e]));
   }
 };
 
