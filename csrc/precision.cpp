@@ -35,13 +35,15 @@ bool group_copy_reads_channels_last(const at::Tensor& t, int64_t dim, int64_t si
 }  // namespace
 
 void set_tf32_source_reads(const std::string& name) {
-  for (size_t i = 0; i < kTf32SourceReadsNames.size(); ++i)
+  std::string names;
+  for (size_t i = 0; i < kTf32SourceReadsNames.size(); ++i) {
     if (name == kTf32SourceReadsNames[i]) {
       g_tf32_source_reads.store(Tf32SourceReads(i), std::memory_order_relaxed);
       return;
     }
-  TORCH_CHECK_VALUE(false, "torchconv: tf32_source_reads must be one of 'rule', 'rounded_copies', 'as_they_are', got '",
-                    name, "'");
+    names += (i ? ", '" : "'") + std::string(kTf32SourceReadsNames[i]) + "'";
+  }
+  TORCH_CHECK_VALUE(false, "torchconv: tf32_source_reads must be one of ", names, ", got '", name, "'");
 }
 
 Tf32SourceReads tf32_source_reads() { return g_tf32_source_reads.load(std::memory_order_relaxed); }

@@ -1018,7 +1018,7 @@ def test_tf32_source_reads_aid_takes_three_names():
     for name in ("rounded_copies", "as_they_are", "rule"):
         with tf32_source_reads(name):
             assert torchconv._C.get_tf32_source_reads() == name
-    with pytest.raises(ValueError, match="tf32_source_reads"):
+    with pytest.raises(ValueError, match="tf32_source_reads must be one of 'rule', 'rounded_copies', 'as_they_are'"):
         torchconv._C.set_tf32_source_reads("copies")
     assert torchconv._C.get_tf32_source_reads() == "rule"
 
