@@ -865,21 +865,10 @@ WORKSPACE_SPLIT_CASES = [c[0] for c in GRID_CASES if c[1] in (SPLIT, WIDE_SPLIT)
 
 
 @contextlib.contextmanager
-def tf32_source_reads(name):
-    """The testing aid tf32_source_reads of torchconv._C set to `name` for the block, then as it was."""
-    was = torchconv._C.get_tf32_source_reads()
-    torchconv._C.set_tf32_source_reads(name)
-    try:
-        yield
-    finally:
-        torchconv._C.set_tf32_source_reads(was)
-
-
-@contextlib.contextmanager
-def aid_switched_on(name):
-    """A testing aid of torchconv._C (set_<name> / get_<name>) on for the block, then as it was."""
+def aid_set(name, value=True):
+    """A testing aid of torchconv._C (set_<name> / get_<name>) set to `value` for the block, then as it was."""
     was = getattr(torchconv._C, f"get_{name}")()
-    getattr(torchconv._C, f"set_{name}")(True)
+    getattr(torchconv._C, f"set_{name}")(value)
     try:
         yield
     finally:
@@ -896,7 +885,7 @@ def test_split_sums_through_the_workspace(device, shape, setting):
     clustered = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
     clustered_plan = torchconv.last_choice()
     assert re.search(r"/splits=([2-9]|\d\d+)", clustered_plan) and torchconv.last_workspace_bytes() == 0
-    with aid_switched_on("split_sums_through_workspace"):
+    with aid_set("split_sums_through_workspace"):
         y, forward_plan, _ = check_gemm_forward_and_grad_input(x, w, b, kw)
         assert re.fullmatch(r"forward:wgmma-\w+/splits=([2-9]|\d\d+)(/a=\w+)?", forward_plan), forward_plan
         again = torchconv.conv2d(x, w, b, algorithm="gemm", **kw)
@@ -1003,10 +992,10 @@ def test_tf32_channels_last_sources_read_as_they_are(device, case):
         out = torchconv.conv2d(xg, w, b, algorithm="gemm", **kw)
         return (out,) + torch.autograd.grad(out, (xg,), gy)
 
-    with tf32_source_reads("rounded_copies"):
+    with aid_set("tf32_source_reads", "rounded_copies"):
         copied_passes = forward_and_grad_input()
         assert forward_extra_bytes(x, w.detach(), b, kw) >= source
-    with tf32_source_reads("as_they_are"):
+    with aid_set("tf32_source_reads", "as_they_are"):
         raw_passes = forward_and_grad_input()
         assert forward_extra_bytes(x, w.detach(), b, kw) < source
     assert all(torch.equal(r, c) for r, c in zip(raw_passes, copied_passes))
@@ -1016,9 +1005,10 @@ def test_tf32_source_reads_aid_takes_three_names():
     """The testing aid's settings by name, "rule" by default; another name is a ValueError naming it."""
     assert torchconv._C.get_tf32_source_reads() == "rule"
     for name in ("rounded_copies", "as_they_are", "rule"):
-        with tf32_source_reads(name):
+        with aid_set("tf32_source_reads", name):
             assert torchconv._C.get_tf32_source_reads() == name
-    with pytest.raises(ValueError, match="tf32_source_reads must be one of 'rule', 'rounded_copies', 'as_they_are'"):
+    message = "tf32_source_reads must be one of 'rule', 'rounded_copies', 'as_they_are'"
+    with pytest.raises(ValueError, match=message):
         torchconv._C.set_tf32_source_reads("copies")
     assert torchconv._C.get_tf32_source_reads() == "rule"
 
