@@ -32,10 +32,10 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="timed samples (the median is printed)")
     ap.add_argument("--calls", type=int, default=1, help="calls per timed sample")
     ap.add_argument("--skip-reference", action="store_true", help="run ours only")
-    ap.add_argument("--tf32-source-reads", default="rule", choices=["rule", "rounded_copies", "as_they_are"],
-                    help="testing aid: float32 channels_last sources as the rule reads them, copied and rounded "
-                         "(or gathered) for the descriptor loop, or read as they are (the register tiles) "
-                         "wherever those run")
+    ap.add_argument("--tf32-source-reads", default="rule", choices=["rule", "rounded_copies"],
+                    help="testing aid: float32 channels_last sources as the rule reads them (the register "
+                         "tiles where the wgmma kernel runs), or copied and rounded (or gathered) for the "
+                         "descriptor loop")
     args = ap.parse_args()
     layers = {layer.name: layer for layer in suites.RESNET + suites.YOLO + suites.DEPTHWISE}
     layer = layers[args.layer]

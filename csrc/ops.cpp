@@ -331,7 +331,7 @@ PyMethodDef methods[] = {
      "Whether split_sums_through_workspace is on."},
     {"set_tf32_source_reads", set_tf32_source_reads, METH_O,
      "Testing aid: how the tensor-core GEMM reads float32 channels_last sources: 'rule', 'rounded_copies' "
-     "(copied and rounded, or gathered) or 'as_they_are' (the register tiles wherever they run)."},
+     "(copied and rounded, or gathered)."},
     {"get_tf32_source_reads", get_tf32_source_reads, METH_NOARGS, "The tf32_source_reads setting's name."},
     {"set_variant", set_variant, METH_VARARGS, "set_variant(algorithm, name): choose an algorithm's variant."},
     {"get_variant", get_variant, METH_O, "The variant an algorithm runs."},

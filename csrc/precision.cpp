@@ -15,7 +15,7 @@ bool tf32_enabled() { return at::globalContext().allowTF32CuDNN(); }
 
 namespace {
 
-constexpr std::array<const char*, 3> kTf32SourceReadsNames = {"rule", "rounded_copies", "as_they_are"};
+constexpr std::array<const char*, 2> kTf32SourceReadsNames = {"rule", "rounded_copies"};
 std::atomic<Tf32SourceReads> g_tf32_source_reads{Tf32SourceReads::kRule};
 
 bool suggests_channels_last(const at::Tensor& t) {

@@ -33,13 +33,13 @@ inline bool is_reduced_float(at::ScalarType t) { return t == at::kHalf || t == a
 bool tf32_enabled();
 
 // Testing aid: how the tensor-core GEMM reads a float32 channels_last source (tc_source in
-// cuda/gemm/gemm_tc.cu). kRule: as that rule decides. kRoundedCopies: a source of several taps copied,
-// rounded to TF32, for the MMAs to read by descriptor, and a 1x1 one gathered (rounding in shared
-// memory) -- the paths where the tensor copies' tiles are not rounded in registers. kAsTheyAre: every
-// source the register tiles can take read as it is, the rule's copy line for compute-bound launches
-// off. So the register tiles can be compared with the other paths bit for bit, and timed against
-// them in one process. Set by name ("rule", "rounded_copies", "as_they_are"; a ValueError otherwise).
-enum class Tf32SourceReads { kRule, kRoundedCopies, kAsTheyAre };
+// cuda/gemm/gemm_tc.cu). kRule: as that rule decides (as it is, its tiles rounded to TF32 in the
+// registers the MMAs take them from, wherever the wgmma kernel runs). kRoundedCopies: a source of
+// several taps copied, rounded to TF32, for the MMAs to read by descriptor, and a 1x1 one gathered
+// (rounding in shared memory) -- the paths where the tensor copies' tiles are not rounded in
+// registers. So the register tiles can be compared with the other paths bit for bit, and timed
+// against them in one process. Set by name ("rule", "rounded_copies"; a ValueError otherwise).
+enum class Tf32SourceReads { kRule, kRoundedCopies };
 void set_tf32_source_reads(const std::string& name);
 std::string tf32_source_reads_name();
 Tf32SourceReads tf32_source_reads();

@@ -86,6 +86,13 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 #endif
 }
+// Keeps A fragments an MMA read from registers in their registers up to this point: wgmma reads them
+// while it runs, after the instruction has issued, so without this the compiler may give their
+// registers to other values as soon as the MMAs are issued. Placed after the wgmma_wait that retires
+// those MMAs.
+__device__ __forceinline__ void hold_wgmma_operands(uint32_t (&f)[4]) {
+  asm volatile("" : "+r"(f[0]), "+r"(f[1]), "+r"(f[2]), "+r"(f[3])::"memory");
+}
 // Makes this thread's completed generic-proxy writes to shared memory (cp.async) visible to the
 // async proxy that wgmma reads through.
 __device__ __forceinline__ void fence_proxy_async_shared() {

@@ -1654,22 +1654,12 @@ bool whole_planes(const ConvShape& p) {
 // double its traffic; a layer of several taps reads each element once per tap, and there one
 // transposing pass costs less than reading the planes tap by tap. A float32 channels_last source is
 // read as it is where the wgmma kernel runs: it rounds the tensor copies' tiles to TF32 in registers
-// (TcConvArgs::a_raw), sparing the call a rounded copy. A source of several taps is copied all the same,
-// rounded, for the MMAs to read by descriptor, where the launch's multiply-adds outweigh the copy's
-// pass -- the register loop runs slower per multiply-add than the descriptor loop on compute-bound
-// layers: at least kTf32CopyMinOutputTaps destination channels (a group's) times taps, over a source
-// of at least kTf32CopyMinPixels pixels -- and for the warp-specialized tile forced, whose MMAs read A
-// from shared memory.
-constexpr int64_t kTf32CopyMinOutputTaps = 512 * 9;
-constexpr int64_t kTf32CopyMinPixels = 8192;
-
-TcSource tc_source(const at::Tensor& t, int64_t channels, int64_t taps, bool reads_planes, int64_t outputs) {
+// (TcConvArgs::a_raw), sparing the call a rounded copy; a source of several taps is copied, rounded,
+// for the MMAs to read by descriptor, only where the register tiles do not run (the warp-specialized
+// tile forced, whose MMAs read A from shared memory).
+TcSource tc_source(const at::Tensor& t, int64_t channels, int64_t taps, bool reads_planes) {
   if (taps == 1 && (is_nchw_source(t) || is_nchw_planes_source(t, reads_planes))) return {t, true, false};
-  const bool heavy =
-      outputs * taps >= kTf32CopyMinOutputTaps && t.size(0) * t.size(2) * t.size(3) >= kTf32CopyMinPixels;
-  const bool rounded_copy =
-      taps > 1 && t.scalar_type() == at::kFloat && runs_wgmma() &&
-      (!tf32_register_tiles() || (heavy && tf32_source_reads() != Tf32SourceReads::kAsTheyAre));
+  const bool rounded_copy = taps > 1 && t.scalar_type() == at::kFloat && runs_wgmma() && !tf32_register_tiles();
   at::Tensor source = channels_last_padded(t, channels, rounded_copy);
   const bool copied = is_copy(source, t);
   return {std::move(source), false, copied};
@@ -1824,7 +1814,7 @@ at::Tensor tc_conv2d_forward(const ConvShape& p, const at::Tensor& input, const 
   record_workspace_bytes(0);
   if (y.numel() == 0) return y;
   const TcSource x =
-      tc_source(input, padded_channels(p, input.scalar_type()), p.R * p.S, whole_planes(p), p.K / p.groups);
+      tc_source(input, padded_channels(p, input.scalar_type()), p.R * p.S, whole_planes(p));
   const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
   dispatch_tc(input.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
@@ -1838,7 +1828,7 @@ at::Tensor tc_conv2d_grad_input(const ConvShape& p, const at::Tensor& grad_outpu
   const at::MemoryFormat format = conv_memory_format(input, weight);
   auto gx = new_output({p.N, p.C, p.H, p.W}, input.options().memory_format(format));
   if (gx.numel() == 0) return gx;
-  const TcSource gy = tc_source(grad_output, p.K, p.R * p.S, whole_planes(p), p.C / p.groups);
+  const TcSource gy = tc_source(grad_output, p.K, p.R * p.S, whole_planes(p));
   // Pixels that no phase's launch writes are zeroed first, with the rest of gx, by one memset; the
   // phases that receive taps are launched.
   if (grad_input_has_unwritten_pixels(p)) zero_dense_output(gx);

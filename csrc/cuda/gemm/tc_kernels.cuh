@@ -594,9 +594,9 @@ struct TcIm2colLoader {
     int phase;  // its swizzle phase
     int word;   // its word of a k-step's two
   };
-  // `row`: a warp's first tile row + lane / 4 (the thread's C-fragment row).
-  __device__ __forceinline__ static FragmentPlaces fragment_places(int row) {
-    const int lane = threadIdx.x % 32, ld_row = row - lane / 4 + lane % 16;
+  // `warp_row`: the warp's first tile row.
+  __device__ __forceinline__ static FragmentPlaces fragment_places(int warp_row) {
+    const int lane = threadIdx.x % 32, ld_row = warp_row + lane % 16;
     return {ld_row * 128, ld_row % 8, lane / 16};
   }
   // The A fragment of k-step `ks` (8 channels: words 2 ks and 2 ks + 1 of a row) of row block r,
@@ -699,13 +699,14 @@ struct TcNchwLoader {
   }
 
   // The places of a thread's fragment elements of k-step 0 for tile rows `row` and `row + 8` (row
-  // = a warp's first row + lane / 4): channel threadIdx.x % 4 (+ 4), so the swizzle's phase is the
-  // thread's; a row block 64 rows on is 256 bytes on (the swizzle acts on the word's low 3 bits).
+  // = the warp's first row `warp_row` + lane / 4): channel threadIdx.x % 4 (+ 4), so the swizzle's
+  // phase is the thread's; a row block 64 rows on is 256 bytes on (the swizzle acts on the word's low
+  // 3 bits).
   struct FragmentPlaces {
     int row[2];
   };
-  __device__ __forceinline__ static FragmentPlaces fragment_places(int row) {
-    const int c = threadIdx.x % 4;
+  __device__ __forceinline__ static FragmentPlaces fragment_places(int warp_row) {
+    const int c = threadIdx.x % 4, row = warp_row + threadIdx.x % 32 / 4;
     return {{offset(c, row), offset(c, row + 8)}};
   }
   // The A fragment of k-step `ks` (8 channels) of row block r (64 rows) for the rows of `places`,
@@ -1146,8 +1147,10 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   for (int r = 0; r < kM; ++r)
 #pragma unroll
     for (int i = 0; i < Cfg::kBN / 2; ++i) acc[r][i] = 0.f;
-  // Row of the tile of accumulator row block r, element pair h (the C-fragment layout).
-  auto tile_row = [&](int r, int h) { return (group * kM + r) * 64 + (warp % 4) * 16 + lane / 4 + 8 * h; };
+  // The warp's first row of the tile in accumulator row block r, and the row of its element pair h
+  // (the C-fragment layout).
+  auto warp_row = [&](int r) { return (group * kM + r) * 64 + (warp % 4) * 16; };
+  auto tile_row = [&](int r, int h) { return warp_row(r) + lane / 4 + 8 * h; };
 
   // `ahead` chunks load ahead of the MMAs. A reduction of at most kStages chunks loads all of them at
   // once, each into a stage of its own that is never refilled: a block of few chunks (an RGB stem, a
@@ -1158,13 +1161,29 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   // kStages - ahead + c (the prologue commits kStages groups, the empty ones first), so that chunk i
   // has landed once at most ahead - 1 groups are pending.
   const int ahead = count <= Cfg::kStages ? count : Cfg::kStages - 2;
-  // kRegA: A goes to the MMAs from registers, one fragment set per k-step (a_frag[ks]), each k-step
-  // its own commit group; the wait before a k-step's fragments are reloaded leaves the three later
-  // groups in flight, so that the set it overwrites (the previous chunk's at that k-step) is no
-  // longer read, and by the barrier of chunk c every group of chunk c - 2 has completed.
-  uint32_t a_frag[kRegA ? 4 : 1][kM][4];
+  // kRegA: A goes to the MMAs from registers. Per k-step (a_frag[0][ks]): each k-step its own commit
+  // group; the wait before a k-step's fragments are reloaded leaves the three later groups in flight,
+  // so that the set it overwrites (the previous chunk's at that k-step) is no longer read, and by the
+  // barrier of chunk c every group of chunk c - 2 has completed. Per chunk (kChunkFrags: the raw tiles
+  // where the registers hold two chunks' fragments beside the accumulators): a chunk's fragments are
+  // loaded at once, so that their loads' latency is paid once a chunk rather than once a k-step, into
+  // the set of chunk c - 2 (a_frag[c % 2]), one commit group a chunk as in the descriptor loop. The
+  // loop then takes two chunks a trip, one per set, so that the set is known when compiling: a set
+  // picked at run time lets the compiler fold the two into one, whose loads overwrite the registers
+  // the previous chunk's MMAs are still reading.
+  constexpr bool kChunkFrags = kRawA && 65536 / (Cfg::kThreads * Cfg::kMinBlocks) >= 128;
+  constexpr int kSets = kChunkFrags ? 2 : 1;
+  uint32_t a_frag[kSets][kRegA ? 4 : 1][kM][4];
+  if constexpr (kChunkFrags) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+      for (int r = 0; r < kM; ++r)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a_frag[1][ks][r][e] = 0u;  // held before its first load
+  }
   [[maybe_unused]] const auto frag_places = [&] {
-    if constexpr (kRegA) return Loader::fragment_places(tile_row(0, 0));
+    if constexpr (kRegA) return Loader::fragment_places(warp_row(0));
     else return 0;
   }();
 #pragma unroll 1
@@ -1174,7 +1193,8 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
     fetch(c, c);
     cp_async_commit();
   }
-  for (int i = 0; i < count; ++i) {
+  // Chunk i, its A fragments (kChunkFrags) in set `set`.
+  auto chunk_step = [&](int i, auto set) {
     cp_async_wait_at_most<Cfg::kStages - 1>(ahead - 1);
     // TF32: the source is float32 (Wt was rounded when re-laid; a copied A source when copied).
     if constexpr (std::is_same_v<T, float> && !kTmaA && !kNchwSource)
@@ -1192,16 +1212,36 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
     const uint64_t db = kMnMajorB ? wgmma_descriptor_mn_major(sb, 64 * 128) : wgmma_descriptor(sb);
     // B's k-step: 32 bytes of its rows on, or (MN-major) 16 rows of filters (2 KB) on.
     constexpr unsigned kStepB = kMnMajorB ? 2048 / 16 : 2;
-    if constexpr (kRegA) {
+    if constexpr (kChunkFrags) {
+      constexpr int kSet = decltype(set)::value;
+      auto& frag = a_frag[kSet];
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+        for (int r = 0; r < kM; ++r) loader.fragment(stage_a(s), frag_places, r, ks, frag[ks][r]);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+        for (int r = 0; r < kM; ++r)
+          WgmmaRegA<float, Cfg::kBN>::run(acc[r], frag[ks][r], wgmma_descriptor_advance(db, ks * 2), 1);
+      wgmma_commit();
+      // Chunk i - 1's MMAs are done, and with them the reads of the other set, which chunk i + 1 loads.
+      wgmma_wait<1>();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+        for (int r = 0; r < kM; ++r) hold_wgmma_operands(a_frag[1 - kSet][ks][r]);
+    } else if constexpr (kRegA) {
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         wgmma_wait<3>();
 #pragma unroll
-        for (int r = 0; r < kM; ++r) loader.fragment(stage_a(s), frag_places, r, ks, a_frag[ks][r]);
+        for (int r = 0; r < kM; ++r) loader.fragment(stage_a(s), frag_places, r, ks, a_frag[0][ks][r]);
         wgmma_fence();
 #pragma unroll
         for (int r = 0; r < kM; ++r)
-          WgmmaRegA<float, Cfg::kBN>::run(acc[r], a_frag[ks][r], wgmma_descriptor_advance(db, ks * 2), 1);
+          WgmmaRegA<float, Cfg::kBN>::run(acc[r], a_frag[0][ks][r], wgmma_descriptor_advance(db, ks * 2), 1);
         wgmma_commit();
       }
     } else {
@@ -1225,6 +1265,16 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
       wgmma_commit();
       wgmma_wait<1>();
     }
+  };
+  if constexpr (kChunkFrags) {
+    int i = 0;
+    for (; i + 1 < count; i += 2) {
+      chunk_step(i, std::integral_constant<int, 0>{});
+      chunk_step(i + 1, std::integral_constant<int, 1>{});
+    }
+    if (i < count) chunk_step(i, std::integral_constant<int, 0>{});
+  } else {
+    for (int i = 0; i < count; ++i) chunk_step(i, std::integral_constant<int, 0>{});
   }
   wgmma_wait<0>();
   cp_async_wait<0>();
