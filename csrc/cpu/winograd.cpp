@@ -68,12 +68,13 @@ bool tiles_in_a_row(const Place* places, int64_t j, int64_t count, int64_t step)
 
 // 3x3 stride-1 convolution of x (N x Cin x H x W) with w (Kout x Cin/groups x 3 x 3). Padding may
 // be negative (grad_input of a convolution padded by more than 2 reads a cropped grad_output), so
-// the output extent Ho x Wo is given rather than derived. `filters`, where given, is the caller's
-// weight whose U the weight cache may keep (the forward's; w is its contiguous view): for a frozen
-// weight, or inside inference mode, U is computed once, not every call.
+// the output extent Ho x Wo is given rather than derived. `cached_filters`, where given, is the
+// caller's weight whose U the weight cache keeps (the forward's, where weight_transform_is_cached: a
+// frozen weight, or inside inference mode; w is its contiguous view): U is then computed once, not
+// every call.
 template <typename Tile, typename T>
 void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int64_t groups, int64_t pad_h,
-                   int64_t pad_w, at::Tensor& y, const at::Tensor* filters) {
+                   int64_t pad_w, at::Tensor& y, const at::Tensor* cached_filters) {
   constexpr int kPoints = Tile::kPoints, kAlpha = Tile::kAlpha, kOut = Tile::kOutput;
   using Lanes = TileLanes<T>;
   constexpr int64_t kLanes = Lanes::kCount;
@@ -136,9 +137,9 @@ void winograd_conv(const at::Tensor& x, const at::Tensor& w, const T* bias, int6
   };
   std::optional<ReusedBuffer<T>> call_u;
   at::Tensor U;
-  if (filters && weight_transform_is_cached(*filters)) {
+  if (cached_filters) {
     // Its layout depends on the groups as well as the tile: one weight may serve layers of different groups.
-    U = cached_weight_transform(*filters, [&] {
+    U = cached_weight_transform(*cached_filters, [&] {
       return "cpu_winograd_u_packed/" + std::to_string(kOut) + "/" + std::to_string(groups);
     }, [&] { return transform_filters_into(new_workspace(u_sizes, x.options())); });
   } else {
@@ -284,17 +285,17 @@ template <typename T>
 void winograd_conv_variant(const at::Tensor& x, const at::Tensor& w, const T* bias, int64_t groups, int64_t pad_h,
                            int64_t pad_w, at::Tensor& y, const at::Tensor* filters) {
   const WinogradVariant variant = winograd_variant();
+  const at::Tensor* cached_filters = filters && weight_transform_is_cached(*filters) ? filters : nullptr;
   bool f4x4 = variant == WinogradVariant::kF4x4;
   if (variant == WinogradVariant::kAuto && std::is_same_v<T, float>) {
     const int64_t tiles =
         x.size(0) * winograd_tiles_of<WinogradF4x4>(y.size(2)) * winograd_tiles_of<WinogradF4x4>(y.size(3));
-    const bool cached_filters = filters && weight_transform_is_cached(*filters);
     f4x4 = tiles >= (cached_filters ? kF4x4MinTilesCachedFilters : kF4x4MinTiles);
   }
   if (f4x4) {
-    return winograd_conv<WinogradF4x4, T>(x, w, bias, groups, pad_h, pad_w, y, filters);
+    return winograd_conv<WinogradF4x4, T>(x, w, bias, groups, pad_h, pad_w, y, cached_filters);
   }
-  winograd_conv<WinogradF2x2, T>(x, w, bias, groups, pad_h, pad_w, y, filters);
+  winograd_conv<WinogradF2x2, T>(x, w, bias, groups, pad_h, pad_w, y, cached_filters);
 }
 
 at::Tensor conv2d_winograd_cpu(const at::Tensor& input, const at::Tensor& weight,
