@@ -958,8 +958,8 @@ def forward_extra_bytes(x, w, b, kw):
 # are rounded to TF32 in the registers the MMAs take them from (no copy of the source) -- 1x1 layers,
 # strided ones, small grids, odd chunk counts (32 channels x 9 taps: the register loop takes two
 # chunks a trip) and layers heavy enough for the descriptor loop to have been worth a rounded copy
-# once (512 filters x 9 taps over 8192 pixels). Within 2x of cuDNN's TF32 error, forward and grad_input: tiles fed to the MMAs
-# unrounded would err about 2.6x.
+# once (512 filters x 9 taps over 8192 pixels). Within 2x of cuDNN's TF32 error, forward and
+# grad_input: tiles fed to the MMAs unrounded would err about 2.6x.
 RAW_TF32_SHAPES = [
     (2, 64, 72, 13, 11, 3, 3, 1, 1, 1, 1),
     (3, 32, 40, 11, 9, 3, 3, 1, 1, 1, 1),
