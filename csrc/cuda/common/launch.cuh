@@ -2,6 +2,7 @@
 // opt-in and the post-launch error check.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <map>
@@ -18,6 +19,12 @@ namespace cuda {
 
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int round_up(int a, int b) { return (a + b - 1) / b * b; }
+
+// Whether `p` lies on a `bytes` boundary: the vector loads and stores of `bytes` that a kernel takes
+// only where its operands start on one, and the tensor copies' 16-byte starts.
+__host__ __device__ __forceinline__ bool aligned_to(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
 
 // A thread-block tile: TX x TY x TZ threads, each owning an RY x RX x RK register tile of
 // (output rows) x (output columns) x (output channels). The block covers TY*RY rows, TX*RX columns

@@ -156,8 +156,7 @@ inline void copy_into_contiguous_weight(const at::Tensor& src, at::Tensor& dst) 
   if (src.numel() == 0) return;
   const int64_t K = src.size(0);
   const int C = int(src.size(1)), taps = int(src.size(2) * src.size(3));
-  const bool aligned = reinterpret_cast<uintptr_t>(src.const_data_ptr()) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(dst.const_data_ptr()) % 16 == 0;
+  const bool aligned = aligned_to(src.const_data_ptr(), 16) && aligned_to(dst.const_data_ptr(), 16);
   // Units of equal channel counts: a filter's `items` (channels, or words of them) in as few units of
   // at most `most` as there must be, split evenly (512 channels of 9 taps as 3 x 171, not 227 + 227 +
   // 58); the grid at most 16 blocks an SM, walking the units.

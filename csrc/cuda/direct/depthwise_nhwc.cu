@@ -26,7 +26,7 @@ namespace torchconv {
 namespace cuda {
 at::Tensor nhwc_source(const at::Tensor& t) {
   at::Tensor c = t.contiguous(at::MemoryFormat::ChannelsLast);
-  if (reinterpret_cast<uintptr_t>(c.const_data_ptr()) % (kDwNhwcVec * c.element_size()) != 0)
+  if (!aligned_to(c.const_data_ptr(), kDwNhwcVec * c.element_size()))
     c = c.clone(at::MemoryFormat::ChannelsLast);
   return c;
 }
@@ -285,8 +285,7 @@ at::Tensor depthwise_nhwc_grad_weight(const ConvShape& p, const at::Tensor& grad
   const at::Tensor x = nhwc_source(input), gy = nhwc_source(grad_output);
   // 8-channel vectors load 16-byte words, so both tensors must start on 16 bytes (nhwc_source aligns
   // them to a 4-channel vector only).
-  const auto aligned16 = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0; };
-  const int vector = aligned16(x) && aligned16(gy)
+  const int vector = aligned_to(x.const_data_ptr(), 16) && aligned_to(gy.const_data_ptr(), 16)
                          ? dw_nhwc_grad_weight_vector(g.S, g.sw, g.dw, group, x.scalar_type() == at::kFloat, g.C)
                          : kDwNhwcVec;
   g.vecs = g.C / vector;

@@ -431,7 +431,7 @@ template <typename T, typename Cfg, int KR, int KS>
 void launch_direct(DirectArgs a) {
   constexpr int kVec = 16 / sizeof(T);
   // 16-byte input pieces need rows of whole pieces, an aligned input and planes addressable in 32 bits.
-  a.vec_input = KR > 0 && a.src_W % kVec == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
+  a.vec_input = KR > 0 && a.src_W % kVec == 0 && aligned_to(a.x, 16) &&
                 int64_t(a.src_H) * a.src_W < (int64_t(1) << 31);
   a.col_shift = a.vec_input ? (a.col_ox % kVec + kVec) % kVec : 0;
   const int64_t blocks = grid_blocks<Cfg>(a);

@@ -378,7 +378,7 @@ __device__ __forceinline__ void load_vector16(const T* src, T (&dst)[V]) {
 // address.
 template <typename T, int V>
 __device__ __forceinline__ void store_run(T* dst, const T (&v)[V], int count) {
-  if (count >= V && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+  if (count >= V && aligned_to(dst, 16)) {
     if constexpr (std::is_same_v<T, float>) {
       *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
     } else {

@@ -283,7 +283,7 @@ void gemm_conv(const at::Tensor& src, const at::Tensor& weight, const T* bias, c
   a.col_begin = 0, a.cols_pad = 0;
   const bool explicit_unroll = gemm_variant() == GemmVariant::kExplicit;
   constexpr int kPerWord = 16 / sizeof(T);
-  const bool aligned = reinterpret_cast<uintptr_t>(src.const_data_ptr<T>()) % 16 == 0 && cv.src_plane % kPerWord == 0;
+  const bool aligned = aligned_to(src.const_data_ptr<T>(), 16) && cv.src_plane % kPerWord == 0;
   const ImplicitKernel kernel = implicit_kernel(cv, aligned);
   TORCH_INTERNAL_ASSERT(!stem_columns || (std::is_same_v<T, float> && !explicit_unroll &&
                                           (kernel == ImplicitKernel::kPointwise || kernel == ImplicitKernel::kTapMask1x1)));

@@ -925,7 +925,7 @@ bool is_nchw_source(const at::Tensor& t) {
 // channels_last copy would double its traffic.
 bool is_nchw_planes_source(const at::Tensor& t, bool whole_planes) {
   return whole_planes && is_reduced_float(t.scalar_type()) && t.dim() == 4 && t.is_contiguous() && runs_wgmma() &&
-         t.size(2) * t.size(3) % 4 == 0 && reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 8 == 0;
+         t.size(2) * t.size(3) % 4 == 0 && aligned_to(t.const_data_ptr(), 8);
 }
 
 // Whether `source` (from channels_last_padded of `t`) is a copy: in float32, rounded to TF32.
@@ -983,7 +983,7 @@ bool reads_whole_planes(const TcConv& cv) {
 template <typename T>
 bool quads_of_channels(const T* out, int64_t channel_stride, int64_t channels,
                        std::initializer_list<int64_t> other_strides) {
-  bool quads = channel_stride == 1 && channels % 4 == 0 && reinterpret_cast<uintptr_t>(out) % (4 * sizeof(T)) == 0;
+  bool quads = channel_stride == 1 && channels % 4 == 0 && aligned_to(out, 4 * sizeof(T));
   for (const int64_t stride : other_strides) quads = quads && stride % 4 == 0;
   return quads;
 }
@@ -1017,7 +1017,7 @@ TcConvArgs<T> tc_args(const TcConv& cv, const at::Tensor& src, const T* wt, cons
   constexpr int vec = 16 / int(sizeof(T));
   args.dst_words = sizeof(T) == 2 && c.dst_sc != 1 && c.dst_sw == 1 && c.out_sx == 1 && c.out_ox == 0 && c.out_sy == 1 &&
                    c.out_oy == 0 && c.dst_sh == c.col_W && c.dst_sc == c.col_plane && c.col_plane % vec == 0 &&
-                   c.dst_sn % vec == 0 && reinterpret_cast<uintptr_t>(args.out) % 16 == 0;
+                   c.dst_sn % vec == 0 && aligned_to(args.out, 16);
   return args;
 }
 
@@ -1032,7 +1032,7 @@ TcWeightSource weight_source(const at::Tensor& weight, const TcConv& cv, bool tm
   constexpr int64_t chunk = 128 / int64_t(sizeof(T));
   constexpr TcWeightSource kWt = TcWeightSource::kWt;
   if (sizeof(T) != 2 || !cv.wt_tiled || cv.packed || cv.reduced % chunk != 0 || tiled_encoder() == nullptr ||
-      weight.dim() != 4 || reinterpret_cast<uintptr_t>(weight.const_data_ptr()) % 16 != 0)
+      weight.dim() != 4 || !aligned_to(weight.const_data_ptr(), 16))
     return kWt;
   // Element (k, c, r, s) at ((k R + r) S + s) C + c; a dimension of size 1 has any stride.
   const int64_t C = weight.size(1), R = weight.size(2), S = weight.size(3);
@@ -1062,7 +1062,7 @@ void tc_conv(const TcSource& src, const at::Tensor& weight, const at::Tensor& bi
   TcConvArgs<T> args = tc_args<T>(cv, src.tensor, nullptr, bias, dst);
   const bool nchw = src.nchw;
   args.nchw_words = nchw && reads_whole_planes(args.cv) && args.cv.col_plane % (16 / int(sizeof(T))) == 0 &&
-                    reinterpret_cast<uintptr_t>(args.src) % 16 == 0;
+                    aligned_to(args.src, 16);
   const bool tma = !nchw && tma_takes<T>(args.cv, src.rounded);
   args.a_raw = reads_raw_a<T>(src);
   args.b_source = weight_source<T>(weight, args.cv, tma);
@@ -1380,7 +1380,7 @@ template <typename T>
 bool encode_weight_grad_maps(TcWeightGradArgs<T>& a) {
   const TcWeightGrad& wg = a.wg;
   if (sizeof(T) != 2 || wg.Cg % 64 != 0 || wg.K % 8 != 0 || wg.positions > INT32_MAX ||
-      reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || reinterpret_cast<uintptr_t>(a.gy) % 16 != 0)
+      !aligned_to(a.x, 16) || !aligned_to(a.gy, 16))
     return false;
   TcConv grid{};  // the output positions' grid over x and the filter's taps, as a forward launch's
   grid.N = wg.N, grid.src_C = wg.C, grid.src_H = wg.H, grid.src_W = wg.W;
@@ -1446,8 +1446,7 @@ void tc_weight_grad(Kernel kernel, const ConvShape& p, const at::Tensor& x, cons
       copies ? kHbmBytesPerWeightGradCopiesChunk : kHbmBytesPerWeightGradChunk);
   wg.positions_per_split = round_up(int(ceil_div(wg.positions, splits)), Cfg::kBK);
   splits = ceil_div(wg.positions, wg.positions_per_split);
-  a.plane_words = p.Ho * p.Wo % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
-                  reinterpret_cast<uintptr_t>(a.gy) % 16 == 0;
+  a.plane_words = p.Ho * p.Wo % 8 == 0 && aligned_to(a.x, 16) && aligned_to(a.gy, 16);
   const int64_t blocks = base_blocks * splits;
   check_grid(blocks, "conv2d_gemm_backward");
   record_last_choice("grad_weight", name, int(splits));
@@ -1579,7 +1578,7 @@ void run_tc_weight_grad_nchw(const ConvShape& p, const at::Tensor& x, const at::
 // at an odd place in its storage is copied instead of faulting).
 bool kernel_ready(const at::Tensor& t, int64_t channels) {
   return t.is_contiguous(at::MemoryFormat::ChannelsLast) && t.size(1) == channels &&
-         reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
+         aligned_to(t.const_data_ptr(), 16);
 }
 
 // `t` (N, C, H, W) in channels_last with its channels zero-padded to `channels`: the tensor-core

@@ -1165,13 +1165,19 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   // group; the wait before a k-step's fragments are reloaded leaves the three later groups in flight,
   // so that the set it overwrites (the previous chunk's at that k-step) is no longer read, and by the
   // barrier of chunk c every group of chunk c - 2 has completed. Per chunk (kChunkFrags: the raw tiles
-  // where the registers hold two chunks' fragments beside the accumulators): a chunk's fragments are
+  // where a thread's registers hold two chunks' fragments beside its accumulators with at least
+  // kSpareRegisters left for addresses and the loop's state; a tile that leaves fewer, 192 x 256 on
+  // three warpgroups, would spill and keeps the per-k-step loop): a chunk's fragments are
   // loaded at once, so that their loads' latency is paid once a chunk rather than once a k-step, into
   // the set of chunk c - 2 (a_frag[c % 2]), one commit group a chunk as in the descriptor loop. The
   // loop then takes two chunks a trip, one per set, so that the set is known when compiling: a set
   // picked at run time lets the compiler fold the two into one, whose loads overwrite the registers
   // the previous chunk's MMAs are still reading.
-  constexpr bool kChunkFrags = kRawA && 65536 / (Cfg::kThreads * Cfg::kMinBlocks) >= 128;
+  constexpr int kRegistersAThread = 65536 / (Cfg::kThreads * Cfg::kMinBlocks);
+  constexpr int kThreadRegisters = kRegistersAThread < 255 ? kRegistersAThread : 255;
+  constexpr int kSpareRegisters = 32;
+  constexpr bool kChunkFrags =
+      kRawA && kThreadRegisters - kM * Cfg::kBN / 2 - 2 * 4 * kM * 4 >= kSpareRegisters;
   constexpr int kSets = kChunkFrags ? 2 : 1;
   uint32_t a_frag[kSets][kRegA ? 4 : 1][kM][4];
   if constexpr (kChunkFrags) {

@@ -399,7 +399,7 @@ void launch_pixel_max_words(const ForwardArgs<float, TIo>& a, float* pixel_max, 
 template <typename TIo>
 bool channels_last_words(const TIo* data, int per_group, int channels) {
   constexpr int kVec = 16 / int(sizeof(TIo));
-  return per_group % kVec == 0 && channels % kVec == 0 && reinterpret_cast<uintptr_t>(data) % 16 == 0;
+  return per_group % kVec == 0 && channels % kVec == 0 && aligned_to(data, 16);
 }
 
 // channels_last x whose pixels' group channels are whole 16-byte words: the words kernels (the
@@ -963,7 +963,7 @@ void run_narrow(const at::Tensor& x, const at::Tensor& u, const FilterLayout& f,
   if constexpr (std::is_same_v<T, float>) {
     if (nhwc) {
       const bool runs = cv.Cg() % kNarrowNhwcVec == 0 && cv.src_C % kNarrowNhwcVec == 0 &&
-                        reinterpret_cast<uintptr_t>(a.x) % 8 == 0;
+                        aligned_to(a.x, 8);
       if (runs)
         launch_narrow_nhwc<TIo, kNarrowNhwcVec>(a, blocks, cv.Kg());
       else

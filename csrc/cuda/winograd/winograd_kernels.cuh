@@ -1396,7 +1396,7 @@ __global__ void __launch_bounds__(kWeightGradFinishThreads)
   const int runs_per_filter = int(run_div.d);
   const int64_t total = int64_t(groups) * Kg * runs_per_filter;  // runs
   const bool narrow = total < (int64_t(1) << 31);                // run_div takes numerators below 2^31
-  const bool words = c_pad % kRun == 0 && reinterpret_cast<uintptr_t>(du) % sizeof(Run) == 0 &&
+  const bool words = c_pad % kRun == 0 && aligned_to(du, sizeof(Run)) &&
                      slice % kRun == 0;
   const int64_t point_step = int64_t(k_pad) * c_pad;
   T* staged = points[warp][0][0].v;

@@ -445,7 +445,7 @@ __device__ __forceinline__ void tc_epilogue_nhwc(Stage&& stage, float* smem, con
   // per group and per pixel, y aligned to a pair. kF a multiple of 64: whole pairs per lane.
   constexpr bool kFilterPairs = kF % 64 == 0 && kLdMt % 2 == 0;
   const bool pairs = Kg % 2 == 0 && cv.out_C % 2 == 0 &&
-                     reinterpret_cast<uintptr_t>(a.y) % (2 * sizeof(TIo)) == 0;
+                     aligned_to(a.y, 2 * sizeof(TIo));
   int64_t y_off[kTilesPerThread];
   unsigned edges[kTilesPerThread];  // bit 0: the tile exists; 1: its right column; 2: its lower row
 #pragma unroll
@@ -553,7 +553,7 @@ struct TcPatchLoader {
     patch = a.x + (kNhwc ? origin.nhwc_offset(cv, c0) : origin.nchw_offset(cv, c0));
     // ix0's parity is col_ox's.
     middle_pairs = !kNhwc && cv.src_W % 2 == 0 && (cv.col_ox & 1) &&
-                   reinterpret_cast<uintptr_t>(a.x) % (2 * sizeof(TIo)) == 0;
+                   aligned_to(a.x, 2 * sizeof(TIo));
   }
 
   // The same patch of the next channel.
@@ -617,7 +617,7 @@ struct TcHalfPatchPairLoader {
 #pragma unroll
       for (int j = 0; j < 2; ++j) inside |= ((rc >> i) & (rc >> (4 + 2 * h + j)) & 1u) << (2 * i + j);
     patch = a.x + origin.nhwc_offset(cv, int64_t(bc.g) * cg + c, 2 * h);
-    words = cg % 2 == 0 && cv.src_C % 2 == 0 && reinterpret_cast<uintptr_t>(a.x) % sizeof(Word) == 0;
+    words = cg % 2 == 0 && cv.src_C % 2 == 0 && aligned_to(a.x, sizeof(Word));
   }
 
   // w[i][j]: pixel (i, 2h + j)'s two channels.
