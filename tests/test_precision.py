@@ -1402,6 +1402,38 @@ def test_forward_and_grad_input_load_by_im2col_tensor_copies(device, shape, prec
     assert all((m["raw"] or m["phases_raw"]) == str(raw).lower() for m in copies), launched
 
 
+@pytest.mark.parametrize("config", WGMMA_CONFIGS)
+@pytest.mark.parametrize("device", [CUDA])
+def test_forced_wgmma_configs_read_tf32_channels_last_sources_as_they_are(device, config):
+    """Every wgmma config, forced, reads a TF32 channels_last source of several taps as it is, its
+    tiles rounded in registers, and gives the bits of the rounded copy's descriptor loop in the same
+    config: the configs whose threads hold two chunks' fragments beside their accumulators (the
+    chunk-level loop) and those that keep a k-step's (wgmma-medium, wgmma-wide192), forward (9
+    chunks) and grad_input (27: 72 filters in chunks of 32), partial tiles in every config."""
+    if not hopper():
+        pytest.skip("wgmma configs run on sm_90a")
+    x, w, b, kw = make_case((2, 32, 72, 13, 11, 3, 3, 1, 1, 1, 1), device, at_precision("tf32"), channels_last=True)
+    xg = x.detach().requires_grad_(True)
+    gy = torch.randn(2, 72, 13, 11, device=device).contiguous(memory_format=torch.channels_last)
+
+    def passes():
+        out = torchconv.conv2d(xg, w, b, algorithm="gemm", **kw)
+        plan = torchconv.last_choice()
+        (gx,) = torch.autograd.grad(out, (xg,), gy)
+        return out, gx, plan + " " + torchconv.last_choice()
+
+    with using_config("gemm", config):
+        check_gemm_forward_and_grad_input(x, w, b, kw)
+        names, (y, gx, plan) = cuda_kernel_names(passes)
+        with aid_set("tf32_source_reads", "rounded_copies"):
+            copied_names, (y_copied, gx_copied, _) = cuda_kernel_names(passes)
+    assert f"forward:{config}/" in plan and f"grad_input:{config}/" in plan, plan
+    for launched, raw in ((names, "true"), (copied_names, "false")):
+        copies = [IM2COL_COPY_KERNEL.search(name) for name in launched if WGMMA_CONV_KERNEL.search(name)]
+        assert copies and all(m and m["raw"] == raw for m in copies), launched
+    assert torch.equal(y, y_copied) and torch.equal(gx, gx_copied)
+
+
 def tf32_grad_weight_reads_nchw(layout):
     """On Hopper, grad_weight reads dense NCHW float32 planes as they are (wgmma reads TF32 operands
     K-major, and in NCHW both of grad_weight's run along the positions)."""
