@@ -941,6 +941,15 @@ def backward_extra_bytes(x, w, kw, gy):
         return torch.cuda.max_memory_allocated() - before - allocated_blocks(gx, gw)
 
 
+def gemm_passes(x, w, b, kw, gy):
+    """The GEMM's output of x and its grad_input for grad_output gy, and the two passes' plans."""
+    xg = x.detach().requires_grad_(True)
+    out = torchconv.conv2d(xg, w, b, algorithm="gemm", **kw)
+    plan = torchconv.last_choice()
+    (gx,) = torch.autograd.grad(out, (xg,), gy)
+    return out, gx, plan + " " + torchconv.last_choice()
+
+
 def forward_extra_bytes(x, w, b, kw):
     """The bytes a forward call allocates beyond its output (the caching allocator's 512-byte blocks),
     its weight's re-laid copy already cached."""
@@ -984,18 +993,12 @@ def test_tf32_channels_last_sources_read_as_they_are(device, shape):
     # A layer of several taps: the tiles rounded in registers give the bits of the rounded copy's
     # descriptor loop (the testing aid's "rounded_copies") -- the same operands rounded to nearest, the
     # same config and splits, the same products summed in the same order.
-    xg = x.detach().requires_grad_(True)
     gy = torch.randn_like(y)
-
-    def forward_and_grad_input():
-        out = torchconv.conv2d(xg, w, b, algorithm="gemm", **kw)
-        return (out,) + torch.autograd.grad(out, (xg,), gy)
-
     with aid_set("tf32_source_reads", "rounded_copies"):
-        copied_passes = forward_and_grad_input()
+        y_copied, gx_copied, _ = gemm_passes(x, w, b, kw, gy)
         assert forward_extra_bytes(x, w.detach(), b, kw) >= source
-    raw_passes = forward_and_grad_input()
-    assert all(torch.equal(r, c) for r, c in zip(raw_passes, copied_passes))
+    y_raw, gx_raw, _ = gemm_passes(x, w, b, kw, gy)
+    assert torch.equal(y_raw, y_copied) and torch.equal(gx_raw, gx_copied)
 
 
 def test_tf32_source_reads_aid_takes_two_names():
@@ -1413,20 +1416,12 @@ def test_forced_wgmma_configs_read_tf32_channels_last_sources_as_they_are(device
     if not hopper():
         pytest.skip("wgmma configs run on sm_90a")
     x, w, b, kw = make_case((2, 32, 72, 13, 11, 3, 3, 1, 1, 1, 1), device, at_precision("tf32"), channels_last=True)
-    xg = x.detach().requires_grad_(True)
     gy = torch.randn(2, 72, 13, 11, device=device).contiguous(memory_format=torch.channels_last)
-
-    def passes():
-        out = torchconv.conv2d(xg, w, b, algorithm="gemm", **kw)
-        plan = torchconv.last_choice()
-        (gx,) = torch.autograd.grad(out, (xg,), gy)
-        return out, gx, plan + " " + torchconv.last_choice()
-
     with using_config("gemm", config):
         check_gemm_forward_and_grad_input(x, w, b, kw)
-        names, (y, gx, plan) = cuda_kernel_names(passes)
+        names, (y, gx, plan) = cuda_kernel_names(lambda: gemm_passes(x, w, b, kw, gy))
         with aid_set("tf32_source_reads", "rounded_copies"):
-            copied_names, (y_copied, gx_copied, _) = cuda_kernel_names(passes)
+            copied_names, (y_copied, gx_copied, _) = cuda_kernel_names(lambda: gemm_passes(x, w, b, kw, gy))
     assert f"forward:{config}/" in plan and f"grad_input:{config}/" in plan, plan
     for launched, raw in ((names, "true"), (copied_names, "false")):
         copies = [IM2COL_COPY_KERNEL.search(name) for name in launched if WGMMA_CONV_KERNEL.search(name)]
