@@ -1142,7 +1142,10 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4;
 
   constexpr int kM = Cfg::kMPerGroup;
+  // A thread's accumulators: kM row blocks of kBN / 2 floats (the C fragments of a 64 x kBN wgmma).
+  constexpr int kAccRegisters = kM * (Cfg::kBN / 2);
   float acc[kM][Cfg::kBN / 2];
+  static_assert(sizeof(acc) == 4 * kAccRegisters);
 #pragma unroll
   for (int r = 0; r < kM; ++r)
 #pragma unroll
@@ -1176,10 +1179,13 @@ __device__ __forceinline__ void tc_conv_wgmma_tile(const TcConvArgs<T>& a, int b
   constexpr int kRegistersAThread = 65536 / (Cfg::kThreads * Cfg::kMinBlocks);
   constexpr int kThreadRegisters = kRegistersAThread < 255 ? kRegistersAThread : 255;
   constexpr int kSpareRegisters = 32;
+  // A chunk's A fragments: its four k-steps' kM row blocks of four TF32 words each.
+  constexpr int kChunkFragRegisters = 4 * kM * 4;
   constexpr bool kChunkFrags =
-      kRawA && kThreadRegisters - kM * Cfg::kBN / 2 - 2 * 4 * kM * 4 >= kSpareRegisters;
+      kRawA && kThreadRegisters - kAccRegisters - 2 * kChunkFragRegisters >= kSpareRegisters;
   constexpr int kSets = kChunkFrags ? 2 : 1;
   uint32_t a_frag[kSets][kRegA ? 4 : 1][kM][4];
+  static_assert(!kChunkFrags || sizeof(a_frag) == 4 * 2 * kChunkFragRegisters);
   if constexpr (kChunkFrags) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
