@@ -23,7 +23,11 @@ algorithm for forward and both gradients:
 - torch.use_deterministic_algorithms is drawn too: an algorithm's limits may depend on it.
 
 The examples come from a fixed seed (derandomize), so a failure returns on a rerun;
-TORCHCONV_FUZZ_LAYERS sets how many per device (40 on a CPU, 200 on CUDA by default)."""
+TORCHCONV_FUZZ_LAYERS sets how many per device (40 on a CPU, 200 on CUDA by default). A hunt draws
+further: TORCHCONV_FUZZ_SEED=S draws the sequence of hypothesis seed S instead of the fixed one (the
+same S gives the same layers), and TORCHCONV_FUZZ_SIZES=large draws larger layers (planes up to 90,
+batches up to 32, channel counts up to 512, passes up to 400 million multiply-adds: the split
+reductions, clusters and staged Winograd paths that small layers do not reach)."""
 import contextlib
 import os
 import zlib
@@ -32,7 +36,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch._prims_common import suggest_memory_format
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, given, seed, settings
 from hypothesis import strategies as st
 
 import torchconv
@@ -43,14 +47,18 @@ DTYPE = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32, "f
          "bf16": torch.bfloat16}
 # Multiply-adds of one pass a layer may take: the float64 reference and PyTorch's CPU kernels in 16-bit
 # dtypes are slow on a CPU.
-MAX_MACS = {"cpu": 2_000_000, "cuda": 40_000_000}
+LARGE = os.environ.get("TORCHCONV_FUZZ_SIZES", "small") == "large"
+HUNT_SEED = os.environ.get("TORCHCONV_FUZZ_SEED")
+MAX_MACS = {"cpu": 2_000_000, "cuda": 400_000_000 if LARGE else 40_000_000}
 # Examples per device: CUDA draws more (its layers run fast, and its kernels are the many specialists);
 # TORCHCONV_FUZZ_LAYERS sets both.
 EXAMPLES = {device: int(os.environ.get("TORCHCONV_FUZZ_LAYERS", default))
             for device, default in (("cpu", "40"), ("cuda", "200"))}
 
 INPUT_VIEWS = ["dense", "dense", "dense", "offset", "sliced"]
-channel_counts = st.one_of(st.sampled_from([8, 16, 24, 32, 64, 96, 128]), st.integers(1, 80))
+channel_counts = (st.one_of(st.sampled_from([64, 96, 128, 192, 256, 384, 512]), st.integers(1, 300)) if LARGE
+                  else st.one_of(st.sampled_from([8, 16, 24, 32, 64, 96, 128]), st.integers(1, 80)))
+batches, plane_sides = (([1, 2, 4, 8, 16, 32], 90) if LARGE else ([1, 1, 2, 3, 4], 40))
 taps = st.sampled_from([1, 1, 3, 3, 3, 3, 5, 7])
 axis_values = lambda values: st.sampled_from(values).flatmap(  # noqa: E731 -- mostly equal along H and W
     lambda v: st.one_of(st.just((v, v)), st.just((v, v)), st.tuples(st.just(v), st.sampled_from(values))))
@@ -69,8 +77,8 @@ def layers(draw):
         cg, kg = 1, draw(st.sampled_from([1, 1, 1, 2]))
     r = draw(taps)
     s = draw(st.one_of(st.just(r), st.just(r), st.just(r), taps))
-    return dict(n=draw(st.sampled_from([1, 1, 2, 3, 4])), c=cg * groups, k=kg * groups, groups=groups,
-                h=draw(st.integers(1, 40)), w=draw(st.integers(1, 40)), r=r, s=s,
+    return dict(n=draw(st.sampled_from(batches)), c=cg * groups, k=kg * groups, groups=groups,
+                h=draw(st.integers(1, plane_sides)), w=draw(st.integers(1, plane_sides)), r=r, s=s,
                 stride=draw(axis_values([1, 1, 1, 2, 2, 3])), dilation=draw(axis_values([1, 1, 1, 1, 2, 3])),
                 padding=draw(st.one_of(axis_values([0, 1, 1, 2, 3]), st.just("same"))),
                 bias=draw(st.booleans()), deterministic=draw(st.booleans()),
@@ -229,12 +237,14 @@ def test_found_layer(device, layer):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_random_layer(device):
-    @settings(max_examples=EXAMPLES[device], deadline=None, derandomize=True,
+    @settings(max_examples=EXAMPLES[device], deadline=None, derandomize=HUNT_SEED is None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(layer=layers())
     def random_layer(layer):
         check_random_layer(device, layer)
 
+    if HUNT_SEED is not None:
+        random_layer = seed(int(HUNT_SEED))(random_layer)
     random_layer()
 
 
