@@ -8,6 +8,7 @@ import contextlib
 import os
 import zlib
 
+import hypothesis
 import pytest
 import torch
 
@@ -100,6 +101,15 @@ def without_hypothesis_events(request, monkeypatch):
     """A hypothesis test's body run as a fixed case, outside hypothesis: its module's `event` calls do
     nothing, since hypothesis records events only inside one of its tests."""
     monkeypatch.setattr(request.module, "event", lambda *_: None)
+
+
+def fuzz_hunt(test):
+    """A hypothesis test of the fuzz files as it is, or, under TORCHCONV_FUZZ_SEED=S, drawing hypothesis
+    seed S's sequence instead of its fixed one (an explicit seed takes precedence over derandomize):
+    a hunt past the fixed examples that the same S repeats. Applied after the definition, since
+    derandomize's seed is a hash of the test's source, decorators included."""
+    hunt_seed = os.environ.get("TORCHCONV_FUZZ_SEED")
+    return test if hunt_seed is None else hypothesis.seed(int(hunt_seed))(test)
 
 
 @contextlib.contextmanager

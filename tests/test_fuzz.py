@@ -6,7 +6,8 @@ ValueError, TypeError or RuntimeError that names the function and the argument; 
 ZeroDivisionError or a crash) or agree, forward and backward. An explicit algorithm may also refuse a
 shape it cannot do, with a ValueError that says why. The examples are drawn from a fixed seed
 (derandomize), so a failure comes back on a rerun; TORCHCONV_FUZZ_EXAMPLES sets how many per case
-(a compute-sanitizer run takes a small sample)."""
+(a compute-sanitizer run takes a small sample), and TORCHCONV_FUZZ_SEED=S draws hypothesis seed S's
+sequence instead (a hunt: conftest.fuzz_hunt)."""
 import copy
 import os
 import zlib
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import torchconv
-from conftest import DEVICES
+from conftest import DEVICES, fuzz_hunt
 
 PERTURBATIONS = [None, None, None, "channels", "groups", "bias_length", "dtype", "weight_dim", "non_contiguous",
                  "channels_last", "large_padding", "empty_batch", "empty_plane", "complex"]
@@ -116,6 +117,9 @@ def test_fuzzed_arguments(algorithm, device, a):
         assert torch.allclose(o, r, rtol=1e-9, atol=1e-9 * max(scale, 1.0)), name
 
 
+test_fuzzed_arguments = fuzz_hunt(test_fuzzed_arguments)
+
+
 # Argument sets the random hunt failed on, kept as fixed cases: zero dilations that PyTorch's CUDA convolution (the
 # reference) took and read out of bounds with, losing the CUDA context, before such sets moved to its CPU convolution.
 FOUND_ARGUMENTS = [
@@ -194,3 +198,6 @@ def test_fuzzed_modules(device, a):
             scale = r.abs().max().item() if r.numel() else 0.0
             assert torch.allclose(o, r, rtol=1e-9, atol=1e-9 * max(scale, 1.0))
     assert all(p is q for p, q in zip(params, ours.parameters()))  # the converted layer shares its parameters
+
+
+test_fuzzed_modules = fuzz_hunt(test_fuzzed_modules)

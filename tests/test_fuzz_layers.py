@@ -25,7 +25,7 @@ algorithm for forward and both gradients:
 The examples come from a fixed seed (derandomize), so a failure returns on a rerun;
 TORCHCONV_FUZZ_LAYERS sets how many per device (40 on a CPU, 200 on CUDA by default). A hunt draws
 further: TORCHCONV_FUZZ_SEED=S draws the sequence of hypothesis seed S instead of the fixed one (the
-same S gives the same layers), and TORCHCONV_FUZZ_SIZES=large draws larger layers (planes up to 90,
+same S gives the same layers; conftest.fuzz_hunt), and TORCHCONV_FUZZ_SIZES=large draws larger layers (planes up to 90,
 batches up to 32, channel counts up to 512, passes up to 400 million multiply-adds: the split
 reductions, clusters and staged Winograd paths that small layers do not reach)."""
 import contextlib
@@ -36,11 +36,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch._prims_common import suggest_memory_format
-from hypothesis import HealthCheck, event, given, seed, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import torchconv
-from conftest import DEVICES, rel_err, using_variant
+from conftest import DEVICES, fuzz_hunt, rel_err, using_variant
 
 ULP = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7, torch.float32: 2.0 ** -10}
 DTYPE = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
@@ -48,7 +48,6 @@ DTYPE = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32, "f
 # Multiply-adds of one pass a layer may take: the float64 reference and PyTorch's CPU kernels in 16-bit
 # dtypes are slow on a CPU.
 LARGE = os.environ.get("TORCHCONV_FUZZ_SIZES", "small") == "large"
-HUNT_SEED = os.environ.get("TORCHCONV_FUZZ_SEED")
 MAX_MACS = {"cpu": 2_000_000, "cuda": 400_000_000 if LARGE else 40_000_000}
 # Examples per device: CUDA draws more (its layers run fast, and its kernels are the many specialists);
 # TORCHCONV_FUZZ_LAYERS sets both.
@@ -243,9 +242,7 @@ def test_random_layer(device):
     def random_layer(layer):
         check_random_layer(device, layer)
 
-    if HUNT_SEED is not None:  # an explicit seed takes precedence over derandomize's
-        random_layer = seed(int(HUNT_SEED))(random_layer)
-    random_layer()
+    fuzz_hunt(random_layer)()
 
 
 def check_random_layer(device, layer):
