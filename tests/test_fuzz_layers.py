@@ -25,9 +25,10 @@ algorithm for forward and both gradients:
 The examples come from a fixed seed (derandomize), so a failure returns on a rerun;
 TORCHCONV_FUZZ_LAYERS sets how many per device (40 on a CPU, 200 on CUDA by default). A hunt draws
 further: TORCHCONV_FUZZ_SEED=S draws the sequence of hypothesis seed S instead of the fixed one (the
-same S gives the same layers; conftest.fuzz_hunt), and TORCHCONV_FUZZ_SIZES=large draws larger layers (planes up to 90,
-batches up to 32, channel counts up to 512, passes up to 400 million multiply-adds: the split
-reductions, clusters and staged Winograd paths that small layers do not reach)."""
+same S gives the same layers; conftest.fuzz_hunt), and TORCHCONV_FUZZ_SIZES=large (default small)
+draws larger layers (planes up to 90, batches up to 32, channel counts up to 512, passes up to 400
+million multiply-adds on CUDA: the split reductions, clusters and staged Winograd paths that small
+layers do not reach)."""
 import contextlib
 import os
 import zlib
@@ -47,7 +48,10 @@ DTYPE = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32, "f
          "bf16": torch.bfloat16}
 # Multiply-adds of one pass a layer may take: the float64 reference and PyTorch's CPU kernels in 16-bit
 # dtypes are slow on a CPU.
-LARGE = os.environ.get("TORCHCONV_FUZZ_SIZES", "small") == "large"
+SIZES = os.environ.get("TORCHCONV_FUZZ_SIZES", "small")
+if SIZES not in ("small", "large"):
+    raise ValueError(f"TORCHCONV_FUZZ_SIZES must be small or large, not {SIZES!r}")
+LARGE = SIZES == "large"
 MAX_MACS = {"cpu": 2_000_000, "cuda": 400_000_000 if LARGE else 40_000_000}
 # Examples per device: CUDA draws more (its layers run fast, and its kernels are the many specialists);
 # TORCHCONV_FUZZ_LAYERS sets both.
