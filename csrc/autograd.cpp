@@ -15,11 +15,15 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
 #include <array>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "autograd.h"
 #include "plans.h"
@@ -28,7 +32,6 @@
 namespace torchconv {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 using ForwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, at::IntArrayRef,
@@ -57,35 +60,14 @@ const ConvOperators& operators(int64_t algo) {
   return table[algo];
 }
 
-// Stride, padding, dilation and groups, carried from a forward to its backward in one saved entry
-// (each entry of a node's saved_data is a hash-map insertion and a list allocation, per layer and
-// training step: host time, which a training step of small layers is bound by).
+// Stride, padding, dilation and groups, kept by a node for its backward.
 struct ConvParams {
   std::array<int64_t, 2> stride, padding, dilation;
   int64_t groups;
 
   ConvParams(at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t g)
       : stride{s[0], s[1]}, padding{p[0], p[1]}, dilation{d[0], d[1]}, groups(g) {}
-
-  // Saved with what the node needs besides: the algorithm and one more flag (has_bias, or the
-  // double-backward's output mask).
-  void save(AutogradContext* ctx, int64_t algo, int64_t flags) const {
-    ctx->saved_data["conv"] = std::vector<int64_t>{stride[0],   stride[1], padding[0], padding[1], dilation[0],
-                                                   dilation[1], groups,    algo,       flags};
-  }
-  struct Loaded;
-  static Loaded load(AutogradContext* ctx);
 };
-
-struct ConvParams::Loaded {
-  ConvParams conv;
-  int64_t algo, flags;
-};
-
-ConvParams::Loaded ConvParams::load(AutogradContext* ctx) {
-  const auto v = ctx->saved_data["conv"].toIntVector();
-  return {ConvParams({v[0], v[1]}, {v[2], v[3]}, {v[4], v[5]}, v[6]), v[7], v[8]};
-}
 
 at::Tensor forward_op(int64_t algo, const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
                       const ConvParams& c) {
@@ -98,66 +80,98 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_op(int64_t algo, const a
   return operators(algo).backward.call(gy, x, w, c.stride, c.padding, c.dilation, c.groups, mask);
 }
 
-class Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
- public:
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
-                               const std::optional<at::Tensor>& bias, const ConvParams& conv, int64_t algo) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    auto out = forward_op(algo, input, weight, bias, conv);
-    ctx->save_for_backward({input, weight});
-    conv.save(ctx, algo, /*has_bias=*/bias.has_value());
-    return {out};
+// The graph nodes are hand-written torch::autograd::Nodes, as PyTorch's generated ones are, not
+// torch::autograd::Function (CppNode): torch.func refuses a CppNode under its transforms, while a Node
+// runs under grad, vjp and jacrev as any aten operator's does, with no Python at that level. A node
+// holds what its backward needs as members: no saved_data map, no context object.
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
+
+// Edge::function's pointer type: std::shared_ptr<Node> in older PyTorch, c10::intrusive_ptr<Node> in
+// newer; a node is made as that type wants.
+using NodePtr = decltype(torch::autograd::Edge::function);
+
+template <class T, class... Args>
+auto make_node(Args&&... args) {
+  if constexpr (std::is_same_v<NodePtr, std::shared_ptr<Node>>)
+    return std::make_shared<T>(std::forward<Args>(args)...);
+  else
+    return c10::make_intrusive<T>(std::forward<Args>(args)...);
+}
+
+// The forward operator's node: gradients for (input, weight, bias) from the output's.
+struct Conv2dNode final : Node {
+  Conv2dNode(const at::Tensor& input, const at::Tensor& weight, const ConvParams& conv, int64_t algo, bool has_bias)
+      : input_(input, /*is_output=*/false), weight_(weight, /*is_output=*/false), conv_(conv), algo_(algo),
+        has_bias_(has_bias) {}
+
+  variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::array<bool, 3> mask = {should_compute_output(0), should_compute_output(1),
+                                      has_bias_ && should_compute_output(2)};
+    variable_list out(3);
+    if (!grads[0].defined() || !(mask[0] || mask[1] || mask[2])) return out;
+    auto [gx, gw, gb] = backward_op(algo_, grads[0], input_.unpack(), weight_.unpack(), conv_, mask);
+    if (mask[0]) out[0] = std::move(gx);
+    if (mask[1]) out[1] = std::move(gw);
+    if (mask[2]) out[2] = std::move(gb);
+    return out;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const auto [conv, algo, has_bias] = ConvParams::load(ctx);
-    const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-                                      has_bias != 0 && ctx->needs_input_grad(2)};
-    auto [gx, gw, gb] = backward_op(algo, grads[0], saved[0], saved[1], conv, mask);
-    return {mask[0] ? gx : at::Tensor(), mask[1] ? gw : at::Tensor(), mask[2] ? gb : at::Tensor(), at::Tensor(),
-            at::Tensor()};
+  std::string name() const override { return "torchconv::Conv2dBackward"; }
+
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    input_.reset_data();
+    weight_.reset_data();
   }
+
+ private:
+  SavedVariable input_, weight_;
+  ConvParams conv_;
+  int64_t algo_;
+  bool has_bias_;
 };
 
-class Conv2dBackwardFunction : public torch::autograd::Function<Conv2dBackwardFunction> {
- public:
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& input,
-                               const at::Tensor& weight, const ConvParams& conv, std::array<bool, 3> mask,
-                               int64_t algo) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    auto [gx, gw, gb] = backward_op(algo, grad_output, input, weight, conv, mask);
-    // Gradients nobody asked for stay undefined in backward() instead of becoming zero tensors
-    // that would cost a convolution each.
-    ctx->set_materialize_grads(false);
-    ctx->save_for_backward({grad_output, input, weight});
-    conv.save(ctx, algo, int64_t(mask[0]) | int64_t(mask[1]) << 1 | int64_t(mask[2]) << 2);
-    return {gx, gw, gb};
-  }
+// The backward operator's node (gradients of gradients): gradients for (grad_output, input, weight)
+// from those of (grad_input, grad_weight, grad_bias). A masked-off output is an empty tensor without
+// history: its incoming gradient is undefined.
+struct Conv2dBackwardNode final : Node {
+  Conv2dBackwardNode(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+                     const ConvParams& conv, int64_t algo)
+      : grad_output_(grad_output, false), input_(input, false), weight_(weight, false), conv_(conv), algo_(algo) {}
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &grad_output = saved[0], &input = saved[1], &weight = saved[2];
-    const auto loaded = ConvParams::load(ctx);
-    const ConvParams& conv = loaded.conv;
-    const int64_t algo = loaded.algo, mask = loaded.flags;  // captured below: no structured binding
-    // A masked-off output is an empty tensor: its incoming gradient carries nothing.
-    auto incoming = [&](int i) { return (mask >> i & 1) && grads[i].defined() ? grads[i] : at::Tensor(); };
-    const at::Tensor gg_input = incoming(0), gg_weight = incoming(1), gg_bias = incoming(2);
-
+  variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const at::Tensor grad_output = grad_output_.unpack(), input = input_.unpack(), weight = weight_.unpack();
+    const at::Tensor &gg_input = grads[0], &gg_weight = grads[1], &gg_bias = grads[2];
     at::Tensor d_grad_output, d_input, d_weight;
-    if (ctx->needs_input_grad(0)) {
+    if (should_compute_output(0)) {
       auto add = [&](const at::Tensor& term) { d_grad_output = d_grad_output.defined() ? d_grad_output + term : term; };
-      if (gg_input.defined()) add(forward_op(algo, gg_input, weight, std::nullopt, conv));
-      if (gg_weight.defined()) add(forward_op(algo, input, gg_weight, std::nullopt, conv));
+      if (gg_input.defined()) add(forward_op(algo_, gg_input, weight, std::nullopt, conv_));
+      if (gg_weight.defined()) add(forward_op(algo_, input, gg_weight, std::nullopt, conv_));
       if (gg_bias.defined()) add(gg_bias.view({1, -1, 1, 1}).expand_as(grad_output));
     }
-    if (ctx->needs_input_grad(1) && gg_weight.defined())
-      d_input = std::get<0>(backward_op(algo, grad_output, input, gg_weight, conv, {true, false, false}));
-    if (ctx->needs_input_grad(2) && gg_input.defined())
-      d_weight = std::get<1>(backward_op(algo, grad_output, gg_input, weight, conv, {false, true, false}));
-    return {d_grad_output, d_input, d_weight, at::Tensor(), at::Tensor(), at::Tensor()};
+    if (should_compute_output(1) && gg_weight.defined())
+      d_input = std::get<0>(backward_op(algo_, grad_output, input, gg_weight, conv_, {true, false, false}));
+    if (should_compute_output(2) && gg_input.defined())
+      d_weight = std::get<1>(backward_op(algo_, grad_output, gg_input, weight, conv_, {false, true, false}));
+    return {d_grad_output, d_input, d_weight};
   }
+
+  std::string name() const override { return "torchconv::Conv2dBackwardBackward"; }
+
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    grad_output_.reset_data();
+    input_.reset_data();
+    weight_.reset_data();
+  }
+
+ private:
+  SavedVariable grad_output_, input_, weight_;
+  ConvParams conv_;
+  int64_t algo_;
 };
 
 bool any_requires_grad(std::initializer_list<const at::Tensor*> tensors) {
@@ -246,8 +260,16 @@ at::Tensor conv2d_autograd(const at::Tensor& input, const at::Tensor& weight, co
     at::AutoDispatchBelowADInplaceOrView below;
     return operators(kAlgo).forward.call(input, weight, bias, stride, padding, dilation, groups);
   }
-  const ConvParams conv(stride, padding, dilation, groups);
-  return Conv2dFunction::apply(input, weight, bias, conv, int64_t(kAlgo))[0];
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    out = operators(kAlgo).forward.call(input, weight, bias, stride, padding, dilation, groups);
+  }
+  auto node = make_node<Conv2dNode>(input, weight, ConvParams(stride, padding, dilation, groups), kAlgo,
+                                    bias.has_value());
+  node->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
+  torch::autograd::set_history(out, node);
+  return out;
 }
 
 template <int kAlgo>
@@ -261,9 +283,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward_autograd(
     at::AutoDispatchBelowADInplaceOrView below;
     return operators(kAlgo).backward.call(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
   }
-  const ConvParams conv(stride, padding, dilation, groups);
-  auto out = Conv2dBackwardFunction::apply(grad_output, input, weight, conv, output_mask, int64_t(kAlgo));
-  return {out[0], out[1], out[2]};
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> out;
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    out = operators(kAlgo).backward.call(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
+  }
+  auto node = make_node<Conv2dBackwardNode>(grad_output, input, weight, ConvParams(stride, padding, dilation, groups),
+                                            kAlgo);
+  node->set_next_edges(torch::autograd::collect_next_edges(grad_output, input, weight));
+  const std::array<const at::Tensor*, 3> outputs = {&std::get<0>(out), &std::get<1>(out), &std::get<2>(out)};
+  for (int i = 0; i < 3; ++i) {
+    if (output_mask[i])
+      torch::autograd::set_history(*outputs[i], node);
+    else
+      node->add_input_metadata(Node::undefined_input());
+  }
+  return out;
 }
 
 template <int kAlgo>

@@ -1,6 +1,7 @@
 """Per-sample gradients with torch.func over a converted model, the step DP-SGD clips and averages:
 `vmap(grad(loss))` over the batch gives each sample's gradient of every parameter. torchconv's
-convolutions take every sample's grad_weight from one grouped call (torchconv/func_transforms.py).
+convolutions take every sample's grad_weight from one grouped call (torchconv/func_transforms.py's
+batching rules).
 Checks the result against a loop of single-sample backward passes and prints both times.
 
     python examples/per_sample_grads.py [--batch 32] [--device cuda]

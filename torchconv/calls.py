@@ -2,7 +2,7 @@
 import torch
 
 from . import _C
-from .func_transforms import conv2d as _differentiable_conv2d
+from .func_transforms import chosen_under_transform
 from .ops import FORWARD, functorch_active
 
 __all__ = ["call_forward"]
@@ -11,11 +11,11 @@ __all__ = ["call_forward"]
 def call_forward(algorithm, input, weight, bias, stride, padding, dilation, groups):
     """The forward operator of `algorithm`: an eager call through torchconv._C's entry (the same
     dispatcher call without torch.ops' boxed argument parsing); a traced call, a tensor subclass or a
-    torch function mode through torch.ops, which they must see. Under a torch.func transform, which
-    refuses the operators' C++ autograd, through the autograd.Functions of func_transforms."""
+    torch function mode through torch.ops, which they must see. Under a torch.func transform the
+    front ends pass "auto" on, chosen here on the shape the kernels run (func_transforms)."""
     if not torch.compiler.is_compiling():
-        if functorch_active():
-            return _differentiable_conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups)
+        if algorithm == "auto" and functorch_active():
+            algorithm = chosen_under_transform(input, weight, bias, stride, padding, dilation, groups)
         out = _C.conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups)
         if out is not NotImplemented:
             return out

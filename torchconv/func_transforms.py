@@ -1,44 +1,73 @@
 """torch.func transforms (grad, vjp, jvp, jacrev, jacfwd, hessian, vmap and their compositions) over
 torchconv's operators.
 
-The operators' autograd is C++ (csrc/autograd.cpp): no Python on an eager call, and it carries
-forward-mode tangents (torch.autograd.forward_ad's dual tensors), but functorch refuses C++ autograd
-functions. Under a transform a convolution runs the same forward and backward operators through two
-autograd.Functions instead, with what functorch asks of them:
-- backward: the forward's is the backward operator; the backward operator's (second order) is made of
-  the forward and backward operators, as csrc/autograd.cpp's double backward is, so gradients of any
-  order run on the algorithm's own kernels;
-- jvp (forward mode): the forward is bilinear in (input, weight), the backward operator in
-  (grad_output, input) and (grad_output, weight): each tangent is a sum of forward or backward
-  operator calls;
-- vmap: over the input alone the mapped dimension folds into the batch (one launch, not one a slice);
-  for a gradient mapped over samples (per-sample gradients, `vmap(grad(loss), in_dims=(None, 0))`)
-  grad_input folds into the batch, and grad_weight and grad_bias into the groups (slice b's channels
-  and filters are group block b, so one grouped call gives every slice's gradient); anything else
-  mapped (a weight per slice, an algorithm that cannot take the folded groups) runs the operator once
-  a slice.
-"auto" is chosen where a kernel runs (`_Call.chosen`), on the tensors it runs on: a transform shows the
-caller one sample (a batch of 1 under per-sample gradients), while the kernels run the folded batch
-and groups, whose best algorithm may differ (the rule's split-reduction CSG for a batch of 1).
+The operators run under a transform as aten's convolution does, without Python at the autograd
+levels: their autograd nodes are hand-written C++ nodes (csrc/autograd.cpp), which torch.func's
+grad levels take as they take aten's, and their Autograd kernels carry forward-mode tangents, which
+jvp's levels read. What is Python is the vmap level, the batching rules below (functorch's
+FuncTorchBatched key), one call of a rule per operator call:
+- forward: over the input alone the mapped dimension folds into the batch (one launch, not one a
+  slice);
+- backward: for a gradient mapped over samples (per-sample gradients, `vmap(grad(loss),
+  in_dims=(None, 0))`) grad_input folds into the batch, and grad_weight and grad_bias into the groups
+  (slice b's channels and filters are group block b, so one grouped call gives every slice's
+  gradient);
+- anything else mapped (a weight per slice, an algorithm that cannot take the folded groups) runs the
+  operator once a slice.
+A rule runs the algorithm of the operator it serves. "auto" is chosen before the call on the shape
+the kernels run (`chosen_under_transform`): vmap's mapped sizes folded into the batch, not the one
+sample a transform shows the caller.
 """
-import inspect
-
 import torch
+from torch._C._functorch import _add_batch_dim, _unwrap_batched, current_level, get_unwrapped, maybe_get_level
 from torch._prims_common import suggest_memory_format
 
-from .ops import BACKWARD, FORWARD, _fake_forward, functorch_active
+from . import tuning as _tuning
+from .ops import ALGORITHMS, BACKWARD, FORWARD
 from .selection import _autocast, auto_algorithm, unsupported_reason
 
-__all__ = ["conv2d"]
+__all__ = ["chosen_under_transform"]
+
+# The rules run the operators below the vmap level they serve: with this key excluded the call goes on
+# to the next transform's level (functorch's DynamicLayerBack), as aten's C++ batching rules' calls do.
+_BELOW_VMAP = torch._C.DispatchKeySet(torch._C.DispatchKey.FuncTorchBatched)
 
 
-def _sum(terms, zero=None):
-    """The sum of the terms that are not None; zero() (or None) if all are."""
-    total = None
-    for t in terms:
-        if t is not None:
-            total = t if total is None else total + t
-    return zero() if total is None and zero is not None else total
+class _FoldedInput:
+    """A transformed call's input as "auto" sees it: the shape the kernels run on (vmap's mapped sizes
+    folded into the batch), the dtype, device and layout of the input."""
+
+    __slots__ = ("shape", "dtype", "device", "is_cuda", "is_meta", "requires_grad", "_layout")
+
+    def __init__(self, input, batch):
+        self.shape = torch.Size((batch,) + tuple(input.shape[1:]))
+        self.dtype, self.device, self.is_cuda, self.is_meta = input.dtype, input.device, input.is_cuda, input.is_meta
+        self.requires_grad = input.requires_grad
+        self._layout = _tuning.memory_format(input) == "channels_last"
+
+    def dim(self):
+        return len(self.shape)
+
+    def is_contiguous(self, memory_format=torch.contiguous_format):
+        return (memory_format == torch.channels_last) == self._layout
+
+
+def chosen_under_transform(input, weight, bias, stride, padding, dilation, groups):
+    """The algorithm "auto" runs for a call under a torch.func transform: the rule (benchmark mode's
+    timing cannot run on a transform's wrapped tensors), for the dtypes autocast runs, on the input's
+    batch times the sizes vmap maps it over (the tensor under the transforms' wrappers holds them)."""
+    inner = input
+    while maybe_get_level(inner) != -1:
+        inner = get_unwrapped(inner)
+    per_call = input.numel()
+    batch = input.shape[0] * (inner.numel() // per_call) if per_call else input.shape[0]
+    input, weight, bias = _autocast(input, weight, bias)
+    return auto_algorithm(_FoldedInput(input, batch), weight, bias, tuple(stride), tuple(padding), tuple(dilation),
+                          groups, measure=False)
+
+
+def _unwrap(t, level):
+    return (None, None) if t is None else _unwrap_batched(t, level)
 
 
 def _slice(t, dim, i):
@@ -56,206 +85,79 @@ def _folded(t, slices):
     return t.contiguous(memory_format=suggest_memory_format(slices[0]))
 
 
-class _Call:
-    """A call's arguments other than tensors, as one object. functorch flattens an autograd.Function's
-    arguments (torch.utils._pytree) at every level of every call, and there a list is a node with a
-    leaf an element; an object of an unregistered class is one leaf."""
-
-    __slots__ = ("algorithm", "stride", "padding", "dilation", "groups", "mask")
-    # stride, padding and dilation are tuples: the "auto" memo (selection.auto_algorithm) keys on them,
-    # and a list does not hash.
-
-    def __init__(self, algorithm, stride, padding, dilation, groups, mask=None):
-        self.algorithm, self.stride, self.padding, self.dilation = algorithm, stride, padding, dilation
-        self.groups, self.mask = groups, mask
-
-    def asking(self, mask, groups=None):
-        """The backward operator's call for the gradients `mask` asks for (over `groups`)."""
-        return _Call(self.algorithm, self.stride, self.padding, self.dilation,
-                     self.groups if groups is None else groups, mask)
-
-    def chosen(self, input, weight, bias=None):
-        """The algorithm the kernel call runs: "auto" by the rule (benchmark mode's timing is no part
-        of a transformed call), for the dtypes autocast runs."""
-        if self.algorithm != "auto":
-            return self.algorithm
-        return auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding, self.dilation,
-                              self.groups, measure=False)
+def _forward_rule(algorithm):
+    def rule(input, weight, bias, stride, padding, dilation, groups):
+        level = current_level()
+        (x, x_dim), (w, w_dim), (b, b_dim) = _unwrap(input, level), _unwrap(weight, level), _unwrap(bias, level)
+        forward = FORWARD[algorithm]
+        with torch._C._ExcludeDispatchKeyGuard(_BELOW_VMAP):
+            if x_dim is None and w_dim is None and b_dim is None:
+                return forward(input, weight, bias, stride, padding, dilation, groups)
+            if w_dim is None and b_dim is None:
+                x = x.movedim(x_dim, 0)
+                out = forward(_folded(x.flatten(0, 1), x), w, b, stride, padding, dilation, groups)
+                out = out.unflatten(0, x.shape[:2])
+            else:
+                size = next(t.shape[d] for t, d in ((x, x_dim), (w, w_dim), (b, b_dim)) if d is not None)
+                out = torch.stack([forward(_slice(x, x_dim, i), _slice(w, w_dim, i), _slice(b, b_dim, i), stride,
+                                           padding, dilation, groups) for i in range(size)])
+        return _add_batch_dim(out, 0, level)
+    return rule
 
 
-class _Conv2d(torch.autograd.Function):
-    """The forward operator of `call.algorithm`; its backward is _Conv2dBackward."""
-
-    @staticmethod
-    def forward(call, input, weight, bias):
-        return FORWARD[call.chosen(input, weight, bias)](input, weight, bias, call.stride, call.padding,
-                                                          call.dilation, call.groups)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        call, input, weight, bias = inputs
-        ctx.save_for_backward(input, weight)
-        ctx.save_for_forward(input, weight)
-        ctx.call, ctx.has_bias = call, bias is not None
-
-    @staticmethod
-    def jvp(ctx, _, input_tangent, weight_tangent, bias_tangent):
-        input, weight = ctx.saved_tensors
-        call = ctx.call
-        terms = []
-        if input_tangent is not None:
-            terms.append(_conv(call, input_tangent, weight, None))
-        if weight_tangent is not None:
-            terms.append(_conv(call, input, weight_tangent, None))
-        out = _sum(terms, lambda: _fake_forward(input, weight, None, call.stride, call.padding, call.dilation,
-                                                call.groups).zero_())
-        return out if bias_tangent is None else out + bias_tangent.view(1, -1, 1, 1)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        input, weight = ctx.saved_tensors
-        mask = (ctx.needs_input_grad[1], ctx.needs_input_grad[2], ctx.has_bias and ctx.needs_input_grad[3])
-        grads = _conv_backward(ctx.call.asking(mask), grad_output, input, weight)
-        return (None,) + tuple(g if m else None for g, m in zip(grads, mask))
-
-    @staticmethod
-    def vmap(info, in_dims, call, input, weight, bias):
-        _, input_dim, weight_dim, bias_dim = in_dims
-        size = info.batch_size
-        if weight_dim is None and bias_dim is None:
-            x = _mapped(input, input_dim, size)
-            out = _conv(call, _folded(x.flatten(0, 1), x), weight, bias)
-            return out.unflatten(0, (size, x.shape[1])), 0
-        outs = [_conv(call, _slice(input, input_dim, i), _slice(weight, weight_dim, i),
-                      None if bias is None else _slice(bias, bias_dim, i))
-                for i in range(size)]
-        return torch.stack(outs), 0
+def _backward_rule(algorithm):
+    def rule(grad_output, input, weight, stride, padding, dilation, groups, output_mask):
+        level = current_level()
+        (gy, gy_dim), (x, x_dim), (w, w_dim) = (_unwrap(grad_output, level), _unwrap(input, level),
+                                                _unwrap(weight, level))
+        backward = BACKWARD[algorithm]
+        with torch._C._ExcludeDispatchKeyGuard(_BELOW_VMAP):
+            if gy_dim is None and x_dim is None and w_dim is None:
+                return backward(grad_output, input, weight, stride, padding, dilation, groups, output_mask)
+            size = next(t.shape[d] for t, d in ((gy, gy_dim), (x, x_dim), (w, w_dim)) if d is not None)
+            out = _backward_folded(backward, algorithm, size, gy, gy_dim, x, x_dim, w, stride, padding, dilation,
+                                   groups, output_mask) if w_dim is None else None
+            if out is None:
+                parts = [backward(_slice(gy, gy_dim, i), _slice(x, x_dim, i), _slice(w, w_dim, i), stride, padding,
+                                  dilation, groups, output_mask) for i in range(size)]
+                out = [torch.stack(p) if m else p[0] for p, m in zip(zip(*parts), output_mask)]
+        return tuple(_add_batch_dim(g, 0, level) if m else g for g, m in zip(out, output_mask))
+    return rule
 
 
-# A backward operator's call for one gradient.
-_GRAD_INPUT, _GRAD_WEIGHT, _GRAD_BIAS = (True, False, False), (False, True, False), (False, False, True)
+def _backward_folded(backward, algorithm, size, gy, gy_dim, x, x_dim, weight, stride, padding, dilation, groups,
+                     mask):
+    """The slices' gradients for one weight in two calls (None where the algorithm cannot take the
+    grouped call): grad_weight and grad_bias over the slices as groups, grad_input over the slices'
+    images as one batch. A gradient not asked for is the operator's empty tensor."""
+    gy, x = _mapped(gy, gy_dim, size), _mapped(x, x_dim, size)
+    n, k = x.shape[1], weight.shape[0]
+    out = [x.new_empty((0,))] * 3
+    if mask[1] or mask[2]:
+        # Slice b's channels and filters as group block b of one grouped convolution over the batch
+        # (the repeated weight is as large as the slices' grad_weight the call returns).
+        xg, gyg = _folded(x.transpose(0, 1).flatten(1, 2), x), _folded(gy.transpose(0, 1).flatten(1, 2), gy)
+        wg = weight.repeat(size, 1, 1, 1)
+        if unsupported_reason(algorithm, xg, wg, stride, dilation, padding, groups * size) is not None:
+            return None
+        _, gw, gb = backward(gyg, xg, wg, stride, padding, dilation, groups * size, [False, mask[1], mask[2]])
+        for i, g in ((1, gw), (2, gb)):
+            if mask[i]:
+                out[i] = g.unflatten(0, (size, k))
+    if mask[0]:
+        # grad_input: the slices' images are images of one batch.
+        gi = backward(_folded(gy.flatten(0, 1), gy), _folded(x.flatten(0, 1), x), weight, stride, padding, dilation,
+                      groups, [True, False, False])[0]
+        out[0] = gi.unflatten(0, (size, n))
+    return out
 
 
-class _Conv2dBackward(torch.autograd.Function):
-    """The backward operator of `call.algorithm`: (grad_input, grad_weight, grad_bias) under
-    `call.mask`, an empty tensor for each one not asked for."""
-
-    @staticmethod
-    def forward(call, grad_output, input, weight):
-        return BACKWARD[call.chosen(input, weight)](grad_output, input, weight, call.stride, call.padding,
-                                                    call.dilation, call.groups, list(call.mask))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        call, grad_output, input, weight = inputs
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(grad_output, input, weight)
-        ctx.save_for_forward(grad_output, input, weight)
-        ctx.call = call
-
-    @staticmethod
-    def backward(ctx, grad_input_grad, grad_weight_grad, grad_bias_grad):
-        # grad_input is bilinear in (grad_output, weight), grad_weight in (grad_output, input), grad_bias
-        # linear in grad_output: each term is one operator call (csrc/autograd.cpp's double backward).
-        grad_output, input, weight = ctx.saved_tensors
-        call = ctx.call
-        gg_input, gg_weight, gg_bias = (g if m else None for g, m in zip((grad_input_grad, grad_weight_grad,
-                                                                           grad_bias_grad), call.mask))
-        d_grad_output = d_input = d_weight = None
-        if ctx.needs_input_grad[1]:
-            terms = [_conv(call, gg_input, weight, None) if gg_input is not None else None,
-                     _conv(call, input, gg_weight, None) if gg_weight is not None else None,
-                     gg_bias.view(1, -1, 1, 1).expand_as(grad_output) if gg_bias is not None else None]
-            d_grad_output = _sum(terms)
-        if ctx.needs_input_grad[2] and gg_weight is not None:
-            d_input = _conv_backward(call.asking(_GRAD_INPUT), grad_output, input, gg_weight)[0]
-        if ctx.needs_input_grad[3] and gg_input is not None:
-            d_weight = _conv_backward(call.asking(_GRAD_WEIGHT), grad_output, gg_input, weight)[1]
-        return None, d_grad_output, d_input, d_weight
-
-    @staticmethod
-    def jvp(ctx, _, grad_output_tangent, input_tangent, weight_tangent):
-        grad_output, input, weight = ctx.saved_tensors
-        call = ctx.call
-        grads = lambda mask, gy, x, w: _conv_backward(call.asking(mask), gy, x, w)  # noqa: E731
-        empty = input.new_empty((0,))
-        out = [empty, empty, empty]
-        if call.mask[0]:
-            out[0] = _sum([grads(_GRAD_INPUT, grad_output_tangent, input, weight)[0]
-                           if grad_output_tangent is not None else None,
-                           grads(_GRAD_INPUT, grad_output, input, weight_tangent)[0]
-                           if weight_tangent is not None else None], lambda: torch.zeros_like(input))
-        if call.mask[1]:
-            out[1] = _sum([grads(_GRAD_WEIGHT, grad_output_tangent, input, weight)[1]
-                           if grad_output_tangent is not None else None,
-                           grads(_GRAD_WEIGHT, grad_output, input_tangent, weight)[1]
-                           if input_tangent is not None else None], lambda: torch.zeros_like(weight))
-        if call.mask[2]:
-            out[2] = (grads(_GRAD_BIAS, grad_output_tangent, input, weight)[2]
-                      if grad_output_tangent is not None else weight.new_zeros((weight.shape[0],)))
-        return tuple(out)
-
-    @staticmethod
-    def vmap(info, in_dims, call, grad_output, input, weight):
-        _, grad_output_dim, input_dim, weight_dim = in_dims
-        size, mask = info.batch_size, call.mask
-        if weight_dim is not None:
-            return _backward_by_slices(info, in_dims, call, grad_output, input, weight)
-        gy, x = _mapped(grad_output, grad_output_dim, size), _mapped(input, input_dim, size)
-        n, k = x.shape[1], weight.shape[0]
-        out, dims = [input.new_empty((0,))] * 3, [None] * 3  # what the operator returns for a gradient not asked for
-        if mask[1] or mask[2]:
-            # Slice b's channels and filters as group block b of one grouped convolution over the batch
-            # (the repeated weight is as large as the slices' grad_weight the call returns).
-            xg, gyg = _folded(x.transpose(0, 1).flatten(1, 2), x), _folded(gy.transpose(0, 1).flatten(1, 2), gy)
-            wg = weight.repeat(size, 1, 1, 1)
-            if call.algorithm != "auto" and unsupported_reason(call.algorithm, xg, wg, call.stride, call.dilation,
-                                                               call.padding, call.groups * size) is not None:
-                return _backward_by_slices(info, in_dims, call, grad_output, input, weight)
-            _, gw, gb = _conv_backward(call.asking((False, mask[1], mask[2]), call.groups * size), gyg, xg, wg)
-            for i, g in ((1, gw), (2, gb)):
-                if mask[i]:
-                    out[i], dims[i] = g.unflatten(0, (size, k)), 0
-        if mask[0]:
-            # grad_input: the slices' images are images of one batch.
-            gi = _conv_backward(call.asking(_GRAD_INPUT), _folded(gy.flatten(0, 1), gy),
-                                _folded(x.flatten(0, 1), x), weight)[0]
-            out[0], dims[0] = gi.unflatten(0, (size, n)), 0
-        return tuple(out), tuple(dims)
+def _register():
+    library = torch.library.Library("torchconv", "IMPL")
+    for algorithm in ALGORITHMS:
+        library.impl(f"conv2d_{algorithm}", _forward_rule(algorithm), "FuncTorchBatched")
+        library.impl(f"conv2d_{algorithm}_backward", _backward_rule(algorithm), "FuncTorchBatched")
+    return library
 
 
-def _conv(call, input, weight, bias):
-    """The forward operator of `call`, differentiable wherever it runs: through _Conv2d under a transform, and
-    below the last one (where the vmap rules' folded calls run) as the operator itself, whose autograd is
-    C++ (csrc/autograd.cpp): the same gradients without an autograd.Function's Python."""
-    if functorch_active():
-        return _Conv2d.apply(call, input, weight, bias)
-    return _Conv2d.forward(call, input, weight, bias)
-
-
-def _conv_backward(call, grad_output, input, weight):
-    """The backward operator of `call`, differentiable wherever it runs (as _conv)."""
-    if functorch_active():
-        return _Conv2dBackward.apply(call, grad_output, input, weight)
-    return _Conv2dBackward.forward(call, grad_output, input, weight)
-
-
-# autograd.Function.apply binds every call's arguments to forward's signature under a transform
-# (inspect.signature); a function's __signature__ is returned as it is instead of being rebuilt a call.
-for _function in (_Conv2d, _Conv2dBackward):
-    _function.forward.__signature__ = inspect.signature(_function.forward)
-del _function
-
-
-def _backward_by_slices(info, in_dims, call, grad_output, input, weight):
-    _, grad_output_dim, input_dim, weight_dim = in_dims
-    slices = [_conv_backward(call, _slice(grad_output, grad_output_dim, i), _slice(input, input_dim, i),
-                             _slice(weight, weight_dim, i))
-              for i in range(info.batch_size)]
-    out = tuple(torch.stack(parts) if m else parts[0] for parts, m in zip(zip(*slices), call.mask))
-    return out, tuple(0 if m else None for m in call.mask)
-
-
-def conv2d(algorithm, input, weight, bias, stride, padding, dilation, groups):
-    """The forward operator of `algorithm` under a torch.func transform (ops.functorch_active)."""
-    return _Conv2d.apply(_Call(algorithm, tuple(stride), tuple(padding), tuple(dilation), groups), input, weight, bias)
+_library = _register()  # kept: a Library's registrations end with the object

@@ -90,9 +90,9 @@ class Conv2d(nn.Conv2d):
         else:
             _raise_not_dense(input, weight, bias)  # a jagged nested tensor keys, but no algorithm takes it
             if not compiling and functorch_active():
-                # Under a torch.func transform "auto" travels to func_transforms, which chooses on the
-                # tensors the kernels run on (vmap's folded batch and groups, not one sample's shape),
-                # by the rule: benchmark mode's timing is no part of a transformed call.
+                # Under a torch.func transform "auto" travels to call_forward, which chooses on the
+                # shape the kernels run (vmap's sizes folded into the batch, not one sample's), by the
+                # rule: benchmark mode's timing is no part of a transformed call.
                 algorithm = "auto"
             else:
                 algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding,

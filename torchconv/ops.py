@@ -74,13 +74,13 @@ def _register():
 
 _register()
 
-# Whether a torch.func transform is running (one C call, about 40 ns): functorch refuses the
-# operators' C++ autograd, so calls under a transform take func_transforms' autograd.Functions, and
-# benchmark mode cannot time a transform's wrapped tensors.
+# Whether a torch.func transform is running (one C call, about 40 ns): there "auto" chooses on the
+# shape the kernels run (func_transforms.chosen_under_transform), and benchmark mode cannot time a
+# transform's wrapped tensors.
 functorch_active = torch._C._are_functorch_transforms_active
 
 # The forward operators, by algorithm name (the dispatcher entry points torchconv.conv2d calls), and
-# the backward operators (conv2d_auto's and func_transforms' backward call the chosen algorithm's).
+# the backward operators (conv2d_auto's backward and func_transforms' batching rules call them).
 FORWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}").default for algo in ALGORITHMS}
 BACKWARD = {algo: getattr(torch.ops.torchconv, f"conv2d_{algo}_backward").default for algo in ALGORITHMS}
 
