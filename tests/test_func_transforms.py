@@ -95,6 +95,38 @@ def test_per_sample_gradients_by_vmap_of_grad(algorithm, device, groups, stride,
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("shape", [(12, 6, 3, 1, 3), (128, 64, 1, 2, 2)], ids=["3x3-g3", "1x1-s2-g2"])
+def test_grad_weight_reads_no_weight_value(algorithm, device, dtype, channels_last, shape):
+    """The backward operator asked for grad_weight and grad_bias alone reads the weight's shape, never
+    its values (per-sample gradients pass an unfilled weight for the samples' grouped call): a NaN
+    weight gives the gradients a finite one does, and they are PyTorch's."""
+    channels, filters, size, stride, groups = shape
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.randn(2, channels, 9, 7, dtype=dtype, device=device).contiguous(memory_format=fmt)
+    w = torch.randn(filters, channels // groups, size, size, dtype=dtype, device=device).contiguous(memory_format=fmt)
+    padding = size // 2
+    if torchconv.unsupported_reason(algorithm, x, w, stride, 1, padding, groups) is not None:
+        pytest.skip(algorithm)
+    gy = torch.randn_like(F.conv2d(x, w, None, stride, padding, 1, groups))
+    args = ([stride] * 2, [padding] * 2, [1, 1], groups, [False, True, True])
+    backward = torchconv.ops.BACKWARD[algorithm]
+    with skip_if_no_kernel(algorithm, device):
+        _, gw, gb = backward(gy, x, torch.full_like(w, float("nan")), *args)
+        _, gw_finite, gb_finite = backward(gy, x, w, *args)
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(gw, gw_finite, **tol)
+    torch.testing.assert_close(gb, gb_finite, **tol)
+    _, want_w, want_b = torch.ops.aten.convolution_backward(gy.double(), x.double(), w.double(), [filters],
+                                                            args[0], args[1], args[2], False, [0, 0], groups,
+                                                            [False, True, True])
+    torch.testing.assert_close(gw.double(), want_w, rtol=1e-2, atol=1e-2)  # TF32 on CUDA by default
+    torch.testing.assert_close(gb.double(), want_b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_per_sample_gradients_run_no_python_autograd_function(device, monkeypatch):
     """Under vmap(grad) the operators' autograd is their C++ nodes (torch.func takes them at its grad
     levels as it takes aten's): no torch.autograd.Function runs, forward or backward, and the graph's

@@ -134,10 +134,11 @@ def _backward_folded(backward, algorithm, size, gy, gy_dim, x, x_dim, weight, st
     n, k = x.shape[1], weight.shape[0]
     out = [x.new_empty((0,))] * 3
     if mask[1] or mask[2]:
-        # Slice b's channels and filters as group block b of one grouped convolution over the batch
-        # (the repeated weight is as large as the slices' grad_weight the call returns).
+        # Slice b's channels and filters as group block b of one grouped convolution over the batch.
+        # Its weight gives the call its shape only: grad_weight and grad_bias read no weight value, so
+        # the slices' weight is not copied size times.
         xg, gyg = _folded(x.transpose(0, 1).flatten(1, 2), x), _folded(gy.transpose(0, 1).flatten(1, 2), gy)
-        wg = weight.repeat(size, 1, 1, 1)
+        wg = weight.new_empty((size * k,) + tuple(weight.shape[1:]))
         if unsupported_reason(algorithm, xg, wg, stride, dilation, padding, groups * size) is not None:
             return None
         _, gw, gb = backward(gyg, xg, wg, stride, padding, dilation, groups * size, [False, mask[1], mask[2]])
