@@ -153,6 +153,27 @@ def test_per_sample_gradients_run_no_python_autograd_function(device, monkeypatc
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_the_operators_called_directly_under_transforms(algorithm, device):
+    """torch.ops.torchconv.conv2d_<algo> itself (no torchconv.conv2d in between) runs under per-sample
+    gradients and jacfwd, with PyTorch's answers."""
+    x = torch.randn(5, 4, 6, 7, dtype=torch.float64, device=device)
+    w = torch.randn(3, 4, 3, 3, dtype=torch.float64, device=device)
+    op = torchconv.ops.FORWARD[algorithm]
+    ours = lambda x, w: op(x, w, None, [1, 1], [1, 1], [1, 1], 1)  # noqa: E731
+    theirs = lambda x, w: F.conv2d(x, w, None, 1, 1)  # noqa: E731
+
+    def cases(conv):
+        loss = lambda w, sample: conv(sample.unsqueeze(0), w).sin().sum()  # noqa: E731
+        return vmap(grad(loss), in_dims=(None, 0))(w, x), jacfwd(lambda w: conv(x[:1, :, :3, :4], w))(w)
+
+    with skip_if_no_kernel(algorithm, device):
+        got = no_fallback(lambda: cases(ours))
+    for g, r in zip(got, cases(theirs)):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_nested_transforms_with_inputs_mapped_at_an_outer_level(device):
     """A vmap rule serves the level it runs at: a convolution whose tensors an outer vmap maps while an
     inner vmap (or a grad between them) is running, mapped at the outer level only, computes what
