@@ -4,19 +4,23 @@ jacfwd, hessian and torch.autograd.forward_ad's dual tensors compute what PyTorc
 gives under the same transforms, in float64, for every algorithm and device; vmap runs the operators
 folded (no slice-by-slice fallback, counted calls); benchmark mode defers to the rule under a
 transform and keeps no choice made there."""
+import contextlib
 import os
 import subprocess
 import sys
 import warnings
+import zlib
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, stack_module_state, vmap
 
 import torchconv
-from conftest import ALGORITHMS, DEVICES, skip_if_no_kernel
+from conftest import ALGORITHMS, DEVICES, fuzz_hunt, skip_if_no_kernel
 
 # functorch's slice-by-slice fallback for an operator without a batching rule warns with this.
 FALLBACK = "performance drop"
@@ -418,3 +422,72 @@ def test_per_sample_gradients_example_runs():
                            "--size", "12", "--device", "cpu"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "largest relative difference" in done.stdout
+
+
+@st.composite
+def mapped_layer(draw):
+    """A layer for the vmap rules: shape, stride, padding, dilation, groups, layout, what vmap maps."""
+    groups = draw(st.sampled_from([1, 1, 2, 3]))
+    layer = dict(samples=draw(st.integers(1, 4)), n=draw(st.integers(1, 2)), cg=draw(st.integers(1, 5)),
+                 kg=draw(st.integers(1, 4)), groups=groups, h=draw(st.integers(3, 9)), w=draw(st.integers(3, 9)),
+                 r=draw(st.integers(1, 3)), s=draw(st.integers(1, 3)), stride=draw(st.sampled_from([1, 1, 2])),
+                 padding=draw(st.sampled_from([0, 1, 2])), dilation=draw(st.sampled_from([1, 1, 2])),
+                 bias=draw(st.booleans()), channels_last=draw(st.booleans()),
+                 algorithm=draw(st.sampled_from(("auto",) + ALGORITHMS)),
+                 case=draw(st.sampled_from(["per-sample", "input and weight", "ensemble", "jacrev"])))
+    if layer["algorithm"] == "winograd":  # its filters: 3x3, stride 1, undilated
+        layer.update(r=3, s=3, stride=1, dilation=1)
+    return layer
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=int(os.environ.get("TORCHCONV_FUZZ_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], derandomize=True)
+@given(layer=mapped_layer())
+def test_fuzzed_layers_under_vmap(device, layer):
+    """For layers drawn by hypothesis (odd sizes, strides, padding, dilation, groups, both layouts, every
+    algorithm and "auto"): per-sample gradients of the parameters, per-sample gradients of both input
+    and weight, an ensemble's gradients (a weight per slice) and jacrev give what the same transforms
+    give over PyTorch's convolution, in float64. A shape the algorithm cannot take is skipped."""
+    a = layer
+    gen = torch.Generator().manual_seed(zlib.crc32(repr(sorted(a.items())).encode()))
+    fmt = torch.channels_last if a["channels_last"] else torch.contiguous_format
+    c = a["cg"] * a["groups"]
+    if a["channels_last"]:  # each sample's images channels_last (vmap cannot convert a layout inside)
+        x = torch.randn(a["samples"], a["n"], a["h"], a["w"], c, generator=gen, dtype=torch.float64)
+        x = x.to(device).permute(0, 1, 4, 2, 3)
+    else:
+        x = torch.randn(a["samples"], a["n"], c, a["h"], a["w"], generator=gen, dtype=torch.float64).to(device)
+    w = torch.randn(a["kg"] * a["groups"], a["cg"], a["r"], a["s"], generator=gen, dtype=torch.float64).to(device)
+    w = w.contiguous(memory_format=fmt)
+    b = torch.randn(w.shape[0], generator=gen, dtype=torch.float64).to(device) if a["bias"] else None
+    args = (a["stride"], a["padding"], a["dilation"], a["groups"])
+    if any(((size + 2 * a["padding"] - a["dilation"] * (k - 1) - 1) < 0)
+           for size, k in ((a["h"], a["r"]), (a["w"], a["s"]))):
+        event("no output")
+        return  # no output: both raise (test_fuzz's business)
+    if a["algorithm"] != "auto" and torchconv.unsupported_reason(a["algorithm"], x[0], w, a["stride"], a["dilation"],
+                                                                 a["padding"], a["groups"]) is not None:
+        event(f"{a['algorithm']} cannot")
+        return
+    event(f"{a['case']}, {a['algorithm']}")
+    ws = torch.stack([w * (i + 1) for i in range(a["samples"])])
+
+    def cases(conv):
+        loss = lambda w, b, x: conv(x, w, b).sin().sum()  # noqa: E731
+        if a["case"] == "per-sample":
+            return vmap(grad(loss, argnums=(0, 1) if b is not None else 0), in_dims=(None, None, 0))(w, b, x)
+        if a["case"] == "input and weight":
+            return vmap(grad(loss, argnums=(0, 2)), in_dims=(None, None, 0))(w, b, x)
+        if a["case"] == "ensemble":
+            return vmap(grad(loss, argnums=(0, 2)), in_dims=(0, None, None))(ws, b, x[0])
+        return jacrev(lambda w: conv(x[0], w, b))(w)
+
+    ours = lambda x, w, b: torchconv.conv2d(x, w, b, *args, algorithm=a["algorithm"])  # noqa: E731
+    with skip_if_no_kernel(a["algorithm"], device) if a["algorithm"] != "auto" else contextlib.nullcontext():
+        got = no_fallback(lambda: cases(ours))
+    want = cases(lambda x, w, b: F.conv2d(x, w, b, *args))
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+test_fuzzed_layers_under_vmap = fuzz_hunt(test_fuzzed_layers_under_vmap)
