@@ -22,9 +22,8 @@ import torch
 from torch._C._functorch import _add_batch_dim, _unwrap_batched, current_level, get_unwrapped, maybe_get_level
 from torch._prims_common import suggest_memory_format
 
-from . import tuning as _tuning
 from .ops import ALGORITHMS, BACKWARD, FORWARD
-from .selection import _autocast, auto_algorithm, unsupported_reason
+from .selection import _AtExampleSizes, _autocast, auto_algorithm, unsupported_reason
 
 __all__ = ["chosen_under_transform"]
 
@@ -33,23 +32,14 @@ __all__ = ["chosen_under_transform"]
 _BELOW_VMAP = torch._C.DispatchKeySet(torch._C.DispatchKey.FuncTorchBatched)
 
 
-class _FoldedInput:
+class _FoldedInput(_AtExampleSizes):
     """A transformed call's input as "auto" sees it: the shape the kernels run on (vmap's mapped sizes
     folded into the batch), the dtype, device and layout of the input."""
 
-    __slots__ = ("shape", "dtype", "device", "is_cuda", "is_meta", "requires_grad", "_layout")
-
     def __init__(self, input, batch):
-        self.shape = torch.Size((batch,) + tuple(input.shape[1:]))
-        self.dtype, self.device, self.is_cuda, self.is_meta = input.dtype, input.device, input.is_cuda, input.is_meta
-        self.requires_grad = input.requires_grad
-        self._layout = _tuning.memory_format(input) == "channels_last"
-
-    def dim(self):
-        return len(self.shape)
-
-    def is_contiguous(self, memory_format=torch.contiguous_format):
-        return (memory_format == torch.channels_last) == self._layout
+        super().__init__(input)
+        self.shape = torch.Size((batch,) + tuple(self.shape[1:]))
+        self.is_meta, self.requires_grad = input.is_meta, input.requires_grad
 
 
 def chosen_under_transform(input, weight, bias, stride, padding, dilation, groups):
