@@ -86,6 +86,32 @@ def test_backward_respects_output_mask(algorithm, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_saved_tensor_hooks_and_checkpointing(algorithm, device):
+    """The graph nodes save their tensors as PyTorch's own do: saved-tensor hooks pack and unpack them
+    (offloading, compression), activation checkpointing recomputes them, a second backward through the
+    node once its tensors are freed raises, and the gradients are a convolution's."""
+    from torch.utils.checkpoint import checkpoint
+
+    x = torch.randn(2, 4, 7, 6, dtype=torch.float64, device=device, requires_grad=True)
+    w = torch.randn(5, 4, 3, 3, dtype=torch.float64, device=device, requires_grad=True)
+    conv = lambda x, w: torchconv.conv2d(x, w, None, 1, 1, algorithm=algorithm)  # noqa: E731
+    want = torch.autograd.grad(F.conv2d(x, w, None, 1, 1).sum(), (x, w))
+    packed = []
+    with skip_if_no_kernel(algorithm, device):
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(1) or t.clone(), lambda t: t):
+            out = conv(x, w).sum()
+        assert len(packed) == 2  # the convolution's input and weight (sum saves no tensor)
+        got = torch.autograd.grad(out, (x, w), retain_graph=True)
+        torch.autograd.grad(out, (x, w))
+        with pytest.raises(RuntimeError, match="second time"):
+            torch.autograd.grad(out, (x, w))
+        recomputed = torch.autograd.grad(checkpoint(conv, x, w, use_reentrant=False).sum(), (x, w))
+    for g, r in zip(got + recomputed, want + want):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("index", range(3))
 def test_operators_called_directly_carry_tangents(index, algorithm, device):
     """torch.ops.torchconv.conv2d_<algo> and conv2d_<algo>_backward called directly with
