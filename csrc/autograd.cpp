@@ -247,8 +247,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward_with_tangent(
   return out;
 }
 
-// The Autograd-key kernels. Without a gradient to track (inference, frozen layers) they go straight
-// to the backend kernel: no graph node, no saved tensors.
+// The Autograd-key kernels: the backend kernel below autograd, then a graph node only where a gradient
+// is tracked (inference and frozen layers get none, and save no tensors).
 template <int kAlgo>
 at::Tensor conv2d_autograd(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
@@ -256,15 +256,12 @@ at::Tensor conv2d_autograd(const at::Tensor& input, const at::Tensor& weight, co
   const at::Tensor* bias_or_none = bias.has_value() ? &*bias : &none;
   if (any_tangent({&input, &weight, bias_or_none}))
     return conv2d_with_tangent(kAlgo, input, weight, bias, stride, padding, dilation, groups);
-  if (!at::GradMode::is_enabled() || !any_requires_grad({&input, &weight, bias_or_none})) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    return operators(kAlgo).forward.call(input, weight, bias, stride, padding, dilation, groups);
-  }
   at::Tensor out;
   {
     at::AutoDispatchBelowADInplaceOrView below;
     out = operators(kAlgo).forward.call(input, weight, bias, stride, padding, dilation, groups);
   }
+  if (!at::GradMode::is_enabled() || !any_requires_grad({&input, &weight, bias_or_none})) return out;
   auto node = make_node<Conv2dNode>(input, weight, ConvParams(stride, padding, dilation, groups), kAlgo,
                                     bias.has_value());
   node->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
@@ -279,15 +276,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward_autograd(
   if (any_tangent({&grad_output, &input, &weight}))
     return conv2d_backward_with_tangent(kAlgo, grad_output, input, weight, stride, padding, dilation, groups,
                                         output_mask);
-  if (!at::GradMode::is_enabled() || !any_requires_grad({&grad_output, &input, &weight})) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    return operators(kAlgo).backward.call(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
-  }
   std::tuple<at::Tensor, at::Tensor, at::Tensor> out;
   {
     at::AutoDispatchBelowADInplaceOrView below;
     out = operators(kAlgo).backward.call(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
   }
+  if (!at::GradMode::is_enabled() || !any_requires_grad({&grad_output, &input, &weight})) return out;
   auto node = make_node<Conv2dBackwardNode>(grad_output, input, weight, ConvParams(stride, padding, dilation, groups),
                                             kAlgo);
   node->set_next_edges(torch::autograd::collect_next_edges(grad_output, input, weight));
