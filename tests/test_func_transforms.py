@@ -259,6 +259,39 @@ def test_vmap_of_the_forward_folds_into_the_batch(algorithm, device, channels_la
     assert all(o.is_contiguous(memory_format=fmt) == r.is_contiguous(memory_format=fmt) for o, r in zip(out, refs))
 
 
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("mapped_dim", [0, 1, 2, 4])
+def test_folding_slices_copies_at_most_once_into_a_slice_layout(channels_last, mapped_dim):
+    """The batching rules fold vmap's dimension into the batch (the forward, grad_input) or into the
+    channels (the grouped grad_weight call). The fold equals flatten's, keeps one slice's memory
+    format, is a view where one suffices and copies once where it cannot be."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Copies(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Copies.count += func.overloadpacket in (torch.ops.aten.clone, torch.ops.aten.copy_)
+            return func(*args, **(kwargs or {}))
+
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    slices = [torch.randn(3, 4, 6, 7).contiguous(memory_format=fmt) for _ in range(5)]
+    mapped = torch.stack(slices, dim=mapped_dim).movedim(mapped_dim, 0)   # vmap's dimension moved first
+    if mapped_dim != 0:   # the slices of a stack along another dimension are no longer channels_last
+        fmt = torch._prims_common.suggest_memory_format(mapped[0])
+    for t, dim, expected in ((mapped, 0, mapped.flatten(0, 1)), (mapped.transpose(0, 1), 1,
+                                                                 mapped.transpose(0, 1).flatten(1, 2))):
+        Copies.count = 0
+        with Copies():
+            folded = torchconv.func_transforms._folded(t, dim, mapped)
+        assert torch.equal(folded, expected)
+        assert folded.is_contiguous(memory_format=fmt)
+        assert Copies.count <= 1
+        view = t.flatten(dim, dim + 1)
+        if view.data_ptr() == t.data_ptr() and view.is_contiguous(memory_format=fmt):
+            assert Copies.count == 0 and folded.data_ptr() == t.data_ptr()
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_autograd_through_vmap(algorithm, device):

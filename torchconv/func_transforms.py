@@ -69,10 +69,15 @@ def _mapped(t, dim, size):
     return t.movedim(dim, 0) if dim is not None else t.expand(size, *t.shape)
 
 
-def _folded(t, slices):
-    """`t`, a folding of `slices`' dimensions into 4, in the memory format of one slice (a channels_last
-    slice stays channels_last where folding copies)."""
-    return t.contiguous(memory_format=suggest_memory_format(slices[0]))
+def _folded(t, dim, slices):
+    """`t`, five dimensions, with `dim` and `dim + 1` folded into one, in the memory format of one of
+    `slices` (a channels_last slice stays channels_last) by at most one copy: the dimensions are put
+    in the format's memory order first, so a fold that cannot be a view copies once, straight into it."""
+    order = (0, 2, 3, 1) if suggest_memory_format(slices[0]) == torch.channels_last else (0, 1, 2, 3)
+    unfolded_order = [d5 for d4 in order for d5 in ((d4, d4 + 1) if d4 == dim else (d4 + (d4 > dim),))]
+    at = order.index(dim)
+    folded = t.permute(unfolded_order).contiguous().flatten(at, at + 1)
+    return folded.permute(sorted(range(4), key=order.__getitem__))
 
 
 def _forward_rule(algorithm):
@@ -85,7 +90,7 @@ def _forward_rule(algorithm):
                 return forward(input, weight, bias, stride, padding, dilation, groups)
             if w_dim is None and b_dim is None:
                 x = x.movedim(x_dim, 0)
-                out = forward(_folded(x.flatten(0, 1), x), w, b, stride, padding, dilation, groups)
+                out = forward(_folded(x, 0, x), w, b, stride, padding, dilation, groups)
                 out = out.unflatten(0, x.shape[:2])
             else:
                 size = next(t.shape[d] for t, d in ((x, x_dim), (w, w_dim), (b, b_dim)) if d is not None)
@@ -127,7 +132,7 @@ def _backward_folded(backward, algorithm, size, gy, gy_dim, x, x_dim, weight, st
         # Slice b's channels and filters as group block b of one grouped convolution over the batch.
         # Its weight gives the call its shape only: grad_weight and grad_bias read no weight value, so
         # the slices' weight is not copied size times.
-        xg, gyg = _folded(x.transpose(0, 1).flatten(1, 2), x), _folded(gy.transpose(0, 1).flatten(1, 2), gy)
+        xg, gyg = _folded(x.transpose(0, 1), 1, x), _folded(gy.transpose(0, 1), 1, gy)
         wg = weight.new_empty((size * k,) + tuple(weight.shape[1:]))
         if unsupported_reason(algorithm, xg, wg, stride, dilation, padding, groups * size) is not None:
             return None
@@ -137,7 +142,7 @@ def _backward_folded(backward, algorithm, size, gy, gy_dim, x, x_dim, weight, st
                 out[i] = g.unflatten(0, (size, k))
     if mask[0]:
         # grad_input: the slices' images are images of one batch.
-        gi = backward(_folded(gy.flatten(0, 1), gy), _folded(x.flatten(0, 1), x), weight, stride, padding, dilation,
+        gi = backward(_folded(gy, 0, gy), _folded(x, 0, x), weight, stride, padding, dilation,
                       groups, [True, False, False])[0]
         out[0] = gi.unflatten(0, (size, n))
     return out
