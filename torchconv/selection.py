@@ -112,7 +112,8 @@ def unsupported_reason(algorithm, input, weight, stride=1, dilation=1, padding=0
         padding = tuple(-(-d * (k - 1) // 2) for d, k in zip(dilation, weight.shape[2:]))
     return _unsupported_reason(
         algorithm, input.shape, str(input.dtype)[6:], weight.shape, str(weight.dtype)[6:],
-        None if bias is None else bias.shape, _pair(stride, "stride"), _pair(padding, "padding"), dilation, int(groups), str(input.device), _tuning.memory_format(input) == "channels_last",
+        None if bias is None else bias.shape, _pair(stride, "stride"), _pair(padding, "padding"), dilation, int(groups),
+        str(input.device), _tuning.memory_format(input) == "channels_last",
         input.is_cuda and torch.are_deterministic_algorithms_enabled())
 
 
