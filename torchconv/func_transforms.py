@@ -71,13 +71,18 @@ def _mapped(t, dim, size):
 
 def _folded(t, dim, slices):
     """`t`, five dimensions, with `dim` and `dim + 1` folded into one, in the memory format of one of
-    `slices` (a channels_last slice stays channels_last) by at most one copy: the dimensions are put
-    in the format's memory order first, so a fold that cannot be a view copies once, straight into it."""
-    order = (0, 2, 3, 1) if suggest_memory_format(slices[0]) == torch.channels_last else (0, 1, 2, 3)
+    `slices` (a channels_last slice stays channels_last), by a view or one copy. A channels_last fold
+    that cannot be a view puts the dimensions in the format's memory order first, so that it copies
+    once, straight into it (flatten would copy to NCHW, then contiguous again); every other fold is
+    flatten's (each op is a dispatch through the transforms' layers: the host time of per-sample
+    gradients counts them)."""
+    fmt = suggest_memory_format(slices[0])
+    if fmt != torch.channels_last or t.stride(dim) == t.stride(dim + 1) * t.shape[dim + 1]:
+        return t.flatten(dim, dim + 1).contiguous(memory_format=fmt)
+    order = (0, 2, 3, 1)
     unfolded_order = [d5 for d4 in order for d5 in ((d4, d4 + 1) if d4 == dim else (d4 + (d4 > dim),))]
     at = order.index(dim)
-    folded = t.permute(unfolded_order).contiguous().flatten(at, at + 1)
-    return folded.permute(sorted(range(4), key=order.__getitem__))
+    return t.permute(unfolded_order).contiguous().flatten(at, at + 1).permute(0, 3, 1, 2)
 
 
 def _forward_rule(algorithm):
