@@ -5,6 +5,7 @@ gives under the same transforms, in float64, for every algorithm and device; vma
 folded (no slice-by-slice fallback, counted calls); benchmark mode defers to the rule under a
 transform and keeps no choice made there."""
 import contextlib
+import itertools
 import os
 import subprocess
 import sys
@@ -290,6 +291,23 @@ def test_folding_slices_copies_at_most_once_into_a_slice_layout(channels_last, m
         view = t.flatten(dim, dim + 1)
         if view.data_ptr() == t.data_ptr() and view.is_contiguous(memory_format=fmt):
             assert Copies.count == 0 and folded.data_ptr() == t.data_ptr()
+
+
+def test_slice_layout_is_the_one_pytorch_suggests():
+    """A fold takes one slice's memory format from the mapped tensor's sizes and strides, as
+    `suggest_memory_format` reads it off the slice: the same answer for every order of the strides,
+    sizes 0 to 3 (size 1 and empty dimensions are the ambiguous cases), every other column or
+    channel, and dimensions of size 1 expanded (stride 0)."""
+    suggest = torch._prims_common.suggest_memory_format
+    for sizes in itertools.product((0, 1, 2, 3), repeat=4):
+        for order in itertools.permutations(range(4)):
+            dense = torch.empty([sizes[d] for d in order]).permute([order.index(d) for d in range(4)])
+            variants = [dense, dense[..., ::2], dense[:, ::2]]
+            variants += [dense.expand([3 if n == 1 and d == i else n for d, n in enumerate(sizes)])
+                         for i in range(4) if sizes[i] == 1]
+            for t in variants:
+                got = torchconv.func_transforms._strides_like_channels_last(t.shape, t.stride())
+                assert got == (suggest(t) == torch.channels_last), (t.shape, t.stride())
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -20,7 +20,6 @@ sample a transform shows the caller.
 """
 import torch
 from torch._C._functorch import _add_batch_dim, _unwrap_batched, current_level, get_unwrapped, maybe_get_level
-from torch._prims_common import suggest_memory_format
 
 from .ops import ALGORITHMS, BACKWARD, FORWARD
 from .selection import _AtExampleSizes, _autocast, auto_algorithm, unsupported_reason
@@ -69,6 +68,21 @@ def _mapped(t, dim, size):
     return t.movedim(dim, 0) if dim is not None else t.expand(size, *t.shape)
 
 
+def _strides_like_channels_last(sizes, strides):
+    """What `Tensor.suggest_memory_format()` says of a 4-dimensional tensor of these sizes and strides
+    (c10's is_channels_last_strides_2d), on plain ints: the slice a fold reads has no tensor of its
+    own, and torch._prims_common's version, written for symbolic sizes, cost more than the fold's
+    view or copy at per-sample gradients' sizes."""
+    if strides[1] == 0:
+        return False
+    least = 0
+    for d in (1, 3, 2, 0):
+        if sizes[d] == 0 or strides[d] < least or (d == 0 and least == strides[1]):
+            return False
+        least = strides[d] * sizes[d]
+    return True
+
+
 def _folded(t, dim, slices):
     """`t`, five dimensions, with `dim` and `dim + 1` folded into one, in the memory format of one of
     `slices` (a channels_last slice stays channels_last), by a view or one copy. A channels_last fold
@@ -76,7 +90,8 @@ def _folded(t, dim, slices):
     once, straight into it (flatten would copy to NCHW, then contiguous again); every other fold is
     flatten's (each op is a dispatch through the transforms' layers: the host time of per-sample
     gradients counts them)."""
-    fmt = suggest_memory_format(slices[0])
+    slice_like_channels_last = _strides_like_channels_last(slices.shape[1:], slices.stride()[1:])
+    fmt = torch.channels_last if slice_like_channels_last else torch.contiguous_format
     if fmt != torch.channels_last or t.stride(dim) == t.stride(dim + 1) * t.shape[dim + 1]:
         return t.flatten(dim, dim + 1).contiguous(memory_format=fmt)
     order = (0, 2, 3, 1)
