@@ -100,6 +100,40 @@ def test_per_sample_gradients_by_vmap_of_grad(algorithm, device, groups, stride,
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_per_sample_gradients_slice_by_slice_where_the_grouped_call_is_refused(device, operator_calls, monkeypatch):
+    """Where the algorithm cannot take the samples' grouped grad_weight call (its limits asked on the
+    folded shape), the backward runs once a sample, with the same gradients; grad_output is never
+    folded for the refused call."""
+    ours, ref = layer_case("gemm", device)
+    x = torch.randn(5, 4, 8, 7, dtype=torch.float64, device=device)
+    asked = []
+
+    def refuse_grouped(algorithm, input, weight, stride, dilation, padding, groups, bias=None):
+        asked.append((tuple(input.shape), tuple(weight.shape), groups))
+        return "refused by the test" if groups > 1 else None
+    monkeypatch.setattr(torchconv.func_transforms, "unsupported_reason", refuse_grouped)
+    folds = []
+    fold = torchconv.func_transforms._folded
+    monkeypatch.setattr(torchconv.func_transforms, "_folded", lambda t, *a: folds.append(t.shape) or fold(t, *a))
+    params = {k: v.detach() for k, v in ours.named_parameters()}
+
+    def loss(p, sample):
+        return functional_call(ours, p, (sample.unsqueeze(0),)).square().sum()
+
+    with skip_if_no_kernel("gemm", device):
+        per_sample = no_fallback(lambda: vmap(grad(loss), in_dims=(None, 0))(params, x))
+    assert asked == [((1, 5 * 4, 8, 7), (5 * 6, 4, 3, 3), 5)], asked
+    # The forward's fold of the batch, then the grouped call's input; grad_output (6 channels) is not folded.
+    assert [s[2] for s in folds] == [4, 4], folds
+    assert operator_calls == {"forward": 1, "backward": 5}, operator_calls
+    for i in range(x.shape[0]):
+        ref.zero_grad()
+        ref(x[i:i + 1]).square().sum().backward()
+        torch.testing.assert_close(per_sample["weight"][i], ref.weight.grad, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(per_sample["bias"][i], ref.bias.grad, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])

@@ -152,10 +152,13 @@ def _backward_folded(backward, algorithm, size, gy, gy_dim, x, x_dim, weight, st
         # Slice b's channels and filters as group block b of one grouped convolution over the batch.
         # Its weight gives the call its shape only: grad_weight and grad_bias read no weight value, so
         # the slices' weight is not copied size times.
-        xg, gyg = _folded(x.transpose(0, 1), 1, x), _folded(gy.transpose(0, 1), 1, gy)
+        # The algorithm is asked on the folded input (its memory format is the fold's) before
+        # grad_output is folded: a refused call then costs one fold, not two.
+        xg = _folded(x.transpose(0, 1), 1, x)
         wg = weight.new_empty((size * k,) + tuple(weight.shape[1:]))
         if unsupported_reason(algorithm, xg, wg, stride, dilation, padding, groups * size) is not None:
             return None
+        gyg = _folded(gy.transpose(0, 1), 1, gy)
         _, gw, gb = backward(gyg, xg, wg, stride, padding, dilation, groups * size, [False, mask[1], mask[2]])
         for i, g in ((1, gw), (2, gb)):
             if mask[i]:
