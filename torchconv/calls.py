@@ -12,7 +12,9 @@ def call_forward(algorithm, input, weight, bias, stride, padding, dilation, grou
     """The forward operator of `algorithm`: an eager call through torchconv._C's entry (the same
     dispatcher call without torch.ops' boxed argument parsing); a traced call, a tensor subclass or a
     torch function mode through torch.ops, which they must see. Under a torch.func transform the
-    front ends pass "auto" on, chosen here on the shape the kernels run (func_transforms)."""
+    front ends pass "auto" on, chosen here on the shape the kernels run (vmap's sizes folded into the
+    batch, not the one sample the caller sees), by the rule: benchmark mode's timing cannot run on a
+    transform's wrapped tensors (func_transforms.chosen_under_transform)."""
     if not torch.compiler.is_compiling():
         if algorithm == "auto" and functorch_active():
             algorithm = chosen_under_transform(input, weight, bias, stride, padding, dilation, groups)

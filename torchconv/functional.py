@@ -117,8 +117,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             return out.squeeze(0) if ndim == 3 else out
         if torch.compiler.is_compiling() or not functorch_active():
             algorithm = auto_algorithm(*_autocast(input, weight, bias), stride, padding, dilation, groups)
-        # else: under a torch.func transform "auto" travels to call_forward, which chooses on the
-        # shape the kernels run (vmap's sizes folded into the batch, not one sample's).
+        # else: under a torch.func transform call_forward chooses (calls.py says on what, and why).
     else:
         if algorithm not in FORWARD:
             raise ValueError(f"torchconv.conv2d: unknown algorithm {algorithm!r}; choose 'auto' or one of {ALGORITHMS}")

@@ -90,9 +90,7 @@ class Conv2d(nn.Conv2d):
         else:
             _raise_not_dense(input, weight, bias)  # a jagged nested tensor keys, but no algorithm takes it
             if not compiling and functorch_active():
-                # Under a torch.func transform "auto" travels to call_forward, which chooses on the
-                # shape the kernels run (vmap's sizes folded into the batch, not one sample's), by the
-                # rule: benchmark mode's timing is no part of a transformed call.
+                # Under a torch.func transform call_forward chooses (calls.py says on what, and why).
                 algorithm = "auto"
             else:
                 algorithm = auto_algorithm(*_autocast(input, weight, bias), self.stride, self.padding,
