@@ -43,6 +43,26 @@ def no_fallback(fn):
     return out
 
 
+def per_sample_gradients(module, x):
+    """vmap(grad(loss)) over the batch: each sample's parameter gradients, with no operator run slice
+    by slice under functorch's fallback."""
+    params = {k: v.detach() for k, v in module.named_parameters()}
+
+    def loss(p, sample):
+        return functional_call(module, p, (sample.unsqueeze(0),)).square().sum()
+    return no_fallback(lambda: vmap(grad(loss), in_dims=(None, 0))(params, x))
+
+
+def assert_per_sample_gradients_match(per_sample, ref, x):
+    """Each sample's parameter gradients are what torch.autograd gives through `ref` (nn.Conv2d) on
+    that sample alone."""
+    for i in range(x.shape[0]):
+        ref.zero_grad()
+        ref(x[i:i + 1]).square().sum().backward()
+        for name, parameter in ref.named_parameters():
+            torch.testing.assert_close(per_sample[name][i], parameter.grad, rtol=1e-10, atol=1e-10)
+
+
 @pytest.fixture
 def operator_calls(monkeypatch):
     """Counts the calls of each algorithm's forward and backward operators ("forward", "backward")."""
@@ -84,19 +104,10 @@ def test_per_sample_gradients_by_vmap_of_grad(algorithm, device, groups, stride,
     reason = torchconv.unsupported_reason(algorithm, x, ref.weight, stride, 1, 1, groups)
     if reason is not None:
         pytest.skip(f"{algorithm}: {reason}")
-    params = {k: v.detach() for k, v in ours.named_parameters()}
-
-    def loss(p, sample):
-        return functional_call(ours, p, (sample.unsqueeze(0),)).square().sum()
-
     with skip_if_no_kernel(algorithm, device):
-        per_sample = no_fallback(lambda: vmap(grad(loss), in_dims=(None, 0))(params, x))
+        per_sample = per_sample_gradients(ours, x)
     assert operator_calls == {"forward": 1, "backward": 1}, operator_calls
-    for i in range(x.shape[0]):
-        ref.zero_grad()
-        ref(x[i:i + 1]).square().sum().backward()
-        torch.testing.assert_close(per_sample["weight"][i], ref.weight.grad, rtol=1e-10, atol=1e-10)
-        torch.testing.assert_close(per_sample["bias"][i], ref.bias.grad, rtol=1e-10, atol=1e-10)
+    assert_per_sample_gradients_match(per_sample, ref, x)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -115,22 +126,13 @@ def test_per_sample_gradients_slice_by_slice_where_the_grouped_call_is_refused(d
     folds = []
     fold = torchconv.func_transforms._folded
     monkeypatch.setattr(torchconv.func_transforms, "_folded", lambda t, *a: folds.append(t.shape) or fold(t, *a))
-    params = {k: v.detach() for k, v in ours.named_parameters()}
-
-    def loss(p, sample):
-        return functional_call(ours, p, (sample.unsqueeze(0),)).square().sum()
-
     with skip_if_no_kernel("gemm", device):
-        per_sample = no_fallback(lambda: vmap(grad(loss), in_dims=(None, 0))(params, x))
+        per_sample = per_sample_gradients(ours, x)
     assert asked == [((1, 5 * 4, 8, 7), (5 * 6, 4, 3, 3), 5)], asked
     # The forward's fold of the batch, then the grouped call's input; grad_output (6 channels) is not folded.
     assert [s[2] for s in folds] == [4, 4], folds
     assert operator_calls == {"forward": 1, "backward": 5}, operator_calls
-    for i in range(x.shape[0]):
-        ref.zero_grad()
-        ref(x[i:i + 1]).square().sum().backward()
-        torch.testing.assert_close(per_sample["weight"][i], ref.weight.grad, rtol=1e-10, atol=1e-10)
-        torch.testing.assert_close(per_sample["bias"][i], ref.bias.grad, rtol=1e-10, atol=1e-10)
+    assert_per_sample_gradients_match(per_sample, ref, x)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -172,19 +174,14 @@ def test_per_sample_gradients_run_no_python_autograd_function(device, monkeypatc
     nodes are torchconv's."""
     ours, ref = layer_case("auto", device)
     x = torch.randn(3, 4, 8, 7, dtype=torch.float64, device=device)
-    params = {k: v.detach() for k, v in ours.named_parameters()}
 
     def refuse(*args, **kwargs):
         raise AssertionError("a torch.autograd.Function ran")
 
     monkeypatch.setattr(torch.autograd.Function, "apply", classmethod(refuse))
-    loss = lambda p, sample: functional_call(ours, p, (sample.unsqueeze(0),)).square().sum()  # noqa: E731
-    per_sample = no_fallback(lambda: vmap(grad(loss), in_dims=(None, 0))(params, x))
+    per_sample = per_sample_gradients(ours, x)
     monkeypatch.undo()
-    for i in range(x.shape[0]):
-        ref.zero_grad()
-        ref(x[i:i + 1]).square().sum().backward()
-        torch.testing.assert_close(per_sample["weight"][i], ref.weight.grad, rtol=1e-10, atol=1e-10)
+    assert_per_sample_gradients_match(per_sample, ref, x)
     out = ours(x.requires_grad_())
     assert out.grad_fn.name() == "torchconv::Conv2dBackward"
     gx, = torch.autograd.grad(out.sum(), x, create_graph=True)
@@ -268,11 +265,7 @@ def test_auto_chooses_on_the_shapes_the_kernels_run_under_vmap(device, entry, mo
     assert seen == [], seen  # a repeated step's choices are the memo's: dictionary look-ups, no rule
     seen = first
     assert seen == [((5, 4, 8, 7), (6, 2, 3, 3), 2)], seen  # the forward's shape, the batch folded
-    for i in range(x.shape[0]):
-        ref.zero_grad()
-        ref(x[i:i + 1]).square().sum().backward()
-        torch.testing.assert_close(per_sample["weight"][i], ref.weight.grad, rtol=1e-10, atol=1e-10)
-        torch.testing.assert_close(per_sample["bias"][i], ref.bias.grad, rtol=1e-10, atol=1e-10)
+    assert_per_sample_gradients_match(per_sample, ref, x)
 
 
 @pytest.mark.parametrize("device", DEVICES)
