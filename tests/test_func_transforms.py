@@ -229,6 +229,47 @@ def test_nested_transforms_with_inputs_mapped_at_an_outer_level(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("transform", ["vmap", "vmap-of-grad"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("slices", ["samples", "batches"])
+@pytest.mark.parametrize("mapped_dim", [0, 1])
+def test_auto_chooses_on_the_layout_the_kernels_run_under_vmap(device, transform, channels_last, slices, mapped_dim,
+                                                               monkeypatch):
+    """Under vmap "auto" chooses for the memory format of the folded input the kernels get (the
+    fold's rule, on the slice the transform shows), under vmap alone (whose wrapped tensor answers
+    is_contiguous for the contiguous format only) as under vmap of grad: for slices that are batches
+    of channels_last images, channels_last."""
+    ours, _ = layer_case("auto", device, groups=2)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    if slices == "samples":   # per-sample calls: each sample unsqueezed to a batch of one
+        x = torch.randn(5, 4, 8, 7, dtype=torch.float64, device=device).contiguous(memory_format=fmt)
+        call = lambda p, sample: functional_call(ours, p, (sample.unsqueeze(0),)).square().sum()  # noqa: E731
+    else:
+        x = torch.stack([torch.randn(2, 4, 8, 7, dtype=torch.float64, device=device).contiguous(memory_format=fmt)
+                         for _ in range(5)])
+        call = lambda p, batch: functional_call(ours, p, (batch,)).square().sum()  # noqa: E731
+    seen, run = [], []
+    forward = torchconv.ops.FORWARD["direct"]
+
+    def recording(input, *args, **kwargs):
+        seen.append(torchconv.tuning.memory_format(input))
+        return "direct"
+    monkeypatch.setattr(torchconv.selection, "select_algorithm", recording)
+    monkeypatch.setitem(torchconv.ops.FORWARD, "direct",
+                        lambda input, *a: run.append(torchconv.tuning.memory_format(input)) or forward(input, *a))
+    torchconv.clear_cache()
+    params = {k: v.detach() for k, v in ours.named_parameters()}
+    mapped = x.movedim(0, mapped_dim)
+    if transform == "vmap":
+        no_fallback(lambda: vmap(call, in_dims=(None, mapped_dim))(params, mapped))
+    else:
+        no_fallback(lambda: vmap(grad(call), in_dims=(None, mapped_dim))(params, mapped))
+    assert len(run) == 1 and seen == run, (seen, run)
+    if slices == "batches":
+        assert run == ["channels_last" if channels_last else "contiguous"], run
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("entry", ["module", "functional"])
 def test_auto_chooses_on_the_shapes_the_kernels_run_under_vmap(device, entry, monkeypatch):
     """Under per-sample gradients a call shows the caller one sample, but the forward's kernel runs

@@ -36,8 +36,11 @@ class _FoldedInput(_AtExampleSizes):
     folded into the batch), the dtype, device and layout of the input."""
 
     def __init__(self, input, batch):
-        super().__init__(input)
-        self.shape = torch.Size((batch,) + tuple(self.shape[1:]))
+        # The layout is the fold's (_folded), read off the slice the transform shows: a tensor under
+        # vmap alone answers is_contiguous for the contiguous format only. A fold in channels_last that
+        # is also contiguous (one channel, or 1x1 planes) reads as contiguous, as on a plain tensor.
+        channels_last = not input.is_contiguous() and _strides_like_channels_last(input.shape, input.stride())
+        super().__init__(input, torch.Size((batch,) + tuple(input.shape[1:])), channels_last)
         self.is_meta, self.requires_grad = input.is_meta, input.requires_grad
 
 

@@ -245,10 +245,12 @@ class _AtExampleSizes:
     program runs the example's choice at every size; the operator checks its algorithm's limits when
     it runs, so a size the choice cannot take raises ValueError naming the limit."""
 
-    def __init__(self, tensor):
-        self.shape = torch.Size(_example_size(d) for d in tensor.shape)
+    def __init__(self, tensor, shape=None, channels_last=None):
+        self.shape = torch.Size(_example_size(d) for d in tensor.shape) if shape is None else shape
         self.dtype, self.device, self.is_cuda = tensor.dtype, tensor.device, tensor.is_cuda
-        self._channels_last = _tuning.memory_format(tensor) == "channels_last"
+        if channels_last is None:
+            channels_last = _tuning.memory_format(tensor) == "channels_last"
+        self._channels_last = channels_last
 
     def dim(self):
         return len(self.shape)
