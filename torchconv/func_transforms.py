@@ -32,13 +32,15 @@ _BELOW_VMAP = torch._C.DispatchKeySet(torch._C.DispatchKey.FuncTorchBatched)
 
 
 class _FoldedInput(_AtExampleSizes):
-    """A transformed call's input as "auto" sees it: the shape the kernels run on (vmap's mapped sizes
-    folded into the batch), the dtype, device and layout of the input."""
+    """A transformed call's input as "auto" sees it: the shape and memory format the kernels run on
+    (vmap's mapped sizes folded into the batch, in the layout the fold gives), the input's dtype and
+    device."""
 
     def __init__(self, input, batch):
-        # The layout is the fold's (_folded), read off the slice the transform shows: a tensor under
-        # vmap alone answers is_contiguous for the contiguous format only. A fold in channels_last that
-        # is also contiguous (one channel, or 1x1 planes) reads as contiguous, as on a plain tensor.
+        # The layout is read off the slice the transform shows by the fold's own rule (_folded): a
+        # tensor under vmap alone answers is_contiguous for the contiguous format only. A fold in
+        # channels_last that is also contiguous (one channel, or 1x1 planes) reads as contiguous, as a
+        # plain tensor does.
         channels_last = not input.is_contiguous() and _strides_like_channels_last(input.shape, input.stride())
         super().__init__(input, torch.Size((batch,) + tuple(input.shape[1:])), channels_last)
         self.is_meta, self.requires_grad = input.is_meta, input.requires_grad
