@@ -156,9 +156,8 @@ def _backward_folded(backward, algorithm, size, gy, gy_dim, x, x_dim, weight, st
     if mask[1] or mask[2]:
         # Slice b's channels and filters as group block b of one grouped convolution over the batch.
         # Its weight gives the call its shape only: grad_weight and grad_bias read no weight value, so
-        # the slices' weight is not copied size times.
-        # The algorithm is asked on the folded input (its memory format is the fold's) before
-        # grad_output is folded: a refused call then costs one fold, not two.
+        # the slices' weight is not copied size times. The algorithm is asked on the folded input (its
+        # memory format is the fold's) before grad_output is folded, so a refusal costs one fold.
         xg = _folded(x.transpose(0, 1), 1, x)
         wg = weight.new_empty((size * k,) + tuple(weight.shape[1:]))
         if unsupported_reason(algorithm, xg, wg, stride, dilation, padding, groups * size) is not None:
