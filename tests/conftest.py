@@ -124,6 +124,22 @@ def skip_if_no_kernel(algorithm, device):
         yield
 
 
+class CudaTensorStandIn:
+    """A CUDA tensor as the "auto" rule sees it (shape, dtype, device, memory format), on any machine:
+    the rule's tests run where no GPU is."""
+
+    def __init__(self, *shape, dtype=torch.float32, channels_last=False):
+        self.shape, self.dtype, self.device = torch.Size(shape), dtype, torch.device("cuda", 0)
+        self.is_cuda, self.is_meta, self.requires_grad = True, False, False
+        self._channels_last = channels_last
+
+    def dim(self):
+        return len(self.shape)
+
+    def is_contiguous(self, memory_format=torch.contiguous_format):
+        return (memory_format == torch.channels_last) == self._channels_last
+
+
 def baseline_build_env():
     """The environment of a child process that runs the CPU kernels' baseline builds (csrc/cpu/isa.h),
     whatever shard of the suite this process is."""

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import torchconv
-from conftest import DEVICES, assert_close_rel, rel_err, using_variant
+from conftest import DEVICES, CudaTensorStandIn, assert_close_rel, rel_err, using_variant
 from test_parity import GRID, case_id
 from test_precision import allowed_error
 from torchconv import tuning
@@ -346,11 +346,20 @@ def test_rule_sends_small_wide_layers_to_csg(shape, stride, csg):
     assert (torchconv.select_algorithm(x, w, stride, 1, 1, padding=1) == "csg") == csg
 
 
-# (N, C, H, W, K, filter size), stride, dtype, TF32 switch, the rule's choice.
+# (N, C, H, W, K, filter size), stride, dtype, TF32 switch, the rule's choice (NCHW, channels_last)
+# or one for both.
 TENSOR_CORE_RULE_CASES = [
-    ((32, 64, 56, 56, 64, 3), 1, torch.float32, True, "winograd"),  # TF32 3x3 stride 1: Winograd's TF32 tiles
-    ((8, 32, 34, 30, 48, 3), 1, torch.float32, True, "winograd"),  # C and K not multiples of 64, H != W
-    ((1, 256, 34, 34, 512, 3), 1, torch.float32, True, "winograd"),  # batch 1, 1156 positions, 256 channels
+    # TF32 3x3 stride 1: Winograd's TF32 tiles in NCHW; in channels_last the GEMM below 512 filters
+    ((32, 64, 56, 56, 64, 3), 1, torch.float32, True, ("winograd", "gemm")),
+    ((8, 32, 34, 30, 48, 3), 1, torch.float32, True, ("winograd", "gemm")),  # C and K not multiples of 64, H != W
+    ((32, 256, 14, 14, 256, 3), 1, torch.float32, True, ("winograd", "gemm")),
+    ((32, 256, 34, 34, 512, 3), 1, torch.float32, True, "winograd"),  # 512 filters, 144 positions a channel
+    ((32, 512, 17, 17, 1024, 3), 1, torch.float32, True, "winograd"),  # 1024 filters, 18 positions a channel
+    ((2, 200, 23, 37, 520, 3), 1, torch.float32, True, "winograd"),  # 520 filters, 8.5 positions a channel
+    ((2, 220, 23, 37, 520, 3), 1, torch.float32, True, ("winograd", "gemm")),  # 7.7 positions a channel
+    ((32, 64, 28, 28, 511, 3), 1, torch.float32, True, ("winograd", "gemm")),  # 511 filters
+    ((32, 512, 7, 7, 512, 3), 1, torch.float32, True, ("winograd", "gemm")),  # 3 positions a channel
+    ((1, 256, 34, 34, 512, 3), 1, torch.float32, True, ("winograd", "gemm")),  # batch 1, 1156 positions
     ((1, 512, 7, 7, 512, 3), 1, torch.float32, True, "gemm"),  # 49 positions, 512 channels: the GEMM splits them
     ((1, 512, 17, 17, 1024, 3), 1, torch.float32, True, "gemm"),  # 289 positions, 512 channels
     ((32, 64, 56, 56, 128, 3), 2, torch.float32, True, "gemm"),  # strided
@@ -369,33 +378,53 @@ TENSOR_CORE_RULE_CASES = [
 ]
 
 
+def _rule_case_choice(expected, channels_last):
+    return expected[channels_last] if isinstance(expected, tuple) else expected
+
+
+@pytest.mark.parametrize("case", TENSOR_CORE_RULE_CASES, ids=lambda c: f"{c[0]}-s{c[1]}-{c[2]}-tf32{c[3]}")
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_rule_at_the_tensor_core_precisions_on_stand_ins(case, channels_last, monkeypatch):
+    """The rule of the test below on stand-ins of the CUDA tensors (shape, dtype, memory format),
+    every algorithm a candidate: its table runs where no GPU is."""
+    (n, c, h, w_, k, r), stride, dtype, tf32, expected = case
+    monkeypatch.setattr(torchconv.selection, "candidate_algorithms", lambda *a, **kw: list(torchconv.ALGORITHMS))
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", tf32)
+    x = CudaTensorStandIn(n, c, h, w_, dtype=dtype, channels_last=channels_last)
+    w = torch.empty(k, c, r, r, dtype=dtype)
+    assert torchconv.select_algorithm(x, w, stride, 1, 1, padding=r // 2) == _rule_case_choice(expected, channels_last)
+
+
 @needs_cuda
 @pytest.mark.parametrize("case", TENSOR_CORE_RULE_CASES, ids=lambda c: f"{c[0]}-s{c[1]}-{c[2]}-tf32{c[3]}")
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
 def test_rule_at_the_tensor_core_precisions(case, channels_last):
     """At TF32 the rule gives Winograd's layers (3x3, stride 1, at least 8 channels and filters per
-    group) with at least as many output positions as channels per group to Winograd, whose TF32 tiles
-    outran the GEMM's there; at every precision it gives RGB-stem-like layers (3x3, stride 1, at most 4
-    channels and at least 8 filters per group) to Winograd's shallow kernels; every other TF32 layer
-    and every other 16-bit one to the GEMM."""
+    group) to Winograd, whose TF32 tiles outran the GEMM's there: in NCHW those with at least as many
+    output positions as channels per group, in channels_last (where the GEMM reads float32 as it is)
+    those of at least 512 filters and 8 positions a channel per group; at every precision it gives
+    RGB-stem-like layers (3x3, stride 1, at most 4 channels and at least 8 filters per group) to
+    Winograd's shallow kernels; every other TF32 layer and every other 16-bit one to the GEMM."""
     (n, c, h, w_, k, r), stride, dtype, tf32, expected = case
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     x = torch.randn(n, c, h, w_, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
     w = torch.randn(k, c, r, r, device="cuda", dtype=dtype)
     torch.backends.cudnn.allow_tf32 = tf32
-    assert torchconv.select_algorithm(x, w, stride, 1, 1, padding=r // 2) == expected
+    assert torchconv.select_algorithm(x, w, stride, 1, 1, padding=r // 2) == _rule_case_choice(expected, channels_last)
 
 
 @needs_cuda
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
 def test_module_at_tf32_trains_on_winograds_tensor_cores(channels_last):
     """torchconv.Conv2d with PyTorch's TF32 switch on (its default) runs a 3x3 layer's forward and
-    backward on Winograd's TF32 tiles, within 2x of cuDNN's TF32 error on the output and both
-    gradients (or of TF32's unit roundoff, where cuDNN's algorithm for a pass is IEEE FP32)."""
+    backward on Winograd's TF32 tiles (in channels_last a layer of at least 512 filters, which the rule
+    gives Winograd there), within 2x of cuDNN's TF32 error on the output and both gradients (or of
+    TF32's unit roundoff, where cuDNN's algorithm for a pass is IEEE FP32)."""
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    conv = torchconv.Conv2d(40, 72, 3, padding=1, device="cuda").to(memory_format=fmt)
+    k = 520 if channels_last else 72
+    conv = torchconv.Conv2d(40, k, 3, padding=1, device="cuda").to(memory_format=fmt)
     x = torch.randn(3, 40, 23, 30, device="cuda").contiguous(memory_format=fmt).requires_grad_()
-    gy = torch.randn(3, 72, 23, 30, device="cuda")
+    gy = torch.randn(3, k, 23, 30, device="cuda")
     torch.backends.cudnn.allow_tf32 = True
     y = conv(x)
     forward = torchconv.last_choice()

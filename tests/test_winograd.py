@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 import torchconv
 from conftest import DEVICES, assert_backward_repeatable, assert_close_rel, cuda_kernel_names, rel_err, using_config, using_variant
+from conftest import CudaTensorStandIn
 from conftest import check_forward_backward as conftest_check
 from test_parity import WINOGRAD_GRID, case_id
 from test_precision import allowed_error
@@ -1978,21 +1979,7 @@ def test_auto_keeps_f2x2_where_the_f4x4_cluster_is_not_bfloat16_channels_last_un
     assert "f4x4" not in torchconv.last_choice(), torchconv.last_choice()
 
 
-class _CudaFloat32:
-    """A float32 CUDA tensor as the "auto" rule sees it (shape, dtype, device, layout), on any machine."""
-
-    def __init__(self, *shape):
-        self.shape, self.dtype, self.device = torch.Size(shape), torch.float32, torch.device("cuda", 0)
-        self.is_cuda, self.is_meta, self.requires_grad = True, False, False
-
-    def dim(self):
-        return len(self.shape)
-
-    def is_contiguous(self, memory_format=torch.contiguous_format):
-        return True
-
-
-# 3x3 stride-1 layers that "auto" sends to Winograd at TF32 (as many output positions as channels),
+# 3x3 stride-1 layers that "auto" sends to Winograd at TF32 in NCHW (as many output positions as channels),
 # the second on 3 x 3 planes of 8 channels (a layer whose F(4x4) TF32 error was 18x cuDNN's, which
 # kept FP32), and an RGB stem (Winograd's shallow kernels at every precision).
 TF32_WINOGRAD_LAYERS = [(2, 64, 64, 14, 14), (1, 8, 16, 3, 3), (2, 3, 32, 20, 18)]
@@ -2006,7 +1993,7 @@ def test_auto_leaves_f4x4_tf32_tiles_to_a_request(monkeypatch, layer, variant, t
     that variant "auto" (the rule, benchmark mode's candidates and both memos) leaves Winograd out of
     TF32 calls, and keeps it at IEEE FP32 (F(4x4) within 1e-5) and under the other variants."""
     n, c, k, h, w = layer
-    x, wt = _CudaFloat32(n, c, h, w), torch.empty(k, c, 3, 3)
+    x, wt = CudaTensorStandIn(n, c, h, w), torch.empty(k, c, 3, 3)
     monkeypatch.setattr(torchconv.selection, "candidate_algorithms", lambda *a, **kw: list(torchconv.ALGORITHMS))
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", tf32)
     with using_variant("winograd", "auto"):

@@ -158,6 +158,26 @@ _CSG_MIN_CHANNELS_STRIDED = 128
 # NCHW leaves it on CUDA cores (memory-bound there).
 _WINOGRAD_THIN_MAX_CHANNELS = 4
 
+# At TF32 in channels_last, the filters per group and the output positions (N Ho Wo) per channel of a
+# group from which a Winograd layer goes to Winograd rather than the GEMM. The GEMM's register tiles
+# read channels_last float32 as it is and led Winograd's TF32 tiles on ResNet's and YOLO's 3x3
+# stride-1 layers of 64-256 filters in forward and forward + backward, and on all nine at batch 1;
+# Winograd kept YOLO's 256 -> 512 and 512 -> 1024 layers at batch 32 (resnet-yolo-h100.json and
+# -h200.json, each algorithm by name, cuDNN TF32 channels_last in the same process; docs/auto.md).
+# With few positions per channel its forward's chain over the unsplit channels outlasts the GEMM's
+# split reduction, as in NCHW (where the line is one position per channel).
+_WINOGRAD_TF32_CHANNELS_LAST_MIN_FILTERS = 512
+_WINOGRAD_TF32_CHANNELS_LAST_MIN_POSITIONS_PER_CHANNEL = 8
+
+
+def _winograd_leads_at_tf32(channels, filters, positions, channels_last):
+    """Whether a Winograd layer (3x3, stride 1, at least 8 channels and filters per group) of
+    `channels` and `filters` per group and `positions` output positions goes to Winograd at TF32."""
+    if channels_last:
+        return (filters >= _WINOGRAD_TF32_CHANNELS_LAST_MIN_FILTERS
+                and positions >= _WINOGRAD_TF32_CHANNELS_LAST_MIN_POSITIONS_PER_CHANNEL * channels)
+    return positions >= channels
+
 # Channels per group at or below which a grouped layer goes to direct on the CPU at any width: its
 # tiles ran such layers (ResNeXt's 4 channels a group, at 28 and 56 wide, strides 1 and 2) ahead of
 # the GEMM the rule chose before in forward + backward, and in the forward on all but one (level there;
@@ -178,11 +198,12 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     0a. winograd on CUDA, at every precision, for RGB-stem-like layers: 3x3, stride 1, undilated, at
        most 4 channels and at least 8 filters per group (its shallow kernels; _WINOGRAD_THIN_MAX_CHANNELS);
     0b. winograd on CUDA at TF32 (float32 while torch.backends.cudnn.allow_tf32 is on) for the layers
-       of rule 2 with at least as many output positions (N Ho Wo) as channels per group: its TF32 tiles
-       outran the GEMM's there, forward and most of all forward + backward. Its forward does not split
-       the channel reduction, so on fewer positions (ResNet's 7x7 and YOLO's 17x17 layers of 512
-       channels at batch 1) a block's chain of channels outlasts the GEMM, which splits them across the
-       GPU (docs/auto.md);
+       of rule 2 with at least as many output positions (N Ho Wo) as channels per group in NCHW: its
+       TF32 tiles outran the GEMM's there, forward and most of all forward + backward. Its forward does
+       not split the channel reduction, so on fewer positions (ResNet's 7x7 and YOLO's 17x17 layers of
+       512 channels at batch 1) a block's chain of channels outlasts the GEMM, which splits them across
+       the GPU (docs/auto.md). In channels_last, where the GEMM reads the float32 tensors as they are,
+       only those of at least 512 filters per group and 8 positions per channel of a group;
     0c. gemm on CUDA for every other layer at a tensor-core precision (float16, bfloat16, and float32
        when TF32 is on): the GEMM is the algorithm with tensor-core kernels for all of them and the
        faster one at 16 bits (Winograd runs 16-bit products in TF32 words, float16 with three
@@ -205,17 +226,17 @@ def select_algorithm(input, weight, stride, dilation, groups, padding=0):
     winograd_filters = (r, s) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and kg >= 8
     winograd_shape = winograd_filters and cg >= 8
     width = -(-input.shape[3] // stride[1])  # the output width under padding that keeps the size ("same")
+    channels_last = _tuning.memory_format(input) == "channels_last"
     if input.is_cuda:
         order = ["direct"] if _small_groups(cg, kg) else []
     else:
         thin_groups = groups > 1 and cg <= _CPU_DIRECT_MAX_GROUP_CHANNELS
-        channels_last = _tuning.memory_format(input) == "channels_last"
         order = ["direct"] if thin_groups or _cpu_grouped(groups, cg, kg, width, channels_last) else []
     if input.is_cuda and winograd_filters and cg <= _WINOGRAD_THIN_MAX_CHANNELS:
         order.append("winograd")
     precision = _tuning.precision(input) if input.is_cuda else None
     positions = input.shape[0] * -(-input.shape[2] // stride[0]) * -(-input.shape[3] // stride[1])
-    if precision == "tf32" and winograd_shape and positions >= cg:
+    if precision == "tf32" and winograd_shape and _winograd_leads_at_tf32(cg, kg, positions, channels_last):
         order.append("winograd")
     if precision in ("tf32", "fp16", "bf16"):
         order.append("gemm")
