@@ -178,6 +178,7 @@ def _winograd_leads_at_tf32(channels, filters, positions, channels_last):
                 and positions >= _WINOGRAD_TF32_CHANNELS_LAST_MIN_POSITIONS_PER_CHANNEL * channels)
     return positions >= channels
 
+
 # Channels per group at or below which a grouped layer goes to direct on the CPU at any width: its
 # tiles ran such layers (ResNeXt's 4 channels a group, at 28 and 56 wide, strides 1 and 2) ahead of
 # the GEMM the rule chose before in forward + backward, and in the forward on all but one (level there;

@@ -999,9 +999,10 @@ bool prefer_staged(const WinogradConv& cv) {
 // (eager calls at N = 1 to 32, docs/winograd.md) it won every layer from C K / (C + K) = 85 up, the
 // layers between 40 and 80 once (C K / (C + K) - 40) x N Ho Wo reached about 80000, and none below 40.
 // Those runs used 32 x 32 GEMM blocks; the kept 32 x 64 block is faster, and with it F(4x4) also leads
-// where C K / (C + K) is 32 (C = K = 64, ResNet's first stage) once the call has about 64K output positions
-// (batch 32 on 56 x 56, not batch 8), while at 21 (Y2) it trails at every size: from 30 up, calls of
-// at least 65536 positions take F(4x4). Elsewhere the rule still errs toward F(2x2).
+// where C K / (C + K) is 32 (C = K = 64, ResNet's first stage) on large calls (on 56 x 56 planes from
+// batch 16 on the H200, at batch 32 on the H100, whose rows go no lower; behind at batch 8 and 1), while
+// at 21 (Y2) it trails at every size: from 30 up, calls of at least 65536 positions take F(4x4), a line
+// above both GPUs' crossovers, so the rule still errs toward F(2x2).
 bool prefer_f4x4(const WinogradConv& cv) {
   const double c = cv.Cg(), k = cv.Kg();
   const double ratio = c * k / (c + k);
