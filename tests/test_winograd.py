@@ -89,15 +89,15 @@ def test_cuda_variants_on_parity_grid(case, variant):
     (2, 64, 128, 136, "f4x4:staged"),  # 42.7: 2.7 * 36992 pixels
     (1, 64, 128, 136, "fused:"),  # 2.7 * 18496
     (8, 64, 64, 56, "fused:"),  # 32, 25088 pixels: F(2x2) fused
-    (20, 64, 64, 56, "fused:"),  # 32, 62720 pixels
-    (24, 64, 64, 56, "f4x4:staged"),  # 32, 75264 pixels: from 30 up, 65536 pixels take F(4x4)
+    (12, 64, 64, 56, "fused:"),  # 32, 37632 pixels
+    (13, 64, 64, 56, "f4x4:staged"),  # 32, 40768 pixels: from 30 up, 40000 pixels take F(4x4)
     (24, 58, 58, 56, "fused:"),  # 29, 75264 pixels
     (32, 32, 64, 68, "fused:"),  # 21.3, 147968 pixels: F(2x2) fused at any size
     (2, 3, 32, 20, "fused:shallow"),  # an RGB stem: the shallow kernel
 ])
 def test_auto_rule(n, c, k, hw, choice):
     """auto runs F(4x4,3x3) (staged) where C*K/(C+K) >= 80 per group, or where it is over 40 and
-    (C*K/(C+K) - 40) * N*Ho*Wo >= 80000, or where it is at least 30 and N*Ho*Wo >= 65536; else F(2x2,3x3)
+    (C*K/(C+K) - 40) * N*Ho*Wo >= 80000, or where it is at least 30 and N*Ho*Wo >= 40000; else F(2x2,3x3)
     fused (the shallow and narrow kernels for thin reductions and outputs). float64 keeps F(2x2)."""
     x = torch.randn(n, c, hw, hw, device="cuda")
     w = torch.randn(k, c, 3, 3, device="cuda")

@@ -1000,14 +1000,16 @@ bool prefer_staged(const WinogradConv& cv) {
 // layers between 40 and 80 once (C K / (C + K) - 40) x N Ho Wo reached about 80000, and none below 40.
 // Those runs used 32 x 32 GEMM blocks; the kept 32 x 64 block is faster, and with it F(4x4) also leads
 // where C K / (C + K) is 32 (C = K = 64, ResNet's first stage) on large calls (on 56 x 56 planes from
-// batch 16 on the H200, at batch 32 on the H100, whose rows go no lower; behind at batch 8 and 1), while
-// at 21 (Y2) it trails at every size: from 30 up, calls of at least 65536 positions take F(4x4), a line
-// above both GPUs' crossovers, so the rule still errs toward F(2x2).
+// batch 16 on both the H100 and the H200; level on the H100 and behind on the H200 at batch 8; behind at
+// batch 1), while at 21 (Y2) it trails at every size: from 30 up, calls of at least 40000 positions take
+// F(4x4), a line between batch 8's 25088 and batch 16's 50176 on 56 x 56.
+constexpr double kF4x4MinPixelsAtRatio30 = 40000;
 bool prefer_f4x4(const WinogradConv& cv) {
   const double c = cv.Cg(), k = cv.Kg();
   const double ratio = c * k / (c + k);
   const double pixels = double(cv.N) * cv.out_H * cv.out_W;
-  return ratio >= 80 || (ratio > 40 && (ratio - 40) * pixels >= 80000) || (ratio >= 30 && pixels >= 65536);
+  return ratio >= 80 || (ratio > 40 && (ratio - 40) * pixels >= 80000) ||
+         (ratio >= 30 && pixels >= kF4x4MinPixelsAtRatio30);
 }
 
 // Whether winograd_conv runs the shallow kernel (one tile per thread) for an IEEE call of cv: at most
