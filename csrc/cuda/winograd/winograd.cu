@@ -1003,13 +1003,16 @@ bool prefer_staged(const WinogradConv& cv) {
 // batch 16 on both the H100 and the H200; level on the H100 and behind on the H200 at batch 8; behind at
 // batch 1), while at 21 (Y2) it trails at every size: from 30 up, calls of at least 40000 positions take
 // F(4x4), a line between batch 8's 25088 and batch 16's 50176 on 56 x 56.
-constexpr double kF4x4MinPixelsAtRatio30 = 40000;
+constexpr double kF4x4AlwaysFromRatio = 80;
+constexpr double kF4x4ExcessRatioFrom = 40, kF4x4MinExcessRatioPixels = 80000;
+constexpr double kF4x4LargeCallFromRatio = 30, kF4x4LargeCallMinPixels = 40000;
 bool prefer_f4x4(const WinogradConv& cv) {
   const double c = cv.Cg(), k = cv.Kg();
   const double ratio = c * k / (c + k);
   const double pixels = double(cv.N) * cv.out_H * cv.out_W;
-  return ratio >= 80 || (ratio > 40 && (ratio - 40) * pixels >= 80000) ||
-         (ratio >= 30 && pixels >= kF4x4MinPixelsAtRatio30);
+  return ratio >= kF4x4AlwaysFromRatio ||
+         (ratio > kF4x4ExcessRatioFrom && (ratio - kF4x4ExcessRatioFrom) * pixels >= kF4x4MinExcessRatioPixels) ||
+         (ratio >= kF4x4LargeCallFromRatio && pixels >= kF4x4LargeCallMinPixels);
 }
 
 // Whether winograd_conv runs the shallow kernel (one tile per thread) for an IEEE call of cv: at most
