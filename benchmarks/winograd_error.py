@@ -1,4 +1,4 @@
-"""The error of Winograd F(2x2,3x3) and F(4x4,3x3) on the 3x3 stride-1 suite layers, against a
+"""The error of Winograd F(2x2,3x3), F(3x3,3x3) and F(4x4,3x3) on the 3x3 stride-1 suite layers, against a
 float64 direct convolution, for a choice of F(4x4,3x3)'s interpolation points and for each precision
 a kernel could run its element-wise GEMMs in (issue: Winograd on tensor cores and F(4x4,3x3)). A
 numerical study of the algorithm, run on the CPU in PyTorch: the transforms and the element-wise
@@ -26,13 +26,20 @@ channels and one float8 accumulator per point, unscaled once. Per 2x2 output til
 takes 32 or 48 MMA products, or 16 plus 16 float8 ones (24 at the float16 rate), against a direct
 convolution's 36 (16 single-pass).
 
-Wider operands for 16-bit tensors (column `f2x2-tf32-operands`, fp16 and bf16 only): F(2x2,3x3)
-with U and V rounded to TF32 (11 significant bits), one product per point product -- what the
-TF32 tiles compute for bfloat16 tensors, and what a kernel computes at the 16-bit MMA rate when it
-carries those values as float16 under power-of-two scales per tile and per filter (float16 holds
-a TF32 value exactly within its exponent range), as the staged-V tiles do. A bfloat16 input has 8
-significant bits, so V's four-term sums fit in 11 bits but for their rounding; a float16 input has
-11, and they do not.
+Both low parts in float8 (columns `f2x2-split-uv8`, `f3x3-split-uv8`, `f4x4-mixed-split-uv8`):
+U_hi x V_hi in the MMA format plus V_lo x U and U_lo x V with all four float8 operands in e4m3, V's
+two under a power-of-two scale per (point, tile) over all channels (a column scale of each point's
+GEMM, unscaled once after the reduction), U's two per (point, filter). Per output and (filter,
+channel) pair: n^2 / m^2 products plus twice as many float8 ones, 2 n^2 / m^2 at the float16 rate
+(F(4x4): 4.5, F(3x3): 5.6, F(2x2): 8).
+
+Wider operands for 16-bit tensors (columns `f2x2-tf32-operands`, `f3x3-tf32-operands`,
+`f4x4-mixed-tf32-operands`, fp16 and bf16 only): F(2x2,3x3) (F(3x3), F(4x4)) with U and V rounded
+to TF32 (11 significant bits), one product per point product -- what the TF32 tiles compute for
+bfloat16 tensors, and what a kernel computes at the 16-bit MMA rate when it carries those values as
+float16 under power-of-two scales per tile and per filter (float16 holds a TF32 value exactly within
+its exponent range), as the staged-V tiles do. A bfloat16 input has 8 significant bits, so V's
+four-term sums fit in 11 bits but for their rounding; a float16 input has 11, and they do not.
 
 Nested F(2,3) (column `f2x1`): the one-dimensional transform along the rows only, a direct sum over
 the filter's three rows: V = d B and U = g G^T per input and filter row, V's entries sums of two
@@ -63,6 +70,7 @@ VARIANTS = {
     "f4x4": (4, [0.0, 1.0, -1.0, 2.0, -2.0]),
     "f4x4-half": (4, [0.0, 1.0, -1.0, 0.5, -0.5]),
     "f4x4-mixed": (4, [0.0, 1.0, -1.0, 0.5, -2.0]),
+    "f3x3": (3, [0.0, 1.0, -1.0, 2.0]),
 }
 
 
@@ -115,9 +123,14 @@ def direct_conv(x, w, padding, precision):
     return y.to(TENSOR_DTYPE[precision])
 
 
-# Operand splits of the element-wise stage (see the module docstring): the split operands, and v8 for
-# V's low part in float8 e4m3.
-SPLITS = {"f2x2-split-v": "v", "f2x2-split-uv": "uv", "f2x2-split-v8": "v8", "f2x2-split-v8-fixed": "v8f"}
+# Operand splits of the element-wise stage (see the module docstring): column -> (variant, split): the
+# split operands, v8 for V's low part in float8 e4m3, uv8 for both operands' low parts in float8.
+SPLITS = {"f2x2-split-v": ("f2x2", "v"), "f2x2-split-uv": ("f2x2", "uv"), "f2x2-split-v8": ("f2x2", "v8"),
+          "f2x2-split-v8-fixed": ("f2x2", "v8f"), "f2x2-split-uv8": ("f2x2", "uv8"),
+          "f3x3-split-uv8": ("f3x3", "uv8"), "f4x4-mixed-split-uv8": ("f4x4-mixed", "uv8")}
+# 16-bit tensors whose U and V are rounded to TF32 (the float16 carriers): column -> variant.
+TF32_OPERANDS = {"f2x2-tf32-operands": "f2x2", "f3x3-tf32-operands": "f3x3",
+                 "f4x4-mixed-tf32-operands": "f4x4-mixed"}
 
 E4M3_MAX = 448.0  # the largest finite float8 e4m3 (fn) value
 
@@ -161,7 +174,8 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
     """Stride-1 3x3 convolution by F(m x m, 3 x 3) with every stage in `dtype`; U and V rounded to
     the operand format of `operands` (see round_operand) before the element-wise GEMMs, each of the
     operands named in `split` ("v", "uv") carried as a rounded high and low part ("v8": V's low part
-    against U both in float8 e4m3)."""
+    against U both in float8 e4m3; "uv8": U_hi V_hi plus V's low part against U and U's low part
+    against V, those four in float8 e4m3)."""
     n = m + 2
     at, g, bt = at.to(dtype), g.to(dtype), bt.to(dtype)
     x, w = x.to(dtype), w.to(dtype)
@@ -175,14 +189,18 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
     v = torch.einsum("ia,ncxyab,jb->ncxyij", bt, d, bt)  # B^T d B
     u = torch.einsum("ia,kcab,jb->kcij", g, w, g)  # G g G^T
     v_hi, u_hi = round_operand(v, operands), round_operand(u, operands)
+    v_hi_side = v_hi  # what U's low part multiplies
+    u_lo = round_operand(u - u_hi, operands) if "u" in split else torch.zeros_like(u)
     if split == "v8":  # V's low part and U in float8 e4m3, scaled (module docstring)
         v_lo, u_lo_side = e4m3_chunks(v - v_hi), round_e4m3(u, (1,))
     elif split == "v8f":  # V's low part in e5m2 under one fixed scale, U in e4m3 per (point, filter)
         v_lo, u_lo_side = round_e5m2_fixed(v - v_hi), round_e4m3(u, (1,))
+    elif split == "uv8":  # each low part against the other operand, all four in e4m3 (module docstring)
+        v_lo, u_lo_side = e4m3_chunks(v - v_hi, C), round_e4m3(u, (1,))
+        v_hi_side, u_lo = e4m3_chunks(v, C), round_e4m3(u - u_hi, (1,))
     else:
         v_lo = round_operand(v - v_hi, operands) if "v" in split else torch.zeros_like(v)
         u_lo_side = u_hi
-    u_lo = round_operand(u - u_hi, operands) if "u" in split else torch.zeros_like(u)
     # The element-wise stage: n * n GEMMs over the channels (the MMAs of a split operand's parts
     # summed in float32; U_lo x V_lo is never formed).
     def lay_v(t):
@@ -195,7 +213,7 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
     if "v" in split:
         mm = mm + torch.bmm(lay_v(v_lo), lay_u(u_lo_side))
     if "u" in split:
-        mm = mm + torch.bmm(lay_v(v_hi), lay_u(u_lo))
+        mm = mm + torch.bmm(lay_v(v_hi_side), lay_u(u_lo))
     mm = mm.reshape(n, n, N, th, tw, K)
     y = torch.einsum("ia,abnxyk,jb->nkxiyj", at, mm, at).reshape(N, K, th * m, tw * m)
     return y[:, :, :Ho, :Wo]
@@ -249,7 +267,7 @@ def main():
     layers = [layer for layer in suites.RESNET + suites.YOLO
               if layer.R == 3 and layer.kw == 3 and layer.stride == 1 and layer.dilation == 1 and layer.groups == 1]
     split_cols = list(SPLITS) if any(p != "fp32" for p in precisions) else []
-    wide_cols = ["f2x2-tf32-operands"] if any(p in ("fp16", "bf16") for p in precisions) else []
+    wide_cols = list(TF32_OPERANDS) if any(p in ("fp16", "bf16") for p in precisions) else []
     cols = ["direct", *VARIANTS, "f2x1", *split_cols, *wide_cols]
     for precision in precisions:
         dtype = TENSOR_DTYPE[precision]
@@ -266,12 +284,15 @@ def main():
                 row[name] = rel_err(y.to(dtype), ref)
             row["f2x1"] = rel_err(nested_rows_conv(x, w, pad, *f2, torch.float32, operands=precision).to(dtype), ref)
             if precision != "fp32":
-                for name, split in SPLITS.items():
-                    y = winograd_conv(x, w, pad, 2, *f2, torch.float32, operands=precision, split=split)
+                for name, (variant, split) in SPLITS.items():
+                    m = VARIANTS[variant][0]
+                    y = winograd_conv(x, w, pad, m, *mats[variant], torch.float32, operands=precision, split=split)
                     row[name] = rel_err(y.to(dtype), ref)
             if precision in ("fp16", "bf16"):  # 16-bit tensors, U and V at TF32's precision
-                y = winograd_conv(x, w, pad, 2, *f2, torch.float32, operands="tf32")
-                row["f2x2-tf32-operands"] = rel_err(y.to(dtype), ref)
+                for name, variant in TF32_OPERANDS.items():
+                    m = VARIANTS[variant][0]
+                    y = winograd_conv(x, w, pad, m, *mats[variant], torch.float32, operands="tf32")
+                    row[name] = rel_err(y.to(dtype), ref)
             rows.append(row)
             print(" ".join(f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
     geomean = {}
@@ -289,7 +310,9 @@ def main():
                         "rounded high and low part, two (three) MMA products per point product; f2x2-split-v8 "
                         "adds U x V_lo in float8 e4m3 (power-of-two scales per point and tile and 32 channels, "
                         "per point and filter); f2x2-split-v8-fixed: V_lo in float8 e5m2 under the fixed scale 2^12, "
-                        "saturating, U in e4m3 per point and filter; f2x2-tf32-operands: fp16/bf16 tensors with U and V "
+                        "saturating, U in e4m3 per point and filter; *-split-uv8: U_hi V_hi plus V_lo U and U_lo V, "
+                        "the four float8 operands in e4m3, V's scaled per point and tile over all channels, U's per "
+                        "point and filter; *-tf32-operands: fp16/bf16 tensors with U and V "
                         "rounded to TF32; f2x1: F(2,3) along rows nested in a direct "
                         "sum over filter rows"}
         path = os.path.join(args.out_dir, args.tag)
@@ -309,7 +332,10 @@ def main():
                     "`f2x2-split-v8`: V's low part against U in float8 e4m3 under power-of-two scales (16 "
                     "products plus 16 at twice the rate); `f2x2-split-v8-fixed`: the same products with V's low "
                     "part in float8 e5m2 under one fixed scale, 2^12, and U in e4m3 per (point, filter); "
-                    "`f2x2-tf32-operands` (fp16 / bf16 tensors): U and V at TF32's precision, one product per "
+                    "`*-split-uv8`: U_hi x V_hi plus V's low part against U and U's low part against V, the four "
+                    "float8 operands in e4m3 under power-of-two scales (V's per point and tile over all channels, "
+                    "U's per point and filter): per output n^2/m^2 products plus twice as many at twice the rate; "
+                    "`*-tf32-operands` (fp16 / bf16 tensors): U and V at TF32's precision, one product per "
                     "point product (float16 words under power-of-two scales carry them exactly).\n")
             for precision in precisions:
                 pcols = [c for c in cols[1:] if c in geomean[precision]]

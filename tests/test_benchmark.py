@@ -474,6 +474,30 @@ def test_winograd_error_study_models_a_fixed_scale_float8_low_part():
         assert fixed < 2.0 * direct < single and abs(fixed / split16 - 1.0) < 0.02, (precision, direct, single, fixed)
 
 
+def test_winograd_error_study_models_both_low_parts_in_float8():
+    """Both operands split, each low part against the other operand and all four float8 operands in
+    e4m3 (V's under a scale per (point, tile) over all channels, U's per (point, filter)): float16 and
+    bfloat16 F(4x4,3x3) at the mixed points land within 1.2x of the direct convolution's error, where
+    the single pass is beyond 2x and V split alone stays beyond it (U's rounding counts as much)."""
+    import math
+
+    import winograd_error as we
+
+    assert we.SPLITS["f4x4-mixed-split-uv8"] == ("f4x4-mixed", "uv8")
+    m, points = we.VARIANTS["f4x4-mixed"]
+    mats = we.transforms(m, points)
+    gen = torch.Generator().manual_seed(3)
+    for precision, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        x = torch.randn(1, 64, 17, 14, generator=gen).to(dtype).double()
+        w = (torch.randn(24, 64, 3, 3, generator=gen) / math.sqrt(64 * 9)).to(dtype).double()
+        ref = torch.nn.functional.conv2d(x, w, padding=1)
+        err = lambda split: we.rel_err(
+            we.winograd_conv(x, w, 1, m, *mats, torch.float32, operands=precision, split=split).to(dtype), ref)
+        direct = we.rel_err(we.direct_conv(x, w, 1, precision), ref)
+        both8, v_only, single = err("uv8"), err("v"), err("")
+        assert both8 < 1.2 * direct and 2.0 * direct < v_only < single, (precision, direct, both8, v_only, single)
+
+
 @pytest.mark.parametrize("renderer, result", [
     ("render_staged_v_bound", "staged-v-bound-h100"),
     ("render_staged_v_bound", "staged-v-bound-h200"),
