@@ -27,11 +27,13 @@ takes 32 or 48 MMA products, or 16 plus 16 float8 ones (24 at the float16 rate),
 convolution's 36 (16 single-pass).
 
 Both low parts in float8 (columns `f2x2-split-uv8`, `f3x3-split-uv8`, `f4x4-mixed-split-uv8`):
-U_hi x V_hi in the MMA format plus V_lo x U and U_lo x V with all four float8 operands in e4m3, V's
-two under a power-of-two scale per (point, tile) over all channels (a column scale of each point's
-GEMM, unscaled once after the reduction), U's two per (point, filter). Per output and (filter,
-channel) pair: n^2 / m^2 products plus twice as many float8 ones, 2 n^2 / m^2 at the float16 rate
-(F(4x4): 4.5, F(3x3): 5.6, F(2x2): 8).
+U_hi x V_hi in the MMA format plus V_lo x U and U_lo x V with all four float8 operands in e4m3
+(saturating), summed in one float32 accumulator. V is scaled by a power of two per (point, tile)
+over all channels (a column scale of each point's GEMM), U per (point, filter) (a row scale), each
+putting the group's largest magnitude at 2^13; the low parts take the same scale times 2^5 and the
+float8 copies of the full values times 2^-5, so every product carries the same scale, undone once
+after the reduction (UV8_TOP, UV8_SHIFT). Per output and (filter, channel) pair: n^2 / m^2 products
+plus twice as many float8 ones, 2 n^2 / m^2 at the float16 rate (F(4x4): 4.5, F(3x3): 5.6, F(2x2): 8).
 
 Wider operands for 16-bit tensors (columns `f2x2-tf32-operands`, `f3x3-tf32-operands`,
 `f4x4-mixed-tf32-operands`, fp16 and bf16 only): F(2x2,3x3) (F(3x3), F(4x4)) with U and V rounded
@@ -170,6 +172,27 @@ def e4m3_chunks(v, chunk=32):
     return round_e4m3(vp, (2,)).reshape(N, cp, *v.shape[2:])[:, :C]
 
 
+# Split "uv8" (module docstring): the high parts under a power-of-two scale that puts each
+# group's largest magnitude at 2^UV8_TOP, the float8 operands under the same scale times 2^UV8_SHIFT
+# (low parts) or 2^-UV8_SHIFT (full values), so that all three products carry one scale and share
+# one float32 accumulator.
+UV8_TOP, UV8_SHIFT = 13, 5
+
+
+def uv8_parts(t, group_dims, precision):
+    """t's high part in `precision`'s MMA format, its low part and t itself in e4m3 (saturating),
+    each under the scales above and returned unscaled (powers of two: the products' rounding is
+    that of the scaled ones)."""
+    t = t.double()
+    amax = t.abs().amax(dim=group_dims, keepdim=True).clamp_min(1e-300)
+    scale = torch.exp2(UV8_TOP - torch.ceil(torch.log2(amax)))
+    e4m3 = lambda a: a.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).double()
+    hi = round_operand((t * scale).float(), precision).double()
+    lo8 = e4m3((t * scale - hi) * 2.0 ** UV8_SHIFT) / 2.0 ** UV8_SHIFT
+    full8 = e4m3(t * scale / 2.0 ** UV8_SHIFT) * 2.0 ** UV8_SHIFT
+    return (hi / scale).float(), (lo8 / scale).float(), (full8 / scale).float()
+
+
 def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split=""):
     """Stride-1 3x3 convolution by F(m x m, 3 x 3) with every stage in `dtype`; U and V rounded to
     the operand format of `operands` (see round_operand) before the element-wise GEMMs, each of the
@@ -195,9 +218,9 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
         v_lo, u_lo_side = e4m3_chunks(v - v_hi), round_e4m3(u, (1,))
     elif split == "v8f":  # V's low part in e5m2 under one fixed scale, U in e4m3 per (point, filter)
         v_lo, u_lo_side = round_e5m2_fixed(v - v_hi), round_e4m3(u, (1,))
-    elif split == "uv8":  # each low part against the other operand, all four in e4m3 (module docstring)
-        v_lo, u_lo_side = e4m3_chunks(v - v_hi, C), round_e4m3(u, (1,))
-        v_hi_side, u_lo = e4m3_chunks(v, C), round_e4m3(u - u_hi, (1,))
+    elif split == "uv8":  # each low part against the other operand in e4m3, one accumulator (uv8_parts)
+        v_hi, v_lo, v_hi_side = uv8_parts(v, (1,), operands)  # scales per (image, tile, point)
+        u_hi, u_lo, u_lo_side = uv8_parts(u, (1,), operands)  # per (filter, point)
     else:
         v_lo = round_operand(v - v_hi, operands) if "v" in split else torch.zeros_like(v)
         u_lo_side = u_hi
@@ -311,8 +334,9 @@ def main():
                         "adds U x V_lo in float8 e4m3 (power-of-two scales per point and tile and 32 channels, "
                         "per point and filter); f2x2-split-v8-fixed: V_lo in float8 e5m2 under the fixed scale 2^12, "
                         "saturating, U in e4m3 per point and filter; *-split-uv8: U_hi V_hi plus V_lo U and U_lo V, "
-                        "the four float8 operands in e4m3, V's scaled per point and tile over all channels, U's per "
-                        "point and filter; *-tf32-operands: fp16/bf16 tensors with U and V "
+                        "the four float8 operands in e4m3, one accumulator: V scaled per point and tile over all "
+                        "channels, U per point and filter (largest at 2^13), low parts at that scale times 2^5, "
+                        "float8 full values times 2^-5; *-tf32-operands: fp16/bf16 tensors with U and V "
                         "rounded to TF32; f2x1: F(2,3) along rows nested in a direct "
                         "sum over filter rows"}
         path = os.path.join(args.out_dir, args.tag)
@@ -333,8 +357,9 @@ def main():
                     "products plus 16 at twice the rate); `f2x2-split-v8-fixed`: the same products with V's low "
                     "part in float8 e5m2 under one fixed scale, 2^12, and U in e4m3 per (point, filter); "
                     "`*-split-uv8`: U_hi x V_hi plus V's low part against U and U's low part against V, the four "
-                    "float8 operands in e4m3 under power-of-two scales (V's per point and tile over all channels, "
-                    "U's per point and filter): per output n^2/m^2 products plus twice as many at twice the rate; "
+                    "float8 operands in e4m3, in one accumulator under power-of-two scales (V's per point and tile "
+                    "over all channels, U's per point and filter, the float8 ones tied to them by 2^5 and 2^-5): "
+                    "per output n^2/m^2 products plus twice as many at twice the rate; "
                     "`*-tf32-operands` (fp16 / bf16 tensors): U and V at TF32's precision, one product per "
                     "point product (float16 words under power-of-two scales carry them exactly).\n")
             for precision in precisions:

@@ -559,6 +559,24 @@ def test_winograd_half_bound_is_current_and_under_every_measured_time(tmp_path):
             row["layer"]
 
 
+def test_winograd_half_bound_counts_f4x4_with_float8_low_parts_for_float16():
+    """The count's F(4x4) design for float16 (both operands split, low parts in float8, one
+    accumulator: the error study's `f4x4-mixed-split-uv8`) is within float16's error bar, where the
+    carriers are not; it does about twice the carrier design's MMA work (one 16-bit product and two float8
+    ones at twice the rate) and moves twice its bytes, so it is never counted faster."""
+    import winograd_half_bound as hb
+
+    assert hb.DESIGNS["staged-f4x4-split-uv8"][4] == "split-uv8" and "fp16" in hb.PRODUCTS["split-uv8"][1]
+    assert "fp16" not in hb.PRODUCTS["carrier"][1]
+    rates = json.load(open(os.path.join(os.path.dirname(hb.__file__), "results", "wgmma-rate-h200.json")))
+    for C, K, HW in ((128, 256, 68), (512, 1024, 17)):
+        bounds = hb.pass_bounds(C, K, HW, HW, rates, rates["sms"], 0.0)
+        uv8, carrier = bounds["staged-f4x4-split-uv8"], bounds["staged-f4x4-carrier"]
+        assert uv8["mma_us"] == pytest.approx(2 * carrier["mma_us"], rel=0.1)  # measured rates, not the peaks
+        assert uv8["intake_us"] == pytest.approx(2 * carrier["intake_us"])
+        assert uv8["bound_us"] > carrier["bound_us"]
+
+
 def test_patch_load_model_counts_the_kernels_lane_map():
     """benchmarks/micro/patch_load_model.py, the count docs/winograd.md quotes for the single wgmma block's
     NCHW patch loads: the kernel's lane map (4 channels x 8 tiles a warp) conflict-free on V's stores,
