@@ -213,7 +213,6 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
     u = torch.einsum("ia,kcab,jb->kcij", g, w, g)  # G g G^T
     v_hi, u_hi = round_operand(v, operands), round_operand(u, operands)
     v_hi_side = v_hi  # what U's low part multiplies
-    u_lo = round_operand(u - u_hi, operands) if "u" in split else torch.zeros_like(u)
     if split == "v8":  # V's low part and U in float8 e4m3, scaled (module docstring)
         v_lo, u_lo_side = e4m3_chunks(v - v_hi), round_e4m3(u, (1,))
     elif split == "v8f":  # V's low part in e5m2 under one fixed scale, U in e4m3 per (point, filter)
@@ -223,6 +222,7 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
         u_hi, u_lo, u_lo_side = uv8_parts(u, (1,), operands)  # per (filter, point)
     else:
         v_lo = round_operand(v - v_hi, operands) if "v" in split else torch.zeros_like(v)
+        u_lo = round_operand(u - u_hi, operands) if "u" in split else torch.zeros_like(u)
         u_lo_side = u_hi
     # The element-wise stage: n * n GEMMs over the channels (the MMAs of a split operand's parts
     # summed in float32; U_lo x V_lo is never formed).

@@ -52,9 +52,9 @@ Products (the designs' suffixes):
   of cuDNN's error for both (`f2x2-split-v8-fixed`).
 - `split-uv8`: U_hi x V_hi at the 16-bit rate plus V_lo x U and U_lo x V in float8 e4m3, one
   accumulator under tied power-of-two scales (`*-split-uv8`: F(4x4) at the mixed points 1.05-1.06x
-  cuDNN's error in float16, 1.08-1.15x in bfloat16); U and V are three planes each (the 16-bit high part, an e4m3 copy, the
-  e4m3 low part: 4 bytes a value), and V's scales need the input's largest value per pixel first,
-  as the carriers' do (`prepass`).
+  cuDNN's error in float16, 1.08-1.15x in bfloat16); U and V are three planes each (the 16-bit high
+  part, an e4m3 copy, the e4m3 low part: 4 bytes a value), and V's scales need the input's largest
+  value per pixel first, as the carriers' do (`prepass`).
 
 Bytes through the data path per block and chunk of 16 channels: the MMAs' shared-memory operand
 reads, V's stores (not `rs`) and the patch loads (bfloat16 input); per block, the epilogue's staging
