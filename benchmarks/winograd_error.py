@@ -35,6 +35,15 @@ float8 copies of the full values times 2^-5, so every product carries the same s
 after the reduction (UV8_TOP, UV8_SHIFT). Per output and (filter, channel) pair: n^2 / m^2 products
 plus twice as many float8 ones, 2 n^2 / m^2 at the float16 rate (F(4x4): 4.5, F(3x3): 5.6, F(2x2): 8).
 
+Both operands in int8 limbs (columns `f2x2-split-s8x2`, `f3x3-split-s8x2-ll`, `f4x4-mixed-split-s8x2`,
+`f4x4-mixed-split-s8x2-ll`): U and V as 16-bit fixed point, q = 256 hi + lo with both limbs int8, under a
+float32 scale per group that puts its largest magnitude at 32639 (V's groups (point, tile) over all
+channels, U's (point, filter)); V_hi U_hi in one int32 accumulator and V_hi U_lo + V_lo U_hi in a
+second, exact, combined in float32 and unscaled once (`-ll`: V_lo U_lo in a third). Three (four)
+int8 products at twice the float16 rate on two bytes a value. A fixed point's resolution is set by
+its group's largest value, so its error depends on how the inputs spread: `--inputs heavy` (normal
+values times log-normal scales per channel and per value) measures every column on such inputs.
+
 Wider operands for 16-bit tensors (columns `f2x2-tf32-operands`, `f3x3-tf32-operands`,
 `f4x4-mixed-tf32-operands`, fp16 and bf16 only): F(2x2,3x3) (F(3x3), F(4x4)) with U and V rounded
 to TF32 (11 significant bits), one product per point product -- what the TF32 tiles compute for
@@ -52,6 +61,8 @@ points, B^T solved from the identity y = A^T [(G g) * (B^T d)] in float64), so a
 compared; each set is checked against a float64 direct convolution first.
 
     python benchmarks/winograd_error.py --batch 1 --out-dir benchmarks/results --tag winograd-error-cpu
+    python benchmarks/winograd_error.py --batch 1 --precisions fp16,bf16 --inputs heavy \
+        --out-dir benchmarks/results --tag winograd-error-cpu-heavy
 """
 import argparse
 import json
@@ -129,7 +140,9 @@ def direct_conv(x, w, padding, precision):
 # split operands, v8 for V's low part in float8 e4m3, uv8 for both operands' low parts in float8.
 SPLITS = {"f2x2-split-v": ("f2x2", "v"), "f2x2-split-uv": ("f2x2", "uv"), "f2x2-split-v8": ("f2x2", "v8"),
           "f2x2-split-v8-fixed": ("f2x2", "v8f"), "f2x2-split-uv8": ("f2x2", "uv8"),
-          "f3x3-split-uv8": ("f3x3", "uv8"), "f4x4-mixed-split-uv8": ("f4x4-mixed", "uv8")}
+          "f3x3-split-uv8": ("f3x3", "uv8"), "f4x4-mixed-split-uv8": ("f4x4-mixed", "uv8"),
+          "f2x2-split-s8x2": ("f2x2", "s8x2"), "f3x3-split-s8x2-ll": ("f3x3", "s8x2-ll"),
+          "f4x4-mixed-split-s8x2": ("f4x4-mixed", "s8x2"), "f4x4-mixed-split-s8x2-ll": ("f4x4-mixed", "s8x2-ll")}
 # 16-bit tensors whose U and V are rounded to TF32 (the float16 carriers): column -> variant.
 TF32_OPERANDS = {"f2x2-tf32-operands": "f2x2", "f3x3-tf32-operands": "f3x3",
                  "f4x4-mixed-tf32-operands": "f4x4-mixed"}
@@ -193,16 +206,51 @@ def uv8_parts(t, group_dims, precision):
     return (hi / scale).float(), (lo8 / scale).float(), (full8 / scale).float()
 
 
+# Split "s8x2" (module docstring): U and V as 16-bit fixed point, q = 256 hi + lo with hi and lo int8,
+# under a float32 scale per group that puts its largest magnitude at S8X2_Q_MAX, the largest q whose
+# hi = floor((q + 128) / 256) still fits int8.
+S8X2_Q_MAX = 32639
+
+
+def s8x2_parts(t, group_dims):
+    """t's two int8 limbs (hi, lo; float64 holding integers) and the float32 scale per group (t's
+    largest magnitude over `group_dims` at S8X2_Q_MAX), t * scale ~= 256 hi + lo."""
+    amax = t.abs().amax(dim=group_dims, keepdim=True).float()
+    scale = torch.where(amax > 0, S8X2_Q_MAX / amax.clamp_min(1e-30), 1.0)
+    q = torch.round(t.float() * scale).clamp(-32768, S8X2_Q_MAX).double()  # cvt.rni.s32.f32
+    hi = torch.floor((q + 128) / 256)
+    return hi, q - 256 * hi, scale
+
+
+def s8x2_products(v, u, lay_v, lay_u, lolo):
+    """The element-wise stage on int8 limbs: V_hi U_hi in one int32 accumulator, V_hi U_lo + V_lo U_hi
+    in another (and V_lo U_lo in a third when `lolo`), exact (float64 holds the integer sums), each
+    converted to float32 and combined by powers of two, then unscaled by V's scale per (point, tile)
+    and U's per (point, filter) in float32."""
+    vh, vl, sv = s8x2_parts(v, (1,))
+    uh, ul, su = s8x2_parts(u, (1,))
+    hh = torch.bmm(lay_v(vh), lay_u(uh))
+    cross = torch.bmm(lay_v(vh), lay_u(ul)) + torch.bmm(lay_v(vl), lay_u(uh))
+    assert hh.abs().max() < 2**31 and cross.abs().max() < 2**31  # int32 accumulators
+    acc = hh.float() * 65536.0 + cross.float() * 256.0
+    if lolo:
+        acc = acc + torch.bmm(lay_v(vl), lay_u(ul)).float()
+    inv_v = 1.0 / lay_v(sv)  # (points, tiles, 1)
+    inv_u = 1.0 / lay_u(su)  # (points, 1, filters)
+    return acc * inv_v * inv_u
+
+
 def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split=""):
     """Stride-1 3x3 convolution by F(m x m, 3 x 3) with every stage in `dtype`; U and V rounded to
     the operand format of `operands` (see round_operand) before the element-wise GEMMs, each of the
     operands named in `split` ("v", "uv") carried as a rounded high and low part ("v8": V's low part
     against U both in float8 e4m3; "uv8": U_hi V_hi plus V's low part against U and U's low part
-    against V, those four in float8 e4m3)."""
+    against V, those four in float8 e4m3; "s8x2" / "s8x2-ll": U and V in two int8 limbs each,
+    s8x2_products)."""
     n = m + 2
     at, g, bt = at.to(dtype), g.to(dtype), bt.to(dtype)
     x, w = x.to(dtype), w.to(dtype)
-    N, C, H, W = x.shape
+    N, _, H, W = x.shape
     K = w.shape[0]
     Ho, Wo = H + 2 * padding - 2, W + 2 * padding - 2
     th, tw = -(-Ho // m), -(-Wo // m)
@@ -211,6 +259,16 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
     d = xp.unfold(2, n, m).unfold(3, n, m)  # N, C, th, tw, n, n
     v = torch.einsum("ia,ncxyab,jb->ncxyij", bt, d, bt)  # B^T d B
     u = torch.einsum("ia,kcab,jb->kcij", g, w, g)  # G g G^T
+    # The element-wise stage: n * n GEMMs over the channels.
+    def lay_v(t):
+        return t.permute(4, 5, 0, 2, 3, 1).reshape(n * n, N * th * tw, t.shape[1])
+
+    def lay_u(t):
+        return t.permute(2, 3, 1, 0).reshape(n * n, t.shape[1], K)
+
+    if split.startswith("s8x2"):  # U and V in int8 limbs, exact integer sums (s8x2_products)
+        mm = s8x2_products(v, u, lay_v, lay_u, lolo=split == "s8x2-ll")
+        return output_transform(mm.reshape(n, n, N, th, tw, K), at, m, Ho, Wo)
     v_hi, u_hi = round_operand(v, operands), round_operand(u, operands)
     v_hi_side = v_hi  # what U's low part multiplies
     if split == "v8":  # V's low part and U in float8 e4m3, scaled (module docstring)
@@ -224,20 +282,18 @@ def winograd_conv(x, w, padding, m, at, g, bt, dtype, operands="fp32", split="")
         v_lo = round_operand(v - v_hi, operands) if "v" in split else torch.zeros_like(v)
         u_lo = round_operand(u - u_hi, operands) if "u" in split else torch.zeros_like(u)
         u_lo_side = u_hi
-    # The element-wise stage: n * n GEMMs over the channels (the MMAs of a split operand's parts
-    # summed in float32; U_lo x V_lo is never formed).
-    def lay_v(t):
-        return t.permute(4, 5, 0, 2, 3, 1).reshape(n * n, N * th * tw, C)
-
-    def lay_u(t):
-        return t.permute(2, 3, 1, 0).reshape(n * n, C, K)
-
+    # The MMAs of a split operand's parts summed in float32; U_lo x V_lo is never formed.
     mm = torch.bmm(lay_v(v_hi), lay_u(u_hi))
     if "v" in split:
         mm = mm + torch.bmm(lay_v(v_lo), lay_u(u_lo_side))
     if "u" in split:
         mm = mm + torch.bmm(lay_v(v_hi_side), lay_u(u_lo))
-    mm = mm.reshape(n, n, N, th, tw, K)
+    return output_transform(mm.reshape(n, n, N, th, tw, K), at, m, Ho, Wo)
+
+
+def output_transform(mm, at, m, Ho, Wo):
+    """A^T M A of the element-wise products M (n, n, N, tile rows, tile columns, K), cropped to Ho x Wo."""
+    _, _, N, th, tw, K = mm.shape
     y = torch.einsum("ia,abnxyk,jb->nkxiyj", at, mm, at).reshape(N, K, th * m, tw * m)
     return y[:, :, :Ho, :Wo]
 
@@ -259,6 +315,20 @@ def nested_rows_conv(x, w, padding, at, g, bt, dtype, operands="fp32"):
     return y[..., :Wo]
 
 
+def heavy_tailed(batch, channels, hw):
+    """Standard normal values times log-normal scales (sigma 1) per channel and per value: channels
+    of different magnitudes and outliers within each, as activations have."""
+    return (torch.randn(batch, channels, hw, hw) * torch.exp(torch.randn(1, channels, 1, 1))
+            * torch.exp(torch.randn(batch, channels, hw, hw)))
+
+
+# The inputs' distributions (--inputs) and how the result files name them; the weights are
+# randn / sqrt(C * 9) in both.
+INPUTS = {"randn": lambda batch, channels, hw: torch.randn(batch, channels, hw, hw), "heavy": heavy_tailed}
+INPUT_NOTES = {"randn": "inputs randn",
+               "heavy": "inputs randn times log-normal scales (sigma 1) per channel and per value"}
+
+
 def rel_err(out, ref):
     return ((out.double() - ref).norm() / ref.norm()).item()
 
@@ -270,6 +340,7 @@ def main():
     ap.add_argument("--out-dir", default=None)
     ap.add_argument("--tag", default="winograd-error-cpu")
     ap.add_argument("--precisions", default=",".join(PRECISIONS), help="comma list of " + ", ".join(PRECISIONS))
+    ap.add_argument("--inputs", choices=sorted(INPUTS), default="randn", help="the inputs' distribution (INPUTS)")
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     mats = {name: transforms(m, pts) for name, (m, pts) in VARIANTS.items()}
@@ -296,7 +367,7 @@ def main():
         dtype = TENSOR_DTYPE[precision]
         for layer in layers:
             # Inputs are tensors of the precision's dtype; the reference is their float64 convolution.
-            x = torch.randn(args.batch, layer.C, layer.HW, layer.HW).to(dtype).double()
+            x = INPUTS[args.inputs](args.batch, layer.C, layer.HW).to(dtype).double()
             w = (torch.randn(layer.K, layer.C, 3, 3) / math.sqrt(layer.C * 9)).to(dtype).double()
             pad = layer.pads[0]
             ref = F.conv2d(x, w, padding=pad)
@@ -325,25 +396,31 @@ def main():
         print("geomean", precision, " ".join(f"{k}={v:.2e}" for k, v in geomean[precision].items()))
     if args.out_dir:
         meta = {"machine": platform.processor() or platform.machine(), "torch": torch.__version__, "seed": args.seed,
+                "inputs": args.inputs,
                 "variants": {k: {"m": m, "points": pts + ["inf"]} for k, (m, pts) in VARIANTS.items()},
                 "note": "transforms and element-wise GEMMs in float32 on the CPU against a float64 direct "
                         "convolution of the same inputs; tf32/fp16/bf16 round U and V to the MMA operand format "
                         "and the output to the tensor dtype; direct = the direct convolution at that precision; "
-                        "inputs randn, weights randn / sqrt(C * 9); f2x2-split-v / -uv carry V (and U) as a "
+                        f"{INPUT_NOTES[args.inputs]}, weights randn / sqrt(C * 9); "
+                        "f2x2-split-v / -uv carry V (and U) as a "
                         "rounded high and low part, two (three) MMA products per point product; f2x2-split-v8 "
                         "adds U x V_lo in float8 e4m3 (power-of-two scales per point and tile and 32 channels, "
                         "per point and filter); f2x2-split-v8-fixed: V_lo in float8 e5m2 under the fixed scale 2^12, "
                         "saturating, U in e4m3 per point and filter; *-split-uv8: U_hi V_hi plus V_lo U and U_lo V, "
                         "the four float8 operands in e4m3, one accumulator: V scaled per point and tile over all "
                         "channels, U per point and filter (largest at 2^13), low parts at that scale times 2^5, "
-                        "float8 full values times 2^-5; *-tf32-operands: fp16/bf16 tensors with U and V "
+                        "float8 full values times 2^-5; *-split-s8x2: U and V as 16-bit fixed point in two int8 "
+                        "limbs (V scaled per point and tile over all channels, U per point and filter, the largest "
+                        "at 32639), V_hi U_hi plus V_hi U_lo + V_lo U_hi in exact integer sums (-ll: plus V_lo "
+                        "U_lo); *-tf32-operands: fp16/bf16 tensors with U and V "
                         "rounded to TF32; f2x1: F(2,3) along rows nested in a direct "
                         "sum over filter rows"}
         path = os.path.join(args.out_dir, args.tag)
         with open(path + ".json", "w") as f:
             json.dump({"meta": meta, "rows": rows, "geomean": geomean}, f, indent=1)
         with open(path + ".md", "w") as f:
-            f.write(f"# Winograd error against float64 (3x3 stride-1 suite layers, CPU, batch {args.batch})\n\n")
+            f.write(f"# Winograd error against float64 (3x3 stride-1 suite layers, CPU, batch {args.batch}, "
+                    f"{INPUT_NOTES[args.inputs]})\n\n")
             f.write("Relative error ||y - y64|| / ||y64||, and in brackets its ratio to `direct`, the direct "
                     "convolution at the same precision (cuDNN's error at that precision). fp32: every stage in "
                     "float32; tf32 / fp16 / bf16: U and V rounded to the MMA operand format, float32 sums and "
@@ -359,7 +436,10 @@ def main():
                     "`*-split-uv8`: U_hi x V_hi plus V's low part against U and U's low part against V, the four "
                     "float8 operands in e4m3, in one accumulator under power-of-two scales (V's per point and tile "
                     "over all channels, U's per point and filter, the float8 ones tied to them by 2^5 and 2^-5): "
-                    "per output n^2/m^2 products plus twice as many at twice the rate; "
+                    "per output n^2/m^2 products plus twice as many at twice the rate; `*-split-s8x2`: U and V as "
+                    "16-bit fixed point in two int8 limbs under a scale per group (V's per point and tile over all "
+                    "channels, U's per point and filter), V_hi x U_hi and V_hi x U_lo + V_lo x U_hi in exact integer "
+                    "sums, three int8 products (`-ll`: plus V_lo x U_lo, four); "
                     "`*-tf32-operands` (fp16 / bf16 tensors): U and V at TF32's precision, one product per "
                     "point product (float16 words under power-of-two scales carry them exactly).\n")
             for precision in precisions:

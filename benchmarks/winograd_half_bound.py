@@ -55,6 +55,20 @@ Products (the designs' suffixes):
   cuDNN's error in float16, 1.08-1.15x in bfloat16); U and V are three planes each (the 16-bit high
   part, an e4m3 copy, the e4m3 low part: 4 bytes a value), and V's scales need the input's largest
   value per pixel first, as the carriers' do (`prepass`).
+- `s8x2`, `s8x2-ll`: U and V as 16-bit fixed point in two int8 limbs (q = 256 hi + lo), V under a
+  scale per (point, tile) over all channels, U per (point, filter): V_hi U_hi in one int32
+  accumulator, V_hi U_lo + V_lo U_hi in a second, V_lo U_lo in a third (`-ll`); three (four) int8
+  MMAs on two planes of one byte, 2 bytes a value as the carriers'. Within bfloat16's error bar;
+  float16's on the study's Gaussian inputs only (`*-split-s8x2*` in winograd-error-cpu.md: F(2x2)
+  with three products 1.0-1.1x cuDNN's error, F(4x4) at the mixed points with four 1.1-1.7x), not
+  on heavy-tailed ones (winograd-error-cpu-heavy.md: up to 2.5x and 4.7x), so the float16 table
+  counts them outside it. The int8 rate is taken as the
+  measured e4m3 rate (S8_RATE_KIND; the two are equal on Hopper's data sheet). A scale needs its
+  group's largest value over all channels before any of it is quantized: counted as a transform
+  kernel in two passes (the input read twice, as the carriers' `prepass`; the transform's
+  instructions twice, plus about 6 a value to scale, convert and split into limbs). The extra
+  accumulators take registers from the points: 4 points a block (F(2x2) with two accumulators, a
+  cluster of 4 blocks a tile; F(4x4) with three, a cluster of 9).
 
 Bytes through the data path per block and chunk of 16 channels: the MMAs' shared-memory operand
 reads, V's stores (not `rs`) and the patch loads (bfloat16 input); per block, the epilogue's staging
@@ -108,34 +122,47 @@ DESIGNS = {
     "n64-split": ("ss", 8, 64, 64, "split", 7.8, 2),
     "rs-split": ("rs", 16, 64, 32, "split", 9.3, 2),
     "staged-split": ("staged", 8, 64, 64, "split", 7.8, 2),
+    # By hand: the carriers' transform twice (the maxima's pass, then the limbs'), plus 6 a value.
+    "staged-s8x2": ("staged", 4, 64, 64, "s8x2", 16.8, 2),
+    "staged-f4x4-s8x2-ll": ("staged", 4, 64, 64, "s8x2-ll", 21.0, 4),
 }
-# The products' MMAs ([(wgmma kind, operand bytes a value)]) and the precisions whose error bar they
-# keep (winograd-error-cpu.md).
+# The products: their MMAs ([(wgmma kind, operand bytes a value)]: the bytes each MMA reads), the
+# operands' bytes a value in memory (the planes the MMAs read, which int8 limbs' MMAs read more than
+# once), and the precisions whose error bar they keep (winograd-error-cpu.md).
 PRODUCTS = {
-    "tf32": ([("tf32", 4)], ("bf16",)),
-    "carrier": ([("bf16", 2)], ("bf16",)),
-    "split": ([("bf16", 2), ("e4m3", 1)], ("bf16", "fp16")),
-    "split-uv8": ([("bf16", 2), ("e4m3", 1), ("e4m3", 1)], ("bf16", "fp16")),
+    "tf32": ([("tf32", 4)], 4, ("bf16",)),
+    "carrier": ([("bf16", 2)], 2, ("bf16",)),
+    "split": ([("bf16", 2), ("e4m3", 1)], 3, ("bf16", "fp16")),
+    "split-uv8": ([("bf16", 2), ("e4m3", 1), ("e4m3", 1)], 4, ("bf16", "fp16")),
+    # Float16's bar only on Gaussian inputs: a fixed point's resolution is set by its group's
+    # largest value, and heavy-tailed inputs put the error past it (winograd-error-cpu-heavy.md).
+    "s8x2": ([("s8", 1)] * 3, 2, ("bf16",)),
+    "s8x2-ll": ([("s8", 1)] * 4, 2, ("bf16",)),
 }
-# The products whose scales need a pass over the input for its largest value per pixel first.
-PREPASS_PRODUCTS = ("carrier", "split-uv8")
+# The measured rate that stands for int8 MMAs' (wgmma_rate.cu times no int8 kind).
+S8_RATE_KIND = "e4m3"
+# The products whose scales need a pass over the input first.
+PREPASS_PRODUCTS = ("carrier", "split-uv8", "s8x2", "s8x2-ll")
 
 
 def rate_tflops(rates, kind, n):
+    if kind.startswith("s8-"):
+        kind = S8_RATE_KIND + kind[2:]
     rows = [r for r in rates["rows"] if r["kind"] == kind and r["n"] == n]  # kind: e.g. "bf16-ss"
     return max(rows, key=lambda r: r["warpgroups"])["tflops"]
 
 
-def chunk_bytes(layout, points, tiles, filters, operand_bytes):
-    """Bytes through the shared-memory data path per block and chunk (module docstring)."""
-    u = points * filters * CHUNK * operand_bytes
+def chunk_bytes(layout, points, tiles, filters, read_bytes, operand_bytes):
+    """Bytes through the shared-memory data path per block and chunk (module docstring): the MMAs'
+    reads at `read_bytes` a value, V's stores at `operand_bytes`."""
+    u = points * filters * CHUNK * read_bytes
     if layout == "staged":
-        return u + points * tiles * CHUNK * operand_bytes  # the MMAs' reads; U and V come by bulk copies
+        return u + points * tiles * CHUNK * read_bytes  # the MMAs' reads; U and V come by bulk copies
     if layout == "rs":
         return u + tiles * 32 * CHUNK * IN_BYTES  # U read by the MMAs; 2 x 16 patch values
-    v = points * tiles * CHUNK * operand_bytes
+    v = points * tiles * CHUNK * read_bytes
     patch = tiles * (16 if points == 16 else 12) * CHUNK * IN_BYTES
-    return (u + v) + v + patch  # MMA reads of U and V, V's stores, the patch loads
+    return (u + v) + v * operand_bytes / read_bytes + patch  # MMA reads of U and V, V's stores, the patch loads
 
 
 def intake_bytes(layout, points, tiles, filters, operand_bytes, multicast=True):
@@ -156,12 +183,13 @@ def epilogue_bytes(points, tiles, filters, m=2):
     """Bytes through the data path per block after its channel loop: a warpgroup holding a column of
     points applies A^T down it in registers, and the block stages the rest through shared memory
     (written and read, float32): 8 values per (tile, filter) for 16 points; 4 for 8 points, plus the
-    2 its cluster partner needs (written remotely, read there); then the outputs (16-bit). F(4x4):
-    each of the 12 points staged once (written, locally or in the partner that transforms that
-    pair, and read), and a third of the pairs' 16 outputs."""
+    2 its cluster partner needs (written remotely, read there); then the outputs (16-bit). F(4x4),
+    and blocks of fewer than 8 points: each of its points staged once (written, locally or in the
+    block that transforms that pair, and read), and its share of the pairs' m^2 outputs (its points
+    over the tile's, a third for F(4x4)'s 12 of 36)."""
     pairs = tiles * filters
-    if m == 4:
-        return pairs * (2 * points * 4 + 16 * IN_BYTES / 3)
+    if m == 4 or points < 8:
+        return pairs * (2 * points * 4 + m * m * IN_BYTES * points / (m + 2) ** 2)
     if points == 16:
         return pairs * (2 * 8 * 4 + 4 * IN_BYTES)
     return pairs * (2 * 4 * 4 + 2 * 2 * 4 + 2 * IN_BYTES)
@@ -212,7 +240,7 @@ def fwdbwd_table(rates, suite, sms, out, lines):
            and r["layout"] == "nhwc" and r["algorithm"] == "winograd" and r["R"] == 3 and r["stride"] == 1}
     fb = {r["layer"]: r for r in suite["rows"] if r["N"] == 32 and r["mode"] == "fwdbwd" and r["precision"] == "bf16"
           and r["layout"] == "nhwc" and r["algorithm"] == "winograd" and r["R"] == 3 and r["stride"] == 1}
-    within = [d for d, spec in DESIGNS.items() if "bf16" in PRODUCTS[spec[4]][1] and spec[4] != "tf32"]
+    within = [d for d, spec in DESIGNS.items() if "bf16" in PRODUCTS[spec[4]][2] and spec[4] != "tf32"]
     rows = []
     for layer in [l for l in LAYERS if l.startswith("Y")]:
         m = fwd[layer]
@@ -305,14 +333,13 @@ def pass_bounds(C, K, H, W, rates, sms, host_us, multicast=True):
         tiles = 32 * math.ceil(H / m) * math.ceil(W / m)
         tile_points = (m + 2) ** 2
         macs = tiles * float(tile_points) * C * K
-        mmas, _ = PRODUCTS[products]
-        operand_bytes = sum(b for _, b in mmas)
+        mmas, operand_bytes, _ = PRODUCTS[products]
         n = f if layout == "rs" else t  # the MMAs' N: filters (rs) or tiles
         source = "rs" if layout == "rs" else "ss"
         mma_us = sum(2.0 * macs / (rate_tflops(rates, f"{kind}-{source}", n) * 1e12) for kind, _ in mmas) * 1e6
         chunks = macs / (points * t * f * CHUNK)
         blocks = chunks / math.ceil(C / CHUNK)
-        path_bytes = (chunks * chunk_bytes(layout, points, t, f, operand_bytes)
+        path_bytes = (chunks * chunk_bytes(layout, points, t, f, sum(b for _, b in mmas), operand_bytes)
                       + blocks * epilogue_bytes(points, t, f, m))
         path_us = path_bytes / (DATA_PATH_BYTES_PER_CLOCK * CLOCK_GHZ * 1e9 * sms) * 1e6
         intake_us = chunks * intake_bytes(layout, points, t, f, operand_bytes, multicast) / (
@@ -355,7 +382,7 @@ def table(precision, rates, suite, sms, out, lines):
         for x in list(row["designs"].values()) + list(row["designs_unicast"].values()):
             x["ratio_bound"] = row["cudnn_us"] / x["bound_us"]
         rows.append(row)
-    within = [d for d, spec in DESIGNS.items() if precision in PRODUCTS[spec[4]][1] and spec[4] != "tf32"]
+    within = [d for d, spec in DESIGNS.items() if precision in PRODUCTS[spec[4]][2] and spec[4] != "tf32"]
     geo = {d: geomean([r["designs"][d]["ratio_bound"] for r in rows]) for d in DESIGNS}
     geo_ours = geomean([r["cudnn_us"] / r["ours_us"] for r in rows])
     # What `auto` could do: the best new design within the error bar on each layer.
