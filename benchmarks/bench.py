@@ -35,7 +35,6 @@ same suite, precision, layout, batch, mode, weights, layer, algorithm and config
 (merge_results.row_key): a run of some algorithms leaves the other algorithms' rows of its layers.
 """
 import argparse
-import datetime
 import math
 import os
 import statistics
@@ -50,9 +49,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchconv  # noqa: E402
 from merge_results import load_rows, merge_rows, row_key  # noqa: E402
 from suites import SUITES  # noqa: E402
-from torchconv.timing import SPREAD_FLAG, hold_stream, interleaved, time_ms  # noqa: E402
-
-FP32_PEAK_TFLOPS = 64.6  # measured FFMA peak of the H100 (shared/reference); None on other devices
+from torchconv.timing import FP32_PEAK_TFLOPS, SPREAD_FLAG, hold_stream, interleaved, time_ms  # noqa: E402
+from torchconv.timing import environment as timing_environment  # noqa: E402
 # Dense peaks of the H100 SXM by precision (TF32 and FP16/BF16 tensor cores: NVIDIA's figures).
 PEAK_TFLOPS = {"fp32": FP32_PEAK_TFLOPS, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "fp64": 67.0}
 
@@ -202,14 +200,8 @@ def copy_bandwidth_tbps(device, nbytes=1 << 30, reps=20):
 
 def environment(device):
     return {
-        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
-        "cuda": torch.version.cuda,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "fp32_peak_tflops": FP32_PEAK_TFLOPS if device.type == "cuda" else None,
+        **timing_environment(device),
         "hbm_tbps": copy_bandwidth_tbps(device) if device.type == "cuda" else None,
-        "torchconv": torchconv.__version__,
         "reference": "cudnn" if device.type == "cuda" else "aten-cpu",
         "benchmark_mode": torchconv.get_benchmark(),
         "protocol": "interleaved rounds (torchconv.timing): median over rounds of reps calls; ratio = median of "

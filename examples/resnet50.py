@@ -27,7 +27,6 @@ shape (suite "resnet50", layer "model", algorithm "auto" / "cudnn" / "cudnn-defa
 import argparse
 import contextlib
 import copy
-import datetime
 import json
 import os
 
@@ -35,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 import torchconv
-from torchconv.timing import compare
+from torchconv.timing import compare, environment
 
 
 def parse_args(argv=None):
@@ -109,18 +108,6 @@ def cudnn_conv(module, x):
 
 def rel_err(out, ref):
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
-
-
-def environment(device):
-    return {
-        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
-        "cuda": torch.version.cuda,
-        "torchconv": torchconv.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "fp32_peak_tflops": 64.6 if device.type == "cuda" else None,
-    }
 
 
 def main(argv=None):

@@ -19,6 +19,27 @@ ROW_KEYS = {"suite", "layer", "N", "C", "K", "H", "W", "R", "S", "stride", "padd
 META_KEYS = {"gpu", "torch", "cudnn", "cuda", "date", "fp32_peak_tflops"}
 
 
+def test_resnet50_example_runs_on_the_cpu_and_records_the_environment(tmp_path):
+    """examples/resnet50.py (torchvision's ResNet-50 converted, against nn.Conv2d at the same
+    precision) runs on the CPU at a small image and writes its rows with the environment that
+    benchmarks/bench.py records too (torchconv.timing.environment)."""
+    import subprocess
+
+    pytest.importorskip("torchvision")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    done = subprocess.run([sys.executable, os.path.join(root, "examples", "resnet50.py"), "--device", "cpu",
+                           "--batch", "1", "--precision", "fp32", "--train-batch", "0", "--explain-batch", "0",
+                           "--image", "32", "--warmup", "1", "--reps", "1", "--no-benchmark", "--no-graph",
+                           "--out-dir", str(tmp_path), "--tag", "smoke"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    data = json.loads((tmp_path / "smoke.json").read_text())
+    assert data["meta"].keys() == torchconv.timing.environment(torch.device("cpu")).keys() >= META_KEYS
+    assert {(r["algorithm"], r["mode"], r["N"]) for r in data["rows"]} >= {("auto", "fwd", 1), ("cudnn", "fwd", 1)}
+    assert all(r["rel_err"] < 1e-5 for r in data["rows"] if r["rel_err"] is not None)
+    assert bench.environment(torch.device("cpu")).items() >= {
+        k: v for k, v in data["meta"].items() if k != "date"}.items()
+
+
 def test_smoke_benchmark_writes_results(tmp_path):
     rows = bench.main(["--suite", "smoke", "--device", "cpu", "--batch", "1", "--reps", "2", "--warmup", "1",
                        "--rounds", "3", "--out-dir", str(tmp_path), "--tag", "smoke"])

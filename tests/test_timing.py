@@ -66,3 +66,17 @@ def test_device_time_leaves_out_the_host_path():
     # events' interval to the kernel's in that round; the device's time never holds the host path.
     assert max(with_host) > 1.0
     assert max(device_only) < 0.5
+
+
+def test_environment_records_the_run_for_result_files():
+    """timing.environment: what every result file's meta records (benchmarks/bench.py adds its own
+    fields to it, examples/resnet50.py writes it as is): on a CPU no cuDNN and no FP32 peak."""
+    import datetime
+
+    import torchconv
+
+    env = timing.environment(torch.device("cpu"))
+    assert env.keys() == {"gpu", "torch", "cudnn", "cuda", "torchconv", "date", "fp32_peak_tflops"}
+    assert (env["gpu"], env["cudnn"], env["fp32_peak_tflops"]) == ("cpu", None, None)
+    assert env["torch"] == torch.__version__ and env["torchconv"] == torchconv.__version__
+    assert datetime.datetime.fromisoformat(env["date"]).tzinfo is not None

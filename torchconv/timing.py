@@ -11,20 +11,40 @@ differentiates) and the GPU work it enqueues, measured with CUDA events on the c
 around each call; the caches are left warm (no L2 flush between calls), as in a model where a
 layer's weights and activations were just touched. On a CPU, a wall clock.
 """
+import datetime
 import random
 import statistics
 import time
 
 import torch
 
-__all__ = ["time_ms", "interleaved", "compare", "hold_stream", "SPREAD_FLAG"]
+from .version import __version__
 
+__all__ = ["time_ms", "interleaved", "compare", "hold_stream", "environment", "SPREAD_FLAG", "FP32_PEAK_TFLOPS"]
+
+# The H100's measured FFMA peak, which result files record beside their TFLOP/s (CUDA runs only).
+FP32_PEAK_TFLOPS = 64.6
 # A comparison whose per-round ratios spread by more than this fraction of the median is flagged.
 SPREAD_FLAG = 0.10
 # Sleep-kernel cycles per second of host time to cover: above the clock of the GPUs measured, so the
 # sleep outlasts the host's work at any clock.
 _SLEEP_CYCLES_PER_S = 2.5e9
 _MAX_SLEEP_S = 0.05
+
+
+def environment(device):
+    """What a result file records about the run on `device`: the GPU (or "cpu"), the versions of
+    torch, cuDNN, CUDA and torchconv, the UTC date, and the FP32 peak its TFLOP/s are read against."""
+    cuda = device.type == "cuda"
+    return {
+        "gpu": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "cuda": torch.version.cuda,
+        "torchconv": __version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "fp32_peak_tflops": FP32_PEAK_TFLOPS if cuda else None,
+    }
 
 
 def hold_stream(seconds):
