@@ -62,13 +62,13 @@ Products (the designs' suffixes):
   float16's on the study's Gaussian inputs only (`*-split-s8x2*` in winograd-error-cpu.md: F(2x2)
   with three products 1.0-1.1x cuDNN's error, F(4x4) at the mixed points with four 1.1-1.7x), not
   on heavy-tailed ones (winograd-error-cpu-heavy.md: up to 2.5x and 4.7x), so the float16 table
-  counts them outside it. The int8 rate is taken as the
-  measured e4m3 rate (S8_RATE_KIND; the two are equal on Hopper's data sheet). A scale needs its
-  group's largest value over all channels before any of it is quantized: counted as a transform
-  kernel in two passes (the input read twice, as the carriers' `prepass`; the transform's
-  instructions twice, plus about 6 a value to scale, convert and split into limbs). The extra
-  accumulators take registers from the points: 4 points a block (F(2x2) with two accumulators, a
-  cluster of 4 blocks a tile; F(4x4) with three, a cluster of 9).
+  counts them outside it. The int8 rate is taken as the measured e4m3 rate (S8_RATE_KIND; the two
+  are equal on Hopper's data sheet). A scale needs its group's largest value over all channels
+  before any of it is quantized: counted as a transform kernel in two passes (the input read
+  twice, as the carriers' `prepass`; the transform's instructions twice, plus about 6 a value to
+  scale, convert and split into limbs). The extra accumulators take registers from the points: 4
+  points a block (F(2x2) with two accumulators, a cluster of 4 blocks a tile; F(4x4) with three, a
+  cluster of 9).
 
 Bytes through the data path per block and chunk of 16 channels: the MMAs' shared-memory operand
 reads, V's stores (not `rs`) and the patch loads (bfloat16 input); per block, the epilogue's staging
